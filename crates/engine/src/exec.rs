@@ -1,0 +1,1099 @@
+//! The interpreter: expressions (u64 fast path, wide path up to MAX_WIDTH bits), statements, parser states,
+//! header extraction and emission, tables, v1model built-ins and registered extern calls.
+
+use crate::bits::{self, Wide};
+use crate::hash;
+use crate::{Engine, Worker};
+use p4sec_externs::iface::{BitBuf, Payload};
+use p4sec_ir::*;
+use std::sync::atomic::Ordering;
+
+/// How a statement list finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Next,
+    Break(u32),
+    Exit,
+    /// Parser error (error code); the parser stops.
+    Reject(u32),
+}
+
+#[inline]
+fn mask(w: u32) -> u64 {
+    bits::mask64(w)
+}
+
+#[inline]
+fn sext(v: u64, w: u32) -> i64 {
+    if w >= 64 {
+        v as i64
+    } else {
+        ((v << (64 - w)) as i64) >> (64 - w)
+    }
+}
+
+/// Read `width` (≤ 64) bits at bit offset `pos` of `data`, MSB first.
+#[inline]
+pub fn read_bits(data: &[u8], pos: usize, width: u32) -> u64 {
+    if width == 0 {
+        return 0;
+    }
+    let first = pos / 8;
+    let off = (pos % 8) as u32;
+    let nbytes = ((off + width) as usize).div_ceil(8);
+    let mut acc: u128 = 0;
+    for i in 0..nbytes {
+        acc = (acc << 8) | data[first + i] as u128;
+    }
+    let total = nbytes as u32 * 8;
+    ((acc >> (total - off - width)) as u64) & mask(width)
+}
+
+/// Write the low `width` (≤ 64) bits of `v` at bit offset `pos` (growing `out` as needed).
+#[inline]
+pub fn write_bits(out: &mut Vec<u8>, pos: usize, width: u32, v: u64) {
+    let end = (pos + width as usize).div_ceil(8);
+    if out.len() < end {
+        out.resize(end, 0);
+    }
+    if pos % 8 == 0 && width % 8 == 0 {
+        let n = (width / 8) as usize;
+        let bytes = v.to_be_bytes();
+        out[pos / 8..pos / 8 + n].copy_from_slice(&bytes[8 - n..]);
+        return;
+    }
+    for i in 0..width {
+        let bit = (v >> (width - 1 - i)) & 1;
+        let p = pos + i as usize;
+        let m = 0x80u8 >> (p % 8);
+        if bit == 1 {
+            out[p / 8] |= m;
+        } else {
+            out[p / 8] &= !m;
+        }
+    }
+}
+
+fn read_wide(data: &[u8], pos: usize, width: u32) -> Wide {
+    let mut v = bits::ZERO;
+    let mut done = 0;
+    while done < width {
+        let chunk = (width - done).min(64);
+        let x = read_bits(data, pos + done as usize, chunk);
+        v = bits::shl(&v, chunk, p4sec_ir::MAX_WIDTH);
+        v[0] |= x;
+        done += chunk;
+    }
+    v
+}
+
+fn write_wide(out: &mut Vec<u8>, pos: usize, width: u32, v: &Wide) {
+    // most significant chunk first
+    let mut remaining = width;
+    let mut p = pos;
+    while remaining > 0 {
+        let chunk = if remaining % 64 == 0 { 64 } else { remaining % 64 };
+        let x = bits::slice(v, remaining - 1, remaining - chunk)[0];
+        write_bits(out, p, chunk, x);
+        p += chunk as usize;
+        remaining -= chunk;
+    }
+}
+
+impl Engine {
+    // ------------------------------------------------------------ locations
+
+    #[inline]
+    fn resolve(&self, w: &mut Worker, lv: &LValue) -> Option<Loc> {
+        match lv {
+            LValue::Static(l) => Some(*l),
+            LValue::Dynamic { base, stride, count, index } => {
+                let i = self.eval(w, index);
+                if i < *count as u64 {
+                    Some(Loc { slot: base.slot + stride * i as u32, width: base.width })
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn load(&self, w: &Worker, l: Loc) -> u64 {
+        w.slots[l.slot as usize]
+    }
+
+    #[inline]
+    pub(crate) fn store(&self, w: &mut Worker, l: Loc, v: u64) {
+        w.slots[l.slot as usize] = v & mask(l.width);
+    }
+
+    fn load_wide(&self, w: &Worker, l: Loc) -> Wide {
+        let mut v = bits::ZERO;
+        let n = words_for(l.width) as usize;
+        v[..n].copy_from_slice(&w.slots[l.slot as usize..l.slot as usize + n]);
+        v
+    }
+
+    fn store_wide(&self, w: &mut Worker, l: Loc, v: &Wide) {
+        let n = words_for(l.width) as usize;
+        let mut v = *v;
+        bits::truncate(&mut v, l.width);
+        w.slots[l.slot as usize..l.slot as usize + n].copy_from_slice(&v[..n]);
+    }
+
+    pub(crate) fn store_value(&self, w: &mut Worker, l: Loc, v: &Value) {
+        if l.width <= 64 {
+            self.store(w, l, v.as_u64());
+        } else {
+            let mut x = bits::ZERO;
+            for (i, word) in v.words.iter().enumerate().take(bits::WORDS) {
+                x[i] = *word;
+            }
+            self.store_wide(w, l, &x);
+        }
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn load_value(&self, w: &Worker, l: Loc) -> Value {
+        let n = words_for(l.width) as usize;
+        Value { width: l.width, words: w.slots[l.slot as usize..l.slot as usize + n].to_vec() }
+    }
+
+    // ------------------------------------------------------------ expressions
+
+    /// Evaluate an expression of width ≤ 64.
+    pub(crate) fn eval(&self, w: &mut Worker, e: &Expr) -> u64 {
+        match e {
+            Expr::Const(v) => v.as_u64(),
+            Expr::Load(LValue::Static(l)) => {
+                if l.width <= 64 {
+                    w.slots[l.slot as usize]
+                } else {
+                    w.slots[l.slot as usize]
+                }
+            }
+            Expr::Load(lv) => match self.resolve(w, lv) {
+                Some(l) => self.load(w, l),
+                None => 0,
+            },
+            Expr::Unary { op, width, arg } => {
+                let a = self.eval(w, arg);
+                match op {
+                    UnOp::Not => (a == 0) as u64,
+                    UnOp::BitNot => !a & mask(*width),
+                    UnOp::Neg => a.wrapping_neg() & mask(*width),
+                }
+            }
+            Expr::Binary { op, width, signed, lhs, rhs } => {
+                match op {
+                    BinOp::And => return (self.eval(w, lhs) != 0 && self.eval(w, rhs) != 0) as u64,
+                    BinOp::Or => return (self.eval(w, lhs) != 0 || self.eval(w, rhs) != 0) as u64,
+                    _ => {}
+                }
+                let ow = lhs.width();
+                if ow > 64 {
+                    return self.eval_wide_cmp(w, *op, *signed, lhs, rhs);
+                }
+                let a = self.eval(w, lhs);
+                let b = self.eval(w, rhs);
+                let m = mask(*width);
+                match op {
+                    BinOp::Add => a.wrapping_add(b) & m,
+                    BinOp::Sub => a.wrapping_sub(b) & m,
+                    BinOp::Mul => a.wrapping_mul(b) & m,
+                    BinOp::Div => a.checked_div(b).unwrap_or(0) & m,
+                    BinOp::Mod => a.checked_rem(b).unwrap_or(0) & m,
+                    BinOp::AddSat | BinOp::SubSat => {
+                        if *signed {
+                            let (x, y) = (sext(a, *width) as i128, sext(b, *width) as i128);
+                            let r = if *op == BinOp::AddSat { x + y } else { x - y };
+                            let max = (1i128 << (width - 1)) - 1;
+                            let min = -(1i128 << (width - 1));
+                            (r.clamp(min, max) as u64) & m
+                        } else {
+                            let r = if *op == BinOp::AddSat { a as u128 + b as u128 } else { (a as u128).saturating_sub(b as u128) };
+                            r.min(m as u128) as u64
+                        }
+                    }
+                    BinOp::Shl => {
+                        if b >= *width as u64 {
+                            0
+                        } else {
+                            (a << b) & m
+                        }
+                    }
+                    BinOp::Shr => {
+                        if *signed {
+                            let s = sext(a, *width);
+                            (s >> b.min(63)) as u64 & m
+                        } else if b >= 64 {
+                            0
+                        } else {
+                            a >> b
+                        }
+                    }
+                    BinOp::BitAnd => a & b,
+                    BinOp::BitOr => a | b,
+                    BinOp::BitXor => a ^ b,
+                    BinOp::Eq => (a == b) as u64,
+                    BinOp::Ne => (a != b) as u64,
+                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                        let ord = if *signed { sext(a, ow).cmp(&sext(b, ow)) } else { a.cmp(&b) };
+                        let r = match op {
+                            BinOp::Lt => ord.is_lt(),
+                            BinOp::Le => ord.is_le(),
+                            BinOp::Gt => ord.is_gt(),
+                            _ => ord.is_ge(),
+                        };
+                        r as u64
+                    }
+                    BinOp::And | BinOp::Or => unreachable!(),
+                }
+            }
+            Expr::Slice { arg, hi, lo } => {
+                if arg.width() > 64 {
+                    let v = self.eval_wide(w, arg);
+                    bits::slice(&v, *hi, *lo)[0]
+                } else {
+                    (self.eval(w, arg) >> lo) & mask(hi - lo + 1)
+                }
+            }
+            Expr::Concat { hi, lo } => {
+                let lw = lo.width();
+                let h = self.eval(w, hi);
+                let l = self.eval(w, lo);
+                if lw >= 64 {
+                    l
+                } else {
+                    (h << lw) | l
+                }
+            }
+            Expr::Cast { arg, width, signed } => {
+                let aw = arg.width();
+                if aw > 64 {
+                    return self.eval_wide(w, arg)[0] & mask(*width);
+                }
+                let a = self.eval(w, arg);
+                if *signed && *width > aw {
+                    (sext(a, aw) as u64) & mask(*width)
+                } else {
+                    a & mask(*width)
+                }
+            }
+            Expr::Cond { cond, then, else_, .. } => {
+                if self.eval(w, cond) != 0 {
+                    self.eval(w, then)
+                } else {
+                    self.eval(w, else_)
+                }
+            }
+            Expr::Lookahead { width } => {
+                if w.cursor + *width as usize > w.pkt.len() * 8 {
+                    w.perr = self.err_too_short;
+                    0
+                } else {
+                    read_bits(&w.pkt, w.cursor, *width)
+                }
+            }
+            Expr::PacketLength => w.pkt.len() as u64,
+        }
+    }
+
+    fn eval_wide_cmp(&self, w: &mut Worker, op: BinOp, signed: bool, lhs: &Expr, rhs: &Expr) -> u64 {
+        let ow = lhs.width();
+        let a = self.eval_wide(w, lhs);
+        let b = self.eval_wide(w, rhs);
+        let ord = if signed {
+            let (na, nb) = (bits::bit(&a, ow - 1), bits::bit(&b, ow - 1));
+            match (na, nb) {
+                (true, false) => std::cmp::Ordering::Less,
+                (false, true) => std::cmp::Ordering::Greater,
+                _ => bits::cmp(&a, &b),
+            }
+        } else {
+            bits::cmp(&a, &b)
+        };
+        (match op {
+            BinOp::Eq => ord.is_eq(),
+            BinOp::Ne => ord.is_ne(),
+            BinOp::Lt => ord.is_lt(),
+            BinOp::Le => ord.is_le(),
+            BinOp::Gt => ord.is_gt(),
+            BinOp::Ge => ord.is_ge(),
+            _ => {
+                // arithmetic with a narrow result from wide operands cannot occur (widths are equal)
+                let r = self.wide_arith(op, signed, ow, &a, &b);
+                return r[0];
+            }
+        }) as u64
+    }
+
+    fn wide_arith(&self, op: BinOp, signed: bool, width: u32, a: &Wide, b: &Wide) -> Wide {
+        match op {
+            BinOp::Add => bits::add(a, b, width),
+            BinOp::Sub => bits::sub(a, b, width),
+            BinOp::Mul => bits::mul(a, b, width),
+            BinOp::Div => bits::divmod(a, b, width).0,
+            BinOp::Mod => bits::divmod(a, b, width).1,
+            BinOp::BitAnd => std::array::from_fn(|i| a[i] & b[i]),
+            BinOp::BitOr => std::array::from_fn(|i| a[i] | b[i]),
+            BinOp::BitXor => std::array::from_fn(|i| a[i] ^ b[i]),
+            BinOp::Shl => bits::shl(a, if b[1..].iter().any(|x| *x != 0) { u32::MAX } else { b[0].min(u32::MAX as u64) as u32 }, width),
+            BinOp::Shr => {
+                let n = if b[1..].iter().any(|x| *x != 0) { u32::MAX } else { b[0].min(u32::MAX as u64) as u32 };
+                if signed && bits::bit(a, width - 1) {
+                    let r = bits::shr(a, n.min(width));
+                    bits::sign_extend(&r, width.saturating_sub(n.min(width)).max(1), width)
+                } else {
+                    bits::shr(a, n)
+                }
+            }
+            BinOp::AddSat | BinOp::SubSat => {
+                if signed {
+                    // rare: fall back to wrapping
+                    if op == BinOp::AddSat {
+                        bits::add(a, b, width)
+                    } else {
+                        bits::sub(a, b, width)
+                    }
+                } else if op == BinOp::AddSat {
+                    let s = bits::add(a, b, width);
+                    if bits::cmp(&s, a).is_lt() {
+                        bits::not(&bits::ZERO, width)
+                    } else {
+                        s
+                    }
+                } else if bits::cmp(a, b).is_lt() {
+                    bits::ZERO
+                } else {
+                    bits::sub(a, b, width)
+                }
+            }
+            _ => bits::ZERO,
+        }
+    }
+
+    /// Evaluate an expression of any width as a wide value.
+    pub(crate) fn eval_wide(&self, w: &mut Worker, e: &Expr) -> Wide {
+        let width = e.width();
+        if width <= 64 {
+            return bits::from_u64(self.eval(w, e));
+        }
+        match e {
+            Expr::Const(v) => {
+                let mut x = bits::ZERO;
+                for (i, word) in v.words.iter().enumerate().take(bits::WORDS) {
+                    x[i] = *word;
+                }
+                x
+            }
+            Expr::Load(lv) => match self.resolve(w, lv) {
+                Some(l) => self.load_wide(w, l),
+                None => bits::ZERO,
+            },
+            Expr::Unary { op, width, arg } => {
+                let a = self.eval_wide(w, arg);
+                match op {
+                    UnOp::Not => bits::from_u64(bits::is_zero(&a) as u64),
+                    UnOp::BitNot => bits::not(&a, *width),
+                    UnOp::Neg => bits::neg(&a, *width),
+                }
+            }
+            Expr::Binary { op, width, signed, lhs, rhs } => {
+                let a = self.eval_wide(w, lhs);
+                let b = self.eval_wide(w, rhs);
+                self.wide_arith(*op, *signed, *width, &a, &b)
+            }
+            Expr::Slice { arg, hi, lo } => {
+                let v = self.eval_wide(w, arg);
+                bits::slice(&v, *hi, *lo)
+            }
+            Expr::Concat { hi, lo } => {
+                let lw = lo.width();
+                let h = self.eval_wide(w, hi);
+                let l = self.eval_wide(w, lo);
+                let s = bits::shl(&h, lw, p4sec_ir::MAX_WIDTH);
+                let mut r: Wide = std::array::from_fn(|i| s[i] | l[i]);
+                bits::truncate(&mut r, width);
+                r
+            }
+            Expr::Cast { arg, width, signed } => {
+                let aw = arg.width();
+                let a = self.eval_wide(w, arg);
+                if *signed && *width > aw {
+                    bits::sign_extend(&a, aw, *width)
+                } else {
+                    let mut r = a;
+                    bits::truncate(&mut r, *width);
+                    r
+                }
+            }
+            Expr::Cond { cond, then, else_, .. } => {
+                if self.eval(w, cond) != 0 {
+                    self.eval_wide(w, then)
+                } else {
+                    self.eval_wide(w, else_)
+                }
+            }
+            Expr::Lookahead { width } => {
+                if w.cursor + *width as usize > w.pkt.len() * 8 {
+                    w.perr = self.err_too_short;
+                    bits::ZERO
+                } else {
+                    read_wide(&w.pkt, w.cursor, *width)
+                }
+            }
+            Expr::PacketLength => bits::from_u64(w.pkt.len() as u64),
+        }
+    }
+
+    fn assign(&self, w: &mut Worker, dst: &LValue, src: &Expr) {
+        let Some(l) = self.resolve(w, dst) else {
+            // out-of-bounds stack index: still evaluate for side effects (none), write ignored
+            return;
+        };
+        if l.width <= 64 {
+            let v = self.eval(w, src);
+            self.store(w, l, v);
+        } else {
+            let v = self.eval_wide(w, src);
+            self.store_wide(w, l, &v);
+        }
+    }
+
+    /// Append the bits of `e` (MSB first) to `buf` at bit `pos`; returns the new bit position.
+    fn append_bits(&self, w: &mut Worker, e: &Expr, buf: &mut Vec<u8>, pos: usize) -> usize {
+        let width = e.width();
+        if width <= 64 {
+            let v = self.eval(w, e);
+            write_bits(buf, pos, width, v);
+        } else {
+            let v = self.eval_wide(w, e);
+            write_wide(buf, pos, width, &v);
+        }
+        pos + width as usize
+    }
+
+    /// Concatenate data expressions into `w.scratch` as bytes (zero-padded at the end).
+    fn concat_data(&self, w: &mut Worker, data: &[Expr]) {
+        let mut buf = std::mem::take(&mut w.scratch);
+        buf.clear();
+        let mut pos = 0;
+        for e in data {
+            pos = self.append_bits(w, e, &mut buf, pos);
+        }
+        buf.truncate(pos.div_ceil(8));
+        w.scratch = buf;
+    }
+
+    // ------------------------------------------------------------ headers
+
+    /// The header index a reference denotes (None when out of bounds).
+    fn header_index(&self, w: &mut Worker, h: &HeaderRef) -> Option<u32> {
+        match h {
+            HeaderRef::Static(i) => Some(*i),
+            HeaderRef::Dynamic { stack, index } => {
+                let s = &self.prog.stacks[*stack as usize];
+                let i = self.eval(w, index);
+                s.elements.get(i as usize).copied()
+            }
+            HeaderRef::Next { stack } => {
+                let s = &self.prog.stacks[*stack as usize];
+                let i = self.load(w, s.next_index);
+                s.elements.get(i as usize).copied()
+            }
+        }
+    }
+
+    fn extract(&self, w: &mut Worker, h: &HeaderRef, varbit_bits: Option<&Expr>) -> Flow {
+        let Some(hi) = self.header_index(w, h) else {
+            return Flow::Reject(self.err_stack_oob);
+        };
+        let layout = &self.prog.headers[hi as usize];
+        let mut fixed = 0usize;
+        let mut var_max = 0u32;
+        for f in &layout.fields {
+            if f.varbit_len.is_some() {
+                var_max = f.loc.width;
+            } else {
+                fixed += f.loc.width as usize;
+            }
+        }
+        let var = match varbit_bits {
+            Some(e) => {
+                let n = self.eval(w, e);
+                if n > var_max as u64 {
+                    return Flow::Reject(self.err_header_too_short);
+                }
+                if n % 8 != 0 {
+                    return Flow::Reject(self.err_invalid_arg);
+                }
+                n as usize
+            }
+            None => 0,
+        };
+        if w.cursor + fixed + var > w.pkt.len() * 8 {
+            return Flow::Reject(self.err_too_short);
+        }
+        let mut pos = w.cursor;
+        for f in &layout.fields {
+            match f.varbit_len {
+                Some(len) => {
+                    let v = read_wide(&w.pkt, pos, var as u32);
+                    self.store_wide(w, f.loc, &v);
+                    self.store(w, len, var as u64);
+                    pos += var;
+                }
+                None => {
+                    if f.loc.width <= 64 {
+                        let v = read_bits(&w.pkt, pos, f.loc.width);
+                        w.slots[f.loc.slot as usize] = v;
+                    } else {
+                        let v = read_wide(&w.pkt, pos, f.loc.width);
+                        self.store_wide(w, f.loc, &v);
+                    }
+                    pos += f.loc.width as usize;
+                }
+            }
+        }
+        w.cursor = pos;
+        w.slots[layout.valid.slot as usize] = 1;
+        if let HeaderRef::Next { stack } = h {
+            let ni = self.prog.stacks[*stack as usize].next_index;
+            let v = self.load(w, ni) + 1;
+            self.store(w, ni, v);
+        }
+        if let Some(t) = w.trace.as_mut() {
+            t.push(format!("extract {}", layout.name));
+        }
+        Flow::Next
+    }
+
+    fn emit(&self, w: &mut Worker, h: &HeaderRef) {
+        let Some(hi) = self.header_index(w, h) else { return };
+        let layout = &self.prog.headers[hi as usize];
+        if w.slots[layout.valid.slot as usize] == 0 {
+            return;
+        }
+        let mut out = std::mem::take(&mut w.out);
+        let mut pos = w.out_bits;
+        for f in &layout.fields {
+            match f.varbit_len {
+                Some(len) => {
+                    let n = self.load(w, len) as u32;
+                    let v = self.load_wide(w, f.loc);
+                    write_wide(&mut out, pos, n, &v);
+                    pos += n as usize;
+                }
+                None => {
+                    if f.loc.width <= 64 {
+                        write_bits(&mut out, pos, f.loc.width, w.slots[f.loc.slot as usize]);
+                    } else {
+                        let v = self.load_wide(w, f.loc);
+                        write_wide(&mut out, pos, f.loc.width, &v);
+                    }
+                    pos += f.loc.width as usize;
+                }
+            }
+        }
+        w.out_bits = pos;
+        w.out = out;
+    }
+
+    fn copy_header(&self, w: &mut Worker, dst: &HeaderRef, src: &HeaderRef) {
+        let (Some(d), Some(s)) = (self.header_index(w, dst), self.header_index(w, src)) else { return };
+        let (dl, sl) = (&self.prog.headers[d as usize], &self.prog.headers[s as usize]);
+        w.slots[dl.valid.slot as usize] = w.slots[sl.valid.slot as usize];
+        for (df, sf) in dl.fields.iter().zip(&sl.fields) {
+            let n = words_for(df.loc.width) as usize;
+            for k in 0..n {
+                w.slots[df.loc.slot as usize + k] = w.slots[sf.loc.slot as usize + k];
+            }
+            if let (Some(a), Some(b)) = (df.varbit_len, sf.varbit_len) {
+                w.slots[a.slot as usize] = w.slots[b.slot as usize];
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ statements
+
+    pub(crate) fn exec(&self, w: &mut Worker, stmts: &[Stmt]) -> Flow {
+        for s in stmts {
+            let f = self.exec_one(w, s);
+            if f != Flow::Next {
+                return f;
+            }
+            if w.perr != 0 {
+                let e = w.perr;
+                w.perr = 0;
+                return Flow::Reject(e);
+            }
+        }
+        Flow::Next
+    }
+
+    fn exec_one(&self, w: &mut Worker, s: &Stmt) -> Flow {
+        match s {
+            Stmt::Assign { dst, src } => {
+                self.assign(w, dst, src);
+                Flow::Next
+            }
+            Stmt::SetValid { hdr, valid } => {
+                if let Some(h) = self.header_index(w, hdr) {
+                    let l = self.prog.headers[h as usize].valid;
+                    w.slots[l.slot as usize] = *valid as u64;
+                }
+                Flow::Next
+            }
+            Stmt::CopyHeader { dst, src } => {
+                self.copy_header(w, dst, src);
+                Flow::Next
+            }
+            Stmt::If { cond, then, else_ } => {
+                if self.eval(w, cond) != 0 {
+                    self.exec(w, then)
+                } else {
+                    self.exec(w, else_)
+                }
+            }
+            Stmt::Switch { expr, cases, default } => {
+                let v = if expr.width() <= 64 { bits::from_u64(self.eval(w, expr)) } else { self.eval_wide(w, expr) };
+                for (vals, body) in cases {
+                    if vals.iter().any(|c| c.words.iter().enumerate().all(|(i, x)| *x == v[i])) {
+                        return self.exec(w, body);
+                    }
+                }
+                self.exec(w, default)
+            }
+            Stmt::Block { label, body } => match self.exec(w, body) {
+                Flow::Break(l) if l == *label => Flow::Next,
+                f => f,
+            },
+            Stmt::Break(l) => Flow::Break(*l),
+            Stmt::Exit => Flow::Exit,
+            Stmt::ApplyTable { table, hit, action_run } => self.apply_table(w, *table as usize, *hit, *action_run),
+            Stmt::CallAction { action, args } => {
+                let a = &self.prog.actions[*action as usize];
+                for (p, e) in a.params.iter().zip(args) {
+                    let dst = LValue::Static(p.loc);
+                    self.assign(w, &dst, e);
+                }
+                self.exec(w, &a.body)
+            }
+            Stmt::Extract { hdr, varbit_bits } => self.extract(w, hdr, varbit_bits.as_ref()),
+            Stmt::Advance { bits } => {
+                let n = self.eval(w, bits) as usize;
+                if w.cursor + n > w.pkt.len() * 8 {
+                    return Flow::Reject(self.err_too_short);
+                }
+                w.cursor += n;
+                Flow::Next
+            }
+            Stmt::Emit { hdr } => {
+                self.emit(w, hdr);
+                Flow::Next
+            }
+            Stmt::Builtin(b) => self.builtin(w, b),
+            Stmt::ExternCall { inst, method, args, ret } => self.extern_call(w, *inst as usize, *method, args, ret.as_ref()),
+        }
+    }
+
+    fn apply_table(&self, w: &mut Worker, ti: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+        let t = &self.prog.tables[ti];
+        let layout = &self.key_layouts[ti];
+        let mut key = [0u64; crate::tables::KEY_WORDS];
+        for (k, &(off, words)) in t.keys.iter().zip(layout.iter()) {
+            if k.width <= 64 {
+                key[off] = self.eval(w, &k.expr);
+            } else {
+                let v = self.eval_wide(w, &k.expr);
+                key[off..off + words].copy_from_slice(&v[..words]);
+            }
+        }
+        let data = self.tables[ti].data.load();
+        let found = data.lookup(t, &key);
+        let len = w.pkt_len as u64;
+        let call = match found {
+            Some(i) => {
+                let e = &data.entries[i];
+                e.packets.fetch_add(1, Ordering::Relaxed);
+                e.bytes.fetch_add(len, Ordering::Relaxed);
+                w.cur_meter = e.meter.clone();
+                &e.entry.action
+            }
+            None => {
+                w.cur_meter = None;
+                &data.default
+            }
+        };
+        let action = &self.prog.actions[call.action as usize];
+        for (p, v) in action.params.iter().zip(&call.args) {
+            self.store_value(w, p.loc, v);
+        }
+        if let Some(h) = hit {
+            self.store(w, h, found.is_some() as u64);
+        }
+        if let Some(r) = action_run {
+            self.store(w, r, call.action as u64);
+        }
+        if let Some(tr) = w.trace.as_mut() {
+            tr.push(format!("table {} {} -> {}", t.name, if found.is_some() { "hit" } else { "miss" }, action.name));
+        }
+        let body = &action.body;
+        match self.exec(w, body) {
+            Flow::Exit => Flow::Exit,
+            Flow::Reject(e) => Flow::Reject(e),
+            _ => Flow::Next,
+        }
+    }
+
+    fn builtin(&self, w: &mut Worker, b: &Builtin) -> Flow {
+        let sm = &self.prog.std_meta;
+        match b {
+            Builtin::Verify { cond, error } => {
+                if self.eval(w, cond) == 0 {
+                    return Flow::Reject(*error);
+                }
+            }
+            Builtin::MarkToDrop => {
+                self.store(w, sm.egress_spec, 511);
+                self.store(w, sm.mcast_grp, 0);
+            }
+            Builtin::Hash { dst, algo, base, data, max } => {
+                self.concat_data(w, data);
+                let h = hash::compute(*algo, &w.scratch, &mut w.rng);
+                let base = self.eval(w, base);
+                let max = self.eval(w, max);
+                let v = if max == 0 { base.wrapping_add(h) } else { base.wrapping_add(h % max) };
+                if let Some(l) = self.resolve(w, dst) {
+                    self.store(w, l, v);
+                }
+            }
+            Builtin::VerifyChecksum { cond, data, field, algo, with_payload } => {
+                if self.eval(w, cond) != 0 {
+                    self.concat_data(w, data);
+                    if *with_payload {
+                        let payload = std::mem::take(&mut w.payload);
+                        w.scratch.extend_from_slice(&payload);
+                        w.payload = payload;
+                    }
+                    let h = hash::compute(*algo, &w.scratch, &mut w.rng) & mask(field.width());
+                    if h != self.eval(w, field) {
+                        self.store(w, sm.checksum_error, 1);
+                    }
+                }
+            }
+            Builtin::UpdateChecksum { cond, data, dst, algo, with_payload } => {
+                if self.eval(w, cond) != 0 {
+                    self.concat_data(w, data);
+                    if *with_payload {
+                        let payload = std::mem::take(&mut w.payload);
+                        w.scratch.extend_from_slice(&payload);
+                        w.payload = payload;
+                    }
+                    let h = hash::compute(*algo, &w.scratch, &mut w.rng);
+                    if let Some(l) = self.resolve(w, dst) {
+                        self.store(w, l, h);
+                    }
+                }
+            }
+            Builtin::RegisterRead { reg, dst, index } => {
+                let i = self.eval(w, index) as usize;
+                let r = &self.registers[*reg as usize];
+                if let Some(l) = self.resolve(w, dst) {
+                    let words = r.words;
+                    if i < r.size {
+                        if words == 1 {
+                            let v = r.cells[i].load(Ordering::Relaxed);
+                            self.store(w, l, v);
+                        } else {
+                            let mut v = bits::ZERO;
+                            for k in 0..words {
+                                v[k] = r.cells[i * words + k].load(Ordering::Relaxed);
+                            }
+                            self.store_wide(w, l, &v);
+                        }
+                    } else {
+                        self.store(w, l, 0);
+                    }
+                }
+            }
+            Builtin::RegisterWrite { reg, index, value } => {
+                let i = self.eval(w, index) as usize;
+                let r = &self.registers[*reg as usize];
+                if i < r.size {
+                    if r.words == 1 {
+                        let v = self.eval(w, value) & mask(r.width);
+                        r.cells[i].store(v, Ordering::Relaxed);
+                    } else {
+                        let mut v = self.eval_wide(w, value);
+                        bits::truncate(&mut v, r.width);
+                        for k in 0..r.words {
+                            r.cells[i * r.words + k].store(v[k], Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+            Builtin::CounterCount { counter, index } => {
+                let i = self.eval(w, index) as usize;
+                let c = &self.counters[*counter as usize];
+                if let Some(cell) = c.get(i) {
+                    cell.0.fetch_add(1, Ordering::Relaxed);
+                    cell.1.fetch_add(w.pkt_len as u64, Ordering::Relaxed);
+                }
+            }
+            Builtin::MeterExecute { meter, index, dst } => {
+                let i = self.eval(w, index) as usize;
+                let m = &self.meters[*meter as usize];
+                let unit = self.prog.meters[*meter as usize].unit;
+                let color = match m.get(i) {
+                    Some(cell) => cell.execute(if unit == CounterUnit::Bytes { w.pkt_len as u64 } else { 1 }),
+                    None => crate::meters::GREEN,
+                };
+                if let Some(l) = self.resolve(w, dst) {
+                    self.store(w, l, color);
+                }
+            }
+            Builtin::DirectMeterRead { meter, dst } => {
+                let unit = self.prog.direct_meters[*meter as usize].unit;
+                let color = match w.cur_meter.clone() {
+                    Some(cell) => cell.execute(if unit == CounterUnit::Bytes { w.pkt_len as u64 } else { 1 }),
+                    None => crate::meters::GREEN,
+                };
+                if let Some(l) = self.resolve(w, dst) {
+                    self.store(w, l, color);
+                }
+            }
+            Builtin::DirectCounterCount { .. } => {}
+            Builtin::Clone { kind, session, field_list } => {
+                let s = self.eval(w, session) as u32;
+                match kind {
+                    CloneKind::I2E => w.fx.clone_i2e = Some((s, *field_list)),
+                    CloneKind::E2E => w.fx.clone_e2e = Some((s, *field_list)),
+                }
+            }
+            Builtin::Resubmit { field_list } => w.fx.resubmit = Some(*field_list),
+            Builtin::Recirculate { field_list } => w.fx.recirculate = Some(*field_list),
+            Builtin::Truncate { length } => w.fx.truncate = Some(self.eval(w, length) as usize),
+            Builtin::Digest { digest, data } => {
+                let mut vals = Vec::with_capacity(data.len());
+                for e in data {
+                    let width = e.width();
+                    let v = self.eval_wide(w, e);
+                    vals.push(Value { width, words: v[..words_for(width) as usize].to_vec() });
+                }
+                self.push_digest(*digest, vals);
+            }
+            Builtin::Random { dst, lo, hi } => {
+                let lo = self.eval(w, lo);
+                let hi = self.eval(w, hi);
+                let r = hash::next_random(&mut w.rng);
+                let v = if hi <= lo { lo } else { lo + r % (hi - lo + 1) };
+                if let Some(l) = self.resolve(w, dst) {
+                    self.store(w, l, v);
+                }
+            }
+            Builtin::LogMsg { format, args } => {
+                if w.trace.is_some() {
+                    let mut s = String::new();
+                    let mut vals = args.iter();
+                    let mut parts = format.split("{}");
+                    if let Some(p) = parts.next() {
+                        s.push_str(p);
+                    }
+                    for p in parts {
+                        if let Some(e) = vals.next() {
+                            let v = self.eval(w, e);
+                            s.push_str(&v.to_string());
+                        }
+                        s.push_str(p);
+                    }
+                    if let Some(t) = w.trace.as_mut() {
+                        t.push(format!("log_msg: {s}"));
+                    }
+                }
+            }
+            Builtin::Assert { cond } => {
+                if self.eval(w, cond) == 0 {
+                    self.stats.assert_failures.fetch_add(1, Ordering::Relaxed);
+                    w.fx.drop = true;
+                    return Flow::Exit;
+                }
+            }
+        }
+        Flow::Next
+    }
+
+    fn extern_call(&self, w: &mut Worker, inst: usize, method: u32, args: &[ExternArg], ret: Option<&LValue>) -> Flow {
+        let mut bufs = std::mem::take(&mut w.bitbufs);
+        if bufs.len() < args.len() {
+            bufs.resize_with(args.len(), BitBuf::default);
+        }
+        for (a, b) in args.iter().zip(bufs.iter_mut()) {
+            b.width = a.width;
+            let nbytes = a.width.div_ceil(8) as usize;
+            b.bytes.clear();
+            b.bytes.resize(nbytes, 0);
+            let mut pos = nbytes * 8 - a.width as usize;
+            let mut tmp = std::mem::take(&mut b.bytes);
+            for e in &a.parts {
+                pos = self.append_bits(w, e, &mut tmp, pos);
+            }
+            b.bytes = tmp;
+        }
+        let mut retbuf = ret.map(|lv| {
+            let width = match lv {
+                LValue::Static(l) => l.width,
+                LValue::Dynamic { base, .. } => base.width,
+            };
+            BitBuf::zero(width)
+        });
+        let obj = &self.externs[inst];
+        let m = self.extern_methods[inst][method as usize];
+        let mut payload = std::mem::take(&mut w.payload);
+        let r = obj.call(m, &mut bufs[..args.len()], retbuf.as_mut(), &mut Payload { bytes: &mut payload });
+        w.payload = payload;
+        if let Some(t) = w.trace.as_mut() {
+            t.push(format!("extern {}.{}", self.prog.externs[inst].name, self.prog.externs[inst].methods[method as usize].name));
+        }
+        if let Err(e) = r {
+            self.stats.extern_faults.fetch_add(1, Ordering::Relaxed);
+            if let Some(t) = w.trace.as_mut() {
+                t.push(format!("extern fault: {e}"));
+            }
+            w.bitbufs = bufs;
+            w.fx.drop = true;
+            return Flow::Exit;
+        }
+        for (a, b) in args.iter().zip(bufs.iter()) {
+            if a.dir == Direction::In {
+                continue;
+            }
+            let nbytes = a.width.div_ceil(8) as usize;
+            let mut pos = nbytes * 8 - a.width as usize;
+            for d in &a.dsts {
+                let Some(l) = self.resolve(w, d) else { continue };
+                if l.width <= 64 {
+                    let v = read_bits(&b.bytes, pos, l.width);
+                    self.store(w, l, v);
+                } else {
+                    let v = read_wide(&b.bytes, pos, l.width);
+                    self.store_wide(w, l, &v);
+                }
+                pos += l.width as usize;
+            }
+        }
+        if let (Some(lv), Some(rb)) = (ret, retbuf) {
+            if let Some(l) = self.resolve(w, lv) {
+                let pad = rb.bytes.len() * 8 - l.width as usize;
+                if l.width <= 64 {
+                    let v = read_bits(&rb.bytes, pad, l.width);
+                    self.store(w, l, v);
+                } else {
+                    let v = read_wide(&rb.bytes, pad, l.width);
+                    self.store_wide(w, l, &v);
+                }
+            }
+        }
+        w.bitbufs = bufs;
+        Flow::Next
+    }
+
+    // ------------------------------------------------------------ parser
+
+    /// Run the parser over `w.pkt`; on return `w.payload` holds the unparsed bytes.
+    pub(crate) fn run_parser(&self, w: &mut Worker) {
+        let p = &self.prog.parser;
+        let mut state = p.start as usize;
+        let mut steps = 0u32;
+        let err = loop {
+            steps += 1;
+            if steps > self.max_parser_steps {
+                break self.err_timeout;
+            }
+            let Some(st) = p.states.get(state) else { break self.err_no_match };
+            if let Some(t) = w.trace.as_mut() {
+                t.push(format!("parser state {}", st.name));
+            }
+            match self.exec(w, &st.body) {
+                Flow::Next | Flow::Break(_) => {}
+                Flow::Reject(e) => break e,
+                Flow::Exit => break 0,
+            }
+            let next = match &st.transition {
+                Transition::Goto(n) => n,
+                Transition::Select { keys, cases } => {
+                    let mut found = None;
+                    let mut kv = [bits::ZERO; 8];
+                    for (i, k) in keys.iter().enumerate().take(8) {
+                        kv[i] = self.eval_wide(w, k);
+                    }
+                    if w.perr != 0 {
+                        let e = w.perr;
+                        w.perr = 0;
+                        break e;
+                    }
+                    'cases: for (ms, n) in cases {
+                        for (i, m) in ms.iter().enumerate() {
+                            if !self.key_match(&kv[i.min(7)], m) {
+                                continue 'cases;
+                            }
+                        }
+                        found = Some(n);
+                        break;
+                    }
+                    match found {
+                        Some(n) => n,
+                        None => break self.err_no_match,
+                    }
+                }
+            };
+            match next {
+                Next::Accept => break 0,
+                Next::Reject => break u32::MAX,
+                Next::State(s) => state = *s as usize,
+            }
+        };
+        if err != 0 && err != u32::MAX {
+            self.store(w, self.prog.std_meta.parser_error, err as u64);
+            if let Some(t) = w.trace.as_mut() {
+                t.push(format!("parser error {}", self.prog.errors.get(err as usize).map(|s| s.as_str()).unwrap_or("?")));
+            }
+        }
+        let start = w.cursor.div_ceil(8).min(w.pkt.len());
+        let mut payload = std::mem::take(&mut w.payload);
+        payload.clear();
+        payload.extend_from_slice(&w.pkt[start..]);
+        w.payload = payload;
+    }
+
+    fn key_match(&self, v: &Wide, m: &KeyMatch) -> bool {
+        let eqw = |a: &Value| a.words.iter().enumerate().all(|(i, x)| *x == v[i]) && v[a.words.len()..].iter().all(|x| *x == 0);
+        match m {
+            KeyMatch::Any => true,
+            KeyMatch::Exact(a) => eqw(a),
+            KeyMatch::Mask { value, mask } => mask.words.iter().enumerate().all(|(i, mw)| (v[i] & mw) == (value.words.get(i).copied().unwrap_or(0) & mw)),
+            KeyMatch::Range { lo, hi } => {
+                let mut l = bits::ZERO;
+                let mut h = bits::ZERO;
+                for (i, x) in lo.words.iter().enumerate() {
+                    l[i] = *x;
+                }
+                for (i, x) in hi.words.iter().enumerate() {
+                    h[i] = *x;
+                }
+                bits::cmp(v, &l).is_ge() && bits::cmp(v, &h).is_le()
+            }
+            KeyMatch::ValueSet(id) => {
+                let set = self.value_sets[*id as usize].load();
+                set.iter().any(|(val, mask)| {
+                    val.words.iter().enumerate().all(|(i, x)| {
+                        let m = mask.words.get(i).copied().unwrap_or(u64::MAX);
+                        (v[i] & m) == (x & m)
+                    })
+                })
+            }
+        }
+    }
+}

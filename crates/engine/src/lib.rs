@@ -1,0 +1,804 @@
+//! The p4sec engine: executes a compiled program (`p4sec_ir::Program`) for the v1model architecture with
+//! the semantics of BMv2 simple_switch.
+//!
+//! * [`Engine`] holds the program and all shared state (tables, registers, counters, meters, the packet
+//!   replication engine, extern instances). It is `Sync`: workers share it; table writes publish new
+//!   versions atomically (RCU) so packet processing never waits for the control plane.
+//! * [`Worker`] holds per-thread, per-packet state that is reset, not reallocated, between packets.
+//! * [`Engine::process`] runs one input packet to quiescence and appends the frames it emits to [`Outputs`].
+
+pub mod bits;
+mod exec;
+pub mod hash;
+pub mod meters;
+pub mod tables;
+pub mod test_externs;
+
+use arc_swap::ArcSwap;
+use exec::Flow;
+use meters::{MeterCell, MeterRates};
+use p4sec_externs::iface::{BitBuf, Dir, ExternObject, ExternType, MethodSig};
+use p4sec_ir::*;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tables::TableData;
+
+/// The drop port of v1model.
+pub const DROP_PORT: u64 = 511;
+/// Bound on resubmit/recirculate/clone passes caused by one input packet.
+pub const MAX_PASSES: u32 = 64;
+
+pub struct TableRt {
+    pub data: ArcSwap<TableData>,
+    write: Mutex<()>,
+}
+
+pub struct RegisterRt {
+    pub size: usize,
+    pub width: u32,
+    pub words: usize,
+    pub cells: Vec<AtomicU64>,
+}
+
+/// Packet replication engine configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Pre {
+    /// Mirror session → egress port.
+    pub mirror: BTreeMap<u32, u32>,
+    /// Multicast group → node handles.
+    pub groups: BTreeMap<u32, Vec<u32>>,
+    /// Node handle → (rid, ports); `None` once deleted.
+    pub nodes: Vec<Option<(u32, Vec<u32>)>>,
+}
+
+#[derive(Default, Debug)]
+pub struct Stats {
+    pub packets_in: AtomicU64,
+    pub packets_out: AtomicU64,
+    pub dropped: AtomicU64,
+    pub pass_limit: AtomicU64,
+    pub assert_failures: AtomicU64,
+    pub extern_faults: AtomicU64,
+}
+
+/// A digest message: the digest's index in `Program::digests` and the values of its fields.
+pub type DigestMsg = (u32, Vec<Value>);
+
+pub struct Engine {
+    pub prog: Arc<Program>,
+    pub tables: Vec<TableRt>,
+    key_layouts: Vec<Vec<(usize, usize)>>,
+    registers: Vec<RegisterRt>,
+    counters: Vec<Vec<(AtomicU64, AtomicU64)>>,
+    meters: Vec<Vec<MeterCell>>,
+    value_sets: Vec<ArcSwap<Vec<(Value, Value)>>>,
+    pre: ArcSwap<Pre>,
+    pre_write: Mutex<()>,
+    externs: Vec<Box<dyn ExternObject>>,
+    extern_methods: Vec<Vec<u32>>,
+    digests: Mutex<VecDeque<DigestMsg>>,
+    pub stats: Stats,
+    /// Word ranges of header state (validity, fields, varbit lengths, stack indices), kept by E2E clones.
+    header_ranges: Vec<(usize, usize)>,
+    err_too_short: u32,
+    err_no_match: u32,
+    err_stack_oob: u32,
+    err_header_too_short: u32,
+    err_timeout: u32,
+    err_invalid_arg: u32,
+    max_parser_steps: u32,
+}
+
+/// Side effects requested during a pipeline pass.
+#[derive(Default, Clone, Debug)]
+pub(crate) struct Effects {
+    clone_i2e: Option<(u32, Option<u32>)>,
+    clone_e2e: Option<(u32, Option<u32>)>,
+    resubmit: Option<Option<u32>>,
+    recirculate: Option<Option<u32>>,
+    truncate: Option<usize>,
+    drop: bool,
+}
+
+/// A packet instance waiting to be processed.
+enum Job {
+    /// Enter the parser with these bytes.
+    Ingress { bytes: Vec<u8>, port: u32, itype: u32, preserved: Vec<(u32, u64)> },
+    /// Enter egress with this state (multicast copies, I2E/E2E clones).
+    Egress { slots: Vec<u64>, payload: Vec<u8>, pkt_len: usize, port: u32, rid: u32, itype: u32 },
+}
+
+/// Frames emitted by one call of [`Engine::process`]: `(port, bytes)`, stored in one reusable buffer.
+#[derive(Default, Debug)]
+pub struct Outputs {
+    pub data: Vec<u8>,
+    pub frames: Vec<(u32, std::ops::Range<usize>)>,
+}
+
+impl Outputs {
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.frames.clear();
+    }
+    pub fn push(&mut self, port: u32, bytes: &[u8]) {
+        let s = self.data.len();
+        self.data.extend_from_slice(bytes);
+        self.frames.push((port, s..self.data.len()));
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &[u8])> {
+        self.frames.iter().map(|(p, r)| (*p, &self.data[r.clone()]))
+    }
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+}
+
+/// Per-thread packet state, reused across packets.
+pub struct Worker {
+    pub(crate) slots: Vec<u64>,
+    pub(crate) initial: Vec<u64>,
+    pub(crate) pkt: Vec<u8>,
+    pub(crate) pkt_len: usize,
+    pub(crate) cursor: usize,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) out: Vec<u8>,
+    pub(crate) out_bits: usize,
+    pub(crate) scratch: Vec<u8>,
+    pub(crate) bitbufs: Vec<BitBuf>,
+    pub(crate) fx: Effects,
+    jobs: VecDeque<Job>,
+    pub(crate) rng: u64,
+    pub(crate) perr: u32,
+    pub(crate) cur_meter: Option<Arc<MeterCell>>,
+    /// When `Some`, every packet's path is recorded here (parser states, tables, externs, decisions).
+    pub trace: Option<Vec<String>>,
+}
+
+impl Worker {
+    pub fn new(engine: &Engine) -> Worker {
+        let n = engine.prog.slots as usize;
+        let mut initial = vec![0u64; n];
+        for (s, v) in &engine.prog.initial {
+            if let Some(x) = initial.get_mut(*s as usize) {
+                *x = *v;
+            }
+        }
+        Worker {
+            slots: initial.clone(),
+            initial,
+            pkt: Vec::with_capacity(2048),
+            pkt_len: 0,
+            cursor: 0,
+            payload: Vec::with_capacity(2048),
+            out: Vec::with_capacity(2048),
+            out_bits: 0,
+            scratch: Vec::with_capacity(256),
+            bitbufs: vec![],
+            fx: Effects::default(),
+            jobs: VecDeque::new(),
+            rng: 0x1234_5678_9abc_def1,
+            perr: 0,
+            cur_meter: None,
+            trace: None,
+        }
+    }
+    /// Enable or disable tracing of packet paths.
+    pub fn set_trace(&mut self, on: bool) {
+        self.trace = if on { Some(vec![]) } else { None };
+    }
+    pub fn take_trace(&mut self) -> Vec<String> {
+        self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+}
+
+fn err_code(p: &Program, name: &str) -> u32 {
+    p.error_code(name).unwrap_or(0)
+}
+
+impl Engine {
+    /// Build the runtime for `prog`; extern instances are created from `externs` by type name.
+    pub fn new(prog: Arc<Program>, externs: &[Box<dyn ExternType>]) -> Result<Engine, String> {
+        let mut tables = vec![];
+        let mut key_layouts = vec![];
+        for t in &prog.tables {
+            for e in &t.entries {
+                tables::validate_entry(&prog, t, e)?;
+            }
+            tables.push(TableRt { data: ArcSwap::from_pointee(TableData::new(t)?), write: Mutex::new(()) });
+            let mut off = 0;
+            let mut l = vec![];
+            for k in &t.keys {
+                let w = words_for(k.width) as usize;
+                l.push((off, w));
+                off += w;
+            }
+            key_layouts.push(l);
+        }
+        let registers = prog
+            .registers
+            .iter()
+            .map(|r| {
+                let words = words_for(r.width) as usize;
+                RegisterRt { size: r.size as usize, width: r.width, words, cells: (0..r.size as usize * words).map(|_| AtomicU64::new(0)).collect() }
+            })
+            .collect();
+        let counters = prog.counters.iter().map(|c| (0..c.size).map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect()).collect();
+        let meters = prog.meters.iter().map(|m| (0..m.size).map(|_| MeterCell::default()).collect()).collect();
+        let value_sets = prog.value_sets.iter().map(|_| ArcSwap::from_pointee(vec![])).collect();
+        let mut objs = vec![];
+        let mut methods = vec![];
+        for inst in &prog.externs {
+            let ty = externs
+                .iter()
+                .find(|t| t.name() == inst.type_name)
+                .ok_or_else(|| format!("extern `{}` (type `{}`) is not implemented by this switch", inst.name, inst.type_name))?;
+            let args: Vec<BitBuf> = inst
+                .ctor_args
+                .iter()
+                .map(|v| {
+                    let mut b = BitBuf::zero(v.width);
+                    let bytes: Vec<u8> = v.words.iter().rev().flat_map(|w| w.to_be_bytes()).collect();
+                    b.set_bytes(&bytes);
+                    b
+                })
+                .collect();
+            let obj = ty.instantiate(&inst.name, &args)?;
+            let mut ms = vec![];
+            for m in &inst.methods {
+                let sig = MethodSig {
+                    name: m.name.clone(),
+                    args: m
+                        .args
+                        .iter()
+                        .map(|(d, w)| {
+                            (
+                                match d {
+                                    Direction::In => Dir::In,
+                                    Direction::Out => Dir::Out,
+                                    Direction::InOut => Dir::InOut,
+                                },
+                                *w,
+                            )
+                        })
+                        .collect(),
+                    ret: m.ret,
+                };
+                ms.push(obj.resolve(&sig).map_err(|e| format!("extern `{}`: method `{}`: {e}", inst.name, m.name))?);
+            }
+            objs.push(obj);
+            methods.push(ms);
+        }
+        let mut header_ranges = vec![];
+        for h in &prog.headers {
+            header_ranges.push((h.valid.slot as usize, 1));
+            for f in &h.fields {
+                header_ranges.push((f.loc.slot as usize, words_for(f.loc.width) as usize));
+                if let Some(l) = f.varbit_len {
+                    header_ranges.push((l.slot as usize, 1));
+                }
+            }
+        }
+        for s in &prog.stacks {
+            header_ranges.push((s.next_index.slot as usize, 1));
+        }
+        Ok(Engine {
+            err_too_short: err_code(&prog, "PacketTooShort"),
+            err_no_match: err_code(&prog, "NoMatch"),
+            err_stack_oob: err_code(&prog, "StackOutOfBounds"),
+            err_header_too_short: err_code(&prog, "HeaderTooShort"),
+            err_timeout: err_code(&prog, "ParserTimeout"),
+            err_invalid_arg: err_code(&prog, "ParserInvalidArgument"),
+            max_parser_steps: 10_000,
+            prog,
+            tables,
+            key_layouts,
+            registers,
+            counters,
+            meters,
+            value_sets,
+            pre: ArcSwap::from_pointee(Pre::default()),
+            pre_write: Mutex::new(()),
+            externs: objs,
+            extern_methods: methods,
+            digests: Mutex::new(VecDeque::new()),
+            stats: Stats::default(),
+            header_ranges,
+        })
+    }
+
+    pub fn program(&self) -> &Program {
+        &self.prog
+    }
+
+    fn push_digest(&self, id: u32, vals: Vec<Value>) {
+        let mut q = self.digests.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() < 65536 {
+            q.push_back((id, vals));
+        }
+    }
+
+    /// Take the digest messages produced so far.
+    pub fn drain_digests(&self) -> Vec<DigestMsg> {
+        self.digests.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect()
+    }
+
+    // ------------------------------------------------------------ the v1model pipeline
+
+    /// Process one frame received on `in_port`, with every copy, resubmission and recirculation it causes.
+    pub fn process(&self, w: &mut Worker, in_port: u32, frame: &[u8], out: &mut Outputs) {
+        self.stats.packets_in.fetch_add(1, Ordering::Relaxed);
+        w.jobs.clear();
+        let mut passes = 0u32;
+        self.ingress_pass(w, frame, in_port, 0, &[], out);
+        while let Some(job) = w.jobs.pop_front() {
+            passes += 1;
+            if passes > MAX_PASSES {
+                self.stats.pass_limit.fetch_add(1, Ordering::Relaxed);
+                w.jobs.clear();
+                break;
+            }
+            match job {
+                Job::Ingress { bytes, port, itype, preserved } => self.ingress_pass(w, &bytes, port, itype, &preserved, out),
+                Job::Egress { slots, payload, pkt_len, port, rid, itype } => {
+                    w.slots.copy_from_slice(&slots);
+                    w.payload.clear();
+                    w.payload.extend_from_slice(&payload);
+                    w.pkt_len = pkt_len;
+                    self.egress_pass(w, port, rid, itype, out);
+                }
+            }
+        }
+    }
+
+    fn set(&self, w: &mut Worker, l: Loc, v: u64) {
+        if l.width > 0 {
+            self.store(w, l, v);
+        }
+    }
+    fn get(&self, w: &Worker, l: Loc) -> u64 {
+        if l.width > 0 {
+            self.load(w, l)
+        } else {
+            0
+        }
+    }
+
+    fn preserved(&self, w: &Worker, field_list: Option<u32>) -> Vec<(u32, u64)> {
+        let mut v = vec![];
+        if let Some(id) = field_list {
+            if let Some(fl) = self.prog.field_lists.iter().find(|f| f.id == id) {
+                for l in &fl.fields {
+                    for k in 0..words_for(l.width) {
+                        v.push((l.slot + k, w.slots[(l.slot + k) as usize]));
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    fn ingress_pass(&self, w: &mut Worker, bytes: &[u8], port: u32, itype: u32, preserved: &[(u32, u64)], out: &mut Outputs) {
+        let sm = self.prog.std_meta.clone();
+        w.slots.copy_from_slice(&w.initial);
+        w.pkt.clear();
+        w.pkt.extend_from_slice(bytes);
+        w.pkt_len = bytes.len();
+        w.cursor = 0;
+        w.perr = 0;
+        w.fx = Effects::default();
+        self.set(w, sm.ingress_port, port as u64);
+        self.set(w, sm.instance_type, itype as u64);
+        self.set(w, sm.packet_length, bytes.len() as u64);
+        for (s, v) in preserved {
+            w.slots[*s as usize] = *v;
+        }
+        self.run_parser(w);
+        self.exec_block(w, &self.prog.verify_checksum.body);
+        if let Some(t) = w.trace.as_mut() {
+            t.push(format!("ingress (port {port}, instance_type {itype})"));
+        }
+        self.exec_block(w, &self.prog.ingress.body);
+        if w.fx.drop {
+            self.drop_packet(w, "dropped in ingress");
+            return;
+        }
+        let fx = w.fx.clone();
+        // 1. ingress-to-egress clone: the original bytes, parsed again, metadata reset except the field list
+        if let Some((session, fl)) = fx.clone_i2e {
+            if let Some(&cport) = self.pre.load().mirror.get(&session) {
+                let keep = self.preserved(w, fl);
+                let saved = (std::mem::take(&mut w.slots), std::mem::take(&mut w.payload), w.pkt_len);
+                w.slots = saved.0.clone();
+                // re-parse the original input in a scratch pass to build the clone's state
+                let original = w.pkt.clone();
+                w.slots.copy_from_slice(&w.initial);
+                w.cursor = 0;
+                self.set(w, sm.ingress_port, port as u64);
+                self.set(w, sm.packet_length, original.len() as u64);
+                for (s, v) in &keep {
+                    w.slots[*s as usize] = *v;
+                }
+                self.run_parser(w);
+                self.set(w, sm.parser_error, 0);
+                let clone_slots = w.slots.clone();
+                let clone_payload = w.payload.clone();
+                w.jobs.push_back(Job::Egress { slots: clone_slots, payload: clone_payload, pkt_len: original.len(), port: cport, rid: 0, itype: 1 });
+                w.slots = saved.0;
+                w.payload = saved.1;
+                w.pkt_len = saved.2;
+            }
+        }
+        // 3. resubmit: the original bytes go back to the parser; nothing else is sent
+        if let Some(fl) = fx.resubmit {
+            let keep = self.preserved(w, fl);
+            w.jobs.push_back(Job::Ingress { bytes: w.pkt.clone(), port, itype: 6, preserved: keep });
+            return;
+        }
+        // 4. multicast
+        let grp = self.get(w, sm.mcast_grp) as u32;
+        if grp != 0 {
+            let pre = self.pre.load();
+            if let Some(nodes) = pre.groups.get(&grp) {
+                for h in nodes {
+                    if let Some(Some((rid, ports))) = pre.nodes.get(*h as usize) {
+                        for p in ports {
+                            w.jobs.push_back(Job::Egress {
+                                slots: w.slots.clone(),
+                                payload: w.payload.clone(),
+                                pkt_len: w.pkt_len,
+                                port: *p,
+                                rid: *rid,
+                                itype: 5,
+                            });
+                        }
+                    }
+                }
+            }
+            return;
+        }
+        // 5. drop or unicast
+        let spec = self.get(w, sm.egress_spec);
+        if spec == DROP_PORT {
+            self.drop_packet(w, "egress_spec is the drop port");
+            return;
+        }
+        self.egress_pass(w, spec as u32, 0, itype, out);
+    }
+
+    fn exec_block(&self, w: &mut Worker, body: &[Stmt]) {
+        match self.exec(w, body) {
+            Flow::Reject(_) | Flow::Next | Flow::Exit | Flow::Break(_) => {}
+        }
+        w.perr = 0;
+    }
+
+    fn drop_packet(&self, w: &mut Worker, why: &str) {
+        self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        if let Some(t) = w.trace.as_mut() {
+            t.push(format!("drop: {why}"));
+        }
+    }
+
+    fn egress_pass(&self, w: &mut Worker, port: u32, rid: u32, itype: u32, out: &mut Outputs) {
+        let sm = self.prog.std_meta.clone();
+        self.set(w, sm.egress_port, port as u64);
+        self.set(w, sm.egress_spec, 0);
+        self.set(w, sm.egress_rid, rid as u64);
+        self.set(w, sm.instance_type, itype as u64);
+        // a truncate requested in ingress applies to the packet that leaves egress
+        let truncate = w.fx.truncate;
+        w.fx = Effects { truncate, ..Effects::default() };
+        if let Some(t) = w.trace.as_mut() {
+            t.push(format!("egress (port {port}, instance_type {itype})"));
+        }
+        self.exec_block(w, &self.prog.egress.body);
+        if w.fx.drop {
+            self.drop_packet(w, "dropped in egress");
+            return;
+        }
+        let fx = w.fx.clone();
+        if let Some((session, fl)) = fx.clone_e2e {
+            if let Some(&cport) = self.pre.load().mirror.get(&session) {
+                let keep = self.preserved(w, fl);
+                let mut slots = w.initial.clone();
+                for &(s, n) in &self.header_ranges {
+                    slots[s..s + n].copy_from_slice(&w.slots[s..s + n]);
+                }
+                for (s, v) in keep {
+                    slots[s as usize] = v;
+                }
+                let ip = sm.ingress_port;
+                if ip.width > 0 {
+                    slots[ip.slot as usize] = w.slots[ip.slot as usize];
+                }
+                w.jobs.push_back(Job::Egress { slots, payload: w.payload.clone(), pkt_len: w.pkt_len, port: cport, rid: 0, itype: 2 });
+            }
+        }
+        if self.get(w, sm.egress_spec) == DROP_PORT {
+            self.drop_packet(w, "marked to drop in egress");
+            return;
+        }
+        self.exec_block(w, &self.prog.compute_checksum.body);
+        // deparser
+        w.out.clear();
+        w.out_bits = 0;
+        self.exec_block(w, &self.prog.deparser.body);
+        let hdr_len = w.out_bits.div_ceil(8);
+        w.out.truncate(hdr_len);
+        let payload = std::mem::take(&mut w.payload);
+        w.out.extend_from_slice(&payload);
+        w.payload = payload;
+        if let Some(n) = fx.truncate {
+            w.out.truncate(n);
+        }
+        if let Some(fl) = fx.recirculate {
+            let keep = self.preserved(w, fl);
+            let ip = self.get(w, sm.ingress_port) as u32;
+            w.jobs.push_back(Job::Ingress { bytes: w.out.clone(), port: ip, itype: 4, preserved: keep });
+            return;
+        }
+        self.stats.packets_out.fetch_add(1, Ordering::Relaxed);
+        if let Some(t) = w.trace.as_mut() {
+            t.push(format!("emit {} bytes on port {port}", w.out.len()));
+        }
+        out.push(port, &w.out);
+    }
+
+    // ------------------------------------------------------------ control plane
+
+    pub fn table_index(&self, name: &str) -> Option<usize> {
+        self.prog.tables.iter().position(|t| t.name == name)
+    }
+
+    fn table(&self, ti: usize) -> Result<(&Table, &TableRt), String> {
+        match (self.prog.tables.get(ti), self.tables.get(ti)) {
+            (Some(t), Some(rt)) => Ok((t, rt)),
+            _ => Err(format!("no table with index {ti}")),
+        }
+    }
+
+    /// Apply a batch of changes to one table and publish them as one new version.
+    pub fn table_update(&self, ti: usize, f: impl FnOnce(&Table, &mut TableData) -> Result<(), String>) -> Result<(), String> {
+        let (t, rt) = self.table(ti)?;
+        let _g = rt.write.lock().unwrap_or_else(|p| p.into_inner());
+        let mut d = (**rt.data.load()).clone();
+        f(t, &mut d)?;
+        rt.data.store(Arc::new(d));
+        Ok(())
+    }
+
+    pub fn table_insert(&self, ti: usize, e: TableEntry) -> Result<(), String> {
+        let (t, _) = self.table(ti)?;
+        if t.entries_are_const {
+            return Err(format!("table `{}` has const entries and cannot be changed", t.name));
+        }
+        tables::validate_entry(&self.prog, t, &e)?;
+        self.table_update(ti, |t, d| d.insert(t, e))
+    }
+
+    pub fn table_modify(&self, ti: usize, e: TableEntry) -> Result<(), String> {
+        let (t, _) = self.table(ti)?;
+        if t.entries_are_const {
+            return Err(format!("table `{}` has const entries and cannot be changed", t.name));
+        }
+        tables::validate_entry(&self.prog, t, &e)?;
+        self.table_update(ti, |t, d| d.modify(t, e))
+    }
+
+    pub fn table_delete(&self, ti: usize, e: &TableEntry) -> Result<(), String> {
+        let (t, _) = self.table(ti)?;
+        if t.entries_are_const {
+            return Err(format!("table `{}` has const entries and cannot be changed", t.name));
+        }
+        self.table_update(ti, |t, d| d.delete(t, e).map(|_| ()))
+    }
+
+    pub fn table_set_default(&self, ti: usize, a: ActionCall) -> Result<(), String> {
+        let (t, _) = self.table(ti)?;
+        if t.default_is_const && a != t.default_action {
+            return Err(format!("table `{}` has a const default action", t.name));
+        }
+        tables::validate_action(&self.prog, t, &a, true)?;
+        self.table_update(ti, |_, d| {
+            d.default = a;
+            Ok(())
+        })
+    }
+
+    pub fn table_default(&self, ti: usize) -> Result<ActionCall, String> {
+        let (_, rt) = self.table(ti)?;
+        Ok(rt.data.load().default.clone())
+    }
+
+    /// Installed entries with their direct counter values (packets, bytes).
+    pub fn table_entries(&self, ti: usize) -> Result<Vec<(TableEntry, u64, u64)>, String> {
+        let (_, rt) = self.table(ti)?;
+        Ok(rt.data.load().entries.iter().map(|e| (e.entry.clone(), e.packets.load(Ordering::Relaxed), e.bytes.load(Ordering::Relaxed))).collect())
+    }
+
+    pub fn table_clear(&self, ti: usize) -> Result<(), String> {
+        self.table_update(ti, |t, d| {
+            d.clear(t);
+            Ok(())
+        })
+    }
+
+    pub fn mirroring_add(&self, session: u32, port: u32) {
+        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.pre.load()).clone();
+        p.mirror.insert(session, port);
+        self.pre.store(Arc::new(p));
+    }
+
+    pub fn mirroring_delete(&self, session: u32) -> Result<(), String> {
+        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.pre.load()).clone();
+        p.mirror.remove(&session).ok_or_else(|| format!("no mirror session {session}"))?;
+        self.pre.store(Arc::new(p));
+        Ok(())
+    }
+
+    pub fn pre(&self) -> Arc<Pre> {
+        self.pre.load_full()
+    }
+
+    pub fn mc_group_create(&self, grp: u32) -> Result<(), String> {
+        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.pre.load()).clone();
+        if p.groups.contains_key(&grp) {
+            return Err(format!("multicast group {grp} already exists"));
+        }
+        p.groups.insert(grp, vec![]);
+        self.pre.store(Arc::new(p));
+        Ok(())
+    }
+
+    pub fn mc_group_delete(&self, grp: u32) -> Result<(), String> {
+        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.pre.load()).clone();
+        p.groups.remove(&grp).ok_or_else(|| format!("no multicast group {grp}"))?;
+        self.pre.store(Arc::new(p));
+        Ok(())
+    }
+
+    /// Create a replication node; returns its handle (0, 1, 2, ... in creation order).
+    pub fn mc_node_create(&self, rid: u32, ports: Vec<u32>) -> u32 {
+        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.pre.load()).clone();
+        p.nodes.push(Some((rid, ports)));
+        let h = p.nodes.len() as u32 - 1;
+        self.pre.store(Arc::new(p));
+        h
+    }
+
+    pub fn mc_node_associate(&self, grp: u32, node: u32) -> Result<(), String> {
+        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.pre.load()).clone();
+        if !matches!(p.nodes.get(node as usize), Some(Some(_))) {
+            return Err(format!("no replication node {node}"));
+        }
+        p.groups.get_mut(&grp).ok_or_else(|| format!("no multicast group {grp}"))?.push(node);
+        self.pre.store(Arc::new(p));
+        Ok(())
+    }
+
+    /// Replace a multicast group's replicas with `(rid, port)` pairs (the P4Runtime view of the PRE).
+    pub fn mc_group_set(&self, grp: u32, replicas: &[(u32, u32)]) {
+        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.pre.load()).clone();
+        let mut handles = vec![];
+        for (rid, port) in replicas {
+            p.nodes.push(Some((*rid, vec![*port])));
+            handles.push(p.nodes.len() as u32 - 1);
+        }
+        p.groups.insert(grp, handles);
+        self.pre.store(Arc::new(p));
+    }
+
+    pub fn register_read(&self, reg: usize, index: usize) -> Result<Value, String> {
+        let r = self.registers.get(reg).ok_or_else(|| format!("no register {reg}"))?;
+        if index >= r.size {
+            return Err(format!("register index {index} is out of range (size {})", r.size));
+        }
+        let words = (0..r.words).map(|k| r.cells[index * r.words + k].load(Ordering::Relaxed)).collect();
+        Ok(Value { width: r.width, words })
+    }
+
+    pub fn register_write(&self, reg: usize, index: usize, v: &Value) -> Result<(), String> {
+        let r = self.registers.get(reg).ok_or_else(|| format!("no register {reg}"))?;
+        if index >= r.size {
+            return Err(format!("register index {index} is out of range (size {})", r.size));
+        }
+        for k in 0..r.words {
+            let mut x = v.words.get(k).copied().unwrap_or(0);
+            let lo = k as u32 * 64;
+            if r.width - lo < 64 {
+                x &= bits::mask64(r.width - lo);
+            }
+            r.cells[index * r.words + k].store(x, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    pub fn register_size(&self, reg: usize) -> Option<usize> {
+        self.registers.get(reg).map(|r| r.size)
+    }
+
+    /// (packets, bytes) of an indexed counter cell.
+    pub fn counter_read(&self, counter: usize, index: usize) -> Result<(u64, u64), String> {
+        let c = self.counters.get(counter).ok_or_else(|| format!("no counter {counter}"))?;
+        let cell = c.get(index).ok_or_else(|| format!("counter index {index} is out of range (size {})", c.len()))?;
+        Ok((cell.0.load(Ordering::Relaxed), cell.1.load(Ordering::Relaxed)))
+    }
+
+    pub fn counter_write(&self, counter: usize, index: usize, packets: u64, bytes: u64) -> Result<(), String> {
+        let c = self.counters.get(counter).ok_or_else(|| format!("no counter {counter}"))?;
+        let cell = c.get(index).ok_or_else(|| format!("counter index {index} is out of range (size {})", c.len()))?;
+        cell.0.store(packets, Ordering::Relaxed);
+        cell.1.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn meter_set_rates(&self, meter: usize, index: usize, rates: Option<MeterRates>) -> Result<(), String> {
+        let m = self.meters.get(meter).ok_or_else(|| format!("no meter {meter}"))?;
+        m.get(index).ok_or_else(|| format!("meter index {index} is out of range"))?.configure(rates);
+        Ok(())
+    }
+
+    pub fn meter_rates(&self, meter: usize, index: usize) -> Result<Option<MeterRates>, String> {
+        let m = self.meters.get(meter).ok_or_else(|| format!("no meter {meter}"))?;
+        Ok(m.get(index).ok_or_else(|| format!("meter index {index} is out of range"))?.rates())
+    }
+
+    /// Configure the direct meter of one table entry.
+    pub fn direct_meter_set(&self, ti: usize, e: &TableEntry, rates: Option<MeterRates>) -> Result<(), String> {
+        self.table_update(ti, |t, d| {
+            let i = d.find(e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+            let old = &d.entries[i];
+            let cell = Arc::new(MeterCell::default());
+            cell.configure(rates);
+            let mut n = (**old).clone();
+            n.meter = Some(cell);
+            d.entries[i] = Arc::new(n);
+            Ok(())
+        })
+    }
+
+    /// Replace the members of a value set: (value, mask) per member.
+    pub fn value_set_set(&self, vs: usize, members: Vec<(Value, Value)>) -> Result<(), String> {
+        let s = self.value_sets.get(vs).ok_or_else(|| format!("no value set {vs}"))?;
+        let size = self.prog.value_sets[vs].size as usize;
+        if members.len() > size {
+            return Err(format!("value set `{}` holds at most {size} members", self.prog.value_sets[vs].name));
+        }
+        s.store(Arc::new(members));
+        Ok(())
+    }
+
+    pub fn value_set_get(&self, vs: usize) -> Result<Vec<(Value, Value)>, String> {
+        Ok((**self.value_sets.get(vs).ok_or_else(|| format!("no value set {vs}"))?.load()).clone())
+    }
+
+    /// Control-plane access to a registered extern instance (e.g. installing an SA).
+    pub fn extern_control(&self, inst: &str, op: &str, args: &[u8]) -> Result<Vec<u8>, String> {
+        let i = self.prog.externs.iter().position(|e| e.name == inst).ok_or_else(|| format!("no extern instance `{inst}`"))?;
+        self.externs[i].control(op, args)
+    }
+
+    pub fn extern_events(&self) -> Vec<(String, String)> {
+        let mut v = vec![];
+        for (i, e) in self.externs.iter().enumerate() {
+            for ev in e.drain_events() {
+                v.push((self.prog.externs[i].name.clone(), ev));
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,366 @@
+//! Match-action tables built for lookup speed: exact tables are hash maps on the packed key, single-key LPM
+//! tables are hash maps per prefix length probed longest first, everything else (ternary, range, optional,
+//! mixed keys) is a priority-ordered list. A table's contents are immutable once published; writers build a
+//! new version and swap it in (RCU), so lookups never take a lock.
+
+use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry, Value};
+use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Maximum words of a packed lookup key.
+pub const KEY_WORDS: usize = 16;
+
+/// One installed entry with its per-entry direct counter.
+#[derive(Debug)]
+pub struct Installed {
+    pub entry: TableEntry,
+    /// Insertion sequence number: among equal priorities the earlier entry wins.
+    pub seq: u64,
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Per-entry meter configuration (direct meters): (cir, cbs, pir, pbs) and its state.
+    pub meter: Option<Arc<crate::meters::MeterCell>>,
+}
+
+impl Clone for Installed {
+    fn clone(&self) -> Self {
+        Installed {
+            entry: self.entry.clone(),
+            seq: self.seq,
+            packets: AtomicU64::new(self.packets.load(Ordering::Relaxed)),
+            bytes: AtomicU64::new(self.bytes.load(Ordering::Relaxed)),
+            meter: self.meter.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// All keys exact (or no keys).
+    Exact,
+    /// One LPM key plus any number of exact keys (the LPM key is the last packed field).
+    Lpm,
+    /// Anything else: scan in priority order.
+    Scan,
+}
+
+/// One published version of a table's contents.
+#[derive(Clone, Debug)]
+pub struct TableData {
+    kind: Kind,
+    pub entries: Vec<Arc<Installed>>,
+    exact: FxHashMap<Vec<u64>, usize>,
+    /// (prefix length, masked key → entry index), longest first.
+    lpm: Vec<(u32, FxHashMap<Vec<u64>, usize>)>,
+    /// Entry indices in match order (priority desc, then seq asc).
+    order: Vec<usize>,
+    pub default: ActionCall,
+    next_seq: u64,
+    /// Word layout of the packed key: (offset, words) per key field.
+    layout: Vec<(usize, usize)>,
+    key_words: usize,
+    lpm_field: Option<usize>,
+}
+
+/// Pack a field value (width `w`) into `words` little-endian words.
+fn pack(v: &Value, out: &mut Vec<u64>, words: usize) {
+    for i in 0..words {
+        out.push(v.words.get(i).copied().unwrap_or(0));
+    }
+}
+
+fn prefix_mask(width: u32, plen: u32, words: usize) -> Vec<u64> {
+    // the top `plen` bits of a `width`-bit field
+    let mut m = vec![0u64; words];
+    for b in (width - plen.min(width))..width {
+        m[(b / 64) as usize] |= 1 << (b % 64);
+    }
+    m
+}
+
+impl TableData {
+    pub fn new(t: &Table) -> Result<Self, String> {
+        let kinds: Vec<MatchKind> = t.keys.iter().map(|k| k.kind).filter(|k| *k != MatchKind::Selector).collect();
+        let lpms = kinds.iter().filter(|k| **k == MatchKind::Lpm).count();
+        let others = kinds.iter().filter(|k| !matches!(k, MatchKind::Exact | MatchKind::Lpm)).count();
+        let kind = if others > 0 || lpms > 1 {
+            Kind::Scan
+        } else if lpms == 1 {
+            Kind::Lpm
+        } else {
+            Kind::Exact
+        };
+        let mut layout = vec![];
+        let mut off = 0;
+        for k in &t.keys {
+            let w = p4sec_ir::words_for(k.width) as usize;
+            layout.push((off, w));
+            off += w;
+        }
+        if off > KEY_WORDS {
+            return Err(format!("table `{}`: the key is wider than {} bits", t.name, KEY_WORDS * 64));
+        }
+        let lpm_field = t.keys.iter().position(|k| k.kind == MatchKind::Lpm);
+        let mut d = TableData {
+            kind,
+            entries: vec![],
+            exact: FxHashMap::default(),
+            lpm: vec![],
+            order: vec![],
+            default: t.default_action.clone(),
+            next_seq: 0,
+            layout,
+            key_words: off,
+            lpm_field,
+        };
+        for e in &t.entries {
+            d.insert(t, e.clone())?;
+        }
+        Ok(d)
+    }
+
+    fn index_key(&self, t: &Table, e: &TableEntry) -> (Vec<u64>, Option<u32>) {
+        let mut key = Vec::with_capacity(self.key_words);
+        let mut plen = None;
+        for (i, (m, k)) in e.matches.iter().zip(&t.keys).enumerate() {
+            let words = self.layout[i].1;
+            match m {
+                FieldMatch::Exact(v) => pack(v, &mut key, words),
+                FieldMatch::Lpm { value, prefix_len } => {
+                    let mask = prefix_mask(k.width, *prefix_len, words);
+                    for (j, mw) in mask.iter().enumerate() {
+                        key.push(value.words.get(j).copied().unwrap_or(0) & mw);
+                    }
+                    plen = Some(*prefix_len);
+                }
+                FieldMatch::Any => {
+                    key.extend(std::iter::repeat(0).take(words));
+                    plen = Some(0);
+                }
+                _ => key.extend(std::iter::repeat(0).take(words)),
+            }
+        }
+        (key, plen)
+    }
+
+    fn same_match(a: &TableEntry, b: &TableEntry) -> bool {
+        a.matches == b.matches && a.priority == b.priority
+    }
+
+    /// Find an installed entry with the same match (and priority).
+    pub fn find(&self, e: &TableEntry) -> Option<usize> {
+        self.entries.iter().position(|x| Self::same_match(&x.entry, e))
+    }
+
+    pub fn insert(&mut self, t: &Table, e: TableEntry) -> Result<(), String> {
+        if self.find(&e).is_some() {
+            return Err(format!("table `{}`: an entry with this match already exists", t.name));
+        }
+        self.next_seq += 1;
+        let inst = Arc::new(Installed { entry: e, seq: self.next_seq, packets: AtomicU64::new(0), bytes: AtomicU64::new(0), meter: None });
+        self.entries.push(inst);
+        self.reindex(t);
+        Ok(())
+    }
+
+    pub fn modify(&mut self, t: &Table, e: TableEntry) -> Result<(), String> {
+        let i = self.find(&e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+        let old = &self.entries[i];
+        let inst = Arc::new(Installed {
+            entry: e,
+            seq: old.seq,
+            packets: AtomicU64::new(old.packets.load(Ordering::Relaxed)),
+            bytes: AtomicU64::new(old.bytes.load(Ordering::Relaxed)),
+            meter: old.meter.clone(),
+        });
+        self.entries[i] = inst;
+        Ok(())
+    }
+
+    pub fn delete(&mut self, t: &Table, e: &TableEntry) -> Result<TableEntry, String> {
+        let i = self.find(e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+        let removed = self.entries.remove(i);
+        self.reindex(t);
+        Ok(removed.entry.clone())
+    }
+
+    pub fn clear(&mut self, t: &Table) {
+        self.entries.clear();
+        self.reindex(t);
+    }
+
+    fn reindex(&mut self, t: &Table) {
+        self.exact.clear();
+        self.lpm.clear();
+        self.order.clear();
+        match self.kind {
+            Kind::Exact => {
+                for (i, e) in self.entries.iter().enumerate() {
+                    let (k, _) = self.index_key(t, &e.entry);
+                    self.exact.insert(k, i);
+                }
+            }
+            Kind::Lpm => {
+                let mut by_len: std::collections::BTreeMap<u32, FxHashMap<Vec<u64>, usize>> = Default::default();
+                for (i, e) in self.entries.iter().enumerate() {
+                    let (k, plen) = self.index_key(t, &e.entry);
+                    by_len.entry(plen.unwrap_or(0)).or_default().insert(k, i);
+                }
+                self.lpm = by_len.into_iter().rev().collect();
+            }
+            Kind::Scan => {
+                let mut idx: Vec<usize> = (0..self.entries.len()).collect();
+                let ents = &self.entries;
+                idx.sort_by(|a, b| {
+                    let (ea, eb) = (&ents[*a], &ents[*b]);
+                    eb.entry.priority.cmp(&ea.entry.priority).then(ea.seq.cmp(&eb.seq))
+                });
+                self.order = idx;
+            }
+        }
+    }
+
+    /// Look up a packed key (`key[..key_words]`, each field in its layout words). Returns the entry index.
+    #[inline]
+    pub fn lookup(&self, t: &Table, key: &[u64]) -> Option<usize> {
+        match self.kind {
+            Kind::Exact => {
+                if self.entries.is_empty() {
+                    return None;
+                }
+                self.exact.get(&key[..self.key_words]).copied()
+            }
+            Kind::Lpm => {
+                let f = self.lpm_field.unwrap_or(0);
+                let (off, words) = self.layout[f];
+                let width = t.keys[f].width;
+                let mut probe = [0u64; KEY_WORDS];
+                probe[..self.key_words].copy_from_slice(&key[..self.key_words]);
+                for (plen, map) in &self.lpm {
+                    // mask the LPM field to the prefix
+                    for j in 0..words {
+                        let lo = j as u32 * 64;
+                        let keep_from = width - plen.min(&width);
+                        let m = if keep_from <= lo {
+                            u64::MAX
+                        } else if keep_from >= lo + 64 {
+                            0
+                        } else {
+                            u64::MAX << (keep_from - lo)
+                        };
+                        probe[off + j] = key[off + j] & m;
+                    }
+                    if let Some(i) = map.get(&probe[..self.key_words]) {
+                        return Some(*i);
+                    }
+                }
+                None
+            }
+            Kind::Scan => {
+                'entries: for &i in &self.order {
+                    let e = &self.entries[i].entry;
+                    for (fi, m) in e.matches.iter().enumerate() {
+                        let (off, words) = self.layout[fi];
+                        let k = &key[off..off + words];
+                        if !field_matches(m, k, t.keys[fi].width) {
+                            continue 'entries;
+                        }
+                    }
+                    return Some(i);
+                }
+                None
+            }
+        }
+    }
+}
+
+fn cmp_words(a: &[u64], b: &[u64]) -> std::cmp::Ordering {
+    for i in (0..a.len()).rev() {
+        let bv = b.get(i).copied().unwrap_or(0);
+        match a[i].cmp(&bv) {
+            std::cmp::Ordering::Equal => continue,
+            o => return o,
+        }
+    }
+    std::cmp::Ordering::Equal
+}
+
+fn field_matches(m: &FieldMatch, k: &[u64], width: u32) -> bool {
+    match m {
+        FieldMatch::Any => true,
+        FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) => k.iter().enumerate().all(|(i, w)| *w == v.words.get(i).copied().unwrap_or(0)),
+        FieldMatch::Optional(None) => true,
+        FieldMatch::Ternary { value, mask } => k.iter().enumerate().all(|(i, w)| {
+            let m = mask.words.get(i).copied().unwrap_or(0);
+            (w & m) == (value.words.get(i).copied().unwrap_or(0) & m)
+        }),
+        FieldMatch::Lpm { value, prefix_len } => {
+            let mask = prefix_mask(width, *prefix_len, k.len());
+            k.iter().enumerate().all(|(i, w)| (w & mask[i]) == (value.words.get(i).copied().unwrap_or(0) & mask[i]))
+        }
+        FieldMatch::Range { lo, hi } => cmp_words(k, &lo.words) != std::cmp::Ordering::Less && cmp_words(k, &hi.words) != std::cmp::Ordering::Greater,
+    }
+}
+
+/// Check an entry against the table's declaration: key count, kinds, widths, action and arguments.
+pub fn validate_entry(prog: &p4sec_ir::Program, t: &Table, e: &TableEntry) -> Result<(), String> {
+    let keys: Vec<_> = t.keys.iter().collect();
+    if e.matches.len() != keys.len() {
+        return Err(format!("table `{}` has {} key fields, the entry gives {}", t.name, keys.len(), e.matches.len()));
+    }
+    let fits = |v: &Value, w: u32| -> bool {
+        v.words.iter().enumerate().all(|(i, x)| {
+            let lo = i as u32 * 64;
+            if lo >= w {
+                *x == 0
+            } else if w - lo >= 64 {
+                true
+            } else {
+                *x >> (w - lo) == 0
+            }
+        })
+    };
+    for (m, k) in e.matches.iter().zip(keys) {
+        let ok = match (m, k.kind) {
+            (FieldMatch::Exact(v), MatchKind::Exact | MatchKind::Selector) => fits(v, k.width),
+            (FieldMatch::Ternary { value, mask }, MatchKind::Ternary) => fits(value, k.width) && fits(mask, k.width),
+            (FieldMatch::Lpm { value, prefix_len }, MatchKind::Lpm) => fits(value, k.width) && *prefix_len <= k.width,
+            (FieldMatch::Range { lo, hi }, MatchKind::Range) => fits(lo, k.width) && fits(hi, k.width),
+            (FieldMatch::Optional(v), MatchKind::Optional) => v.as_ref().map(|v| fits(v, k.width)).unwrap_or(true),
+            (FieldMatch::Any, MatchKind::Ternary | MatchKind::Lpm | MatchKind::Range | MatchKind::Optional) => true,
+            _ => false,
+        };
+        if !ok {
+            return Err(format!("table `{}`: the match for key `{}` ({:?}, {} bits) is invalid or does not fit", t.name, k.name, k.kind, k.width));
+        }
+    }
+    validate_action(prog, t, &e.action, false)
+}
+
+pub fn validate_action(prog: &p4sec_ir::Program, t: &Table, a: &ActionCall, default: bool) -> Result<(), String> {
+    let Some(ta) = t.actions.iter().find(|x| x.action == a.action) else {
+        return Err(format!("action {} is not an action of table `{}`", a.action, t.name));
+    };
+    if !default && ta.default_only {
+        return Err(format!("action `{}` may only be the default action of table `{}`", prog.actions[a.action as usize].name, t.name));
+    }
+    if default && ta.table_only {
+        return Err(format!("action `{}` cannot be the default action of table `{}`", prog.actions[a.action as usize].name, t.name));
+    }
+    let act = &prog.actions[a.action as usize];
+    if act.params.len() != a.args.len() {
+        return Err(format!("action `{}` takes {} arguments, {} given", act.name, act.params.len(), a.args.len()));
+    }
+    for (p, v) in act.params.iter().zip(&a.args) {
+        let w = p.loc.width;
+        let ok = v.words.iter().enumerate().all(|(i, x)| {
+            let lo = i as u32 * 64;
+            lo >= w && *x == 0 || lo < w && (w - lo >= 64 || *x >> (w - lo) == 0)
+        });
+        if !ok {
+            return Err(format!("argument `{}` of action `{}` does not fit in {w} bits", p.name, act.name));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! The one interface between the engine and every extern (v1model's own and p4sec's security externs).
+//!
+//! The engine resolves an extern *type* by the name declared in a P4 include file, instantiates it once per
+//! P4 instance with the constructor arguments, resolves each method call to an index at compile/load time,
+//! and then calls [`ExternObject::call`] per packet. Arguments are fixed-width bit strings; a header or struct
+//! argument is flattened by the engine into one bit string (fields concatenated in declaration order, most
+//! significant bit first). `out`/`inout` arguments are written back by the engine after the call.
+//!
+//! Failures that a P4 program must see are reported through `out` arguments (status codes defined by the
+//! extern's P4 declaration); [`ExternError`] is for conditions the engine records as an extern fault.
+
+use std::fmt;
+
+/// Direction of a method parameter, as declared in P4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    In,
+    Out,
+    InOut,
+}
+
+/// A fixed-width bit string: the numeric value, big-endian, in `ceil(width/8)` bytes (the unused high bits of
+/// the first byte are zero). For widths that are multiples of 8 this is exactly the wire representation.
+/// The engine reuses these buffers across packets, so an extern must not keep references to them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BitBuf {
+    pub width: u32,
+    pub bytes: Vec<u8>,
+}
+
+impl BitBuf {
+    pub fn zero(width: u32) -> Self {
+        BitBuf { width, bytes: vec![0; width.div_ceil(8) as usize] }
+    }
+    /// The value as u64 (low 64 bits).
+    pub fn as_u64(&self) -> u64 {
+        let n = self.bytes.len();
+        let start = n.saturating_sub(8);
+        self.bytes[start..].iter().fold(0u64, |a, &b| (a << 8) | b as u64)
+    }
+    /// Store `v`, truncated to `width` bits.
+    pub fn set_u64(&mut self, v: u64) {
+        let n = self.bytes.len();
+        for (i, b) in self.bytes.iter_mut().rev().enumerate() {
+            *b = if i < 8 { (v >> (8 * i)) as u8 } else { 0 };
+        }
+        self.mask_top(n);
+    }
+    /// Store big-endian bytes as the value: right-aligned, truncated or zero-extended to the width.
+    pub fn set_bytes(&mut self, src: &[u8]) {
+        let n = self.bytes.len();
+        self.bytes.iter_mut().for_each(|b| *b = 0);
+        let take = src.len().min(n);
+        self.bytes[n - take..].copy_from_slice(&src[src.len() - take..]);
+        self.mask_top(n);
+    }
+    fn mask_top(&mut self, n: usize) {
+        let extra = (n as u32 * 8).saturating_sub(self.width);
+        if extra > 0 && n > 0 {
+            self.bytes[0] &= 0xffu8 >> extra;
+        }
+    }
+}
+
+/// The bytes of the packet beyond the headers the parser extracted. An extern may read and rewrite them
+/// (ESP replaces the payload with ciphertext and vice versa). `Vec` capacity is kept across packets.
+pub struct Payload<'a> {
+    pub bytes: &'a mut Vec<u8>,
+}
+
+/// Faults the engine records (per extern, per reason) and turns into a drop of the packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExternError {
+    /// An argument did not have the width or form the method needs.
+    BadArgument(String),
+    /// The method index is not one this object resolved.
+    UnknownMethod(u32),
+    /// Anything else, with a message.
+    Failed(String),
+}
+
+impl fmt::Display for ExternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExternError::BadArgument(m) => write!(f, "bad argument: {m}"),
+            ExternError::UnknownMethod(i) => write!(f, "unknown method index {i}"),
+            ExternError::Failed(m) => write!(f, "{m}"),
+        }
+    }
+}
+impl std::error::Error for ExternError {}
+
+/// Signature of a method as the program uses it: the resolved widths and directions of its arguments.
+#[derive(Clone, Debug)]
+pub struct MethodSig {
+    pub name: String,
+    pub args: Vec<(Dir, u32)>,
+    /// Width of the return value, if the method returns `bit<W>`/`bool` (bool is width 1).
+    pub ret: Option<u32>,
+}
+
+/// An extern type as declared in P4 (`extern Name { ... }` or an extern function).
+pub trait ExternType: Send + Sync {
+    /// The P4 name of the extern type, e.g. `"esp_sa_table"`.
+    fn name(&self) -> &str;
+    /// Create one instance. `ctor_args` are the constructor arguments (compile-time constants).
+    fn instantiate(&self, instance_name: &str, ctor_args: &[BitBuf]) -> Result<Box<dyn ExternObject>, String>;
+}
+
+/// One instance of an extern. Shared by all workers: state must use interior mutability that is safe and
+/// cheap under concurrency (atomics, per-entry locks), never a global lock on the packet path.
+pub trait ExternObject: Send + Sync {
+    /// Resolve a method at load time; the returned index is what [`ExternObject::call`] receives.
+    fn resolve(&self, sig: &MethodSig) -> Result<u32, String>;
+    /// Run one method. `args` are in declaration order; `ret` receives the return value if any.
+    fn call(&self, method: u32, args: &mut [BitBuf], ret: Option<&mut BitBuf>, payload: &mut Payload<'_>)
+        -> Result<(), ExternError>;
+    /// Control-plane access for P4Runtime / the CLI (e.g. installing an SA). Default: unsupported.
+    fn control(&self, _op: &str, _args: &[u8]) -> Result<Vec<u8>, String> {
+        Err("this extern has no control-plane operations".into())
+    }
+    /// Events the extern wants to report to the control plane (e.g. SA soft/hard lifetime expiry).
+    fn drain_events(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

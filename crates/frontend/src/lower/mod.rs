@@ -1,0 +1,424 @@
+//! Name resolution, type checking, constant evaluation and lowering of a v1model program to the IR.
+//!
+//! The lowering elaborates the program from `main`: every parser/control instance, function and directly
+//! called action is inlined with its own storage, so the IR refers only to slots, tables and externs.
+//! Types are computed for every expression as it is lowered; mismatches are reported with a span.
+
+mod env;
+mod expr;
+mod stmt;
+mod blocks;
+
+pub use env::*;
+
+use crate::ast::{self, Span};
+use crate::diag::{Diagnostic, PResult};
+use crate::types::*;
+use p4sec_ir as ir;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+/// Lower a parsed program. `text` is the preprocessed source (used for key names).
+pub fn lower_program(prog: &ast::Program, text: &str) -> PResult<ir::Program> {
+    let mut lw = Lowerer::new(text);
+    lw.declare_globals(prog)?;
+    lw.elaborate_main(prog)?;
+    Ok(lw.finish())
+}
+
+pub(crate) struct Lowerer<'t> {
+    pub text: &'t str,
+    pub slots: u32,
+    pub headers: Vec<ir::HeaderLayout>,
+    pub stacks: Vec<ir::StackLayout>,
+    pub errors: Vec<String>,
+    pub actions: Vec<ir::Action>,
+    pub tables: Vec<ir::Table>,
+    pub action_profiles: Vec<ir::ActionProfile>,
+    pub registers: Vec<ir::Register>,
+    pub counters: Vec<ir::Counter>,
+    pub direct_counters: Vec<ir::Counter>,
+    pub meters: Vec<ir::Meter>,
+    pub direct_meters: Vec<ir::Meter>,
+    pub value_sets: Vec<ir::ValueSet>,
+    pub digests: Vec<ir::Digest>,
+    pub externs: Vec<ir::ExternInstance>,
+    pub field_lists: BTreeMap<u32, Vec<ir::Loc>>,
+    pub controller_headers: Vec<ir::ControllerHeader>,
+    pub next_label: u32,
+    pub global: Rc<Scope>,
+    /// Statement buffers; statements are emitted into the last one.
+    pub out: Vec<Vec<ir::Stmt>>,
+    /// Enclosing functions/actions for `return`: (label, return place).
+    pub returns: Vec<(u32, Option<Place>)>,
+    /// Control-plane name prefix of the instance being elaborated.
+    pub path: Vec<String>,
+    /// Actions already lowered for a (declaration, scope) pair.
+    pub action_cache: HashMap<(usize, usize), u32>,
+    pub std_meta: Option<Place>,
+    /// Parser states being built (when inside a parser).
+    pub pstates: Vec<ir::ParserState>,
+    pub used_ids: HashMap<u32, String>,
+    pub inline_depth: u32,
+    pub no_action: Option<u32>,
+    pub pipeline: Option<blocks::Pipeline>,
+    /// Directly called actions already given a P4Info entry.
+    pub p4info_only: std::collections::HashSet<(usize, usize)>,
+}
+
+impl<'t> Lowerer<'t> {
+    fn new(text: &'t str) -> Self {
+        Lowerer {
+            text,
+            slots: 0,
+            headers: vec![],
+            stacks: vec![],
+            errors: vec![],
+            actions: vec![],
+            tables: vec![],
+            action_profiles: vec![],
+            registers: vec![],
+            counters: vec![],
+            direct_counters: vec![],
+            meters: vec![],
+            direct_meters: vec![],
+            value_sets: vec![],
+            digests: vec![],
+            externs: vec![],
+            field_lists: BTreeMap::new(),
+            controller_headers: vec![],
+            next_label: 1,
+            global: Scope::root(),
+            out: vec![vec![]],
+            returns: vec![],
+            path: vec![],
+            action_cache: HashMap::new(),
+            std_meta: None,
+            pstates: vec![],
+            used_ids: HashMap::new(),
+            inline_depth: 0,
+            no_action: None,
+            pipeline: None,
+            p4info_only: Default::default(),
+        }
+    }
+
+    pub fn emit(&mut self, s: ir::Stmt) {
+        self.out.last_mut().expect("statement buffer").push(s);
+    }
+
+    /// Run `f` with a fresh statement buffer and return the statements it emitted.
+    pub fn capture<T>(&mut self, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<(T, Vec<ir::Stmt>)> {
+        self.out.push(vec![]);
+        let r = f(self);
+        let stmts = self.out.pop().unwrap_or_default();
+        r.map(|v| (v, stmts))
+    }
+
+    pub fn label(&mut self) -> u32 {
+        self.next_label += 1;
+        self.next_label
+    }
+
+    /// A P4Info id: `prefix << 24 | jenkins(name) & 0xffffff`, probing on collision (as p4c does).
+    pub fn p4info_id(&mut self, prefix: u8, name: &str) -> u32 {
+        let mut h = ir::p4info::jenkins_one_at_a_time(name.as_bytes()) & 0xff_ffff;
+        loop {
+            let id = ((prefix as u32) << 24) | h;
+            match self.used_ids.get(&id) {
+                None => {
+                    self.used_ids.insert(id, name.to_string());
+                    return id;
+                }
+                Some(n) if n == name => return id,
+                Some(_) => h = (h + 1) & 0xff_ffff,
+            }
+        }
+    }
+
+    /// The control-plane name of a declaration: `@name` (absolute with a leading `.`, else relative to the
+    /// enclosing instance path) or the declared name prefixed by the path.
+    pub fn cp_name(&self, annos: &ast::Annotations, name: &str) -> String {
+        if let Some(n) = annotation_str(annos, "name") {
+            if let Some(abs) = n.strip_prefix('.') {
+                return abs.to_string();
+            }
+            return self.qualify(&n);
+        }
+        self.qualify(name)
+    }
+
+    pub fn qualify(&self, name: &str) -> String {
+        if self.path.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{}", self.path.join("."), name)
+        }
+    }
+
+    // ---------------------------------------------------------------- storage allocation
+
+    pub fn alloc_scalar(&mut self, width: u32) -> ir::Loc {
+        let loc = ir::Loc { slot: self.slots, width };
+        self.slots += ir::words_for(width);
+        loc
+    }
+
+    /// Allocate storage for a value of type `ty`, named `name` (for traces).
+    pub fn alloc(&mut self, ty: &Ty, name: &str, span: Span) -> PResult<Place> {
+        Ok(match ty {
+            Ty::Agg(a) if a.kind == ast::AggregateKind::Header => self.alloc_header(a, name, span)?,
+            Ty::Agg(a) if a.kind == ast::AggregateKind::HeaderUnion => {
+                let mut members = vec![];
+                for f in &a.fields {
+                    let Ty::Agg(h) = &f.ty else {
+                        return Err(Diagnostic::new(span, format!("header_union member `{}` is not a header", f.name)));
+                    };
+                    members.push((f.name.clone(), self.alloc_header(h, &format!("{name}.{}", f.name), span)?));
+                }
+                let valids: Vec<ir::LValue> = members.iter().map(|(_, p)| p.header_valid().unwrap()).collect();
+                for (i, (_, m)) in members.iter_mut().enumerate() {
+                    if let Place::Header { siblings, .. } = m {
+                        *siblings = valids.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, v)| v.clone()).collect();
+                    }
+                }
+                Place::Union { ty: a.clone(), members }
+            }
+            Ty::Agg(a) => {
+                let mut fields = vec![];
+                for f in &a.fields {
+                    fields.push((f.name.clone(), self.alloc(&f.ty, &format!("{name}.{}", f.name), span)?));
+                }
+                Place::Struct { ty: a.clone(), fields }
+            }
+            Ty::Stack(elem, n) => {
+                let mut elems = vec![];
+                let mut stride = 0;
+                for i in 0..*n {
+                    let before = self.slots;
+                    let p = self.alloc(elem, &format!("{name}[{i}]"), span)?;
+                    stride = self.slots - before;
+                    elems.push(p);
+                }
+                let next_index = self.alloc_scalar(32);
+                let id = self.stacks.len() as u32;
+                let elements = elems
+                    .iter()
+                    .map(|p| match p {
+                        Place::Header { hdr: ir::HeaderRef::Static(h), .. } => *h,
+                        _ => u32::MAX,
+                    })
+                    .collect();
+                self.stacks.push(ir::StackLayout { name: name.to_string(), elements, stride, next_index });
+                Place::Stack { id, elem: (**elem).clone(), elems, stride, next_index }
+            }
+            Ty::Tuple(ts) => {
+                let mut ps = vec![];
+                for (i, t) in ts.iter().enumerate() {
+                    ps.push(self.alloc(t, &format!("{name}.{i}"), span)?);
+                }
+                Place::Tuple(ps)
+            }
+            Ty::Varbit(max) => {
+                let data = self.alloc_scalar(*max);
+                let len = self.alloc_scalar(32);
+                Place::Varbit { data: ir::LValue::Static(data), len: ir::LValue::Static(len), max: *max }
+            }
+            t => match t.scalar_width() {
+                Some(w) => {
+                    if w > ir::MAX_WIDTH {
+                        return Err(Diagnostic::new(span, format!("type {t} is wider than the {} bits p4sec supports", ir::MAX_WIDTH)));
+                    }
+                    Place::Scalar(ir::LValue::Static(self.alloc_scalar(w.max(1))), t.clone())
+                }
+                None => return Err(Diagnostic::new(span, format!("cannot declare a variable of type {t}"))),
+            },
+        })
+    }
+
+    fn alloc_header(&mut self, a: &Rc<AggInfo>, name: &str, span: Span) -> PResult<Place> {
+        let valid = self.alloc_scalar(1);
+        let mut fields = vec![];
+        let mut layout = vec![];
+        let mut max_bits = 0;
+        for f in &a.fields {
+            match &f.ty {
+                Ty::Varbit(max) => {
+                    let data = self.alloc_scalar(*max);
+                    let len = self.alloc_scalar(32);
+                    layout.push(ir::FieldLayout { name: f.name.clone(), loc: data, varbit_len: Some(len) });
+                    fields.push((
+                        f.name.clone(),
+                        Place::Varbit { data: ir::LValue::Static(data), len: ir::LValue::Static(len), max: *max },
+                    ));
+                    max_bits += max;
+                }
+                t => {
+                    let w = match t {
+                        Ty::Bool => 1,
+                        Ty::Bit(w) | Ty::Int(w) => *w,
+                        Ty::Enum(e) if e.repr.is_some() => t.scalar_width().unwrap(),
+                        _ => {
+                            return Err(Diagnostic::new(
+                                span,
+                                format!("header field `{}.{}` has type {t}, which headers cannot hold", a.name, f.name),
+                            ))
+                        }
+                    };
+                    if w > ir::MAX_WIDTH {
+                        return Err(Diagnostic::new(span, format!("field `{}` is wider than {} bits", f.name, ir::MAX_WIDTH)));
+                    }
+                    let loc = self.alloc_scalar(w);
+                    layout.push(ir::FieldLayout { name: f.name.clone(), loc, varbit_len: None });
+                    fields.push((f.name.clone(), Place::Scalar(ir::LValue::Static(loc), t.clone())));
+                    max_bits += w;
+                }
+            }
+        }
+        let id = self.headers.len() as u32;
+        self.headers.push(ir::HeaderLayout { name: name.to_string(), valid, fields: layout, max_bits });
+        Ok(Place::Header {
+            hdr: ir::HeaderRef::Static(id),
+            valid: ir::LValue::Static(valid),
+            fields,
+            ty: a.clone(),
+            siblings: vec![],
+        })
+    }
+
+    fn finish(mut self) -> ir::Program {
+        let std = self.std_meta.take();
+        let std_meta = std_meta_locs(std.as_ref());
+        let field_lists = self.field_lists.iter().map(|(id, f)| ir::FieldList { id: *id, fields: f.clone() }).collect();
+        let pl = self.pipeline.take().expect("elaborated");
+        let mut blocks = pl.blocks.into_iter();
+        let mut next = || blocks.next().unwrap_or(ir::Control { name: String::new(), body: vec![] });
+        let (verify_checksum, ingress, egress, compute_checksum, deparser) = (next(), next(), next(), next(), next());
+        ir::Program {
+            format: 1,
+            source: String::new(),
+            slots: self.slots,
+            initial: vec![],
+            headers: self.headers,
+            stacks: self.stacks,
+            errors: self.errors,
+            std_meta,
+            parser: pl.parser,
+            verify_checksum,
+            ingress,
+            egress,
+            compute_checksum,
+            deparser,
+            actions: self.actions,
+            tables: self.tables,
+            action_profiles: self.action_profiles,
+            registers: self.registers,
+            counters: self.counters,
+            direct_counters: self.direct_counters,
+            meters: self.meters,
+            direct_meters: self.direct_meters,
+            value_sets: self.value_sets,
+            digests: self.digests,
+            externs: self.externs,
+            field_lists,
+            controller_headers: self.controller_headers,
+        }
+    }
+}
+
+fn std_meta_locs(p: Option<&Place>) -> ir::StdMeta {
+    let get = |name: &str| -> ir::Loc {
+        if let Some(Place::Struct { fields, .. }) = p {
+            for (n, f) in fields {
+                if n == name {
+                    if let Place::Scalar(ir::LValue::Static(l), _) = f {
+                        return *l;
+                    }
+                }
+            }
+        }
+        ir::Loc { slot: 0, width: 0 }
+    };
+    let (first, words) = match p {
+        Some(p) => {
+            let locs = p.scalar_locs();
+            let lo = locs.iter().map(|l| l.slot).min().unwrap_or(0);
+            let hi = locs.iter().map(|l| l.slot + ir::words_for(l.width)).max().unwrap_or(0);
+            (lo, hi - lo)
+        }
+        None => (0, 0),
+    };
+    ir::StdMeta {
+        ingress_port: get("ingress_port"),
+        egress_spec: get("egress_spec"),
+        egress_port: get("egress_port"),
+        instance_type: get("instance_type"),
+        packet_length: get("packet_length"),
+        enq_timestamp: get("enq_timestamp"),
+        enq_qdepth: get("enq_qdepth"),
+        deq_timedelta: get("deq_timedelta"),
+        deq_qdepth: get("deq_qdepth"),
+        ingress_global_timestamp: get("ingress_global_timestamp"),
+        egress_global_timestamp: get("egress_global_timestamp"),
+        mcast_grp: get("mcast_grp"),
+        egress_rid: get("egress_rid"),
+        checksum_error: get("checksum_error"),
+        parser_error: get("parser_error"),
+        priority: get("priority"),
+        first,
+        words,
+    }
+}
+
+/// The string argument of an annotation such as `@name("x")`.
+pub fn annotation_str(annos: &ast::Annotations, name: &str) -> Option<String> {
+    for a in annos {
+        if a.name.name == name {
+            if let ast::AnnotationBody::Exprs(es) = &a.body {
+                if let Some(ast::Expr { kind: ast::ExprKind::Str(s), .. }) = es.first() {
+                    return Some(s.clone());
+                }
+            }
+            if let ast::AnnotationBody::Raw(r) = &a.body {
+                return Some(r.trim().trim_matches('"').to_string());
+            }
+        }
+    }
+    None
+}
+
+/// Integer arguments of an annotation such as `@priority(3)` or `@field_list(1, 2)`.
+pub fn annotation_ints(annos: &ast::Annotations, name: &str) -> Option<Vec<i64>> {
+    for a in annos {
+        if a.name.name == name {
+            let mut out = vec![];
+            match &a.body {
+                ast::AnnotationBody::Exprs(es) => {
+                    for e in es {
+                        match &e.kind {
+                            ast::ExprKind::Int(l) => out.push(num_traits::ToPrimitive::to_i64(&l.value)?),
+                            ast::ExprKind::Unary(ast::UnOp::Neg, inner) => {
+                                if let ast::ExprKind::Int(l) = &inner.kind {
+                                    out.push(-num_traits::ToPrimitive::to_i64(&l.value)?);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                ast::AnnotationBody::Raw(r) => {
+                    for p in r.split(',') {
+                        out.push(p.trim().parse().ok()?);
+                    }
+                }
+                _ => {}
+            }
+            return Some(out);
+        }
+    }
+    None
+}
+
+pub fn has_annotation(annos: &ast::Annotations, name: &str) -> bool {
+    annos.iter().any(|a| a.name.name == name)
+}

@@ -1,0 +1,254 @@
+//! P4Info (schema `p4.config.v1.P4Info`) for a compiled program, with the reference compiler's naming and
+//! id rules: ids are `prefix << 24 | jenkins_one_at_a_time(name) & 0xffffff`; aliases are the shortest
+//! dotted suffix of the name that is unique among the program's objects.
+
+use crate::{CounterUnit, MatchKind, Program};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// Bob Jenkins' one-at-a-time hash (the reference compiler's P4Info id hash).
+pub fn jenkins_one_at_a_time(data: &[u8]) -> u32 {
+    let mut h: u32 = 0;
+    for &b in data {
+        h = h.wrapping_add(b as u32);
+        h = h.wrapping_add(h << 10);
+        h ^= h >> 6;
+    }
+    h = h.wrapping_add(h << 3);
+    h ^= h >> 11;
+    h.wrapping_add(h << 15)
+}
+
+/// P4Runtime entity id prefixes (P4Runtime specification, "P4Ids").
+pub mod prefix {
+    pub const ACTION: u8 = 0x01;
+    pub const TABLE: u8 = 0x02;
+    pub const VALUE_SET: u8 = 0x03;
+    pub const CONTROLLER_HEADER: u8 = 0x04;
+    pub const ACTION_PROFILE: u8 = 0x11;
+    pub const COUNTER: u8 = 0x12;
+    pub const DIRECT_COUNTER: u8 = 0x13;
+    pub const METER: u8 = 0x14;
+    pub const DIRECT_METER: u8 = 0x15;
+    pub const REGISTER: u8 = 0x16;
+    pub const DIGEST: u8 = 0x17;
+}
+
+/// Shortest unique dotted suffixes for a set of names.
+pub fn aliases(names: &[&str]) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for n in names {
+        let parts: Vec<&str> = n.split('.').collect();
+        let mut alias = n.to_string();
+        for k in 1..=parts.len() {
+            let cand = parts[parts.len() - k..].join(".");
+            let clash = names.iter().filter(|m| **m != *n).any(|m| *m == cand || m.ends_with(&format!(".{cand}")));
+            if !clash {
+                alias = cand;
+                break;
+            }
+        }
+        out.insert(n.to_string(), alias);
+    }
+    out
+}
+
+fn quote(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            _ => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn unit(u: CounterUnit) -> &'static str {
+    match u {
+        CounterUnit::Packets => "PACKETS",
+        CounterUnit::Bytes => "BYTES",
+        CounterUnit::Both => "BOTH",
+    }
+}
+
+/// The P4Info of `p` in protobuf text format.
+pub fn to_text(p: &Program) -> String {
+    let mut names: Vec<&str> = vec![];
+    names.extend(p.tables.iter().map(|t| t.name.as_str()));
+    let mut seen_actions = std::collections::HashSet::new();
+    for a in &p.actions {
+        if seen_actions.insert(a.id) {
+            names.push(a.name.as_str());
+        }
+    }
+    names.extend(p.action_profiles.iter().map(|x| x.name.as_str()));
+    names.extend(p.counters.iter().map(|x| x.name.as_str()));
+    names.extend(p.direct_counters.iter().map(|x| x.name.as_str()));
+    names.extend(p.meters.iter().map(|x| x.name.as_str()));
+    names.extend(p.direct_meters.iter().map(|x| x.name.as_str()));
+    names.extend(p.registers.iter().map(|x| x.name.as_str()));
+    names.extend(p.value_sets.iter().map(|x| x.name.as_str()));
+    names.extend(p.digests.iter().map(|x| x.name.as_str()));
+    let al = aliases(&names);
+    let alias = |n: &str| al.get(n).cloned().unwrap_or_else(|| n.to_string());
+    let mut o = String::new();
+    o.push_str("# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n");
+    o.push_str("pkg_info {\n  arch: \"v1model\"\n}\n");
+    let preamble = |o: &mut String, id: u32, name: &str| {
+        let _ = writeln!(o, "  preamble {{\n    id: {id}\n    name: {}\n    alias: {}\n  }}", quote(name), quote(&alias(name)));
+    };
+    for t in &p.tables {
+        o.push_str("tables {\n");
+        preamble(&mut o, t.id, &t.name);
+        for k in t.keys.iter().filter(|k| k.kind != MatchKind::Selector) {
+            let mt = match k.kind {
+                MatchKind::Exact => "match_type: EXACT",
+                MatchKind::Ternary => "match_type: TERNARY",
+                MatchKind::Lpm => "match_type: LPM",
+                MatchKind::Range => "match_type: RANGE",
+                MatchKind::Optional => "other_match_type: \"optional\"",
+                MatchKind::Selector => "",
+            };
+            let _ = writeln!(o, "  match_fields {{\n    id: {}\n    name: {}\n    bitwidth: {}\n    {mt}\n  }}", k.id, quote(&k.name), k.width);
+        }
+        for ta in &t.actions {
+            let a = &p.actions[ta.action as usize];
+            let scope = if ta.default_only {
+                "\n    scope: DEFAULT_ONLY"
+            } else if ta.table_only {
+                "\n    scope: TABLE_ONLY"
+            } else {
+                ""
+            };
+            let _ = writeln!(o, "  action_refs {{\n    id: {}{scope}\n  }}", a.id);
+        }
+        if t.default_is_const {
+            let _ = writeln!(o, "  const_default_action_id: {}", p.actions[t.default_action.action as usize].id);
+        }
+        match t.implementation {
+            crate::Implementation::ActionProfile(i) | crate::Implementation::ActionSelector(i) => {
+                let _ = writeln!(o, "  implementation_id: {}", p.action_profiles[i as usize].id);
+            }
+            crate::Implementation::None => {}
+        }
+        if let Some(c) = t.direct_counter {
+            let _ = writeln!(o, "  direct_resource_ids: {}", p.direct_counters[c as usize].id);
+        }
+        if let Some(m) = t.direct_meter {
+            let _ = writeln!(o, "  direct_resource_ids: {}", p.direct_meters[m as usize].id);
+        }
+        let _ = writeln!(o, "  size: {}", t.size);
+        if t.entries_are_const {
+            o.push_str("  is_const_table: true\n");
+        }
+        o.push_str("}\n");
+    }
+    let mut done = std::collections::HashSet::new();
+    for a in &p.actions {
+        if !done.insert(a.id) {
+            continue;
+        }
+        o.push_str("actions {\n");
+        preamble(&mut o, a.id, &a.name);
+        for prm in &a.params {
+            let _ = writeln!(o, "  params {{\n    id: {}\n    name: {}\n    bitwidth: {}\n  }}", prm.id, quote(&prm.name), prm.loc.width);
+        }
+        o.push_str("}\n");
+    }
+    for ap in &p.action_profiles {
+        o.push_str("action_profiles {\n");
+        preamble(&mut o, ap.id, &ap.name);
+        for t in &ap.tables {
+            let _ = writeln!(o, "  table_ids: {}", p.tables[*t as usize].id);
+        }
+        if ap.selector.is_some() {
+            o.push_str("  with_selector: true\n");
+        }
+        let _ = writeln!(o, "  size: {}", ap.size);
+        o.push_str("}\n");
+    }
+    for c in &p.counters {
+        o.push_str("counters {\n");
+        preamble(&mut o, c.id, &c.name);
+        let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}\n  size: {}", unit(c.unit), c.size);
+        o.push_str("}\n");
+    }
+    for c in &p.direct_counters {
+        o.push_str("direct_counters {\n");
+        preamble(&mut o, c.id, &c.name);
+        let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}", unit(c.unit));
+        if let Some(t) = c.table {
+            let _ = writeln!(o, "  direct_table_id: {}", p.tables[t as usize].id);
+        }
+        o.push_str("}\n");
+    }
+    for m in &p.meters {
+        o.push_str("meters {\n");
+        preamble(&mut o, m.id, &m.name);
+        let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}\n  size: {}", unit(m.unit), m.size);
+        o.push_str("}\n");
+    }
+    for m in &p.direct_meters {
+        o.push_str("direct_meters {\n");
+        preamble(&mut o, m.id, &m.name);
+        let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}", unit(m.unit));
+        if let Some(t) = m.table {
+            let _ = writeln!(o, "  direct_table_id: {}", p.tables[t as usize].id);
+        }
+        o.push_str("}\n");
+    }
+    for ch in &p.controller_headers {
+        o.push_str("controller_packet_metadata {\n");
+        let _ = writeln!(o, "  preamble {{\n    id: {}\n    name: {}\n    alias: {}\n  }}", ch.id, quote(&ch.name), quote(&ch.name));
+        for (n, id, w) in &ch.fields {
+            let _ = writeln!(o, "  metadata {{\n    id: {id}\n    name: {}\n    bitwidth: {w}\n  }}", quote(n));
+        }
+        o.push_str("}\n");
+    }
+    for v in &p.value_sets {
+        o.push_str("value_sets {\n");
+        preamble(&mut o, v.id, &v.name);
+        for (i, w) in v.widths.iter().enumerate() {
+            let _ = writeln!(o, "  match {{\n    id: {}\n    bitwidth: {w}\n    match_type: EXACT\n  }}", i + 1);
+        }
+        let _ = writeln!(o, "  size: {}", v.size);
+        o.push_str("}\n");
+    }
+    for r in &p.registers {
+        o.push_str("registers {\n");
+        preamble(&mut o, r.id, &r.name);
+        let _ = writeln!(o, "  type_spec {{\n    bitstring {{\n      bit {{\n        bitwidth: {}\n      }}\n    }}\n  }}\n  size: {}", r.width, r.size);
+        o.push_str("}\n");
+    }
+    for d in &p.digests {
+        o.push_str("digests {\n");
+        preamble(&mut o, d.id, &d.name);
+        o.push_str("  type_spec {\n    struct {\n      name: ");
+        o.push_str(&quote(&d.name));
+        o.push_str("\n    }\n  }\n}\n");
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_ids() {
+        // ids from the reference compiler's P4Info for flag_lost-bmv2
+        assert_eq!(0x0100_0000 | jenkins_one_at_a_time(b"NoAction") & 0xff_ffff, 21257015);
+        assert_eq!(0x0200_0000 | jenkins_one_at_a_time(b"ingress.ipv4_lpm") & 0xff_ffff, 43030458);
+    }
+
+    #[test]
+    fn alias_is_shortest_unique_suffix() {
+        let a = aliases(&["ingress.t", "egress.t", "ingress.u", "NoAction"]);
+        assert_eq!(a["ingress.t"], "ingress.t");
+        assert_eq!(a["ingress.u"], "u");
+        assert_eq!(a["NoAction"], "NoAction");
+    }
+}
