@@ -40,6 +40,12 @@ pub fn read_bits(data: &[u8], pos: usize, width: u32) -> u64 {
     }
     let first = pos / 8;
     let off = (pos % 8) as u32;
+    if first + 16 <= data.len() {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&data[first..first + 16]);
+        let acc = u128::from_be_bytes(b);
+        return ((acc >> (128 - off - width)) as u64) & mask(width);
+    }
     let nbytes = ((off + width) as usize).div_ceil(8);
     let mut acc: u128 = 0;
     for i in 0..nbytes {
@@ -49,28 +55,82 @@ pub fn read_bits(data: &[u8], pos: usize, width: u32) -> u64 {
     ((acc >> (total - off - width)) as u64) & mask(width)
 }
 
+/// Appends bit fields MSB first to a byte vector through a 128-bit accumulator.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct BitWriter {
+    acc: u128,
+    n: u32,
+}
+
+impl BitWriter {
+    #[inline]
+    pub fn put(&mut self, out: &mut Vec<u8>, v: u64, width: u32) {
+        if width == 0 {
+            return;
+        }
+        self.acc = (self.acc << width) | (v & mask(width)) as u128;
+        self.n += width;
+        if self.n >= 64 {
+            let x = (self.acc >> (self.n - 64)) as u64;
+            out.extend_from_slice(&x.to_be_bytes());
+            self.n -= 64;
+            self.acc &= (1u128 << self.n) - 1;
+        }
+    }
+    pub fn put_wide(&mut self, out: &mut Vec<u8>, v: &Wide, width: u32) {
+        let mut remaining = width;
+        while remaining > 0 {
+            let chunk = if remaining % 64 == 0 { 64 } else { remaining % 64 };
+            let x = bits::slice(v, remaining - 1, remaining - chunk)[0];
+            self.put(out, x, chunk);
+            remaining -= chunk;
+        }
+    }
+    /// Flush the pending bits, padding the last byte with zeros.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        while self.n >= 8 {
+            out.push((self.acc >> (self.n - 8)) as u8);
+            self.n -= 8;
+        }
+        if self.n > 0 {
+            out.push((self.acc << (8 - self.n)) as u8);
+        }
+        self.acc = 0;
+        self.n = 0;
+    }
+}
+
 /// Write the low `width` (≤ 64) bits of `v` at bit offset `pos` (growing `out` as needed).
 #[inline]
 pub fn write_bits(out: &mut Vec<u8>, pos: usize, width: u32, v: u64) {
+    if width == 0 {
+        return;
+    }
     let end = (pos + width as usize).div_ceil(8);
     if out.len() < end {
         out.resize(end, 0);
     }
-    if pos % 8 == 0 && width % 8 == 0 {
+    let first = pos / 8;
+    let off = (pos % 8) as u32;
+    if off == 0 && width % 8 == 0 {
         let n = (width / 8) as usize;
         let bytes = v.to_be_bytes();
-        out[pos / 8..pos / 8 + n].copy_from_slice(&bytes[8 - n..]);
+        out[first..first + n].copy_from_slice(&bytes[8 - n..]);
         return;
     }
-    for i in 0..width {
-        let bit = (v >> (width - 1 - i)) & 1;
-        let p = pos + i as usize;
-        let m = 0x80u8 >> (p % 8);
-        if bit == 1 {
-            out[p / 8] |= m;
-        } else {
-            out[p / 8] &= !m;
-        }
+    // read-modify-write the covered bytes as one big-endian integer
+    let nbytes = ((off + width) as usize).div_ceil(8);
+    let total = nbytes as u32 * 8;
+    let shift = total - off - width;
+    let mut acc: u128 = 0;
+    for i in 0..nbytes {
+        acc = (acc << 8) | out[first + i] as u128;
+    }
+    let m: u128 = (((1u128 << width) - 1) as u128) << shift;
+    acc = (acc & !m) | (((v & mask(width)) as u128) << shift);
+    for i in (0..nbytes).rev() {
+        out[first + i] = acc as u8;
+        acc >>= 8;
     }
 }
 
@@ -165,14 +225,9 @@ impl Engine {
     /// Evaluate an expression of width ≤ 64.
     pub(crate) fn eval(&self, w: &mut Worker, e: &Expr) -> u64 {
         match e {
+            Expr::Load(LValue::Static(l)) => w.slots[l.slot as usize],
+            Expr::Small { value, .. } => *value,
             Expr::Const(v) => v.as_u64(),
-            Expr::Load(LValue::Static(l)) => {
-                if l.width <= 64 {
-                    w.slots[l.slot as usize]
-                } else {
-                    w.slots[l.slot as usize]
-                }
-            }
             Expr::Load(lv) => match self.resolve(w, lv) {
                 Some(l) => self.load(w, l),
                 None => 0,
@@ -191,7 +246,8 @@ impl Engine {
                     BinOp::Or => return (self.eval(w, lhs) != 0 || self.eval(w, rhs) != 0) as u64,
                     _ => {}
                 }
-                let ow = lhs.width();
+                let is_cmp = matches!(op, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge);
+                let ow = if is_cmp { lhs.width() } else { *width };
                 if ow > 64 {
                     return self.eval_wide_cmp(w, *op, *signed, lhs, rhs);
                 }
@@ -300,6 +356,7 @@ impl Engine {
         }
     }
 
+    #[inline(never)]
     fn eval_wide_cmp(&self, w: &mut Worker, op: BinOp, signed: bool, lhs: &Expr, rhs: &Expr) -> u64 {
         let ow = lhs.width();
         let a = self.eval_wide(w, lhs);
@@ -375,12 +432,14 @@ impl Engine {
     }
 
     /// Evaluate an expression of any width as a wide value.
+    #[inline(never)]
     pub(crate) fn eval_wide(&self, w: &mut Worker, e: &Expr) -> Wide {
         let width = e.width();
         if width <= 64 {
             return bits::from_u64(self.eval(w, e));
         }
         match e {
+            Expr::Small { value, .. } => bits::from_u64(*value),
             Expr::Const(v) => {
                 let mut x = bits::ZERO;
                 for (i, word) in v.words.iter().enumerate().take(bits::WORDS) {
@@ -464,6 +523,12 @@ impl Engine {
 
     /// Append the bits of `e` (MSB first) to `buf` at bit `pos`; returns the new bit position.
     fn append_bits(&self, w: &mut Worker, e: &Expr, buf: &mut Vec<u8>, pos: usize) -> usize {
+        if let Expr::Load(LValue::Static(l)) = e {
+            if l.width <= 64 {
+                write_bits(buf, pos, l.width, w.slots[l.slot as usize]);
+                return pos + l.width as usize;
+            }
+        }
         let width = e.width();
         if width <= 64 {
             let v = self.eval(w, e);
@@ -476,14 +541,27 @@ impl Engine {
     }
 
     /// Concatenate data expressions into `w.scratch` as bytes (zero-padded at the end).
+    #[inline(never)]
     fn concat_data(&self, w: &mut Worker, data: &[Expr]) {
         let mut buf = std::mem::take(&mut w.scratch);
         buf.clear();
-        let mut pos = 0;
+        let mut bw = BitWriter::default();
         for e in data {
-            pos = self.append_bits(w, e, &mut buf, pos);
+            match e {
+                Expr::Load(LValue::Static(l)) if l.width <= 64 => bw.put(&mut buf, w.slots[l.slot as usize], l.width),
+                _ => {
+                    let width = e.width();
+                    if width <= 64 {
+                        let v = self.eval(w, e);
+                        bw.put(&mut buf, v, width);
+                    } else {
+                        let v = self.eval_wide(w, e);
+                        bw.put_wide(&mut buf, &v, width);
+                    }
+                }
+            }
         }
-        buf.truncate(pos.div_ceil(8));
+        bw.finish(&mut buf);
         w.scratch = buf;
     }
 
@@ -506,6 +584,7 @@ impl Engine {
         }
     }
 
+    #[inline(never)]
     fn extract(&self, w: &mut Worker, h: &HeaderRef, varbit_bits: Option<&Expr>) -> Flow {
         let Some(hi) = self.header_index(w, h) else {
             return Flow::Reject(self.err_stack_oob);
@@ -570,6 +649,7 @@ impl Engine {
         Flow::Next
     }
 
+    #[inline(never)]
     fn emit(&self, w: &mut Worker, h: &HeaderRef) {
         let Some(hi) = self.header_index(w, h) else { return };
         let layout = &self.prog.headers[hi as usize];
@@ -577,30 +657,29 @@ impl Engine {
             return;
         }
         let mut out = std::mem::take(&mut w.out);
-        let mut pos = w.out_bits;
+        let mut bw = w.bw;
         for f in &layout.fields {
             match f.varbit_len {
                 Some(len) => {
                     let n = self.load(w, len) as u32;
                     let v = self.load_wide(w, f.loc);
-                    write_wide(&mut out, pos, n, &v);
-                    pos += n as usize;
+                    bw.put_wide(&mut out, &v, n);
                 }
                 None => {
                     if f.loc.width <= 64 {
-                        write_bits(&mut out, pos, f.loc.width, w.slots[f.loc.slot as usize]);
+                        bw.put(&mut out, w.slots[f.loc.slot as usize], f.loc.width);
                     } else {
                         let v = self.load_wide(w, f.loc);
-                        write_wide(&mut out, pos, f.loc.width, &v);
+                        bw.put_wide(&mut out, &v, f.loc.width);
                     }
-                    pos += f.loc.width as usize;
                 }
             }
         }
-        w.out_bits = pos;
+        w.bw = bw;
         w.out = out;
     }
 
+    #[inline(never)]
     fn copy_header(&self, w: &mut Worker, dst: &HeaderRef, src: &HeaderRef) {
         let (Some(d), Some(s)) = (self.header_index(w, dst), self.header_index(w, src)) else { return };
         let (dl, sl) = (&self.prog.headers[d as usize], &self.prog.headers[s as usize]);
@@ -699,6 +778,7 @@ impl Engine {
         }
     }
 
+    #[inline(never)]
     fn apply_table(&self, w: &mut Worker, ti: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
         let t = &self.prog.tables[ti];
         let layout = &self.key_layouts[ti];
@@ -748,6 +828,7 @@ impl Engine {
         }
     }
 
+    #[inline(never)]
     fn builtin(&self, w: &mut Worker, b: &Builtin) -> Flow {
         let sm = &self.prog.std_meta;
         match b {
@@ -925,6 +1006,7 @@ impl Engine {
         Flow::Next
     }
 
+    #[inline(never)]
     fn extern_call(&self, w: &mut Worker, inst: usize, method: u32, args: &[ExternArg], ret: Option<&LValue>) -> Flow {
         let mut bufs = std::mem::take(&mut w.bitbufs);
         if bufs.len() < args.len() {

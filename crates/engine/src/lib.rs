@@ -146,7 +146,7 @@ pub struct Worker {
     pub(crate) cursor: usize,
     pub(crate) payload: Vec<u8>,
     pub(crate) out: Vec<u8>,
-    pub(crate) out_bits: usize,
+    pub(crate) bw: exec::BitWriter,
     pub(crate) scratch: Vec<u8>,
     pub(crate) bitbufs: Vec<BitBuf>,
     pub(crate) fx: Effects,
@@ -175,7 +175,7 @@ impl Worker {
             cursor: 0,
             payload: Vec::with_capacity(2048),
             out: Vec::with_capacity(2048),
-            out_bits: 0,
+            bw: exec::BitWriter::default(),
             scratch: Vec::with_capacity(256),
             bitbufs: vec![],
             fx: Effects::default(),
@@ -202,6 +202,9 @@ fn err_code(p: &Program, name: &str) -> u32 {
 impl Engine {
     /// Build the runtime for `prog`; extern instances are created from `externs` by type name.
     pub fn new(prog: Arc<Program>, externs: &[Box<dyn ExternType>]) -> Result<Engine, String> {
+        let mut fast = (*prog).clone();
+        fast.optimize();
+        let prog = Arc::new(fast);
         let mut tables = vec![];
         let mut key_layouts = vec![];
         for t in &prog.tables {
@@ -525,10 +528,10 @@ impl Engine {
         self.exec_block(w, &self.prog.compute_checksum.body);
         // deparser
         w.out.clear();
-        w.out_bits = 0;
+        w.bw = exec::BitWriter::default();
         self.exec_block(w, &self.prog.deparser.body);
-        let hdr_len = w.out_bits.div_ceil(8);
-        w.out.truncate(hdr_len);
+        let mut bw = w.bw;
+        bw.finish(&mut w.out);
         let payload = std::mem::take(&mut w.payload);
         w.out.extend_from_slice(&payload);
         w.payload = payload;
@@ -757,7 +760,7 @@ impl Engine {
     /// Configure the direct meter of one table entry.
     pub fn direct_meter_set(&self, ti: usize, e: &TableEntry, rates: Option<MeterRates>) -> Result<(), String> {
         self.table_update(ti, |t, d| {
-            let i = d.find(e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+            let i = d.find(t, e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
             let old = &d.entries[i];
             let cell = Arc::new(MeterCell::default());
             cell.configure(rates);

@@ -10,6 +10,71 @@ use std::sync::Arc;
 
 /// Maximum words of a packed lookup key.
 pub const KEY_WORDS: usize = 16;
+/// Words of a hashed (exact/LPM) key: wider keys use the scan kind.
+const HKEY_WORDS: usize = 4;
+type HKey = [u64; HKEY_WORDS];
+
+fn hkey(words: &[u64]) -> HKey {
+    let mut k = [0u64; HKEY_WORDS];
+    k[..words.len()].copy_from_slice(words);
+    k
+}
+
+/// A hash index from packed keys to entry indices; one-word keys (most tables) are stored compactly.
+#[derive(Clone, Debug)]
+enum KeyMap {
+    One(FxHashMap<u64, u32>),
+    Wide(FxHashMap<HKey, u32>),
+}
+
+impl KeyMap {
+    fn new(words: usize) -> Self {
+        if words <= 1 {
+            KeyMap::One(FxHashMap::default())
+        } else {
+            KeyMap::Wide(FxHashMap::default())
+        }
+    }
+    #[inline]
+    fn get(&self, k: &[u64]) -> Option<usize> {
+        match self {
+            KeyMap::One(m) => m.get(&k.first().copied().unwrap_or(0)).map(|i| *i as usize),
+            KeyMap::Wide(m) => m.get(&hkey(k)).map(|i| *i as usize),
+        }
+    }
+    fn insert(&mut self, k: &[u64], i: usize) {
+        match self {
+            KeyMap::One(m) => {
+                m.insert(k.first().copied().unwrap_or(0), i as u32);
+            }
+            KeyMap::Wide(m) => {
+                m.insert(hkey(k), i as u32);
+            }
+        }
+    }
+    fn remove(&mut self, k: &[u64]) {
+        match self {
+            KeyMap::One(m) => {
+                m.remove(&k.first().copied().unwrap_or(0));
+            }
+            KeyMap::Wide(m) => {
+                m.remove(&hkey(k));
+            }
+        }
+    }
+    fn is_empty(&self) -> bool {
+        match self {
+            KeyMap::One(m) => m.is_empty(),
+            KeyMap::Wide(m) => m.is_empty(),
+        }
+    }
+    fn clear(&mut self) {
+        match self {
+            KeyMap::One(m) => m.clear(),
+            KeyMap::Wide(m) => m.clear(),
+        }
+    }
+}
 
 /// One installed entry with its per-entry direct counter.
 #[derive(Debug)]
@@ -50,9 +115,9 @@ enum Kind {
 pub struct TableData {
     kind: Kind,
     pub entries: Vec<Arc<Installed>>,
-    exact: FxHashMap<Vec<u64>, usize>,
+    exact: KeyMap,
     /// (prefix length, masked key → entry index), longest first.
-    lpm: Vec<(u32, FxHashMap<Vec<u64>, usize>)>,
+    lpm: Vec<(u32, KeyMap)>,
     /// Entry indices in match order (priority desc, then seq asc).
     order: Vec<usize>,
     pub default: ActionCall,
@@ -70,13 +135,23 @@ fn pack(v: &Value, out: &mut Vec<u64>, words: usize) {
     }
 }
 
-fn prefix_mask(width: u32, plen: u32, words: usize) -> Vec<u64> {
-    // the top `plen` bits of a `width`-bit field
-    let mut m = vec![0u64; words];
-    for b in (width - plen.min(width))..width {
-        m[(b / 64) as usize] |= 1 << (b % 64);
+/// Word `j` of the mask selecting the top `plen` bits of a `width`-bit field.
+#[inline]
+fn prefix_word_mask(width: u32, plen: u32, j: usize) -> u64 {
+    let keep_from = width - plen.min(width);
+    let lo = j as u32 * 64;
+    let hi = (lo + 64).min(width);
+    if hi <= lo || keep_from >= hi {
+        return 0;
     }
-    m
+    let below = keep_from.saturating_sub(lo);
+    let top = hi - lo;
+    let upper = if top >= 64 { u64::MAX } else { (1u64 << top) - 1 };
+    upper & !((1u64 << below.min(63)) - 1) & if below >= 64 { 0 } else { u64::MAX }
+}
+
+fn prefix_mask(width: u32, plen: u32, words: usize) -> Vec<u64> {
+    (0..words).map(|j| prefix_word_mask(width, plen, j)).collect()
 }
 
 impl TableData {
@@ -84,7 +159,8 @@ impl TableData {
         let kinds: Vec<MatchKind> = t.keys.iter().map(|k| k.kind).filter(|k| *k != MatchKind::Selector).collect();
         let lpms = kinds.iter().filter(|k| **k == MatchKind::Lpm).count();
         let others = kinds.iter().filter(|k| !matches!(k, MatchKind::Exact | MatchKind::Lpm)).count();
-        let kind = if others > 0 || lpms > 1 {
+        let total_words: usize = t.keys.iter().map(|k| p4sec_ir::words_for(k.width) as usize).sum();
+        let kind = if others > 0 || lpms > 1 || total_words > HKEY_WORDS {
             Kind::Scan
         } else if lpms == 1 {
             Kind::Lpm
@@ -105,7 +181,7 @@ impl TableData {
         let mut d = TableData {
             kind,
             entries: vec![],
-            exact: FxHashMap::default(),
+            exact: KeyMap::new(off),
             lpm: vec![],
             order: vec![],
             default: t.default_action.clone(),
@@ -149,23 +225,95 @@ impl TableData {
     }
 
     /// Find an installed entry with the same match (and priority).
-    pub fn find(&self, e: &TableEntry) -> Option<usize> {
-        self.entries.iter().position(|x| Self::same_match(&x.entry, e))
+    pub fn find(&self, t: &Table, e: &TableEntry) -> Option<usize> {
+        match self.kind {
+            Kind::Exact => {
+                let (k, _) = self.index_key(t, e);
+                self.exact.get(&k).filter(|i| Self::same_match(&self.entries[*i].entry, e))
+            }
+            Kind::Lpm => {
+                let (k, plen) = self.index_key(t, e);
+                let plen = plen.unwrap_or(0);
+                self.lpm
+                    .iter()
+                    .find(|(l, _)| *l == plen)
+                    .and_then(|(_, m)| m.get(&k))
+                    .filter(|i| Self::same_match(&self.entries[*i].entry, e))
+            }
+            Kind::Scan => self.entries.iter().position(|x| Self::same_match(&x.entry, e)),
+        }
+    }
+
+    fn index_add(&mut self, t: &Table, i: usize) {
+        let e = self.entries[i].entry.clone();
+        match self.kind {
+            Kind::Exact => {
+                let (k, _) = self.index_key(t, &e);
+                self.exact.insert(&k, i);
+            }
+            Kind::Lpm => {
+                let (k, plen) = self.index_key(t, &e);
+                let plen = plen.unwrap_or(0);
+                let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
+                    Some(p) if self.lpm[p].0 == plen => p,
+                    Some(p) => {
+                        self.lpm.insert(p, (plen, KeyMap::new(self.key_words)));
+                        p
+                    }
+                    None => {
+                        self.lpm.push((plen, KeyMap::new(self.key_words)));
+                        self.lpm.len() - 1
+                    }
+                };
+                self.lpm[pos].1.insert(&k, i);
+            }
+            Kind::Scan => {
+                let ents = &self.entries;
+                let key = |j: usize| (std::cmp::Reverse(ents[j].entry.priority), ents[j].seq);
+                let p = self.order.partition_point(|&j| key(j) < key(i));
+                self.order.insert(p, i);
+            }
+        }
+    }
+
+    fn index_remove(&mut self, t: &Table, i: usize) {
+        let e = self.entries[i].entry.clone();
+        match self.kind {
+            Kind::Exact => {
+                let (k, _) = self.index_key(t, &e);
+                self.exact.remove(&k);
+            }
+            Kind::Lpm => {
+                let (k, plen) = self.index_key(t, &e);
+                let plen = plen.unwrap_or(0);
+                if let Some(p) = self.lpm.iter().position(|(l, _)| *l == plen) {
+                    self.lpm[p].1.remove(&k);
+                    if self.lpm[p].1.is_empty() {
+                        self.lpm.remove(p);
+                    }
+                }
+            }
+            Kind::Scan => self.order.retain(|&j| j != i),
+        }
     }
 
     pub fn insert(&mut self, t: &Table, e: TableEntry) -> Result<(), String> {
-        if self.find(&e).is_some() {
+        if self.find(t, &e).is_some() {
             return Err(format!("table `{}`: an entry with this match already exists", t.name));
+        }
+        if self.entries.len() >= t.size as usize {
+            return Err(format!("table `{}` is full ({} entries)", t.name, t.size));
         }
         self.next_seq += 1;
         let inst = Arc::new(Installed { entry: e, seq: self.next_seq, packets: AtomicU64::new(0), bytes: AtomicU64::new(0), meter: None });
         self.entries.push(inst);
-        self.reindex(t);
+        let i = self.entries.len() - 1;
+        self.index_add(t, i);
         Ok(())
     }
 
     pub fn modify(&mut self, t: &Table, e: TableEntry) -> Result<(), String> {
-        let i = self.find(&e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+        let i = self.find(t, &e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
         let old = &self.entries[i];
         let inst = Arc::new(Installed {
             entry: e,
@@ -179,46 +327,25 @@ impl TableData {
     }
 
     pub fn delete(&mut self, t: &Table, e: &TableEntry) -> Result<TableEntry, String> {
-        let i = self.find(e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
-        let removed = self.entries.remove(i);
-        self.reindex(t);
-        Ok(removed.entry.clone())
+        let i = self.find(t, e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+        self.index_remove(t, i);
+        let last = self.entries.len() - 1;
+        if i != last {
+            // move the last entry into slot i and repoint its index
+            self.index_remove(t, last);
+            self.entries.swap(i, last);
+            let removed = self.entries.pop().expect("entry");
+            self.index_add(t, i);
+            return Ok(removed.entry.clone());
+        }
+        Ok(self.entries.pop().expect("entry").entry.clone())
     }
 
-    pub fn clear(&mut self, t: &Table) {
+    pub fn clear(&mut self, _t: &Table) {
         self.entries.clear();
-        self.reindex(t);
-    }
-
-    fn reindex(&mut self, t: &Table) {
         self.exact.clear();
         self.lpm.clear();
         self.order.clear();
-        match self.kind {
-            Kind::Exact => {
-                for (i, e) in self.entries.iter().enumerate() {
-                    let (k, _) = self.index_key(t, &e.entry);
-                    self.exact.insert(k, i);
-                }
-            }
-            Kind::Lpm => {
-                let mut by_len: std::collections::BTreeMap<u32, FxHashMap<Vec<u64>, usize>> = Default::default();
-                for (i, e) in self.entries.iter().enumerate() {
-                    let (k, plen) = self.index_key(t, &e.entry);
-                    by_len.entry(plen.unwrap_or(0)).or_default().insert(k, i);
-                }
-                self.lpm = by_len.into_iter().rev().collect();
-            }
-            Kind::Scan => {
-                let mut idx: Vec<usize> = (0..self.entries.len()).collect();
-                let ents = &self.entries;
-                idx.sort_by(|a, b| {
-                    let (ea, eb) = (&ents[*a], &ents[*b]);
-                    eb.entry.priority.cmp(&ea.entry.priority).then(ea.seq.cmp(&eb.seq))
-                });
-                self.order = idx;
-            }
-        }
     }
 
     /// Look up a packed key (`key[..key_words]`, each field in its layout words). Returns the entry index.
@@ -229,7 +356,7 @@ impl TableData {
                 if self.entries.is_empty() {
                     return None;
                 }
-                self.exact.get(&key[..self.key_words]).copied()
+                self.exact.get(&key[..self.key_words])
             }
             Kind::Lpm => {
                 let f = self.lpm_field.unwrap_or(0);
@@ -240,19 +367,10 @@ impl TableData {
                 for (plen, map) in &self.lpm {
                     // mask the LPM field to the prefix
                     for j in 0..words {
-                        let lo = j as u32 * 64;
-                        let keep_from = width - plen.min(&width);
-                        let m = if keep_from <= lo {
-                            u64::MAX
-                        } else if keep_from >= lo + 64 {
-                            0
-                        } else {
-                            u64::MAX << (keep_from - lo)
-                        };
-                        probe[off + j] = key[off + j] & m;
+                        probe[off + j] = key[off + j] & prefix_word_mask(width, *plen, j);
                     }
                     if let Some(i) = map.get(&probe[..self.key_words]) {
-                        return Some(*i);
+                        return Some(i);
                     }
                 }
                 None
@@ -295,10 +413,10 @@ fn field_matches(m: &FieldMatch, k: &[u64], width: u32) -> bool {
             let m = mask.words.get(i).copied().unwrap_or(0);
             (w & m) == (value.words.get(i).copied().unwrap_or(0) & m)
         }),
-        FieldMatch::Lpm { value, prefix_len } => {
-            let mask = prefix_mask(width, *prefix_len, k.len());
-            k.iter().enumerate().all(|(i, w)| (w & mask[i]) == (value.words.get(i).copied().unwrap_or(0) & mask[i]))
-        }
+        FieldMatch::Lpm { value, prefix_len } => k.iter().enumerate().all(|(i, w)| {
+            let m = prefix_word_mask(width, *prefix_len, i);
+            (w & m) == (value.words.get(i).copied().unwrap_or(0) & m)
+        }),
         FieldMatch::Range { lo, hi } => cmp_words(k, &lo.words) != std::cmp::Ordering::Less && cmp_words(k, &hi.words) != std::cmp::Ordering::Greater,
     }
 }

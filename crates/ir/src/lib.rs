@@ -101,6 +101,8 @@ pub enum BinOp {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Expr {
     Const(Value),
+    /// A constant of at most 64 bits (the engine's fast form of `Const`; see [`Program::optimize`]).
+    Small { value: u64, width: u32 },
     Load(LValue),
     Unary { op: UnOp, width: u32, arg: Box<Expr> },
     Binary { op: BinOp, width: u32, signed: bool, lhs: Box<Expr>, rhs: Box<Expr> },
@@ -123,6 +125,7 @@ impl Expr {
     pub fn width(&self) -> u32 {
         match self {
             Expr::Const(v) => v.width,
+            Expr::Small { width, .. } => *width,
             Expr::Load(LValue::Static(l)) => l.width,
             Expr::Load(LValue::Dynamic { base, .. }) => base.width,
             Expr::Unary { width, .. } | Expr::Binary { width, .. } | Expr::Cond { width, .. } => *width,
@@ -619,6 +622,134 @@ impl Program {
     pub fn error_code(&self, name: &str) -> Option<u32> {
         self.errors.iter().position(|e| e == name).map(|i| i as u32)
     }
+    /// Rewrite the program into the engine's fast forms (constants of ≤ 64 bits as `Expr::Small`).
+    pub fn optimize(&mut self) {
+        fn ex(e: &mut Expr) {
+            match e {
+                Expr::Const(v) if v.width <= 64 => *e = Expr::Small { value: v.as_u64(), width: v.width },
+                Expr::Load(LValue::Dynamic { index, .. }) => ex(index),
+                Expr::Unary { arg, .. } | Expr::Slice { arg, .. } | Expr::Cast { arg, .. } => ex(arg),
+                Expr::Binary { lhs, rhs, .. } => {
+                    ex(lhs);
+                    ex(rhs);
+                }
+                Expr::Concat { hi, lo } => {
+                    ex(hi);
+                    ex(lo);
+                }
+                Expr::Cond { cond, then, else_, .. } => {
+                    ex(cond);
+                    ex(then);
+                    ex(else_);
+                }
+                _ => {}
+            }
+        }
+        fn lv(l: &mut LValue) {
+            if let LValue::Dynamic { index, .. } = l {
+                ex(index);
+            }
+        }
+        fn hr(h: &mut HeaderRef) {
+            if let HeaderRef::Dynamic { index, .. } = h {
+                ex(index);
+            }
+        }
+        fn st(s: &mut Stmt) {
+            match s {
+                Stmt::Assign { dst, src } => {
+                    lv(dst);
+                    ex(src);
+                }
+                Stmt::SetValid { hdr, .. } => hr(hdr),
+                Stmt::CopyHeader { dst, src } => {
+                    hr(dst);
+                    hr(src);
+                }
+                Stmt::If { cond, then, else_ } => {
+                    ex(cond);
+                    then.iter_mut().for_each(st);
+                    else_.iter_mut().for_each(st);
+                }
+                Stmt::Switch { expr, cases, default } => {
+                    ex(expr);
+                    cases.iter_mut().for_each(|(_, b)| b.iter_mut().for_each(st));
+                    default.iter_mut().for_each(st);
+                }
+                Stmt::Block { body, .. } => body.iter_mut().for_each(st),
+                Stmt::CallAction { args, .. } => args.iter_mut().for_each(ex),
+                Stmt::Extract { hdr, varbit_bits } => {
+                    hr(hdr);
+                    if let Some(e) = varbit_bits {
+                        ex(e);
+                    }
+                }
+                Stmt::Advance { bits } => ex(bits),
+                Stmt::Emit { hdr } => hr(hdr),
+                Stmt::Builtin(b) => match b {
+                    Builtin::Verify { cond, .. } | Builtin::Assert { cond } => ex(cond),
+                    Builtin::Hash { dst, base, data, max, .. } => {
+                        lv(dst);
+                        ex(base);
+                        ex(max);
+                        data.iter_mut().for_each(ex);
+                    }
+                    Builtin::VerifyChecksum { cond, data, field, .. } => {
+                        ex(cond);
+                        ex(field);
+                        data.iter_mut().for_each(ex);
+                    }
+                    Builtin::UpdateChecksum { cond, data, dst, .. } => {
+                        ex(cond);
+                        lv(dst);
+                        data.iter_mut().for_each(ex);
+                    }
+                    Builtin::RegisterRead { dst, index, .. } => {
+                        lv(dst);
+                        ex(index);
+                    }
+                    Builtin::RegisterWrite { index, value, .. } => {
+                        ex(index);
+                        ex(value);
+                    }
+                    Builtin::CounterCount { index, .. } => ex(index),
+                    Builtin::MeterExecute { index, dst, .. } => {
+                        ex(index);
+                        lv(dst);
+                    }
+                    Builtin::Clone { session, .. } => ex(session),
+                    Builtin::Truncate { length } => ex(length),
+                    Builtin::Random { dst, lo, hi } => {
+                        lv(dst);
+                        ex(lo);
+                        ex(hi);
+                    }
+                    _ => {}
+                },
+                Stmt::ExternCall { args, .. } => args.iter_mut().for_each(|a| {
+                    a.parts.iter_mut().for_each(ex);
+                    a.dsts.iter_mut().for_each(lv);
+                }),
+                _ => {}
+            }
+        }
+        for s in self.parser.states.iter_mut() {
+            s.body.iter_mut().for_each(st);
+            if let Transition::Select { keys, .. } = &mut s.transition {
+                keys.iter_mut().for_each(ex);
+            }
+        }
+        for c in [&mut self.verify_checksum, &mut self.ingress, &mut self.egress, &mut self.compute_checksum, &mut self.deparser] {
+            c.body.iter_mut().for_each(st);
+        }
+        for a in self.actions.iter_mut() {
+            a.body.iter_mut().for_each(st);
+        }
+        for t in self.tables.iter_mut() {
+            t.keys.iter_mut().for_each(|k| ex(&mut k.expr));
+        }
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("IR serializes")
     }

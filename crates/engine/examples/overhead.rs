@@ -1,0 +1,75 @@
+//! Per-packet overhead of the pipeline stages (development aid): empty program vs parse-only vs router.
+use p4sec_engine::{Engine, Outputs, Worker};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn time(name: &str, src: &str) {
+    let prog = p4sec_frontend::compile_str("x.p4", src, &Default::default()).unwrap();
+    let e = Engine::new(Arc::new(prog), &[]).unwrap();
+    let mut w = Worker::new(&e);
+    let mut out = Outputs::default();
+    let pkt = vec![0u8; 64];
+    let n = 2_000_000;
+    let t = Instant::now();
+    for _ in 0..n {
+        out.clear();
+        e.process(&mut w, 0, &pkt, &mut out);
+    }
+    let dt = t.elapsed().as_secs_f64();
+    println!("{name:<20} {:>8.1} ns/packet  {:>6.2} Mpps", dt * 1e9 / n as f64, n as f64 / dt / 1e6);
+}
+
+fn time_ipv4(name: &str, src: &str) {
+    let prog = p4sec_frontend::compile_str("x.p4", src, &Default::default()).unwrap();
+    let e = Engine::new(Arc::new(prog), &[]).unwrap();
+    let mut w = Worker::new(&e);
+    let mut out = Outputs::default();
+    let mut pkt = vec![0u8; 64];
+    pkt[12] = 8;
+    pkt[14] = 0x45;
+    pkt[22] = 64;
+    let c = p4sec_engine::hash::csum16(&pkt[14..34]);
+    pkt[24..26].copy_from_slice(&c.to_be_bytes());
+    let n = 2_000_000;
+    for routed in [false, true] {
+        if routed {
+            use p4sec_ir::*;
+            let t = e.table_index("RouterIngress.ipv4_lpm").unwrap();
+            let a = e.prog.actions.iter().position(|a| a.name == "RouterIngress.set_nhop").unwrap() as u32;
+            e.table_insert(t, TableEntry { matches: vec![FieldMatch::Lpm { value: Value::new(32, 0), prefix_len: 0 }],
+                action: ActionCall { action: a, args: vec![Value::new(48, 1), Value::new(48, 2), Value::new(9, 3)] }, priority: 0 }).unwrap();
+        }
+        let t = Instant::now();
+        for _ in 0..n {
+            out.clear();
+            e.process(&mut w, 0, &pkt, &mut out);
+        }
+        let dt = t.elapsed().as_secs_f64();
+        println!("{name:<20} {:>8.1} ns/packet  {:>6.2} Mpps routed={routed} out={}", dt * 1e9 / n as f64, n as f64 / dt / 1e6, out.len());
+    }
+}
+
+fn main() {
+    let base = r#"#include <v1model.p4>
+header h_t { bit<48> a; bit<48> b; bit<16> t; }
+struct hs { h_t h; }
+struct m { }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) { state start { PARSE transition accept; } }
+control C(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { ING } }
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs hdr) { apply { DEP } }
+V1Switch(P(), C(), I(), E(), C(), D()) main;
+"#;
+    time("empty", &base.replace("PARSE", "").replace("ING", "").replace("DEP", ""));
+    time("parse", &base.replace("PARSE", "p.extract(hdr.h);").replace("ING", "").replace("DEP", ""));
+    time("parse+emit", &base.replace("PARSE", "p.extract(hdr.h);").replace("ING", "").replace("DEP", "p.emit(hdr.h);"));
+    let router = include_str!("../../../programs/ipv4_router.p4");
+    time_ipv4("router", router);
+    let no_ck = router.replace("verify_checksum(", "if (false) verify_checksum(").replace("update_checksum(", "if (false) update_checksum(");
+    time_ipv4("router-no-checksum", &no_ck);
+    time("parse+assign+emit", &base.replace("PARSE", "p.extract(hdr.h);").replace("ING", "hdr.h.a = hdr.h.b + 1; sm.egress_spec = 1;").replace("DEP", "p.emit(hdr.h);"));
+}
+
+#[allow(dead_code)]
+fn router_variants() {}
