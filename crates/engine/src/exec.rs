@@ -574,12 +574,12 @@ impl Engine {
             HeaderRef::Dynamic { stack, index } => {
                 let s = &self.prog.stacks[*stack as usize];
                 let i = self.eval(w, index);
-                s.elements.get(i as usize).copied()
+                s.elements.get(i as usize).copied().filter(|h| *h != u32::MAX)
             }
             HeaderRef::Next { stack } => {
                 let s = &self.prog.stacks[*stack as usize];
                 let i = self.load(w, s.next_index);
-                s.elements.get(i as usize).copied()
+                s.elements.get(i as usize).copied().filter(|h| *h != u32::MAX)
             }
         }
     }

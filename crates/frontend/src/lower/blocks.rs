@@ -896,10 +896,11 @@ impl<'t> Lowerer<'t> {
         let r = self.capture(|l| l.block(&inner, &decl.body));
         self.inline_depth = saved;
         self.returns.pop();
-        let (_, body) = r?;
+        let (_, mut body) = r?;
         let mut all = prologue;
-        all.push(ir::Stmt::Block { label, body });
         let (_, mut epilogue) = self.capture(|l| l.copy_out_pub(copy_out, span))?;
+        super::stmt::exit_with(&mut body, &epilogue);
+        all.push(ir::Stmt::Block { label, body });
         all.append(&mut epilogue);
         self.actions.push(ir::Action { name, id, params, body: all });
         let idx = self.actions.len() as u32 - 1;

@@ -119,7 +119,8 @@ pub enum Place {
     },
     Struct { ty: Rc<AggInfo>, fields: Vec<(String, Place)> },
     Union { ty: Rc<AggInfo>, members: Vec<(String, Place)> },
-    Stack { id: u32, elem: Ty, elems: Vec<Place>, stride: u32, next_index: ir::Loc },
+    /// `member_stacks`: for a stack of header unions, the stack id of each member's headers.
+    Stack { id: u32, elem: Ty, elems: Vec<Place>, stride: u32, next_index: ir::Loc, member_stacks: Vec<u32> },
     Tuple(Vec<Place>),
 }
 
@@ -190,6 +191,34 @@ impl Place {
             Place::Tuple(ps) => ps.iter().all(|p| p.is_static()),
         }
     }
+    /// The place of the stack element chosen at run time by `index` (`next` = the parser's `.next`).
+    pub fn stack_element(&self, index: &ir::Expr, next: bool) -> Option<Place> {
+        let Place::Stack { id, elems, stride, member_stacks, .. } = self else { return None };
+        let count = elems.len() as u32;
+        let fix = |p: &mut Place, sid: u32| {
+            if let Place::Header { hdr, .. } = p {
+                *hdr = if next { ir::HeaderRef::Next { stack: sid } } else { ir::HeaderRef::Dynamic { stack: sid, index: Box::new(index.clone()) } };
+            }
+        };
+        match &elems[0] {
+            Place::Union { ty, members } => {
+                let mut ms = vec![];
+                for (k, (n, m)) in members.iter().enumerate() {
+                    let sid = member_stacks[k];
+                    let mut d = m.dynamic(sid, *stride, count, index);
+                    fix(&mut d, sid);
+                    ms.push((n.clone(), d));
+                }
+                Some(Place::Union { ty: ty.clone(), members: ms })
+            }
+            e => {
+                let mut d = e.dynamic(*id, *stride, count, index);
+                fix(&mut d, *id);
+                Some(d)
+            }
+        }
+    }
+
     /// Turn the place of element 0 of a stack into the place of element `index` (chosen at run time).
     pub fn dynamic(&self, stack: u32, stride: u32, count: u32, index: &ir::Expr) -> Place {
         let dl = |lv: &ir::LValue| match lv {

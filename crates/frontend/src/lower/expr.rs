@@ -333,7 +333,7 @@ impl<'t> Lowerer<'t> {
                     _ => err(span, format!("type {} has no field `{name}`", p.ty())),
                 }
             }
-            Place::Stack { id, elem, elems, stride, next_index } => match name {
+            Place::Stack { id, elem, elems, stride, next_index, .. } => match name {
                 "size" => Ok(Val::Const(BigInt::from(elems.len()), Ty::Bit(32))),
                 "nextIndex" => Ok(Val::Place(Place::Scalar(ir::LValue::Static(*next_index), Ty::Bit(32)))),
                 "lastIndex" => Ok(Val::Rv(
@@ -347,13 +347,9 @@ impl<'t> Lowerer<'t> {
                     Ty::Bit(32),
                 )),
                 "next" => {
-                    let _ = elem;
+                    let _ = (elem, id, stride);
                     let idx = ir::Expr::Load(ir::LValue::Static(*next_index));
-                    let mut dp = elems[0].dynamic(*id, *stride, elems.len() as u32, &idx);
-                    if let Place::Header { hdr, .. } = &mut dp {
-                        *hdr = ir::HeaderRef::Next { stack: *id };
-                    }
-                    Ok(Val::Place(dp))
+                    Ok(Val::Place(p.stack_element(&idx, true).expect("stack")))
                 }
                 "last" => {
                     let idx = ir::Expr::Binary {
@@ -363,7 +359,7 @@ impl<'t> Lowerer<'t> {
                         lhs: Box::new(ir::Expr::Load(ir::LValue::Static(*next_index))),
                         rhs: Box::new(ir::Expr::konst(32, 1)),
                     };
-                    Ok(Val::Place(elems[0].dynamic(*id, *stride, elems.len() as u32, &idx)))
+                    Ok(Val::Place(p.stack_element(&idx, false).expect("stack")))
                 }
                 "push_front" | "pop_front" => Ok(Val::Method(Box::new(Val::Place(p)), name.to_string())),
                 _ => err(span, format!("a header stack has no member `{name}`")),
@@ -376,20 +372,23 @@ impl<'t> Lowerer<'t> {
         let b = self.expr(scope, base, None)?;
         let i = self.expr(scope, idx, None)?;
         match b {
-            Val::Place(Place::Stack { id, elems, stride, .. }) => match i {
-                Val::Const(c, _) => match c.to_usize() {
-                    Some(k) if k < elems.len() => Ok(Val::Place(elems[k].clone())),
-                    _ => err(idx.span, format!("index {c} is out of bounds for a stack of size {}", elems.len())),
-                },
-                other => {
-                    let (x, t) = self.rvalue(other, None, idx.span)?;
-                    let x = match t {
-                        Ty::Bit(w) | Ty::Int(w) if w != 32 => ir::Expr::Cast { arg: Box::new(x), width: 32, signed: false },
-                        _ => x,
-                    };
-                    Ok(Val::Place(elems[0].dynamic(id, stride, elems.len() as u32, &x)))
+            Val::Place(stack @ Place::Stack { .. }) => {
+                let Place::Stack { elems, .. } = &stack else { unreachable!() };
+                match i {
+                    Val::Const(c, _) => match c.to_usize() {
+                        Some(k) if k < elems.len() => Ok(Val::Place(elems[k].clone())),
+                        _ => err(idx.span, format!("index {c} is out of bounds for a stack of size {}", elems.len())),
+                    },
+                    other => {
+                        let (x, t) = self.rvalue(other, None, idx.span)?;
+                        let x = match t {
+                            Ty::Bit(w) | Ty::Int(w) if w != 32 => ir::Expr::Cast { arg: Box::new(x), width: 32, signed: false },
+                            _ => x,
+                        };
+                        Ok(Val::Place(stack.stack_element(&x, false).expect("stack")))
+                    }
                 }
-            },
+            }
             Val::Place(Place::Tuple(ps)) => match i {
                 Val::Const(c, _) => match c.to_usize() {
                     Some(k) if k < ps.len() => Ok(Val::Place(ps[k].clone())),
@@ -522,6 +521,22 @@ impl<'t> Lowerer<'t> {
         Ok(Val::Place(tmp))
     }
 
+    /// Copy a run-time value into a fresh temporary so later side effects cannot change it.
+    pub fn snapshot(&mut self, v: Val, span: Span) -> PResult<Val> {
+        match &v {
+            Val::Rv(..) | Val::Place(_) => {
+                let Some(t) = v.ty() else { return Ok(v) };
+                if matches!(t, Ty::Varbit(_)) {
+                    return Ok(v);
+                }
+                let tmp = self.alloc(&t, "tmp", span)?;
+                self.assign(&tmp, v, span)?;
+                Ok(Val::Place(tmp))
+            }
+            _ => Ok(v),
+        }
+    }
+
     /// Turn a list/struct initializer into a temporary of type `t`.
     pub fn materialize(&mut self, v: Val, t: &Ty, span: Span) -> PResult<Val> {
         match v {
@@ -604,7 +619,14 @@ impl<'t> Lowerer<'t> {
         let is_cmp = matches!(op, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge);
         let sub_hint = if is_cmp || op == BinOp::Concat { None } else { hint };
         let mut av = self.expr(scope, a, sub_hint)?;
-        let mut bv = self.expr(scope, b, if is_shift { None } else { sub_hint })?;
+        let (mut bv, side_effects) = self.capture(|l| l.expr(scope, b, if is_shift { None } else { sub_hint }))?;
+        if !side_effects.is_empty() {
+            // the right operand has side effects (a call): evaluate the left operand first, as P4 requires
+            av = self.snapshot(av, a.span)?;
+            for st in side_effects {
+                self.emit(st);
+            }
+        }
         // aggregate equality
         if matches!(op, BinOp::Eq | BinOp::Ne) {
             let agg = |v: &Val| matches!(v, Val::Place(p) if !matches!(p, Place::Scalar(..))) || matches!(v, Val::List(_) | Val::Struct(..) | Val::Invalid);

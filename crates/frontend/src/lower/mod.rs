@@ -202,15 +202,28 @@ impl<'t> Lowerer<'t> {
                 }
                 let next_index = self.alloc_scalar(32);
                 let id = self.stacks.len() as u32;
-                let elements = elems
-                    .iter()
-                    .map(|p| match p {
-                        Place::Header { hdr: ir::HeaderRef::Static(h), .. } => *h,
-                        _ => u32::MAX,
-                    })
-                    .collect();
+                let hid = |p: &Place| match p {
+                    Place::Header { hdr: ir::HeaderRef::Static(h), .. } => *h,
+                    _ => u32::MAX,
+                };
+                let elements = elems.iter().map(hid).collect();
                 self.stacks.push(ir::StackLayout { name: name.to_string(), elements, stride, next_index });
-                Place::Stack { id, elem: (**elem).clone(), elems, stride, next_index }
+                // a stack of unions: one header stack per union member, sharing the next index
+                let mut member_stacks = vec![];
+                if let Some(Place::Union { members, .. }) = elems.first() {
+                    for (k, (mname, _)) in members.iter().enumerate() {
+                        let elements = elems
+                            .iter()
+                            .map(|e| match e {
+                                Place::Union { members, .. } => hid(&members[k].1),
+                                _ => u32::MAX,
+                            })
+                            .collect();
+                        member_stacks.push(self.stacks.len() as u32);
+                        self.stacks.push(ir::StackLayout { name: format!("{name}.{mname}"), elements, stride, next_index });
+                    }
+                }
+                Place::Stack { id, elem: (**elem).clone(), elems, stride, next_index, member_stacks }
             }
             Ty::Tuple(ts) => {
                 let mut ps = vec![];

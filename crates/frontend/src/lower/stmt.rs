@@ -421,9 +421,14 @@ impl<'t> Lowerer<'t> {
         self.returns.push((label, None));
         let body = self.capture(|l| l.block(&inner, &a.body));
         self.returns.pop();
-        let (_, body) = body?;
+        let (_, mut body) = body?;
+        let (_, epilogue) = self.capture(|l| l.copy_out_pub(copy_out, span))?;
+        // `exit` inside the action still copies out/inout parameters back (as BMv2 does)
+        exit_with(&mut body, &epilogue);
         self.emit(ir::Stmt::Block { label, body });
-        self.copy_out_pub(copy_out, span)?;
+        for st in epilogue {
+            self.emit(st);
+        }
         self.inline_depth -= 1;
         Ok(())
     }
@@ -1086,6 +1091,34 @@ impl<'t> Lowerer<'t> {
             }
         }
         Ok(Val::DontCare)
+    }
+}
+
+/// Prefix every `exit` in `stmts` (recursively) with `epilogue`.
+pub fn exit_with(stmts: &mut Vec<ir::Stmt>, epilogue: &[ir::Stmt]) {
+    if epilogue.is_empty() {
+        return;
+    }
+    for s in stmts.iter_mut() {
+        match s {
+            ir::Stmt::Exit => {
+                let mut b = epilogue.to_vec();
+                b.push(ir::Stmt::Exit);
+                *s = ir::Stmt::Block { label: 0, body: b };
+            }
+            ir::Stmt::If { then, else_, .. } => {
+                exit_with(then, epilogue);
+                exit_with(else_, epilogue);
+            }
+            ir::Stmt::Switch { cases, default, .. } => {
+                for (_, b) in cases.iter_mut() {
+                    exit_with(b, epilogue);
+                }
+                exit_with(default, epilogue);
+            }
+            ir::Stmt::Block { body, .. } => exit_with(body, epilogue),
+            _ => {}
+        }
     }
 }
 
