@@ -1,0 +1,297 @@
+//! Hashes for P4 programs: the set of the cryptographic-hashing paper plus what switches use. Keyed
+//! algorithms take the key as an argument. Every algorithm writes its digest big-endian into `out`
+//! (truncated or left-padded to `out.len()`), except the CRCs/checksums which are numbers and are
+//! written right-aligned.
+
+use hmac::Mac;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HashAlg {
+    /// CRC-16/ARC.
+    Crc16,
+    /// CRC-32 (IEEE 802.3).
+    Crc32,
+    /// CRC-32C (Castagnoli).
+    Crc32c,
+    /// 16-bit ones' complement Internet checksum (RFC 1071).
+    Csum16,
+    /// SipHash-2-4, 64-bit output, 16-byte key.
+    SipHash24,
+    /// HalfSipHash-2-4, 32-bit output, 8-byte key.
+    HalfSipHash24,
+    /// BLAKE2b with 1..=64 byte output (the length of `out`), optional key up to 64 bytes.
+    Blake2b,
+    /// Poly1305-AES (Bernstein): key = AES-128 key k (16) || r (16), nonce (16) → s = AES_k(nonce).
+    Poly1305Aes,
+    HmacSha256,
+    HmacSha512,
+    Sha3_512,
+}
+
+impl HashAlg {
+    pub const ALL: [HashAlg; 11] = [
+        HashAlg::Crc16,
+        HashAlg::Crc32,
+        HashAlg::Crc32c,
+        HashAlg::Csum16,
+        HashAlg::SipHash24,
+        HashAlg::HalfSipHash24,
+        HashAlg::Blake2b,
+        HashAlg::Poly1305Aes,
+        HashAlg::HmacSha256,
+        HashAlg::HmacSha512,
+        HashAlg::Sha3_512,
+    ];
+
+    /// The code a P4 program uses for this algorithm (`p4sec.p4`, `p4sec_hash_alg_t`).
+    pub fn code(self) -> u8 {
+        HashAlg::ALL.iter().position(|a| *a == self).unwrap() as u8
+    }
+    pub fn from_code(c: u64) -> Option<HashAlg> {
+        HashAlg::ALL.get(c as usize).copied()
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            HashAlg::Crc16 => "CRC16",
+            HashAlg::Crc32 => "CRC32",
+            HashAlg::Crc32c => "CRC32C",
+            HashAlg::Csum16 => "csum16",
+            HashAlg::SipHash24 => "SipHash-2-4",
+            HashAlg::HalfSipHash24 => "HalfSipHash-2-4",
+            HashAlg::Blake2b => "BLAKE2b",
+            HashAlg::Poly1305Aes => "Poly1305-AES",
+            HashAlg::HmacSha256 => "HMAC-SHA-256",
+            HashAlg::HmacSha512 => "HMAC-SHA-512",
+            HashAlg::Sha3_512 => "SHA3-512",
+        }
+    }
+    /// Natural output size in bytes.
+    pub fn out_len(self) -> usize {
+        match self {
+            HashAlg::Crc16 | HashAlg::Csum16 => 2,
+            HashAlg::Crc32 | HashAlg::Crc32c | HashAlg::HalfSipHash24 => 4,
+            HashAlg::SipHash24 => 8,
+            HashAlg::Poly1305Aes => 16,
+            HashAlg::HmacSha256 => 32,
+            HashAlg::Blake2b | HashAlg::HmacSha512 | HashAlg::Sha3_512 => 64,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HashError {
+    BadKey(&'static str),
+    BadOutput(&'static str),
+}
+
+impl std::fmt::Display for HashError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HashError::BadKey(m) | HashError::BadOutput(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+const CRC16_ARC: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_ARC);
+const CRC32_ISO: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+const CRC32_C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+
+fn put_number(out: &mut [u8], bytes: &[u8]) {
+    // right-aligned big-endian number, truncated to the low bytes if `out` is shorter
+    out.iter_mut().for_each(|b| *b = 0);
+    let n = bytes.len().min(out.len());
+    let ol = out.len();
+    out[ol - n..].copy_from_slice(&bytes[bytes.len() - n..]);
+}
+
+fn put_digest(out: &mut [u8], d: &[u8]) {
+    let n = d.len().min(out.len());
+    out[..n].copy_from_slice(&d[..n]);
+    out[n..].iter_mut().for_each(|b| *b = 0);
+}
+
+/// RFC 1071 checksum.
+pub fn csum16(data: &[u8]) -> u16 {
+    let mut sum: u64 = 0;
+    let mut it = data.chunks_exact(2);
+    for c in &mut it {
+        sum += u16::from_be_bytes([c[0], c[1]]) as u64;
+    }
+    if let [b] = it.remainder() {
+        sum += (*b as u64) << 8;
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// HalfSipHash-2-4 with a 32-bit output (Aumasson's reference construction: 32-bit words, rotations
+/// 5, 16, 8, 7 and 13, 16; `b = len << 24`; final xor with 0xff).
+pub fn halfsiphash24(key: &[u8; 8], data: &[u8]) -> u32 {
+    let k0 = u32::from_le_bytes([key[0], key[1], key[2], key[3]]);
+    let k1 = u32::from_le_bytes([key[4], key[5], key[6], key[7]]);
+    let mut v = [k0, k1, 0x6c79_6765 ^ k0, 0x7465_6462 ^ k1];
+    fn round(v: &mut [u32; 4]) {
+        v[0] = v[0].wrapping_add(v[1]);
+        v[1] = v[1].rotate_left(5) ^ v[0];
+        v[0] = v[0].rotate_left(16);
+        v[2] = v[2].wrapping_add(v[3]);
+        v[3] = v[3].rotate_left(8) ^ v[2];
+        v[0] = v[0].wrapping_add(v[3]);
+        v[3] = v[3].rotate_left(7) ^ v[0];
+        v[2] = v[2].wrapping_add(v[1]);
+        v[1] = v[1].rotate_left(13) ^ v[2];
+        v[2] = v[2].rotate_left(16);
+    }
+    let mut chunks = data.chunks_exact(4);
+    for c in &mut chunks {
+        let m = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        v[3] ^= m;
+        round(&mut v);
+        round(&mut v);
+        v[0] ^= m;
+    }
+    let mut b = (data.len() as u32) << 24;
+    for (i, x) in chunks.remainder().iter().enumerate() {
+        b |= (*x as u32) << (8 * i);
+    }
+    v[3] ^= b;
+    round(&mut v);
+    round(&mut v);
+    v[0] ^= b;
+    v[2] ^= 0xff;
+    for _ in 0..4 {
+        round(&mut v);
+    }
+    v[1] ^ v[3]
+}
+
+/// Compute `alg` over `data` with `key` into `out` (its length chooses the output size where that is
+/// variable: BLAKE2b 1..=64 bytes).
+pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<(), HashError> {
+    match alg {
+        HashAlg::Crc16 => put_number(out, &CRC16_ARC.checksum(data).to_be_bytes()),
+        HashAlg::Crc32 => put_number(out, &CRC32_ISO.checksum(data).to_be_bytes()),
+        HashAlg::Crc32c => put_number(out, &CRC32_C.checksum(data).to_be_bytes()),
+        HashAlg::Csum16 => put_number(out, &csum16(data).to_be_bytes()),
+        HashAlg::SipHash24 => {
+            let k: [u8; 16] = key.try_into().map_err(|_| HashError::BadKey("SipHash-2-4 needs a 16-byte key"))?;
+            use std::hash::Hasher;
+            let mut h = siphasher::sip::SipHasher24::new_with_key(&k);
+            h.write(data);
+            // the reference implementation serialises the result little-endian
+            put_digest(out, &h.finish().to_le_bytes());
+        }
+        HashAlg::HalfSipHash24 => {
+            let k: [u8; 8] = key.try_into().map_err(|_| HashError::BadKey("HalfSipHash-2-4 needs an 8-byte key"))?;
+            put_digest(out, &halfsiphash24(&k, data).to_le_bytes());
+        }
+        HashAlg::Blake2b => {
+            use blake2::digest::{Update, VariableOutput};
+            if out.is_empty() || out.len() > 64 {
+                return Err(HashError::BadOutput("BLAKE2b output must be 1..=64 bytes"));
+            }
+            if key.is_empty() {
+                let mut h = blake2::Blake2bVar::new(out.len()).map_err(|_| HashError::BadOutput("BLAKE2b output must be 1..=64 bytes"))?;
+                h.update(data);
+                h.finalize_variable(out).map_err(|_| HashError::BadOutput("BLAKE2b output size"))?;
+            } else {
+                if key.len() > 64 {
+                    return Err(HashError::BadKey("BLAKE2b keys are at most 64 bytes"));
+                }
+                let mut h = blake2::Blake2bMac::<blake2::digest::consts::U64>::new_with_salt_and_personal(key, &[], &[])
+                    .map_err(|_| HashError::BadKey("BLAKE2b key"))?;
+                if out.len() != 64 {
+                    // keyed BLAKE2b with a shorter output: the parameter block encodes the length
+                    return keyed_blake2b_var(key, data, out);
+                }
+                blake2::digest::Mac::update(&mut h, data);
+                out.copy_from_slice(&blake2::digest::Mac::finalize(h).into_bytes());
+            }
+        }
+        HashAlg::Poly1305Aes => {
+            use aes::cipher::{BlockEncrypt, KeyInit};
+            if key.len() != 48 {
+                return Err(HashError::BadKey("Poly1305-AES needs k (16) || r (16) || nonce (16)"));
+            }
+            let aes = aes::Aes128::new_from_slice(&key[..16]).map_err(|_| HashError::BadKey("AES key"))?;
+            let mut s = aes::Block::clone_from_slice(&key[32..48]);
+            aes.encrypt_block(&mut s);
+            let mut otk = [0u8; 32];
+            otk[..16].copy_from_slice(&key[16..32]);
+            otk[16..].copy_from_slice(&s);
+            put_digest(out, &poly1305_tag(&otk, data));
+        }
+        HashAlg::HmacSha256 => {
+            let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).map_err(|_| HashError::BadKey("HMAC key"))?;
+            m.update(data);
+            put_digest(out, &m.finalize().into_bytes());
+        }
+        HashAlg::HmacSha512 => {
+            let mut m = hmac::Hmac::<sha2::Sha512>::new_from_slice(key).map_err(|_| HashError::BadKey("HMAC key"))?;
+            m.update(data);
+            put_digest(out, &m.finalize().into_bytes());
+        }
+        HashAlg::Sha3_512 => {
+            use sha3::Digest;
+            put_digest(out, &sha3::Sha3_512::digest(data));
+        }
+    }
+    Ok(())
+}
+
+/// Poly1305 with a 32-byte one-time key (r || s) over a message of any length.
+pub fn poly1305_tag(otk: &[u8; 32], data: &[u8]) -> [u8; 16] {
+    use poly1305::universal_hash::KeyInit;
+    let p = poly1305::Poly1305::new(poly1305::Key::from_slice(otk));
+    p.compute_unpadded(data).into()
+}
+
+/// Keyed BLAKE2b (RFC 7693 keyed mode) with the output sizes the `blake2` crate provides as types.
+fn keyed_blake2b_var(key: &[u8], data: &[u8], out: &mut [u8]) -> Result<(), HashError> {
+    use blake2::digest::consts::{U16, U20, U28, U32, U48, U8};
+    macro_rules! mac {
+        ($n:ty) => {{
+            let mut h = blake2::Blake2bMac::<$n>::new_with_salt_and_personal(key, &[], &[]).map_err(|_| HashError::BadKey("BLAKE2b key"))?;
+            blake2::digest::Mac::update(&mut h, data);
+            out.copy_from_slice(&blake2::digest::Mac::finalize(h).into_bytes());
+        }};
+    }
+    match out.len() {
+        8 => mac!(U8),
+        16 => mac!(U16),
+        20 => mac!(U20),
+        28 => mac!(U28),
+        32 => mac!(U32),
+        48 => mac!(U48),
+        _ => return Err(HashError::BadOutput("keyed BLAKE2b supports outputs of 8, 16, 20, 28, 32, 48 or 64 bytes")),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_values() {
+        let mut o = [0u8; 2];
+        compute(HashAlg::Crc16, &[], b"123456789", &mut o).unwrap();
+        assert_eq!(o, [0xBB, 0x3D]);
+        let mut o = [0u8; 4];
+        compute(HashAlg::Crc32, &[], b"123456789", &mut o).unwrap();
+        assert_eq!(o, 0xCBF43926u32.to_be_bytes());
+        compute(HashAlg::Crc32c, &[], b"123456789", &mut o).unwrap();
+        assert_eq!(o, 0xE3069283u32.to_be_bytes());
+    }
+
+    #[test]
+    fn key_errors_are_values() {
+        let mut o = [0u8; 8];
+        assert!(compute(HashAlg::SipHash24, &[1, 2], b"x", &mut o).is_err());
+        assert!(compute(HashAlg::Poly1305Aes, &[0; 10], b"x", &mut o).is_err());
+        let mut big = [0u8; 65];
+        assert!(compute(HashAlg::Blake2b, &[], b"x", &mut big).is_err());
+    }
+}
