@@ -289,7 +289,8 @@ pub struct Sa {
     auth: Auth,
     created: Instant,
     state: Mutex<State>,
-    rng: Mutex<u64>,
+    /// CBC IVs are AES_ivkey(sequence number) under a random per-SA key: unpredictable, never repeated.
+    iv_key: aes::Aes128,
 }
 
 impl std::fmt::Debug for Sa {
@@ -357,10 +358,11 @@ impl Sa {
                 return Err(EspError::BadConfig);
             }
         }
-        let mut seed = [0u8; 8];
+        let mut seed = [0u8; 16];
         getrandom::getrandom(&mut seed).map_err(|_| EspError::BadConfig)?;
+        let iv_key = aes::Aes128::new_from_slice(&seed).map_err(|_| EspError::BadConfig)?;
         let state = State { seq: cfg.initial_seq, window, ..Default::default() };
-        Ok(Sa { cfg: SaConfig { integ, ..cfg }, keys, auth, created: Instant::now(), state: Mutex::new(state), rng: Mutex::new(u64::from_le_bytes(seed) | 1) })
+        Ok(Sa { cfg: SaConfig { integ, ..cfg }, keys, auth, created: Instant::now(), state: Mutex::new(state), iv_key })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -386,11 +388,11 @@ impl Sa {
 
     /// Account a packet and check the lifetimes; returns HardExpired when a hard limit is reached.
     fn account(&self, s: &mut State, bytes: usize) -> Result<(), EspError> {
-        let age = self.created.elapsed();
+        let created = self.created;
         let over = |l: &Limits, packets: u64, bytes: u64| {
             l.packets.map(|p| packets >= p).unwrap_or(false)
                 || l.bytes.map(|b| bytes >= b).unwrap_or(false)
-                || l.seconds.map(|t| age >= Duration::from_secs(t)).unwrap_or(false)
+                || l.seconds.map(|t| created.elapsed() >= Duration::from_secs(t)).unwrap_or(false)
         };
         if s.hard || over(&self.cfg.hard, s.packets, s.bytes) {
             if !s.hard {
@@ -408,17 +410,12 @@ impl Sa {
         Ok(())
     }
 
-    fn random_iv(&self, iv: &mut [u8]) {
-        // CBC IVs must be unpredictable: take them from the OS generator in 16-byte draws
-        if getrandom::getrandom(iv).is_err() {
-            let mut r = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-            for b in iv.iter_mut() {
-                *r ^= *r << 13;
-                *r ^= *r >> 7;
-                *r ^= *r << 17;
-                *b = *r as u8;
-            }
-        }
+    fn random_iv(&self, seq: u64, iv: &mut [u8; 16]) {
+        use aes::cipher::BlockEncrypt;
+        let mut b = aes::Block::default();
+        b[8..].copy_from_slice(&seq.to_be_bytes());
+        self.iv_key.encrypt_block(&mut b);
+        iv.copy_from_slice(&b);
     }
 
     fn icv(&self, data: &[u8], seq_hi: Option<u32>, out: &mut [u8]) {
@@ -540,7 +537,7 @@ impl Sa {
             Cipher::Null => {}
             Cipher::AesCbc128 | Cipher::AesCbc256 => {
                 let mut iv = [0u8; 16];
-                self.random_iv(&mut iv);
+                self.random_iv(seq, &mut iv);
                 out.extend_from_slice(&iv);
             }
             _ => out.extend_from_slice(&seq.to_be_bytes()),

@@ -3,7 +3,6 @@
 //! (truncated or left-padded to `out.len()`), except the CRCs/checksums which are numbers and are
 //! written right-aligned.
 
-use hmac::Mac;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HashAlg {
@@ -93,8 +92,6 @@ impl std::fmt::Display for HashError {
 }
 
 const CRC16_ARC: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_ARC);
-const CRC32_ISO: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
-const CRC32_C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
 fn put_number(out: &mut [u8], bytes: &[u8]) {
     // right-aligned big-endian number, truncated to the low bytes if `out` is shorter
@@ -172,8 +169,8 @@ pub fn halfsiphash24(key: &[u8; 8], data: &[u8]) -> u32 {
 pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<(), HashError> {
     match alg {
         HashAlg::Crc16 => put_number(out, &CRC16_ARC.checksum(data).to_be_bytes()),
-        HashAlg::Crc32 => put_number(out, &CRC32_ISO.checksum(data).to_be_bytes()),
-        HashAlg::Crc32c => put_number(out, &CRC32_C.checksum(data).to_be_bytes()),
+        HashAlg::Crc32 => put_number(out, &crc32fast::hash(data).to_be_bytes()),
+        HashAlg::Crc32c => put_number(out, &crc32c::crc32c(data).to_be_bytes()),
         HashAlg::Csum16 => put_number(out, &csum16(data).to_be_bytes()),
         HashAlg::SipHash24 => {
             let k: [u8; 16] = key.try_into().map_err(|_| HashError::BadKey("SipHash-2-4 needs a 16-byte key"))?;
@@ -223,16 +220,8 @@ pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<
             otk[16..].copy_from_slice(&s);
             put_digest(out, &poly1305_tag(&otk, data));
         }
-        HashAlg::HmacSha256 => {
-            let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).map_err(|_| HashError::BadKey("HMAC key"))?;
-            m.update(data);
-            put_digest(out, &m.finalize().into_bytes());
-        }
-        HashAlg::HmacSha512 => {
-            let mut m = hmac::Hmac::<sha2::Sha512>::new_from_slice(key).map_err(|_| HashError::BadKey("HMAC key"))?;
-            m.update(data);
-            put_digest(out, &m.finalize().into_bytes());
-        }
+        HashAlg::HmacSha256 => put_digest(out, ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key), data).as_ref()),
+        HashAlg::HmacSha512 => put_digest(out, ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA512, key), data).as_ref()),
         HashAlg::Sha3_512 => {
             use sha3::Digest;
             put_digest(out, &sha3::Sha3_512::digest(data));
