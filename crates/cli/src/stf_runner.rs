@@ -563,7 +563,7 @@ pub fn run_stf(prog: Program, stf: &str, trace: bool) -> StfResult {
 }
 
 fn p4sec_externs_registry() -> Vec<Box<dyn p4sec_externs::iface::ExternType>> {
-    vec![]
+    p4sec_externs::p4::registry()
 }
 
 /// Compile and run one program with one STF file.

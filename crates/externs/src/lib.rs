@@ -5,3 +5,4 @@ pub mod ascon;
 pub mod esp;
 pub mod hash;
 pub mod iface;
+pub mod p4;

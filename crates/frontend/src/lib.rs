@@ -17,6 +17,7 @@ pub fn builtin_include(name: &str) -> Option<&'static str> {
     match name {
         "core.p4" => Some(include_str!("../../../p4include/core.p4")),
         "v1model.p4" => Some(include_str!("../../../p4include/v1model.p4")),
+        "p4sec.p4" => Some(include_str!("../../../p4include/p4sec.p4")),
         _ => None,
     }
 }

@@ -1,0 +1,322 @@
+//! The P4-facing side of the security externs: implementations of the extern types declared in
+//! `p4include/p4sec.p4`, bound by name through the engine's extern registry ([`registry`]).
+
+use crate::ascon::{self, Variant};
+use crate::esp::{esp_of_ip, EspError, Sa, SaConfig};
+use crate::hash::{self, HashAlg};
+use crate::iface::{BitBuf, Dir, ExternError, ExternObject, ExternType, MethodSig, Payload};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// Status codes of `p4sec.p4`.
+pub const OK: u64 = 0;
+pub const NO_SA: u64 = 1;
+
+/// All extern types of p4sec.p4.
+pub fn registry() -> Vec<Box<dyn ExternType>> {
+    vec![
+        Box::new(EspSadType),
+        Box::new(HashType { name: "p4sec_hash", with_payload: false }),
+        Box::new(HashType { name: "p4sec_hash_payload", with_payload: true }),
+        Box::new(AsconType { name: "p4sec_ascon_encrypt", decrypt: false }),
+        Box::new(AsconType { name: "p4sec_ascon_decrypt", decrypt: true }),
+    ]
+}
+
+fn bad(m: &str) -> ExternError {
+    ExternError::BadArgument(m.to_string())
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(4096));
+}
+
+// ------------------------------------------------------------------------------------------------ ESP
+
+struct EspSadType;
+
+impl ExternType for EspSadType {
+    fn name(&self) -> &str {
+        "esp_sad"
+    }
+    fn instantiate(&self, _name: &str, args: &[BitBuf]) -> Result<Box<dyn ExternObject>, String> {
+        let size = args.first().map(|a| a.as_u64()).ok_or("esp_sad needs a size")?;
+        if size == 0 || size > 1 << 20 {
+            return Err(format!("esp_sad size {size} is out of range (1..2^20)"));
+        }
+        Ok(Box::new(EspSad { slots: (0..size).map(|_| RwLock::new(None)).collect(), by_spi: RwLock::new(HashMap::new()) }))
+    }
+}
+
+/// The SA database: slots of SAs and an SPI index for inbound lookups. Readers take per-slot read locks
+/// (uncontended on the packet path); SA state itself is per SA.
+pub struct EspSad {
+    slots: Vec<RwLock<Option<Arc<Sa>>>>,
+    by_spi: RwLock<HashMap<u32, u32>>,
+}
+
+#[derive(serde::Deserialize)]
+struct AddSa {
+    index: u32,
+    sa: SaConfig,
+}
+
+#[derive(serde::Deserialize)]
+struct Index {
+    index: u32,
+}
+
+impl EspSad {
+    fn sa(&self, i: u64) -> Option<Arc<Sa>> {
+        self.slots.get(i as usize).and_then(|s| s.read().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+}
+
+impl ExternObject for EspSad {
+    fn resolve(&self, sig: &MethodSig) -> Result<u32, String> {
+        match (sig.name.as_str(), sig.args.as_slice()) {
+            ("encap", [(Dir::In, 32), (Dir::Out, 8)]) => Ok(0),
+            ("decap", [(Dir::In, 32), (Dir::Out, 32), (Dir::Out, 8)]) => Ok(1),
+            (n, _) => Err(format!("esp_sad has no method `{n}` with this signature")),
+        }
+    }
+
+    fn call(&self, method: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
+        match method {
+            0 => {
+                let status = match self.sa(args[0].as_u64()) {
+                    None => NO_SA,
+                    Some(sa) => SCRATCH.with(|s| {
+                        let mut out = s.borrow_mut();
+                        match sa.encapsulate(payload.bytes, &mut out) {
+                            Ok(_) => {
+                                std::mem::swap(&mut *out, payload.bytes);
+                                OK
+                            }
+                            Err(e) => e.code() as u64,
+                        }
+                    }),
+                };
+                args[1].set_u64(status);
+                Ok(())
+            }
+            1 => {
+                let spi = args[0].as_u64() as u32;
+                let idx = self.by_spi.read().unwrap_or_else(|p| p.into_inner()).get(&spi).copied();
+                let (index, status) = match idx.and_then(|i| self.sa(i as u64).map(|s| (i, s))) {
+                    None => (0, NO_SA),
+                    Some((i, sa)) => SCRATCH.with(|s| {
+                        let mut out = s.borrow_mut();
+                        match sa.decapsulate(payload.bytes, &mut out) {
+                            Ok(_) => {
+                                std::mem::swap(&mut *out, payload.bytes);
+                                (i, OK)
+                            }
+                            Err(e) => (i, e.code() as u64),
+                        }
+                    }),
+                };
+                args[1].set_u64(index as u64);
+                args[2].set_u64(status);
+                Ok(())
+            }
+            m => Err(ExternError::UnknownMethod(m)),
+        }
+    }
+
+    /// `add_sa` {"index", "sa": SaConfig}, `del_sa` {"index"}, `sa_stats` {"index"} (JSON).
+    fn control(&self, op: &str, args: &[u8]) -> Result<Vec<u8>, String> {
+        match op {
+            "add_sa" => {
+                let a: AddSa = serde_json::from_slice(args).map_err(|e| format!("add_sa: {e}"))?;
+                let slot = self.slots.get(a.index as usize).ok_or_else(|| format!("SA index {} is out of range ({} slots)", a.index, self.slots.len()))?;
+                let spi = a.sa.spi;
+                let sa = Sa::new(a.sa).map_err(|e| format!("add_sa: invalid SA ({e:?})"))?;
+                let mut by = self.by_spi.write().unwrap_or_else(|p| p.into_inner());
+                if let Some(other) = by.get(&spi) {
+                    if *other != a.index {
+                        return Err(format!("SPI {spi:#x} is already used by SA {other}"));
+                    }
+                }
+                let mut s = slot.write().unwrap_or_else(|p| p.into_inner());
+                if let Some(old) = s.as_ref() {
+                    by.remove(&old.cfg.spi);
+                }
+                *s = Some(Arc::new(sa));
+                by.insert(spi, a.index);
+                Ok(b"{}".to_vec())
+            }
+            "del_sa" => {
+                let a: Index = serde_json::from_slice(args).map_err(|e| format!("del_sa: {e}"))?;
+                let slot = self.slots.get(a.index as usize).ok_or_else(|| format!("SA index {} is out of range", a.index))?;
+                let old = slot.write().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(|| format!("no SA in slot {}", a.index))?;
+                self.by_spi.write().unwrap_or_else(|p| p.into_inner()).remove(&old.cfg.spi);
+                Ok(b"{}".to_vec())
+            }
+            "sa_stats" => {
+                let a: Index = serde_json::from_slice(args).map_err(|e| format!("sa_stats: {e}"))?;
+                let sa = self.sa(a.index as u64).ok_or_else(|| format!("no SA in slot {}", a.index))?;
+                Ok(serde_json::to_vec(&sa.stats()).unwrap_or_default())
+            }
+            other => Err(format!("esp_sad has no control operation `{other}` (add_sa, del_sa, sa_stats)")),
+        }
+    }
+
+    fn drain_events(&self) -> Vec<String> {
+        let mut v = vec![];
+        for s in &self.slots {
+            if let Some(sa) = s.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                v.extend(sa.drain_events());
+            }
+        }
+        v
+    }
+}
+
+/// Decapsulate a whole outer IP packet (helper for tests and tools).
+pub fn decap_ip(sa: &Sa, packet: &[u8], out: &mut Vec<u8>) -> Result<u64, EspError> {
+    sa.decapsulate(esp_of_ip(packet)?, out)
+}
+
+// ------------------------------------------------------------------------------------------------ hashes
+
+struct HashType {
+    name: &'static str,
+    with_payload: bool,
+}
+
+struct HashObj {
+    with_payload: bool,
+}
+
+impl ExternType for HashType {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn instantiate(&self, _: &str, _: &[BitBuf]) -> Result<Box<dyn ExternObject>, String> {
+        Ok(Box::new(HashObj { with_payload: self.with_payload }))
+    }
+}
+
+impl ExternObject for HashObj {
+    fn resolve(&self, sig: &MethodSig) -> Result<u32, String> {
+        match sig.args.as_slice() {
+            [(Dir::Out, o), (Dir::In, 8), (Dir::In, k), (Dir::In, d)] if *o > 0 && *o <= 512 && k % 8 == 0 && d % 8 == 0 => Ok(0),
+            [(Dir::Out, _), (Dir::In, 8), (Dir::In, _), (Dir::In, _)] => {
+                Err("the key and data of p4sec_hash must be whole bytes, and the result 1..512 bits".into())
+            }
+            _ => Err("p4sec_hash takes (out result, in p4sec_hash_alg_t alg, in key, in data)".into()),
+        }
+    }
+
+    fn call(&self, _m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
+        let alg = HashAlg::from_code(args[1].as_u64()).ok_or_else(|| bad("unknown hash algorithm"))?;
+        let mut key = args[2].bytes.clone();
+        if alg == HashAlg::Blake2b && key.iter().all(|b| *b == 0) {
+            key.clear(); // an all-zero key selects unkeyed BLAKE2b
+        }
+        let owidth = args[0].width;
+        let obytes = owidth.div_ceil(8) as usize;
+        let mut out = [0u8; 64];
+        let n = if alg == HashAlg::Blake2b { obytes } else { alg.out_len() };
+        let r = if self.with_payload {
+            let mut data = args[3].bytes.clone();
+            data.extend_from_slice(payload.bytes);
+            hash::compute(alg, &key, &data, &mut out[..n])
+        } else {
+            hash::compute(alg, &key, &args[3].bytes, &mut out[..n])
+        };
+        r.map_err(|e| bad(&e.to_string()))?;
+        let numeric = matches!(alg, HashAlg::Crc16 | HashAlg::Crc32 | HashAlg::Crc32c | HashAlg::Csum16);
+        if numeric {
+            args[0].set_bytes(&out[..n]);
+        } else {
+            // the first bytes of the digest
+            let take = obytes.min(n);
+            let mut v = out[..take].to_vec();
+            let extra = (take * 8) as u32 - owidth.min(take as u32 * 8);
+            if extra > 0 {
+                // keep the leading `owidth` bits: shift right
+                let mut carry = 0u8;
+                for b in v.iter_mut() {
+                    let nb = (*b >> extra) | carry;
+                    carry = *b << (8 - extra);
+                    *b = nb;
+                }
+            }
+            args[0].set_bytes(&v);
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------------------------------ ASCON
+
+struct AsconType {
+    name: &'static str,
+    decrypt: bool,
+}
+
+struct AsconObj {
+    decrypt: bool,
+}
+
+impl ExternType for AsconType {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn instantiate(&self, _: &str, _: &[BitBuf]) -> Result<Box<dyn ExternObject>, String> {
+        Ok(Box::new(AsconObj { decrypt: self.decrypt }))
+    }
+}
+
+fn arr16(b: &BitBuf) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    let n = b.bytes.len().min(16);
+    a[16 - n..].copy_from_slice(&b.bytes[b.bytes.len() - n..]);
+    a
+}
+
+impl ExternObject for AsconObj {
+    fn resolve(&self, sig: &MethodSig) -> Result<u32, String> {
+        let a = sig.args.as_slice();
+        let ok = if self.decrypt {
+            matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::InOut, d), (Dir::In, 128), (Dir::Out, 8)] if ad % 8 == 0 && d % 8 == 0)
+        } else {
+            matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::InOut, d), (Dir::Out, 128)] if ad % 8 == 0 && d % 8 == 0)
+        };
+        if ok {
+            Ok(0)
+        } else {
+            Err(format!("{} needs byte-aligned associated data and data and the signature of p4sec.p4", if self.decrypt { "p4sec_ascon_decrypt" } else { "p4sec_ascon_encrypt" }))
+        }
+    }
+
+    fn call(&self, _m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, _p: &mut Payload<'_>) -> Result<(), ExternError> {
+        let v = match args[0].as_u64() {
+            0 => Variant::Aead128,
+            1 => Variant::V12,
+            _ => return Err(bad("unknown ASCON variant")),
+        };
+        let key = arr16(&args[1]);
+        let nonce = arr16(&args[2]);
+        let ad = args[3].bytes.clone();
+        if self.decrypt {
+            let tag = arr16(&args[5]);
+            let mut data = args[4].bytes.clone();
+            let status = match ascon::decrypt(v, &key, &nonce, &ad, &mut data, &tag) {
+                Ok(()) => {
+                    args[4].bytes.copy_from_slice(&data);
+                    OK
+                }
+                Err(_) => 4, // P4SEC_ICV_FAIL; data left unchanged
+            };
+            args[6].set_u64(status);
+        } else {
+            let tag = ascon::encrypt(v, &key, &nonce, &ad, &mut args[4].bytes).map_err(|_| bad("ASCON key"))?;
+            args[5].set_bytes(&tag);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,68 @@
+/* p4sec.p4: the security externs of p4sec (ESP, keyed and cryptographic hashes, ASCON-AEAD).
+ * Include after v1model.p4. Failures are status values the program tests; nothing here drops a packet
+ * by itself. */
+#ifndef _P4SEC_P4_
+#define _P4SEC_P4_
+
+/* Status codes (out bit<8> status) */
+const bit<8> P4SEC_OK              = 0;
+const bit<8> P4SEC_NO_SA           = 1;
+const bit<8> P4SEC_TRUNCATED       = 2;
+const bit<8> P4SEC_WRONG_SPI       = 3;
+const bit<8> P4SEC_ICV_FAIL        = 4;
+const bit<8> P4SEC_BAD_PADDING     = 5;
+const bit<8> P4SEC_BAD_NEXT_HEADER = 6;
+const bit<8> P4SEC_REPLAY          = 7;
+const bit<8> P4SEC_TOO_OLD         = 8;
+const bit<8> P4SEC_SEQ_OVERFLOW    = 9;
+const bit<8> P4SEC_SA_EXPIRED      = 10;
+const bit<8> P4SEC_BAD_INNER       = 11;
+
+/* ESP security association database. The control plane installs SAs into slots 0..size-1 (extern
+ * control operations `add_sa`, `del_sa`, `sa_stats`); keys never appear in P4 tables.
+ *
+ * encap: the packet's payload (everything after the headers the parser extracted and the deparser does
+ *   not emit: the program parses the inner IP header only to classify, then invalidates it or never
+ *   extracts it) is the inner IP packet. It is replaced by outer IP header (from the SA's tunnel
+ *   endpoints) + ESP header + IV + ciphertext + ICV.
+ * decap: the payload starts at the ESP header (the program extracted and invalidated the outer IP
+ *   header). The SA is found by SPI; the ICV is checked before decryption; on success the payload is the
+ *   inner IP packet and sa_index is the slot of the SA. */
+extern esp_sad {
+    esp_sad(bit<32> size);
+    void encap(in bit<32> sa_index, out bit<8> status);
+    void decap(in bit<32> spi, out bit<32> sa_index, out bit<8> status);
+}
+
+/* Hash algorithms of p4sec_hash (the keyed ones take the key argument, the others ignore it). */
+enum bit<8> p4sec_hash_alg_t {
+    CRC16 = 0,
+    CRC32 = 1,
+    CRC32C = 2,
+    CSUM16 = 3,
+    SIPHASH_2_4 = 4,        /* key bit<128> */
+    HALFSIPHASH_2_4 = 5,    /* key bit<64> */
+    BLAKE2B = 6,            /* key of any width, all zeros = unkeyed; output 8..512 bits = width of result */
+    POLY1305_AES = 7,       /* key bit<384> = AES key k | r | nonce */
+    HMAC_SHA256 = 8,
+    HMAC_SHA512 = 9,
+    SHA3_512 = 10
+}
+
+/* result = H(key, data); data is the concatenation of the fields (most significant bit first).
+ * Digests are truncated to the width of result (their first bytes); CRCs and checksums are numbers. */
+extern void p4sec_hash<O, K, D>(out O result, in p4sec_hash_alg_t alg, in K key, in D data);
+/* The same over data followed by the packet payload (the bytes after the parsed headers). */
+extern void p4sec_hash_payload<O, K, D>(out O result, in p4sec_hash_alg_t alg, in K key, in D data);
+
+/* ASCON authenticated encryption of header fields (P4EAD). data must be a whole number of bytes. */
+enum bit<8> p4sec_ascon_t {
+    AEAD128 = 0,        /* NIST SP 800-232 Ascon-AEAD128 */
+    ASCON128_V12 = 1    /* ASCON-128 v1.2, as in the P4EAD paper */
+}
+extern void p4sec_ascon_encrypt<A, D>(in p4sec_ascon_t variant, in bit<128> key, in bit<128> nonce,
+                                      in A ad, inout D data, out bit<128> tag);
+extern void p4sec_ascon_decrypt<A, D>(in p4sec_ascon_t variant, in bit<128> key, in bit<128> nonce,
+                                      in A ad, inout D data, in bit<128> tag, out bit<8> status);
+
+#endif  /* _P4SEC_P4_ */
