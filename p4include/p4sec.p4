@@ -31,6 +31,9 @@ const bit<8> P4SEC_BAD_INNER       = 11;
 extern esp_sad {
     esp_sad(bit<32> size);
     void encap(in bit<32> sa_index, out bit<8> status);
+    /* The same, with the inner packet's IP header given as a parsed header: the packet protected is
+     * inner_header's bytes followed by the payload (the program then invalidates the header). */
+    void encap<H>(in bit<32> sa_index, in H inner_header, out bit<8> status);
     void decap(in bit<32> spi, out bit<32> sa_index, out bit<8> status);
 }
 

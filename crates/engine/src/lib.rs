@@ -492,9 +492,10 @@ impl Engine {
         self.set(w, sm.egress_spec, 0);
         self.set(w, sm.egress_rid, rid as u64);
         self.set(w, sm.instance_type, itype as u64);
-        // a truncate requested in ingress applies to the packet that leaves egress
-        let truncate = w.fx.truncate;
-        w.fx = Effects { truncate, ..Effects::default() };
+        // truncate and recirculate requested in ingress take effect after egress (as in BMv2, where they are
+        // intrinsic metadata carried with the packet)
+        let (truncate, recirculate) = (w.fx.truncate, w.fx.recirculate);
+        w.fx = Effects { truncate, recirculate, ..Effects::default() };
         if let Some(t) = w.trace.as_mut() {
             t.push(format!("egress (port {port}, instance_type {itype})"));
         }

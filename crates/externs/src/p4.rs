@@ -77,6 +77,7 @@ impl ExternObject for EspSad {
     fn resolve(&self, sig: &MethodSig) -> Result<u32, String> {
         match (sig.name.as_str(), sig.args.as_slice()) {
             ("encap", [(Dir::In, 32), (Dir::Out, 8)]) => Ok(0),
+            ("encap", [(Dir::In, 32), (Dir::In, h), (Dir::Out, 8)]) if h % 8 == 0 => Ok(2),
             ("decap", [(Dir::In, 32), (Dir::Out, 32), (Dir::Out, 8)]) => Ok(1),
             (n, _) => Err(format!("esp_sad has no method `{n}` with this signature")),
         }
@@ -99,6 +100,29 @@ impl ExternObject for EspSad {
                     }),
                 };
                 args[1].set_u64(status);
+                Ok(())
+            }
+            2 => {
+                // the inner header (parsed by the program) goes in front of the payload
+                let status = match self.sa(args[0].as_u64()) {
+                    None => NO_SA,
+                    Some(sa) => SCRATCH.with(|s| {
+                        let mut out = s.borrow_mut();
+                        let mut inner = std::mem::take(&mut args[1].bytes);
+                        inner.extend_from_slice(payload.bytes);
+                        let r = sa.encapsulate(&inner, &mut out);
+                        inner.truncate(args[1].width as usize / 8);
+                        args[1].bytes = inner;
+                        match r {
+                            Ok(_) => {
+                                std::mem::swap(&mut *out, payload.bytes);
+                                OK
+                            }
+                            Err(e) => e.code() as u64,
+                        }
+                    }),
+                };
+                args[2].set_u64(status);
                 Ok(())
             }
             1 => {

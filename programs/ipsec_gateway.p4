@@ -1,0 +1,205 @@
+// ipsec_gateway.p4: an IPsec (ESP tunnel mode) site-to-site gateway on v1model with p4sec's esp_sad extern,
+// after the P4-IPsec design: SPD, SAD (keys and SA state in the extern, filled by the controller), and LPM
+// forwarding. IPv4 with a 20-byte header.
+//
+// Pass 1, outbound: the SPD (ternary on source, destination, protocol) says protect(sa), bypass or
+//   discard. protect encapsulates the inner IPv4 packet (parsed header + payload) with the SA, which
+//   writes the outer IPv4 header from its tunnel endpoints; the packet recirculates and pass 2 forwards
+//   the outer packet by LPM like any other packet.
+// Pass 1, inbound: an ESP packet addressed to one of the gateway's own addresses (local_addr) is
+//   decapsulated (SA found by SPI; ICV, padding, replay checked in the extern); the inner packet
+//   recirculates and pass 2 forwards it by LPM. Failures are counted per status code and dropped.
+#include <core.p4>
+#include <v1model.p4>
+#include <p4sec.p4>
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8>  PROTO_ESP = 50;
+
+header ethernet_t {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  diffserv;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header esp_t {
+    bit<32> spi;
+    bit<32> seq;
+}
+
+struct headers_t {
+    ethernet_t ethernet;
+    ipv4_t     ipv4;
+}
+
+struct meta_t {
+    esp_t   esp;
+    bit<32> sa_index;
+    bit<8>  status;
+    @field_list(1) bit<1> decrypted;
+    @field_list(1) bit<1> encrypted;
+}
+
+parser GwParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.protocol) {
+            PROTO_ESP: parse_esp;
+            default: accept;
+        }
+    }
+    state parse_esp {
+        // the ESP header stays in the payload (the extern decapsulates from it); look at its SPI only
+        meta.esp = pkt.lookahead<esp_t>();
+        transition accept;
+    }
+}
+
+control GwVerifyChecksum(inout headers_t hdr, inout meta_t meta) {
+    apply {
+        verify_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len, hdr.ipv4.identification,
+              hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr,
+              hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    esp_sad(1024) sad;
+    /* packets per ESP status code (P4SEC_*) */
+    counter(16, CounterType.packets_and_bytes) esp_status;
+
+    action drop() {
+        mark_to_drop(sm);
+    }
+    action to_me() { }
+    action protect(bit<32> sa_index) {
+        meta.sa_index = sa_index;
+    }
+    action bypass() { }
+    action discard() {
+        mark_to_drop(sm);
+    }
+    action set_nhop(bit<48> dst_mac, bit<48> src_mac, bit<9> port) {
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ethernet.src_addr = src_mac;
+        sm.egress_spec = port;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    /* the gateway's own (tunnel endpoint) addresses */
+    table local_addr {
+        key = { hdr.ipv4.dst_addr : exact; }
+        actions = { to_me; NoAction; }
+        default_action = NoAction();
+        size = 64;
+    }
+    /* security policy database */
+    table spd {
+        key = {
+            hdr.ipv4.src_addr : ternary;
+            hdr.ipv4.dst_addr : ternary;
+            hdr.ipv4.protocol : ternary;
+        }
+        actions = { protect; bypass; discard; }
+        default_action = bypass();
+        size = 4096;
+    }
+    table ipv4_lpm {
+        key = { hdr.ipv4.dst_addr : lpm; }
+        actions = { set_nhop; drop; }
+        default_action = drop();
+        size = 65536;
+    }
+
+    apply {
+        if (!hdr.ipv4.isValid() || hdr.ipv4.ihl != 5 || sm.checksum_error == 1) {
+            drop();
+            return;
+        }
+        if (hdr.ipv4.protocol == PROTO_ESP && meta.encrypted == 0 && local_addr.apply().hit) {
+            sad.decap(meta.esp.spi, meta.sa_index, meta.status);
+            esp_status.count((bit<32>) meta.status);
+            if (meta.status != P4SEC_OK) {
+                drop();
+                return;
+            }
+            hdr.ipv4.setInvalid();          // the payload is now the inner packet
+            meta.decrypted = 1;
+            sm.egress_spec = 0;
+            recirculate_preserving_field_list(1);
+            return;
+        }
+        if (meta.decrypted == 0 && meta.encrypted == 0) {
+            switch (spd.apply().action_run) {
+                protect: {
+                    sad.encap(meta.sa_index, hdr.ipv4, meta.status);
+                    esp_status.count((bit<32>) meta.status);
+                    if (meta.status != P4SEC_OK) {
+                        drop();
+                        return;
+                    }
+                    hdr.ipv4.setInvalid();  // the payload is now outer IPv4 + ESP
+                    meta.encrypted = 1;
+                    sm.egress_spec = 0;
+                    recirculate_preserving_field_list(1);
+                    return;
+                }
+                discard: {
+                    return;
+                }
+            }
+        }
+        if (hdr.ipv4.ttl <= 1) {
+            drop();
+            return;
+        }
+        ipv4_lpm.apply();
+    }
+}
+
+control GwEgress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    apply { }
+}
+
+control GwComputeChecksum(inout headers_t hdr, inout meta_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len, hdr.ipv4.identification,
+              hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr,
+              hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control GwDeparser(packet_out pkt, in headers_t hdr) {
+    apply {
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+    }
+}
+
+V1Switch(GwParser(), GwVerifyChecksum(), GwIngress(), GwEgress(), GwComputeChecksum(), GwDeparser()) main;
