@@ -616,23 +616,42 @@ impl Engine {
             return Flow::Reject(self.err_too_short);
         }
         let mut pos = w.cursor;
-        for f in &layout.fields {
-            match f.varbit_len {
-                Some(len) => {
-                    let v = read_wide(&w.pkt, pos, var as u32);
-                    self.store_wide(w, f.loc, &v);
-                    self.store(w, len, var as u64);
-                    pos += var;
+        if var_max == 0 && pos % 8 == 0 && layout.fields.iter().all(|f| f.loc.width <= 56) {
+            // fast path: byte-aligned header of narrow fields, read through a 64-bit accumulator
+            let bytes = &w.pkt[pos / 8..(pos + fixed).div_ceil(8)];
+            let mut acc: u64 = 0;
+            let mut n: u32 = 0;
+            let mut i = 0;
+            for f in &layout.fields {
+                let fw = f.loc.width;
+                while n < fw {
+                    acc = (acc << 8) | bytes[i] as u64;
+                    i += 1;
+                    n += 8;
                 }
-                None => {
-                    if f.loc.width <= 64 {
-                        let v = read_bits(&w.pkt, pos, f.loc.width);
-                        w.slots[f.loc.slot as usize] = v;
-                    } else {
-                        let v = read_wide(&w.pkt, pos, f.loc.width);
+                n -= fw;
+                w.slots[f.loc.slot as usize] = (acc >> n) & mask(fw);
+            }
+            pos += fixed;
+        } else {
+            for f in &layout.fields {
+                match f.varbit_len {
+                    Some(len) => {
+                        let v = read_wide(&w.pkt, pos, var as u32);
                         self.store_wide(w, f.loc, &v);
+                        self.store(w, len, var as u64);
+                        pos += var;
                     }
-                    pos += f.loc.width as usize;
+                    None => {
+                        if f.loc.width <= 64 {
+                            let v = read_bits(&w.pkt, pos, f.loc.width);
+                            w.slots[f.loc.slot as usize] = v;
+                        } else {
+                            let v = read_wide(&w.pkt, pos, f.loc.width);
+                            self.store_wide(w, f.loc, &v);
+                        }
+                        pos += f.loc.width as usize;
+                    }
                 }
             }
         }
@@ -1105,6 +1124,40 @@ impl Engine {
             }
             let next = match &st.transition {
                 Transition::Goto(n) => n,
+                Transition::Select { keys, cases } if keys.len() <= 8 && keys.iter().all(|k| k.width() <= 64) => {
+                    // fast path: narrow keys as machine words
+                    let mut kv = [0u64; 8];
+                    for (i, k) in keys.iter().enumerate() {
+                        kv[i] = self.eval(w, k);
+                    }
+                    if w.perr != 0 {
+                        let e = w.perr;
+                        w.perr = 0;
+                        break e;
+                    }
+                    let mut found = None;
+                    'fast: for (ms, n) in cases {
+                        for (i, m) in ms.iter().enumerate() {
+                            let v = kv[i];
+                            let ok = match m {
+                                KeyMatch::Any => true,
+                                KeyMatch::Exact(a) => a.as_u64() == v,
+                                KeyMatch::Mask { value, mask } => (v & mask.as_u64()) == (value.as_u64() & mask.as_u64()),
+                                KeyMatch::Range { lo, hi } => v >= lo.as_u64() && v <= hi.as_u64(),
+                                KeyMatch::ValueSet(_) => self.key_match(&bits::from_u64(v), m),
+                            };
+                            if !ok {
+                                continue 'fast;
+                            }
+                        }
+                        found = Some(n);
+                        break;
+                    }
+                    match found {
+                        Some(n) => n,
+                        None => break self.err_no_match,
+                    }
+                }
                 Transition::Select { keys, cases } => {
                     let mut found = None;
                     let mut kv = [bits::ZERO; 8];
