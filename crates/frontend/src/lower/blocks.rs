@@ -602,9 +602,17 @@ impl<'t> Lowerer<'t> {
         for s in init {
             self.emit(s);
         }
-        self.apply_body(decl, cscope, span)?;
-        for (target, local) in outs {
-            self.assign(&target, Val::Place(local), span)?;
+        let (_, mut body) = self.capture(|l| l.apply_body(decl, cscope, span))?;
+        let (_, epilogue) = self.capture(|l| {
+            for (target, local) in outs {
+                l.assign(&target, Val::Place(local), span)?;
+            }
+            Ok(())
+        })?;
+        // `exit` in the applied control still copies its out/inout parameters back
+        super::stmt::exit_with(&mut body, &epilogue);
+        for st in body.into_iter().chain(epilogue) {
+            self.emit(st);
         }
         Ok(())
     }
