@@ -3,73 +3,22 @@
 
 use p4sec_ir::HashAlgo;
 
-const fn crc32_table() -> [u32; 256] {
-    let mut t = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
-            k += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-}
-
-const fn crc16_table() -> [u16; 256] {
-    let mut t = [0u16; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u16;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 { 0xA001 ^ (c >> 1) } else { c >> 1 };
-            k += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-}
-
-static CRC32: [u32; 256] = crc32_table();
-static CRC16: [u16; 256] = crc16_table();
-
+/// CRC-32 (IEEE 802.3), as BMv2's `crc32`.
 pub fn crc32(data: &[u8]) -> u32 {
-    let mut c = 0xFFFF_FFFFu32;
-    for &b in data {
-        c = CRC32[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
-    }
-    !c
+    let mut o = [0u8; 4];
+    let _ = p4sec_externs::hash::compute(p4sec_externs::hash::HashAlg::Crc32, &[], data, &mut o);
+    u32::from_be_bytes(o)
 }
 
-/// CRC-16/ARC: polynomial 0x8005 reflected, init 0, no final XOR.
+/// CRC-16/ARC: polynomial 0x8005 reflected, init 0, no final XOR (BMv2's `crc16`).
 pub fn crc16(data: &[u8]) -> u16 {
-    let mut c = 0u16;
-    for &b in data {
-        c = CRC16[((c ^ b as u16) & 0xff) as usize] ^ (c >> 8);
-    }
-    c
+    let mut o = [0u8; 2];
+    let _ = p4sec_externs::hash::compute(p4sec_externs::hash::HashAlg::Crc16, &[], data, &mut o);
+    u16::from_be_bytes(o)
 }
 
 /// The 16-bit ones'-complement Internet checksum (RFC 1071) of `data` (odd length padded with zero).
-pub fn csum16(data: &[u8]) -> u16 {
-    let mut sum: u64 = 0;
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u16::from_be_bytes([c[0], c[1]]) as u64;
-    }
-    if let [last] = chunks.remainder() {
-        sum += (*last as u64) << 8;
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
+pub use p4sec_externs::hash::csum16;
 
 pub fn xor16(data: &[u8]) -> u16 {
     let mut x = 0u16;
