@@ -48,6 +48,18 @@ enum Cmd {
         #[arg(long)]
         trace: bool,
     },
+    /// Run the switch: a P4Runtime server (gRPC service p4.v1.P4Runtime) over the engine.
+    Switch {
+        /// A compiled program (`p4sec compile -o OUTDIR`) to load at start; otherwise the controller pushes one.
+        #[arg(long)]
+        program: Option<PathBuf>,
+        /// gRPC listen address.
+        #[arg(long, default_value = "0.0.0.0:9559")]
+        grpc: String,
+        /// P4Runtime device id.
+        #[arg(long, default_value_t = 1)]
+        device_id: u64,
+    },
     /// Forwarding benchmark: the IPv4 LPM router over 64-byte packets, in process, one core.
     Bench {
         /// Number of routes in the LPM table.
@@ -74,6 +86,65 @@ fn parse_defines(defs: &[String]) -> Vec<(String, Option<String>)> {
 pub fn compile(path: &Path, include: &[PathBuf], defines: &[(String, Option<String>)]) -> Result<p4sec_ir::Program, String> {
     let opts = p4sec_frontend::CompileOptions { include_dirs: include.to_vec(), defines: defines.to_vec() };
     p4sec_frontend::compile_file(path, &opts).map_err(|e| e.to_string())
+}
+
+fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64) -> ExitCode {
+    use p4sec_p4runtime::server::{serve, Device, Pipeline};
+    let addr: std::net::SocketAddr = match grpc.parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("p4sec switch: bad --grpc address `{grpc}`: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let device = Device::new(device_id);
+    if let Some(dir) = program {
+        let text = match std::fs::read_to_string(dir.join("program.json")) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("p4sec switch: cannot read {}: {e}", dir.join("program.json").display());
+                return ExitCode::FAILURE;
+            }
+        };
+        let prog = match p4sec_ir::Program::from_json(&text) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("p4sec switch: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let mut externs = p4sec_externs::p4::registry();
+        externs.extend(p4sec_engine::test_externs::registry());
+        match p4sec_engine::Engine::new(std::sync::Arc::new(prog), &externs) {
+            Ok(e) => {
+                *device.pipeline.write().unwrap() = Some(std::sync::Arc::new(Pipeline {
+                    engine: std::sync::Arc::new(e),
+                    p4info: Default::default(),
+                    device_config: text.into_bytes(),
+                    cookie: 0,
+                }))
+            }
+            Err(e) => {
+                eprintln!("p4sec switch: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("p4sec switch: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!("p4sec switch: P4Runtime (device {device_id}) on {addr}");
+    match rt.block_on(serve(addr, device)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("p4sec switch: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -114,5 +185,6 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
+        Cmd::Switch { program, grpc, device_id } => run_switch(program.as_deref(), &grpc, device_id),
     }
 }

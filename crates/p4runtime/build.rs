@@ -1,0 +1,18 @@
+//! Generate the P4Runtime messages and the `p4.v1.P4Runtime` service from the descriptors of the official
+//! `p4runtime` Python package (not from hand-copied .proto files).
+use prost::Message;
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-changed=dump_descriptors.py");
+    println!("cargo:rerun-if-env-changed=P4SEC_PYTHON");
+    let python = std::env::var("P4SEC_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(&python).arg("dump_descriptors.py").output().unwrap_or_else(|e| {
+        panic!("cannot run {python} to read the p4runtime package's descriptors: {e}; install Python 3 and `pip install -r python/requirements.txt`")
+    });
+    if !out.status.success() {
+        panic!("reading the p4runtime descriptors failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let fds = prost_types::FileDescriptorSet::decode(&out.stdout[..]).expect("a FileDescriptorSet");
+    tonic_build::configure().build_client(true).build_server(true).compile_fds(fds).expect("generate P4Runtime code");
+}

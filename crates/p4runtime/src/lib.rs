@@ -1,0 +1,20 @@
+//! P4Runtime for p4sec.
+pub mod proto {
+    pub mod p4 {
+        pub mod v1 {
+            tonic::include_proto!("p4.v1");
+        }
+        pub mod config {
+            pub mod v1 {
+                tonic::include_proto!("p4.config.v1");
+            }
+        }
+    }
+    pub mod google {
+        pub mod rpc {
+            tonic::include_proto!("google.rpc");
+        }
+    }
+}
+
+pub mod server;

@@ -1,0 +1,483 @@
+//! The `p4.v1.P4Runtime` service over a p4sec engine: pipeline configuration, table writes and reads,
+//! and primary arbitration on the stream channel.
+
+use crate::proto::google::rpc;
+use crate::proto::p4::config::v1 as cfg;
+use crate::proto::p4::v1 as p4;
+use p4sec_engine::Engine;
+use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Program, Table, TableEntry, Value};
+use prost::Message;
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Code, Request, Response, Status};
+
+/// The forwarding pipeline installed on the device.
+pub struct Pipeline {
+    pub engine: Arc<Engine>,
+    pub p4info: cfg::P4Info,
+    pub device_config: Vec<u8>,
+    pub cookie: u64,
+}
+
+struct Controller {
+    election_id: u128,
+    tx: mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
+}
+
+#[derive(Default)]
+struct Arbitration {
+    next: u64,
+    controllers: HashMap<u64, Controller>,
+}
+
+impl Arbitration {
+    fn primary(&self) -> Option<u128> {
+        self.controllers.values().map(|c| c.election_id).max()
+    }
+}
+
+/// One P4Runtime device.
+pub struct Device {
+    pub device_id: u64,
+    pub pipeline: RwLock<Option<Arc<Pipeline>>>,
+    arb: Mutex<Arbitration>,
+}
+
+impl Device {
+    pub fn new(device_id: u64) -> Arc<Device> {
+        Arc::new(Device { device_id, pipeline: RwLock::new(None), arb: Mutex::new(Arbitration::default()) })
+    }
+    pub fn engine(&self) -> Option<Arc<Engine>> {
+        self.pipeline.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|p| p.engine.clone())
+    }
+}
+
+fn eid(e: &Option<p4::Uint128>) -> u128 {
+    e.as_ref().map(|e| ((e.high as u128) << 64) | e.low as u128).unwrap_or(0)
+}
+
+fn to_uint128(v: u128) -> p4::Uint128 {
+    p4::Uint128 { high: (v >> 64) as u64, low: v as u64 }
+}
+
+/// P4Runtime byte string → value of `width` bits (canonical or zero-padded; must fit).
+fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, Status> {
+    let first = b.iter().position(|x| *x != 0).unwrap_or(b.len());
+    let sig = &b[first..];
+    let bits = if sig.is_empty() { 0 } else { (sig.len() as u32 - 1) * 8 + (8 - sig[0].leading_zeros()) };
+    if bits > width {
+        return Err(Status::invalid_argument(format!("{what}: the value has {bits} significant bits, the field has {width}")));
+    }
+    let n = p4sec_ir::words_for(width) as usize;
+    let mut words = vec![0u64; n];
+    for (i, byte) in sig.iter().rev().enumerate() {
+        words[i / 8] |= (*byte as u64) << (8 * (i % 8));
+    }
+    Ok(Value { width, words })
+}
+
+/// Value → canonical byte string (no leading zero bytes; zero is one zero byte).
+fn value_to_bytes(v: &Value) -> Vec<u8> {
+    let mut out = vec![];
+    for w in v.words.iter().rev() {
+        out.extend_from_slice(&w.to_be_bytes());
+    }
+    let first = out.iter().position(|x| *x != 0).unwrap_or(out.len() - 1);
+    out[first..].to_vec()
+}
+
+fn table_of<'a>(prog: &'a Program, id: u32) -> Result<(usize, &'a Table), Status> {
+    prog.tables.iter().enumerate().find(|(_, t)| t.id == id).ok_or_else(|| Status::not_found(format!("no table with id {id}")))
+}
+
+fn action_call(prog: &Program, t: &Table, a: &p4::Action, default: bool) -> Result<ActionCall, Status> {
+    let ta = t
+        .actions
+        .iter()
+        .find(|x| prog.actions[x.action as usize].id == a.action_id)
+        .ok_or_else(|| Status::invalid_argument(format!("action id {} is not an action of table `{}`", a.action_id, t.name)))?;
+    if ta.default_only && !default {
+        return Err(Status::invalid_argument(format!("action `{}` is default-only in `{}`", prog.actions[ta.action as usize].name, t.name)));
+    }
+    let act = &prog.actions[ta.action as usize];
+    if a.params.len() != act.params.len() {
+        return Err(Status::invalid_argument(format!("action `{}` takes {} parameters, {} given", act.name, act.params.len(), a.params.len())));
+    }
+    let mut args = vec![];
+    for p in &act.params {
+        let given = a.params.iter().find(|x| x.param_id == p.id).ok_or_else(|| Status::invalid_argument(format!("missing parameter `{}` (id {})", p.name, p.id)))?;
+        args.push(bytes_to_value(&given.value, p.loc.width, &format!("parameter `{}`", p.name))?);
+    }
+    Ok(ActionCall { action: ta.action, args })
+}
+
+fn to_entry(prog: &Program, t: &Table, e: &p4::TableEntry) -> Result<TableEntry, Status> {
+    use p4::field_match::FieldMatchType as M;
+    let mut matches = vec![];
+    for k in &t.keys {
+        let given = e.r#match.iter().find(|m| m.field_id == k.id);
+        let m = match (given.and_then(|g| g.field_match_type.as_ref()), k.kind) {
+            (None, MatchKind::Exact) => return Err(Status::invalid_argument(format!("exact field `{}` (id {}) is missing", k.name, k.id))),
+            (None, _) => FieldMatch::Any,
+            (Some(M::Exact(x)), MatchKind::Exact | MatchKind::Selector) => FieldMatch::Exact(bytes_to_value(&x.value, k.width, &k.name)?),
+            (Some(M::Ternary(x)), MatchKind::Ternary) => {
+                let value = bytes_to_value(&x.value, k.width, &k.name)?;
+                let mask = bytes_to_value(&x.mask, k.width, &k.name)?;
+                if value.words.iter().zip(&mask.words).any(|(v, m)| v & !m != 0) {
+                    return Err(Status::invalid_argument(format!("ternary field `{}`: value has bits outside the mask", k.name)));
+                }
+                FieldMatch::Ternary { value, mask }
+            }
+            (Some(M::Lpm(x)), MatchKind::Lpm) => {
+                if x.prefix_len < 0 || x.prefix_len as u32 > k.width {
+                    return Err(Status::invalid_argument(format!("lpm field `{}`: prefix length {} out of range", k.name, x.prefix_len)));
+                }
+                FieldMatch::Lpm { value: bytes_to_value(&x.value, k.width, &k.name)?, prefix_len: x.prefix_len as u32 }
+            }
+            (Some(M::Range(x)), MatchKind::Range) => FieldMatch::Range { lo: bytes_to_value(&x.low, k.width, &k.name)?, hi: bytes_to_value(&x.high, k.width, &k.name)? },
+            (Some(M::Optional(x)), MatchKind::Optional) => FieldMatch::Optional(Some(bytes_to_value(&x.value, k.width, &k.name)?)),
+            (Some(_), kind) => return Err(Status::invalid_argument(format!("field `{}` is matched as {kind:?}", k.name))),
+        };
+        matches.push(m);
+    }
+    for m in &e.r#match {
+        if !t.keys.iter().any(|k| k.id == m.field_id) {
+            return Err(Status::invalid_argument(format!("table `{}` has no match field id {}", t.name, m.field_id)));
+        }
+    }
+    let needs_priority = t.keys.iter().any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range | MatchKind::Optional));
+    if needs_priority && e.priority <= 0 {
+        return Err(Status::invalid_argument(format!("table `{}` needs a positive priority", t.name)));
+    }
+    if !needs_priority && e.priority != 0 {
+        return Err(Status::invalid_argument(format!("table `{}` has no ternary/range/optional field: priority must be 0", t.name)));
+    }
+    let action = match e.action.as_ref().and_then(|a| a.r#type.as_ref()) {
+        Some(p4::table_action::Type::Action(a)) => action_call(prog, t, a, false)?,
+        Some(_) => return Err(Status::unimplemented("action profile members and groups are not supported yet")),
+        None => return Err(Status::invalid_argument("the table entry has no action")),
+    };
+    Ok(TableEntry { matches, action, priority: e.priority })
+}
+
+fn from_entry(prog: &Program, t: &Table, e: &TableEntry, packets: u64, bytes: u64) -> p4::TableEntry {
+    use p4::field_match::FieldMatchType as M;
+    let mut ms = vec![];
+    for (k, m) in t.keys.iter().zip(&e.matches) {
+        let fm = match m {
+            FieldMatch::Any => continue,
+            FieldMatch::Exact(v) => M::Exact(p4::field_match::Exact { value: value_to_bytes(v) }),
+            FieldMatch::Ternary { value, mask } => M::Ternary(p4::field_match::Ternary { value: value_to_bytes(value), mask: value_to_bytes(mask) }),
+            FieldMatch::Lpm { value, prefix_len } => M::Lpm(p4::field_match::Lpm { value: value_to_bytes(value), prefix_len: *prefix_len as i32 }),
+            FieldMatch::Range { lo, hi } => M::Range(p4::field_match::Range { low: value_to_bytes(lo), high: value_to_bytes(hi) }),
+            FieldMatch::Optional(Some(v)) => M::Optional(p4::field_match::Optional { value: value_to_bytes(v) }),
+            FieldMatch::Optional(None) => continue,
+        };
+        ms.push(p4::FieldMatch { field_id: k.id, field_match_type: Some(fm) });
+    }
+    let act = &prog.actions[e.action.action as usize];
+    let params = act.params.iter().zip(&e.action.args).map(|(p, v)| p4::action::Param { param_id: p.id, value: value_to_bytes(v) }).collect();
+    p4::TableEntry {
+        table_id: t.id,
+        r#match: ms,
+        action: Some(p4::TableAction { r#type: Some(p4::table_action::Type::Action(p4::Action { action_id: act.id, params })) }),
+        priority: e.priority,
+        counter_data: t.direct_counter.map(|_| p4::CounterData { byte_count: bytes as i64, packet_count: packets as i64 }),
+        ..Default::default()
+    }
+}
+
+/// The gRPC service.
+pub struct Service {
+    pub device: Arc<Device>,
+}
+
+fn p4error(s: &Status) -> p4::Error {
+    p4::Error { canonical_code: s.code() as i32, message: s.message().to_string(), space: String::new(), code: 0, details: None }
+}
+
+type StreamOut<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+impl Service {
+    fn check_device(&self, id: u64) -> Result<(), Status> {
+        if id != self.device.device_id {
+            return Err(Status::not_found(format!("no device with id {id} (this is device {})", self.device.device_id)));
+        }
+        Ok(())
+    }
+    fn check_primary(&self, election: &Option<p4::Uint128>) -> Result<(), Status> {
+        let arb = self.device.arb.lock().unwrap_or_else(|p| p.into_inner());
+        match arb.primary() {
+            Some(p) if p == eid(election) => Ok(()),
+            Some(_) => Err(Status::permission_denied("this client is not the primary controller")),
+            None => Err(Status::permission_denied("no controller has arbitrated on the stream channel")),
+        }
+    }
+    fn pipeline(&self) -> Result<Arc<Pipeline>, Status> {
+        self.device.pipeline.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| Status::failed_precondition("no forwarding pipeline is configured"))
+    }
+
+    fn apply_update(&self, pl: &Pipeline, u: &p4::Update) -> Result<(), Status> {
+        let prog = &pl.engine.prog;
+        let ty = p4::update::Type::try_from(u.r#type).unwrap_or(p4::update::Type::Unspecified);
+        let entity = u.entity.as_ref().and_then(|e| e.entity.as_ref()).ok_or_else(|| Status::invalid_argument("update without an entity"))?;
+        match entity {
+            p4::entity::Entity::TableEntry(te) => {
+                let (ti, t) = table_of(prog, te.table_id)?;
+                if te.is_default_action {
+                    if ty != p4::update::Type::Modify {
+                        return Err(Status::invalid_argument("the default entry can only be modified"));
+                    }
+                    let a = match te.action.as_ref().and_then(|a| a.r#type.as_ref()) {
+                        Some(p4::table_action::Type::Action(a)) => action_call(prog, t, a, true)?,
+                        _ => t.default_action.clone(),
+                    };
+                    return pl.engine.table_set_default(ti, a).map_err(Status::invalid_argument);
+                }
+                let e = to_entry(prog, t, te)?;
+                let r = match ty {
+                    p4::update::Type::Insert => pl.engine.table_insert(ti, e),
+                    p4::update::Type::Modify => pl.engine.table_modify(ti, e),
+                    p4::update::Type::Delete => pl.engine.table_delete(ti, &e),
+                    _ => return Err(Status::invalid_argument("unspecified update type")),
+                };
+                r.map_err(|m| {
+                    if m.contains("already exists") {
+                        Status::already_exists(m)
+                    } else if m.contains("no entry") {
+                        Status::not_found(m)
+                    } else if m.contains("is full") {
+                        Status::resource_exhausted(m)
+                    } else {
+                        Status::invalid_argument(m)
+                    }
+                })
+            }
+            _ => Err(Status::unimplemented("only table entries can be written so far")),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl p4::p4_runtime_server::P4Runtime for Service {
+    async fn write(&self, req: Request<p4::WriteRequest>) -> Result<Response<p4::WriteResponse>, Status> {
+        let r = req.into_inner();
+        self.check_device(r.device_id)?;
+        self.check_primary(&r.election_id)?;
+        let pl = self.pipeline()?;
+        let mut errors = vec![];
+        let mut failed = false;
+        for u in &r.updates {
+            match self.apply_update(&pl, u) {
+                Ok(()) => errors.push(p4::Error { canonical_code: Code::Ok as i32, ..Default::default() }),
+                Err(s) => {
+                    failed = true;
+                    errors.push(p4error(&s));
+                    if r.atomicity != p4::write_request::Atomicity::ContinueOnError as i32 && r.updates.len() == 1 {
+                        return Err(s);
+                    }
+                }
+            }
+        }
+        if failed {
+            let details = errors
+                .into_iter()
+                .map(|e| prost_types::Any { type_url: "type.googleapis.com/p4.v1.Error".into(), value: e.encode_to_vec() })
+                .collect();
+            let st = rpc::Status { code: Code::Unknown as i32, message: "one or more updates failed".into(), details };
+            return Err(Status::with_details(Code::Unknown, "one or more updates failed", st.encode_to_vec().into()));
+        }
+        Ok(Response::new(p4::WriteResponse {}))
+    }
+
+    type ReadStream = StreamOut<p4::ReadResponse>;
+
+    async fn read(&self, req: Request<p4::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
+        let r = req.into_inner();
+        self.check_device(r.device_id)?;
+        let pl = self.pipeline()?;
+        let prog = &pl.engine.prog;
+        let mut out = vec![];
+        for ent in &r.entities {
+            match ent.entity.as_ref() {
+                Some(p4::entity::Entity::TableEntry(te)) => {
+                    let tables: Vec<usize> = if te.table_id == 0 { (0..prog.tables.len()).collect() } else { vec![table_of(prog, te.table_id)?.0] };
+                    for ti in tables {
+                        let t = &prog.tables[ti];
+                        if te.is_default_action {
+                            let d = pl.engine.table_default(ti).map_err(Status::internal)?;
+                            let e = TableEntry { matches: vec![], action: d, priority: 0 };
+                            let mut pe = from_entry(prog, &Table { keys: vec![], ..t.clone() }, &e, 0, 0);
+                            pe.is_default_action = true;
+                            out.push(p4::Entity { entity: Some(p4::entity::Entity::TableEntry(pe)) });
+                            continue;
+                        }
+                        for (e, p, b) in pl.engine.table_entries(ti).map_err(Status::internal)? {
+                            out.push(p4::Entity { entity: Some(p4::entity::Entity::TableEntry(from_entry(prog, t, &e, p, b))) });
+                        }
+                    }
+                }
+                Some(p4::entity::Entity::CounterEntry(ce)) => {
+                    let cs: Vec<usize> = prog.counters.iter().enumerate().filter(|(_, c)| ce.counter_id == 0 || c.id == ce.counter_id).map(|(i, _)| i).collect();
+                    if cs.is_empty() {
+                        return Err(Status::not_found(format!("no counter with id {}", ce.counter_id)));
+                    }
+                    for ci in cs {
+                        let c = &prog.counters[ci];
+                        let idx: Vec<u32> = match &ce.index {
+                            Some(i) => vec![i.index as u32],
+                            None => (0..c.size).collect(),
+                        };
+                        for i in idx {
+                            let (p, b) = pl.engine.counter_read(ci, i as usize).map_err(Status::invalid_argument)?;
+                            out.push(p4::Entity {
+                                entity: Some(p4::entity::Entity::CounterEntry(p4::CounterEntry {
+                                    counter_id: c.id,
+                                    index: Some(p4::Index { index: i as i64 }),
+                                    data: Some(p4::CounterData { byte_count: b as i64, packet_count: p as i64 }),
+                                })),
+                            });
+                        }
+                    }
+                }
+                _ => return Err(Status::unimplemented("this entity cannot be read yet")),
+            }
+        }
+        let stream = tokio_stream::iter(vec![Ok(p4::ReadResponse { entities: out })]);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn set_forwarding_pipeline_config(&self, req: Request<p4::SetForwardingPipelineConfigRequest>) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
+        use p4::set_forwarding_pipeline_config_request::Action as A;
+        let r = req.into_inner();
+        self.check_device(r.device_id)?;
+        self.check_primary(&r.election_id)?;
+        let action = A::try_from(r.action).unwrap_or(A::Unspecified);
+        if action == A::Commit {
+            return if self.pipeline().is_ok() { Ok(Response::new(Default::default())) } else { Err(Status::failed_precondition("nothing to commit")) };
+        }
+        let config = r.config.ok_or_else(|| Status::invalid_argument("missing config"))?;
+        let p4info = config.p4info.ok_or_else(|| Status::invalid_argument("missing p4info"))?;
+        let text = std::str::from_utf8(&config.p4_device_config).map_err(|_| Status::invalid_argument("the device config must be a p4sec program (program.json from `p4sec compile`)"))?;
+        let prog = Program::from_json(text).map_err(Status::invalid_argument)?;
+        for t in &p4info.tables {
+            let id = t.preamble.as_ref().map(|p| p.id).unwrap_or(0);
+            if !prog.tables.iter().any(|x| x.id == id) {
+                return Err(Status::invalid_argument(format!("the p4info's table id {id} is not in the device config")));
+            }
+        }
+        let mut externs = p4sec_externs::p4::registry();
+        externs.extend(p4sec_engine::test_externs::registry());
+        let engine = Engine::new(Arc::new(prog), &externs).map_err(Status::invalid_argument)?;
+        if matches!(action, A::Verify) {
+            return Ok(Response::new(Default::default()));
+        }
+        let cookie = config.cookie.map(|c| c.cookie).unwrap_or(0);
+        *self.device.pipeline.write().unwrap_or_else(|p| p.into_inner()) =
+            Some(Arc::new(Pipeline { engine: Arc::new(engine), p4info, device_config: config.p4_device_config, cookie }));
+        Ok(Response::new(Default::default()))
+    }
+
+    async fn get_forwarding_pipeline_config(&self, req: Request<p4::GetForwardingPipelineConfigRequest>) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
+        let r = req.into_inner();
+        self.check_device(r.device_id)?;
+        let pl = self.pipeline()?;
+        let config = p4::ForwardingPipelineConfig {
+            p4info: Some(pl.p4info.clone()),
+            p4_device_config: pl.device_config.clone(),
+            cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie: pl.cookie }),
+        };
+        Ok(Response::new(p4::GetForwardingPipelineConfigResponse { config: Some(config) }))
+    }
+
+    type StreamChannelStream = StreamOut<p4::StreamMessageResponse>;
+
+    async fn stream_channel(&self, req: Request<tonic::Streaming<p4::StreamMessageRequest>>) -> Result<Response<Self::StreamChannelStream>, Status> {
+        let mut inbound = req.into_inner();
+        let (tx, rx) = mpsc::channel(64);
+        let device = self.device.clone();
+        let conn = {
+            let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+            a.next += 1;
+            a.next
+        };
+        tokio::spawn(async move {
+            while let Some(msg) = inbound.next().await {
+                let Ok(msg) = msg else { break };
+                match msg.update {
+                    Some(p4::stream_message_request::Update::Arbitration(arb)) => {
+                        if arb.device_id != device.device_id {
+                            let _ = tx.send(Err(Status::not_found(format!("no device with id {}", arb.device_id)))).await;
+                            continue;
+                        }
+                        let id = eid(&arb.election_id);
+                        let notify = {
+                            let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+                            if a.controllers.iter().any(|(k, c)| *k != conn && c.election_id == id) {
+                                let _ = tx.try_send(Err(Status::invalid_argument("another controller uses this election id")));
+                                continue;
+                            }
+                            a.controllers.insert(conn, Controller { election_id: id, tx: tx.clone() });
+                            arbitration_messages(&a, device.device_id)
+                        };
+                        for (t, m) in notify {
+                            let _ = t.send(Ok(m)).await;
+                        }
+                    }
+                    Some(_) | None => {}
+                }
+            }
+            // the controller went away: a new primary may be elected
+            let notify = {
+                let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+                a.controllers.remove(&conn);
+                arbitration_messages(&a, device.device_id)
+            };
+            for (t, m) in notify {
+                let _ = t.send(Ok(m)).await;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn capabilities(&self, _req: Request<p4::CapabilitiesRequest>) -> Result<Response<p4::CapabilitiesResponse>, Status> {
+        Ok(Response::new(p4::CapabilitiesResponse { p4runtime_api_version: "1.4.1".into() }))
+    }
+}
+
+type Notify = Vec<(mpsc::Sender<Result<p4::StreamMessageResponse, Status>>, p4::StreamMessageResponse)>;
+
+/// Arbitration responses for every connected controller: OK for the primary, ALREADY_EXISTS for backups.
+fn arbitration_messages(a: &Arbitration, device_id: u64) -> Notify {
+    let primary = a.primary();
+    a.controllers
+        .values()
+        .map(|c| {
+            let is_primary = Some(c.election_id) == primary;
+            let status = rpc::Status {
+                code: if is_primary { Code::Ok as i32 } else { Code::AlreadyExists as i32 },
+                message: if is_primary { "primary".into() } else { "backup".into() },
+                details: vec![],
+            };
+            let m = p4::StreamMessageResponse {
+                update: Some(p4::stream_message_response::Update::Arbitration(p4::MasterArbitrationUpdate {
+                    device_id,
+                    role: None,
+                    election_id: primary.map(to_uint128),
+                    status: Some(status),
+                })),
+            };
+            (c.tx.clone(), m)
+        })
+        .collect()
+}
+
+/// Serve P4Runtime on `addr` until the process ends.
+pub async fn serve(addr: std::net::SocketAddr, device: Arc<Device>) -> Result<(), String> {
+    let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service { device }).max_decoding_message_size(64 << 20);
+    tonic::transport::Server::builder().add_service(svc).serve(addr).await.map_err(|e| format!("gRPC server: {e}"))
+}
