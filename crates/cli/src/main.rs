@@ -48,7 +48,7 @@ enum Cmd {
         #[arg(long)]
         trace: bool,
     },
-    /// Run the switch: a P4Runtime server (gRPC service p4.v1.P4Runtime) over the engine.
+    /// Run the switch: ports (Linux interfaces) and a P4Runtime server (gRPC service p4.v1.P4Runtime).
     Switch {
         /// A compiled program (`p4sec compile -o OUTDIR`) to load at start; otherwise the controller pushes one.
         #[arg(long)]
@@ -59,6 +59,9 @@ enum Cmd {
         /// P4Runtime device id.
         #[arg(long, default_value_t = 1)]
         device_id: u64,
+        /// A port: NUMBER=INTERFACE (a Linux interface, e.g. a veth), repeatable.
+        #[arg(long = "port", value_name = "N=IFACE")]
+        ports: Vec<String>,
     },
     /// Forwarding benchmark: the IPv4 LPM router over 64-byte packets, in process, one core.
     Bench {
@@ -88,7 +91,7 @@ pub fn compile(path: &Path, include: &[PathBuf], defines: &[(String, Option<Stri
     p4sec_frontend::compile_file(path, &opts).map_err(|e| e.to_string())
 }
 
-fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64) -> ExitCode {
+fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[String]) -> ExitCode {
     use p4sec_p4runtime::server::{serve, Device, Pipeline};
     let addr: std::net::SocketAddr = match grpc.parse() {
         Ok(a) => a,
@@ -129,6 +132,29 @@ fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
+    }
+    let mut ports = vec![];
+    for spec in port_specs {
+        let Some((n, iface)) = spec.split_once('=') else {
+            eprintln!("p4sec switch: --port needs NUMBER=INTERFACE, got `{spec}`");
+            return ExitCode::from(2);
+        };
+        let Ok(n) = n.parse::<u32>() else {
+            eprintln!("p4sec switch: bad port number in `{spec}`");
+            return ExitCode::from(2);
+        };
+        match p4sec_switch::Port::open(n, iface) {
+            Ok(p) => ports.push(p),
+            Err(e) => {
+                eprintln!("p4sec switch: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if !ports.is_empty() {
+        let d = device.clone();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        std::thread::spawn(move || p4sec_switch::run(d, ports, stop));
     }
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,
@@ -185,6 +211,6 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
-        Cmd::Switch { program, grpc, device_id } => run_switch(program.as_deref(), &grpc, device_id),
+        Cmd::Switch { program, grpc, device_id, ports } => run_switch(program.as_deref(), &grpc, device_id, &ports),
     }
 }

@@ -1,0 +1,125 @@
+//! The switch data plane: Linux interfaces as ports through AF_PACKET raw sockets, and the packet loop
+//! that feeds received frames to the engine installed on the P4Runtime device and transmits what it
+//! emits. The engine is taken from the device for every batch, so a new pipeline pushed by the controller
+//! takes effect without restarting the loop.
+
+use p4sec_engine::{Outputs, Worker};
+use p4sec_p4runtime::server::Device;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A port: an AF_PACKET socket bound to one interface.
+pub struct Port {
+    pub number: u32,
+    pub iface: String,
+    fd: i32,
+    pub rx: AtomicU64,
+    pub tx: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+impl Port {
+    /// Open `iface` (e.g. a veth) as port `number`.
+    pub fn open(number: u32, iface: &str) -> Result<Port, String> {
+        let name = std::ffi::CString::new(iface).map_err(|_| format!("bad interface name `{iface}`"))?;
+        let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if index == 0 {
+            return Err(format!("port {number}: no interface named `{iface}`"));
+        }
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, proto as i32) };
+        if fd < 0 {
+            return Err(format!("port {number}: cannot open a packet socket on `{iface}`: {}", std::io::Error::last_os_error()));
+        }
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = index as i32;
+        let r = unsafe { libc::bind(fd, &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            unsafe { libc::close(fd) };
+            return Err(format!("port {number}: cannot bind to `{iface}`: {e}"));
+        }
+        Ok(Port { number, iface: iface.to_string(), fd, rx: AtomicU64::new(0), tx: AtomicU64::new(0), errors: AtomicU64::new(0) })
+    }
+
+    /// Receive one frame (not our own transmissions); `None` when nothing is waiting.
+    fn recv(&self, buf: &mut [u8]) -> Option<usize> {
+        loop {
+            let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            let n = unsafe { libc::recvfrom(self.fd, buf.as_mut_ptr() as *mut _, buf.len(), 0, &mut sll as *mut _ as *mut libc::sockaddr, &mut len) };
+            if n < 0 {
+                return None;
+            }
+            if sll.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+                continue;
+            }
+            return Some(n as usize);
+        }
+    }
+
+    fn send(&self, frame: &[u8]) {
+        let n = unsafe { libc::send(self.fd, frame.as_ptr() as *const _, frame.len(), 0) };
+        if n < 0 {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.tx.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Port {
+    fn drop(&mut self) {
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// Run the packet loop until `stop` is set. Frames sent to ports that do not exist are counted and dropped.
+pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
+    let by_number: HashMap<u32, usize> = ports.iter().enumerate().map(|(i, p)| (p.number, i)).collect();
+    let mut fds: Vec<libc::pollfd> = ports.iter().map(|p| libc::pollfd { fd: p.fd, events: libc::POLLIN, revents: 0 }).collect();
+    let mut buf = vec![0u8; 65536];
+    let mut out = Outputs::default();
+    let mut worker: Option<(usize, Worker)> = None;
+    let mut unknown_port = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, 50) };
+        if r <= 0 {
+            continue;
+        }
+        let Some(engine) = device.engine() else {
+            // no pipeline yet: drain and drop
+            for p in &ports {
+                while p.recv(&mut buf).is_some() {}
+            }
+            continue;
+        };
+        let key = Arc::as_ptr(&engine) as usize;
+        if worker.as_ref().map(|(k, _)| *k != key).unwrap_or(true) {
+            worker = Some((key, Worker::new(&engine)));
+        }
+        let w = &mut worker.as_mut().unwrap().1;
+        for (i, p) in ports.iter().enumerate() {
+            if fds[i].revents == 0 {
+                continue;
+            }
+            // a batch per port per wake-up keeps one port from starving the others
+            for _ in 0..64 {
+                let Some(n) = p.recv(&mut buf) else { break };
+                p.rx.fetch_add(1, Ordering::Relaxed);
+                out.clear();
+                engine.process(w, p.number, &buf[..n], &mut out);
+                for (port, frame) in out.iter() {
+                    match by_number.get(&port) {
+                        Some(j) => ports[*j].send(frame),
+                        None => unknown_port += 1,
+                    }
+                }
+            }
+        }
+        let _ = unknown_port;
+    }
+}
