@@ -32,6 +32,18 @@ pub mod prefix {
     pub const DIRECT_METER: u8 = 0x15;
     pub const REGISTER: u8 = 0x16;
     pub const DIGEST: u8 = 0x17;
+    /// p4sec's own extern instances (the P4Runtime range for architecture-specific externs starts at 0x80).
+    pub const P4SEC_EXTERN: u8 = 0x81;
+}
+
+/// P4Runtime id of an extern instance of p4sec (`ExternEntry.extern_id`).
+pub fn extern_id(name: &str) -> u32 {
+    ((prefix::P4SEC_EXTERN as u32) << 24) | (jenkins_one_at_a_time(name.as_bytes()) & 0xff_ffff)
+}
+
+/// P4Runtime id of a p4sec extern type (`ExternEntry.extern_type_id`).
+pub fn extern_type_id(type_name: &str) -> u32 {
+    0x8000_0000 | (jenkins_one_at_a_time(type_name.as_bytes()) & 0xffff)
 }
 
 /// Shortest unique dotted suffixes for a set of names.
@@ -221,6 +233,18 @@ pub fn to_text(p: &Program) -> String {
         o.push_str("registers {\n");
         preamble(&mut o, r.id, &r.name);
         let _ = writeln!(o, "  type_spec {{\n    bitstring {{\n      bit {{\n        bitwidth: {}\n      }}\n    }}\n  }}\n  size: {}", r.width, r.size);
+        o.push_str("}\n");
+    }
+    // extern object instances (e.g. esp_sad) reachable through P4Runtime ExternEntry
+    let objs: Vec<&crate::ExternInstance> = p.externs.iter().filter(|e| e.type_name != e.name).collect();
+    let mut types: Vec<&str> = objs.iter().map(|e| e.type_name.as_str()).collect();
+    types.sort();
+    types.dedup();
+    for ty in types {
+        let _ = writeln!(o, "externs {{\n  extern_type_id: {}\n  extern_type_name: {}", extern_type_id(ty), quote(ty));
+        for e in objs.iter().filter(|e| e.type_name == ty) {
+            let _ = writeln!(o, "  instances {{\n    preamble {{\n      id: {}\n      name: {}\n      alias: {}\n    }}\n  }}", extern_id(&e.name), quote(&e.name), quote(&alias(&e.name)));
+        }
         o.push_str("}\n");
     }
     for d in &p.digests {

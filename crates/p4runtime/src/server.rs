@@ -257,7 +257,23 @@ impl Service {
                     }
                 })
             }
-            _ => Err(Status::unimplemented("only table entries can be written so far")),
+            p4::entity::Entity::ExternEntry(x) => {
+                // p4sec externs: the entry is an Any whose type_url names the control operation
+                // (e.g. "p4sec/esp_sad.add_sa") and whose value is its JSON argument
+                let inst = prog
+                    .externs
+                    .iter()
+                    .find(|e| p4sec_ir::p4info::extern_id(&e.name) == x.extern_id)
+                    .ok_or_else(|| Status::not_found(format!("no extern instance with id {}", x.extern_id)))?;
+                let any = x.entry.as_ref().ok_or_else(|| Status::invalid_argument("extern entry without a value"))?;
+                let op = any.type_url.rsplit('.').next().unwrap_or("");
+                let op = match (ty, op) {
+                    (p4::update::Type::Delete, "add_sa") => "del_sa",
+                    (_, op) => op,
+                };
+                pl.engine.extern_control(&inst.name, op, &any.value).map(|_| ()).map_err(Status::invalid_argument)
+            }
+            _ => Err(Status::unimplemented("this entity cannot be written yet")),
         }
     }
 }

@@ -1,0 +1,114 @@
+"""A thin P4Runtime client for p4sec switches (and any P4Runtime target): arbitration, pipeline push,
+table writes by name, p4sec extern writes. Uses the official `p4runtime` package's stubs."""
+import ipaddress
+import json
+import threading
+import queue
+
+import grpc
+from google.protobuf import any_pb2, text_format
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+
+def ip(addr):
+    return ipaddress.IPv4Address(addr).packed
+
+
+def mac(s):
+    return bytes(int(x, 16) for x in s.split(":"))
+
+
+def prefix_mask(plen):
+    return ((0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF).to_bytes(4, "big") if plen else b"\x00"
+
+
+def canonical(b):
+    b = b.lstrip(b"\x00")
+    return b or b"\x00"
+
+
+class Switch:
+    def __init__(self, address, device_id=1, election_id=1, timeout=20):
+        self.channel = grpc.insecure_channel(address)
+        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
+        self.device_id, self.election_id = device_id, election_id
+        self.p4info = None
+        self._requests = queue.Queue()
+        self.stream = self.stub.StreamChannel(iter(self._requests.get, None))
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.arbitration.device_id = device_id
+        req.arbitration.election_id.low = election_id
+        self._requests.put(req)
+        self.arbitration = next(self.stream).arbitration
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        try:
+            for _ in self.stream:
+                pass
+        except grpc.RpcError:
+            pass
+
+    def close(self):
+        self._requests.put(None)
+        self.channel.close()
+
+    def push(self, program_dir):
+        info = p4info_pb2.P4Info()
+        text_format.Parse((program_dir / "p4info.txtpb").read_text(), info)
+        self.p4info = info
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+        req.election_id.low = self.election_id
+        req.config.p4info.CopyFrom(info)
+        req.config.p4_device_config = (program_dir / "program.json").read_bytes()
+        self.stub.SetForwardingPipelineConfig(req)
+
+    def _write(self, update):
+        req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
+        req.election_id.low = self.election_id
+        req.updates.append(update)
+        self.stub.Write(req)
+
+    def _entry(self, table, match, action, params, priority):
+        t = next(x for x in self.p4info.tables if x.preamble.name == table)
+        a = next(x for x in self.p4info.actions if x.preamble.name == action)
+        e = p4runtime_pb2.TableEntry(table_id=t.preamble.id, priority=priority)
+        for name, spec in match.items():
+            f = next(x for x in t.match_fields if x.name == name)
+            m = e.match.add(field_id=f.id)
+            kind = spec[0]
+            if kind == "exact":
+                m.exact.value = canonical(spec[1])
+            elif kind == "lpm":
+                m.lpm.value, m.lpm.prefix_len = spec[1], spec[2]
+            elif kind == "ternary":
+                m.ternary.value, m.ternary.mask = canonical(bytes(x & y for x, y in zip(spec[1], spec[2].rjust(len(spec[1]), b"\0")))), canonical(spec[2])
+        e.action.action.action_id = a.preamble.id
+        for p in a.params:
+            v = params[p.name]
+            v = v if isinstance(v, bytes) else int(v).to_bytes((p.bitwidth + 7) // 8, "big")
+            e.action.action.params.add(param_id=p.id, value=canonical(v))
+        return e
+
+    def table_insert(self, table, match, action, params, priority=0):
+        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
+        u.entity.table_entry.CopyFrom(self._entry(table, match, action, params, priority))
+        self._write(u)
+
+    def table_modify(self, table, match, action, params, priority=0):
+        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+        u.entity.table_entry.CopyFrom(self._entry(table, match, action, params, priority))
+        self._write(u)
+
+    def extern_write(self, instance, op, obj, delete=False):
+        """A p4sec extern control operation (e.g. esp_sad `add_sa`) as a P4Runtime ExternEntry."""
+        ext = next(t for t in self.p4info.externs for i in t.instances if i.preamble.name == instance)
+        inst = next(i for i in ext.instances if i.preamble.name == instance)
+        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.DELETE if delete else p4runtime_pb2.Update.INSERT)
+        x = u.entity.extern_entry
+        x.extern_type_id, x.extern_id = ext.extern_type_id, inst.preamble.id
+        x.entry.CopyFrom(any_pb2.Any(type_url=f"p4sec/{ext.extern_type_name}.{op}", value=json.dumps(obj).encode()))
+        self._write(u)
