@@ -81,3 +81,16 @@ def test_bad_source_gives_located_error(p4sec_bin, tmp_path, src, needle):
     assert r.returncode != 0
     assert needle in r.stderr, r.stderr
     assert "panicked" not in r.stderr
+
+
+def test_binary_p4info_equals_text_p4info(p4sec_bin, shared, tmp_path):
+    """p4info.binpb (from the official package's message types) and p4info.txtpb hold the same message."""
+    from conftest import ROOT
+    programs = [ROOT / "programs" / "ipsec_gateway.p4", ROOT / "programs" / "ipv4_router.p4"]
+    programs += sorted((shared / "conformance" / "p4c-stf").glob("*-bmv2.p4"))[:40]
+    for prog in programs:
+        out = tmp_path / prog.stem
+        r = subprocess.run([str(p4sec_bin), "compile", str(prog), "-o", str(out)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        binary = p4info_pb2.P4Info.FromString((out / "p4info.binpb").read_bytes())
+        assert binary == load(out / "p4info.txtpb"), prog.name

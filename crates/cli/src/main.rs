@@ -22,7 +22,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Compile a P4_16 v1model program: writes OUTDIR/program.json and OUTDIR/p4info.txtpb.
+    /// Compile a P4_16 v1model program: writes OUTDIR/program.json and its P4Info (p4info.txtpb, p4info.binpb).
     Compile {
         program: PathBuf,
         #[arg(short = 'o', long = "out")]
@@ -120,9 +120,10 @@ fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[
         externs.extend(p4sec_engine::test_externs::registry());
         match p4sec_engine::Engine::new(std::sync::Arc::new(prog), &externs) {
             Ok(e) => {
+                let p4info = p4sec_p4runtime::p4info::p4info(&e.prog);
                 *device.pipeline.write().unwrap() = Some(std::sync::Arc::new(Pipeline {
                     engine: std::sync::Arc::new(e),
-                    p4info: Default::default(),
+                    p4info,
                     device_config: text.into_bytes(),
                     cookie: 0,
                 }))
@@ -188,7 +189,13 @@ fn main() -> ExitCode {
                 eprintln!("p4sec compile: cannot create {}: {e}", out.display());
                 return ExitCode::FAILURE;
             }
-            let files = [("program.json", prog.to_json()), ("p4info.txtpb", p4sec_ir::p4info::to_text(&prog))];
+            use p4sec_p4runtime::prost_message::Message;
+            let binpb = p4sec_p4runtime::p4info::p4info(&prog).encode_to_vec();
+            let files: [(&str, Vec<u8>); 3] = [
+                ("program.json", prog.to_json().into_bytes()),
+                ("p4info.txtpb", p4sec_ir::p4info::to_text(&prog).into_bytes()),
+                ("p4info.binpb", binpb),
+            ];
             for (name, text) in files {
                 let path = out.join(name);
                 if let Err(e) = std::fs::write(&path, text) {

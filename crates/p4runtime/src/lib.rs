@@ -17,4 +17,10 @@ pub mod proto {
     }
 }
 
+pub mod p4info;
 pub mod server;
+
+/// Re-exported so users of the messages need not depend on prost themselves.
+pub mod prost_message {
+    pub use prost::Message;
+}
