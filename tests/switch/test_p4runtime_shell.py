@@ -16,6 +16,10 @@ def test_p4runtime_shell_programs_and_reads(p4sec_bin, tmp_path):
     port = free_port()
     proc = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}"], stderr=subprocess.PIPE)
     try:
+        import grpc
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(ch).result(timeout=30)  # the switch is listening
+        ch.close()
         sh.setup(device_id=1, grpc_addr=f"127.0.0.1:{port}", election_id=(0, 1),
                  config=sh.FwdPipeConfig(str(out / "p4info.txtpb"), str(out / "program.json")))
         for prefix, nh in (("10.0.0.0/8", "3"), ("192.168.1.0/24", "4")):

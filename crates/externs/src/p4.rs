@@ -85,34 +85,24 @@ impl ExternObject for EspSad {
 
     fn call(&self, method: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
         match method {
-            0 => {
+            0 | 2 => {
+                // method 2 passes the inner packet's IP header as a parsed header: it goes in front of the payload
+                let status_arg = if method == 0 { 1 } else { 2 };
                 let status = match self.sa(args[0].as_u64()) {
                     None => NO_SA,
                     Some(sa) => SCRATCH.with(|s| {
                         let mut out = s.borrow_mut();
-                        match sa.encapsulate(payload.bytes, &mut out) {
-                            Ok(_) => {
-                                std::mem::swap(&mut *out, payload.bytes);
-                                OK
-                            }
-                            Err(e) => e.code() as u64,
-                        }
-                    }),
-                };
-                args[1].set_u64(status);
-                Ok(())
-            }
-            2 => {
-                // the inner header (parsed by the program) goes in front of the payload
-                let status = match self.sa(args[0].as_u64()) {
-                    None => NO_SA,
-                    Some(sa) => SCRATCH.with(|s| {
-                        let mut out = s.borrow_mut();
-                        let mut inner = std::mem::take(&mut args[1].bytes);
-                        inner.extend_from_slice(payload.bytes);
-                        let r = sa.encapsulate(&inner, &mut out);
-                        inner.truncate(args[1].width as usize / 8);
-                        args[1].bytes = inner;
+                        let r = if method == 0 {
+                            sa.encapsulate(payload.bytes, &mut out)
+                        } else {
+                            let mut inner = std::mem::take(&mut args[1].bytes);
+                            let hdr_len = inner.len();
+                            inner.extend_from_slice(payload.bytes);
+                            let r = sa.encapsulate(&inner, &mut out);
+                            inner.truncate(hdr_len);
+                            args[1].bytes = inner;
+                            r
+                        };
                         match r {
                             Ok(_) => {
                                 std::mem::swap(&mut *out, payload.bytes);
@@ -122,7 +112,7 @@ impl ExternObject for EspSad {
                         }
                     }),
                 };
-                args[2].set_u64(status);
+                args[status_arg].set_u64(status);
                 Ok(())
             }
             1 => {

@@ -86,8 +86,9 @@ fn unit(u: CounterUnit) -> &'static str {
     }
 }
 
-/// The P4Info of `p` in protobuf text format.
-pub fn to_text(p: &Program) -> String {
+/// Aliases of every named P4Info object of `p` (tables, actions, profiles, counters, meters, registers,
+/// value sets, digests).
+pub fn program_aliases(p: &Program) -> HashMap<String, String> {
     let mut names: Vec<&str> = vec![];
     names.extend(p.tables.iter().map(|t| t.name.as_str()));
     let mut seen_actions = std::collections::HashSet::new();
@@ -104,7 +105,12 @@ pub fn to_text(p: &Program) -> String {
     names.extend(p.registers.iter().map(|x| x.name.as_str()));
     names.extend(p.value_sets.iter().map(|x| x.name.as_str()));
     names.extend(p.digests.iter().map(|x| x.name.as_str()));
-    let al = aliases(&names);
+    aliases(&names)
+}
+
+/// The P4Info of `p` in protobuf text format.
+pub fn to_text(p: &Program) -> String {
+    let al = program_aliases(p);
     let alias = |n: &str| al.get(n).cloned().unwrap_or_else(|| n.to_string());
     let mut o = String::new();
     o.push_str("# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n");

@@ -3,7 +3,7 @@
 //! `tests/compiler/test_p4info.py` checks that the two encodings hold the same message.
 
 use crate::proto::p4::config::v1 as cfg;
-use p4sec_ir::p4info::{aliases, extern_id, extern_type_id};
+use p4sec_ir::p4info::{extern_id, extern_type_id, program_aliases};
 use p4sec_ir::{CounterUnit, Implementation, MatchKind, Program};
 
 fn unit(u: CounterUnit) -> i32 {
@@ -22,23 +22,7 @@ fn meter_unit(u: CounterUnit) -> i32 {
 }
 
 pub fn p4info(p: &Program) -> cfg::P4Info {
-    let mut names: Vec<&str> = vec![];
-    names.extend(p.tables.iter().map(|t| t.name.as_str()));
-    let mut seen = std::collections::HashSet::new();
-    for a in &p.actions {
-        if seen.insert(a.id) {
-            names.push(a.name.as_str());
-        }
-    }
-    names.extend(p.action_profiles.iter().map(|x| x.name.as_str()));
-    names.extend(p.counters.iter().map(|x| x.name.as_str()));
-    names.extend(p.direct_counters.iter().map(|x| x.name.as_str()));
-    names.extend(p.meters.iter().map(|x| x.name.as_str()));
-    names.extend(p.direct_meters.iter().map(|x| x.name.as_str()));
-    names.extend(p.registers.iter().map(|x| x.name.as_str()));
-    names.extend(p.value_sets.iter().map(|x| x.name.as_str()));
-    names.extend(p.digests.iter().map(|x| x.name.as_str()));
-    let al = aliases(&names);
+    let al = program_aliases(p);
     let pre = |id: u32, name: &str| cfg::Preamble { id, name: name.into(), alias: al.get(name).cloned().unwrap_or_else(|| name.into()), ..Default::default() };
     let mut info = cfg::P4Info { pkg_info: Some(cfg::PkgInfo { arch: "v1model".into(), ..Default::default() }), ..Default::default() };
     for t in &p.tables {
