@@ -30,7 +30,7 @@ SUITES = [
     ("AesGcm256", "None", "AES-GCM", None, 36, 0),
     ("ChaCha20Poly1305", "None", "CHACHA20-POLY1305", None, 36, 0),
 ]
-SIZES = [0, 1, 3, 15, 16, 17, 64, 255, 1000, 1400]
+SIZES = [0, 1, 3, 15, 16, 17, 64, 255, 1000, 1400, 1452]  # 1452 + UDP + IPv6 = a 1500-byte inner packet
 ESN_HIGH = 1
 SPI = 0x0100_2000
 
