@@ -65,20 +65,23 @@ class IpsecController:
         self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, 1)", (cfg["spi"], gw.name, slot, direction, peer, json.dumps(cfg), time.time()))
         self.db.commit()
 
+    def _new_sa(self, src, dst):
+        """A fresh SA from src to dst: installed inbound on dst before outbound on src, so that no packet is
+        sent under an SA its receiver does not know yet. Returns (spi, slot on src)."""
+        spi, key = self._new_spi(), os.urandom(20)  # AES-128 key + 4-byte salt
+        cfg = sa_config(spi, key, src.address, dst.address)
+        self._install(dst, dst.alloc_slot(), "in", src.name, cfg)
+        out_slot = src.alloc_slot()
+        self._install(src, out_slot, "out", dst.name, cfg)
+        return spi, out_slot
+
     def connect(self, a_name, b_name):
-        """Install a pair of SAs between two gateways and the SPD entries that use them. Returns the SPIs."""
+        """Install a pair of SAs between two gateways and the SPD entries that use them. Returns the SPIs
+        and outbound slots by (source, destination)."""
         a, b = self.gateways[a_name], self.gateways[b_name]
-        spis = {}
+        spis = {(src.name, dst.name): self._new_sa(src, dst) for src, dst in ((a, b), (b, a))}
         for src, dst in ((a, b), (b, a)):
-            spi, key = self._new_spi(), os.urandom(20)  # AES-128 key + 4-byte salt
-            cfg = sa_config(spi, key, src.address, dst.address)
-            out_slot, in_slot = src.alloc_slot(), dst.alloc_slot()
-            self._install(src, out_slot, "out", dst.name, cfg)
-            self._install(dst, in_slot, "in", src.name, cfg)
-            spis[(src.name, dst.name)] = (spi, out_slot)
-        for src, dst in ((a, b), (b, a)):
-            spi, slot = spis[(src.name, dst.name)]
-            self._spd(src, dst, slot, insert=True)
+            self._spd(src, dst, spis[(src.name, dst.name)][1], insert=True)
         return spis
 
     def _spd(self, src, dst, slot, insert):
@@ -97,14 +100,7 @@ class IpsecController:
         a, b = self.gateways[a_name], self.gateways[b_name]
         old = self.db.execute("select spi, gw, slot from sa where active = 1 and ((gw = ? and peer = ?) or (gw = ? and peer = ?))",
                               (a.name, b.name, b.name, a.name)).fetchall()
-        new = {}
-        for src, dst in ((a, b), (b, a)):
-            spi, key = self._new_spi(), os.urandom(20)
-            cfg = sa_config(spi, key, src.address, dst.address)
-            in_slot, out_slot = dst.alloc_slot(), src.alloc_slot()
-            self._install(dst, in_slot, "in", src.name, cfg)
-            self._install(src, out_slot, "out", dst.name, cfg)
-            new[(src.name, dst.name)] = (spi, out_slot)
+        new = {(src.name, dst.name): self._new_sa(src, dst) for src, dst in ((a, b), (b, a))}
         for src, dst in ((a, b), (b, a)):
             self._spd(src, dst, new[(src.name, dst.name)][1], insert=False)
         for spi, gw, slot in old:
