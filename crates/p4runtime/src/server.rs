@@ -285,17 +285,69 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         self.check_device(r.device_id)?;
         self.check_primary(&r.election_id)?;
         let pl = self.pipeline()?;
+        // Table entry updates are grouped per table and published as one new table version per table
+        // (the engine's RCU write); everything else is applied one by one. Results keep the update order.
+        let prog = pl.engine.prog.clone();
+        let mut results: Vec<Option<Result<(), Status>>> = (0..r.updates.len()).map(|_| None).collect();
+        let mut per_table: HashMap<usize, Vec<(usize, p4::update::Type, TableEntry)>> = HashMap::new();
+        for (i, u) in r.updates.iter().enumerate() {
+            let ty = p4::update::Type::try_from(u.r#type).unwrap_or(p4::update::Type::Unspecified);
+            if let Some(p4::entity::Entity::TableEntry(te)) = u.entity.as_ref().and_then(|e| e.entity.as_ref()) {
+                if !te.is_default_action && ty != p4::update::Type::Unspecified {
+                    let r = table_of(&prog, te.table_id).and_then(|(ti, t)| {
+                        if t.entries_are_const {
+                            return Err(Status::failed_precondition(format!("table `{}` has const entries", t.name)));
+                        }
+                        let e = to_entry(&prog, t, te)?;
+                        if ty != p4::update::Type::Delete {
+                            p4sec_engine::tables::validate_entry(&prog, t, &e).map_err(Status::invalid_argument)?;
+                        }
+                        Ok((ti, e))
+                    });
+                    match r {
+                        Ok((ti, e)) => per_table.entry(ti).or_default().push((i, ty, e)),
+                        Err(s) => results[i] = Some(Err(s)),
+                    }
+                    continue;
+                }
+            }
+            results[i] = Some(self.apply_update(&pl, u));
+        }
+        for (ti, ups) in per_table {
+            let mut outcome: Vec<(usize, Result<(), String>)> = vec![];
+            let _ = pl.engine.table_update(ti, |t, d| {
+                for (i, ty, e) in ups {
+                    let r = match ty {
+                        p4::update::Type::Insert => d.insert(t, e),
+                        p4::update::Type::Modify => d.modify(t, e),
+                        _ => d.delete(t, &e).map(|_| ()),
+                    };
+                    outcome.push((i, r));
+                }
+                Ok(())
+            });
+            for (i, r) in outcome {
+                results[i] = Some(r.map_err(|m| {
+                    if m.contains("already exists") {
+                        Status::already_exists(m)
+                    } else if m.contains("no entry") {
+                        Status::not_found(m)
+                    } else if m.contains("is full") {
+                        Status::resource_exhausted(m)
+                    } else {
+                        Status::invalid_argument(m)
+                    }
+                }));
+            }
+        }
         let mut errors = vec![];
         let mut failed = false;
-        for u in &r.updates {
-            match self.apply_update(&pl, u) {
+        for r in results {
+            match r.unwrap_or_else(|| Err(Status::internal("update not applied"))) {
                 Ok(()) => errors.push(p4::Error { canonical_code: Code::Ok as i32, ..Default::default() }),
                 Err(s) => {
                     failed = true;
                     errors.push(p4error(&s));
-                    if r.atomicity != p4::write_request::Atomicity::ContinueOnError as i32 && r.updates.len() == 1 {
-                        return Err(s);
-                    }
                 }
             }
         }
