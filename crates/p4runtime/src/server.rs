@@ -191,6 +191,19 @@ fn from_entry(prog: &Program, t: &Table, e: &TableEntry, packets: u64, bytes: u6
     }
 }
 
+/// The gRPC status for an engine table error.
+fn table_error(m: String) -> Status {
+    if m.contains("already exists") {
+        Status::already_exists(m)
+    } else if m.contains("no entry") {
+        Status::not_found(m)
+    } else if m.contains("is full") {
+        Status::resource_exhausted(m)
+    } else {
+        Status::invalid_argument(m)
+    }
+}
+
 /// The gRPC service.
 pub struct Service {
     pub device: Arc<Device>,
@@ -238,24 +251,8 @@ impl Service {
                     };
                     return pl.engine.table_set_default(ti, a).map_err(Status::invalid_argument);
                 }
-                let e = to_entry(prog, t, te)?;
-                let r = match ty {
-                    p4::update::Type::Insert => pl.engine.table_insert(ti, e),
-                    p4::update::Type::Modify => pl.engine.table_modify(ti, e),
-                    p4::update::Type::Delete => pl.engine.table_delete(ti, &e),
-                    _ => return Err(Status::invalid_argument("unspecified update type")),
-                };
-                r.map_err(|m| {
-                    if m.contains("already exists") {
-                        Status::already_exists(m)
-                    } else if m.contains("no entry") {
-                        Status::not_found(m)
-                    } else if m.contains("is full") {
-                        Status::resource_exhausted(m)
-                    } else {
-                        Status::invalid_argument(m)
-                    }
-                })
+                // other table entries are applied in per-table batches by `write`
+                Err(Status::invalid_argument("unspecified update type"))
             }
             p4::entity::Entity::ExternEntry(x) => {
                 // p4sec externs: the entry is an Any whose type_url names the control operation
@@ -327,17 +324,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                 Ok(())
             });
             for (i, r) in outcome {
-                results[i] = Some(r.map_err(|m| {
-                    if m.contains("already exists") {
-                        Status::already_exists(m)
-                    } else if m.contains("no entry") {
-                        Status::not_found(m)
-                    } else if m.contains("is full") {
-                        Status::resource_exhausted(m)
-                    } else {
-                        Status::invalid_argument(m)
-                    }
-                }));
+                results[i] = Some(r.map_err(table_error));
             }
         }
         let mut errors = vec![];
