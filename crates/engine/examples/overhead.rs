@@ -3,23 +3,46 @@ use p4sec_engine::{Engine, Outputs, Worker};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Fastest of 15 rounds of 200k packets (ns/packet): the machine is shared, so the minimum is the stable figure.
+fn best_of(mut f: impl FnMut()) -> f64 {
+    // OVERHEAD_ROUNDS=1 for a single short round (e.g. under valgrind --tool=callgrind)
+    let rounds: usize = std::env::var("OVERHEAD_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(15);
+    let n = if rounds == 1 { 20_000 } else { 200_000 };
+    (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..n {
+                f();
+            }
+            t.elapsed().as_secs_f64() * 1e9 / n as f64
+        })
+        .fold(f64::MAX, f64::min)
+}
+
+fn wanted(name: &str) -> bool {
+    std::env::args().nth(1).map_or(true, |f| name.starts_with(&f))
+}
+
 fn time(name: &str, src: &str) {
+    if !wanted(name) {
+        return;
+    }
     let prog = p4sec_frontend::compile_str("x.p4", src, &Default::default()).unwrap();
     let e = Engine::new(Arc::new(prog), &[]).unwrap();
     let mut w = Worker::new(&e);
     let mut out = Outputs::default();
     let pkt = vec![0u8; 64];
-    let n = 2_000_000;
-    let t = Instant::now();
-    for _ in 0..n {
+    let ns = best_of(|| {
         out.clear();
         e.process(&mut w, 0, &pkt, &mut out);
-    }
-    let dt = t.elapsed().as_secs_f64();
-    println!("{name:<20} {:>8.1} ns/packet  {:>6.2} Mpps", dt * 1e9 / n as f64, n as f64 / dt / 1e6);
+    });
+    println!("{name:<20} {ns:>8.1} ns/packet  {:>6.2} Mpps", 1e3 / ns);
 }
 
 fn time_ipv4(name: &str, src: &str) {
+    if !wanted(name) {
+        return;
+    }
     let prog = p4sec_frontend::compile_str("x.p4", src, &Default::default()).unwrap();
     let e = Engine::new(Arc::new(prog), &[]).unwrap();
     let mut w = Worker::new(&e);
@@ -30,7 +53,6 @@ fn time_ipv4(name: &str, src: &str) {
     pkt[22] = 64;
     let c = p4sec_engine::hash::csum16(&pkt[14..34]);
     pkt[24..26].copy_from_slice(&c.to_be_bytes());
-    let n = 2_000_000;
     for routed in [false, true] {
         if routed {
             use p4sec_ir::*;
@@ -39,13 +61,11 @@ fn time_ipv4(name: &str, src: &str) {
             e.table_insert(t, TableEntry { matches: vec![FieldMatch::Lpm { value: Value::new(32, 0), prefix_len: 0 }],
                 action: ActionCall { action: a, args: vec![Value::new(48, 1), Value::new(48, 2), Value::new(9, 3)] }, priority: 0 }).unwrap();
         }
-        let t = Instant::now();
-        for _ in 0..n {
+        let ns = best_of(|| {
             out.clear();
             e.process(&mut w, 0, &pkt, &mut out);
-        }
-        let dt = t.elapsed().as_secs_f64();
-        println!("{name:<20} {:>8.1} ns/packet  {:>6.2} Mpps routed={routed} out={}", dt * 1e9 / n as f64, n as f64 / dt / 1e6, out.len());
+        });
+        println!("{name:<20} {ns:>8.1} ns/packet  {:>6.2} Mpps routed={routed} out={}", 1e3 / ns, out.len());
     }
 }
 

@@ -55,11 +55,50 @@ pub fn read_bits(data: &[u8], pos: usize, width: u32) -> u64 {
     ((acc >> (total - off - width)) as u64) & mask(width)
 }
 
+/// Precomputed extraction facts of one header type.
+#[derive(Clone, Debug)]
+pub(crate) struct HeaderPlan {
+    /// Sum of the fixed field widths (bits).
+    pub fixed: usize,
+    /// Maximum width of the varbit field (0 when there is none).
+    pub var_max: u32,
+    /// All fields fixed and at most 56 bits wide: each is read with one 64-bit big-endian load.
+    pub narrow: bool,
+    /// For narrow headers: per field, (slot, byte offset in the header, right shift after a 64-bit load, mask);
+    /// the field's width is the mask's population count.
+    pub fields: Vec<(u32, u32, u32, u64)>,
+}
+
+impl HeaderPlan {
+    pub fn new(h: &HeaderLayout) -> HeaderPlan {
+        let mut fixed = 0usize;
+        let mut var_max = 0;
+        for f in &h.fields {
+            if f.varbit_len.is_some() {
+                var_max = f.loc.width;
+            } else {
+                fixed += f.loc.width as usize;
+            }
+        }
+        let narrow = var_max == 0 && h.fields.iter().all(|f| f.loc.width <= 56);
+        let mut fields = vec![];
+        if narrow {
+            let mut pos = 0u32;
+            for f in &h.fields {
+                let w = f.loc.width;
+                fields.push((f.loc.slot, pos / 8, 64 - pos % 8 - w, mask(w)));
+                pos += w;
+            }
+        }
+        HeaderPlan { fixed, var_max, narrow, fields }
+    }
+}
+
 /// Appends bit fields MSB first to a byte vector through a 128-bit accumulator.
 #[derive(Default, Clone, Copy, Debug)]
 pub struct BitWriter {
-    acc: u128,
-    n: u32,
+    pub(crate) acc: u128,
+    pub(crate) n: u32,
 }
 
 impl BitWriter {
@@ -542,6 +581,56 @@ impl Engine {
 
     /// Concatenate data expressions into `w.scratch` as bytes (zero-padded at the end).
     #[inline(never)]
+    /// The checksum of the concatenated `data` (and the payload when asked).
+    fn checksum(&self, w: &mut Worker, data: &[Expr], algo: HashAlgo, with_payload: bool) -> u64 {
+        let narrow = |e: &Expr| match e {
+            Expr::Load(LValue::Static(l)) => l.width <= 64,
+            _ => e.width() <= 64,
+        };
+        if algo == HashAlgo::Csum16 && !with_payload && data.iter().all(narrow) {
+            // fast path: one's complement sum of the bit string taken 16 bits at a time, without a buffer;
+            // the tail is padded with zeros to 16 bits, as the byte form pads to a byte and then to a word
+            let (mut acc, mut n, mut sum) = (0u64, 0u32, 0u64);
+            // `acc` holds `n` < 16 pending bits; a piece of at most 48 bits keeps it within 64
+            let mut feed = |v: u64, width: u32| {
+                acc = (acc << width) | v;
+                n += width;
+                while n >= 16 {
+                    n -= 16;
+                    sum += (acc >> n) & 0xffff;
+                }
+                acc &= (1u64 << n) - 1;
+            };
+            for e in data {
+                let (v, width) = match e {
+                    Expr::Load(LValue::Static(l)) => (w.slots[l.slot as usize], l.width),
+                    _ => (self.eval(w, e), e.width()),
+                };
+                let v = v & mask(width);
+                if width > 48 {
+                    feed(v >> 32, width - 32);
+                    feed(v & 0xffff_ffff, 32);
+                } else if width > 0 {
+                    feed(v, width);
+                }
+            }
+            if n > 0 {
+                sum += (acc << (16 - n)) & 0xffff;
+            }
+            while sum >> 16 != 0 {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            return !(sum as u16) as u64;
+        }
+        self.concat_data(w, data);
+        if with_payload {
+            let payload = std::mem::take(&mut w.payload);
+            w.scratch.extend_from_slice(&payload);
+            w.payload = payload;
+        }
+        hash::compute(algo, &w.scratch, &mut w.rng)
+    }
+
     fn concat_data(&self, w: &mut Worker, data: &[Expr]) {
         let mut buf = std::mem::take(&mut w.scratch);
         buf.clear();
@@ -590,15 +679,8 @@ impl Engine {
             return Flow::Reject(self.err_stack_oob);
         };
         let layout = &self.prog.headers[hi as usize];
-        let mut fixed = 0usize;
-        let mut var_max = 0u32;
-        for f in &layout.fields {
-            if f.varbit_len.is_some() {
-                var_max = f.loc.width;
-            } else {
-                fixed += f.loc.width as usize;
-            }
-        }
+        let plan = &self.hplans[hi as usize];
+        let (fixed, var_max) = (plan.fixed, plan.var_max);
         let var = match varbit_bits {
             Some(e) => {
                 let n = self.eval(w, e);
@@ -616,8 +698,17 @@ impl Engine {
             return Flow::Reject(self.err_too_short);
         }
         let mut pos = w.cursor;
-        if var_max == 0 && pos % 8 == 0 && layout.fields.iter().all(|f| f.loc.width <= 56) {
-            // fast path: byte-aligned header of narrow fields, read through a 64-bit accumulator
+        if plan.narrow && pos % 8 == 0 && pos / 8 + fixed.div_ceil(8) + 8 <= w.pkt.len() {
+            // fast path: one unaligned 64-bit big-endian load per field (8 bytes of slack past the header)
+            let base = pos / 8;
+            for &(slot, off, shift, m) in &plan.fields {
+                let i = base + off as usize;
+                let word = u64::from_be_bytes(w.pkt[i..i + 8].try_into().unwrap());
+                w.slots[slot as usize] = (word >> shift) & m;
+            }
+            pos += fixed;
+        } else if plan.narrow && pos % 8 == 0 {
+            // byte-aligned header of narrow fields near the end of the packet: a 64-bit accumulator
             let bytes = &w.pkt[pos / 8..(pos + fixed).div_ceil(8)];
             let mut acc: u64 = 0;
             let mut n: u32 = 0;
@@ -675,8 +766,41 @@ impl Engine {
         if w.slots[layout.valid.slot as usize] == 0 {
             return;
         }
+        let plan = &self.hplans[hi as usize];
         let mut out = std::mem::take(&mut w.out);
         let mut bw = w.bw;
+        if plan.narrow && bw.n % 8 == 0 {
+            // fast path: fields gathered in a register, stored 8 bytes at a time (no overlapping stores)
+            bw.finish(&mut out);
+            let base = out.len();
+            let len = plan.fixed.div_ceil(8);
+            out.resize(base + len + 8, 0);
+            let (mut acc, mut n, mut at) = (0u128, 0u32, base);
+            for &(slot, _, _, m) in &plan.fields {
+                let fw = m.count_ones();
+                acc = (acc << fw) | (w.slots[slot as usize] & m) as u128;
+                n += fw;
+                if n >= 64 {
+                    n -= 64;
+                    out[at..at + 8].copy_from_slice(&((acc >> n) as u64).to_be_bytes());
+                    at += 8;
+                }
+            }
+            if n > 0 {
+                out[at..at + 8].copy_from_slice(&((acc << (64 - n)) as u64).to_be_bytes());
+            }
+            let tail = plan.fixed % 8;
+            out.truncate(base + len);
+            if tail != 0 {
+                // a header whose width is not a whole number of bytes leaves its last bits pending
+                let last = out.pop().unwrap_or(0);
+                bw.acc = (last >> (8 - tail)) as u128;
+                bw.n = tail as u32;
+            }
+            w.bw = bw;
+            w.out = out;
+            return;
+        }
         for f in &layout.fields {
             match f.varbit_len {
                 Some(len) => {
@@ -816,9 +940,13 @@ impl Engine {
         let call = match found {
             Some(i) => {
                 let e = &data.entries[i];
-                e.packets.fetch_add(1, Ordering::Relaxed);
-                e.bytes.fetch_add(len, Ordering::Relaxed);
-                w.cur_meter = e.meter.clone();
+                // per-entry state is touched only when the table has it (shared atomics cost a locked
+                // instruction and a cache line per hit)
+                if t.direct_counter.is_some() {
+                    e.packets.fetch_add(1, Ordering::Relaxed);
+                    e.bytes.fetch_add(len, Ordering::Relaxed);
+                }
+                w.cur_meter = if t.direct_meter.is_some() { e.meter.clone() } else { None };
                 &e.entry.action
             }
             None => {
@@ -872,13 +1000,7 @@ impl Engine {
             }
             Builtin::VerifyChecksum { cond, data, field, algo, with_payload } => {
                 if self.eval(w, cond) != 0 {
-                    self.concat_data(w, data);
-                    if *with_payload {
-                        let payload = std::mem::take(&mut w.payload);
-                        w.scratch.extend_from_slice(&payload);
-                        w.payload = payload;
-                    }
-                    let h = hash::compute(*algo, &w.scratch, &mut w.rng) & mask(field.width());
+                    let h = self.checksum(w, data, *algo, *with_payload) & mask(field.width());
                     if h != self.eval(w, field) {
                         self.store(w, sm.checksum_error, 1);
                     }
@@ -886,13 +1008,7 @@ impl Engine {
             }
             Builtin::UpdateChecksum { cond, data, dst, algo, with_payload } => {
                 if self.eval(w, cond) != 0 {
-                    self.concat_data(w, data);
-                    if *with_payload {
-                        let payload = std::mem::take(&mut w.payload);
-                        w.scratch.extend_from_slice(&payload);
-                        w.payload = payload;
-                    }
-                    let h = hash::compute(*algo, &w.scratch, &mut w.rng);
+                    let h = self.checksum(w, data, *algo, *with_payload);
                     if let Some(l) = self.resolve(w, dst) {
                         self.store(w, l, h);
                     }
@@ -1016,7 +1132,7 @@ impl Engine {
             }
             Builtin::Assert { cond } => {
                 if self.eval(w, cond) == 0 {
-                    self.stats.assert_failures.fetch_add(1, Ordering::Relaxed);
+                    crate::bump(&w.stats.assert_failures);
                     w.fx.drop = true;
                     return Flow::Exit;
                 }
@@ -1059,7 +1175,7 @@ impl Engine {
             t.push(format!("extern {}.{}", self.prog.externs[inst].name, self.prog.externs[inst].methods[method as usize].name));
         }
         if let Err(e) = r {
-            self.stats.extern_faults.fetch_add(1, Ordering::Relaxed);
+            crate::bump(&w.stats.extern_faults);
             if let Some(t) = w.trace.as_mut() {
                 t.push(format!("extern fault: {e}"));
             }

@@ -62,6 +62,23 @@ pub struct Stats {
     pub extern_faults: AtomicU64,
 }
 
+/// Adds one to a counter that only its own worker writes: a plain load and store, no locked instruction.
+#[inline]
+pub(crate) fn bump(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// Packet statistics summed over all workers of an engine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    pub packets_in: u64,
+    pub packets_out: u64,
+    pub dropped: u64,
+    pub pass_limit: u64,
+    pub assert_failures: u64,
+    pub extern_faults: u64,
+}
+
 /// A digest message: the digest's index in `Program::digests` and the values of its fields.
 pub type DigestMsg = (u32, Vec<Value>);
 
@@ -78,9 +95,12 @@ pub struct Engine {
     externs: Vec<Box<dyn ExternObject>>,
     extern_methods: Vec<Vec<u32>>,
     digests: Mutex<VecDeque<DigestMsg>>,
-    pub stats: Stats,
+    /// Each worker's statistics (written only by that worker; summed by [`Engine::stats`]).
+    worker_stats: Mutex<Vec<Arc<Stats>>>,
     /// Word ranges of header state (validity, fields, varbit lengths, stack indices), kept by E2E clones.
     header_ranges: Vec<(usize, usize)>,
+    /// Per header: how to extract and emit it quickly (see [`exec::HeaderPlan`]).
+    pub(crate) hplans: Vec<exec::HeaderPlan>,
     err_too_short: u32,
     err_no_match: u32,
     err_stack_oob: u32,
@@ -154,6 +174,7 @@ pub struct Worker {
     pub(crate) rng: u64,
     pub(crate) perr: u32,
     pub(crate) cur_meter: Option<Arc<MeterCell>>,
+    pub(crate) stats: Arc<Stats>,
     /// When `Some`, every packet's path is recorded here (parser states, tables, externs, decisions).
     pub trace: Option<Vec<String>>,
 }
@@ -167,6 +188,8 @@ impl Worker {
                 *x = *v;
             }
         }
+        let stats = Arc::new(Stats::default());
+        engine.worker_stats.lock().unwrap_or_else(|p| p.into_inner()).push(stats.clone());
         Worker {
             slots: initial.clone(),
             initial,
@@ -183,6 +206,7 @@ impl Worker {
             rng: 0x1234_5678_9abc_def1,
             perr: 0,
             cur_meter: None,
+            stats,
             trace: None,
         }
     }
@@ -288,7 +312,9 @@ impl Engine {
         for s in &prog.stacks {
             header_ranges.push((s.next_index.slot as usize, 1));
         }
+        let hplans = prog.headers.iter().map(exec::HeaderPlan::new).collect();
         Ok(Engine {
+            hplans,
             err_too_short: err_code(&prog, "PacketTooShort"),
             err_no_match: err_code(&prog, "NoMatch"),
             err_stack_oob: err_code(&prog, "StackOutOfBounds"),
@@ -308,9 +334,23 @@ impl Engine {
             externs: objs,
             extern_methods: methods,
             digests: Mutex::new(VecDeque::new()),
-            stats: Stats::default(),
+            worker_stats: Mutex::new(vec![]),
             header_ranges,
         })
+    }
+
+    /// Packet statistics summed over every worker created for this engine.
+    pub fn stats(&self) -> StatsSnapshot {
+        let mut t = StatsSnapshot::default();
+        for s in self.worker_stats.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            t.packets_in += s.packets_in.load(Ordering::Relaxed);
+            t.packets_out += s.packets_out.load(Ordering::Relaxed);
+            t.dropped += s.dropped.load(Ordering::Relaxed);
+            t.pass_limit += s.pass_limit.load(Ordering::Relaxed);
+            t.assert_failures += s.assert_failures.load(Ordering::Relaxed);
+            t.extern_faults += s.extern_faults.load(Ordering::Relaxed);
+        }
+        t
     }
 
     pub fn program(&self) -> &Program {
@@ -333,14 +373,14 @@ impl Engine {
 
     /// Process one frame received on `in_port`, with every copy, resubmission and recirculation it causes.
     pub fn process(&self, w: &mut Worker, in_port: u32, frame: &[u8], out: &mut Outputs) {
-        self.stats.packets_in.fetch_add(1, Ordering::Relaxed);
+        bump(&w.stats.packets_in);
         w.jobs.clear();
         let mut passes = 0u32;
         self.ingress_pass(w, frame, in_port, 0, &[], out);
         while let Some(job) = w.jobs.pop_front() {
             passes += 1;
             if passes > MAX_PASSES {
-                self.stats.pass_limit.fetch_add(1, Ordering::Relaxed);
+                bump(&w.stats.pass_limit);
                 w.jobs.clear();
                 break;
             }
@@ -472,7 +512,11 @@ impl Engine {
         self.egress_pass(w, spec as u32, 0, itype, out);
     }
 
+    #[inline]
     fn exec_block(&self, w: &mut Worker, body: &[Stmt]) {
+        if body.is_empty() {
+            return;
+        }
         match self.exec(w, body) {
             Flow::Reject(_) | Flow::Next | Flow::Exit | Flow::Break(_) => {}
         }
@@ -480,7 +524,7 @@ impl Engine {
     }
 
     fn drop_packet(&self, w: &mut Worker, why: &str) {
-        self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        bump(&w.stats.dropped);
         if let Some(t) = w.trace.as_mut() {
             t.push(format!("drop: {why}"));
         }
@@ -527,29 +571,32 @@ impl Engine {
             return;
         }
         self.exec_block(w, &self.prog.compute_checksum.body);
-        // deparser
-        w.out.clear();
+        // deparser: headers and payload are appended straight to the output buffer
+        std::mem::swap(&mut w.out, &mut out.data);
+        let start = w.out.len();
         w.bw = exec::BitWriter::default();
         self.exec_block(w, &self.prog.deparser.body);
         let mut bw = w.bw;
         bw.finish(&mut w.out);
-        let payload = std::mem::take(&mut w.payload);
-        w.out.extend_from_slice(&payload);
-        w.payload = payload;
+        w.out.extend_from_slice(&w.payload);
         if let Some(n) = fx.truncate {
-            w.out.truncate(n);
+            w.out.truncate(start + n);
         }
         if let Some(fl) = fx.recirculate {
+            let bytes = w.out[start..].to_vec();
+            w.out.truncate(start);
+            std::mem::swap(&mut w.out, &mut out.data);
             let keep = self.preserved(w, fl);
             let ip = self.get(w, sm.ingress_port) as u32;
-            w.jobs.push_back(Job::Ingress { bytes: w.out.clone(), port: ip, itype: 4, preserved: keep });
+            w.jobs.push_back(Job::Ingress { bytes, port: ip, itype: 4, preserved: keep });
             return;
         }
-        self.stats.packets_out.fetch_add(1, Ordering::Relaxed);
+        std::mem::swap(&mut w.out, &mut out.data);
+        bump(&w.stats.packets_out);
         if let Some(t) = w.trace.as_mut() {
-            t.push(format!("emit {} bytes on port {port}", w.out.len()));
+            t.push(format!("emit {} bytes on port {port}", out.data.len() - start));
         }
-        out.push(port, &w.out);
+        out.frames.push((port, start..out.data.len()));
     }
 
     // ------------------------------------------------------------ control plane

@@ -91,3 +91,62 @@ fn table_writes_do_not_block_lookups() {
     e.process(&mut w, 0, &ipv4_packet([11, 0, 5, 1], 64), &mut out);
     assert_eq!(out.iter().next().map(|f| f.0), Some(3));
 }
+
+#[test]
+fn stats_are_summed_over_workers() {
+    let e = engine(ROUTER);
+    route(&e, 0x0a000000, 8, 1);
+    let (mut a, mut b) = (Worker::new(&e), Worker::new(&e));
+    let mut out = Outputs::default();
+    e.process(&mut a, 0, &ipv4_packet([10, 1, 2, 3], 64), &mut out);
+    e.process(&mut b, 0, &ipv4_packet([10, 1, 2, 3], 64), &mut out);
+    e.process(&mut b, 0, &ipv4_packet([12, 1, 2, 3], 64), &mut out);
+    let s = e.stats();
+    assert_eq!((s.packets_in, s.packets_out, s.dropped), (3, 2, 1));
+}
+
+/// The word-at-a-time checksum path must agree with checksumming the concatenated bytes, for field widths
+/// that straddle 16-bit words and a tail that is not a whole word.
+#[test]
+fn csum16_over_odd_width_fields_matches_the_byte_form() {
+    let src = r#"#include <v1model.p4>
+header h_t { bit<4> a; bit<7> b; bit<13> c; bit<56> d; bit<64> e; bit<16> ck; bit<8> f; }
+struct hs { h_t h; }
+struct m { }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) { state start { p.extract(hdr.h); transition accept; } }
+control V(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { sm.egress_spec = 1; } }
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
+control C(inout hs hdr, inout m meta) {
+    apply { update_checksum(true, { hdr.h.a, hdr.h.b, hdr.h.c, hdr.h.d, hdr.h.e, hdr.h.f, 3w5 }, hdr.h.ck, HashAlgorithm.csum16); }
+}
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+    let e = engine(src);
+    let mut w = Worker::new(&e);
+    let mut out = Outputs::default();
+    let mut rng = 0x1234_5678u64;
+    for _ in 0..200 {
+        let pkt: Vec<u8> = (0..22).map(|_| (hash::next_random(&mut rng) >> 24) as u8).collect();
+        out.clear();
+        e.process(&mut w, 0, &pkt, &mut out);
+        let (_, f) = out.iter().next().unwrap();
+        // the checksummed bits: everything but the 16-bit checksum (bits 144..160), then 3w5
+        let mut bits: Vec<u8> = vec![];
+        for i in 0..168 {
+            if !(144..160).contains(&i) {
+                bits.push((pkt[i / 8] >> (7 - i % 8)) & 1);
+            }
+        }
+        bits.extend([1, 0, 1]);
+        let mut bytes = vec![0u8; bits.len().div_ceil(8)];
+        for (i, b) in bits.iter().enumerate() {
+            bytes[i / 8] |= b << (7 - i % 8);
+        }
+        let want = hash::csum16(&bytes);
+        assert_eq!(u16::from_be_bytes([f[18], f[19]]), want);
+        assert_eq!(&f[..18], &pkt[..18]);
+        assert_eq!(f[20], pkt[20]);
+    }
+}

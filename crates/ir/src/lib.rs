@@ -122,6 +122,7 @@ pub enum Expr {
 }
 
 impl Expr {
+    #[inline]
     pub fn width(&self) -> u32 {
         match self {
             Expr::Const(v) => v.width,
@@ -732,6 +733,60 @@ impl Program {
                 }),
                 _ => {}
             }
+        }
+        /// Does `label` appear as a `Break` target anywhere in `body`?
+        fn breaks_to(body: &[Stmt], label: u32) -> bool {
+            body.iter().any(|s| match s {
+                Stmt::Break(l) => *l == label,
+                Stmt::If { then, else_, .. } => breaks_to(then, label) || breaks_to(else_, label),
+                Stmt::Switch { cases, default, .. } => cases.iter().any(|(_, b)| breaks_to(b, label)) || breaks_to(default, label),
+                Stmt::Block { body, .. } => breaks_to(body, label),
+                _ => false,
+            })
+        }
+        /// Splice labelled blocks that nothing breaks out of into the enclosing list.
+        fn flatten(body: &mut Vec<Stmt>) {
+            let mut out = Vec::with_capacity(body.len());
+            for mut s in body.drain(..) {
+                match &mut s {
+                    Stmt::If { then, else_, .. } => {
+                        flatten(then);
+                        flatten(else_);
+                    }
+                    Stmt::Switch { cases, default, .. } => {
+                        cases.iter_mut().for_each(|(_, b)| flatten(b));
+                        flatten(default);
+                    }
+                    Stmt::Block { label, body } => {
+                        flatten(body);
+                        if !breaks_to(body, *label) {
+                            out.append(body);
+                            continue;
+                        }
+                    }
+                    _ => {}
+                }
+                out.push(s);
+            }
+            *body = out;
+        }
+        for s in self.parser.states.iter_mut() {
+            flatten(&mut s.body);
+        }
+        // start directly in the first state that does something (the entry state is often a bare goto)
+        let mut hops = 0;
+        while let Some(ParserState { body, transition: Transition::Goto(Next::State(n)), .. }) = self.parser.states.get(self.parser.start as usize) {
+            if !body.is_empty() || hops > self.parser.states.len() {
+                break;
+            }
+            self.parser.start = *n;
+            hops += 1;
+        }
+        for c in [&mut self.verify_checksum, &mut self.ingress, &mut self.egress, &mut self.compute_checksum, &mut self.deparser] {
+            flatten(&mut c.body);
+        }
+        for a in self.actions.iter_mut() {
+            flatten(&mut a.body);
         }
         for s in self.parser.states.iter_mut() {
             s.body.iter_mut().for_each(st);
