@@ -937,6 +937,7 @@ impl Engine {
         let data = self.tables[ti].data.load();
         let found = data.lookup(t, &key);
         let len = w.pkt_len as u64;
+        let mut inline = None;
         let call = match found {
             Some(i) => {
                 let e = &data.entries[i];
@@ -947,6 +948,7 @@ impl Engine {
                     e.bytes.fetch_add(len, Ordering::Relaxed);
                 }
                 w.cur_meter = if t.direct_meter.is_some() { e.meter.clone() } else { None };
+                inline = e.inline_args.as_ref();
                 &e.entry.action
             }
             None => {
@@ -955,8 +957,14 @@ impl Engine {
             }
         };
         let action = &self.prog.actions[call.action as usize];
-        for (p, v) in action.params.iter().zip(&call.args) {
-            self.store_value(w, p.loc, v);
+        if let Some((a, n)) = inline {
+            for (p, v) in action.params.iter().zip(&a[..*n as usize]) {
+                self.set(w, p.loc, *v);
+            }
+        } else {
+            for (p, v) in action.params.iter().zip(&call.args) {
+                self.store_value(w, p.loc, v);
+            }
         }
         if let Some(h) = hit {
             self.store(w, h, found.is_some() as u64);

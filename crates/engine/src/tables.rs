@@ -86,17 +86,30 @@ pub struct Installed {
     pub bytes: AtomicU64,
     /// Per-entry meter configuration (direct meters): (cir, cbs, pir, pbs) and its state.
     pub meter: Option<Arc<crate::meters::MeterCell>>,
+    /// The action arguments as machine words held in the entry itself, when there are at most
+    /// [`INLINE_ARGS`] of at most 64 bits each (saves following a pointer per argument on every hit).
+    pub inline_args: Option<([u64; INLINE_ARGS], u8)>,
+}
+
+pub const INLINE_ARGS: usize = 6;
+
+impl Installed {
+    pub fn new(entry: TableEntry, seq: u64, packets: u64, bytes: u64, meter: Option<Arc<crate::meters::MeterCell>>) -> Installed {
+        let args = &entry.action.args;
+        let inline_args = (args.len() <= INLINE_ARGS && args.iter().all(|v| v.width <= 64)).then(|| {
+            let mut a = [0u64; INLINE_ARGS];
+            for (x, v) in a.iter_mut().zip(args) {
+                *x = v.as_u64();
+            }
+            (a, args.len() as u8)
+        });
+        Installed { entry, seq, packets: AtomicU64::new(packets), bytes: AtomicU64::new(bytes), meter, inline_args }
+    }
 }
 
 impl Clone for Installed {
     fn clone(&self) -> Self {
-        Installed {
-            entry: self.entry.clone(),
-            seq: self.seq,
-            packets: AtomicU64::new(self.packets.load(Ordering::Relaxed)),
-            bytes: AtomicU64::new(self.bytes.load(Ordering::Relaxed)),
-            meter: self.meter.clone(),
-        }
+        Installed::new(self.entry.clone(), self.seq, self.packets.load(Ordering::Relaxed), self.bytes.load(Ordering::Relaxed), self.meter.clone())
     }
 }
 
@@ -305,7 +318,7 @@ impl TableData {
             return Err(format!("table `{}` is full ({} entries)", t.name, t.size));
         }
         self.next_seq += 1;
-        let inst = Arc::new(Installed { entry: e, seq: self.next_seq, packets: AtomicU64::new(0), bytes: AtomicU64::new(0), meter: None });
+        let inst = Arc::new(Installed::new(e, self.next_seq, 0, 0, None));
         self.entries.push(inst);
         let i = self.entries.len() - 1;
         self.index_add(t, i);
@@ -315,13 +328,7 @@ impl TableData {
     pub fn modify(&mut self, t: &Table, e: TableEntry) -> Result<(), String> {
         let i = self.find(t, &e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
         let old = &self.entries[i];
-        let inst = Arc::new(Installed {
-            entry: e,
-            seq: old.seq,
-            packets: AtomicU64::new(old.packets.load(Ordering::Relaxed)),
-            bytes: AtomicU64::new(old.bytes.load(Ordering::Relaxed)),
-            meter: old.meter.clone(),
-        });
+        let inst = Arc::new(Installed::new(e, old.seq, old.packets.load(Ordering::Relaxed), old.bytes.load(Ordering::Relaxed), old.meter.clone()));
         self.entries[i] = inst;
         Ok(())
     }
