@@ -4,6 +4,7 @@
 //! forwarding benchmark).
 
 mod bench;
+mod bench_hash;
 mod stf_runner;
 
 #[global_allocator]
@@ -70,6 +71,16 @@ enum Cmd {
         routes: u32,
         /// Seconds to measure.
         #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Write the figures as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Hashing benchmark: Table III of the cryptographic hashing paper (whole-frame keyed hashing in the
+    /// pipeline, percent of 10 GbE line rate) and the per-packet cost of each hash algorithm.
+    BenchHash {
+        /// Seconds to measure in total.
+        #[arg(long, default_value_t = 8.0)]
         seconds: f64,
         /// Write the figures as JSON.
         #[arg(long)]
@@ -218,6 +229,7 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
+        Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
         Cmd::Switch { program, grpc, device_id, ports } => run_switch(program.as_deref(), &grpc, device_id, &ports),
     }
 }

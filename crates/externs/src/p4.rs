@@ -200,6 +200,11 @@ struct HashType {
     with_payload: bool,
 }
 
+thread_local! {
+    /// Message buffer of `p4sec_hash_payload` (fields followed by the payload), reused across packets.
+    static HASH_MSG: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(16 * 1024));
+}
+
 struct HashObj {
     with_payload: bool,
 }
@@ -226,20 +231,23 @@ impl ExternObject for HashObj {
 
     fn call(&self, _m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
         let alg = HashAlg::from_code(args[1].as_u64()).ok_or_else(|| bad("unknown hash algorithm"))?;
-        let mut key = args[2].bytes.clone();
-        if alg == HashAlg::Blake2b && key.iter().all(|b| *b == 0) {
-            key.clear(); // an all-zero key selects unkeyed BLAKE2b
-        }
+        // an all-zero key selects unkeyed BLAKE2b
+        let key: &[u8] = if alg == HashAlg::Blake2b && args[2].bytes.iter().all(|b| *b == 0) { &[] } else { &args[2].bytes };
         let owidth = args[0].width;
         let obytes = owidth.div_ceil(8) as usize;
         let mut out = [0u8; 64];
         let n = if alg == HashAlg::Blake2b { obytes } else { alg.out_len() };
         let r = if self.with_payload {
-            let mut data = args[3].bytes.clone();
-            data.extend_from_slice(payload.bytes);
-            hash::compute(alg, &key, &data, &mut out[..n])
+            // fields and payload hashed as one message, assembled in a per-thread buffer (no allocation)
+            HASH_MSG.with(|s| {
+                let mut data = s.borrow_mut();
+                data.clear();
+                data.extend_from_slice(&args[3].bytes);
+                data.extend_from_slice(payload.bytes);
+                hash::compute(alg, key, &data, &mut out[..n])
+            })
         } else {
-            hash::compute(alg, &key, &args[3].bytes, &mut out[..n])
+            hash::compute(alg, key, &args[3].bytes, &mut out[..n])
         };
         r.map_err(|e| bad(&e.to_string()))?;
         let numeric = matches!(alg, HashAlg::Crc16 | HashAlg::Crc32 | HashAlg::Crc32c | HashAlg::Csum16);
@@ -248,7 +256,7 @@ impl ExternObject for HashObj {
         } else {
             // the first bytes of the digest
             let take = obytes.min(n);
-            let mut v = out[..take].to_vec();
+            let v = &mut out[..take];
             let extra = (take * 8) as u32 - owidth.min(take as u32 * 8);
             if extra > 0 {
                 // keep the leading `owidth` bits: shift right
@@ -259,7 +267,7 @@ impl ExternObject for HashObj {
                     *b = nb;
                 }
             }
-            args[0].set_bytes(&v);
+            args[0].set_bytes(v);
         }
         Ok(())
     }
