@@ -64,9 +64,9 @@ pub(crate) struct HeaderPlan {
     pub var_max: u32,
     /// All fields fixed and at most 56 bits wide: each is read with one 64-bit big-endian load.
     pub narrow: bool,
-    /// For narrow headers: per field, (slot, byte offset in the header, right shift after a 64-bit load, mask);
-    /// the field's width is the mask's population count.
-    pub fields: Vec<(u32, u32, u32, u64)>,
+    /// For narrow headers: per field, (slot, byte offset in the header, right shift after a 64-bit load,
+    /// mask, width).
+    pub fields: Vec<(u32, u32, u32, u64, u32)>,
 }
 
 impl HeaderPlan {
@@ -86,7 +86,7 @@ impl HeaderPlan {
             let mut pos = 0u32;
             for f in &h.fields {
                 let w = f.loc.width;
-                fields.push((f.loc.slot, pos / 8, 64 - pos % 8 - w, mask(w)));
+                fields.push((f.loc.slot, pos / 8, 64 - pos % 8 - w, mask(w), w));
                 pos += w;
             }
         }
@@ -674,7 +674,7 @@ impl Engine {
     }
 
     #[inline(never)]
-    fn extract(&self, w: &mut Worker, h: &HeaderRef, varbit_bits: Option<&Expr>) -> Flow {
+    pub(crate) fn extract(&self, w: &mut Worker, h: &HeaderRef, varbit_bits: Option<&Expr>) -> Flow {
         let Some(hi) = self.header_index(w, h) else {
             return Flow::Reject(self.err_stack_oob);
         };
@@ -701,9 +701,10 @@ impl Engine {
         if plan.narrow && pos % 8 == 0 && pos / 8 + fixed.div_ceil(8) + 8 <= w.pkt.len() {
             // fast path: one unaligned 64-bit big-endian load per field (8 bytes of slack past the header)
             let base = pos / 8;
-            for &(slot, off, shift, m) in &plan.fields {
-                let i = base + off as usize;
-                let word = u64::from_be_bytes(w.pkt[i..i + 8].try_into().unwrap());
+            let bytes = &w.pkt[base..base + fixed.div_ceil(8) + 8];
+            for &(slot, off, shift, m, _) in &plan.fields {
+                let i = off as usize;
+                let word = u64::from_be_bytes(bytes[i..i + 8].try_into().unwrap());
                 w.slots[slot as usize] = (word >> shift) & m;
             }
             pos += fixed;
@@ -760,7 +761,7 @@ impl Engine {
     }
 
     #[inline(never)]
-    fn emit(&self, w: &mut Worker, h: &HeaderRef) {
+    pub(crate) fn emit(&self, w: &mut Worker, h: &HeaderRef) {
         let Some(hi) = self.header_index(w, h) else { return };
         let layout = &self.prog.headers[hi as usize];
         if w.slots[layout.valid.slot as usize] == 0 {
@@ -769,26 +770,26 @@ impl Engine {
         let plan = &self.hplans[hi as usize];
         let mut out = std::mem::take(&mut w.out);
         let mut bw = w.bw;
-        if plan.narrow && bw.n % 8 == 0 {
-            // fast path: fields gathered in a register, stored 8 bytes at a time (no overlapping stores)
+        let len = plan.fixed.div_ceil(8);
+        if plan.narrow && bw.n % 8 == 0 && len <= 120 {
+            // fast path: fields gathered in a register, stored 8 bytes at a time into a stack buffer
             bw.finish(&mut out);
             let base = out.len();
-            let len = plan.fixed.div_ceil(8);
-            out.resize(base + len + 8, 0);
-            let (mut acc, mut n, mut at) = (0u128, 0u32, base);
-            for &(slot, _, _, m) in &plan.fields {
-                let fw = m.count_ones();
+            let mut buf = [0u8; 128];
+            let (mut acc, mut n, mut at) = (0u128, 0u32, 0usize);
+            for &(slot, _, _, m, fw) in &plan.fields {
                 acc = (acc << fw) | (w.slots[slot as usize] & m) as u128;
                 n += fw;
                 if n >= 64 {
                     n -= 64;
-                    out[at..at + 8].copy_from_slice(&((acc >> n) as u64).to_be_bytes());
+                    buf[at..at + 8].copy_from_slice(&((acc >> n) as u64).to_be_bytes());
                     at += 8;
                 }
             }
             if n > 0 {
-                out[at..at + 8].copy_from_slice(&((acc << (64 - n)) as u64).to_be_bytes());
+                buf[at..at + 8].copy_from_slice(&((acc << (64 - n)) as u64).to_be_bytes());
             }
+            out.extend_from_slice(&buf[..len]);
             let tail = plan.fixed % 8;
             out.truncate(base + len);
             if tail != 0 {
@@ -855,7 +856,7 @@ impl Engine {
         Flow::Next
     }
 
-    fn exec_one(&self, w: &mut Worker, s: &Stmt) -> Flow {
+    pub(crate) fn exec_one(&self, w: &mut Worker, s: &Stmt) -> Flow {
         match s {
             Stmt::Assign { dst, src } => {
                 self.assign(w, dst, src);
@@ -922,12 +923,14 @@ impl Engine {
     }
 
     #[inline(never)]
-    fn apply_table(&self, w: &mut Worker, ti: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+    pub(crate) fn apply_table(&self, w: &mut Worker, ti: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
         let t = &self.prog.tables[ti];
         let layout = &self.key_layouts[ti];
         let mut key = [0u64; crate::tables::KEY_WORDS];
-        for (k, &(off, words)) in t.keys.iter().zip(layout.iter()) {
-            if k.width <= 64 {
+        for ((k, &(off, words)), ck) in t.keys.iter().zip(layout.iter()).zip(&self.code.table_keys[ti]) {
+            if let Some(f) = ck {
+                key[off] = f(self, w);
+            } else if k.width <= 64 {
                 key[off] = self.eval(w, &k.expr);
             } else {
                 let v = self.eval_wide(w, &k.expr);
@@ -975,8 +978,7 @@ impl Engine {
         if let Some(tr) = w.trace.as_mut() {
             tr.push(format!("table {} {} -> {}", t.name, if found.is_some() { "hit" } else { "miss" }, action.name));
         }
-        let body = &action.body;
-        match self.exec(w, body) {
+        match self.code.actions[call.action as usize].run(self, w) {
             Flow::Exit => Flow::Exit,
             Flow::Reject(e) => Flow::Reject(e),
             _ => Flow::Next,
@@ -1241,19 +1243,20 @@ impl Engine {
             if let Some(t) = w.trace.as_mut() {
                 t.push(format!("parser state {}", st.name));
             }
-            match self.exec(w, &st.body) {
+            match self.code.states[state].run(self, w) {
                 Flow::Next | Flow::Break(_) => {}
                 Flow::Reject(e) => break e,
                 Flow::Exit => break 0,
             }
             let next = match &st.transition {
                 Transition::Goto(n) => n,
-                Transition::Select { keys, cases } if keys.len() <= 8 && keys.iter().all(|k| k.width() <= 64) => {
+                Transition::Select { keys, cases } if self.code.select_keys[state].is_some() => {
                     // fast path: narrow keys as machine words
                     let mut kv = [0u64; 8];
-                    for (i, k) in keys.iter().enumerate() {
-                        kv[i] = self.eval(w, k);
+                    for (i, k) in self.code.select_keys[state].iter().flatten().enumerate() {
+                        kv[i] = k(self, w);
                     }
+                    let _ = keys;
                     if w.perr != 0 {
                         let e = w.perr;
                         w.perr = 0;

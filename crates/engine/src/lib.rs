@@ -8,6 +8,7 @@
 //! * [`Engine::process`] runs one input packet to quiescence and appends the frames it emits to [`Outputs`].
 
 pub mod bits;
+mod compile;
 mod exec;
 pub mod hash;
 pub mod meters;
@@ -101,6 +102,8 @@ pub struct Engine {
     header_ranges: Vec<(usize, usize)>,
     /// Per header: how to extract and emit it quickly (see [`exec::HeaderPlan`]).
     pub(crate) hplans: Vec<exec::HeaderPlan>,
+    /// The program's blocks compiled into closures (see `compile.rs`).
+    pub(crate) code: compile::Code,
     err_too_short: u32,
     err_no_match: u32,
     err_stack_oob: u32,
@@ -313,8 +316,10 @@ impl Engine {
             header_ranges.push((s.next_index.slot as usize, 1));
         }
         let hplans = prog.headers.iter().map(exec::HeaderPlan::new).collect();
+        let code = compile::compile(&prog);
         Ok(Engine {
             hplans,
+            code,
             err_too_short: err_code(&prog, "PacketTooShort"),
             err_no_match: err_code(&prog, "NoMatch"),
             err_stack_oob: err_code(&prog, "StackOutOfBounds"),
@@ -440,11 +445,11 @@ impl Engine {
             w.slots[*s as usize] = *v;
         }
         self.run_parser(w);
-        self.exec_block(w, &self.prog.verify_checksum.body);
+        self.run_block(w, &self.code.verify);
         if let Some(t) = w.trace.as_mut() {
             t.push(format!("ingress (port {port}, instance_type {itype})"));
         }
-        self.exec_block(w, &self.prog.ingress.body);
+        self.run_block(w, &self.code.ingress);
         if w.fx.drop {
             self.drop_packet(w, "dropped in ingress");
             return;
@@ -513,11 +518,11 @@ impl Engine {
     }
 
     #[inline]
-    fn exec_block(&self, w: &mut Worker, body: &[Stmt]) {
-        if body.is_empty() {
+    fn run_block(&self, w: &mut Worker, b: &compile::CBlock) {
+        if b.is_empty() {
             return;
         }
-        match self.exec(w, body) {
+        match b.run(self, w) {
             Flow::Reject(_) | Flow::Next | Flow::Exit | Flow::Break(_) => {}
         }
         w.perr = 0;
@@ -543,7 +548,7 @@ impl Engine {
         if let Some(t) = w.trace.as_mut() {
             t.push(format!("egress (port {port}, instance_type {itype})"));
         }
-        self.exec_block(w, &self.prog.egress.body);
+        self.run_block(w, &self.code.egress);
         if w.fx.drop {
             self.drop_packet(w, "dropped in egress");
             return;
@@ -570,12 +575,12 @@ impl Engine {
             self.drop_packet(w, "marked to drop in egress");
             return;
         }
-        self.exec_block(w, &self.prog.compute_checksum.body);
+        self.run_block(w, &self.code.compute);
         // deparser: headers and payload are appended straight to the output buffer
         std::mem::swap(&mut w.out, &mut out.data);
         let start = w.out.len();
         w.bw = exec::BitWriter::default();
-        self.exec_block(w, &self.prog.deparser.body);
+        self.run_block(w, &self.code.deparser);
         let mut bw = w.bw;
         bw.finish(&mut w.out);
         w.out.extend_from_slice(&w.payload);

@@ -1,0 +1,314 @@
+//! Load-time compilation of the IR into closures.
+//!
+//! The interpreter (`exec.rs`) decides at every node what kind of node it is, how wide it is and which
+//! path (narrow or wide) to take. Here those decisions are made once, when the engine is built: each
+//! statement and each expression of at most 64 bits becomes a closure specialised for its shape (for
+//! example "slot 7 = slot 3 - 1, masked to 8 bits"). Anything not covered here is wrapped in a closure
+//! that calls the interpreter, so semantics have one definition and the compiled forms are checked
+//! against it by the whole STF corpus.
+
+use crate::exec::Flow;
+use crate::{Engine, Worker};
+use p4sec_ir::*;
+
+/// A compiled expression of at most 64 bits.
+pub(crate) type XF = Box<dyn Fn(&Engine, &mut Worker) -> u64 + Send + Sync>;
+/// A compiled statement.
+pub(crate) type SF = Box<dyn Fn(&Engine, &mut Worker) -> Flow + Send + Sync>;
+
+/// A compiled statement list.
+pub(crate) struct CBlock(Vec<SF>);
+
+impl CBlock {
+    #[inline]
+    pub fn run(&self, e: &Engine, w: &mut Worker) -> Flow {
+        for s in &self.0 {
+            let f = s(e, w);
+            if f != Flow::Next {
+                return f;
+            }
+            if w.perr != 0 {
+                let err = w.perr;
+                w.perr = 0;
+                return Flow::Reject(err);
+            }
+        }
+        Flow::Next
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Everything the pipeline runs, compiled.
+pub(crate) struct Code {
+    pub states: Vec<CBlock>,
+    /// Per parser state: compiled select keys when all are at most 64 bits.
+    pub select_keys: Vec<Option<Vec<XF>>>,
+    pub verify: CBlock,
+    pub ingress: CBlock,
+    pub egress: CBlock,
+    pub compute: CBlock,
+    pub deparser: CBlock,
+    pub actions: Vec<CBlock>,
+    /// Per table, per key: the compiled key expression when it is at most 64 bits.
+    pub table_keys: Vec<Vec<Option<XF>>>,
+}
+
+pub(crate) fn compile(p: &Program) -> Code {
+    let select_keys = p
+        .parser
+        .states
+        .iter()
+        .map(|s| match &s.transition {
+            Transition::Select { keys, .. } if keys.len() <= 8 && keys.iter().all(|k| k.width() <= 64) => Some(keys.iter().map(expr).collect()),
+            _ => None,
+        })
+        .collect();
+    Code {
+        states: p.parser.states.iter().map(|s| block(&s.body)).collect(),
+        select_keys,
+        verify: block(&p.verify_checksum.body),
+        ingress: block(&p.ingress.body),
+        egress: block(&p.egress.body),
+        compute: block(&p.compute_checksum.body),
+        deparser: block(&p.deparser.body),
+        actions: p.actions.iter().map(|a| block(&a.body)).collect(),
+        table_keys: p.tables.iter().map(|t| t.keys.iter().map(|k| (k.width <= 64).then(|| expr(&k.expr))).collect()).collect(),
+    }
+}
+
+pub(crate) fn block(body: &[Stmt]) -> CBlock {
+    CBlock(body.iter().map(stmt).collect())
+}
+
+#[inline]
+fn mask(w: u32) -> u64 {
+    crate::bits::mask64(w)
+}
+
+/// Can evaluating `e` fail (set a parser error)? Only `lookahead` can.
+fn may_fail(e: &Expr) -> bool {
+    match e {
+        Expr::Lookahead { .. } => true,
+        Expr::Load(LValue::Dynamic { index, .. }) => may_fail(index),
+        Expr::Unary { arg, .. } | Expr::Slice { arg, .. } | Expr::Cast { arg, .. } => may_fail(arg),
+        Expr::Binary { lhs, rhs, .. } => may_fail(lhs) || may_fail(rhs),
+        Expr::Concat { hi, lo } => may_fail(hi) || may_fail(lo),
+        Expr::Cond { cond, then, else_, .. } => may_fail(cond) || may_fail(then) || may_fail(else_),
+        _ => false,
+    }
+}
+
+fn interp_stmt(s: &Stmt) -> SF {
+    let s = s.clone();
+    Box::new(move |e, w| e.exec_one(w, &s))
+}
+
+fn stmt(s: &Stmt) -> SF {
+    match s {
+        Stmt::Assign { dst: LValue::Static(l), src } if l.width <= 64 && l.width > 0 && src.width() <= 64 => {
+            let (d, m) = (l.slot as usize, mask(l.width));
+            match src {
+                Expr::Load(LValue::Static(sl)) => {
+                    let s = sl.slot as usize;
+                    Box::new(move |_, w| {
+                        w.slots[d] = w.slots[s] & m;
+                        Flow::Next
+                    })
+                }
+                Expr::Small { value, .. } => {
+                    let v = value & m;
+                    Box::new(move |_, w| {
+                        w.slots[d] = v;
+                        Flow::Next
+                    })
+                }
+                _ => {
+                    let f = expr(src);
+                    Box::new(move |e, w| {
+                        w.slots[d] = f(e, w) & m;
+                        Flow::Next
+                    })
+                }
+            }
+        }
+        Stmt::If { cond, then, else_ } if cond.width() <= 64 => {
+            let (c, t, f) = (expr(cond), block(then), block(else_));
+            Box::new(move |e, w| if c(e, w) != 0 { t.run(e, w) } else { f.run(e, w) })
+        }
+        Stmt::Block { label, body } => {
+            let (l, b) = (*label, block(body));
+            Box::new(move |e, w| match b.run(e, w) {
+                Flow::Break(x) if x == l => Flow::Next,
+                f => f,
+            })
+        }
+        Stmt::Break(l) => {
+            let l = *l;
+            Box::new(move |_, _| Flow::Break(l))
+        }
+        Stmt::Exit => Box::new(|_, _| Flow::Exit),
+        Stmt::SetValid { hdr: HeaderRef::Static(h), valid } => {
+            let (h, v) = (*h, *valid as u64);
+            Box::new(move |e, w| {
+                let l = e.prog.headers[h as usize].valid;
+                w.slots[l.slot as usize] = v;
+                Flow::Next
+            })
+        }
+        Stmt::ApplyTable { table, hit, action_run } => {
+            let (t, h, a) = (*table as usize, *hit, *action_run);
+            Box::new(move |e, w| e.apply_table(w, t, h, a))
+        }
+        Stmt::Extract { hdr, varbit_bits: None } => {
+            let h = hdr.clone();
+            Box::new(move |e, w| e.extract(w, &h, None))
+        }
+        Stmt::Emit { hdr } => {
+            let h = hdr.clone();
+            Box::new(move |e, w| {
+                e.emit(w, &h);
+                Flow::Next
+            })
+        }
+        Stmt::Builtin(Builtin::VerifyChecksum { cond, data, field, algo: HashAlgo::Csum16, with_payload: false })
+            if cond.width() <= 64 && field.width() <= 64 && data.iter().all(|d| d.width() <= 64) =>
+        {
+            let (c, sum, f, m) = (expr(cond), csum16(data), expr(field), mask(field.width()));
+            Box::new(move |e, w| {
+                if c(e, w) != 0 && (sum(e, w) & m) != f(e, w) {
+                    let l = e.prog.std_meta.checksum_error;
+                    if l.width > 0 {
+                        w.slots[l.slot as usize] = 1;
+                    }
+                }
+                Flow::Next
+            })
+        }
+        Stmt::Builtin(Builtin::UpdateChecksum { cond, data, dst: LValue::Static(l), algo: HashAlgo::Csum16, with_payload: false })
+            if cond.width() <= 64 && l.width <= 64 && data.iter().all(|d| d.width() <= 64) =>
+        {
+            let (c, sum, d, m) = (expr(cond), csum16(data), l.slot as usize, mask(l.width));
+            Box::new(move |e, w| {
+                if c(e, w) != 0 {
+                    w.slots[d] = sum(e, w) & m;
+                }
+                Flow::Next
+            })
+        }
+        _ => interp_stmt(s),
+    }
+}
+
+/// The Internet checksum of the concatenated fields without assembling them: a message read as 16-bit words
+/// is congruent, modulo 0xffff, to the sum of its fields each multiplied by 2^(bit distance of its end from
+/// the end of the zero-padded message, mod 16), since 2^16 = 1 (mod 0xffff). Folding that sum with end-around
+/// carries gives exactly the one's complement sum of the words (zero only when every bit is zero).
+fn csum16(data: &[Expr]) -> XF {
+    let total: u32 = data.iter().map(|d| d.width()).sum();
+    let padded = total.div_ceil(16) * 16;
+    let mut end = 0u32;
+    let mut konst = 0u64;
+    let mut parts: Vec<(usize, u32, u64, Option<XF>)> = vec![];
+    for d in data {
+        let wd = d.width();
+        end += wd;
+        let shift = (padded - end) % 16;
+        match d {
+            Expr::Small { value, .. } => konst += fold16(*value & mask(wd)) << shift,
+            Expr::Load(LValue::Static(l)) => parts.push((l.slot as usize, shift, mask(wd), None)),
+            _ => parts.push((0, shift, mask(wd), Some(expr(d)))),
+        }
+    }
+    Box::new(move |e, w| {
+        let mut sum = konst;
+        for (slot, shift, m, f) in &parts {
+            let v = match f {
+                None => w.slots[*slot],
+                Some(f) => f(e, w),
+            } & m;
+            sum += fold16(v) << shift;
+        }
+        while sum >> 16 != 0 {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        !(sum as u16) as u64
+    })
+}
+
+/// A 64-bit value reduced to at most 18 bits with the same residue modulo 0xffff.
+#[inline]
+fn fold16(v: u64) -> u64 {
+    (v & 0xffff) + ((v >> 16) & 0xffff) + ((v >> 32) & 0xffff) + (v >> 48)
+}
+
+fn interp_expr(x: &Expr) -> XF {
+    let x = x.clone();
+    Box::new(move |e, w| e.eval(w, &x))
+}
+
+/// Compile an expression of at most 64 bits (callers check the width).
+pub(crate) fn expr(x: &Expr) -> XF {
+    if may_fail(x) {
+        return interp_expr(x);
+    }
+    match x {
+        Expr::Load(LValue::Static(l)) if l.width <= 64 => {
+            let s = l.slot as usize;
+            Box::new(move |_, w| w.slots[s])
+        }
+        Expr::Small { value, .. } => {
+            let v = *value;
+            Box::new(move |_, _| v)
+        }
+        Expr::Unary { op, width, arg } if *width <= 64 && arg.width() <= 64 => {
+            let (a, m) = (expr(arg), mask(*width));
+            match op {
+                UnOp::Not => Box::new(move |e, w| (a(e, w) == 0) as u64),
+                UnOp::BitNot => Box::new(move |e, w| !a(e, w) & m),
+                UnOp::Neg => Box::new(move |e, w| a(e, w).wrapping_neg() & m),
+            }
+        }
+        Expr::Binary { op, width, signed, lhs, rhs } if lhs.width() <= 64 && rhs.width() <= 64 && *width <= 64 => {
+            let m = mask(*width);
+            // the most common shape: a field compared with a constant
+            if let (BinOp::Eq | BinOp::Ne, Expr::Load(LValue::Static(l)), Expr::Small { value, .. }) = (op, &**lhs, &**rhs) {
+                let (s, v, eq) = (l.slot as usize, *value, *op == BinOp::Eq);
+                return Box::new(move |_, w| ((w.slots[s] == v) == eq) as u64);
+            }
+            let (a, b) = (expr(lhs), expr(rhs));
+            match (op, signed) {
+                (BinOp::And, _) => Box::new(move |e, w| (a(e, w) != 0 && b(e, w) != 0) as u64),
+                (BinOp::Or, _) => Box::new(move |e, w| (a(e, w) != 0 || b(e, w) != 0) as u64),
+                (BinOp::Add, _) => Box::new(move |e, w| a(e, w).wrapping_add(b(e, w)) & m),
+                (BinOp::Sub, _) => Box::new(move |e, w| a(e, w).wrapping_sub(b(e, w)) & m),
+                (BinOp::Mul, _) => Box::new(move |e, w| a(e, w).wrapping_mul(b(e, w)) & m),
+                (BinOp::BitAnd, _) => Box::new(move |e, w| a(e, w) & b(e, w)),
+                (BinOp::BitOr, _) => Box::new(move |e, w| a(e, w) | b(e, w)),
+                (BinOp::BitXor, _) => Box::new(move |e, w| a(e, w) ^ b(e, w)),
+                (BinOp::Eq, _) => Box::new(move |e, w| (a(e, w) == b(e, w)) as u64),
+                (BinOp::Ne, _) => Box::new(move |e, w| (a(e, w) != b(e, w)) as u64),
+                (BinOp::Lt, false) => Box::new(move |e, w| (a(e, w) < b(e, w)) as u64),
+                (BinOp::Le, false) => Box::new(move |e, w| (a(e, w) <= b(e, w)) as u64),
+                (BinOp::Gt, false) => Box::new(move |e, w| (a(e, w) > b(e, w)) as u64),
+                (BinOp::Ge, false) => Box::new(move |e, w| (a(e, w) >= b(e, w)) as u64),
+                _ => interp_expr(x),
+            }
+        }
+        Expr::Slice { arg, hi, lo } if arg.width() <= 64 => {
+            let (a, lo, m) = (expr(arg), *lo, mask(hi - lo + 1));
+            Box::new(move |e, w| (a(e, w) >> lo) & m)
+        }
+        // truncation, or widening of an unsigned value
+        Expr::Cast { arg, width, signed } if *width <= 64 && arg.width() <= 64 && (!*signed || *width <= arg.width()) => {
+            let (a, m) = (expr(arg), mask(*width));
+            Box::new(move |e, w| a(e, w) & m)
+        }
+        Expr::Cond { cond, then, else_, width } if *width <= 64 && cond.width() <= 64 => {
+            let (c, t, f) = (expr(cond), expr(then), expr(else_));
+            Box::new(move |e, w| if c(e, w) != 0 { t(e, w) } else { f(e, w) })
+        }
+        _ => interp_expr(x),
+    }
+}
