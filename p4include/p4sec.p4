@@ -58,6 +58,20 @@ extern void p4sec_hash<O, K, D>(out O result, in p4sec_hash_alg_t alg, in K key,
 /* The same over data followed by the packet payload (the bytes after the parsed headers). */
 extern void p4sec_hash_payload<O, K, D>(out O result, in p4sec_hash_alg_t alg, in K key, in D data);
 
+/* A hash unit with its algorithm fixed at instantiation.
+ *   get:        result = H(key, data), data = the listed fields (most significant bit first)
+ *   get_packet: result = H(key, data ++ payload[offset..]), payload = the bytes after the parsed headers
+ *               (offset past the end: an empty suffix). Listing every parsed header as data and offset 0
+ *               hashes the whole frame.
+ * The key is any expression of whole bytes: a field, an action parameter (set over P4Runtime) or a value
+ * read from a register. SipHash-2-4 needs bit<128>, HalfSipHash-2-4 bit<64>, Poly1305-AES bit<384>;
+ * a wrong width is an error when the program is loaded. Results as for p4sec_hash. */
+extern crypto_hash {
+    crypto_hash(p4sec_hash_alg_t alg);
+    void get<O, K, D>(out O result, in K key, in D data);
+    void get_packet<O, K, D>(out O result, in K key, in D data, in bit<32> offset);
+}
+
 /* ASCON authenticated encryption of header fields (P4EAD). data must be a whole number of bytes. */
 enum bit<8> p4sec_ascon_t {
     AEAD128 = 0,        /* NIST SP 800-232 Ascon-AEAD128 */

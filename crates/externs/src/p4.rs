@@ -19,6 +19,7 @@ pub fn registry() -> Vec<Box<dyn ExternType>> {
         Box::new(EspSadType),
         Box::new(HashType { name: "p4sec_hash", with_payload: false }),
         Box::new(HashType { name: "p4sec_hash_payload", with_payload: true }),
+        Box::new(CryptoHashType),
         Box::new(AsconType { name: "p4sec_ascon_encrypt", decrypt: false }),
         Box::new(AsconType { name: "p4sec_ascon_decrypt", decrypt: true }),
     ]
@@ -231,45 +232,120 @@ impl ExternObject for HashObj {
 
     fn call(&self, _m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
         let alg = HashAlg::from_code(args[1].as_u64()).ok_or_else(|| bad("unknown hash algorithm"))?;
-        // an all-zero key selects unkeyed BLAKE2b
-        let key: &[u8] = if alg == HashAlg::Blake2b && args[2].bytes.iter().all(|b| *b == 0) { &[] } else { &args[2].bytes };
-        let owidth = args[0].width;
-        let obytes = owidth.div_ceil(8) as usize;
-        let mut out = [0u8; 64];
-        let n = if alg == HashAlg::Blake2b { obytes } else { alg.out_len() };
-        let r = if self.with_payload {
-            // fields and payload hashed as one message, assembled in a per-thread buffer (no allocation)
-            HASH_MSG.with(|s| {
-                let mut data = s.borrow_mut();
-                data.clear();
-                data.extend_from_slice(&args[3].bytes);
-                data.extend_from_slice(payload.bytes);
-                hash::compute(alg, key, &data, &mut out[..n])
-            })
-        } else {
-            hash::compute(alg, key, &args[3].bytes, &mut out[..n])
-        };
-        r.map_err(|e| bad(&e.to_string()))?;
-        let numeric = matches!(alg, HashAlg::Crc16 | HashAlg::Crc32 | HashAlg::Crc32c | HashAlg::Csum16);
-        if numeric {
-            args[0].set_bytes(&out[..n]);
-        } else {
-            // the first bytes of the digest
-            let take = obytes.min(n);
-            let v = &mut out[..take];
-            let extra = (take * 8) as u32 - owidth.min(take as u32 * 8);
-            if extra > 0 {
-                // keep the leading `owidth` bits: shift right
-                let mut carry = 0u8;
-                for b in v.iter_mut() {
-                    let nb = (*b >> extra) | carry;
-                    carry = *b << (8 - extra);
-                    *b = nb;
-                }
+        let (result, rest) = args.split_at_mut(1);
+        let tail = if self.with_payload { Some(&payload.bytes[..]) } else { None };
+        hash_into(alg, &rest[1].bytes, &rest[2].bytes, tail, &mut result[0])
+    }
+}
+
+/// `result = H(key, data ++ tail)`: digests keep their first bytes (truncated to the result's width, or
+/// right-aligned in a wider result); CRCs and checksums are numbers.
+fn hash_into(alg: HashAlg, key: &[u8], data: &[u8], tail: Option<&[u8]>, result: &mut BitBuf) -> Result<(), ExternError> {
+    // an all-zero key selects unkeyed BLAKE2b
+    let key: &[u8] = if alg == HashAlg::Blake2b && key.iter().all(|b| *b == 0) { &[] } else { key };
+    let owidth = result.width;
+    let obytes = owidth.div_ceil(8) as usize;
+    let mut out = [0u8; 64];
+    let n = if alg == HashAlg::Blake2b { obytes } else { alg.out_len() };
+    let r = match tail {
+        // fields and payload hashed as one message, assembled in a per-thread buffer (no allocation)
+        Some(t) => HASH_MSG.with(|s| {
+            let mut msg = s.borrow_mut();
+            msg.clear();
+            msg.extend_from_slice(data);
+            msg.extend_from_slice(t);
+            hash::compute(alg, key, &msg, &mut out[..n])
+        }),
+        None => hash::compute(alg, key, data, &mut out[..n]),
+    };
+    r.map_err(|e| bad(&e.to_string()))?;
+    let numeric = matches!(alg, HashAlg::Crc16 | HashAlg::Crc32 | HashAlg::Crc32c | HashAlg::Csum16);
+    if numeric {
+        result.set_bytes(&out[..n]);
+    } else {
+        // the first bytes of the digest
+        let take = obytes.min(n);
+        let v = &mut out[..take];
+        let extra = (take * 8) as u32 - owidth.min(take as u32 * 8);
+        if extra > 0 {
+            // keep the leading `owidth` bits: shift right
+            let mut carry = 0u8;
+            for b in v.iter_mut() {
+                let nb = (*b >> extra) | carry;
+                carry = *b << (8 - extra);
+                *b = nb;
             }
-            args[0].set_bytes(v);
         }
-        Ok(())
+        result.set_bytes(v);
+    }
+    Ok(())
+}
+
+/// Key width (bits) an algorithm requires, if it requires one.
+fn key_bits(alg: HashAlg) -> Option<u32> {
+    match alg {
+        HashAlg::SipHash24 => Some(128),
+        HashAlg::HalfSipHash24 => Some(64),
+        HashAlg::Poly1305Aes => Some(384),
+        _ => None,
+    }
+}
+
+// ------------------------------------------------------------------------------------------------ crypto_hash
+
+/// `crypto_hash(alg)`: a hash unit whose algorithm is fixed when the program is loaded.
+struct CryptoHashType;
+
+struct CryptoHash {
+    alg: HashAlg,
+    name: String,
+}
+
+impl ExternType for CryptoHashType {
+    fn name(&self) -> &str {
+        "crypto_hash"
+    }
+    fn instantiate(&self, name: &str, args: &[BitBuf]) -> Result<Box<dyn ExternObject>, String> {
+        let code = args.first().map(|a| a.as_u64()).ok_or("crypto_hash needs an algorithm")?;
+        let alg = HashAlg::from_code(code).ok_or_else(|| format!("crypto_hash `{name}`: unknown algorithm code {code}"))?;
+        Ok(Box::new(CryptoHash { alg, name: name.to_string() }))
+    }
+}
+
+impl ExternObject for CryptoHash {
+    fn resolve(&self, sig: &MethodSig) -> Result<u32, String> {
+        let who = format!("crypto_hash `{}` ({})", self.name, self.alg.name());
+        let (m, o, k, d) = match (sig.name.as_str(), sig.args.as_slice()) {
+            ("get", [(Dir::Out, o), (Dir::In, k), (Dir::In, d)]) => (0, *o, *k, *d),
+            ("get_packet", [(Dir::Out, o), (Dir::In, k), (Dir::In, d), (Dir::In, 32)]) => (1, *o, *k, *d),
+            ("get", _) => return Err(format!("{who}: get takes (out result, in key, in data)")),
+            ("get_packet", _) => return Err(format!("{who}: get_packet takes (out result, in key, in data, in bit<32> offset)")),
+            (other, _) => return Err(format!("{who}: no method `{other}`")),
+        };
+        if o == 0 || o > 512 {
+            return Err(format!("{who}: the result must be 1..512 bits wide, not {o}"));
+        }
+        if k % 8 != 0 || d % 8 != 0 {
+            return Err(format!("{who}: key ({k} bits) and data ({d} bits) must be whole bytes"));
+        }
+        if let Some(need) = key_bits(self.alg) {
+            if k != need {
+                return Err(format!("{who}: the key must be bit<{need}>, not bit<{k}>"));
+            }
+        }
+        Ok(m)
+    }
+
+    fn call(&self, m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
+        let (result, rest) = args.split_at_mut(1);
+        let tail = if m == 1 {
+            // the payload (bytes after the parsed headers) from `offset`; past its end the suffix is empty
+            let off = (rest[2].as_u64() as usize).min(payload.bytes.len());
+            Some(&payload.bytes[off..])
+        } else {
+            None
+        };
+        hash_into(self.alg, &rest[0].bytes, &rest[1].bytes, tail, &mut result[0])
     }
 }
 

@@ -1,0 +1,134 @@
+"""programs/frame_auth.p4: whole-frame MAC tags between two switches, checked against independent
+implementations (siphash24's C reference code, Python's hmac and hashlib)."""
+import hashlib
+import hmac
+import pathlib
+
+import pytest
+import siphash24
+from scapy.layers.inet import IP, UDP, TCP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from .stf import Stf
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PROGRAM = ROOT / "programs" / "frame_auth.p4"
+KEY = bytes(range(0x10, 0x20))
+KEY_HEX = "0x" + KEY.hex()
+ALGS = {0: "siphash", 1: "hmac-sha256", 2: "blake2b"}
+
+
+def tag(alg, key, message):
+    if alg == 0:
+        return siphash24.siphash24(message, key=key).digest()
+    if alg == 1:
+        return hmac.new(key, message, hashlib.sha256).digest()[:8]
+    return hashlib.blake2b(message, key=key, digest_size=8).digest()  # output length = result width
+
+
+def protected(frame, alg, key=KEY):
+    """The frame as the protecting switch sends it: shim (original EtherType, tag) after the addresses."""
+    raw = bytes(frame)
+    t = tag(alg, key, raw)
+    return raw[:12] + b"\x88\xb5" + raw[12:14] + t + raw[14:]
+
+
+def frames():
+    return [
+        Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01") / IP(src="10.0.0.1", dst="10.0.1.1") / UDP(sport=1234, dport=53) / Raw(b"x" * 18),
+        Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01") / IP(src="10.0.0.1", dst="10.0.1.1") / TCP(sport=4444, dport=80, flags="S"),
+        Ether(dst="ff:ff:ff:ff:ff:ff", src="02:00:00:00:00:09", type=0x0806) / Raw(bytes(range(46))),
+        Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01") / IP(src="10.0.0.1", dst="10.0.1.1") / UDP() / Raw(bytes(1400)),
+    ]
+
+
+def config(stf, alg, key_hex=KEY_HEX):
+    # port 1 -> 2: protect; port 3 -> 4: verify; port 5 -> 6: pass
+    stf.add(f"add FaIngress.fa_port sm.ingress_port:1 FaIngress.protect(port:2, alg:{alg}, key:{key_hex})")
+    stf.add(f"add FaIngress.fa_port sm.ingress_port:3 FaIngress.verify(port:4, alg:{alg}, key:{key_hex})")
+    stf.add("add FaIngress.fa_port sm.ingress_port:5 FaIngress.pass(port:6)")
+
+
+def check_ok(r):
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("alg", sorted(ALGS), ids=list(ALGS.values()))
+def test_protect_then_verify_restores_the_frame(p4sec_bin, tmp_path, alg):
+    stf = Stf()
+    config(stf, alg)
+    fs = frames()
+    for f in fs:
+        stf.packet(1, f)
+        stf.expect(2, protected(f, alg))
+    for f in fs:
+        stf.packet(3, protected(f, alg))
+        stf.expect(4, f)
+    stf.add(f"check_counter FaIngress.fa_stats(0) packets == {len(fs)}")
+    stf.add(f"check_counter FaIngress.fa_stats(1) packets == {len(fs)}")
+    stf.add("check_counter FaIngress.fa_stats(2) packets == 0")
+    check_ok(stf.run(p4sec_bin, PROGRAM, tmp_path))
+
+
+@pytest.mark.parametrize("alg", sorted(ALGS), ids=list(ALGS.values()))
+def test_wrong_tags_modified_and_untagged_frames_are_dropped_and_counted(p4sec_bin, tmp_path, alg):
+    stf = Stf()
+    config(stf, alg)
+    good = protected(frames()[0], alg)
+    bad = []
+    # every bit of the tag, of the addresses, of the original EtherType and some of the payload
+    for bit in list(range(0, 96)) + list(range(112, 192)) + list(range(192, len(good) * 8, 37)):
+        b = bytearray(good)
+        b[bit // 8] ^= 0x80 >> (bit % 8)
+        bad.append(bytes(b))
+    bad.append(good[:-1])                                   # truncated
+    bad.append(good + b"\x00")                              # extended
+    bad.append(protected(frames()[0], alg, key=bytes(16)))  # tagged with another key
+    for b in bad:
+        stf.packet(3, b)
+    stf.packet(3, bytes(frames()[1]))                       # untagged on a verify port
+    stf.packet(1, good)                                     # already tagged on a protect port
+    stf.packet(9, bytes(frames()[0]))                       # unconfigured port
+    stf.packet(3, good)                                     # the genuine frame still passes
+    stf.expect(4, frames()[0])
+    stf.add(f"check_counter FaIngress.fa_stats(2) packets == {len(bad)}")
+    stf.add("check_counter FaIngress.fa_stats(3) packets == 1")
+    stf.add("check_counter FaIngress.fa_stats(4) packets == 1")
+    stf.add("check_counter FaIngress.fa_stats(6) packets == 1")
+    stf.add("check_counter FaIngress.fa_stats(1) packets == 1")
+    check_ok(stf.run(p4sec_bin, PROGRAM, tmp_path))
+
+
+def test_a_frame_passing_a_wrong_tag_is_caught_by_the_runner(p4sec_bin, tmp_path):
+    """The harness itself: expecting a frame that the switch drops must fail."""
+    stf = Stf()
+    config(stf, 0)
+    b = bytearray(protected(frames()[0], 0))
+    b[30] ^= 1
+    stf.packet(3, bytes(b))
+    stf.expect(4, frames()[0])
+    r = stf.run(p4sec_bin, PROGRAM, tmp_path)
+    assert r.returncode != 0
+
+
+def test_pass_port_and_unknown_algorithm(p4sec_bin, tmp_path):
+    stf = Stf()
+    stf.add(f"add FaIngress.fa_port sm.ingress_port:1 FaIngress.protect(port:2, alg:7, key:{KEY_HEX})")
+    stf.add("add FaIngress.fa_port sm.ingress_port:5 FaIngress.pass(port:6)")
+    f = frames()[0]
+    stf.packet(5, f)
+    stf.expect(6, f)
+    stf.packet(1, f)
+    stf.add("check_counter FaIngress.fa_stats(5) packets == 1")
+    check_ok(stf.run(p4sec_bin, PROGRAM, tmp_path))
+
+
+def test_wrong_key_width_is_a_load_error(p4sec_bin, tmp_path):
+    src = PROGRAM.read_text().replace("bit<128> key;", "bit<64> key;").replace("bit<128> key)", "bit<64> key)")
+    p = tmp_path / "bad.p4"
+    p.write_text(src)
+    stf = Stf()
+    r = stf.run(p4sec_bin, p, tmp_path)
+    assert r.returncode != 0
+    assert "crypto_hash `FaIngress.siphash` (SipHash-2-4): the key must be bit<128>, not bit<64>" in r.stdout + r.stderr
