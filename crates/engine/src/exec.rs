@@ -139,39 +139,6 @@ impl BitWriter {
     }
 }
 
-/// Write the low `width` (≤ 64) bits of `v` at bit offset `pos` (growing `out` as needed).
-#[inline]
-pub fn write_bits(out: &mut Vec<u8>, pos: usize, width: u32, v: u64) {
-    if width == 0 {
-        return;
-    }
-    let end = (pos + width as usize).div_ceil(8);
-    if out.len() < end {
-        out.resize(end, 0);
-    }
-    let first = pos / 8;
-    let off = (pos % 8) as u32;
-    if off == 0 && width % 8 == 0 {
-        let n = (width / 8) as usize;
-        let bytes = v.to_be_bytes();
-        out[first..first + n].copy_from_slice(&bytes[8 - n..]);
-        return;
-    }
-    // read-modify-write the covered bytes as one big-endian integer
-    let nbytes = ((off + width) as usize).div_ceil(8);
-    let total = nbytes as u32 * 8;
-    let shift = total - off - width;
-    let mut acc: u128 = 0;
-    for i in 0..nbytes {
-        acc = (acc << 8) | out[first + i] as u128;
-    }
-    let m: u128 = (((1u128 << width) - 1) as u128) << shift;
-    acc = (acc & !m) | (((v & mask(width)) as u128) << shift);
-    for i in (0..nbytes).rev() {
-        out[first + i] = acc as u8;
-        acc >>= 8;
-    }
-}
 
 fn read_wide(data: &[u8], pos: usize, width: u32) -> Wide {
     let mut v = bits::ZERO;
@@ -186,18 +153,6 @@ fn read_wide(data: &[u8], pos: usize, width: u32) -> Wide {
     v
 }
 
-fn write_wide(out: &mut Vec<u8>, pos: usize, width: u32, v: &Wide) {
-    // most significant chunk first
-    let mut remaining = width;
-    let mut p = pos;
-    while remaining > 0 {
-        let chunk = if remaining % 64 == 0 { 64 } else { remaining % 64 };
-        let x = bits::slice(v, remaining - 1, remaining - chunk)[0];
-        write_bits(out, p, chunk, x);
-        p += chunk as usize;
-        remaining -= chunk;
-    }
-}
 
 impl Engine {
     // ------------------------------------------------------------ locations
@@ -560,28 +515,27 @@ impl Engine {
         }
     }
 
-    /// Append the bits of `e` (MSB first) to `buf` at bit `pos`; returns the new bit position.
-    fn append_bits(&self, w: &mut Worker, e: &Expr, buf: &mut Vec<u8>, pos: usize) -> usize {
+    /// Append the bits of `e` (MSB first) through the bit writer `bw`.
+    #[inline]
+    fn put_expr(&self, w: &mut Worker, e: &Expr, buf: &mut Vec<u8>, bw: &mut BitWriter) {
         if let Expr::Load(LValue::Static(l)) = e {
             if l.width <= 64 {
-                write_bits(buf, pos, l.width, w.slots[l.slot as usize]);
-                return pos + l.width as usize;
+                bw.put(buf, w.slots[l.slot as usize], l.width);
+                return;
             }
         }
         let width = e.width();
         if width <= 64 {
             let v = self.eval(w, e);
-            write_bits(buf, pos, width, v);
+            bw.put(buf, v, width);
         } else {
             let v = self.eval_wide(w, e);
-            write_wide(buf, pos, width, &v);
+            bw.put_wide(buf, &v, width);
         }
-        pos + width as usize
     }
 
-    /// Concatenate data expressions into `w.scratch` as bytes (zero-padded at the end).
-    #[inline(never)]
     /// The checksum of the concatenated `data` (and the payload when asked).
+    #[inline(never)]
     fn checksum(&self, w: &mut Worker, data: &[Expr], algo: HashAlgo, with_payload: bool) -> u64 {
         let narrow = |e: &Expr| match e {
             Expr::Load(LValue::Static(l)) => l.width <= 64,
@@ -631,6 +585,7 @@ impl Engine {
         hash::compute(algo, &w.scratch, &mut w.rng)
     }
 
+    /// Concatenate data expressions into `w.scratch` as bytes (zero-padded at the end).
     fn concat_data(&self, w: &mut Worker, data: &[Expr]) {
         let mut buf = std::mem::take(&mut w.scratch);
         buf.clear();
@@ -1158,15 +1113,18 @@ impl Engine {
             bufs.resize_with(args.len(), BitBuf::default);
         }
         for (a, b) in args.iter().zip(bufs.iter_mut()) {
+            // the value right-aligned in whole bytes: leading pad bits, then the parts, MSB first
             b.width = a.width;
             let nbytes = a.width.div_ceil(8) as usize;
-            b.bytes.clear();
-            b.bytes.resize(nbytes, 0);
-            let mut pos = nbytes * 8 - a.width as usize;
             let mut tmp = std::mem::take(&mut b.bytes);
+            tmp.clear();
+            let mut bw = BitWriter::default();
+            bw.put(&mut tmp, 0, nbytes as u32 * 8 - a.width);
             for e in &a.parts {
-                pos = self.append_bits(w, e, &mut tmp, pos);
+                self.put_expr(w, e, &mut tmp, &mut bw);
             }
+            bw.finish(&mut tmp);
+            tmp.resize(nbytes, 0);
             b.bytes = tmp;
         }
         let mut retbuf = ret.map(|lv| {
