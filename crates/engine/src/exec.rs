@@ -67,6 +67,9 @@ pub(crate) struct HeaderPlan {
     /// For narrow headers: per field, (slot, byte offset in the header, right shift after a 64-bit load,
     /// mask, width).
     pub fields: Vec<(u32, u32, u32, u64, u32)>,
+    /// For narrow headers of at most 128 bytes: how to build the header's bytes as big-endian 64-bit words,
+    /// one (slot, mask, right shift, left shift, word) per field and word it touches.
+    pub emit_ops: Vec<(u32, u64, u32, u32, u32)>,
 }
 
 impl HeaderPlan {
@@ -82,15 +85,24 @@ impl HeaderPlan {
         }
         let narrow = var_max == 0 && h.fields.iter().all(|f| f.loc.width <= 56);
         let mut fields = vec![];
+        let mut emit_ops = vec![];
         if narrow {
             let mut pos = 0u32;
             for f in &h.fields {
                 let w = f.loc.width;
                 fields.push((f.loc.slot, pos / 8, 64 - pos % 8 - w, mask(w), w));
+                if w > 0 && fixed <= 1024 {
+                    // the field's bits [pos, pos + w) of the header, in each 64-bit word they overlap
+                    for k in pos / 64..=(pos + w - 1) / 64 {
+                        let s = 64 * (k as i64 + 1) - (pos + w) as i64;
+                        let (r, l) = if s >= 0 { (0, s as u32) } else { ((-s) as u32, 0) };
+                        emit_ops.push((f.loc.slot, mask(w), r, l, k));
+                    }
+                }
                 pos += w;
             }
         }
-        HeaderPlan { fixed, var_max, narrow, fields }
+        HeaderPlan { fixed, var_max, narrow, fields, emit_ops }
     }
 }
 
@@ -726,23 +738,17 @@ impl Engine {
         let mut out = std::mem::take(&mut w.out);
         let mut bw = w.bw;
         let len = plan.fixed.div_ceil(8);
-        if plan.narrow && bw.n % 8 == 0 && len <= 120 {
-            // fast path: fields gathered in a register, stored 8 bytes at a time into a stack buffer
+        if plan.narrow && bw.n % 8 == 0 && !plan.emit_ops.is_empty() {
+            // fast path: each field OR-ed into the 64-bit words it overlaps, then the words stored big-endian
             bw.finish(&mut out);
             let base = out.len();
-            let mut buf = [0u8; 128];
-            let (mut acc, mut n, mut at) = (0u128, 0u32, 0usize);
-            for &(slot, _, _, m, fw) in &plan.fields {
-                acc = (acc << fw) | (w.slots[slot as usize] & m) as u128;
-                n += fw;
-                if n >= 64 {
-                    n -= 64;
-                    buf[at..at + 8].copy_from_slice(&((acc >> n) as u64).to_be_bytes());
-                    at += 8;
-                }
+            let mut words = [0u64; 16];
+            for &(slot, m, r, l, k) in &plan.emit_ops {
+                words[k as usize] |= ((w.slots[slot as usize] & m) >> r) << l;
             }
-            if n > 0 {
-                buf[at..at + 8].copy_from_slice(&((acc << (64 - n)) as u64).to_be_bytes());
+            let mut buf = [0u8; 128];
+            for (k, word) in words.iter().enumerate().take(len.div_ceil(8)) {
+                buf[8 * k..8 * k + 8].copy_from_slice(&word.to_be_bytes());
             }
             out.extend_from_slice(&buf[..len]);
             let tail = plan.fixed % 8;
@@ -892,7 +898,12 @@ impl Engine {
                 key[off..off + words].copy_from_slice(&v[..words]);
             }
         }
-        let data = self.tables[ti].data.load();
+        // the worker's snapshot of the table (refreshed per packet when the control plane changed a table);
+        // taken out of the worker while the action runs, so no reference count is touched
+        let data = match w.tables.get_mut(ti).and_then(Option::take) {
+            Some(d) => d,
+            None => self.tables[ti].data.load_full(),
+        };
         let found = data.lookup(t, &key);
         let len = w.pkt_len as u64;
         let mut inline = None;
@@ -933,7 +944,11 @@ impl Engine {
         if let Some(tr) = w.trace.as_mut() {
             tr.push(format!("table {} {} -> {}", t.name, if found.is_some() { "hit" } else { "miss" }, action.name));
         }
-        match self.code.actions[call.action as usize].run(self, w) {
+        let a = call.action as usize;
+        if let Some(slot) = w.tables.get_mut(ti) {
+            *slot = Some(data);
+        }
+        match self.code.actions[a].run(self, w) {
             Flow::Exit => Flow::Exit,
             Flow::Reject(e) => Flow::Reject(e),
             _ => Flow::Next,

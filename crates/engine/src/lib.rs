@@ -96,6 +96,8 @@ pub struct Engine {
     externs: Vec<Box<dyn ExternObject>>,
     extern_methods: Vec<Vec<u32>>,
     digests: Mutex<VecDeque<DigestMsg>>,
+    /// Bumped after every published table change; workers refresh their table snapshots when it moves.
+    tables_version: AtomicU64,
     /// Each worker's statistics (written only by that worker; summed by [`Engine::stats`]).
     worker_stats: Mutex<Vec<Arc<Stats>>>,
     /// Word ranges of header state (validity, fields, varbit lengths, stack indices), kept by E2E clones.
@@ -178,6 +180,9 @@ pub struct Worker {
     pub(crate) perr: u32,
     pub(crate) cur_meter: Option<Arc<MeterCell>>,
     pub(crate) stats: Arc<Stats>,
+    /// Snapshots of the tables this worker reads, and the engine's table version they belong to.
+    pub(crate) tables: Vec<Option<Arc<TableData>>>,
+    tables_version: u64,
     /// When `Some`, every packet's path is recorded here (parser states, tables, externs, decisions).
     pub trace: Option<Vec<String>>,
 }
@@ -210,6 +215,8 @@ impl Worker {
             perr: 0,
             cur_meter: None,
             stats,
+            tables: vec![None; engine.tables.len()],
+            tables_version: u64::MAX,
             trace: None,
         }
     }
@@ -340,6 +347,7 @@ impl Engine {
             extern_methods: methods,
             digests: Mutex::new(VecDeque::new()),
             worker_stats: Mutex::new(vec![]),
+            tables_version: AtomicU64::new(0),
             header_ranges,
         })
     }
@@ -378,6 +386,14 @@ impl Engine {
 
     /// Process one frame received on `in_port`, with every copy, resubmission and recirculation it causes.
     pub fn process(&self, w: &mut Worker, in_port: u32, frame: &[u8], out: &mut Outputs) {
+        let v = self.tables_version.load(Ordering::Acquire);
+        if v != w.tables_version {
+            // one consistent view of every table for this packet and the following ones
+            for (snap, rt) in w.tables.iter_mut().zip(&self.tables) {
+                *snap = Some(rt.data.load_full());
+            }
+            w.tables_version = v;
+        }
         bump(&w.stats.packets_in);
         w.jobs.clear();
         let mut passes = 0u32;
@@ -624,6 +640,7 @@ impl Engine {
         let mut d = (**rt.data.load()).clone();
         f(t, &mut d)?;
         rt.data.store(Arc::new(d));
+        self.tables_version.fetch_add(1, Ordering::Release);
         Ok(())
     }
 
