@@ -45,6 +45,9 @@ pub(crate) struct Code {
     pub states: Vec<CBlock>,
     /// Per parser state: compiled select keys when all are at most 64 bits.
     pub select_keys: Vec<Option<Vec<XF>>>,
+    /// Per parser state: the select cases as (mask, value) per key when they are all exact, masked or
+    /// default (ranges and value sets take the interpreter's path).
+    pub select_cases: Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>>,
     pub verify: CBlock,
     pub ingress: CBlock,
     pub egress: CBlock,
@@ -65,7 +68,32 @@ pub(crate) fn compile(p: &Program) -> Code {
             _ => None,
         })
         .collect();
+    let select_cases = p
+        .parser
+        .states
+        .iter()
+        .zip(&select_keys)
+        .map(|(s, k): (&ParserState, &Option<Vec<XF>>)| match (&s.transition, k) {
+            (Transition::Select { cases, .. }, Some(_)) => cases
+                .iter()
+                .map(|(ms, n)| {
+                    let ms: Option<Vec<(u64, u64)>> = ms
+                        .iter()
+                        .map(|m| match m {
+                            KeyMatch::Any => Some((0, 0)),
+                            KeyMatch::Exact(v) if v.words.iter().skip(1).all(|x| *x == 0) => Some((u64::MAX, v.as_u64())),
+                            KeyMatch::Mask { value, mask } => Some((mask.as_u64(), value.as_u64() & mask.as_u64())),
+                            _ => None,
+                        })
+                        .collect();
+                    ms.map(|ms| (ms, n.clone()))
+                })
+                .collect(),
+            _ => None,
+        })
+        .collect();
     Code {
+        select_cases,
         states: p.parser.states.iter().map(|s| block(&s.body)).collect(),
         select_keys,
         verify: block(&p.verify_checksum.body),

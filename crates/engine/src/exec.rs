@@ -1235,6 +1235,25 @@ impl Engine {
                         w.perr = 0;
                         break e;
                     }
+                    if let Some(cs) = &self.code.select_cases[state] {
+                        let hit = cs.iter().find(|(ms, _)| ms.iter().zip(&kv).all(|(&(m, v), k)| k & m == v));
+                        match hit {
+                            Some((_, n)) => match n {
+                                Next::Accept => break 0,
+                                Next::Reject => break u32::MAX,
+                                Next::State(s) => {
+                                    state = *s as usize;
+                                    continue;
+                                }
+                            },
+                            None => break self.err_no_match,
+                        }
+                    }
+                    if w.perr != 0 {
+                        let e = w.perr;
+                        w.perr = 0;
+                        break e;
+                    }
                     let mut found = None;
                     'fast: for (ms, n) in cases {
                         for (i, m) in ms.iter().enumerate() {
