@@ -17,6 +17,7 @@ pub mod proto {
     }
 }
 
+mod entities;
 pub mod p4info;
 pub mod server;
 

@@ -65,7 +65,7 @@ fn to_uint128(v: u128) -> p4::Uint128 {
 }
 
 /// P4Runtime byte string → value of `width` bits (canonical or zero-padded; must fit).
-fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, Status> {
+pub(crate) fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, Status> {
     let first = b.iter().position(|x| *x != 0).unwrap_or(b.len());
     let sig = &b[first..];
     let bits = if sig.is_empty() { 0 } else { (sig.len() as u32 - 1) * 8 + (8 - sig[0].leading_zeros()) };
@@ -81,7 +81,7 @@ fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, Status> {
 }
 
 /// Value → canonical byte string (no leading zero bytes; zero is one zero byte).
-fn value_to_bytes(v: &Value) -> Vec<u8> {
+pub(crate) fn value_to_bytes(v: &Value) -> Vec<u8> {
     let mut out = vec![];
     for w in v.words.iter().rev() {
         out.extend_from_slice(&w.to_be_bytes());
@@ -270,6 +270,10 @@ impl Service {
                 };
                 pl.engine.extern_control(&inst.name, op, &any.value).map(|_| ()).map_err(Status::invalid_argument)
             }
+            p4::entity::Entity::RegisterEntry(r) => crate::entities::write_register(&pl.engine, ty, r),
+            p4::entity::Entity::CounterEntry(c) => crate::entities::write_counter(&pl.engine, ty, c),
+            p4::entity::Entity::MeterEntry(m) => crate::entities::write_meter(&pl.engine, ty, m),
+            p4::entity::Entity::PacketReplicationEngineEntry(p) => crate::entities::write_pre(&pl.engine, ty, p),
             _ => Err(Status::unimplemented("this entity cannot be written yet")),
         }
     }
@@ -399,6 +403,9 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                         }
                     }
                 }
+                Some(p4::entity::Entity::RegisterEntry(r)) => crate::entities::read_register(&pl.engine, r, &mut out)?,
+                Some(p4::entity::Entity::MeterEntry(m)) => crate::entities::read_meter(&pl.engine, m, &mut out)?,
+                Some(p4::entity::Entity::PacketReplicationEngineEntry(p)) => crate::entities::read_pre(&pl.engine, p, &mut out)?,
                 _ => return Err(Status::unimplemented("this entity cannot be read yet")),
             }
         }

@@ -1,0 +1,222 @@
+//! P4Runtime entities beyond table entries: registers, indexed counters, meters and the packet replication
+//! engine (multicast groups, clone sessions), written and read through the engine's control-plane API.
+
+use crate::proto::p4::v1 as p4;
+use crate::server::{bytes_to_value, value_to_bytes};
+use p4sec_engine::meters::MeterRates;
+use p4sec_engine::Engine;
+use tonic::Status;
+
+type Up = p4::update::Type;
+
+fn index_range(index: &Option<p4::Index>, size: usize, what: &str) -> Result<std::ops::Range<usize>, Status> {
+    match index {
+        None => Ok(0..size),
+        Some(i) if i.index >= 0 && (i.index as usize) < size => Ok(i.index as usize..i.index as usize + 1),
+        Some(i) => Err(Status::out_of_range(format!("{what}: index {} is out of range (size {size})", i.index))),
+    }
+}
+
+fn modify_only(ty: Up, what: &str) -> Result<(), Status> {
+    if ty != Up::Modify {
+        return Err(Status::invalid_argument(format!("{what} entries exist for every index and can only be modified")));
+    }
+    Ok(())
+}
+
+pub fn write_register(e: &Engine, ty: Up, r: &p4::RegisterEntry) -> Result<(), Status> {
+    modify_only(ty, "register")?;
+    let (ri, reg) = e.prog.registers.iter().enumerate().find(|(_, x)| x.id == r.register_id).ok_or_else(|| Status::not_found(format!("no register with id {}", r.register_id)))?;
+    let data = match r.data.as_ref().and_then(|d| d.data.as_ref()) {
+        Some(p4::p4_data::Data::Bitstring(b)) => bytes_to_value(b, reg.width, &reg.name)?,
+        Some(_) => return Err(Status::invalid_argument(format!("register `{}` holds bit<{}>: the data must be a bitstring", reg.name, reg.width))),
+        None => return Err(Status::invalid_argument(format!("register `{}`: data missing", reg.name))),
+    };
+    for i in index_range(&r.index, reg.size as usize, &reg.name)? {
+        e.register_write(ri, i, &data).map_err(Status::invalid_argument)?;
+    }
+    Ok(())
+}
+
+pub fn read_register(e: &Engine, r: &p4::RegisterEntry, out: &mut Vec<p4::Entity>) -> Result<(), Status> {
+    let regs: Vec<usize> = e.prog.registers.iter().enumerate().filter(|(_, x)| r.register_id == 0 || x.id == r.register_id).map(|(i, _)| i).collect();
+    if regs.is_empty() && r.register_id != 0 {
+        return Err(Status::not_found(format!("no register with id {}", r.register_id)));
+    }
+    for ri in regs {
+        let reg = &e.prog.registers[ri];
+        for i in index_range(&r.index, reg.size as usize, &reg.name)? {
+            let v = e.register_read(ri, i).map_err(Status::internal)?;
+            out.push(p4::Entity {
+                entity: Some(p4::entity::Entity::RegisterEntry(p4::RegisterEntry {
+                    register_id: reg.id,
+                    index: Some(p4::Index { index: i as i64 }),
+                    data: Some(p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(value_to_bytes(&v))) }),
+                })),
+            });
+        }
+    }
+    Ok(())
+}
+
+pub fn write_counter(e: &Engine, ty: Up, c: &p4::CounterEntry) -> Result<(), Status> {
+    modify_only(ty, "counter")?;
+    let (ci, ctr) = e.prog.counters.iter().enumerate().find(|(_, x)| x.id == c.counter_id).ok_or_else(|| Status::not_found(format!("no counter with id {}", c.counter_id)))?;
+    let d = c.data.clone().unwrap_or_default();
+    if d.packet_count < 0 || d.byte_count < 0 {
+        return Err(Status::invalid_argument("counter values cannot be negative"));
+    }
+    for i in index_range(&c.index, ctr.size as usize, &ctr.name)? {
+        e.counter_write(ci, i, d.packet_count as u64, d.byte_count as u64).map_err(Status::invalid_argument)?;
+    }
+    Ok(())
+}
+
+pub fn write_meter(e: &Engine, ty: Up, m: &p4::MeterEntry) -> Result<(), Status> {
+    modify_only(ty, "meter")?;
+    let (mi, meter) = e.prog.meters.iter().enumerate().find(|(_, x)| x.id == m.meter_id).ok_or_else(|| Status::not_found(format!("no meter with id {}", m.meter_id)))?;
+    let rates = match &m.config {
+        None => None, // back to the default: every packet green
+        Some(c) => {
+            if c.cir < 0 || c.cburst < 0 || c.pir < 0 || c.pburst < 0 {
+                return Err(Status::invalid_argument("meter rates and bursts cannot be negative"));
+            }
+            if c.pir < c.cir {
+                return Err(Status::invalid_argument(format!("meter `{}`: the peak rate ({}) is below the committed rate ({})", meter.name, c.pir, c.cir)));
+            }
+            Some(MeterRates { cir: c.cir as u64, cbs: c.cburst as u64, pir: c.pir as u64, pbs: c.pburst as u64 })
+        }
+    };
+    for i in index_range(&m.index, meter.size as usize, &meter.name)? {
+        e.meter_set_rates(mi, i, rates).map_err(Status::invalid_argument)?;
+    }
+    Ok(())
+}
+
+pub fn read_meter(e: &Engine, m: &p4::MeterEntry, out: &mut Vec<p4::Entity>) -> Result<(), Status> {
+    let ms: Vec<usize> = e.prog.meters.iter().enumerate().filter(|(_, x)| m.meter_id == 0 || x.id == m.meter_id).map(|(i, _)| i).collect();
+    if ms.is_empty() && m.meter_id != 0 {
+        return Err(Status::not_found(format!("no meter with id {}", m.meter_id)));
+    }
+    for mi in ms {
+        let meter = &e.prog.meters[mi];
+        for i in index_range(&m.index, meter.size as usize, &meter.name)? {
+            let r = e.meter_rates(mi, i).map_err(Status::internal)?;
+            out.push(p4::Entity {
+                entity: Some(p4::entity::Entity::MeterEntry(p4::MeterEntry {
+                    meter_id: meter.id,
+                    index: Some(p4::Index { index: i as i64 }),
+                    config: r.map(|r| p4::MeterConfig { cir: r.cir as i64, cburst: r.cbs as i64, pir: r.pir as i64, pburst: r.pbs as i64, eburst: 0 }),
+                    counter_data: None,
+                })),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn replica_port(r: &p4::Replica) -> Result<u32, Status> {
+    match &r.port_kind {
+        Some(p4::replica::PortKind::EgressPort(p)) => Ok(*p),
+        Some(p4::replica::PortKind::Port(b)) => {
+            if b.len() > 4 {
+                return Err(Status::invalid_argument("replica port: at most 4 bytes"));
+            }
+            Ok(b.iter().fold(0u32, |a, x| (a << 8) | *x as u32))
+        }
+        None => Err(Status::invalid_argument("replica without a port")),
+    }
+}
+
+pub fn write_pre(e: &Engine, ty: Up, p: &p4::PacketReplicationEngineEntry) -> Result<(), Status> {
+    use p4::packet_replication_engine_entry::Type as T;
+    let pre = e.pre();
+    match &p.r#type {
+        Some(T::MulticastGroupEntry(g)) => {
+            let id = g.multicast_group_id;
+            if id == 0 {
+                return Err(Status::invalid_argument("multicast group 0 is reserved (no multicast)"));
+            }
+            let exists = pre.groups.contains_key(&id);
+            match ty {
+                Up::Insert if exists => Err(Status::already_exists(format!("multicast group {id} exists"))),
+                Up::Modify | Up::Delete if !exists => Err(Status::not_found(format!("no multicast group {id}"))),
+                Up::Delete => e.mc_group_delete(id).map_err(Status::invalid_argument),
+                Up::Insert | Up::Modify => {
+                    let mut replicas = vec![];
+                    for r in &g.replicas {
+                        let port = replica_port(r)?;
+                        if replicas.contains(&(r.instance, port)) {
+                            return Err(Status::invalid_argument(format!("multicast group {id}: replica (port {port}, instance {}) given twice", r.instance)));
+                        }
+                        replicas.push((r.instance, port));
+                    }
+                    e.mc_group_set(id, &replicas);
+                    Ok(())
+                }
+                Up::Unspecified => Err(Status::invalid_argument("unspecified update type")),
+            }
+        }
+        Some(T::CloneSessionEntry(c)) => {
+            let id = c.session_id;
+            let exists = pre.mirror.contains_key(&id);
+            match ty {
+                Up::Insert if exists => Err(Status::already_exists(format!("clone session {id} exists"))),
+                Up::Modify | Up::Delete if !exists => Err(Status::not_found(format!("no clone session {id}"))),
+                Up::Delete => e.mirroring_delete(id).map_err(Status::invalid_argument),
+                Up::Insert | Up::Modify => {
+                    if c.replicas.len() != 1 {
+                        return Err(Status::unimplemented(format!("clone session {id}: exactly one replica is supported, got {}", c.replicas.len())));
+                    }
+                    if c.packet_length_bytes != 0 {
+                        return Err(Status::unimplemented("clone sessions truncating packets are not supported"));
+                    }
+                    e.mirroring_add(id, replica_port(&c.replicas[0])?);
+                    Ok(())
+                }
+                Up::Unspecified => Err(Status::invalid_argument("unspecified update type")),
+            }
+        }
+        None => Err(Status::invalid_argument("packet replication entry without a type")),
+    }
+}
+
+pub fn read_pre(e: &Engine, p: &p4::PacketReplicationEngineEntry, out: &mut Vec<p4::Entity>) -> Result<(), Status> {
+    use p4::packet_replication_engine_entry::Type as T;
+    let pre = e.pre();
+    let wrap = |t: T| p4::Entity { entity: Some(p4::entity::Entity::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry { r#type: Some(t) })) };
+    match &p.r#type {
+        Some(T::MulticastGroupEntry(g)) => {
+            for (id, handles) in &pre.groups {
+                if g.multicast_group_id != 0 && *id != g.multicast_group_id {
+                    continue;
+                }
+                let mut replicas = vec![];
+                for h in handles {
+                    if let Some(Some((rid, ports))) = pre.nodes.get(*h as usize) {
+                        for port in ports {
+                            replicas.push(p4::Replica { instance: *rid, port_kind: Some(p4::replica::PortKind::EgressPort(*port)) });
+                        }
+                    }
+                }
+                out.push(wrap(T::MulticastGroupEntry(p4::MulticastGroupEntry { multicast_group_id: *id, replicas, metadata: vec![] })));
+            }
+            Ok(())
+        }
+        Some(T::CloneSessionEntry(c)) => {
+            for (id, port) in &pre.mirror {
+                if c.session_id != 0 && *id != c.session_id {
+                    continue;
+                }
+                out.push(wrap(T::CloneSessionEntry(p4::CloneSessionEntry {
+                    session_id: *id,
+                    replicas: vec![p4::Replica { instance: 0, port_kind: Some(p4::replica::PortKind::EgressPort(*port)) }],
+                    class_of_service: 0,
+                    packet_length_bytes: 0,
+                })));
+            }
+            Ok(())
+        }
+        None => Err(Status::invalid_argument("packet replication entry without a type")),
+    }
+}
