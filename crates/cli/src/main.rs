@@ -63,6 +63,9 @@ enum Cmd {
         /// A port: NUMBER=INTERFACE (a Linux interface, e.g. a veth), repeatable.
         #[arg(long = "port", value_name = "N=IFACE")]
         ports: Vec<String>,
+        /// The CPU port: frames sent to it reach the controller as PacketIn; PacketOut enters on it.
+        #[arg(long)]
+        cpu_port: Option<u32>,
     },
     /// Forwarding benchmark: the IPv4 LPM router over 64-byte packets, in process, one core.
     Bench {
@@ -102,7 +105,7 @@ pub fn compile(path: &Path, include: &[PathBuf], defines: &[(String, Option<Stri
     p4sec_frontend::compile_file(path, &opts).map_err(|e| e.to_string())
 }
 
-fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[String]) -> ExitCode {
+fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[String], cpu_port: Option<u32>) -> ExitCode {
     use p4sec_p4runtime::server::{serve, Device, Pipeline};
     let addr: std::net::SocketAddr = match grpc.parse() {
         Ok(a) => a,
@@ -111,7 +114,7 @@ fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[
             return ExitCode::from(2);
         }
     };
-    let device = Device::new(device_id);
+    let device = Device::with_cpu_port(device_id, cpu_port);
     if let Some(dir) = program {
         let text = match std::fs::read_to_string(dir.join("program.json")) {
             Ok(t) => t,
@@ -163,7 +166,13 @@ fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[
             }
         }
     }
-    if !ports.is_empty() {
+    if let Some(c) = cpu_port {
+        if ports.iter().any(|p| p.number == c) {
+            eprintln!("p4sec switch: port {c} is the CPU port and cannot also be an interface");
+            return ExitCode::from(2);
+        }
+    }
+    if !ports.is_empty() || cpu_port.is_some() {
         let d = device.clone();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         std::thread::spawn(move || p4sec_switch::run(d, ports, stop));
@@ -230,6 +239,6 @@ fn main() -> ExitCode {
         }
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
-        Cmd::Switch { program, grpc, device_id, ports } => run_switch(program.as_deref(), &grpc, device_id, &ports),
+        Cmd::Switch { program, grpc, device_id, ports, cpu_port } => run_switch(program.as_deref(), &grpc, device_id, &ports, cpu_port),
     }
 }

@@ -45,14 +45,112 @@ pub struct Device {
     pub device_id: u64,
     pub pipeline: RwLock<Option<Arc<Pipeline>>>,
     arb: Mutex<Arbitration>,
+    /// The CPU port: frames the pipeline sends there go to the primary controller as PacketIn, and
+    /// PacketOut frames enter the pipeline as received on it.
+    pub cpu_port: Option<u32>,
+    /// PacketOut frames (controller header already prepended) on their way to the data plane: one datagram
+    /// per frame; the packet loop polls `packet_out_rx`.
+    packet_out_tx: std::os::unix::net::UnixDatagram,
+    pub packet_out_rx: std::os::unix::net::UnixDatagram,
+    /// PacketIn messages that could not be delivered (no primary controller, or its queue was full).
+    pub packet_in_dropped: std::sync::atomic::AtomicU64,
 }
 
 impl Device {
     pub fn new(device_id: u64) -> Arc<Device> {
-        Arc::new(Device { device_id, pipeline: RwLock::new(None), arb: Mutex::new(Arbitration::default()) })
+        Device::with_cpu_port(device_id, None)
+    }
+    pub fn with_cpu_port(device_id: u64, cpu_port: Option<u32>) -> Arc<Device> {
+        let (tx, rx) = std::os::unix::net::UnixDatagram::pair().expect("a socket pair for packet-out");
+        let _ = tx.set_nonblocking(true);
+        let _ = rx.set_nonblocking(true);
+        Arc::new(Device {
+            device_id,
+            pipeline: RwLock::new(None),
+            arb: Mutex::new(Arbitration::default()),
+            cpu_port,
+            packet_out_tx: tx,
+            packet_out_rx: rx,
+            packet_in_dropped: std::sync::atomic::AtomicU64::new(0),
+        })
     }
     pub fn engine(&self) -> Option<Arc<Engine>> {
         self.pipeline.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|p| p.engine.clone())
+    }
+
+    /// A frame the pipeline sent to the CPU port: strip the `packet_in` controller header (if the program
+    /// has one) into metadata and hand it to the primary controller.
+    pub fn packet_in(&self, engine: &Engine, frame: &[u8]) {
+        let mut metadata = vec![];
+        let mut payload = frame;
+        if let Some(h) = engine.prog.controller_headers.iter().find(|h| h.name == "packet_in") {
+            let bits: u32 = h.fields.iter().map(|f| f.2).sum();
+            let n = bits.div_ceil(8) as usize;
+            if frame.len() < n {
+                self.packet_in_dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+            let mut pos = 0usize;
+            for (_, id, w) in &h.fields {
+                let v = read_field(&frame[..n], pos, *w);
+                metadata.push(p4::PacketMetadata { metadata_id: *id, value: value_to_bytes(&v) });
+                pos += *w as usize;
+            }
+            payload = &frame[n..];
+        }
+        let msg = p4::StreamMessageResponse { update: Some(p4::stream_message_response::Update::Packet(p4::PacketIn { payload: payload.to_vec(), metadata })) };
+        let a = self.arb.lock().unwrap_or_else(|p| p.into_inner());
+        let primary = a.primary();
+        let sent = a.controllers.values().find(|c| Some(c.election_id) == primary).map(|c| c.tx.try_send(Ok(msg)).is_ok()).unwrap_or(false);
+        if !sent {
+            self.packet_in_dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Encode a PacketOut (the `packet_out` controller header from its metadata, then the payload) and queue
+    /// it for the data plane.
+    fn packet_out(&self, prog: &Program, po: &p4::PacketOut) -> Result<(), Status> {
+        let mut frame = vec![];
+        if let Some(h) = prog.controller_headers.iter().find(|h| h.name == "packet_out") {
+            let bits: u32 = h.fields.iter().map(|f| f.2).sum();
+            let mut hdr = vec![0u8; bits.div_ceil(8) as usize];
+            let mut pos = 0usize;
+            for (name, id, w) in &h.fields {
+                let m = po.metadata.iter().find(|m| m.metadata_id == *id).ok_or_else(|| Status::invalid_argument(format!("packet-out metadata `{name}` (id {id}) is missing")))?;
+                let v = bytes_to_value(&m.value, *w, name)?;
+                write_field(&mut hdr, pos, *w, &v);
+                pos += *w as usize;
+            }
+            if let Some(m) = po.metadata.iter().find(|m| !h.fields.iter().any(|f| f.1 == m.metadata_id)) {
+                return Err(Status::invalid_argument(format!("packet-out metadata id {} is not in the packet_out header", m.metadata_id)));
+            }
+            frame.extend_from_slice(&hdr);
+        }
+        frame.extend_from_slice(&po.payload);
+        self.packet_out_tx.send(&frame).map(|_| ()).map_err(|e| Status::resource_exhausted(format!("packet-out queue: {e}")))
+    }
+}
+
+/// Bits `[pos, pos + width)` of `b` (MSB first) as a value.
+fn read_field(b: &[u8], pos: usize, width: u32) -> Value {
+    let n = p4sec_ir::words_for(width) as usize;
+    let mut words = vec![0u64; n];
+    for i in 0..width as usize {
+        let bit = (b[(pos + i) / 8] >> (7 - (pos + i) % 8)) & 1;
+        let k = width as usize - 1 - i; // bit index from the least significant end
+        words[k / 64] |= (bit as u64) << (k % 64);
+    }
+    Value { width, words }
+}
+
+/// Write `v` into bits `[pos, pos + width)` of `b` (MSB first).
+fn write_field(b: &mut [u8], pos: usize, width: u32, v: &Value) {
+    for i in 0..width as usize {
+        let k = width as usize - 1 - i;
+        let bit = (v.words.get(k / 64).copied().unwrap_or(0) >> (k % 64)) & 1;
+        if bit == 1 {
+            b[(pos + i) / 8] |= 0x80 >> ((pos + i) % 8);
+        }
     }
 }
 
@@ -488,6 +586,28 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                         };
                         for (t, m) in notify {
                             let _ = t.send(Ok(m)).await;
+                        }
+                    }
+                    Some(p4::stream_message_request::Update::Packet(po)) => {
+                        let is_primary = {
+                            let a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+                            a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false)
+                        };
+                        let pl = device.pipeline.read().unwrap_or_else(|p| p.into_inner()).clone();
+                        let r = match (is_primary, pl) {
+                            (false, _) => Err(Status::permission_denied("only the primary controller may send packets")),
+                            (_, None) => Err(Status::failed_precondition("no forwarding pipeline is configured")),
+                            (true, Some(pl)) => device.packet_out(&pl.engine.prog, &po),
+                        };
+                        if let Err(st) = r {
+                            let err = p4::StreamError {
+                                canonical_code: st.code() as i32,
+                                message: st.message().to_string(),
+                                space: String::new(),
+                                code: 0,
+                                details: Some(p4::stream_error::Details::PacketOut(p4::PacketOutError { packet_out: Some(po) })),
+                            };
+                            let _ = tx.send(Ok(p4::StreamMessageResponse { update: Some(p4::stream_message_response::Update::Error(err)) })).await;
                         }
                     }
                     Some(_) | None => {}

@@ -77,10 +77,27 @@ impl Drop for Port {
     }
 }
 
+/// Send what one packet produced: to ports, or to the controller for the CPU port.
+fn transmit(device: &Device, engine: &p4sec_engine::Engine, ports: &[Port], by_number: &HashMap<u32, usize>, out: &Outputs, unknown: &mut u64) {
+    for (port, frame) in out.iter() {
+        if Some(port) == device.cpu_port {
+            device.packet_in(engine, frame);
+            continue;
+        }
+        match by_number.get(&port) {
+            Some(j) => ports[*j].send(frame),
+            None => *unknown += 1,
+        }
+    }
+}
+
 /// Run the packet loop until `stop` is set. Frames sent to ports that do not exist are counted and dropped.
 pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
     let by_number: HashMap<u32, usize> = ports.iter().enumerate().map(|(i, p)| (p.number, i)).collect();
     let mut fds: Vec<libc::pollfd> = ports.iter().map(|p| libc::pollfd { fd: p.fd, events: libc::POLLIN, revents: 0 }).collect();
+    // the last descriptor: PacketOut frames from the controller
+    use std::os::fd::AsRawFd;
+    fds.push(libc::pollfd { fd: device.packet_out_rx.as_raw_fd(), events: libc::POLLIN, revents: 0 });
     let mut buf = vec![0u8; 65536];
     let mut out = Outputs::default();
     let mut worker: Option<(usize, Worker)> = None;
@@ -95,6 +112,7 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
             for p in &ports {
                 while p.recv(&mut buf).is_some() {}
             }
+            while device.packet_out_rx.recv(&mut buf).is_ok() {}
             continue;
         };
         let key = Arc::as_ptr(&engine) as usize;
@@ -112,12 +130,20 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
                 p.rx.fetch_add(1, Ordering::Relaxed);
                 out.clear();
                 engine.process(w, p.number, &buf[..n], &mut out);
-                for (port, frame) in out.iter() {
-                    match by_number.get(&port) {
-                        Some(j) => ports[*j].send(frame),
-                        None => unknown_port += 1,
-                    }
-                }
+                transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port);
+            }
+        }
+        // PacketOut: enters the pipeline as received on the CPU port
+        if let Some(cpu) = device.cpu_port {
+            for _ in 0..64 {
+                let Ok(n) = device.packet_out_rx.recv(&mut buf) else { break };
+                out.clear();
+                engine.process(w, cpu, &buf[..n], &mut out);
+                transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port);
+            }
+        } else {
+            while device.packet_out_rx.recv(&mut buf).is_ok() {
+                unknown_port += 1;
             }
         }
         let _ = unknown_port;
