@@ -1,4 +1,4 @@
-"""PacketIn/PacketOut on the StreamChannel with the official stubs: a PacketOut enters the pipeline on the
+"""PacketIn/PacketOut and digests on the StreamChannel with the official stubs: a PacketOut enters the pipeline on the
 CPU port with its controller header built from the metadata; frames the pipeline sends to the CPU port come
 back as PacketIn with the packet_in header turned into metadata."""
 import queue
@@ -23,6 +23,7 @@ PROGRAM = r"""
 header ethernet_t { bit<48> dst; bit<48> src; bit<16> type; }
 struct hs { packet_out_t packet_out; packet_in_t packet_in; ethernet_t eth; }
 struct m { }
+struct learn_t { bit<48> src; bit<9> port; }
 parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) {
     state start { transition select(sm.ingress_port) { 255: cpu; default: eth; } }
     state cpu { p.extract(hdr.packet_out); transition eth; }
@@ -42,6 +43,7 @@ control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
             hdr.packet_in.reason = 2;
         }
         sm.egress_spec = 255;
+        digest<learn_t>(1, { hdr.eth.src, sm.ingress_port });
     }
 }
 control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
@@ -79,6 +81,7 @@ class Stream:
         self.election_id = election_id
         self.out = queue.Queue()
         self.inbox = queue.Queue()
+        self.held = []
         self.call = stub.StreamChannel(iter(self.out.get, None))
         threading.Thread(target=self._pump, daemon=True).start()
         req = p4runtime_pb2.StreamMessageRequest()
@@ -94,10 +97,16 @@ class Stream:
             pass
 
     def next(self, kind, timeout=10):
+        """The next message of this kind; messages of other kinds are kept for later calls."""
+        for i, m in enumerate(self.held):
+            if m.WhichOneof("update") == kind:
+                del self.held[i]
+                return getattr(m, kind)
         while True:
             m = self.inbox.get(timeout=timeout)
             if m.WhichOneof("update") == kind:
                 return getattr(m, kind)
+            self.held.append(m)
 
     def packet_out(self, payload, metadata):
         req = p4runtime_pb2.StreamMessageRequest()
@@ -161,3 +170,59 @@ def test_bad_packet_out_and_backup_controller_get_stream_errors(stub, compiled):
     assert primary.next("packet").payload == FRAME
     primary.close()
     backup.close()
+
+
+def digest_update(info, kind, max_list_size=2):
+    u = p4runtime_pb2.Update(type=kind)
+    u.entity.digest_entry.digest_id = info.digests[0].preamble.id
+    if kind != p4runtime_pb2.Update.DELETE:
+        u.entity.digest_entry.config.max_list_size = max_list_size
+        u.entity.digest_entry.config.max_timeout_ns = 1000000
+    return u
+
+
+def write(stub, election_id, *updates):
+    req = p4runtime_pb2.WriteRequest(device_id=1)
+    req.election_id.low = election_id
+    req.updates.extend(updates)
+    return stub.Write(req)
+
+
+def test_digests_are_streamed_once_enabled(stub, compiled):
+    ids = meta_ids(compiled[1])
+    info = compiled[1]
+    s = Stream(stub, 30)
+    assert s.next("arbitration").status.code == 0
+    push(stub, compiled, 30)
+
+    def send(src_last):
+        frame = bytes.fromhex("020000000002" "0200000000") + bytes([src_last]) + bytes.fromhex("88b5") + bytes(50)
+        s.packet_out(frame, [(ids["packet_out"]["egress_port"], b"\x01"), (ids["packet_out"]["pad"], b"\x00")])
+        s.next("packet")
+
+    send(0x10)  # not enabled yet: no digest
+    write(stub, 30, digest_update(info, p4runtime_pb2.Update.INSERT))
+    for x in (0x11, 0x12, 0x13):
+        send(x)
+    got, lists = [], []
+    while len(got) < 3:
+        d = s.next("digest")
+        assert d.digest_id == info.digests[0].preamble.id
+        lists.append(d.list_id)
+        assert 1 <= len(d.data) <= 2
+        for item in d.data:
+            src, port = (int.from_bytes(m.bitstring, "big") for m in item.struct.members)
+            got.append((src, port))
+    assert got == [(0x020000000011, CPU), (0x020000000012, CPU), (0x020000000013, CPU)]
+    assert len(set(lists)) == len(lists)
+    req = p4runtime_pb2.ReadRequest(device_id=1)
+    req.entities.add().digest_entry.digest_id = 0
+    entries = [e.digest_entry for r in stub.Read(req) for e in r.entities]
+    assert [(e.digest_id, e.config.max_list_size) for e in entries] == [(info.digests[0].preamble.id, 2)]
+    with pytest.raises(grpc.RpcError):
+        write(stub, 30, digest_update(info, p4runtime_pb2.Update.INSERT))
+    write(stub, 30, digest_update(info, p4runtime_pb2.Update.DELETE))
+    send(0x14)
+    with pytest.raises(queue.Empty):
+        s.next("digest", timeout=1)
+    s.close()

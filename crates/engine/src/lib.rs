@@ -96,6 +96,7 @@ pub struct Engine {
     externs: Vec<Box<dyn ExternObject>>,
     extern_methods: Vec<Vec<u32>>,
     digests: Mutex<VecDeque<DigestMsg>>,
+    digests_pending: std::sync::atomic::AtomicBool,
     /// Bumped after every published table change; workers refresh their table snapshots when it moves.
     tables_version: AtomicU64,
     /// Each worker's statistics (written only by that worker; summed by [`Engine::stats`]).
@@ -346,6 +347,7 @@ impl Engine {
             externs: objs,
             extern_methods: methods,
             digests: Mutex::new(VecDeque::new()),
+            digests_pending: std::sync::atomic::AtomicBool::new(false),
             worker_stats: Mutex::new(vec![]),
             tables_version: AtomicU64::new(0),
             header_ranges,
@@ -374,12 +376,20 @@ impl Engine {
         let mut q = self.digests.lock().unwrap_or_else(|p| p.into_inner());
         if q.len() < 65536 {
             q.push_back((id, vals));
+            self.digests_pending.store(true, Ordering::Release);
         }
+    }
+
+    /// Are digest messages waiting? (One atomic load: cheap to ask after every packet.)
+    pub fn has_digests(&self) -> bool {
+        self.digests_pending.load(Ordering::Acquire)
     }
 
     /// Take the digest messages produced so far.
     pub fn drain_digests(&self) -> Vec<DigestMsg> {
-        self.digests.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect()
+        let mut q = self.digests.lock().unwrap_or_else(|p| p.into_inner());
+        self.digests_pending.store(false, Ordering::Release);
+        q.drain(..).collect()
     }
 
     // ------------------------------------------------------------ the v1model pipeline

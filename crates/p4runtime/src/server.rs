@@ -54,6 +54,11 @@ pub struct Device {
     pub packet_out_rx: std::os::unix::net::UnixDatagram,
     /// PacketIn messages that could not be delivered (no primary controller, or its queue was full).
     pub packet_in_dropped: std::sync::atomic::AtomicU64,
+    /// Digests the controller asked for (DigestEntry writes): digest id → configuration.
+    digest_configs: Mutex<HashMap<u32, p4::digest_entry::Config>>,
+    next_list_id: std::sync::atomic::AtomicU64,
+    /// Digest messages dropped: not enabled by the controller, or no primary controller to receive them.
+    pub digests_dropped: std::sync::atomic::AtomicU64,
 }
 
 impl Device {
@@ -72,6 +77,9 @@ impl Device {
             packet_out_tx: tx,
             packet_out_rx: rx,
             packet_in_dropped: std::sync::atomic::AtomicU64::new(0),
+            digest_configs: Mutex::new(HashMap::new()),
+            next_list_id: std::sync::atomic::AtomicU64::new(1),
+            digests_dropped: std::sync::atomic::AtomicU64::new(0),
         })
     }
     pub fn engine(&self) -> Option<Arc<Engine>> {
@@ -104,6 +112,89 @@ impl Device {
         let sent = a.controllers.values().find(|c| Some(c.election_id) == primary).map(|c| c.tx.try_send(Ok(msg)).is_ok()).unwrap_or(false);
         if !sent {
             self.packet_in_dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Send the engine's pending digest messages to the primary controller as DigestList messages, for the
+    /// digests it enabled (at most `max_list_size` messages per list when that is set).
+    pub fn deliver_digests(&self, engine: &Engine) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !engine.has_digests() {
+            return;
+        }
+        let msgs = engine.drain_digests();
+        let configs = self.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut per: Vec<(u32, i32, Vec<p4::P4Data>)> = vec![];
+        for (idx, vals) in msgs {
+            let Some(d) = engine.prog.digests.get(idx as usize) else { continue };
+            let Some(cfg) = configs.get(&d.id) else {
+                self.digests_dropped.fetch_add(1, Relaxed);
+                continue;
+            };
+            let members = vals.iter().map(|v| p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(value_to_bytes(v))) }).collect();
+            let data = p4::P4Data { data: Some(p4::p4_data::Data::Struct(p4::P4StructLike { members })) };
+            match per.iter_mut().find(|(id, _, _)| *id == d.id) {
+                Some((_, _, list)) => list.push(data),
+                None => per.push((d.id, cfg.max_list_size, vec![data])),
+            }
+        }
+        let a = self.arb.lock().unwrap_or_else(|p| p.into_inner());
+        let primary = a.primary();
+        let tx = a.controllers.values().find(|c| Some(c.election_id) == primary).map(|c| c.tx.clone());
+        drop(a);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+        for (id, max, list) in per {
+            let chunk = if max > 0 { max as usize } else { list.len().max(1) };
+            for part in list.chunks(chunk) {
+                let msg = p4::StreamMessageResponse {
+                    update: Some(p4::stream_message_response::Update::Digest(p4::DigestList {
+                        digest_id: id,
+                        list_id: self.next_list_id.fetch_add(1, Relaxed),
+                        data: part.to_vec(),
+                        timestamp: now,
+                    })),
+                };
+                if !tx.as_ref().map(|t| t.try_send(Ok(msg)).is_ok()).unwrap_or(false) {
+                    self.digests_dropped.fetch_add(part.len() as u64, Relaxed);
+                }
+            }
+        }
+    }
+
+    fn write_digest_entry(&self, prog: &Program, ty: p4::update::Type, d: &p4::DigestEntry) -> Result<(), Status> {
+        use p4::update::Type as T;
+        if !prog.digests.iter().any(|x| x.id == d.digest_id) {
+            return Err(Status::not_found(format!("no digest with id {}", d.digest_id)));
+        }
+        let mut c = self.digest_configs.lock().unwrap_or_else(|p| p.into_inner());
+        let exists = c.contains_key(&d.digest_id);
+        match ty {
+            T::Insert if exists => Err(Status::already_exists(format!("digest {} is already enabled", d.digest_id))),
+            T::Modify | T::Delete if !exists => Err(Status::not_found(format!("digest {} is not enabled", d.digest_id))),
+            T::Delete => {
+                c.remove(&d.digest_id);
+                Ok(())
+            }
+            T::Insert | T::Modify => {
+                let cfg = d.config.clone().ok_or_else(|| Status::invalid_argument("digest entry without a config"))?;
+                if cfg.max_list_size < 0 || cfg.max_timeout_ns < 0 || cfg.ack_timeout_ns < 0 {
+                    return Err(Status::invalid_argument("digest configuration values cannot be negative"));
+                }
+                c.insert(d.digest_id, cfg);
+                Ok(())
+            }
+            T::Unspecified => Err(Status::invalid_argument("unspecified update type")),
+        }
+    }
+
+    fn read_digest_entries(&self, d: &p4::DigestEntry, out: &mut Vec<p4::Entity>) {
+        let c = self.digest_configs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ids: Vec<&u32> = c.keys().collect();
+        ids.sort();
+        for id in ids {
+            if d.digest_id == 0 || *id == d.digest_id {
+                out.push(p4::Entity { entity: Some(p4::entity::Entity::DigestEntry(p4::DigestEntry { digest_id: *id, config: c.get(id).cloned() })) });
+            }
         }
     }
 
@@ -372,6 +463,7 @@ impl Service {
             p4::entity::Entity::CounterEntry(c) => crate::entities::write_counter(&pl.engine, ty, c),
             p4::entity::Entity::MeterEntry(m) => crate::entities::write_meter(&pl.engine, ty, m),
             p4::entity::Entity::PacketReplicationEngineEntry(p) => crate::entities::write_pre(&pl.engine, ty, p),
+            p4::entity::Entity::DigestEntry(d) => self.device.write_digest_entry(prog, ty, d),
             _ => Err(Status::unimplemented("this entity cannot be written yet")),
         }
     }
@@ -504,6 +596,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                 Some(p4::entity::Entity::RegisterEntry(r)) => crate::entities::read_register(&pl.engine, r, &mut out)?,
                 Some(p4::entity::Entity::MeterEntry(m)) => crate::entities::read_meter(&pl.engine, m, &mut out)?,
                 Some(p4::entity::Entity::PacketReplicationEngineEntry(p)) => crate::entities::read_pre(&pl.engine, p, &mut out)?,
+                Some(p4::entity::Entity::DigestEntry(d)) => self.device.read_digest_entries(d, &mut out),
                 _ => return Err(Status::unimplemented("this entity cannot be read yet")),
             }
         }
@@ -537,6 +630,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
             return Ok(Response::new(Default::default()));
         }
         let cookie = config.cookie.map(|c| c.cookie).unwrap_or(0);
+        self.device.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).clear();
         *self.device.pipeline.write().unwrap_or_else(|p| p.into_inner()) =
             Some(Arc::new(Pipeline { engine: Arc::new(engine), p4info, device_config: config.p4_device_config, cookie }));
         Ok(Response::new(Default::default()))

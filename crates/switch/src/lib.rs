@@ -146,6 +146,7 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
                 unknown_port += 1;
             }
         }
+        device.deliver_digests(&engine);
         let _ = unknown_port;
     }
 }
