@@ -215,3 +215,35 @@ def test_bad_requests_get_precise_errors(switch, compiled):
     req.entities.add().counter_entry.counter_id = 0
     entries = [e.counter_entry for r in stub.Read(req) for e in r.entities]
     assert len(entries) == 16 and all(e.data.packet_count == 0 for e in entries)
+
+
+@pytest.mark.parametrize("atomicity", [p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR, p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC])
+def test_atomic_writes_are_all_or_nothing(switch, compiled, atomicity):
+    stub, _ = switch
+    _, info = compiled
+    ctl = Controller(stub, 10)
+    assert ctl.arbitration().status.code == 0
+    push_pipeline(ctl, compiled)
+    t, a = ids(info)
+    lpm_id = t["GwIngress.ipv4_lpm"].preamble.id
+    # the third update collides with the first: nothing of the batch may land
+    with pytest.raises(grpc.RpcError) as err:
+        ctl.write(lpm_update(info, [10, 1, 0, 0], 16, 1), lpm_update(info, [10, 2, 0, 0], 16, 2), lpm_update(info, [10, 1, 0, 0], 16, 3), atomicity=atomicity)
+    codes = [e.canonical_code for e in update_errors(err.value)]
+    assert codes == [grpc.StatusCode.ABORTED.value[0], grpc.StatusCode.ABORTED.value[0], grpc.StatusCode.ALREADY_EXISTS.value[0]]
+    assert read_table(stub, lpm_id) == []
+    # a batch that is fine lands completely, default entry included
+    default = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    default.entity.table_entry.table_id = lpm_id
+    default.entity.table_entry.is_default_action = True
+    default.entity.table_entry.action.action.action_id = a["GwIngress.drop"].preamble.id
+    ctl.write(lpm_update(info, [10, 1, 0, 0], 16, 1), lpm_update(info, [10, 2, 0, 0], 16, 2), default, atomicity=atomicity)
+    assert len(read_table(stub, lpm_id)) == 2
+    # entities other than table entries are refused in atomic mode, and then nothing lands either
+    reg = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    reg.entity.register_entry.register_id = 1
+    with pytest.raises(grpc.RpcError) as err:
+        ctl.write(lpm_update(info, [10, 3, 0, 0], 16, 3), reg, atomicity=atomicity)
+    codes = [e.canonical_code for e in update_errors(err.value)]
+    assert codes == [grpc.StatusCode.ABORTED.value[0], grpc.StatusCode.UNIMPLEMENTED.value[0]]
+    assert len(read_table(stub, lpm_id)) == 2

@@ -97,8 +97,10 @@ pub struct Engine {
     extern_methods: Vec<Vec<u32>>,
     digests: Mutex<VecDeque<DigestMsg>>,
     digests_pending: std::sync::atomic::AtomicBool,
-    /// Bumped after every published table change; workers refresh their table snapshots when it moves.
+    /// Sequence number of table publications (odd while one is in progress); workers refresh their table
+    /// snapshots when it moves.
     tables_version: AtomicU64,
+    publish_lock: Mutex<()>,
     /// Each worker's statistics (written only by that worker; summed by [`Engine::stats`]).
     worker_stats: Mutex<Vec<Arc<Stats>>>,
     /// Word ranges of header state (validity, fields, varbit lengths, stack indices), kept by E2E clones.
@@ -350,6 +352,7 @@ impl Engine {
             digests_pending: std::sync::atomic::AtomicBool::new(false),
             worker_stats: Mutex::new(vec![]),
             tables_version: AtomicU64::new(0),
+            publish_lock: Mutex::new(()),
             header_ranges,
         })
     }
@@ -396,13 +399,8 @@ impl Engine {
 
     /// Process one frame received on `in_port`, with every copy, resubmission and recirculation it causes.
     pub fn process(&self, w: &mut Worker, in_port: u32, frame: &[u8], out: &mut Outputs) {
-        let v = self.tables_version.load(Ordering::Acquire);
-        if v != w.tables_version {
-            // one consistent view of every table for this packet and the following ones
-            for (snap, rt) in w.tables.iter_mut().zip(&self.tables) {
-                *snap = Some(rt.data.load_full());
-            }
-            w.tables_version = v;
+        if self.tables_version.load(Ordering::Acquire) != w.tables_version {
+            self.refresh_tables(w);
         }
         bump(&w.stats.packets_in);
         w.jobs.clear();
@@ -643,14 +641,70 @@ impl Engine {
         }
     }
 
+    /// Take one consistent view of every table (a sequence lock: the version is odd while a publication is
+    /// in progress, and a view is kept only if the version did not move while it was taken).
+    #[cold]
+    fn refresh_tables(&self, w: &mut Worker) {
+        loop {
+            let v = self.tables_version.load(Ordering::Acquire);
+            if v & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            for (snap, rt) in w.tables.iter_mut().zip(&self.tables) {
+                *snap = Some(rt.data.load_full());
+            }
+            if self.tables_version.load(Ordering::Acquire) == v {
+                w.tables_version = v;
+                return;
+            }
+        }
+    }
+
+    /// Publish new versions of several tables so that no packet sees some of them without the others.
+    fn publish(&self, versions: Vec<(usize, TableData)>) {
+        let _g = self.publish_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.tables_version.fetch_add(1, Ordering::AcqRel);
+        for (ti, d) in versions {
+            self.tables[ti].data.store(Arc::new(d));
+        }
+        self.tables_version.fetch_add(1, Ordering::Release);
+    }
+
     /// Apply a batch of changes to one table and publish them as one new version.
     pub fn table_update(&self, ti: usize, f: impl FnOnce(&Table, &mut TableData) -> Result<(), String>) -> Result<(), String> {
         let (t, rt) = self.table(ti)?;
         let _g = rt.write.lock().unwrap_or_else(|p| p.into_inner());
         let mut d = (**rt.data.load()).clone();
         f(t, &mut d)?;
-        rt.data.store(Arc::new(d));
-        self.tables_version.fetch_add(1, Ordering::Release);
+        self.publish(vec![(ti, d)]);
+        Ok(())
+    }
+
+    /// Apply changes to several tables all or nothing: `f` is called once per table (in the order given) on
+    /// a copy of its current contents; if every call succeeds, all the new versions are published together
+    /// (a packet sees either none or all of them), otherwise nothing changes.
+    pub fn tables_update_atomic(&self, tables: &[usize], mut f: impl FnMut(usize, &Table, &mut TableData) -> Result<(), String>) -> Result<(), String> {
+        let mut order: Vec<usize> = tables.to_vec();
+        order.sort_unstable();
+        order.dedup();
+        for &ti in &order {
+            self.table(ti)?;
+        }
+        // the write locks in index order (no deadlock with other writers)
+        let guards: Vec<_> = order.iter().map(|&ti| self.tables[ti].write.lock().unwrap_or_else(|p| p.into_inner())).collect();
+        let mut versions = vec![];
+        for &ti in tables {
+            let t = &self.prog.tables[ti];
+            let mut d = match versions.iter().position(|(x, _)| *x == ti) {
+                Some(p) => versions.remove(p).1,
+                None => (**self.tables[ti].data.load()).clone(),
+            };
+            f(ti, t, &mut d)?;
+            versions.push((ti, d));
+        }
+        self.publish(versions);
+        drop(guards);
         Ok(())
     }
 

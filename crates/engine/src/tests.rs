@@ -150,3 +150,66 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         assert_eq!(f[20], pkt[20]);
     }
 }
+
+/// Changes published together by `tables_update_atomic` are seen together: a packet never sees one table's
+/// new entry with the other table's old one, while a writer keeps changing both.
+#[test]
+fn atomic_updates_of_two_tables_are_seen_together() {
+    let src = r#"#include <v1model.p4>
+header h_t { bit<8> k; bit<32> b; bit<32> c; }
+struct hs { h_t h; }
+struct m { }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) { state start { p.extract(hdr.h); transition accept; } }
+control V(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
+    action set_b(bit<32> v) { hdr.h.b = v; }
+    action set_c(bit<32> v) { hdr.h.c = v; }
+    table tb { key = { hdr.h.k : exact; } actions = { set_b; NoAction; } default_action = NoAction(); }
+    table tc { key = { hdr.h.k : exact; } actions = { set_c; NoAction; } default_action = NoAction(); }
+    apply { tb.apply(); tc.apply(); sm.egress_spec = 1; }
+}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), V(), D()) main;
+"#;
+    let e = Arc::new(engine(src));
+    let (tb, tc) = (e.table_index("I.tb").unwrap(), e.table_index("I.tc").unwrap());
+    let act = |n: &str| e.prog.actions.iter().position(|a| a.name == n).unwrap() as u32;
+    let (sb, sc) = (act("I.set_b"), act("I.set_c"));
+    let entry = |a: u32, v: u64| TableEntry { matches: vec![FieldMatch::Exact(Value::new(8, 7))], action: ActionCall { action: a, args: vec![Value::new(32, v)] }, priority: 0 };
+    e.tables_update_atomic(&[tb, tc], |ti, t, d| d.insert(t, entry(if ti == tb { sb } else { sc }, 0))).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (e, stop) = (e.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut v = 0;
+            while !stop.load(Ordering::Relaxed) {
+                v += 1;
+                e.tables_update_atomic(&[tb, tc], |ti, t, d| d.modify(t, entry(if ti == tb { sb } else { sc }, v))).unwrap();
+            }
+            v
+        })
+    };
+    let mut w = Worker::new(&e);
+    let mut out = Outputs::default();
+    let mut pkt = vec![0u8; 9 + 8];
+    pkt[0] = 7;
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..200_000 {
+        out.clear();
+        e.process(&mut w, 0, &pkt, &mut out);
+        let (_, f) = out.iter().next().unwrap();
+        let b = u32::from_be_bytes(f[1..5].try_into().unwrap());
+        let c = u32::from_be_bytes(f[5..9].try_into().unwrap());
+        assert_eq!(b, c, "a packet saw one table updated without the other");
+        seen.insert(b);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let writes = writer.join().unwrap();
+    assert!(writes > 10 && seen.len() > 2, "the writer made {writes} changes, packets saw {} versions", seen.len());
+    // a failing change leaves both tables as they were
+    let before = e.table_entries(tb).unwrap()[0].0.clone();
+    let r = e.tables_update_atomic(&[tb, tc], |ti, t, d| if ti == tb { d.modify(t, entry(sb, 999_999)) } else { d.insert(t, entry(sc, 1)) });
+    assert!(r.is_err());
+    assert_eq!(e.table_entries(tb).unwrap()[0].0, before);
+}

@@ -126,7 +126,9 @@ impl Device {
         let configs = self.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut per: Vec<(u32, i32, Vec<p4::P4Data>)> = vec![];
         for (idx, vals) in msgs {
-            let Some(d) = engine.prog.digests.get(idx as usize) else { continue };
+            let Some(d) = engine.prog.digests.get(idx as usize) else {
+                continue;
+            };
             let Some(cfg) = configs.get(&d.id) else {
                 self.digests_dropped.fetch_add(1, Relaxed);
                 continue;
@@ -207,7 +209,11 @@ impl Device {
             let mut hdr = vec![0u8; bits.div_ceil(8) as usize];
             let mut pos = 0usize;
             for (name, id, w) in &h.fields {
-                let m = po.metadata.iter().find(|m| m.metadata_id == *id).ok_or_else(|| Status::invalid_argument(format!("packet-out metadata `{name}` (id {id}) is missing")))?;
+                let m = po
+                    .metadata
+                    .iter()
+                    .find(|m| m.metadata_id == *id)
+                    .ok_or_else(|| Status::invalid_argument(format!("packet-out metadata `{name}` (id {id}) is missing")))?;
                 let v = bytes_to_value(&m.value, *w, name)?;
                 write_field(&mut hdr, pos, *w, &v);
                 pos += *w as usize;
@@ -298,7 +304,8 @@ fn action_call(prog: &Program, t: &Table, a: &p4::Action, default: bool) -> Resu
     }
     let mut args = vec![];
     for p in &act.params {
-        let given = a.params.iter().find(|x| x.param_id == p.id).ok_or_else(|| Status::invalid_argument(format!("missing parameter `{}` (id {})", p.name, p.id)))?;
+        let given =
+            a.params.iter().find(|x| x.param_id == p.id).ok_or_else(|| Status::invalid_argument(format!("missing parameter `{}` (id {})", p.name, p.id)))?;
         args.push(bytes_to_value(&given.value, p.loc.width, &format!("parameter `{}`", p.name))?);
     }
     Ok(ActionCall { action: ta.action, args })
@@ -327,7 +334,9 @@ fn to_entry(prog: &Program, t: &Table, e: &p4::TableEntry) -> Result<TableEntry,
                 }
                 FieldMatch::Lpm { value: bytes_to_value(&x.value, k.width, &k.name)?, prefix_len: x.prefix_len as u32 }
             }
-            (Some(M::Range(x)), MatchKind::Range) => FieldMatch::Range { lo: bytes_to_value(&x.low, k.width, &k.name)?, hi: bytes_to_value(&x.high, k.width, &k.name)? },
+            (Some(M::Range(x)), MatchKind::Range) => {
+                FieldMatch::Range { lo: bytes_to_value(&x.low, k.width, &k.name)?, hi: bytes_to_value(&x.high, k.width, &k.name)? }
+            }
             (Some(M::Optional(x)), MatchKind::Optional) => FieldMatch::Optional(Some(bytes_to_value(&x.value, k.width, &k.name)?)),
             (Some(_), kind) => return Err(Status::invalid_argument(format!("field `{}` is matched as {kind:?}", k.name))),
         };
@@ -420,7 +429,12 @@ impl Service {
         }
     }
     fn pipeline(&self) -> Result<Arc<Pipeline>, Status> {
-        self.device.pipeline.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| Status::failed_precondition("no forwarding pipeline is configured"))
+        self.device
+            .pipeline
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| Status::failed_precondition("no forwarding pipeline is configured"))
     }
 
     fn apply_update(&self, pl: &Pipeline, u: &p4::Update) -> Result<(), Status> {
@@ -476,9 +490,15 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         self.check_device(r.device_id)?;
         self.check_primary(&r.election_id)?;
         let pl = self.pipeline()?;
+        let prog = pl.engine.prog.clone();
+        let atomicity =
+            p4::write_request::Atomicity::try_from(r.atomicity).map_err(|_| Status::invalid_argument(format!("unknown atomicity {}", r.atomicity)))?;
+        if atomicity != p4::write_request::Atomicity::ContinueOnError {
+            let results = write_atomic(&pl, &r.updates);
+            return write_response(results.into_iter().map(Some).collect());
+        }
         // Table entry updates are grouped per table and published as one new table version per table
         // (the engine's RCU write); everything else is applied one by one. Results keep the update order.
-        let prog = pl.engine.prog.clone();
         let mut results: Vec<Option<Result<(), Status>>> = (0..r.updates.len()).map(|_| None).collect();
         let mut per_table: HashMap<usize, Vec<(usize, p4::update::Type, TableEntry)>> = HashMap::new();
         for (i, u) in r.updates.iter().enumerate() {
@@ -521,26 +541,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                 results[i] = Some(r.map_err(table_error));
             }
         }
-        let mut errors = vec![];
-        let mut failed = false;
-        for r in results {
-            match r.unwrap_or_else(|| Err(Status::internal("update not applied"))) {
-                Ok(()) => errors.push(p4::Error { canonical_code: Code::Ok as i32, ..Default::default() }),
-                Err(s) => {
-                    failed = true;
-                    errors.push(p4error(&s));
-                }
-            }
-        }
-        if failed {
-            let details = errors
-                .into_iter()
-                .map(|e| prost_types::Any { type_url: "type.googleapis.com/p4.v1.Error".into(), value: e.encode_to_vec() })
-                .collect();
-            let st = rpc::Status { code: Code::Unknown as i32, message: "one or more updates failed".into(), details };
-            return Err(Status::with_details(Code::Unknown, "one or more updates failed", st.encode_to_vec().into()));
-        }
-        Ok(Response::new(p4::WriteResponse {}))
+        write_response(results)
     }
 
     type ReadStream = StreamOut<p4::ReadResponse>;
@@ -571,7 +572,8 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                     }
                 }
                 Some(p4::entity::Entity::CounterEntry(ce)) => {
-                    let cs: Vec<usize> = prog.counters.iter().enumerate().filter(|(_, c)| ce.counter_id == 0 || c.id == ce.counter_id).map(|(i, _)| i).collect();
+                    let cs: Vec<usize> =
+                        prog.counters.iter().enumerate().filter(|(_, c)| ce.counter_id == 0 || c.id == ce.counter_id).map(|(i, _)| i).collect();
                     if cs.is_empty() {
                         return Err(Status::not_found(format!("no counter with id {}", ce.counter_id)));
                     }
@@ -604,7 +606,10 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         Ok(Response::new(Box::pin(stream)))
     }
 
-    async fn set_forwarding_pipeline_config(&self, req: Request<p4::SetForwardingPipelineConfigRequest>) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
+    async fn set_forwarding_pipeline_config(
+        &self,
+        req: Request<p4::SetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
         use p4::set_forwarding_pipeline_config_request::Action as A;
         let r = req.into_inner();
         self.check_device(r.device_id)?;
@@ -615,7 +620,8 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         }
         let config = r.config.ok_or_else(|| Status::invalid_argument("missing config"))?;
         let p4info = config.p4info.ok_or_else(|| Status::invalid_argument("missing p4info"))?;
-        let text = std::str::from_utf8(&config.p4_device_config).map_err(|_| Status::invalid_argument("the device config must be a p4sec program (program.json from `p4sec compile`)"))?;
+        let text = std::str::from_utf8(&config.p4_device_config)
+            .map_err(|_| Status::invalid_argument("the device config must be a p4sec program (program.json from `p4sec compile`)"))?;
         let prog = Program::from_json(text).map_err(Status::invalid_argument)?;
         for t in &p4info.tables {
             let id = t.preamble.as_ref().map(|p| p.id).unwrap_or(0);
@@ -636,7 +642,10 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         Ok(Response::new(Default::default()))
     }
 
-    async fn get_forwarding_pipeline_config(&self, req: Request<p4::GetForwardingPipelineConfigRequest>) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
+    async fn get_forwarding_pipeline_config(
+        &self,
+        req: Request<p4::GetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
         let r = req.into_inner();
         self.check_device(r.device_id)?;
         let pl = self.pipeline()?;
@@ -723,6 +732,126 @@ impl p4::p4_runtime_server::P4Runtime for Service {
     async fn capabilities(&self, _req: Request<p4::CapabilitiesRequest>) -> Result<Response<p4::CapabilitiesResponse>, Status> {
         Ok(Response::new(p4::CapabilitiesResponse { p4runtime_api_version: "1.4.1".into() }))
     }
+}
+
+/// The Write response: OK, or UNKNOWN with one `p4.v1.Error` per update, as the specification prescribes.
+fn write_response(results: Vec<Option<Result<(), Status>>>) -> Result<Response<p4::WriteResponse>, Status> {
+    let mut errors = vec![];
+    let mut failed = false;
+    for r in results {
+        match r.unwrap_or_else(|| Err(Status::internal("update not applied"))) {
+            Ok(()) => errors.push(p4::Error { canonical_code: Code::Ok as i32, ..Default::default() }),
+            Err(s) => {
+                failed = true;
+                errors.push(p4error(&s));
+            }
+        }
+    }
+    if failed {
+        let details = errors.into_iter().map(|e| prost_types::Any { type_url: "type.googleapis.com/p4.v1.Error".into(), value: e.encode_to_vec() }).collect();
+        let st = rpc::Status { code: Code::Unknown as i32, message: "one or more updates failed".into(), details };
+        return Err(Status::with_details(Code::Unknown, "one or more updates failed", st.encode_to_vec().into()));
+    }
+    Ok(Response::new(p4::WriteResponse {}))
+}
+
+enum TableOp {
+    Insert(TableEntry),
+    Modify(TableEntry),
+    Delete(TableEntry),
+    Default(ActionCall),
+}
+
+/// ROLLBACK_ON_ERROR and DATAPLANE_ATOMIC writes of table entries: all updates are applied to copies of the
+/// tables and published together (packets see all of them or none), or, if one fails, none is; the failing
+/// update reports its error and the others ABORTED. Other entities are not supported in these modes.
+fn write_atomic(pl: &Pipeline, updates: &[p4::Update]) -> Vec<Result<(), Status>> {
+    let prog = &pl.engine.prog;
+    let mut ops: Vec<(usize, TableOp)> = vec![];
+    let mut results: Vec<Result<(), Status>> = vec![];
+    for u in updates {
+        let ty = p4::update::Type::try_from(u.r#type).unwrap_or(p4::update::Type::Unspecified);
+        let r = (|| {
+            let Some(p4::entity::Entity::TableEntry(te)) = u.entity.as_ref().and_then(|e| e.entity.as_ref()) else {
+                return Err(Status::unimplemented("atomic writes (ROLLBACK_ON_ERROR, DATAPLANE_ATOMIC) support table entries only"));
+            };
+            let (ti, t) = table_of(prog, te.table_id)?;
+            if te.is_default_action {
+                if ty != p4::update::Type::Modify {
+                    return Err(Status::invalid_argument("the default entry can only be modified"));
+                }
+                let a = match te.action.as_ref().and_then(|a| a.r#type.as_ref()) {
+                    Some(p4::table_action::Type::Action(a)) => action_call(prog, t, a, true)?,
+                    _ => t.default_action.clone(),
+                };
+                if t.default_is_const && a != t.default_action {
+                    return Err(Status::permission_denied(format!("table `{}` has a const default action", t.name)));
+                }
+                return Ok((ti, TableOp::Default(a)));
+            }
+            if t.entries_are_const {
+                return Err(Status::failed_precondition(format!("table `{}` has const entries", t.name)));
+            }
+            let e = to_entry(prog, t, te)?;
+            if ty != p4::update::Type::Delete {
+                p4sec_engine::tables::validate_entry(prog, t, &e).map_err(Status::invalid_argument)?;
+            }
+            Ok((
+                ti,
+                match ty {
+                    p4::update::Type::Insert => TableOp::Insert(e),
+                    p4::update::Type::Modify => TableOp::Modify(e),
+                    p4::update::Type::Delete => TableOp::Delete(e),
+                    p4::update::Type::Unspecified => return Err(Status::invalid_argument("unspecified update type")),
+                },
+            ))
+        })();
+        match r {
+            Ok(op) => {
+                ops.push(op);
+                results.push(Ok(()));
+            }
+            Err(s) => results.push(Err(s)),
+        }
+    }
+    let aborted = |results: &mut Vec<Result<(), Status>>| {
+        for r in results.iter_mut() {
+            if r.is_ok() {
+                *r = Err(Status::aborted("not applied: another update of this atomic write failed"));
+            }
+        }
+    };
+    if results.iter().any(|r| r.is_err()) {
+        aborted(&mut results);
+        return results;
+    }
+    let tis: Vec<usize> = ops.iter().map(|(ti, _)| *ti).collect();
+    let mut k = 0usize;
+    let mut failed: Option<(usize, String)> = None;
+    let r = pl.engine.tables_update_atomic(&tis, |_, t, d| {
+        let i = k;
+        k += 1;
+        let r = match &ops[i].1 {
+            TableOp::Insert(e) => d.insert(t, e.clone()),
+            TableOp::Modify(e) => d.modify(t, e.clone()),
+            TableOp::Delete(e) => d.delete(t, e).map(|_| ()),
+            TableOp::Default(a) => {
+                d.default = a.clone();
+                Ok(())
+            }
+        };
+        if let Err(e) = &r {
+            failed = Some((i, e.clone()));
+        }
+        r
+    });
+    if r.is_err() {
+        if let Some((i, e)) = failed {
+            results[i] = Err(table_error(e));
+        }
+        aborted(&mut results);
+    }
+    results
 }
 
 type Notify = Vec<(mpsc::Sender<Result<p4::StreamMessageResponse, Status>>, p4::StreamMessageResponse)>;
