@@ -56,7 +56,8 @@ def topo():
         subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
 
-def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers):
     out = tmp_path / "router"
     subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipv4_router.p4"), "-o", str(out)], check=True)
     from google.protobuf import text_format
@@ -67,7 +68,8 @@ def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path):
     text_format.Parse((out / "p4info.txtpb").read_text(), info)
     port = free_port()
     (ns1, h1, s1), (ns2, h2, s2) = topo
-    sw = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={s1}", "--port", f"2={s2}"],
+    sw = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={s1}", "--port", f"2={s2}",
+                           "--workers", str(workers)],
                           stderr=subprocess.PIPE)
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")

@@ -66,6 +66,9 @@ enum Cmd {
         /// The CPU port: frames sent to it reach the controller as PacketIn; PacketOut enters on it.
         #[arg(long)]
         cpu_port: Option<u32>,
+        /// Packet-processing threads; flows are spread over them by the kernel (PACKET_FANOUT hash).
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
     },
     /// Forwarding benchmark: the IPv4 LPM router over 64-byte packets, in process, one core.
     Bench {
@@ -105,7 +108,7 @@ pub fn compile(path: &Path, include: &[PathBuf], defines: &[(String, Option<Stri
     p4sec_frontend::compile_file(path, &opts).map_err(|e| e.to_string())
 }
 
-fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[String], cpu_port: Option<u32>) -> ExitCode {
+fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[String], cpu_port: Option<u32>, workers: usize) -> ExitCode {
     use p4sec_p4runtime::server::{serve, Device, Pipeline};
     let addr: std::net::SocketAddr = match grpc.parse() {
         Ok(a) => a,
@@ -148,7 +151,7 @@ fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[
             }
         }
     }
-    let mut ports = vec![];
+    let mut ports: Vec<(u32, String)> = vec![];
     for spec in port_specs {
         let Some((n, iface)) = spec.split_once('=') else {
             eprintln!("p4sec switch: --port needs NUMBER=INTERFACE, got `{spec}`");
@@ -158,24 +161,22 @@ fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[
             eprintln!("p4sec switch: bad port number in `{spec}`");
             return ExitCode::from(2);
         };
-        match p4sec_switch::Port::open(n, iface) {
-            Ok(p) => ports.push(p),
-            Err(e) => {
-                eprintln!("p4sec switch: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    if let Some(c) = cpu_port {
-        if ports.iter().any(|p| p.number == c) {
-            eprintln!("p4sec switch: port {c} is the CPU port and cannot also be an interface");
+        if ports.iter().any(|(m, _)| *m == n) || Some(n) == cpu_port {
+            eprintln!("p4sec switch: port {n} is given twice");
             return ExitCode::from(2);
         }
+        ports.push((n, iface.to_string()));
+    }
+    if workers == 0 || workers > 64 {
+        eprintln!("p4sec switch: --workers must be 1..64, got {workers}");
+        return ExitCode::from(2);
     }
     if !ports.is_empty() || cpu_port.is_some() {
-        let d = device.clone();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        std::thread::spawn(move || p4sec_switch::run(d, ports, stop));
+        if let Err(e) = p4sec_switch::run_workers(device.clone(), &ports, workers, stop) {
+            eprintln!("p4sec switch: {e}");
+            return ExitCode::FAILURE;
+        }
     }
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,
@@ -239,6 +240,6 @@ fn main() -> ExitCode {
         }
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
-        Cmd::Switch { program, grpc, device_id, ports, cpu_port } => run_switch(program.as_deref(), &grpc, device_id, &ports, cpu_port),
+        Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers } => run_switch(program.as_deref(), &grpc, device_id, &ports, cpu_port, workers),
     }
 }

@@ -45,6 +45,21 @@ impl Port {
         Ok(Port { number, iface: iface.to_string(), fd, rx: AtomicU64::new(0), tx: AtomicU64::new(0), errors: AtomicU64::new(0) })
     }
 
+    /// Open `iface` as one of several sockets of a PACKET_FANOUT group: the kernel spreads received frames
+    /// over the group's sockets by flow hash, so each worker gets whole flows (packet order within a flow
+    /// is kept).
+    pub fn open_fanout(number: u32, iface: &str, group: u16) -> Result<Port, String> {
+        let p = Port::open(number, iface)?;
+        let arg: libc::c_int = (group as libc::c_int) | ((libc::PACKET_FANOUT_HASH as libc::c_int) << 16);
+        let r = unsafe {
+            libc::setsockopt(p.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as u32)
+        };
+        if r < 0 {
+            return Err(format!("port {number}: cannot join fanout group {group} on `{iface}`: {}", std::io::Error::last_os_error()));
+        }
+        Ok(p)
+    }
+
     /// Receive one frame (not our own transmissions); `None` when nothing is waiting.
     fn recv(&self, buf: &mut [u8]) -> Option<usize> {
         loop {
@@ -149,4 +164,30 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
         device.deliver_digests(&engine);
         let _ = unknown_port;
     }
+}
+
+/// Run `workers` packet loops, each with its own sockets on every port (joined in a PACKET_FANOUT group per
+/// port, so flows are spread over the workers) and its own engine worker state.
+pub fn run_workers(device: Arc<Device>, ports: &[(u32, String)], workers: usize, stop: Arc<AtomicBool>) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
+    if workers == 0 {
+        return Err("at least one worker is needed".into());
+    }
+    // fanout group ids: unique per process and port
+    let base = (std::process::id() as u16).wrapping_mul(31);
+    let mut sets = vec![];
+    for _ in 0..workers {
+        let mut set = vec![];
+        for (k, (n, iface)) in ports.iter().enumerate() {
+            set.push(if workers == 1 { Port::open(*n, iface)? } else { Port::open_fanout(*n, iface, base.wrapping_add(k as u16))? });
+        }
+        sets.push(set);
+    }
+    Ok(sets
+        .into_iter()
+        .enumerate()
+        .map(|(i, set)| {
+            let (d, stop) = (device.clone(), stop.clone());
+            std::thread::Builder::new().name(format!("p4sec-worker-{i}")).spawn(move || run(d, set, stop)).expect("spawn a worker thread")
+        })
+        .collect())
 }
