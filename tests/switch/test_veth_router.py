@@ -56,8 +56,8 @@ def topo():
         subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers):
+@pytest.mark.parametrize("workers,trace", [(1, False), (2, False), (1, True)])
+def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, trace):
     out = tmp_path / "router"
     subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipv4_router.p4"), "-o", str(out)], check=True)
     from google.protobuf import text_format
@@ -66,11 +66,12 @@ def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers):
     from p4.v1 import p4runtime_pb2_grpc
     info = p4info_pb2.P4Info()
     text_format.Parse((out / "p4info.txtpb").read_text(), info)
-    port = free_port()
+    port, mport = free_port(), free_port()
     (ns1, h1, s1), (ns2, h2, s2) = topo
+    log = open(tmp_path / "switch.log", "w")
     sw = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={s1}", "--port", f"2={s2}",
-                           "--workers", str(workers)],
-                          stderr=subprocess.PIPE)
+                           "--workers", str(workers), "--metrics", f"127.0.0.1:{mport}"] + (["--trace"] if trace else []),
+                          stderr=log)
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         grpc.channel_ready_future(channel).result(timeout=20)
@@ -106,6 +107,23 @@ def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers):
             assert f[0:6] == bytes.fromhex("020000000202"), "destination MAC rewritten"
             assert f[14 + 8] == 63, "TTL decremented"
             assert f[14 + 16:14 + 20] == bytes([10, 0, 2, 2])
+
+        import urllib.request
+        text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10).read().decode()
+        metrics = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                metrics[name] = int(value)
+        assert metrics[f'p4sec_port_rx_packets_total{{port="1",iface="{s1}"}}'] >= n
+        assert metrics[f'p4sec_port_tx_packets_total{{port="2",iface="{s2}"}}'] >= n
+        assert metrics['p4sec_table_lookups_total{table="RouterIngress.ipv4_lpm",result="hit"}'] >= n
+        assert metrics['p4sec_table_entries{table="RouterIngress.ipv4_lpm"}'] == 1
+        assert metrics['p4sec_pipeline_packets_total{outcome="emitted"}'] >= n
+        if trace:
+            logged = (tmp_path / "switch.log").read_text()
+            assert "packet of" in logged and "table RouterIngress.ipv4_lpm hit -> RouterIngress.set_nhop" in logged, logged[-2000:]
+            assert "parser state RouterParser.parse_ipv4" in logged
     finally:
         sw.terminate()
         sw.wait(timeout=10)

@@ -69,6 +69,12 @@ enum Cmd {
         /// Packet-processing threads; flows are spread over them by the kernel (PACKET_FANOUT hash).
         #[arg(long, default_value_t = 1)]
         workers: usize,
+        /// Serve Prometheus metrics at http://ADDR/metrics.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
+        /// Log every packet's path through the pipeline (parser states, tables, actions, externs) to stderr.
+        #[arg(long)]
+        trace: bool,
     },
     /// Forwarding benchmark: the IPv4 LPM router over 64-byte packets, in process, one core.
     Bench {
@@ -108,7 +114,17 @@ pub fn compile(path: &Path, include: &[PathBuf], defines: &[(String, Option<Stri
     p4sec_frontend::compile_file(path, &opts).map_err(|e| e.to_string())
 }
 
-fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[String], cpu_port: Option<u32>, workers: usize) -> ExitCode {
+#[allow(clippy::too_many_arguments)]
+fn run_switch(
+    program: Option<&Path>,
+    grpc: &str,
+    device_id: u64,
+    port_specs: &[String],
+    cpu_port: Option<u32>,
+    workers: usize,
+    metrics: Option<&str>,
+    trace: bool,
+) -> ExitCode {
     use p4sec_p4runtime::server::{serve, Device, Pipeline};
     let addr: std::net::SocketAddr = match grpc.parse() {
         Ok(a) => a,
@@ -171,9 +187,26 @@ fn run_switch(program: Option<&Path>, grpc: &str, device_id: u64, port_specs: &[
         eprintln!("p4sec switch: --workers must be 1..64, got {workers}");
         return ExitCode::from(2);
     }
+    let mut port_stats = vec![];
     if !ports.is_empty() || cpu_port.is_some() {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        if let Err(e) = p4sec_switch::run_workers(device.clone(), &ports, workers, stop) {
+        match p4sec_switch::run_workers(device.clone(), &ports, workers, stop, trace) {
+            Ok(s) => port_stats = s,
+            Err(e) => {
+                eprintln!("p4sec switch: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if let Some(m) = metrics {
+        let addr: std::net::SocketAddr = match m.parse() {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("p4sec switch: bad --metrics address `{m}`: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        if let Err(e) = p4sec_switch::metrics::serve(addr, device.clone(), port_stats) {
             eprintln!("p4sec switch: {e}");
             return ExitCode::FAILURE;
         }
@@ -240,6 +273,8 @@ fn main() -> ExitCode {
         }
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
-        Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers } => run_switch(program.as_deref(), &grpc, device_id, &ports, cpu_port, workers),
+        Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers, metrics, trace } => {
+            run_switch(program.as_deref(), &grpc, device_id, &ports, cpu_port, workers, metrics.as_deref(), trace)
+        }
     }
 }

@@ -905,6 +905,9 @@ impl Engine {
             None => self.tables[ti].data.load_full(),
         };
         let found = data.lookup(t, &key);
+        if let Some((h, m)) = w.stats.tables.get(ti) {
+            crate::bump(if found.is_some() { h } else { m });
+        }
         let len = w.pkt_len as u64;
         let mut inline = None;
         let call = match found {

@@ -61,6 +61,8 @@ pub struct Stats {
     pub pass_limit: AtomicU64,
     pub assert_failures: AtomicU64,
     pub extern_faults: AtomicU64,
+    /// Per table: (hits, misses).
+    pub tables: Vec<(AtomicU64, AtomicU64)>,
 }
 
 /// Adds one to a counter that only its own worker writes: a plain load and store, no locked instruction.
@@ -199,7 +201,7 @@ impl Worker {
                 *x = *v;
             }
         }
-        let stats = Arc::new(Stats::default());
+        let stats = Arc::new(Stats { tables: (0..engine.prog.tables.len()).map(|_| Default::default()).collect(), ..Stats::default() });
         engine.worker_stats.lock().unwrap_or_else(|p| p.into_inner()).push(stats.clone());
         Worker {
             slots: initial.clone(),
@@ -367,6 +369,18 @@ impl Engine {
             t.pass_limit += s.pass_limit.load(Ordering::Relaxed);
             t.assert_failures += s.assert_failures.load(Ordering::Relaxed);
             t.extern_faults += s.extern_faults.load(Ordering::Relaxed);
+        }
+        t
+    }
+
+    /// (hits, misses) of table `ti`, summed over every worker.
+    pub fn table_stats(&self, ti: usize) -> (u64, u64) {
+        let mut t = (0, 0);
+        for s in self.worker_stats.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            if let Some((h, m)) = s.tables.get(ti) {
+                t.0 += h.load(Ordering::Relaxed);
+                t.1 += m.load(Ordering::Relaxed);
+            }
         }
         t
     }

@@ -9,14 +9,22 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub mod metrics;
+
+/// Counters of one port, shared by the sockets every worker has on it.
+#[derive(Default, Debug)]
+pub struct PortStats {
+    pub rx: AtomicU64,
+    pub tx: AtomicU64,
+    pub errors: AtomicU64,
+}
+
 /// A port: an AF_PACKET socket bound to one interface.
 pub struct Port {
     pub number: u32,
     pub iface: String,
     fd: i32,
-    pub rx: AtomicU64,
-    pub tx: AtomicU64,
-    pub errors: AtomicU64,
+    pub stats: Arc<PortStats>,
 }
 
 impl Port {
@@ -42,7 +50,7 @@ impl Port {
             unsafe { libc::close(fd) };
             return Err(format!("port {number}: cannot bind to `{iface}`: {e}"));
         }
-        Ok(Port { number, iface: iface.to_string(), fd, rx: AtomicU64::new(0), tx: AtomicU64::new(0), errors: AtomicU64::new(0) })
+        Ok(Port { number, iface: iface.to_string(), fd, stats: Arc::default() })
     }
 
     /// Open `iface` as one of several sockets of a PACKET_FANOUT group: the kernel spreads received frames
@@ -79,9 +87,9 @@ impl Port {
     fn send(&self, frame: &[u8]) {
         let n = unsafe { libc::send(self.fd, frame.as_ptr() as *const _, frame.len(), 0) };
         if n < 0 {
-            self.errors.fetch_add(1, Ordering::Relaxed);
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
         } else {
-            self.tx.fetch_add(1, Ordering::Relaxed);
+            self.stats.tx.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -90,6 +98,12 @@ impl Drop for Port {
     fn drop(&mut self) {
         unsafe { libc::close(self.fd) };
     }
+}
+
+fn log_trace(w: &mut Worker, port: u32, len: usize) {
+    let lines = w.take_trace();
+    let name = std::thread::current().name().unwrap_or("worker").to_string();
+    eprintln!("[{name}] packet of {len} bytes on port {port}: {}", lines.join("; "));
 }
 
 /// Send what one packet produced: to ports, or to the controller for the CPU port.
@@ -108,6 +122,11 @@ fn transmit(device: &Device, engine: &p4sec_engine::Engine, ports: &[Port], by_n
 
 /// Run the packet loop until `stop` is set. Frames sent to ports that do not exist are counted and dropped.
 pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
+    run_with(device, ports, stop, false)
+}
+
+/// The packet loop; with `trace`, every packet's path through the pipeline is written to stderr.
+pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool) {
     let by_number: HashMap<u32, usize> = ports.iter().enumerate().map(|(i, p)| (p.number, i)).collect();
     let mut fds: Vec<libc::pollfd> = ports.iter().map(|p| libc::pollfd { fd: p.fd, events: libc::POLLIN, revents: 0 }).collect();
     // the last descriptor: PacketOut frames from the controller
@@ -132,7 +151,9 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
         };
         let key = Arc::as_ptr(&engine) as usize;
         if worker.as_ref().map(|(k, _)| *k != key).unwrap_or(true) {
-            worker = Some((key, Worker::new(&engine)));
+            let mut w = Worker::new(&engine);
+            w.set_trace(trace);
+            worker = Some((key, w));
         }
         let w = &mut worker.as_mut().unwrap().1;
         for (i, p) in ports.iter().enumerate() {
@@ -142,9 +163,12 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
             // a batch per port per wake-up keeps one port from starving the others
             for _ in 0..64 {
                 let Some(n) = p.recv(&mut buf) else { break };
-                p.rx.fetch_add(1, Ordering::Relaxed);
+                p.stats.rx.fetch_add(1, Ordering::Relaxed);
                 out.clear();
                 engine.process(w, p.number, &buf[..n], &mut out);
+                if trace {
+                    log_trace(w, p.number, n);
+                }
                 transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port);
             }
         }
@@ -154,6 +178,9 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
                 let Ok(n) = device.packet_out_rx.recv(&mut buf) else { break };
                 out.clear();
                 engine.process(w, cpu, &buf[..n], &mut out);
+                if trace {
+                    log_trace(w, cpu, n);
+                }
                 transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port);
             }
         } else {
@@ -168,26 +195,29 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
 
 /// Run `workers` packet loops, each with its own sockets on every port (joined in a PACKET_FANOUT group per
 /// port, so flows are spread over the workers) and its own engine worker state.
-pub fn run_workers(device: Arc<Device>, ports: &[(u32, String)], workers: usize, stop: Arc<AtomicBool>) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
+pub fn run_workers(device: Arc<Device>, ports: &[(u32, String)], workers: usize, stop: Arc<AtomicBool>, trace: bool) -> Result<Vec<(u32, String, Arc<PortStats>)>, String> {
     if workers == 0 {
         return Err("at least one worker is needed".into());
     }
     // fanout group ids: unique per process and port
     let base = (std::process::id() as u16).wrapping_mul(31);
+    let stats: Vec<(u32, String, Arc<PortStats>)> = ports.iter().map(|(n, i)| (*n, i.clone(), Arc::default())).collect();
     let mut sets = vec![];
     for _ in 0..workers {
         let mut set = vec![];
         for (k, (n, iface)) in ports.iter().enumerate() {
-            set.push(if workers == 1 { Port::open(*n, iface)? } else { Port::open_fanout(*n, iface, base.wrapping_add(k as u16))? });
+            let mut p = if workers == 1 { Port::open(*n, iface)? } else { Port::open_fanout(*n, iface, base.wrapping_add(k as u16))? };
+            p.stats = stats[k].2.clone();
+            set.push(p);
         }
         sets.push(set);
     }
-    Ok(sets
-        .into_iter()
-        .enumerate()
-        .map(|(i, set)| {
-            let (d, stop) = (device.clone(), stop.clone());
-            std::thread::Builder::new().name(format!("p4sec-worker-{i}")).spawn(move || run(d, set, stop)).expect("spawn a worker thread")
-        })
-        .collect())
+    for (i, set) in sets.into_iter().enumerate() {
+        let (d, stop) = (device.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name(format!("p4sec-worker-{i}"))
+            .spawn(move || run_with(d, set, stop, trace))
+            .map_err(|e| format!("cannot start a worker thread: {e}"))?;
+    }
+    Ok(stats)
 }

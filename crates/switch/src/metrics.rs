@@ -1,0 +1,83 @@
+//! A Prometheus text-format `/metrics` endpoint: port, pipeline, table and controller-channel counters.
+//! A deliberately small HTTP/1.1 responder (one request per connection) on its own thread.
+
+use crate::PortStats;
+use p4sec_p4runtime::server::Device;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The metrics text for the device and ports as they are now.
+pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)]) -> String {
+    let mut o = String::new();
+    let mut family = |name: &str, help: &str, kind: &str, samples: Vec<(String, u64)>| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, v) in samples {
+            let _ = writeln!(o, "{name}{labels} {v}");
+        }
+    };
+    let port = |f: fn(&PortStats) -> u64| ports.iter().map(|(n, i, s)| (format!("{{port=\"{n}\",iface=\"{}\"}}", escape(i)), f(s))).collect::<Vec<_>>();
+    family("p4sec_port_rx_packets_total", "Frames received on the port.", "counter", port(|s| s.rx.load(Ordering::Relaxed)));
+    family("p4sec_port_tx_packets_total", "Frames transmitted on the port.", "counter", port(|s| s.tx.load(Ordering::Relaxed)));
+    family("p4sec_port_tx_errors_total", "Frames the port failed to transmit.", "counter", port(|s| s.errors.load(Ordering::Relaxed)));
+    family("p4sec_packet_in_dropped_total", "PacketIn messages with no primary controller to take them.", "counter", vec![(String::new(), device.packet_in_dropped.load(Ordering::Relaxed))]);
+    family("p4sec_digests_dropped_total", "Digest messages not enabled by the controller or not deliverable.", "counter", vec![(String::new(), device.digests_dropped.load(Ordering::Relaxed))]);
+    if let Some(engine) = device.engine() {
+        let s = engine.stats();
+        family("p4sec_pipeline_packets_total", "Packets by what became of them in the pipeline.", "counter", vec![
+            ("{outcome=\"received\"}".into(), s.packets_in),
+            ("{outcome=\"emitted\"}".into(), s.packets_out),
+            ("{outcome=\"dropped\"}".into(), s.dropped),
+            ("{outcome=\"pass_limit\"}".into(), s.pass_limit),
+        ]);
+        family("p4sec_extern_faults_total", "Extern calls that failed (the packet is dropped).", "counter", vec![(String::new(), s.extern_faults)]);
+        let mut hits = vec![];
+        let mut entries = vec![];
+        for (ti, t) in engine.prog.tables.iter().enumerate() {
+            let (h, m) = engine.table_stats(ti);
+            let name = escape(&t.name);
+            hits.push((format!("{{table=\"{name}\",result=\"hit\"}}"), h));
+            hits.push((format!("{{table=\"{name}\",result=\"miss\"}}"), m));
+            entries.push((format!("{{table=\"{name}\"}}"), engine.table_entries(ti).map(|e| e.len() as u64).unwrap_or(0)));
+        }
+        family("p4sec_table_lookups_total", "Table applications by result.", "counter", hits);
+        family("p4sec_table_entries", "Installed entries per table.", "gauge", entries);
+    }
+    o
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn answer(mut c: TcpStream, device: &Device, ports: &[(u32, String, Arc<PortStats>)]) {
+    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut req = [0u8; 2048];
+    let n = c.read(&mut req).unwrap_or(0);
+    let line = String::from_utf8_lossy(&req[..n]).lines().next().unwrap_or("").to_string();
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (status, body, ctype) = match (method, path) {
+        ("GET", "/metrics") => ("200 OK", render(device, ports), "text/plain; version=0.0.4"),
+        ("GET", _) => ("404 Not Found", "only /metrics is served here\n".to_string(), "text/plain"),
+        _ => ("405 Method Not Allowed", "GET only\n".to_string(), "text/plain"),
+    };
+    let _ = write!(c, "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+}
+
+/// Serve `/metrics` on `addr` from a background thread.
+pub fn serve(addr: SocketAddr, device: Arc<Device>, ports: Vec<(u32, String, Arc<PortStats>)>) -> Result<(), String> {
+    let l = TcpListener::bind(addr).map_err(|e| format!("metrics: cannot listen on {addr}: {e}"))?;
+    std::thread::Builder::new()
+        .name("p4sec-metrics".into())
+        .spawn(move || {
+            for c in l.incoming().flatten() {
+                answer(c, &device, &ports);
+            }
+        })
+        .map_err(|e| format!("metrics: {e}"))?;
+    Ok(())
+}
