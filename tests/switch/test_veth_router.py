@@ -127,3 +127,16 @@ def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, 
     finally:
         sw.terminate()
         sw.wait(timeout=10)
+
+
+def test_forwarding_benchmark_runs_and_reports(tmp_path, p4sec_bin):
+    """The veth forwarding benchmark (python -m p4sec.bench_veth): a short run must forward traffic both ways
+    (kernel and p4sec) and write its figures as JSON. Not a speed test."""
+    import json
+    from p4sec import bench_veth
+    out = tmp_path / "veth.json"
+    bench_veth.main(["--seconds", "0.5", "--sizes", "64", "--json", str(out), "--p4sec", str(p4sec_bin)])
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 1 and rows[0]["size"] == 64
+    assert rows[0]["kernel_pps"] > 1000 and rows[0]["p4sec_pps"] > 1000
+    assert rows[0]["p4sec_pps"] <= rows[0]["offered_pps_p4sec_run"] * 1.05
