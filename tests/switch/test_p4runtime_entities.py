@@ -17,14 +17,21 @@ PROGRAM = r"""
 header h_t { bit<8> a; }
 struct hs { h_t h; }
 struct m { bit<32> r; }
-parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) { state start { p.extract(hdr.h); transition accept; } }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) {
+    value_set<bit<8>>(4) pvs;
+    state start { p.extract(hdr.h); transition select(hdr.h.a) { pvs: accept; default: accept; } }
+}
 control V(inout hs hdr, inout m meta) { apply { } }
 control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
     register<bit<32>>(16) regs;
     register<bit<72>>(4) wide;
     counter(8, CounterType.packets_and_bytes) ctrs;
     meter(4, MeterType.bytes) mtr;
+    direct_counter(CounterType.packets_and_bytes) dc;
+    action hit() { dc.count(); }
+    table t { key = { hdr.h.a : exact; } actions = { hit; NoAction; } counters = dc; default_action = NoAction(); }
     apply {
+        t.apply();
         regs.read(meta.r, 0);
         ctrs.count(0);
         bit<2> color;
@@ -190,3 +197,92 @@ def test_multicast_groups_and_clone_sessions(ctl):
     assert codes == [grpc.StatusCode.ALREADY_EXISTS.value[0], grpc.StatusCode.NOT_FOUND.value[0], grpc.StatusCode.INVALID_ARGUMENT.value[0],
                      grpc.StatusCode.INVALID_ARGUMENT.value[0], grpc.StatusCode.UNIMPLEMENTED.value[0], grpc.StatusCode.NOT_FOUND.value[0]]
     assert read_groups(ctl.stub) == {5: [(9, 2)]}
+
+
+def table_update(info, kind, key):
+    t = next(x for x in info.tables if x.preamble.name == "I.t")
+    a = next(x for x in info.actions if x.preamble.name == "I.hit")
+    u = p4runtime_pb2.Update(type=kind)
+    e = u.entity.table_entry
+    e.table_id = t.preamble.id
+    e.match.add(field_id=1).exact.value = bytes([key])
+    e.action.action.action_id = a.preamble.id
+    return u
+
+
+def test_direct_counters_and_value_sets(ctl, compiled):
+    info = compiled[1]
+    tid = next(x.preamble.id for x in info.tables if x.preamble.name == "I.t")
+    ctl.write(table_update(info, p4runtime_pb2.Update.INSERT, 3), table_update(info, p4runtime_pb2.Update.INSERT, 4))
+    u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    u.entity.direct_counter_entry.table_entry.table_id = tid
+    u.entity.direct_counter_entry.table_entry.match.add(field_id=1).exact.value = b"\x04"
+    u.entity.direct_counter_entry.data.packet_count = 11
+    u.entity.direct_counter_entry.data.byte_count = 1100
+    ctl.write(u)
+    got = read(ctl.stub, lambda e: setattr(e.direct_counter_entry.table_entry, "table_id", tid))
+    counts = {x.direct_counter_entry.table_entry.match[0].exact.value: x.direct_counter_entry.data.packet_count for x in got}
+    assert counts == {b"\x03": 0, b"\x04": 11}
+    missing = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    missing.entity.direct_counter_entry.table_entry.table_id = tid
+    missing.entity.direct_counter_entry.table_entry.match.add(field_id=1).exact.value = b"\x09"
+    with pytest.raises(grpc.RpcError) as e:
+        ctl.write(missing)
+    assert update_errors(e.value)[0].canonical_code == grpc.StatusCode.NOT_FOUND.value[0]
+
+    vs = info.value_sets[0].preamble.id
+    v = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    v.entity.value_set_entry.value_set_id = vs
+    v.entity.value_set_entry.members.add().match.add(field_id=1).exact.value = b"\x07"
+    t = v.entity.value_set_entry.members.add().match.add(field_id=1).ternary
+    t.value, t.mask = b"\x10", b"\xf0"
+    ctl.write(v)
+    got = read(ctl.stub, lambda e: setattr(e.value_set_entry, "value_set_id", vs))
+    members = [(m.match[0].ternary.value, m.match[0].ternary.mask) for m in got[0].value_set_entry.members]
+    assert members == [(b"\x07", b"\xff"), (b"\x10", b"\xf0")]
+    too_many = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    too_many.entity.value_set_entry.value_set_id = vs
+    for i in range(5):
+        too_many.entity.value_set_entry.members.add().match.add(field_id=1).exact.value = bytes([i + 1])
+    with pytest.raises(grpc.RpcError) as e:
+        ctl.write(too_many)
+    assert "at most 4" in update_errors(e.value)[0].message
+
+
+def pipeline_request(ctl, compiled, action):
+    out, info = compiled
+    req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=1, action=action)
+    req.election_id.low = ctl.election_id
+    if action != p4runtime_pb2.SetForwardingPipelineConfigRequest.COMMIT:
+        req.config.p4info.CopyFrom(info)
+        req.config.p4_device_config = (out / "program.json").read_bytes()
+    ctl.stub.SetForwardingPipelineConfig(req)
+
+
+def test_reconcile_keeps_state_and_save_then_commit(ctl, compiled):
+    R = p4runtime_pb2.SetForwardingPipelineConfigRequest
+    info = compiled[1]
+    tid = next(x.preamble.id for x in info.tables if x.preamble.name == "I.t")
+    regs = ids(info, "registers")
+    ctl.write(table_update(info, p4runtime_pb2.Update.INSERT, 5))
+    r = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    r.entity.register_entry.register_id = regs["I.regs"]
+    r.entity.register_entry.index.index = 1
+    r.entity.register_entry.data.bitstring = b"\x2a"
+    ctl.write(r, mc(p4runtime_pb2.Update.INSERT, 9, [(3, 0)]))
+
+    def state():
+        entries = read(ctl.stub, lambda e: setattr(e.table_entry, "table_id", tid))
+        reg = read(ctl.stub, lambda e: (setattr(e.register_entry, "register_id", regs["I.regs"]), e.register_entry.index.__setattr__("index", 1)))
+        return len(entries), reg[0].register_entry.data.bitstring, sorted(read_groups(ctl.stub))
+
+    assert state() == (1, b"\x2a", [9])
+    pipeline_request(ctl, compiled, R.RECONCILE_AND_COMMIT)
+    assert state() == (1, b"\x2a", [9])
+    pipeline_request(ctl, compiled, R.VERIFY_AND_SAVE)
+    assert state() == (1, b"\x2a", [9]), "saving does not change the running pipeline"
+    pipeline_request(ctl, compiled, R.COMMIT)
+    assert state() == (0, b"\x00", [])
+    with pytest.raises(grpc.RpcError) as e:
+        pipeline_request(ctl, compiled, R.COMMIT)
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION

@@ -771,6 +771,19 @@ impl Engine {
         Ok(rt.data.load().entries.iter().map(|e| (e.entry.clone(), e.packets.load(Ordering::Relaxed), e.bytes.load(Ordering::Relaxed))).collect())
     }
 
+    /// Set the direct counter of one installed entry (no new table version: the counters are shared cells).
+    pub fn table_entry_counters_set(&self, ti: usize, e: &TableEntry, packets: u64, bytes: u64) -> Result<(), String> {
+        let (t, rt) = self.table(ti)?;
+        if t.direct_counter.is_none() {
+            return Err(format!("table `{}` has no direct counter", t.name));
+        }
+        let d = rt.data.load();
+        let i = d.find(t, e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+        d.entries[i].packets.store(packets, Ordering::Relaxed);
+        d.entries[i].bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
     pub fn table_clear(&self, ti: usize) -> Result<(), String> {
         self.table_update(ti, |t, d| {
             d.clear(t);

@@ -2,7 +2,8 @@
 //! engine (multicast groups, clone sessions), written and read through the engine's control-plane API.
 
 use crate::proto::p4::v1 as p4;
-use crate::server::{bytes_to_value, value_to_bytes};
+use crate::server::{bytes_to_value, from_entry, to_match, value_to_bytes};
+use p4sec_ir::Value;
 use p4sec_engine::meters::MeterRates;
 use p4sec_engine::Engine;
 use tonic::Status;
@@ -219,4 +220,101 @@ pub fn read_pre(e: &Engine, p: &p4::PacketReplicationEngineEntry, out: &mut Vec<
         }
         None => Err(Status::invalid_argument("packet replication entry without a type")),
     }
+}
+
+pub fn write_direct_counter(e: &Engine, ty: Up, d: &p4::DirectCounterEntry) -> Result<(), Status> {
+    modify_only(ty, "direct counter")?;
+    let te = d.table_entry.as_ref().ok_or_else(|| Status::invalid_argument("direct counter entry without a table entry"))?;
+    let (ti, t) = e.prog.tables.iter().enumerate().find(|(_, t)| t.id == te.table_id).ok_or_else(|| Status::not_found(format!("no table with id {}", te.table_id)))?;
+    let entry = to_match(&e.prog, t, te)?;
+    let c = d.data.clone().unwrap_or_default();
+    if c.packet_count < 0 || c.byte_count < 0 {
+        return Err(Status::invalid_argument("counter values cannot be negative"));
+    }
+    e.table_entry_counters_set(ti, &entry, c.packet_count as u64, c.byte_count as u64).map_err(|m| {
+        if m.contains("no entry") {
+            Status::not_found(m)
+        } else {
+            Status::invalid_argument(m)
+        }
+    })
+}
+
+/// Direct counters of every entry of the table (or of every table with one when `table_id` is 0).
+pub fn read_direct_counters(e: &Engine, d: &p4::DirectCounterEntry, out: &mut Vec<p4::Entity>) -> Result<(), Status> {
+    let tid = d.table_entry.as_ref().map(|t| t.table_id).unwrap_or(0);
+    let tables: Vec<usize> = e.prog.tables.iter().enumerate().filter(|(_, t)| t.direct_counter.is_some() && (tid == 0 || t.id == tid)).map(|(i, _)| i).collect();
+    if tables.is_empty() && tid != 0 {
+        return Err(Status::not_found(format!("no table with id {tid} and a direct counter")));
+    }
+    for ti in tables {
+        let t = &e.prog.tables[ti];
+        for (entry, p, b) in e.table_entries(ti).map_err(Status::internal)? {
+            let mut te = from_entry(&e.prog, t, &entry, p, b);
+            te.counter_data = None;
+            te.action = None;
+            out.push(p4::Entity {
+                entity: Some(p4::entity::Entity::DirectCounterEntry(p4::DirectCounterEntry {
+                    table_entry: Some(te),
+                    data: Some(p4::CounterData { byte_count: b as i64, packet_count: p as i64 }),
+                })),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn value_set_of<'a>(e: &'a Engine, id: u32) -> Result<(usize, &'a p4sec_ir::ValueSet), Status> {
+    e.prog.value_sets.iter().enumerate().find(|(_, v)| v.id == id).ok_or_else(|| Status::not_found(format!("no value set with id {id}")))
+}
+
+/// A value set's members replace the previous ones (MODIFY, as the specification prescribes). Members of a
+/// one-element value set are exact or ternary matches of field id 1.
+pub fn write_value_set(e: &Engine, ty: Up, v: &p4::ValueSetEntry) -> Result<(), Status> {
+    modify_only(ty, "value set")?;
+    let (vi, vs) = value_set_of(e, v.value_set_id)?;
+    if vs.widths.len() != 1 {
+        return Err(Status::unimplemented(format!("value set `{}`: members of tuple value sets cannot be written over P4Runtime yet", vs.name)));
+    }
+    let w = vs.widths[0];
+    let mut members = vec![];
+    for m in &v.members {
+        let [f] = m.r#match.as_slice() else {
+            return Err(Status::invalid_argument(format!("value set `{}`: a member has {} matches, expected 1", vs.name, m.r#match.len())));
+        };
+        if f.field_id != 1 {
+            return Err(Status::invalid_argument(format!("value set `{}`: no match field {}", vs.name, f.field_id)));
+        }
+        let all = Value { width: w, words: (0..p4sec_ir::words_for(w)).map(|i| if (i + 1) * 64 <= w { u64::MAX } else { (1u64 << (w % 64)) - 1 }).collect() };
+        let pair = match &f.field_match_type {
+            Some(p4::field_match::FieldMatchType::Exact(x)) => (bytes_to_value(&x.value, w, &vs.name)?, all),
+            Some(p4::field_match::FieldMatchType::Ternary(x)) => (bytes_to_value(&x.value, w, &vs.name)?, bytes_to_value(&x.mask, w, &vs.name)?),
+            _ => return Err(Status::invalid_argument(format!("value set `{}`: members are exact or ternary matches", vs.name))),
+        };
+        members.push(pair);
+    }
+    e.value_set_set(vi, members).map_err(Status::resource_exhausted)
+}
+
+pub fn read_value_set(e: &Engine, v: &p4::ValueSetEntry, out: &mut Vec<p4::Entity>) -> Result<(), Status> {
+    let sets: Vec<usize> = e.prog.value_sets.iter().enumerate().filter(|(_, x)| v.value_set_id == 0 || x.id == v.value_set_id).map(|(i, _)| i).collect();
+    if sets.is_empty() && v.value_set_id != 0 {
+        return Err(Status::not_found(format!("no value set with id {}", v.value_set_id)));
+    }
+    for vi in sets {
+        let vs = &e.prog.value_sets[vi];
+        let members = e
+            .value_set_get(vi)
+            .map_err(Status::internal)?
+            .into_iter()
+            .map(|(val, mask)| p4::ValueSetMember {
+                r#match: vec![p4::FieldMatch {
+                    field_id: 1,
+                    field_match_type: Some(p4::field_match::FieldMatchType::Ternary(p4::field_match::Ternary { value: value_to_bytes(&val), mask: value_to_bytes(&mask) })),
+                }],
+            })
+            .collect();
+        out.push(p4::Entity { entity: Some(p4::entity::Entity::ValueSetEntry(p4::ValueSetEntry { value_set_id: vs.id, members })) });
+    }
+    Ok(())
 }

@@ -54,6 +54,8 @@ pub struct Device {
     pub packet_out_rx: std::os::unix::net::UnixDatagram,
     /// PacketIn messages that could not be delivered (no primary controller, or its queue was full).
     pub packet_in_dropped: std::sync::atomic::AtomicU64,
+    /// A pipeline saved by VERIFY_AND_SAVE, waiting for COMMIT.
+    saved: Mutex<Option<Arc<Pipeline>>>,
     /// Digests the controller asked for (DigestEntry writes): digest id → configuration.
     digest_configs: Mutex<HashMap<u32, p4::digest_entry::Config>>,
     next_list_id: std::sync::atomic::AtomicU64,
@@ -77,6 +79,7 @@ impl Device {
             packet_out_tx: tx,
             packet_out_rx: rx,
             packet_in_dropped: std::sync::atomic::AtomicU64::new(0),
+            saved: Mutex::new(None),
             digest_configs: Mutex::new(HashMap::new()),
             next_list_id: std::sync::atomic::AtomicU64::new(1),
             digests_dropped: std::sync::atomic::AtomicU64::new(0),
@@ -311,7 +314,17 @@ fn action_call(prog: &Program, t: &Table, a: &p4::Action, default: bool) -> Resu
     Ok(ActionCall { action: ta.action, args })
 }
 
-fn to_entry(prog: &Program, t: &Table, e: &p4::TableEntry) -> Result<TableEntry, Status> {
+pub(crate) fn to_entry(prog: &Program, t: &Table, e: &p4::TableEntry) -> Result<TableEntry, Status> {
+    to_entry_with(prog, t, e, true)
+}
+
+/// The match part of a table entry (for entities that name an entry: direct counters and meters); the
+/// action, if any, is ignored and the table's default action stands in.
+pub(crate) fn to_match(prog: &Program, t: &Table, e: &p4::TableEntry) -> Result<TableEntry, Status> {
+    to_entry_with(prog, t, e, false)
+}
+
+fn to_entry_with(prog: &Program, t: &Table, e: &p4::TableEntry, want_action: bool) -> Result<TableEntry, Status> {
     use p4::field_match::FieldMatchType as M;
     let mut matches = vec![];
     for k in &t.keys {
@@ -354,6 +367,9 @@ fn to_entry(prog: &Program, t: &Table, e: &p4::TableEntry) -> Result<TableEntry,
     if !needs_priority && e.priority != 0 {
         return Err(Status::invalid_argument(format!("table `{}` has no ternary/range/optional field: priority must be 0", t.name)));
     }
+    if !want_action {
+        return Ok(TableEntry { matches, action: t.default_action.clone(), priority: e.priority });
+    }
     let action = match e.action.as_ref().and_then(|a| a.r#type.as_ref()) {
         Some(p4::table_action::Type::Action(a)) => action_call(prog, t, a, false)?,
         Some(_) => return Err(Status::unimplemented("action profile members and groups are not supported yet")),
@@ -362,7 +378,7 @@ fn to_entry(prog: &Program, t: &Table, e: &p4::TableEntry) -> Result<TableEntry,
     Ok(TableEntry { matches, action, priority: e.priority })
 }
 
-fn from_entry(prog: &Program, t: &Table, e: &TableEntry, packets: u64, bytes: u64) -> p4::TableEntry {
+pub(crate) fn from_entry(prog: &Program, t: &Table, e: &TableEntry, packets: u64, bytes: u64) -> p4::TableEntry {
     use p4::field_match::FieldMatchType as M;
     let mut ms = vec![];
     for (k, m) in t.keys.iter().zip(&e.matches) {
@@ -478,6 +494,8 @@ impl Service {
             p4::entity::Entity::MeterEntry(m) => crate::entities::write_meter(&pl.engine, ty, m),
             p4::entity::Entity::PacketReplicationEngineEntry(p) => crate::entities::write_pre(&pl.engine, ty, p),
             p4::entity::Entity::DigestEntry(d) => self.device.write_digest_entry(prog, ty, d),
+            p4::entity::Entity::DirectCounterEntry(d) => crate::entities::write_direct_counter(&pl.engine, ty, d),
+            p4::entity::Entity::ValueSetEntry(v) => crate::entities::write_value_set(&pl.engine, ty, v),
             _ => Err(Status::unimplemented("this entity cannot be written yet")),
         }
     }
@@ -599,6 +617,8 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                 Some(p4::entity::Entity::MeterEntry(m)) => crate::entities::read_meter(&pl.engine, m, &mut out)?,
                 Some(p4::entity::Entity::PacketReplicationEngineEntry(p)) => crate::entities::read_pre(&pl.engine, p, &mut out)?,
                 Some(p4::entity::Entity::DigestEntry(d)) => self.device.read_digest_entries(d, &mut out),
+                Some(p4::entity::Entity::DirectCounterEntry(d)) => crate::entities::read_direct_counters(&pl.engine, d, &mut out)?,
+                Some(p4::entity::Entity::ValueSetEntry(v)) => crate::entities::read_value_set(&pl.engine, v, &mut out)?,
                 _ => return Err(Status::unimplemented("this entity cannot be read yet")),
             }
         }
@@ -616,7 +636,19 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         self.check_primary(&r.election_id)?;
         let action = A::try_from(r.action).unwrap_or(A::Unspecified);
         if action == A::Commit {
-            return if self.pipeline().is_ok() { Ok(Response::new(Default::default())) } else { Err(Status::failed_precondition("nothing to commit")) };
+            // realize the config saved by VERIFY_AND_SAVE (state starts empty, as for VERIFY_AND_COMMIT)
+            let saved = self.device.saved.lock().unwrap_or_else(|p| p.into_inner()).take();
+            return match saved {
+                Some(p) => {
+                    self.device.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                    *self.device.pipeline.write().unwrap_or_else(|p| p.into_inner()) = Some(p);
+                    Ok(Response::new(Default::default()))
+                }
+                None => Err(Status::failed_precondition("nothing to commit: no config was saved with VERIFY_AND_SAVE")),
+            };
+        }
+        if action == A::Unspecified {
+            return Err(Status::invalid_argument("unspecified pipeline config action"));
         }
         let config = r.config.ok_or_else(|| Status::invalid_argument("missing config"))?;
         let p4info = config.p4info.ok_or_else(|| Status::invalid_argument("missing p4info"))?;
@@ -636,9 +668,22 @@ impl p4::p4_runtime_server::P4Runtime for Service {
             return Ok(Response::new(Default::default()));
         }
         let cookie = config.cookie.map(|c| c.cookie).unwrap_or(0);
-        self.device.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        *self.device.pipeline.write().unwrap_or_else(|p| p.into_inner()) =
-            Some(Arc::new(Pipeline { engine: Arc::new(engine), p4info, device_config: config.p4_device_config, cookie }));
+        let new = Arc::new(Pipeline { engine: Arc::new(engine), p4info, device_config: config.p4_device_config, cookie });
+        match action {
+            A::VerifyAndSave => {
+                *self.device.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(new);
+                return Ok(Response::new(Default::default()));
+            }
+            A::ReconcileAndCommit => {
+                let old = self.pipeline()?;
+                reconcile(&old.engine, &new.engine)?;
+                let ids: Vec<u32> = new.engine.prog.digests.iter().map(|d| d.id).collect();
+                self.device.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| ids.contains(id));
+            }
+            _ => self.device.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).clear(),
+        }
+        *self.device.saved.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.device.pipeline.write().unwrap_or_else(|p| p.into_inner()) = Some(new);
         Ok(Response::new(Default::default()))
     }
 
@@ -753,6 +798,84 @@ fn write_response(results: Vec<Option<Result<(), Status>>>) -> Result<Response<p
         return Err(Status::with_details(Code::Unknown, "one or more updates failed", st.encode_to_vec().into()));
     }
     Ok(Response::new(p4::WriteResponse {}))
+}
+
+/// RECONCILE_AND_COMMIT: carry the forwarding state of `old` into `new`. Table entries move to the table of
+/// the same name and id when its keys are the same and their actions (by name) exist with the same
+/// parameters; registers and counters of the same name and shape keep their values; multicast groups and
+/// clone sessions are kept. Anything that cannot be carried over is an error and nothing changes.
+fn reconcile(old: &Engine, new: &Engine) -> Result<(), Status> {
+    let (op, np) = (&old.prog, &new.prog);
+    let map_action = |a: &ActionCall, t: &Table| -> Result<ActionCall, Status> {
+        let name = &op.actions[a.action as usize].name;
+        let ni = np.actions.iter().position(|x| &x.name == name).ok_or_else(|| Status::failed_precondition(format!("table `{}`: action `{name}` is not in the new program", t.name)))?;
+        let (oa, na) = (&op.actions[a.action as usize], &np.actions[ni]);
+        if oa.params.iter().map(|p| p.loc.width).ne(na.params.iter().map(|p| p.loc.width)) {
+            return Err(Status::failed_precondition(format!("action `{name}` has other parameters in the new program")));
+        }
+        Ok(ActionCall { action: ni as u32, args: a.args.clone() })
+    };
+    for (oti, ot) in op.tables.iter().enumerate() {
+        let entries = old.table_entries(oti).map_err(Status::internal)?;
+        let default = old.table_default(oti).map_err(Status::internal)?;
+        let Some(nti) = np.tables.iter().position(|t| t.name == ot.name && t.id == ot.id) else {
+            if entries.is_empty() || ot.entries_are_const {
+                continue;
+            }
+            return Err(Status::failed_precondition(format!("table `{}` holds entries and is not in the new program", ot.name)));
+        };
+        let nt = &np.tables[nti];
+        let same_keys = ot.keys.len() == nt.keys.len() && ot.keys.iter().zip(&nt.keys).all(|(a, b)| a.id == b.id && a.width == b.width && a.kind == b.kind);
+        if ot.entries_are_const || nt.entries_are_const {
+            continue;
+        }
+        if !same_keys && !entries.is_empty() {
+            return Err(Status::failed_precondition(format!("table `{}` has other keys in the new program", ot.name)));
+        }
+        let mut moved = vec![];
+        for (e, _, _) in entries {
+            let e = TableEntry { action: map_action(&e.action, ot)?, ..e };
+            p4sec_engine::tables::validate_entry(np, nt, &e).map_err(|m| Status::failed_precondition(format!("cannot keep an entry of `{}`: {m}", ot.name)))?;
+            moved.push(e);
+        }
+        let d = map_action(&default, ot).ok().filter(|d| !nt.default_is_const || *d == nt.default_action);
+        new.table_update(nti, |t, data| {
+            for e in moved {
+                data.insert(t, e)?;
+            }
+            if let Some(d) = d {
+                data.default = d;
+            }
+            Ok(())
+        })
+        .map_err(Status::failed_precondition)?;
+    }
+    for (ri, r) in op.registers.iter().enumerate() {
+        if let Some(ni) = np.registers.iter().position(|x| x.name == r.name && x.width == r.width && x.size == r.size) {
+            for i in 0..r.size as usize {
+                let v = old.register_read(ri, i).map_err(Status::internal)?;
+                new.register_write(ni, i, &v).map_err(Status::internal)?;
+            }
+        }
+    }
+    for (ci, c) in op.counters.iter().enumerate() {
+        if let Some(ni) = np.counters.iter().position(|x| x.name == c.name && x.size == c.size) {
+            for i in 0..c.size as usize {
+                let (p, b) = old.counter_read(ci, i).map_err(Status::internal)?;
+                new.counter_write(ni, i, p, b).map_err(Status::internal)?;
+            }
+        }
+    }
+    let pre = old.pre();
+    for (session, port) in &pre.mirror {
+        new.mirroring_add(*session, *port);
+    }
+    for (grp, handles) in &pre.groups {
+        let replicas: Vec<(u32, u32)> =
+            handles.iter().filter_map(|h| pre.nodes.get(*h as usize).cloned().flatten()).flat_map(|(rid, ports)| ports.into_iter().map(move |p| (rid, p))).collect();
+        new.mc_group_set(*grp, &replicas);
+    }
+    Ok(())
 }
 
 enum TableOp {
