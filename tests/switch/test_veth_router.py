@@ -140,3 +140,33 @@ def test_forwarding_benchmark_runs_and_reports(tmp_path, p4sec_bin):
     assert len(rows) == 1 and rows[0]["size"] == 64
     assert rows[0]["kernel_pps"] > 1000 and rows[0]["p4sec_pps"] > 1000
     assert rows[0]["p4sec_pps"] <= rows[0]["offered_pps_p4sec_run"] * 1.05
+
+
+def test_a_vanishing_interface_is_reported_and_the_switch_keeps_running(p4sec_bin, topo, tmp_path):
+    import grpc
+    from p4.v1 import p4runtime_pb2_grpc
+    port = free_port()
+    (ns1, h1, s1), (ns2, h2, s2) = topo
+    log = tmp_path / "switch.log"
+    sw = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={s1}", "--port", f"2={s2}"],
+                          stderr=open(log, "w"))
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(channel).result(timeout=20)
+        subprocess.run(["ip", "link", "del", s2], check=True)
+        deadline = time.time() + 10
+        while "port 2" not in log.read_text() and time.time() < deadline:
+            time.sleep(0.2)
+        assert f"port 2 (`{s2}`) is gone" in log.read_text()
+        assert sw.poll() is None, "the switch must keep running"
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        assert stub.Capabilities(p4runtime_pb2.CapabilitiesRequest()).p4runtime_api_version
+        # it does not spin on the dead socket (utime + stime of the switch, in clock ticks of 1/100 s)
+        stat = open(f"/proc/{sw.pid}/stat").read().split()
+        ticks = int(stat[13]) + int(stat[14])
+        time.sleep(1.0)
+        stat = open(f"/proc/{sw.pid}/stat").read().split()
+        assert int(stat[13]) + int(stat[14]) - ticks < 50, "more than half a core busy after the port vanished"
+    finally:
+        sw.terminate()
+        sw.wait(timeout=10)

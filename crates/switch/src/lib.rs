@@ -68,6 +68,12 @@ impl Port {
         Ok(p)
     }
 
+    /// Does the interface still exist?
+    fn alive(&self) -> bool {
+        let Ok(name) = std::ffi::CString::new(self.iface.as_str()) else { return false };
+        unsafe { libc::if_nametoindex(name.as_ptr()) != 0 }
+    }
+
     /// Receive one frame (not our own transmissions); `None` when nothing is waiting.
     fn recv(&self, buf: &mut [u8]) -> Option<usize> {
         loop {
@@ -140,6 +146,16 @@ pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, tr
         let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, 50) };
         if r <= 0 {
             continue;
+        }
+        // a port whose interface went away (deleted, moved to another namespace): stop polling it, say so
+        // once, keep serving the others
+        for (i, p) in ports.iter().enumerate() {
+            if fds[i].fd >= 0 && fds[i].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 && !p.alive() {
+                eprintln!("p4sec switch: port {} (`{}`) is gone; frames to it are dropped from now on", p.number, p.iface);
+                fds[i].fd = -1;
+                fds[i].revents = 0;
+                p.stats.errors.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let Some(engine) = device.engine() else {
             // no pipeline yet: drain and drop
