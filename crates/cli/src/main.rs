@@ -75,6 +75,15 @@ enum Cmd {
         /// Log every packet's path through the pipeline (parser states, tables, actions, externs) to stderr.
         #[arg(long)]
         trace: bool,
+        /// TLS for the gRPC server: certificate (PEM).
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// TLS: private key (PEM).
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Mutual TLS: clients must present a certificate signed by this CA (PEM).
+        #[arg(long, requires = "tls_cert")]
+        tls_ca: Option<PathBuf>,
     },
     /// Forwarding benchmark: the IPv4 LPM router over 64-byte packets, in process, one core.
     Bench {
@@ -124,8 +133,9 @@ fn run_switch(
     workers: usize,
     metrics: Option<&str>,
     trace: bool,
+    tls: Option<p4sec_p4runtime::server::TlsFiles>,
 ) -> ExitCode {
-    use p4sec_p4runtime::server::{serve, Device, Pipeline};
+    use p4sec_p4runtime::server::{serve_tls, Device, Pipeline};
     let addr: std::net::SocketAddr = match grpc.parse() {
         Ok(a) => a,
         Err(e) => {
@@ -219,7 +229,7 @@ fn run_switch(
         }
     };
     eprintln!("p4sec switch: P4Runtime (device {device_id}) on {addr}");
-    match rt.block_on(serve(addr, device)) {
+    match rt.block_on(serve_tls(addr, device, tls)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("p4sec switch: {e}");
@@ -273,8 +283,12 @@ fn main() -> ExitCode {
         }
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
-        Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers, metrics, trace } => {
-            run_switch(program.as_deref(), &grpc, device_id, &ports, cpu_port, workers, metrics.as_deref(), trace)
+        Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers, metrics, trace, tls_cert, tls_key, tls_ca } => {
+            let tls = match (tls_cert, tls_key) {
+                (Some(cert), Some(key)) => Some(p4sec_p4runtime::server::TlsFiles { cert, key, client_ca: tls_ca }),
+                _ => None,
+            };
+            run_switch(program.as_deref(), &grpc, device_id, &ports, cpu_port, workers, metrics.as_deref(), trace, tls)
         }
     }
 }

@@ -1006,6 +1006,27 @@ fn arbitration_messages(a: &Arbitration, device_id: u64) -> Notify {
 
 /// Serve P4Runtime on `addr` until the process ends.
 pub async fn serve(addr: std::net::SocketAddr, device: Arc<Device>) -> Result<(), String> {
+    serve_tls(addr, device, None).await
+}
+
+/// PEM files for TLS: the server's certificate and key, and optionally a CA whose certificates clients
+/// must present (mutual TLS).
+pub struct TlsFiles {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    pub client_ca: Option<std::path::PathBuf>,
+}
+
+pub async fn serve_tls(addr: std::net::SocketAddr, device: Arc<Device>, tls: Option<TlsFiles>) -> Result<(), String> {
     let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service { device }).max_decoding_message_size(64 << 20);
-    tonic::transport::Server::builder().add_service(svc).serve(addr).await.map_err(|e| format!("gRPC server: {e}"))
+    let mut b = tonic::transport::Server::builder();
+    if let Some(t) = tls {
+        let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("TLS: cannot read {}: {e}", p.display()));
+        let mut cfg = tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(read(&t.cert)?, read(&t.key)?));
+        if let Some(ca) = &t.client_ca {
+            cfg = cfg.client_ca_root(tonic::transport::Certificate::from_pem(read(ca)?));
+        }
+        b = b.tls_config(cfg).map_err(|e| format!("TLS: {e}"))?;
+    }
+    b.add_service(svc).serve(addr).await.map_err(|e| format!("gRPC server: {e}"))
 }
