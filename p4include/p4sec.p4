@@ -72,6 +72,15 @@ extern crypto_hash {
     void get_packet<O, K, D>(out O result, in K key, in D data, in bit<32> offset);
 }
 
+/* A deterministic automaton over the payload (the bytes after the parsed headers), loaded and replaced by the
+ * control plane at run time (operation `load`, JSON from `p4sec-dpi`). scan() maps the bytes from `offset`
+ * through the class map of `mode` (0: text, e.g. HTTP and TLS; 1: DNS names in wire format), runs the
+ * automaton and reports whether an accepting state was reached. Without a loaded automaton nothing matches. */
+extern dfa_matcher {
+    dfa_matcher();
+    void scan(in bit<8> mode, in bit<32> offset, out bit<1> matched);
+}
+
 /* ASCON authenticated encryption of header fields (P4EAD). data must be a whole number of bytes. */
 enum bit<8> p4sec_ascon_t {
     AEAD128 = 0,        /* NIST SP 800-232 Ascon-AEAD128 */

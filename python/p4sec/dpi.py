@@ -108,12 +108,17 @@ class Dfa:
     `delta[s]` maps a class to the next state for every class whose next state is not 0.
     """
 
-    def __init__(self, domains):
+    def __init__(self, domains, payload=False):
+        """With `payload`, names are also matched after any byte that cannot be part of a host name (END), as
+        when scanning whole payloads (HTTP headers, TLS ClientHello) rather than a bare host name."""
         goto = [{}]
         out = [None]
-        for i, d in enumerate(domains):
+        patterns = [symbols(d) for d in domains]
+        if payload:
+            patterns += [[END] + symbols(d)[1:] for d in domains]
+        for i, pat in enumerate(patterns):
             s = 0
-            for c in symbols(d):
+            for c in pat:
                 nxt = goto[s].get(c)
                 if nxt is None:
                     nxt = len(goto)
@@ -150,6 +155,7 @@ class Dfa:
         self.delta = delta
         self.accept = accept
         self.domains = domains
+        self.payload = payload
 
     @property
     def states(self):
@@ -166,13 +172,26 @@ class Dfa:
         """Scan bytes as the data plane does ("." + data, ended by END; for a DNS query name in wire format the
         length bytes are the dots); True when a listed name occurs."""
         classes = CLASS_OF_DNS if dns else CLASS_OF
-        s = 0 if dns else self.delta[0].get(DOT, 0)
+        s = 0 if dns else self.delta[0].get(END if self.payload else DOT, 0)
         for b in data:
             s = self.delta[s].get(classes[b], 0)
             if self.accept[s]:
                 return True
         s = self.delta[s].get(END, 0)
         return self.accept[s]
+
+
+def automaton_json(dfa):
+    """The automaton in the form the `dfa_matcher` extern loads (mode 0: text, mode 1: DNS wire format)."""
+    start_text = dfa.delta[0].get(END if dfa.payload else DOT, 0)
+    return json.dumps({
+        "states": dfa.states,
+        "classes": N_CLASSES,
+        "end_class": END,
+        "modes": [[CLASS_OF, start_text], [CLASS_OF_DNS, 0]],
+        "transitions": [[s, c, t] for s, c, t, _ in dfa.entries()],
+        "accept": [s for s, a in enumerate(dfa.accept) if a],
+    }, separators=(",", ":"))
 
 
 def reset_to_start_dfa(domains):
@@ -227,6 +246,7 @@ def main(argv=None):
     c.add_argument("list")
     c.add_argument("--json", help="write the report as JSON")
     c.add_argument("--entries", help="write the table entries as JSON lines (state, class, next, blocked)")
+    c.add_argument("--automaton", help="write the automaton for the dfa_matcher extern (payload scanning) as JSON")
     b = sub.add_parser("bench", help="compile generated lists of 1,000 to 100,000 domains and print the figures")
     b.add_argument("--sizes", default="1000,5000,100000")
     b.add_argument("--json")
@@ -244,6 +264,9 @@ def main(argv=None):
     rep = report(dfa, time.perf_counter() - t0)
     print(f"{rep['domains']} domains -> {rep['states']} states, {rep['entries']} table entries, "
           f"{rep['memory_bytes'] / 1024:.1f} KiB ({rep['state_bits']}-bit states), compiled in {rep['compile_seconds']:.2f} s")
+    if args.automaton:
+        with open(args.automaton, "w") as f:
+            f.write(automaton_json(Dfa(domains, payload=True)))
     if args.entries:
         with open(args.entries, "w") as f:
             for s, cl, t, b in dfa.entries():

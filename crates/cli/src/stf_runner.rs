@@ -137,6 +137,7 @@ impl Pattern {
 
 #[derive(Clone, Debug)]
 enum Cmd {
+    ExternControl(String, String, String),
     Packet(u32, Vec<u8>),
     Expect(u32, Pattern),
     Add { table: String, priority: Option<i64>, keys: Vec<(String, String)>, action: String, args: Vec<(String, String)> },
@@ -273,6 +274,14 @@ fn parse_stf(text: &str) -> Result<Vec<(usize, Cmd)>, String> {
                     _ => return Err(ctx("check_counter: expected `packets|bytes OP VALUE`".into())),
                 };
                 Cmd::CheckCounter { name, index, what, op, value }
+            }
+            // p4sec extension: a control-plane operation of an extern instance, with its JSON argument
+            "extern_control" => {
+                let mut it = rest.splitn(3, char::is_whitespace);
+                match (it.next(), it.next(), it.next()) {
+                    (Some(inst), Some(op), Some(arg)) => Cmd::ExternControl(inst.to_string(), op.to_string(), arg.trim().to_string()),
+                    _ => return Err(ctx("extern_control needs INSTANCE OPERATION JSON".into())),
+                }
             }
             "mirroring_add" => {
                 let v: Vec<&str> = rest.split_whitespace().collect();
@@ -517,6 +526,9 @@ pub fn run_stf(prog: Program, stf: &str, trace: bool) -> StfResult {
                     }
                 }
                 Cmd::MirroringAdd(s, p) => engine.mirroring_add(*s, *p),
+                Cmd::ExternControl(inst, op, arg) => {
+                    engine.extern_control(inst, op, arg.as_bytes())?;
+                }
                 Cmd::McMgrpCreate(g) => engine.mc_group_create(*g)?,
                 Cmd::McNodeCreate(rid, ports) => {
                     engine.mc_node_create(*rid, ports.clone());

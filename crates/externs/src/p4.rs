@@ -20,6 +20,7 @@ pub fn registry() -> Vec<Box<dyn ExternType>> {
         Box::new(HashType { name: "p4sec_hash", with_payload: false }),
         Box::new(HashType { name: "p4sec_hash_payload", with_payload: true }),
         Box::new(CryptoHashType),
+        Box::new(crate::dfa::DfaMatcherType),
         Box::new(AsconType { name: "p4sec_ascon_encrypt", decrypt: false }),
         Box::new(AsconType { name: "p4sec_ascon_decrypt", decrypt: true }),
     ]
