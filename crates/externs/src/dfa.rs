@@ -137,3 +137,39 @@ impl ExternObject for DfaMatcher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(transitions: &str, accept: &str) -> String {
+        let map: Vec<String> = (0..256).map(|b| if b == b'a' as usize { "1".into() } else { "0".into() }).collect();
+        format!(r#"{{"states":3,"classes":2,"end_class":0,"modes":[[[{}],0]],"transitions":{transitions},"accept":{accept}}}"#, map.join(","))
+    }
+
+    #[test]
+    fn scans_and_reports() {
+        // "aa" followed by the end class is accepted
+        let a = Automaton::from_json(json("[[0,1,1],[1,1,2],[2,0,2],[2,1,2]]", "[]").as_bytes()).unwrap();
+        assert_eq!(a.matches(0, b"a"), Some(false));
+        let b = Automaton::from_json(json("[[0,1,1],[1,1,2]]", "[2]").as_bytes()).unwrap();
+        assert_eq!(b.matches(0, b"xaay"), Some(true));
+        assert_eq!(b.matches(0, b"xaxa"), Some(false));
+        assert_eq!(b.matches(1, b"aa"), None, "no such mode");
+    }
+
+    #[test]
+    fn bad_automata_get_precise_errors() {
+        for (j, want) in [
+            (json("[[0,1,7]]", "[]"), "out of range"),
+            (json("[[0,5,1]]", "[]"), "out of range"),
+            (json("[]", "[9]"), "accepting state 9"),
+            ("{\"states\":0}".to_string(), "bad automaton"),
+            (json("[]", "[]").replace("[[[0", "[[[0,0"), "256 entries"),
+            ("not json".to_string(), "bad automaton"),
+        ] {
+            let e = Automaton::from_json(j.as_bytes()).unwrap_err();
+            assert!(e.contains(want), "{e} should mention {want}");
+        }
+    }
+}
