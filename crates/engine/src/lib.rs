@@ -27,8 +27,10 @@ use tables::TableData;
 
 /// The drop port of v1model.
 pub const DROP_PORT: u64 = 511;
-/// Bound on resubmit/recirculate/clone passes caused by one input packet.
-pub const MAX_PASSES: u32 = 64;
+/// Bound on resubmit/recirculate/clone passes caused by one input packet: a guard against programs that
+/// never stop recirculating, high enough for programs that recirculate once per payload byte (DeeP4R-style
+/// scanning of a 1500-byte packet with the original waiting alongside takes about 3000 passes).
+pub const MAX_PASSES: u32 = 8192;
 
 pub struct TableRt {
     pub data: ArcSwap<TableData>,
