@@ -11,6 +11,49 @@ use std::sync::Arc;
 
 pub mod metrics;
 
+const PACKET_AUXDATA: libc::c_int = 8;
+const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
+
+/// Finish a TCP/UDP checksum over IPv4 or IPv6 whose field holds only the pseudo-header sum.
+pub fn complete_l4_checksum(f: &mut [u8]) {
+    let mut off = 12;
+    let mut et = u16::from_be_bytes([f.get(12).copied().unwrap_or(0), f.get(13).copied().unwrap_or(0)]);
+    if et == 0x8100 && f.len() >= 18 {
+        et = u16::from_be_bytes([f[16], f[17]]);
+        off = 16;
+    }
+    let ip = off + 2;
+    let (proto, l4) = match et {
+        0x0800 if f.len() >= ip + 20 => (f[ip + 9], ip + (f[ip] & 0x0f) as usize * 4),
+        0x86dd if f.len() >= ip + 40 => (f[ip + 6], ip + 40),
+        _ => return,
+    };
+    let field = match proto {
+        6 => l4 + 16,
+        17 => l4 + 6,
+        _ => return,
+    };
+    if f.len() < field + 2 {
+        return;
+    }
+    let mut sum: u64 = 0;
+    let mut chunks = f[l4..].chunks_exact(2);
+    for c in &mut chunks {
+        sum += u16::from_be_bytes([c[0], c[1]]) as u64;
+    }
+    if let [b] = chunks.remainder() {
+        sum += (*b as u64) << 8;
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let mut c = !(sum as u16);
+    if c == 0 && proto == 17 {
+        c = 0xffff;
+    }
+    f[field..field + 2].copy_from_slice(&c.to_be_bytes());
+}
+
 /// Counters of one port, shared by the sockets every worker has on it.
 #[derive(Default, Debug)]
 pub struct PortStats {
@@ -50,6 +93,10 @@ impl Port {
             unsafe { libc::close(fd) };
             return Err(format!("port {number}: cannot bind to `{iface}`: {e}"));
         }
+        let one: libc::c_int = 1;
+        unsafe {
+            libc::setsockopt(fd, libc::SOL_PACKET, PACKET_AUXDATA, &one as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as u32)
+        };
         Ok(Port { number, iface: iface.to_string(), fd, stats: Arc::default() })
     }
 
@@ -68,25 +115,57 @@ impl Port {
         Ok(p)
     }
 
+    /// Read and clear the socket's pending error.
+    fn take_error(&self) {
+        let mut e: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as u32;
+        unsafe { libc::getsockopt(self.fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut e as *mut _ as *mut libc::c_void, &mut len) };
+    }
+
     /// Does the interface still exist?
     fn alive(&self) -> bool {
         let Ok(name) = std::ffi::CString::new(self.iface.as_str()) else { return false };
         unsafe { libc::if_nametoindex(name.as_ptr()) != 0 }
     }
 
-    /// Receive one frame (not our own transmissions); `None` when nothing is waiting.
+    /// Receive one frame (not our own transmissions); `None` when nothing is waiting. Frames whose TCP/UDP
+    /// checksum the sender left to offload (veths and other virtual devices hand such frames to packet
+    /// sockets with only the pseudo-header sum in place) get their checksum completed here, as a NIC would.
     fn recv(&self, buf: &mut [u8]) -> Option<usize> {
         loop {
             let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-            let n = unsafe { libc::recvfrom(self.fd, buf.as_mut_ptr() as *mut _, buf.len(), 0, &mut sll as *mut _ as *mut libc::sockaddr, &mut len) };
+            let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut _, iov_len: buf.len() };
+            let mut ctrl = [0u64; 16];
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = &mut sll as *mut _ as *mut libc::c_void;
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = ctrl.as_mut_ptr() as *mut libc::c_void;
+            msg.msg_controllen = std::mem::size_of_val(&ctrl);
+            let n = unsafe { libc::recvmsg(self.fd, &mut msg, 0) };
             if n < 0 {
                 return None;
             }
             if sll.sll_pkttype == libc::PACKET_OUTGOING as u8 {
                 continue;
             }
-            return Some(n as usize);
+            let n = (n as usize).min(buf.len());
+            let mut csum_not_ready = false;
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&msg);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
+                        let status = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const u32);
+                        csum_not_ready = status & TP_STATUS_CSUMNOTREADY != 0;
+                    }
+                    c = libc::CMSG_NXTHDR(&msg, c);
+                }
+            }
+            if csum_not_ready {
+                complete_l4_checksum(&mut buf[..n]);
+            }
+            return Some(n);
         }
     }
 
@@ -142,20 +221,31 @@ pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, tr
     let mut out = Outputs::default();
     let mut worker: Option<(usize, Worker)> = None;
     let mut unknown_port = 0u64;
+    let mut suspect = vec![false; ports.len()];
     while !stop.load(Ordering::Relaxed) {
         let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, 50) };
-        if r <= 0 {
-            continue;
-        }
-        // a port whose interface went away (deleted, moved to another namespace): stop polling it, say so
-        // once, keep serving the others
+        // A socket error (the interface went down or away) is consumed here so that poll does not keep
+        // reporting it; the port is then checked on every wake-up until it is either back (frames arrive
+        // again) or gone (deleted, moved to another namespace): then it is reported once and no longer polled.
         for (i, p) in ports.iter().enumerate() {
-            if fds[i].fd >= 0 && fds[i].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 && !p.alive() {
+            if fds[i].fd < 0 {
+                continue;
+            }
+            if fds[i].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                p.take_error();
+                suspect[i] = true;
+                fds[i].revents &= !(libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
+            }
+            if suspect[i] && !p.alive() {
                 eprintln!("p4sec switch: port {} (`{}`) is gone; frames to it are dropped from now on", p.number, p.iface);
                 fds[i].fd = -1;
                 fds[i].revents = 0;
+                suspect[i] = false;
                 p.stats.errors.fetch_add(1, Ordering::Relaxed);
             }
+        }
+        if r <= 0 {
+            continue;
         }
         let Some(engine) = device.engine() else {
             // no pipeline yet: drain and drop
