@@ -90,5 +90,13 @@ extern void p4sec_ascon_encrypt<A, D>(in p4sec_ascon_t variant, in bit<128> key,
                                       in A ad, inout D data, out bit<128> tag);
 extern void p4sec_ascon_decrypt<A, D>(in p4sec_ascon_t variant, in bit<128> key, in bit<128> nonce,
                                       in A ad, inout D data, in bit<128> tag, out bit<8> status);
+/* The same over the first ad_len bytes of ad and the first data_len bytes of data (the rest of data is left as
+ * it is). status: 0 done, 4 tag mismatch (open; data unchanged), 5 a length beyond its argument. */
+extern void p4sec_ascon_seal<A, D>(in p4sec_ascon_t variant, in bit<128> key, in bit<128> nonce,
+                                   in A ad, in bit<8> ad_len, inout D data, in bit<8> data_len,
+                                   out bit<128> tag, out bit<8> status);
+extern void p4sec_ascon_open<A, D>(in p4sec_ascon_t variant, in bit<128> key, in bit<128> nonce,
+                                   in A ad, in bit<8> ad_len, inout D data, in bit<8> data_len,
+                                   in bit<128> tag, out bit<8> status);
 
 #endif  /* _P4SEC_P4_ */

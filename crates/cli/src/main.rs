@@ -48,6 +48,12 @@ enum Cmd {
         /// Print each packet's path through the pipeline.
         #[arg(long)]
         trace: bool,
+        /// Add an include directory (single test).
+        #[arg(short = 'I', value_name = "DIR")]
+        include: Vec<PathBuf>,
+        /// Define a preprocessor macro: NAME or NAME=VALUE (single test).
+        #[arg(short = 'D', value_name = "NAME[=VALUE]")]
+        define: Vec<String>,
     },
     /// Run the switch: ports (Linux interfaces) and a P4Runtime server (gRPC service p4.v1.P4Runtime).
     Switch {
@@ -269,12 +275,12 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Cmd::Stf { program, test, suite, report, trace } => {
+        Cmd::Stf { program, test, suite, report, trace, include, define } => {
             if let Some(dir) = suite {
                 return stf_runner::run_suite(&dir, report.as_deref());
             }
             match (program, test) {
-                (Some(p), Some(t)) => stf_runner::run_one_cli(&p, &t, trace),
+                (Some(p), Some(t)) => stf_runner::run_one_cli(&p, &t, &include, &parse_defines(&define), trace),
                 _ => {
                     eprintln!("usage: p4sec stf PROGRAM.p4 TEST.stf | p4sec stf --suite DIR");
                     ExitCode::from(2)

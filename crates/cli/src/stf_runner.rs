@@ -580,11 +580,16 @@ fn p4sec_externs_registry() -> Vec<Box<dyn p4sec_externs::iface::ExternType>> {
 
 /// Compile and run one program with one STF file.
 pub fn run_one(p4: &Path, stf: &Path, trace: bool) -> StfResult {
+    run_one_with(p4, stf, &[], &[], trace)
+}
+
+/// Compile `p4` with include directories and macro definitions, then run `stf` on it.
+pub fn run_one_with(p4: &Path, stf: &Path, include: &[std::path::PathBuf], defines: &[(String, Option<String>)], trace: bool) -> StfResult {
     let text = match std::fs::read_to_string(stf) {
         Ok(t) => t,
         Err(e) => return StfResult { passed: false, messages: vec![format!("cannot read {}: {e}", stf.display())], warnings: vec![] },
     };
-    let prog = match crate::compile(p4, &[], &[]) {
+    let prog = match crate::compile(p4, include, defines) {
         Ok(p) => p,
         Err(e) => return StfResult { passed: false, messages: vec![format!("compile error: {e}")], warnings: vec![] },
     };
@@ -594,8 +599,8 @@ pub fn run_one(p4: &Path, stf: &Path, trace: bool) -> StfResult {
     }
 }
 
-pub fn run_one_cli(p4: &Path, stf: &Path, trace: bool) -> ExitCode {
-    let r = run_one(p4, stf, trace);
+pub fn run_one_cli(p4: &Path, stf: &Path, include: &[std::path::PathBuf], defines: &[(String, Option<String>)], trace: bool) -> ExitCode {
+    let r = run_one_with(p4, stf, include, defines, trace);
     for w in &r.warnings {
         println!("warning: {w}");
     }

@@ -21,8 +21,10 @@ pub fn registry() -> Vec<Box<dyn ExternType>> {
         Box::new(HashType { name: "p4sec_hash_payload", with_payload: true }),
         Box::new(CryptoHashType),
         Box::new(crate::dfa::DfaMatcherType),
-        Box::new(AsconType { name: "p4sec_ascon_encrypt", decrypt: false }),
-        Box::new(AsconType { name: "p4sec_ascon_decrypt", decrypt: true }),
+        Box::new(AsconType { name: "p4sec_ascon_encrypt", decrypt: false, with_len: false }),
+        Box::new(AsconType { name: "p4sec_ascon_decrypt", decrypt: true, with_len: false }),
+        Box::new(AsconType { name: "p4sec_ascon_seal", decrypt: false, with_len: true }),
+        Box::new(AsconType { name: "p4sec_ascon_open", decrypt: true, with_len: true }),
     ]
 }
 
@@ -352,21 +354,30 @@ impl ExternObject for CryptoHash {
 
 // ------------------------------------------------------------------------------------------------ ASCON
 
+/// `p4sec_ascon_encrypt`/`_decrypt` use all of their AD and data arguments; `p4sec_ascon_seal`/`_open`
+/// (`with_len`) only the first `ad_len`/`data_len` bytes and report a status.
 struct AsconType {
     name: &'static str,
     decrypt: bool,
+    with_len: bool,
 }
 
 struct AsconObj {
+    name: &'static str,
     decrypt: bool,
+    with_len: bool,
 }
+
+/// Status codes of p4sec_ascon_seal/open (p4sec.p4).
+const ASCON_TAG_FAIL: u64 = 4;
+const ASCON_BAD_LENGTH: u64 = 5;
 
 impl ExternType for AsconType {
     fn name(&self) -> &str {
         self.name
     }
     fn instantiate(&self, _: &str, _: &[BitBuf]) -> Result<Box<dyn ExternObject>, String> {
-        Ok(Box::new(AsconObj { decrypt: self.decrypt }))
+        Ok(Box::new(AsconObj { name: self.name, decrypt: self.decrypt, with_len: self.with_len }))
     }
 }
 
@@ -380,15 +391,22 @@ fn arr16(b: &BitBuf) -> [u8; 16] {
 impl ExternObject for AsconObj {
     fn resolve(&self, sig: &MethodSig) -> Result<u32, String> {
         let a = sig.args.as_slice();
-        let ok = if self.decrypt {
-            matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::InOut, d), (Dir::In, 128), (Dir::Out, 8)] if ad % 8 == 0 && d % 8 == 0)
-        } else {
-            matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::InOut, d), (Dir::Out, 128)] if ad % 8 == 0 && d % 8 == 0)
+        let ok = match (self.with_len, self.decrypt) {
+            (false, true) => {
+                matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::InOut, d), (Dir::In, 128), (Dir::Out, 8)] if ad % 8 == 0 && d % 8 == 0)
+            }
+            (false, false) => {
+                matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::InOut, d), (Dir::Out, 128)] if ad % 8 == 0 && d % 8 == 0)
+            }
+            (true, true) => matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::In, 8), (Dir::InOut, d), (Dir::In, 8), (Dir::In, 128), (Dir::Out, 8)]
+                if ad % 8 == 0 && d % 8 == 0),
+            (true, false) => matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::In, 8), (Dir::InOut, d), (Dir::In, 8), (Dir::Out, 128), (Dir::Out, 8)]
+                if ad % 8 == 0 && d % 8 == 0),
         };
         if ok {
             Ok(0)
         } else {
-            Err(format!("{} needs byte-aligned associated data and data and the signature of p4sec.p4", if self.decrypt { "p4sec_ascon_decrypt" } else { "p4sec_ascon_encrypt" }))
+            Err(format!("{} needs byte-aligned associated data and data and the signature of p4sec.p4", self.name))
         }
     }
 
@@ -400,6 +418,32 @@ impl ExternObject for AsconObj {
         };
         let key = arr16(&args[1]);
         let nonce = arr16(&args[2]);
+        if self.with_len {
+            // (variant, key, nonce, ad, ad_len, data, data_len, tag, status)
+            let (alen, dlen) = (args[4].as_u64() as usize, args[6].as_u64() as usize);
+            if alen > args[3].bytes.len() || dlen > args[5].bytes.len() {
+                args[8].set_u64(ASCON_BAD_LENGTH);
+                return Ok(());
+            }
+            let ad = args[3].bytes[..alen].to_vec();
+            if self.decrypt {
+                let tag = arr16(&args[7]);
+                let mut data = args[5].bytes[..dlen].to_vec();
+                let status = match ascon::decrypt(v, &key, &nonce, &ad, &mut data, &tag) {
+                    Ok(()) => {
+                        args[5].bytes[..dlen].copy_from_slice(&data);
+                        OK
+                    }
+                    Err(_) => ASCON_TAG_FAIL,
+                };
+                args[8].set_u64(status);
+            } else {
+                let tag = ascon::encrypt(v, &key, &nonce, &ad, &mut args[5].bytes[..dlen]).map_err(|_| bad("ASCON key"))?;
+                args[7].set_bytes(&tag);
+                args[8].set_u64(OK);
+            }
+            return Ok(());
+        }
         let ad = args[3].bytes.clone();
         if self.decrypt {
             let tag = arr16(&args[5]);
@@ -409,7 +453,7 @@ impl ExternObject for AsconObj {
                     args[4].bytes.copy_from_slice(&data);
                     OK
                 }
-                Err(_) => 4, // P4SEC_ICV_FAIL; data left unchanged
+                Err(_) => ASCON_TAG_FAIL, // data left unchanged
             };
             args[6].set_u64(status);
         } else {
