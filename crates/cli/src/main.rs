@@ -3,6 +3,7 @@
 //! Subcommands: `compile` (P4 → program + P4Info), `stf` (run STF packet tests), `bench` (engine
 //! forwarding benchmark).
 
+mod ascon_serve;
 mod bench;
 mod bench_hash;
 mod stf_runner;
@@ -91,6 +92,8 @@ enum Cmd {
         #[arg(long, requires = "tls_cert")]
         tls_ca: Option<PathBuf>,
     },
+    /// ASCON-AEAD for control-plane tools: JSON requests on stdin, answers on stdout (used by p4sec.inband).
+    AsconServe,
     /// Forwarding benchmark: the IPv4 LPM router over 64-byte packets, in process, one core.
     Bench {
         /// Number of routes in the LPM table.
@@ -287,6 +290,7 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Cmd::AsconServe => ascon_serve::run(),
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
         Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers, metrics, trace, tls_cert, tls_key, tls_ca } => {
