@@ -112,3 +112,15 @@ class Switch:
         x.extern_type_id, x.extern_id = ext.extern_type_id, inst.preamble.id
         x.entry.CopyFrom(any_pb2.Any(type_url=f"p4sec/{ext.extern_type_name}.{op}", value=json.dumps(obj).encode()))
         self._write(u)
+
+    def counter_read(self, counter, index):
+        """(packets, bytes) of one indexed counter cell."""
+        c = next(x for x in self.p4info.counters if x.preamble.name == counter)
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        e = req.entities.add().counter_entry
+        e.counter_id, e.index.index = c.preamble.id, index
+        for resp in self.stub.Read(req):
+            for ent in resp.entities:
+                d = ent.counter_entry.data
+                return d.packet_count, d.byte_count
+        return 0, 0
