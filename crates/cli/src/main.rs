@@ -6,6 +6,7 @@
 mod ascon_serve;
 mod bench;
 mod bench_hash;
+mod bench_p4ead;
 mod stf_runner;
 
 #[global_allocator]
@@ -111,6 +112,16 @@ enum Cmd {
     BenchHash {
         /// Seconds to measure in total.
         #[arg(long, default_value_t = 8.0)]
+        seconds: f64,
+        /// Write the figures as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// P4EAD benchmark: ASCON-AEAD in plain P4 with recirculation (1-4 rounds per pass) versus the extern,
+    /// throughput and latency per request, beside the P4EAD paper's figures.
+    BenchP4ead {
+        /// Seconds per measurement group (throughput: median of 5 runs of S/5; latency: S).
+        #[arg(long, default_value_t = 2.0)]
         seconds: f64,
         /// Write the figures as JSON.
         #[arg(long)]
@@ -293,6 +304,7 @@ fn main() -> ExitCode {
         Cmd::AsconServe => ascon_serve::run(),
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
+        Cmd::BenchP4ead { seconds, json } => bench_p4ead::run(seconds, json.as_deref()),
         Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers, metrics, trace, tls_cert, tls_key, tls_ca } => {
             let tls = match (tls_cert, tls_key) {
                 (Some(cert), Some(key)) => Some(p4sec_p4runtime::server::TlsFiles { cert, key, client_ca: tls_ca }),
