@@ -35,6 +35,12 @@ extern esp_sad {
      * inner_header's bytes followed by the payload (the program then invalidates the header). */
     void encap<H>(in bit<32> sa_index, in H inner_header, out bit<8> status);
     void decap(in bit<32> spi, out bit<32> sa_index, out bit<8> status);
+    /* decap with the SA the program selected (e.g. a SAD-dec table on outer source, destination and SPI);
+     * the packet's SPI must be that SA's (else P4SEC_WRONG_SPI). */
+    void decap_sa(in bit<32> sa_index, out bit<8> status);
+    /* the lifetime event the SA reached since the last call, reported once: 0 none, 1 soft limit (renew),
+     * 2 hard limit (the SA refuses packets from now on). Cheap when there is none. */
+    void lifetime_event(in bit<32> sa_index, out bit<8> event);
 }
 
 /* Hash algorithms of p4sec_hash (the keyed ones take the key argument, the others ignore it). */

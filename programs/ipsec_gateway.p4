@@ -2,13 +2,16 @@
 // after the P4-IPsec design: SPD, SAD (keys and SA state in the extern, filled by the controller), and LPM
 // forwarding. IPv4 with a 20-byte header.
 //
-// Pass 1, outbound: the SPD (ternary on source, destination, protocol) says protect(sa), bypass or
-//   discard. protect encapsulates the inner IPv4 packet (parsed header + payload) with the SA, which
+// Pass 1, outbound: the SPD (ternary on source, destination, protocol; ranges on the TCP/UDP ports;
+//   priorities; no match = discard) says protect(sa), bypass or discard. protect encapsulates the inner IPv4 packet (parsed header + payload) with the SA, which
 //   writes the outer IPv4 header from its tunnel endpoints; the packet recirculates and pass 2 forwards
 //   the outer packet by LPM like any other packet.
-// Pass 1, inbound: an ESP packet addressed to one of the gateway's own addresses (local_addr) is
-//   decapsulated (SA found by SPI; ICV, padding, replay checked in the extern); the inner packet
-//   recirculates and pass 2 forwards it by LPM. Failures are counted per status code and dropped.
+// Pass 1, inbound: an ESP packet is looked up in SAD-dec (outer source, destination, SPI) and
+//   decapsulated with that SA (ICV, padding, replay checked in the extern); the inner packet recirculates
+//   and pass 2 forwards it by LPM. ESP to one of the gateway's own addresses (local_addr) without an SA is
+//   dropped as NO_SA; other ESP is forwarded (transit).
+// Counters: esp_status (per status code), sa_counters (per SA and status: index sa * 16 + status).
+// Lifetime events (soft, hard) of the SAs go to the controller as digests sa_event_t.
 #include <core.p4>
 #include <v1model.p4>
 #include <p4sec.p4>
@@ -47,8 +50,16 @@ struct headers_t {
     ipv4_t     ipv4;
 }
 
+struct sa_event_t {
+    bit<32> sa_index;
+    bit<8>  event;      /* 1 soft limit reached, 2 hard limit reached */
+}
+
 struct meta_t {
     esp_t   esp;
+    bit<16> sport;
+    bit<16> dport;
+    bit<8>  event;
     bit<32> sa_index;
     bit<8>  status;
     @field_list(1) bit<1> decrypted;
@@ -65,10 +76,19 @@ parser GwParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout stand
     }
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
-        transition select(hdr.ipv4.protocol) {
-            PROTO_ESP: parse_esp;
+        transition select(hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (_, PROTO_ESP): parse_esp;
+            (0, 6): parse_ports;
+            (0, 17): parse_ports;
             default: accept;
         }
+    }
+    state parse_ports {
+        // the ports stay in the payload (protected with it); the SPD matches on them
+        bit<32> ports = pkt.lookahead<bit<32>>();
+        meta.sport = ports[31:16];
+        meta.dport = ports[15:0];
+        transition accept;
     }
     state parse_esp {
         // the ESP header stays in the payload (the extern decapsulates from it); look at its SPI only
@@ -91,6 +111,8 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     esp_sad(1024) sad;
     /* packets per ESP status code (P4SEC_*) */
     counter(16, CounterType.packets_and_bytes) esp_status;
+    /* per SA and status code: index sa_index * 16 + status */
+    counter(16384, CounterType.packets_and_bytes) sa_counters;
 
     action drop() {
         mark_to_drop(sm);
@@ -102,6 +124,9 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     action bypass() { }
     action discard() {
         mark_to_drop(sm);
+    }
+    action dec_sa(bit<32> sa_index) {
+        meta.sa_index = sa_index;
     }
     action set_nhop(bit<48> dst_mac, bit<48> src_mac, bit<9> port) {
         hdr.ethernet.dst_addr = dst_mac;
@@ -123,10 +148,32 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             hdr.ipv4.src_addr : ternary;
             hdr.ipv4.dst_addr : ternary;
             hdr.ipv4.protocol : ternary;
+            meta.sport : range;
+            meta.dport : range;
         }
         actions = { protect; bypass; discard; }
-        default_action = bypass();
+        default_action = discard();
         size = 4096;
+    }
+    /* SAD-dec: the inbound SA of an ESP packet */
+    table sad_dec {
+        key = {
+            hdr.ipv4.src_addr : exact;
+            hdr.ipv4.dst_addr : exact;
+            meta.esp.spi : exact;
+        }
+        actions = { dec_sa; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+
+    /* count per SA and report its lifetime events to the controller */
+    action account_sa() {
+        sa_counters.count(meta.sa_index * 16 + (bit<32>) meta.status);
+        sad.lifetime_event(meta.sa_index, meta.event);
+    }
+    action report_event() {
+        digest<sa_event_t>(1, { meta.sa_index, meta.event });
     }
     table ipv4_lpm {
         key = { hdr.ipv4.dst_addr : lpm; }
@@ -140,9 +187,21 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             drop();
             return;
         }
-        if (hdr.ipv4.protocol == PROTO_ESP && meta.encrypted == 0 && local_addr.apply().hit) {
-            sad.decap(meta.esp.spi, meta.sa_index, meta.status);
+        if (hdr.ipv4.protocol == PROTO_ESP && meta.encrypted == 0 && meta.decrypted == 0) {
+            if (!sad_dec.apply().hit) {
+                if (local_addr.apply().hit) {
+                    esp_status.count((bit<32>) P4SEC_NO_SA);
+                    drop();
+                    return;
+                }
+                /* transit ESP: forwarded below */
+            } else {
+            sad.decap_sa(meta.sa_index, meta.status);
             esp_status.count((bit<32>) meta.status);
+            account_sa();
+            if (meta.event != 0) {
+                report_event();
+            }
             if (meta.status != P4SEC_OK) {
                 drop();
                 return;
@@ -152,12 +211,19 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             sm.egress_spec = 0;
             recirculate_preserving_field_list(1);
             return;
+            }
         }
         if (meta.decrypted == 0 && meta.encrypted == 0) {
             switch (spd.apply().action_run) {
                 protect: {
                     sad.encap(meta.sa_index, hdr.ipv4, meta.status);
                     esp_status.count((bit<32>) meta.status);
+                    if (meta.status != P4SEC_NO_SA) {
+                        account_sa();
+                        if (meta.event != 0) {
+                            report_event();
+                        }
+                    }
                     if (meta.status != P4SEC_OK) {
                         drop();
                         return;

@@ -1,15 +1,46 @@
-"""The p4sec SDN controller for IPsec (P4-IPsec style, no IKE): it owns the long-term secrets, generates
-per-SA keys, and programs gateways running programs/ipsec_gateway.p4 over P4Runtime: local addresses,
-routes, SPD entries and SAs (through the esp_sad extern's ExternEntry). It renews SAs make-before-break.
+"""The p4sec SDN controller for IPsec (P4-IPsec style, IKE-less as in RFC 9061): it generates per-SA keys from
+the OS CSPRNG and unique SPIs, and programs gateways running programs/ipsec_gateway.p4 over P4Runtime: local
+addresses, routes, SPD policies, SAD-dec entries (outer source, destination, SPI) and the SAs themselves
+(through the esp_sad extern's ExternEntry; keys never appear in tables).
 
-State (gateways, tunnels, SAs) is kept in SQLite so a restarted controller can reconcile.
+Loss-free ordering:
+  setup    SAD-dec on both peers, then SAD-enc on both, then the SPD policies that use them;
+  renewal  (on the SA's soft-lifetime digest) a new SA with a new SPI and keys is installed inbound on the
+           receiver (new slot + SAD-dec entry), then replaces the outbound SA on the sender in place (one atomic
+           swap in the extern), and the old inbound SA is removed after a grace period for packets in flight;
+  hard     a hard-lifetime event on an SA still in use renews it at once (the SA already refuses packets);
+  teardown policies first, then SAD-enc, then SAD-dec.
+
+State (gateways, tunnels, SAs) is kept in SQLite.
 """
 import json
+import logging
 import os
 import sqlite3
+import threading
 import time
 
 from . import runtime
+
+log = logging.getLogger("p4sec.controller")
+
+# cipher suite -> (cipher, integrity, key material bytes, integrity key bytes)
+SUITES = {
+    "null": ("Null", "HmacSha256_128", 0, 32),
+    "aes-ctr-hmac-sha256": ("AesCtr128", "HmacSha256_128", 20, 32),
+    "aes-ctr-hmac-md5": ("AesCtr128", "HmacMd5_96", 20, 16),
+    "aes-cbc-hmac-sha256": ("AesCbc128", "HmacSha256_128", 16, 32),
+    "aes-gcm-128": ("AesGcm128", "None", 20, 0),
+    "aes-gcm-256": ("AesGcm256", "None", 36, 0),
+    "chacha20-poly1305": ("ChaCha20Poly1305", "None", 36, 0),
+}
+SWITCH_MAC = "02:00:00:00:00:01"
+SA_EVENT_DIGEST = "sa_event_t"
+SOFT, HARD = 1, 2
+
+
+class ControllerError(Exception):
+    pass
 
 
 class Gateway:
@@ -17,94 +48,239 @@ class Gateway:
         self.name, self.switch, self.address = name, switch, address
         self.lan_prefix, self.lan_port, self.lan_mac = lan_prefix, lan_port, lan_mac
         self.wan_port, self.wan_mac, self.wan_prefix = wan_port, wan_mac, wan_prefix
+        self.free_slots = []
         self.next_slot = 0
 
     def setup(self, program_dir):
         s = self.switch
         s.push(program_dir)
         s.table_insert("GwIngress.local_addr", {"hdr.ipv4.dst_addr": ("exact", runtime.ip(self.address))}, "GwIngress.to_me", {})
-        net, plen = self.lan_prefix.split("/")
-        s.table_insert("GwIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": ("lpm", runtime.ip(net), int(plen))}, "GwIngress.set_nhop",
-                       {"dst_mac": runtime.mac(self.lan_mac), "src_mac": runtime.mac("02:00:00:00:00:01"), "port": self.lan_port})
-        net, plen = self.wan_prefix.split("/")
-        s.table_insert("GwIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": ("lpm", runtime.ip(net), int(plen))}, "GwIngress.set_nhop",
-                       {"dst_mac": runtime.mac(self.wan_mac), "src_mac": runtime.mac("02:00:00:00:00:01"), "port": self.wan_port})
+        for prefix, mac, port in ((self.lan_prefix, self.lan_mac, self.lan_port), (self.wan_prefix, self.wan_mac, self.wan_port)):
+            net, plen = prefix.split("/")
+            s.table_insert("GwIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": ("lpm", runtime.ip(net), int(plen))}, "GwIngress.set_nhop",
+                           {"dst_mac": runtime.mac(mac), "src_mac": runtime.mac(SWITCH_MAC), "port": port})
 
     def alloc_slot(self):
+        if self.free_slots:
+            return self.free_slots.pop()
         slot = self.next_slot
         self.next_slot += 1
         return slot
 
 
-def sa_config(spi, key, src, dst, soft_bytes=None, hard_bytes=None):
+def sa_config(spi, suite, keymat, authkey, src, dst, soft=None, hard=None):
+    cipher, integ, _, _ = SUITES[suite]
     null = {"packets": None, "bytes": None, "seconds": None}
-    return {"spi": spi, "cipher": "AesGcm128", "integ": "None", "enc_key": list(key), "auth_key": [], "esn": True,
-            "replay_window": 1024, "tunnel": [src, dst], "soft": dict(null, bytes=soft_bytes),
-            "hard": dict(null, bytes=hard_bytes), "initial_seq": 0}
+    return {"spi": spi, "cipher": cipher, "integ": integ, "enc_key": list(keymat), "auth_key": list(authkey), "esn": True,
+            "replay_window": 1024, "tunnel": [src, dst], "soft": dict(null, **(soft or {})), "hard": dict(null, **(hard or {})),
+            "initial_seq": 0}
+
+
+def _prefix_match(prefix):
+    net, plen = prefix.split("/")
+    return runtime.ip(net), runtime.prefix_mask(int(plen))
 
 
 class IpsecController:
-    def __init__(self, db=":memory:"):
-        self.db = sqlite3.connect(db)
-        self.db.execute("create table if not exists sa (spi integer, gw text, slot integer, direction text,"
-                        " peer text, config text, created real, active integer, primary key (spi, gw))")
+    def __init__(self, db=":memory:", grace=1.0):
+        self.db = sqlite3.connect(db, check_same_thread=False)
+        self.db.executescript(
+            "create table if not exists tunnel (name text primary key, a text, b text, suite text, soft text, hard text,"
+            " created real, state text);"
+            "create table if not exists sa (spi integer primary key, tunnel text, src text, dst text, out_slot integer,"
+            " in_slot integer, config text, created real, state text);"
+            "create table if not exists event (t real, tunnel text, what text);")
         self.gateways = {}
+        self.lock = threading.RLock()
+        self.grace = grace
+        self.renewals = 0
+        self._timers = []
+
+    # ------------------------------------------------------------------ gateways
 
     def add_gateway(self, gw, program_dir):
         gw.setup(program_dir)
         self.gateways[gw.name] = gw
+        gw.switch.on_digest = lambda name, items, g=gw.name: self._on_digest(g, name, items)
+        gw.switch.digest_enable(SA_EVENT_DIGEST)
+
+    def _event(self, tunnel, what):
+        self.db.execute("insert into event values (?, ?, ?)", (time.time(), tunnel, what))
+        log.info("%s: %s", tunnel, what)
+
+    def events(self, tunnel=None):
+        q = "select t, tunnel, what from event" + (" where tunnel = ?" if tunnel else "") + " order by rowid"
+        return self.db.execute(q, (tunnel,) if tunnel else ()).fetchall()
+
+    # ------------------------------------------------------------------ SAs
 
     def _new_spi(self):
         while True:
-            spi = int.from_bytes(os.urandom(4), "big") | 0x100
-            if not self.db.execute("select 1 from sa where spi = ?", (spi,)).fetchone():
+            spi = int.from_bytes(os.urandom(4), "big")
+            if spi >= 256 and not self.db.execute("select 1 from sa where spi = ?", (spi,)).fetchone():
                 return spi
 
-    def _install(self, gw, slot, direction, peer, cfg):
-        gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": slot, "sa": cfg})
-        self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, 1)", (cfg["spi"], gw.name, slot, direction, peer, json.dumps(cfg), time.time()))
-        self.db.commit()
+    def _sad_dec(self, src, dst, spi, slot, insert=True):
+        match = {"hdr.ipv4.src_addr": ("exact", runtime.ip(src.address)), "hdr.ipv4.dst_addr": ("exact", runtime.ip(dst.address)),
+                 "meta.esp.spi": ("exact", spi.to_bytes(4, "big"))}
+        if insert:
+            dst.switch.table_insert("GwIngress.sad_dec", match, "GwIngress.dec_sa", {"sa_index": slot})
+        else:
+            dst.switch.table_delete("GwIngress.sad_dec", match)
 
-    def _new_sa(self, src, dst):
-        """A fresh SA from src to dst: installed inbound on dst before outbound on src, so that no packet is
-        sent under an SA its receiver does not know yet. Returns (spi, slot on src)."""
-        spi, key = self._new_spi(), os.urandom(20)  # AES-128 key + 4-byte salt
-        cfg = sa_config(spi, key, src.address, dst.address)
-        self._install(dst, dst.alloc_slot(), "in", src.name, cfg)
-        out_slot = src.alloc_slot()
-        self._install(src, out_slot, "out", dst.name, cfg)
-        return spi, out_slot
+    def _make_sa(self, tunnel, src, dst, suite, soft, hard):
+        _, _, nkey, nauth = SUITES[suite]
+        spi = self._new_spi()
+        cfg = sa_config(spi, suite, os.urandom(nkey), os.urandom(nauth), src.address, dst.address, soft, hard)
+        return spi, cfg
 
-    def connect(self, a_name, b_name):
-        """Install a pair of SAs between two gateways and the SPD entries that use them. Returns the SPIs
-        and outbound slots by (source, destination)."""
-        a, b = self.gateways[a_name], self.gateways[b_name]
-        spis = {(src.name, dst.name): self._new_sa(src, dst) for src, dst in ((a, b), (b, a))}
-        for src, dst in ((a, b), (b, a)):
-            self._spd(src, dst, spis[(src.name, dst.name)][1], insert=True)
-        return spis
+    def _install_in(self, tunnel, src, dst, spi, cfg, out_slot):
+        """SAD-dec first: the receiver knows the SA before anyone sends under it."""
+        in_slot = dst.alloc_slot()
+        dst.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot, "sa": cfg})
+        self._sad_dec(src, dst, spi, in_slot)
+        self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'inbound')",
+                        (spi, tunnel, src.name, dst.name, out_slot, in_slot, json.dumps(cfg), time.time()))
+        return in_slot
 
-    def _spd(self, src, dst, slot, insert):
-        s_net, s_len = src.lan_prefix.split("/")
-        d_net, d_len = dst.lan_prefix.split("/")
-        match = {
-            "hdr.ipv4.src_addr": ("ternary", runtime.ip(s_net), runtime.prefix_mask(int(s_len))),
-            "hdr.ipv4.dst_addr": ("ternary", runtime.ip(d_net), runtime.prefix_mask(int(d_len))),
-        }
-        fn = src.switch.table_insert if insert else src.switch.table_modify
-        fn("GwIngress.spd", match, "GwIngress.protect", {"sa_index": slot}, priority=10)
+    def _spd(self, src, dst, out_slot, insert=True):
+        s_val, s_mask = _prefix_match(src.lan_prefix)
+        d_val, d_mask = _prefix_match(dst.lan_prefix)
+        match = {"hdr.ipv4.src_addr": ("ternary", s_val, s_mask), "hdr.ipv4.dst_addr": ("ternary", d_val, d_mask)}
+        if insert:
+            src.switch.table_insert("GwIngress.spd", match, "GwIngress.protect", {"sa_index": out_slot}, priority=10)
+        else:
+            src.switch.table_delete("GwIngress.spd", match, priority=10)
+
+    # ------------------------------------------------------------------ tunnels
+
+    def connect(self, a_name, b_name, suite="aes-gcm-128", soft=None, hard=None, name=None):
+        """A site-to-site tunnel between two gateways. Returns {(src, dst): (spi, outbound slot)}."""
+        if suite not in SUITES:
+            raise ControllerError(f"unknown cipher suite {suite!r} ({', '.join(SUITES)})")
+        with self.lock:
+            a, b = self.gateways[a_name], self.gateways[b_name]
+            name = name or f"{a_name}-{b_name}"
+            t0 = time.perf_counter()
+            self.db.execute("insert into tunnel values (?, ?, ?, ?, ?, ?, ?, 'up')",
+                            (name, a_name, b_name, suite, json.dumps(soft), json.dumps(hard), time.time()))
+            pairs = {}
+            for src, dst in ((a, b), (b, a)):
+                spi, cfg = self._make_sa(name, src, dst, suite, soft, hard)
+                out_slot = src.alloc_slot()
+                self._install_in(name, src, dst, spi, cfg, out_slot)
+                pairs[(src.name, dst.name)] = (spi, out_slot, cfg)
+            for src, dst in ((a, b), (b, a)):
+                spi, out_slot, cfg = pairs[(src.name, dst.name)]
+                src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": cfg})
+                self.db.execute("update sa set state = 'active' where spi = ?", (spi,))
+            for src, dst in ((a, b), (b, a)):
+                self._spd(src, dst, pairs[(src.name, dst.name)][1])
+            self._event(name, f"up ({suite}) in {1000 * (time.perf_counter() - t0):.2f} ms")
+            self.db.commit()
+            return {k: (v[0], v[1]) for k, v in pairs.items()}
+
+    def renew(self, spi, reason="requested"):
+        """Replace the active SA `spi` (one direction of a tunnel) with a fresh one, loss-free."""
+        with self.lock:
+            row = self.db.execute("select tunnel, src, dst, out_slot, in_slot, state from sa where spi = ?", (spi,)).fetchone()
+            if not row or row[5] != "active":
+                return None  # already renewed (both ends report the same SA) or gone
+            tunnel, src_name, dst_name, out_slot, old_in, _ = row
+            suite, soft, hard = self.db.execute("select suite, soft, hard from tunnel where name = ?", (tunnel,)).fetchone()
+            src, dst = self.gateways[src_name], self.gateways[dst_name]
+            t0 = time.perf_counter()
+            new_spi, cfg = self._make_sa(tunnel, src, dst, suite, json.loads(soft), json.loads(hard))
+            self._install_in(tunnel, src, dst, new_spi, cfg, out_slot)
+            t1 = time.perf_counter()
+            src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": cfg})
+            t2 = time.perf_counter()
+            self.db.execute("update sa set state = 'active' where spi = ?", (new_spi,))
+            self.db.execute("update sa set state = 'retiring' where spi = ?", (spi,))
+            self.renewals += 1
+            self._event(tunnel, f"renew {src_name}->{dst_name} ({reason}): SAD-dec {new_spi:#010x} on {dst_name} slot "
+                                f"{self.db.execute('select in_slot from sa where spi = ?', (new_spi,)).fetchone()[0]} "
+                                f"({1000 * (t1 - t0):.2f} ms), SAD-enc {spi:#010x} -> {new_spi:#010x} on {src_name} slot {out_slot} "
+                                f"({1000 * (t2 - t1):.2f} ms); old SAD-dec removed in {self.grace:g} s")
+            self.db.commit()
+            timer = threading.Timer(self.grace, self._retire, (spi,))
+            timer.daemon = True
+            timer.start()
+            self._timers.append(timer)
+            return new_spi
+
+    def _retire(self, spi):
+        with self.lock:
+            row = self.db.execute("select tunnel, src, dst, in_slot, state from sa where spi = ?", (spi,)).fetchone()
+            if not row or row[4] != "retiring":
+                return
+            tunnel, src_name, dst_name, in_slot, _ = row
+            src, dst = self.gateways[src_name], self.gateways[dst_name]
+            try:
+                self._sad_dec(src, dst, spi, in_slot, insert=False)
+                dst.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
+                dst.free_slots.append(in_slot)
+            except Exception as e:
+                self._event(tunnel, f"removing old SAD-dec {spi:#010x} on {dst_name} failed: {e}")
+                return
+            self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
+            self._event(tunnel, f"old SAD-dec {spi:#010x} removed from {dst_name}")
+            self.db.commit()
 
     def rekey(self, a_name, b_name):
-        """Make-before-break renewal: new inbound SAs first, then switch the SPD to the new outbound SAs,
-        then remove the old ones."""
-        a, b = self.gateways[a_name], self.gateways[b_name]
-        old = self.db.execute("select spi, gw, slot from sa where active = 1 and ((gw = ? and peer = ?) or (gw = ? and peer = ?))",
-                              (a.name, b.name, b.name, a.name)).fetchall()
-        new = {(src.name, dst.name): self._new_sa(src, dst) for src, dst in ((a, b), (b, a))}
-        for src, dst in ((a, b), (b, a)):
-            self._spd(src, dst, new[(src.name, dst.name)][1], insert=False)
-        for spi, gw, slot in old:
-            self.gateways[gw].switch.extern_write("GwIngress.sad", "add_sa", {"index": slot}, delete=True)
-            self.db.execute("update sa set active = 0 where spi = ? and gw = ?", (spi, gw))
-        self.db.commit()
-        return new
+        """Renew both directions of the tunnel between two gateways now. Returns {(src, dst): (spi, slot)}."""
+        with self.lock:
+            rows = self.db.execute("select spi from sa where state = 'active' and ((src = ? and dst = ?) or (src = ? and dst = ?))",
+                                   (a_name, b_name, b_name, a_name)).fetchall()
+            for (spi,) in rows:
+                self.renew(spi)
+            return {(s, d): (spi, slot) for spi, s, d, slot in self.db.execute(
+                "select spi, src, dst, out_slot from sa where state = 'active' and ((src = ? and dst = ?) or (src = ? and dst = ?))",
+                (a_name, b_name, b_name, a_name))}
+
+    def _on_digest(self, gw_name, name, items):
+        if name != SA_EVENT_DIGEST:
+            return
+        for slot, event in items:
+            with self.lock:
+                # the slot is an outbound SA of this gateway or an inbound one; either way its direction is renewed
+                row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or (dst = ? and in_slot = ?))",
+                                      (gw_name, slot, gw_name, slot)).fetchone()
+                if row:
+                    self.renew(row[0], reason=f"{'soft' if event == SOFT else 'hard'} lifetime on {gw_name}")
+
+    def disconnect(self, name):
+        """Tear a tunnel down: policies, then SAD-enc, then SAD-dec."""
+        with self.lock:
+            a_name, b_name = self.db.execute("select a, b from tunnel where name = ?", (name,)).fetchone()
+            a, b = self.gateways[a_name], self.gateways[b_name]
+            rows = self.db.execute("select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'",
+                                   (name,)).fetchall()
+            active = [r for r in rows if r[5] == "active"]
+            for src, dst in ((a, b), (b, a)):
+                self._spd(src, dst, None, insert=False)
+            for spi, s, d, out_slot, in_slot, _ in active:
+                self.gateways[s].switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot}, delete=True)
+                self.gateways[s].free_slots.append(out_slot)
+            for spi, s, d, out_slot, in_slot, _ in rows:
+                self._sad_dec(self.gateways[s], self.gateways[d], spi, in_slot, insert=False)
+                self.gateways[d].switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
+                self.gateways[d].free_slots.append(in_slot)
+                self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
+            self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
+            self._event(name, "down")
+            self.db.commit()
+
+    def sas(self, tunnel=None):
+        q = "select spi, tunnel, src, dst, out_slot, in_slot, state from sa" + (" where tunnel = ?" if tunnel else "") + " order by created"
+        return [dict(zip(("spi", "tunnel", "src", "dst", "out_slot", "in_slot", "state"), r))
+                for r in self.db.execute(q, (tunnel,) if tunnel else ())]
+
+    def keys(self, spi):
+        """The SA's configuration (keys included), e.g. to decrypt a capture."""
+        row = self.db.execute("select config from sa where spi = ?", (spi,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def close(self):
+        for t in self._timers:
+            t.cancel()

@@ -42,14 +42,43 @@ class Switch:
         req.arbitration.election_id.low = election_id
         self._requests.put(req)
         self.arbitration = next(self.stream).arbitration
+        self.on_digest = None
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self):
+        """Reads the stream: digest lists go to on_digest(name, [[member ints]]) and are acknowledged."""
         try:
-            for _ in self.stream:
-                pass
+            for msg in self.stream:
+                if msg.HasField("digest"):
+                    d = msg.digest
+                    ack = p4runtime_pb2.StreamMessageRequest()
+                    ack.digest_ack.digest_id, ack.digest_ack.list_id = d.digest_id, d.list_id
+                    self._requests.put(ack)
+                    cb = self.on_digest
+                    if cb is not None and self.p4info is not None:
+                        name = next((x.preamble.name for x in self.p4info.digests if x.preamble.id == d.digest_id), str(d.digest_id))
+                        items = [[int.from_bytes(m.bitstring, "big") for m in item.struct.members] for item in d.data]
+                        try:
+                            cb(name, items)
+                        except Exception as e:  # a callback bug must not stop the stream
+                            print(f"runtime: digest callback failed: {e!r}", flush=True)
         except grpc.RpcError:
             pass
+
+    def digest_enable(self, name, max_list_size=1, max_timeout_ns=0, ack_timeout_ns=1000000000):
+        """Ask the switch to stream this digest's lists (P4Runtime DigestEntry)."""
+        d = next(x for x in self.p4info.digests if x.preamble.name == name)
+        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
+        u.entity.digest_entry.digest_id = d.preamble.id
+        c = u.entity.digest_entry.config
+        c.max_list_size, c.max_timeout_ns, c.ack_timeout_ns = max_list_size, max_timeout_ns, ack_timeout_ns
+        self._write(u)
+
+    def table_delete(self, table, match, priority=0):
+        e = self._entry(table, match, None, {}, priority)
+        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.DELETE)
+        u.entity.table_entry.CopyFrom(e)
+        self._write(u)
 
     def close(self):
         self._requests.put(None)
@@ -74,7 +103,6 @@ class Switch:
 
     def _entry(self, table, match, action, params, priority):
         t = next(x for x in self.p4info.tables if x.preamble.name == table)
-        a = next(x for x in self.p4info.actions if x.preamble.name == action)
         e = p4runtime_pb2.TableEntry(table_id=t.preamble.id, priority=priority)
         for name, spec in match.items():
             f = next(x for x in t.match_fields if x.name == name)
@@ -86,6 +114,11 @@ class Switch:
                 m.lpm.value, m.lpm.prefix_len = spec[1], spec[2]
             elif kind == "ternary":
                 m.ternary.value, m.ternary.mask = canonical(bytes(x & y for x, y in zip(spec[1], spec[2].rjust(len(spec[1]), b"\0")))), canonical(spec[2])
+            elif kind == "range":
+                m.range.low, m.range.high = canonical(spec[1]), canonical(spec[2])
+        if action is None:
+            return e
+        a = next(x for x in self.p4info.actions if x.preamble.name == action)
         e.action.action.action_id = a.preamble.id
         for p in a.params:
             v = params[p.name]

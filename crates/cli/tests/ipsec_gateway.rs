@@ -54,6 +54,8 @@ fn gateway(me: [u8; 4], lan: [u8; 4], peer: [u8; 4], remote: [u8; 4], out_spi: u
             FieldMatch::Ternary { value: Value::new(32, ip(lan)), mask: Value::new(32, 0xffff_0000) },
             FieldMatch::Ternary { value: Value::new(32, ip(remote)), mask: Value::new(32, 0xffff_0000) },
             FieldMatch::Any,
+            FieldMatch::Any,
+            FieldMatch::Any,
         ],
         action: ActionCall { action: action(&e, "GwIngress.protect"), args: vec![Value::new(32, 0)] },
         priority: 10,
@@ -64,6 +66,17 @@ fn gateway(me: [u8; 4], lan: [u8; 4], peer: [u8; 4], remote: [u8; 4], out_spi: u
     let fmt = |a: [u8; 4]| format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3]);
     e.extern_control("GwIngress.sad", "add_sa", &sa_json(0, out_spi, &fmt(me), &fmt(peer))).unwrap();
     e.extern_control("GwIngress.sad", "add_sa", &sa_json(1, in_spi, &fmt(peer), &fmt(me))).unwrap();
+    let dec = e.table_index("GwIngress.sad_dec").unwrap();
+    e.table_insert(dec, TableEntry {
+        matches: vec![
+            FieldMatch::Exact(Value::new(32, ip(peer))),
+            FieldMatch::Exact(Value::new(32, ip(me))),
+            FieldMatch::Exact(Value::new(32, in_spi as u64)),
+        ],
+        action: ActionCall { action: action(&e, "GwIngress.dec_sa"), args: vec![Value::new(32, 1)] },
+        priority: 0,
+    })
+    .unwrap();
     e
 }
 
@@ -136,8 +149,28 @@ fn site_to_site_tunnel() {
     assert_eq!(b.counter_read(c, 4).unwrap().0, 1);
     assert_eq!(b.counter_read(c, 0).unwrap().0, 1, "one good decapsulation");
 
-    // traffic not covered by the SPD is forwarded in the clear
+    // per SA and status (index sa * 16 + status): SA 1 is B's inbound SA
+    let per_sa = b.prog.counters.iter().position(|c| c.name == "GwIngress.sa_counters").unwrap();
+    assert_eq!(b.counter_read(per_sa, 16).unwrap().0, 1, "SA 1: one good packet");
+    assert_eq!(b.counter_read(per_sa, 16 + 7).unwrap().0, 1, "SA 1: one replay");
+    assert_eq!(b.counter_read(per_sa, 16 + 4).unwrap().0, 1, "SA 1: one ICV failure");
+
+    // traffic no policy covers is discarded; a BYPASS policy (here: UDP to ports 50..60) forwards it in the clear
     let plain = host_packet([10, 1, 0, 5], [198, 51, 100, 9], &payload);
+    assert!(run(&a, 1, &plain).is_empty(), "no policy: DISCARD");
+    let spd = a.table_index("GwIngress.spd").unwrap();
+    a.table_insert(spd, TableEntry {
+        matches: vec![
+            FieldMatch::Any,
+            FieldMatch::Ternary { value: Value::new(32, ip([198, 51, 100, 0])), mask: Value::new(32, 0xffff_ff00) },
+            FieldMatch::Any,
+            FieldMatch::Any,
+            FieldMatch::Range { lo: Value::new(16, 50), hi: Value::new(16, 60) },
+        ],
+        action: ActionCall { action: action(&a, "GwIngress.bypass"), args: vec![] },
+        priority: 20,
+    })
+    .unwrap();
     let out = run(&a, 1, &plain);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].1[14 + 9], 17, "bypass: still UDP");

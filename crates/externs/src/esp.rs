@@ -8,6 +8,7 @@
 
 use hmac::Mac;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -291,6 +292,8 @@ pub struct Sa {
     state: Mutex<State>,
     /// CBC IVs are AES_ivkey(sequence number) under a random per-SA key: unpredictable, never repeated.
     iv_key: aes::Aes128,
+    /// The lifetime event not yet taken by the data plane (`take_event`): 0 none, 1 soft, 2 hard.
+    pending: AtomicU8,
 }
 
 impl std::fmt::Debug for Sa {
@@ -362,7 +365,7 @@ impl Sa {
         getrandom::getrandom(&mut seed).map_err(|_| EspError::BadConfig)?;
         let iv_key = aes::Aes128::new_from_slice(&seed).map_err(|_| EspError::BadConfig)?;
         let state = State { seq: cfg.initial_seq, window, ..Default::default() };
-        Ok(Sa { cfg: SaConfig { integ, ..cfg }, keys, auth, created: Instant::now(), state: Mutex::new(state), iv_key })
+        Ok(Sa { cfg: SaConfig { integ, ..cfg }, keys, auth, created: Instant::now(), state: Mutex::new(state), iv_key, pending: AtomicU8::new(0) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -379,6 +382,15 @@ impl Sa {
             soft_expired: s.soft_reported,
             hard_expired: s.hard,
         }
+    }
+
+    /// The lifetime event reached since the last call, once: 0 none, 1 soft (renew me), 2 hard (stop using
+    /// me). A cheap atomic read when there is none (the per-packet case).
+    pub fn take_event(&self) -> u8 {
+        if self.pending.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        self.pending.swap(0, Ordering::AcqRel)
     }
 
     /// Lifetime events since the last call ("soft" = renew me, "hard" = stop using me).
@@ -398,6 +410,7 @@ impl Sa {
             if !s.hard {
                 s.hard = true;
                 s.events.push(format!("hard spi={:#010x}", self.cfg.spi));
+                self.pending.store(2, Ordering::Release);
             }
             return Err(EspError::HardExpired);
         }
@@ -406,6 +419,7 @@ impl Sa {
         if !s.soft_reported && over(&self.cfg.soft, s.packets, s.bytes) {
             s.soft_reported = true;
             s.events.push(format!("soft spi={:#010x}", self.cfg.spi));
+            self.pending.store(1, Ordering::Release);
         }
         Ok(())
     }
@@ -925,6 +939,8 @@ mod tests {
         tx.encapsulate(&inner(1), &mut out).unwrap();
         tx.encapsulate(&inner(1), &mut out).unwrap();
         assert_eq!(tx.drain_events(), vec!["soft spi=0x00001234".to_string()]);
+        assert_eq!(tx.take_event(), 1);
+        assert_eq!(tx.take_event(), 0, "an event is taken once");
         tx.encapsulate(&inner(1), &mut out).unwrap();
         assert_eq!(tx.encapsulate(&inner(1), &mut out), Err(EspError::HardExpired));
         assert_eq!(tx.drain_events(), vec!["hard spi=0x00001234".to_string()]);

@@ -83,6 +83,8 @@ impl ExternObject for EspSad {
             ("encap", [(Dir::In, 32), (Dir::Out, 8)]) => Ok(0),
             ("encap", [(Dir::In, 32), (Dir::In, h), (Dir::Out, 8)]) if h % 8 == 0 => Ok(2),
             ("decap", [(Dir::In, 32), (Dir::Out, 32), (Dir::Out, 8)]) => Ok(1),
+            ("decap_sa", [(Dir::In, 32), (Dir::Out, 8)]) => Ok(3),
+            ("lifetime_event", [(Dir::In, 32), (Dir::Out, 8)]) => Ok(4),
             (n, _) => Err(format!("esp_sad has no method `{n}` with this signature")),
         }
     }
@@ -137,6 +139,29 @@ impl ExternObject for EspSad {
                 };
                 args[1].set_u64(index as u64);
                 args[2].set_u64(status);
+                Ok(())
+            }
+            3 => {
+                // the SA chosen by the program (SAD-dec table on outer addresses and SPI); the SPI must be its own
+                let status = match self.sa(args[0].as_u64()) {
+                    None => NO_SA,
+                    Some(sa) => SCRATCH.with(|s| {
+                        let mut out = s.borrow_mut();
+                        match sa.decapsulate(payload.bytes, &mut out) {
+                            Ok(_) => {
+                                std::mem::swap(&mut *out, payload.bytes);
+                                OK
+                            }
+                            Err(e) => e.code() as u64,
+                        }
+                    }),
+                };
+                args[1].set_u64(status);
+                Ok(())
+            }
+            4 => {
+                let ev = self.sa(args[0].as_u64()).map(|sa| sa.take_event()).unwrap_or(0);
+                args[1].set_u64(ev as u64);
                 Ok(())
             }
             m => Err(ExternError::UnknownMethod(m)),
