@@ -143,27 +143,52 @@ class IpsecController:
                         (spi, tunnel, src.name, dst.name, out_slot, in_slot, json.dumps(cfg), time.time()))
         return in_slot
 
-    def _spd(self, src, dst, out_slot, insert=True):
+    def _route(self, gw, prefix, insert=True):
+        """The route for a remote site's prefix in the clear (BYPASS tunnels): out of the WAN port."""
+        net, plen = prefix.split("/")
+        match = {"hdr.ipv4.dst_addr": ("lpm", runtime.ip(net), int(plen))}
+        if insert:
+            gw.switch.table_insert("GwIngress.ipv4_lpm", match, "GwIngress.set_nhop",
+                                   {"dst_mac": runtime.mac(gw.wan_mac), "src_mac": runtime.mac(SWITCH_MAC), "port": gw.wan_port})
+        else:
+            gw.switch.table_delete("GwIngress.ipv4_lpm", match)
+
+    def _spd(self, src, dst, out_slot, insert=True, action="GwIngress.protect", on=None):
+        """The policy for traffic from src's site to dst's, on gateway `on` (default: src)."""
+        on = on or src
         s_val, s_mask = _prefix_match(src.lan_prefix)
         d_val, d_mask = _prefix_match(dst.lan_prefix)
         match = {"hdr.ipv4.src_addr": ("ternary", s_val, s_mask), "hdr.ipv4.dst_addr": ("ternary", d_val, d_mask)}
         if insert:
-            src.switch.table_insert("GwIngress.spd", match, "GwIngress.protect", {"sa_index": out_slot}, priority=10)
+            params = {"sa_index": out_slot} if action == "GwIngress.protect" else {}
+            on.switch.table_insert("GwIngress.spd", match, action, params, priority=10)
         else:
-            src.switch.table_delete("GwIngress.spd", match, priority=10)
+            on.switch.table_delete("GwIngress.spd", match, priority=10)
 
     # ------------------------------------------------------------------ tunnels
 
     def connect(self, a_name, b_name, suite="aes-gcm-128", soft=None, hard=None, name=None):
         """A site-to-site tunnel between two gateways. Returns {(src, dst): (spi, outbound slot)}."""
-        if suite not in SUITES:
-            raise ControllerError(f"unknown cipher suite {suite!r} ({', '.join(SUITES)})")
+        if suite not in SUITES and suite != "bypass":
+            raise ControllerError(f"unknown cipher suite {suite!r} (bypass, {', '.join(SUITES)})")
         with self.lock:
             a, b = self.gateways[a_name], self.gateways[b_name]
             name = name or f"{a_name}-{b_name}"
+            if self.db.execute("select 1 from tunnel where name = ? and state = 'up'", (name,)).fetchone():
+                raise ControllerError(f"tunnel {name} is already up")
             t0 = time.perf_counter()
-            self.db.execute("insert into tunnel values (?, ?, ?, ?, ?, ?, ?, 'up')",
+            self.db.execute("insert or replace into tunnel values (?, ?, ?, ?, ?, ?, ?, 'up')",
                             (name, a_name, b_name, suite, json.dumps(soft), json.dumps(hard), time.time()))
+            if suite == "bypass":
+                # BYPASS policies: the sites talk in the clear
+                # BYPASS both ways on both gateways (clear traffic arriving from the peer is policy-checked too)
+                for src, dst in ((a, b), (b, a)):
+                    self._route(src, dst.lan_prefix)
+                    self._spd(src, dst, None, action="GwIngress.bypass")
+                    self._spd(src, dst, None, action="GwIngress.bypass", on=dst)
+                self._event(name, "up (bypass)")
+                self.db.commit()
+                return {}
             pairs = {}
             for src, dst in ((a, b), (b, a)):
                 spi, cfg = self._make_sa(name, src, dst, suite, soft, hard)
@@ -252,8 +277,19 @@ class IpsecController:
     def disconnect(self, name):
         """Tear a tunnel down: policies, then SAD-enc, then SAD-dec."""
         with self.lock:
-            a_name, b_name = self.db.execute("select a, b from tunnel where name = ?", (name,)).fetchone()
-            a, b = self.gateways[a_name], self.gateways[b_name]
+            row = self.db.execute("select a, b, suite from tunnel where name = ? and state = 'up'", (name,)).fetchone()
+            if not row:
+                raise ControllerError(f"no tunnel {name} is up")
+            a, b = self.gateways[row[0]], self.gateways[row[1]]
+            if row[2] == "bypass":
+                for src, dst in ((a, b), (b, a)):
+                    self._spd(src, dst, None, insert=False)
+                    self._spd(src, dst, None, insert=False, on=dst)
+                    self._route(src, dst.lan_prefix, insert=False)
+                self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
+                self._event(name, "down")
+                self.db.commit()
+                return
             rows = self.db.execute("select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'",
                                    (name,)).fetchall()
             active = [r for r in rows if r[5] == "active"]

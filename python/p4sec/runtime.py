@@ -28,6 +28,25 @@ def canonical(b):
     return b or b"\x00"
 
 
+class WriteError(Exception):
+    """A P4Runtime Write failed; the message holds the switch's per-update errors."""
+
+
+def write_errors(rpc_error):
+    """The per-update error messages of a failed Write (google.rpc.Status details)."""
+    from google.rpc import status_pb2
+    for key, value in rpc_error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            out = []
+            for d in status_pb2.Status.FromString(value).details:
+                e = p4runtime_pb2.Error()
+                d.Unpack(e)
+                if e.canonical_code:
+                    out.append(e.message or f"code {e.canonical_code}")
+            return out
+    return []
+
+
 class Switch:
     def __init__(self, address, device_id=1, election_id=1, timeout=20):
         self.channel = grpc.insecure_channel(address)
@@ -99,7 +118,13 @@ class Switch:
         req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
         req.election_id.low = self.election_id
         req.updates.append(update)
-        self.stub.Write(req)
+        try:
+            self.stub.Write(req)
+        except grpc.RpcError as e:
+            msgs = write_errors(e)
+            if msgs:
+                raise WriteError("; ".join(msgs)) from e
+            raise
 
     def _entry(self, table, match, action, params, priority):
         t = next(x for x in self.p4info.tables if x.preamble.name == table)

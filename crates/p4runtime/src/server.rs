@@ -314,6 +314,17 @@ fn action_call(prog: &Program, t: &Table, a: &p4::Action, default: bool) -> Resu
     Ok(ActionCall { action: ta.action, args })
 }
 
+/// The engine entry of a table-entry update: a DELETE names the entry by its match (and priority) and needs
+/// no action; INSERT and MODIFY entries are validated against the table.
+fn update_entry(prog: &Program, t: &Table, te: &p4::TableEntry, ty: p4::update::Type) -> Result<TableEntry, Status> {
+    if ty == p4::update::Type::Delete {
+        return if te.action.is_none() { to_match(prog, t, te) } else { to_entry(prog, t, te) };
+    }
+    let e = to_entry(prog, t, te)?;
+    p4sec_engine::tables::validate_entry(prog, t, &e).map_err(Status::invalid_argument)?;
+    Ok(e)
+}
+
 pub(crate) fn to_entry(prog: &Program, t: &Table, e: &p4::TableEntry) -> Result<TableEntry, Status> {
     to_entry_with(prog, t, e, true)
 }
@@ -527,11 +538,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                         if t.entries_are_const {
                             return Err(Status::failed_precondition(format!("table `{}` has const entries", t.name)));
                         }
-                        let e = to_entry(&prog, t, te)?;
-                        if ty != p4::update::Type::Delete {
-                            p4sec_engine::tables::validate_entry(&prog, t, &e).map_err(Status::invalid_argument)?;
-                        }
-                        Ok((ti, e))
+                        Ok((ti, update_entry(&prog, t, te, ty)?))
                     });
                     match r {
                         Ok((ti, e)) => per_table.entry(ti).or_default().push((i, ty, e)),
@@ -915,10 +922,7 @@ fn write_atomic(pl: &Pipeline, updates: &[p4::Update]) -> Vec<Result<(), Status>
             if t.entries_are_const {
                 return Err(Status::failed_precondition(format!("table `{}` has const entries", t.name)));
             }
-            let e = to_entry(prog, t, te)?;
-            if ty != p4::update::Type::Delete {
-                p4sec_engine::tables::validate_entry(prog, t, &e).map_err(Status::invalid_argument)?;
-            }
+            let e = update_entry(prog, t, te, ty)?;
             Ok((
                 ti,
                 match ty {
