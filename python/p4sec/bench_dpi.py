@@ -1,8 +1,8 @@
 """URL filtering benchmark (DeeP4R, issue #7): p4sec's URL filters against a netfilter baseline in the same run.
 
     python3 -m p4sec.bench_dpi [--domains 1,10,100,1000,5000] [--flows 1,10,100,1000,10000] [--seconds S]
-                               [--samples N] [--systems netfilter,fast,recirc] [--json FILE] [--plot FILE.png]
-                               [--p4sec PATH]
+                               [--samples N] [--rounds R] [--systems netfilter,fast,recirc] [--flow-domains N]
+                               [--json FILE] [--plot FILE.png] [--p4sec PATH]
 
 Topology: namespace A (h1) -- veth -- namespace M (s1 | s2) -- veth -- namespace B (h2). The systems under test
 run in M, one after the other, on the same namespaces:
@@ -12,7 +12,12 @@ run in M, one after the other, on the same namespaces:
 - fast: `p4sec switch` owns s1/s2 and runs programs/url_filter_fast.p4 (the dfa_matcher extern; the automaton
   from p4sec.dpi is loaded at run time over P4Runtime as an ExternEntry);
 - recirc: `p4sec switch` with programs/url_filter.p4, the paper's design (a cloned scanner recirculating one
-  payload byte per pass through the byte_class/dfa tables, written over P4Runtime).
+  payload byte per pass through the byte_class/dfa tables, written over P4Runtime); lists whose DFA does not
+  fit its dfa table (2^20 entries) are skipped.
+
+With two or more cores the sender (this process) runs on the first, and the forwarding work of the system under
+test on the second: the p4sec switch process, or for netfilter the kernel's receive processing of s1 (steered
+there with RPS).
 
 Traffic: HTTP GET requests (TCP to port 80, valid checksums) whose Host is NOT listed, so every packet is
 inspected in full and forwarded. This process holds AF_PACKET sockets in A and in B (setns), so it sends and
@@ -24,8 +29,10 @@ timestamps frames itself:
   median and p99 over --samples frames, minus the same system's figures with an empty list (0 domains);
 - flows: the same requests over N distinct 5-tuples (source addresses and ports) at --flow-domains domains.
 
-Each configuration is checked once: a request for a listed domain must be dropped and an unlisted one
-forwarded, by every system, or the benchmark stops with an error. Needs root, iproute2 and iptables.
+Every figure is the median over --rounds rounds, each round going over all list sizes of a system, so a burst
+of other load on the machine spoils one round rather than one list size. Each configuration is checked in
+every round: a request for a listed domain must be dropped and an unlisted one forwarded, by every system, or
+the benchmark stops with an error. Needs root, iproute2 and iptables.
 """
 import argparse
 import contextlib
@@ -621,6 +628,13 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))]
 
 
+def combine_throughput(ms):
+    """The median over rounds of the arrival rate (and of the offered rate); frames counted in all rounds."""
+    return {"pps": statistics.median(m["pps"] for m in ms), "offered_pps": statistics.median(m["offered_pps"] for m in ms),
+            "forwarded": sum(m["forwarded"] for m in ms), "sent": sum(m["sent"] for m in ms),
+            "round_pps": [m["pps"] for m in ms], "round_sub_window_pps": [m["sub_window_pps"] for m in ms]}
+
+
 def recirc_entries(n, cache={}):
     if n not in cache:
         cache[n] = sum(1 for _ in dpi.Dfa(dpi.generated_domains(n), payload=True).entries()) if n else 0
@@ -655,7 +669,30 @@ def run(args, p4sec_bin, log):
         for nf in args.flows:
             per = [http_frame(dst, src, good_host, SEQ_LOAD + i, *flow_tuple(i)) for i in range(nf)]
             flow_frames[nf] = [per[i % nf] for i in range(max(nf, 1024))]
-        probe = 0
+        probe = [0]
+
+        def measure(system, sysname, n):
+            """One round of one configuration: the listed-domain check, throughput, latency."""
+            m = {}
+            if n:
+                probe[0] += 1
+                listed = all_domains[(n - 1) // 2]
+                blocked = [http_frame(dst, src, h, SEQ_BLOCK + probe[0] * 16 + i) for i, h in enumerate([listed, "www." + listed])]
+                chk = traffic.check_blocking(blocked, http_frame(dst, src, good_host, SEQ_GOOD + probe[0]))
+                chk["listed_domain"] = listed
+                if not chk["ok"]:
+                    raise BenchError(f"{LABEL[sysname]} with {n} domains: listed-domain check failed: {chk}")
+                m["block_check"] = chk
+            m["throughput"] = traffic.blast(load_frames, args.seconds)
+            traffic.settle()
+            lat, lost = traffic.latency(lat_frames)
+            if len(lat) < max(1, len(lat_frames) // 2):
+                raise BenchError(f"{LABEL[sysname]} with {n} domains: {lost} of {len(lat_frames)} latency frames lost")
+            m["latency_us"] = {"median": statistics.median(lat), "p99": pct(lat, 0.99), "min": min(lat), "samples": len(lat), "lost": lost}
+            if hasattr(system, "counters"):
+                m["switch_counters"] = system.counters()
+            return m
+
         for sysname in args.systems:
             log(f"[{LABEL[sysname]}]")
             if sysname == "netfilter":
@@ -665,54 +702,68 @@ def run(args, p4sec_bin, log):
             else:
                 system = Recirc(t, p4sec_bin, work, progs["recirc"])
             try:
-                baseline = None
+                sizes = []
                 for n in sorted(set([0] + args.domains)):
                     if sysname == "recirc" and recirc_entries(n) > DFA_TABLE_SIZE:
                         res["skipped"].append({"system": sysname, "domains": n, "reason":
                                                f"{recirc_entries(n):,} DFA entries exceed the dfa table ({DFA_TABLE_SIZE:,})"})
                         log(f"  {n:>6} domains: skipped ({recirc_entries(n):,} DFA entries > table size {DFA_TABLE_SIZE:,})")
-                        continue
-                    info = system.load(n, lists[n])
-                    cell = {"system": sysname, "domains": n, "config": info}
+                    else:
+                        sizes.append(n)
+                # rounds interleaved over the list sizes; each figure is the median over the rounds
+                rounds = {n: [] for n in sizes}
+                infos = {}
+                for r in range(args.rounds):
+                    for n in sizes:
+                        infos[n] = system.load(n, lists[n])
+                        m = measure(system, sysname, n)
+                        rounds[n].append(m)
+                        tp, lt = m["throughput"], m["latency_us"]
+                        log(f"  round {r + 1}/{args.rounds} {n:>6} domains: {tp['pps'] / 1e3:9.1f} kpps (offered {tp['offered_pps'] / 1e3:.0f}k), "
+                            f"latency median {lt['median']:8.1f} us, p99 {lt['p99']:8.1f} us"
+                            + (f", load {infos[n]['load_seconds']:.1f} s" if "load_seconds" in infos[n] else ""))
+                baseline = None
+                for n in sizes:
+                    ms = rounds[n]
+                    cell = {"system": sysname, "domains": n, "config": infos[n], "rounds": len(ms),
+                            "throughput": combine_throughput([m["throughput"] for m in ms]),
+                            "latency_us": {"median": statistics.median(m["latency_us"]["median"] for m in ms),
+                                           "p99": statistics.median(m["latency_us"]["p99"] for m in ms),
+                                           "min": min(m["latency_us"]["min"] for m in ms),
+                                           "samples": sum(m["latency_us"]["samples"] for m in ms),
+                                           "lost": sum(m["latency_us"]["lost"] for m in ms),
+                                           "round_medians": [m["latency_us"]["median"] for m in ms],
+                                           "round_p99s": [m["latency_us"]["p99"] for m in ms]}}
                     if n:
-                        probe += 1
-                        listed = all_domains[(n - 1) // 2]
-                        blocked = [http_frame(dst, src, h, SEQ_BLOCK + probe * 16 + i)
-                                   for i, h in enumerate([listed, "www." + listed])]
-                        chk = traffic.check_blocking(blocked, http_frame(dst, src, good_host, SEQ_GOOD + probe))
-                        chk["listed_domain"] = listed
-                        cell["block_check"] = chk
-                        if not chk["ok"]:
-                            raise BenchError(f"{LABEL[sysname]} with {n} domains: listed-domain check failed: {chk}")
-                    cell["throughput"] = traffic.blast(load_frames, args.seconds)
-                    traffic.settle()
-                    lat, lost = traffic.latency(lat_frames)
-                    if len(lat) < max(1, len(lat_frames) // 2):
-                        raise BenchError(f"{LABEL[sysname]} with {n} domains: {lost} of {len(lat_frames)} latency frames lost")
-                    cell["latency_us"] = {"median": statistics.median(lat), "p99": pct(lat, 0.99), "min": min(lat),
-                                          "samples": len(lat), "lost": lost}
+                        chks = [m["block_check"] for m in ms]
+                        cell["block_check"] = {"ok": all(c["ok"] for c in chks), "listed_domain": chks[0]["listed_domain"],
+                                               "blocked_sent": sum(c["blocked_sent"] for c in chks),
+                                               "blocked_arrived": sum(c["blocked_arrived"] for c in chks),
+                                               "unlisted_arrived": all(c["unlisted_arrived"] for c in chks), "checks": len(chks)}
+                    if "switch_counters" in ms[-1]:
+                        cell["switch_counters"] = ms[-1]["switch_counters"]
                     if n == 0:
                         baseline = cell["latency_us"]
                     if baseline:
                         cell["added_latency_us"] = {"median": cell["latency_us"]["median"] - baseline["median"],
                                                     "p99": cell["latency_us"]["p99"] - baseline["p99"]}
-                    if hasattr(system, "counters"):
-                        cell["switch_counters"] = system.counters()
                     res["cells"].append(cell)
-                    tp, lt = cell["throughput"], cell["latency_us"]
-                    log(f"  {n:>6} domains: {tp['pps'] / 1e3:9.1f} kpps (offered {tp['offered_pps'] / 1e3:.0f}k), "
-                        f"latency median {lt['median']:8.1f} us, p99 {lt['p99']:8.1f} us"
-                        + (f", load {info['load_seconds']:.1f} s" if "load_seconds" in info else ""))
                 fd = args.flow_domains
                 if sysname == "recirc" and recirc_entries(fd) > DFA_TABLE_SIZE:
                     fd = max([n for n in counts if recirc_entries(n) <= DFA_TABLE_SIZE], default=0)
                 if args.flows:
                     system.load(fd, lists[fd])
+                    fr = {nf: [] for nf in args.flows}
+                    for r in range(args.rounds):
+                        for nf in args.flows:
+                            tp = traffic.blast(flow_frames[nf], args.seconds)
+                            traffic.settle()
+                            fr[nf].append(tp)
+                            log(f"  round {r + 1}/{args.rounds} {nf:>6} flows ({fd} domains): {tp['pps'] / 1e3:9.1f} kpps "
+                                f"(offered {tp['offered_pps'] / 1e3:.0f}k)")
                     for nf in args.flows:
-                        tp = traffic.blast(flow_frames[nf], args.seconds)
-                        traffic.settle()
-                        res["flows"].append({"system": sysname, "flows": nf, "domains": fd, "throughput": tp})
-                        log(f"  {nf:>6} flows ({fd} domains): {tp['pps'] / 1e3:9.1f} kpps (offered {tp['offered_pps'] / 1e3:.0f}k)")
+                        res["flows"].append({"system": sysname, "flows": nf, "domains": fd, "rounds": len(fr[nf]),
+                                             "throughput": combine_throughput(fr[nf])})
             finally:
                 system.close()
     finally:
@@ -752,7 +803,8 @@ def report(res, args):
     systems = args.systems
     counts = sorted(set([0] + args.domains))
     print(f"\nURL filtering: HTTP GET frames ({len(http_request(res['good_host']))}-byte requests) through namespace M, "
-          f"{args.seconds:g} s per throughput cell, {args.samples} latency samples")
+          f"{args.seconds:g} s per throughput cell, {args.samples} latency samples per cell; medians over {args.rounds} round(s) "
+          f"interleaved over the list sizes")
     print("throughput (kpps arriving at B):")
     print(f"  {'domains':>8} " + " ".join(f"{s:>12}" for s in systems) + ("  fast/netfilter" if {"fast", "netfilter"} <= set(systems) else ""))
     for n in counts:
@@ -847,7 +899,8 @@ def main(argv=None):
     ap.add_argument("--flows", default="1,10,100,1000,10000", help="parallel flow counts (comma-separated)")
     ap.add_argument("--flow-domains", type=int, help="list size for the flow runs (default: the largest --domains)")
     ap.add_argument("--seconds", type=float, default=2.0, help="measurement window per throughput cell")
-    ap.add_argument("--samples", type=int, default=300, help="latency frames per configuration")
+    ap.add_argument("--samples", type=int, default=300, help="latency frames per configuration and round")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds over all configurations; figures are medians over rounds")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="some of netfilter,fast,recirc")
     ap.add_argument("--json", help="write all figures as JSON")
     ap.add_argument("--plot", help="write a PNG plot")
@@ -866,6 +919,8 @@ def main(argv=None):
             raise BenchError("--flow-domains: must be >= 0")
         if not (0 < args.seconds <= 600):
             raise BenchError(f"--seconds: must be in (0, 600], got {args.seconds:g}")
+        if not (1 <= args.rounds <= 50):
+            raise BenchError(f"--rounds: must be 1..50, got {args.rounds}")
         if not (10 <= args.samples <= 100000):
             raise BenchError(f"--samples: must be 10..100000, got {args.samples}")
         systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -908,7 +963,7 @@ def main(argv=None):
                            "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
                            "sender": "in-process AF_PACKET (one Python thread)", "links": "veth pairs between namespaces"},
                "parameters": {"domains": args.domains, "flows": args.flows, "flow_domains": args.flow_domains,
-                              "seconds": args.seconds, "samples": args.samples, "systems": args.systems,
+                              "seconds": args.seconds, "samples": args.samples, "rounds": args.rounds, "systems": args.systems,
                               "request_bytes": len(http_request(res["good_host"]))},
                "labels": {s: LABEL[s] for s in args.systems}, "elapsed_seconds": time.time() - t0, **res}
         pathlib.Path(args.json).write_text(json.dumps(doc, indent=1))

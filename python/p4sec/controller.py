@@ -98,11 +98,82 @@ class IpsecController:
 
     # ------------------------------------------------------------------ gateways
 
-    def add_gateway(self, gw, program_dir):
-        gw.setup(program_dir)
-        self.gateways[gw.name] = gw
-        gw.switch.on_digest = lambda name, items, g=gw.name: self._on_digest(g, name, items)
-        gw.switch.digest_enable(SA_EVENT_DIGEST)
+    def add_gateway(self, gw, program_dir, adopt=True):
+        """Take a gateway under control. A switch that already runs this program (a controller restart) is
+        adopted as it is: nothing is pushed or removed, and the SA slots in use are taken from the database.
+        Otherwise the pipeline is pushed, and tunnels the database had on this gateway are marked lost (their
+        SAs went with the switch's state); `resume` brings them back. Returns True if adopted."""
+        with self.lock:
+            adopted = adopt and gw.switch.adopt(program_dir)
+            if not adopted:
+                gw.setup(program_dir)
+            self.gateways[gw.name] = gw
+            if adopted:
+                used = {r[0] for r in self.db.execute(
+                    "select out_slot from sa where src = ? and state in ('active', 'retiring') union "
+                    "select in_slot from sa where dst = ? and state in ('inbound', 'active', 'retiring')", (gw.name, gw.name))}
+                gw.next_slot = max(used) + 1 if used else 0
+                gw.free_slots = sorted(set(range(gw.next_slot)) - used, reverse=True)
+                self._event(gw.name, f"adopted (pipeline already running; {len(used)} SA slots in use)")
+            else:
+                lost = [r[0] for r in self.db.execute("select name from tunnel where state = 'up' and (a = ? or b = ?)", (gw.name, gw.name))]
+                for t in lost:
+                    self.db.execute("update tunnel set state = 'lost' where name = ?", (t,))
+                    self.db.execute("update sa set state = 'deleted' where tunnel = ?", (t,))
+                    self._event(t, f"lost: {gw.name} runs a fresh pipeline")
+            self.db.commit()
+            gw.switch.on_digest = lambda name, items, g=gw.name: self._on_digest(g, name, items)
+            gw.switch.digest_enable(SA_EVENT_DIGEST)
+            return adopted
+
+    def resume(self):
+        """After a restart, once the gateways are added: finish what was in flight (old SAD-dec entries waiting
+        for removal, half-installed SAs) and bring lost tunnels up again."""
+        with self.lock:
+            for (spi,) in self.db.execute("select spi from sa where state = 'retiring'").fetchall():
+                timer = threading.Timer(self.grace, self._retire, (spi,))
+                timer.daemon = True
+                timer.start()
+                self._timers.append(timer)
+            for spi, tunnel, s, d, in_slot in self.db.execute("select spi, tunnel, src, dst, in_slot from sa where state = 'inbound'").fetchall():
+                if s in self.gateways and d in self.gateways:
+                    try:
+                        self._sad_dec(self.gateways[s], self.gateways[d], spi, in_slot, insert=False)
+                        self.gateways[d].switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
+                    except Exception as e:
+                        self._event(tunnel, f"cleaning half-installed SA {spi:#010x} failed: {e}")
+                    self.gateways[d].free_slots.append(in_slot)
+                self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
+            lost = self.db.execute("select name, a, b, suite, soft, hard from tunnel where state = 'lost'").fetchall()
+            self.db.commit()
+            # lifetime events that fired while no controller listened: ask the SAs themselves
+            missed = []
+            for spi, s, d, out_slot in self.db.execute("select spi, src, dst, out_slot from sa where state = 'active'").fetchall():
+                if s in self.gateways:
+                    try:
+                        st = self.gateways[s].switch.extern_read("GwIngress.sad", "sa_stats", {"index": out_slot})
+                    except Exception:
+                        continue
+                    if st and (st.get("soft_expired") or st.get("hard_expired")):
+                        missed.append((spi, "hard" if st.get("hard_expired") else "soft"))
+            for spi, kind in missed:
+                self.renew(spi, reason=f"{kind} lifetime reached while the controller was away")
+        for name, a, b, suite, soft, hard in lost:
+            if a in self.gateways and b in self.gateways:
+                self.connect(a, b, suite, json.loads(soft), json.loads(hard), name=name)
+
+    def tunnels(self):
+        with self.lock:
+            return self._tunnels()
+
+    def _tunnels(self):
+        rows = self.db.execute("select name, a, b, suite, soft, hard, created, state from tunnel order by created").fetchall()
+        out = []
+        for name, a, b, suite, soft, hard, created, state in rows:
+            spis = [f"{r[0]:#010x}" for r in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall()]
+            out.append({"name": name, "a": a, "b": b, "suite": suite, "soft": json.loads(soft), "hard": json.loads(hard),
+                        "created": created, "state": state, "active_spis": spis})
+        return out
 
     def _event(self, tunnel, what):
         self.db.execute("insert into event values (?, ?, ?)", (time.time(), tunnel, what))
@@ -110,7 +181,8 @@ class IpsecController:
 
     def events(self, tunnel=None):
         q = "select t, tunnel, what from event" + (" where tunnel = ?" if tunnel else "") + " order by rowid"
-        return self.db.execute(q, (tunnel,) if tunnel else ()).fetchall()
+        with self.lock:
+            return self.db.execute(q, (tunnel,) if tunnel else ()).fetchall()
 
     # ------------------------------------------------------------------ SAs
 
@@ -309,8 +381,9 @@ class IpsecController:
 
     def sas(self, tunnel=None):
         q = "select spi, tunnel, src, dst, out_slot, in_slot, state from sa" + (" where tunnel = ?" if tunnel else "") + " order by created"
-        return [dict(zip(("spi", "tunnel", "src", "dst", "out_slot", "in_slot", "state"), r))
-                for r in self.db.execute(q, (tunnel,) if tunnel else ())]
+        with self.lock:
+            return [dict(zip(("spi", "tunnel", "src", "dst", "out_slot", "in_slot", "state"), r))
+                    for r in self.db.execute(q, (tunnel,) if tunnel else ()).fetchall()]
 
     def keys(self, spi):
         """The SA's configuration (keys included), e.g. to decrypt a capture."""

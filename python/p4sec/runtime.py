@@ -2,6 +2,7 @@
 table writes by name, p4sec extern writes. Uses the official `p4runtime` package's stubs."""
 import ipaddress
 import json
+import pathlib
 import threading
 import queue
 
@@ -87,11 +88,17 @@ class Switch:
     def digest_enable(self, name, max_list_size=1, max_timeout_ns=0, ack_timeout_ns=1000000000):
         """Ask the switch to stream this digest's lists (P4Runtime DigestEntry)."""
         d = next(x for x in self.p4info.digests if x.preamble.name == name)
-        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
-        u.entity.digest_entry.digest_id = d.preamble.id
-        c = u.entity.digest_entry.config
-        c.max_list_size, c.max_timeout_ns, c.ack_timeout_ns = max_list_size, max_timeout_ns, ack_timeout_ns
-        self._write(u)
+        for kind in (p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY):
+            u = p4runtime_pb2.Update(type=kind)
+            u.entity.digest_entry.digest_id = d.preamble.id
+            c = u.entity.digest_entry.config
+            c.max_list_size, c.max_timeout_ns, c.ack_timeout_ns = max_list_size, max_timeout_ns, ack_timeout_ns
+            try:
+                self._write(u)
+                return
+            except WriteError as e:
+                if "already enabled" not in str(e):
+                    raise
 
     def table_delete(self, table, match, priority=0):
         e = self._entry(table, match, None, {}, priority)
@@ -103,7 +110,16 @@ class Switch:
         self._requests.put(None)
         self.channel.close()
 
+    @staticmethod
+    def program_cookie(program_dir):
+        """A cookie that identifies a compiled program (its device config and P4Info)."""
+        import hashlib
+        program_dir = pathlib.Path(program_dir)
+        h = hashlib.sha256((program_dir / "program.json").read_bytes() + (program_dir / "p4info.txtpb").read_bytes())
+        return int.from_bytes(h.digest()[:8], "big") >> 1
+
     def push(self, program_dir):
+        program_dir = pathlib.Path(program_dir)
         info = p4info_pb2.P4Info()
         text_format.Parse((program_dir / "p4info.txtpb").read_text(), info)
         self.p4info = info
@@ -112,7 +128,25 @@ class Switch:
         req.election_id.low = self.election_id
         req.config.p4info.CopyFrom(info)
         req.config.p4_device_config = (program_dir / "program.json").read_bytes()
+        req.config.cookie.cookie = self.program_cookie(program_dir)
         self.stub.SetForwardingPipelineConfig(req)
+
+    def adopt(self, program_dir):
+        """Use the pipeline the switch already runs if it is this program (same cookie): True, with the P4Info
+        loaded and nothing written; False if the switch runs something else or nothing."""
+        program_dir = pathlib.Path(program_dir)
+        req = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id, response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
+        try:
+            got = self.stub.GetForwardingPipelineConfig(req).config.cookie.cookie
+        except grpc.RpcError:
+            return False
+        if got != self.program_cookie(program_dir):
+            return False
+        info = p4info_pb2.P4Info()
+        text_format.Parse((program_dir / "p4info.txtpb").read_text(), info)
+        self.p4info = info
+        return True
 
     def _write(self, update):
         req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
@@ -170,6 +204,19 @@ class Switch:
         x.extern_type_id, x.extern_id = ext.extern_type_id, inst.preamble.id
         x.entry.CopyFrom(any_pb2.Any(type_url=f"p4sec/{ext.extern_type_name}.{op}", value=json.dumps(obj).encode()))
         self._write(u)
+
+    def extern_read(self, instance, op, obj):
+        """A p4sec extern query (e.g. esp_sad `sa_stats`) as a P4Runtime ExternEntry read; its JSON answer."""
+        ext = next(t for t in self.p4info.externs for i in t.instances if i.preamble.name == instance)
+        inst = next(i for i in ext.instances if i.preamble.name == instance)
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        x = req.entities.add().extern_entry
+        x.extern_type_id, x.extern_id = ext.extern_type_id, inst.preamble.id
+        x.entry.CopyFrom(any_pb2.Any(type_url=f"p4sec/{ext.extern_type_name}.{op}", value=json.dumps(obj).encode()))
+        for resp in self.stub.Read(req):
+            for ent in resp.entities:
+                return json.loads(ent.extern_entry.entry.value)
+        return None
 
     def counter_read(self, counter, index):
         """(packets, bytes) of one indexed counter cell."""

@@ -626,6 +626,24 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                 Some(p4::entity::Entity::DigestEntry(d)) => self.device.read_digest_entries(d, &mut out),
                 Some(p4::entity::Entity::DirectCounterEntry(d)) => crate::entities::read_direct_counters(&pl.engine, d, &mut out)?,
                 Some(p4::entity::Entity::ValueSetEntry(v)) => crate::entities::read_value_set(&pl.engine, v, &mut out)?,
+                Some(p4::entity::Entity::ExternEntry(x)) => {
+                    // p4sec externs: a query operation (read-only by name: `*_stats` or `get_*`) with its JSON
+                    // argument in the entry's Any; the answer comes back as the JSON value of the same Any
+                    let inst = prog
+                        .externs
+                        .iter()
+                        .find(|e| p4sec_ir::p4info::extern_id(&e.name) == x.extern_id)
+                        .ok_or_else(|| Status::not_found(format!("no extern instance with id {}", x.extern_id)))?;
+                    let any = x.entry.as_ref().ok_or_else(|| Status::invalid_argument("extern entry without a query"))?;
+                    let op = any.type_url.rsplit('.').next().unwrap_or("");
+                    if !(op.ends_with("_stats") || op.starts_with("get_")) {
+                        return Err(Status::invalid_argument(format!("`{op}` is not a query operation (reads take `*_stats` or `get_*`)")));
+                    }
+                    let value = pl.engine.extern_control(&inst.name, op, &any.value).map_err(Status::invalid_argument)?;
+                    let mut e = x.clone();
+                    e.entry = Some(prost_types::Any { type_url: any.type_url.clone(), value });
+                    out.push(p4::Entity { entity: Some(p4::entity::Entity::ExternEntry(e)) });
+                }
                 _ => return Err(Status::unimplemented("this entity cannot be read yet")),
             }
         }

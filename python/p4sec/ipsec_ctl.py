@@ -1,0 +1,297 @@
+"""`p4sec-controller`: the IPsec controller as a service, its northbound REST API and its CLI.
+
+    p4sec-controller run CONFIG.yaml                 run the controller (gateways, tunnels, renewals, REST API)
+    p4sec-controller [--api URL] tunnels list        the tunnels and their state
+    p4sec-controller [--api URL] tunnels show NAME   one tunnel: SAs and event log
+    p4sec-controller [--api URL] tunnels up NAME     bring a tunnel profile up
+    p4sec-controller [--api URL] tunnels down NAME   tear it down
+    p4sec-controller [--api URL] tunnels rekey NAME  renew both directions now
+    p4sec-controller [--api URL] sas list [--tunnel NAME]
+
+CONFIG (YAML):
+
+    db: controller.db                 # SQLite state; a restart with the same file adopts running switches
+    program: out/ipsec_gateway        # the compiled programs/ipsec_gateway.p4 (p4sec compile ... -o DIR)
+    rest: 127.0.0.1:8080              # northbound REST API (OpenAPI description at /openapi.json)
+    grace: 1.0                        # seconds an old SAD-dec entry stays after a renewal
+    gateways:
+      - {name: S1, grpc: 127.0.0.1:9559, device_id: 1, address: 192.0.2.1,
+         lan: {prefix: 10.1.0.0/16, port: 1, mac: "02:00:00:00:0a:01"},
+         wan: {prefix: 198.51.100.0/24, port: 2, mac: "02:00:00:00:0b:02"}}
+    tunnels:                          # profiles
+      - {name: S1-S2, a: S1, b: S2, suite: aes-gcm-128, auto: true,
+         soft: {packets: 1000000, seconds: 3600}, hard: {packets: 2000000, seconds: 4000}}
+"""
+import argparse
+import json
+import logging
+import pathlib
+import signal
+import sys
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from . import runtime
+from .controller import SUITES, ControllerError, Gateway, IpsecController
+
+LIMIT_KEYS = {"packets", "bytes", "seconds"}
+
+
+class ConfigError(Exception):
+    pass
+
+
+def _req(d, key, where, kind=None):
+    if not isinstance(d, dict) or key not in d:
+        raise ConfigError(f"{where}: `{key}` is missing")
+    v = d[key]
+    if kind is not None and not isinstance(v, kind):
+        raise ConfigError(f"{where}: `{key}` must be {kind.__name__ if isinstance(kind, type) else kind}")
+    return v
+
+
+def load_config(path):
+    import yaml
+    try:
+        cfg = yaml.safe_load(pathlib.Path(path).read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"{path}: {e}") from e
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top")
+    _req(cfg, "program", path, str)
+    names = set()
+    for i, g in enumerate(_req(cfg, "gateways", path, list)):
+        where = f"{path}: gateways[{i}]"
+        for k, t in (("name", str), ("grpc", str), ("address", str), ("lan", dict), ("wan", dict)):
+            _req(g, k, where, t)
+        for side in ("lan", "wan"):
+            for k in ("prefix", "port", "mac"):
+                _req(g[side], k, f"{where}.{side}")
+        names.add(g["name"])
+    profiles = {}
+    for i, t in enumerate(cfg.get("tunnels") or []):
+        where = f"{path}: tunnels[{i}]"
+        for k in ("name", "a", "b"):
+            _req(t, k, where, str)
+        for k in ("a", "b"):
+            if t[k] not in names:
+                raise ConfigError(f"{where}: unknown gateway {t[k]!r}")
+        suite = t.get("suite", "aes-gcm-128")
+        if suite not in SUITES and suite != "bypass":
+            raise ConfigError(f"{where}: unknown suite {suite!r} (bypass, {', '.join(SUITES)})")
+        for k in ("soft", "hard"):
+            lim = t.get(k) or {}
+            if not isinstance(lim, dict) or set(lim) - LIMIT_KEYS or not all(isinstance(v, int) and v > 0 for v in lim.values()):
+                raise ConfigError(f"{where}: `{k}` takes positive integers for packets, bytes, seconds")
+        profiles[t["name"]] = t
+    cfg["profiles"] = profiles
+    return cfg
+
+
+OPENAPI = {
+    "openapi": "3.0.3",
+    "info": {"title": "p4sec IPsec controller", "version": "1.0"},
+    "paths": {
+        "/tunnels": {"get": {"summary": "list tunnels (profiles and their state)", "responses": {"200": {"description": "tunnels"}}}},
+        "/tunnels/{name}": {"get": {"summary": "one tunnel with its SAs and event log", "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+                                    "responses": {"200": {"description": "tunnel"}, "404": {"description": "no such tunnel"}}}},
+        "/tunnels/{name}/up": {"post": {"summary": "bring the tunnel profile up", "responses": {"200": {"description": "SPIs"}, "409": {"description": "already up"}}}},
+        "/tunnels/{name}/down": {"post": {"summary": "tear the tunnel down", "responses": {"200": {"description": "done"}, "409": {"description": "not up"}}}},
+        "/tunnels/{name}/rekey": {"post": {"summary": "renew both directions now", "responses": {"200": {"description": "new SPIs"}}}},
+        "/sas": {"get": {"summary": "security associations", "parameters": [{"name": "tunnel", "in": "query", "schema": {"type": "string"}}],
+                         "responses": {"200": {"description": "SAs (no keys)"}}}},
+        "/openapi.json": {"get": {"summary": "this description", "responses": {"200": {"description": "OpenAPI 3"}}}},
+    },
+}
+
+
+class Service:
+    """The running controller: gateways from the config, auto tunnels up, digests handled, REST served."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.ctl = IpsecController(cfg.get("db", ":memory:"), grace=float(cfg.get("grace", 1.0)))
+        self.switches = []
+        program = pathlib.Path(cfg["program"])
+        for g in cfg["gateways"]:
+            sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(g.get("election_id", 1)))
+            self.switches.append(sw)
+            gw = Gateway(g["name"], sw, g["address"], g["lan"]["prefix"], int(g["lan"]["port"]), g["lan"]["mac"], int(g["wan"]["port"]),
+                         g["wan"]["mac"], g["wan"]["prefix"])
+            adopted = self.ctl.add_gateway(gw, program)
+            logging.info("gateway %s: %s", g["name"], "adopted" if adopted else "pipeline pushed")
+        self.ctl.resume()
+        up = {t["name"] for t in self.ctl.tunnels() if t["state"] == "up"}
+        for name, p in cfg["profiles"].items():
+            if p.get("auto") and name not in up:
+                self.up(name)
+
+    def up(self, name):
+        p = self.cfg["profiles"].get(name)
+        if p is None:
+            raise KeyError(name)
+        spis = self.ctl.connect(p["a"], p["b"], p.get("suite", "aes-gcm-128"), p.get("soft"), p.get("hard"), name=name)
+        return {f"{s}->{d}": f"{v[0]:#010x}" for (s, d), v in spis.items()}
+
+    def down(self, name):
+        self.ctl.disconnect(name)
+        return {"down": name}
+
+    def rekey(self, name):
+        t = next((t for t in self.ctl.tunnels() if t["name"] == name and t["state"] == "up"), None)
+        if t is None:
+            raise ControllerError(f"no tunnel {name} is up")
+        new = self.ctl.rekey(t["a"], t["b"])
+        return {f"{s}->{d}": f"{v[0]:#010x}" for (s, d), v in new.items()}
+
+    def tunnel(self, name):
+        t = next((t for t in self.ctl.tunnels() if t["name"] == name), None)
+        if t is None:
+            p = self.cfg["profiles"].get(name)
+            if p is None:
+                raise KeyError(name)
+            t = {"name": name, "a": p["a"], "b": p["b"], "suite": p.get("suite", "aes-gcm-128"), "state": "down", "active_spis": []}
+        t["sas"] = [dict(s, spi=f"{s['spi']:#010x}") for s in self.ctl.sas(name)]
+        t["events"] = [{"t": e[0], "what": e[2]} for e in self.ctl.events(name)]
+        return t
+
+    def tunnels(self):
+        known = {t["name"]: t for t in self.ctl.tunnels()}
+        for name, p in self.cfg["profiles"].items():
+            known.setdefault(name, {"name": name, "a": p["a"], "b": p["b"], "suite": p.get("suite", "aes-gcm-128"), "state": "down",
+                                    "active_spis": []})
+        return list(known.values())
+
+    def sas(self, tunnel=None):
+        return [dict(s, spi=f"{s['spi']:#010x}") for s in self.ctl.sas(tunnel)]
+
+    def close(self):
+        self.ctl.close()
+        for s in self.switches:
+            s.close()
+
+
+def make_handler(svc):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt, *args):
+            logging.debug("rest: " + fmt, *args)
+
+        def _send(self, code, obj):
+            body = json.dumps(obj, indent=1).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _route(self, method):
+            from urllib.parse import parse_qs, urlparse
+            u = urlparse(self.path)
+            parts = [p for p in u.path.split("/") if p]
+            q = parse_qs(u.query)
+            try:
+                if method == "GET" and parts == ["openapi.json"]:
+                    return self._send(200, OPENAPI)
+                if method == "GET" and parts == ["tunnels"]:
+                    return self._send(200, svc.tunnels())
+                if method == "GET" and len(parts) == 2 and parts[0] == "tunnels":
+                    return self._send(200, svc.tunnel(parts[1]))
+                if method == "POST" and len(parts) == 3 and parts[0] == "tunnels" and parts[2] in ("up", "down", "rekey"):
+                    return self._send(200, getattr(svc, parts[2])(parts[1]))
+                if method == "GET" and parts == ["sas"]:
+                    return self._send(200, svc.sas((q.get("tunnel") or [None])[0]))
+                return self._send(404, {"error": f"no such resource: {method} {u.path}"})
+            except KeyError as e:
+                return self._send(404, {"error": f"no tunnel profile {e.args[0]!r}"})
+            except ControllerError as e:
+                return self._send(409, {"error": str(e)})
+            except Exception as e:  # a switch refused something: report it, keep serving
+                logging.exception("rest: %s %s", method, self.path)
+                return self._send(500, {"error": f"{type(e).__name__}: {e}"})
+
+        def do_GET(self):
+            self._route("GET")
+
+        def do_POST(self):
+            self._route("POST")
+
+    return Handler
+
+
+def run(config_path):
+    cfg = load_config(config_path)
+    svc = Service(cfg)
+    host, port = cfg.get("rest", "127.0.0.1:8080").rsplit(":", 1)
+    httpd = ThreadingHTTPServer((host, int(port)), make_handler(svc))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    logging.info("p4sec-controller: REST API on http://%s:%s (OpenAPI: /openapi.json)", host, port)
+    print(f"p4sec-controller: ready, REST API on http://{host}:{port}", flush=True)
+    stop.wait()
+    httpd.shutdown()
+    svc.close()
+
+
+def api(base, method, path):
+    req = urllib.request.Request(base.rstrip("/") + path, method=method, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        raise ControllerError(json.loads(e.read()).get("error", str(e))) from e
+    except urllib.error.URLError as e:
+        raise ControllerError(f"cannot reach the controller at {base}: {e.reason}") from e
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="p4sec-controller", description="the p4sec IPsec controller", epilog=__doc__.split("\n\n")[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--api", default="http://127.0.0.1:8080", help="the running controller's REST API")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run the controller")
+    r.add_argument("config")
+    r.add_argument("--log", default="INFO")
+    t = sub.add_parser("tunnels")
+    t.add_argument("action", choices=["list", "show", "up", "down", "rekey"])
+    t.add_argument("name", nargs="?")
+    s = sub.add_parser("sas")
+    s.add_argument("action", choices=["list"])
+    s.add_argument("--tunnel")
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "run":
+            logging.basicConfig(level=getattr(logging, a.log.upper(), logging.INFO), format="%(asctime)s %(name)s: %(message)s")
+            run(a.config)
+            return 0
+        if a.cmd == "tunnels":
+            if a.action == "list":
+                rows = api(a.api, "GET", "/tunnels")
+                print(f"{'name':<16} {'a':<8} {'b':<8} {'suite':<20} {'state':<6} active SPIs")
+                for x in rows:
+                    print(f"{x['name']:<16} {x['a']:<8} {x['b']:<8} {x['suite']:<20} {x['state']:<6} {' '.join(x['active_spis'])}")
+                return 0
+            if not a.name:
+                raise ControllerError(f"tunnels {a.action} needs a tunnel name")
+            if a.action == "show":
+                print(json.dumps(api(a.api, "GET", f"/tunnels/{a.name}"), indent=1))
+            else:
+                print(json.dumps(api(a.api, "POST", f"/tunnels/{a.name}/{a.action}")))
+            return 0
+        if a.cmd == "sas":
+            rows = api(a.api, "GET", "/sas" + (f"?tunnel={a.tunnel}" if a.tunnel else ""))
+            print(f"{'spi':<12} {'tunnel':<16} {'src':<8} {'dst':<8} {'out':>4} {'in':>4} state")
+            for x in rows:
+                print(f"{x['spi']:<12} {x['tunnel']:<16} {x['src']:<8} {x['dst']:<8} {x['out_slot']:>4} {x['in_slot']:>4} {x['state']}")
+            return 0
+    except (ConfigError, ControllerError) as e:
+        print(f"p4sec-controller: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

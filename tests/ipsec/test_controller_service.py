@@ -1,0 +1,139 @@
+"""p4sec-controller as a service: YAML profiles, the CLI and REST API (with its OpenAPI description), and a
+controller crash and restart in the middle of traffic that renews its SAs all along: the restarted controller
+adopts the running switches from its SQLite state, tears nothing down, and the stream loses no packet."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from conftest import ROOT
+from p4sec.ipsec_ctl import ConfigError, load_config
+from test_site_to_site import free_port, net  # noqa: F401 (fixture)
+from test_vpn_suites_and_renewal import STREAM
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+
+
+def config(tmp_path, pa, pb, rest, program, soft=None, hard=None, suite="aes-gcm-128"):
+    lim = lambda d: "{" + ", ".join(f"{k}: {v}" for k, v in (d or {}).items()) + "}"
+    text = f"""
+db: {tmp_path / 'ctl.db'}
+program: {program}
+rest: 127.0.0.1:{rest}
+grace: 0.5
+gateways:
+  - {{name: S1, grpc: "127.0.0.1:{pa}", address: 192.0.2.1,
+     lan: {{prefix: 10.1.0.0/16, port: 1, mac: "02:00:00:00:0a:01"}}, wan: {{prefix: 198.51.100.0/24, port: 2, mac: "02:00:00:00:0b:02"}}}}
+  - {{name: S2, grpc: "127.0.0.1:{pb}", address: 198.51.100.1,
+     lan: {{prefix: 10.2.0.0/16, port: 1, mac: "02:00:00:00:0b:01"}}, wan: {{prefix: 192.0.2.0/24, port: 2, mac: "02:00:00:00:0a:02"}}}}
+tunnels:
+  - {{name: S1-S2, a: S1, b: S2, suite: {suite}, auto: true, soft: {lim(soft)}, hard: {lim(hard)}}}
+"""
+    p = tmp_path / "ctl.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_bad_configs_get_precise_errors(tmp_path):
+    good = config(tmp_path, 1, 2, 3, "prog").read_text()
+    for bad, msg in [(good.replace("suite: aes-gcm-128", "suite: rot13"), "unknown suite 'rot13'"),
+                     (good.replace("b: S2", "b: S9"), "unknown gateway 'S9'"),
+                     (good.replace("address: 192.0.2.1,", ""), "gateways[0]: `address` is missing"),
+                     (good.replace("soft: {}", "soft: {packets: -3}"), "positive integers"),
+                     ("[1, 2", "ctl.yaml")]:
+        p = tmp_path / "ctl.yaml"
+        p.write_text(bad)
+        with pytest.raises(ConfigError) as e:
+            load_config(p)
+        assert msg in str(e.value)
+    r = subprocess.run(["p4sec-controller", "run", str(p)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "p4sec-controller:" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run(["p4sec-controller", "--api", "http://127.0.0.1:9", "tunnels", "list"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "cannot reach the controller" in r.stderr
+
+
+def start_controller(cfg, log):
+    p = subprocess.Popen(["p4sec-controller", "run", str(cfg)], stdout=subprocess.PIPE, stderr=log, text=True)
+    line = p.stdout.readline()
+    assert "ready" in line, open(log.name).read()[-3000:]
+    return p
+
+
+def cli(rest, *args):
+    r = subprocess.run(["p4sec-controller", "--api", f"http://127.0.0.1:{rest}", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@root_only
+def test_controller_restart_under_load_loses_no_tunnel_and_no_packet(p4sec_bin, net, tmp_path):
+    program = tmp_path / "gw"
+    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(program)], check=True)
+    pa, pb, rest = free_port(), free_port(), free_port()
+    switches = [
+        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pa}", "--port", f"1={net['a1']}", "--port", f"2={net['wa']}"]),
+        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pb}", "--port", f"1={net['b1']}", "--port", f"2={net['wb']}"]),
+    ]
+    # the soft limit comes every 0.4 s of traffic; the hard limit leaves 5.6 s, longer than the controller is away
+    cfg = config(tmp_path, pa, pb, rest, program, soft={"packets": 400}, hard={"packets": 6000})
+    log = open(tmp_path / "controller.log", "w")
+    ctl = None
+    try:
+        time.sleep(0.5)
+        ctl = start_controller(cfg, log)
+        assert "S1-S2" in cli(rest, "tunnels", "list") and " up " in cli(rest, "tunnels", "list")
+        spec = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{rest}/openapi.json").read())
+        assert spec["openapi"].startswith("3.") and "/tunnels/{name}/up" in spec["paths"]
+
+        n, rate = 6000, 1000
+        frame = bytes(Ether(dst="02:00:00:00:00:01") / IP(src="10.1.0.1", dst="10.2.0.2", ttl=64) / UDP(sport=4242, dport=4242) / (b"x" * 60))
+        rx = subprocess.Popen(["ip", "netns", "exec", net["ns2"], sys.executable, "-c", STREAM, "recv", net["h2"], str(n)],
+                              stdout=subprocess.PIPE, text=True)
+        assert rx.stdout.readline().strip() == "ready"
+        tx = subprocess.Popen(["ip", "netns", "exec", net["ns1"], sys.executable, "-c", STREAM, "send", net["h1"], frame.hex(), str(n), str(rate)],
+                              stdout=subprocess.PIPE, text=True)
+        time.sleep(2.0)
+        ctl.send_signal(signal.SIGKILL)  # a crash, not a clean stop
+        ctl.wait(timeout=10)
+        time.sleep(0.3)
+        ctl = start_controller(cfg, log)
+        assert tx.communicate(timeout=60)[0].strip() == str(n)
+        got = {int(x) for x in rx.communicate(timeout=30)[0].split()}
+        missing = sorted(set(range(n)) - got)
+
+        show = json.loads(cli(rest, "tunnels", "show", "S1-S2"))
+        events = [e["what"] for e in show["events"]]
+        assert show["state"] == "up"
+        log_text = open(tmp_path / "controller.log").read()
+        assert "adopted" in log_text, log_text[-2000:]
+        renewals = [e for e in events if e.startswith("renew S1->S2")]
+        assert len(renewals) >= 8, events
+        assert not missing, f"{len(missing)} of {n} lost: {missing[:20]}; events: {events}"
+        assert sum(1 for e in events if e.startswith("up ")) == 1, "the restart did not set the tunnel up again"
+        # the soft limit the SA reached while no controller listened was found in its statistics and acted on
+        assert any("while the controller was away" in e for e in renewals), events
+        sas = cli(rest, "sas", "list", "--tunnel", "S1-S2")
+        assert sas.count(" active") == 2
+
+        out = cli(rest, "tunnels", "down", "S1-S2")
+        assert "down" in out
+        assert " down " in cli(rest, "tunnels", "list")
+        assert cli(rest, "sas", "list").count(" active") == 0
+        r = subprocess.run(["p4sec-controller", "--api", f"http://127.0.0.1:{rest}", "tunnels", "down", "S1-S2"], capture_output=True, text=True)
+        assert r.returncode == 1 and "no tunnel S1-S2 is up" in r.stderr
+        r = subprocess.run(["p4sec-controller", "--api", f"http://127.0.0.1:{rest}", "tunnels", "up", "nope"], capture_output=True, text=True)
+        assert r.returncode == 1 and "no tunnel profile 'nope'" in r.stderr
+    finally:
+        if ctl:
+            ctl.terminate()
+            ctl.wait(timeout=10)
+        for s in switches:
+            s.terminate()
+            s.wait(timeout=10)
