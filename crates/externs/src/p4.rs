@@ -24,6 +24,7 @@ pub fn registry() -> Vec<Box<dyn ExternType>> {
         Box::new(AsconType { name: "p4sec_ascon_encrypt", decrypt: false, with_len: false }),
         Box::new(AsconType { name: "p4sec_ascon_decrypt", decrypt: true, with_len: false }),
         Box::new(AsconType { name: "p4sec_ascon_seal", decrypt: false, with_len: true }),
+        Box::new(crate::compat::IpsecCryptType),
         Box::new(AsconType { name: "p4sec_ascon_open", decrypt: true, with_len: true }),
     ]
 }
