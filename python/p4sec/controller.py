@@ -13,6 +13,7 @@ Loss-free ordering:
 
 State (gateways, tunnels, SAs) is kept in SQLite.
 """
+import concurrent.futures
 import json
 import logging
 import os
@@ -84,6 +85,10 @@ def _prefix_match(prefix):
 class IpsecController:
     def __init__(self, db=":memory:", grace=1.0):
         self.db = sqlite3.connect(db, check_same_thread=False)
+        # WAL: a commit is an append, not a rewrite with two fsyncs (tunnel setup and renewal commit each time)
+        self.db.execute("pragma journal_mode = wal")
+        self.db.execute("pragma synchronous = normal")
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="p4sec-ctl")
         self.db.executescript(
             "create table if not exists tunnel (name text primary key, a text, b text, suite text, soft text, hard text,"
             " created real, state text);"
@@ -264,18 +269,38 @@ class IpsecController:
             pairs = {}
             for src, dst in ((a, b), (b, a)):
                 spi, cfg = self._make_sa(name, src, dst, suite, soft, hard)
-                out_slot = src.alloc_slot()
-                self._install_in(name, src, dst, spi, cfg, out_slot)
-                pairs[(src.name, dst.name)] = (spi, out_slot, cfg)
-            for src, dst in ((a, b), (b, a)):
+                pairs[(src.name, dst.name)] = (spi, src.alloc_slot(), cfg)
+
+            def inbound(src, dst):
                 spi, out_slot, cfg = pairs[(src.name, dst.name)]
-                src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": cfg})
+                with dst.switch.batch():
+                    self._install_in(name, src, dst, spi, cfg, out_slot)
+
+            def outbound(src, dst):
+                spi, out_slot, cfg = pairs[(src.name, dst.name)]
+                with src.switch.batch():
+                    src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": cfg})
+                    self._spd(src, dst, out_slot)
+
+            # both peers at once, one Write each: SAD-dec everywhere, then SAD-enc + SPD (the extern update is
+            # applied before the table update in a Write)
+            try:
+                self._on_both(inbound, a, b)
+                self._on_both(outbound, a, b)
+            except Exception:
+                self.db.rollback()
+                raise
+            for spi, _, _ in pairs.values():
                 self.db.execute("update sa set state = 'active' where spi = ?", (spi,))
-            for src, dst in ((a, b), (b, a)):
-                self._spd(src, dst, pairs[(src.name, dst.name)][1])
             self._event(name, f"up ({suite}) in {1000 * (time.perf_counter() - t0):.2f} ms")
             self.db.commit()
             return {k: (v[0], v[1]) for k, v in pairs.items()}
+
+    def _on_both(self, fn, a, b):
+        """fn(a, b) and fn(b, a) on the two gateways concurrently; the first error is raised."""
+        futs = [self.pool.submit(fn, a, b), self.pool.submit(fn, b, a)]
+        for f in futs:
+            f.result()
 
     def renew(self, spi, reason="requested"):
         """Replace the active SA `spi` (one direction of a tunnel) with a fresh one, loss-free."""
@@ -288,9 +313,14 @@ class IpsecController:
             src, dst = self.gateways[src_name], self.gateways[dst_name]
             t0 = time.perf_counter()
             new_spi, cfg = self._make_sa(tunnel, src, dst, suite, json.loads(soft), json.loads(hard))
-            self._install_in(tunnel, src, dst, new_spi, cfg, out_slot)
-            t1 = time.perf_counter()
-            src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": cfg})
+            try:
+                with dst.switch.batch():
+                    self._install_in(tunnel, src, dst, new_spi, cfg, out_slot)
+                t1 = time.perf_counter()
+                src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": cfg})
+            except Exception:
+                self.db.rollback()
+                raise
             t2 = time.perf_counter()
             self.db.execute("update sa set state = 'active' where spi = ?", (new_spi,))
             self.db.execute("update sa set state = 'retiring' where spi = ?", (spi,))
@@ -393,3 +423,4 @@ class IpsecController:
     def close(self):
         for t in self._timers:
             t.cancel()
+        self.pool.shutdown(wait=False)

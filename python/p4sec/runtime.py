@@ -1,5 +1,6 @@
 """A thin P4Runtime client for p4sec switches (and any P4Runtime target): arbitration, pipeline push,
 table writes by name, p4sec extern writes. Uses the official `p4runtime` package's stubs."""
+import contextlib
 import ipaddress
 import json
 import pathlib
@@ -63,6 +64,7 @@ class Switch:
         self._requests.put(req)
         self.arbitration = next(self.stream).arbitration
         self.on_digest = None
+        self._batch = None
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self):
@@ -148,10 +150,32 @@ class Switch:
         self.p4info = info
         return True
 
+    @contextlib.contextmanager
+    def batch(self):
+        """Collect the writes made inside the block and send them as one Write request at its end (the switch
+        applies extern updates in order, then table updates)."""
+        outer = self._batch is not None
+        if not outer:
+            self._batch = []
+        try:
+            yield self
+            updates = self._batch if not outer else None
+        finally:
+            if not outer:
+                self._batch = None
+        if updates:
+            self._send(updates)
+
     def _write(self, update):
+        if self._batch is not None:
+            self._batch.append(update)
+            return
+        self._send([update])
+
+    def _send(self, updates):
         req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
         req.election_id.low = self.election_id
-        req.updates.append(update)
+        req.updates.extend(updates)
         try:
             self.stub.Write(req)
         except grpc.RpcError as e:

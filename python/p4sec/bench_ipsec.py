@@ -1,0 +1,132 @@
+"""IPsec VPN benchmarks: tunnel setup and renewal time through the controller, and TCP goodput through two p4sec
+gateways per cipher suite, beside the P4-IPsec paper's BMv2 figures, in one run.
+
+    python3 -m p4sec.bench_ipsec [--tunnels 30] [--seconds 3] [--suites bypass,null,...] [--json FILE] [--p4sec PATH]
+
+Setup: the controller (in process) sets a tunnel up between the two switches (SAD-dec on both, then SAD-enc and
+SPD on both, one Write per switch and phase, both switches at once) and tears it down again, --tunnels times;
+renewal: one direction renewed (new SAD-dec, in-place SAD-enc swap). Goodput: iperf3 TCP from H1 to H2 through
+the tunnel (the topology of python3 -m p4sec.vpn_demo). Needs root; iperf3 for the goodput part.
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import runtime
+from .controller import Gateway, IpsecController
+from .vpn_demo import Net, free_port, ns, sh
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PAPER = {"setup_ms": 5.02, "renewal_ms": 4.38, "goodput_mbps": {"bypass": 48.90, "null": 47.25, "aes-ctr-hmac-md5": 47.21}}
+TARGET = {"setup_ms": 2.0, "renewal_ms": 2.0, "goodput_mbps": {"aes-gcm-128": 2000.0}}
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tunnels", type=int, default=30)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--suites", default="bypass,null,aes-ctr-hmac-md5,aes-gcm-128,chacha20-poly1305")
+    ap.add_argument("--json")
+    ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
+    a = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        sys.exit("bench_ipsec: needs root (network namespaces)")
+    if a.tunnels < 1 or a.seconds <= 0:
+        sys.exit("bench_ipsec: --tunnels must be >= 1 and --seconds > 0")
+    work = pathlib.Path(tempfile.mkdtemp(prefix="p4sec-bench-ipsec-"))
+    sh(a.p4sec, "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(work / "gw"))
+    net = Net()
+    procs, switches = [], []
+    res = {"setup_ms": [], "renewal_ms": [], "goodput_mbps": {}}
+    try:
+        ports = []
+        for lan, wan in ((net.a1, net.wa), (net.b1, net.wb)):
+            port = free_port()
+            ports.append(port)
+            procs.append(subprocess.Popen([a.p4sec, "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={lan}", "--port", f"2={wan}"],
+                                          stderr=subprocess.DEVNULL))
+        time.sleep(0.5)
+        switches = [runtime.Switch(f"127.0.0.1:{p}") for p in ports]
+        ctl = IpsecController(str(work / "ctl.db"), grace=0.2)
+        ctl.add_gateway(Gateway("S1", switches[0], "192.0.2.1", "10.1.0.0/16", 1, net.mac_h1, 2, "02:00:00:00:00:01", "198.51.100.0/24"),
+                        work / "gw")
+        ctl.add_gateway(Gateway("S2", switches[1], "198.51.100.1", "10.2.0.0/16", 1, net.mac_h2, 2, "02:00:00:00:00:01", "192.0.2.0/24"),
+                        work / "gw")
+        # warm-up (connections, first writes), not measured
+        ctl.connect("S1", "S2", name="warm")
+        ctl.disconnect("warm")
+        for i in range(a.tunnels):
+            t0 = time.perf_counter()
+            ctl.connect("S1", "S2", name=f"t{i}")
+            res["setup_ms"].append(1000 * (time.perf_counter() - t0))
+            spi = next(s["spi"] for s in ctl.sas(f"t{i}") if s["state"] == "active" and s["src"] == "S1")
+            t0 = time.perf_counter()
+            ctl.renew(spi)
+            res["renewal_ms"].append(1000 * (time.perf_counter() - t0))
+            time.sleep(0.25)  # the old SAD-dec entry goes after the grace period
+            ctl.disconnect(f"t{i}")
+
+        if shutil.which("iperf3"):
+            for suite in a.suites.split(","):
+                ctl.connect("S1", "S2", suite=suite, name=f"g-{suite}")
+                srv = subprocess.Popen(["ip", "netns", "exec", net.ns2, "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(0.4)
+                r = ns(net.ns1, "iperf3", "-c", "10.2.0.2", "-t", str(a.seconds), "-J", check=False)
+                try:
+                    srv.wait(timeout=a.seconds + 20)
+                except subprocess.TimeoutExpired:
+                    srv.kill()
+                try:
+                    res["goodput_mbps"][suite] = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
+                except (ValueError, KeyError):
+                    res["goodput_mbps"][suite] = None
+                ctl.disconnect(f"g-{suite}")
+        ctl.close()
+    finally:
+        for s in switches:
+            s.close()
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=10)
+        net.close()
+
+    s, r = res["setup_ms"], res["renewal_ms"]
+    out = {"tunnels": a.tunnels, "setup_ms_median": statistics.median(s), "setup_ms_p90": pct(s, 90),
+           "renewal_ms_median": statistics.median(r), "renewal_ms_p90": pct(r, 90), "goodput_mbps": res["goodput_mbps"],
+           "paper": PAPER, "target": TARGET}
+    print(f"p4sec IPsec VPN, two p4sec switches + controller on this machine ({a.tunnels} tunnels)")
+    print(f"  {'':<22} {'median':>9} {'p90':>9} {'paper (BMv2)':>13} {'target':>8}")
+    for k, label in (("setup", "tunnel setup"), ("renewal", "SA renewal")):
+        med, p90 = out[f"{k}_ms_median"], out[f"{k}_ms_p90"]
+        verdict = "PASS" if med <= TARGET[f"{k}_ms"] else "MISS"
+        print(f"  {label:<22} {med:>7.2f}ms {p90:>7.2f}ms {PAPER[f'{k}_ms']:>11.2f}ms {TARGET[f'{k}_ms']:>6.1f}ms {verdict}")
+    if res["goodput_mbps"]:
+        print(f"  TCP goodput H1 -> H2 (iperf3, {a.seconds:g} s per suite)")
+        for suite, g in res["goodput_mbps"].items():
+            paper = PAPER["goodput_mbps"].get(suite)
+            tgt = TARGET["goodput_mbps"].get(suite)
+            line = f"    {suite:<20} {g:>9.0f} Mbit/s" if g is not None else f"    {suite:<20} {'failed':>16}"
+            if paper:
+                line += f"   paper (BMv2): {paper:.2f} Mbit/s"
+            if tgt and g is not None:
+                line += f"   target >= {tgt:.0f} Mbit/s: {'PASS' if g >= tgt else 'MISS'}"
+            print(line)
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
