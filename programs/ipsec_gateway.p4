@@ -1,6 +1,7 @@
 // ipsec_gateway.p4: an IPsec (ESP tunnel mode) site-to-site gateway on v1model with p4sec's esp_sad extern,
 // after the P4-IPsec design: SPD, SAD (keys and SA state in the extern, filled by the controller), and LPM
-// forwarding. IPv4 with a 20-byte header.
+// forwarding. IPv4 (20-byte header) and IPv6 (no extension headers), inner and outer in any combination:
+// the outer header comes from the SA's tunnel endpoints.
 //
 // Pass 1, outbound: the SPD (ternary on source, destination, protocol; ranges on the TCP/UDP ports;
 //   priorities; no match = discard) says protect(sa), bypass or discard. protect encapsulates the inner IPv4 packet (parsed header + payload) with the SA, which
@@ -17,6 +18,7 @@
 #include <p4sec.p4>
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_IPV6 = 0x86DD;
 const bit<8>  PROTO_ESP = 50;
 
 header ethernet_t {
@@ -40,6 +42,17 @@ header ipv4_t {
     bit<32> dst_addr;
 }
 
+header ipv6_t {
+    bit<4>   version;
+    bit<8>   traffic_class;
+    bit<20>  flow_label;
+    bit<16>  payload_len;
+    bit<8>   next_hdr;
+    bit<8>   hop_limit;
+    bit<128> src_addr;
+    bit<128> dst_addr;
+}
+
 header esp_t {
     bit<32> spi;
     bit<32> seq;
@@ -48,6 +61,7 @@ header esp_t {
 struct headers_t {
     ethernet_t ethernet;
     ipv4_t     ipv4;
+    ipv6_t     ipv6;
 }
 
 struct sa_event_t {
@@ -69,8 +83,26 @@ struct meta_t {
 parser GwParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     state start {
         pkt.extract(hdr.ethernet);
-        transition select(hdr.ethernet.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
+        transition select(sm.instance_type, hdr.ethernet.ether_type) {
+            (0, ETHERTYPE_IPV4): parse_ipv4;
+            (0, ETHERTYPE_IPV6): parse_ipv6;
+            (0, _): accept;
+            default: by_version;        /* recirculated after encap/decap: the EtherType is the old one */
+        }
+    }
+    state by_version {
+        transition select(pkt.lookahead<bit<4>>()) {
+            4: parse_ipv4;
+            6: parse_ipv6;
+            default: accept;
+        }
+    }
+    state parse_ipv6 {
+        pkt.extract(hdr.ipv6);
+        transition select(hdr.ipv6.next_hdr) {
+            PROTO_ESP: parse_esp;
+            6: parse_ports;
+            17: parse_ports;
             default: accept;
         }
     }
@@ -182,68 +214,156 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         size = 65536;
     }
 
-    apply {
-        if (!hdr.ipv4.isValid() || hdr.ipv4.ihl != 5 || sm.checksum_error == 1) {
-            drop();
-            return;
+    /* the same for IPv6 */
+    action set_nhop6(bit<48> dst_mac, bit<48> src_mac, bit<9> port) {
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ethernet.src_addr = src_mac;
+        sm.egress_spec = port;
+        hdr.ipv6.hop_limit = hdr.ipv6.hop_limit - 1;
+    }
+    table local_addr6 {
+        key = { hdr.ipv6.dst_addr : exact; }
+        actions = { to_me; NoAction; }
+        default_action = NoAction();
+        size = 64;
+    }
+    table spd6 {
+        key = {
+            hdr.ipv6.src_addr : ternary;
+            hdr.ipv6.dst_addr : ternary;
+            hdr.ipv6.next_hdr : ternary;
+            meta.sport : range;
+            meta.dport : range;
         }
-        if (hdr.ipv4.protocol == PROTO_ESP && meta.encrypted == 0 && meta.decrypted == 0) {
-            if (!sad_dec.apply().hit) {
-                if (local_addr.apply().hit) {
-                    esp_status.count((bit<32>) P4SEC_NO_SA);
-                    drop();
-                    return;
-                }
-                /* transit ESP: forwarded below */
-            } else {
-            sad.decap_sa(meta.sa_index, meta.status);
-            esp_status.count((bit<32>) meta.status);
+        actions = { protect; bypass; discard; }
+        default_action = discard();
+        size = 4096;
+    }
+    table sad_dec6 {
+        key = {
+            hdr.ipv6.src_addr : exact;
+            hdr.ipv6.dst_addr : exact;
+            meta.esp.spi : exact;
+        }
+        actions = { dec_sa; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+    table ipv6_lpm {
+        key = { hdr.ipv6.dst_addr : lpm; }
+        actions = { set_nhop6; drop; }
+        default_action = drop();
+        size = 65536;
+    }
+
+    /* after decapsulation or encapsulation: the payload is a whole IP packet; recirculate it */
+    action recirculate_payload() {
+        hdr.ipv4.setInvalid();
+        hdr.ipv6.setInvalid();
+        sm.egress_spec = 0;
+        recirculate_preserving_field_list(1);
+    }
+
+    /* after an SA was used: count it, report its lifetime events, drop on failure */
+    action finish_sa() {
+        esp_status.count((bit<32>) meta.status);
+        if (meta.status != P4SEC_NO_SA) {
             account_sa();
             if (meta.event != 0) {
                 report_event();
             }
-            if (meta.status != P4SEC_OK) {
-                drop();
-                return;
-            }
-            hdr.ipv4.setInvalid();          // the payload is now the inner packet
-            meta.decrypted = 1;
-            sm.egress_spec = 0;
-            recirculate_preserving_field_list(1);
-            return;
-            }
         }
-        if (meta.decrypted == 0 && meta.encrypted == 0) {
-            switch (spd.apply().action_run) {
-                protect: {
-                    sad.encap(meta.sa_index, hdr.ipv4, meta.status);
-                    esp_status.count((bit<32>) meta.status);
-                    if (meta.status != P4SEC_NO_SA) {
-                        account_sa();
-                        if (meta.event != 0) {
-                            report_event();
-                        }
-                    }
-                    if (meta.status != P4SEC_OK) {
-                        drop();
-                        return;
-                    }
-                    hdr.ipv4.setInvalid();  // the payload is now outer IPv4 + ESP
-                    meta.encrypted = 1;
-                    sm.egress_spec = 0;
-                    recirculate_preserving_field_list(1);
-                    return;
-                }
-                discard: {
-                    return;
-                }
-            }
-        }
-        if (hdr.ipv4.ttl <= 1) {
+    }
+
+    apply {
+        bool v4 = hdr.ipv4.isValid();
+        bool v6 = hdr.ipv6.isValid();
+        if ((!v4 && !v6) || (v4 && (hdr.ipv4.ihl != 5 || sm.checksum_error == 1))) {
             drop();
             return;
         }
-        ipv4_lpm.apply();
+        /* a recirculated packet carries the EtherType of what it was before encap/decap */
+        hdr.ethernet.ether_type = v4 ? ETHERTYPE_IPV4 : ETHERTYPE_IPV6;
+
+        /* inbound ESP: SAD-dec on outer source, destination and SPI */
+        bool esp = (v4 && hdr.ipv4.protocol == PROTO_ESP) || (v6 && hdr.ipv6.next_hdr == PROTO_ESP);
+        if (esp && meta.encrypted == 0 && meta.decrypted == 0) {
+            bool found;
+            if (v4) {
+                found = sad_dec.apply().hit;
+            } else {
+                found = sad_dec6.apply().hit;
+            }
+            if (found) {
+                sad.decap_sa(meta.sa_index, meta.status);
+                finish_sa();
+                if (meta.status != P4SEC_OK) {
+                    drop();
+                    return;
+                }
+                meta.decrypted = 1;
+                recirculate_payload();      // the payload is now the inner packet
+                return;
+            }
+            bool mine;
+            if (v4) {
+                mine = local_addr.apply().hit;
+            } else {
+                mine = local_addr6.apply().hit;
+            }
+            if (mine) {
+                esp_status.count((bit<32>) P4SEC_NO_SA);
+                drop();
+                return;
+            }
+            /* transit ESP: forwarded below */
+        } else if (meta.decrypted == 0 && meta.encrypted == 0) {
+            /* outbound: the security policy */
+            bool protect_it = false;
+            bool discard_it = false;
+            if (v4) {
+                switch (spd.apply().action_run) {
+                    protect: { protect_it = true; }
+                    discard: { discard_it = true; }
+                }
+            } else {
+                switch (spd6.apply().action_run) {
+                    protect: { protect_it = true; }
+                    discard: { discard_it = true; }
+                }
+            }
+            if (discard_it) {
+                return;
+            }
+            if (protect_it) {
+                if (v4) {
+                    sad.encap(meta.sa_index, hdr.ipv4, meta.status);
+                } else {
+                    sad.encap(meta.sa_index, hdr.ipv6, meta.status);
+                }
+                finish_sa();
+                if (meta.status != P4SEC_OK) {
+                    drop();
+                    return;
+                }
+                meta.encrypted = 1;
+                recirculate_payload();      // the payload is now outer IP + ESP
+                return;
+            }
+        }
+        if (v4) {
+            if (hdr.ipv4.ttl <= 1) {
+                drop();
+                return;
+            }
+            ipv4_lpm.apply();
+        } else {
+            if (hdr.ipv6.hop_limit <= 1) {
+                drop();
+                return;
+            }
+            ipv6_lpm.apply();
+        }
     }
 }
 
@@ -265,6 +385,7 @@ control GwDeparser(packet_out pkt, in headers_t hdr) {
     apply {
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.ipv6);
     }
 }
 

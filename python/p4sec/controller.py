@@ -55,11 +55,11 @@ class Gateway:
     def setup(self, program_dir):
         s = self.switch
         s.push(program_dir)
-        s.table_insert("GwIngress.local_addr", {"hdr.ipv4.dst_addr": ("exact", runtime.ip(self.address))}, "GwIngress.to_me", {})
+        six = runtime.is_v6(self.address)
+        s.table_insert("GwIngress.local_addr6" if six else "GwIngress.local_addr", {f"hdr.ipv{6 if six else 4}.dst_addr": ("exact", runtime.addr(self.address))},
+                       "GwIngress.to_me", {})
         for prefix, mac, port in ((self.lan_prefix, self.lan_mac, self.lan_port), (self.wan_prefix, self.wan_mac, self.wan_port)):
-            net, plen = prefix.split("/")
-            s.table_insert("GwIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": ("lpm", runtime.ip(net), int(plen))}, "GwIngress.set_nhop",
-                           {"dst_mac": runtime.mac(mac), "src_mac": runtime.mac(SWITCH_MAC), "port": port})
+            _lpm(s, prefix, mac, port)
 
     def alloc_slot(self):
         if self.free_slots:
@@ -79,7 +79,20 @@ def sa_config(spi, suite, keymat, authkey, src, dst, soft=None, hard=None):
 
 def _prefix_match(prefix):
     net, plen = prefix.split("/")
-    return runtime.ip(net), runtime.prefix_mask(int(plen))
+    return runtime.addr(net), runtime.prefix_mask(int(plen), 128 if runtime.is_v6(prefix) else 32)
+
+
+def _lpm(switch, prefix, mac=None, port=None, insert=True):
+    """The route for a prefix of either IP version (out of `port` to `mac`)."""
+    net, plen = prefix.split("/")
+    six = runtime.is_v6(prefix)
+    table, field = ("GwIngress.ipv6_lpm", "hdr.ipv6.dst_addr") if six else ("GwIngress.ipv4_lpm", "hdr.ipv4.dst_addr")
+    match = {field: ("lpm", runtime.addr(net), int(plen))}
+    if insert:
+        switch.table_insert(table, match, "GwIngress.set_nhop6" if six else "GwIngress.set_nhop",
+                            {"dst_mac": runtime.mac(mac), "src_mac": runtime.mac(SWITCH_MAC), "port": port})
+    else:
+        switch.table_delete(table, match)
 
 
 class IpsecController:
@@ -198,12 +211,14 @@ class IpsecController:
                 return spi
 
     def _sad_dec(self, src, dst, spi, slot, insert=True):
-        match = {"hdr.ipv4.src_addr": ("exact", runtime.ip(src.address)), "hdr.ipv4.dst_addr": ("exact", runtime.ip(dst.address)),
+        v = 6 if runtime.is_v6(dst.address) else 4
+        match = {f"hdr.ipv{v}.src_addr": ("exact", runtime.addr(src.address)), f"hdr.ipv{v}.dst_addr": ("exact", runtime.addr(dst.address)),
                  "meta.esp.spi": ("exact", spi.to_bytes(4, "big"))}
+        table = "GwIngress.sad_dec6" if v == 6 else "GwIngress.sad_dec"
         if insert:
-            dst.switch.table_insert("GwIngress.sad_dec", match, "GwIngress.dec_sa", {"sa_index": slot})
+            dst.switch.table_insert(table, match, "GwIngress.dec_sa", {"sa_index": slot})
         else:
-            dst.switch.table_delete("GwIngress.sad_dec", match)
+            dst.switch.table_delete(table, match)
 
     def _make_sa(self, tunnel, src, dst, suite, soft, hard):
         _, _, nkey, nauth = SUITES[suite]
@@ -222,25 +237,23 @@ class IpsecController:
 
     def _route(self, gw, prefix, insert=True):
         """The route for a remote site's prefix in the clear (BYPASS tunnels): out of the WAN port."""
-        net, plen = prefix.split("/")
-        match = {"hdr.ipv4.dst_addr": ("lpm", runtime.ip(net), int(plen))}
-        if insert:
-            gw.switch.table_insert("GwIngress.ipv4_lpm", match, "GwIngress.set_nhop",
-                                   {"dst_mac": runtime.mac(gw.wan_mac), "src_mac": runtime.mac(SWITCH_MAC), "port": gw.wan_port})
-        else:
-            gw.switch.table_delete("GwIngress.ipv4_lpm", match)
+        _lpm(gw.switch, prefix, gw.wan_mac, gw.wan_port, insert)
 
     def _spd(self, src, dst, out_slot, insert=True, action="GwIngress.protect", on=None):
         """The policy for traffic from src's site to dst's, on gateway `on` (default: src)."""
         on = on or src
         s_val, s_mask = _prefix_match(src.lan_prefix)
         d_val, d_mask = _prefix_match(dst.lan_prefix)
-        match = {"hdr.ipv4.src_addr": ("ternary", s_val, s_mask), "hdr.ipv4.dst_addr": ("ternary", d_val, d_mask)}
+        v = 6 if runtime.is_v6(src.lan_prefix) else 4
+        if v != (6 if runtime.is_v6(dst.lan_prefix) else 4):
+            raise ControllerError(f"sites {src.lan_prefix} and {dst.lan_prefix} are of different IP versions")
+        match = {f"hdr.ipv{v}.src_addr": ("ternary", s_val, s_mask), f"hdr.ipv{v}.dst_addr": ("ternary", d_val, d_mask)}
+        table = "GwIngress.spd6" if v == 6 else "GwIngress.spd"
         if insert:
             params = {"sa_index": out_slot} if action == "GwIngress.protect" else {}
-            on.switch.table_insert("GwIngress.spd", match, action, params, priority=10)
+            on.switch.table_insert(table, match, action, params, priority=10)
         else:
-            on.switch.table_delete("GwIngress.spd", match, priority=10)
+            on.switch.table_delete(table, match, priority=10)
 
     # ------------------------------------------------------------------ tunnels
 

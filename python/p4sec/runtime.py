@@ -21,8 +21,18 @@ def mac(s):
     return bytes(int(x, 16) for x in s.split(":"))
 
 
-def prefix_mask(plen):
-    return ((0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF).to_bytes(4, "big") if plen else b"\x00"
+def prefix_mask(plen, width=32):
+    full = (1 << width) - 1
+    return ((full << (width - plen)) & full).to_bytes(width // 8, "big") if plen else b"\x00"
+
+
+def addr(a):
+    """The bytes of an IPv4 (4) or IPv6 (16) address."""
+    return ipaddress.ip_address(a).packed
+
+
+def is_v6(a):
+    return ipaddress.ip_network(a, strict=False).version == 6 if "/" in a else ipaddress.ip_address(a).version == 6
 
 
 def canonical(b):
