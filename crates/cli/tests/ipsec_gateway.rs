@@ -183,3 +183,153 @@ fn site_to_site_tunnel() {
     assert!(a.extern_control("GwIngress.sad", "add_sa", b"{}").unwrap_err().contains("add_sa"));
     assert!(a.extern_control("GwIngress.sad", "del_sa", br#"{"index": 999}"#).is_err());
 }
+
+// ------------------------------------------------------------------------------------------------ IPv6
+
+fn v6(last: u16, net: u16) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[0..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+    a[4..6].copy_from_slice(&net.to_be_bytes());
+    a[14..16].copy_from_slice(&last.to_be_bytes());
+    a
+}
+
+fn v6_value(a: [u8; 16]) -> Value {
+    let mut v = Value::new(128, 0);
+    v.words = vec![u64::from_be_bytes(a[8..16].try_into().unwrap()), u64::from_be_bytes(a[0..8].try_into().unwrap())];
+    v
+}
+
+/// A host packet of either version: UDP with `payload`.
+fn host_packet_any(src: &[u8], dst: &[u8], payload: &[u8]) -> Vec<u8> {
+    if src.len() == 4 {
+        return host_packet(src.try_into().unwrap(), dst.try_into().unwrap(), payload);
+    }
+    let mut p = vec![0u8; 14];
+    p[12..14].copy_from_slice(&[0x86, 0xdd]);
+    let mut h = vec![0x60, 0, 0, 0];
+    h.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    h.extend_from_slice(&[17, 64]);
+    h.extend_from_slice(src);
+    h.extend_from_slice(dst);
+    p.extend_from_slice(&h);
+    p.extend_from_slice(&[0x30, 0x39, 0x00, 0x35, 0, (8 + payload.len()) as u8, 0, 0]);
+    p.extend_from_slice(payload);
+    p
+}
+
+fn fmt_addr(a: &[u8]) -> String {
+    if a.len() == 4 {
+        format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+    } else {
+        std::net::Ipv6Addr::from(<[u8; 16]>::try_from(a).unwrap()).to_string()
+    }
+}
+
+fn exact(a: &[u8]) -> FieldMatch {
+    if a.len() == 4 {
+        FieldMatch::Exact(Value::new(32, ip(a.try_into().unwrap())))
+    } else {
+        FieldMatch::Exact(v6_value(a.try_into().unwrap()))
+    }
+}
+
+/// A gateway for sites of version `lan` (4 or 6) over a WAN of version `wan`: me/peer are tunnel endpoints.
+fn gateway_any(me: &[u8], peer: &[u8], lan: &[u8], remote: &[u8], out_spi: u32, in_spi: u32) -> Engine {
+    let e = engine();
+    let v4 = lan.len() == 4;
+    // SPD: protect site -> remote site (/16 for v4, /48 for v6)
+    let spd = e.table_index(if v4 { "GwIngress.spd" } else { "GwIngress.spd6" }).unwrap();
+    let mask = if v4 { Value::new(32, 0xffff_0000) } else { v6_value([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]) };
+    let val = |a: &[u8]| if v4 { Value::new(32, ip(a.try_into().unwrap()) & 0xffff_0000) } else { v6_value(a.try_into().unwrap()) };
+    e.table_insert(spd, TableEntry {
+        matches: vec![
+            FieldMatch::Ternary { value: val(lan), mask: mask.clone() },
+            FieldMatch::Ternary { value: val(remote), mask },
+            FieldMatch::Any,
+            FieldMatch::Any,
+            FieldMatch::Any,
+        ],
+        action: ActionCall { action: action(&e, "GwIngress.protect"), args: vec![Value::new(32, 0)] },
+        priority: 10,
+    })
+    .unwrap();
+    // routes: the site out of port 1 (by the LAN version), the peer out of port 2 (by the WAN version)
+    for (prefix, len, port) in [(lan, if v4 { 16 } else { 48 }, 1u64), (peer, if peer.len() == 4 { 24 } else { 64 }, 2)] {
+        let six = prefix.len() == 16;
+        let t = e.table_index(if six { "GwIngress.ipv6_lpm" } else { "GwIngress.ipv4_lpm" }).unwrap();
+        let value = if six { v6_value(prefix.try_into().unwrap()) } else { Value::new(32, ip(prefix.try_into().unwrap())) };
+        e.table_insert(t, TableEntry {
+            matches: vec![FieldMatch::Lpm { value, prefix_len: len }],
+            action: ActionCall {
+                action: action(&e, if six { "GwIngress.set_nhop6" } else { "GwIngress.set_nhop" }),
+                args: vec![Value::new(48, 0x02_00_00_00_00_a0 + port), Value::new(48, 0x02_00_00_00_00_01), Value::new(9, port)],
+            },
+            priority: 0,
+        })
+        .unwrap();
+    }
+    e.extern_control("GwIngress.sad", "add_sa", &sa_json(0, out_spi, &fmt_addr(me), &fmt_addr(peer))).unwrap();
+    e.extern_control("GwIngress.sad", "add_sa", &sa_json(1, in_spi, &fmt_addr(peer), &fmt_addr(me))).unwrap();
+    let dec = e.table_index(if me.len() == 4 { "GwIngress.sad_dec" } else { "GwIngress.sad_dec6" }).unwrap();
+    e.table_insert(dec, TableEntry {
+        matches: vec![exact(peer), exact(me), FieldMatch::Exact(Value::new(32, in_spi as u64))],
+        action: ActionCall { action: action(&e, "GwIngress.dec_sa"), args: vec![Value::new(32, 1)] },
+        priority: 0,
+    })
+    .unwrap();
+    e
+}
+
+#[test]
+fn ipv4_and_ipv6_inner_and_outer_in_every_combination() {
+    for (lan_v6, wan_v6) in [(false, false), (true, false), (false, true), (true, true)] {
+        let (a_me, b_me): (Vec<u8>, Vec<u8>) = if wan_v6 { (v6(1, 0xa).to_vec(), v6(1, 0xb).to_vec()) } else { (vec![192, 0, 2, 1], vec![198, 51, 100, 1]) };
+        let (a_lan, b_lan, src, dst): (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) = if lan_v6 {
+            (v6(0, 1).to_vec(), v6(0, 2).to_vec(), v6(5, 1).to_vec(), v6(7, 2).to_vec())
+        } else {
+            (vec![10, 1, 0, 0], vec![10, 2, 0, 0], vec![10, 1, 0, 5], vec![10, 2, 0, 7])
+        };
+        let a = gateway_any(&a_me, &b_me, &a_lan, &b_lan, 0x100, 0x200);
+        let b = gateway_any(&b_me, &a_me, &b_lan, &a_lan, 0x200, 0x100);
+        let payload: Vec<u8> = (0..64u8).collect();
+        let pkt = host_packet_any(&src, &dst, &payload);
+        let case = format!("inner {}, outer {}", if lan_v6 { "v6" } else { "v4" }, if wan_v6 { "v6" } else { "v4" });
+
+        let wan = run(&a, 1, &pkt);
+        assert_eq!(wan.len(), 1, "{case}: A sends one packet");
+        let (port, esp) = &wan[0];
+        assert_eq!(*port, 2, "{case}");
+        if wan_v6 {
+            assert_eq!(&esp[12..14], &[0x86, 0xdd], "{case}: outer EtherType");
+            assert_eq!(esp[14 + 6], 50, "{case}: next header ESP");
+            assert_eq!(&esp[14 + 8..14 + 24], &a_me[..], "{case}: outer source");
+            assert_eq!(&esp[54..58], &0x100u32.to_be_bytes(), "{case}: SPI");
+        } else {
+            assert_eq!(&esp[12..14], &[0x08, 0x00], "{case}: outer EtherType");
+            assert_eq!(esp[14 + 9], 50, "{case}");
+            assert_eq!(p4sec_engine::hash::csum16(&esp[14..34]), 0, "{case}: outer checksum");
+            assert_eq!(&esp[34..38], &0x100u32.to_be_bytes(), "{case}: SPI");
+        }
+        assert!(!esp.windows(payload.len()).any(|w| w == &payload[..]), "{case}: encrypted");
+
+        let lan = run(&b, 2, esp);
+        assert_eq!(lan.len(), 1, "{case}: B delivers the inner packet");
+        let (port, inner) = &lan[0];
+        assert_eq!(*port, 1, "{case}");
+        if lan_v6 {
+            assert_eq!(&inner[12..14], &[0x86, 0xdd], "{case}: inner EtherType restored");
+            assert_eq!(&inner[14 + 8..14 + 40], &[&src[..], &dst[..]].concat()[..], "{case}: inner addresses");
+            assert_eq!(inner[14 + 7], 63, "{case}: hop limit decremented once");
+            assert_eq!(&inner[62..], &payload[..], "{case}: payload");
+        } else {
+            assert_eq!(&inner[12..14], &[0x08, 0x00], "{case}");
+            assert_eq!(&inner[14 + 12..14 + 20], &[&src[..], &dst[..]].concat()[..], "{case}");
+            assert_eq!(inner[14 + 8], 63, "{case}");
+            assert_eq!(p4sec_engine::hash::csum16(&inner[14..34]), 0, "{case}");
+            assert_eq!(&inner[42..], &payload[..], "{case}");
+        }
+        // replayed: dropped
+        assert!(run(&b, 2, esp).is_empty(), "{case}: replay dropped");
+    }
+}
