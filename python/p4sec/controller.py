@@ -107,7 +107,8 @@ class IpsecController:
             " created real, state text);"
             "create table if not exists sa (spi integer primary key, tunnel text, src text, dst text, out_slot integer,"
             " in_slot integer, config text, created real, state text);"
-            "create table if not exists event (t real, tunnel text, what text);")
+            "create table if not exists event (t real, tunnel text, what text);"
+            "create table if not exists kv (key text primary key, value text);")
         self.gateways = {}
         self.lock = threading.RLock()
         self.grace = grace
@@ -387,7 +388,116 @@ class IpsecController:
                 row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or (dst = ? and in_slot = ?))",
                                       (gw_name, slot, gw_name, slot)).fetchone()
                 if row:
+                    if self._is_host_sa(row[0]):
+                        self._event(gw_name, f"{'soft' if event == SOFT else 'hard'} lifetime of host-to-site SA {row[0]:#010x}: "
+                                             "its agent renews it")
+                        continue
                     self.renew(row[0], reason=f"{'soft' if event == SOFT else 'hard'} lifetime on {gw_name}")
+
+    # ------------------------------------------------------------------ host-to-site (road warriors with an agent)
+
+    HOST = "host:"
+
+    def _is_host_sa(self, spi):
+        r = self.db.execute("select src, dst from sa where spi = ?", (spi,)).fetchone()
+        return bool(r) and (r[0].startswith(self.HOST) or r[1].startswith(self.HOST))
+
+    def host_up(self, client, profile, gw_name, host_address, host_mac, inner, suite="aes-gcm-128", soft=None, hard=None):
+        """Phase 1 of a host-to-site tunnel for `client` (an agent) to the site behind gateway `gw_name`: the
+        gateway learns the SA the host will send with (SAD-dec) and a route to the host; the host's SAs are
+        returned for the agent to install. The gateway starts sending only after `host_ready`."""
+        if suite not in SUITES:
+            raise ControllerError(f"unknown cipher suite {suite!r}")
+        with self.lock:
+            gw = self.gateways.get(gw_name)
+            if gw is None:
+                raise ControllerError(f"no gateway {gw_name}")
+            name = f"{profile}@{client}"
+            if self.db.execute("select 1 from tunnel where name = ? and state in ('up', 'pending')", (name,)).fetchone():
+                raise ControllerError(f"tunnel {name} is already up")
+            host = Gateway(self.HOST + client, None, host_address, inner if "/" in inner else f"{inner}/{128 if ':' in inner else 32}",
+                           0, host_mac, 0, host_mac, host_address + ("/128" if ":" in host_address else "/32"))
+            t0 = time.perf_counter()
+            self.db.execute("insert or replace into tunnel values (?, ?, ?, ?, ?, ?, ?, 'pending')",
+                            (name, gw_name, host.name, suite, json.dumps(soft), json.dumps(hard), time.time()))
+            up_spi, up_cfg = self._make_sa(name, host, gw, suite, soft, hard)        # host -> gateway
+            down_spi, down_cfg = self._make_sa(name, gw, host, suite, soft, hard)    # gateway -> host
+            out_slot = gw.alloc_slot()
+            try:
+                with gw.switch.batch():
+                    self._install_in(name, host, gw, up_spi, up_cfg, -1)
+                    _lpm(gw.switch, host.wan_prefix, host_mac, gw.wan_port)
+                self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'inbound')",
+                                (down_spi, name, gw.name, host.name, out_slot, -1, json.dumps(down_cfg), time.time()))
+            except Exception:
+                self.db.rollback()
+                raise
+            self.db.execute("update sa set state = 'active' where spi = ?", (up_spi,))
+            self.db.execute("insert or replace into kv values (?, ?)", (f"inner:{name}", host.lan_prefix))
+            self._event(name, f"host phase 1 for {client} at {host_address}: SAD-dec {up_spi:#010x} on {gw_name} "
+                              f"({1000 * (time.perf_counter() - t0):.2f} ms)")
+            self.db.commit()
+            return {"tunnel": name, "gateway": gw.address, "site": gw.lan_prefix, "inner": host.lan_prefix, "suite": suite,
+                    "outbound": up_cfg, "inbound": down_cfg}
+
+    def host_ready(self, client, profile):
+        """Phase 2: the agent installed its SAs; the gateway now sends to the host (SAD-enc, then the policy)."""
+        with self.lock:
+            name = f"{profile}@{client}"
+            row = self.db.execute("select a, b from tunnel where name = ? and state = 'pending'", (name,)).fetchone()
+            if not row:
+                raise ControllerError(f"no pending tunnel {name}")
+            gw = self.gateways[row[0]]
+            spi, out_slot, cfg = self.db.execute("select spi, out_slot, config from sa where tunnel = ? and src = ? and state = 'inbound'",
+                                                 (name, gw.name)).fetchone()
+            t0 = time.perf_counter()
+            with gw.switch.batch():
+                gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": json.loads(cfg)})
+                self._host_spd(gw, self._host_inner(name), out_slot)
+            self.db.execute("update sa set state = 'active' where spi = ?", (spi,))
+            self.db.execute("update tunnel set state = 'up' where name = ?", (name,))
+            self._event(name, f"host phase 2: SAD-enc {spi:#010x} and policy on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); up")
+            self.db.commit()
+
+    def _host_inner(self, name):
+        r = self.db.execute("select value from kv where key = ?", (f"inner:{name}",)).fetchone()
+        return r[0]
+
+    def _host_spd(self, gw, inner, out_slot, insert=True):
+        v = 6 if runtime.is_v6(inner) else 4
+        s_val, s_mask = _prefix_match(gw.lan_prefix)
+        d_val, d_mask = _prefix_match(inner)
+        match = {f"hdr.ipv{v}.src_addr": ("ternary", s_val, s_mask), f"hdr.ipv{v}.dst_addr": ("ternary", d_val, d_mask)}
+        table = "GwIngress.spd6" if v == 6 else "GwIngress.spd"
+        if insert:
+            gw.switch.table_insert(table, match, "GwIngress.protect", {"sa_index": out_slot}, priority=20)
+        else:
+            gw.switch.table_delete(table, match, priority=20)
+
+    def host_down(self, client, profile):
+        with self.lock:
+            name = f"{profile}@{client}"
+            row = self.db.execute("select a, state from tunnel where name = ? and state in ('up', 'pending')", (name,)).fetchone()
+            if not row:
+                raise ControllerError(f"no tunnel {name} is up")
+            gw = self.gateways[row[0]]
+            for spi, src, dst, out_slot, in_slot, state in self.db.execute(
+                    "select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'", (name,)).fetchall():
+                if src == gw.name:      # gateway -> host
+                    if state == "active":
+                        self._host_spd(gw, self._host_inner(name), out_slot, insert=False)
+                        gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot}, delete=True)
+                    gw.free_slots.append(out_slot)
+                else:                   # host -> gateway
+                    host_addr = json.loads(self.db.execute("select config from sa where spi = ?", (spi,)).fetchone()[0])["tunnel"][0]
+                    self._sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, insert=False)
+                    gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
+                    gw.free_slots.append(in_slot)
+                    _lpm(gw.switch, host_addr + ("/128" if ":" in host_addr else "/32"), insert=False)
+                self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
+            self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
+            self._event(name, "down")
+            self.db.commit()
 
     def disconnect(self, name):
         """Tear a tunnel down: policies, then SAD-enc, then SAD-dec."""

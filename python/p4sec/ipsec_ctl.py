@@ -23,6 +23,7 @@ CONFIG (YAML):
          soft: {packets: 1000000, seconds: 3600}, hard: {packets: 2000000, seconds: 4000}}
 """
 import argparse
+import ipaddress
 import json
 import logging
 import pathlib
@@ -87,6 +88,32 @@ def load_config(path):
                 raise ConfigError(f"{where}: `{k}` takes positive integers for packets, bytes, seconds")
         profiles[t["name"]] = t
     cfg["profiles"] = profiles
+    hosts = {}
+    for i, h in enumerate(cfg.get("host_profiles") or []):
+        where = f"{path}: host_profiles[{i}]"
+        for k in ("name", "gateway", "pool"):
+            _req(h, k, where, str)
+        if h["gateway"] not in names:
+            raise ConfigError(f"{where}: unknown gateway {h['gateway']!r}")
+        try:
+            ipaddress.ip_network(h["pool"])
+        except ValueError as e:
+            raise ConfigError(f"{where}: pool: {e}") from e
+        hosts[h["name"]] = h
+    cfg["hosts"] = hosts
+    clients = {}
+    for i, c in enumerate(cfg.get("clients") or []):
+        where = f"{path}: clients[{i}]"
+        _req(c, "name", where, str)
+        for p in c.get("profiles") or []:
+            if p not in hosts:
+                raise ConfigError(f"{where}: unknown host profile {p!r}")
+        clients[c["name"]] = c.get("profiles") or []
+    cfg["clients"] = clients
+    if hosts or cfg.get("agents"):
+        ag = cfg.get("agents")
+        for k in ("listen", "ca", "cert"):
+            _req(ag, k, f"{path}: agents", str)
     return cfg
 
 
@@ -167,7 +194,103 @@ class Service:
     def sas(self, tunnel=None):
         return [dict(s, spi=f"{s['spi']:#010x}") for s in self.ctl.sas(tunnel)]
 
+    # ---------------------------------------------------------------- the agents' endpoint (host-to-site)
+
+    def start_agents(self):
+        import grpc
+        from concurrent.futures import ThreadPoolExecutor
+        ag = self.cfg["agents"]
+        ca_dir = pathlib.Path(ag["ca"])
+        key = (ca_dir / f"{ag['cert']}.key").read_bytes()
+        crt = (ca_dir / f"{ag['cert']}.crt").read_bytes()
+        creds = grpc.ssl_server_credentials([(key, crt)], root_certificates=(ca_dir / "ca.crt").read_bytes(), require_client_auth=True)
+        self.agents = grpc.server(ThreadPoolExecutor(max_workers=8))
+        def handler(fn):
+            return grpc.unary_unary_rpc_method_handler(lambda req, ctx: fn(self._client(ctx), req, ctx),
+                                                       request_deserializer=lambda b: json.loads(b or b"{}"),
+                                                       response_serializer=lambda o: json.dumps(o).encode())
+        self.agents.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("p4sec.Agent", {
+            "List": handler(self._agent_list), "Up": handler(self._agent_up), "Ready": handler(self._agent_ready),
+            "Down": handler(self._agent_down)}),))
+        self.agents.add_secure_port(ag["listen"], creds)
+        self.agents.start()
+
+    def _client(self, ctx):
+        import grpc
+        from . import ca
+        pem = (ctx.auth_context().get("x509_pem_cert") or [b""])[0]
+        if not pem:
+            ctx.abort(grpc.StatusCode.UNAUTHENTICATED, "a client certificate is required")
+        cn, serial = ca.identity(pem)
+        if serial in ca.revoked_serials(self.cfg["agents"]["ca"]):
+            logging.warning("agent %s: refused, its certificate (serial %d) is revoked", cn, serial)
+            ctx.abort(grpc.StatusCode.PERMISSION_DENIED, f"the certificate of {cn} is revoked")
+        if cn not in self.cfg["clients"]:
+            ctx.abort(grpc.StatusCode.PERMISSION_DENIED, f"{cn} is not a client of this controller")
+        return cn
+
+    def _allowed(self, client, req, ctx):
+        import grpc
+        p = req.get("profile")
+        if p not in self.cfg["clients"][client]:
+            ctx.abort(grpc.StatusCode.PERMISSION_DENIED, f"{client} may not use profile {p!r}")
+        return self.cfg["hosts"][p]
+
+    def _agent_list(self, client, req, ctx):
+        return {"client": client, "profiles": self.cfg["clients"][client]}
+
+    def _inner_address(self, client, profile):
+        """The client's address inside the site: the same one every time (kept in the database)."""
+        key = f"addr:{profile}:{client}"
+        row = self.ctl.db.execute("select value from kv where key = ?", (key,)).fetchone()
+        if row:
+            return row[0]
+        pool = ipaddress.ip_network(self.cfg["hosts"][profile]["pool"])
+        used = {r[0] for r in self.ctl.db.execute("select value from kv where key like ?", (f"addr:{profile}:%",))}
+        for h in pool.hosts():
+            if str(h) not in used:
+                self.ctl.db.execute("insert into kv values (?, ?)", (key, str(h)))
+                self.ctl.db.commit()
+                return str(h)
+        raise ControllerError(f"the address pool of {profile} is exhausted")
+
+    def _agent_up(self, client, req, ctx):
+        import grpc
+        h = self._allowed(client, req, ctx)
+        try:
+            ipaddress.ip_address(req.get("address", ""))
+            runtime.mac(req.get("mac", ""))
+        except (ValueError, AttributeError):
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "address and mac of the host are required")
+        try:
+            with self.ctl.lock:
+                inner = self._inner_address(client, h["name"])
+                return self.ctl.host_up(client, h["name"], h["gateway"], req["address"], req["mac"], inner, h.get("suite", "aes-gcm-128"),
+                                        h.get("soft"), h.get("hard"))
+        except ControllerError as e:
+            ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+
+    def _agent_ready(self, client, req, ctx):
+        import grpc
+        h = self._allowed(client, req, ctx)
+        try:
+            self.ctl.host_ready(client, h["name"])
+        except ControllerError as e:
+            ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        return {"up": f"{h['name']}@{client}"}
+
+    def _agent_down(self, client, req, ctx):
+        import grpc
+        h = self._allowed(client, req, ctx)
+        try:
+            self.ctl.host_down(client, h["name"])
+        except ControllerError as e:
+            ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        return {"down": f"{h['name']}@{client}"}
+
     def close(self):
+        if getattr(self, "agents", None) is not None:
+            self.agents.stop(0)
         self.ctl.close()
         for s in self.switches:
             s.close()
@@ -223,6 +346,9 @@ def make_handler(svc):
 def run(config_path):
     cfg = load_config(config_path)
     svc = Service(cfg)
+    if cfg.get("agents"):
+        svc.start_agents()
+        logging.info("p4sec-controller: agents' endpoint on %s (mutual TLS)", cfg["agents"]["listen"])
     host, port = cfg.get("rest", "127.0.0.1:8080").rsplit(":", 1)
     httpd = ThreadingHTTPServer((host, int(port)), make_handler(svc))
     stop = threading.Event()

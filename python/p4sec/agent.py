@@ -1,0 +1,243 @@
+"""`p4sec-agent`: the road-warrior side of a host-to-site tunnel. It talks to the controller over gRPC with mutual
+TLS (certificates from `p4sec-ca`), lists the tunnel profiles it may use, and brings one up by applying the SAs
+the controller hands out to this host.
+
+    p4sec-agent --controller ADDR --ca CA.crt --cert ME.crt --key ME.key list
+    p4sec-agent ... up PROFILE --wan IFACE [--gateway-mac MAC] [--tun NAME] [--backend userspace]
+    p4sec-agent ... down PROFILE
+
+Backend `userspace` (hosts without kernel ESP, like this machine's kernel): the agent runs p4sec itself with
+programs/ipsec_gateway.p4, port 1 a TUN device it creates (the host's side: the inner address is put on it and the
+site's prefix routed into it), port 2 the WAN interface; it programs that switch over P4Runtime with the SAs
+(SAD-dec first), then tells the controller it is ready so the site's gateway starts sending. `up` stays in the
+foreground until SIGINT/SIGTERM, then takes the tunnel down. Backend `xfrm` (Linux kernel IPsec) applies the same
+SAs as `ip xfrm` states and policies (AEAD suites; `--dry-run` prints the commands instead); on a kernel without
+ESP the first command fails with the kernel's message. Renewal of host-to-site SAs is not automatic yet.
+"""
+import argparse
+import json
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+HOST_MAC = "02:00:00:00:00:01"
+
+
+class AgentError(Exception):
+    pass
+
+
+class Controller:
+    """The controller's agent endpoint (gRPC service p4sec.Agent, JSON messages, mutual TLS)."""
+
+    def __init__(self, address, ca, cert, key, server_name="controller"):
+        import grpc
+        self.grpc = grpc
+        try:
+            creds = grpc.ssl_channel_credentials(pathlib.Path(ca).read_bytes(), pathlib.Path(key).read_bytes(), pathlib.Path(cert).read_bytes())
+        except OSError as e:
+            raise AgentError(f"cannot read the TLS files: {e}") from e
+        self.channel = grpc.secure_channel(address, creds, options=[("grpc.ssl_target_name_override", server_name)])
+
+    def call(self, method, **req):
+        rpc = self.channel.unary_unary(f"/p4sec.Agent/{method}", request_serializer=lambda o: json.dumps(o).encode(),
+                                       response_deserializer=lambda b: json.loads(b))
+        try:
+            return rpc(req, timeout=30)
+        except self.grpc.RpcError as e:
+            raise AgentError(f"{method}: {e.code().name}: {e.details()}") from e
+
+    def close(self):
+        self.channel.close()
+
+
+def sh(*cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise AgentError(f"{' '.join(cmd)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def iface_info(iface):
+    try:
+        mac = pathlib.Path(f"/sys/class/net/{iface}/address").read_text().strip()
+    except OSError as e:
+        raise AgentError(f"no interface {iface}") from e
+    for line in sh("ip", "-o", "addr", "show", "dev", iface).splitlines():
+        parts = line.split()
+        if parts[2] in ("inet", "inet6") and not parts[3].startswith("fe80"):
+            return parts[3].split("/")[0], mac
+    raise AgentError(f"{iface} has no address")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Userspace:
+    """The SAs applied to a local p4sec switch: port 1 = TUN (host side), port 2 = the WAN interface."""
+
+    def __init__(self, p4sec, wan, tun, gateway_mac):
+        self.p4sec, self.wan, self.tun, self.gateway_mac = p4sec, wan, tun, gateway_mac
+        self.proc = None
+        self.switch = None
+
+    def apply(self, sa):
+        from . import runtime
+        work = pathlib.Path(tempfile.mkdtemp(prefix="p4sec-agent-"))
+        r = subprocess.run([self.p4sec, "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(work / "gw")], capture_output=True, text=True)
+        if r.returncode:
+            raise AgentError(f"compiling the gateway program failed: {r.stderr}")
+        port = free_port()
+        self.proc = subprocess.Popen([self.p4sec, "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1=tun:{self.tun}", "--port", f"2={self.wan}"],
+                                     stderr=open(work / "switch.log", "w"))
+        deadline = time.time() + 10
+        while not pathlib.Path(f"/sys/class/net/{self.tun}").exists():
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise AgentError("the local p4sec switch did not start: " + (work / "switch.log").read_text()[-500:])
+            time.sleep(0.05)
+        s = self.switch = runtime.Switch(f"127.0.0.1:{port}")
+        s.push(work / "gw")
+        out, inn = sa["outbound"], sa["inbound"]
+        me, gw = out["tunnel"][0], out["tunnel"][1]
+        inner = sa["inner"]
+        v = lambda a: 6 if ":" in a else 4
+        # SAD-dec first (slot 1), then SAD-enc (slot 0) and the policy
+        with s.batch():
+            s.table_insert(f"GwIngress.local_addr{'6' if v(me) == 6 else ''}", {f"hdr.ipv{v(me)}.dst_addr": ("exact", runtime.addr(me))}, "GwIngress.to_me", {})
+            s.extern_write("GwIngress.sad", "add_sa", {"index": 1, "sa": inn})
+            s.table_insert(f"GwIngress.sad_dec{'6' if v(me) == 6 else ''}", {f"hdr.ipv{v(me)}.src_addr": ("exact", runtime.addr(gw)),
+                                                                           f"hdr.ipv{v(me)}.dst_addr": ("exact", runtime.addr(me)),
+                                                                           "meta.esp.spi": ("exact", inn["spi"].to_bytes(4, "big"))},
+                           "GwIngress.dec_sa", {"sa_index": 1})
+            # routes: the gateway out of the WAN port, the inner address into the TUN port
+            for prefix, port_no, mac in ((gw + ("/128" if v(gw) == 6 else "/32"), 2, self.gateway_mac), (inner, 1, HOST_MAC)):
+                six = v(prefix) == 6
+                net, plen = prefix.split("/")
+                s.table_insert("GwIngress.ipv6_lpm" if six else "GwIngress.ipv4_lpm", {f"hdr.ipv{6 if six else 4}.dst_addr": ("lpm", runtime.addr(net), int(plen))},
+                               "GwIngress.set_nhop6" if six else "GwIngress.set_nhop",
+                               {"dst_mac": runtime.mac(mac), "src_mac": runtime.mac(HOST_MAC), "port": port_no})
+        site = sa["site"]
+        with s.batch():
+            s.extern_write("GwIngress.sad", "add_sa", {"index": 0, "sa": out})
+            sv, sm = runtime.addr(inner.split("/")[0]), runtime.prefix_mask(int(inner.split("/")[1]), 128 if v(inner) == 6 else 32)
+            dv, dm = runtime.addr(site.split("/")[0]), runtime.prefix_mask(int(site.split("/")[1]), 128 if v(site) == 6 else 32)
+            s.table_insert(f"GwIngress.spd{'6' if v(site) == 6 else ''}", {f"hdr.ipv{v(site)}.src_addr": ("ternary", sv, sm),
+                                                                         f"hdr.ipv{v(site)}.dst_addr": ("ternary", dv, dm)},
+                           "GwIngress.protect", {"sa_index": 0}, priority=10)
+        # the host side: the inner address on the TUN device, the site routed into it
+        sh("ip", "link", "set", self.tun, "up")
+        sh("ip", "addr", "add", inner, "dev", self.tun)
+        sh("ip", "route", "add", site, "dev", self.tun)
+
+    def remove(self):
+        if self.switch is not None:
+            self.switch.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+def xfrm_commands(sa, wan):
+    """The Linux XFRM configuration of the same SAs (for hosts whose kernel has ESP)."""
+    alg = {"AesGcm128": "rfc4106(gcm(aes))", "AesGcm256": "rfc4106(gcm(aes))", "ChaCha20Poly1305": "rfc7539esp(chacha20,poly1305)"}
+    cmds = []
+    for sa_cfg, direction in ((sa["outbound"], "out"), (sa["inbound"], "in")):
+        src, dst = sa_cfg["tunnel"]
+        key = bytes(sa_cfg["enc_key"]).hex()
+        a = alg.get(sa_cfg["cipher"])
+        if a is None:
+            raise AgentError(f"the xfrm backend here supports AEAD suites only, not {sa_cfg['cipher']}")
+        cmds.append(f"ip xfrm state add src {src} dst {dst} proto esp spi {sa_cfg['spi']:#x} reqid 1 mode tunnel "
+                    f"aead '{a}' 0x{key} 128 replay-window {sa_cfg['replay_window']}")
+    inner, site = sa["inner"], sa["site"]
+    me, gw = sa["outbound"]["tunnel"]
+    cmds.append(f"ip xfrm policy add src {inner} dst {site} dir out tmpl src {me} dst {gw} proto esp reqid 1 mode tunnel")
+    cmds.append(f"ip xfrm policy add src {site} dst {inner} dir in tmpl src {gw} dst {me} proto esp reqid 1 mode tunnel")
+    cmds.append(f"ip addr add {inner} dev lo")
+    cmds.append(f"ip route add {site} dev {wan} src {inner.split('/')[0]}")
+    return cmds
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="p4sec-agent", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--controller", required=True, help="the controller's agent endpoint (host:port or unix:PATH)")
+    ap.add_argument("--ca", required=True)
+    ap.add_argument("--cert", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--server-name", default="controller", help="the name in the controller's certificate")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list")
+    u = sub.add_parser("up")
+    u.add_argument("profile")
+    u.add_argument("--wan", required=True, help="the interface towards the site's gateway")
+    u.add_argument("--gateway-mac", default="02:00:00:00:00:01", help="next-hop MAC towards the gateway")
+    u.add_argument("--tun", default="p4sec0")
+    u.add_argument("--backend", choices=["userspace", "xfrm"], default="userspace")
+    u.add_argument("--dry-run", action="store_true", help="xfrm: print the commands instead of running them")
+    u.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
+    d = sub.add_parser("down")
+    d.add_argument("profile")
+    a = ap.parse_args(argv)
+    ctl = None
+    try:
+        ctl = Controller(a.controller, a.ca, a.cert, a.key, a.server_name)
+        if a.cmd == "list":
+            r = ctl.call("List")
+            print(f"{r['client']}: " + (", ".join(r["profiles"]) or "(no profiles)"))
+            return 0
+        if a.cmd == "down":
+            print(json.dumps(ctl.call("Down", profile=a.profile)))
+            return 0
+        address, mac = iface_info(a.wan)
+        sa = ctl.call("Up", profile=a.profile, address=address, mac=mac)
+        if a.backend == "xfrm":
+            try:
+                cmds = xfrm_commands(sa, a.wan)
+                if a.dry_run:
+                    print("\n".join(cmds))
+                else:
+                    for c in cmds:
+                        r = subprocess.run(c, shell=True, capture_output=True, text=True)
+                        if r.returncode:
+                            raise AgentError(f"`{c}` failed: {r.stderr.strip()} (does this kernel have ESP? try --backend userspace)")
+                    print(f"up (xfrm): {sa['tunnel']} inner {sa['inner']} -> site {sa['site']}")
+            finally:
+                ctl.call("Down", profile=a.profile)
+            return 0
+        be = Userspace(a.p4sec, a.wan, a.tun, a.gateway_mac)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        try:
+            be.apply(sa)
+            ctl.call("Ready", profile=a.profile)
+            print(f"up: {sa['tunnel']} inner {sa['inner']} -> site {sa['site']} via {sa['gateway']} ({sa['suite']})", flush=True)
+            stop.wait()
+        finally:
+            be.remove()
+            try:
+                ctl.call("Down", profile=a.profile)
+            except AgentError:
+                pass
+        return 0
+    except AgentError as e:
+        print(f"p4sec-agent: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if ctl is not None:
+            ctl.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
