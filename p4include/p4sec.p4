@@ -41,6 +41,8 @@ extern esp_sad {
     /* the lifetime event the SA reached since the last call, reported once: 0 none, 1 soft limit (renew),
      * 2 hard limit (the SA refuses packets from now on). Cheap when there is none. */
     void lifetime_event(in bit<32> sa_index, out bit<8> event);
+    /* the same, with the SA's SPI (to tell an SA from the next one in the same slot) */
+    void lifetime_event(in bit<32> sa_index, out bit<8> event, out bit<32> spi);
 }
 
 /* Hash algorithms of p4sec_hash (the keyed ones take the key argument, the others ignore it). */

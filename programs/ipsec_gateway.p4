@@ -12,7 +12,7 @@
 //   and pass 2 forwards it by LPM. ESP to one of the gateway's own addresses (local_addr) without an SA is
 //   dropped as NO_SA; other ESP is forwarded (transit).
 // Counters: esp_status (per status code), sa_counters (per SA and status: index sa * 16 + status).
-// Lifetime events (soft, hard) of the SAs go to the controller as digests sa_event_t.
+// Lifetime events (soft, hard) of the SAs go to the controller as digests sa_event_t {sa_index, event, spi}.
 #include <core.p4>
 #include <v1model.p4>
 #include <p4sec.p4>
@@ -67,6 +67,7 @@ struct headers_t {
 struct sa_event_t {
     bit<32> sa_index;
     bit<8>  event;      /* 1 soft limit reached, 2 hard limit reached */
+    bit<32> spi;        /* the SA's SPI: the next SA in the same slot has another one */
 }
 
 struct meta_t {
@@ -74,6 +75,7 @@ struct meta_t {
     bit<16> sport;
     bit<16> dport;
     bit<8>  event;
+    bit<32> event_spi;
     bit<32> sa_index;
     bit<8>  status;
     @field_list(1) bit<1> decrypted;
@@ -202,10 +204,10 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     /* count per SA and report its lifetime events to the controller */
     action account_sa() {
         sa_counters.count(meta.sa_index * 16 + (bit<32>) meta.status);
-        sad.lifetime_event(meta.sa_index, meta.event);
+        sad.lifetime_event(meta.sa_index, meta.event, meta.event_spi);
     }
     action report_event() {
-        digest<sa_event_t>(1, { meta.sa_index, meta.event });
+        digest<sa_event_t>(1, { meta.sa_index, meta.event, meta.event_spi });
     }
     table ipv4_lpm {
         key = { hdr.ipv4.dst_addr : lpm; }

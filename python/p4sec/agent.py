@@ -140,7 +140,72 @@ class Userspace:
         sh("ip", "addr", "add", inner, "dev", self.tun)
         sh("ip", "route", "add", site, "dev", self.tun)
 
+        self.me, self.gw = me, gw
+        self.in_slot, self.in_spi, self.next_slot, self.out_spi = 1, inn["spi"], 2, out["spi"]
+
+    def _sad_dec(self, spi, slot, insert=True):
+        from . import runtime
+        v = 6 if ":" in self.me else 4
+        match = {f"hdr.ipv{v}.src_addr": ("exact", runtime.addr(self.gw)), f"hdr.ipv{v}.dst_addr": ("exact", runtime.addr(self.me)),
+                 "meta.esp.spi": ("exact", spi.to_bytes(4, "big"))}
+        table = f"GwIngress.sad_dec{'6' if v == 6 else ''}"
+        if insert:
+            self.switch.table_insert(table, match, "GwIngress.dec_sa", {"sa_index": slot})
+        else:
+            self.switch.table_delete(table, match)
+
+    def watch_lifetimes(self, renew):
+        """Renew when the local SAs report their soft (or hard) lifetime: renew() asks the controller and calls
+        install_renewal with its answer."""
+        import queue
+        self.events = queue.Queue()
+
+        def on_digest(name, items):
+            if name == "sa_event_t" and any(it[2] in (self.out_spi, self.in_spi) for it in items):
+                self.events.put(True)
+
+        def renewer():
+            while True:
+                if self.events.get() is None:
+                    return
+                while not self.events.empty():
+                    self.events.get_nowait()
+                try:
+                    renew()
+                except AgentError as e:
+                    print(f"p4sec-agent: renewal failed: {e}", file=sys.stderr, flush=True)
+
+        self.switch.on_digest = on_digest
+        self.switch.digest_enable("sa_event_t")
+        threading.Thread(target=renewer, daemon=True).start()
+
+    def install_renewal(self, sa, grace=1.0):
+        """The new inbound SA first (a new slot and SAD-dec entry), then the outbound SA swapped in place; the old
+        inbound SA goes after `grace` seconds."""
+        slot = self.next_slot
+        self.next_slot = 2 + (self.next_slot - 1) % 30
+        with self.switch.batch():
+            self.switch.extern_write("GwIngress.sad", "add_sa", {"index": slot, "sa": sa["inbound"]})
+            self._sad_dec(sa["inbound"]["spi"], slot)
+        self.switch.extern_write("GwIngress.sad", "add_sa", {"index": 0, "sa": sa["outbound"]})
+        self.out_spi = sa["outbound"]["spi"]
+        old_slot, old_spi = self.in_slot, self.in_spi
+        self.in_slot, self.in_spi = slot, sa["inbound"]["spi"]
+
+        def retire():
+            try:
+                with self.switch.batch():
+                    self._sad_dec(old_spi, old_slot, insert=False)
+                    self.switch.extern_write("GwIngress.sad", "add_sa", {"index": old_slot}, delete=True)
+            except Exception as e:
+                print(f"p4sec-agent: removing the old inbound SA failed: {e}", file=sys.stderr, flush=True)
+        t = threading.Timer(grace, retire)
+        t.daemon = True
+        t.start()
+
     def remove(self):
+        if getattr(self, "events", None) is not None:
+            self.events.put(None)
         if self.switch is not None:
             self.switch.close()
         if self.proc is not None and self.proc.poll() is None:
@@ -223,6 +288,14 @@ def main(argv=None):
             be.apply(sa)
             ctl.call("Ready", profile=a.profile)
             print(f"up: {sa['tunnel']} inner {sa['inner']} -> site {sa['site']} via {sa['gateway']} ({sa['suite']})", flush=True)
+
+            def renew():
+                new = ctl.call("Renew", profile=a.profile)
+                be.install_renewal(new)
+                ctl.call("RenewReady", profile=a.profile)
+                print(f"renewed: outbound {new['outbound']['spi']:#010x}, inbound {new['inbound']['spi']:#010x}", flush=True)
+
+            be.watch_lifetimes(renew)
             stop.wait()
         finally:
             be.remove()

@@ -352,11 +352,13 @@ class IpsecController:
 
     def _retire(self, spi):
         with self.lock:
-            row = self.db.execute("select tunnel, src, dst, in_slot, state from sa where spi = ?", (spi,)).fetchone()
+            row = self.db.execute("select tunnel, src, dst, in_slot, state, config from sa where spi = ?", (spi,)).fetchone()
             if not row or row[4] != "retiring":
                 return
-            tunnel, src_name, dst_name, in_slot, _ = row
-            src, dst = self.gateways[src_name], self.gateways[dst_name]
+            tunnel, src_name, dst_name, in_slot, _, cfg = row
+            dst = self.gateways[dst_name]
+            # a road warrior's SA: the source is the host, known only by its address
+            src = self.gateways.get(src_name) or Gateway(src_name, None, json.loads(cfg)["tunnel"][0], "", 0, "", 0, "", "")
             try:
                 self._sad_dec(src, dst, spi, in_slot, insert=False)
                 dst.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
@@ -382,11 +384,15 @@ class IpsecController:
     def _on_digest(self, gw_name, name, items):
         if name != SA_EVENT_DIGEST:
             return
-        for slot, event in items:
+        for item in items:
+            slot, event = item[0], item[1]
             with self.lock:
-                # the slot is an outbound SA of this gateway or an inbound one; either way its direction is renewed
-                row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or (dst = ? and in_slot = ?))",
-                                      (gw_name, slot, gw_name, slot)).fetchone()
+                # by SPI when the program reports it (a slot is reused by the next SA), else by slot
+                if len(item) > 2 and item[2]:
+                    row = self.db.execute("select spi from sa where state = 'active' and spi = ?", (item[2],)).fetchone()
+                else:
+                    row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or (dst = ? and in_slot = ?))",
+                                          (gw_name, slot, gw_name, slot)).fetchone()
                 if row:
                     if self._is_host_sa(row[0]):
                         self._event(gw_name, f"{'soft' if event == SOFT else 'hard'} lifetime of host-to-site SA {row[0]:#010x}: "
@@ -474,20 +480,81 @@ class IpsecController:
         else:
             gw.switch.table_delete(table, match, priority=20)
 
+    def host_renew(self, client, profile):
+        """Renewal of a host tunnel, asked for by its agent (the host's SAs reached their soft limit): the gateway
+        learns the host's next SA (SAD-dec) at once; the next gateway->host SA is returned for the agent to install
+        inbound first, and replaces the gateway's outbound SA in `host_renew_ready`."""
+        with self.lock:
+            name = f"{profile}@{client}"
+            row = self.db.execute("select a, b, suite, soft, hard from tunnel where name = ? and state = 'up'", (name,)).fetchone()
+            if not row:
+                raise ControllerError(f"no tunnel {name} is up")
+            gw = self.gateways[row[0]]
+            suite, soft, hard = row[2], json.loads(row[3]), json.loads(row[4])
+            old_up, up_cfg_old = self.db.execute("select spi, config from sa where tunnel = ? and dst = ? and state = 'active'", (name, gw.name)).fetchone()
+            down_slot = self.db.execute("select out_slot from sa where tunnel = ? and src = ? and state = 'active'", (name, gw.name)).fetchone()[0]
+            if self.db.execute("select 1 from sa where tunnel = ? and src = ? and state = 'inbound'", (name, gw.name)).fetchone():
+                raise ControllerError(f"a renewal of {name} is already in progress")
+            host_addr = json.loads(up_cfg_old)["tunnel"][0]
+            host = Gateway(row[1], None, host_addr, "", 0, "", 0, "", "")
+            t0 = time.perf_counter()
+            up_spi, up_cfg = self._make_sa(name, host, gw, suite, soft, hard)
+            down_spi, down_cfg = self._make_sa(name, gw, host, suite, soft, hard)
+            try:
+                with gw.switch.batch():
+                    self._install_in(name, host, gw, up_spi, up_cfg, -1)
+                self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'inbound')",
+                                (down_spi, name, gw.name, host.name, down_slot, -1, json.dumps(down_cfg), time.time()))
+            except Exception:
+                self.db.rollback()
+                raise
+            self.db.execute("update sa set state = 'active' where spi = ?", (up_spi,))
+            self.db.execute("update sa set state = 'retiring' where spi = ?", (old_up,))
+            self.renewals += 1
+            self._event(name, f"host renewal for {client}: SAD-dec {up_spi:#010x} on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); "
+                              f"old SAD-dec {old_up:#010x} removed in {self.grace:g} s")
+            self.db.commit()
+            timer = threading.Timer(self.grace, self._retire, (old_up,))
+            timer.daemon = True
+            timer.start()
+            self._timers.append(timer)
+            return {"outbound": up_cfg, "inbound": down_cfg}
+
+    def host_renew_ready(self, client, profile):
+        """The agent installed the new gateway->host SA inbound: the gateway's outbound SA is swapped in place."""
+        with self.lock:
+            name = f"{profile}@{client}"
+            row = self.db.execute("select a from tunnel where name = ? and state = 'up'", (name,)).fetchone()
+            if not row:
+                raise ControllerError(f"no tunnel {name} is up")
+            gw = self.gateways[row[0]]
+            new = self.db.execute("select spi, out_slot, config from sa where tunnel = ? and src = ? and state = 'inbound'", (name, gw.name)).fetchone()
+            if not new:
+                raise ControllerError(f"no renewal of {name} is waiting")
+            old = self.db.execute("select spi from sa where tunnel = ? and src = ? and state = 'active'", (name, gw.name)).fetchone()
+            gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": new[1], "sa": json.loads(new[2])})
+            self.db.execute("update sa set state = 'active' where spi = ?", (new[0],))
+            if old:
+                self.db.execute("update sa set state = 'deleted' where spi = ?", (old[0],))
+            self._event(name, f"host renewal for {client}: SAD-enc {old[0] if old else 0:#010x} -> {new[0]:#010x} on {gw.name} slot {new[1]}")
+            self.db.commit()
+
     def host_down(self, client, profile):
         with self.lock:
             name = f"{profile}@{client}"
             row = self.db.execute("select a, state from tunnel where name = ? and state in ('up', 'pending')", (name,)).fetchone()
             if not row:
                 raise ControllerError(f"no tunnel {name} is up")
-            gw = self.gateways[row[0]]
+            gw, tstate = self.gateways[row[0]], row[1]
             for spi, src, dst, out_slot, in_slot, state in self.db.execute(
                     "select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'", (name,)).fetchall():
-                if src == gw.name:      # gateway -> host
+                if src == gw.name:      # gateway -> host (a renewal's next SA shares the slot)
                     if state == "active":
                         self._host_spd(gw, self._host_inner(name), out_slot, insert=False)
                         gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot}, delete=True)
-                    gw.free_slots.append(out_slot)
+                        gw.free_slots.append(out_slot)
+                    elif state == "inbound" and tstate == "pending":
+                        gw.free_slots.append(out_slot)
                 else:                   # host -> gateway
                     host_addr = json.loads(self.db.execute("select config from sa where spi = ?", (spi,)).fetchone()[0])["tunnel"][0]
                     self._sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, insert=False)

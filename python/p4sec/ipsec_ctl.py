@@ -99,6 +99,10 @@ def load_config(path):
             ipaddress.ip_network(h["pool"])
         except ValueError as e:
             raise ConfigError(f"{where}: pool: {e}") from e
+        for k in ("soft", "hard"):
+            lim = h.get(k) or {}
+            if not isinstance(lim, dict) or set(lim) - LIMIT_KEYS or not all(isinstance(v, int) and v > 0 for v in lim.values()):
+                raise ConfigError(f"{where}: `{k}` takes positive integers for packets, bytes, seconds")
         hosts[h["name"]] = h
     cfg["hosts"] = hosts
     clients = {}
@@ -211,7 +215,7 @@ class Service:
                                                        response_serializer=lambda o: json.dumps(o).encode())
         self.agents.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("p4sec.Agent", {
             "List": handler(self._agent_list), "Up": handler(self._agent_up), "Ready": handler(self._agent_ready),
-            "Down": handler(self._agent_down)}),))
+            "Down": handler(self._agent_down), "Renew": handler(self._agent_renew), "RenewReady": handler(self._agent_renew_ready)}),))
         self.agents.add_secure_port(ag["listen"], creds)
         self.agents.start()
 
@@ -278,6 +282,23 @@ class Service:
         except ControllerError as e:
             ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         return {"up": f"{h['name']}@{client}"}
+
+    def _agent_renew(self, client, req, ctx):
+        import grpc
+        h = self._allowed(client, req, ctx)
+        try:
+            return self.ctl.host_renew(client, h["name"])
+        except ControllerError as e:
+            ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+
+    def _agent_renew_ready(self, client, req, ctx):
+        import grpc
+        h = self._allowed(client, req, ctx)
+        try:
+            self.ctl.host_renew_ready(client, h["name"])
+        except ControllerError as e:
+            ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        return {"renewed": f"{h['name']}@{client}"}
 
     def _agent_down(self, client, req, ctx):
         import grpc

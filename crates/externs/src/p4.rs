@@ -86,6 +86,7 @@ impl ExternObject for EspSad {
             ("decap", [(Dir::In, 32), (Dir::Out, 32), (Dir::Out, 8)]) => Ok(1),
             ("decap_sa", [(Dir::In, 32), (Dir::Out, 8)]) => Ok(3),
             ("lifetime_event", [(Dir::In, 32), (Dir::Out, 8)]) => Ok(4),
+            ("lifetime_event", [(Dir::In, 32), (Dir::Out, 8), (Dir::Out, 32)]) => Ok(5),
             (n, _) => Err(format!("esp_sad has no method `{n}` with this signature")),
         }
     }
@@ -160,9 +161,13 @@ impl ExternObject for EspSad {
                 args[1].set_u64(status);
                 Ok(())
             }
-            4 => {
-                let ev = self.sa(args[0].as_u64()).map(|sa| sa.take_event()).unwrap_or(0);
+            4 | 5 => {
+                let sa = self.sa(args[0].as_u64());
+                let ev = sa.as_ref().map(|sa| sa.take_event()).unwrap_or(0);
                 args[1].set_u64(ev as u64);
+                if method == 5 {
+                    args[2].set_u64(sa.map(|sa| sa.cfg.spi as u64).unwrap_or(0));
+                }
                 Ok(())
             }
             m => Err(ExternError::UnknownMethod(m)),
