@@ -57,19 +57,21 @@ enum Cmd {
         #[arg(short = 'D', value_name = "NAME[=VALUE]")]
         define: Vec<String>,
     },
-    /// Run the switch: ports (Linux interfaces) and a P4Runtime server (gRPC service p4.v1.P4Runtime).
+    /// Run the switch: ports (Linux interfaces, TUN/TAP devices, pcap files) and a P4Runtime server (gRPC service p4.v1.P4Runtime).
     Switch {
         /// A compiled program (`p4sec compile -o OUTDIR`) to load at start; otherwise the controller pushes one.
         #[arg(long)]
         program: Option<PathBuf>,
-        /// gRPC listen address.
-        #[arg(long, default_value = "0.0.0.0:9559")]
-        grpc: String,
+        /// gRPC listen address [default: 0.0.0.0:9559; a batch run with --program serves none unless given].
+        #[arg(long, value_name = "ADDR")]
+        grpc: Option<String>,
         /// P4Runtime device id.
         #[arg(long, default_value_t = 1)]
         device_id: u64,
-        /// A port: NUMBER=INTERFACE (a Linux interface, e.g. a veth), repeatable.
-        #[arg(long = "port", value_name = "N=IFACE")]
+        /// A port, repeatable: N=IFACE (a Linux interface, e.g. a veth), N=tap:NAME or N=tun:NAME (a TAP/TUN
+        /// device the switch creates), N=pcap:in=FILE,out=FILE (frames read from / written to pcap files,
+        /// either part optional; with only pcap ports the switch exits once all inputs are processed).
+        #[arg(long = "port", value_name = "N=PORT")]
         ports: Vec<String>,
         /// The CPU port: frames sent to it reach the controller as PacketIn; PacketOut enters on it.
         #[arg(long)]
@@ -83,6 +85,12 @@ enum Cmd {
         /// Log every packet's path through the pipeline (parser states, tables, actions, externs) to stderr.
         #[arg(long)]
         trace: bool,
+        /// Also write every port's received and sent frames to DIR/port<N>-in.pcap and DIR/port<N>-out.pcap.
+        #[arg(long, value_name = "DIR")]
+        pcap_dir: Option<PathBuf>,
+        /// How much the switch says on stderr: error, warn, info (port events), debug, trace (a line per packet).
+        #[arg(long, value_name = "LEVEL", default_value = "info", value_parser = ["error", "warn", "info", "debug", "trace"])]
+        log: String,
         /// TLS for the gRPC server: certificate (PEM).
         #[arg(long, requires = "tls_key")]
         tls_cert: Option<PathBuf>,
@@ -146,16 +154,28 @@ pub fn compile(path: &Path, include: &[PathBuf], defines: &[(String, Option<Stri
 #[allow(clippy::too_many_arguments)]
 fn run_switch(
     program: Option<&Path>,
-    grpc: &str,
+    grpc: Option<&str>,
     device_id: u64,
     port_specs: &[String],
     cpu_port: Option<u32>,
     workers: usize,
     metrics: Option<&str>,
     trace: bool,
+    pcap_dir: Option<&Path>,
+    log: &str,
     tls: Option<p4sec_p4runtime::server::TlsFiles>,
 ) -> ExitCode {
     use p4sec_p4runtime::server::{serve_tls, Device, Pipeline};
+    use p4sec_switch::{log::Level, p4log};
+    match log.parse::<Level>() {
+        Ok(l) => p4sec_switch::log::set_level(l),
+        Err(e) => {
+            eprintln!("p4sec switch: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let grpc_given = grpc.is_some();
+    let grpc = grpc.unwrap_or("0.0.0.0:9559");
     let addr: std::net::SocketAddr = match grpc.parse() {
         Ok(a) => a,
         Err(e) => {
@@ -197,37 +217,46 @@ fn run_switch(
             }
         }
     }
-    let mut ports: Vec<(u32, String)> = vec![];
+    let mut ports = vec![];
     for spec in port_specs {
-        let Some((n, iface)) = spec.split_once('=') else {
-            eprintln!("p4sec switch: --port needs NUMBER=INTERFACE, got `{spec}`");
-            return ExitCode::from(2);
-        };
-        let Ok(n) = n.parse::<u32>() else {
-            eprintln!("p4sec switch: bad port number in `{spec}`");
-            return ExitCode::from(2);
-        };
-        if ports.iter().any(|(m, _)| *m == n) || Some(n) == cpu_port {
-            eprintln!("p4sec switch: port {n} is given twice");
-            return ExitCode::from(2);
+        match p4sec_switch::PortSpec::parse(spec) {
+            Ok(p) => ports.push(p),
+            Err(e) => {
+                eprintln!("p4sec switch: {e}");
+                return ExitCode::from(2);
+            }
         }
-        ports.push((n, iface.to_string()));
+    }
+    if let Err(e) = p4sec_switch::check_ports(&ports, cpu_port, pcap_dir) {
+        eprintln!("p4sec switch: {e}");
+        return ExitCode::from(2);
     }
     if workers == 0 || workers > 64 {
         eprintln!("p4sec switch: --workers must be 1..64, got {workers}");
         return ExitCode::from(2);
     }
+    p4sec_switch::install_signal_handlers();
     let mut port_stats = vec![];
+    let mut switch = None;
     if !ports.is_empty() || cpu_port.is_some() {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        match p4sec_switch::run_workers(device.clone(), &ports, workers, stop, trace) {
-            Ok(s) => port_stats = s,
+        let cfg = p4sec_switch::Config { ports, workers, trace, pcap_dir: pcap_dir.map(Path::to_path_buf) };
+        match p4sec_switch::start(device.clone(), &cfg) {
+            Ok(s) => {
+                port_stats = s.stats.clone();
+                switch = Some(s);
+            }
             Err(e) => {
                 eprintln!("p4sec switch: {e}");
                 return ExitCode::FAILURE;
             }
         }
     }
+    let batch = switch.as_ref().map(|s| s.is_batch()).unwrap_or(false);
+    let stop_switch = |s: Option<p4sec_switch::Switch>| {
+        if let Some(s) = s {
+            s.shutdown();
+        }
+    };
     if let Some(m) = metrics {
         let addr: std::net::SocketAddr = match m.parse() {
             Ok(a) => a,
@@ -238,6 +267,7 @@ fn run_switch(
         };
         if let Err(e) = p4sec_switch::metrics::serve(addr, device.clone(), port_stats) {
             eprintln!("p4sec switch: {e}");
+            stop_switch(switch);
             return ExitCode::FAILURE;
         }
     }
@@ -245,17 +275,52 @@ fn run_switch(
         Ok(r) => r,
         Err(e) => {
             eprintln!("p4sec switch: {e}");
+            stop_switch(switch);
             return ExitCode::FAILURE;
         }
     };
-    eprintln!("p4sec switch: P4Runtime (device {device_id}) on {addr}");
-    match rt.block_on(serve_tls(addr, device, tls)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("p4sec switch: {e}");
-            ExitCode::FAILURE
+    // A batch run (pcap inputs only) with its program given needs no P4Runtime server unless asked for.
+    let mut server = if batch && program.is_some() && !grpc_given {
+        p4log!(Level::Info, "batch run: no P4Runtime server (give --grpc ADDR for one)");
+        None
+    } else {
+        p4log!(Level::Info, "P4Runtime (device {device_id}) on {addr}");
+        Some(rt.spawn(serve_tls(addr, device, tls)))
+    };
+    // Until the server fails, a batch run is done or SIGINT/SIGTERM arrives; then the ports are closed
+    // cleanly (pcap files flushed, TUN/TAP devices removed).
+    let code = loop {
+        if server.as_ref().map(|h| h.is_finished()).unwrap_or(false) {
+            let r = rt.block_on(server.take().unwrap());
+            break match r {
+                Ok(Ok(())) => ExitCode::SUCCESS,
+                Ok(Err(e)) => {
+                    eprintln!("p4sec switch: {e}");
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("p4sec switch: the P4Runtime server failed: {e}");
+                    ExitCode::FAILURE
+                }
+            };
         }
-    }
+        if let Some(s) = switch.as_ref().filter(|s| s.finished()) {
+            let errors = s.pcap_errors();
+            if errors > 0 {
+                eprintln!("p4sec switch: the batch run had {errors} pcap read or write errors");
+                break ExitCode::FAILURE;
+            }
+            break ExitCode::SUCCESS;
+        }
+        if p4sec_switch::signalled() {
+            p4log!(Level::Info, "stopping (signal)");
+            break ExitCode::SUCCESS;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    stop_switch(switch);
+    rt.shutdown_timeout(std::time::Duration::from_millis(500));
+    code
 }
 
 fn main() -> ExitCode {
@@ -305,12 +370,12 @@ fn main() -> ExitCode {
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
         Cmd::BenchP4ead { seconds, json } => bench_p4ead::run(seconds, json.as_deref()),
-        Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers, metrics, trace, tls_cert, tls_key, tls_ca } => {
+        Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers, metrics, trace, pcap_dir, log, tls_cert, tls_key, tls_ca } => {
             let tls = match (tls_cert, tls_key) {
                 (Some(cert), Some(key)) => Some(p4sec_p4runtime::server::TlsFiles { cert, key, client_ca: tls_ca }),
                 _ => None,
             };
-            run_switch(program.as_deref(), &grpc, device_id, &ports, cpu_port, workers, metrics.as_deref(), trace, tls)
+            run_switch(program.as_deref(), grpc.as_deref(), device_id, &ports, cpu_port, workers, metrics.as_deref(), trace, pcap_dir.as_deref(), &log, tls)
         }
     }
 }

@@ -1,0 +1,171 @@
+"""Host-to-site with the client agent (userspace backend): a road-warrior namespace reaches a site host through
+S1; the agent gets its SAs from the controller over mutual TLS and runs p4sec on a TUN port; the WAN carries ESP;
+a revoked certificate locks the client out; the CA and agent refuse bad input precisely."""
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import ROOT
+from p4sec import ca
+from test_site_to_site import free_port
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and TUN")
+
+ECHO = r"""
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 7007))
+print("ready", flush=True)
+while True:
+    d, a = s.recvfrom(2048)
+    s.sendto(b"echo:" + d, a)
+"""
+
+PING = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+ok = 0
+for i in range(int(sys.argv[2])):
+    s.sendto(b"road-warrior %d" % i, (sys.argv[1], 7007))
+    try:
+        d, _ = s.recvfrom(2048)
+        ok += d == b"echo:road-warrior %d" % i
+    except socket.timeout:
+        pass
+print(ok)
+"""
+
+
+def sh(*cmd, check=True):
+    return subprocess.run(cmd, check=check, capture_output=True, text=True)
+
+
+def test_ca_refuses_bad_input(tmp_path):
+    with pytest.raises(ca.CaError):
+        ca.issue(tmp_path / "none", "alice")
+    ca.init(tmp_path / "ca")
+    with pytest.raises(ca.CaError):
+        ca.init(tmp_path / "ca")
+    with pytest.raises(ca.CaError):
+        ca.issue(tmp_path / "ca", "../evil")
+    with pytest.raises(ca.CaError):
+        ca.revoke(tmp_path / "ca", "nobody")
+    ca.issue(tmp_path / "ca", "alice")
+    assert oct((tmp_path / "ca" / "alice.key").stat().st_mode & 0o777) == "0o600"
+    serial = ca.revoke(tmp_path / "ca", "alice")
+    assert serial in ca.revoked_serials(tmp_path / "ca")
+
+
+@pytest.fixture
+def site(p4sec_bin, tmp_path):
+    t = uuid.uuid4().hex[:5]
+    n1, rw = f"ag1{t}", f"agr{t}"
+    h1, a1, rw0, wa = f"h1{t}", f"a1{t}", f"rw{t}", f"wa{t}"
+    for n in (n1, rw):
+        sh("ip", "netns", "add", n)
+        sh("ip", "netns", "exec", n, "ip", "link", "set", "lo", "up")
+    for host, sw, n, addr in ((h1, a1, n1, "10.1.0.1/16"), (rw0, wa, rw, "198.51.100.7/24")):
+        sh("ip", "link", "add", host, "type", "veth", "peer", "name", sw)
+        sh("ip", "link", "set", host, "netns", n)
+        sh("ip", "netns", "exec", n, "ip", "link", "set", host, "up")
+        sh("ip", "netns", "exec", n, "ip", "addr", "add", addr, "dev", host)
+        sh("ip", "netns", "exec", n, "ethtool", "-K", host, "tx", "off", check=False)
+        sh("ip", "link", "set", sw, "up")
+    h1_mac = sh("ip", "netns", "exec", n1, "cat", f"/sys/class/net/{h1}/address").stdout.strip()
+    sh("ip", "netns", "exec", n1, "ip", "neigh", "replace", "10.1.255.254", "lladdr", "02:00:00:00:00:01", "dev", h1)
+    sh("ip", "netns", "exec", n1, "ip", "route", "add", "10.9.0.0/24", "via", "10.1.255.254")
+    cadir = tmp_path / "ca"
+    ca.init(cadir)
+    ca.issue(cadir, "controller", server=True)
+    for c in ("alice", "bob", "mallory"):
+        ca.issue(cadir, c)
+    out = tmp_path / "gw"
+    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(out)], check=True)
+    port, rest = free_port(), free_port()
+    sock = tmp_path / "agents.sock"
+    cfg = tmp_path / "ctl.yaml"
+    cfg.write_text(f"""db: {tmp_path / 'ctl.db'}
+program: {out}
+rest: 127.0.0.1:{rest}
+gateways:
+  - {{name: S1, grpc: "127.0.0.1:{port}", address: 192.0.2.1,
+     lan: {{prefix: 10.1.0.0/16, port: 1, mac: "{h1_mac}"}}, wan: {{prefix: 203.0.113.0/24, port: 2, mac: "02:00:00:00:00:99"}}}}
+host_profiles:
+  - {{name: office, gateway: S1, pool: 10.9.0.0/24, suite: aes-gcm-128, soft: {{packets: 60}}, hard: {{packets: 100000}}}}
+clients:
+  - {{name: alice, profiles: [office]}}
+  - {{name: bob, profiles: []}}
+agents: {{listen: "unix:{sock}", ca: {cadir}, cert: controller}}
+""")
+    procs = [subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={a1}", "--port", f"2={wa}"],
+                              stderr=subprocess.DEVNULL)]
+    time.sleep(0.5)
+    log = open(tmp_path / "controller.log", "w")
+    ctl = subprocess.Popen(["p4sec-controller", "run", str(cfg)], stdout=subprocess.PIPE, stderr=log, text=True)
+    procs.append(ctl)
+    assert "ready" in ctl.stdout.readline(), (tmp_path / "controller.log").read_text()
+    echo = subprocess.Popen(["ip", "netns", "exec", n1, sys.executable, "-c", ECHO], stdout=subprocess.PIPE, text=True)
+    procs.append(echo)
+    assert echo.stdout.readline().strip() == "ready"
+
+    def agent(client, *args, background=False):
+        cmd = ["ip", "netns", "exec", rw, sys.executable, "-m", "p4sec.agent", "--controller", f"unix:{sock}", "--ca", str(cadir / "ca.crt"),
+               "--cert", str(cadir / f"{client}.crt"), "--key", str(cadir / f"{client}.key"), *args]
+        if background:
+            return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+    yield {"agent": agent, "rw": rw, "rw0": rw0, "wa": wa, "cadir": cadir, "p4sec": str(p4sec_bin), "rest": rest}
+    for p in reversed(procs):
+        p.terminate()
+        p.wait(timeout=10)
+    for n in (n1, rw):
+        sh("ip", "netns", "del", n, check=False)
+    for i in (a1, wa):
+        sh("ip", "link", "del", i, check=False)
+
+
+def test_road_warrior_reaches_the_site_and_revocation_locks_it_out(site):
+    agent = site["agent"]
+    r = agent("alice", "list")
+    assert r.returncode == 0 and "alice: office" in r.stdout, r.stderr
+    r = agent("bob", "up", "office", "--wan", site["rw0"])
+    assert r.returncode == 1 and "PERMISSION_DENIED" in r.stderr and "may not use profile" in r.stderr
+    r = agent("mallory", "list")
+    assert r.returncode == 1 and "not a client" in r.stderr
+
+    # the XFRM backend, as commands (this kernel has no ESP): the same SAs, then the tunnel is taken down again
+    r = agent("alice", "up", "office", "--wan", site["rw0"], "--backend", "xfrm", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("ip xfrm state add") == 2 and "rfc4106(gcm(aes))" in r.stdout and "dir out" in r.stdout
+    r = agent("alice", "up", "office", "--wan", site["rw0"], "--backend", "xfrm")
+    assert r.returncode == 1 and "ip xfrm state add" in r.stderr and "does this kernel have ESP" in r.stderr
+
+    up = agent("alice", "up", "office", "--wan", site["rw0"], "--p4sec", site["p4sec"], background=True)
+    line = up.stdout.readline()
+    assert line.startswith("up: office@alice inner 10.9.0.1/32 -> site 10.1.0.0/16"), line + up.stderr.read() if not line else line
+    cap = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom scapy.all import AsyncSniffer\n"
+                            "s = AsyncSniffer(iface=sys.argv[1], filter='ip proto 50', count=4, timeout=6)\n"
+                            "s.start(); time.sleep(0.5); print('ready', flush=True); s.join()\n"
+                            "print(len(s.results or []))", site["wa"]], stdout=subprocess.PIPE, text=True)
+    assert cap.stdout.readline().strip() == "ready"
+    # 300 echoes: the SAs reach their soft limit (60 packets) again and again; the agent renews them, no echo is lost
+    ping = subprocess.run(["ip", "netns", "exec", site["rw"], sys.executable, "-c", PING, "10.1.0.1", "300"], capture_output=True, text=True, timeout=120)
+    assert ping.stdout.strip() == "300", ping.stdout + ping.stderr
+    assert int(cap.communicate(timeout=20)[0].split()[-1]) >= 4, "the WAN carried ESP both ways"
+    show = json.loads(subprocess.run(["p4sec-controller", "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", "office@alice"],
+                                     capture_output=True, text=True).stdout)
+    assert show["state"] == "up" and any("host phase 2" in e["what"] for e in show["events"])
+    renewals = [e["what"] for e in show["events"] if "host renewal" in e["what"] and "SAD-enc" in e["what"]]
+    assert len(renewals) >= 3, show["events"]
+
+    # revoke alice: the controller refuses her from now on
+    ca.revoke(site["cadir"], "alice")
+    r = agent("alice", "list")
+    assert r.returncode == 1 and "revoked" in r.stderr
+    up.terminate()
+    up.wait(timeout=20)
