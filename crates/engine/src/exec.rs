@@ -898,13 +898,33 @@ impl Engine {
                 key[off..off + words].copy_from_slice(&v[..words]);
             }
         }
+        // action selectors: the selector keys do not match (their words are zero in the lookup key); they
+        // choose a member of a group
+        let mut selector_key = None;
+        if let Some((_, sel)) = &self.selectors[ti] {
+            selector_key = Some(key);
+            for &k in sel {
+                let (off, words) = layout[k];
+                key[off..off + words].fill(0);
+            }
+        }
         // the worker's snapshot of the table (refreshed per packet when the control plane changed a table);
         // taken out of the worker while the action runs, so no reference count is touched
         let data = match w.tables.get_mut(ti).and_then(Option::take) {
             Some(d) => d,
             None => self.tables[ti].data.load_full(),
         };
-        let found = data.lookup(t, &key);
+        let mut found = data.lookup(t, &key);
+        let mut chosen = None;
+        if let (Some(i), Some(full)) = (found, selector_key.as_ref()) {
+            if let Some(ind) = data.entries[i].indirect.as_deref().filter(|x| x.selects()) {
+                let h = self.selector_hash(w, ti, full);
+                chosen = ind.pick(h);
+                if chosen.is_none() {
+                    found = None; // an empty group: the table misses
+                }
+            }
+        }
         if let Some((h, m)) = w.stats.tables.get(ti) {
             crate::bump(if found.is_some() { h } else { m });
         }
@@ -920,8 +940,13 @@ impl Engine {
                     e.bytes.fetch_add(len, Ordering::Relaxed);
                 }
                 w.cur_meter = if t.direct_meter.is_some() { e.meter.clone() } else { None };
-                inline = e.inline_args.as_ref();
-                &e.entry.action
+                match chosen {
+                    Some(c) => c,
+                    None => {
+                        inline = e.inline_args.as_ref();
+                        &e.entry.action
+                    }
+                }
             }
             None => {
                 w.cur_meter = None;
@@ -956,6 +981,23 @@ impl Engine {
             Flow::Reject(e) => Flow::Reject(e),
             _ => Flow::Next,
         }
+    }
+
+    /// The selector hash of a packet for table `ti`: the table's algorithm over its selector keys (each
+    /// key's value as whole bytes, most significant first, in key order).
+    #[inline(never)]
+    fn selector_hash(&self, w: &mut Worker, ti: usize, key: &[u64; crate::tables::KEY_WORDS]) -> u64 {
+        let Some((algo, sel)) = &self.selectors[ti] else { return 0 };
+        let t = &self.prog.tables[ti];
+        w.scratch.clear();
+        for &k in sel {
+            let (off, _) = self.key_layouts[ti][k];
+            let nbytes = t.keys[k].width.div_ceil(8) as usize;
+            for b in (0..nbytes).rev() {
+                w.scratch.push((key[off + b / 8] >> ((b % 8) * 8)) as u8);
+            }
+        }
+        hash::compute(*algo, &w.scratch, &mut w.rng)
     }
 
     #[inline(never)]

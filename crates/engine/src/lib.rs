@@ -91,6 +91,8 @@ pub struct Engine {
     pub prog: Arc<Program>,
     pub tables: Vec<TableRt>,
     key_layouts: Vec<Vec<(usize, usize)>>,
+    /// Tables implemented by an action selector: its hash algorithm and the indices of the selector keys.
+    selectors: Vec<Option<(HashAlgo, Vec<usize>)>>,
     registers: Vec<RegisterRt>,
     counters: Vec<Vec<(AtomicU64, AtomicU64)>>,
     meters: Vec<Vec<MeterCell>>,
@@ -262,6 +264,17 @@ impl Engine {
             }
             key_layouts.push(l);
         }
+        let selectors = prog
+            .tables
+            .iter()
+            .map(|t| match t.implementation {
+                Implementation::ActionSelector(p) => {
+                    let algo = prog.action_profiles.get(p as usize).and_then(|p| p.selector).unwrap_or(HashAlgo::Crc16);
+                    Some((algo, t.keys.iter().enumerate().filter(|(_, k)| k.kind == MatchKind::Selector).map(|(i, _)| i).collect()))
+                }
+                _ => None,
+            })
+            .collect();
         let registers = prog
             .registers
             .iter()
@@ -344,6 +357,7 @@ impl Engine {
             prog,
             tables,
             key_layouts,
+            selectors,
             registers,
             counters,
             meters,
@@ -771,6 +785,13 @@ impl Engine {
     pub fn table_entries(&self, ti: usize) -> Result<Vec<(TableEntry, u64, u64)>, String> {
         let (_, rt) = self.table(ti)?;
         Ok(rt.data.load().entries.iter().map(|e| (e.entry.clone(), e.packets.load(Ordering::Relaxed), e.bytes.load(Ordering::Relaxed))).collect())
+    }
+
+    /// The current contents of table `ti` (installed entries with their counters, meters and action
+    /// profile references).
+    pub fn table_snapshot(&self, ti: usize) -> Result<Arc<TableData>, String> {
+        let (_, rt) = self.table(ti)?;
+        Ok(rt.data.load_full())
     }
 
     /// Set the direct counter of one installed entry (no new table version: the counters are shared cells).

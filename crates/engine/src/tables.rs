@@ -89,9 +89,59 @@ pub struct Installed {
     /// The action arguments as machine words held in the entry itself, when there are at most
     /// [`INLINE_ARGS`] of at most 64 bits each (saves following a pointer per argument on every hit).
     pub inline_args: Option<([u64; INLINE_ARGS], u8)>,
+    /// Entries of tables with an action profile or selector: the member, group or action set the entry
+    /// refers to (the entry's `action` is a member's action; groups and action sets choose per packet).
+    pub indirect: Option<Arc<Indirect>>,
 }
 
 pub const INLINE_ARGS: usize = 6;
+
+/// What an entry of a table implemented by an action profile or selector refers to (P4Runtime's
+/// `TableAction`): an action profile member, a group of members, or a one-shot action set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileRef {
+    Member(u32),
+    Group(u32),
+    ActionSet,
+}
+
+/// An indirect entry's reference and, for groups and action sets, the weighted actions a packet chooses
+/// from by the hash of the table's selector keys.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Indirect {
+    pub reference: ProfileRef,
+    /// (action, weight); empty for members (and for empty groups, which behave as a table miss).
+    pub choices: Vec<(ActionCall, u32)>,
+    /// Running sums of the weights.
+    ends: Vec<u64>,
+}
+
+impl Indirect {
+    pub fn new(reference: ProfileRef, choices: Vec<(ActionCall, u32)>) -> Indirect {
+        let mut sum = 0u64;
+        let ends = choices
+            .iter()
+            .map(|(_, w)| {
+                sum += (*w).max(1) as u64;
+                sum
+            })
+            .collect();
+        Indirect { reference, choices, ends }
+    }
+    /// Does a packet choose among `choices` (groups and action sets), rather than run the entry's action?
+    #[inline]
+    pub fn selects(&self) -> bool {
+        !matches!(self.reference, ProfileRef::Member(_))
+    }
+    /// The action chosen by hash value `h` (weighted); `None` for an empty group.
+    #[inline]
+    pub fn pick(&self, h: u64) -> Option<&ActionCall> {
+        let total = *self.ends.last()?;
+        let x = h % total;
+        let i = self.ends.partition_point(|e| *e <= x);
+        self.choices.get(i).map(|(a, _)| a)
+    }
+}
 
 impl Installed {
     pub fn new(entry: TableEntry, seq: u64, packets: u64, bytes: u64, meter: Option<Arc<crate::meters::MeterCell>>) -> Installed {
@@ -103,14 +153,48 @@ impl Installed {
             }
             (a, args.len() as u8)
         });
-        Installed { entry, seq, packets: AtomicU64::new(packets), bytes: AtomicU64::new(bytes), meter, inline_args }
+        Installed { entry, seq, packets: AtomicU64::new(packets), bytes: AtomicU64::new(bytes), meter, inline_args, indirect: None }
     }
 }
 
 impl Clone for Installed {
     fn clone(&self) -> Self {
-        Installed::new(self.entry.clone(), self.seq, self.packets.load(Ordering::Relaxed), self.bytes.load(Ordering::Relaxed), self.meter.clone())
+        let mut c = Installed::new(self.entry.clone(), self.seq, self.packets.load(Ordering::Relaxed), self.bytes.load(Ordering::Relaxed), self.meter.clone());
+        c.indirect = self.indirect.clone();
+        c
     }
+}
+
+/// A meter cell configured with `rates` (a direct meter's state for one entry).
+fn meter_cell(rates: Option<crate::meters::MeterRates>) -> Arc<crate::meters::MeterCell> {
+    let cell = Arc::new(crate::meters::MeterCell::default());
+    cell.configure(rates);
+    cell
+}
+
+/// Selector keys do not take part in matching (they choose a group member): their matches are stored as
+/// "any", whatever the writer gave.
+fn without_selector_keys<'a>(t: &Table, e: &'a TableEntry) -> std::borrow::Cow<'a, TableEntry> {
+    let sel = |(k, m): (&p4sec_ir::TableKey, &FieldMatch)| k.kind == MatchKind::Selector && *m != FieldMatch::Any;
+    if !t.keys.iter().zip(&e.matches).any(sel) {
+        return std::borrow::Cow::Borrowed(e);
+    }
+    let mut n = e.clone();
+    for (k, m) in t.keys.iter().zip(n.matches.iter_mut()) {
+        if k.kind == MatchKind::Selector {
+            *m = FieldMatch::Any;
+        }
+    }
+    std::borrow::Cow::Owned(n)
+}
+
+fn strip_selector_keys(t: &Table, mut e: TableEntry) -> TableEntry {
+    for (k, m) in t.keys.iter().zip(e.matches.iter_mut()) {
+        if k.kind == MatchKind::Selector {
+            *m = FieldMatch::Any;
+        }
+    }
+    e
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,6 +298,10 @@ impl TableData {
         let mut plen = None;
         for (i, (m, k)) in e.matches.iter().zip(&t.keys).enumerate() {
             let words = self.layout[i].1;
+            if k.kind == MatchKind::Selector {
+                key.extend(std::iter::repeat(0).take(words));
+                continue;
+            }
             match m {
                 FieldMatch::Exact(v) => pack(v, &mut key, words),
                 FieldMatch::Lpm { value, prefix_len } => {
@@ -239,6 +327,7 @@ impl TableData {
 
     /// Find an installed entry with the same match (and priority).
     pub fn find(&self, t: &Table, e: &TableEntry) -> Option<usize> {
+        let e = &*without_selector_keys(t, e);
         match self.kind {
             Kind::Exact => {
                 let (k, _) = self.index_key(t, e);
@@ -311,6 +400,13 @@ impl TableData {
     }
 
     pub fn insert(&mut self, t: &Table, e: TableEntry) -> Result<(), String> {
+        self.insert_with(t, e, None, None)
+    }
+
+    /// Insert an entry with what it refers to in the table's action profile or selector (if any) and the
+    /// initial configuration of its direct meter (`None`: every packet green).
+    pub fn insert_with(&mut self, t: &Table, e: TableEntry, indirect: Option<Arc<Indirect>>, meter: Option<crate::meters::MeterRates>) -> Result<(), String> {
+        let e = strip_selector_keys(t, e);
         if self.find(t, &e).is_some() {
             return Err(format!("table `{}`: an entry with this match already exists", t.name));
         }
@@ -318,19 +414,50 @@ impl TableData {
             return Err(format!("table `{}` is full ({} entries)", t.name, t.size));
         }
         self.next_seq += 1;
-        let inst = Arc::new(Installed::new(e, self.next_seq, 0, 0, None));
-        self.entries.push(inst);
+        let mut inst = Installed::new(e, self.next_seq, 0, 0, meter.map(|r| meter_cell(Some(r))));
+        inst.indirect = indirect;
+        self.entries.push(Arc::new(inst));
         let i = self.entries.len() - 1;
         self.index_add(t, i);
         Ok(())
     }
 
     pub fn modify(&mut self, t: &Table, e: TableEntry) -> Result<(), String> {
+        self.modify_with(t, e, None, None)
+    }
+
+    /// Replace the action of an entry (and what it refers to in the table's action profile or selector),
+    /// keeping its counters; `meter`: `None` keeps the direct meter, `Some(rates)` configures it anew
+    /// (`Some(None)`: back to every packet green).
+    pub fn modify_with(
+        &mut self,
+        t: &Table,
+        e: TableEntry,
+        indirect: Option<Arc<Indirect>>,
+        meter: Option<Option<crate::meters::MeterRates>>,
+    ) -> Result<(), String> {
+        let e = strip_selector_keys(t, e);
         let i = self.find(t, &e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
         let old = &self.entries[i];
-        let inst = Arc::new(Installed::new(e, old.seq, old.packets.load(Ordering::Relaxed), old.bytes.load(Ordering::Relaxed), old.meter.clone()));
-        self.entries[i] = inst;
+        let meter = match meter {
+            None => old.meter.clone(),
+            Some(None) => None,
+            Some(Some(r)) => Some(meter_cell(Some(r))),
+        };
+        let mut inst = Installed::new(e, old.seq, old.packets.load(Ordering::Relaxed), old.bytes.load(Ordering::Relaxed), meter);
+        inst.indirect = indirect;
+        self.entries[i] = Arc::new(inst);
         Ok(())
+    }
+
+    /// Give entry `i` another action and reference (a member or group of its action profile changed),
+    /// keeping its match, counters and meter.
+    pub fn set_indirect(&mut self, i: usize, action: ActionCall, indirect: Option<Arc<Indirect>>) {
+        let Some(old) = self.entries.get(i) else { return };
+        let e = TableEntry { action, ..old.entry.clone() };
+        let mut inst = Installed::new(e, old.seq, old.packets.load(Ordering::Relaxed), old.bytes.load(Ordering::Relaxed), old.meter.clone());
+        inst.indirect = indirect;
+        self.entries[i] = Arc::new(inst);
     }
 
     pub fn delete(&mut self, t: &Table, e: &TableEntry) -> Result<TableEntry, String> {
@@ -453,7 +580,7 @@ pub fn validate_entry(prog: &p4sec_ir::Program, t: &Table, e: &TableEntry) -> Re
             (FieldMatch::Lpm { value, prefix_len }, MatchKind::Lpm) => fits(value, k.width) && *prefix_len <= k.width,
             (FieldMatch::Range { lo, hi }, MatchKind::Range) => fits(lo, k.width) && fits(hi, k.width),
             (FieldMatch::Optional(v), MatchKind::Optional) => v.as_ref().map(|v| fits(v, k.width)).unwrap_or(true),
-            (FieldMatch::Any, MatchKind::Ternary | MatchKind::Lpm | MatchKind::Range | MatchKind::Optional) => true,
+            (FieldMatch::Any, MatchKind::Ternary | MatchKind::Lpm | MatchKind::Range | MatchKind::Optional | MatchKind::Selector) => true,
             _ => false,
         };
         if !ok {

@@ -2,7 +2,7 @@
 //! engine (multicast groups, clone sessions), written and read through the engine's control-plane API.
 
 use crate::proto::p4::v1 as p4;
-use crate::server::{bytes_to_value, from_entry, to_match, value_to_bytes};
+use crate::server::{bytes_to_value, from_entry, meter_config, to_match, value_to_bytes};
 use p4sec_ir::Value;
 use p4sec_engine::meters::MeterRates;
 use p4sec_engine::Engine;
@@ -257,6 +257,79 @@ pub fn read_direct_counters(e: &Engine, d: &p4::DirectCounterEntry, out: &mut Ve
                 entity: Some(p4::entity::Entity::DirectCounterEntry(p4::DirectCounterEntry {
                     table_entry: Some(te),
                     data: Some(p4::CounterData { byte_count: b as i64, packet_count: p as i64 }),
+                })),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The table of a direct meter entry: it must exist (NOT_FOUND) and have a direct meter (INVALID_ARGUMENT).
+fn direct_meter_table<'a>(e: &'a Engine, te: &p4::TableEntry) -> Result<(usize, &'a p4sec_ir::Table), Status> {
+    let (ti, t) =
+        e.prog.tables.iter().enumerate().find(|(_, t)| t.id == te.table_id).ok_or_else(|| Status::not_found(format!("no table with id {}", te.table_id)))?;
+    if t.direct_meter.is_none() {
+        return Err(Status::invalid_argument(format!("table `{}` has no direct meter", t.name)));
+    }
+    Ok((ti, t))
+}
+
+/// MODIFY the direct meter of one table entry: the given configuration, or every packet green when unset.
+pub fn write_direct_meter(e: &Engine, ty: Up, d: &p4::DirectMeterEntry) -> Result<(), Status> {
+    modify_only(ty, "direct meter")?;
+    let te = d.table_entry.as_ref().ok_or_else(|| Status::invalid_argument("direct meter entry without a table entry"))?;
+    let (ti, t) = direct_meter_table(e, te)?;
+    if d.counter_data.is_some() {
+        return Err(Status::unimplemented("per-color meter counters are not supported"));
+    }
+    let rates = match &d.config {
+        None => None,
+        Some(c) => {
+            if c.cir < 0 || c.cburst < 0 || c.pir < 0 || c.pburst < 0 {
+                return Err(Status::invalid_argument("meter rates and bursts cannot be negative"));
+            }
+            if c.pir < c.cir {
+                return Err(Status::invalid_argument(format!("table `{}`: the peak rate ({}) is below the committed rate ({})", t.name, c.pir, c.cir)));
+            }
+            if c.eburst != 0 {
+                return Err(Status::invalid_argument("eburst is for single-rate meters; these are two-rate three-color meters"));
+            }
+            Some(MeterRates { cir: c.cir as u64, cbs: c.cburst as u64, pir: c.pir as u64, pbs: c.pburst as u64 })
+        }
+    };
+    let entry = to_match(&e.prog, t, te)?;
+    e.direct_meter_set(ti, &entry, rates).map_err(|m| if m.contains("no entry") { Status::not_found(m) } else { Status::invalid_argument(m) })
+}
+
+/// Direct meter configurations: of one entry (match given), of every entry of a table (no match), or of
+/// every table with a direct meter (`table_id` 0). An unconfigured meter reads back without a config.
+pub fn read_direct_meters(e: &Engine, d: &p4::DirectMeterEntry, out: &mut Vec<p4::Entity>) -> Result<(), Status> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let te = d.table_entry.clone().unwrap_or_default();
+    let (tables, one): (Vec<usize>, Option<p4sec_ir::TableEntry>) = if te.table_id == 0 {
+        (e.prog.tables.iter().enumerate().filter(|(_, t)| t.direct_meter.is_some()).map(|(i, _)| i).collect(), None)
+    } else {
+        let (ti, t) = direct_meter_table(e, &te)?;
+        let one = if te.r#match.is_empty() && te.priority == 0 { None } else { Some(to_match(&e.prog, t, &te)?) };
+        (vec![ti], one)
+    };
+    for ti in tables {
+        let t = &e.prog.tables[ti];
+        let snap = e.table_snapshot(ti).map_err(Status::internal)?;
+        let picked: Vec<usize> = match &one {
+            Some(m) => vec![snap.find(t, m).ok_or_else(|| Status::not_found(format!("table `{}`: no entry with this match", t.name)))?],
+            None => (0..snap.entries.len()).collect(),
+        };
+        for i in picked {
+            let x = &snap.entries[i];
+            let mut pe = from_entry(&e.prog, t, &x.entry, x.packets.load(Relaxed), x.bytes.load(Relaxed));
+            pe.action = None;
+            pe.counter_data = None;
+            out.push(p4::Entity {
+                entity: Some(p4::entity::Entity::DirectMeterEntry(p4::DirectMeterEntry {
+                    table_entry: Some(pe),
+                    config: x.meter.as_ref().and_then(|m| m.rates()).map(|r| meter_config(&r)),
+                    counter_data: None,
                 })),
             });
         }

@@ -19,6 +19,7 @@ pub mod proto {
 
 mod entities;
 pub mod p4info;
+mod profiles;
 pub mod server;
 
 /// Re-exported so users of the messages need not depend on prost themselves.

@@ -4,6 +4,9 @@
 use crate::proto::google::rpc;
 use crate::proto::p4::config::v1 as cfg;
 use crate::proto::p4::v1 as p4;
+use crate::profiles::ProfileState;
+use p4sec_engine::meters::MeterRates;
+use p4sec_engine::tables::TableData;
 use p4sec_engine::Engine;
 use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Program, Table, TableEntry, Value};
 use prost::Message;
@@ -61,6 +64,68 @@ pub struct Device {
     next_list_id: std::sync::atomic::AtomicU64,
     /// Digest messages dropped: not enabled by the controller, or no primary controller to receive them.
     pub digests_dropped: std::sync::atomic::AtomicU64,
+    /// Digest messages not sent because a digest list holding the same data waits for its acknowledgement.
+    pub digests_deduplicated: std::sync::atomic::AtomicU64,
+    digest_cache: Mutex<DigestCache>,
+    /// Action profile members and groups of the installed pipeline.
+    profiles: Mutex<crate::profiles::Profiles>,
+}
+
+/// Digest data sent to the controller and not acknowledged yet (the P4Runtime digest "cache"): the same
+/// data is not sent again until its list is acknowledged or `ack_timeout_ns` has passed. At most
+/// [`DIGEST_CACHE_MAX`] messages are held (the oldest lists go first: a duplicate is then possible, a loss
+/// never).
+#[derive(Default)]
+struct DigestCache {
+    /// Per digest id, its unacknowledged lists in the order they were sent: (list id, sent at, messages).
+    lists: HashMap<u32, std::collections::VecDeque<(u64, std::time::Instant, Vec<Vec<u8>>)>>,
+    /// Every message of `lists`: the digest id (4 bytes, big-endian) then the encoded `P4Data`.
+    sent: std::collections::HashSet<Vec<u8>>,
+}
+
+const DIGEST_CACHE_MAX: usize = 1 << 16;
+
+impl DigestCache {
+    fn forget(&mut self, msgs: Vec<Vec<u8>>) {
+        for m in msgs {
+            self.sent.remove(&m);
+        }
+    }
+    /// A DigestListAck: the list's data may be sent again.
+    fn remove_list(&mut self, digest_id: u32, list_id: u64) {
+        let Some(q) = self.lists.get_mut(&digest_id) else { return };
+        if let Some(i) = q.iter().position(|(l, _, _)| *l == list_id) {
+            if let Some((_, _, msgs)) = q.remove(i) {
+                self.forget(msgs);
+            }
+        }
+    }
+    /// Drop the lists of `digest_id` sent `ack_timeout` or longer ago.
+    fn expire(&mut self, digest_id: u32, ack_timeout: std::time::Duration, now: std::time::Instant) {
+        let Some(q) = self.lists.get_mut(&digest_id) else { return };
+        let mut old = vec![];
+        while q.front().is_some_and(|(_, t, _)| now.duration_since(*t) >= ack_timeout) {
+            old.extend(q.pop_front().map(|(_, _, m)| m).unwrap_or_default());
+        }
+        self.forget(old);
+    }
+    fn add(&mut self, digest_id: u32, list_id: u64, now: std::time::Instant, msgs: Vec<Vec<u8>>) {
+        for m in &msgs {
+            self.sent.insert(m.clone());
+        }
+        let q = self.lists.entry(digest_id).or_default();
+        q.push_back((list_id, now, msgs));
+        while self.sent.len() > DIGEST_CACHE_MAX {
+            let Some((_, _, m)) = q.pop_front() else { break };
+            for x in m {
+                self.sent.remove(&x);
+            }
+        }
+    }
+    fn clear(&mut self) {
+        self.lists.clear();
+        self.sent.clear();
+    }
 }
 
 impl Device {
@@ -83,6 +148,9 @@ impl Device {
             digest_configs: Mutex::new(HashMap::new()),
             next_list_id: std::sync::atomic::AtomicU64::new(1),
             digests_dropped: std::sync::atomic::AtomicU64::new(0),
+            digests_deduplicated: std::sync::atomic::AtomicU64::new(0),
+            digest_cache: Mutex::new(DigestCache::default()),
+            profiles: Mutex::new(Default::default()),
         })
     }
     pub fn engine(&self) -> Option<Arc<Engine>> {
@@ -119,7 +187,9 @@ impl Device {
     }
 
     /// Send the engine's pending digest messages to the primary controller as DigestList messages, for the
-    /// digests it enabled (at most `max_list_size` messages per list when that is set).
+    /// digests it enabled (at most `max_list_size` messages per list when that is set). The messages of a
+    /// list are distinct, and data still held by a list that waits for its acknowledgement (for at most
+    /// `ack_timeout_ns`; 0 keeps nothing) is not sent again.
     pub fn deliver_digests(&self, engine: &Engine) {
         use std::sync::atomic::Ordering::Relaxed;
         if !engine.has_digests() {
@@ -127,7 +197,13 @@ impl Device {
         }
         let msgs = engine.drain_digests();
         let configs = self.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let mut per: Vec<(u32, i32, Vec<p4::P4Data>)> = vec![];
+        let mut cache = self.digest_cache.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        for (id, c) in &configs {
+            cache.expire(*id, std::time::Duration::from_nanos(c.ack_timeout_ns.max(0) as u64), now);
+        }
+        let mut batch = std::collections::HashSet::new();
+        let mut per: Vec<(u32, i32, Vec<(p4::P4Data, Vec<u8>)>)> = vec![];
         for (idx, vals) in msgs {
             let Some(d) = engine.prog.digests.get(idx as usize) else {
                 continue;
@@ -138,32 +214,51 @@ impl Device {
             };
             let members = vals.iter().map(|v| p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(value_to_bytes(v))) }).collect();
             let data = p4::P4Data { data: Some(p4::p4_data::Data::Struct(p4::P4StructLike { members })) };
+            let mut key = d.id.to_be_bytes().to_vec();
+            data.encode(&mut key).expect("a Vec grows");
+            if cache.sent.contains(&key) || !batch.insert(key.clone()) {
+                self.digests_deduplicated.fetch_add(1, Relaxed);
+                continue;
+            }
             match per.iter_mut().find(|(id, _, _)| *id == d.id) {
-                Some((_, _, list)) => list.push(data),
-                None => per.push((d.id, cfg.max_list_size, vec![data])),
+                Some((_, _, list)) => list.push((data, key)),
+                None => per.push((d.id, cfg.max_list_size, vec![(data, key)])),
             }
         }
         let a = self.arb.lock().unwrap_or_else(|p| p.into_inner());
         let primary = a.primary();
         let tx = a.controllers.values().find(|c| Some(c.election_id) == primary).map(|c| c.tx.clone());
         drop(a);
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
         for (id, max, list) in per {
+            let keep = configs.get(&id).is_some_and(|c| c.ack_timeout_ns > 0);
             let chunk = if max > 0 { max as usize } else { list.len().max(1) };
             for part in list.chunks(chunk) {
+                let list_id = self.next_list_id.fetch_add(1, Relaxed);
                 let msg = p4::StreamMessageResponse {
                     update: Some(p4::stream_message_response::Update::Digest(p4::DigestList {
                         digest_id: id,
-                        list_id: self.next_list_id.fetch_add(1, Relaxed),
-                        data: part.to_vec(),
-                        timestamp: now,
+                        list_id,
+                        data: part.iter().map(|(d, _)| d.clone()).collect(),
+                        timestamp: stamp,
                     })),
                 };
                 if !tx.as_ref().map(|t| t.try_send(Ok(msg)).is_ok()).unwrap_or(false) {
                     self.digests_dropped.fetch_add(part.len() as u64, Relaxed);
+                } else if keep {
+                    cache.add(id, list_id, now, part.iter().map(|(_, k)| k.clone()).collect());
                 }
             }
         }
+    }
+
+    /// A DigestListAck from the primary controller: the list's data may be sent again.
+    fn digest_ack(&self, ack: &p4::DigestListAck) {
+        self.digest_cache.lock().unwrap_or_else(|p| p.into_inner()).remove_list(ack.digest_id, ack.list_id);
+    }
+
+    fn digest_cache_clear(&self) {
+        self.digest_cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     fn write_digest_entry(&self, prog: &Program, ty: p4::update::Type, d: &p4::DigestEntry) -> Result<(), Status> {
@@ -178,6 +273,7 @@ impl Device {
             T::Modify | T::Delete if !exists => Err(Status::not_found(format!("digest {} is not enabled", d.digest_id))),
             T::Delete => {
                 c.remove(&d.digest_id);
+                self.digest_cache_clear();
                 Ok(())
             }
             T::Insert | T::Modify => {
@@ -186,6 +282,7 @@ impl Device {
                     return Err(Status::invalid_argument("digest configuration values cannot be negative"));
                 }
                 c.insert(d.digest_id, cfg);
+                self.digest_cache_clear();
                 Ok(())
             }
             T::Unspecified => Err(Status::invalid_argument("unspecified update type")),
@@ -292,7 +389,7 @@ fn table_of<'a>(prog: &'a Program, id: u32) -> Result<(usize, &'a Table), Status
     prog.tables.iter().enumerate().find(|(_, t)| t.id == id).ok_or_else(|| Status::not_found(format!("no table with id {id}")))
 }
 
-fn action_call(prog: &Program, t: &Table, a: &p4::Action, default: bool) -> Result<ActionCall, Status> {
+pub(crate) fn action_call(prog: &Program, t: &Table, a: &p4::Action, default: bool) -> Result<ActionCall, Status> {
     let ta = t
         .actions
         .iter()
@@ -312,17 +409,6 @@ fn action_call(prog: &Program, t: &Table, a: &p4::Action, default: bool) -> Resu
         args.push(bytes_to_value(&given.value, p.loc.width, &format!("parameter `{}`", p.name))?);
     }
     Ok(ActionCall { action: ta.action, args })
-}
-
-/// The engine entry of a table-entry update: a DELETE names the entry by its match (and priority) and needs
-/// no action; INSERT and MODIFY entries are validated against the table.
-fn update_entry(prog: &Program, t: &Table, te: &p4::TableEntry, ty: p4::update::Type) -> Result<TableEntry, Status> {
-    if ty == p4::update::Type::Delete {
-        return if te.action.is_none() { to_match(prog, t, te) } else { to_entry(prog, t, te) };
-    }
-    let e = to_entry(prog, t, te)?;
-    p4sec_engine::tables::validate_entry(prog, t, &e).map_err(Status::invalid_argument)?;
-    Ok(e)
 }
 
 pub(crate) fn to_entry(prog: &Program, t: &Table, e: &p4::TableEntry) -> Result<TableEntry, Status> {
@@ -383,10 +469,111 @@ fn to_entry_with(prog: &Program, t: &Table, e: &p4::TableEntry, want_action: boo
     }
     let action = match e.action.as_ref().and_then(|a| a.r#type.as_ref()) {
         Some(p4::table_action::Type::Action(a)) => action_call(prog, t, a, false)?,
-        Some(_) => return Err(Status::unimplemented("action profile members and groups are not supported yet")),
+        Some(_) => {
+            return Err(Status::invalid_argument(format!(
+                "table `{}` has no action profile: its entries take an action, not a member, group or action set",
+                t.name
+            )))
+        }
         None => return Err(Status::invalid_argument("the table entry has no action")),
     };
     Ok(TableEntry { matches, action, priority: e.priority })
+}
+
+/// The action of a default-entry MODIFY: the given action, or the program's default action when unset.
+fn default_action(prog: &Program, t: &Table, te: &p4::TableEntry) -> Result<ActionCall, Status> {
+    match te.action.as_ref().and_then(|a| a.r#type.as_ref()) {
+        Some(p4::table_action::Type::Action(a)) => action_call(prog, t, a, true),
+        Some(_) => Err(Status::unimplemented(format!("table `{}`: the default entry takes an action, not a member, group or action set", t.name))),
+        None => Ok(t.default_action.clone()),
+    }
+}
+
+/// An action call as a P4Runtime action.
+pub(crate) fn action_to_p4(prog: &Program, a: &ActionCall) -> p4::Action {
+    let act = &prog.actions[a.action as usize];
+    let params = act.params.iter().zip(&a.args).map(|(p, v)| p4::action::Param { param_id: p.id, value: value_to_bytes(v) }).collect();
+    p4::Action { action_id: act.id, params }
+}
+
+fn meter_rates(c: &p4::MeterConfig, what: &str) -> Result<MeterRates, Status> {
+    if c.cir < 0 || c.cburst < 0 || c.pir < 0 || c.pburst < 0 {
+        return Err(Status::invalid_argument(format!("{what}: meter rates and bursts cannot be negative")));
+    }
+    if c.pir < c.cir {
+        return Err(Status::invalid_argument(format!("{what}: the peak rate ({}) is below the committed rate ({})", c.pir, c.cir)));
+    }
+    if c.eburst != 0 {
+        return Err(Status::invalid_argument(format!("{what}: eburst is for single-rate meters; these are two-rate three-color meters")));
+    }
+    Ok(MeterRates { cir: c.cir as u64, cbs: c.cburst as u64, pir: c.pir as u64, pbs: c.pburst as u64 })
+}
+
+pub(crate) fn meter_config(r: &MeterRates) -> p4::MeterConfig {
+    p4::MeterConfig { cir: r.cir as i64, cburst: r.cbs as i64, pir: r.pir as i64, pburst: r.pbs as i64, eburst: 0 }
+}
+
+/// A table-entry update checked against the table, ready for the engine. Entries of tables with an action
+/// profile or selector keep their `TableAction` in `indirect`, resolved against the members and groups when
+/// the update is applied (after the other updates of the batch); `entry.action` stands in until then.
+struct EntryUpdate {
+    ty: p4::update::Type,
+    entry: TableEntry,
+    indirect: Option<p4::table_action::Type>,
+    /// The direct meter: INSERT, its initial configuration; MODIFY, `Some` (re)configures it (the
+    /// specification resets it to the default when `meter_config` is unset), `None` keeps it.
+    meter: Option<Option<MeterRates>>,
+}
+
+fn prepare_entry(prog: &Program, t: &Table, te: &p4::TableEntry, ty: p4::update::Type) -> Result<EntryUpdate, Status> {
+    use p4::update::Type as T;
+    if ty == T::Unspecified {
+        return Err(Status::invalid_argument("unspecified update type"));
+    }
+    let ta = te.action.as_ref().and_then(|a| a.r#type.as_ref());
+    let indirect_table = t.implementation != p4sec_ir::Implementation::None;
+    if ty == T::Delete {
+        let entry = if indirect_table || !matches!(ta, Some(p4::table_action::Type::Action(_))) { to_match(prog, t, te)? } else { to_entry(prog, t, te)? };
+        return Ok(EntryUpdate { ty, entry, indirect: None, meter: None });
+    }
+    if te.meter_counter_data.is_some() {
+        return Err(Status::unimplemented("per-color meter counters are not supported"));
+    }
+    let rates = match (&te.meter_config, t.direct_meter) {
+        (Some(_), None) => return Err(Status::invalid_argument(format!("table `{}` has no direct meter: meter_config must be unset", t.name))),
+        (Some(c), Some(_)) => Some(meter_rates(c, &t.name)?),
+        (None, _) => None,
+    };
+    let meter = match ty {
+        T::Insert => Some(rates),
+        _ if t.direct_meter.is_some() => Some(rates),
+        _ => None,
+    };
+    if indirect_table {
+        let ta = ta.cloned().ok_or_else(|| Status::invalid_argument("the table entry has no action"))?;
+        return Ok(EntryUpdate { ty, entry: to_match(prog, t, te)?, indirect: Some(ta), meter });
+    }
+    let e = to_entry(prog, t, te)?;
+    p4sec_engine::tables::validate_entry(prog, t, &e).map_err(Status::invalid_argument)?;
+    Ok(EntryUpdate { ty, entry: e, indirect: None, meter })
+}
+
+/// Apply a prepared table-entry update to a table version (resolving its action profile reference).
+fn apply_entry(prog: &Program, t: &Table, d: &mut TableData, st: &ProfileState, u: EntryUpdate) -> Result<(), Status> {
+    use p4::update::Type as T;
+    let (entry, ind) = match &u.indirect {
+        Some(ta) => {
+            let (action, ind) = crate::profiles::entry_action(prog, t, st, ta)?;
+            (TableEntry { action, ..u.entry }, ind)
+        }
+        None => (u.entry, None),
+    };
+    match u.ty {
+        T::Insert => d.insert_with(t, entry, ind, u.meter.flatten()),
+        T::Modify => d.modify_with(t, entry, ind, u.meter),
+        _ => d.delete(t, &entry).map(|_| ()),
+    }
+    .map_err(table_error)
 }
 
 pub(crate) fn from_entry(prog: &Program, t: &Table, e: &TableEntry, packets: u64, bytes: u64) -> p4::TableEntry {
@@ -404,12 +591,10 @@ pub(crate) fn from_entry(prog: &Program, t: &Table, e: &TableEntry, packets: u64
         };
         ms.push(p4::FieldMatch { field_id: k.id, field_match_type: Some(fm) });
     }
-    let act = &prog.actions[e.action.action as usize];
-    let params = act.params.iter().zip(&e.action.args).map(|(p, v)| p4::action::Param { param_id: p.id, value: value_to_bytes(v) }).collect();
     p4::TableEntry {
         table_id: t.id,
         r#match: ms,
-        action: Some(p4::TableAction { r#type: Some(p4::table_action::Type::Action(p4::Action { action_id: act.id, params })) }),
+        action: Some(p4::TableAction { r#type: Some(p4::table_action::Type::Action(action_to_p4(prog, &e.action))) }),
         priority: e.priority,
         counter_data: t.direct_counter.map(|_| p4::CounterData { byte_count: bytes as i64, packet_count: packets as i64 }),
         ..Default::default()
@@ -464,7 +649,7 @@ impl Service {
             .ok_or_else(|| Status::failed_precondition("no forwarding pipeline is configured"))
     }
 
-    fn apply_update(&self, pl: &Pipeline, u: &p4::Update) -> Result<(), Status> {
+    fn apply_update(&self, pl: &Pipeline, st: &mut ProfileState, u: &p4::Update) -> Result<(), Status> {
         let prog = &pl.engine.prog;
         let ty = p4::update::Type::try_from(u.r#type).unwrap_or(p4::update::Type::Unspecified);
         let entity = u.entity.as_ref().and_then(|e| e.entity.as_ref()).ok_or_else(|| Status::invalid_argument("update without an entity"))?;
@@ -475,10 +660,7 @@ impl Service {
                     if ty != p4::update::Type::Modify {
                         return Err(Status::invalid_argument("the default entry can only be modified"));
                     }
-                    let a = match te.action.as_ref().and_then(|a| a.r#type.as_ref()) {
-                        Some(p4::table_action::Type::Action(a)) => action_call(prog, t, a, true)?,
-                        _ => t.default_action.clone(),
-                    };
+                    let a = default_action(prog, t, te)?;
                     return pl.engine.table_set_default(ti, a).map_err(Status::invalid_argument);
                 }
                 // other table entries are applied in per-table batches by `write`
@@ -507,7 +689,9 @@ impl Service {
             p4::entity::Entity::DigestEntry(d) => self.device.write_digest_entry(prog, ty, d),
             p4::entity::Entity::DirectCounterEntry(d) => crate::entities::write_direct_counter(&pl.engine, ty, d),
             p4::entity::Entity::ValueSetEntry(v) => crate::entities::write_value_set(&pl.engine, ty, v),
-            _ => Err(Status::unimplemented("this entity cannot be written yet")),
+            p4::entity::Entity::ActionProfileMember(m) => crate::profiles::write_member(&pl.engine, st, ty, m),
+            p4::entity::Entity::ActionProfileGroup(g) => crate::profiles::write_group(&pl.engine, st, ty, g),
+            p4::entity::Entity::DirectMeterEntry(d) => crate::entities::write_direct_meter(&pl.engine, ty, d),
         }
     }
 }
@@ -522,14 +706,18 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         let prog = pl.engine.prog.clone();
         let atomicity =
             p4::write_request::Atomicity::try_from(r.atomicity).map_err(|_| Status::invalid_argument(format!("unknown atomicity {}", r.atomicity)))?;
+        // one write at a time: members, groups and the entries that use them change together
+        let mut profiles = self.device.profiles.lock().unwrap_or_else(|p| p.into_inner());
+        let st = profiles.for_engine(&pl.engine);
         if atomicity != p4::write_request::Atomicity::ContinueOnError {
-            let results = write_atomic(&pl, &r.updates);
+            let results = write_atomic(&pl, st, &r.updates);
             return write_response(results.into_iter().map(Some).collect());
         }
         // Table entry updates are grouped per table and published as one new table version per table
-        // (the engine's RCU write); everything else is applied one by one. Results keep the update order.
+        // (the engine's RCU write), after everything else, which is applied one by one (so entries see the
+        // members and groups of the same batch). Results keep the update order.
         let mut results: Vec<Option<Result<(), Status>>> = (0..r.updates.len()).map(|_| None).collect();
-        let mut per_table: HashMap<usize, Vec<(usize, p4::update::Type, TableEntry)>> = HashMap::new();
+        let mut per_table: HashMap<usize, Vec<(usize, EntryUpdate)>> = HashMap::new();
         for (i, u) in r.updates.iter().enumerate() {
             let ty = p4::update::Type::try_from(u.r#type).unwrap_or(p4::update::Type::Unspecified);
             if let Some(p4::entity::Entity::TableEntry(te)) = u.entity.as_ref().and_then(|e| e.entity.as_ref()) {
@@ -538,32 +726,28 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                         if t.entries_are_const {
                             return Err(Status::failed_precondition(format!("table `{}` has const entries", t.name)));
                         }
-                        Ok((ti, update_entry(&prog, t, te, ty)?))
+                        Ok((ti, prepare_entry(&prog, t, te, ty)?))
                     });
                     match r {
-                        Ok((ti, e)) => per_table.entry(ti).or_default().push((i, ty, e)),
+                        Ok((ti, e)) => per_table.entry(ti).or_default().push((i, e)),
                         Err(s) => results[i] = Some(Err(s)),
                     }
                     continue;
                 }
             }
-            results[i] = Some(self.apply_update(&pl, u));
+            results[i] = Some(self.apply_update(&pl, st, u));
         }
+        let st = &*st;
         for (ti, ups) in per_table {
-            let mut outcome: Vec<(usize, Result<(), String>)> = vec![];
+            let mut outcome: Vec<(usize, Result<(), Status>)> = vec![];
             let _ = pl.engine.table_update(ti, |t, d| {
-                for (i, ty, e) in ups {
-                    let r = match ty {
-                        p4::update::Type::Insert => d.insert(t, e),
-                        p4::update::Type::Modify => d.modify(t, e),
-                        _ => d.delete(t, &e).map(|_| ()),
-                    };
-                    outcome.push((i, r));
+                for (i, u) in ups {
+                    outcome.push((i, apply_entry(&prog, t, d, st, u)));
                 }
                 Ok(())
             });
             for (i, r) in outcome {
-                results[i] = Some(r.map_err(table_error));
+                results[i] = Some(r);
             }
         }
         write_response(results)
@@ -591,8 +775,17 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                             out.push(p4::Entity { entity: Some(p4::entity::Entity::TableEntry(pe)) });
                             continue;
                         }
-                        for (e, p, b) in pl.engine.table_entries(ti).map_err(Status::internal)? {
-                            out.push(p4::Entity { entity: Some(p4::entity::Entity::TableEntry(from_entry(prog, t, &e, p, b))) });
+                        let snap = pl.engine.table_snapshot(ti).map_err(Status::internal)?;
+                        for x in &snap.entries {
+                            use std::sync::atomic::Ordering::Relaxed;
+                            let mut pe = from_entry(prog, t, &x.entry, x.packets.load(Relaxed), x.bytes.load(Relaxed));
+                            if let Some(ind) = &x.indirect {
+                                pe.action = Some(crate::profiles::table_action_of(prog, ind));
+                            }
+                            if te.meter_config.is_some() && t.direct_meter.is_some() {
+                                pe.meter_config = x.meter.as_ref().and_then(|m| m.rates()).map(|r| meter_config(&r));
+                            }
+                            out.push(p4::Entity { entity: Some(p4::entity::Entity::TableEntry(pe)) });
                         }
                     }
                 }
@@ -626,6 +819,15 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                 Some(p4::entity::Entity::DigestEntry(d)) => self.device.read_digest_entries(d, &mut out),
                 Some(p4::entity::Entity::DirectCounterEntry(d)) => crate::entities::read_direct_counters(&pl.engine, d, &mut out)?,
                 Some(p4::entity::Entity::ValueSetEntry(v)) => crate::entities::read_value_set(&pl.engine, v, &mut out)?,
+                Some(p4::entity::Entity::DirectMeterEntry(d)) => crate::entities::read_direct_meters(&pl.engine, d, &mut out)?,
+                Some(p4::entity::Entity::ActionProfileMember(m)) => {
+                    let mut profiles = self.device.profiles.lock().unwrap_or_else(|p| p.into_inner());
+                    crate::profiles::read_members(prog, profiles.for_engine(&pl.engine), m, &mut out)?
+                }
+                Some(p4::entity::Entity::ActionProfileGroup(g)) => {
+                    let mut profiles = self.device.profiles.lock().unwrap_or_else(|p| p.into_inner());
+                    crate::profiles::read_groups(prog, profiles.for_engine(&pl.engine), g, &mut out)?
+                }
                 Some(p4::entity::Entity::ExternEntry(x)) => {
                     // p4sec externs: a query operation (read-only by name: `*_stats` or `get_*`) with its JSON
                     // argument in the entry's Any; the answer comes back as the JSON value of the same Any
@@ -666,6 +868,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
             return match saved {
                 Some(p) => {
                     self.device.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                    self.device.digest_cache_clear();
                     *self.device.pipeline.write().unwrap_or_else(|p| p.into_inner()) = Some(p);
                     Ok(Response::new(Default::default()))
                 }
@@ -701,12 +904,15 @@ impl p4::p4_runtime_server::P4Runtime for Service {
             }
             A::ReconcileAndCommit => {
                 let old = self.pipeline()?;
-                reconcile(&old.engine, &new.engine)?;
+                let mut profiles = self.device.profiles.lock().unwrap_or_else(|p| p.into_inner());
+                let st = reconcile(&old.engine, &new.engine, profiles.for_engine(&old.engine))?;
+                profiles.set(&new.engine, st);
                 let ids: Vec<u32> = new.engine.prog.digests.iter().map(|d| d.id).collect();
                 self.device.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| ids.contains(id));
             }
             _ => self.device.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).clear(),
         }
+        self.device.digest_cache_clear();
         *self.device.saved.lock().unwrap_or_else(|p| p.into_inner()) = None;
         *self.device.pipeline.write().unwrap_or_else(|p| p.into_inner()) = Some(new);
         Ok(Response::new(Default::default()))
@@ -783,13 +989,27 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                             let _ = tx.send(Ok(p4::StreamMessageResponse { update: Some(p4::stream_message_response::Update::Error(err)) })).await;
                         }
                     }
+                    Some(p4::stream_message_request::Update::DigestAck(ack)) => {
+                        let is_primary = {
+                            let a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+                            a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false)
+                        };
+                        if is_primary {
+                            device.digest_ack(&ack);
+                        }
+                    }
                     Some(_) | None => {}
                 }
             }
-            // the controller went away: a new primary may be elected
+            // the controller went away: a new primary may be elected (and digest data it did not
+            // acknowledge may be sent again)
             let notify = {
                 let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+                let was_primary = a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false);
                 a.controllers.remove(&conn);
+                if was_primary {
+                    device.digest_cache_clear();
+                }
                 arbitration_messages(&a, device.device_id)
             };
             for (t, m) in notify {
@@ -827,9 +1047,11 @@ fn write_response(results: Vec<Option<Result<(), Status>>>) -> Result<Response<p
 
 /// RECONCILE_AND_COMMIT: carry the forwarding state of `old` into `new`. Table entries move to the table of
 /// the same name and id when its keys are the same and their actions (by name) exist with the same
-/// parameters; registers and counters of the same name and shape keep their values; multicast groups and
-/// clone sessions are kept. Anything that cannot be carried over is an error and nothing changes.
-fn reconcile(old: &Engine, new: &Engine) -> Result<(), Status> {
+/// parameters; action profile members and groups move to the profile of the same name and id, and the
+/// entries that use them with them; direct meter configurations stay with their entries; registers and
+/// counters of the same name and shape keep their values; multicast groups and clone sessions are kept.
+/// Anything that cannot be carried over is an error and nothing changes. Returns the new profile state.
+fn reconcile(old: &Engine, new: &Engine, profiles: &ProfileState) -> Result<ProfileState, Status> {
     let (op, np) = (&old.prog, &new.prog);
     let map_action = |a: &ActionCall, t: &Table| -> Result<ActionCall, Status> {
         let name = &op.actions[a.action as usize].name;
@@ -840,8 +1062,13 @@ fn reconcile(old: &Engine, new: &Engine) -> Result<(), Status> {
         }
         Ok(ActionCall { action: ni as u32, args: a.args.clone() })
     };
+    let st = crate::profiles::reconcile(op, np, profiles, map_action)?;
+    let profile_id = |p: &Program, t: &Table| match t.implementation {
+        p4sec_ir::Implementation::ActionProfile(i) | p4sec_ir::Implementation::ActionSelector(i) => p.action_profiles.get(i as usize).map(|x| x.id),
+        p4sec_ir::Implementation::None => None,
+    };
     for (oti, ot) in op.tables.iter().enumerate() {
-        let entries = old.table_entries(oti).map_err(Status::internal)?;
+        let entries = old.table_snapshot(oti).map_err(Status::internal)?.entries.clone();
         let default = old.table_default(oti).map_err(Status::internal)?;
         let Some(nti) = np.tables.iter().position(|t| t.name == ot.name && t.id == ot.id) else {
             if entries.is_empty() || ot.entries_are_const {
@@ -857,16 +1084,38 @@ fn reconcile(old: &Engine, new: &Engine) -> Result<(), Status> {
         if !same_keys && !entries.is_empty() {
             return Err(Status::failed_precondition(format!("table `{}` has other keys in the new program", ot.name)));
         }
+        let (opid, npid) = (profile_id(op, ot), profile_id(np, nt));
+        if opid != npid && !entries.is_empty() {
+            return Err(Status::failed_precondition(format!("table `{}` has another implementation (action profile) in the new program", ot.name)));
+        }
         let mut moved = vec![];
-        for (e, _, _) in entries {
-            let e = TableEntry { action: map_action(&e.action, ot)?, ..e };
-            p4sec_engine::tables::validate_entry(np, nt, &e).map_err(|m| Status::failed_precondition(format!("cannot keep an entry of `{}`: {m}", ot.name)))?;
-            moved.push(e);
+        for x in entries {
+            let meter = if nt.direct_meter.is_some() { x.meter.as_ref().and_then(|m| m.rates()) } else { None };
+            let e = x.entry.clone();
+            match (&x.indirect, npid) {
+                (Some(ind), Some(pid)) => {
+                    let (action, ind) = match ind.reference {
+                        p4sec_engine::tables::ProfileRef::ActionSet => {
+                            let choices = ind.choices.iter().map(|(a, w)| Ok((map_action(a, ot)?, *w))).collect::<Result<Vec<_>, Status>>()?;
+                            let first = choices.first().map(|(a, _)| a.clone()).unwrap_or_else(|| nt.default_action.clone());
+                            (first, Some(Arc::new(p4sec_engine::tables::Indirect::new(ind.reference, choices))))
+                        }
+                        r => crate::profiles::resolve(nt, &st, pid, r)?,
+                    };
+                    moved.push((TableEntry { action, ..e }, ind, meter));
+                }
+                _ => {
+                    let e = TableEntry { action: map_action(&e.action, ot)?, ..e };
+                    p4sec_engine::tables::validate_entry(np, nt, &e)
+                        .map_err(|m| Status::failed_precondition(format!("cannot keep an entry of `{}`: {m}", ot.name)))?;
+                    moved.push((e, None, meter));
+                }
+            }
         }
         let d = map_action(&default, ot).ok().filter(|d| !nt.default_is_const || *d == nt.default_action);
         new.table_update(nti, |t, data| {
-            for e in moved {
-                data.insert(t, e)?;
+            for (e, ind, meter) in moved {
+                data.insert_with(t, e, ind, meter)?;
             }
             if let Some(d) = d {
                 data.default = d;
@@ -900,20 +1149,18 @@ fn reconcile(old: &Engine, new: &Engine) -> Result<(), Status> {
             handles.iter().filter_map(|h| pre.nodes.get(*h as usize).cloned().flatten()).flat_map(|(rid, ports)| ports.into_iter().map(move |p| (rid, p))).collect();
         new.mc_group_set(*grp, &replicas);
     }
-    Ok(())
+    Ok(st)
 }
 
 enum TableOp {
-    Insert(TableEntry),
-    Modify(TableEntry),
-    Delete(TableEntry),
+    Entry(EntryUpdate),
     Default(ActionCall),
 }
 
 /// ROLLBACK_ON_ERROR and DATAPLANE_ATOMIC writes of table entries: all updates are applied to copies of the
 /// tables and published together (packets see all of them or none), or, if one fails, none is; the failing
 /// update reports its error and the others ABORTED. Other entities are not supported in these modes.
-fn write_atomic(pl: &Pipeline, updates: &[p4::Update]) -> Vec<Result<(), Status>> {
+fn write_atomic(pl: &Pipeline, st: &ProfileState, updates: &[p4::Update]) -> Vec<Result<(), Status>> {
     let prog = &pl.engine.prog;
     let mut ops: Vec<(usize, TableOp)> = vec![];
     let mut results: Vec<Result<(), Status>> = vec![];
@@ -928,10 +1175,7 @@ fn write_atomic(pl: &Pipeline, updates: &[p4::Update]) -> Vec<Result<(), Status>
                 if ty != p4::update::Type::Modify {
                     return Err(Status::invalid_argument("the default entry can only be modified"));
                 }
-                let a = match te.action.as_ref().and_then(|a| a.r#type.as_ref()) {
-                    Some(p4::table_action::Type::Action(a)) => action_call(prog, t, a, true)?,
-                    _ => t.default_action.clone(),
-                };
+                let a = default_action(prog, t, te)?;
                 if t.default_is_const && a != t.default_action {
                     return Err(Status::permission_denied(format!("table `{}` has a const default action", t.name)));
                 }
@@ -940,16 +1184,7 @@ fn write_atomic(pl: &Pipeline, updates: &[p4::Update]) -> Vec<Result<(), Status>
             if t.entries_are_const {
                 return Err(Status::failed_precondition(format!("table `{}` has const entries", t.name)));
             }
-            let e = update_entry(prog, t, te, ty)?;
-            Ok((
-                ti,
-                match ty {
-                    p4::update::Type::Insert => TableOp::Insert(e),
-                    p4::update::Type::Modify => TableOp::Modify(e),
-                    p4::update::Type::Delete => TableOp::Delete(e),
-                    p4::update::Type::Unspecified => return Err(Status::invalid_argument("unspecified update type")),
-                },
-            ))
+            Ok((ti, TableOp::Entry(prepare_entry(prog, t, te, ty)?)))
         })();
         match r {
             Ok(op) => {
@@ -971,28 +1206,29 @@ fn write_atomic(pl: &Pipeline, updates: &[p4::Update]) -> Vec<Result<(), Status>
         return results;
     }
     let tis: Vec<usize> = ops.iter().map(|(ti, _)| *ti).collect();
+    let mut ops = ops.into_iter().map(|(_, op)| Some(op));
     let mut k = 0usize;
-    let mut failed: Option<(usize, String)> = None;
+    let mut failed: Option<(usize, Status)> = None;
     let r = pl.engine.tables_update_atomic(&tis, |_, t, d| {
         let i = k;
         k += 1;
-        let r = match &ops[i].1 {
-            TableOp::Insert(e) => d.insert(t, e.clone()),
-            TableOp::Modify(e) => d.modify(t, e.clone()),
-            TableOp::Delete(e) => d.delete(t, e).map(|_| ()),
-            TableOp::Default(a) => {
-                d.default = a.clone();
+        let r = match ops.next().flatten() {
+            Some(TableOp::Entry(u)) => apply_entry(prog, t, d, st, u),
+            Some(TableOp::Default(a)) => {
+                d.default = a;
                 Ok(())
             }
+            None => Err(Status::internal("no such update")),
         };
-        if let Err(e) = &r {
-            failed = Some((i, e.clone()));
-        }
-        r
+        r.map_err(|e| {
+            let m = e.message().to_string();
+            failed = Some((i, e));
+            m
+        })
     });
     if r.is_err() {
         if let Some((i, e)) = failed {
-            results[i] = Err(table_error(e));
+            results[i] = Err(e);
         }
         aborted(&mut results);
     }
