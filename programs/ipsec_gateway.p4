@@ -17,6 +17,11 @@
 #include <v1model.p4>
 #include <p4sec.p4>
 
+/* SA slots in the SAD (both directions share them); -D SA_SLOTS=N for large deployments */
+#ifndef SA_SLOTS
+#define SA_SLOTS 1024
+#endif
+
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_IPV6 = 0x86DD;
 const bit<8>  PROTO_ESP = 50;
@@ -142,11 +147,11 @@ control GwVerifyChecksum(inout headers_t hdr, inout meta_t meta) {
 }
 
 control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    esp_sad(1024) sad;
+    esp_sad(SA_SLOTS) sad;
     /* packets per ESP status code (P4SEC_*) */
     counter(16, CounterType.packets_and_bytes) esp_status;
     /* per SA and status code: index sa_index * 16 + status */
-    counter(16384, CounterType.packets_and_bytes) sa_counters;
+    counter(SA_SLOTS * 16, CounterType.packets_and_bytes) sa_counters;
 
     action drop() {
         mark_to_drop(sm);
@@ -198,7 +203,7 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         }
         actions = { dec_sa; NoAction; }
         default_action = NoAction();
-        size = 4096;
+        size = SA_SLOTS;
     }
 
     /* count per SA and report its lifetime events to the controller */
@@ -249,7 +254,7 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         }
         actions = { dec_sa; NoAction; }
         default_action = NoAction();
-        size = 4096;
+        size = SA_SLOTS;
     }
     table ipv6_lpm {
         key = { hdr.ipv6.dst_addr : lpm; }

@@ -6,6 +6,7 @@
 mod ascon_serve;
 mod bench;
 mod bench_hash;
+mod bench_sad;
 mod bench_p4ead;
 mod stf_runner;
 
@@ -111,6 +112,15 @@ enum Cmd {
         /// Seconds to measure.
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
+        /// Write the figures as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// SAD benchmark: ESP decapsulation through programs/ipsec_gateway.p4 with 1, 1,000 and 100,000 SAs installed.
+    BenchSad {
+        /// SAD sizes to measure, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [1u32, 1000, 100000])]
+        sas: Vec<u32>,
         /// Write the figures as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -369,6 +379,7 @@ fn main() -> ExitCode {
         Cmd::AsconServe => ascon_serve::run(),
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
+        Cmd::BenchSad { sas, json } => bench_sad::run(&sas, json.as_deref()),
         Cmd::BenchP4ead { seconds, json } => bench_p4ead::run(seconds, json.as_deref()),
         Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers, metrics, trace, pcap_dir, log, tls_cert, tls_key, tls_ca } => {
             let tls = match (tls_cert, tls_key) {
