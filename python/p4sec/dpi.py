@@ -233,10 +233,11 @@ def report(dfa, seconds):
     }
 
 
-def p4runtime_entries(dfa, table="DpiIngress.dfa", action="DpiIngress.dfa_step"):
-    """Entries for p4sec.runtime.Switch.table_insert: key (state, class) -> dfa_step(next, blocked)."""
+def p4runtime_entries(dfa, table="UfrIngress.dfa", action="UfrIngress.step"):
+    """Entries of programs/url_filter.p4's DFA table for p4sec.runtime.Switch.table_insert:
+    key (hdr.label.state, meta.cls) -> step(next, blocked)."""
     for s, c, t, blocked in dfa.entries():
-        yield table, {"meta.state": ("exact", s.to_bytes(4, "big")), "meta.sym": ("exact", bytes([c]))}, action, {"next": t, "blocked": int(blocked)}
+        yield table, {"hdr.label.state": ("exact", s.to_bytes(4, "big")), "meta.cls": ("exact", bytes([c]))}, action, {"next": t, "blocked": int(blocked)}
 
 
 def main(argv=None):
