@@ -139,3 +139,74 @@ def test_real_traffic_through_the_filter(p4sec_bin, net, tmp_path):
         srv.terminate()
         sw.terminate()
         sw.wait(timeout=10)
+
+
+def program_recirculating(ctl, domains):
+    """programs/url_filter.p4's tables from p4sec-dpi output, over P4Runtime (the paper-faithful variant)."""
+    from p4.v1 import p4runtime_pb2
+    d = dpi.Dfa(dpi.read_list("\n".join(domains)), payload=True)
+    with ctl.batch():
+        for mode, classes in ((0, dpi.CLASS_OF), (1, dpi.CLASS_OF_DNS)):
+            for b, c in enumerate(classes):
+                if c:
+                    ctl.table_insert("UfrIngress.byte_class", {"hdr.label.mode": ("exact", bytes([mode])), "hdr.byte.b": ("exact", bytes([b]))},
+                                     "UfrIngress.set_class", {"cls": c})
+        for table, match, action, params in dpi.p4runtime_entries(d):
+            ctl.table_insert(table, match, action, params)
+        ctl.table_insert("UfrEgress.dfa_start", {"hdr.label.mode": ("exact", b"\x00")}, "UfrEgress.set_start", {"state": d.delta[0].get(dpi.END, 0)})
+        ctl.table_insert("UfrEgress.dfa_start", {"hdr.label.mode": ("exact", b"\x01")}, "UfrEgress.set_start", {"state": 0})
+        ctl.table_insert("UfrIngress.ufr_port", {"sm.ingress_port": ("exact", b"\x01")}, "UfrIngress.forward", {"port": 2})
+        ctl.table_insert("UfrIngress.ufr_port", {"sm.ingress_port": ("exact", b"\x02")}, "UfrIngress.forward", {"port": 1})
+    u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
+    cs = u.entity.packet_replication_engine_entry.clone_session_entry
+    cs.session_id = 100
+    cs.replicas.add(egress_port=99, instance=1)
+    ctl._write(u)
+
+
+def test_real_traffic_through_the_recirculating_filter(p4sec_bin, net, tmp_path):
+    """The same traffic through programs/url_filter.p4 (clone + one byte per recirculation)."""
+    n1, n2, s1, s2 = net
+    out = tmp_path / "ufr"
+    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "url_filter.p4"), "-o", str(out)], check=True)
+    port = free_port()
+    sw = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={s1}", "--port", f"2={s2}"],
+                          stderr=open(tmp_path / "switch.log", "w"))
+    log = tmp_path / "server.log"
+    srv = subprocess.Popen(["ip", "netns", "exec", n2, sys.executable, "-c", SERVER, str(log)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "ready"
+        from p4sec.runtime import Switch
+        ctl = Switch(f"127.0.0.1:{port}")
+        ctl.push(out)
+        program_recirculating(ctl, ["evil.com", "ads.tracker.net"])
+
+        def curl(host):
+            r = subprocess.run(["ip", "netns", "exec", n1, "curl", "-s", "-m", "3", "-H", f"Host: {host}", "http://10.0.0.2/"],
+                               capture_output=True, text=True)
+            return r.stdout == "ok"
+
+        def client(code, arg):
+            subprocess.run(["ip", "netns", "exec", n1, sys.executable, "-c", code, arg], capture_output=True, timeout=20)
+
+        for _ in range(3):
+            assert curl("good.example")
+            assert curl("notevil.com")
+            assert not curl("evil.com")
+            assert not curl("WWW.Evil.Com")
+        client(CLIENT_TLS, "good.example")
+        client(CLIENT_TLS, "cdn.evil.com")
+        client(CLIENT_DNS, "good.example")
+        client(CLIENT_DNS, "x.ads.tracker.net")
+        time.sleep(0.5)
+        seen = log.read_text()
+        assert seen.count("http good.example") == 3 and seen.count("http notevil.com") == 3
+        assert "evil.com" not in seen.lower().replace("notevil.com", "")
+        assert seen.count("tls ") == 1, seen
+        assert "dns " + bytes(b"\x04good\x07example\x00").hex() in seen
+        assert "tracker" not in bytes.fromhex("".join(l[4:] for l in seen.splitlines() if l.startswith("dns "))).decode("latin1")
+        ctl.close()
+    finally:
+        srv.terminate()
+        sw.terminate()
+        sw.wait(timeout=10)
