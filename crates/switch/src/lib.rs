@@ -16,13 +16,53 @@ use std::sync::{Arc, Mutex};
 pub mod log;
 pub mod metrics;
 pub mod pcap;
+pub mod ring;
 pub mod tun;
 
 use log::Level;
 use pcap::Ts;
 
 const PACKET_AUXDATA: libc::c_int = 8;
-const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
+
+/// `struct tpacket_auxdata`: what PACKET_AUXDATA tells about a frame read with `recvmsg`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct AuxData {
+    status: u32,
+    len: u32,
+    snaplen: u32,
+    mac: u16,
+    net: u16,
+    vlan_tci: u16,
+    vlan_tpid: u16,
+}
+
+/// Set (to anything but `0`) to keep interface ports off memory-mapped rings: one `recvmsg`/`send` per frame.
+pub const NO_MMAP_ENV: &str = "P4SEC_NO_MMAP";
+
+fn mmap_wanted() -> bool {
+    !matches!(std::env::var(NO_MMAP_ENV), Ok(v) if !v.is_empty() && v != "0")
+}
+
+/// The 16-bit one's complement sum of `data` (big-endian words, an odd last byte padded with zero), folded.
+/// Eight bytes at a time in native order: the one's complement sum does not depend on the byte order except
+/// for a swap of the result (RFC 1071).
+fn ones_sum(data: &[u8]) -> u16 {
+    let mut acc: u64 = 0;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        acc += (w & 0xffff_ffff) + (w >> 32);
+    }
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    let w = u64::from_ne_bytes(tail);
+    acc += (w & 0xffff_ffff) + (w >> 32);
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    u16::from_be(acc as u16)
+}
 
 /// Finish a TCP/UDP checksum over IPv4 or IPv6 whose field holds only the pseudo-header sum.
 pub fn complete_l4_checksum(f: &mut [u8]) {
@@ -46,18 +86,7 @@ pub fn complete_l4_checksum(f: &mut [u8]) {
     if f.len() < field + 2 {
         return;
     }
-    let mut sum: u64 = 0;
-    let mut chunks = f[l4..].chunks_exact(2);
-    for c in &mut chunks {
-        sum += u16::from_be_bytes([c[0], c[1]]) as u64;
-    }
-    if let [b] = chunks.remainder() {
-        sum += (*b as u64) << 8;
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let mut c = !(sum as u16);
+    let mut c = !ones_sum(&f[l4..]);
     if c == 0 && proto == 17 {
         c = 0xffff;
     }
@@ -298,8 +327,8 @@ struct Capture {
 
 /// How a port moves frames.
 enum Io {
-    /// An AF_PACKET socket.
-    Packet(i32),
+    /// An AF_PACKET socket, with its memory-mapped rings unless the kernel refused them.
+    Packet { fd: i32, ring: Option<ring::Rings> },
     /// A queue of a TUN (`ip`) or TAP device.
     Tun { fd: i32, ip: bool },
     /// pcap files: the input (read by the first worker only) and the output (shared).
@@ -309,7 +338,11 @@ enum Io {
 impl Drop for Io {
     fn drop(&mut self) {
         match self {
-            Io::Packet(fd) | Io::Tun { fd, .. } => unsafe {
+            Io::Packet { fd, ring } => {
+                *ring = None;
+                unsafe { libc::close(*fd) };
+            }
+            Io::Tun { fd, .. } => unsafe {
                 libc::close(*fd);
             },
             Io::Pcap { .. } => {}
@@ -328,7 +361,9 @@ pub struct Port {
 }
 
 impl Port {
-    /// Open `iface` (e.g. a veth) as port `number`.
+    /// Open `iface` (e.g. a veth) as port `number`: an AF_PACKET socket with memory-mapped receive and
+    /// transmit rings ([`ring`]) on Ethernet interfaces, unless the kernel refuses them or
+    /// `P4SEC_NO_MMAP` is set ([`Port::mmap`] tells which it got).
     pub fn open(number: u32, iface: &str) -> Result<Port, String> {
         let name = std::ffi::CString::new(iface).map_err(|_| format!("bad interface name `{iface}`"))?;
         let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
@@ -336,11 +371,30 @@ impl Port {
             return Err(format!("port {number}: no interface named `{iface}`"));
         }
         let proto = (libc::ETH_P_ALL as u16).to_be();
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, proto as i32) };
+        // no protocol until bound: nothing is queued on the socket before its ring is in place
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
             let e = std::io::Error::last_os_error();
             let hint = if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) { " (needs root or CAP_NET_RAW)" } else { "" };
             return Err(format!("port {number}: cannot open a packet socket on `{iface}`: {e}{hint}"));
+        }
+        let one: libc::c_int = 1;
+        let setopt = |name: libc::c_int| unsafe {
+            libc::setsockopt(fd, libc::SOL_PACKET, name, &one as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as u32)
+        };
+        setopt(PACKET_AUXDATA);
+        // frames others send on the interface are not ours to forward (checked per frame too, for old kernels)
+        setopt(ring::PACKET_IGNORE_OUTGOING);
+        let mut ring = None;
+        if mmap_wanted() {
+            match ring::link_info(fd, iface) {
+                Some((mtu, libc::ARPHRD_ETHER)) => match ring::Rings::setup(fd, mtu) {
+                    Ok(r) => ring = Some(r),
+                    Err(e) => p4log!(Level::Info, "port {number}: no memory-mapped rings on `{iface}` ({e}); frames are received and sent one by one"),
+                },
+                Some(_) => p4log!(Level::Debug, "port {number}: `{iface}` is not an Ethernet interface: no memory-mapped rings"),
+                None => {}
+            }
         }
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -349,12 +403,16 @@ impl Port {
         let r = unsafe { libc::bind(fd, &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
+            drop(ring);
             unsafe { libc::close(fd) };
             return Err(format!("port {number}: cannot bind to `{iface}`: {e}"));
         }
-        let one: libc::c_int = 1;
-        unsafe { libc::setsockopt(fd, libc::SOL_PACKET, PACKET_AUXDATA, &one as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as u32) };
-        Ok(Port { number, iface: iface.to_string(), io: Io::Packet(fd), stats: Arc::default(), capture: None })
+        Ok(Port { number, iface: iface.to_string(), io: Io::Packet { fd, ring }, stats: Arc::default(), capture: None })
+    }
+
+    /// Does this port move frames through memory-mapped rings?
+    pub fn mmap(&self) -> bool {
+        matches!(&self.io, Io::Packet { ring: Some(_), .. })
     }
 
     /// Open `iface` as one of several sockets of a PACKET_FANOUT group: the kernel spreads received frames
@@ -375,7 +433,7 @@ impl Port {
     /// The descriptor to poll; -1 for pcap ports (their input is read without waiting).
     fn fd(&self) -> i32 {
         match &self.io {
-            Io::Packet(fd) | Io::Tun { fd, .. } => *fd,
+            Io::Packet { fd, .. } | Io::Tun { fd, .. } => *fd,
             Io::Pcap { .. } => -1,
         }
     }
@@ -402,7 +460,7 @@ impl Port {
 
     /// Read and clear the socket's pending error.
     fn take_error(&self) {
-        if let Io::Packet(fd) = self.io {
+        if let Io::Packet { fd, .. } = self.io {
             let mut e: libc::c_int = 0;
             let mut len = std::mem::size_of::<libc::c_int>() as u32;
             unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut e as *mut _ as *mut libc::c_void, &mut len) };
@@ -412,20 +470,42 @@ impl Port {
     /// Does the interface still exist (for TUN/TAP: is the device still there, wherever it was moved)?
     fn alive(&self) -> bool {
         match &self.io {
-            Io::Packet(_) => tun::exists(&self.iface),
+            Io::Packet { .. } => tun::exists(&self.iface),
             Io::Tun { fd, .. } => tun::attached(*fd),
             Io::Pcap { .. } => true,
         }
     }
 
-    /// Receive one frame into `buf`: its length and, for pcap input, its timestamp; `None` when nothing is
-    /// waiting (or the pcap input is finished).
-    fn recv(&mut self, buf: &mut [u8]) -> Option<(usize, Option<Ts>)> {
+    /// Receive one frame: where it is (in `buf`, or in the port's receive ring until [`Port::release`] or the
+    /// next `recv`), its length and, for pcap input and rings, its timestamp; `None` when nothing is waiting
+    /// (or the pcap input is finished). `woken`: poll said the socket is readable, so a ring port whose
+    /// ring is empty also looks at the socket's queue.
+    fn recv(&mut self, buf: &mut [u8], woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
+        let at = |(start, n): (usize, usize), buf: &[u8]| (buf[start..].as_ptr(), n, None);
         match &mut self.io {
-            Io::Packet(fd) => packet_recv(*fd, buf).map(|n| (n, None)),
+            Io::Packet { fd, ring: None } => packet_recv(*fd, buf).map(|r| at(r, buf)),
+            Io::Packet { fd, ring: Some(r) } => loop {
+                match r.next_rx() {
+                    Some(ring::Rx::Frame { ptr, len, ts }) => return Some((ptr, len, Some(ts))),
+                    Some(ring::Rx::FromQueue) => match packet_recv(*fd, buf) {
+                        Some(got) => return Some(at(got, buf)),
+                        None => {
+                            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                            p4log!(Level::Debug, "port {}: a frame larger than a ring slot was not queued on `{}`; lost", self.number, self.iface);
+                        }
+                    },
+                    Some(ring::Rx::Truncated(n)) => {
+                        self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                        p4log!(Level::Debug, "port {}: a frame of {n} bytes from `{}` did not fit a ring slot; dropped", self.number, self.iface);
+                    }
+                    // nothing in the ring; something may still wait on the socket
+                    None if woken => return packet_recv(*fd, buf).map(|got| at(got, buf)),
+                    None => return None,
+                }
+            },
             Io::Tun { fd, ip: false } => {
                 let n = unsafe { libc::read(*fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
-                (n > 0).then_some((n as usize, None))
+                (n > 0).then_some((buf.as_ptr(), n as usize, None))
             }
             Io::Tun { fd, ip: true } => loop {
                 let n = unsafe { libc::read(*fd, buf[14..].as_mut_ptr() as *mut libc::c_void, buf.len() - 14) };
@@ -434,7 +514,7 @@ impl Port {
                 }
                 let n = n as usize + 14;
                 if ip_to_ethernet(&mut buf[..n], self.number) {
-                    return Some((n, None));
+                    return Some((buf.as_ptr(), n, None));
                 }
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
                 p4log!(Level::Debug, "port {}: dropped a packet from `{}` that is neither IPv4 nor IPv6", self.number, self.iface);
@@ -442,7 +522,7 @@ impl Port {
             Io::Pcap { input, .. } => {
                 let r = input.as_mut()?;
                 match r.next(buf, self.number) {
-                    Ok(Some((n, ts))) => Some((n, Some(ts))),
+                    Ok(Some((n, ts))) => Some((buf.as_ptr(), n, Some(ts))),
                     Ok(None) => {
                         p4log!(Level::Info, "port {}: end of {} ({} frames)", self.number, r.path.display(), r.frames);
                         *input = None;
@@ -459,13 +539,79 @@ impl Port {
         }
     }
 
+    /// Give the ring slot of the frame last received back to the kernel.
+    fn release(&mut self) {
+        if let Io::Packet { ring: Some(r), .. } = &mut self.io {
+            r.release();
+        }
+    }
+
+    /// Is a frame waiting in the port's receive ring (known without a system call)?
+    fn rx_ready(&self) -> bool {
+        matches!(&self.io, Io::Packet { ring: Some(r), .. } if r.rx_ready())
+    }
+
+    /// Frames queued in the transmit ring and not yet handed to the kernel.
+    fn tx_pending(&self) -> usize {
+        match &self.io {
+            Io::Packet { ring: Some(r), .. } => r.pending(),
+            _ => 0,
+        }
+    }
+
+    /// Hand the frames queued in the transmit ring to the kernel (one system call) and count them.
+    fn flush_tx(&self) {
+        let Io::Packet { fd, ring: Some(r) } = &self.io else { return };
+        if r.pending() == 0 {
+            return;
+        }
+        let f = r.flush(*fd);
+        self.stats.tx.fetch_add(f.sent as u64, Ordering::Relaxed);
+        if f.dropped > 0 {
+            self.stats.errors.fetch_add(f.dropped as u64, Ordering::Relaxed);
+        }
+        if let Some(e) = f.error {
+            p4log!(Level::Debug, "port {}: cannot send {} frames on `{}`: {e}", self.number, f.dropped + r.pending(), self.iface);
+        }
+    }
+
+    /// Look at the interface's MTU again (frames larger than it are not handed to the kernel).
+    fn refresh_mtu(&self) {
+        if let Io::Packet { fd, ring: Some(r) } = &self.io {
+            if let Some((mtu, _)) = ring::link_info(*fd, &self.iface) {
+                r.set_mtu(mtu);
+            }
+        }
+    }
+
     /// Send one frame (and capture it).
     fn send(&self, frame: &[u8], ts: Ts) {
         if let Some(c) = &self.capture {
             let _ = c.tx.lock().unwrap_or_else(|p| p.into_inner()).write(ts, frame);
         }
         let ok = match &self.io {
-            Io::Packet(fd) => unsafe { libc::send(*fd, frame.as_ptr() as *const _, frame.len(), 0) >= 0 },
+            Io::Packet { fd, ring: Some(r) } => {
+                // counted as sent when flushed
+                if !r.fits(frame) {
+                    if let Some((mtu, _)) = ring::link_info(*fd, &self.iface) {
+                        r.set_mtu(mtu);
+                    }
+                }
+                if !r.fits(frame) {
+                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    p4log!(Level::Debug, "port {}: cannot send a frame of {} bytes on `{}`: larger than its MTU", self.number, frame.len(), self.iface);
+                    return;
+                }
+                if !r.queue(frame) {
+                    self.flush_tx();
+                    if !r.queue(frame) {
+                        self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                        p4log!(Level::Debug, "port {}: transmit ring of `{}` full; a frame of {} bytes dropped", self.number, self.iface, frame.len());
+                    }
+                }
+                return;
+            }
+            Io::Packet { fd, ring: None } => unsafe { libc::send(*fd, frame.as_ptr() as *const _, frame.len(), 0) >= 0 },
             Io::Tun { fd, ip: false } => unsafe { libc::write(*fd, frame.as_ptr() as *const _, frame.len()) >= 0 },
             Io::Tun { fd, ip: true } => match ethernet_to_ip(frame) {
                 Some(p) => unsafe { libc::write(*fd, p.as_ptr() as *const _, p.len()) >= 0 },
@@ -495,14 +641,15 @@ impl Port {
     }
 }
 
-/// Receive one frame from an AF_PACKET socket (not our own transmissions); `None` when nothing is waiting.
-/// Frames whose TCP/UDP checksum the sender left to offload (veths and other virtual devices hand such
-/// frames to packet sockets with only the pseudo-header sum in place) get their checksum completed here, as
-/// a NIC would.
-fn packet_recv(fd: i32, buf: &mut [u8]) -> Option<usize> {
+/// Receive one frame from an AF_PACKET socket (not our own transmissions) into `buf`: where it starts and its
+/// length; `None` when nothing is waiting. Frames whose TCP/UDP checksum the sender left to offload (veths
+/// and other virtual devices hand such frames to packet sockets with only the pseudo-header sum in place)
+/// get their checksum completed here, as a NIC would, and a VLAN tag the kernel took out is put back.
+fn packet_recv(fd: i32, buf: &mut [u8]) -> Option<(usize, usize)> {
     loop {
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut _, iov_len: buf.len() };
+        // 4 bytes of room in front for a VLAN tag
+        let mut iov = libc::iovec { iov_base: buf[4..].as_mut_ptr() as *mut _, iov_len: buf.len() - 4 };
         let mut ctrl = [0u64; 16];
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_name = &mut sll as *mut _ as *mut libc::c_void;
@@ -518,22 +665,29 @@ fn packet_recv(fd: i32, buf: &mut [u8]) -> Option<usize> {
         if sll.sll_pkttype == libc::PACKET_OUTGOING {
             continue;
         }
-        let n = (n as usize).min(buf.len());
-        let mut csum_not_ready = false;
+        let n = (n as usize).min(buf.len() - 4);
+        let mut aux: Option<AuxData> = None;
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
                 if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
-                    let status = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const u32);
-                    csum_not_ready = status & TP_STATUS_CSUMNOTREADY != 0;
+                    aux = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const AuxData));
                 }
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
-        if csum_not_ready {
-            complete_l4_checksum(&mut buf[..n]);
+        let Some(aux) = aux else { return Some((4, n)) };
+        if aux.status & ring::TP_STATUS_CSUMNOTREADY != 0 {
+            complete_l4_checksum(&mut buf[4..4 + n]);
         }
-        return Some(n);
+        if let Some(tag) = ring::vlan_tag(aux.status, aux.vlan_tci, aux.vlan_tpid) {
+            if n >= 12 {
+                buf.copy_within(4..16, 0);
+                buf[12..16].copy_from_slice(&tag);
+                return Some((0, n + 4));
+            }
+        }
+        return Some((4, n));
     }
 }
 
@@ -601,7 +755,15 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
     let packet_lines = log::enabled(Level::Trace);
     let mut waiting_said = false;
     let mut frames_in = 0u64;
+    let rings = ports.iter().any(|p| p.mmap());
+    let mut mtu_checked = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        if rings && mtu_checked.elapsed() >= std::time::Duration::from_secs(1) {
+            for p in &ports {
+                p.refresh_mtu();
+            }
+            mtu_checked = std::time::Instant::now();
+        }
         let engine = device.engine();
         let pcap_pending = engine.is_some() && ports.iter().any(|p| p.has_input());
         if let Some(done) = &batch {
@@ -615,7 +777,18 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
                 break;
             }
         }
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, if pcap_pending { 0 } else { 50 }) };
+        // frames left in a transmit ring (the kernel was out of buffer space) are retried soon
+        let timeout = if pcap_pending {
+            0
+        } else if rings && ports.iter().any(|p| p.tx_pending() > 0) {
+            for p in &ports {
+                p.flush_tx();
+            }
+            1
+        } else {
+            50
+        };
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, timeout) };
         // A socket error (the interface went down or away) is consumed here so that poll does not keep
         // reporting it; the port is then checked on every wake-up until it is either back (frames arrive
         // again) or gone (deleted, moved to another namespace): then it is reported once and no longer polled.
@@ -645,7 +818,9 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
             // no pipeline yet: drain and drop (pcap inputs wait for one)
             for (i, p) in ports.iter_mut().enumerate() {
                 if fds[i].fd >= 0 && !matches!(p.io, Io::Pcap { .. }) {
-                    while p.recv(&mut buf).is_some() {}
+                    let mut woken = fds[i].revents & libc::POLLIN != 0;
+                    while p.recv(&mut buf, std::mem::take(&mut woken)).is_some() {}
+                    p.release();
                 }
             }
             while device.packet_out_rx.recv(&mut buf).is_ok() {}
@@ -660,12 +835,17 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
         let w = &mut worker.as_mut().unwrap().1;
         let mut processed = 0usize;
         for i in 0..ports.len() {
-            if fds[i].revents == 0 && !ports[i].has_input() {
+            // (a ring is also looked at when frames reached it after poll returned)
+            if fds[i].revents == 0 && !ports[i].has_input() && !(fds[i].fd >= 0 && ports[i].rx_ready()) {
                 continue;
             }
             // a batch per port per wake-up keeps one port from starving the others
+            let mut woken = fds[i].revents & libc::POLLIN != 0;
             for _ in 0..64 {
-                let Some((n, ts)) = ports[i].recv(&mut buf) else { break };
+                let Some((at, n, ts)) = ports[i].recv(&mut buf, std::mem::take(&mut woken)) else { break };
+                // SAFETY: the frame is in `buf` or in the port's receive ring, where it stays until the next
+                // `recv` or `release` of the port; neither happens before this iteration ends
+                let frame = unsafe { std::slice::from_raw_parts(at, n) };
                 let ts = match ts {
                     Some(t) => t,
                     None if writes => Ts::now(),
@@ -674,10 +854,10 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
                 let p = &ports[i];
                 p.stats.rx.fetch_add(1, Ordering::Relaxed);
                 if let Some(c) = &p.capture {
-                    let _ = c.rx.lock().unwrap_or_else(|p| p.into_inner()).write(ts, &buf[..n]);
+                    let _ = c.rx.lock().unwrap_or_else(|p| p.into_inner()).write(ts, frame);
                 }
                 out.clear();
-                engine.process(w, p.number, &buf[..n], &mut out);
+                engine.process(w, p.number, frame, &mut out);
                 if trace {
                     log_trace(w, p.number, n);
                 }
@@ -688,6 +868,13 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
                 processed += 1;
                 if p.has_input() {
                     frames_in += 1;
+                }
+            }
+            ports[i].release();
+            // what this batch produced goes out now: one system call per port with frames in its ring
+            if rings {
+                for p in &ports {
+                    p.flush_tx();
                 }
             }
         }
@@ -706,6 +893,11 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
                 transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port, if writes { Ts::now() } else { Ts::default() });
                 processed += 1;
             }
+            if rings {
+                for p in &ports {
+                    p.flush_tx();
+                }
+            }
         } else {
             while device.packet_out_rx.recv(&mut buf).is_ok() {
                 unknown_port += 1;
@@ -720,6 +912,7 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
         let _ = unknown_port;
     }
     for p in &ports {
+        p.flush_tx();
         p.flush();
     }
 }
@@ -803,7 +996,11 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                 for _ in 0..workers {
                     v.push(if workers == 1 { Port::open(n, iface)? } else { Port::open_fanout(n, iface, base.wrapping_add(k as u16))? });
                 }
-                p4log!(Level::Info, "port {n}: interface `{iface}`");
+                let how = match &v[0].io {
+                    Io::Packet { ring: Some(r), .. } => format!("memory-mapped rings, {} receive and {} transmit slots", r.slots().0, r.slots().1),
+                    _ => "one recvmsg/send per frame".into(),
+                };
+                p4log!(Level::Info, "port {n}: interface `{iface}` ({how})");
             }
             PortKind::Tap(name) | PortKind::Tun(name) => {
                 let tap = matches!(s.kind, PortKind::Tap(_));
@@ -976,6 +1173,40 @@ mod tests {
         assert!(check_ports(&specs(&["1=pcap:in=/tmp/x.pcap", "2=pcap:out=/tmp/x.pcap"]), None, None).unwrap_err().contains("read by the port"));
         assert!(check_ports(&specs(&["1=a"]), Some(1), None).unwrap_err().contains("CPU port"));
         assert!(check_ports(&specs(&["1=a", "2=b"]), Some(3), None).is_ok());
+    }
+
+    #[test]
+    fn ones_complement_sums() {
+        let simple = |d: &[u8]| {
+            let mut sum: u64 = d.chunks(2).map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u64).sum();
+            while sum >> 16 != 0 {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            sum as u16
+        };
+        let mut x: u32 = 12345;
+        let data: Vec<u8> = (0..3000)
+            .map(|_| {
+                x = x.wrapping_mul(1103515245).wrapping_add(12345);
+                (x >> 16) as u8
+            })
+            .collect();
+        for start in 0..9 {
+            for len in [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1499, 1500, 2991] {
+                let d = &data[start..start + len];
+                assert_eq!(ones_sum(d), simple(d), "start {start} len {len}");
+            }
+        }
+        assert_eq!(ones_sum(&[0xff; 64]), 0xffff);
+    }
+
+    #[test]
+    fn vlan_tags_from_the_kernel() {
+        assert_eq!(ring::vlan_tag(0, 5, 0x8100), None);
+        assert_eq!(ring::vlan_tag(ring::TP_STATUS_VLAN_VALID, 0x6007, 0), Some([0x81, 0x00, 0x60, 0x07]));
+        let both = ring::TP_STATUS_VLAN_VALID | ring::TP_STATUS_VLAN_TPID_VALID;
+        assert_eq!(ring::vlan_tag(both, 7, 0x88a8), Some([0x88, 0xa8, 0, 7]));
+        assert_eq!(ring::vlan_tag(both, 7, 0), Some([0x81, 0x00, 0, 7]));
     }
 
     #[test]
