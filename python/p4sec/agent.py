@@ -18,12 +18,13 @@ import argparse
 import json
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from .netns import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HOST_MAC = "02:00:00:00:00:01"
@@ -75,13 +76,6 @@ def iface_info(iface):
             return parts[3].split("/")[0], mac
     raise AgentError(f"{iface} has no address")
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Userspace:

@@ -330,7 +330,7 @@ class Traffic:
             self.tx.send(good_frame)
             good, arrived = seq_of(good_frame), set()
             end = time.monotonic() + timeout
-            seen_good = False
+            seen_good, settle = False, end
             while time.monotonic() < end:
                 left = (end if not seen_good else min(end, settle)) - time.monotonic()
                 if left <= 0 or not select.select([self.rx], [], [], left)[0]:

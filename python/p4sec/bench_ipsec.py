@@ -21,7 +21,8 @@ import time
 
 from . import runtime
 from .controller import Gateway, IpsecController
-from .vpn_demo import Net, free_port, ns, sh
+from .netns import free_port, ns, sh
+from .vpn_demo import Net
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAPER = {"setup_ms": 5.02, "renewal_ms": 4.38, "goodput_mbps": {"bypass": 48.90, "null": 47.25, "aes-ctr-hmac-md5": 47.21}}

@@ -12,11 +12,12 @@ import argparse
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import time
 import uuid
+
+from .netns import free_port, ns, sh  # noqa: F401 (free_port: used by tests)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -49,12 +50,6 @@ print("ok")
 """
 
 
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
-
-
-def ns(name, *cmd, check=True):
-    return sh("ip", "netns", "exec", name, *cmd, check=check)
 
 
 def mac_of(name, iface):
@@ -64,13 +59,6 @@ def mac_of(name, iface):
 def rx(name, iface):
     return int(ns(name, "cat", f"/sys/class/net/{iface}/statistics/rx_packets").stdout)
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Topology:

@@ -274,40 +274,26 @@ class Service:
         except ControllerError as e:
             ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
 
-    def _agent_ready(self, client, req, ctx):
+    def _host_op(self, op, client, req, ctx):
+        """A controller operation on the client's host tunnel; its refusals become FAILED_PRECONDITION."""
         import grpc
         h = self._allowed(client, req, ctx)
         try:
-            self.ctl.host_ready(client, h["name"])
+            return op(client, h["name"]), f"{h['name']}@{client}"
         except ControllerError as e:
             ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
-        return {"up": f"{h['name']}@{client}"}
+
+    def _agent_ready(self, client, req, ctx):
+        return {"up": self._host_op(self.ctl.host_ready, client, req, ctx)[1]}
 
     def _agent_renew(self, client, req, ctx):
-        import grpc
-        h = self._allowed(client, req, ctx)
-        try:
-            return self.ctl.host_renew(client, h["name"])
-        except ControllerError as e:
-            ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        return self._host_op(self.ctl.host_renew, client, req, ctx)[0]
 
     def _agent_renew_ready(self, client, req, ctx):
-        import grpc
-        h = self._allowed(client, req, ctx)
-        try:
-            self.ctl.host_renew_ready(client, h["name"])
-        except ControllerError as e:
-            ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
-        return {"renewed": f"{h['name']}@{client}"}
+        return {"renewed": self._host_op(self.ctl.host_renew_ready, client, req, ctx)[1]}
 
     def _agent_down(self, client, req, ctx):
-        import grpc
-        h = self._allowed(client, req, ctx)
-        try:
-            self.ctl.host_down(client, h["name"])
-        except ControllerError as e:
-            ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
-        return {"down": f"{h['name']}@{client}"}
+        return {"down": self._host_op(self.ctl.host_down, client, req, ctx)[1]}
 
     def close(self):
         if getattr(self, "agents", None) is not None:

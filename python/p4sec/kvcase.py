@@ -19,13 +19,13 @@ import os
 import pathlib
 import random
 import socket
-import struct
 import subprocess
 import sys
 import time
 import uuid
 
 from p4sec import inband
+from p4sec.netns import free_port, ns, sh
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILDS = {"noauth": ["-D", "INBAND_NO_AUTH"], "rpp1": ["-D", "P4EAD_RPP=1"], "rpp2": ["-D", "P4EAD_RPP=2"],
@@ -36,20 +36,7 @@ SENDER_ID = 1
 SWITCH_MAC = "02:00:00:00:00:fe"
 
 
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
-
-def ns(name, *cmd, check=True):
-    return sh("ip", "netns", "exec", name, *cmd, check=check)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def value_of(key):

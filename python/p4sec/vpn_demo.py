@@ -12,13 +12,14 @@ import json
 import os
 import pathlib
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+
+from .netns import free_port, ns, sh
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GW_MAC = "02:00:00:00:00:01"  # the gateways' own MAC (the src MAC they write)
@@ -27,20 +28,7 @@ SCAPY_ALGOS = {"AesGcm128": ("AES-GCM", None), "AesGcm256": ("AES-GCM", None), "
 SCAPY_AUTH = {"None": None, "HmacSha256_128": "SHA2-256-128", "HmacMd5_96": "HMAC-MD5-96", "HmacSha1_96": "HMAC-SHA1-96"}
 
 
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
-
-def ns(name, *cmd, check=True):
-    return sh("ip", "netns", "exec", name, *cmd, check=check)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def step(msg):

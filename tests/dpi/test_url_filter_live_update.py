@@ -11,7 +11,7 @@ import time
 import pytest
 
 from p4sec import dpi
-from p4sec.bench_veth import free_port
+from p4sec.netns import free_port
 from tests.dpi.test_url_filter_namespaces import net  # noqa: F401 (fixture)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -1,6 +1,7 @@
 """url_filter_fast.p4 on the p4sec switch between two namespaces, with real traffic: curl to an HTTP server,
 a TLS ClientHello from Python's ssl module, DNS queries over UDP. The blocklist is compiled by p4sec-dpi and
 pushed over P4Runtime, then replaced at run time."""
+import functools
 import json
 import os
 import pathlib
@@ -12,7 +13,7 @@ import uuid
 import pytest
 
 from p4sec import dpi
-from p4sec.bench_veth import free_port
+from p4sec.netns import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
@@ -69,6 +70,17 @@ def sh(*cmd, check=True):
     return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
 
+def curl_ok(netns, host):
+    """An HTTP GET with that Host header from `netns` to the server: True if the answer came."""
+    r = subprocess.run(["ip", "netns", "exec", netns, "curl", "-s", "-m", "3", "-H", f"Host: {host}", "http://10.0.0.2/"],
+                       capture_output=True, text=True)
+    return r.stdout == "ok"
+
+
+def run_client(netns, code, arg):
+    subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", code, arg], capture_output=True, timeout=20)
+
+
 @pytest.fixture
 def net():
     tag = uuid.uuid4().hex[:5]
@@ -107,13 +119,8 @@ def test_real_traffic_through_the_filter(p4sec_bin, net, tmp_path):
         ctl.table_insert("UfIngress.uf_port", {"sm.ingress_port": ("exact", b"\x02")}, "UfIngress.forward", {"port": 1})
         ctl.extern_write("UfIngress.blocklist", "load", json.loads(dpi.automaton_json(dpi.Dfa(dpi.read_list("evil.com\nads.tracker.net\n"), payload=True))))
 
-        def curl(host):
-            r = subprocess.run(["ip", "netns", "exec", n1, "curl", "-s", "-m", "3", "-H", f"Host: {host}", "http://10.0.0.2/"],
-                               capture_output=True, text=True)
-            return r.stdout == "ok"
-
-        def client(code, arg):
-            subprocess.run(["ip", "netns", "exec", n1, sys.executable, "-c", code, arg], capture_output=True, timeout=20)
+        curl = functools.partial(curl_ok, n1)
+        client = functools.partial(run_client, n1)
 
         assert curl("good.example")
         assert curl("notevil.com")
@@ -181,13 +188,8 @@ def test_real_traffic_through_the_recirculating_filter(p4sec_bin, net, tmp_path)
         ctl.push(out)
         program_recirculating(ctl, ["evil.com", "ads.tracker.net"])
 
-        def curl(host):
-            r = subprocess.run(["ip", "netns", "exec", n1, "curl", "-s", "-m", "3", "-H", f"Host: {host}", "http://10.0.0.2/"],
-                               capture_output=True, text=True)
-            return r.stdout == "ok"
-
-        def client(code, arg):
-            subprocess.run(["ip", "netns", "exec", n1, sys.executable, "-c", code, arg], capture_output=True, timeout=20)
+        curl = functools.partial(curl_ok, n1)
+        client = functools.partial(run_client, n1)
 
         for _ in range(3):
             assert curl("good.example")

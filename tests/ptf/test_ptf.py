@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from p4sec import dpi
-from p4sec.bench_veth import free_port
+from p4sec.netns import free_port
 from p4sec.runtime import Switch, ip, mac
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
