@@ -449,47 +449,39 @@ impl ExternObject for AsconObj {
         };
         let key = arr16(&args[1]);
         let nonce = arr16(&args[2]);
-        if self.with_len {
-            // (variant, key, nonce, ad, ad_len, data, data_len, tag, status)
-            let (alen, dlen) = (args[4].as_u64() as usize, args[6].as_u64() as usize);
-            if alen > args[3].bytes.len() || dlen > args[5].bytes.len() {
-                args[8].set_u64(ASCON_BAD_LENGTH);
-                return Ok(());
-            }
-            let ad = args[3].bytes[..alen].to_vec();
-            if self.decrypt {
-                let tag = arr16(&args[7]);
-                let mut data = args[5].bytes[..dlen].to_vec();
-                let status = match ascon::decrypt(v, &key, &nonce, &ad, &mut data, &tag) {
+        // (variant, key, nonce, ad, [ad_len,] data, [data_len,] tag, [status]): positions of data, tag, status
+        let (d, t, st) = if self.with_len { (5, 7, 8) } else { (4, 5, 6) };
+        let (alen, dlen) = if self.with_len { (args[4].as_u64() as usize, args[6].as_u64() as usize) } else { (args[3].bytes.len(), args[4].bytes.len()) };
+        if alen > args[3].bytes.len() || dlen > args[d].bytes.len() {
+            args[st].set_u64(ASCON_BAD_LENGTH);
+            return Ok(());
+        }
+        let (head, tail) = args.split_at_mut(4);
+        let ad = &head[3].bytes[..alen];
+        let tag_in = arr16(&tail[t - 4]);
+        let data = &mut tail[d - 4].bytes[..dlen];
+        if self.decrypt {
+            let tag = tag_in;
+            // decrypt a copy: the data stays as it was when the tag does not verify
+            let status = SCRATCH.with(|s| {
+                let mut buf = s.borrow_mut();
+                buf.clear();
+                buf.extend_from_slice(data);
+                match ascon::decrypt(v, &key, &nonce, ad, &mut buf, &tag) {
                     Ok(()) => {
-                        args[5].bytes[..dlen].copy_from_slice(&data);
+                        data.copy_from_slice(&buf);
                         OK
                     }
                     Err(_) => ASCON_TAG_FAIL,
-                };
-                args[8].set_u64(status);
-            } else {
-                let tag = ascon::encrypt(v, &key, &nonce, &ad, &mut args[5].bytes[..dlen]).map_err(|_| bad("ASCON key"))?;
-                args[7].set_bytes(&tag);
-                args[8].set_u64(OK);
-            }
-            return Ok(());
-        }
-        let ad = args[3].bytes.clone();
-        if self.decrypt {
-            let tag = arr16(&args[5]);
-            let mut data = args[4].bytes.clone();
-            let status = match ascon::decrypt(v, &key, &nonce, &ad, &mut data, &tag) {
-                Ok(()) => {
-                    args[4].bytes.copy_from_slice(&data);
-                    OK
                 }
-                Err(_) => ASCON_TAG_FAIL, // data left unchanged
-            };
-            args[6].set_u64(status);
+            });
+            tail[st - 4].set_u64(status);
         } else {
-            let tag = ascon::encrypt(v, &key, &nonce, &ad, &mut args[4].bytes).map_err(|_| bad("ASCON key"))?;
-            args[5].set_bytes(&tag);
+            let tag = ascon::encrypt(v, &key, &nonce, ad, data).map_err(|_| bad("ASCON key"))?;
+            tail[t - 4].set_bytes(&tag);
+            if self.with_len {
+                tail[st - 4].set_u64(OK);
+            }
         }
         Ok(())
     }
