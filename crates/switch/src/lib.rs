@@ -756,13 +756,18 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
     let mut waiting_said = false;
     let mut frames_in = 0u64;
     let rings = ports.iter().any(|p| p.mmap());
-    let mut mtu_checked = std::time::Instant::now();
+    let mut checked_at = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        if rings && mtu_checked.elapsed() >= std::time::Duration::from_secs(1) {
-            for p in &ports {
-                p.refresh_mtu();
+        // once a second: MTUs of ring ports, and every port's existence (a deleted interface does not always
+        // leave an error on its socket, above all with rings)
+        if checked_at.elapsed() >= std::time::Duration::from_secs(1) {
+            for (i, p) in ports.iter().enumerate() {
+                if rings {
+                    p.refresh_mtu();
+                }
+                suspect[i] = true;
             }
-            mtu_checked = std::time::Instant::now();
+            checked_at = std::time::Instant::now();
         }
         let engine = device.engine();
         let pcap_pending = engine.is_some() && ports.iter().any(|p| p.has_input());
@@ -790,8 +795,8 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
         };
         let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, timeout) };
         // A socket error (the interface went down or away) is consumed here so that poll does not keep
-        // reporting it; the port is then checked on every wake-up until it is either back (frames arrive
-        // again) or gone (deleted, moved to another namespace): then it is reported once and no longer polled.
+        // reporting it, and the port is checked at once; every port is also checked once a second. A port
+        // that is gone (deleted, moved to another namespace) is reported once and no longer polled.
         for (i, p) in ports.iter().enumerate() {
             if fds[i].fd < 0 {
                 continue;
@@ -805,9 +810,9 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
                 p4log!(Level::Warn, "port {} (`{}`) is gone; frames to it are dropped from now on", p.number, p.iface);
                 fds[i].fd = -1;
                 fds[i].revents = 0;
-                suspect[i] = false;
                 p.stats.errors.fetch_add(1, Ordering::Relaxed);
             }
+            suspect[i] = false;
         }
         if r <= 0 && !pcap_pending {
             continue;
