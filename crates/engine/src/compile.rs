@@ -238,25 +238,36 @@ fn csum16(data: &[Expr]) -> XF {
     let padded = total.div_ceil(16) * 16;
     let mut end = 0u32;
     let mut konst = 0u64;
-    let mut parts: Vec<(usize, u32, u64, Option<XF>)> = vec![];
+    // fields read straight from their slots, split by whether `value << shift` stays below 2^48 (then up to
+    // 2^16 of them add up without overflowing 64 bits, and no per-field folding is needed)
+    let mut short: Vec<(usize, u32, u64)> = vec![];
+    let mut long: Vec<(usize, u32, u64)> = vec![];
+    let mut computed: Vec<(u32, u64, XF)> = vec![];
     for d in data {
         let wd = d.width();
         end += wd;
         let shift = (padded - end) % 16;
         match d {
             Expr::Small { value, .. } => konst += fold16(*value & mask(wd)) << shift,
-            Expr::Load(LValue::Static(l)) => parts.push((l.slot as usize, shift, mask(wd), None)),
-            _ => parts.push((0, shift, mask(wd), Some(expr(d)))),
+            Expr::Load(LValue::Static(l)) if wd + shift <= 48 => short.push((l.slot as usize, shift, mask(wd))),
+            Expr::Load(LValue::Static(l)) => long.push((l.slot as usize, shift, mask(wd))),
+            _ => computed.push((shift, mask(wd), expr(d))),
         }
+    }
+    if short.len() + long.len() + computed.len() >= 1 << 14 {
+        // too many fields to add without folding each: fold every one
+        long.append(&mut short);
     }
     Box::new(move |e, w| {
         let mut sum = konst;
-        for (slot, shift, m, f) in &parts {
-            let v = match f {
-                None => w.slots[*slot],
-                Some(f) => f(e, w),
-            } & m;
-            sum += fold16(v) << shift;
+        for &(slot, shift, m) in &short {
+            sum += (w.slots[slot] & m) << shift;
+        }
+        for &(slot, shift, m) in &long {
+            sum += fold16(w.slots[slot] & m) << shift;
+        }
+        for (shift, m, f) in &computed {
+            sum += fold16(f(e, w) & m) << shift;
         }
         while sum >> 16 != 0 {
             sum = (sum & 0xffff) + (sum >> 16);

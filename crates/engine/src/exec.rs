@@ -917,9 +917,9 @@ impl Engine {
         let mut found = data.lookup(t, &key);
         let mut chosen = None;
         if let (Some(i), Some(full)) = (found, selector_key.as_ref()) {
-            if let Some(ind) = data.entries[i].indirect.as_deref().filter(|x| x.selects()) {
+            if data.hot(i).selects {
                 let h = self.selector_hash(w, ti, full);
-                chosen = ind.pick(h);
+                chosen = data.entries[i].indirect.as_deref().and_then(|ind| ind.pick(h));
                 if chosen.is_none() {
                     found = None; // an empty group: the table misses
                 }
@@ -929,50 +929,67 @@ impl Engine {
             crate::bump(if found.is_some() { h } else { m });
         }
         let len = w.pkt_len as u64;
+        // the action and its arguments: inline in the entry's hot line when possible
         let mut inline = None;
         let call = match found {
             Some(i) => {
-                let e = &data.entries[i];
                 // per-entry state is touched only when the table has it (shared atomics cost a locked
                 // instruction and a cache line per hit)
-                if t.direct_counter.is_some() {
-                    e.packets.fetch_add(1, Ordering::Relaxed);
-                    e.bytes.fetch_add(len, Ordering::Relaxed);
+                if t.direct_counter.is_some() || t.direct_meter.is_some() {
+                    let e = &data.entries[i];
+                    if t.direct_counter.is_some() {
+                        e.packets.fetch_add(1, Ordering::Relaxed);
+                        e.bytes.fetch_add(len, Ordering::Relaxed);
+                    }
+                    w.cur_meter = if t.direct_meter.is_some() { e.meter.clone() } else { None };
+                } else {
+                    w.cur_meter = None;
                 }
-                w.cur_meter = if t.direct_meter.is_some() { e.meter.clone() } else { None };
                 match chosen {
-                    Some(c) => c,
+                    Some(c) => Err(c),
                     None => {
-                        inline = e.inline_args.as_ref();
-                        &e.entry.action
+                        let hot = data.hot(i);
+                        if hot.nargs != crate::tables::Hot::NOT_INLINE {
+                            inline = Some(hot);
+                            Ok(hot.action)
+                        } else {
+                            Err(&data.entries[i].entry.action)
+                        }
                     }
                 }
             }
             None => {
                 w.cur_meter = None;
-                &data.default
+                Err(&data.default)
             }
         };
-        let action = &self.prog.actions[call.action as usize];
-        if let Some((a, n)) = inline {
-            for (p, v) in action.params.iter().zip(&a[..*n as usize]) {
-                self.set(w, p.loc, *v);
+        let a = match call {
+            Ok(a) => a,
+            Err(c) => c.action,
+        } as usize;
+        let action = &self.prog.actions[a];
+        match (inline, call) {
+            (Some(hot), _) => {
+                for (p, v) in action.params.iter().zip(&hot.args[..hot.nargs as usize]) {
+                    self.set(w, p.loc, *v);
+                }
             }
-        } else {
-            for (p, v) in action.params.iter().zip(&call.args) {
-                self.store_value(w, p.loc, v);
+            (None, Err(c)) => {
+                for (p, v) in action.params.iter().zip(&c.args) {
+                    self.store_value(w, p.loc, v);
+                }
             }
+            (None, Ok(_)) => {}
         }
         if let Some(h) = hit {
             self.store(w, h, found.is_some() as u64);
         }
         if let Some(r) = action_run {
-            self.store(w, r, call.action as u64);
+            self.store(w, r, a as u64);
         }
         if let Some(tr) = w.trace.as_mut() {
             tr.push(format!("table {} {} -> {}", t.name, if found.is_some() { "hit" } else { "miss" }, action.name));
         }
-        let a = call.action as usize;
         if let Some(slot) = w.tables.get_mut(ti) {
             *slot = Some(data);
         }

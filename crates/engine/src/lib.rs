@@ -950,7 +950,7 @@ impl Engine {
             cell.configure(rates);
             let mut n = (**old).clone();
             n.meter = Some(cell);
-            d.entries[i] = Arc::new(n);
+            d.replace(i, n);
             Ok(())
         })
     }

@@ -42,6 +42,13 @@ impl KeyMap {
             KeyMap::Wide(m) => m.get(&hkey(k)).map(|i| *i as usize),
         }
     }
+    #[inline]
+    fn get_one(&self, k: u64) -> Option<usize> {
+        match self {
+            KeyMap::One(m) => m.get(&k).map(|i| *i as usize),
+            KeyMap::Wide(m) => m.get(&hkey(&[k])).map(|i| *i as usize),
+        }
+    }
     fn insert(&mut self, k: &[u64], i: usize) {
         match self {
             KeyMap::One(m) => {
@@ -95,6 +102,27 @@ pub struct Installed {
 }
 
 pub const INLINE_ARGS: usize = 6;
+
+/// What a hit needs from an entry, kept contiguously beside the entries (one cache line per hit instead of
+/// following the entry's pointer): the action and its arguments when they are held inline.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+pub struct Hot {
+    pub action: u32,
+    /// Number of inline arguments, or [`Hot::NOT_INLINE`] when the entry's `action.args` must be used.
+    pub nargs: u8,
+    /// The entry refers to an action profile group or action set (the action is chosen per packet).
+    pub selects: bool,
+    pub args: [u64; INLINE_ARGS],
+}
+
+impl Hot {
+    pub const NOT_INLINE: u8 = u8::MAX;
+    fn of(e: &Installed) -> Hot {
+        let (args, nargs) = e.inline_args.unwrap_or(([0; INLINE_ARGS], Hot::NOT_INLINE));
+        Hot { action: e.entry.action.action, nargs, selects: e.indirect.as_deref().is_some_and(Indirect::selects), args }
+    }
+}
 
 /// What an entry of a table implemented by an action profile or selector refers to (P4Runtime's
 /// `TableAction`): an action profile member, a group of members, or a one-shot action set.
@@ -211,10 +239,15 @@ enum Kind {
 #[derive(Clone, Debug)]
 pub struct TableData {
     kind: Kind,
+    /// The installed entries; change them only through the methods here, which keep `hot` in step.
     pub entries: Vec<Arc<Installed>>,
+    /// `hot[i]` mirrors what a hit on `entries[i]` needs.
+    hot: Vec<Hot>,
     exact: KeyMap,
     /// (prefix length, masked key → entry index), longest first.
     lpm: Vec<(u32, KeyMap)>,
+    /// Per `lpm` level: the mask of the whole packed key (the LPM field's prefix, exact fields whole).
+    lpm_masks: Vec<HKey>,
     /// Entry indices in match order (priority desc, then seq asc).
     order: Vec<usize>,
     pub default: ActionCall,
@@ -278,8 +311,10 @@ impl TableData {
         let mut d = TableData {
             kind,
             entries: vec![],
+            hot: vec![],
             exact: KeyMap::new(off),
             lpm: vec![],
+            lpm_masks: vec![],
             order: vec![],
             default: t.default_action.clone(),
             next_seq: 0,
@@ -346,6 +381,25 @@ impl TableData {
         }
     }
 
+    /// The packed-key mask of LPM level `plen`: the LPM field's top `plen` bits, every other field whole.
+    fn lpm_mask(&self, t: &Table, plen: u32) -> HKey {
+        let mut m = [0u64; HKEY_WORDS];
+        for (fi, &(off, words)) in self.layout.iter().enumerate() {
+            for j in 0..words {
+                if off + j < HKEY_WORDS {
+                    m[off + j] = if Some(fi) == self.lpm_field {
+                        prefix_word_mask(t.keys[fi].width, plen, j)
+                    } else if t.keys[fi].kind == MatchKind::Selector {
+                        0
+                    } else {
+                        u64::MAX
+                    };
+                }
+            }
+        }
+        m
+    }
+
     fn index_add(&mut self, t: &Table, i: usize) {
         let e = self.entries[i].entry.clone();
         match self.kind {
@@ -360,10 +414,12 @@ impl TableData {
                     Some(p) if self.lpm[p].0 == plen => p,
                     Some(p) => {
                         self.lpm.insert(p, (plen, KeyMap::new(self.key_words)));
+                        self.lpm_masks.insert(p, self.lpm_mask(t, plen));
                         p
                     }
                     None => {
                         self.lpm.push((plen, KeyMap::new(self.key_words)));
+                        self.lpm_masks.push(self.lpm_mask(t, plen));
                         self.lpm.len() - 1
                     }
                 };
@@ -392,6 +448,7 @@ impl TableData {
                     self.lpm[p].1.remove(&k);
                     if self.lpm[p].1.is_empty() {
                         self.lpm.remove(p);
+                        self.lpm_masks.remove(p);
                     }
                 }
             }
@@ -416,6 +473,7 @@ impl TableData {
         self.next_seq += 1;
         let mut inst = Installed::new(e, self.next_seq, 0, 0, meter.map(|r| meter_cell(Some(r))));
         inst.indirect = indirect;
+        self.hot.push(Hot::of(&inst));
         self.entries.push(Arc::new(inst));
         let i = self.entries.len() - 1;
         self.index_add(t, i);
@@ -446,8 +504,20 @@ impl TableData {
         };
         let mut inst = Installed::new(e, old.seq, old.packets.load(Ordering::Relaxed), old.bytes.load(Ordering::Relaxed), meter);
         inst.indirect = indirect;
-        self.entries[i] = Arc::new(inst);
+        self.replace(i, inst);
         Ok(())
+    }
+
+    /// Replace entry `i` (same match) with `inst`.
+    pub fn replace(&mut self, i: usize, inst: Installed) {
+        self.hot[i] = Hot::of(&inst);
+        self.entries[i] = Arc::new(inst);
+    }
+
+    /// What a hit on entry `i` needs (see [`Hot`]).
+    #[inline]
+    pub fn hot(&self, i: usize) -> &Hot {
+        &self.hot[i]
     }
 
     /// Give entry `i` another action and reference (a member or group of its action profile changed),
@@ -457,7 +527,7 @@ impl TableData {
         let e = TableEntry { action, ..old.entry.clone() };
         let mut inst = Installed::new(e, old.seq, old.packets.load(Ordering::Relaxed), old.bytes.load(Ordering::Relaxed), old.meter.clone());
         inst.indirect = indirect;
-        self.entries[i] = Arc::new(inst);
+        self.replace(i, inst);
     }
 
     pub fn delete(&mut self, t: &Table, e: &TableEntry) -> Result<TableEntry, String> {
@@ -468,17 +538,22 @@ impl TableData {
             // move the last entry into slot i and repoint its index
             self.index_remove(t, last);
             self.entries.swap(i, last);
+            self.hot.swap(i, last);
+            self.hot.pop();
             let removed = self.entries.pop().expect("entry");
             self.index_add(t, i);
             return Ok(removed.entry.clone());
         }
+        self.hot.pop();
         Ok(self.entries.pop().expect("entry").entry.clone())
     }
 
     pub fn clear(&mut self, _t: &Table) {
         self.entries.clear();
+        self.hot.clear();
         self.exact.clear();
         self.lpm.clear();
+        self.lpm_masks.clear();
         self.order.clear();
     }
 
@@ -493,15 +568,19 @@ impl TableData {
                 self.exact.get(&key[..self.key_words])
             }
             Kind::Lpm => {
-                let f = self.lpm_field.unwrap_or(0);
-                let (off, words) = self.layout[f];
-                let width = t.keys[f].width;
-                let mut probe = [0u64; KEY_WORDS];
-                probe[..self.key_words].copy_from_slice(&key[..self.key_words]);
-                for (plen, map) in &self.lpm {
-                    // mask the LPM field to the prefix
-                    for j in 0..words {
-                        probe[off + j] = key[off + j] & prefix_word_mask(width, *plen, j);
+                if let [k0] = key[..self.key_words] {
+                    // one-word keys (IPv4 routes and the like): one masked probe per prefix length
+                    for ((_, map), m) in self.lpm.iter().zip(&self.lpm_masks) {
+                        if let Some(i) = map.get_one(k0 & m[0]) {
+                            return Some(i);
+                        }
+                    }
+                    return None;
+                }
+                let mut probe = [0u64; HKEY_WORDS];
+                for ((_, map), m) in self.lpm.iter().zip(&self.lpm_masks) {
+                    for j in 0..self.key_words {
+                        probe[j] = key[j] & m[j];
                     }
                     if let Some(i) = map.get(&probe[..self.key_words]) {
                         return Some(i);

@@ -213,3 +213,91 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
     assert!(r.is_err());
     assert_eq!(e.table_entries(tb).unwrap()[0].0, before);
 }
+
+/// LPM tables (one LPM key alone, and an exact key beside it) against a reference model while entries are
+/// inserted, modified and deleted at random: the longest live prefix wins and its current action data is
+/// used (the hot per-entry data stays in step with the entries through swaps on delete).
+#[test]
+fn lpm_lookups_follow_inserts_modifies_and_deletes() {
+    for with_exact in [false, true] {
+        let key = if with_exact { "hdr.h.k : exact; hdr.h.a : lpm;" } else { "hdr.h.a : lpm;" };
+        let src = format!(
+            r#"#include <v1model.p4>
+header h_t {{ bit<8> k; bit<32> a; bit<32> b; }}
+struct hs {{ h_t h; }}
+struct m {{ }}
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) {{ state start {{ p.extract(hdr.h); transition accept; }} }}
+control V(inout hs hdr, inout m meta) {{ apply {{ }} }}
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {{
+    action set(bit<32> v) {{ hdr.h.b = v; sm.egress_spec = 1; }}
+    action miss() {{ hdr.h.b = 0; sm.egress_spec = 1; }}
+    table t {{ key = {{ {key} }} actions = {{ set; miss; }} default_action = miss(); size = 4096; }}
+    apply {{ t.apply(); }}
+}}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) {{ apply {{ }} }}
+control C(inout hs hdr, inout m meta) {{ apply {{ }} }}
+control D(packet_out p, in hs hdr) {{ apply {{ p.emit(hdr.h); }} }}
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#
+        );
+        let e = engine(&src);
+        let ti = e.table_index("I.t").unwrap();
+        let set = e.prog.actions.iter().position(|a| a.name == "I.set").unwrap() as u32;
+        let entry = |k: u8, prefix: u32, len: u32, v: u32| {
+            let mut matches = vec![FieldMatch::Lpm { value: Value::new(32, prefix as u64), prefix_len: len }];
+            if with_exact {
+                matches.insert(0, FieldMatch::Exact(Value::new(8, k as u64)));
+            }
+            TableEntry { matches, action: ActionCall { action: set, args: vec![Value::new(32, v as u64)] }, priority: 0 }
+        };
+        // the reference: (k, prefix, len) -> value
+        let mut model: std::collections::HashMap<(u8, u32, u32), u32> = Default::default();
+        let mut rng = 7u64;
+        let mut w = Worker::new(&e);
+        let mut out = Outputs::default();
+        for round in 0..3000 {
+            let r = hash::next_random(&mut rng);
+            let len = [0, 8, 12, 16, 20, 24, 28, 32][(r % 8) as usize];
+            let k = if with_exact { ((r >> 8) % 3) as u8 } else { 0 };
+            let prefix = ((r >> 16) as u32 & 0x0f0f_ff0f) & if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            let v = round + 1;
+            match (r >> 60) % 4 {
+                0 | 1 if !model.contains_key(&(k, prefix, len)) => {
+                    e.table_insert(ti, entry(k, prefix, len, v)).unwrap();
+                    model.insert((k, prefix, len), v);
+                }
+                2 if model.contains_key(&(k, prefix, len)) => {
+                    e.table_modify(ti, entry(k, prefix, len, v)).unwrap();
+                    model.insert((k, prefix, len), v);
+                }
+                3 => {
+                    // delete some live entry
+                    if let Some(&key) = model.keys().nth((r % 97) as usize % model.len().max(1)) {
+                        e.table_delete(ti, &entry(key.0, key.1, key.2, 0)).unwrap();
+                        model.remove(&key);
+                    }
+                }
+                _ => {}
+            }
+            // look up a few addresses
+            for _ in 0..4 {
+                let q = hash::next_random(&mut rng);
+                let (qk, qa) = (if with_exact { (q % 3) as u8 } else { 0 }, (q >> 16) as u32 & 0x0f0f_ff0f);
+                let want = model
+                    .iter()
+                    .filter(|((mk, p, l), _)| *mk == qk && (*l == 0 || qa & (u32::MAX << (32 - l)) == *p))
+                    .max_by_key(|((_, _, l), _)| *l)
+                    .map(|(_, v)| *v)
+                    .unwrap_or(0);
+                let mut pkt = vec![qk];
+                pkt.extend_from_slice(&qa.to_be_bytes());
+                pkt.extend_from_slice(&[0xee; 4]);
+                out.clear();
+                e.process(&mut w, 0, &pkt, &mut out);
+                let (_, f) = out.iter().next().unwrap();
+                assert_eq!(u32::from_be_bytes([f[5], f[6], f[7], f[8]]), want, "round {round}, key {qk} {qa:#x} (exact key: {with_exact})");
+            }
+        }
+        assert!(model.len() > 50, "the table held many entries ({})", model.len());
+    }
+}
