@@ -11,13 +11,17 @@ programs/ipsec_gateway.p4, port 1 a TUN device it creates (the host's side: the 
 site's prefix routed into it), port 2 the WAN interface; it programs that switch over P4Runtime with the SAs
 (SAD-dec first), then tells the controller it is ready so the site's gateway starts sending. `up` stays in the
 foreground until SIGINT/SIGTERM, then takes the tunnel down. Backend `xfrm` (Linux kernel IPsec) applies the same
-SAs as `ip xfrm` states and policies (AEAD suites; `--dry-run` prints the commands instead); on a kernel without
-ESP the first command fails with the kernel's message. Renewal of host-to-site SAs is not automatic yet.
+SAs as `ip xfrm` states (with the profile's soft and hard lifetimes as kernel limits) and policies (AEAD suites;
+`--dry-run` prints the commands instead); on a kernel without ESP the first command fails with the kernel's
+message. Both backends renew: the userspace one on its switch's lifetime digests, the xfrm one on the kernel's
+XFRM_MSG_EXPIRE notifications (a NETLINK_XFRM socket in the XFRMNLGRP_EXPIRE group).
 """
 import argparse
 import json
 import pathlib
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -207,18 +211,39 @@ class Userspace:
             self.proc.wait(timeout=10)
 
 
+XFRM_ALGS = {"AesGcm128": "rfc4106(gcm(aes))", "AesGcm256": "rfc4106(gcm(aes))", "ChaCha20Poly1305": "rfc7539esp(chacha20,poly1305)"}
+
+
+def xfrm_state_add(sa_cfg):
+    """`ip xfrm state add` for one SA, with its lifetimes as the kernel's soft and hard limits."""
+    src, dst = sa_cfg["tunnel"]
+    a = XFRM_ALGS.get(sa_cfg["cipher"])
+    if a is None:
+        raise AgentError(f"the xfrm backend here supports AEAD suites only, not {sa_cfg['cipher']}")
+    key = bytes(sa_cfg["enc_key"]).hex()
+    cmd = (f"ip xfrm state add src {src} dst {dst} proto esp spi {sa_cfg['spi']:#x} reqid 1 mode tunnel "
+           f"aead '{a}' 0x{key} 128 replay-window {sa_cfg['replay_window']}")
+    if sa_cfg.get("esn"):
+        cmd += " flag esn"
+    limits = []
+    for kind in ("soft", "hard"):
+        lim = sa_cfg.get(kind) or {}
+        for field, name in (("packets", "packet"), ("bytes", "byte"), ("seconds", "time")):
+            if lim.get(field):
+                limits.append(f"{name}-{kind} {int(lim[field])}")
+    if limits:
+        cmd += " limit " + " limit ".join(limits)
+    return cmd
+
+
+def xfrm_state_delete(sa_cfg):
+    src, dst = sa_cfg["tunnel"]
+    return f"ip xfrm state delete src {src} dst {dst} proto esp spi {sa_cfg['spi']:#x}"
+
+
 def xfrm_commands(sa, wan):
     """The Linux XFRM configuration of the same SAs (for hosts whose kernel has ESP)."""
-    alg = {"AesGcm128": "rfc4106(gcm(aes))", "AesGcm256": "rfc4106(gcm(aes))", "ChaCha20Poly1305": "rfc7539esp(chacha20,poly1305)"}
-    cmds = []
-    for sa_cfg, direction in ((sa["outbound"], "out"), (sa["inbound"], "in")):
-        src, dst = sa_cfg["tunnel"]
-        key = bytes(sa_cfg["enc_key"]).hex()
-        a = alg.get(sa_cfg["cipher"])
-        if a is None:
-            raise AgentError(f"the xfrm backend here supports AEAD suites only, not {sa_cfg['cipher']}")
-        cmds.append(f"ip xfrm state add src {src} dst {dst} proto esp spi {sa_cfg['spi']:#x} reqid 1 mode tunnel "
-                    f"aead '{a}' 0x{key} 128 replay-window {sa_cfg['replay_window']}")
+    cmds = [xfrm_state_add(sa["inbound"]), xfrm_state_add(sa["outbound"])]
     inner, site = sa["inner"], sa["site"]
     me, gw = sa["outbound"]["tunnel"]
     cmds.append(f"ip xfrm policy add src {inner} dst {site} dir out tmpl src {me} dst {gw} proto esp reqid 1 mode tunnel")
@@ -226,6 +251,152 @@ def xfrm_commands(sa, wan):
     cmds.append(f"ip addr add {inner} dev lo")
     cmds.append(f"ip route add {site} dev {wan} src {inner.split('/')[0]}")
     return cmds
+
+
+# the kernel's XFRM netlink interface (include/uapi/linux/xfrm.h, netlink.h)
+NETLINK_XFRM = 6
+XFRMNLGRP_EXPIRE = 2
+XFRM_MSG_EXPIRE = 0x18
+NLMSG_HDRLEN = 16
+# struct xfrm_user_expire = struct xfrm_usersa_info (224 bytes: selector 56, id {daddr 16, spi be32, proto}
+# at 56, ...) followed by __u8 hard
+EXPIRE_SPI_OFFSET = 56 + 16
+EXPIRE_HARD_OFFSET = 224
+
+
+def parse_expires(data):
+    """(spi, hard) of every XFRM_MSG_EXPIRE message in one netlink datagram; other messages and truncated ones
+    are skipped."""
+    found = []
+    off = 0
+    while off + NLMSG_HDRLEN <= len(data):
+        length, typ = struct.unpack_from("=IH", data, off)
+        if length < NLMSG_HDRLEN or off + length > len(data):
+            break
+        if typ == XFRM_MSG_EXPIRE and length >= NLMSG_HDRLEN + EXPIRE_HARD_OFFSET + 1:
+            spi = struct.unpack_from(">I", data, off + NLMSG_HDRLEN + EXPIRE_SPI_OFFSET)[0]
+            found.append((spi, data[off + NLMSG_HDRLEN + EXPIRE_HARD_OFFSET] != 0))
+        off += (length + 3) & ~3
+    return found
+
+
+def expire_socket():
+    """A NETLINK_XFRM socket that receives the kernel's SA expire notifications."""
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_XFRM)
+    s.bind((0, 1 << (XFRMNLGRP_EXPIRE - 1)))
+    return s
+
+
+class Xfrm:
+    """The SAs applied to the host's kernel (Linux XFRM), renewed when the kernel reports their soft lifetime.
+    `run` executes one command (default: a shell; tests pass their own, this machine's kernel has no ESP)."""
+
+    def __init__(self, wan, run=None, grace=1.0):
+        self.wan, self.grace = wan, grace
+        self.run = run or self._run
+        self.sa = None
+        self.sock = None
+        self.states = {}    # spi -> SA config of the states installed now
+        self.undo = []      # how to undo the policies, address and route applied (in order)
+
+    @staticmethod
+    def _run(cmd):
+        r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+        if r.returncode:
+            raise AgentError(f"`{cmd}` failed: {r.stderr.strip()} (does this kernel have ESP? try --backend userspace)")
+
+    def apply(self, sa):
+        """States, policies, the inner address and the route; what was applied is undone by remove(), also after
+        a failure half-way."""
+        inner, site = sa["inner"], sa["site"]
+        self.sa = {"inner": inner, "site": site, "outbound": sa["outbound"], "inbound": sa["inbound"]}
+        undo = [f"ip xfrm policy delete src {inner} dst {site} dir out", f"ip xfrm policy delete src {site} dst {inner} dir in",
+                f"ip addr del {inner} dev lo", f"ip route del {site} dev {self.wan}"]
+        for c in xfrm_commands(sa, self.wan):
+            self.run(c)
+            if c.startswith("ip xfrm state add"):
+                cfg = sa["inbound"] if f"spi {sa['inbound']['spi']:#x} " in c else sa["outbound"]
+                self.states[cfg["spi"]] = cfg
+            else:
+                self.undo.append(undo[len(self.undo)])
+
+    def watch_lifetimes(self, renew, sock=None):
+        """Call renew() when the kernel reports the soft (or hard) lifetime of the current SAs; several reports
+        while one renewal runs lead to one renewal."""
+        import queue
+        self.sock = sock or expire_socket()
+        self.events = queue.Queue()
+
+        def reader():
+            while True:
+                try:
+                    data = self.sock.recv(65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    self.events.put(None)
+                    return
+                cur = self.sa
+                if cur and any(spi in (cur["outbound"]["spi"], cur["inbound"]["spi"]) for spi, _ in parse_expires(data)):
+                    self.events.put(True)
+
+        def renewer():
+            while True:
+                if self.events.get() is None:
+                    return
+                while not self.events.empty():
+                    if self.events.get_nowait() is None:
+                        return
+                try:
+                    renew()
+                except AgentError as e:
+                    print(f"p4sec-agent: renewal failed: {e}", file=sys.stderr, flush=True)
+
+        threading.Thread(target=reader, daemon=True).start()
+        self.renewer = threading.Thread(target=renewer, daemon=True)
+        self.renewer.start()
+
+    def install_renewal(self, sa):
+        """The new inbound state first, then the new outbound state (the kernel prefers it to the old one, which
+        reached its soft limit) and the old outbound state removed; the old inbound state goes after `grace`."""
+        old = self.sa
+        for cfg in (sa["inbound"], sa["outbound"]):
+            self.run(xfrm_state_add(cfg))
+            self.states[cfg["spi"]] = cfg
+        self.sa = dict(old, outbound=sa["outbound"], inbound=sa["inbound"])
+        self._delete_state(old["outbound"])
+
+        def retire():
+            try:
+                self._delete_state(old["inbound"])
+            except AgentError as e:
+                print(f"p4sec-agent: removing the old inbound SA failed: {e}", file=sys.stderr, flush=True)
+        t = threading.Timer(self.grace, retire)
+        t.daemon = True
+        t.start()
+
+    def _delete_state(self, cfg):
+        if self.states.pop(cfg["spi"], None) is not None:
+            self.run(xfrm_state_delete(cfg))
+
+    def remove(self):
+        if self.sock is not None:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self.sock.close()
+        for cfg in list(self.states.values()):
+            try:
+                self._delete_state(cfg)
+            except AgentError as e:
+                print(f"p4sec-agent: {e}", file=sys.stderr, flush=True)
+        while self.undo:
+            try:
+                self.run(self.undo.pop())
+            except AgentError as e:
+                print(f"p4sec-agent: {e}", file=sys.stderr, flush=True)
+        self.sa = None
 
 
 def main(argv=None):
@@ -260,21 +431,13 @@ def main(argv=None):
             return 0
         address, mac = iface_info(a.wan)
         sa = ctl.call("Up", profile=a.profile, address=address, mac=mac)
-        if a.backend == "xfrm":
+        if a.backend == "xfrm" and a.dry_run:
             try:
-                cmds = xfrm_commands(sa, a.wan)
-                if a.dry_run:
-                    print("\n".join(cmds))
-                else:
-                    for c in cmds:
-                        r = subprocess.run(c, shell=True, capture_output=True, text=True)
-                        if r.returncode:
-                            raise AgentError(f"`{c}` failed: {r.stderr.strip()} (does this kernel have ESP? try --backend userspace)")
-                    print(f"up (xfrm): {sa['tunnel']} inner {sa['inner']} -> site {sa['site']}")
+                print("\n".join(xfrm_commands(sa, a.wan)))
             finally:
                 ctl.call("Down", profile=a.profile)
             return 0
-        be = Userspace(a.p4sec, a.wan, a.tun, a.gateway_mac)
+        be = Xfrm(a.wan) if a.backend == "xfrm" else Userspace(a.p4sec, a.wan, a.tun, a.gateway_mac)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
