@@ -84,14 +84,21 @@ fn set_total_len(ipv4: &mut BitBuf, payload_len: usize) {
     ipv4.bytes[2..4].copy_from_slice(&v.to_be_bytes());
 }
 
-/// The inner packet after decryption: IPv4 header into `ipv4`, the rest into the payload.
-fn take_inner(ipv4: &mut BitBuf, inner: &[u8], payload: &mut Vec<u8>) -> bool {
-    if inner.len() < 20 {
+/// The inner packet after decryption, `payload[from..to]` = inner packet || padding || pad length || next
+/// header: its IPv4 header into `ipv4`, the rest becomes the payload (moved to the front). False when the
+/// padding or the length is impossible.
+fn take_inner(ipv4: &mut BitBuf, payload: &mut Vec<u8>, from: usize, to: usize) -> bool {
+    if to < from + 2 {
         return false;
     }
-    ipv4.bytes.copy_from_slice(&inner[..20]);
-    payload.clear();
-    payload.extend_from_slice(&inner[20..]);
+    let pad = payload[to - 2] as usize;
+    if from + 2 + pad + 20 > to {
+        return false;
+    }
+    let end = to - 2 - pad;
+    ipv4.bytes.copy_from_slice(&payload[from..from + 20]);
+    payload.copy_within(from + 20..end, 0);
+    payload.truncate(end - from - 20);
     true
 }
 
@@ -111,66 +118,71 @@ impl ExternObject for IpsecCrypt {
     }
 
     fn call(&self, method: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
+        // everything happens in the packet's own payload buffer (no allocation once it has grown to size)
         let (ipv4, rest) = args.split_at_mut(1);
         let ipv4 = &mut ipv4[0];
-        let esp = rest[0].bytes.clone();
+        let mut esp = [0u8; 8];
+        esp.copy_from_slice(&rest[0].bytes[..8]);
+        let p: &mut Vec<u8> = payload.bytes;
         match method {
-            ENCRYPT_CTR | ENCRYPT_NULL => {
-                let mut plain = Vec::with_capacity(ipv4.bytes.len() + payload.bytes.len() + 18);
-                plain.extend_from_slice(&ipv4.bytes);
-                plain.extend_from_slice(payload.bytes);
-                if method == ENCRYPT_NULL {
-                    plain.extend_from_slice(&[0, NEXT_HEADER_IPV4]);
-                    set_total_len(ipv4, plain.len());
-                    *payload.bytes = plain;
-                    return Ok(());
-                }
-                let pad = (16 - plain.len() % 16) % 16;
-                plain.resize(plain.len() + pad, 0);
-                plain.extend_from_slice(&[pad as u8, NEXT_HEADER_IPV4]);
+            ENCRYPT_NULL => {
+                // ipv4 header || payload || pad length 0 || next header
+                let n = p.len();
+                p.resize(20 + n + 2, 0);
+                p.copy_within(0..n, 20);
+                p[..20].copy_from_slice(&ipv4.bytes);
+                p[20 + n + 1] = NEXT_HEADER_IPV4;
+                set_total_len(ipv4, p.len());
+                Ok(())
+            }
+            ENCRYPT_CTR => {
+                // IV || AES-CTR(ipv4 header || payload || padding || pad length || next header) || ICV
+                let n = 20 + p.len();
+                let pad = (16 - n % 16) % 16;
+                let body = IV_LEN + n + pad + 2;
+                let old = p.len();
+                p.resize(body + ICV_LEN, 0);
+                p.copy_within(0..old, IV_LEN + 20);
+                p[IV_LEN..IV_LEN + 20].copy_from_slice(&ipv4.bytes);
+                p[IV_LEN + n..IV_LEN + n + pad].fill(0);
+                p[body - 2] = pad as u8;
+                p[body - 1] = NEXT_HEADER_IPV4;
                 let (key, hkey) = (&rest[1].bytes, &rest[2].bytes);
                 let mut iv = [0u8; IV_LEN];
                 getrandom::getrandom(&mut iv).map_err(|e| ExternError::BadArgument(format!("no randomness for the IV: {e}")))?;
-                aes_ctr(&key[..16], &key[16..20], &iv, &mut plain);
-                let mut out = Vec::with_capacity(IV_LEN + plain.len() + ICV_LEN);
-                out.extend_from_slice(&iv);
-                out.extend_from_slice(&plain);
-                let tag = icv(hkey, &esp, &out);
-                out.extend_from_slice(&tag);
-                set_total_len(ipv4, out.len());
-                *payload.bytes = out;
+                p[..IV_LEN].copy_from_slice(&iv);
+                aes_ctr(&key[..16], &key[16..20], &iv, &mut p[IV_LEN..body]);
+                let tag = icv(hkey, &esp, &p[..body]);
+                p[body..].copy_from_slice(&tag);
+                set_total_len(ipv4, p.len());
                 Ok(())
             }
             DECRYPT_CTR => {
                 let (sm, keys) = rest[1..].split_at_mut(1);
                 let (key, hkey) = (&keys[0].bytes, &keys[1].bytes);
-                let p = &payload.bytes[..];
                 if p.len() < IV_LEN + 2 + ICV_LEN {
                     mark_drop(&mut sm[0]);
                     return Ok(());
                 }
-                let (body, tag) = p.split_at(p.len() - ICV_LEN);
+                let body = p.len() - ICV_LEN;
                 let mut m = <hmac::Hmac<md5::Md5> as Mac>::new_from_slice(hkey).expect("HMAC takes any key length");
                 m.update(&esp);
-                m.update(body);
-                if m.verify_truncated_left(tag).is_err() {
+                m.update(&p[..body]);
+                if m.verify_truncated_left(&p[body..]).is_err() {
                     mark_drop(&mut sm[0]);
                     return Ok(());
                 }
-                let mut plain = body[IV_LEN..].to_vec();
-                aes_ctr(&key[..16], &key[16..20], &body[..IV_LEN], &mut plain);
-                let n = plain.len();
-                let pad = plain[n - 2] as usize;
-                if pad + 2 > n || !take_inner(ipv4, &plain[..n - 2 - pad], payload.bytes) {
+                let mut iv = [0u8; IV_LEN];
+                iv.copy_from_slice(&p[..IV_LEN]);
+                aes_ctr(&key[..16], &key[16..20], &iv, &mut p[IV_LEN..body]);
+                if !take_inner(ipv4, p, IV_LEN, body) {
                     mark_drop(&mut sm[0]);
                 }
                 Ok(())
             }
             DECRYPT_NULL => {
-                let p = payload.bytes.clone();
                 let n = p.len();
-                let ok = n >= 22 && (p[n - 2] as usize) + 2 <= n && take_inner(ipv4, &p[..n - 2 - p[n - 2] as usize], payload.bytes);
-                if !ok {
+                if !take_inner(ipv4, p, 0, n) {
                     mark_drop(&mut rest[1]);
                 }
                 Ok(())
