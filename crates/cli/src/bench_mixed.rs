@@ -234,6 +234,14 @@ struct Tally {
     bytes_out: u64,
     bytes_in: u64,
     secs: f64,
+    /// the data thread's CPU time in the timed part (from /proc/thread-self/schedstat; 0 where unavailable)
+    cpu: f64,
+}
+
+/// This thread's CPU time so far (ns on a CPU, from the scheduler's statistics), if the kernel reports it.
+fn thread_cpu() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    Some(s.split_whitespace().next()?.parse::<f64>().ok()? / 1e9)
 }
 
 /// The data thread: batches with k of every 16 packets ESP (positions drawn at random in each group of 16),
@@ -291,6 +299,7 @@ fn traffic(a: &Engine, b: &Engine, size: usize, k: u32, tunnels: u32, seconds: f
             expect.push((esp, t, s));
         }
         // B, timed: every output checked (port, length, tunnel and sequence marker, source)
+        let c0 = thread_cpu();
         let t0 = Instant::now();
         for (i, (_, f)) in batch.iter().enumerate() {
             ob.clear();
@@ -317,6 +326,9 @@ fn traffic(a: &Engine, b: &Engine, size: usize, k: u32, tunnels: u32, seconds: f
             tally.bytes_out += if ok { size as u64 } else { 0 };
         }
         tally.secs += t0.elapsed().as_secs_f64();
+        if let (Some(c0), Some(c1)) = (c0, thread_cpu()) {
+            tally.cpu += c1 - c0;
+        }
         tally.packets += BATCH as u64;
         sh.done.fetch_add(1, SeqCst);
     }
@@ -389,8 +401,8 @@ fn run_inner(o: &Opts, json: Option<&Path>) -> Result<bool, String> {
     println!("of gateway time per figure, alternating without and with re-keying; medians. Size: the plain and decrypted frames");
     println!("(ESP on the wire is 54-57 bytes longer); Gbit/s: output frames.");
     println!(
-        "  {:>5} {:>5} {:>10} {:>9} {:>12} {:>11} {:>7} {:>10} {:>6} {:>14}",
-        "size", "k/16", "kpps", "Gbit/s", "rekey kpps", "rekey Gb/s", "ratio", "renewals/s", "lost", "paper (a) Mb/s"
+        "  {:>5} {:>5} {:>8} {:>8} {:>11} {:>11} {:>6} {:>7} {:>8} {:>7} {:>9} {:>5} {:>14}",
+        "size", "k/16", "kpps", "Gbit/s", "rekey kpps", "rekey Gb/s", "ratio", "cpu ns", "rekey ns", "ratio", "renewal/s", "lost", "paper (a) Mb/s"
     );
     let mut rows = vec![];
     let mut all_ok = true;
@@ -433,6 +445,7 @@ fn run_inner(o: &Opts, json: Option<&Path>) -> Result<bool, String> {
                         *x += y;
                     }
                     into.secs += tally.secs;
+                    into.cpu += tally.cpu;
                     esp_ok_total += tally.esp_ok;
                     if with_rekey {
                         renewals += ctl.renewals - r0.0;
@@ -447,13 +460,16 @@ fn run_inner(o: &Opts, json: Option<&Path>) -> Result<bool, String> {
             let pps = |v: &[Tally]| median(v.iter().map(|t| t.packets as f64 / t.secs).collect());
             let gbps = |v: &[Tally]| median(v.iter().map(|t| t.bytes_out as f64 * 8.0 / t.secs / 1e9).collect());
             let (bp, rp) = (pps(&base), pps(&rekey));
+            // the data plane's own cost: CPU time per packet (not the time the thread waited for a CPU)
+            let cpu_ns = |v: &[Tally]| median(v.iter().map(|t| if t.cpu > 0.0 { t.cpu / t.packets as f64 * 1e9 } else { f64::NAN }).collect());
+            let (bc, rc) = (cpu_ns(&base), cpu_ns(&rekey));
             let lost_base = (tb.esp_in - tb.esp_ok) + (tb.plain_in - tb.plain_ok);
             let lost_rekey_esp = tr.esp_in - tr.esp_ok;
             let lost_rekey = lost_rekey_esp + (tr.plain_in - tr.plain_ok);
             all_ok &= lost_base == 0 && lost_rekey == 0;
             let paper = PAPER_A.iter().find(|p| p.0 == k).map(|p| p.1);
             println!(
-                "  {:>5} {:>5} {:>10.0} {:>9.3} {:>12.0} {:>11.3} {:>7.3} {:>10.0} {:>6} {:>14}",
+                "  {:>5} {:>5} {:>8.0} {:>8.3} {:>11.0} {:>11.3} {:>6.3} {:>7.0} {:>8.0} {:>7.3} {:>9.0} {:>5} {:>14}",
                 size,
                 k,
                 bp / 1e3,
@@ -461,6 +477,9 @@ fn run_inner(o: &Opts, json: Option<&Path>) -> Result<bool, String> {
                 rp / 1e3,
                 gbps(&rekey),
                 rp / bp,
+                bc,
+                rc,
+                bc / rc,
                 renewals as f64 / rekey_wall,
                 lost_base + lost_rekey,
                 paper.map(|p| format!("{p:.1}")).unwrap_or("-".into())
@@ -469,20 +488,29 @@ fn run_inner(o: &Opts, json: Option<&Path>) -> Result<bool, String> {
                 "size": size, "k": k,
                 "base": {"pps": bp, "gbps_out": gbps(&base), "gbps_in": median(base.iter().map(|t| t.bytes_in as f64 * 8.0 / t.secs / 1e9).collect()),
                          "packets": tb.packets, "esp_in": tb.esp_in, "esp_decrypted": tb.esp_ok, "plain_in": tb.plain_in, "plain_out": tb.plain_ok,
-                         "lost": lost_base, "seconds": tb.secs},
+                         "lost": lost_base, "seconds": tb.secs, "cpu_ns_per_packet": bc, "cpu_seconds": tb.cpu},
                 "rekey": {"pps": rp, "gbps_out": gbps(&rekey), "gbps_in": median(rekey.iter().map(|t| t.bytes_in as f64 * 8.0 / t.secs / 1e9).collect()),
                           "packets": tr.packets, "esp_in": tr.esp_in, "esp_decrypted": tr.esp_ok, "plain_in": tr.plain_in, "plain_out": tr.plain_ok,
-                          "lost": lost_rekey, "lost_esp_live_sas": lost_rekey_esp, "seconds": tr.secs,
+                          "lost": lost_rekey, "lost_esp_live_sas": lost_rekey_esp, "seconds": tr.secs, "cpu_ns_per_packet": rc, "cpu_seconds": tr.cpu,
                           "renewals": renewals, "renewals_per_s": renewals as f64 / rekey_wall, "renewals_skipped_no_slot": no_slot},
                 "ratio": rp / bp,
+                "cpu_ratio": bc / rc,
                 "paper_a_mbps": paper,
             }));
         }
     }
     let esp_ok_counter = b.counter_read(status, 0)?.0 - c0;
     let worst = rows.iter().filter_map(|r| r["ratio"].as_f64()).fold(f64::INFINITY, f64::min);
+    let worst_cpu = rows.iter().filter_map(|r| r["cpu_ratio"].as_f64()).fold(f64::INFINITY, f64::min);
+    let ratios: Vec<f64> = rows.iter().filter_map(|r| r["ratio"].as_f64()).collect();
+    let cpu_ratios: Vec<f64> = rows.iter().filter_map(|r| r["cpu_ratio"].as_f64()).collect();
     println!(
-        "  worst ratio with/without re-keying: {worst:.3}; paper (b): {:.1} Mbit/s with no interim packets vs {:.1} (ratio {:.3})",
+        "  ratio with/without re-keying (throughput, wall clock): median {:.3}, worst {worst:.3}; on the data thread's CPU time per packet: median {:.3}, worst {worst_cpu:.3}",
+        median(ratios.clone()),
+        median(cpu_ratios.clone())
+    );
+    println!(
+        "  paper (b), during a re-key: {:.1} Mbit/s with no interim packets vs {:.1} (ratio {:.3})",
         PAPER_B[6].1,
         PAPER_B[0].1,
         PAPER_B[6].1 / PAPER_B[0].1
@@ -495,7 +523,7 @@ fn run_inner(o: &Opts, json: Option<&Path>) -> Result<bool, String> {
         let doc = serde_json::json!({
             "program": "programs/ipsec_gateway.p4", "suite": "aes-gcm-128", "tunnels": o.tunnels, "seconds": o.seconds, "rounds": o.rounds,
             "rekey_rate": o.rekey_rate, "grace_ms": o.grace_ms, "batch": BATCH,
-            "rows": rows, "worst_ratio": worst, "renewals": ctl.renewals, "retired": ctl.retired,
+            "rows": rows, "worst_ratio": worst, "median_ratio": median(ratios), "worst_cpu_ratio": worst_cpu, "median_cpu_ratio": median(cpu_ratios), "renewals": ctl.renewals, "retired": ctl.retired,
             "esp_decrypted_checked": esp_ok_total, "esp_status_ok_counter": esp_ok_counter,
             "paper": {"table3a_mbps": PAPER_A.iter().map(|(k, v)| serde_json::json!({"k": k, "mbps": v})).collect::<Vec<_>>(),
                       "table3b_mbps": PAPER_B.iter().map(|(n, v)| serde_json::json!({"interim": n, "mbps": v})).collect::<Vec<_>>()},
