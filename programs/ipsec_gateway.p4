@@ -21,6 +21,10 @@
 #ifndef SA_SLOTS
 #define SA_SLOTS 1024
 #endif
+/* SPD entries (per IP version); -D SPD_SIZE=N for many tunnels (one policy per tunnel and direction) */
+#ifndef SPD_SIZE
+#define SPD_SIZE 4096
+#endif
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_IPV6 = 0x86DD;
@@ -192,7 +196,7 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         }
         actions = { protect; bypass; discard; }
         default_action = discard();
-        size = 4096;
+        size = SPD_SIZE;
     }
     /* SAD-dec: the inbound SA of an ESP packet */
     table sad_dec {
@@ -244,7 +248,7 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         }
         actions = { protect; bypass; discard; }
         default_action = discard();
-        size = 4096;
+        size = SPD_SIZE;
     }
     table sad_dec6 {
         key = {

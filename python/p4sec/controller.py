@@ -14,6 +14,7 @@ Loss-free ordering:
 State (gateways, tunnels, SAs) is kept in SQLite.
 """
 import concurrent.futures
+import ipaddress
 import json
 import logging
 import os
@@ -108,7 +109,8 @@ class IpsecController:
             "create table if not exists sa (spi integer primary key, tunnel text, src text, dst text, out_slot integer,"
             " in_slot integer, config text, created real, state text);"
             "create table if not exists event (t real, tunnel text, what text);"
-            "create table if not exists kv (key text primary key, value text);")
+            "create table if not exists kv (key text primary key, value text);"
+            "create index if not exists sa_tunnel on sa (tunnel);")
         self.gateways = {}
         self.lock = threading.RLock()
         self.grace = grace
@@ -179,7 +181,8 @@ class IpsecController:
                 self.renew(spi, reason=f"{kind} lifetime reached while the controller was away")
         for name, a, b, suite, soft, hard in lost:
             if a in self.gateways and b in self.gateways:
-                self.connect(a, b, suite, json.loads(soft), json.loads(hard), name=name)
+                sites = self._tunnel_sites(name) or {}
+                self.connect(a, b, suite, json.loads(soft), json.loads(hard), name=name, a_prefix=sites.get(a), b_prefix=sites.get(b))
 
     def tunnels(self):
         with self.lock:
@@ -190,8 +193,9 @@ class IpsecController:
         out = []
         for name, a, b, suite, soft, hard, created, state in rows:
             spis = [f"{r[0]:#010x}" for r in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall()]
+            sites = self._tunnel_sites(name) or {}
             out.append({"name": name, "a": a, "b": b, "suite": suite, "soft": json.loads(soft), "hard": json.loads(hard),
-                        "created": created, "state": state, "active_spis": spis})
+                        "created": created, "state": state, "active_spis": spis, "a_prefix": sites.get(a), "b_prefix": sites.get(b)})
         return out
 
     def _event(self, tunnel, what):
@@ -240,14 +244,16 @@ class IpsecController:
         """The route for a remote site's prefix in the clear (BYPASS tunnels): out of the WAN port."""
         _lpm(gw.switch, prefix, gw.wan_mac, gw.wan_port, insert)
 
-    def _spd(self, src, dst, out_slot, insert=True, action="GwIngress.protect", on=None):
-        """The policy for traffic from src's site to dst's, on gateway `on` (default: src)."""
+    def _spd(self, src, dst, out_slot, insert=True, action="GwIngress.protect", on=None, sites=None):
+        """The policy for traffic from src's site to dst's, on gateway `on` (default: src); `sites` maps a gateway's
+        name to the prefix a tunnel protects behind it (default: its whole site)."""
         on = on or src
-        s_val, s_mask = _prefix_match(src.lan_prefix)
-        d_val, d_mask = _prefix_match(dst.lan_prefix)
-        v = 6 if runtime.is_v6(src.lan_prefix) else 4
-        if v != (6 if runtime.is_v6(dst.lan_prefix) else 4):
-            raise ControllerError(f"sites {src.lan_prefix} and {dst.lan_prefix} are of different IP versions")
+        sp, dp = (sites or {}).get(src.name, src.lan_prefix), (sites or {}).get(dst.name, dst.lan_prefix)
+        s_val, s_mask = _prefix_match(sp)
+        d_val, d_mask = _prefix_match(dp)
+        v = 6 if runtime.is_v6(sp) else 4
+        if v != (6 if runtime.is_v6(dp) else 4):
+            raise ControllerError(f"sites {sp} and {dp} are of different IP versions")
         match = {f"hdr.ipv{v}.src_addr": ("ternary", s_val, s_mask), f"hdr.ipv{v}.dst_addr": ("ternary", d_val, d_mask)}
         table = "GwIngress.spd6" if v == 6 else "GwIngress.spd"
         if insert:
@@ -258,57 +264,169 @@ class IpsecController:
 
     # ------------------------------------------------------------------ tunnels
 
-    def connect(self, a_name, b_name, suite="aes-gcm-128", soft=None, hard=None, name=None):
-        """A site-to-site tunnel between two gateways. Returns {(src, dst): (spi, outbound slot)}."""
+    def _sites(self, a, b, a_prefix, b_prefix):
+        """The prefixes a tunnel between gateways a and b protects: a subnet of each gateway's site (default: the
+        whole site). Precise errors for a malformed prefix, one outside its gateway's site, or mixed versions."""
+        sites = {}
+        for gw, p in ((a, a_prefix), (b, b_prefix)):
+            if p is None:
+                sites[gw.name] = gw.lan_prefix
+                continue
+            try:
+                net = ipaddress.ip_network(p)
+            except (TypeError, ValueError) as e:
+                raise ControllerError(f"prefix for {gw.name}: {e}") from None
+            site = ipaddress.ip_network(gw.lan_prefix, strict=False)
+            if net.version != site.version or not net.subnet_of(site):
+                raise ControllerError(f"prefix {p} is not inside {gw.name}'s site {gw.lan_prefix}")
+            sites[gw.name] = str(net)
+        if ipaddress.ip_network(sites[a.name]).version != ipaddress.ip_network(sites[b.name]).version:
+            raise ControllerError(f"prefixes {sites[a.name]} and {sites[b.name]} are of different IP versions")
+        return sites
+
+    @staticmethod
+    def _pair_key(sites):
+        return "pair:" + "|".join(f"{g}={p}" for g, p in sorted(sites.items()))
+
+    def _tunnel_sites(self, name):
+        r = self.db.execute("select value from kv where key = ?", (f"sites:{name}",)).fetchone()
+        return json.loads(r[0]) if r else None
+
+    def connect(self, a_name, b_name, suite="aes-gcm-128", soft=None, hard=None, name=None, a_prefix=None, b_prefix=None):
+        """A site-to-site tunnel between two gateways, for the traffic between a_prefix behind a and b_prefix behind
+        b (subnets of their sites; default: the whole sites): many tunnels between the same two gateways, one per
+        pair of subnets. Returns {(src, dst): (spi, outbound slot)}."""
         if suite not in SUITES and suite != "bypass":
             raise ControllerError(f"unknown cipher suite {suite!r} (bypass, {', '.join(SUITES)})")
         with self.lock:
+            for g in (a_name, b_name):
+                if g not in self.gateways:
+                    raise ControllerError(f"no gateway {g}")
+            if a_name == b_name:
+                raise ControllerError(f"a tunnel needs two gateways ({a_name} twice)")
             a, b = self.gateways[a_name], self.gateways[b_name]
             name = name or f"{a_name}-{b_name}"
+            t0 = time.perf_counter()
+            sites = self._sites(a, b, a_prefix, b_prefix)
             if self.db.execute("select 1 from tunnel where name = ? and state = 'up'", (name,)).fetchone():
                 raise ControllerError(f"tunnel {name} is already up")
-            t0 = time.perf_counter()
+            pair = self._pair_key(sites)
+            other = self.db.execute("select value from kv where key = ?", (pair,)).fetchone()
+            if other and other[0] != name:
+                raise ControllerError(f"tunnel {other[0]} already protects {sites[a_name]} <-> {sites[b_name]}")
             self.db.execute("insert or replace into tunnel values (?, ?, ?, ?, ?, ?, ?, 'up')",
                             (name, a_name, b_name, suite, json.dumps(soft), json.dumps(hard), time.time()))
+            self.db.execute("insert or replace into kv values (?, ?)", (f"sites:{name}", json.dumps(sites)))
+            self.db.execute("insert or replace into kv values (?, ?)", (pair, name))
             if suite == "bypass":
                 # BYPASS policies: the sites talk in the clear
                 # BYPASS both ways on both gateways (clear traffic arriving from the peer is policy-checked too)
                 for src, dst in ((a, b), (b, a)):
-                    self._route(src, dst.lan_prefix)
-                    self._spd(src, dst, None, action="GwIngress.bypass")
-                    self._spd(src, dst, None, action="GwIngress.bypass", on=dst)
+                    self._route(src, sites[dst.name])
+                    self._spd(src, dst, None, action="GwIngress.bypass", sites=sites)
+                    self._spd(src, dst, None, action="GwIngress.bypass", on=dst, sites=sites)
                 self._event(name, "up (bypass)")
                 self.db.commit()
                 return {}
+            t_db = time.perf_counter() - t0
+            # per direction src -> dst: the SA, its outbound slot on src and its inbound slot on dst
             pairs = {}
             for src, dst in ((a, b), (b, a)):
                 spi, cfg = self._make_sa(name, src, dst, suite, soft, hard)
-                pairs[(src.name, dst.name)] = (spi, src.alloc_slot(), cfg)
-
-            def inbound(src, dst):
-                spi, out_slot, cfg = pairs[(src.name, dst.name)]
-                with dst.switch.batch():
-                    self._install_in(name, src, dst, spi, cfg, out_slot)
-
-            def outbound(src, dst):
-                spi, out_slot, cfg = pairs[(src.name, dst.name)]
-                with src.switch.batch():
-                    src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": cfg})
-                    self._spd(src, dst, out_slot)
-
-            # both peers at once, one Write each: SAD-dec everywhere, then SAD-enc + SPD (the extern update is
-            # applied before the table update in a Write)
-            try:
-                self._on_both(inbound, a, b)
-                self._on_both(outbound, a, b)
-            except Exception:
+                pairs[(src.name, dst.name)] = (spi, src.alloc_slot(), dst.alloc_slot(), cfg)
+            # one Write per switch and phase, both switches at once: SAD-dec everywhere (phase 1), then SAD-enc + SPD
+            # (phase 2; the switch applies the extern update before the table update of a Write). Phase 2 is built
+            # while phase 1 is on the wire, the database rows while phase 2 is.
+            t1 = time.perf_counter()
+            phase1 = [(dst, self._inbound_updates(src, dst, *pairs[(src.name, dst.name)])) for src, dst in ((a, b), (b, a))]
+            sent1 = [(gw, ups, gw.switch.write_async(ups)) for gw, ups in phase1]
+            phase2 = [(src, self._outbound_updates(src, dst, *pairs[(src.name, dst.name)], sites=sites)) for src, dst in ((a, b), (b, a))]
+            done1 = self._wait_writes(sent1)
+            t2 = time.perf_counter()
+            sent2 = [(gw, ups, gw.switch.write_async(ups)) for gw, ups in phase2] if done1 is None else []
+            for (s, d), (spi, out_slot, in_slot, cfg) in pairs.items():
+                self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
+                                (spi, name, s, d, out_slot, in_slot, json.dumps(cfg), time.time()))
+            done2 = self._wait_writes(sent2) if done1 is None else None
+            t3 = time.perf_counter()
+            if done1 is not None or done2 is not None:
+                # undo what the switches accepted (phase 2 first), give the slots back, forget the rows
+                err = done1 if done1 is not None else done2
+                self._undo(sent2, lambda gw: self._outbound_updates(*self._dir_from(gw, a, b, pairs), delete=True, sites=sites))
+                self._undo(sent1 if done1 is not None else [(gw, ups, [True] * len(ups)) for gw, ups in phase1],
+                           lambda gw: self._inbound_updates(*self._dir_to(gw, a, b, pairs), delete=True))
+                for (s, d), (_, out_slot, in_slot, _) in pairs.items():
+                    self.gateways[s].free_slots.append(out_slot)
+                    self.gateways[d].free_slots.append(in_slot)
                 self.db.rollback()
-                raise
-            for spi, _, _ in pairs.values():
-                self.db.execute("update sa set state = 'active' where spi = ?", (spi,))
-            self._event(name, f"up ({suite}) in {1000 * (time.perf_counter() - t0):.2f} ms")
+                raise err
+            self._event(name, f"up ({suite}) in {1000 * (time.perf_counter() - t0):.2f} ms (SAD-dec {1000 * (t2 - t1):.2f} ms, "
+                              f"SAD-enc + SPD {1000 * (t3 - t2):.2f} ms, state {1000 * t_db:.2f} ms)")
             self.db.commit()
             return {k: (v[0], v[1]) for k, v in pairs.items()}
+
+    def _inbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False):
+        """The Write for dst that lets it receive src's SA: the SA in its inbound slot, then its SAD-dec entry
+        (delete: the entry first, then the SA)."""
+        with dst.switch.collect() as ups:
+            if delete:
+                self._sad_dec(src, dst, spi, in_slot, insert=False)
+                dst.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
+            else:
+                dst.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot, "sa": cfg})
+                self._sad_dec(src, dst, spi, in_slot)
+        return ups
+
+    def _outbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False, sites=None):
+        """The Write for src that starts sending to dst: the SA in its outbound slot, then the SPD policy (delete:
+        the policy goes first)."""
+        with src.switch.collect() as ups:
+            if delete:
+                self._spd(src, dst, out_slot, insert=False, sites=sites)
+                src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot}, delete=True)
+            else:
+                src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": cfg})
+                self._spd(src, dst, out_slot, sites=sites)
+        return ups
+
+    @staticmethod
+    def _dir_from(gw, a, b, pairs):
+        src, dst = (a, b) if gw is a else (b, a)
+        return (src, dst) + pairs[(src.name, dst.name)]
+
+    @staticmethod
+    def _dir_to(gw, a, b, pairs):
+        src, dst = (b, a) if gw is a else (a, b)
+        return (src, dst) + pairs[(src.name, dst.name)]
+
+    @staticmethod
+    def _wait_writes(sent):
+        """Wait for every Write in flight; the first error (or None). Each entry's future is replaced by which of
+        its updates the switch applied: all of them, those the switch reports (a Write is not atomic), or none
+        if it said nothing (unreachable)."""
+        err = None
+        for i, (gw, ups, fut) in enumerate(sent):
+            try:
+                fut.result()
+                sent[i] = (gw, ups, [True] * len(ups))
+            except Exception as e:
+                applied = getattr(e, "applied", None)
+                sent[i] = (gw, ups, applied if applied and len(applied) == len(ups) else [False] * len(ups))
+                err = err or e
+        return err
+
+    def _undo(self, sent, updates_for):
+        """Best effort: remove from each switch what the Writes of `sent` put there, and nothing else (an entry
+        refused as a duplicate belongs to someone else). updates_for(gw) gives the undoing updates in reverse
+        order of the updates they undo."""
+        for gw, _, applied in sent:
+            undo = [u for u, ok in zip(updates_for(gw), reversed(applied)) if ok]
+            if not undo:
+                continue
+            try:
+                gw.switch.write_async(undo).result()
+            except Exception as e:
+                log.warning("undoing a failed setup on %s: %s", gw.name, e)
 
     def _on_both(self, fn, a, b):
         """fn(a, b) and fn(b, a) on the two gateways concurrently; the first error is raised."""
@@ -573,11 +691,13 @@ class IpsecController:
             if not row:
                 raise ControllerError(f"no tunnel {name} is up")
             a, b = self.gateways[row[0]], self.gateways[row[1]]
+            sites = self._tunnel_sites(name) or {a.name: a.lan_prefix, b.name: b.lan_prefix}
+            self.db.execute("delete from kv where key = ? and value = ?", (self._pair_key(sites), name))
             if row[2] == "bypass":
                 for src, dst in ((a, b), (b, a)):
-                    self._spd(src, dst, None, insert=False)
-                    self._spd(src, dst, None, insert=False, on=dst)
-                    self._route(src, dst.lan_prefix, insert=False)
+                    self._spd(src, dst, None, insert=False, sites=sites)
+                    self._spd(src, dst, None, insert=False, on=dst, sites=sites)
+                    self._route(src, sites[dst.name], insert=False)
                 self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
                 self._event(name, "down")
                 self.db.commit()
@@ -586,7 +706,7 @@ class IpsecController:
                                    (name,)).fetchall()
             active = [r for r in rows if r[5] == "active"]
             for src, dst in ((a, b), (b, a)):
-                self._spd(src, dst, None, insert=False)
+                self._spd(src, dst, None, insert=False, sites=sites)
             for spi, s, d, out_slot, in_slot, _ in active:
                 self.gateways[s].switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot}, delete=True)
                 self.gateways[s].free_slots.append(out_slot)

@@ -21,6 +21,7 @@ CONFIG (YAML):
     tunnels:                          # profiles
       - {name: S1-S2, a: S1, b: S2, suite: aes-gcm-128, auto: true,
          soft: {packets: 1000000, seconds: 3600}, hard: {packets: 2000000, seconds: 4000}}
+      - {name: S1-S2-lab, a: S1, b: S2, a_prefix: 10.1.7.0/24, b_prefix: 10.2.7.0/24}   # one per subnet pair
 """
 import argparse
 import ipaddress
@@ -79,6 +80,12 @@ def load_config(path):
         for k in ("a", "b"):
             if t[k] not in names:
                 raise ConfigError(f"{where}: unknown gateway {t[k]!r}")
+        for k in ("a_prefix", "b_prefix"):
+            if k in t:
+                try:
+                    ipaddress.ip_network(t[k])
+                except (TypeError, ValueError) as e:
+                    raise ConfigError(f"{where}: {k}: {e}") from e
         suite = t.get("suite", "aes-gcm-128")
         if suite not in SUITES and suite != "bypass":
             raise ConfigError(f"{where}: unknown suite {suite!r} (bypass, {', '.join(SUITES)})")
@@ -163,7 +170,8 @@ class Service:
         p = self.cfg["profiles"].get(name)
         if p is None:
             raise KeyError(name)
-        spis = self.ctl.connect(p["a"], p["b"], p.get("suite", "aes-gcm-128"), p.get("soft"), p.get("hard"), name=name)
+        spis = self.ctl.connect(p["a"], p["b"], p.get("suite", "aes-gcm-128"), p.get("soft"), p.get("hard"), name=name,
+                                a_prefix=p.get("a_prefix"), b_prefix=p.get("b_prefix"))
         return {f"{s}->{d}": f"{v[0]:#010x}" for (s, d), v in spis.items()}
 
     def down(self, name):

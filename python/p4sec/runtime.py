@@ -41,11 +41,16 @@ def canonical(b):
 
 
 class WriteError(Exception):
-    """A P4Runtime Write failed; the message holds the switch's per-update errors."""
+    """A P4Runtime Write failed; the message holds the switch's per-update errors, `applied` which updates of the
+    request the switch did apply (a Write is not atomic), or None if it did not say."""
+
+    def __init__(self, message, applied=None):
+        super().__init__(message)
+        self.applied = applied
 
 
-def write_errors(rpc_error):
-    """The per-update error messages of a failed Write (google.rpc.Status details)."""
+def write_status(rpc_error):
+    """(code, message) for every update of a failed Write, in order (google.rpc.Status details); [] if absent."""
     from google.rpc import status_pb2
     for key, value in rpc_error.trailing_metadata() or ():
         if key == "grpc-status-details-bin":
@@ -53,10 +58,57 @@ def write_errors(rpc_error):
             for d in status_pb2.Status.FromString(value).details:
                 e = p4runtime_pb2.Error()
                 d.Unpack(e)
-                if e.canonical_code:
-                    out.append(e.message or f"code {e.canonical_code}")
+                out.append((e.canonical_code, e.message))
             return out
     return []
+
+
+def write_errors(rpc_error):
+    """The per-update error messages of a failed Write."""
+    return [m or f"code {c}" for c, m in write_status(rpc_error) if c]
+
+
+def _varint(n):
+    n &= (1 << 64) - 1  # negative int32/int64: two's complement, 10 bytes
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7f) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+# The updates the controllers write most (table entries, extern entries) are encoded here straight to protobuf wire
+# format: the installed protobuf is the pure-Python implementation, where building the messages and serializing
+# them cost more than the switch's work. tests/ipsec/test_runtime_encoding.py checks every kind against the
+# library's own encoding of the same message.
+def _pb_int(field, n):
+    """A varint field (proto3: zero is not sent)."""
+    return _varint(field << 3) + _varint(n) if n else b""
+
+
+def _pb_bytes(field, b):
+    """A length-delimited field (bytes, string, message)."""
+    return _varint(field << 3 | 2) + _varint(len(b)) + b
+
+
+UPDATE_TYPES = {"insert": 1, "modify": 2, "delete": 3}
+
+
+class _PendingWrite:
+    """A Write request in flight."""
+
+    def __init__(self, future):
+        self.future = future
+
+    def result(self):
+        try:
+            self.future.result()
+        except grpc.RpcError as e:
+            st = write_status(e)
+            if any(c for c, _ in st):
+                raise WriteError("; ".join(m or f"code {c}" for c, m in st if c), [not c for c, _ in st]) from e
+            raise
 
 
 class Switch:
@@ -64,8 +116,13 @@ class Switch:
         self.channel = grpc.insecure_channel(address)
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
+        # Write with the request already serialized (see write_async)
+        self._write_raw = self.channel.unary_unary("/p4.v1.P4Runtime/Write", request_serializer=None,
+                                                   response_deserializer=p4runtime_pb2.WriteResponse.FromString)
+        self._write_head = None
         self.device_id, self.election_id = device_id, election_id
         self.p4info = None
+        self._names, self._names_of = {}, None
         self._requests = queue.Queue()
         self.stream = self.stub.StreamChannel(iter(self._requests.get, None))
         req = p4runtime_pb2.StreamMessageRequest()
@@ -99,7 +156,7 @@ class Switch:
 
     def digest_enable(self, name, max_list_size=1, max_timeout_ns=0, ack_timeout_ns=1000000000):
         """Ask the switch to stream this digest's lists (P4Runtime DigestEntry)."""
-        d = next(x for x in self.p4info.digests if x.preamble.name == name)
+        d = self._named("digests", name)
         for kind in (p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY):
             u = p4runtime_pb2.Update(type=kind)
             u.entity.digest_entry.digest_id = d.preamble.id
@@ -113,10 +170,7 @@ class Switch:
                     raise
 
     def table_delete(self, table, match, priority=0):
-        e = self._entry(table, match, None, {}, priority)
-        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.DELETE)
-        u.entity.table_entry.CopyFrom(e)
-        self._write(u)
+        self._write(self._table_update("delete", table, match, None, {}, priority))
 
     def close(self):
         self._requests.put(None)
@@ -176,6 +230,33 @@ class Switch:
         if updates:
             self._send(updates)
 
+    @contextlib.contextmanager
+    def collect(self):
+        """Collect the writes made inside the block into the yielded list without sending them (send it with
+        `write_async`): to prepare one Write per switch and send several switches' at once."""
+        if self._batch is not None:
+            raise RuntimeError("collect() inside batch() or collect()")
+        self._batch = []
+        try:
+            yield self._batch
+        finally:
+            self._batch = None
+
+    def write_async(self, updates):
+        """Send the updates as one Write request without waiting for the answer; `.result()` of the returned
+        object waits for it and raises WriteError with the switch's messages if it was refused. The request is
+        put together from the serialized updates (a repeated field is its elements' encodings one after the
+        other), not copied into a WriteRequest message: the pure-Python protobuf copies slowly."""
+        if self._write_head is None:
+            head = p4runtime_pb2.WriteRequest(device_id=self.device_id)
+            head.election_id.low = self.election_id
+            self._write_head = head.SerializeToString()
+        parts = [self._write_head]
+        for u in updates:
+            b = u if isinstance(u, bytes) else u.SerializeToString()
+            parts.append(b"\x22" + _varint(len(b)) + b)  # field 4 (updates), length-delimited
+        return _PendingWrite(self._write_raw.future(b"".join(parts)))
+
     def _write(self, update):
         if self._batch is not None:
             self._batch.append(update)
@@ -183,22 +264,39 @@ class Switch:
         self._send([update])
 
     def _send(self, updates):
-        req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
-        req.election_id.low = self.election_id
-        req.updates.extend(updates)
-        try:
-            self.stub.Write(req)
-        except grpc.RpcError as e:
-            msgs = write_errors(e)
-            if msgs:
-                raise WriteError("; ".join(msgs)) from e
-            raise
+        self.write_async(updates).result()
 
-    def _entry(self, table, match, action, params, priority):
-        t = next(x for x in self.p4info.tables if x.preamble.name == table)
-        e = p4runtime_pb2.TableEntry(table_id=t.preamble.id, priority=priority)
+    def _named(self, kind, name):
+        """The P4Info object of `kind` ("tables", "actions", "counters", "digests", "externs") called `name`; looked
+        up once per P4Info (setup writes many entries). For "externs": (extern type, instance)."""
+        info = self.p4info
+        if info is None:
+            raise ValueError("the switch has no pipeline here yet: push() or adopt() first")
+        if self._names_of is not info:
+            self._names, self._names_of = {}, info
+        got = self._names.get((kind, name))
+        if got is None:
+            if kind == "externs":
+                got = next(((t, i) for t in info.externs for i in t.instances if i.preamble.name == name), None)
+            else:
+                got = next((x for x in getattr(info, kind) if x.preamble.name == name), None)
+            if got is None:
+                raise ValueError(f"the P4 program has no {kind[:-1]} named {name!r}")
+            if kind == "tables":
+                got = (got, {f.name: f for f in got.match_fields})
+            self._names[(kind, name)] = got
+        return got
+
+    def _entry(self, table, match, action, params, priority, e=None):
+        """The TableEntry message (filled in place into `e` when given: the pure-Python protobuf copies slowly)."""
+        t, fields = self._named("tables", table)
+        if e is None:
+            e = p4runtime_pb2.TableEntry()
+        e.table_id, e.priority = t.preamble.id, priority
         for name, spec in match.items():
-            f = next(x for x in t.match_fields if x.name == name)
+            f = fields.get(name)
+            if f is None:
+                raise ValueError(f"table {table!r} has no key field {name!r}")
             m = e.match.add(field_id=f.id)
             kind = spec[0]
             if kind == "exact":
@@ -211,7 +309,7 @@ class Switch:
                 m.range.low, m.range.high = canonical(spec[1]), canonical(spec[2])
         if action is None:
             return e
-        a = next(x for x in self.p4info.actions if x.preamble.name == action)
+        a = self._named("actions", action)
         e.action.action.action_id = a.preamble.id
         for p in a.params:
             v = params[p.name]
@@ -220,29 +318,53 @@ class Switch:
         return e
 
     def table_insert(self, table, match, action, params, priority=0):
-        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
-        u.entity.table_entry.CopyFrom(self._entry(table, match, action, params, priority))
-        self._write(u)
+        self._write(self._table_update("insert", table, match, action, params, priority))
 
     def table_modify(self, table, match, action, params, priority=0):
-        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
-        u.entity.table_entry.CopyFrom(self._entry(table, match, action, params, priority))
-        self._write(u)
+        self._write(self._table_update("modify", table, match, action, params, priority))
+
+    def _table_update(self, kind, table, match, action, params, priority):
+        """An Update with a TableEntry, serialized (as _entry builds it, without the message objects)."""
+        t, fields = self._named("tables", table)
+        out = [_pb_int(1, t.preamble.id)]
+        for name, spec in match.items():
+            f = fields.get(name)
+            if f is None:
+                raise ValueError(f"table {table!r} has no key field {name!r}")
+            mk = spec[0]
+            if mk == "exact":
+                m = _pb_bytes(2, _pb_bytes(1, canonical(spec[1])))
+            elif mk == "lpm":
+                m = _pb_bytes(4, _pb_bytes(1, spec[1]) + _pb_int(2, spec[2]))
+            elif mk == "ternary":
+                value = canonical(bytes(x & y for x, y in zip(spec[1], spec[2].rjust(len(spec[1]), b"\0"))))
+                m = _pb_bytes(3, _pb_bytes(1, value) + _pb_bytes(2, canonical(spec[2])))
+            elif mk == "range":
+                m = _pb_bytes(6, _pb_bytes(1, canonical(spec[1])) + _pb_bytes(2, canonical(spec[2])))
+            else:
+                raise ValueError(f"unknown match kind {mk!r} for {table}.{name} (exact, lpm, ternary, range)")
+            out.append(_pb_bytes(2, _pb_int(1, f.id) + m))
+        if action is not None:
+            a = self._named("actions", action)
+            ps = []
+            for p in a.params:
+                v = params[p.name]
+                v = v if isinstance(v, bytes) else int(v).to_bytes((p.bitwidth + 7) // 8, "big")
+                ps.append(_pb_bytes(4, _pb_int(2, p.id) + _pb_bytes(3, canonical(v))))
+            out.append(_pb_bytes(3, _pb_bytes(1, _pb_int(1, a.preamble.id) + b"".join(ps))))
+        out.append(_pb_int(4, priority))
+        return _pb_int(1, UPDATE_TYPES[kind]) + _pb_bytes(2, _pb_bytes(2, b"".join(out)))
 
     def extern_write(self, instance, op, obj, delete=False):
         """A p4sec extern control operation (e.g. esp_sad `add_sa`) as a P4Runtime ExternEntry."""
-        ext = next(t for t in self.p4info.externs for i in t.instances if i.preamble.name == instance)
-        inst = next(i for i in ext.instances if i.preamble.name == instance)
-        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.DELETE if delete else p4runtime_pb2.Update.INSERT)
-        x = u.entity.extern_entry
-        x.extern_type_id, x.extern_id = ext.extern_type_id, inst.preamble.id
-        x.entry.CopyFrom(any_pb2.Any(type_url=f"p4sec/{ext.extern_type_name}.{op}", value=json.dumps(obj).encode()))
-        self._write(u)
+        ext, inst = self._named("externs", instance)
+        anyv = _pb_bytes(1, f"p4sec/{ext.extern_type_name}.{op}".encode()) + _pb_bytes(2, json.dumps(obj).encode())
+        x = _pb_int(1, ext.extern_type_id) + _pb_int(2, inst.preamble.id) + _pb_bytes(3, anyv)
+        self._write(_pb_int(1, UPDATE_TYPES["delete" if delete else "insert"]) + _pb_bytes(2, _pb_bytes(1, x)))
 
     def extern_read(self, instance, op, obj):
         """A p4sec extern query (e.g. esp_sad `sa_stats`) as a P4Runtime ExternEntry read; its JSON answer."""
-        ext = next(t for t in self.p4info.externs for i in t.instances if i.preamble.name == instance)
-        inst = next(i for i in ext.instances if i.preamble.name == instance)
+        ext, inst = self._named("externs", instance)
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         x = req.entities.add().extern_entry
         x.extern_type_id, x.extern_id = ext.extern_type_id, inst.preamble.id
@@ -252,9 +374,16 @@ class Switch:
                 return json.loads(ent.extern_entry.entry.value)
         return None
 
+    def table_read(self, table):
+        """Every entry of a table as P4Runtime TableEntry messages (the switch's own view)."""
+        t, _ = self._named("tables", table)
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        req.entities.add().table_entry.table_id = t.preamble.id
+        return [ent.table_entry for resp in self.stub.Read(req) for ent in resp.entities]
+
     def counter_read(self, counter, index):
         """(packets, bytes) of one indexed counter cell."""
-        c = next(x for x in self.p4info.counters if x.preamble.name == counter)
+        c = self._named("counters", counter)
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         e = req.entities.add().counter_entry
         e.counter_id, e.index.index = c.preamble.id, index

@@ -6,6 +6,7 @@
 mod ascon_serve;
 mod bench;
 mod bench_hash;
+mod bench_mixed;
 mod bench_sad;
 mod bench_p4ead;
 mod stf_runner;
@@ -121,6 +122,34 @@ enum Cmd {
         /// SAD sizes to measure, comma-separated.
         #[arg(long, value_delimiter = ',', default_values_t = [1u32, 1000, 100000])]
         sas: Vec<u32>,
+        /// Write the figures as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Mixed traffic and re-keying benchmark (the IPsec gateway paper's Table 3): throughput with k of every 16
+    /// packets ESP to decrypt and the rest plain IP, without and with SAs renewed continuously, in the same run.
+    BenchMixed {
+        /// Frame sizes (the plain and the decrypted frames; 64 to 1518), comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [64usize, 512, 1500])]
+        sizes: Vec<usize>,
+        /// ESP packets per 16 (0 to 16), comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [0u32, 1, 2, 4, 8, 10, 12, 16])]
+        ks: Vec<u32>,
+        /// Tunnels (SAs) the ESP packets are spread over.
+        #[arg(long, default_value_t = 16)]
+        tunnels: u32,
+        /// Seconds of gateway time per measurement.
+        #[arg(long, default_value_t = 0.5)]
+        seconds: f64,
+        /// Rounds per figure (each: one measurement without and one with re-keying); medians are reported.
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+        /// SA renewals per second during re-keying (round robin over the tunnels).
+        #[arg(long, default_value_t = 1000.0)]
+        rekey_rate: f64,
+        /// Milliseconds an old SAD-dec entry stays after its renewal (and until every packet made under it is through).
+        #[arg(long, default_value_t = 10.0)]
+        grace_ms: f64,
         /// Write the figures as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -380,6 +409,9 @@ fn main() -> ExitCode {
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
         Cmd::BenchSad { sas, json } => bench_sad::run(&sas, json.as_deref()),
+        Cmd::BenchMixed { sizes, ks, tunnels, seconds, rounds, rekey_rate, grace_ms, json } => {
+            bench_mixed::run(&bench_mixed::Opts { sizes, ks, tunnels, seconds, rounds, rekey_rate, grace_ms }, json.as_deref())
+        }
         Cmd::BenchP4ead { seconds, json } => bench_p4ead::run(seconds, json.as_deref()),
         Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers, metrics, trace, pcap_dir, log, tls_cert, tls_key, tls_ca } => {
             let tls = match (tls_cert, tls_key) {
