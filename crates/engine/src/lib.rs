@@ -13,6 +13,7 @@ mod exec;
 pub mod hash;
 pub mod meters;
 pub mod tables;
+mod tss;
 pub mod test_externs;
 
 use arc_swap::ArcSwap;

@@ -103,6 +103,9 @@ pub struct Installed {
 
 pub const INLINE_ARGS: usize = 6;
 
+/// Scan tables with at most this many entries are searched in order; larger ones by tuple space search.
+const SCAN_MAX: usize = 8;
+
 /// What a hit needs from an entry, kept contiguously beside the entries (one cache line per hit instead of
 /// following the entry's pointer): the action and its arguments when they are held inline.
 #[derive(Clone, Copy, Debug)]
@@ -250,6 +253,11 @@ pub struct TableData {
     lpm_masks: Vec<HKey>,
     /// Entry indices in match order (priority desc, then seq asc).
     order: Vec<usize>,
+    /// Scan tables: the same entries grouped by mask tuple (searched once the table holds more than
+    /// [`SCAN_MAX`] entries).
+    tss: crate::tss::Tss,
+    /// Scan tables: the key fields of kind range (checked on the candidates tuple space search finds).
+    range_fields: Vec<usize>,
     pub default: ActionCall,
     next_seq: u64,
     /// Word layout of the packed key: (offset, words) per key field.
@@ -316,6 +324,8 @@ impl TableData {
             lpm: vec![],
             lpm_masks: vec![],
             order: vec![],
+            tss: Default::default(),
+            range_fields: t.keys.iter().enumerate().filter(|(_, k)| k.kind == MatchKind::Range).map(|(i, _)| i).collect(),
             default: t.default_action.clone(),
             next_seq: 0,
             layout,
@@ -377,7 +387,10 @@ impl TableData {
                     .and_then(|(_, m)| m.get(&k))
                     .filter(|i| Self::same_match(&self.entries[*i].entry, e))
             }
-            Kind::Scan => self.entries.iter().position(|x| Self::same_match(&x.entry, e)),
+            Kind::Scan => {
+                let (mask, k) = self.tss_key(t, e);
+                self.tss.candidates(&mask, &k).iter().map(|(_, i)| *i as usize).find(|&i| Self::same_match(&self.entries[i].entry, e))
+            }
         }
     }
 
@@ -430,6 +443,8 @@ impl TableData {
                 let key = |j: usize| (std::cmp::Reverse(ents[j].entry.priority), ents[j].seq);
                 let p = self.order.partition_point(|&j| key(j) < key(i));
                 self.order.insert(p, i);
+                let (mask, k) = self.tss_key(t, &e);
+                self.tss.add(&mask, &k, key(i), i as u32);
             }
         }
     }
@@ -452,8 +467,33 @@ impl TableData {
                     }
                 }
             }
-            Kind::Scan => self.order.retain(|&j| j != i),
+            Kind::Scan => {
+                self.order.retain(|&j| j != i);
+                let (mask, k) = self.tss_key(t, &e);
+                self.tss.remove(&mask, &k, i as u32);
+            }
         }
+    }
+
+    /// An entry's mask tuple and masked key for tuple space search (range fields: mask zero).
+    fn tss_key(&self, t: &Table, e: &TableEntry) -> (Vec<u64>, Vec<u64>) {
+        let mut mask = vec![0u64; self.key_words];
+        let mut key = vec![0u64; self.key_words];
+        for (fi, m) in e.matches.iter().enumerate() {
+            let (off, words) = self.layout[fi];
+            let width = t.keys[fi].width;
+            for j in 0..words {
+                let (v, mk) = match m {
+                    FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) => (v.words.get(j).copied().unwrap_or(0), u64::MAX),
+                    FieldMatch::Ternary { value, mask } => (value.words.get(j).copied().unwrap_or(0), mask.words.get(j).copied().unwrap_or(0)),
+                    FieldMatch::Lpm { value, prefix_len } => (value.words.get(j).copied().unwrap_or(0), prefix_word_mask(width, *prefix_len, j)),
+                    FieldMatch::Any | FieldMatch::Optional(None) | FieldMatch::Range { .. } => (0, 0),
+                };
+                mask[off + j] = mk;
+                key[off + j] = v & mk;
+            }
+        }
+        (mask, key)
     }
 
     pub fn insert(&mut self, t: &Table, e: TableEntry) -> Result<(), String> {
@@ -555,6 +595,7 @@ impl TableData {
         self.lpm.clear();
         self.lpm_masks.clear();
         self.order.clear();
+        self.tss.clear();
     }
 
     /// Look up a packed key (`key[..key_words]`, each field in its layout words). Returns the entry index.
@@ -587,6 +628,16 @@ impl TableData {
                     }
                 }
                 None
+            }
+            Kind::Scan if self.entries.len() > SCAN_MAX => {
+                let kw = self.key_words;
+                self.tss.lookup(&key[..kw], |i| {
+                    let e = &self.entries[i].entry;
+                    self.range_fields.iter().all(|&fi| {
+                        let (off, words) = self.layout[fi];
+                        field_matches(&e.matches[fi], &key[off..off + words], t.keys[fi].width)
+                    })
+                })
             }
             Kind::Scan => {
                 'entries: for &i in &self.order {

@@ -301,3 +301,92 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         assert!(model.len() > 50, "the table held many entries ({})", model.len());
     }
 }
+
+/// Ternary + range tables large enough for tuple space search, against a reference model (highest priority
+/// wins, then the earlier insertion) while entries are inserted, modified and deleted at random.
+#[test]
+fn ternary_and_range_lookups_follow_priorities_through_changes() {
+    let src = r#"#include <v1model.p4>
+header h_t { bit<8> k; bit<32> a; bit<16> p; bit<32> b; }
+struct hs { h_t h; }
+struct m { }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) { state start { p.extract(hdr.h); transition accept; } }
+control V(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
+    action set(bit<32> v) { hdr.h.b = v; sm.egress_spec = 1; }
+    action miss() { hdr.h.b = 0; sm.egress_spec = 1; }
+    table t { key = { hdr.h.k : ternary; hdr.h.a : ternary; hdr.h.p : range; } actions = { set; miss; } default_action = miss(); size = 4096; }
+    apply { t.apply(); }
+}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
+control C(inout hs hdr, inout m meta) { apply { } }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+    let e = engine(src);
+    let ti = e.table_index("I.t").unwrap();
+    let set = e.prog.actions.iter().position(|a| a.name == "I.set").unwrap() as u32;
+    // (k value, k mask, a value, a mask, lo, hi, priority)
+    type M = (u8, u8, u32, u32, u16, u16, i32);
+    let entry = |m: &M, v: u32| TableEntry {
+        matches: vec![
+            FieldMatch::Ternary { value: Value::new(8, m.0 as u64), mask: Value::new(8, m.1 as u64) },
+            FieldMatch::Ternary { value: Value::new(32, m.2 as u64), mask: Value::new(32, m.3 as u64) },
+            FieldMatch::Range { lo: Value::new(16, m.4 as u64), hi: Value::new(16, m.5 as u64) },
+        ],
+        action: ActionCall { action: set, args: vec![Value::new(32, v as u64)] },
+        priority: m.6,
+    };
+    let masks_k = [0u8, 0xff, 0xf0];
+    let masks_a = [0u32, 0xffff_ffff, 0xffff_ff00, 0xffff_0000];
+    // the reference: (match, seq, value) in insertion order
+    let mut model: Vec<(M, u64, u32)> = vec![];
+    let mut seq = 0u64;
+    let mut rng = 11u64;
+    let mut w = Worker::new(&e);
+    let mut out = Outputs::default();
+    for round in 0..4000u32 {
+        let r = hash::next_random(&mut rng);
+        let r2 = hash::next_random(&mut rng);
+        let (km, am) = (masks_k[(r % 3) as usize], masks_a[((r >> 2) % 4) as usize]);
+        let lo = (r2 % 4) as u16 * 1000;
+        let m: M = (((r >> 8) & 3) as u8 & km, km, ((r >> 16) as u32 & 0x0003_0303) & am, am, lo, lo + 1500, ((r >> 40) % 6) as i32 + 1);
+        let pos = model.iter().position(|(x, _, _)| *x == m);
+        match (r >> 60) % 4 {
+            0 | 1 if pos.is_none() => {
+                seq += 1;
+                e.table_insert(ti, entry(&m, round + 1)).unwrap();
+                model.push((m, seq, round + 1));
+            }
+            2 if pos.is_some() => {
+                e.table_modify(ti, entry(&m, round + 1)).unwrap();
+                model[pos.unwrap()].2 = round + 1;
+            }
+            3 if !model.is_empty() => {
+                let (x, _, _) = model.remove((r2 >> 20) as usize % model.len());
+                e.table_delete(ti, &entry(&x, 0)).unwrap();
+            }
+            0 | 1 => assert!(e.table_insert(ti, entry(&m, 1)).is_err(), "a duplicate is refused"),
+            _ => {}
+        }
+        for _ in 0..4 {
+            let q = hash::next_random(&mut rng);
+            let (qk, qa, qp) = ((q & 3) as u8, (q >> 8) as u32 & 0x0003_0303, ((q >> 40) % 5000) as u16);
+            let want = model
+                .iter()
+                .filter(|((k, km, a, am, lo, hi, _), _, _)| qk & km == *k && qa & am == *a && (*lo..=*hi).contains(&qp))
+                .min_by_key(|((.., p), s, _)| (std::cmp::Reverse(*p), *s))
+                .map(|(_, _, v)| *v)
+                .unwrap_or(0);
+            let mut pkt = vec![qk];
+            pkt.extend_from_slice(&qa.to_be_bytes());
+            pkt.extend_from_slice(&qp.to_be_bytes());
+            pkt.extend_from_slice(&[0xee; 4]);
+            out.clear();
+            e.process(&mut w, 0, &pkt, &mut out);
+            let (_, f) = out.iter().next().unwrap();
+            assert_eq!(u32::from_be_bytes([f[7], f[8], f[9], f[10]]), want, "round {round}: key {qk} {qa:#x} {qp}");
+        }
+    }
+    assert!(model.len() > 100, "the table held many entries ({})", model.len());
+}
