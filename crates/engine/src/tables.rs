@@ -256,8 +256,7 @@ pub struct TableData {
     /// Scan tables: the same entries grouped by mask tuple (searched once the table holds more than
     /// [`SCAN_MAX`] entries).
     tss: crate::tss::Tss,
-    /// Scan tables: the key fields of kind range (checked on the candidates tuple space search finds).
-    range_fields: Vec<usize>,
+
     pub default: ActionCall,
     next_seq: u64,
     /// Word layout of the packed key: (offset, words) per key field.
@@ -325,7 +324,6 @@ impl TableData {
             lpm_masks: vec![],
             order: vec![],
             tss: Default::default(),
-            range_fields: t.keys.iter().enumerate().filter(|(_, k)| k.kind == MatchKind::Range).map(|(i, _)| i).collect(),
             default: t.default_action.clone(),
             next_seq: 0,
             layout,
@@ -389,7 +387,7 @@ impl TableData {
             }
             Kind::Scan => {
                 let (mask, k) = self.tss_key(t, e);
-                self.tss.candidates(&mask, &k).iter().map(|(_, i)| *i as usize).find(|&i| Self::same_match(&self.entries[i].entry, e))
+                self.tss.candidates(&mask, &k).find(|&i| Self::same_match(&self.entries[i].entry, e))
             }
         }
     }
@@ -633,9 +631,9 @@ impl TableData {
                 let kw = self.key_words;
                 self.tss.lookup(&key[..kw], |i| {
                     let e = &self.entries[i].entry;
-                    self.range_fields.iter().all(|&fi| {
+                    e.matches.iter().enumerate().all(|(fi, m)| {
                         let (off, words) = self.layout[fi];
-                        field_matches(&e.matches[fi], &key[off..off + words], t.keys[fi].width)
+                        field_matches(m, &key[off..off + words], t.keys[fi].width)
                     })
                 })
             }
