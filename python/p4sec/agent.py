@@ -38,6 +38,22 @@ class AgentError(Exception):
     pass
 
 
+GRACE = 1.0     # seconds an old inbound SA stays after the gateway switched to the new one (packets in flight)
+
+
+def retire_after(seconds, retire):
+    """Run retire() after `seconds` in the background; its failure is reported, never raised."""
+    def run():
+        try:
+            retire()
+        except Exception as e:
+            print(f"p4sec-agent: removing the old inbound SA failed: {e}", file=sys.stderr, flush=True)
+    t = threading.Timer(seconds, run)
+    t.daemon = True
+    t.start()
+    return t
+
+
 class Controller:
     """The controller's agent endpoint (gRPC service p4sec.Agent, JSON messages, mutual TLS)."""
 
@@ -177,9 +193,9 @@ class Userspace:
         self.switch.digest_enable("sa_event_t")
         threading.Thread(target=renewer, daemon=True).start()
 
-    def install_renewal(self, sa, grace=1.0):
-        """The new inbound SA first (a new slot and SAD-dec entry), then the outbound SA swapped in place; the old
-        inbound SA goes after `grace` seconds."""
+    def install_renewal(self, sa):
+        """The new inbound SA first (a new slot and SAD-dec entry), then the outbound SA swapped in place. Returns
+        the removal of the old inbound SA, for the caller to run once the gateway sends under the new one."""
         slot = self.next_slot
         self.next_slot = 2 + (self.next_slot - 1) % 30
         with self.switch.batch():
@@ -191,15 +207,10 @@ class Userspace:
         self.in_slot, self.in_spi = slot, sa["inbound"]["spi"]
 
         def retire():
-            try:
-                with self.switch.batch():
-                    self._sad_dec(old_spi, old_slot, insert=False)
-                    self.switch.extern_write("GwIngress.sad", "add_sa", {"index": old_slot}, delete=True)
-            except Exception as e:
-                print(f"p4sec-agent: removing the old inbound SA failed: {e}", file=sys.stderr, flush=True)
-        t = threading.Timer(grace, retire)
-        t.daemon = True
-        t.start()
+            with self.switch.batch():
+                self._sad_dec(old_spi, old_slot, insert=False)
+                self.switch.extern_write("GwIngress.sad", "add_sa", {"index": old_slot}, delete=True)
+        return retire
 
     def remove(self):
         if getattr(self, "events", None) is not None:
@@ -291,8 +302,8 @@ class Xfrm:
     """The SAs applied to the host's kernel (Linux XFRM), renewed when the kernel reports their soft lifetime.
     `run` executes one command (default: a shell; tests pass their own, this machine's kernel has no ESP)."""
 
-    def __init__(self, wan, run=None, grace=1.0):
-        self.wan, self.grace = wan, grace
+    def __init__(self, wan, run=None):
+        self.wan = wan
         self.run = run or self._run
         self.sa = None
         self.sock = None
@@ -358,22 +369,15 @@ class Xfrm:
 
     def install_renewal(self, sa):
         """The new inbound state first, then the new outbound state (the kernel prefers it to the old one, which
-        reached its soft limit) and the old outbound state removed; the old inbound state goes after `grace`."""
+        reached its soft limit) and the old outbound state removed. Returns the removal of the old inbound state,
+        for the caller to run once the gateway sends under the new one."""
         old = self.sa
         for cfg in (sa["inbound"], sa["outbound"]):
             self.run(xfrm_state_add(cfg))
             self.states[cfg["spi"]] = cfg
         self.sa = dict(old, outbound=sa["outbound"], inbound=sa["inbound"])
         self._delete_state(old["outbound"])
-
-        def retire():
-            try:
-                self._delete_state(old["inbound"])
-            except AgentError as e:
-                print(f"p4sec-agent: removing the old inbound SA failed: {e}", file=sys.stderr, flush=True)
-        t = threading.Timer(self.grace, retire)
-        t.daemon = True
-        t.start()
+        return lambda: self._delete_state(old["inbound"])
 
     def _delete_state(self, cfg):
         if self.states.pop(cfg["spi"], None) is not None:
@@ -448,8 +452,11 @@ def main(argv=None):
 
             def renew():
                 new = ctl.call("Renew", profile=a.profile)
-                be.install_renewal(new)
+                retire_old_inbound = be.install_renewal(new)
+                # the old inbound SA stays until the gateway sends under the new one (if RenewReady fails, the
+                # gateway keeps the old one, and so does this host)
                 ctl.call("RenewReady", profile=a.profile)
+                retire_after(GRACE, retire_old_inbound)
                 print(f"renewed: outbound {new['outbound']['spi']:#010x}, inbound {new['inbound']['spi']:#010x}", flush=True)
 
             be.watch_lifetimes(renew)

@@ -157,6 +157,8 @@ class IpsecController:
                 timer.start()
                 self._timers.append(timer)
             for spi, tunnel, s, d, in_slot in self.db.execute("select spi, tunnel, src, dst, in_slot from sa where state = 'inbound'").fetchall():
+                if s in self.gateways and d not in self.gateways:
+                    continue    # a road warrior's renewal waiting for its RenewReady: nothing of it is on the gateway yet
                 if s in self.gateways and d in self.gateways:
                     try:
                         self._sad_dec(self.gateways[s], self.gateways[d], spi, in_slot, insert=False)
@@ -611,8 +613,12 @@ class IpsecController:
             suite, soft, hard = row[2], json.loads(row[3]), json.loads(row[4])
             old_up, up_cfg_old = self.db.execute("select spi, config from sa where tunnel = ? and dst = ? and state = 'active'", (name, gw.name)).fetchone()
             down_slot = self.db.execute("select out_slot from sa where tunnel = ? and src = ? and state = 'active'", (name, gw.name)).fetchone()[0]
-            if self.db.execute("select 1 from sa where tunnel = ? and src = ? and state = 'inbound'", (name, gw.name)).fetchone():
-                raise ControllerError(f"a renewal of {name} is already in progress")
+            stale = self.db.execute("select spi from sa where tunnel = ? and src = ? and state = 'inbound'", (name, gw.name)).fetchone()
+            if stale:
+                # the agent asks again: it gave up the renewal it asked for before (nothing of that SA is on the
+                # gateway yet; it would have been installed at RenewReady)
+                self.db.execute("update sa set state = 'deleted' where spi = ?", stale)
+                self._event(name, f"host renewal for {client}: unfinished renewal to SA {stale[0]:#010x} abandoned")
             host_addr = json.loads(up_cfg_old)["tunnel"][0]
             host = Gateway(row[1], None, host_addr, "", 0, "", 0, "", "")
             t0 = time.perf_counter()
@@ -664,22 +670,33 @@ class IpsecController:
             if not row:
                 raise ControllerError(f"no tunnel {name} is up")
             gw, tstate = self.gateways[row[0]], row[1]
+            host_addr = None
+            failures = []
             for spi, src, dst, out_slot, in_slot, state in self.db.execute(
                     "select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'", (name,)).fetchall():
-                if src == gw.name:      # gateway -> host (a renewal's next SA shares the slot)
-                    if state == "active":
-                        self._host_spd(gw, self._host_inner(name), out_slot, insert=False)
-                        gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot}, delete=True)
-                        gw.free_slots.append(out_slot)
-                    elif state == "inbound" and tstate == "pending":
-                        gw.free_slots.append(out_slot)
-                else:                   # host -> gateway
-                    host_addr = json.loads(self.db.execute("select config from sa where spi = ?", (spi,)).fetchone()[0])["tunnel"][0]
-                    self._sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, insert=False)
-                    gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
-                    gw.free_slots.append(in_slot)
-                    _lpm(gw.switch, host_addr + ("/128" if ":" in host_addr else "/32"), insert=False)
+                try:
+                    if src == gw.name:      # gateway -> host (a renewal's next SA shares the slot)
+                        if state == "active":
+                            self._host_spd(gw, self._host_inner(name), out_slot, insert=False)
+                            gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot}, delete=True)
+                            gw.free_slots.append(out_slot)
+                        elif state == "inbound" and tstate == "pending":
+                            gw.free_slots.append(out_slot)
+                    else:                   # host -> gateway (the active SA and any old one still retiring)
+                        host_addr = json.loads(self.db.execute("select config from sa where spi = ?", (spi,)).fetchone()[0])["tunnel"][0]
+                        self._sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, insert=False)
+                        gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
+                        gw.free_slots.append(in_slot)
+                except Exception as e:      # the rest is still removed; the SA is forgotten either way
+                    failures.append(f"SA {spi:#010x}: {e}")
                 self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
+            if host_addr is not None:
+                try:
+                    _lpm(gw.switch, host_addr + ("/128" if ":" in host_addr else "/32"), insert=False)
+                except Exception as e:
+                    failures.append(f"route to {host_addr}: {e}")
+            for f in failures:
+                self._event(name, f"removing {f} failed")
             self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
             self._event(name, "down")
             self.db.commit()

@@ -104,10 +104,20 @@ agents: {{listen: "unix:{sock}", ca: {cadir}, cert: controller}}
     procs = [subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={a1}", "--port", f"2={wa}"],
                               stderr=subprocess.DEVNULL)]
     time.sleep(0.5)
-    log = open(tmp_path / "controller.log", "w")
-    ctl = subprocess.Popen(["p4sec-controller", "run", str(cfg)], stdout=subprocess.PIPE, stderr=log, text=True)
-    procs.append(ctl)
-    assert "ready" in ctl.stdout.readline(), (tmp_path / "controller.log").read_text()
+    log = open(tmp_path / "controller.log", "a")
+
+    def start_controller():
+        ctl = subprocess.Popen(["p4sec-controller", "run", str(cfg)], stdout=subprocess.PIPE, stderr=log, text=True)
+        procs.append(ctl)
+        assert "ready" in ctl.stdout.readline(), (tmp_path / "controller.log").read_text()
+        return ctl
+
+    ctl = [start_controller()]
+
+    def restart_controller():
+        ctl[0].terminate()
+        ctl[0].wait(timeout=20)
+        ctl[0] = start_controller()
     echo = subprocess.Popen(["ip", "netns", "exec", n1, sys.executable, "-c", ECHO], stdout=subprocess.PIPE, text=True)
     procs.append(echo)
     assert echo.stdout.readline().strip() == "ready"
@@ -119,10 +129,12 @@ agents: {{listen: "unix:{sock}", ca: {cadir}, cert: controller}}
             return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
-    yield {"agent": agent, "rw": rw, "rw0": rw0, "wa": wa, "cadir": cadir, "p4sec": str(p4sec_bin), "rest": rest}
+    yield {"agent": agent, "rw": rw, "rw0": rw0, "wa": wa, "cadir": cadir, "p4sec": str(p4sec_bin), "rest": rest,
+           "restart_controller": restart_controller, "log": tmp_path / "controller.log"}
     for p in reversed(procs):
-        p.terminate()
-        p.wait(timeout=10)
+        if p.poll() is None:
+            p.terminate()
+            p.wait(timeout=10)
     for n in (n1, rw):
         sh("ip", "netns", "del", n, check=False)
     for i in (a1, wa):
@@ -179,3 +191,40 @@ def test_road_warrior_reaches_the_site_and_revocation_locks_it_out(site):
     assert r.returncode == 1 and "revoked" in r.stderr
     up.terminate()
     up.wait(timeout=20)
+
+
+def test_host_tunnel_survives_a_controller_restart(site):
+    """The controller goes away and comes back in the middle of a road warrior's traffic: the tunnel keeps
+    carrying traffic meanwhile, the restarted controller adopts the gateway with the host tunnel as it is, and the
+    renewals the agent asks for afterwards are served: no echo is lost at any point."""
+    agent = site["agent"]
+    up = agent("alice", "up", "office", "--wan", site["rw0"], "--p4sec", site["p4sec"], background=True)
+    line = up.stdout.readline()
+    assert line.startswith("up: office@alice"), line + up.stderr.read() if not line else line
+
+    def echoes(n):
+        r = subprocess.run(["ip", "netns", "exec", site["rw"], sys.executable, "-c", PING, "10.1.0.1", str(n)], capture_output=True, text=True, timeout=120)
+        assert r.stdout.strip() == str(n), r.stdout + r.stderr
+
+    def show():
+        r = subprocess.run(["p4sec-controller", "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", "office@alice"], capture_output=True, text=True)
+        return json.loads(r.stdout)
+
+    echoes(30)
+    site["restart_controller"]()
+    assert "adopted" in site["log"].read_text()
+    state = show()
+    assert state["state"] == "up", state
+    before = len([e for e in state["events"] if "host renewal" in e["what"] and "SAD-enc" in e["what"]])
+    # renewals after the restart (soft limit 60 packets), each served by the new controller
+    for _ in range(20):
+        echoes(100)
+        state = show()
+        after = len([e for e in state["events"] if "host renewal" in e["what"] and "SAD-enc" in e["what"]])
+        if after >= before + 2:
+            break
+    assert state["state"] == "up" and after >= before + 2, state["events"]
+    up.terminate()
+    err = up.communicate(timeout=20)[1]
+    final = show()
+    assert final["state"] != "up", ("the agent took the tunnel down when it stopped", err, final["events"][-3:], site["log"].read_text()[-1500:])

@@ -88,7 +88,7 @@ def wait_for(pred, timeout=5):
 
 def test_soft_expire_renews_in_the_loss_free_order_and_down_removes_everything():
     rec = Recorder()
-    be = agent.Xfrm("rw0", run=rec, grace=0.2)
+    be = agent.Xfrm("rw0", run=rec)
     be.apply(tunnel(0x100, 0x200))
     assert [c.split(" spi ")[1].split()[0] for c in rec.cmds[:2]] == ["0x200", "0x100"], "inbound state first"
     assert any("dir out" in c for c in rec.cmds) and any(c.startswith("ip route add 10.1.0.0/16 dev rw0") for c in rec.cmds)
@@ -98,9 +98,12 @@ def test_soft_expire_renews_in_the_loss_free_order_and_down_removes_everything()
     spis = iter([(0x101, 0x201), (0x102, 0x202)])
 
     def renew():
+        # as the agent does: ask, install, tell the controller, and drop the old inbound SA after a grace time
         out, inn = next(spis)
         renewals.append((out, inn))
-        be.install_renewal(tunnel(out, inn))
+        retire = be.install_renewal(tunnel(out, inn))
+        assert not any("delete" in c and f"spi {inn - 1:#x}" in c for c in rec.cmds), "the old inbound state stays for now"
+        agent.retire_after(0.2, retire)
 
     be.watch_lifetimes(renew, sock=ours)
     n = len(rec.cmds)
