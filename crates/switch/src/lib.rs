@@ -467,6 +467,16 @@ impl Port {
         }
     }
 
+    /// Is the port up (for watch ports of selector members): an interface that exists, is up and has its
+    /// carrier (TUN/TAP: attached and up); pcap ports always are.
+    fn up(&self) -> bool {
+        match &self.io {
+            Io::Packet { .. } => tun::oper_up(&self.iface).unwrap_or(false),
+            Io::Tun { fd, .. } => tun::attached(*fd) && tun::oper_up(&self.iface).unwrap_or(false),
+            Io::Pcap { .. } => true,
+        }
+    }
+
     /// Does the interface still exist (for TUN/TAP: is the device still there, wherever it was moved)?
     fn alive(&self) -> bool {
         match &self.io {
@@ -756,7 +766,8 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
     let mut waiting_said = false;
     let mut frames_in = 0u64;
     let rings = ports.iter().any(|p| p.mmap());
-    let mut checked_at = std::time::Instant::now();
+    // (the first check at once: port liveness is known from the start)
+    let mut checked_at = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(2)).unwrap_or_else(std::time::Instant::now);
     while !stop.load(Ordering::Relaxed) {
         // once a second: MTUs of ring ports, and every port's existence (a deleted interface does not always
         // leave an error on its socket, above all with rings)
@@ -766,6 +777,8 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
                     p.refresh_mtu();
                 }
                 suspect[i] = true;
+                // port liveness, for the watch ports of selector members (a port that is gone is down)
+                device.set_port_up(p.number, fds[i].fd >= 0 && p.up());
             }
             checked_at = std::time::Instant::now();
         }
