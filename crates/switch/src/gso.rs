@@ -136,8 +136,8 @@ pub fn segment(f: &[u8], h: &VnetHdr, out: &mut Vec<Vec<u8>>) -> Result<(), Stri
     }
     let l4_len = if proto == 6 { (*f.get(l4 + 12).ok_or("a truncated TCP header")? >> 4) as usize * 4 } else { 8 };
     let hdrs = l4 + l4_len;
-    if l4_len < 8 || f.len() < hdrs {
-        return Err("a truncated L4 header".into());
+    if l4_len < if proto == 6 { 20 } else { 8 } || f.len() < hdrs {
+        return Err("a truncated or malformed L4 header".into());
     }
     let mss = h.gso_size as usize;
     if mss == 0 {
@@ -275,6 +275,14 @@ mod tests {
         assert!(out.iter().all(|s| u16::from_be_bytes([s[38], s[39]]) as usize == s.len() - 34));
         assert!(segment(&f, &VnetHdr { gso_type: GSO_UDP, gso_size: 1000, ..Default::default() }, &mut out).is_err());
         assert!(segment(&f[..30], &VnetHdr { gso_type: GSO_TCPV4, gso_size: 1000, ..Default::default() }, &mut out).is_err());
+        // a TCP header shorter than 20 bytes (data offset 2), and every truncation of a frame: errors, no panic
+        let mut t = tcp_frame(false, &[1, 2, 3], 0x10);
+        t[14 + 20 + 12] = 0x20;
+        assert!(segment(&t, &VnetHdr { gso_type: GSO_TCPV4, gso_size: 1, ..Default::default() }, &mut out).is_err());
+        let t = tcp_frame(true, &[7; 100], 0x10);
+        for n in 0..t.len() {
+            let _ = segment(&t[..n], &VnetHdr { gso_type: GSO_TCPV6, gso_size: 7, ..Default::default() }, &mut out);
+        }
     }
 
     #[test]
