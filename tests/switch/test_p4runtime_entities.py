@@ -238,8 +238,10 @@ def test_direct_counters_and_value_sets(ctl, compiled):
     t.value, t.mask = b"\x10", b"\xf0"
     ctl.write(v)
     got = read(ctl.stub, lambda e: setattr(e.value_set_entry, "value_set_id", vs))
-    members = [(m.match[0].ternary.value, m.match[0].ternary.mask) for m in got[0].value_set_entry.members]
-    assert members == [(b"\x07", b"\xff"), (b"\x10", b"\xf0")]
+    # members read back as written: an exact match, then a ternary one
+    ms = got[0].value_set_entry.members
+    assert [m.match[0].WhichOneof("field_match_type") for m in ms] == ["exact", "ternary"]
+    assert (ms[0].match[0].exact.value, ms[1].match[0].ternary.value, ms[1].match[0].ternary.mask) == (b"\x07", b"\x10", b"\xf0")
     too_many = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
     too_many.entity.value_set_entry.value_set_id = vs
     for i in range(5):

@@ -151,7 +151,6 @@ impl BitWriter {
     }
 }
 
-
 fn read_wide(data: &[u8], pos: usize, width: u32) -> Wide {
     let mut v = bits::ZERO;
     let mut done = 0;
@@ -164,7 +163,6 @@ fn read_wide(data: &[u8], pos: usize, width: u32) -> Wide {
     }
     v
 }
-
 
 impl Engine {
     // ------------------------------------------------------------ locations
@@ -935,11 +933,14 @@ impl Engine {
             Some(i) => {
                 // per-entry state is touched only when the table has it (shared atomics cost a locked
                 // instruction and a cache line per hit)
-                if t.direct_counter.is_some() || t.direct_meter.is_some() {
+                if t.direct_counter.is_some() || t.direct_meter.is_some() || t.support_timeout {
                     let e = &data.entries[i];
                     if t.direct_counter.is_some() {
                         e.packets.fetch_add(1, Ordering::Relaxed);
                         e.bytes.fetch_add(len, Ordering::Relaxed);
+                    }
+                    if t.support_timeout {
+                        e.last_hit.store(crate::coarse_ms(), Ordering::Relaxed);
                     }
                     w.cur_meter = if t.direct_meter.is_some() { e.meter.clone() } else { None };
                 } else {
@@ -1106,7 +1107,7 @@ impl Engine {
                 let m = &self.meters[*meter as usize];
                 let unit = self.prog.meters[*meter as usize].unit;
                 let color = match m.get(i) {
-                    Some(cell) => cell.execute(if unit == CounterUnit::Bytes { w.pkt_len as u64 } else { 1 }),
+                    Some(cell) => cell.execute(if unit == CounterUnit::Bytes { w.pkt_len as u64 } else { 1 }, w.pkt_len as u64),
                     None => crate::meters::GREEN,
                 };
                 if let Some(l) = self.resolve(w, dst) {
@@ -1116,7 +1117,7 @@ impl Engine {
             Builtin::DirectMeterRead { meter, dst } => {
                 let unit = self.prog.direct_meters[*meter as usize].unit;
                 let color = match w.cur_meter.clone() {
-                    Some(cell) => cell.execute(if unit == CounterUnit::Bytes { w.pkt_len as u64 } else { 1 }),
+                    Some(cell) => cell.execute(if unit == CounterUnit::Bytes { w.pkt_len as u64 } else { 1 }, w.pkt_len as u64),
                     None => crate::meters::GREEN,
                 };
                 if let Some(l) = self.resolve(w, dst) {
@@ -1325,7 +1326,13 @@ impl Engine {
                                 KeyMatch::Exact(a) => a.as_u64() == v,
                                 KeyMatch::Mask { value, mask } => (v & mask.as_u64()) == (value.as_u64() & mask.as_u64()),
                                 KeyMatch::Range { lo, hi } => v >= lo.as_u64() && v <= hi.as_u64(),
-                                KeyMatch::ValueSet(_) => self.key_match(&bits::from_u64(v), m),
+                                KeyMatch::ValueSet(id) => {
+                                    let mut wk = [bits::ZERO; 8];
+                                    for (j, x) in kv[i..].iter().enumerate() {
+                                        wk[j] = bits::from_u64(*x);
+                                    }
+                                    self.value_set_match(*id, &wk[..8 - i])
+                                }
                             };
                             if !ok {
                                 continue 'fast;
@@ -1352,7 +1359,11 @@ impl Engine {
                     }
                     'cases: for (ms, n) in cases {
                         for (i, m) in ms.iter().enumerate() {
-                            if !self.key_match(&kv[i.min(7)], m) {
+                            let ok = match m {
+                                KeyMatch::ValueSet(id) => self.value_set_match(*id, &kv[i.min(7)..]),
+                                _ => self.key_match(&kv[i.min(7)], m),
+                            };
+                            if !ok {
                                 continue 'cases;
                             }
                         }
@@ -1401,15 +1412,21 @@ impl Engine {
                 }
                 bits::cmp(v, &l).is_ge() && bits::cmp(v, &h).is_le()
             }
-            KeyMatch::ValueSet(id) => {
-                let set = self.value_sets[*id as usize].load();
-                set.iter().any(|(val, mask)| {
-                    val.words.iter().enumerate().all(|(i, x)| {
-                        let m = mask.words.get(i).copied().unwrap_or(u64::MAX);
-                        (v[i] & m) == (x & m)
-                    })
-                })
-            }
+            KeyMatch::ValueSet(id) => self.value_set_match(*id, std::slice::from_ref(v)),
         }
+    }
+
+    /// Is the key tuple `keys` (from the select key the value set stands at) a member of value set `id`?
+    /// Each element of a member matches the key at its position.
+    fn value_set_match(&self, id: u32, keys: &[Wide]) -> bool {
+        let Some(vs) = self.prog.value_sets.get(id as usize) else { return false };
+        let set = self.value_sets[id as usize].load();
+        set.iter().any(|member| {
+            member.len() <= keys.len()
+                && member.iter().zip(keys).zip(&vs.widths).all(|((m, k), w)| {
+                    let words = (p4sec_ir::words_for(*w) as usize).clamp(1, k.len());
+                    crate::tables::field_matches(m, &k[..words], *w)
+                })
+        })
     }
 }

@@ -88,6 +88,15 @@ pub struct StatsSnapshot {
 /// A digest message: the digest's index in `Program::digests` and the values of its fields.
 pub type DigestMsg = (u32, Vec<Value>);
 
+/// A coarse monotonic clock in milliseconds (CLOCK_MONOTONIC_COARSE: a few nanoseconds to read, a few
+/// milliseconds of resolution), for the last hits of entries with idle timeouts.
+#[inline]
+pub fn coarse_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
 pub struct Engine {
     pub prog: Arc<Program>,
     pub tables: Vec<TableRt>,
@@ -97,7 +106,8 @@ pub struct Engine {
     registers: Vec<RegisterRt>,
     counters: Vec<Vec<(AtomicU64, AtomicU64)>>,
     meters: Vec<Vec<MeterCell>>,
-    value_sets: Vec<ArcSwap<Vec<(Value, Value)>>>,
+    /// Members of each value set: one match per element.
+    value_sets: Vec<ArcSwap<Vec<Vec<FieldMatch>>>>,
     pre: ArcSwap<Pre>,
     pre_write: Mutex<()>,
     externs: Vec<Box<dyn ExternObject>>,
@@ -942,13 +952,44 @@ impl Engine {
         Ok(m.get(index).ok_or_else(|| format!("meter index {index} is out of range"))?.rates())
     }
 
-    /// Configure the direct meter of one table entry.
-    pub fn direct_meter_set(&self, ti: usize, e: &TableEntry, rates: Option<MeterRates>) -> Result<(), String> {
+    /// Per-colour counters of an indexed meter cell: (packets, bytes) green, yellow, red.
+    pub fn meter_counts(&self, meter: usize, index: usize) -> Result<[(u64, u64); 3], String> {
+        let m = self.meters.get(meter).ok_or_else(|| format!("no meter {meter}"))?;
+        Ok(m.get(index).ok_or_else(|| format!("meter index {index} is out of range"))?.counts())
+    }
+
+    pub fn meter_set_counts(&self, meter: usize, index: usize, c: [(u64, u64); 3]) -> Result<(), String> {
+        let m = self.meters.get(meter).ok_or_else(|| format!("no meter {meter}"))?;
+        m.get(index).ok_or_else(|| format!("meter index {index} is out of range"))?.set_counts(c);
+        Ok(())
+    }
+
+    /// Configure the direct meter of one table entry (`rates`: `None` leaves the configuration, `Some(None)`
+    /// marks everything green); its per-colour counters are kept, or set to `counts` when given.
+    pub fn direct_meter_set(&self, ti: usize, e: &TableEntry, rates: Option<Option<MeterRates>>, counts: Option<[(u64, u64); 3]>) -> Result<(), String> {
+        let cell = {
+            let d = self.table_snapshot(ti)?;
+            let t = &self.prog.tables[ti];
+            let i = d.find(t, e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+            d.entries[i].meter.clone()
+        };
+        if let Some(cell) = cell {
+            if let Some(r) = rates {
+                cell.configure(r);
+            }
+            if let Some(c) = counts {
+                cell.set_counts(c);
+            }
+            return Ok(());
+        }
         self.table_update(ti, |t, d| {
             let i = d.find(t, e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
             let old = &d.entries[i];
             let cell = Arc::new(MeterCell::default());
-            cell.configure(rates);
+            cell.configure(rates.flatten());
+            if let Some(c) = counts {
+                cell.set_counts(c);
+            }
             let mut n = (**old).clone();
             n.meter = Some(cell);
             d.replace(i, n);
@@ -956,18 +997,24 @@ impl Engine {
         })
     }
 
-    /// Replace the members of a value set: (value, mask) per member.
-    pub fn value_set_set(&self, vs: usize, members: Vec<(Value, Value)>) -> Result<(), String> {
+    /// Replace the members of a value set: one match per element of the set (exact, ternary, lpm, range,
+    /// optional or any), each fitting the element's width.
+    pub fn value_set_set(&self, vs: usize, members: Vec<Vec<FieldMatch>>) -> Result<(), String> {
         let s = self.value_sets.get(vs).ok_or_else(|| format!("no value set {vs}"))?;
-        let size = self.prog.value_sets[vs].size as usize;
-        if members.len() > size {
-            return Err(format!("value set `{}` holds at most {size} members", self.prog.value_sets[vs].name));
+        let v = &self.prog.value_sets[vs];
+        if members.len() > v.size as usize {
+            return Err(format!("value set `{}` holds at most {} members, {} given", v.name, v.size, members.len()));
+        }
+        for m in &members {
+            if m.len() != v.widths.len() {
+                return Err(format!("value set `{}` has {} elements, a member gives {}", v.name, v.widths.len(), m.len()));
+            }
         }
         s.store(Arc::new(members));
         Ok(())
     }
 
-    pub fn value_set_get(&self, vs: usize) -> Result<Vec<(Value, Value)>, String> {
+    pub fn value_set_get(&self, vs: usize) -> Result<Vec<Vec<FieldMatch>>, String> {
         Ok((**self.value_sets.get(vs).ok_or_else(|| format!("no value set {vs}"))?.load()).clone())
     }
 

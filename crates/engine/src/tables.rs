@@ -99,6 +99,14 @@ pub struct Installed {
     /// Entries of tables with an action profile or selector: the member, group or action set the entry
     /// refers to (the entry's `action` is a member's action; groups and action sets choose per packet).
     pub indirect: Option<Arc<Indirect>>,
+    /// Idle timeout (tables with `support_timeout`): 0 for none.
+    pub idle_timeout_ns: u64,
+    /// When the entry was last hit ([`crate::coarse_ms`]; its insertion until the first hit). Written only
+    /// for tables with `support_timeout`.
+    pub last_hit: AtomicU64,
+    /// The `last_hit` for which the controller was told the entry is idle (`u64::MAX`: not told): it is
+    /// told once per idle period.
+    pub idle_notified: AtomicU64,
 }
 
 pub const INLINE_ARGS: usize = 6;
@@ -175,6 +183,12 @@ impl Indirect {
 }
 
 impl Installed {
+    /// Take over the idle-timeout state of the entry this one replaces.
+    fn keep_idle_state(&mut self, old: &Installed) {
+        self.idle_timeout_ns = old.idle_timeout_ns;
+        self.last_hit = AtomicU64::new(old.last_hit.load(Ordering::Relaxed));
+        self.idle_notified = AtomicU64::new(old.idle_notified.load(Ordering::Relaxed));
+    }
     pub fn new(entry: TableEntry, seq: u64, packets: u64, bytes: u64, meter: Option<Arc<crate::meters::MeterCell>>) -> Installed {
         let args = &entry.action.args;
         let inline_args = (args.len() <= INLINE_ARGS && args.iter().all(|v| v.width <= 64)).then(|| {
@@ -184,7 +198,18 @@ impl Installed {
             }
             (a, args.len() as u8)
         });
-        Installed { entry, seq, packets: AtomicU64::new(packets), bytes: AtomicU64::new(bytes), meter, inline_args, indirect: None }
+        Installed {
+            entry,
+            seq,
+            packets: AtomicU64::new(packets),
+            bytes: AtomicU64::new(bytes),
+            meter,
+            inline_args,
+            indirect: None,
+            idle_timeout_ns: 0,
+            last_hit: AtomicU64::new(crate::coarse_ms()),
+            idle_notified: AtomicU64::new(u64::MAX),
+        }
     }
 }
 
@@ -192,6 +217,7 @@ impl Clone for Installed {
     fn clone(&self) -> Self {
         let mut c = Installed::new(self.entry.clone(), self.seq, self.packets.load(Ordering::Relaxed), self.bytes.load(Ordering::Relaxed), self.meter.clone());
         c.indirect = self.indirect.clone();
+        c.keep_idle_state(self);
         c
     }
 }
@@ -379,11 +405,7 @@ impl TableData {
             Kind::Lpm => {
                 let (k, plen) = self.index_key(t, e);
                 let plen = plen.unwrap_or(0);
-                self.lpm
-                    .iter()
-                    .find(|(l, _)| *l == plen)
-                    .and_then(|(_, m)| m.get(&k))
-                    .filter(|i| Self::same_match(&self.entries[*i].entry, e))
+                self.lpm.iter().find(|(l, _)| *l == plen).and_then(|(_, m)| m.get(&k)).filter(|i| Self::same_match(&self.entries[*i].entry, e))
             }
             Kind::Scan => {
                 let (mask, k) = self.tss_key(t, e);
@@ -509,7 +531,10 @@ impl TableData {
             return Err(format!("table `{}` is full ({} entries)", t.name, t.size));
         }
         self.next_seq += 1;
-        let mut inst = Installed::new(e, self.next_seq, 0, 0, meter.map(|r| meter_cell(Some(r))));
+        // entries of tables with a direct meter always have a cell: it counts packets per colour even while
+        // unconfigured (all green)
+        let cell = if t.direct_meter.is_some() { Some(meter_cell(meter)) } else { meter.map(|r| meter_cell(Some(r))) };
+        let mut inst = Installed::new(e, self.next_seq, 0, 0, cell);
         inst.indirect = indirect;
         self.hot.push(Hot::of(&inst));
         self.entries.push(Arc::new(inst));
@@ -535,13 +560,22 @@ impl TableData {
         let e = strip_selector_keys(t, e);
         let i = self.find(t, &e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
         let old = &self.entries[i];
+        // a new configuration is a new cell (the old version stays as it was until the new one is
+        // published), with the per-colour counts carried over
         let meter = match meter {
             None => old.meter.clone(),
-            Some(None) => None,
-            Some(Some(r)) => Some(meter_cell(Some(r))),
+            Some(None) if t.direct_meter.is_none() => None,
+            Some(r) => {
+                let cell = meter_cell(r);
+                if let Some(o) = &old.meter {
+                    cell.set_counts(o.counts());
+                }
+                Some(cell)
+            }
         };
         let mut inst = Installed::new(e, old.seq, old.packets.load(Ordering::Relaxed), old.bytes.load(Ordering::Relaxed), meter);
         inst.indirect = indirect;
+        inst.keep_idle_state(old);
         self.replace(i, inst);
         Ok(())
     }
@@ -558,6 +592,17 @@ impl TableData {
         &self.hot[i]
     }
 
+    /// Set the idle timeout of the entry with this match (0: none); its idle period starts anew.
+    pub fn set_idle_timeout(&mut self, t: &Table, e: &TableEntry, ns: u64) -> Result<(), String> {
+        let e = strip_selector_keys(t, e.clone());
+        let i = self.find(t, &e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+        let mut n = (*self.entries[i]).clone();
+        n.idle_timeout_ns = ns;
+        n.idle_notified = AtomicU64::new(u64::MAX);
+        self.replace(i, n);
+        Ok(())
+    }
+
     /// Give entry `i` another action and reference (a member or group of its action profile changed),
     /// keeping its match, counters and meter.
     pub fn set_indirect(&mut self, i: usize, action: ActionCall, indirect: Option<Arc<Indirect>>) {
@@ -565,6 +610,7 @@ impl TableData {
         let e = TableEntry { action, ..old.entry.clone() };
         let mut inst = Installed::new(e, old.seq, old.packets.load(Ordering::Relaxed), old.bytes.load(Ordering::Relaxed), old.meter.clone());
         inst.indirect = indirect;
+        inst.keep_idle_state(old);
         self.replace(i, inst);
     }
 
@@ -666,7 +712,8 @@ fn cmp_words(a: &[u64], b: &[u64]) -> std::cmp::Ordering {
     std::cmp::Ordering::Equal
 }
 
-fn field_matches(m: &FieldMatch, k: &[u64], width: u32) -> bool {
+/// Does the key `k` (the field's words, least significant first) match `m`?
+pub(crate) fn field_matches(m: &FieldMatch, k: &[u64], width: u32) -> bool {
     match m {
         FieldMatch::Any => true,
         FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) => k.iter().enumerate().all(|(i, w)| *w == v.words.get(i).copied().unwrap_or(0)),

@@ -19,6 +19,10 @@ pub struct FieldInfo {
     pub ty: Ty,
     /// `@field_list(n, ...)` annotation ids.
     pub field_lists: Vec<u32>,
+    /// `@match(kind)` (struct fields of value sets: the field's P4Runtime match kind).
+    pub match_kind: Option<String>,
+    /// `@name("...")`: the field's control-plane name.
+    pub cp_name: Option<String>,
 }
 
 #[derive(Debug)]

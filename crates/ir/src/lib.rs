@@ -102,21 +102,52 @@ pub enum BinOp {
 pub enum Expr {
     Const(Value),
     /// A constant of at most 64 bits (the engine's fast form of `Const`; see [`Program::optimize`]).
-    Small { value: u64, width: u32 },
+    Small {
+        value: u64,
+        width: u32,
+    },
     Load(LValue),
-    Unary { op: UnOp, width: u32, arg: Box<Expr> },
-    Binary { op: BinOp, width: u32, signed: bool, lhs: Box<Expr>, rhs: Box<Expr> },
+    Unary {
+        op: UnOp,
+        width: u32,
+        arg: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        width: u32,
+        signed: bool,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
     /// Bits `[hi:lo]` of `arg`; result width `hi - lo + 1`.
-    Slice { arg: Box<Expr>, hi: u32, lo: u32 },
+    Slice {
+        arg: Box<Expr>,
+        hi: u32,
+        lo: u32,
+    },
     /// `hi ++ lo`; result width = sum.
-    Concat { hi: Box<Expr>, lo: Box<Expr> },
+    Concat {
+        hi: Box<Expr>,
+        lo: Box<Expr>,
+    },
     /// Change width: truncate, or extend (sign-extend if `signed` = the source is signed).
-    Cast { arg: Box<Expr>, width: u32, signed: bool },
+    Cast {
+        arg: Box<Expr>,
+        width: u32,
+        signed: bool,
+    },
     /// `cond ? a : b` (only the chosen side is evaluated).
-    Cond { cond: Box<Expr>, then: Box<Expr>, else_: Box<Expr>, width: u32 },
+    Cond {
+        cond: Box<Expr>,
+        then: Box<Expr>,
+        else_: Box<Expr>,
+        width: u32,
+    },
     /// Look at the next `width` bits of the packet without consuming them (parser only).
     /// Fails with PacketTooShort if not enough bits remain.
-    Lookahead { width: u32 },
+    Lookahead {
+        width: u32,
+    },
     /// Number of bytes of the packet as received (`packet_in.length()`).
     PacketLength,
 }
@@ -191,43 +222,106 @@ pub struct StackLayout {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Builtin {
     /// `verify(cond, err)` (parser): if !cond, parser error `err` and go to reject.
-    Verify { cond: Expr, error: u32 },
+    Verify {
+        cond: Expr,
+        error: u32,
+    },
     /// `mark_to_drop(sm)`: egress_spec = 511, mcast_grp = 0.
     MarkToDrop,
     /// `hash(dst, algo, base, data, max)`: dst = base + H(data) mod max (max = 0 → base + H(data)).
-    Hash { dst: LValue, algo: HashAlgo, base: Expr, data: Vec<Expr>, max: Expr },
+    Hash {
+        dst: LValue,
+        algo: HashAlgo,
+        base: Expr,
+        data: Vec<Expr>,
+        max: Expr,
+    },
     /// `verify_checksum[_with_payload](cond, data, field, algo)`: if cond and mismatch → checksum_error = 1.
-    VerifyChecksum { cond: Expr, data: Vec<Expr>, field: Expr, algo: HashAlgo, with_payload: bool },
+    VerifyChecksum {
+        cond: Expr,
+        data: Vec<Expr>,
+        field: Expr,
+        algo: HashAlgo,
+        with_payload: bool,
+    },
     /// `update_checksum[_with_payload](cond, data, field, algo)`: if cond → field = H(data [+ payload]).
-    UpdateChecksum { cond: Expr, data: Vec<Expr>, dst: LValue, algo: HashAlgo, with_payload: bool },
+    UpdateChecksum {
+        cond: Expr,
+        data: Vec<Expr>,
+        dst: LValue,
+        algo: HashAlgo,
+        with_payload: bool,
+    },
     /// Register read/write on register instance `reg` (index into `Program::registers`). Out-of-range index:
     /// read gives 0, write is ignored.
-    RegisterRead { reg: u32, dst: LValue, index: Expr },
-    RegisterWrite { reg: u32, index: Expr, value: Expr },
+    RegisterRead {
+        reg: u32,
+        dst: LValue,
+        index: Expr,
+    },
+    RegisterWrite {
+        reg: u32,
+        index: Expr,
+        value: Expr,
+    },
     /// Indexed counter `count(index)`.
-    CounterCount { counter: u32, index: Expr },
+    CounterCount {
+        counter: u32,
+        index: Expr,
+    },
     /// Indexed meter `execute_meter(index, dst)`: dst = color (0 green, 1 yellow, 2 red).
-    MeterExecute { meter: u32, index: Expr, dst: LValue },
+    MeterExecute {
+        meter: u32,
+        index: Expr,
+        dst: LValue,
+    },
     /// `direct_meter.read(dst)` inside an action of the table that owns the meter.
-    DirectMeterRead { meter: u32, dst: LValue },
+    DirectMeterRead {
+        meter: u32,
+        dst: LValue,
+    },
     /// `direct_counter.count()` (a no-op in bmv2 beyond the automatic count; kept for traces).
-    DirectCounterCount { counter: u32 },
+    DirectCounterCount {
+        counter: u32,
+    },
     /// `clone(type, session)` / `clone_preserving_field_list(type, session, list)`.
-    Clone { kind: CloneKind, session: Expr, field_list: Option<u32> },
+    Clone {
+        kind: CloneKind,
+        session: Expr,
+        field_list: Option<u32>,
+    },
     /// `resubmit_preserving_field_list(list)` (plain `resubmit` → field_list None).
-    Resubmit { field_list: Option<u32> },
+    Resubmit {
+        field_list: Option<u32>,
+    },
     /// `recirculate_preserving_field_list(list)`.
-    Recirculate { field_list: Option<u32> },
+    Recirculate {
+        field_list: Option<u32>,
+    },
     /// `truncate(length_bytes)`.
-    Truncate { length: Expr },
+    Truncate {
+        length: Expr,
+    },
     /// `digest(receiver, data)`: the fields of digest type `digest` (index into `Program::digests`).
-    Digest { digest: u32, data: Vec<Expr> },
+    Digest {
+        digest: u32,
+        data: Vec<Expr>,
+    },
     /// `random(dst, lo, hi)`.
-    Random { dst: LValue, lo: Expr, hi: Expr },
+    Random {
+        dst: LValue,
+        lo: Expr,
+        hi: Expr,
+    },
     /// `log_msg(fmt, args)`.
-    LogMsg { format: String, args: Vec<Expr> },
+    LogMsg {
+        format: String,
+        args: Vec<Expr>,
+    },
     /// `assert(cond)` / `assume(cond)`: when false, the packet is dropped and the failure is counted.
-    Assert { cond: Expr },
+    Assert {
+        cond: Expr,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,37 +367,76 @@ pub enum Direction {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Stmt {
     /// `dst = src` (equal widths).
-    Assign { dst: LValue, src: Expr },
+    Assign {
+        dst: LValue,
+        src: Expr,
+    },
     /// Set a header valid or invalid. (Union siblings are handled by the front end with extra statements.)
-    SetValid { hdr: HeaderRef, valid: bool },
+    SetValid {
+        hdr: HeaderRef,
+        valid: bool,
+    },
     /// Copy a whole header (validity and all fields) from one header to another of the same layout;
     /// used for stack elements chosen at run time. Out-of-bounds dynamic refs make it a no-op.
-    CopyHeader { dst: HeaderRef, src: HeaderRef },
-    If { cond: Expr, then: Vec<Stmt>, else_: Vec<Stmt> },
+    CopyHeader {
+        dst: HeaderRef,
+        src: HeaderRef,
+    },
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        else_: Vec<Stmt>,
+    },
     /// Run the first case whose value equals `expr`, or `default`.
-    Switch { expr: Expr, cases: Vec<(Vec<Value>, Vec<Stmt>)>, default: Vec<Stmt> },
+    Switch {
+        expr: Expr,
+        cases: Vec<(Vec<Value>, Vec<Stmt>)>,
+        default: Vec<Stmt>,
+    },
     /// A labelled block; `Break(label)` inside it jumps to its end.
-    Block { label: u32, body: Vec<Stmt> },
+    Block {
+        label: u32,
+        body: Vec<Stmt>,
+    },
     Break(u32),
     /// Leave the current control (or parser → accept is NOT implied: `exit` in a parser is an error).
     Exit,
     /// Apply table `table`. If `hit` is given, it receives 1 on hit; `action_run` receives the index
     /// (into `Program::actions`) of the action that ran.
-    ApplyTable { table: u32, hit: Option<Loc>, action_run: Option<Loc> },
+    ApplyTable {
+        table: u32,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    },
     /// Run action `action` with arguments assigned to its parameter locations (used for direct calls of
     /// actions that are not inlined; the front end normally inlines).
-    CallAction { action: u32, args: Vec<Expr> },
+    CallAction {
+        action: u32,
+        args: Vec<Expr>,
+    },
     /// Parser: extract the next `max_bits` (fixed part) of the packet into `hdr` and make it valid; for a
     /// header with a varbit field, `varbit_bits` gives the length of the varbit field in bits.
-    Extract { hdr: HeaderRef, varbit_bits: Option<Expr> },
+    Extract {
+        hdr: HeaderRef,
+        varbit_bits: Option<Expr>,
+    },
     /// Parser: skip `bits` bits (must be a multiple of 8 at run time in bmv2; else ParserInvalidArgument).
-    Advance { bits: Expr },
+    Advance {
+        bits: Expr,
+    },
     /// Deparser: append the header's bytes to the output if it is valid.
-    Emit { hdr: HeaderRef },
+    Emit {
+        hdr: HeaderRef,
+    },
     Builtin(Builtin),
     /// A registered extern method call (`Program::externs[inst]`, method index `method` as resolved by
     /// the engine from `Program::externs[inst].methods[method]`).
-    ExternCall { inst: u32, method: u32, args: Vec<ExternArg>, ret: Option<LValue> },
+    ExternCall {
+        inst: u32,
+        method: u32,
+        args: Vec<ExternArg>,
+        ret: Option<LValue>,
+    },
 }
 
 /// One keyset element of a `select` case.
@@ -311,9 +444,18 @@ pub enum Stmt {
 pub enum KeyMatch {
     Any,
     Exact(Value),
-    Mask { value: Value, mask: Value },
-    Range { lo: Value, hi: Value },
-    /// Matches if the value is in value set `Program::value_sets[id]` (installed by the control plane).
+    Mask {
+        value: Value,
+        mask: Value,
+    },
+    Range {
+        lo: Value,
+        hi: Value,
+    },
+    /// Matches if the value is in value set `Program::value_sets[id]` (installed by the control plane). A
+    /// value set of several elements (struct or tuple type) stands for the whole keyset of a select with as
+    /// many keys: it sits at the first key and the other keys' matches are `Any`; a member matches when each
+    /// of its fields matches the key at the same position.
     ValueSet(u32),
 }
 
@@ -328,7 +470,10 @@ pub enum Next {
 pub enum Transition {
     Goto(Next),
     /// First matching case wins; no match → parser error NoMatch and reject.
-    Select { keys: Vec<Expr>, cases: Vec<(Vec<KeyMatch>, Next)> },
+    Select {
+        keys: Vec<Expr>,
+        cases: Vec<(Vec<KeyMatch>, Next)>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -396,9 +541,18 @@ pub struct Action {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum FieldMatch {
     Exact(Value),
-    Ternary { value: Value, mask: Value },
-    Lpm { value: Value, prefix_len: u32 },
-    Range { lo: Value, hi: Value },
+    Ternary {
+        value: Value,
+        mask: Value,
+    },
+    Lpm {
+        value: Value,
+        prefix_len: u32,
+    },
+    Range {
+        lo: Value,
+        hi: Value,
+    },
     /// Optional: `None` = wildcard.
     Optional(Option<Value>),
     /// Don't care (ternary `_`, lpm /0, range full).
@@ -454,6 +608,10 @@ pub struct Table {
     /// Index into `Program::direct_counters` / `direct_meters`.
     pub direct_counter: Option<u32>,
     pub direct_meter: Option<u32>,
+    /// v1model `support_timeout = true`: entries may have an idle timeout (P4Info `idle_timeout_behavior:
+    /// NOTIFY_CONTROL`), and hits record when they happened.
+    #[serde(default)]
+    pub support_timeout: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -509,6 +667,25 @@ pub struct ValueSet {
     pub size: u32,
     /// Widths of the elements (several for a tuple/struct value set).
     pub widths: Vec<u32>,
+    /// Control-plane names of the elements: the field names of a struct value set (`@name` honoured),
+    /// empty for `bit<W>` and tuple value sets.
+    #[serde(default)]
+    pub names: Vec<String>,
+    /// Match kind of each element (P4Info `match_type`): `@match(ternary)` etc. on a struct field, exact
+    /// otherwise. Empty means all exact.
+    #[serde(default)]
+    pub kinds: Vec<MatchKind>,
+}
+
+impl ValueSet {
+    /// The match kind of element `i` (exact unless declared otherwise).
+    pub fn kind(&self, i: usize) -> MatchKind {
+        self.kinds.get(i).copied().unwrap_or(MatchKind::Exact)
+    }
+    /// The control-plane name of element `i` (empty when it has none).
+    pub fn field_name(&self, i: usize) -> &str {
+        self.names.get(i).map(|s| s.as_str()).unwrap_or("")
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -616,8 +793,7 @@ pub struct Program {
 }
 
 /// Error codes of the core `error` type, by name (their index in `Program::errors` is their value).
-pub const CORE_ERRORS: [&str; 7] =
-    ["NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort", "ParserTimeout", "ParserInvalidArgument"];
+pub const CORE_ERRORS: [&str; 7] = ["NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort", "ParserTimeout", "ParserInvalidArgument"];
 
 impl Program {
     pub fn error_code(&self, name: &str) -> Option<u32> {

@@ -159,6 +159,9 @@ pub fn to_text(p: &Program) -> String {
             let _ = writeln!(o, "  direct_resource_ids: {}", p.direct_meters[m as usize].id);
         }
         let _ = writeln!(o, "  size: {}", t.size);
+        if t.support_timeout {
+            o.push_str("  idle_timeout_behavior: NOTIFY_CONTROL\n");
+        }
         if t.entries_are_const {
             o.push_str("  is_const_table: true\n");
         }
@@ -230,7 +233,16 @@ pub fn to_text(p: &Program) -> String {
         o.push_str("value_sets {\n");
         preamble(&mut o, v.id, &v.name);
         for (i, w) in v.widths.iter().enumerate() {
-            let _ = writeln!(o, "  match {{\n    id: {}\n    bitwidth: {w}\n    match_type: EXACT\n  }}", i + 1);
+            let name = v.field_name(i);
+            let name = if name.is_empty() { String::new() } else { format!("    name: {}\n", quote(name)) };
+            let kind = match v.kind(i) {
+                crate::MatchKind::Ternary => "TERNARY",
+                crate::MatchKind::Lpm => "LPM",
+                crate::MatchKind::Range => "RANGE",
+                crate::MatchKind::Optional => "OPTIONAL",
+                _ => "EXACT",
+            };
+            let _ = writeln!(o, "  match {{\n    id: {}\n{name}    bitwidth: {w}\n    match_type: {kind}\n  }}", i + 1);
         }
         let _ = writeln!(o, "  size: {}", v.size);
         o.push_str("}\n");
@@ -249,7 +261,13 @@ pub fn to_text(p: &Program) -> String {
     for ty in types {
         let _ = writeln!(o, "externs {{\n  extern_type_id: {}\n  extern_type_name: {}", extern_type_id(ty), quote(ty));
         for e in objs.iter().filter(|e| e.type_name == ty) {
-            let _ = writeln!(o, "  instances {{\n    preamble {{\n      id: {}\n      name: {}\n      alias: {}\n    }}\n  }}", extern_id(&e.name), quote(&e.name), quote(&alias(&e.name)));
+            let _ = writeln!(
+                o,
+                "  instances {{\n    preamble {{\n      id: {}\n      name: {}\n      alias: {}\n    }}\n  }}",
+                extern_id(&e.name),
+                quote(&e.name),
+                quote(&alias(&e.name))
+            );
         }
         o.push_str("}\n");
     }

@@ -3,9 +3,9 @@
 
 use crate::proto::p4::v1 as p4;
 use crate::server::{bytes_to_value, from_entry, meter_config, to_match, value_to_bytes};
-use p4sec_ir::Value;
 use p4sec_engine::meters::MeterRates;
 use p4sec_engine::Engine;
+use p4sec_ir::Value;
 use tonic::Status;
 
 type Up = p4::update::Type;
@@ -27,7 +27,13 @@ fn modify_only(ty: Up, what: &str) -> Result<(), Status> {
 
 pub fn write_register(e: &Engine, ty: Up, r: &p4::RegisterEntry) -> Result<(), Status> {
     modify_only(ty, "register")?;
-    let (ri, reg) = e.prog.registers.iter().enumerate().find(|(_, x)| x.id == r.register_id).ok_or_else(|| Status::not_found(format!("no register with id {}", r.register_id)))?;
+    let (ri, reg) = e
+        .prog
+        .registers
+        .iter()
+        .enumerate()
+        .find(|(_, x)| x.id == r.register_id)
+        .ok_or_else(|| Status::not_found(format!("no register with id {}", r.register_id)))?;
     let data = match r.data.as_ref().and_then(|d| d.data.as_ref()) {
         Some(p4::p4_data::Data::Bitstring(b)) => bytes_to_value(b, reg.width, &reg.name)?,
         Some(_) => return Err(Status::invalid_argument(format!("register `{}` holds bit<{}>: the data must be a bitstring", reg.name, reg.width))),
@@ -62,7 +68,13 @@ pub fn read_register(e: &Engine, r: &p4::RegisterEntry, out: &mut Vec<p4::Entity
 
 pub fn write_counter(e: &Engine, ty: Up, c: &p4::CounterEntry) -> Result<(), Status> {
     modify_only(ty, "counter")?;
-    let (ci, ctr) = e.prog.counters.iter().enumerate().find(|(_, x)| x.id == c.counter_id).ok_or_else(|| Status::not_found(format!("no counter with id {}", c.counter_id)))?;
+    let (ci, ctr) = e
+        .prog
+        .counters
+        .iter()
+        .enumerate()
+        .find(|(_, x)| x.id == c.counter_id)
+        .ok_or_else(|| Status::not_found(format!("no counter with id {}", c.counter_id)))?;
     let d = c.data.clone().unwrap_or_default();
     if d.packet_count < 0 || d.byte_count < 0 {
         return Err(Status::invalid_argument("counter values cannot be negative"));
@@ -75,7 +87,11 @@ pub fn write_counter(e: &Engine, ty: Up, c: &p4::CounterEntry) -> Result<(), Sta
 
 pub fn write_meter(e: &Engine, ty: Up, m: &p4::MeterEntry) -> Result<(), Status> {
     modify_only(ty, "meter")?;
-    let (mi, meter) = e.prog.meters.iter().enumerate().find(|(_, x)| x.id == m.meter_id).ok_or_else(|| Status::not_found(format!("no meter with id {}", m.meter_id)))?;
+    let (mi, meter) =
+        e.prog.meters.iter().enumerate().find(|(_, x)| x.id == m.meter_id).ok_or_else(|| Status::not_found(format!("no meter with id {}", m.meter_id)))?;
+    let counts = m.counter_data.as_ref().map(counts_of).transpose()?;
+    // only counters given: the configuration stays
+    let keep_config = m.config.is_none() && counts.is_some();
     let rates = match &m.config {
         None => None, // back to the default: every packet green
         Some(c) => {
@@ -89,7 +105,12 @@ pub fn write_meter(e: &Engine, ty: Up, m: &p4::MeterEntry) -> Result<(), Status>
         }
     };
     for i in index_range(&m.index, meter.size as usize, &meter.name)? {
-        e.meter_set_rates(mi, i, rates).map_err(Status::invalid_argument)?;
+        if !keep_config {
+            e.meter_set_rates(mi, i, rates).map_err(Status::invalid_argument)?;
+        }
+        if let Some(c) = counts {
+            e.meter_set_counts(mi, i, c).map_err(Status::invalid_argument)?;
+        }
     }
     Ok(())
 }
@@ -108,12 +129,32 @@ pub fn read_meter(e: &Engine, m: &p4::MeterEntry, out: &mut Vec<p4::Entity>) -> 
                     meter_id: meter.id,
                     index: Some(p4::Index { index: i as i64 }),
                     config: r.map(|r| p4::MeterConfig { cir: r.cir as i64, cburst: r.cbs as i64, pir: r.pir as i64, pburst: r.pbs as i64, eburst: 0 }),
-                    counter_data: None,
+                    counter_data: Some(meter_counter_data(e.meter_counts(mi, i).map_err(Status::internal)?)),
                 })),
             });
         }
     }
     Ok(())
+}
+
+/// Per-colour meter counters as P4Runtime's `MeterCounterData`.
+pub(crate) fn meter_counter_data(c: [(u64, u64); 3]) -> p4::MeterCounterData {
+    let d = |(p, b): (u64, u64)| Some(p4::CounterData { packet_count: p as i64, byte_count: b as i64 });
+    p4::MeterCounterData { green: d(c[0]), yellow: d(c[1]), red: d(c[2]) }
+}
+
+/// `MeterCounterData` from a write: every colour given (unset ones are zero), no negative count.
+fn counts_of(d: &p4::MeterCounterData) -> Result<[(u64, u64); 3], Status> {
+    let mut out = [(0, 0); 3];
+    for (i, c) in [&d.green, &d.yellow, &d.red].into_iter().enumerate() {
+        if let Some(c) = c {
+            if c.packet_count < 0 || c.byte_count < 0 {
+                return Err(Status::invalid_argument("meter counter values cannot be negative"));
+            }
+            out[i] = (c.packet_count as u64, c.byte_count as u64);
+        }
+    }
+    Ok(out)
 }
 
 fn replica_port(r: &p4::Replica) -> Result<u32, Status> {
@@ -225,7 +266,8 @@ pub fn read_pre(e: &Engine, p: &p4::PacketReplicationEngineEntry, out: &mut Vec<
 pub fn write_direct_counter(e: &Engine, ty: Up, d: &p4::DirectCounterEntry) -> Result<(), Status> {
     modify_only(ty, "direct counter")?;
     let te = d.table_entry.as_ref().ok_or_else(|| Status::invalid_argument("direct counter entry without a table entry"))?;
-    let (ti, t) = e.prog.tables.iter().enumerate().find(|(_, t)| t.id == te.table_id).ok_or_else(|| Status::not_found(format!("no table with id {}", te.table_id)))?;
+    let (ti, t) =
+        e.prog.tables.iter().enumerate().find(|(_, t)| t.id == te.table_id).ok_or_else(|| Status::not_found(format!("no table with id {}", te.table_id)))?;
     let entry = to_match(&e.prog, t, te)?;
     let c = d.data.clone().unwrap_or_default();
     if c.packet_count < 0 || c.byte_count < 0 {
@@ -243,7 +285,8 @@ pub fn write_direct_counter(e: &Engine, ty: Up, d: &p4::DirectCounterEntry) -> R
 /// Direct counters of every entry of the table (or of every table with one when `table_id` is 0).
 pub fn read_direct_counters(e: &Engine, d: &p4::DirectCounterEntry, out: &mut Vec<p4::Entity>) -> Result<(), Status> {
     let tid = d.table_entry.as_ref().map(|t| t.table_id).unwrap_or(0);
-    let tables: Vec<usize> = e.prog.tables.iter().enumerate().filter(|(_, t)| t.direct_counter.is_some() && (tid == 0 || t.id == tid)).map(|(i, _)| i).collect();
+    let tables: Vec<usize> =
+        e.prog.tables.iter().enumerate().filter(|(_, t)| t.direct_counter.is_some() && (tid == 0 || t.id == tid)).map(|(i, _)| i).collect();
     if tables.is_empty() && tid != 0 {
         return Err(Status::not_found(format!("no table with id {tid} and a direct counter")));
     }
@@ -279,9 +322,7 @@ pub fn write_direct_meter(e: &Engine, ty: Up, d: &p4::DirectMeterEntry) -> Resul
     modify_only(ty, "direct meter")?;
     let te = d.table_entry.as_ref().ok_or_else(|| Status::invalid_argument("direct meter entry without a table entry"))?;
     let (ti, t) = direct_meter_table(e, te)?;
-    if d.counter_data.is_some() {
-        return Err(Status::unimplemented("per-color meter counters are not supported"));
-    }
+    let counts = d.counter_data.as_ref().map(counts_of).transpose()?;
     let rates = match &d.config {
         None => None,
         Some(c) => {
@@ -298,7 +339,9 @@ pub fn write_direct_meter(e: &Engine, ty: Up, d: &p4::DirectMeterEntry) -> Resul
         }
     };
     let entry = to_match(&e.prog, t, te)?;
-    e.direct_meter_set(ti, &entry, rates).map_err(|m| if m.contains("no entry") { Status::not_found(m) } else { Status::invalid_argument(m) })
+    // only counters given: the configuration stays
+    let rates = if d.config.is_none() && counts.is_some() { None } else { Some(rates) };
+    e.direct_meter_set(ti, &entry, rates, counts).map_err(|m| if m.contains("no entry") { Status::not_found(m) } else { Status::invalid_argument(m) })
 }
 
 /// Direct meter configurations: of one entry (match given), of every entry of a table (no match), or of
@@ -329,7 +372,7 @@ pub fn read_direct_meters(e: &Engine, d: &p4::DirectMeterEntry, out: &mut Vec<p4
                 entity: Some(p4::entity::Entity::DirectMeterEntry(p4::DirectMeterEntry {
                     table_entry: Some(pe),
                     config: x.meter.as_ref().and_then(|m| m.rates()).map(|r| meter_config(&r)),
-                    counter_data: None,
+                    counter_data: Some(meter_counter_data(x.meter.as_ref().map(|m| m.counts()).unwrap_or_default())),
                 })),
             });
         }
@@ -341,35 +384,104 @@ fn value_set_of<'a>(e: &'a Engine, id: u32) -> Result<(usize, &'a p4sec_ir::Valu
     e.prog.value_sets.iter().enumerate().find(|(_, v)| v.id == id).ok_or_else(|| Status::not_found(format!("no value set with id {id}")))
 }
 
-/// A value set's members replace the previous ones (MODIFY, as the specification prescribes). Members of a
-/// one-element value set are exact or ternary matches of field id 1.
+/// A value set's members replace the previous ones (MODIFY, as the specification prescribes). Each member
+/// gives one FieldMatch per element of the set (match field ids 1..n, as in the P4Info), of the element's
+/// match kind; exact elements also take a ternary match (select keysets take masks). Ternary, LPM, range and
+/// optional elements may be left out (don't care); exact ones may not.
 pub fn write_value_set(e: &Engine, ty: Up, v: &p4::ValueSetEntry) -> Result<(), Status> {
+    use p4::field_match::FieldMatchType as M;
+    use p4sec_ir::{FieldMatch, MatchKind};
     modify_only(ty, "value set")?;
     let (vi, vs) = value_set_of(e, v.value_set_id)?;
-    if vs.widths.len() != 1 {
-        return Err(Status::unimplemented(format!("value set `{}`: members of tuple value sets cannot be written over P4Runtime yet", vs.name)));
+    if v.members.len() > vs.size as usize {
+        return Err(Status::resource_exhausted(format!("value set `{}` holds at most {} members, {} given", vs.name, vs.size, v.members.len())));
     }
-    let w = vs.widths[0];
+    let n = vs.widths.len();
     let mut members = vec![];
-    for m in &v.members {
-        let [f] = m.r#match.as_slice() else {
-            return Err(Status::invalid_argument(format!("value set `{}`: a member has {} matches, expected 1", vs.name, m.r#match.len())));
-        };
-        if f.field_id != 1 {
-            return Err(Status::invalid_argument(format!("value set `{}`: no match field {}", vs.name, f.field_id)));
+    for (mi, m) in v.members.iter().enumerate() {
+        let mut fields: Vec<Option<FieldMatch>> = vec![None; n];
+        for f in &m.r#match {
+            let i = f.field_id as usize;
+            if i == 0 || i > n {
+                return Err(Status::invalid_argument(format!("value set `{}` has no match field id {} (it has ids 1 to {n})", vs.name, f.field_id)));
+            }
+            let (w, kind) = (vs.widths[i - 1], vs.kind(i - 1));
+            let fname = match vs.field_name(i - 1) {
+                "" => format!("value set `{}`, member {}, field {i}", vs.name, mi + 1),
+                x => format!("value set `{}`, member {}, field `{x}` (id {i})", vs.name, mi + 1),
+            };
+            if fields[i - 1].is_some() {
+                return Err(Status::invalid_argument(format!("{fname} is given twice")));
+            }
+            let all =
+                Value { width: w, words: (0..p4sec_ir::words_for(w)).map(|j| if (j + 1) * 64 <= w { u64::MAX } else { (1u64 << (w % 64)) - 1 }).collect() };
+            let fm = match (&f.field_match_type, kind) {
+                (Some(M::Exact(x)), MatchKind::Exact) => FieldMatch::Exact(bytes_to_value(&x.value, w, &fname)?),
+                (Some(M::Ternary(x)), MatchKind::Exact | MatchKind::Ternary) => {
+                    let value = bytes_to_value(&x.value, w, &fname)?;
+                    let mask = bytes_to_value(&x.mask, w, &fname)?;
+                    if value.words.iter().zip(&mask.words).any(|(v, m)| v & !m != 0) {
+                        return Err(Status::invalid_argument(format!("{fname}: the ternary value has bits outside the mask")));
+                    }
+                    if kind == MatchKind::Exact && mask == all {
+                        FieldMatch::Exact(value)
+                    } else {
+                        FieldMatch::Ternary { value, mask }
+                    }
+                }
+                (Some(M::Lpm(x)), MatchKind::Lpm) => {
+                    if x.prefix_len < 0 || x.prefix_len as u32 > w {
+                        return Err(Status::invalid_argument(format!("{fname}: prefix length {} out of range (0 to {w})", x.prefix_len)));
+                    }
+                    FieldMatch::Lpm { value: bytes_to_value(&x.value, w, &fname)?, prefix_len: x.prefix_len as u32 }
+                }
+                (Some(M::Range(x)), MatchKind::Range) => {
+                    let (lo, hi) = (bytes_to_value(&x.low, w, &fname)?, bytes_to_value(&x.high, w, &fname)?);
+                    if lo.words.iter().rev().cmp(hi.words.iter().rev()) == std::cmp::Ordering::Greater {
+                        return Err(Status::invalid_argument(format!("{fname}: the range's low bound is above its high bound")));
+                    }
+                    FieldMatch::Range { lo, hi }
+                }
+                (Some(M::Optional(x)), MatchKind::Optional) => FieldMatch::Optional(Some(bytes_to_value(&x.value, w, &fname)?)),
+                (None, _) => return Err(Status::invalid_argument(format!("{fname}: no match given"))),
+                (Some(_), kind) => return Err(Status::invalid_argument(format!("{fname} is matched as {}", kind_name(kind)))),
+            };
+            fields[i - 1] = Some(fm);
         }
-        let all = Value { width: w, words: (0..p4sec_ir::words_for(w)).map(|i| if (i + 1) * 64 <= w { u64::MAX } else { (1u64 << (w % 64)) - 1 }).collect() };
-        let pair = match &f.field_match_type {
-            Some(p4::field_match::FieldMatchType::Exact(x)) => (bytes_to_value(&x.value, w, &vs.name)?, all),
-            Some(p4::field_match::FieldMatchType::Ternary(x)) => (bytes_to_value(&x.value, w, &vs.name)?, bytes_to_value(&x.mask, w, &vs.name)?),
-            _ => return Err(Status::invalid_argument(format!("value set `{}`: members are exact or ternary matches", vs.name))),
-        };
-        members.push(pair);
+        let mut member = vec![];
+        for (i, f) in fields.into_iter().enumerate() {
+            match f {
+                Some(f) => member.push(f),
+                None if vs.kind(i) == MatchKind::Exact => {
+                    let what = match vs.field_name(i) {
+                        "" => format!("field {}", i + 1),
+                        x => format!("field `{x}` (id {})", i + 1),
+                    };
+                    return Err(Status::invalid_argument(format!("value set `{}`, member {}: exact {what} is missing", vs.name, mi + 1)));
+                }
+                None => member.push(FieldMatch::Any),
+            }
+        }
+        members.push(member);
     }
-    e.value_set_set(vi, members).map_err(Status::resource_exhausted)
+    e.value_set_set(vi, members).map_err(|m| if m.contains("at most") { Status::resource_exhausted(m) } else { Status::invalid_argument(m) })
+}
+
+fn kind_name(k: p4sec_ir::MatchKind) -> &'static str {
+    use p4sec_ir::MatchKind as K;
+    match k {
+        K::Exact => "exact (or ternary)",
+        K::Ternary => "ternary",
+        K::Lpm => "lpm",
+        K::Range => "range",
+        K::Optional => "optional",
+        K::Selector => "selector",
+    }
 }
 
 pub fn read_value_set(e: &Engine, v: &p4::ValueSetEntry, out: &mut Vec<p4::Entity>) -> Result<(), Status> {
+    use p4::field_match::FieldMatchType as M;
+    use p4sec_ir::FieldMatch;
     let sets: Vec<usize> = e.prog.value_sets.iter().enumerate().filter(|(_, x)| v.value_set_id == 0 || x.id == v.value_set_id).map(|(i, _)| i).collect();
     if sets.is_empty() && v.value_set_id != 0 {
         return Err(Status::not_found(format!("no value set with id {}", v.value_set_id)));
@@ -380,11 +492,26 @@ pub fn read_value_set(e: &Engine, v: &p4::ValueSetEntry, out: &mut Vec<p4::Entit
             .value_set_get(vi)
             .map_err(Status::internal)?
             .into_iter()
-            .map(|(val, mask)| p4::ValueSetMember {
-                r#match: vec![p4::FieldMatch {
-                    field_id: 1,
-                    field_match_type: Some(p4::field_match::FieldMatchType::Ternary(p4::field_match::Ternary { value: value_to_bytes(&val), mask: value_to_bytes(&mask) })),
-                }],
+            .map(|member| p4::ValueSetMember {
+                r#match: member
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, f)| {
+                        let t = match f {
+                            FieldMatch::Exact(x) => M::Exact(p4::field_match::Exact { value: value_to_bytes(x) }),
+                            FieldMatch::Ternary { value, mask } => {
+                                M::Ternary(p4::field_match::Ternary { value: value_to_bytes(value), mask: value_to_bytes(mask) })
+                            }
+                            FieldMatch::Lpm { value, prefix_len } => {
+                                M::Lpm(p4::field_match::Lpm { value: value_to_bytes(value), prefix_len: *prefix_len as i32 })
+                            }
+                            FieldMatch::Range { lo, hi } => M::Range(p4::field_match::Range { low: value_to_bytes(lo), high: value_to_bytes(hi) }),
+                            FieldMatch::Optional(Some(x)) => M::Optional(p4::field_match::Optional { value: value_to_bytes(x) }),
+                            FieldMatch::Optional(None) | FieldMatch::Any => return None,
+                        };
+                        Some(p4::FieldMatch { field_id: i as u32 + 1, field_match_type: Some(t) })
+                    })
+                    .collect(),
             })
             .collect();
         out.push(p4::Entity { entity: Some(p4::entity::Entity::ValueSetEntry(p4::ValueSetEntry { value_set_id: vs.id, members })) });

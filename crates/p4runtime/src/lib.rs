@@ -18,6 +18,8 @@ pub mod proto {
 }
 
 mod entities;
+#[macro_use]
+pub mod log;
 pub mod p4info;
 mod profiles;
 pub mod server;

@@ -74,6 +74,7 @@ pub fn p4info(p: &Program) -> cfg::P4Info {
             },
             direct_resource_ids: direct,
             size: t.size as i64,
+            idle_timeout_behavior: if t.support_timeout { cfg::table::IdleTimeoutBehavior::NotifyControl as i32 } else { 0 },
             is_const_table: t.entries_are_const,
             ..Default::default()
         });
@@ -83,7 +84,8 @@ pub fn p4info(p: &Program) -> cfg::P4Info {
         if !done.insert(a.id) {
             continue;
         }
-        let params = a.params.iter().map(|x| cfg::action::Param { id: x.id, name: x.name.clone(), bitwidth: x.loc.width as i32, ..Default::default() }).collect();
+        let params =
+            a.params.iter().map(|x| cfg::action::Param { id: x.id, name: x.name.clone(), bitwidth: x.loc.width as i32, ..Default::default() }).collect();
         info.actions.push(cfg::Action { preamble: Some(pre(a.id, &a.name)), params });
     }
     for ap in &p.action_profiles {
@@ -96,7 +98,12 @@ pub fn p4info(p: &Program) -> cfg::P4Info {
         });
     }
     for c in &p.counters {
-        info.counters.push(cfg::Counter { preamble: Some(pre(c.id, &c.name)), spec: Some(cfg::CounterSpec { unit: unit(c.unit) }), size: c.size as i64, ..Default::default() });
+        info.counters.push(cfg::Counter {
+            preamble: Some(pre(c.id, &c.name)),
+            spec: Some(cfg::CounterSpec { unit: unit(c.unit) }),
+            size: c.size as i64,
+            ..Default::default()
+        });
     }
     for c in &p.direct_counters {
         info.direct_counters.push(cfg::DirectCounter {
@@ -106,7 +113,12 @@ pub fn p4info(p: &Program) -> cfg::P4Info {
         });
     }
     for m in &p.meters {
-        info.meters.push(cfg::Meter { preamble: Some(pre(m.id, &m.name)), spec: Some(cfg::MeterSpec { unit: meter_unit(m.unit), ..Default::default() }), size: m.size as i64, ..Default::default() });
+        info.meters.push(cfg::Meter {
+            preamble: Some(pre(m.id, &m.name)),
+            spec: Some(cfg::MeterSpec { unit: meter_unit(m.unit), ..Default::default() }),
+            size: m.size as i64,
+            ..Default::default()
+        });
     }
     for m in &p.direct_meters {
         info.direct_meters.push(cfg::DirectMeter {
@@ -118,7 +130,11 @@ pub fn p4info(p: &Program) -> cfg::P4Info {
     for ch in &p.controller_headers {
         info.controller_packet_metadata.push(cfg::ControllerPacketMetadata {
             preamble: Some(cfg::Preamble { id: ch.id, name: ch.name.clone(), alias: ch.name.clone(), ..Default::default() }),
-            metadata: ch.fields.iter().map(|(n, id, w)| cfg::controller_packet_metadata::Metadata { id: *id, name: n.clone(), bitwidth: *w as i32, ..Default::default() }).collect(),
+            metadata: ch
+                .fields
+                .iter()
+                .map(|(n, id, w)| cfg::controller_packet_metadata::Metadata { id: *id, name: n.clone(), bitwidth: *w as i32, ..Default::default() })
+                .collect(),
         });
     }
     for v in &p.value_sets {
@@ -128,11 +144,22 @@ pub fn p4info(p: &Program) -> cfg::P4Info {
                 .widths
                 .iter()
                 .enumerate()
-                .map(|(i, w)| cfg::MatchField {
-                    id: i as u32 + 1,
-                    bitwidth: *w as i32,
-                    r#match: Some(cfg::match_field::Match::MatchType(cfg::match_field::MatchType::Exact as i32)),
-                    ..Default::default()
+                .map(|(i, w)| {
+                    use cfg::match_field::MatchType as T;
+                    let kind = match v.kind(i) {
+                        MatchKind::Ternary => T::Ternary,
+                        MatchKind::Lpm => T::Lpm,
+                        MatchKind::Range => T::Range,
+                        MatchKind::Optional => T::Optional,
+                        _ => T::Exact,
+                    };
+                    cfg::MatchField {
+                        id: i as u32 + 1,
+                        name: v.field_name(i).to_string(),
+                        bitwidth: *w as i32,
+                        r#match: Some(cfg::match_field::Match::MatchType(kind as i32)),
+                        ..Default::default()
+                    }
                 })
                 .collect(),
             size: v.size as i32,

@@ -16,19 +16,59 @@ use tonic::Status;
 
 type Up = p4::update::Type;
 
-/// A group: its members (member id, weight) and the `max_size` it was inserted with.
+type WatchKind = p4::action_profile_group::member::WatchKind;
+
+/// A group: its members (member id, weight), each member's watch port as written (`watch_port` or the
+/// deprecated `watch`) and the `max_size` it was inserted with.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Group {
     pub members: Vec<(u32, u32)>,
+    pub watch: Vec<Option<WatchKind>>,
     pub max_size: i32,
 }
 
+impl Group {
+    /// The port member `i` watches, if any.
+    fn watch_port(&self, i: usize) -> Option<u32> {
+        self.watch.get(i).and_then(|w| w.as_ref()).and_then(|w| watch_port(w).ok().flatten())
+    }
+}
+
+/// The port a watch names: `watch` (int32; 0 is unset) or `watch_port` (bytes, big-endian, at most 4;
+/// empty is unset).
+fn watch_port(w: &WatchKind) -> Result<Option<u32>, String> {
+    match w {
+        WatchKind::Watch(0) => Ok(None),
+        WatchKind::Watch(p) if *p < 0 => Err(format!("watch port {p} is negative")),
+        WatchKind::Watch(p) => Ok(Some(*p as u32)),
+        WatchKind::WatchPort(b) if b.is_empty() => Ok(None),
+        WatchKind::WatchPort(b) if b.len() > 4 => Err(format!("watch_port has {} bytes; ports have at most 4", b.len())),
+        WatchKind::WatchPort(b) => Ok(Some(b.iter().fold(0u32, |a, x| (a << 8) | *x as u32))),
+    }
+}
+
+/// Which ports are up, as the data plane reports them (once a second); a port it never reported (no such
+/// port) is down.
+#[derive(Debug, Default)]
+pub struct PortStatus(std::sync::RwLock<std::collections::HashMap<u32, bool>>);
+
+impl PortStatus {
+    pub fn is_up(&self, port: u32) -> bool {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).get(&port).copied().unwrap_or(false)
+    }
+    /// Record a port's state; true when it changed.
+    pub fn set(&self, port: u32, up: bool) -> bool {
+        self.0.write().unwrap_or_else(|p| p.into_inner()).insert(port, up) != Some(up)
+    }
+}
+
 /// Members and groups of every action profile of one pipeline, keyed by (action profile id, member or
-/// group id).
+/// group id), and the device's port states (watch ports).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ProfileState {
     pub members: BTreeMap<(u32, u32), ActionCall>,
     pub groups: BTreeMap<(u32, u32), Group>,
+    pub ports: Arc<PortStatus>,
 }
 
 impl ProfileState {
@@ -45,20 +85,39 @@ impl ProfileState {
 pub(crate) struct Profiles {
     engine: Weak<Engine>,
     state: ProfileState,
+    ports: Arc<PortStatus>,
 }
 
 impl Profiles {
+    pub fn with_ports(ports: Arc<PortStatus>) -> Profiles {
+        Profiles { engine: Weak::new(), state: ProfileState { ports: ports.clone(), ..Default::default() }, ports }
+    }
     pub fn for_engine(&mut self, e: &Arc<Engine>) -> &mut ProfileState {
         if !std::ptr::eq(self.engine.as_ptr(), Arc::as_ptr(e)) {
             self.engine = Arc::downgrade(e);
-            self.state = ProfileState::default();
+            self.state = ProfileState { ports: self.ports.clone(), ..Default::default() };
         }
         &mut self.state
     }
     pub fn set(&mut self, e: &Arc<Engine>, state: ProfileState) {
         self.engine = Arc::downgrade(e);
-        self.state = state;
+        self.state = ProfileState { ports: self.ports.clone(), ..state };
     }
+}
+
+/// A port went up or down: the entries using groups with members watching it choose again among the
+/// members whose watch ports are up.
+pub(crate) fn watch_changed(e: &Engine, st: &ProfileState, port: u32) -> Result<(), Status> {
+    for ap in e.prog.action_profiles.iter().filter(|a| a.selector.is_some()) {
+        let gids: Vec<u32> = ProfileState::in_profile(&st.groups, ap.id)
+            .filter(|(_, g)| (0..g.members.len()).any(|i| g.watch_port(i) == Some(port)))
+            .map(|((_, gid), _)| *gid)
+            .collect();
+        if !gids.is_empty() {
+            refresh(e, st, ap, |r| matches!(r, ProfileRef::Group(g) if gids.contains(g)))?;
+        }
+    }
+    Ok(())
 }
 
 fn profile_of(prog: &Program, id: u32) -> Result<&ActionProfile, Status> {
@@ -102,8 +161,12 @@ pub(crate) fn resolve(t: &Table, st: &ProfileState, pid: u32, r: ProfileRef) -> 
         ProfileRef::Group(gid) => {
             let g = st.groups.get(&(pid, gid)).ok_or_else(|| Status::not_found(format!("table `{}`: no action profile group {gid}", t.name)))?;
             let mut choices = vec![];
-            for (mid, w) in &g.members {
+            for (i, (mid, w)) in g.members.iter().enumerate() {
                 let a = st.members.get(&(pid, *mid)).ok_or_else(|| Status::internal(format!("group {gid} holds member {mid}, which does not exist")))?;
+                // a member whose watch port is down is left out until the port is up again
+                if g.watch_port(i).is_some_and(|p| !st.ports.is_up(p)) {
+                    continue;
+                }
                 choices.push((a.clone(), *w));
             }
             let action = choices.first().map(|(a, _)| a.clone()).unwrap_or_else(|| t.default_action.clone());
@@ -115,7 +178,7 @@ pub(crate) fn resolve(t: &Table, st: &ProfileState, pid: u32, r: ProfileRef) -> 
 
 fn no_watch(watch: bool, what: &str) -> Result<(), Status> {
     if watch {
-        return Err(Status::unimplemented(format!("{what}: watch ports are not supported (members are always selected)")));
+        return Err(Status::unimplemented(format!("{what}: watch ports of one-shot action sets are not supported (those of group members are)")));
     }
     Ok(())
 }
@@ -161,6 +224,7 @@ pub(crate) fn entry_action(prog: &Program, t: &Table, st: &ProfileState, ta: &p4
                 if x.weight <= 0 {
                     return Err(Status::invalid_argument(format!("table `{}`: action set weights must be positive (got {})", t.name, x.weight)));
                 }
+                // (one-shot action sets are rewritten by the controller, which may leave members out itself)
                 no_watch(
                     match &x.watch_kind {
                         Some(p4::action_profile_action::WatchKind::Watch(w)) => *w != 0,
@@ -305,6 +369,7 @@ pub(crate) fn write_group(e: &Engine, st: &mut ProfileState, ty: Up, g: &p4::Act
                 )));
             }
             let mut members: Vec<(u32, u32)> = vec![];
+            let mut watch = vec![];
             for m in &g.members {
                 if members.iter().any(|(x, _)| *x == m.member_id) {
                     return Err(Status::invalid_argument(format!("`{}`: member {} is given twice in group {gid} (use its weight)", ap.name, m.member_id)));
@@ -315,18 +380,14 @@ pub(crate) fn write_group(e: &Engine, st: &mut ProfileState, ty: Up, g: &p4::Act
                         ap.name, m.member_id, m.weight
                     )));
                 }
-                no_watch(
-                    match &m.watch_kind {
-                        Some(p4::action_profile_group::member::WatchKind::Watch(w)) => *w != 0,
-                        Some(p4::action_profile_group::member::WatchKind::WatchPort(p)) => !p.is_empty(),
-                        None => false,
-                    },
-                    &ap.name,
-                )?;
+                if let Some(w) = &m.watch_kind {
+                    watch_port(w).map_err(|e| Status::invalid_argument(format!("`{}`: member {} of group {gid}: {e}", ap.name, m.member_id)))?;
+                }
                 if !st.members.contains_key(&(pid, m.member_id)) {
                     return Err(Status::not_found(format!("`{}`: group {gid} names member {}, which does not exist", ap.name, m.member_id)));
                 }
                 members.push((m.member_id, m.weight as u32));
+                watch.push(m.watch_kind.clone());
             }
             let limit = if g.max_size > 0 { g.max_size as u64 } else { ap.size as u64 };
             let sum: u64 = members.iter().map(|(_, w)| *w as u64).sum();
@@ -337,7 +398,7 @@ pub(crate) fn write_group(e: &Engine, st: &mut ProfileState, ty: Up, g: &p4::Act
                 return Err(Status::resource_exhausted(format!("`{}` holds at most {} groups", ap.name, ap.size)));
             }
             let modify = old.is_some();
-            st.groups.insert((pid, gid), Group { members, max_size: g.max_size });
+            st.groups.insert((pid, gid), Group { members, watch, max_size: g.max_size });
             if modify {
                 refresh(e, st, ap, |r| *r == ProfileRef::Group(gid))?;
             }
@@ -373,7 +434,12 @@ pub(crate) fn read_groups(prog: &Program, st: &ProfileState, g: &p4::ActionProfi
     }
     for ((pid, gid), grp) in &st.groups {
         if (g.action_profile_id == 0 || *pid == g.action_profile_id) && (g.group_id == 0 || *gid == g.group_id) {
-            let members = grp.members.iter().map(|(m, w)| p4::action_profile_group::Member { member_id: *m, weight: *w as i32, watch_kind: None }).collect();
+            let members = grp
+                .members
+                .iter()
+                .enumerate()
+                .map(|(i, (m, w))| p4::action_profile_group::Member { member_id: *m, weight: *w as i32, watch_kind: grp.watch.get(i).cloned().flatten() })
+                .collect();
             out.push(p4::Entity {
                 entity: Some(p4::entity::Entity::ActionProfileGroup(p4::ActionProfileGroup {
                     action_profile_id: *pid,
@@ -404,7 +470,7 @@ pub(crate) fn reconcile(
             .ok_or_else(|| Status::failed_precondition(format!("action profile `{}` holds members or groups and is not in the new program", op.name)))?;
         Ok((np, profile_table(old, op)?))
     };
-    let mut out = ProfileState { members: BTreeMap::new(), groups: st.groups.clone() };
+    let mut out = ProfileState { members: BTreeMap::new(), groups: st.groups.clone(), ports: st.ports.clone() };
     for ((pid, mid), a) in &st.members {
         let (_, ot) = find(*pid)?;
         out.members.insert((*pid, *mid), map_action(a, ot)?);
@@ -504,6 +570,24 @@ mod tests {
         assert_eq!(group(&e, &mut st, Up::Insert, 8, &[(1, 0)], 0).unwrap_err().code(), tonic::Code::InvalidArgument);
         assert_eq!(group(&e, &mut st, Up::Modify, 7, &[(1, 1)], 3).unwrap_err().code(), tonic::Code::InvalidArgument);
         assert_eq!(group(&e, &mut st, Up::Insert, 8, &[(1, 40), (2, 40)], 0).unwrap_err().code(), tonic::Code::ResourceExhausted);
+        // watch ports: a member whose port is down is left out of the choice, and back when it is up
+        st.ports.set(3, true);
+        group(&e, &mut st, Up::Modify, 7, &[(1, 1), (2, 1), (3, 1)], 0).unwrap();
+        let mut g = st.groups[&(e.prog.action_profiles[0].id, 7)].clone();
+        g.watch[0] = Some(WatchKind::WatchPort(vec![3]));
+        g.watch[2] = Some(WatchKind::Watch(4));
+        st.groups.insert((e.prog.action_profiles[0].id, 7), g);
+        watch_changed(&e, &st, 3).unwrap();
+        let tags: Vec<u8> = (0..30).map(|s| tag(&e, &mut w, 0x0200_0000_0000 + s)).collect();
+        assert!(tags.iter().all(|t| [1, 20].contains(t)) && tags.contains(&1), "{tags:?}");
+        st.ports.set(3, false);
+        watch_changed(&e, &st, 3).unwrap();
+        assert!((0..30).all(|s| tag(&e, &mut w, 0x0200_0000_0000 + s) == 20));
+        st.ports.set(4, true);
+        watch_changed(&e, &st, 4).unwrap();
+        let tags: Vec<u8> = (0..30).map(|s| tag(&e, &mut w, 0x0200_0000_0000 + s)).collect();
+        assert!(tags.contains(&3) && tags.contains(&20) && !tags.contains(&1), "{tags:?}");
+        assert_eq!(watch_port(&WatchKind::WatchPort(vec![1, 2, 3, 4, 5])).unwrap_err(), "watch_port has 5 bytes; ports have at most 4");
         // an empty group misses (the default action leaves the tag at 0)
         group(&e, &mut st, Up::Modify, 7, &[], 0).unwrap();
         assert_eq!(tag(&e, &mut w, 0x0200_0000_0001), 0);

@@ -1,10 +1,10 @@
 //! The `p4.v1.P4Runtime` service over a p4sec engine: pipeline configuration, table writes and reads,
 //! and primary arbitration on the stream channel.
 
+use crate::profiles::ProfileState;
 use crate::proto::google::rpc;
 use crate::proto::p4::config::v1 as cfg;
 use crate::proto::p4::v1 as p4;
-use crate::profiles::ProfileState;
 use p4sec_engine::meters::MeterRates;
 use p4sec_engine::tables::TableData;
 use p4sec_engine::Engine;
@@ -29,6 +29,8 @@ pub struct Pipeline {
 struct Controller {
     election_id: u128,
     tx: mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
+    /// The client's address (for the log).
+    peer: String,
 }
 
 #[derive(Default)]
@@ -40,6 +42,24 @@ struct Arbitration {
 impl Arbitration {
     fn primary(&self) -> Option<u128> {
         self.controllers.values().map(|c| c.election_id).max()
+    }
+    /// The primary controller's election id and address.
+    fn primary_info(&self) -> Option<(u128, String)> {
+        self.controllers.values().max_by_key(|c| c.election_id).map(|c| (c.election_id, c.peer.clone()))
+    }
+}
+
+/// Log a change of primary controller (from `before` to `after`, as (election id, address)).
+fn log_primary_change(device_id: u64, before: &Option<(u128, String)>, after: &Option<(u128, String)>) {
+    if before == after {
+        return;
+    }
+    if let Some((id, peer)) = before {
+        rtlog!(crate::log::Level::Info, "P4Runtime: device {device_id}: {peer} (election id {id}) lost primary");
+    }
+    match after {
+        Some((id, peer)) => rtlog!(crate::log::Level::Info, "P4Runtime: device {device_id}: {peer} (election id {id}) is now the primary controller"),
+        None => rtlog!(crate::log::Level::Info, "P4Runtime: device {device_id}: no primary controller"),
     }
 }
 
@@ -69,6 +89,8 @@ pub struct Device {
     digest_cache: Mutex<DigestCache>,
     /// Action profile members and groups of the installed pipeline.
     profiles: Mutex<crate::profiles::Profiles>,
+    /// Port liveness reported by the data plane (watch ports of selector group members).
+    ports: Arc<crate::profiles::PortStatus>,
 }
 
 /// Digest data sent to the controller and not acknowledged yet (the P4Runtime digest "cache"): the same
@@ -134,6 +156,7 @@ impl Device {
     }
     pub fn with_cpu_port(device_id: u64, cpu_port: Option<u32>) -> Arc<Device> {
         let (tx, rx) = std::os::unix::net::UnixDatagram::pair().expect("a socket pair for packet-out");
+        let ports = Arc::new(crate::profiles::PortStatus::default());
         let _ = tx.set_nonblocking(true);
         let _ = rx.set_nonblocking(true);
         Arc::new(Device {
@@ -150,9 +173,25 @@ impl Device {
             digests_dropped: std::sync::atomic::AtomicU64::new(0),
             digests_deduplicated: std::sync::atomic::AtomicU64::new(0),
             digest_cache: Mutex::new(DigestCache::default()),
-            profiles: Mutex::new(Default::default()),
+            profiles: Mutex::new(crate::profiles::Profiles::with_ports(ports.clone())),
+            ports,
         })
     }
+    /// The data plane's report of a port's state (once a second per port). A change reaches the entries
+    /// whose groups have members watching the port.
+    pub fn set_port_up(&self, port: u32, up: bool) {
+        if !self.ports.set(port, up) {
+            return;
+        }
+        rtlog!(crate::log::Level::Debug, "port {port} is {}", if up { "up" } else { "down" });
+        let Some(engine) = self.engine() else { return };
+        let mut profiles = self.profiles.lock().unwrap_or_else(|p| p.into_inner());
+        let st = profiles.for_engine(&engine);
+        if let Err(e) = crate::profiles::watch_changed(&engine, st, port) {
+            rtlog!(crate::log::Level::Warn, "port {port}: the groups watching it could not be updated: {}", e.message());
+        }
+    }
+
     pub fn engine(&self) -> Option<Arc<Engine>> {
         self.pipeline.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|p| p.engine.clone())
     }
@@ -248,6 +287,57 @@ impl Device {
                 } else if keep {
                     cache.add(id, list_id, now, part.iter().map(|(_, k)| k.clone()).collect());
                 }
+            }
+        }
+    }
+
+    /// Tell the primary controller about entries that were not hit for their idle timeout
+    /// (IdleTimeoutNotification), once per idle period: an entry is reported again only after a new hit and
+    /// another idle timeout. Without a primary controller nothing is reported (nor marked as reported).
+    pub fn check_idle(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(pl) = self.pipeline.read().unwrap_or_else(|p| p.into_inner()).clone() else { return };
+        let prog = &pl.engine.prog;
+        if !prog.tables.iter().any(|t| t.support_timeout) {
+            return;
+        }
+        let tx = {
+            let a = self.arb.lock().unwrap_or_else(|p| p.into_inner());
+            let primary = a.primary();
+            a.controllers.values().find(|c| Some(c.election_id) == primary).map(|c| c.tx.clone())
+        };
+        let Some(tx) = tx else { return };
+        let now = p4sec_engine::coarse_ms();
+        let mut entries = vec![];
+        let mut told = vec![];
+        for (ti, t) in prog.tables.iter().enumerate().filter(|(_, t)| t.support_timeout) {
+            let Ok(snap) = pl.engine.table_snapshot(ti) else { continue };
+            for x in &snap.entries {
+                if x.idle_timeout_ns == 0 {
+                    continue;
+                }
+                let last = x.last_hit.load(Relaxed);
+                if now.saturating_sub(last).saturating_mul(1_000_000) < x.idle_timeout_ns || x.idle_notified.load(Relaxed) == last {
+                    continue;
+                }
+                let mut pe = from_entry(prog, t, &x.entry, 0, 0);
+                pe.action = None;
+                pe.counter_data = None;
+                pe.idle_timeout_ns = x.idle_timeout_ns as i64;
+                entries.push(pe);
+                told.push((x.clone(), last));
+            }
+        }
+        if entries.is_empty() {
+            return;
+        }
+        let timestamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+        let msg = p4::StreamMessageResponse {
+            update: Some(p4::stream_message_response::Update::IdleTimeoutNotification(p4::IdleTimeoutNotification { table_entry: entries, timestamp })),
+        };
+        if tx.try_send(Ok(msg)).is_ok() {
+            for (x, last) in told {
+                x.idle_notified.store(last, Relaxed);
             }
         }
     }
@@ -523,6 +613,8 @@ struct EntryUpdate {
     /// The direct meter: INSERT, its initial configuration; MODIFY, `Some` (re)configures it (the
     /// specification resets it to the default when `meter_config` is unset), `None` keeps it.
     meter: Option<Option<MeterRates>>,
+    /// The idle timeout (INSERT and MODIFY of entries of tables with `support_timeout`).
+    idle: Option<u64>,
 }
 
 fn prepare_entry(prog: &Program, t: &Table, te: &p4::TableEntry, ty: p4::update::Type) -> Result<EntryUpdate, Status> {
@@ -534,10 +626,20 @@ fn prepare_entry(prog: &Program, t: &Table, te: &p4::TableEntry, ty: p4::update:
     let indirect_table = t.implementation != p4sec_ir::Implementation::None;
     if ty == T::Delete {
         let entry = if indirect_table || !matches!(ta, Some(p4::table_action::Type::Action(_))) { to_match(prog, t, te)? } else { to_entry(prog, t, te)? };
-        return Ok(EntryUpdate { ty, entry, indirect: None, meter: None });
+        return Ok(EntryUpdate { ty, entry, indirect: None, meter: None, idle: None });
     }
+    if te.idle_timeout_ns < 0 {
+        return Err(Status::invalid_argument(format!("table `{}`: idle_timeout_ns cannot be negative", t.name)));
+    }
+    if te.idle_timeout_ns > 0 && !t.support_timeout {
+        return Err(Status::invalid_argument(format!(
+            "table `{}` does not support idle timeouts (no `support_timeout = true`): idle_timeout_ns must be 0",
+            t.name
+        )));
+    }
+    let idle = t.support_timeout.then_some(te.idle_timeout_ns as u64);
     if te.meter_counter_data.is_some() {
-        return Err(Status::unimplemented("per-color meter counters are not supported"));
+        return Err(Status::unimplemented("a table entry's meter_counter_data cannot be written: write its DirectMeterEntry"));
     }
     let rates = match (&te.meter_config, t.direct_meter) {
         (Some(_), None) => return Err(Status::invalid_argument(format!("table `{}` has no direct meter: meter_config must be unset", t.name))),
@@ -551,11 +653,11 @@ fn prepare_entry(prog: &Program, t: &Table, te: &p4::TableEntry, ty: p4::update:
     };
     if indirect_table {
         let ta = ta.cloned().ok_or_else(|| Status::invalid_argument("the table entry has no action"))?;
-        return Ok(EntryUpdate { ty, entry: to_match(prog, t, te)?, indirect: Some(ta), meter });
+        return Ok(EntryUpdate { ty, entry: to_match(prog, t, te)?, indirect: Some(ta), meter, idle });
     }
     let e = to_entry(prog, t, te)?;
     p4sec_engine::tables::validate_entry(prog, t, &e).map_err(Status::invalid_argument)?;
-    Ok(EntryUpdate { ty, entry: e, indirect: None, meter })
+    Ok(EntryUpdate { ty, entry: e, indirect: None, meter, idle })
 }
 
 /// Apply a prepared table-entry update to a table version (resolving its action profile reference).
@@ -568,12 +670,17 @@ fn apply_entry(prog: &Program, t: &Table, d: &mut TableData, st: &ProfileState, 
         }
         None => (u.entry, None),
     };
+    let key = u.idle.map(|ns| (ns, entry.clone()));
     match u.ty {
         T::Insert => d.insert_with(t, entry, ind, u.meter.flatten()),
         T::Modify => d.modify_with(t, entry, ind, u.meter),
         _ => d.delete(t, &entry).map(|_| ()),
     }
-    .map_err(table_error)
+    .map_err(table_error)?;
+    match (key, u.ty) {
+        (Some((ns, e)), T::Insert | T::Modify) => d.set_idle_timeout(t, &e, ns).map_err(table_error),
+        _ => Ok(()),
+    }
 }
 
 pub(crate) fn from_entry(prog: &Program, t: &Table, e: &TableEntry, packets: u64, bytes: u64) -> p4::TableEntry {
@@ -785,6 +892,16 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                             if te.meter_config.is_some() && t.direct_meter.is_some() {
                                 pe.meter_config = x.meter.as_ref().and_then(|m| m.rates()).map(|r| meter_config(&r));
                             }
+                            if t.support_timeout {
+                                pe.idle_timeout_ns = x.idle_timeout_ns as i64;
+                                if te.time_since_last_hit.is_some() {
+                                    let ms = p4sec_engine::coarse_ms().saturating_sub(x.last_hit.load(Relaxed));
+                                    pe.time_since_last_hit = Some(p4::table_entry::IdleTimeout { elapsed_ns: (ms * 1_000_000) as i64 });
+                                }
+                            }
+                            if te.meter_counter_data.is_some() && t.direct_meter.is_some() {
+                                pe.meter_counter_data = Some(crate::entities::meter_counter_data(x.meter.as_ref().map(|m| m.counts()).unwrap_or_default()));
+                            }
                             out.push(p4::Entity { entity: Some(p4::entity::Entity::TableEntry(pe)) });
                         }
                     }
@@ -857,8 +974,177 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         &self,
         req: Request<p4::SetForwardingPipelineConfigRequest>,
     ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
-        use p4::set_forwarding_pipeline_config_request::Action as A;
+        let peer = req.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "a client".into());
         let r = req.into_inner();
+        let (action, election) = (r.action, eid(&r.election_id));
+        let name =
+            p4::set_forwarding_pipeline_config_request::Action::try_from(action).map(|a| a.as_str_name().to_string()).unwrap_or_else(|_| action.to_string());
+        let cookie = r.config.as_ref().and_then(|c| c.cookie.as_ref()).map(|c| c.cookie).unwrap_or(0);
+        let res = self.set_pipeline(r);
+        match &res {
+            Ok(_) => rtlog!(
+                crate::log::Level::Info,
+                "P4Runtime: SetForwardingPipelineConfig {name} from {peer} (election id {election}, cookie {cookie}): done{}",
+                match self.device.pipeline.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                    Some(pl) => format!("; the pipeline has {} tables (cookie {})", pl.engine.prog.tables.len(), pl.cookie),
+                    None => String::new(),
+                }
+            ),
+            Err(e) => rtlog!(
+                crate::log::Level::Info,
+                "P4Runtime: SetForwardingPipelineConfig {name} from {peer} (election id {election}) failed: {:?}: {}",
+                e.code(),
+                e.message()
+            ),
+        }
+        res
+    }
+
+    async fn get_forwarding_pipeline_config(
+        &self,
+        req: Request<p4::GetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
+        let r = req.into_inner();
+        self.check_device(r.device_id)?;
+        let pl = self.pipeline()?;
+        let config = p4::ForwardingPipelineConfig {
+            p4info: Some(pl.p4info.clone()),
+            p4_device_config: pl.device_config.clone(),
+            cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie: pl.cookie }),
+        };
+        Ok(Response::new(p4::GetForwardingPipelineConfigResponse { config: Some(config) }))
+    }
+
+    type StreamChannelStream = StreamOut<p4::StreamMessageResponse>;
+
+    async fn stream_channel(&self, req: Request<tonic::Streaming<p4::StreamMessageRequest>>) -> Result<Response<Self::StreamChannelStream>, Status> {
+        let peer = req.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "a client".into());
+        let mut inbound = req.into_inner();
+        let (tx, rx) = mpsc::channel(64);
+        let device = self.device.clone();
+        let conn = {
+            let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+            a.next += 1;
+            a.next
+        };
+        rtlog!(crate::log::Level::Info, "P4Runtime: stream channel opened by {peer}");
+        tokio::spawn(async move {
+            while let Some(msg) = inbound.next().await {
+                let Ok(msg) = msg else { break };
+                match msg.update {
+                    Some(p4::stream_message_request::Update::Arbitration(arb)) => {
+                        let id = eid(&arb.election_id);
+                        let role = arb.role.as_ref().map(|r| r.name.clone()).filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
+                        if arb.device_id != device.device_id {
+                            rtlog!(
+                                crate::log::Level::Info,
+                                "P4Runtime: {peer}: arbitration for device {} refused (this is device {})",
+                                arb.device_id,
+                                device.device_id
+                            );
+                            let _ = tx.send(Err(Status::not_found(format!("no device with id {}", arb.device_id)))).await;
+                            continue;
+                        }
+                        let notify = {
+                            let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+                            if a.controllers.iter().any(|(k, c)| *k != conn && c.election_id == id) {
+                                rtlog!(crate::log::Level::Info, "P4Runtime: {peer}: arbitration refused: another controller uses election id {id}");
+                                let _ = tx.try_send(Err(Status::invalid_argument("another controller uses this election id")));
+                                continue;
+                            }
+                            let before = a.primary_info();
+                            a.controllers.insert(conn, Controller { election_id: id, tx: tx.clone(), peer: peer.clone() });
+                            let after = a.primary_info();
+                            let primary = after.as_ref().is_some_and(|(p, _)| *p == id);
+                            rtlog!(
+                                crate::log::Level::Info,
+                                "P4Runtime: {peer}: arbitration: device {}, election id {id}, role {role}: {}",
+                                device.device_id,
+                                if primary {
+                                    "primary".to_string()
+                                } else {
+                                    format!("backup (the primary has election id {})", after.as_ref().map(|x| x.0).unwrap_or(0))
+                                }
+                            );
+                            log_primary_change(device.device_id, &before, &after);
+                            arbitration_messages(&a, device.device_id)
+                        };
+                        for (t, m) in notify {
+                            let _ = t.send(Ok(m)).await;
+                        }
+                    }
+                    Some(p4::stream_message_request::Update::Packet(po)) => {
+                        let is_primary = {
+                            let a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+                            a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false)
+                        };
+                        let pl = device.pipeline.read().unwrap_or_else(|p| p.into_inner()).clone();
+                        let r = match (is_primary, pl) {
+                            (false, _) => Err(Status::permission_denied("only the primary controller may send packets")),
+                            (_, None) => Err(Status::failed_precondition("no forwarding pipeline is configured")),
+                            (true, Some(pl)) => device.packet_out(&pl.engine.prog, &po),
+                        };
+                        if let Err(st) = r {
+                            let err = p4::StreamError {
+                                canonical_code: st.code() as i32,
+                                message: st.message().to_string(),
+                                space: String::new(),
+                                code: 0,
+                                details: Some(p4::stream_error::Details::PacketOut(p4::PacketOutError { packet_out: Some(po) })),
+                            };
+                            let _ = tx.send(Ok(p4::StreamMessageResponse { update: Some(p4::stream_message_response::Update::Error(err)) })).await;
+                        }
+                    }
+                    Some(p4::stream_message_request::Update::DigestAck(ack)) => {
+                        let is_primary = {
+                            let a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+                            a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false)
+                        };
+                        if is_primary {
+                            device.digest_ack(&ack);
+                        }
+                    }
+                    Some(_) | None => {}
+                }
+            }
+            // the controller went away: a new primary may be elected (and digest data it did not
+            // acknowledge may be sent again)
+            let notify = {
+                let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+                let was_primary = a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false);
+                let before = a.primary_info();
+                let gone = a.controllers.remove(&conn);
+                match &gone {
+                    Some(c) => rtlog!(
+                        crate::log::Level::Info,
+                        "P4Runtime: stream channel of {peer} closed (device {}, election id {}, {})",
+                        device.device_id,
+                        c.election_id,
+                        if was_primary { "was primary" } else { "was backup" }
+                    ),
+                    None => rtlog!(crate::log::Level::Info, "P4Runtime: stream channel of {peer} closed (it had not arbitrated)"),
+                }
+                if was_primary {
+                    device.digest_cache_clear();
+                }
+                log_primary_change(device.device_id, &before, &a.primary_info());
+                arbitration_messages(&a, device.device_id)
+            };
+            for (t, m) in notify {
+                let _ = t.send(Ok(m)).await;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn capabilities(&self, _req: Request<p4::CapabilitiesRequest>) -> Result<Response<p4::CapabilitiesResponse>, Status> {
+        Ok(Response::new(p4::CapabilitiesResponse { p4runtime_api_version: "1.4.1".into() }))
+    }
+}
+
+impl Service {
+    fn set_pipeline(&self, r: p4::SetForwardingPipelineConfigRequest) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
+        use p4::set_forwarding_pipeline_config_request::Action as A;
         self.check_device(r.device_id)?;
         self.check_primary(&r.election_id)?;
         let action = A::try_from(r.action).unwrap_or(A::Unspecified);
@@ -917,111 +1203,6 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         *self.device.pipeline.write().unwrap_or_else(|p| p.into_inner()) = Some(new);
         Ok(Response::new(Default::default()))
     }
-
-    async fn get_forwarding_pipeline_config(
-        &self,
-        req: Request<p4::GetForwardingPipelineConfigRequest>,
-    ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
-        let r = req.into_inner();
-        self.check_device(r.device_id)?;
-        let pl = self.pipeline()?;
-        let config = p4::ForwardingPipelineConfig {
-            p4info: Some(pl.p4info.clone()),
-            p4_device_config: pl.device_config.clone(),
-            cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie: pl.cookie }),
-        };
-        Ok(Response::new(p4::GetForwardingPipelineConfigResponse { config: Some(config) }))
-    }
-
-    type StreamChannelStream = StreamOut<p4::StreamMessageResponse>;
-
-    async fn stream_channel(&self, req: Request<tonic::Streaming<p4::StreamMessageRequest>>) -> Result<Response<Self::StreamChannelStream>, Status> {
-        let mut inbound = req.into_inner();
-        let (tx, rx) = mpsc::channel(64);
-        let device = self.device.clone();
-        let conn = {
-            let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-            a.next += 1;
-            a.next
-        };
-        tokio::spawn(async move {
-            while let Some(msg) = inbound.next().await {
-                let Ok(msg) = msg else { break };
-                match msg.update {
-                    Some(p4::stream_message_request::Update::Arbitration(arb)) => {
-                        if arb.device_id != device.device_id {
-                            let _ = tx.send(Err(Status::not_found(format!("no device with id {}", arb.device_id)))).await;
-                            continue;
-                        }
-                        let id = eid(&arb.election_id);
-                        let notify = {
-                            let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                            if a.controllers.iter().any(|(k, c)| *k != conn && c.election_id == id) {
-                                let _ = tx.try_send(Err(Status::invalid_argument("another controller uses this election id")));
-                                continue;
-                            }
-                            a.controllers.insert(conn, Controller { election_id: id, tx: tx.clone() });
-                            arbitration_messages(&a, device.device_id)
-                        };
-                        for (t, m) in notify {
-                            let _ = t.send(Ok(m)).await;
-                        }
-                    }
-                    Some(p4::stream_message_request::Update::Packet(po)) => {
-                        let is_primary = {
-                            let a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                            a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false)
-                        };
-                        let pl = device.pipeline.read().unwrap_or_else(|p| p.into_inner()).clone();
-                        let r = match (is_primary, pl) {
-                            (false, _) => Err(Status::permission_denied("only the primary controller may send packets")),
-                            (_, None) => Err(Status::failed_precondition("no forwarding pipeline is configured")),
-                            (true, Some(pl)) => device.packet_out(&pl.engine.prog, &po),
-                        };
-                        if let Err(st) = r {
-                            let err = p4::StreamError {
-                                canonical_code: st.code() as i32,
-                                message: st.message().to_string(),
-                                space: String::new(),
-                                code: 0,
-                                details: Some(p4::stream_error::Details::PacketOut(p4::PacketOutError { packet_out: Some(po) })),
-                            };
-                            let _ = tx.send(Ok(p4::StreamMessageResponse { update: Some(p4::stream_message_response::Update::Error(err)) })).await;
-                        }
-                    }
-                    Some(p4::stream_message_request::Update::DigestAck(ack)) => {
-                        let is_primary = {
-                            let a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                            a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false)
-                        };
-                        if is_primary {
-                            device.digest_ack(&ack);
-                        }
-                    }
-                    Some(_) | None => {}
-                }
-            }
-            // the controller went away: a new primary may be elected (and digest data it did not
-            // acknowledge may be sent again)
-            let notify = {
-                let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                let was_primary = a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false);
-                a.controllers.remove(&conn);
-                if was_primary {
-                    device.digest_cache_clear();
-                }
-                arbitration_messages(&a, device.device_id)
-            };
-            for (t, m) in notify {
-                let _ = t.send(Ok(m)).await;
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
-    }
-
-    async fn capabilities(&self, _req: Request<p4::CapabilitiesRequest>) -> Result<Response<p4::CapabilitiesResponse>, Status> {
-        Ok(Response::new(p4::CapabilitiesResponse { p4runtime_api_version: "1.4.1".into() }))
-    }
 }
 
 /// The Write response: OK, or UNKNOWN with one `p4.v1.Error` per update, as the specification prescribes.
@@ -1055,7 +1236,11 @@ fn reconcile(old: &Engine, new: &Engine, profiles: &ProfileState) -> Result<Prof
     let (op, np) = (&old.prog, &new.prog);
     let map_action = |a: &ActionCall, t: &Table| -> Result<ActionCall, Status> {
         let name = &op.actions[a.action as usize].name;
-        let ni = np.actions.iter().position(|x| &x.name == name).ok_or_else(|| Status::failed_precondition(format!("table `{}`: action `{name}` is not in the new program", t.name)))?;
+        let ni = np
+            .actions
+            .iter()
+            .position(|x| &x.name == name)
+            .ok_or_else(|| Status::failed_precondition(format!("table `{}`: action `{name}` is not in the new program", t.name)))?;
         let (oa, na) = (&op.actions[a.action as usize], &np.actions[ni]);
         if oa.params.iter().map(|p| p.loc.width).ne(na.params.iter().map(|p| p.loc.width)) {
             return Err(Status::failed_precondition(format!("action `{name}` has other parameters in the new program")));
@@ -1145,8 +1330,11 @@ fn reconcile(old: &Engine, new: &Engine, profiles: &ProfileState) -> Result<Prof
         new.mirroring_add(*session, *port);
     }
     for (grp, handles) in &pre.groups {
-        let replicas: Vec<(u32, u32)> =
-            handles.iter().filter_map(|h| pre.nodes.get(*h as usize).cloned().flatten()).flat_map(|(rid, ports)| ports.into_iter().map(move |p| (rid, p))).collect();
+        let replicas: Vec<(u32, u32)> = handles
+            .iter()
+            .filter_map(|h| pre.nodes.get(*h as usize).cloned().flatten())
+            .flat_map(|(rid, ports)| ports.into_iter().map(move |p| (rid, p)))
+            .collect();
         new.mc_group_set(*grp, &replicas);
     }
     Ok(st)
@@ -1276,6 +1464,15 @@ pub struct TlsFiles {
 }
 
 pub async fn serve_tls(addr: std::net::SocketAddr, device: Arc<Device>, tls: Option<TlsFiles>) -> Result<(), String> {
+    // idle timeouts are looked at every 100 ms
+    let d = device.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+        loop {
+            tick.tick().await;
+            d.check_idle();
+        }
+    });
     let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service { device }).max_decoding_message_size(64 << 20);
     let mut b = tonic::transport::Server::builder();
     if let Some(t) = tls {

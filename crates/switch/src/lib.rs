@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+pub mod gso;
 pub mod log;
 pub mod metrics;
 pub mod pcap;
@@ -99,6 +100,8 @@ pub struct PortStats {
     pub rx: AtomicU64,
     pub tx: AtomicU64,
     pub errors: AtomicU64,
+    /// GSO super-frames received and segmented (PACKET_VNET_HDR).
+    pub gso: AtomicU64,
 }
 
 /// The destination MAC address of frames made from packets of a TUN port (or a raw-IP pcap input):
@@ -358,6 +361,11 @@ pub struct Port {
     io: Io,
     pub stats: Arc<PortStats>,
     capture: Option<Arc<Capture>>,
+    /// Interface ports: PACKET_VNET_HDR is on (frames come with a `virtio_net_hdr`, and go out with one).
+    vnet: bool,
+    /// The segments of the last GSO super-frame received, and the next to hand over.
+    segs: Vec<Vec<u8>>,
+    seg_next: usize,
 }
 
 impl Port {
@@ -385,10 +393,13 @@ impl Port {
         setopt(PACKET_AUXDATA);
         // frames others send on the interface are not ours to forward (checked per frame too, for old kernels)
         setopt(ring::PACKET_IGNORE_OUTGOING);
+        // virtio-net headers (before the rings, which the kernel sizes with them): peers with offloads on
+        // hand over GSO super-frames and partial checksums, which are completed and segmented here
+        let vnet = setopt(gso::PACKET_VNET_HDR) == 0;
         let mut ring = None;
         if mmap_wanted() {
             match ring::link_info(fd, iface) {
-                Some((mtu, libc::ARPHRD_ETHER)) => match ring::Rings::setup(fd, mtu) {
+                Some((mtu, libc::ARPHRD_ETHER)) => match ring::Rings::setup(fd, mtu, vnet) {
                     Ok(r) => ring = Some(r),
                     Err(e) => p4log!(Level::Info, "port {number}: no memory-mapped rings on `{iface}` ({e}); frames are received and sent one by one"),
                 },
@@ -407,7 +418,7 @@ impl Port {
             unsafe { libc::close(fd) };
             return Err(format!("port {number}: cannot bind to `{iface}`: {e}"));
         }
-        Ok(Port { number, iface: iface.to_string(), io: Io::Packet { fd, ring }, stats: Arc::default(), capture: None })
+        Ok(Port { number, iface: iface.to_string(), io: Io::Packet { fd, ring }, stats: Arc::default(), capture: None, vnet, segs: vec![], seg_next: 0 })
     }
 
     /// Does this port move frames through memory-mapped rings?
@@ -467,6 +478,16 @@ impl Port {
         }
     }
 
+    /// Is the port up (for watch ports of selector members): an interface that exists, is up and has its
+    /// carrier (TUN/TAP: attached and up); pcap ports always are.
+    fn up(&self) -> bool {
+        match &self.io {
+            Io::Packet { .. } => tun::oper_up(&self.iface).unwrap_or(false),
+            Io::Tun { fd, .. } => tun::attached(*fd) && tun::oper_up(&self.iface).unwrap_or(false),
+            Io::Pcap { .. } => true,
+        }
+    }
+
     /// Does the interface still exist (for TUN/TAP: is the device still there, wherever it was moved)?
     fn alive(&self) -> bool {
         match &self.io {
@@ -481,13 +502,49 @@ impl Port {
     /// (or the pcap input is finished). `woken`: poll said the socket is readable, so a ring port whose
     /// ring is empty also looks at the socket's queue.
     fn recv(&mut self, buf: &mut [u8], woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
-        let at = |(start, n): (usize, usize), buf: &[u8]| (buf[start..].as_ptr(), n, None);
+        // the segments of a GSO super-frame first
+        if let Some(s) = self.segs.get(self.seg_next) {
+            self.seg_next += 1;
+            return Some((s.as_ptr(), s.len(), None));
+        }
+        if !matches!(self.io, Io::Packet { .. }) || !self.vnet {
+            return self.recv_one(buf, woken).map(|(p, n, ts, _)| (p, n, ts));
+        }
+        let mut woken = woken;
+        loop {
+            let (ptr, n, ts, h) = self.recv_one(buf, std::mem::take(&mut woken))?;
+            let Some(h) = h.filter(|h| h.is_gso()) else { return Some((ptr, n, ts)) };
+            // SAFETY: as in the packet loop, the frame stays where it is until the next `recv_one`/`release`
+            let frame = unsafe { std::slice::from_raw_parts(ptr, n) };
+            self.segs.clear();
+            self.seg_next = 0;
+            match gso::segment(frame, &h, &mut self.segs) {
+                Ok(()) if !self.segs.is_empty() => {
+                    self.stats.gso.fetch_add(1, Ordering::Relaxed);
+                    self.release();
+                    self.seg_next = 1;
+                    let s = &self.segs[0];
+                    return Some((s.as_ptr(), s.len(), ts));
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    p4log!(Level::Debug, "port {}: a GSO frame of {n} bytes from `{}` could not be segmented ({e}); dropped", self.number, self.iface);
+                }
+            }
+        }
+    }
+
+    /// Receive one frame as the kernel hands it over, with its virtio-net header (PACKET_VNET_HDR).
+    fn recv_one(&mut self, buf: &mut [u8], woken: bool) -> Option<(*const u8, usize, Option<Ts>, Option<gso::VnetHdr>)> {
+        let vnet = self.vnet;
+        let at = |(start, n, h): (usize, usize, Option<gso::VnetHdr>), buf: &[u8]| (buf[start..].as_ptr(), n, None, h);
         match &mut self.io {
-            Io::Packet { fd, ring: None } => packet_recv(*fd, buf).map(|r| at(r, buf)),
+            Io::Packet { fd, ring: None } => packet_recv(*fd, buf, vnet).map(|r| at(r, buf)),
             Io::Packet { fd, ring: Some(r) } => loop {
                 match r.next_rx() {
-                    Some(ring::Rx::Frame { ptr, len, ts }) => return Some((ptr, len, Some(ts))),
-                    Some(ring::Rx::FromQueue) => match packet_recv(*fd, buf) {
+                    Some(ring::Rx::Frame { ptr, len, ts, vnet }) => return Some((ptr, len, Some(ts), vnet)),
+                    Some(ring::Rx::FromQueue) => match packet_recv(*fd, buf, vnet) {
                         Some(got) => return Some(at(got, buf)),
                         None => {
                             self.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -499,13 +556,13 @@ impl Port {
                         p4log!(Level::Debug, "port {}: a frame of {n} bytes from `{}` did not fit a ring slot; dropped", self.number, self.iface);
                     }
                     // nothing in the ring; something may still wait on the socket
-                    None if woken => return packet_recv(*fd, buf).map(|got| at(got, buf)),
+                    None if woken => return packet_recv(*fd, buf, vnet).map(|got| at(got, buf)),
                     None => return None,
                 }
             },
             Io::Tun { fd, ip: false } => {
                 let n = unsafe { libc::read(*fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
-                (n > 0).then_some((buf.as_ptr(), n as usize, None))
+                (n > 0).then_some((buf.as_ptr(), n as usize, None, None))
             }
             Io::Tun { fd, ip: true } => loop {
                 let n = unsafe { libc::read(*fd, buf[14..].as_mut_ptr() as *mut libc::c_void, buf.len() - 14) };
@@ -514,7 +571,7 @@ impl Port {
                 }
                 let n = n as usize + 14;
                 if ip_to_ethernet(&mut buf[..n], self.number) {
-                    return Some((buf.as_ptr(), n, None));
+                    return Some((buf.as_ptr(), n, None, None));
                 }
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
                 p4log!(Level::Debug, "port {}: dropped a packet from `{}` that is neither IPv4 nor IPv6", self.number, self.iface);
@@ -522,7 +579,7 @@ impl Port {
             Io::Pcap { input, .. } => {
                 let r = input.as_mut()?;
                 match r.next(buf, self.number) {
-                    Ok(Some((n, ts))) => Some((buf.as_ptr(), n, Some(ts))),
+                    Ok(Some((n, ts))) => Some((buf.as_ptr(), n, Some(ts), None)),
                     Ok(None) => {
                         p4log!(Level::Info, "port {}: end of {} ({} frames)", self.number, r.path.display(), r.frames);
                         *input = None;
@@ -546,9 +603,10 @@ impl Port {
         }
     }
 
-    /// Is a frame waiting in the port's receive ring (known without a system call)?
+    /// Is a frame waiting in the port's receive ring, or a segment of a super-frame (known without a system
+    /// call)?
     fn rx_ready(&self) -> bool {
-        matches!(&self.io, Io::Packet { ring: Some(r), .. } if r.rx_ready())
+        self.seg_next < self.segs.len() || matches!(&self.io, Io::Packet { ring: Some(r), .. } if r.rx_ready())
     }
 
     /// Frames queued in the transmit ring and not yet handed to the kernel.
@@ -611,6 +669,18 @@ impl Port {
                 }
                 return;
             }
+            Io::Packet { fd, ring: None } if self.vnet => {
+                // a zero virtio-net header in front: nothing for the kernel to do
+                let hdr = [0u8; gso::VNET_HDR_LEN];
+                let mut iov = [
+                    libc::iovec { iov_base: hdr.as_ptr() as *mut _, iov_len: hdr.len() },
+                    libc::iovec { iov_base: frame.as_ptr() as *mut _, iov_len: frame.len() },
+                ];
+                let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+                msg.msg_iov = iov.as_mut_ptr();
+                msg.msg_iovlen = 2;
+                unsafe { libc::sendmsg(*fd, &msg, 0) >= 0 }
+            }
             Io::Packet { fd, ring: None } => unsafe { libc::send(*fd, frame.as_ptr() as *const _, frame.len(), 0) >= 0 },
             Io::Tun { fd, ip: false } => unsafe { libc::write(*fd, frame.as_ptr() as *const _, frame.len()) >= 0 },
             Io::Tun { fd, ip: true } => match ethernet_to_ip(frame) {
@@ -645,7 +715,9 @@ impl Port {
 /// length; `None` when nothing is waiting. Frames whose TCP/UDP checksum the sender left to offload (veths
 /// and other virtual devices hand such frames to packet sockets with only the pseudo-header sum in place)
 /// get their checksum completed here, as a NIC would, and a VLAN tag the kernel took out is put back.
-fn packet_recv(fd: i32, buf: &mut [u8]) -> Option<(usize, usize)> {
+fn packet_recv(fd: i32, buf: &mut [u8], vnet: bool) -> Option<(usize, usize, Option<gso::VnetHdr>)> {
+    // with PACKET_VNET_HDR the frame follows its virtio-net header
+    let h_len = if vnet { gso::VNET_HDR_LEN } else { 0 };
     loop {
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         // 4 bytes of room in front for a VLAN tag
@@ -666,6 +738,12 @@ fn packet_recv(fd: i32, buf: &mut [u8]) -> Option<(usize, usize)> {
             continue;
         }
         let n = (n as usize).min(buf.len() - 4);
+        if n < h_len {
+            continue;
+        }
+        let h = if vnet { gso::VnetHdr::parse(&buf[4..4 + h_len]) } else { None };
+        // the frame: buf[f..f + n]
+        let (f, n) = (4 + h_len, n - h_len);
         let mut aux: Option<AuxData> = None;
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
@@ -676,18 +754,19 @@ fn packet_recv(fd: i32, buf: &mut [u8]) -> Option<(usize, usize)> {
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
-        let Some(aux) = aux else { return Some((4, n)) };
-        if aux.status & ring::TP_STATUS_CSUMNOTREADY != 0 {
-            complete_l4_checksum(&mut buf[4..4 + n]);
+        let Some(aux) = aux else { return Some((f, n, h)) };
+        // (super-frames get their checksums computed per segment)
+        if aux.status & ring::TP_STATUS_CSUMNOTREADY != 0 && !h.is_some_and(|h| h.is_gso()) {
+            complete_l4_checksum(&mut buf[f..f + n]);
         }
         if let Some(tag) = ring::vlan_tag(aux.status, aux.vlan_tci, aux.vlan_tpid) {
             if n >= 12 {
-                buf.copy_within(4..16, 0);
-                buf[12..16].copy_from_slice(&tag);
-                return Some((0, n + 4));
+                buf.copy_within(f..f + 12, f - 4);
+                buf[f + 8..f + 12].copy_from_slice(&tag);
+                return Some((f - 4, n + 4, h));
             }
         }
-        return Some((4, n));
+        return Some((f, n, h));
     }
 }
 
@@ -756,7 +835,8 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
     let mut waiting_said = false;
     let mut frames_in = 0u64;
     let rings = ports.iter().any(|p| p.mmap());
-    let mut checked_at = std::time::Instant::now();
+    // (the first check at once: port liveness is known from the start)
+    let mut checked_at = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(2)).unwrap_or_else(std::time::Instant::now);
     while !stop.load(Ordering::Relaxed) {
         // once a second: MTUs of ring ports, and every port's existence (a deleted interface does not always
         // leave an error on its socket, above all with rings)
@@ -766,6 +846,8 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
                     p.refresh_mtu();
                 }
                 suspect[i] = true;
+                // port liveness, for the watch ports of selector members (a port that is gone is down)
+                device.set_port_up(p.number, fds[i].fd >= 0 && p.up());
             }
             checked_at = std::time::Instant::now();
         }
@@ -783,7 +865,7 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
             }
         }
         // frames left in a transmit ring (the kernel was out of buffer space) are retried soon
-        let timeout = if pcap_pending {
+        let timeout = if pcap_pending || ports.iter().any(|p| p.seg_next < p.segs.len()) {
             0
         } else if rings && ports.iter().any(|p| p.tx_pending() > 0) {
             for p in &ports {
@@ -1012,7 +1094,16 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                 let existed = tun::exists(name);
                 for _ in 0..workers {
                     let fd = tun::open_queue(name, tap, workers > 1).map_err(|e| format!("port {n}: {e}"))?;
-                    v.push(Port { number: n, iface: s.label.clone(), io: Io::Tun { fd, ip: !tap }, stats: Arc::default(), capture: None });
+                    v.push(Port {
+                        number: n,
+                        iface: s.label.clone(),
+                        io: Io::Tun { fd, ip: !tap },
+                        stats: Arc::default(),
+                        capture: None,
+                        vnet: false,
+                        segs: vec![],
+                        seg_next: 0,
+                    });
                 }
                 tun::set_up(name).map_err(|e| format!("port {n}: {e}"))?;
                 let k = if tap { "TAP" } else { "TUN" };
@@ -1037,7 +1128,7 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
             let mut input_reader = inputs[k].take();
             for _ in 0..workers {
                 let io = Io::Pcap { input: input_reader.take(), output: w.clone() };
-                per_port[k].push(Port { number: n, iface: s.label.clone(), io, stats: Arc::default(), capture: None });
+                per_port[k].push(Port { number: n, iface: s.label.clone(), io, stats: Arc::default(), capture: None, vnet: false, segs: vec![], seg_next: 0 });
             }
             let from = input.as_ref().map(|f| format!("frames from {}", f.display())).unwrap_or_else(|| "no input".into());
             let to = output.as_ref().map(|f| format!("frames sent written to {}", f.display())).unwrap_or_else(|| "frames sent discarded".into());

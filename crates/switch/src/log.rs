@@ -1,57 +1,7 @@
-//! The switch's stderr messages and their level (`p4sec switch --log LEVEL`): `error` and `warn` for what
-//! went wrong, `info` (the default) for port events, `debug` for per-port details, `trace` for one line
-//! per packet. Pipeline traces (`--trace`) are separate and always written when asked for.
+//! The switch's stderr messages and their level (`p4sec switch --log LEVEL`): one level for the data plane
+//! and the P4Runtime server, whose log lives in `p4sec_p4runtime::log` (re-exported here).
 
-use std::sync::atomic::{AtomicU8, Ordering};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum Level {
-    Error = 1,
-    Warn = 2,
-    Info = 3,
-    Debug = 4,
-    Trace = 5,
-}
-
-impl std::str::FromStr for Level {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Level, String> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "error" => Level::Error,
-            "warn" | "warning" => Level::Warn,
-            "info" => Level::Info,
-            "debug" => Level::Debug,
-            "trace" => Level::Trace,
-            _ => return Err(format!("unknown log level `{s}` (error, warn, info, debug or trace)")),
-        })
-    }
-}
-
-static LEVEL: AtomicU8 = AtomicU8::new(Level::Info as u8);
-
-/// Set the most detailed level that is written.
-pub fn set_level(l: Level) {
-    LEVEL.store(l as u8, Ordering::Relaxed);
-}
-
-/// Is a message of level `l` written?
-#[inline]
-pub fn enabled(l: Level) -> bool {
-    l as u8 <= LEVEL.load(Ordering::Relaxed)
-}
-
-/// Write one message (use the `p4log!` macro, which checks the level first).
-pub fn write(l: Level, args: std::fmt::Arguments) {
-    let tag = match l {
-        Level::Error => "error: ",
-        Level::Warn => "warning: ",
-        Level::Info => "",
-        Level::Debug => "debug: ",
-        Level::Trace => "trace: ",
-    };
-    eprintln!("p4sec switch: {tag}{args}");
-}
+pub use p4sec_p4runtime::log::{enabled, set_level, write, Level};
 
 /// `p4log!(Level::Info, "port {} is up", n)`: a message on stderr if the level is enabled.
 #[macro_export]

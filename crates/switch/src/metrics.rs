@@ -22,6 +22,12 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)]) -> Strin
     let port = |f: fn(&PortStats) -> u64| ports.iter().map(|(n, i, s)| (format!("{{port=\"{n}\",iface=\"{}\"}}", escape(i)), f(s))).collect::<Vec<_>>();
     family("p4sec_port_rx_packets_total", "Frames received on the port.", "counter", port(|s| s.rx.load(Ordering::Relaxed)));
     family("p4sec_port_tx_packets_total", "Frames transmitted on the port.", "counter", port(|s| s.tx.load(Ordering::Relaxed)));
+    family(
+        "p4sec_port_rx_gso_frames_total",
+        "GSO/GRO super-frames received on the port and cut into segments (each segment counts as a received frame).",
+        "counter",
+        port(|s| s.gso.load(Ordering::Relaxed)),
+    );
     family("p4sec_port_tx_errors_total", "Frames the port failed to transmit.", "counter", port(|s| s.errors.load(Ordering::Relaxed)));
     family("p4sec_packet_in_dropped_total", "PacketIn messages with no primary controller to take them.", "counter", vec![(String::new(), device.packet_in_dropped.load(Ordering::Relaxed))]);
     family("p4sec_digests_dropped_total", "Digest messages not enabled by the controller or not deliverable.", "counter", vec![(String::new(), device.digests_dropped.load(Ordering::Relaxed))]);

@@ -119,8 +119,9 @@ fn setopt<T>(fd: i32, level: libc::c_int, name: libc::c_int, v: &T) -> std::io::
 /// What the next receive slot holds.
 pub enum Rx {
     /// A frame, in the ring (valid until [`Rings::release`] or the next [`Rings::next_rx`]); its checksum
-    /// completed and its VLAN tag re-inserted.
-    Frame { ptr: *const u8, len: usize, ts: Ts },
+    /// completed (unless it is a GSO super-frame) and its VLAN tag re-inserted; with PACKET_VNET_HDR, the
+    /// virtio-net header the kernel put in front of it.
+    Frame { ptr: *const u8, len: usize, ts: Ts, vnet: Option<crate::gso::VnetHdr> },
     /// A frame larger than the slot: it waits whole on the socket (read it with `recvmsg`).
     FromQueue,
     /// A frame larger than the slot that the kernel could not also queue (receive buffer full): lost.
@@ -152,6 +153,8 @@ pub struct Rings {
     tx_void: Cell<usize>,
     /// The largest Ethernet frame (without a VLAN tag) the interface takes: MTU + 14.
     tx_max: Cell<usize>,
+    /// PACKET_VNET_HDR is on: a virtio-net header precedes every frame (received and sent).
+    vnet: usize,
 }
 
 // The mapping belongs to one worker's port; it is moved to the worker's thread once and used there only.
@@ -171,13 +174,14 @@ impl Rings {
     /// Set up both rings on `fd` (an AF_PACKET socket not bound to a protocol yet, so that nothing is
     /// queued on it before the ring exists) for an Ethernet interface of this MTU. An error means the
     /// kernel refused (then the socket is left as it was, for plain `recvmsg`/`send`).
-    pub fn setup(fd: i32, mtu: usize) -> Result<Rings, String> {
+    pub fn setup(fd: i32, mtu: usize, vnet: bool) -> Result<Rings, String> {
+        let vnet = if vnet { crate::gso::VNET_HDR_LEN } else { 0 };
         setopt(fd, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V2).map_err(|e| format!("TPACKET_V2: {e}"))?;
         // receive slots: header, sockaddr_ll, padding to 16 + the frame; larger frames are queued whole
-        let rx_slot = (HDR_LEN + 20 + 16 + 14 + mtu).next_power_of_two().clamp(2048, RX_SLOT_MAX);
+        let rx_slot = (HDR_LEN + 20 + 16 + vnet + 14 + mtu).next_power_of_two().clamp(2048, RX_SLOT_MAX);
         let rx_block = rx_slot.max(BLOCK);
         let rx_blocks = (RX_BYTES / rx_block).max(1);
-        let tx_slot = (HDR_LEN + 14 + 4 + mtu).next_power_of_two().max(2048);
+        let tx_slot = (HDR_LEN + vnet + 14 + 4 + mtu).next_power_of_two().max(2048);
         let tx_block = tx_slot.max(BLOCK);
         let tx_blocks = (TX_BYTES / tx_block).max(1);
         let rx_req =
@@ -223,6 +227,7 @@ impl Rings {
             tx_pending: Cell::new(0),
             tx_void: Cell::new(0),
             tx_max: Cell::new(mtu + 14),
+            vnet,
         })
     }
 
@@ -293,19 +298,24 @@ impl Rings {
                 return Some(Rx::Truncated(n));
             }
             let ts = Ts { sec: h.sec, usec: h.nsec / 1000 };
+            // the virtio-net header, right before the frame
+            let vnet = (self.vnet > 0 && mac >= HDR_LEN + self.vnet)
+                .then(|| crate::gso::VnetHdr::parse(unsafe { std::slice::from_raw_parts(slot.add(mac - self.vnet), self.vnet) }))
+                .flatten();
             let frame = unsafe { std::slice::from_raw_parts_mut(slot.add(mac), len) };
-            if status & TP_STATUS_CSUMNOTREADY != 0 {
+            if status & TP_STATUS_CSUMNOTREADY != 0 && !vnet.is_some_and(|h| h.is_gso()) {
                 crate::complete_l4_checksum(frame);
             }
             match vlan_tag(status, h.vlan_tci, h.vlan_tpid) {
-                // the slot has room before the frame (its sockaddr_ll has been read): move the addresses back
+                // the slot has room before the frame (its sockaddr_ll and virtio-net header have been read):
+                // move the addresses back
                 Some(tag) if len >= 12 && mac >= HDR_LEN + 4 => unsafe {
                     let start = slot.add(mac - 4);
                     std::ptr::copy(slot.add(mac), start, 12);
                     std::ptr::copy_nonoverlapping(tag.as_ptr(), start.add(12), 4);
-                    return Some(Rx::Frame { ptr: start, len: len + 4, ts });
+                    return Some(Rx::Frame { ptr: start, len: len + 4, ts, vnet });
                 },
-                _ => return Some(Rx::Frame { ptr: frame.as_ptr(), len, ts }),
+                _ => return Some(Rx::Frame { ptr: frame.as_ptr(), len, ts, vnet }),
             }
         }
     }
@@ -318,7 +328,7 @@ impl Rings {
     /// Can this frame be sent (not larger than the interface takes)?
     pub fn fits(&self, frame: &[u8]) -> bool {
         let tagged = frame.len() >= 14 && frame[12] == 0x81 && frame[13] == 0x00;
-        frame.len() <= self.tx_max.get() + if tagged { 4 } else { 0 } && frame.len() + HDR_LEN <= self.tx_slot
+        frame.len() <= self.tx_max.get() + if tagged { 4 } else { 0 } && frame.len() + HDR_LEN + self.vnet <= self.tx_slot
     }
 
     /// Copy a frame into the next transmit slot; false if that slot is still in the kernel's hands (flush,
@@ -331,8 +341,10 @@ impl Rings {
             return false;
         }
         unsafe {
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(HDR_LEN), frame.len());
-            (*(slot as *mut Hdr)).len = frame.len() as u32;
+            // with PACKET_VNET_HDR, a zero virtio-net header first (nothing for the kernel to do)
+            std::ptr::write_bytes(slot.add(HDR_LEN), 0, self.vnet);
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(HDR_LEN + self.vnet), frame.len());
+            (*(slot as *mut Hdr)).len = (self.vnet + frame.len()) as u32;
         }
         st.store(TP_STATUS_SEND_REQUEST, Ordering::Release);
         self.tx_next.set(if i + 1 == self.tx_slots { 0 } else { i + 1 });

@@ -92,6 +92,23 @@ pub fn set_up(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Is the interface up and running (administratively up, with carrier: a veth whose peer is down is not)?
+/// `None` when there is no interface of that name.
+pub fn oper_up(name: &str) -> Option<bool> {
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return None;
+    }
+    let mut r = ifreq(name);
+    let res = unsafe { libc::ioctl(s, SIOCGIFFLAGS as _, &mut r as *mut IfReq) };
+    unsafe { libc::close(s) };
+    if res < 0 {
+        return None;
+    }
+    let f = r.flags as libc::c_int;
+    Some(f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0)
+}
+
 /// Is the queue still attached to its device (false once the device was deleted)?
 pub fn attached(fd: i32) -> bool {
     let mut r = ifreq("");

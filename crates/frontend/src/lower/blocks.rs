@@ -63,8 +63,7 @@ impl<'t> Lowerer<'t> {
                     for f in &a.fields {
                         let ty = self.resolve_type(scope, &f.ty)?;
                         if a.kind == ast::AggregateKind::Header {
-                            let ok = matches!(ty, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool)
-                                || matches!(&ty, Ty::Enum(e) if e.repr.is_some());
+                            let ok = matches!(ty, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool) || matches!(&ty, Ty::Enum(e) if e.repr.is_some());
                             if !ok {
                                 return err(f.name.span, format!("header field `{}` cannot have type {ty}", f.name.name));
                             }
@@ -73,6 +72,8 @@ impl<'t> Lowerer<'t> {
                             name: f.name.name.clone(),
                             ty,
                             field_lists: annotation_ints(&f.annos, "field_list").unwrap_or_default().into_iter().map(|x| x as u32).collect(),
+                            match_kind: super::annotation_ident(&f.annos, "match"),
+                            cp_name: annotation_str(&f.annos, "name"),
                         });
                     }
                     let info = AggInfo { name: a.name.name.clone(), kind: a.kind, fields };
@@ -171,12 +172,56 @@ impl<'t> Lowerer<'t> {
                 let size = self.const_width(scope, &v.size)?;
                 let name = self.cp_name(&v.annos, &v.name.name);
                 let id = self.p4info_id(0x03, &name);
-                let widths = match &t {
-                    Ty::Agg(a) => a.fields.iter().map(|f| f.ty.bit_size()).collect(),
-                    Ty::Tuple(ts) => ts.iter().map(|t| t.bit_size()).collect(),
-                    t => vec![t.bit_size()],
+                let scalar = |t: &Ty| matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Bool) || matches!(t, Ty::Enum(e) if e.repr.is_some());
+                let (widths, names, kinds) = match &t {
+                    Ty::Agg(a) if a.kind == ast::AggregateKind::Struct => {
+                        let mut kinds = vec![];
+                        for f in &a.fields {
+                            if !scalar(&f.ty) {
+                                return err(
+                                    v.name.span,
+                                    format!(
+                                        "value set `{}`: struct field `{}` must be bit<W>, int<W>, bool or a serializable enum, not {}",
+                                        v.name.name, f.name, f.ty
+                                    ),
+                                );
+                            }
+                            kinds.push(match f.match_kind.as_deref() {
+                                None | Some("exact") => ir::MatchKind::Exact,
+                                Some("ternary") => ir::MatchKind::Ternary,
+                                Some("lpm") => ir::MatchKind::Lpm,
+                                Some("range") => ir::MatchKind::Range,
+                                Some("optional") => ir::MatchKind::Optional,
+                                Some(k) => return err(v.name.span, format!("value set `{}`: field `{}` has an unknown match kind `{k}`", v.name.name, f.name)),
+                            });
+                        }
+                        let names = a.fields.iter().map(|f| f.cp_name.clone().unwrap_or_else(|| f.name.clone())).collect();
+                        (a.fields.iter().map(|f| f.ty.bit_size()).collect::<Vec<u32>>(), names, kinds)
+                    }
+                    Ty::Tuple(ts) => {
+                        if let Some(bad) = ts.iter().find(|t| !scalar(t)) {
+                            return err(
+                                v.name.span,
+                                format!("value set `{}`: tuple elements must be bit<W>, int<W>, bool or a serializable enum, not {bad}", v.name.name),
+                            );
+                        }
+                        (ts.iter().map(|t| t.bit_size()).collect(), vec![], vec![])
+                    }
+                    t if scalar(t) => (vec![t.bit_size()], vec![], vec![]),
+                    t => {
+                        return err(
+                            v.name.span,
+                            format!(
+                                "value set `{}`: type {t} cannot be a value set's element (bit<W>, int<W>, a serializable enum, or a struct or tuple of those)",
+                                v.name.name
+                            ),
+                        )
+                    }
                 };
-                self.value_sets.push(ir::ValueSet { name, id, size, widths });
+                if widths.is_empty() {
+                    return err(v.name.span, format!("value set `{}` has no elements", v.name.name));
+                }
+                self.value_sets.push(ir::ValueSet { name, id, size, widths, names, kinds });
                 scope.define(&v.name.name, Binding::ValueSet(self.value_sets.len() as u32 - 1, t));
             }
         }
@@ -238,7 +283,8 @@ impl<'t> Lowerer<'t> {
                 let tname = info.decl.name.name.clone();
                 let (kind, id) = match tname.as_str() {
                     "register" => {
-                        let w = targs.first().and_then(|t| t.scalar_width()).ok_or_else(|| Diagnostic::new(ty.span, "register needs a bit-string element type"))?;
+                        let w =
+                            targs.first().and_then(|t| t.scalar_width()).ok_or_else(|| Diagnostic::new(ty.span, "register needs a bit-string element type"))?;
                         let id = self.p4info_id(0x16, &cp);
                         self.registers.push(ir::Register { name: cp.clone(), id, size: cint(0)? as u32, width: w });
                         (ExternKind::Register, self.registers.len() - 1)
@@ -677,7 +723,11 @@ impl<'t> Lowerer<'t> {
                 // split the state around the sub-parser
                 k += 1;
                 let cont = self.pstates.len() as u32;
-                self.pstates.push(ir::ParserState { name: format!("{}.$cont{k}", self.pstates[cur as usize].name), body: vec![], transition: ir::Transition::Goto(ir::Next::Reject) });
+                self.pstates.push(ir::ParserState {
+                    name: format!("{}.$cont{k}", self.pstates[cur as usize].name),
+                    body: vec![],
+                    transition: ir::Transition::Goto(ir::Next::Reject),
+                });
                 let Instance::Parser { decl, .. } = &*inst else { unreachable!() };
                 let ordered: Vec<Option<ast::Expr>> = self.order_args(&decl.sig.params, &args, st.span)?.into_iter().map(|o| o.cloned()).collect();
                 let mut binds = vec![];
@@ -797,6 +847,32 @@ impl<'t> Lowerer<'t> {
                 let mut out = vec![];
                 for c in cases {
                     let next = self.next_of(&c.next, index, accept)?;
+                    // a value set of a struct or tuple type is the whole keyset of a select with as many keys
+                    if let ExprKind::Name(n) = &c.keyset.kind {
+                        if let Some(Binding::ValueSet(id, _)) = scope.lookup(&n.name) {
+                            let vs = &self.value_sets[id as usize];
+                            if vs.widths.len() > 1 || keys.len() > 1 {
+                                if vs.widths.len() != keys.len() {
+                                    return err(
+                                        c.keyset.span,
+                                        format!("value set `{}` has {} elements, select has {} keys", n.name, vs.widths.len(), keys.len()),
+                                    );
+                                }
+                                for (i, (w, t)) in vs.widths.iter().zip(ktys.iter()).enumerate() {
+                                    if t.bit_size() != *w {
+                                        return err(
+                                            c.keyset.span,
+                                            format!("value set `{}`: element {} has {w} bits, select key {} has {}", n.name, i + 1, i + 1, t.bit_size()),
+                                        );
+                                    }
+                                }
+                                let mut ms = vec![ir::KeyMatch::ValueSet(id)];
+                                ms.resize(keys.len(), ir::KeyMatch::Any);
+                                out.push((ms, next));
+                                continue;
+                            }
+                        }
+                    }
                     let elems: Vec<&ast::Expr> = match &c.keyset.kind {
                         ExprKind::List(items) if keys.len() > 1 || items.len() > 1 => items.iter().collect(),
                         ExprKind::Default | ExprKind::DontCare => {
@@ -835,6 +911,13 @@ impl<'t> Lowerer<'t> {
             ExprKind::Range(lo, hi) => ir::KeyMatch::Range { lo: self.const_of(scope, lo, t)?, hi: self.const_of(scope, hi, t)? },
             ExprKind::Name(n) if matches!(scope.lookup(&n.name), Some(Binding::ValueSet(..))) => {
                 let Some(Binding::ValueSet(id, _)) = scope.lookup(&n.name) else { unreachable!() };
+                let vs = &self.value_sets[id as usize];
+                if vs.widths.len() != 1 {
+                    return err(
+                        e.span,
+                        format!("value set `{}` has {} elements: it must be the whole keyset of a select with as many keys", n.name, vs.widths.len()),
+                    );
+                }
                 ir::KeyMatch::ValueSet(id)
             }
             _ => ir::KeyMatch::Exact(self.const_of(scope, e, t)?),
@@ -987,6 +1070,7 @@ impl<'t> Lowerer<'t> {
             implementation: ir::Implementation::None,
             direct_counter: None,
             direct_meter: None,
+            support_timeout: false,
         };
         let mut names = vec![];
         let mut default_expr = None;
@@ -1040,6 +1124,12 @@ impl<'t> Lowerer<'t> {
                 }
                 ast::TableProp::Other { name: pn, value, .. } => match pn.name.as_str() {
                     "size" => table.size = self.const_width(scope, value)?,
+                    "support_timeout" => {
+                        table.support_timeout = match &value.kind {
+                            ExprKind::Bool(b) => *b,
+                            _ => return err(value.span, "support_timeout must be true or false"),
+                        }
+                    }
                     "implementation" => {
                         let inst = self.table_extern(scope, value)?;
                         match &*inst {
@@ -1162,9 +1252,7 @@ impl<'t> Lowerer<'t> {
                 let ones: u32 = mask.words.iter().map(|x| x.count_ones()).sum();
                 ir::FieldMatch::Lpm { value, prefix_len: ones }
             }
-            (ExprKind::Range(lo, hi), ir::MatchKind::Range) => {
-                ir::FieldMatch::Range { lo: self.const_of(scope, lo, &t)?, hi: self.const_of(scope, hi, &t)? }
-            }
+            (ExprKind::Range(lo, hi), ir::MatchKind::Range) => ir::FieldMatch::Range { lo: self.const_of(scope, lo, &t)?, hi: self.const_of(scope, hi, &t)? },
             (_, ir::MatchKind::Exact | ir::MatchKind::Selector) => ir::FieldMatch::Exact(self.const_of(scope, e, &t)?),
             (_, ir::MatchKind::Ternary) => ir::FieldMatch::Ternary { value: self.const_of(scope, e, &t)?, mask: full() },
             (_, ir::MatchKind::Lpm) => ir::FieldMatch::Lpm { value: self.const_of(scope, e, &t)?, prefix_len: w },
@@ -1183,4 +1271,3 @@ impl<'t> Lowerer<'t> {
         s.replace(".isValid()", ".$valid$")
     }
 }
-

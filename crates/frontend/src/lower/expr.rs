@@ -38,9 +38,7 @@ impl<'t> Lowerer<'t> {
                     Some(Binding::PacketIn) => Ty::PacketIn,
                     Some(Binding::PacketOut) => Ty::PacketOut,
                     Some(Binding::BlockType(_)) | Some(Binding::ParserDecl(..)) | Some(Binding::ControlDecl(..)) => Ty::Any,
-                    Some(Binding::GenericAgg(d)) => {
-                        return err(t.span, format!("generic type `{}` needs type arguments", d.name.name))
-                    }
+                    Some(Binding::GenericAgg(d)) => return err(t.span, format!("generic type `{}` needs type arguments", d.name.name)),
                     _ => return err(name.span, format!("unknown type `{}`", name.name)),
                 }
             }
@@ -92,6 +90,8 @@ impl<'t> Lowerer<'t> {
                 name: f.name.name.clone(),
                 ty: self.resolve_type(&inner, &f.ty)?,
                 field_lists: annotation_ints(&f.annos, "field_list").unwrap_or_default().into_iter().map(|x| x as u32).collect(),
+                match_kind: super::annotation_ident(&f.annos, "match"),
+                cp_name: annotation_str(&f.annos, "name"),
             });
         }
         let name = format!("{}<{}>", d.name.name, targs.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "));
@@ -283,12 +283,10 @@ impl<'t> Lowerer<'t> {
         let b = self.expr(scope, base, None)?;
         let name = m.name.as_str();
         match b {
-            Val::Binding(Binding::ErrorNs) | Val::Type(Ty::Error) => {
-                match self.errors.iter().position(|e| e == name) {
-                    Some(i) => Ok(Val::Const(BigInt::from(i), Ty::Error)),
-                    None => err(m.span, format!("`error.{name}` is not declared")),
-                }
-            }
+            Val::Binding(Binding::ErrorNs) | Val::Type(Ty::Error) => match self.errors.iter().position(|e| e == name) {
+                Some(i) => Ok(Val::Const(BigInt::from(i), Ty::Error)),
+                None => err(m.span, format!("`error.{name}` is not declared")),
+            },
             Val::Type(Ty::Enum(en)) => match en.members.iter().find(|(n, _)| n == name) {
                 Some((_, v)) => Ok(Val::Const(v.clone(), Ty::Enum(en.clone()))),
                 None => err(m.span, format!("enum `{}` has no member `{name}`", en.name)),
@@ -301,10 +299,7 @@ impl<'t> Lowerer<'t> {
             Val::Place(p) => self.place_member(p, name, m.span),
             Val::TableResult(t, hit, run) => match name {
                 "hit" => Ok(Val::Rv(ir::Expr::Load(ir::LValue::Static(hit)), Ty::Bool)),
-                "miss" => Ok(Val::Rv(
-                    ir::Expr::Unary { op: ir::UnOp::Not, width: 1, arg: Box::new(ir::Expr::Load(ir::LValue::Static(hit))) },
-                    Ty::Bool,
-                )),
+                "miss" => Ok(Val::Rv(ir::Expr::Unary { op: ir::UnOp::Not, width: 1, arg: Box::new(ir::Expr::Load(ir::LValue::Static(hit))) }, Ty::Bool)),
                 "action_run" => Ok(Val::TableResult(t, hit, run)),
                 _ => err(m.span, format!("a table apply result has no member `{name}` (use hit, miss or action_run)")),
             },
@@ -466,12 +461,8 @@ impl<'t> Lowerer<'t> {
                 let (x, t) = self.rvalue(v, None, span)?;
                 match (op, &t) {
                     (UnOp::Not, Ty::Bool) => Ok(Val::Rv(ir::Expr::Unary { op: ir::UnOp::Not, width: 1, arg: Box::new(x) }, t)),
-                    (UnOp::BitNot, Ty::Bit(w) | Ty::Int(w)) => {
-                        Ok(Val::Rv(ir::Expr::Unary { op: ir::UnOp::BitNot, width: *w, arg: Box::new(x) }, t.clone()))
-                    }
-                    (UnOp::Neg, Ty::Bit(w) | Ty::Int(w)) => {
-                        Ok(Val::Rv(ir::Expr::Unary { op: ir::UnOp::Neg, width: *w, arg: Box::new(x) }, t.clone()))
-                    }
+                    (UnOp::BitNot, Ty::Bit(w) | Ty::Int(w)) => Ok(Val::Rv(ir::Expr::Unary { op: ir::UnOp::BitNot, width: *w, arg: Box::new(x) }, t.clone())),
+                    (UnOp::Neg, Ty::Bit(w) | Ty::Int(w)) => Ok(Val::Rv(ir::Expr::Unary { op: ir::UnOp::Neg, width: *w, arg: Box::new(x) }, t.clone())),
                     _ => err(span, format!("operator {op:?} cannot be applied to {t}")),
                 }
             }
@@ -561,9 +552,7 @@ impl<'t> Lowerer<'t> {
             let c = match (&from, t) {
                 (Ty::Bool, Ty::Bit(1)) | (Ty::Bit(1), Ty::Bool) => c.clone(),
                 (Ty::Bool, _) => return err(span, format!("cannot cast bool to {t}")),
-                (_, Ty::Bool) if !matches!(from, Ty::Bit(1) | Ty::InfInt) => {
-                    return err(span, format!("only bit<1> can be cast to bool, not {from}"))
-                }
+                (_, Ty::Bool) if !matches!(from, Ty::Bit(1) | Ty::InfInt) => return err(span, format!("only bit<1> can be cast to bool, not {from}")),
                 (Ty::Bit(w), Ty::Int(_)) | (Ty::Bit(w), Ty::Enum(_)) => wrap_unsigned(c, *w),
                 _ => c.clone(),
             };
@@ -712,10 +701,7 @@ impl<'t> Lowerer<'t> {
                 _ => return err(span, format!("cannot shift a value of type {ta}")),
             };
             let iop = if op == BinOp::Shl { ir::BinOp::Shl } else { ir::BinOp::Shr };
-            return Ok(Val::Rv(
-                ir::Expr::Binary { op: iop, width: w, signed: ta.is_signed(), lhs: Box::new(ax), rhs: Box::new(bx) },
-                ta,
-            ));
+            return Ok(Val::Rv(ir::Expr::Binary { op: iop, width: w, signed: ta.is_signed(), lhs: Box::new(ax), rhs: Box::new(bx) }, ta));
         }
         // unify operand types
         let t = match (&ta, &tb) {
@@ -901,8 +887,20 @@ impl<'t> Lowerer<'t> {
                 e
             }),
             (Place::Varbit { data: d1, len: l1, .. }, Place::Varbit { data: d2, len: l2, .. }) => {
-                let e1 = ir::Expr::Binary { op: ir::BinOp::Eq, width: 1, signed: false, lhs: Box::new(ir::Expr::Load(d1.clone())), rhs: Box::new(ir::Expr::Load(d2.clone())) };
-                let e2 = ir::Expr::Binary { op: ir::BinOp::Eq, width: 1, signed: false, lhs: Box::new(ir::Expr::Load(l1.clone())), rhs: Box::new(ir::Expr::Load(l2.clone())) };
+                let e1 = ir::Expr::Binary {
+                    op: ir::BinOp::Eq,
+                    width: 1,
+                    signed: false,
+                    lhs: Box::new(ir::Expr::Load(d1.clone())),
+                    rhs: Box::new(ir::Expr::Load(d2.clone())),
+                };
+                let e2 = ir::Expr::Binary {
+                    op: ir::BinOp::Eq,
+                    width: 1,
+                    signed: false,
+                    lhs: Box::new(ir::Expr::Load(l1.clone())),
+                    rhs: Box::new(ir::Expr::Load(l2.clone())),
+                };
                 Ok(and(e1, e2))
             }
             (Place::Header { valid: v1, fields: f1, .. }, Place::Header { valid: v2, fields: f2, .. }) => {
@@ -916,8 +914,7 @@ impl<'t> Lowerer<'t> {
                 // both invalid, or both valid with equal fields
                 Ok(or(and(not(va.clone()), not(vb.clone())), and(and(va, vb), fe)))
             }
-            (Place::Struct { fields: f1, .. }, Place::Struct { fields: f2, .. })
-            | (Place::Union { members: f1, .. }, Place::Union { members: f2, .. }) => {
+            (Place::Struct { fields: f1, .. }, Place::Struct { fields: f2, .. }) | (Place::Union { members: f1, .. }, Place::Union { members: f2, .. }) => {
                 let mut e = ir::Expr::konst(1, 1);
                 for ((_, x), (_, y)) in f1.iter().zip(f2.iter()) {
                     let fe = self.place_equal(x, y, span)?;

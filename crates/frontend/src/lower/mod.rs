@@ -4,10 +4,10 @@
 //! called action is inlined with its own storage, so the IR refers only to slots, tables and externs.
 //! Types are computed for every expression as it is lowered; mismatches are reported with a span.
 
+mod blocks;
 mod env;
 mod expr;
 mod stmt;
-mod blocks;
 
 pub use env::*;
 
@@ -260,10 +260,7 @@ impl<'t> Lowerer<'t> {
                     let data = self.alloc_scalar(*max);
                     let len = self.alloc_scalar(32);
                     layout.push(ir::FieldLayout { name: f.name.clone(), loc: data, varbit_len: Some(len) });
-                    fields.push((
-                        f.name.clone(),
-                        Place::Varbit { data: ir::LValue::Static(data), len: ir::LValue::Static(len), max: *max },
-                    ));
+                    fields.push((f.name.clone(), Place::Varbit { data: ir::LValue::Static(data), len: ir::LValue::Static(len), max: *max }));
                     max_bits += max;
                 }
                 t => {
@@ -271,12 +268,7 @@ impl<'t> Lowerer<'t> {
                         Ty::Bool => 1,
                         Ty::Bit(w) | Ty::Int(w) => *w,
                         Ty::Enum(e) if e.repr.is_some() => t.scalar_width().unwrap(),
-                        _ => {
-                            return Err(Diagnostic::new(
-                                span,
-                                format!("header field `{}.{}` has type {t}, which headers cannot hold", a.name, f.name),
-                            ))
-                        }
+                        _ => return Err(Diagnostic::new(span, format!("header field `{}.{}` has type {t}, which headers cannot hold", a.name, f.name))),
                     };
                     if w > ir::MAX_WIDTH {
                         return Err(Diagnostic::new(span, format!("field `{}` is wider than {} bits", f.name, ir::MAX_WIDTH)));
@@ -290,13 +282,7 @@ impl<'t> Lowerer<'t> {
         }
         let id = self.headers.len() as u32;
         self.headers.push(ir::HeaderLayout { name: name.to_string(), valid, fields: layout, max_bits });
-        Ok(Place::Header {
-            hdr: ir::HeaderRef::Static(id),
-            valid: ir::LValue::Static(valid),
-            fields,
-            ty: a.clone(),
-            siblings: vec![],
-        })
+        Ok(Place::Header { hdr: ir::HeaderRef::Static(id), valid: ir::LValue::Static(valid), fields, ty: a.clone(), siblings: vec![] })
     }
 
     fn finish(mut self) -> ir::Program {
@@ -401,6 +387,24 @@ pub fn annotation_str(annos: &ast::Annotations, name: &str) -> Option<String> {
 }
 
 /// Integer arguments of an annotation such as `@priority(3)` or `@field_list(1, 2)`.
+/// The identifier argument of an annotation such as `@match(ternary)`.
+pub fn annotation_ident(annos: &ast::Annotations, name: &str) -> Option<String> {
+    for a in annos {
+        if a.name.name == name {
+            match &a.body {
+                ast::AnnotationBody::Exprs(es) => {
+                    if let Some(ast::Expr { kind: ast::ExprKind::Name(n), .. }) = es.first() {
+                        return Some(n.name.clone());
+                    }
+                }
+                ast::AnnotationBody::Raw(r) => return Some(r.trim().to_string()),
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
 pub fn annotation_ints(annos: &ast::Annotations, name: &str) -> Option<Vec<i64>> {
     for a in annos {
         if a.name.name == name {

@@ -1,0 +1,303 @@
+//! PACKET_VNET_HDR on interface ports: every frame the kernel hands over is preceded by a `virtio_net_hdr`
+//! telling whether its checksum is left to offload (CHECKSUM_PARTIAL: `csum_start`/`csum_offset`) and
+//! whether it is a GSO/GRO super-frame (a TCP stream's segments, or UDP datagrams, in one frame larger than
+//! the MTU, with `gso_size` bytes of payload per segment). Peers with offloads on (TSO/GSO, checksum
+//! offload: a veth's default) send such frames; the switch completes the checksum and cuts super-frames into
+//! the frames the wire would have carried before the pipeline sees them. Frames the switch sends carry a
+//! zero header (nothing left to do).
+
+/// The socket option (SOL_PACKET) that turns the headers on.
+pub const PACKET_VNET_HDR: libc::c_int = 15;
+
+/// `struct virtio_net_hdr` (10 bytes, little-endian on the hosts this runs on: the kernel uses the host's
+/// byte order for packet sockets).
+pub const VNET_HDR_LEN: usize = 10;
+
+pub const F_NEEDS_CSUM: u8 = 1;
+pub const GSO_NONE: u8 = 0;
+pub const GSO_TCPV4: u8 = 1;
+pub const GSO_UDP: u8 = 3;
+pub const GSO_TCPV6: u8 = 4;
+pub const GSO_UDP_L4: u8 = 5;
+pub const GSO_ECN: u8 = 0x80;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VnetHdr {
+    pub flags: u8,
+    pub gso_type: u8,
+    pub hdr_len: u16,
+    pub gso_size: u16,
+    pub csum_start: u16,
+    pub csum_offset: u16,
+}
+
+impl VnetHdr {
+    pub fn parse(b: &[u8]) -> Option<VnetHdr> {
+        if b.len() < VNET_HDR_LEN {
+            return None;
+        }
+        let u = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        Some(VnetHdr { flags: b[0], gso_type: b[1], hdr_len: u(2), gso_size: u(4), csum_start: u(6), csum_offset: u(8) })
+    }
+    /// Is the frame a super-frame to cut into segments?
+    pub fn is_gso(&self) -> bool {
+        self.gso_type & !GSO_ECN != GSO_NONE
+    }
+}
+
+/// The one's complement sum of `data` (as 16-bit big-endian words, an odd last byte padded) added to `sum`.
+fn add(mut sum: u32, data: &[u8]) -> u32 {
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        sum += u16::from_be_bytes([c[0], c[1]]) as u32;
+    }
+    if let [x] = chunks.remainder() {
+        sum += (*x as u32) << 8;
+    }
+    sum
+}
+
+fn fold(mut sum: u32) -> u16 {
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Complete a checksum left to offload: the one's complement of the sum from `start` to the end of the frame
+/// (the field at `start + offset` holds the pseudo-header's sum) goes to that field. False when the offsets
+/// do not fit the frame.
+pub fn complete_csum(f: &mut [u8], start: usize, offset: usize) -> bool {
+    let field = start + offset;
+    if field + 2 > f.len() {
+        return false;
+    }
+    let c = !fold(add(0, &f[start..]));
+    f[field..field + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
+/// Where a frame's layers start: (offset of the IP header, IP version, offset of the L4 header, L4 protocol).
+/// Ethernet with up to two VLAN tags, IPv4 (any options, not a fragment) or IPv6 (no extension headers).
+fn layers(f: &[u8]) -> Option<(usize, u8, usize, u8)> {
+    let mut off = 12;
+    loop {
+        let et = u16::from_be_bytes([*f.get(off)?, *f.get(off + 1)?]);
+        match et {
+            0x8100 | 0x88a8 => off += 4,
+            0x0800 => {
+                let ip = off + 2;
+                let ihl = (*f.get(ip)? & 0x0f) as usize * 4;
+                if ihl < 20 || f.len() < ip + ihl {
+                    return None;
+                }
+                return Some((ip, 4, ip + ihl, f[ip + 9]));
+            }
+            0x86dd => {
+                let ip = off + 2;
+                if f.len() < ip + 40 {
+                    return None;
+                }
+                return Some((ip, 6, ip + 40, f[ip + 6]));
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The sum of the pseudo-header of an L4 segment of `len` bytes.
+fn pseudo(f: &[u8], ip: usize, version: u8, proto: u8, len: usize) -> u32 {
+    let mut sum = if version == 4 { add(0, &f[ip + 12..ip + 20]) } else { add(0, &f[ip + 8..ip + 40]) };
+    sum += proto as u32;
+    sum += (len as u32) >> 16;
+    sum += len as u32 & 0xffff;
+    sum
+}
+
+/// Cut a GSO super-frame into the frames it stands for, each with `h.gso_size` bytes of payload at most
+/// (the last one the rest), appended to `out`: TCP over IPv4 or IPv6 (sequence numbers advanced, FIN and
+/// PSH on the last segment only, CWR on the first only, IPv4 ids counted up) and UDP (GSO_UDP_L4: each
+/// segment its own datagram). Every segment gets its IP and L4 checksums computed. UFO (GSO_UDP, IP
+/// fragmentation) and frames whose headers cannot be read are errors (the frame is dropped).
+pub fn segment(f: &[u8], h: &VnetHdr, out: &mut Vec<Vec<u8>>) -> Result<(), String> {
+    let kind = h.gso_type & !GSO_ECN;
+    let (ip, version, l4, proto) = layers(f).ok_or("a GSO frame whose Ethernet/IP headers cannot be read")?;
+    let want = match kind {
+        GSO_TCPV4 | GSO_TCPV6 => 6,
+        GSO_UDP_L4 => 17,
+        GSO_UDP => return Err("UDP fragmentation offload (UFO) frames are not segmented".into()),
+        k => return Err(format!("GSO type {k} is not supported")),
+    };
+    if proto != want {
+        return Err(format!("a GSO frame of type {kind} carries IP protocol {proto}"));
+    }
+    if version == 4 && u16::from_be_bytes([f[ip + 6], f[ip + 7]]) & 0x3fff != 0 {
+        return Err("a GSO frame that is an IP fragment".into());
+    }
+    let l4_len = if proto == 6 { (*f.get(l4 + 12).ok_or("a truncated TCP header")? >> 4) as usize * 4 } else { 8 };
+    let hdrs = l4 + l4_len;
+    if l4_len < if proto == 6 { 20 } else { 8 } || f.len() < hdrs {
+        return Err("a truncated or malformed L4 header".into());
+    }
+    let mss = h.gso_size as usize;
+    if mss == 0 {
+        return Err("a GSO frame with gso_size 0".into());
+    }
+    // the IP packet may be shorter than the frame (Ethernet padding): the IP length says where it ends
+    let end = if version == 4 {
+        (ip + u16::from_be_bytes([f[ip + 2], f[ip + 3]]) as usize).min(f.len())
+    } else {
+        (ip + 40 + u16::from_be_bytes([f[ip + 4], f[ip + 5]]) as usize).min(f.len())
+    };
+    // super-frames made by the kernel may carry 0 in the IP length fields (larger than 64 KiB): the frame
+    // length then stands
+    let end = if end <= hdrs { f.len() } else { end };
+    let payload = &f[hdrs..end];
+    let n = payload.len().div_ceil(mss).max(1);
+    let seq0 = if proto == 6 { u32::from_be_bytes([f[l4 + 4], f[l4 + 5], f[l4 + 6], f[l4 + 7]]) } else { 0 };
+    let id0 = if version == 4 { u16::from_be_bytes([f[ip + 4], f[ip + 5]]) } else { 0 };
+    for i in 0..n {
+        let chunk = &payload[(i * mss).min(payload.len())..((i + 1) * mss).min(payload.len())];
+        let mut s = Vec::with_capacity(hdrs + chunk.len());
+        s.extend_from_slice(&f[..hdrs]);
+        s.extend_from_slice(chunk);
+        let seg_l4 = l4_len + chunk.len();
+        if version == 4 {
+            s[ip + 2..ip + 4].copy_from_slice(&((l4 - ip + seg_l4) as u16).to_be_bytes());
+            s[ip + 4..ip + 6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
+            s[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
+            let c = !fold(add(0, &s[ip..l4]));
+            s[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
+        } else {
+            s[ip + 4..ip + 6].copy_from_slice(&(seg_l4 as u16).to_be_bytes());
+        }
+        let field = if proto == 6 {
+            s[l4 + 4..l4 + 8].copy_from_slice(&seq0.wrapping_add((i * mss) as u32).to_be_bytes());
+            if i + 1 < n {
+                s[l4 + 13] &= !0x09; // FIN, PSH
+            }
+            if i > 0 {
+                s[l4 + 13] &= !0x80; // CWR
+            }
+            l4 + 16
+        } else {
+            s[l4 + 4..l4 + 6].copy_from_slice(&(seg_l4 as u16).to_be_bytes());
+            l4 + 6
+        };
+        s[field..field + 2].copy_from_slice(&[0, 0]);
+        let mut c = !fold(add(pseudo(&s, ip, version, proto, seg_l4), &s[l4..]));
+        if proto == 17 && c == 0 {
+            c = 0xffff;
+        }
+        s[field..field + 2].copy_from_slice(&c.to_be_bytes());
+        out.push(s);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Verify a segment's IP header and L4 checksums from scratch.
+    fn checksums_ok(s: &[u8]) -> bool {
+        let (ip, version, l4, proto) = layers(s).unwrap();
+        if version == 4 && fold(add(0, &s[ip..l4])) != 0xffff {
+            return false;
+        }
+        fold(add(pseudo(s, ip, version, proto, s.len() - l4), &s[l4..])) == 0xffff
+    }
+
+    fn tcp_frame(v6: bool, payload: &[u8], flags: u8) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        let tcp = {
+            let mut t = vec![0x13, 0x89, 0x9c, 0x40, 0, 0, 0x10, 0, 0, 0, 0, 7, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0];
+            t.extend_from_slice(payload);
+            t
+        };
+        if v6 {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            f.extend_from_slice(&(tcp.len() as u16).to_be_bytes());
+            f.extend_from_slice(&[6, 64]);
+            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        } else {
+            f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+            f.extend_from_slice(&((20 + tcp.len()) as u16).to_be_bytes());
+            f.extend_from_slice(&[0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2]);
+        }
+        f.extend_from_slice(&tcp);
+        f
+    }
+
+    #[test]
+    fn tcp_super_frames_are_cut_into_segments() {
+        let payload: Vec<u8> = (0..3500u32).map(|i| (i * 7) as u8).collect();
+        for v6 in [false, true] {
+            let f = tcp_frame(v6, &payload, 0x19 | 0x80); // FIN, PSH, ACK, CWR
+            let h = VnetHdr { gso_type: if v6 { GSO_TCPV6 } else { GSO_TCPV4 }, gso_size: 1448, ..Default::default() };
+            let mut out = vec![];
+            segment(&f, &h, &mut out).unwrap();
+            assert_eq!(out.len(), 3);
+            let (_, _, l4, _) = layers(&f).unwrap();
+            let mut joined = vec![];
+            for (i, s) in out.iter().enumerate() {
+                assert!(checksums_ok(s), "segment {i} (v6 {v6})");
+                assert!(s.len() <= l4 + 20 + 1448);
+                let seq = u32::from_be_bytes([s[l4 + 4], s[l4 + 5], s[l4 + 6], s[l4 + 7]]);
+                assert_eq!(seq, 0x1000 + i as u32 * 1448, "seq of segment {i}");
+                let flags = s[l4 + 13];
+                assert_eq!(flags & 0x09 != 0, i == 2, "FIN/PSH on the last segment only");
+                assert_eq!(flags & 0x80 != 0, i == 0, "CWR on the first only");
+                if !v6 {
+                    assert_eq!(u16::from_be_bytes([s[18], s[19]]), 0x1234 + i as u16);
+                    assert_eq!(u16::from_be_bytes([s[16], s[17]]) as usize, s.len() - 14);
+                } else {
+                    assert_eq!(u16::from_be_bytes([s[18], s[19]]) as usize, s.len() - 54);
+                }
+                joined.extend_from_slice(&s[l4 + 20..]);
+            }
+            assert_eq!(joined, payload);
+        }
+    }
+
+    #[test]
+    fn udp_l4_super_frames_become_datagrams() {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45, 0, 0, 0, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2];
+        f.extend_from_slice(&[0x10, 0x92, 0x10, 0x92, 0, 0, 0, 0]);
+        f.extend_from_slice(&[0xab; 2500]);
+        let len = (f.len() - 14) as u16;
+        f[16..18].copy_from_slice(&len.to_be_bytes());
+        let mut out = vec![];
+        segment(&f, &VnetHdr { gso_type: GSO_UDP_L4, gso_size: 1000, ..Default::default() }, &mut out).unwrap();
+        assert_eq!(out.iter().map(|s| s.len() - 42).collect::<Vec<_>>(), [1000, 1000, 500]);
+        assert!(out.iter().all(|s| checksums_ok(s)));
+        assert!(out.iter().all(|s| u16::from_be_bytes([s[38], s[39]]) as usize == s.len() - 34));
+        assert!(segment(&f, &VnetHdr { gso_type: GSO_UDP, gso_size: 1000, ..Default::default() }, &mut out).is_err());
+        assert!(segment(&f[..30], &VnetHdr { gso_type: GSO_TCPV4, gso_size: 1000, ..Default::default() }, &mut out).is_err());
+        // a TCP header shorter than 20 bytes (data offset 2), and every truncation of a frame: errors, no panic
+        let mut t = tcp_frame(false, &[1, 2, 3], 0x10);
+        t[14 + 20 + 12] = 0x20;
+        assert!(segment(&t, &VnetHdr { gso_type: GSO_TCPV4, gso_size: 1, ..Default::default() }, &mut out).is_err());
+        let t = tcp_frame(true, &[7; 100], 0x10);
+        for n in 0..t.len() {
+            let _ = segment(&t[..n], &VnetHdr { gso_type: GSO_TCPV6, gso_size: 7, ..Default::default() }, &mut out);
+        }
+    }
+
+    #[test]
+    fn partial_checksums_are_completed() {
+        let mut f = tcp_frame(false, b"hello", 0x18);
+        let (ip, _, l4, _) = layers(&f).unwrap();
+        let seg = f.len() - l4;
+        // what a sender leaving the checksum to offload puts there: the pseudo-header's sum
+        let p = fold(pseudo(&f, ip, 4, 6, seg));
+        f[l4 + 16..l4 + 18].copy_from_slice(&p.to_be_bytes());
+        assert!(complete_csum(&mut f, l4, 16));
+        assert_eq!(fold(add(pseudo(&f, ip, 4, 6, seg), &f[l4..])), 0xffff);
+        assert!(!complete_csum(&mut f, 60, 16));
+        let h = VnetHdr::parse(&[1, 1, 54, 0, 0xa8, 5, 34, 0, 16, 0]).unwrap();
+        assert_eq!(h, VnetHdr { flags: 1, gso_type: 1, hdr_len: 54, gso_size: 1448, csum_start: 34, csum_offset: 16 });
+        assert!(h.is_gso() && !VnetHdr::default().is_gso());
+    }
+}
