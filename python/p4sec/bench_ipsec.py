@@ -39,6 +39,7 @@ def main(argv=None):
     ap.add_argument("--tunnels", type=int, default=30)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--suites", default="bypass,null,aes-ctr-hmac-md5,aes-gcm-128,chacha20-poly1305")
+    ap.add_argument("--offloads", action="store_true", help="leave the hosts' TSO/GSO/GRO on (the switches segment super-frames)")
     ap.add_argument("--json")
     ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
     a = ap.parse_args(argv)
@@ -48,7 +49,7 @@ def main(argv=None):
         sys.exit("bench_ipsec: --tunnels must be >= 1 and --seconds > 0")
     work = pathlib.Path(tempfile.mkdtemp(prefix="p4sec-bench-ipsec-"))
     sh(a.p4sec, "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(work / "gw"))
-    net = Net()
+    net = Net(offloads=a.offloads)
     procs, switches = [], []
     res = {"setup_ms": [], "renewal_ms": [], "goodput_mbps": {}}
     try:

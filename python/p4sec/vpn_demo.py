@@ -38,7 +38,8 @@ def step(msg):
 class Net:
     """ns1 (H1) -- a1 | S1 | wa ==== wb | S2 | b1 -- ns2 (H2); the switches' ports live in the root namespace."""
 
-    def __init__(self):
+    def __init__(self, offloads=False):
+        """offloads: leave the hosts' TSO/GSO/GRO on (the switch segments the super-frames it receives)."""
         t = uuid.uuid4().hex[:5]
         self.ns1, self.ns2 = f"vpnH1{t}", f"vpnH2{t}"
         self.h1, self.a1, self.h2, self.b1, self.wa, self.wb = (f"{x}{t}" for x in ("h1", "a1", "h2", "b1", "wa", "wb"))
@@ -55,7 +56,7 @@ class Net:
             ns(n, "ip", "route", "add", remote, "via", gw)
             ns(n, "sysctl", "-qw", f"net.ipv6.conf.{host}.disable_ipv6=1", check=False)
             # the switch reads and writes whole frames: no TCP segmentation offload from the hosts
-            if shutil.which("ethtool"):
+            if shutil.which("ethtool") and not offloads:
                 ns(n, "ethtool", "-K", host, "tso", "off", "gso", "off", "gro", "off", check=False)
             sh("ip", "link", "set", sw, "up")
         sh("ip", "link", "add", self.wa, "type", "veth", "peer", "name", self.wb)
