@@ -38,6 +38,14 @@ extern esp_sad {
     /* decap with the SA the program selected (e.g. a SAD-dec table on outer source, destination and SPI);
      * the packet's SPI must be that SA's (else P4SEC_WRONG_SPI). */
     void decap_sa(in bit<32> sa_index, out bit<8> status);
+    /* Tunnel mode in one pass (no recirculation to parse the new packet): encap_split protects inner_header's
+     * bytes followed by the payload and returns the outer IP header in outer4 (an ipv4_t, when outer_version
+     * is 4) or outer6 (an ipv6_t, 6); the payload becomes ESP header, IV, ciphertext and ICV. The program
+     * sets the outer header valid and the other one invalid. decap_split returns a plain inner IP header
+     * (IPv4 without options, or IPv6) in inner4/inner6 by inner_version and leaves what follows it as the
+     * payload; inner_version 0: the payload is the whole inner packet (recirculate it to parse it). */
+    void encap_split<H, H4, H6>(in bit<32> sa_index, in H inner_header, out H4 outer4, out H6 outer6, out bit<8> outer_version, out bit<8> status);
+    void decap_split<H4, H6>(in bit<32> sa_index, out H4 inner4, out H6 inner6, out bit<8> inner_version, out bit<8> status);
     /* the lifetime event the SA reached since the last call, reported once: 0 none, 1 soft limit (renew),
      * 2 hard limit (the SA refuses packets from now on). Cheap when there is none. */
     void lifetime_event(in bit<32> sa_index, out bit<8> event);

@@ -3,14 +3,15 @@
 // forwarding. IPv4 (20-byte header) and IPv6 (no extension headers), inner and outer in any combination:
 // the outer header comes from the SA's tunnel endpoints.
 //
-// Pass 1, outbound: the SPD (ternary on source, destination, protocol; ranges on the TCP/UDP ports;
-//   priorities; no match = discard) says protect(sa), bypass or discard. protect encapsulates the inner IPv4 packet (parsed header + payload) with the SA, which
-//   writes the outer IPv4 header from its tunnel endpoints; the packet recirculates and pass 2 forwards
-//   the outer packet by LPM like any other packet.
-// Pass 1, inbound: an ESP packet is looked up in SAD-dec (outer source, destination, SPI) and
-//   decapsulated with that SA (ICV, padding, replay checked in the extern); the inner packet recirculates
-//   and pass 2 forwards it by LPM. ESP to one of the gateway's own addresses (local_addr) without an SA is
-//   dropped as NO_SA; other ESP is forwarded (transit).
+// Outbound: the SPD (ternary on source, destination, protocol; ranges on the TCP/UDP ports; priorities;
+//   no match = discard) says protect(sa), bypass or discard. protect encapsulates the inner packet (parsed
+//   IP header + payload) with the SA, which returns the outer IP header from its tunnel endpoints in the
+//   header instance of its family; the outer packet is forwarded by LPM in the same pass.
+// Inbound: an ESP packet is looked up in SAD-dec (outer source, destination, SPI) and decapsulated with that
+//   SA (ICV, padding, replay checked in the extern), which returns the inner IP header; the inner packet is
+//   forwarded by LPM in the same pass (an inner IPv4 header with options recirculates to be parsed). ESP to
+//   one of the gateway's own addresses (local_addr) without an SA is dropped as NO_SA; other ESP is
+//   forwarded (transit).
 // Counters: esp_status (per status code), sa_counters (per SA and status: index sa * 16 + status).
 // Lifetime events (soft, hard) of the SAs go to the controller as digests sa_event_t {sa_index, event, spi}.
 #include <core.p4>
@@ -87,6 +88,7 @@ struct meta_t {
     bit<32> event_spi;
     bit<32> sa_index;
     bit<8>  status;
+    bit<8>  ip_version;     /* the IP version encap_split / decap_split left in the headers */
     @field_list(1) bit<1> decrypted;
     @field_list(1) bit<1> encrypted;
 }
@@ -275,6 +277,19 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         recirculate_preserving_field_list(1);
     }
 
+    /* after encap_split / decap_split: the header of meta.ip_version is the packet's IP header now */
+    action use_ip_version() {
+        if (meta.ip_version == 4) {
+            hdr.ipv4.setValid();
+            hdr.ipv6.setInvalid();
+            hdr.ethernet.ether_type = ETHERTYPE_IPV4;
+        } else {
+            hdr.ipv6.setValid();
+            hdr.ipv4.setInvalid();
+            hdr.ethernet.ether_type = ETHERTYPE_IPV6;
+        }
+    }
+
     /* after an SA was used: count it, report its lifetime events, drop on failure */
     action finish_sa() {
         esp_status.count((bit<32>) meta.status);
@@ -306,15 +321,18 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                 found = sad_dec6.apply().hit;
             }
             if (found) {
-                sad.decap_sa(meta.sa_index, meta.status);
+                sad.decap_split(meta.sa_index, hdr.ipv4, hdr.ipv6, meta.ip_version, meta.status);
                 finish_sa();
                 if (meta.status != P4SEC_OK) {
                     drop();
                     return;
                 }
                 meta.decrypted = 1;
-                recirculate_payload();      // the payload is now the inner packet
-                return;
+                if (meta.ip_version == 0) {
+                    recirculate_payload();  // the payload is the whole inner packet: parse it again
+                    return;
+                }
+                use_ip_version();           // the inner header is in place: forward it below
             }
             bool mine;
             if (v4) {
@@ -348,9 +366,9 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             }
             if (protect_it) {
                 if (v4) {
-                    sad.encap(meta.sa_index, hdr.ipv4, meta.status);
+                    sad.encap_split(meta.sa_index, hdr.ipv4, hdr.ipv4, hdr.ipv6, meta.ip_version, meta.status);
                 } else {
-                    sad.encap(meta.sa_index, hdr.ipv6, meta.status);
+                    sad.encap_split(meta.sa_index, hdr.ipv6, hdr.ipv4, hdr.ipv6, meta.ip_version, meta.status);
                 }
                 finish_sa();
                 if (meta.status != P4SEC_OK) {
@@ -358,11 +376,10 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                     return;
                 }
                 meta.encrypted = 1;
-                recirculate_payload();      // the payload is now outer IP + ESP
-                return;
+                use_ip_version();           // the outer header is in place, ESP in the payload: forward it below
             }
         }
-        if (v4) {
+        if (hdr.ipv4.isValid()) {
             if (hdr.ipv4.ttl <= 1) {
                 drop();
                 return;

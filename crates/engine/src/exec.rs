@@ -529,6 +529,17 @@ impl Engine {
     #[inline]
     fn put_expr(&self, w: &mut Worker, e: &Expr, buf: &mut Vec<u8>, bw: &mut BitWriter) {
         if let Expr::Load(LValue::Static(l)) = e {
+            if l.width % 8 == 0 && bw.n % 8 == 0 {
+                // whole bytes at a byte boundary (header fields, addresses): the slot words' bytes, MSB first
+                bw.finish(buf);
+                let nb = (l.width / 8) as usize;
+                for k in (0..words_for(l.width) as usize).rev() {
+                    let x = w.slots[l.slot as usize + k].to_be_bytes();
+                    let take = (nb - 8 * k).min(8);
+                    buf.extend_from_slice(&x[8 - take..]);
+                }
+                return;
+            }
             if l.width <= 64 {
                 bw.put(buf, w.slots[l.slot as usize], l.width);
                 return;
@@ -1196,6 +1207,12 @@ impl Engine {
             let nbytes = a.width.div_ceil(8) as usize;
             let mut tmp = std::mem::take(&mut b.bytes);
             tmp.clear();
+            if a.dir == Direction::Out {
+                // nothing goes in: zeros
+                tmp.resize(nbytes, 0);
+                b.bytes = tmp;
+                continue;
+            }
             let mut bw = BitWriter::default();
             bw.put(&mut tmp, 0, nbytes as u32 * 8 - a.width);
             for e in &a.parts {
@@ -1237,6 +1254,18 @@ impl Engine {
             let mut pos = nbytes * 8 - a.width as usize;
             for d in &a.dsts {
                 let Some(l) = self.resolve(w, d) else { continue };
+                if pos % 8 == 0 && l.width % 8 == 0 {
+                    // whole bytes at a byte boundary: straight into the slot words (least significant first)
+                    let nb = (l.width / 8) as usize;
+                    let bytes = &b.bytes[pos / 8..pos / 8 + nb];
+                    for k in 0..words_for(l.width) as usize {
+                        let end = nb - 8 * k;
+                        let x = bytes[end.saturating_sub(8)..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64);
+                        w.slots[l.slot as usize + k] = x;
+                    }
+                    pos += l.width as usize;
+                    continue;
+                }
                 if l.width <= 64 {
                     let v = read_bits(&b.bytes, pos, l.width);
                     self.store(w, l, v);

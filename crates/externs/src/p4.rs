@@ -78,6 +78,22 @@ impl EspSad {
     }
 }
 
+/// The IP header at the start of `pkt` into `hdrs[0]` (IPv4 without options, 20 bytes) or `hdrs[1]` (IPv6,
+/// 40 bytes): its version and length; `None` for anything else (options, truncated, not IP).
+fn split_ip_header(pkt: &[u8], hdrs: &mut [BitBuf]) -> Option<(u64, usize)> {
+    match pkt.first()? {
+        0x45 if pkt.len() >= 20 => {
+            hdrs[0].bytes.copy_from_slice(&pkt[..20]);
+            Some((4, 20))
+        }
+        b if b >> 4 == 6 && pkt.len() >= 40 => {
+            hdrs[1].bytes.copy_from_slice(&pkt[..40]);
+            Some((6, 40))
+        }
+        _ => None,
+    }
+}
+
 impl ExternObject for EspSad {
     fn resolve(&self, sig: &MethodSig) -> Result<u32, String> {
         match (sig.name.as_str(), sig.args.as_slice()) {
@@ -85,6 +101,8 @@ impl ExternObject for EspSad {
             ("encap", [(Dir::In, 32), (Dir::In, h), (Dir::Out, 8)]) if h % 8 == 0 => Ok(2),
             ("decap", [(Dir::In, 32), (Dir::Out, 32), (Dir::Out, 8)]) => Ok(1),
             ("decap_sa", [(Dir::In, 32), (Dir::Out, 8)]) => Ok(3),
+            ("encap_split", [(Dir::In, 32), (Dir::In, h), (Dir::Out, 160), (Dir::Out, 320), (Dir::Out, 8), (Dir::Out, 8)]) if h % 8 == 0 => Ok(6),
+            ("decap_split", [(Dir::In, 32), (Dir::Out, 160), (Dir::Out, 320), (Dir::Out, 8), (Dir::Out, 8)]) => Ok(7),
             ("lifetime_event", [(Dir::In, 32), (Dir::Out, 8)]) => Ok(4),
             ("lifetime_event", [(Dir::In, 32), (Dir::Out, 8), (Dir::Out, 32)]) => Ok(5),
             (n, _) => Err(format!("esp_sad has no method `{n}` with this signature")),
@@ -159,6 +177,65 @@ impl ExternObject for EspSad {
                     }),
                 };
                 args[1].set_u64(status);
+                Ok(())
+            }
+            6 => {
+                // encap with the inner IP header given as a parsed header; the outer IP header comes back in
+                // `outer4` or `outer6` (by `outer_version`), the payload is ESP header, IV, ciphertext and ICV
+                let (mut version, mut status) = (0u64, NO_SA);
+                if let Some(sa) = self.sa(args[0].as_u64()) {
+                    SCRATCH.with(|s| {
+                        let mut out = s.borrow_mut();
+                        let mut inner = std::mem::take(&mut args[1].bytes);
+                        let hdr_len = inner.len();
+                        inner.extend_from_slice(payload.bytes);
+                        let r = sa.encapsulate(&inner, &mut out);
+                        inner.truncate(hdr_len);
+                        args[1].bytes = inner;
+                        status = match r {
+                            Ok(_) => match split_ip_header(&out, &mut args[2..4]) {
+                                Some((v, hl)) => {
+                                    version = v;
+                                    payload.bytes.clear();
+                                    payload.bytes.extend_from_slice(&out[hl..]);
+                                    OK
+                                }
+                                None => EspError::BadInner.code() as u64,
+                            },
+                            Err(e) => e.code() as u64,
+                        };
+                    });
+                }
+                args[4].set_u64(version);
+                args[5].set_u64(status);
+                Ok(())
+            }
+            7 => {
+                // decap with the SA the program selected; a plain inner IP header (IPv4 without options, or
+                // IPv6) comes back in `inner4` or `inner6` (by `inner_version`) and the payload is what follows
+                // it; otherwise `inner_version` is 0 and the payload is the whole inner packet
+                let (mut version, mut status) = (0u64, NO_SA);
+                if let Some(sa) = self.sa(args[0].as_u64()) {
+                    SCRATCH.with(|s| {
+                        let mut out = s.borrow_mut();
+                        status = match sa.decapsulate(payload.bytes, &mut out) {
+                            Ok(_) => {
+                                match split_ip_header(&out, &mut args[1..3]) {
+                                    Some((v, hl)) => {
+                                        version = v;
+                                        payload.bytes.clear();
+                                        payload.bytes.extend_from_slice(&out[hl..]);
+                                    }
+                                    None => std::mem::swap(&mut *out, payload.bytes),
+                                }
+                                OK
+                            }
+                            Err(e) => e.code() as u64,
+                        };
+                    });
+                }
+                args[3].set_u64(version);
+                args[4].set_u64(status);
                 Ok(())
             }
             4 | 5 => {
