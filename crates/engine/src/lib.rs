@@ -56,6 +56,35 @@ pub struct Pre {
     pub nodes: Vec<Option<(u32, Vec<u32>)>>,
 }
 
+impl Pre {
+    /// A new node in the first free handle (handles of deleted nodes are reused).
+    fn add_node(&mut self, rid: u32, ports: Vec<u32>) -> u32 {
+        match self.nodes.iter().position(Option::is_none) {
+            Some(h) => {
+                self.nodes[h] = Some((rid, ports));
+                h as u32
+            }
+            None => {
+                self.nodes.push(Some((rid, ports)));
+                self.nodes.len() as u32 - 1
+            }
+        }
+    }
+    /// Delete the nodes no group refers to any more (after a group lost them).
+    fn release_nodes(&mut self, handles: &[u32]) {
+        for &h in handles {
+            if !self.groups.values().any(|g| g.contains(&h)) {
+                if let Some(n) = self.nodes.get_mut(h as usize) {
+                    *n = None;
+                }
+            }
+        }
+        while matches!(self.nodes.last(), Some(None)) {
+            self.nodes.pop();
+        }
+    }
+}
+
 #[derive(Default, Debug)]
 pub struct Stats {
     pub packets_in: AtomicU64,
@@ -858,7 +887,8 @@ impl Engine {
     pub fn mc_group_delete(&self, grp: u32) -> Result<(), String> {
         let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
         let mut p = (**self.pre.load()).clone();
-        p.groups.remove(&grp).ok_or_else(|| format!("no multicast group {grp}"))?;
+        let old = p.groups.remove(&grp).ok_or_else(|| format!("no multicast group {grp}"))?;
+        p.release_nodes(&old);
         self.pre.store(Arc::new(p));
         Ok(())
     }
@@ -867,8 +897,7 @@ impl Engine {
     pub fn mc_node_create(&self, rid: u32, ports: Vec<u32>) -> u32 {
         let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
         let mut p = (**self.pre.load()).clone();
-        p.nodes.push(Some((rid, ports)));
-        let h = p.nodes.len() as u32 - 1;
+        let h = p.add_node(rid, ports);
         self.pre.store(Arc::new(p));
         h
     }
@@ -888,11 +917,9 @@ impl Engine {
     pub fn mc_group_set(&self, grp: u32, replicas: &[(u32, u32)]) {
         let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
         let mut p = (**self.pre.load()).clone();
-        let mut handles = vec![];
-        for (rid, port) in replicas {
-            p.nodes.push(Some((*rid, vec![*port])));
-            handles.push(p.nodes.len() as u32 - 1);
-        }
+        let old = p.groups.remove(&grp).unwrap_or_default();
+        p.release_nodes(&old);
+        let handles = replicas.iter().map(|(rid, port)| p.add_node(*rid, vec![*port])).collect();
         p.groups.insert(grp, handles);
         self.pre.store(Arc::new(p));
     }
