@@ -242,6 +242,22 @@ class IpsecController:
                         (spi, tunnel, src.name, dst.name, out_slot, in_slot, json.dumps(cfg), time.time()))
         return in_slot
 
+    def _undo_in(self, tunnel, src, dst, spi, in_slot):
+        """Remove an SA installed inbound by `_install_in`, each part on its own (a part that was never applied
+        is reported missing, which is fine); the slot is free again unless something could not be removed."""
+        left = []
+        for what, undo in (("SAD-dec entry", lambda: self._sad_dec(src, dst, spi, in_slot, insert=False)),
+                           ("SA", lambda: dst.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True))):
+            try:
+                undo()
+            except Exception as e:
+                if "no entry with this match" not in str(e) and f"no SA in slot {in_slot}" not in str(e):
+                    left.append(f"{what}: {e}")
+        if left:
+            self._event(tunnel, f"SA {spi:#010x} on {dst.name} slot {in_slot} may be left over: {'; '.join(left)}")
+        else:
+            dst.free_slots.append(in_slot)
+
     def _route(self, gw, prefix, insert=True):
         """The route for a remote site's prefix in the clear (BYPASS tunnels): out of the WAN port."""
         _lpm(gw.switch, prefix, gw.wan_mac, gw.wan_port, insert)
@@ -447,13 +463,19 @@ class IpsecController:
             src, dst = self.gateways[src_name], self.gateways[dst_name]
             t0 = time.perf_counter()
             new_spi, cfg = self._make_sa(tunnel, src, dst, suite, json.loads(soft), json.loads(hard))
+            in_slot = None
             try:
                 with dst.switch.batch():
-                    self._install_in(tunnel, src, dst, new_spi, cfg, out_slot)
+                    in_slot = self._install_in(tunnel, src, dst, new_spi, cfg, out_slot)
                 t1 = time.perf_counter()
                 src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": cfg})
-            except Exception:
+            except Exception as e:
+                # nothing half-installed stays: the new SAD-dec (and its SA) go again; the old SA keeps working
                 self.db.rollback()
+                if in_slot is not None:
+                    self._undo_in(tunnel, src, dst, new_spi, in_slot)
+                self._event(tunnel, f"renew {src_name}->{dst_name} ({reason}) failed, the old SA {spi:#010x} stays: {e}")
+                self.db.commit()
                 raise
             t2 = time.perf_counter()
             self.db.execute("update sa set state = 'active' where spi = ?", (new_spi,))

@@ -119,3 +119,33 @@ def test_renewal_under_load_loses_no_packet(vpn, net):
     assert not missing, f"{len(missing)} of {n} lost across {len(renewals)} renewals: {missing[:20]}"
     retired = [e for e in vpn.events("A-B") if "old SAD-dec" in e[2] and "removed" in e[2]]
     assert len(retired) >= len(renewals) - 2
+
+
+def test_a_failed_renewal_leaves_nothing_half_installed(vpn, net):
+    """The new SAD-dec is installed on the receiver, then writing the sender's SAD-enc fails: the new SAD-dec and
+    its SA are removed again, the slot is free, the old SA stays active, and the next renewal works."""
+    ctl = vpn
+    ctl.connect("A", "B", "aes-gcm-128")
+    old = {r["spi"]: r for r in ctl.sas() if r["state"] == "active"}
+    spi = next(s for s, r in old.items() if r["src"] == "A")
+    sw_a, sw_b = ctl.gateways["A"].switch, ctl.gateways["B"].switch
+    before_b = len(sw_b.table_read("GwIngress.sad_dec"))
+    free_b = list(ctl.gateways["B"].free_slots)
+    real = sw_a.extern_write
+
+    def failing(*a, **k):
+        raise runtime.WriteError("injected: the switch refused the SAD-enc", [False])
+    sw_a.extern_write = failing
+    try:
+        with pytest.raises(runtime.WriteError, match="injected"):
+            ctl.renew(spi)
+    finally:
+        sw_a.extern_write = real
+    assert len(sw_b.table_read("GwIngress.sad_dec")) == before_b, "the new SAD-dec entry was removed"
+    assert len(ctl.gateways["B"].free_slots) == len(free_b) + 1, "its slot is free again"
+    assert {r["spi"] for r in ctl.sas() if r["state"] == "active"} == set(old), "the old SAs stay active"
+    assert not [r for r in ctl.sas() if r["spi"] not in old and r["state"] != "deleted"], "no trace of the new SA"
+    assert any("failed, the old SA" in str(e) for e in ctl.events())
+    new = ctl.renew(spi)
+    assert new and new != spi
+    assert len(sw_b.table_read("GwIngress.sad_dec")) == before_b + 1, "new SAD-dec beside the retiring one"
