@@ -189,6 +189,62 @@ fn stmt(s: &Stmt) -> SF {
             let (t, h, a) = (*table as usize, *hit, *action_run);
             Box::new(move |e, w| e.apply_table(w, t, h, a))
         }
+        Stmt::CallAction { action, args } => {
+            // an action called directly: its arguments into its parameters, then its compiled body (the
+            // parameters are known here only through the program, so the assignments are built at run time
+            // once and kept)
+            let a = *action as usize;
+            let args = args.clone();
+            let assigns: std::sync::OnceLock<CBlock> = std::sync::OnceLock::new();
+            Box::new(move |e, w| {
+                let set = assigns.get_or_init(|| {
+                    CBlock(
+                        e.prog.actions[a]
+                            .params
+                            .iter()
+                            .zip(&args)
+                            .map(|(p, x)| stmt(&Stmt::Assign { dst: LValue::Static(p.loc), src: x.clone() }))
+                            .collect(),
+                    )
+                });
+                match set.run(e, w) {
+                    Flow::Next => e.code.actions[a].run(e, w),
+                    f => f,
+                }
+            })
+        }
+        Stmt::Switch { expr: x, cases, default } if x.width() <= 64 && cases.iter().all(|(vs, _)| vs.iter().all(|v| v.width <= 64)) => {
+            let f = expr(x);
+            let cases: Vec<(Vec<u64>, CBlock)> = cases.iter().map(|(vs, body)| (vs.iter().map(|v| v.as_u64()).collect(), block(body))).collect();
+            let default = block(default);
+            Box::new(move |e, w| {
+                let v = f(e, w);
+                match cases.iter().find(|(vs, _)| vs.contains(&v)) {
+                    Some((_, body)) => body.run(e, w),
+                    None => default.run(e, w),
+                }
+            })
+        }
+        Stmt::Builtin(Builtin::MarkToDrop) => Box::new(|e, w| {
+            let sm = &e.prog.std_meta;
+            for (l, v) in [(sm.egress_spec, 511u64), (sm.mcast_grp, 0)] {
+                if l.width > 0 {
+                    w.slots[l.slot as usize] = v & mask(l.width);
+                }
+            }
+            Flow::Next
+        }),
+        Stmt::Builtin(Builtin::CounterCount { counter, index }) if index.width() <= 64 => {
+            let (c, i) = (*counter as usize, expr(index));
+            Box::new(move |e, w| {
+                let idx = i(e, w) as usize;
+                if let Some(cell) = e.counters[c].get(idx) {
+                    cell.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    cell.1.fetch_add(w.pkt_len as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                Flow::Next
+            })
+        }
         Stmt::Extract { hdr, varbit_bits: None } => {
             let h = hdr.clone();
             Box::new(move |e, w| e.extract(w, &h, None))

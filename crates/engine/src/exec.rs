@@ -1260,7 +1260,10 @@ impl Engine {
                     let bytes = &b.bytes[pos / 8..pos / 8 + nb];
                     for k in 0..words_for(l.width) as usize {
                         let end = nb - 8 * k;
-                        let x = bytes[end.saturating_sub(8)..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64);
+                        let x = match bytes[end.saturating_sub(8)..end].try_into() {
+                            Ok(b8) => u64::from_be_bytes(b8),
+                            Err(_) => bytes[..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64),
+                        };
                         w.slots[l.slot as usize + k] = x;
                     }
                     pos += l.width as usize;
