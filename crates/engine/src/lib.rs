@@ -8,6 +8,7 @@
 //! * [`Engine::process`] runs one input packet to quiescence and appends the frames it emits to [`Outputs`].
 
 pub mod bits;
+pub mod chunkvec;
 mod compile;
 mod exec;
 pub mod hash;

@@ -269,9 +269,9 @@ enum Kind {
 pub struct TableData {
     kind: Kind,
     /// The installed entries; change them only through the methods here, which keep `hot` in step.
-    pub entries: Vec<Arc<Installed>>,
+    pub entries: crate::chunkvec::ChunkVec<Arc<Installed>>,
     /// `hot[i]` mirrors what a hit on `entries[i]` needs.
-    hot: Vec<Hot>,
+    hot: crate::chunkvec::ChunkVec<Hot>,
     exact: KeyMap,
     /// (prefix length, masked key → entry index), longest first.
     lpm: Vec<(u32, KeyMap)>,
@@ -343,8 +343,8 @@ impl TableData {
         let lpm_field = t.keys.iter().position(|k| k.kind == MatchKind::Lpm);
         let mut d = TableData {
             kind,
-            entries: vec![],
-            hot: vec![],
+            entries: Default::default(),
+            hot: Default::default(),
             exact: KeyMap::new(off),
             lpm: vec![],
             lpm_masks: vec![],

@@ -1274,7 +1274,7 @@ fn reconcile(old: &Engine, new: &Engine, profiles: &ProfileState) -> Result<Prof
             return Err(Status::failed_precondition(format!("table `{}` has another implementation (action profile) in the new program", ot.name)));
         }
         let mut moved = vec![];
-        for x in entries {
+        for x in &entries {
             let meter = if nt.direct_meter.is_some() { x.meter.as_ref().and_then(|m| m.rates()) } else { None };
             let e = x.entry.clone();
             match (&x.indirect, npid) {
