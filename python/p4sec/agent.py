@@ -41,6 +41,25 @@ class AgentError(Exception):
 GRACE = 1.0     # seconds an old inbound SA stays after the gateway switched to the new one (packets in flight)
 
 
+def start_renewer(events, renew):
+    """A thread that calls renew() for each report put in `events` (reports that pile up while one renewal runs
+    lead to one renewal) until None is put."""
+    def run():
+        while True:
+            if events.get() is None:
+                return
+            while not events.empty():
+                if events.get_nowait() is None:
+                    return
+            try:
+                renew()
+            except AgentError as e:
+                print(f"p4sec-agent: renewal failed: {e}", file=sys.stderr, flush=True)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
 def retire_after(seconds, retire):
     """Run retire() after `seconds` in the background; its failure is reported, never raised."""
     def run():
@@ -178,20 +197,9 @@ class Userspace:
             if name == "sa_event_t" and any(it[2] in (self.out_spi, self.in_spi) for it in items):
                 self.events.put(True)
 
-        def renewer():
-            while True:
-                if self.events.get() is None:
-                    return
-                while not self.events.empty():
-                    self.events.get_nowait()
-                try:
-                    renew()
-                except AgentError as e:
-                    print(f"p4sec-agent: renewal failed: {e}", file=sys.stderr, flush=True)
-
         self.switch.on_digest = on_digest
         self.switch.digest_enable("sa_event_t")
-        threading.Thread(target=renewer, daemon=True).start()
+        start_renewer(self.events, renew)
 
     def install_renewal(self, sa):
         """The new inbound SA first (a new slot and SAD-dec entry), then the outbound SA swapped in place. Returns
@@ -351,21 +359,8 @@ class Xfrm:
                 if cur and any(spi in (cur["outbound"]["spi"], cur["inbound"]["spi"]) for spi, _ in parse_expires(data)):
                     self.events.put(True)
 
-        def renewer():
-            while True:
-                if self.events.get() is None:
-                    return
-                while not self.events.empty():
-                    if self.events.get_nowait() is None:
-                        return
-                try:
-                    renew()
-                except AgentError as e:
-                    print(f"p4sec-agent: renewal failed: {e}", file=sys.stderr, flush=True)
-
         threading.Thread(target=reader, daemon=True).start()
-        self.renewer = threading.Thread(target=renewer, daemon=True)
-        self.renewer.start()
+        self.renewer = start_renewer(self.events, renew)
 
     def install_renewal(self, sa):
         """The new inbound state first, then the new outbound state (the kernel prefers it to the old one, which

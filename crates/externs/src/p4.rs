@@ -78,6 +78,16 @@ impl EspSad {
     }
 }
 
+/// Encapsulate the inner packet given as its parsed IP header (`hdr`) followed by `payload`; the header's
+/// buffer holds the concatenation meanwhile (no allocation once it has grown).
+fn encap_with_header(sa: &Sa, hdr: &mut BitBuf, payload: &[u8], out: &mut Vec<u8>) -> Result<u64, EspError> {
+    let hdr_len = hdr.bytes.len();
+    hdr.bytes.extend_from_slice(payload);
+    let r = sa.encapsulate(&hdr.bytes, out);
+    hdr.bytes.truncate(hdr_len);
+    r
+}
+
 /// The IP header at the start of `pkt` into `hdrs[0]` (IPv4 without options, 20 bytes) or `hdrs[1]` (IPv6,
 /// 40 bytes): its version and length; `None` for anything else (options, truncated, not IP).
 fn split_ip_header(pkt: &[u8], hdrs: &mut [BitBuf]) -> Option<(u64, usize)> {
@@ -121,13 +131,7 @@ impl ExternObject for EspSad {
                         let r = if method == 0 {
                             sa.encapsulate(payload.bytes, &mut out)
                         } else {
-                            let mut inner = std::mem::take(&mut args[1].bytes);
-                            let hdr_len = inner.len();
-                            inner.extend_from_slice(payload.bytes);
-                            let r = sa.encapsulate(&inner, &mut out);
-                            inner.truncate(hdr_len);
-                            args[1].bytes = inner;
-                            r
+                            encap_with_header(&sa, &mut args[1], payload.bytes, &mut out)
                         };
                         match r {
                             Ok(_) => {
@@ -186,13 +190,7 @@ impl ExternObject for EspSad {
                 if let Some(sa) = self.sa(args[0].as_u64()) {
                     SCRATCH.with(|s| {
                         let mut out = s.borrow_mut();
-                        let mut inner = std::mem::take(&mut args[1].bytes);
-                        let hdr_len = inner.len();
-                        inner.extend_from_slice(payload.bytes);
-                        let r = sa.encapsulate(&inner, &mut out);
-                        inner.truncate(hdr_len);
-                        args[1].bytes = inner;
-                        status = match r {
+                        status = match encap_with_header(&sa, &mut args[1], payload.bytes, &mut out) {
                             Ok(_) => match split_ip_header(&out, &mut args[2..4]) {
                                 Some((v, hl)) => {
                                     version = v;
