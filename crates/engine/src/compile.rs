@@ -16,13 +16,30 @@ pub(crate) type XF = Box<dyn Fn(&Engine, &mut Worker) -> u64 + Send + Sync>;
 /// A compiled statement.
 pub(crate) type SF = Box<dyn Fn(&Engine, &mut Worker) -> Flow + Send + Sync>;
 
-/// A compiled statement list.
-pub(crate) struct CBlock(Vec<SF>);
+/// A compiled statement list. `checks` is false when no statement of the list can leave a parser error
+/// pending (only `lookahead` sets one, and nested blocks report theirs as `Flow::Reject`), so the list runs
+/// without testing for one after every statement.
+pub(crate) struct CBlock {
+    stmts: Vec<SF>,
+    checks: bool,
+}
 
 impl CBlock {
+    fn new(stmts: Vec<SF>, checks: bool) -> CBlock {
+        CBlock { stmts, checks }
+    }
     #[inline]
     pub fn run(&self, e: &Engine, w: &mut Worker) -> Flow {
-        for s in &self.0 {
+        if !self.checks {
+            for s in &self.stmts {
+                let f = s(e, w);
+                if f != Flow::Next {
+                    return f;
+                }
+            }
+            return Flow::Next;
+        }
+        for s in &self.stmts {
             let f = s(e, w);
             if f != Flow::Next {
                 return f;
@@ -36,7 +53,22 @@ impl CBlock {
         Flow::Next
     }
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.stmts.is_empty()
+    }
+}
+
+/// Can running `s` leave a parser error pending in `w.perr` (a `lookahead` past the end of the packet in
+/// one of its own expressions)? Conservative: shapes not listed may.
+fn stmt_may_fail(s: &Stmt) -> bool {
+    match s {
+        Stmt::Assign { dst: LValue::Static(_), src } => may_fail(src),
+        Stmt::If { cond, .. } => may_fail(cond),
+        Stmt::Switch { expr, .. } => may_fail(expr),
+        Stmt::Block { .. } | Stmt::Break(_) | Stmt::Exit | Stmt::ApplyTable { .. } | Stmt::SetValid { hdr: HeaderRef::Static(_), .. } => false,
+        Stmt::Extract { hdr: HeaderRef::Static(_), varbit_bits: None } | Stmt::Emit { hdr: HeaderRef::Static(_) } => false,
+        Stmt::CallAction { args, .. } => args.iter().any(may_fail),
+        Stmt::Builtin(Builtin::MarkToDrop) => false,
+        _ => true,
     }
 }
 
@@ -107,7 +139,7 @@ pub(crate) fn compile(p: &Program) -> Code {
 }
 
 pub(crate) fn block(body: &[Stmt]) -> CBlock {
-    CBlock(body.iter().map(stmt).collect())
+    CBlock::new(body.iter().map(stmt).collect(), body.iter().any(stmt_may_fail))
 }
 
 #[inline]
@@ -198,14 +230,8 @@ fn stmt(s: &Stmt) -> SF {
             let assigns: std::sync::OnceLock<CBlock> = std::sync::OnceLock::new();
             Box::new(move |e, w| {
                 let set = assigns.get_or_init(|| {
-                    CBlock(
-                        e.prog.actions[a]
-                            .params
-                            .iter()
-                            .zip(&args)
-                            .map(|(p, x)| stmt(&Stmt::Assign { dst: LValue::Static(p.loc), src: x.clone() }))
-                            .collect(),
-                    )
+                    let assigns: Vec<Stmt> = e.prog.actions[a].params.iter().zip(&args).map(|(p, x)| Stmt::Assign { dst: LValue::Static(p.loc), src: x.clone() }).collect();
+                    block(&assigns)
                 });
                 match set.run(e, w) {
                     Flow::Next => e.code.actions[a].run(e, w),
@@ -245,10 +271,12 @@ fn stmt(s: &Stmt) -> SF {
                 Flow::Next
             })
         }
+        Stmt::Extract { hdr: HeaderRef::Static(h), varbit_bits: None } => extract_static(*h),
         Stmt::Extract { hdr, varbit_bits: None } => {
             let h = hdr.clone();
             Box::new(move |e, w| e.extract(w, &h, None))
         }
+        Stmt::Emit { hdr: HeaderRef::Static(h) } => emit_static(*h),
         Stmt::Emit { hdr } => {
             let h = hdr.clone();
             Box::new(move |e, w| {
@@ -283,6 +311,85 @@ fn stmt(s: &Stmt) -> SF {
         }
         _ => interp_stmt(s),
     }
+}
+
+/// `extract` of a fixed header instance whose fields are all narrow: when the header starts on a byte with
+/// 8 bytes to spare after it, one unaligned 64-bit big-endian load per field, the plan resolved here once.
+/// Anything else (a bit-aligned cursor, the end of the packet, wide fields) takes the interpreter's path.
+fn extract_static(h: u32) -> SF {
+    let plan: std::sync::OnceLock<Option<(Vec<(usize, usize, u32, u64)>, usize, usize, usize)>> = std::sync::OnceLock::new();
+    let hr = HeaderRef::Static(h);
+    Box::new(move |e, w| {
+        let fast = plan.get_or_init(|| {
+            let layout = e.prog.headers.get(h as usize)?;
+            let p = crate::exec::HeaderPlan::new(layout);
+            p.narrow.then(|| (p.fields.iter().map(|&(slot, off, shift, m, _)| (slot as usize, off as usize, shift, m)).collect(), p.fixed, p.fixed.div_ceil(8) + 8, layout.valid.slot as usize))
+        });
+        if let Some((fields, fixed, need, valid)) = fast {
+            let pos = w.cursor;
+            if pos % 8 == 0 && w.trace.is_none() {
+                if let Some(bytes) = w.pkt.get(pos / 8..pos / 8 + need) {
+                    for &(slot, off, shift, m) in fields {
+                        let word = u64::from_be_bytes(bytes[off..off + 8].try_into().unwrap());
+                        w.slots[slot] = (word >> shift) & m;
+                    }
+                    w.cursor = pos + fixed;
+                    w.slots[*valid] = 1;
+                    return Flow::Next;
+                }
+            }
+        }
+        e.extract(w, &hr, None)
+    })
+}
+
+/// `emit` of a fixed header instance whose fields are all narrow, on a byte boundary: the header's bytes
+/// built as big-endian 64-bit words, a word at a time, straight into the output. Anything else takes the
+/// interpreter's path.
+fn emit_static(h: u32) -> SF {
+    type Plan = (Vec<(usize, u64, u32, u32)>, Vec<usize>, usize, usize);
+    let plan: std::sync::OnceLock<Option<Plan>> = std::sync::OnceLock::new();
+    let hr = HeaderRef::Static(h);
+    Box::new(move |e, w| {
+        let fast = plan.get_or_init(|| {
+            let layout = e.prog.headers.get(h as usize)?;
+            let p = crate::exec::HeaderPlan::new(layout);
+            if !p.narrow || p.emit_ops.is_empty() || p.fixed % 8 != 0 {
+                return None;
+            }
+            // the ops grouped by the word they build: `ends[k]` is where word k's ops end
+            let mut ops: Vec<(u32, (usize, u64, u32, u32))> = p.emit_ops.iter().map(|&(slot, m, r, l, k)| (k, (slot as usize, m, r, l))).collect();
+            ops.sort_by_key(|o| o.0);
+            let words = p.fixed.div_ceil(64);
+            let ends = (0..words).map(|k| ops.iter().filter(|o| o.0 as usize <= k).count()).collect();
+            Some((ops.into_iter().map(|o| o.1).collect(), ends, p.fixed / 8, layout.valid.slot as usize))
+        });
+        match fast {
+            Some((ops, ends, len, valid)) if w.bw.n % 8 == 0 => {
+                if w.slots[*valid] == 0 {
+                    return Flow::Next;
+                }
+                if w.bw.n != 0 {
+                    let mut bw = w.bw;
+                    bw.finish(&mut w.out);
+                    w.bw = bw;
+                }
+                let base = w.out.len();
+                let mut start = 0;
+                for &end in ends {
+                    let mut word = 0u64;
+                    for &(slot, m, r, l) in &ops[start..end] {
+                        word |= ((w.slots[slot] & m) >> r) << l;
+                    }
+                    w.out.extend_from_slice(&word.to_be_bytes());
+                    start = end;
+                }
+                w.out.truncate(base + len);
+            }
+            _ => e.emit(w, &hr),
+        }
+        Flow::Next
+    })
 }
 
 /// The Internet checksum of the concatenated fields without assembling them: a message read as 16-bit words

@@ -599,9 +599,8 @@ impl Engine {
         }
         self.concat_data(w, data);
         if with_payload {
-            let payload = std::mem::take(&mut w.payload);
-            w.scratch.extend_from_slice(&payload);
-            w.payload = payload;
+            let payload = if w.payload_at != crate::NOT_IN_PKT { &w.pkt[w.payload_at.min(w.pkt.len())..] } else { &w.payload[..] };
+            w.scratch.extend_from_slice(payload);
         }
         hash::compute(algo, &w.scratch, &mut w.rng)
     }
@@ -1231,6 +1230,7 @@ impl Engine {
         });
         let obj = &self.externs[inst];
         let m = self.extern_methods[inst][method as usize];
+        w.own_payload();
         let mut payload = std::mem::take(&mut w.payload);
         let r = obj.call(m, &mut bufs[..args.len()], retbuf.as_mut(), &mut Payload { bytes: &mut payload });
         w.payload = payload;
@@ -1297,7 +1297,7 @@ impl Engine {
 
     // ------------------------------------------------------------ parser
 
-    /// Run the parser over `w.pkt`; on return `w.payload` holds the unparsed bytes.
+    /// Run the parser over `w.pkt`; on return the unparsed bytes start at `w.payload_at`.
     pub(crate) fn run_parser(&self, w: &mut Worker) {
         let p = &self.prog.parser;
         let mut state = p.start as usize;
@@ -1420,11 +1420,8 @@ impl Engine {
                 t.push(format!("parser error {}", self.prog.errors.get(err as usize).map(|s| s.as_str()).unwrap_or("?")));
             }
         }
-        let start = w.cursor.div_ceil(8).min(w.pkt.len());
-        let mut payload = std::mem::take(&mut w.payload);
-        payload.clear();
-        payload.extend_from_slice(&w.pkt[start..]);
-        w.payload = payload;
+        // the payload stays where it is in `pkt` until something needs it apart (`Worker::own_payload`)
+        w.payload_at = w.cursor.div_ceil(8).min(w.pkt.len());
     }
 
     fn key_match(&self, v: &Wide, m: &KeyMatch) -> bool {

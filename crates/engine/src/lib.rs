@@ -166,7 +166,7 @@ pub struct Engine {
 }
 
 /// Side effects requested during a pipeline pass.
-#[derive(Default, Clone, Debug)]
+#[derive(Default, Clone, Copy, Debug)]
 pub(crate) struct Effects {
     clone_i2e: Option<(u32, Option<u32>)>,
     clone_e2e: Option<(u32, Option<u32>)>,
@@ -219,7 +219,12 @@ pub struct Worker {
     pub(crate) pkt: Vec<u8>,
     pub(crate) pkt_len: usize,
     pub(crate) cursor: usize,
+    /// The unparsed bytes, when they are not still in place in `pkt` (see `payload_at`).
     pub(crate) payload: Vec<u8>,
+    /// Where the payload starts in `pkt` while it was not copied out ([`NOT_IN_PKT`] once it lives in
+    /// `payload`): most packets leave the pipeline with their payload untouched, so it is copied to the
+    /// output straight from the input bytes.
+    pub(crate) payload_at: usize,
     pub(crate) out: Vec<u8>,
     pub(crate) bw: exec::BitWriter,
     pub(crate) scratch: Vec<u8>,
@@ -237,7 +242,21 @@ pub struct Worker {
     pub trace: Option<Vec<String>>,
 }
 
+/// `Worker::payload_at` when the payload lives in `Worker::payload`.
+pub(crate) const NOT_IN_PKT: usize = usize::MAX;
+
 impl Worker {
+    /// Move the payload out of `pkt` into `payload` (before anything may change or keep it).
+    #[inline]
+    pub(crate) fn own_payload(&mut self) {
+        if self.payload_at != NOT_IN_PKT {
+            self.payload.clear();
+            let at = self.payload_at.min(self.pkt.len());
+            self.payload.extend_from_slice(&self.pkt[at..]);
+            self.payload_at = NOT_IN_PKT;
+        }
+    }
+
     pub fn new(engine: &Engine) -> Worker {
         let n = engine.prog.slots as usize;
         let mut initial = vec![0u64; n];
@@ -255,6 +274,7 @@ impl Worker {
             pkt_len: 0,
             cursor: 0,
             payload: Vec::with_capacity(2048),
+            payload_at: NOT_IN_PKT,
             out: Vec::with_capacity(2048),
             bw: exec::BitWriter::default(),
             scratch: Vec::with_capacity(256),
@@ -490,6 +510,7 @@ impl Engine {
                     w.slots.copy_from_slice(&slots);
                     w.payload.clear();
                     w.payload.extend_from_slice(&payload);
+                    w.payload_at = NOT_IN_PKT;
                     w.pkt_len = pkt_len;
                     self.egress_pass(w, port, rid, itype, out);
                 }
@@ -525,7 +546,7 @@ impl Engine {
     }
 
     fn ingress_pass(&self, w: &mut Worker, bytes: &[u8], port: u32, itype: u32, preserved: &[(u32, u64)], out: &mut Outputs) {
-        let sm = self.prog.std_meta.clone();
+        let sm = &self.prog.std_meta;
         w.slots.copy_from_slice(&w.initial);
         w.pkt.clear();
         w.pkt.extend_from_slice(bytes);
@@ -549,11 +570,12 @@ impl Engine {
             self.drop_packet(w, "dropped in ingress");
             return;
         }
-        let fx = w.fx.clone();
+        let fx = w.fx;
         // 1. ingress-to-egress clone: the original bytes, parsed again, metadata reset except the field list
         if let Some((session, fl)) = fx.clone_i2e {
             if let Some(&cport) = self.pre.load().mirror.get(&session) {
                 let keep = self.preserved(w, fl);
+                w.own_payload();
                 let saved = (std::mem::take(&mut w.slots), std::mem::take(&mut w.payload), w.pkt_len);
                 w.slots = saved.0.clone();
                 // re-parse the original input in a scratch pass to build the clone's state
@@ -567,11 +589,13 @@ impl Engine {
                 }
                 self.run_parser(w);
                 self.set(w, sm.parser_error, 0);
+                w.own_payload();
                 let clone_slots = w.slots.clone();
                 let clone_payload = w.payload.clone();
                 w.jobs.push_back(Job::Egress { slots: clone_slots, payload: clone_payload, pkt_len: original.len(), port: cport, rid: 0, itype: 1 });
                 w.slots = saved.0;
                 w.payload = saved.1;
+                w.payload_at = NOT_IN_PKT;
                 w.pkt_len = saved.2;
             }
         }
@@ -584,6 +608,7 @@ impl Engine {
         // 4. multicast
         let grp = self.get(w, sm.mcast_grp) as u32;
         if grp != 0 {
+            w.own_payload();
             let pre = self.pre.load();
             if let Some(nodes) = pre.groups.get(&grp) {
                 for h in nodes {
@@ -631,7 +656,7 @@ impl Engine {
     }
 
     fn egress_pass(&self, w: &mut Worker, port: u32, rid: u32, itype: u32, out: &mut Outputs) {
-        let sm = self.prog.std_meta.clone();
+        let sm = &self.prog.std_meta;
         self.set(w, sm.egress_port, port as u64);
         self.set(w, sm.egress_spec, 0);
         self.set(w, sm.egress_rid, rid as u64);
@@ -648,9 +673,10 @@ impl Engine {
             self.drop_packet(w, "dropped in egress");
             return;
         }
-        let fx = w.fx.clone();
+        let fx = w.fx;
         if let Some((session, fl)) = fx.clone_e2e {
             if let Some(&cport) = self.pre.load().mirror.get(&session) {
+                w.own_payload();
                 let keep = self.preserved(w, fl);
                 let mut slots = w.initial.clone();
                 for &(s, n) in &self.header_ranges {
@@ -678,7 +704,8 @@ impl Engine {
         self.run_block(w, &self.code.deparser);
         let mut bw = w.bw;
         bw.finish(&mut w.out);
-        w.out.extend_from_slice(&w.payload);
+        let payload = if w.payload_at != NOT_IN_PKT { &w.pkt[w.payload_at.min(w.pkt.len())..] } else { &w.payload[..] };
+        w.out.extend_from_slice(payload);
         if let Some(n) = fx.truncate {
             w.out.truncate(start + n);
         }

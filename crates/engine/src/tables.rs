@@ -23,13 +23,17 @@ fn hkey(words: &[u64]) -> HKey {
 /// A hash index from packed keys to entry indices; one-word keys (most tables) are stored compactly.
 #[derive(Clone, Debug)]
 enum KeyMap {
+    /// One key of at most 32 bits: 8-byte buckets, so more of a large table stays in cache.
+    Narrow(FxHashMap<u32, u32>),
     One(FxHashMap<u64, u32>),
     Wide(FxHashMap<HKey, u32>),
 }
 
 impl KeyMap {
-    fn new(words: usize) -> Self {
-        if words <= 1 {
+    fn new(words: usize, narrow: bool) -> Self {
+        if narrow {
+            KeyMap::Narrow(FxHashMap::default())
+        } else if words <= 1 {
             KeyMap::One(FxHashMap::default())
         } else {
             KeyMap::Wide(FxHashMap::default())
@@ -38,6 +42,7 @@ impl KeyMap {
     #[inline]
     fn get(&self, k: &[u64]) -> Option<usize> {
         match self {
+            KeyMap::Narrow(m) => m.get(&(k.first().copied().unwrap_or(0) as u32)).map(|i| *i as usize),
             KeyMap::One(m) => m.get(&k.first().copied().unwrap_or(0)).map(|i| *i as usize),
             KeyMap::Wide(m) => m.get(&hkey(k)).map(|i| *i as usize),
         }
@@ -45,12 +50,16 @@ impl KeyMap {
     #[inline]
     fn get_one(&self, k: u64) -> Option<usize> {
         match self {
+            KeyMap::Narrow(m) => m.get(&(k as u32)).map(|i| *i as usize),
             KeyMap::One(m) => m.get(&k).map(|i| *i as usize),
             KeyMap::Wide(m) => m.get(&hkey(&[k])).map(|i| *i as usize),
         }
     }
     fn insert(&mut self, k: &[u64], i: usize) {
         match self {
+            KeyMap::Narrow(m) => {
+                m.insert(k.first().copied().unwrap_or(0) as u32, i as u32);
+            }
             KeyMap::One(m) => {
                 m.insert(k.first().copied().unwrap_or(0), i as u32);
             }
@@ -61,6 +70,9 @@ impl KeyMap {
     }
     fn remove(&mut self, k: &[u64]) {
         match self {
+            KeyMap::Narrow(m) => {
+                m.remove(&(k.first().copied().unwrap_or(0) as u32));
+            }
             KeyMap::One(m) => {
                 m.remove(&k.first().copied().unwrap_or(0));
             }
@@ -71,12 +83,14 @@ impl KeyMap {
     }
     fn is_empty(&self) -> bool {
         match self {
+            KeyMap::Narrow(m) => m.is_empty(),
             KeyMap::One(m) => m.is_empty(),
             KeyMap::Wide(m) => m.is_empty(),
         }
     }
     fn clear(&mut self) {
         match self {
+            KeyMap::Narrow(m) => m.clear(),
             KeyMap::One(m) => m.clear(),
             KeyMap::Wide(m) => m.clear(),
         }
@@ -109,7 +123,7 @@ pub struct Installed {
     pub idle_notified: AtomicU64,
 }
 
-pub const INLINE_ARGS: usize = 6;
+pub const INLINE_ARGS: usize = 3;
 
 /// Scan tables with at most this many entries are searched in order; larger ones by tuple space search.
 const SCAN_MAX: usize = 8;
@@ -117,7 +131,7 @@ const SCAN_MAX: usize = 8;
 /// What a hit needs from an entry, kept contiguously beside the entries (one cache line per hit instead of
 /// following the entry's pointer): the action and its arguments when they are held inline.
 #[derive(Clone, Copy, Debug)]
-#[repr(C, align(64))]
+#[repr(C, align(32))]
 pub struct Hot {
     pub action: u32,
     /// Number of inline arguments, or [`Hot::NOT_INLINE`] when the entry's `action.args` must be used.
@@ -288,6 +302,8 @@ pub struct TableData {
     /// Word layout of the packed key: (offset, words) per key field.
     layout: Vec<(usize, usize)>,
     key_words: usize,
+    /// One key field of at most 32 bits: the hash indexes use 32-bit keys.
+    narrow_key: bool,
     lpm_field: Option<usize>,
 }
 
@@ -341,11 +357,12 @@ impl TableData {
             return Err(format!("table `{}`: the key is wider than {} bits", t.name, KEY_WORDS * 64));
         }
         let lpm_field = t.keys.iter().position(|k| k.kind == MatchKind::Lpm);
+        let narrow_key = matches!(&t.keys[..], [k] if k.width <= 32);
         let mut d = TableData {
             kind,
             entries: Default::default(),
             hot: Default::default(),
-            exact: KeyMap::new(off),
+            exact: KeyMap::new(off, narrow_key),
             lpm: vec![],
             lpm_masks: vec![],
             order: vec![],
@@ -354,6 +371,7 @@ impl TableData {
             next_seq: 0,
             layout,
             key_words: off,
+            narrow_key,
             lpm_field,
         };
         for e in &t.entries {
@@ -446,12 +464,12 @@ impl TableData {
                 let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
                     Some(p) if self.lpm[p].0 == plen => p,
                     Some(p) => {
-                        self.lpm.insert(p, (plen, KeyMap::new(self.key_words)));
+                        self.lpm.insert(p, (plen, KeyMap::new(self.key_words, self.narrow_key)));
                         self.lpm_masks.insert(p, self.lpm_mask(t, plen));
                         p
                     }
                     None => {
-                        self.lpm.push((plen, KeyMap::new(self.key_words)));
+                        self.lpm.push((plen, KeyMap::new(self.key_words, self.narrow_key)));
                         self.lpm_masks.push(self.lpm_mask(t, plen));
                         self.lpm.len() - 1
                     }
