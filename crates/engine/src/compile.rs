@@ -80,6 +80,9 @@ pub(crate) struct Code {
     /// Per parser state: the select cases as (mask, value) per key when they are all exact, masked or
     /// default (ranges and value sets take the interpreter's path).
     pub select_cases: Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>>,
+    /// Per parser state: a select on one narrow key (that cannot fail) with exact, masked or default cases:
+    /// the key and (mask, value, next state) per case.
+    pub select_one: Vec<Option<(XF, Vec<(u64, u64, Next)>)>>,
     pub verify: CBlock,
     pub ingress: CBlock,
     pub egress: CBlock,
@@ -124,7 +127,20 @@ pub(crate) fn compile(p: &Program) -> Code {
             _ => None,
         })
         .collect();
+    let select_one = p
+        .parser
+        .states
+        .iter()
+        .zip(&select_cases)
+        .map(|(st, cs): (&ParserState, &Option<Vec<(Vec<(u64, u64)>, Next)>>)| match (&st.transition, cs) {
+            (Transition::Select { keys, .. }, Some(cs)) if keys.len() == 1 && keys[0].width() <= 64 && !may_fail(&keys[0]) => {
+                Some((expr(&keys[0]), cs.iter().map(|(ms, n)| { let (m, v) = ms.first().copied().unwrap_or((0, 0)); (m, v, n.clone()) }).collect()))
+            }
+            _ => None,
+        })
+        .collect();
     Code {
+        select_one,
         select_cases,
         states: p.parser.states.iter().map(|s| block(&s.body)).collect(),
         select_keys,
@@ -329,9 +345,11 @@ fn extract_static(h: u32) -> SF {
             let pos = w.cursor;
             if pos % 8 == 0 && w.trace.is_none() {
                 if let Some(bytes) = w.pkt.get(pos / 8..pos / 8 + need) {
+                    // `slots` and `bytes` borrow different fields, so their bounds stay in registers
+                    let slots = &mut w.slots[..];
                     for &(slot, off, shift, m) in fields {
                         let word = u64::from_be_bytes(bytes[off..off + 8].try_into().unwrap());
-                        w.slots[slot] = (word >> shift) & m;
+                        slots[slot] = (word >> shift) & m;
                     }
                     w.cursor = pos + fixed;
                     w.slots[*valid] = 1;
@@ -374,17 +392,19 @@ fn emit_static(h: u32) -> SF {
                     bw.finish(&mut w.out);
                     w.bw = bw;
                 }
-                let base = w.out.len();
+                let (slots, out) = (&w.slots[..], &mut w.out);
+                let base = out.len();
+                out.reserve(len + 8);
                 let mut start = 0;
                 for &end in ends {
                     let mut word = 0u64;
                     for &(slot, m, r, l) in &ops[start..end] {
-                        word |= ((w.slots[slot] & m) >> r) << l;
+                        word |= ((slots[slot] & m) >> r) << l;
                     }
-                    w.out.extend_from_slice(&word.to_be_bytes());
+                    out.extend_from_slice(&word.to_be_bytes());
                     start = end;
                 }
-                w.out.truncate(base + len);
+                out.truncate(base + len);
             }
             _ => e.emit(w, &hr),
         }
@@ -423,11 +443,12 @@ fn csum16(data: &[Expr]) -> XF {
     }
     Box::new(move |e, w| {
         let mut sum = konst;
+        let slots = &w.slots[..];
         for &(slot, shift, m) in &short {
-            sum += (w.slots[slot] & m) << shift;
+            sum += (slots[slot] & m) << shift;
         }
         for &(slot, shift, m) in &long {
-            sum += fold16(w.slots[slot] & m) << shift;
+            sum += fold16(slots[slot] & m) << shift;
         }
         for (shift, m, f) in &computed {
             sum += fold16(f(e, w) & m) << shift;
@@ -464,6 +485,11 @@ pub(crate) fn expr(x: &Expr) -> XF {
             let v = *value;
             Box::new(move |_, _| v)
         }
+        Expr::Unary { op: UnOp::Not, arg, .. } if matches!(&**arg, Expr::Load(LValue::Static(l)) if l.width <= 64) => {
+            let Expr::Load(LValue::Static(l)) = &**arg else { unreachable!() };
+            let s = l.slot as usize;
+            Box::new(move |_, w| (w.slots[s] == 0) as u64)
+        }
         Expr::Unary { op, width, arg } if *width <= 64 && arg.width() <= 64 => {
             let (a, m) = (expr(arg), mask(*width));
             match op {
@@ -478,6 +504,23 @@ pub(crate) fn expr(x: &Expr) -> XF {
             if let (BinOp::Eq | BinOp::Ne, Expr::Load(LValue::Static(l)), Expr::Small { value, .. }) = (op, &**lhs, &**rhs) {
                 let (s, v, eq) = (l.slot as usize, *value, *op == BinOp::Eq);
                 return Box::new(move |_, w| ((w.slots[s] == v) == eq) as u64);
+            }
+            // a field and a constant: no closure calls for the operands
+            if let (Expr::Load(LValue::Static(l)), Expr::Small { value, .. }) = (&**lhs, &**rhs) {
+                let (s, v) = (l.slot as usize, *value);
+                let f: Option<XF> = match (op, signed) {
+                    (BinOp::Lt, false) => Some(Box::new(move |_, w| (w.slots[s] < v) as u64)),
+                    (BinOp::Le, false) => Some(Box::new(move |_, w| (w.slots[s] <= v) as u64)),
+                    (BinOp::Gt, false) => Some(Box::new(move |_, w| (w.slots[s] > v) as u64)),
+                    (BinOp::Ge, false) => Some(Box::new(move |_, w| (w.slots[s] >= v) as u64)),
+                    (BinOp::Add, _) => Some(Box::new(move |_, w| w.slots[s].wrapping_add(v) & m)),
+                    (BinOp::Sub, _) => Some(Box::new(move |_, w| w.slots[s].wrapping_sub(v) & m)),
+                    (BinOp::BitAnd, _) => Some(Box::new(move |_, w| w.slots[s] & v)),
+                    _ => None,
+                };
+                if let Some(f) = f {
+                    return f;
+                }
             }
             let (a, b) = (expr(lhs), expr(rhs));
             match (op, signed) {

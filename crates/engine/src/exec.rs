@@ -892,10 +892,10 @@ impl Engine {
     }
 
     #[inline(never)]
-    pub(crate) fn apply_table(&self, w: &mut Worker, ti: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+    /// Pack table `ti`'s key for this packet into `key` (each field in its layout words).
+    fn table_key(&self, w: &mut Worker, ti: usize, key: &mut [u64; crate::tables::KEY_WORDS]) {
         let t = &self.prog.tables[ti];
         let layout = &self.key_layouts[ti];
-        let mut key = [0u64; crate::tables::KEY_WORDS];
         for ((k, &(off, words)), ck) in t.keys.iter().zip(layout.iter()).zip(&self.code.table_keys[ti]) {
             if let Some(f) = ck {
                 key[off] = f(self, w);
@@ -905,6 +905,18 @@ impl Engine {
                 let v = self.eval_wide(w, &k.expr);
                 key[off..off + words].copy_from_slice(&v[..words]);
             }
+        }
+    }
+
+    pub(crate) fn apply_table(&self, w: &mut Worker, ti: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+        let t = &self.prog.tables[ti];
+        let layout = &self.key_layouts[ti];
+        let mut key = [0u64; crate::tables::KEY_WORDS];
+        let keys = &self.code.table_keys[ti];
+        if let (true, Some(Some(f))) = (self.one_word_key[ti], keys.first()) {
+            key[0] = f(self, w);
+        } else {
+            self.table_key(w, ti, &mut key);
         }
         // action selectors: the selector keys do not match (their words are zero in the lookup key); they
         // choose a member of a group
@@ -943,7 +955,7 @@ impl Engine {
             Some(i) => {
                 // per-entry state is touched only when the table has it (shared atomics cost a locked
                 // instruction and a cache line per hit)
-                if t.direct_counter.is_some() || t.direct_meter.is_some() || t.support_timeout {
+                if self.entry_state[ti] {
                     let e = &data.entries[i];
                     if t.direct_counter.is_some() {
                         e.packets.fetch_add(1, Ordering::Relaxed);
@@ -980,11 +992,19 @@ impl Engine {
         } as usize;
         let action = &self.prog.actions[a];
         match (inline, call) {
-            (Some(hot), _) => {
-                for (p, v) in action.params.iter().zip(&hot.args[..hot.nargs as usize]) {
-                    self.set(w, p.loc, *v);
+            (Some(hot), _) => match &self.param_slots[a] {
+                Some(slots) => {
+                    let ws = &mut w.slots[..];
+                    for (&(slot, m), v) in slots.iter().zip(&hot.args[..hot.nargs as usize]) {
+                        ws[slot] = *v & m;
+                    }
                 }
-            }
+                None => {
+                    for (p, v) in action.params.iter().zip(&hot.args[..hot.nargs as usize]) {
+                        self.set(w, p.loc, *v);
+                    }
+                }
+            },
             (None, Err(c)) => {
                 for (p, v) in action.params.iter().zip(&c.args) {
                     self.store_value(w, p.loc, v);
@@ -1318,6 +1338,15 @@ impl Engine {
             }
             let next = match &st.transition {
                 Transition::Goto(n) => n,
+                // one narrow key against exact or masked values: the key once, then (mask, value) pairs
+                Transition::Select { .. } if self.code.select_one[state].is_some() => {
+                    let Some((k, cases)) = &self.code.select_one[state] else { unreachable!() };
+                    let v = k(self, w);
+                    match cases.iter().find(|(m, x, _)| v & m == *x) {
+                        Some((_, _, n)) => n,
+                        None => break self.err_no_match,
+                    }
+                }
                 Transition::Select { keys, cases } if self.code.select_keys[state].is_some() => {
                     // fast path: narrow keys as machine words
                     let mut kv = [0u64; 8];

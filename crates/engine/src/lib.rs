@@ -133,6 +133,13 @@ pub struct Engine {
     key_layouts: Vec<Vec<(usize, usize)>>,
     /// Tables implemented by an action selector: its hash algorithm and the indices of the selector keys.
     selectors: Vec<Option<(HashAlgo, Vec<usize>)>>,
+    /// Per table: its key is one field of at most 64 bits (packed into the first key word).
+    pub(crate) one_word_key: Vec<bool>,
+    /// Per table: entries carry state a hit updates (direct counter or meter, idle timeout).
+    pub(crate) entry_state: Vec<bool>,
+    /// Per action: the slot and width mask of each parameter when all are 1 to 64 bits wide (inline
+    /// arguments go straight into them).
+    pub(crate) param_slots: Vec<Option<Vec<(usize, u64)>>>,
     registers: Vec<RegisterRt>,
     counters: Vec<Vec<(AtomicU64, AtomicU64)>>,
     meters: Vec<Vec<MeterCell>>,
@@ -405,6 +412,13 @@ impl Engine {
         }
         let hplans = prog.headers.iter().map(exec::HeaderPlan::new).collect();
         let code = compile::compile(&prog);
+        let one_word_key = prog.tables.iter().map(|t| matches!(&t.keys[..], [k] if k.width <= 64)).collect();
+        let entry_state = prog.tables.iter().map(|t| t.direct_counter.is_some() || t.direct_meter.is_some() || t.support_timeout).collect();
+        let param_slots = prog
+            .actions
+            .iter()
+            .map(|a| a.params.iter().all(|p| p.loc.width > 0 && p.loc.width <= 64).then(|| a.params.iter().map(|p| (p.loc.slot as usize, bits::mask64(p.loc.width))).collect()))
+            .collect();
         Ok(Engine {
             hplans,
             code,
@@ -418,6 +432,9 @@ impl Engine {
             prog,
             tables,
             key_layouts,
+            one_word_key,
+            entry_state,
+            param_slots,
             selectors,
             registers,
             counters,
