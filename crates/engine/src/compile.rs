@@ -84,6 +84,8 @@ pub(crate) struct Code {
     /// the key and (mask, value, next state) per case.
     pub select_one: Vec<Option<(XF, Vec<(u64, u64, Next)>)>>,
     pub verify: CBlock,
+    /// Headers whose extraction offset `verify` reads (reset at the start of every ingress pass).
+    pub tracked_headers: Vec<usize>,
     pub ingress: CBlock,
     pub egress: CBlock,
     pub compute: CBlock,
@@ -139,12 +141,31 @@ pub(crate) fn compile(p: &Program) -> Code {
             _ => None,
         })
         .collect();
+    // verify_checksum over a whole header that nothing but `extract` wrote: summed from the packet bytes
+    let mut tracked_headers = vec![];
+    let verify = CBlock::new(
+        p.verify_checksum
+            .body
+            .iter()
+            .map(|s| match header_checksum(p, s) {
+                Some((h, plan)) => {
+                    if !tracked_headers.contains(&h) {
+                        tracked_headers.push(h);
+                    }
+                    verify_from_bytes(s, h, plan)
+                }
+                None => stmt(s),
+            })
+            .collect(),
+        p.verify_checksum.body.iter().any(stmt_may_fail),
+    );
     Code {
+        tracked_headers,
         select_one,
         select_cases,
         states: p.parser.states.iter().map(|s| block(&s.body)).collect(),
         select_keys,
-        verify: block(&p.verify_checksum.body),
+        verify,
         ingress: block(&p.ingress.body),
         egress: block(&p.egress.body),
         compute: block(&p.compute_checksum.body),
@@ -353,6 +374,9 @@ fn extract_static(h: u32) -> SF {
                     }
                     w.cursor = pos + fixed;
                     w.slots[*valid] = 1;
+                    if let Some(o) = w.hdr_off.get_mut(h as usize) {
+                        *o = pos / 8;
+                    }
                     return Flow::Next;
                 }
             }
@@ -394,19 +418,113 @@ fn emit_static(h: u32) -> SF {
                 }
                 let (slots, out) = (&w.slots[..], &mut w.out);
                 let base = out.len();
-                out.reserve(len + 8);
+                out.reserve(ends.len() * 8);
+                let dst = out.spare_capacity_mut().as_mut_ptr() as *mut u8;
                 let mut start = 0;
-                for &end in ends {
+                for (k, &end) in ends.iter().enumerate() {
                     let mut word = 0u64;
                     for &(slot, m, r, l) in &ops[start..end] {
                         word |= ((slots[slot] & m) >> r) << l;
                     }
-                    out.extend_from_slice(&word.to_be_bytes());
+                    // SAFETY: `reserve` made room for `ends.len()` words past `base`
+                    unsafe { std::ptr::write_unaligned(dst.add(8 * k) as *mut [u8; 8], word.to_be_bytes()) };
                     start = end;
                 }
-                out.truncate(base + len);
+                // SAFETY: the first `len` (<= 8 * ends.len()) bytes past `base` were written above
+                unsafe { out.set_len(base + len) };
             }
             _ => e.emit(w, &hr),
+        }
+        Flow::Next
+    })
+}
+
+/// `verify_checksum(cond, {all fields of header H but F}, F, csum16)` where F is a 16-bit field on a 16-bit
+/// boundary of H, and neither the parser nor the verify control writes H's fields other than by `extract`:
+/// then H's fields are the bytes it was extracted from, and the checksum is the Internet checksum of those
+/// bytes with F's word left out. Returns H and (F's byte offset, H's length in bytes).
+fn header_checksum(p: &Program, s: &Stmt) -> Option<(usize, (usize, usize))> {
+    let Stmt::Builtin(Builtin::VerifyChecksum { data, field: Expr::Load(LValue::Static(f)), algo: HashAlgo::Csum16, with_payload: false, .. }) = s else {
+        return None;
+    };
+    if f.width != 16 {
+        return None;
+    }
+    let h = p.headers.iter().position(|h| h.fields.iter().any(|x| x.loc == *f && x.varbit_len.is_none()))?;
+    let layout = &p.headers[h];
+    if layout.fields.iter().any(|x| x.varbit_len.is_some() || x.loc.width > 64) {
+        return None;
+    }
+    // the data is exactly the header's fields in order without F
+    let rest: Vec<Loc> = layout.fields.iter().map(|x| x.loc).filter(|l| l != f).collect();
+    let given: Option<Vec<Loc>> = data.iter().map(|d| if let Expr::Load(LValue::Static(l)) = d { Some(*l) } else { None }).collect();
+    if given? != rest {
+        return None;
+    }
+    let bits: u32 = layout.fields.iter().map(|x| x.loc.width).sum();
+    let f_bit: u32 = layout.fields.iter().take_while(|x| x.loc != *f).map(|x| x.loc.width).sum();
+    if bits % 16 != 0 || f_bit % 16 != 0 {
+        return None;
+    }
+    // nothing in the parser or the verify control writes the header except extract
+    let slots: Vec<u32> = layout.fields.iter().map(|x| x.loc.slot).collect();
+    let safe = p.parser.states.iter().all(|st| st.body.iter().all(|s| writes_only_outside(s, &slots))) && p.verify_checksum.body.iter().all(|s| writes_only_outside(s, &slots));
+    safe.then_some((h, ((f_bit / 8) as usize, (bits / 8) as usize)))
+}
+
+/// Does `s` leave the given slots alone (other than by extracting a header)? Conservative.
+fn writes_only_outside(s: &Stmt, slots: &[u32]) -> bool {
+    match s {
+        Stmt::Assign { dst: LValue::Static(l), .. } => !slots.contains(&l.slot),
+        Stmt::If { then, else_, .. } => then.iter().chain(else_).all(|s| writes_only_outside(s, slots)),
+        Stmt::Block { body, .. } => body.iter().all(|s| writes_only_outside(s, slots)),
+        Stmt::Switch { cases, default, .. } => cases.iter().flat_map(|(_, b)| b).chain(default).all(|s| writes_only_outside(s, slots)),
+        Stmt::Extract { .. } | Stmt::Advance { .. } | Stmt::Break(_) | Stmt::Exit | Stmt::SetValid { .. } => true,
+        Stmt::Builtin(Builtin::Verify { .. } | Builtin::VerifyChecksum { .. }) => true,
+        _ => false,
+    }
+}
+
+/// The compiled `verify_checksum` of [`header_checksum`]: from the packet bytes when the header was
+/// extracted by the fast path in this pass (its offset recorded), from the fields otherwise.
+fn verify_from_bytes(s: &Stmt, h: usize, (f_off, len): (usize, usize)) -> SF {
+    let slow = stmt(s);
+    let Stmt::Builtin(Builtin::VerifyChecksum { cond, field, .. }) = s else { return slow };
+    let (c, f) = (expr(cond), expr(field));
+    Box::new(move |e, w| {
+        let at = w.hdr_off.get(h).copied().unwrap_or(crate::NO_OFFSET);
+        if at == crate::NO_OFFSET {
+            return slow(e, w);
+        }
+        let Some(bytes) = w.pkt.get(at..at + len) else { return slow(e, w) };
+        // the bytes as 32-bit big-endian lanes (the last one zero-padded): each 16-bit word counts with
+        // weight 1 or 2^16, both 1 modulo 0xffff
+        let mut sum: u64 = 0;
+        let mut i = 0;
+        while i + 8 <= len {
+            let x = u64::from_be_bytes(bytes[i..i + 8].try_into().unwrap());
+            sum += (x >> 32) + (x & 0xffff_ffff);
+            i += 8;
+        }
+        if i + 4 <= len {
+            sum += u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap()) as u64;
+            i += 4;
+        }
+        if i + 2 <= len {
+            sum += (u16::from_be_bytes([bytes[i], bytes[i + 1]]) as u64) << 16;
+        }
+        // without F's word (F was extracted from these bytes), so the sum is zero only when all other words are
+        let fw = u16::from_be_bytes([bytes[f_off], bytes[f_off + 1]]) as u64;
+        sum -= if f_off % 4 == 0 { fw << 16 } else { fw };
+        while sum >> 16 != 0 {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        let csum = !(sum as u16) as u64;
+        if c(e, w) != 0 && csum != f(e, w) {
+            let l = e.prog.std_meta.checksum_error;
+            if l.width > 0 {
+                w.slots[l.slot as usize] = 1;
+            }
         }
         Flow::Next
     })

@@ -656,6 +656,10 @@ impl Engine {
         let layout = &self.prog.headers[hi as usize];
         let plan = &self.hplans[hi as usize];
         let (fixed, var_max) = (plan.fixed, plan.var_max);
+        // the header's fields no longer come from a recorded offset (see `Worker::hdr_off`)
+        if let Some(o) = w.hdr_off.get_mut(hi as usize) {
+            *o = crate::NO_OFFSET;
+        }
         let var = match varbit_bits {
             Some(e) => {
                 let n = self.eval(w, e);

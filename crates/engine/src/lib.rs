@@ -232,6 +232,9 @@ pub struct Worker {
     /// `payload`): most packets leave the pipeline with their payload untouched, so it is copied to the
     /// output straight from the input bytes.
     pub(crate) payload_at: usize,
+    /// Per header: the byte offset in `pkt` it was extracted from by the fast path in this pass, or
+    /// [`NO_OFFSET`] (kept up to date for the headers `Code::tracked_headers` lists).
+    pub(crate) hdr_off: Vec<usize>,
     pub(crate) out: Vec<u8>,
     pub(crate) bw: exec::BitWriter,
     pub(crate) scratch: Vec<u8>,
@@ -251,6 +254,8 @@ pub struct Worker {
 
 /// `Worker::payload_at` when the payload lives in `Worker::payload`.
 pub(crate) const NOT_IN_PKT: usize = usize::MAX;
+/// `Worker::hdr_off` of a header not extracted (by the fast path) in this pass.
+pub(crate) const NO_OFFSET: usize = usize::MAX;
 
 impl Worker {
     /// Move the payload out of `pkt` into `payload` (before anything may change or keep it).
@@ -282,6 +287,7 @@ impl Worker {
             cursor: 0,
             payload: Vec::with_capacity(2048),
             payload_at: NOT_IN_PKT,
+            hdr_off: vec![NO_OFFSET; engine.prog.headers.len()],
             out: Vec::with_capacity(2048),
             bw: exec::BitWriter::default(),
             scratch: Vec::with_capacity(256),
@@ -511,7 +517,9 @@ impl Engine {
             self.refresh_tables(w);
         }
         bump(&w.stats.packets_in);
-        w.jobs.clear();
+        if !w.jobs.is_empty() {
+            w.jobs.clear();
+        }
         let mut passes = 0u32;
         self.ingress_pass(w, frame, in_port, 0, &[], out);
         while let Some(job) = w.jobs.pop_front() {
@@ -571,6 +579,9 @@ impl Engine {
         w.cursor = 0;
         w.perr = 0;
         w.fx = Effects::default();
+        for &h in &self.code.tracked_headers {
+            w.hdr_off[h] = NO_OFFSET;
+        }
         self.set(w, sm.ingress_port, port as u64);
         self.set(w, sm.instance_type, itype as u64);
         self.set(w, sm.packet_length, bytes.len() as u64);
