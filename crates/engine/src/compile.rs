@@ -86,6 +86,9 @@ pub(crate) struct Code {
     pub verify: CBlock,
     /// Headers whose extraction offset `verify` reads (reset at the start of every ingress pass).
     pub tracked_headers: Vec<usize>,
+    /// `update_checksum`s over a whole header left to the deparser (see [`Deferred`]); bit i of
+    /// `Worker::csum_pending` says entry i is due.
+    pub deferred: Vec<Deferred>,
     pub ingress: CBlock,
     pub egress: CBlock,
     pub compute: CBlock,
@@ -159,6 +162,30 @@ pub(crate) fn compile(p: &Program) -> Code {
             .collect(),
         p.verify_checksum.body.iter().any(stmt_may_fail),
     );
+    // update_checksum over a whole header that nothing writes afterwards: summed from the emitted bytes
+    let mut deferred: Vec<Deferred> = vec![];
+    let body = &p.compute_checksum.body;
+    let compute = CBlock::new(
+        body.iter()
+            .enumerate()
+            .map(|(i, s)| match header_checksum_update(p, s, &body[i + 1..]) {
+                Some((h, f_off, _)) if deferred.len() < 64 && !deferred.iter().any(|d| d.header == h) => {
+                    let Stmt::Builtin(Builtin::UpdateChecksum { cond, data, dst: LValue::Static(f), .. }) = s else { unreachable!() };
+                    let bit = 1u64 << deferred.len();
+                    deferred.push(Deferred { header: h, f_off, f_slot: f.slot as usize, sum: csum16(data), m: mask(f.width) });
+                    let c = expr(cond);
+                    Box::new(move |e: &Engine, w: &mut Worker| {
+                        if c(e, w) != 0 {
+                            w.csum_pending |= bit;
+                        }
+                        Flow::Next
+                    }) as SF
+                }
+                _ => stmt(s),
+            })
+            .collect(),
+        body.iter().any(stmt_may_fail),
+    );
     Code {
         tracked_headers,
         select_one,
@@ -168,7 +195,8 @@ pub(crate) fn compile(p: &Program) -> Code {
         verify,
         ingress: block(&p.ingress.body),
         egress: block(&p.egress.body),
-        compute: block(&p.compute_checksum.body),
+        compute,
+        deferred,
         deparser: block(&p.deparser.body),
         actions: p.actions.iter().map(|a| block(&a.body)).collect(),
         table_keys: p.tables.iter().map(|t| t.keys.iter().map(|k| (k.width <= 64).then(|| expr(&k.expr))).collect()).collect(),
@@ -389,7 +417,8 @@ fn extract_static(h: u32) -> SF {
 /// built as big-endian 64-bit words, a word at a time, straight into the output. Anything else takes the
 /// interpreter's path.
 fn emit_static(h: u32) -> SF {
-    type Plan = (Vec<(usize, u64, u32, u32)>, Vec<usize>, usize, usize);
+    // ops, word ends, length, validity slot, and the deferred checksum of this header: (bit, F's offset, F's slot)
+    type Plan = (Vec<(usize, u64, u32, u32)>, Vec<usize>, usize, usize, Option<(u64, usize, usize)>);
     let plan: std::sync::OnceLock<Option<Plan>> = std::sync::OnceLock::new();
     let hr = HeaderRef::Static(h);
     Box::new(move |e, w| {
@@ -404,10 +433,11 @@ fn emit_static(h: u32) -> SF {
             ops.sort_by_key(|o| o.0);
             let words = p.fixed.div_ceil(64);
             let ends = (0..words).map(|k| ops.iter().filter(|o| o.0 as usize <= k).count()).collect();
-            Some((ops.into_iter().map(|o| o.1).collect(), ends, p.fixed / 8, layout.valid.slot as usize))
+            let csum = e.code.deferred.iter().position(|d| d.header == h as usize).map(|i| (1u64 << i, e.code.deferred[i].f_off, e.code.deferred[i].f_slot));
+            Some((ops.into_iter().map(|o| o.1).collect(), ends, p.fixed / 8, layout.valid.slot as usize, csum))
         });
         match fast {
-            Some((ops, ends, len, valid)) if w.bw.n % 8 == 0 => {
+            Some((ops, ends, len, valid, csum)) if w.bw.n % 8 == 0 => {
                 if w.slots[*valid] == 0 {
                     return Flow::Next;
                 }
@@ -432,11 +462,116 @@ fn emit_static(h: u32) -> SF {
                 }
                 // SAFETY: the first `len` (<= 8 * ends.len()) bytes past `base` were written above
                 unsafe { out.set_len(base + len) };
+                if let Some((bit, f_off, f_slot)) = *csum {
+                    if w.csum_pending & bit != 0 {
+                        w.csum_pending &= !bit;
+                        let bytes = &mut w.out[base..base + len];
+                        let c = csum_without(bytes, f_off);
+                        bytes[f_off..f_off + 2].copy_from_slice(&(c as u16).to_be_bytes());
+                        w.slots[f_slot] = c;
+                    }
+                }
             }
-            _ => e.emit(w, &hr),
+            _ => {
+                if w.csum_pending != 0 {
+                    settle_checksums(e, w);
+                }
+                e.emit(w, &hr)
+            }
         }
         Flow::Next
     })
+}
+
+/// An `update_checksum(cond, {all fields of header H but F}, F, csum16)` whose result nothing reads before
+/// the deparser: when `cond` holds, the deparser computes it from H's emitted bytes and writes it into the
+/// bytes and into F; whatever the deparser did not emit is computed from the fields afterwards.
+pub(crate) struct Deferred {
+    pub header: usize,
+    /// F's byte offset in H.
+    pub f_off: usize,
+    pub f_slot: usize,
+    /// The checksum from the fields, and F's width mask.
+    pub sum: XF,
+    pub m: u64,
+}
+
+/// The `update_checksum` counterpart of [`header_checksum`]: `rest` (the statements after it in the
+/// compute control) must not write the header. Returns H, F's byte offset and H's length.
+fn header_checksum_update(p: &Program, s: &Stmt, rest: &[Stmt]) -> Option<(usize, usize, usize)> {
+    let Stmt::Builtin(Builtin::UpdateChecksum { data, dst: LValue::Static(f), algo: HashAlgo::Csum16, with_payload: false, cond }) = s else {
+        return None;
+    };
+    if may_fail(cond) {
+        return None;
+    }
+    let (h, f_off, len) = whole_header_checksum(p, data, f)?;
+    let slots: Vec<u32> = p.headers[h].fields.iter().map(|x| x.loc.slot).collect();
+    rest.iter().all(|s| writes_only_outside(s, &slots)).then_some((h, f_off, len))
+}
+
+/// Is `data` all fields of one fixed header in order except `f`, a 16-bit field on a 16-bit boundary of a
+/// header of whole 16-bit words? Returns the header, F's byte offset and the header's length in bytes.
+fn whole_header_checksum(p: &Program, data: &[Expr], f: &Loc) -> Option<(usize, usize, usize)> {
+    if f.width != 16 {
+        return None;
+    }
+    let h = p.headers.iter().position(|h| h.fields.iter().any(|x| x.loc == *f && x.varbit_len.is_none()))?;
+    let layout = &p.headers[h];
+    if layout.fields.iter().any(|x| x.varbit_len.is_some() || x.loc.width > 64) {
+        return None;
+    }
+    let rest: Vec<Loc> = layout.fields.iter().map(|x| x.loc).filter(|l| l != f).collect();
+    let given: Option<Vec<Loc>> = data.iter().map(|d| if let Expr::Load(LValue::Static(l)) = d { Some(*l) } else { None }).collect();
+    if given? != rest {
+        return None;
+    }
+    let bits: u32 = layout.fields.iter().map(|x| x.loc.width).sum();
+    let f_bit: u32 = layout.fields.iter().take_while(|x| x.loc != *f).map(|x| x.loc.width).sum();
+    (bits % 16 == 0 && f_bit % 16 == 0).then_some((h, (f_bit / 8) as usize, (bits / 8) as usize))
+}
+
+/// The Internet checksum of a header's bytes without the 16-bit word at `f_off` (`bytes.len()` even).
+#[inline]
+fn csum_without(bytes: &[u8], f_off: usize) -> u64 {
+    // the bytes as 32-bit big-endian lanes (the last one zero-padded): each 16-bit word counts with weight 1
+    // or 2^16, both 1 modulo 0xffff
+    let len = bytes.len();
+    let mut sum: u64 = 0;
+    let mut i = 0;
+    while i + 8 <= len {
+        let x = u64::from_be_bytes(bytes[i..i + 8].try_into().unwrap());
+        sum += (x >> 32) + (x & 0xffff_ffff);
+        i += 8;
+    }
+    if i + 4 <= len {
+        sum += u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap()) as u64;
+        i += 4;
+    }
+    if i + 2 <= len {
+        sum += (u16::from_be_bytes([bytes[i], bytes[i + 1]]) as u64) << 16;
+    }
+    // without F's word, so that the sum is zero only when all other words are
+    let fw = u16::from_be_bytes([bytes[f_off], bytes[f_off + 1]]) as u64;
+    sum -= if f_off % 4 == 0 { fw << 16 } else { fw };
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16) as u64
+}
+
+/// Compute the deferred checksums still due from the fields (before an emit that cannot patch its bytes,
+/// and after the deparser for headers it did not emit).
+#[cold]
+pub(crate) fn settle_checksums(e: &Engine, w: &mut Worker) {
+    while w.csum_pending != 0 {
+        let i = w.csum_pending.trailing_zeros() as usize;
+        w.csum_pending &= !(1u64 << i);
+        if let Some(d) = e.code.deferred.get(i) {
+            let v = (d.sum)(e, w) & d.m;
+            w.slots[d.f_slot] = v;
+        }
+    }
 }
 
 /// `verify_checksum(cond, {all fields of header H but F}, F, csum16)` where F is a 16-bit field on a 16-bit
@@ -447,29 +582,11 @@ fn header_checksum(p: &Program, s: &Stmt) -> Option<(usize, (usize, usize))> {
     let Stmt::Builtin(Builtin::VerifyChecksum { data, field: Expr::Load(LValue::Static(f)), algo: HashAlgo::Csum16, with_payload: false, .. }) = s else {
         return None;
     };
-    if f.width != 16 {
-        return None;
-    }
-    let h = p.headers.iter().position(|h| h.fields.iter().any(|x| x.loc == *f && x.varbit_len.is_none()))?;
-    let layout = &p.headers[h];
-    if layout.fields.iter().any(|x| x.varbit_len.is_some() || x.loc.width > 64) {
-        return None;
-    }
-    // the data is exactly the header's fields in order without F
-    let rest: Vec<Loc> = layout.fields.iter().map(|x| x.loc).filter(|l| l != f).collect();
-    let given: Option<Vec<Loc>> = data.iter().map(|d| if let Expr::Load(LValue::Static(l)) = d { Some(*l) } else { None }).collect();
-    if given? != rest {
-        return None;
-    }
-    let bits: u32 = layout.fields.iter().map(|x| x.loc.width).sum();
-    let f_bit: u32 = layout.fields.iter().take_while(|x| x.loc != *f).map(|x| x.loc.width).sum();
-    if bits % 16 != 0 || f_bit % 16 != 0 {
-        return None;
-    }
+    let (h, f_off, len) = whole_header_checksum(p, data, f)?;
     // nothing in the parser or the verify control writes the header except extract
-    let slots: Vec<u32> = layout.fields.iter().map(|x| x.loc.slot).collect();
+    let slots: Vec<u32> = p.headers[h].fields.iter().map(|x| x.loc.slot).collect();
     let safe = p.parser.states.iter().all(|st| st.body.iter().all(|s| writes_only_outside(s, &slots))) && p.verify_checksum.body.iter().all(|s| writes_only_outside(s, &slots));
-    safe.then_some((h, ((f_bit / 8) as usize, (bits / 8) as usize)))
+    safe.then_some((h, (f_off, len)))
 }
 
 /// Does `s` leave the given slots alone (other than by extracting a header)? Conservative.
@@ -497,29 +614,7 @@ fn verify_from_bytes(s: &Stmt, h: usize, (f_off, len): (usize, usize)) -> SF {
             return slow(e, w);
         }
         let Some(bytes) = w.pkt.get(at..at + len) else { return slow(e, w) };
-        // the bytes as 32-bit big-endian lanes (the last one zero-padded): each 16-bit word counts with
-        // weight 1 or 2^16, both 1 modulo 0xffff
-        let mut sum: u64 = 0;
-        let mut i = 0;
-        while i + 8 <= len {
-            let x = u64::from_be_bytes(bytes[i..i + 8].try_into().unwrap());
-            sum += (x >> 32) + (x & 0xffff_ffff);
-            i += 8;
-        }
-        if i + 4 <= len {
-            sum += u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap()) as u64;
-            i += 4;
-        }
-        if i + 2 <= len {
-            sum += (u16::from_be_bytes([bytes[i], bytes[i + 1]]) as u64) << 16;
-        }
-        // without F's word (F was extracted from these bytes), so the sum is zero only when all other words are
-        let fw = u16::from_be_bytes([bytes[f_off], bytes[f_off + 1]]) as u64;
-        sum -= if f_off % 4 == 0 { fw << 16 } else { fw };
-        while sum >> 16 != 0 {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        let csum = !(sum as u16) as u64;
+        let csum = csum_without(bytes, f_off);
         if c(e, w) != 0 && csum != f(e, w) {
             let l = e.prog.std_meta.checksum_error;
             if l.width > 0 {

@@ -235,6 +235,8 @@ pub struct Worker {
     /// Per header: the byte offset in `pkt` it was extracted from by the fast path in this pass, or
     /// [`NO_OFFSET`] (kept up to date for the headers `Code::tracked_headers` lists).
     pub(crate) hdr_off: Vec<usize>,
+    /// Deferred `update_checksum`s due in this egress pass (bits of `Code::deferred`).
+    pub(crate) csum_pending: u64,
     pub(crate) out: Vec<u8>,
     pub(crate) bw: exec::BitWriter,
     pub(crate) scratch: Vec<u8>,
@@ -288,6 +290,7 @@ impl Worker {
             payload: Vec::with_capacity(2048),
             payload_at: NOT_IN_PKT,
             hdr_off: vec![NO_OFFSET; engine.prog.headers.len()],
+            csum_pending: 0,
             out: Vec::with_capacity(2048),
             bw: exec::BitWriter::default(),
             scratch: Vec::with_capacity(256),
@@ -724,12 +727,16 @@ impl Engine {
             self.drop_packet(w, "marked to drop in egress");
             return;
         }
+        w.csum_pending = 0;
         self.run_block(w, &self.code.compute);
         // deparser: headers and payload are appended straight to the output buffer
         std::mem::swap(&mut w.out, &mut out.data);
         let start = w.out.len();
         w.bw = exec::BitWriter::default();
         self.run_block(w, &self.code.deparser);
+        if w.csum_pending != 0 {
+            compile::settle_checksums(self, w);
+        }
         let mut bw = w.bw;
         bw.finish(&mut w.out);
         let payload = if w.payload_at != NOT_IN_PKT { &w.pkt[w.payload_at.min(w.pkt.len())..] } else { &w.payload[..] };
