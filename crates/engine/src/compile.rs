@@ -382,23 +382,34 @@ fn stmt(s: &Stmt) -> SF {
 /// 8 bytes to spare after it, one unaligned 64-bit big-endian load per field, the plan resolved here once.
 /// Anything else (a bit-aligned cursor, the end of the packet, wide fields) takes the interpreter's path.
 fn extract_static(h: u32) -> SF {
-    let plan: std::sync::OnceLock<Option<(Vec<(usize, usize, u32, u64)>, usize, usize, usize)>> = std::sync::OnceLock::new();
+    /// Per field (slot, byte offset, right shift, mask); the header's bits; the bytes read (the header plus
+    /// 8 bytes of slack); the validity slot; one past the highest slot written.
+    type Plan = (Vec<(usize, usize, u32, u64)>, usize, usize, usize, usize);
+    let plan: std::sync::OnceLock<Option<Plan>> = std::sync::OnceLock::new();
     let hr = HeaderRef::Static(h);
     Box::new(move |e, w| {
         let fast = plan.get_or_init(|| {
             let layout = e.prog.headers.get(h as usize)?;
             let p = crate::exec::HeaderPlan::new(layout);
-            p.narrow.then(|| (p.fields.iter().map(|&(slot, off, shift, m, _)| (slot as usize, off as usize, shift, m)).collect(), p.fixed, p.fixed.div_ceil(8) + 8, layout.valid.slot as usize))
+            let need = p.fixed.div_ceil(8) + 8;
+            let fields: Vec<(usize, usize, u32, u64)> = p.fields.iter().map(|&(slot, off, shift, m, _)| (slot as usize, off as usize, shift, m)).collect();
+            // every load stays inside the `need` bytes taken below
+            let inside = fields.iter().all(|f| f.1 + 8 <= need);
+            let end = fields.iter().map(|f| f.0 + 1).max().unwrap_or(0).max(layout.valid.slot as usize + 1);
+            (p.narrow && inside).then_some((fields, p.fixed, need, layout.valid.slot as usize, end))
         });
-        if let Some((fields, fixed, need, valid)) = fast {
+        if let Some((fields, fixed, need, valid, end)) = fast {
             let pos = w.cursor;
-            if pos % 8 == 0 && w.trace.is_none() {
+            if pos % 8 == 0 && w.trace.is_none() && *end <= w.slots.len() {
                 if let Some(bytes) = w.pkt.get(pos / 8..pos / 8 + need) {
-                    // `slots` and `bytes` borrow different fields, so their bounds stay in registers
                     let slots = &mut w.slots[..];
                     for &(slot, off, shift, m) in fields {
-                        let word = u64::from_be_bytes(bytes[off..off + 8].try_into().unwrap());
-                        slots[slot] = (word >> shift) & m;
+                        // SAFETY: off + 8 <= need == bytes.len() and slot < end <= slots.len(), both checked
+                        // above (the plan's invariants)
+                        unsafe {
+                            let word = u64::from_be_bytes(*(bytes.as_ptr().add(off) as *const [u8; 8]));
+                            *slots.get_unchecked_mut(slot) = (word >> shift) & m;
+                        }
                     }
                     w.cursor = pos + fixed;
                     w.slots[*valid] = 1;
@@ -417,8 +428,9 @@ fn extract_static(h: u32) -> SF {
 /// built as big-endian 64-bit words, a word at a time, straight into the output. Anything else takes the
 /// interpreter's path.
 fn emit_static(h: u32) -> SF {
-    // ops, word ends, length, validity slot, and the deferred checksum of this header: (bit, F's offset, F's slot)
-    type Plan = (Vec<(usize, u64, u32, u32)>, Vec<usize>, usize, usize, Option<(u64, usize, usize)>);
+    // ops, word ends, length, validity slot, the deferred checksum of this header: (bit, F's offset, F's
+    // slot), and one past the highest slot read
+    type Plan = (Vec<(usize, u64, u32, u32)>, Vec<usize>, usize, usize, Option<(u64, usize, usize)>, usize);
     let plan: std::sync::OnceLock<Option<Plan>> = std::sync::OnceLock::new();
     let hr = HeaderRef::Static(h);
     Box::new(move |e, w| {
@@ -434,10 +446,11 @@ fn emit_static(h: u32) -> SF {
             let words = p.fixed.div_ceil(64);
             let ends = (0..words).map(|k| ops.iter().filter(|o| o.0 as usize <= k).count()).collect();
             let csum = e.code.deferred.iter().position(|d| d.header == h as usize).map(|i| (1u64 << i, e.code.deferred[i].f_off, e.code.deferred[i].f_slot));
-            Some((ops.into_iter().map(|o| o.1).collect(), ends, p.fixed / 8, layout.valid.slot as usize, csum))
+            let end = ops.iter().map(|o| o.1 .0 + 1).max().unwrap_or(0);
+            Some((ops.into_iter().map(|o| o.1).collect(), ends, p.fixed / 8, layout.valid.slot as usize, csum, end))
         });
         match fast {
-            Some((ops, ends, len, valid, csum)) if w.bw.n % 8 == 0 => {
+            Some((ops, ends, len, valid, csum, end)) if w.bw.n % 8 == 0 && *end <= w.slots.len() => {
                 if w.slots[*valid] == 0 {
                     return Flow::Next;
                 }
@@ -454,7 +467,8 @@ fn emit_static(h: u32) -> SF {
                 for (k, &end) in ends.iter().enumerate() {
                     let mut word = 0u64;
                     for &(slot, m, r, l) in &ops[start..end] {
-                        word |= ((slots[slot] & m) >> r) << l;
+                        // SAFETY: slot < the plan's `end` <= slots.len(), checked above
+                        word |= ((unsafe { *slots.get_unchecked(slot) } & m) >> r) << l;
                     }
                     // SAFETY: `reserve` made room for `ends.len()` words past `base`
                     unsafe { std::ptr::write_unaligned(dst.add(8 * k) as *mut [u8; 8], word.to_be_bytes()) };
@@ -654,11 +668,19 @@ fn csum16(data: &[Expr]) -> XF {
         // too many fields to add without folding each: fold every one
         long.append(&mut short);
     }
+    let end = short.iter().chain(&long).map(|f| f.0 + 1).max().unwrap_or(0);
     Box::new(move |e, w| {
         let mut sum = konst;
         let slots = &w.slots[..];
-        for &(slot, shift, m) in &short {
-            sum += (slots[slot] & m) << shift;
+        if end <= slots.len() {
+            for &(slot, shift, m) in &short {
+                // SAFETY: slot < end <= slots.len()
+                sum += (unsafe { *slots.get_unchecked(slot) } & m) << shift;
+            }
+        } else {
+            for &(slot, shift, m) in &short {
+                sum += (slots[slot] & m) << shift;
+            }
         }
         for &(slot, shift, m) in &long {
             sum += fold16(slots[slot] & m) << shift;
