@@ -447,7 +447,18 @@ impl Port {
             unsafe { libc::close(fd) };
             return Err(format!("port {number}: cannot bind to `{iface}`: {e}"));
         }
-        Ok(Port { number, iface: iface.to_string(), io: Io::Packet { fd, ring }, stats: Arc::default(), capture: None, vnet, segs: vec![], seg_count: 0, seg_next: 0, gro: None })
+        Ok(Port {
+            number,
+            iface: iface.to_string(),
+            io: Io::Packet { fd, ring },
+            stats: Arc::default(),
+            capture: None,
+            vnet,
+            segs: vec![],
+            seg_count: 0,
+            seg_next: 0,
+            gro: None,
+        })
     }
 
     /// Does this port move frames through memory-mapped rings?
@@ -1273,7 +1284,18 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
             let mut input_reader = inputs[k].take();
             for _ in 0..workers {
                 let io = Io::Pcap { input: input_reader.take(), output: w.clone() };
-                per_port[k].push(Port { number: n, iface: s.label.clone(), io, stats: Arc::default(), capture: None, vnet: false, segs: vec![], seg_count: 0, seg_next: 0, gro: None });
+                per_port[k].push(Port {
+                    number: n,
+                    iface: s.label.clone(),
+                    io,
+                    stats: Arc::default(),
+                    capture: None,
+                    vnet: false,
+                    segs: vec![],
+                    seg_count: 0,
+                    seg_next: 0,
+                    gro: None,
+                });
             }
             let from = input.as_ref().map(|f| format!("frames from {}", f.display())).unwrap_or_else(|| "no input".into());
             let to = output.as_ref().map(|f| format!("frames sent written to {}", f.display())).unwrap_or_else(|| "frames sent discarded".into());
