@@ -2,11 +2,16 @@
 gateways per cipher suite, beside the P4-IPsec paper's BMv2 figures, in one run.
 
     python3 -m p4sec.bench_ipsec [--tunnels 30] [--seconds 3] [--suites bypass,null,...] [--json FILE] [--p4sec PATH]
+                                 [--offloads] [--no-gro] [--jumbo 9000] [--jumbo-suites aes-gcm-128]
 
 Setup: the controller (in process) sets a tunnel up between the two switches (SAD-dec on both, then SAD-enc and
 SPD on both, one Write per switch and phase, both switches at once) and tears it down again, --tunnels times;
 renewal: one direction renewed (new SAD-dec, in-place SAD-enc swap). Goodput: iperf3 TCP from H1 to H2 through
-the tunnel (the topology of python3 -m p4sec.vpn_demo). Needs root; iperf3 for the goodput part.
+the tunnel (the topology of python3 -m p4sec.vpn_demo: links MTU 1500, hosts MTU 1400). Needs root; iperf3 for the
+goodput part.
+
+Jumbo frames (--jumbo MTU, 0 to leave out): the goodput of --jumbo-suites once more, on a second topology whose links
+all have that MTU (hosts 100 bytes less); a separate, labelled row, not the standard figure.
 """
 import argparse
 import json
@@ -29,9 +34,66 @@ PAPER = {"setup_ms": 5.02, "renewal_ms": 4.38, "goodput_mbps": {"bypass": 48.90,
 TARGET = {"setup_ms": 2.0, "renewal_ms": 2.0, "goodput_mbps": {"aes-gcm-128": 2000.0}}
 
 
+HOST_MTU_GAP = 100  # hosts' MTU below the links': room for the ESP tunnel overhead
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def start_switches(a, net, work, mtu):
+    """Links (switch-side veths, WAN) at `mtu`, hosts at mtu - HOST_MTU_GAP (before the switches size their rings),
+    two switches, the controller with both gateways. Returns (procs, switches, controller)."""
+    if mtu != 1500:
+        for i in (net.a1, net.b1, net.wa, net.wb):
+            sh("ip", "link", "set", i, "mtu", str(mtu))
+        for n, h in ((net.ns1, net.h1), (net.ns2, net.h2)):
+            ns(n, "ip", "link", "set", h, "mtu", str(mtu - HOST_MTU_GAP))
+    env = dict(os.environ)
+    env.pop("P4SEC_NO_GRO", None)
+    if a.no_gro:
+        env["P4SEC_NO_GRO"] = "1"
+    procs, ports = [], []
+    for lan, wan in ((net.a1, net.wa), (net.b1, net.wb)):
+        port = free_port()
+        ports.append(port)
+        procs.append(subprocess.Popen([a.p4sec, "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={lan}", "--port", f"2={wan}"],
+                                      stderr=subprocess.DEVNULL, env=env))
+    time.sleep(0.5)
+    switches = [runtime.Switch(f"127.0.0.1:{p}") for p in ports]
+    ctl = IpsecController(str(work / f"ctl-{mtu}.db"), grace=0.2)
+    ctl.add_gateway(Gateway("S1", switches[0], "192.0.2.1", "10.1.0.0/16", 1, net.mac_h1, 2, "02:00:00:00:00:01", "198.51.100.0/24"),
+                    work / "gw")
+    ctl.add_gateway(Gateway("S2", switches[1], "198.51.100.1", "10.2.0.0/16", 1, net.mac_h2, 2, "02:00:00:00:00:01", "192.0.2.0/24"),
+                    work / "gw")
+    return procs, switches, ctl
+
+
+def stop_switches(procs, switches):
+    for s in switches:
+        s.close()
+    for p in procs:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def goodput(a, net, ctl, suite, tag=""):
+    """iperf3 TCP H1 -> H2 through a tunnel of this suite, Mbit/s (None if iperf3 failed)."""
+    name = f"g-{suite}{tag}"
+    ctl.connect("S1", "S2", suite=suite, name=name)
+    srv = subprocess.Popen(["ip", "netns", "exec", net.ns2, "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.4)
+    r = ns(net.ns1, "iperf3", "-c", "10.2.0.2", "-t", str(a.seconds), "-J", check=False)
+    try:
+        srv.wait(timeout=a.seconds + 20)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+    ctl.disconnect(name)
+    try:
+        return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
+    except (ValueError, KeyError):
+        return None
 
 
 def main(argv=None):
@@ -40,6 +102,11 @@ def main(argv=None):
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--suites", default="bypass,null,aes-ctr-hmac-md5,aes-gcm-128,chacha20-poly1305")
     ap.add_argument("--offloads", action="store_true", help="leave the hosts' TSO/GSO/GRO on (the switches segment super-frames)")
+    ap.add_argument("--no-gro", action="store_true",
+                    help="switches send every TCP segment as its own frame (P4SEC_NO_GRO=1) instead of joining a stream's into GSO super-frames")
+    ap.add_argument("--jumbo", type=int, default=9000, metavar="MTU",
+                    help="also measure --jumbo-suites with every link at this MTU (hosts 100 less), a separate row; 0: not")
+    ap.add_argument("--jumbo-suites", default="aes-gcm-128")
     ap.add_argument("--json")
     ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
     a = ap.parse_args(argv)
@@ -47,25 +114,15 @@ def main(argv=None):
         sys.exit("bench_ipsec: needs root (network namespaces)")
     if a.tunnels < 1 or a.seconds <= 0:
         sys.exit("bench_ipsec: --tunnels must be >= 1 and --seconds > 0")
+    if a.jumbo and not 1600 <= a.jumbo <= 16000:
+        sys.exit("bench_ipsec: --jumbo must be 0 or an MTU of 1600..16000")
     work = pathlib.Path(tempfile.mkdtemp(prefix="p4sec-bench-ipsec-"))
     sh(a.p4sec, "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(work / "gw"))
     net = Net(offloads=a.offloads)
     procs, switches = [], []
-    res = {"setup_ms": [], "renewal_ms": [], "goodput_mbps": {}}
+    res = {"setup_ms": [], "renewal_ms": [], "goodput_mbps": {}, "goodput_jumbo_mbps": {}}
     try:
-        ports = []
-        for lan, wan in ((net.a1, net.wa), (net.b1, net.wb)):
-            port = free_port()
-            ports.append(port)
-            procs.append(subprocess.Popen([a.p4sec, "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={lan}", "--port", f"2={wan}"],
-                                          stderr=subprocess.DEVNULL))
-        time.sleep(0.5)
-        switches = [runtime.Switch(f"127.0.0.1:{p}") for p in ports]
-        ctl = IpsecController(str(work / "ctl.db"), grace=0.2)
-        ctl.add_gateway(Gateway("S1", switches[0], "192.0.2.1", "10.1.0.0/16", 1, net.mac_h1, 2, "02:00:00:00:00:01", "198.51.100.0/24"),
-                        work / "gw")
-        ctl.add_gateway(Gateway("S2", switches[1], "198.51.100.1", "10.2.0.0/16", 1, net.mac_h2, 2, "02:00:00:00:00:01", "192.0.2.0/24"),
-                        work / "gw")
+        procs, switches, ctl = start_switches(a, net, work, 1500)
         # warm-up (connections, first writes), not measured
         ctl.connect("S1", "S2", name="warm")
         ctl.disconnect("warm")
@@ -82,32 +139,30 @@ def main(argv=None):
 
         if shutil.which("iperf3"):
             for suite in a.suites.split(","):
-                ctl.connect("S1", "S2", suite=suite, name=f"g-{suite}")
-                srv = subprocess.Popen(["ip", "netns", "exec", net.ns2, "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                time.sleep(0.4)
-                r = ns(net.ns1, "iperf3", "-c", "10.2.0.2", "-t", str(a.seconds), "-J", check=False)
-                try:
-                    srv.wait(timeout=a.seconds + 20)
-                except subprocess.TimeoutExpired:
-                    srv.kill()
-                try:
-                    res["goodput_mbps"][suite] = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
-                except (ValueError, KeyError):
-                    res["goodput_mbps"][suite] = None
-                ctl.disconnect(f"g-{suite}")
+                res["goodput_mbps"][suite] = goodput(a, net, ctl, suite)
         ctl.close()
     finally:
-        for s in switches:
-            s.close()
-        for p in procs:
-            p.terminate()
-            p.wait(timeout=10)
+        stop_switches(procs, switches)
         net.close()
+    if a.jumbo and shutil.which("iperf3"):
+        # a second topology: the switches size their rings for the MTU they find when they start
+        net = Net(offloads=a.offloads)
+        procs, switches = [], []
+        try:
+            procs, switches, ctl = start_switches(a, net, work, a.jumbo)
+            for suite in a.jumbo_suites.split(","):
+                res["goodput_jumbo_mbps"][suite] = goodput(a, net, ctl, suite, tag="-jumbo")
+            ctl.close()
+        finally:
+            stop_switches(procs, switches)
+            net.close()
 
     s, r = res["setup_ms"], res["renewal_ms"]
     out = {"tunnels": a.tunnels, "setup_ms_median": statistics.median(s), "setup_ms_p90": pct(s, 90),
            "renewal_ms_median": statistics.median(r), "renewal_ms_p90": pct(r, 90), "goodput_mbps": res["goodput_mbps"],
-           "paper": PAPER, "target": TARGET}
+           "link_mtu": 1500, "host_mtu": 1500 - HOST_MTU_GAP, "offloads": a.offloads, "switch_gro": not a.no_gro,
+           "goodput_jumbo_mbps": res["goodput_jumbo_mbps"], "jumbo_link_mtu": a.jumbo or None,
+           "jumbo_host_mtu": (a.jumbo - HOST_MTU_GAP) if a.jumbo else None, "paper": PAPER, "target": TARGET}
     print(f"p4sec IPsec VPN, two p4sec switches + controller on this machine ({a.tunnels} tunnels)")
     print(f"  {'':<22} {'median':>9} {'p90':>9} {'paper (BMv2)':>13} {'target':>8}")
     for k, label in (("setup", "tunnel setup"), ("renewal", "SA renewal")):
@@ -115,7 +170,8 @@ def main(argv=None):
         verdict = "PASS" if med <= TARGET[f"{k}_ms"] else "MISS"
         print(f"  {label:<22} {med:>7.2f}ms {p90:>7.2f}ms {PAPER[f'{k}_ms']:>11.2f}ms {TARGET[f'{k}_ms']:>6.1f}ms {verdict}")
     if res["goodput_mbps"]:
-        print(f"  TCP goodput H1 -> H2 (iperf3, {a.seconds:g} s per suite)")
+        how = ("hosts' offloads on" if a.offloads else "hosts' offloads off") + (", switch GRO off" if a.no_gro else "")
+        print(f"  TCP goodput H1 -> H2 (iperf3, {a.seconds:g} s per suite; links MTU 1500, hosts {1500 - HOST_MTU_GAP}; {how})")
         for suite, g in res["goodput_mbps"].items():
             paper = PAPER["goodput_mbps"].get(suite)
             tgt = TARGET["goodput_mbps"].get(suite)
@@ -125,6 +181,10 @@ def main(argv=None):
             if tgt and g is not None:
                 line += f"   target >= {tgt:.0f} Mbit/s: {'PASS' if g >= tgt else 'MISS'}"
             print(line)
+    if res["goodput_jumbo_mbps"]:
+        print(f"  Jumbo frames, NOT the standard figure: links MTU {a.jumbo}, hosts {a.jumbo - HOST_MTU_GAP}")
+        for suite, g in res["goodput_jumbo_mbps"].items():
+            print(f"    {suite + ' (jumbo)':<20} {g:>9.0f} Mbit/s" if g is not None else f"    {suite + ' (jumbo)':<20} {'failed':>16}")
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(out, indent=1))
     return 0

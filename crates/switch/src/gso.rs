@@ -120,6 +120,15 @@ fn pseudo(f: &[u8], ip: usize, version: u8, proto: u8, len: usize) -> u32 {
 /// segment its own datagram). Every segment gets its IP and L4 checksums computed. UFO (GSO_UDP, IP
 /// fragmentation) and frames whose headers cannot be read are errors (the frame is dropped).
 pub fn segment(f: &[u8], h: &VnetHdr, out: &mut Vec<Vec<u8>>) -> Result<(), String> {
+    let mut segs = vec![];
+    let n = segment_into(f, h, &mut segs)?;
+    out.extend(segs.into_iter().take(n));
+    Ok(())
+}
+
+/// [`segment`] into the buffers of `out` (reused from frame to frame: no allocation per segment once they
+/// are large enough; more are added when needed): the segments are `out[..n]`.
+pub fn segment_into(f: &[u8], h: &VnetHdr, out: &mut Vec<Vec<u8>>) -> Result<usize, String> {
     let kind = h.gso_type & !GSO_ECN;
     let (ip, version, l4, proto) = layers(f).ok_or("a GSO frame whose Ethernet/IP headers cannot be read")?;
     let want = match kind {
@@ -158,7 +167,11 @@ pub fn segment(f: &[u8], h: &VnetHdr, out: &mut Vec<Vec<u8>>) -> Result<(), Stri
     let id0 = if version == 4 { u16::from_be_bytes([f[ip + 4], f[ip + 5]]) } else { 0 };
     for i in 0..n {
         let chunk = &payload[(i * mss).min(payload.len())..((i + 1) * mss).min(payload.len())];
-        let mut s = Vec::with_capacity(hdrs + chunk.len());
+        if out.len() <= i {
+            out.push(Vec::with_capacity(hdrs + mss));
+        }
+        let s = &mut out[i];
+        s.clear();
         s.extend_from_slice(&f[..hdrs]);
         s.extend_from_slice(chunk);
         let seg_l4 = l4_len + chunk.len();
@@ -185,14 +198,13 @@ pub fn segment(f: &[u8], h: &VnetHdr, out: &mut Vec<Vec<u8>>) -> Result<(), Stri
             l4 + 6
         };
         s[field..field + 2].copy_from_slice(&[0, 0]);
-        let mut c = !fold(add(pseudo(&s, ip, version, proto, seg_l4), &s[l4..]));
+        let mut c = !fold(add(pseudo(s, ip, version, proto, seg_l4), &s[l4..]));
         if proto == 17 && c == 0 {
             c = 0xffff;
         }
         s[field..field + 2].copy_from_slice(&c.to_be_bytes());
-        out.push(s);
     }
-    Ok(())
+    Ok(n)
 }
 
 #[cfg(test)]

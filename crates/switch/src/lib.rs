@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+pub mod gro;
 pub mod gso;
 pub mod log;
 pub mod metrics;
@@ -40,6 +41,14 @@ struct AuxData {
 
 /// Set (to anything but `0`) to keep interface ports off memory-mapped rings: one `recvmsg`/`send` per frame.
 pub const NO_MMAP_ENV: &str = "P4SEC_NO_MMAP";
+
+/// Set (to anything but `0`) to send TCP segments to interface ports as they come out of the pipeline,
+/// one frame each, instead of joining those of one stream into GSO super-frames ([`gro`]).
+pub const NO_GRO_ENV: &str = "P4SEC_NO_GRO";
+
+fn gro_wanted() -> bool {
+    !matches!(std::env::var(NO_GRO_ENV), Ok(v) if !v.is_empty() && v != "0")
+}
 
 fn mmap_wanted() -> bool {
     !matches!(std::env::var(NO_MMAP_ENV), Ok(v) if !v.is_empty() && v != "0")
@@ -102,6 +111,8 @@ pub struct PortStats {
     pub errors: AtomicU64,
     /// GSO super-frames received and segmented (PACKET_VNET_HDR).
     pub gso: AtomicU64,
+    /// GSO super-frames sent: TCP segments joined on transmit ([`gro`]); their segments count in `tx`.
+    pub gro: AtomicU64,
 }
 
 /// The destination MAC address of frames made from packets of a TUN port (or a raw-IP pcap input):
@@ -363,9 +374,27 @@ pub struct Port {
     capture: Option<Arc<Capture>>,
     /// Interface ports: PACKET_VNET_HDR is on (frames come with a `virtio_net_hdr`, and go out with one).
     vnet: bool,
-    /// The segments of the last GSO super-frame received, and the next to hand over.
+    /// The segments of the last GSO super-frame received (`segs[..seg_count]`; the buffers are reused), and
+    /// the next to hand over.
     segs: Vec<Vec<u8>>,
+    seg_count: usize,
     seg_next: usize,
+    /// Interface ports with TCP segments joined on transmit ([`Port::enable_gro`]).
+    gro: Option<GroTx>,
+}
+
+/// Joining TCP segments on transmit: the super-frame being built, and the socket it is sent on (a packet
+/// socket without rings, as a super-frame does not fit a transmit slot; bound to no protocol, so nothing is
+/// received on it).
+struct GroTx {
+    fd: i32,
+    c: std::cell::RefCell<gro::Coalescer>,
+}
+
+impl Drop for GroTx {
+    fn drop(&mut self) {
+        unsafe { libc::close(self.fd) };
+    }
 }
 
 impl Port {
@@ -418,12 +447,61 @@ impl Port {
             unsafe { libc::close(fd) };
             return Err(format!("port {number}: cannot bind to `{iface}`: {e}"));
         }
-        Ok(Port { number, iface: iface.to_string(), io: Io::Packet { fd, ring }, stats: Arc::default(), capture: None, vnet, segs: vec![], seg_next: 0 })
+        Ok(Port {
+            number,
+            iface: iface.to_string(),
+            io: Io::Packet { fd, ring },
+            stats: Arc::default(),
+            capture: None,
+            vnet,
+            segs: vec![],
+            seg_count: 0,
+            seg_next: 0,
+            gro: None,
+        })
     }
 
     /// Does this port move frames through memory-mapped rings?
     pub fn mmap(&self) -> bool {
         matches!(&self.io, Io::Packet { ring: Some(_), .. })
+    }
+
+    /// Join consecutive TCP segments sent to this port in one batch into GSO super-frames ([`gro`]). Only
+    /// interface ports with rings and PACKET_VNET_HDR; an error says why not (the port works as before).
+    pub fn enable_gro(&mut self) -> Result<(), String> {
+        if !self.vnet || !self.mmap() {
+            return Err("needs memory-mapped rings and PACKET_VNET_HDR".into());
+        }
+        let name = std::ffi::CString::new(self.iface.as_str()).map_err(|_| "bad interface name".to_string())?;
+        let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if index == 0 {
+            return Err(format!("no interface named `{}`", self.iface));
+        }
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(format!("packet socket: {}", std::io::Error::last_os_error()));
+        }
+        let g = GroTx { fd, c: Default::default() };
+        let one: libc::c_int = 1;
+        let size: libc::c_int = 4 << 20;
+        let set = |level: libc::c_int, name: libc::c_int, v: &libc::c_int| unsafe {
+            libc::setsockopt(fd, level, name, v as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as u32)
+        };
+        if set(libc::SOL_PACKET, gso::PACKET_VNET_HDR, &one) < 0 {
+            return Err(format!("PACKET_VNET_HDR: {}", std::io::Error::last_os_error()));
+        }
+        if set(libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &size) < 0 {
+            set(libc::SOL_SOCKET, libc::SO_SNDBUF, &size);
+        }
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = 0;
+        sll.sll_ifindex = index as i32;
+        if unsafe { libc::bind(fd, &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32) } < 0 {
+            return Err(format!("bind: {}", std::io::Error::last_os_error()));
+        }
+        self.gro = Some(g);
+        Ok(())
     }
 
     /// Open `iface` as one of several sockets of a PACKET_FANOUT group: the kernel spreads received frames
@@ -503,7 +581,8 @@ impl Port {
     /// ring is empty also looks at the socket's queue.
     fn recv(&mut self, buf: &mut [u8], woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
         // the segments of a GSO super-frame first
-        if let Some(s) = self.segs.get(self.seg_next) {
+        if self.seg_next < self.seg_count {
+            let s = &self.segs[self.seg_next];
             self.seg_next += 1;
             return Some((s.as_ptr(), s.len(), None));
         }
@@ -516,17 +595,18 @@ impl Port {
             let Some(h) = h.filter(|h| h.is_gso()) else { return Some((ptr, n, ts)) };
             // SAFETY: as in the packet loop, the frame stays where it is until the next `recv_one`/`release`
             let frame = unsafe { std::slice::from_raw_parts(ptr, n) };
-            self.segs.clear();
+            self.seg_count = 0;
             self.seg_next = 0;
-            match gso::segment(frame, &h, &mut self.segs) {
-                Ok(()) if !self.segs.is_empty() => {
+            match gso::segment_into(frame, &h, &mut self.segs) {
+                Ok(n) if n > 0 => {
+                    self.seg_count = n;
                     self.stats.gso.fetch_add(1, Ordering::Relaxed);
                     self.release();
                     self.seg_next = 1;
                     let s = &self.segs[0];
                     return Some((s.as_ptr(), s.len(), ts));
                 }
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(e) => {
                     self.stats.errors.fetch_add(1, Ordering::Relaxed);
                     p4log!(Level::Debug, "port {}: a GSO frame of {n} bytes from `{}` could not be segmented ({e}); dropped", self.number, self.iface);
@@ -606,19 +686,64 @@ impl Port {
     /// Is a frame waiting in the port's receive ring, or a segment of a super-frame (known without a system
     /// call)?
     fn rx_ready(&self) -> bool {
-        self.seg_next < self.segs.len() || matches!(&self.io, Io::Packet { ring: Some(r), .. } if r.rx_ready())
+        self.seg_next < self.seg_count || matches!(&self.io, Io::Packet { ring: Some(r), .. } if r.rx_ready())
     }
 
-    /// Frames queued in the transmit ring and not yet handed to the kernel.
+    /// Frames queued in the transmit ring (or held to be joined) and not yet handed to the kernel.
     fn tx_pending(&self) -> usize {
+        let held = self.gro.as_ref().map(|g| g.c.borrow().held()).unwrap_or(0);
         match &self.io {
-            Io::Packet { ring: Some(r), .. } => r.pending(),
+            Io::Packet { ring: Some(r), .. } => r.pending() + held,
             _ => 0,
         }
     }
 
-    /// Hand the frames queued in the transmit ring to the kernel (one system call) and count them.
+    /// Hand what is held to be joined and the frames queued in the transmit ring to the kernel and count them.
     fn flush_tx(&self) {
+        if let Some(g) = &self.gro {
+            self.send_held(&mut g.c.borrow_mut());
+        }
+        self.flush_ring();
+    }
+
+    /// Send what the coalescer holds: one segment into the ring as it is; a super-frame, after the frames
+    /// already in the ring (order is kept), with its virtio-net header on the port's GRO socket; should the
+    /// kernel refuse it, its segments, cut again here, into the ring.
+    fn send_held(&self, g: &mut gro::Coalescer) {
+        let (Io::Packet { fd, ring: Some(r) }, Some(gt)) = (&self.io, &self.gro) else { return };
+        let Some(s) = g.take() else { return };
+        if s.segs == 1 {
+            self.ring_queue(*fd, r, s.frame);
+            return;
+        }
+        self.flush_ring();
+        let mut iov = [
+            libc::iovec { iov_base: s.vnet.as_ptr() as *mut _, iov_len: s.vnet.len() },
+            libc::iovec { iov_base: s.frame.as_ptr() as *mut _, iov_len: s.frame.len() },
+        ];
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = 2;
+        if unsafe { libc::sendmsg(gt.fd, &msg, libc::MSG_DONTWAIT) } >= 0 {
+            self.stats.tx.fetch_add(s.segs as u64, Ordering::Relaxed);
+            self.stats.gro.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let e = std::io::Error::last_os_error();
+        p4log!(Level::Debug, "port {}: a GSO frame of {} segments not taken on `{}` ({e}); sent as segments", self.number, s.segs, self.iface);
+        let mut segs = vec![];
+        let h = gso::VnetHdr::parse(&s.vnet).unwrap_or_default();
+        if gso::segment(s.frame, &h, &mut segs).is_err() || segs.len() != s.segs {
+            self.stats.errors.fetch_add(s.segs as u64, Ordering::Relaxed);
+            return;
+        }
+        for seg in &segs {
+            self.ring_queue(*fd, r, seg);
+        }
+    }
+
+    /// Hand the frames queued in the transmit ring to the kernel (one system call) and count them.
+    fn flush_ring(&self) {
         let Io::Packet { fd, ring: Some(r) } = &self.io else { return };
         if r.pending() == 0 {
             return;
@@ -642,6 +767,28 @@ impl Port {
         }
     }
 
+    /// Copy a frame into the transmit ring (counted as sent when flushed): first its size is checked against
+    /// the interface's MTU, and a full ring is flushed.
+    fn ring_queue(&self, fd: i32, r: &ring::Rings, frame: &[u8]) {
+        if !r.fits(frame) {
+            if let Some((mtu, _)) = ring::link_info(fd, &self.iface) {
+                r.set_mtu(mtu);
+            }
+        }
+        if !r.fits(frame) {
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            p4log!(Level::Debug, "port {}: cannot send a frame of {} bytes on `{}`: larger than its MTU", self.number, frame.len(), self.iface);
+            return;
+        }
+        if !r.queue(frame) {
+            self.flush_ring();
+            if !r.queue(frame) {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                p4log!(Level::Debug, "port {}: transmit ring of `{}` full; a frame of {} bytes dropped", self.number, self.iface, frame.len());
+            }
+        }
+    }
+
     /// Send one frame (and capture it).
     fn send(&self, frame: &[u8], ts: Ts) {
         if let Some(c) = &self.capture {
@@ -649,24 +796,23 @@ impl Port {
         }
         let ok = match &self.io {
             Io::Packet { fd, ring: Some(r) } => {
-                // counted as sent when flushed
-                if !r.fits(frame) {
-                    if let Some((mtu, _)) = ring::link_info(*fd, &self.iface) {
-                        r.set_mtu(mtu);
+                if let Some(g) = &self.gro {
+                    // a TCP segment joins the super-frame held, or starts one (what was held goes first)
+                    let mut g = g.c.borrow_mut();
+                    let s = if r.fits(frame) { gro::parse(frame) } else { None };
+                    if let Some(s) = &s {
+                        if g.join(frame, s) {
+                            return;
+                        }
+                    }
+                    self.send_held(&mut g);
+                    if let Some(s) = &s {
+                        if g.start(frame, s) {
+                            return;
+                        }
                     }
                 }
-                if !r.fits(frame) {
-                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    p4log!(Level::Debug, "port {}: cannot send a frame of {} bytes on `{}`: larger than its MTU", self.number, frame.len(), self.iface);
-                    return;
-                }
-                if !r.queue(frame) {
-                    self.flush_tx();
-                    if !r.queue(frame) {
-                        self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                        p4log!(Level::Debug, "port {}: transmit ring of `{}` full; a frame of {} bytes dropped", self.number, self.iface, frame.len());
-                    }
-                }
+                self.ring_queue(*fd, r, frame);
                 return;
             }
             Io::Packet { fd, ring: None } if self.vnet => {
@@ -865,7 +1011,7 @@ fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>,
             }
         }
         // frames left in a transmit ring (the kernel was out of buffer space) are retried soon
-        let timeout = if pcap_pending || ports.iter().any(|p| p.seg_next < p.segs.len()) {
+        let timeout = if pcap_pending || ports.iter().any(|p| p.seg_next < p.seg_count) {
             0
         } else if rings && ports.iter().any(|p| p.tx_pending() > 0) {
             for p in &ports {
@@ -1083,8 +1229,16 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                 for _ in 0..workers {
                     v.push(if workers == 1 { Port::open(n, iface)? } else { Port::open_fanout(n, iface, base.wrapping_add(k as u16))? });
                 }
+                if gro_wanted() {
+                    for p in v.iter_mut() {
+                        if let Err(e) = p.enable_gro() {
+                            p4log!(Level::Debug, "port {n}: TCP segments are not joined on `{iface}`: {e}");
+                        }
+                    }
+                }
+                let gro = if v[0].gro.is_some() { ", TCP segments of a stream joined into GSO super-frames on transmit" } else { "" };
                 let how = match &v[0].io {
-                    Io::Packet { ring: Some(r), .. } => format!("memory-mapped rings, {} receive and {} transmit slots", r.slots().0, r.slots().1),
+                    Io::Packet { ring: Some(r), .. } => format!("memory-mapped rings, {} receive and {} transmit slots{gro}", r.slots().0, r.slots().1),
                     _ => "one recvmsg/send per frame".into(),
                 };
                 p4log!(Level::Info, "port {n}: interface `{iface}` ({how})");
@@ -1102,7 +1256,9 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                         capture: None,
                         vnet: false,
                         segs: vec![],
+                        seg_count: 0,
                         seg_next: 0,
+                        gro: None,
                     });
                 }
                 tun::set_up(name).map_err(|e| format!("port {n}: {e}"))?;
@@ -1128,7 +1284,18 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
             let mut input_reader = inputs[k].take();
             for _ in 0..workers {
                 let io = Io::Pcap { input: input_reader.take(), output: w.clone() };
-                per_port[k].push(Port { number: n, iface: s.label.clone(), io, stats: Arc::default(), capture: None, vnet: false, segs: vec![], seg_next: 0 });
+                per_port[k].push(Port {
+                    number: n,
+                    iface: s.label.clone(),
+                    io,
+                    stats: Arc::default(),
+                    capture: None,
+                    vnet: false,
+                    segs: vec![],
+                    seg_count: 0,
+                    seg_next: 0,
+                    gro: None,
+                });
             }
             let from = input.as_ref().map(|f| format!("frames from {}", f.display())).unwrap_or_else(|| "no input".into());
             let to = output.as_ref().map(|f| format!("frames sent written to {}", f.display())).unwrap_or_else(|| "frames sent discarded".into());

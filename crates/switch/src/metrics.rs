@@ -28,6 +28,12 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)]) -> Strin
         "counter",
         port(|s| s.gso.load(Ordering::Relaxed)),
     );
+    family(
+        "p4sec_port_tx_gso_frames_total",
+        "GSO super-frames sent on the port: TCP segments joined on transmit (each segment counts as a transmitted frame).",
+        "counter",
+        port(|s| s.gro.load(Ordering::Relaxed)),
+    );
     family("p4sec_port_tx_errors_total", "Frames the port failed to transmit.", "counter", port(|s| s.errors.load(Ordering::Relaxed)));
     family("p4sec_packet_in_dropped_total", "PacketIn messages with no primary controller to take them.", "counter", vec![(String::new(), device.packet_in_dropped.load(Ordering::Relaxed))]);
     family("p4sec_digests_dropped_total", "Digest messages not enabled by the controller or not deliverable.", "counter", vec![(String::new(), device.digests_dropped.load(Ordering::Relaxed))]);

@@ -341,8 +341,16 @@ impl Rings {
             return false;
         }
         unsafe {
-            // with PACKET_VNET_HDR, a zero virtio-net header first (nothing for the kernel to do)
+            // with PACKET_VNET_HDR, a virtio-net header first: nothing for the kernel to do, and the whole
+            // frame as the header length (`hdr_len`), which the kernel copies into the socket buffer's own
+            // data. Without it only the Ethernet header is copied and the rest is attached as pages of the
+            // ring, which a veth (or any device that hands the frame on to another socket) must copy into
+            // freshly allocated pages again before it may release the slot.
             std::ptr::write_bytes(slot.add(HDR_LEN), 0, self.vnet);
+            if self.vnet >= 4 {
+                let hdr_len = (frame.len() as u16).to_le_bytes();
+                std::ptr::copy_nonoverlapping(hdr_len.as_ptr(), slot.add(HDR_LEN + 2), 2);
+            }
             std::ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(HDR_LEN + self.vnet), frame.len());
             (*(slot as *mut Hdr)).len = (self.vnet + frame.len()) as u32;
         }
