@@ -33,7 +33,7 @@ impl CBlock {
         if !self.checks {
             for s in &self.stmts {
                 let f = s(e, w);
-                if f != Flow::Next {
+                if !matches!(f, Flow::Next) {
                     return f;
                 }
             }
@@ -41,7 +41,7 @@ impl CBlock {
         }
         for s in &self.stmts {
             let f = s(e, w);
-            if f != Flow::Next {
+            if !matches!(f, Flow::Next) {
                 return f;
             }
             if w.perr != 0 {
@@ -204,7 +204,82 @@ pub(crate) fn compile(p: &Program) -> Code {
 }
 
 pub(crate) fn block(body: &[Stmt]) -> CBlock {
-    CBlock::new(body.iter().map(stmt).collect(), body.iter().any(stmt_may_fail))
+    // runs of simple assignments become one closure each (one call instead of one per statement)
+    let mut out: Vec<SF> = vec![];
+    let mut run: Vec<SimpleAssign> = vec![];
+    for s in body {
+        match simple_assign(s) {
+            Some(a) => run.push(a),
+            None => {
+                flush_assigns(&mut run, &mut out);
+                out.push(stmt(s));
+            }
+        }
+    }
+    flush_assigns(&mut run, &mut out);
+    CBlock::new(out, body.iter().any(stmt_may_fail))
+}
+
+/// An assignment to a field of at most 64 bits from a field, a constant, or a field plus or minus a
+/// constant.
+#[derive(Clone, Copy)]
+enum SimpleAssign {
+    Copy { d: usize, s: usize, m: u64 },
+    Const { d: usize, v: u64 },
+    Add { d: usize, s: usize, k: u64, m: u64 },
+}
+
+fn simple_assign(s: &Stmt) -> Option<SimpleAssign> {
+    let Stmt::Assign { dst: LValue::Static(l), src } = s else { return None };
+    if l.width == 0 || l.width > 64 || src.width() > 64 {
+        return None;
+    }
+    let (d, m) = (l.slot as usize, mask(l.width));
+    match src {
+        Expr::Load(LValue::Static(sl)) if sl.width <= 64 => Some(SimpleAssign::Copy { d, s: sl.slot as usize, m }),
+        Expr::Small { value, .. } => Some(SimpleAssign::Const { d, v: value & m }),
+        Expr::Binary { op: op @ (BinOp::Add | BinOp::Sub), lhs, rhs, width, .. } if *width <= 64 => match (&**lhs, &**rhs) {
+            (Expr::Load(LValue::Static(sl)), Expr::Small { value, .. }) if sl.width <= 64 => {
+                // x - k == x + (2^64 - k) modulo 2^64, then masked
+                let k = if *op == BinOp::Add { *value } else { value.wrapping_neg() };
+                Some(SimpleAssign::Add { d, s: sl.slot as usize, k, m: m & mask(*width) })
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn flush_assigns(run: &mut Vec<SimpleAssign>, out: &mut Vec<SF>) {
+    match run.len() {
+        0 => {}
+        1 => {
+            let a = run[0];
+            out.push(Box::new(move |_, w| {
+                run_assign(&mut w.slots, a);
+                Flow::Next
+            }));
+        }
+        _ => {
+            let ops = std::mem::take(run);
+            out.push(Box::new(move |_, w| {
+                for &a in &ops {
+                    run_assign(&mut w.slots, a);
+                }
+                Flow::Next
+            }));
+        }
+    }
+    run.clear();
+}
+
+#[inline(always)]
+fn run_assign(slots: &mut [u64], a: SimpleAssign) {
+    match a {
+        SimpleAssign::Copy { d, s, m } => slots[d] = slots[s] & m,
+        SimpleAssign::Const { d, v } => slots[d] = v,
+        SimpleAssign::Add { d, s, k, m } => slots[d] = slots[s].wrapping_add(k) & m,
+    }
 }
 
 #[inline]
@@ -707,9 +782,87 @@ fn interp_expr(x: &Expr) -> XF {
 }
 
 /// Compile an expression of at most 64 bits (callers check the width).
+/// A test of one field against a constant (or of the field being non-zero), as part of an `&&`/`||` chain.
+#[derive(Clone, Copy)]
+enum Leaf {
+    NonZero(usize),
+    Zero(usize),
+    Eq(usize, u64),
+    Ne(usize, u64),
+    Lt(usize, u64),
+    Le(usize, u64),
+    Gt(usize, u64),
+    Ge(usize, u64),
+}
+
+fn leaf(x: &Expr) -> Option<Leaf> {
+    match x {
+        Expr::Load(LValue::Static(l)) if l.width <= 64 => Some(Leaf::NonZero(l.slot as usize)),
+        Expr::Unary { op: UnOp::Not, arg, .. } => match &**arg {
+            Expr::Load(LValue::Static(l)) if l.width <= 64 => Some(Leaf::Zero(l.slot as usize)),
+            _ => None,
+        },
+        Expr::Binary { op, signed: false, lhs, rhs, .. } => match (&**lhs, &**rhs) {
+            (Expr::Load(LValue::Static(l)), Expr::Small { value, .. }) if l.width <= 64 => {
+                let (s, v) = (l.slot as usize, *value);
+                match op {
+                    BinOp::Eq => Some(Leaf::Eq(s, v)),
+                    BinOp::Ne => Some(Leaf::Ne(s, v)),
+                    BinOp::Lt => Some(Leaf::Lt(s, v)),
+                    BinOp::Le => Some(Leaf::Le(s, v)),
+                    BinOp::Gt => Some(Leaf::Gt(s, v)),
+                    BinOp::Ge => Some(Leaf::Ge(s, v)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The leaves of a chain of one operator (`&&` or `||`) whose operands are all [`Leaf`]s or such chains.
+fn chain(x: &Expr, want: BinOp, leaves: &mut Vec<Leaf>) -> bool {
+    match x {
+        Expr::Binary { op, lhs, rhs, .. } if *op == want => chain(lhs, want, leaves) && chain(rhs, want, leaves),
+        _ => match leaf(x) {
+            Some(l) => {
+                leaves.push(l);
+                true
+            }
+            None => false,
+        },
+    }
+}
+
+#[inline(always)]
+fn test_leaf(slots: &[u64], l: Leaf) -> bool {
+    match l {
+        Leaf::NonZero(s) => slots[s] != 0,
+        Leaf::Zero(s) => slots[s] == 0,
+        Leaf::Eq(s, v) => slots[s] == v,
+        Leaf::Ne(s, v) => slots[s] != v,
+        Leaf::Lt(s, v) => slots[s] < v,
+        Leaf::Le(s, v) => slots[s] <= v,
+        Leaf::Gt(s, v) => slots[s] > v,
+        Leaf::Ge(s, v) => slots[s] >= v,
+    }
+}
+
 pub(crate) fn expr(x: &Expr) -> XF {
     if may_fail(x) {
         return interp_expr(x);
+    }
+    // `a || b || c` and `a && b && c` over field tests: one closure, short-circuit order kept
+    if let Expr::Binary { op: op @ (BinOp::Or | BinOp::And), .. } = x {
+        let mut leaves = vec![];
+        if chain(x, *op, &mut leaves) {
+            return if *op == BinOp::Or {
+                Box::new(move |_, w| leaves.iter().any(|&l| test_leaf(&w.slots, l)) as u64)
+            } else {
+                Box::new(move |_, w| leaves.iter().all(|&l| test_leaf(&w.slots, l)) as u64)
+            };
+        }
     }
     match x {
         Expr::Load(LValue::Static(l)) if l.width <= 64 => {

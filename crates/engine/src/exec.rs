@@ -817,7 +817,7 @@ impl Engine {
     pub(crate) fn exec(&self, w: &mut Worker, stmts: &[Stmt]) -> Flow {
         for s in stmts {
             let f = self.exec_one(w, s);
-            if f != Flow::Next {
+            if !matches!(f, Flow::Next) {
                 return f;
             }
             if w.perr != 0 {
