@@ -230,6 +230,47 @@ pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<
     Ok(())
 }
 
+/// `compute` over the message `head ++ tail` without assembling it, for the algorithms whose
+/// implementations take a message in pieces; `None` for the others (the caller concatenates).
+pub fn compute2(alg: HashAlg, key: &[u8], head: &[u8], tail: &[u8], out: &mut [u8]) -> Option<Result<(), HashError>> {
+    let r = match alg {
+        HashAlg::Crc32 => {
+            let mut h = crc32fast::Hasher::new();
+            h.update(head);
+            h.update(tail);
+            put_number(out, &h.finalize().to_be_bytes());
+            Ok(())
+        }
+        HashAlg::SipHash24 => {
+            let Ok(k) = <[u8; 16]>::try_from(key) else { return Some(Err(HashError::BadKey("SipHash-2-4 needs a 16-byte key"))) };
+            use std::hash::Hasher;
+            let mut h = siphasher::sip::SipHasher24::new_with_key(&k);
+            h.write(head);
+            h.write(tail);
+            put_digest(out, &h.finish().to_le_bytes());
+            Ok(())
+        }
+        HashAlg::HmacSha256 | HashAlg::HmacSha512 => {
+            let a = if alg == HashAlg::HmacSha256 { ring::hmac::HMAC_SHA256 } else { ring::hmac::HMAC_SHA512 };
+            let mut c = ring::hmac::Context::with_key(&ring::hmac::Key::new(a, key));
+            c.update(head);
+            c.update(tail);
+            put_digest(out, c.sign().as_ref());
+            Ok(())
+        }
+        HashAlg::Sha3_512 => {
+            use sha3::Digest;
+            let mut h = sha3::Sha3_512::new();
+            h.update(head);
+            h.update(tail);
+            put_digest(out, &h.finalize());
+            Ok(())
+        }
+        _ => return None,
+    };
+    Some(r)
+}
+
 /// Poly1305 with a 32-byte one-time key (r || s) over a message of any length.
 pub fn poly1305_tag(otk: &[u8; 32], data: &[u8]) -> [u8; 16] {
     use poly1305::universal_hash::KeyInit;
@@ -282,5 +323,25 @@ mod tests {
         assert!(compute(HashAlg::Poly1305Aes, &[0; 10], b"x", &mut o).is_err());
         let mut big = [0u8; 65];
         assert!(compute(HashAlg::Blake2b, &[], b"x", &mut big).is_err());
+    }
+
+    /// The message in two pieces hashes like the whole message, at every split point (SipHash buffers
+    /// partial 8-byte words, HMAC and SHA3 partial blocks).
+    #[test]
+    fn pieces_hash_like_the_whole() {
+        let msg: Vec<u8> = (0..300u32).map(|i| (i * 31 + 7) as u8).collect();
+        let key: Vec<u8> = (0..16u8).collect();
+        for alg in [HashAlg::Crc32, HashAlg::SipHash24, HashAlg::HmacSha256, HashAlg::HmacSha512, HashAlg::Sha3_512] {
+            let n = alg.out_len();
+            let mut whole = vec![0u8; n];
+            compute(alg, &key, &msg, &mut whole).unwrap();
+            for split in [0, 1, 7, 8, 9, 64, 127, 128, 129, 200, 300] {
+                let mut parts = vec![0u8; n];
+                compute2(alg, &key, &msg[..split], &msg[split..], &mut parts).expect("streaming").unwrap();
+                assert_eq!(parts, whole, "{} split at {split}", alg.name());
+            }
+        }
+        assert!(compute2(HashAlg::Blake2b, &key, b"a", b"b", &mut [0u8; 8]).is_none());
+        assert!(compute2(HashAlg::SipHash24, &[1], b"a", b"b", &mut [0u8; 8]).expect("answered").is_err());
     }
 }

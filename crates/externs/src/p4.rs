@@ -357,14 +357,18 @@ fn hash_into(alg: HashAlg, key: &[u8], data: &[u8], tail: Option<&[u8]>, result:
     let mut out = [0u8; 64];
     let n = if alg == HashAlg::Blake2b { obytes } else { alg.out_len() };
     let r = match tail {
-        // fields and payload hashed as one message, assembled in a per-thread buffer (no allocation)
-        Some(t) => HASH_MSG.with(|s| {
+        // fields and payload hashed as one message: in two pieces where the algorithm takes them, else
+        // assembled in a per-thread buffer (no allocation)
+        Some(t) => match hash::compute2(alg, key, data, t, &mut out[..n]) {
+            Some(r) => r,
+            None => HASH_MSG.with(|s| {
             let mut msg = s.borrow_mut();
             msg.clear();
             msg.extend_from_slice(data);
             msg.extend_from_slice(t);
             hash::compute(alg, key, &msg, &mut out[..n])
-        }),
+            }),
+        },
         None => hash::compute(alg, key, data, &mut out[..n]),
     };
     r.map_err(|e| bad(&e.to_string()))?;
