@@ -411,6 +411,12 @@ fn stmt(s: &Stmt) -> SF {
                 Flow::Next
             })
         }
+        Stmt::ExternCall { inst, method, args, ret } => {
+            // argument layouts resolved here once (fields moved straight between slots and argument bytes)
+            let plans: Vec<Option<crate::exec::ArgPlan>> = args.iter().map(crate::exec::ArgPlan::new).collect();
+            let (i, m, args, ret) = (*inst as usize, *method, args.clone(), ret.clone());
+            Box::new(move |e, w| e.extern_call(w, i, m, &args, &plans, ret.as_ref()))
+        }
         Stmt::Extract { hdr: HeaderRef::Static(h), varbit_bits: None } => extract_static(*h),
         Stmt::Extract { hdr, varbit_bits: None } => {
             let h = hdr.clone();

@@ -164,6 +164,139 @@ fn read_wide(data: &[u8], pos: usize, width: u32) -> Wide {
     v
 }
 
+/// Where one field of an extern argument sits in the argument's bit string: the field's slot, its width
+/// and its first bit (MSB-first, counting the leading pad bits).
+#[derive(Clone, Copy, Debug)]
+struct PlanField {
+    slot: u32,
+    width: u32,
+    bit: u32,
+}
+
+/// An extern argument whose parts (or, for `out`/`inout`, destinations) are all fixed fields: the layout of
+/// its bit string resolved at compile time, so a call moves each field straight between its slot words and
+/// the argument bytes (whole bytes for byte-aligned fields, bit windows for the rest).
+#[derive(Clone, Debug)]
+pub(crate) struct ArgPlan {
+    nbytes: usize,
+    /// The argument's bytes with its constant parts in place and zeros for the fields.
+    base: Vec<u8>,
+    fields: Vec<PlanField>,
+}
+
+/// OR the low `width` (at most 64) bits of `v` into `out` at bit `bit` (MSB first); the bits there are zero.
+fn put_bits_at(out: &mut [u8], bit: u32, width: u32, v: u64) {
+    let v = v & mask(width);
+    let (mut rem, mut p) = (width, bit);
+    while rem > 0 {
+        let off = p % 8;
+        let take = (8 - off).min(rem);
+        let part = ((v >> (rem - take)) & ((1u64 << take) - 1)) as u8;
+        out[(p / 8) as usize] |= part << (8 - off - take);
+        rem -= take;
+        p += take;
+    }
+}
+
+impl ArgPlan {
+    /// The plan for `a`, if every part is a load of a fixed location (and, for `out`/`inout`, every
+    /// destination is one) and fields wider than 64 bits sit on byte boundaries.
+    pub(crate) fn new(a: &ExternArg) -> Option<ArgPlan> {
+        let nbytes = a.width.div_ceil(8) as usize;
+        let mut bit = nbytes as u32 * 8 - a.width;
+        // per part: a fixed location, or a constant (value, width) rendered into the template once
+        let parts: Vec<Result<Loc, (u64, u32)>> = if a.dir == Direction::In {
+            a.parts
+                .iter()
+                .map(|e| match e {
+                    Expr::Load(LValue::Static(l)) => Some(Ok(*l)),
+                    Expr::Small { value, width } => Some(Err((*value, *width))),
+                    _ => None,
+                })
+                .collect::<Option<_>>()?
+        } else {
+            a.dsts.iter().map(|d| if let LValue::Static(l) = d { Some(Ok(*l)) } else { None }).collect::<Option<_>>()?
+        };
+        if a.dir == Direction::InOut {
+            // the value going in must be the destinations' own
+            let same = a.parts.len() == parts.len()
+                && a.parts.iter().zip(&parts).all(|(e, l)| matches!((e, l), (Expr::Load(LValue::Static(x)), Ok(l)) if x == l));
+            if !same {
+                return None;
+            }
+        }
+        let mut plan = ArgPlan { nbytes, base: vec![0; nbytes], fields: Vec::with_capacity(parts.len()) };
+        for p in parts {
+            let width = match p {
+                Ok(l) => {
+                    if l.width > 64 && (l.width % 8 != 0 || bit % 8 != 0) {
+                        return None;
+                    }
+                    plan.fields.push(PlanField { slot: l.slot, width: l.width, bit });
+                    l.width
+                }
+                Err((v, width)) => {
+                    put_bits_at(&mut plan.base, bit, width, v);
+                    width
+                }
+            };
+            bit += width;
+        }
+        (bit as usize == nbytes * 8).then_some(plan)
+    }
+
+    /// Fill `out` with the argument's bytes (zeros only, when `value` is false: an `out` argument).
+    #[inline]
+    pub(crate) fn marshal(&self, slots: &[u64], value: bool, out: &mut Vec<u8>) {
+        out.clear();
+        if !value {
+            out.resize(self.nbytes, 0);
+            return;
+        }
+        out.extend_from_slice(&self.base);
+        for f in &self.fields {
+            let at = (f.bit / 8) as usize;
+            if f.bit % 8 == 0 && f.width % 8 == 0 {
+                // whole bytes: the slot words' bytes, most significant word first
+                let nb = (f.width / 8) as usize;
+                let mut end = at + nb;
+                for k in 0..words_for(f.width) as usize {
+                    let take = (nb - 8 * k).min(8);
+                    let x = slots[f.slot as usize + k].to_be_bytes();
+                    out[end - take..end].copy_from_slice(&x[8 - take..]);
+                    end -= take;
+                }
+            } else {
+                // a narrow field off the byte grid: OR its bits in, one byte at a time
+                put_bits_at(out, f.bit, f.width, slots[f.slot as usize]);
+            }
+        }
+    }
+
+    /// Split the argument's bytes back into the fields' slots.
+    #[inline]
+    pub(crate) fn write_back(&self, bytes: &[u8], slots: &mut [u64]) {
+        if bytes.len() != self.nbytes {
+            return;
+        }
+        for f in &self.fields {
+            let at = (f.bit / 8) as usize;
+            if f.bit % 8 == 0 && f.width % 8 == 0 {
+                let nb = (f.width / 8) as usize;
+                let mut end = at + nb;
+                for k in 0..words_for(f.width) as usize {
+                    let take = (nb - 8 * k).min(8);
+                    let x = bytes[end - take..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64);
+                    slots[f.slot as usize + k] = x;
+                    end -= take;
+                }
+            } else {
+                slots[f.slot as usize] = read_bits(bytes, f.bit as usize, f.width) & mask(f.width);
+            }
+        }
+    }
+}
+
 impl Engine {
     // ------------------------------------------------------------ locations
 
@@ -891,7 +1024,7 @@ impl Engine {
                 Flow::Next
             }
             Stmt::Builtin(b) => self.builtin(w, b),
-            Stmt::ExternCall { inst, method, args, ret } => self.extern_call(w, *inst as usize, *method, args, ret.as_ref()),
+            Stmt::ExternCall { inst, method, args, ret } => self.extern_call(w, *inst as usize, *method, args, &[], ret.as_ref()),
         }
     }
 
@@ -1219,44 +1352,89 @@ impl Engine {
     }
 
     #[inline(never)]
-    fn extern_call(&self, w: &mut Worker, inst: usize, method: u32, args: &[ExternArg], ret: Option<&LValue>) -> Flow {
+    /// Marshal argument `a` into `b` the general way: each part evaluated and packed bit by bit.
+    pub(crate) fn marshal_arg(&self, w: &mut Worker, a: &ExternArg, b: &mut BitBuf) {
+        // the value right-aligned in whole bytes: leading pad bits, then the parts, MSB first
+        let nbytes = a.width.div_ceil(8) as usize;
+        let mut tmp = std::mem::take(&mut b.bytes);
+        tmp.clear();
+        if a.dir == Direction::Out {
+            // nothing goes in: zeros
+            tmp.resize(nbytes, 0);
+            b.bytes = tmp;
+            return;
+        }
+        let mut bw = BitWriter::default();
+        bw.put(&mut tmp, 0, nbytes as u32 * 8 - a.width);
+        for e in &a.parts {
+            self.put_expr(w, e, &mut tmp, &mut bw);
+        }
+        bw.finish(&mut tmp);
+        tmp.resize(nbytes, 0);
+        b.bytes = tmp;
+    }
+
+    /// Split an `out`/`inout` argument's bit string back into its destinations, the general way.
+    pub(crate) fn write_back_arg(&self, w: &mut Worker, a: &ExternArg, b: &BitBuf) {
+        let nbytes = a.width.div_ceil(8) as usize;
+        let mut pos = nbytes * 8 - a.width as usize;
+        for d in &a.dsts {
+            let Some(l) = self.resolve(w, d) else { continue };
+            if pos % 8 == 0 && l.width % 8 == 0 {
+                // whole bytes at a byte boundary: straight into the slot words (least significant first)
+                let nb = (l.width / 8) as usize;
+                let bytes = &b.bytes[pos / 8..pos / 8 + nb];
+                for k in 0..words_for(l.width) as usize {
+                    let end = nb - 8 * k;
+                    let x = match bytes[end.saturating_sub(8)..end].try_into() {
+                        Ok(b8) => u64::from_be_bytes(b8),
+                        Err(_) => bytes[..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64),
+                    };
+                    w.slots[l.slot as usize + k] = x;
+                }
+                pos += l.width as usize;
+                continue;
+            }
+            if l.width <= 64 {
+                let v = read_bits(&b.bytes, pos, l.width);
+                self.store(w, l, v);
+            } else {
+                let v = read_wide(&b.bytes, pos, l.width);
+                self.store_wide(w, l, &v);
+            }
+            pos += l.width as usize;
+        }
+    }
+
+    /// Call extern method `method` of instance `inst`. `plans[i]`, when there, is argument i's layout
+    /// computed at compile time ([`ArgPlan`]); arguments without one are packed and unpacked the general way.
+    pub(crate) fn extern_call(&self, w: &mut Worker, inst: usize, method: u32, args: &[ExternArg], plans: &[Option<ArgPlan>], ret: Option<&LValue>) -> Flow {
         let mut bufs = std::mem::take(&mut w.bitbufs);
         if bufs.len() < args.len() {
             bufs.resize_with(args.len(), BitBuf::default);
         }
-        for (a, b) in args.iter().zip(bufs.iter_mut()) {
-            // the value right-aligned in whole bytes: leading pad bits, then the parts, MSB first
+        for (i, (a, b)) in args.iter().zip(bufs.iter_mut()).enumerate() {
             b.width = a.width;
-            let nbytes = a.width.div_ceil(8) as usize;
-            let mut tmp = std::mem::take(&mut b.bytes);
-            tmp.clear();
-            if a.dir == Direction::Out {
-                // nothing goes in: zeros
-                tmp.resize(nbytes, 0);
-                b.bytes = tmp;
-                continue;
+            match plans.get(i) {
+                Some(Some(p)) => p.marshal(&w.slots, a.dir != Direction::Out, &mut b.bytes),
+                _ => self.marshal_arg(w, a, b),
             }
-            let mut bw = BitWriter::default();
-            bw.put(&mut tmp, 0, nbytes as u32 * 8 - a.width);
-            for e in &a.parts {
-                self.put_expr(w, e, &mut tmp, &mut bw);
-            }
-            bw.finish(&mut tmp);
-            tmp.resize(nbytes, 0);
-            b.bytes = tmp;
         }
-        let mut retbuf = ret.map(|lv| {
-            let width = match lv {
-                LValue::Static(l) => l.width,
-                LValue::Dynamic { base, .. } => base.width,
-            };
-            BitBuf::zero(width)
+        let mut retbuf = std::mem::take(&mut w.retbuf);
+        let ret_width = ret.map(|lv| match lv {
+            LValue::Static(l) => l.width,
+            LValue::Dynamic { base, .. } => base.width,
         });
+        if let Some(width) = ret_width {
+            retbuf.width = width;
+            retbuf.bytes.clear();
+            retbuf.bytes.resize(width.div_ceil(8) as usize, 0);
+        }
         let obj = &self.externs[inst];
         let m = self.extern_methods[inst][method as usize];
         w.own_payload();
         let mut payload = std::mem::take(&mut w.payload);
-        let r = obj.call(m, &mut bufs[..args.len()], retbuf.as_mut(), &mut Payload { bytes: &mut payload });
+        let r = obj.call(m, &mut bufs[..args.len()], ret_width.map(|_| &mut retbuf), &mut Payload { bytes: &mut payload });
         w.payload = payload;
         if let Some(t) = w.trace.as_mut() {
             t.push(format!("extern {}.{}", self.prog.externs[inst].name, self.prog.externs[inst].methods[method as usize].name));
@@ -1267,55 +1445,33 @@ impl Engine {
                 t.push(format!("extern fault: {e}"));
             }
             w.bitbufs = bufs;
+            w.retbuf = retbuf;
             w.fx.drop = true;
             return Flow::Exit;
         }
-        for (a, b) in args.iter().zip(bufs.iter()) {
+        for (i, (a, b)) in args.iter().zip(bufs.iter()).enumerate() {
             if a.dir == Direction::In {
                 continue;
             }
-            let nbytes = a.width.div_ceil(8) as usize;
-            let mut pos = nbytes * 8 - a.width as usize;
-            for d in &a.dsts {
-                let Some(l) = self.resolve(w, d) else { continue };
-                if pos % 8 == 0 && l.width % 8 == 0 {
-                    // whole bytes at a byte boundary: straight into the slot words (least significant first)
-                    let nb = (l.width / 8) as usize;
-                    let bytes = &b.bytes[pos / 8..pos / 8 + nb];
-                    for k in 0..words_for(l.width) as usize {
-                        let end = nb - 8 * k;
-                        let x = match bytes[end.saturating_sub(8)..end].try_into() {
-                            Ok(b8) => u64::from_be_bytes(b8),
-                            Err(_) => bytes[..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64),
-                        };
-                        w.slots[l.slot as usize + k] = x;
-                    }
-                    pos += l.width as usize;
-                    continue;
-                }
-                if l.width <= 64 {
-                    let v = read_bits(&b.bytes, pos, l.width);
-                    self.store(w, l, v);
-                } else {
-                    let v = read_wide(&b.bytes, pos, l.width);
-                    self.store_wide(w, l, &v);
-                }
-                pos += l.width as usize;
+            match plans.get(i) {
+                Some(Some(p)) => p.write_back(&b.bytes, &mut w.slots),
+                _ => self.write_back_arg(w, a, b),
             }
         }
-        if let (Some(lv), Some(rb)) = (ret, retbuf) {
+        if let (Some(lv), Some(_)) = (ret, ret_width) {
             if let Some(l) = self.resolve(w, lv) {
-                let pad = rb.bytes.len() * 8 - l.width as usize;
+                let pad = retbuf.bytes.len() * 8 - l.width as usize;
                 if l.width <= 64 {
-                    let v = read_bits(&rb.bytes, pad, l.width);
+                    let v = read_bits(&retbuf.bytes, pad, l.width);
                     self.store(w, l, v);
                 } else {
-                    let v = read_wide(&rb.bytes, pad, l.width);
+                    let v = read_wide(&retbuf.bytes, pad, l.width);
                     self.store_wide(w, l, &v);
                 }
             }
         }
         w.bitbufs = bufs;
+        w.retbuf = retbuf;
         Flow::Next
     }
 

@@ -241,6 +241,8 @@ pub struct Worker {
     pub(crate) bw: exec::BitWriter,
     pub(crate) scratch: Vec<u8>,
     pub(crate) bitbufs: Vec<BitBuf>,
+    /// An extern method's return value (reused across calls).
+    pub(crate) retbuf: BitBuf,
     pub(crate) fx: Effects,
     jobs: VecDeque<Job>,
     pub(crate) rng: u64,
@@ -295,6 +297,7 @@ impl Worker {
             bw: exec::BitWriter::default(),
             scratch: Vec::with_capacity(256),
             bitbufs: vec![],
+            retbuf: BitBuf::default(),
             fx: Effects::default(),
             jobs: VecDeque::new(),
             rng: 0x1234_5678_9abc_def1,
