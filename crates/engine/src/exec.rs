@@ -4,7 +4,7 @@
 use crate::bits::{self, Wide};
 use crate::hash;
 use crate::{Engine, Worker};
-use p4sec_externs::iface::{BitBuf, Payload};
+use p4sec_externs::iface::{BitBuf, ExternError, Payload};
 use p4sec_ir::*;
 use std::sync::atomic::Ordering;
 
@@ -276,6 +276,7 @@ impl ArgPlan {
     /// Split the argument's bytes back into the fields' slots.
     #[inline]
     pub(crate) fn write_back(&self, bytes: &[u8], slots: &mut [u64]) {
+        // (the caller checked the length: an extern that resized it is a fault)
         if bytes.len() != self.nbytes {
             return;
         }
@@ -1439,6 +1440,18 @@ impl Engine {
         if let Some(t) = w.trace.as_mut() {
             t.push(format!("extern {}.{}", self.prog.externs[inst].name, self.prog.externs[inst].methods[method as usize].name));
         }
+        // an extern that resized an argument it writes (or the return value) broke the interface: a fault,
+        // not a write-back of the wrong bits
+        let r = r.and_then(|()| {
+            let bad_arg = args.iter().zip(bufs.iter()).find(|(a, b)| a.dir != Direction::In && b.bytes.len() != a.width.div_ceil(8) as usize);
+            match (bad_arg, ret_width) {
+                (Some((a, b)), _) => Err(ExternError::Failed(format!("an out argument of {} bits came back as {} bytes", a.width, b.bytes.len()))),
+                (None, Some(wd)) if retbuf.bytes.len() != wd.div_ceil(8) as usize => {
+                    Err(ExternError::Failed(format!("the return value of {wd} bits came back as {} bytes", retbuf.bytes.len())))
+                }
+                _ => Ok(()),
+            }
+        });
         if let Err(e) = r {
             crate::bump(&w.stats.extern_faults);
             if let Some(t) = w.trace.as_mut() {

@@ -573,3 +573,37 @@ fn planned_extern_arguments_match_the_general_path() {
     }
     assert!(planned > 300 && general > 0, "{planned} planned, {general} general");
 }
+
+/// An extern that hands an `out` argument back with the wrong length is a fault: the packet is dropped and
+/// counted, nothing is written back, nothing panics (compiled and interpreted call paths alike).
+#[test]
+fn an_extern_that_resizes_its_out_argument_is_a_fault() {
+    let src = r#"
+#include <v1model.p4>
+extern void extern_shrink(out bit<32> d);
+header h_t { bit<32> a; bit<32> b; }
+struct hs { h_t h; }
+struct m {}
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) { state start { p.extract(hdr.h); transition accept; } }
+control V(inout hs hdr, inout m meta) { apply {} }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        if (hdr.h.b == 7) { extern_shrink(hdr.h.a); }
+        else { hdr.h.a = 5; extern_shrink(hdr.h.b); }
+    }
+}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply {} }
+control C(inout hs hdr, inout m meta) { apply {} }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+    let e = engine(src);
+    let mut w = Worker::new(&e);
+    for b in [7u8, 9] {
+        let mut out = Outputs::default();
+        e.process(&mut w, 0, &[0, 0, 0, 1, 0, 0, 0, b, 0xee], &mut out);
+        assert!(out.is_empty(), "b={b}: the packet went out");
+    }
+    assert_eq!(e.stats().extern_faults, 2);
+}
