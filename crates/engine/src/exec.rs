@@ -259,6 +259,15 @@ impl ArgPlan {
             if f.bit % 8 == 0 && f.width % 8 == 0 {
                 // whole bytes: the slot words' bytes, most significant word first
                 let nb = (f.width / 8) as usize;
+                if nb > 0 && nb <= 8 && at + 8 <= out.len() {
+                    // one 8-byte window: the field's bytes first, the bytes after it kept (no memcpy call)
+                    let win: &mut [u8; 8] = (&mut out[at..at + 8]).try_into().expect("8 bytes");
+                    let old = u64::from_be_bytes(*win);
+                    let keep = if nb == 8 { 0 } else { u64::MAX >> (8 * nb) };
+                    let v = if nb == 8 { slots[f.slot as usize] } else { slots[f.slot as usize] << (64 - 8 * nb) };
+                    *win = (v | (old & keep)).to_be_bytes();
+                    continue;
+                }
                 let mut end = at + nb;
                 for k in 0..words_for(f.width) as usize {
                     let take = (nb - 8 * k).min(8);
@@ -284,6 +293,12 @@ impl ArgPlan {
             let at = (f.bit / 8) as usize;
             if f.bit % 8 == 0 && f.width % 8 == 0 {
                 let nb = (f.width / 8) as usize;
+                if nb > 0 && nb <= 8 && at + 8 <= bytes.len() {
+                    // one 8-byte window, the field's bytes first
+                    let win: [u8; 8] = bytes[at..at + 8].try_into().expect("8 bytes");
+                    slots[f.slot as usize] = u64::from_be_bytes(win) >> (64 - 8 * nb);
+                    continue;
+                }
                 let mut end = at + nb;
                 for k in 0..words_for(f.width) as usize {
                     let take = (nb - 8 * k).min(8);

@@ -520,8 +520,9 @@ fn planned_extern_arguments_match_the_general_path() {
         let (mut parts, mut locs, mut width, mut slot) = (vec![], vec![], 0u32, 0u32);
         let constants = round % 3 == 0;
         for _ in 0..nparts {
-            let wd = match rnd() % 4 {
-                0 => 8 * (1 + rnd() % 16) as u32, // whole bytes, up to 128 bits
+            let wd = match rnd() % 9 {
+                0 | 1 => 8 * (1 + rnd() % 16) as u32, // whole bytes, up to 128 bits
+                2 => 0,                               // bit<0>
                 _ => 1 + (rnd() % 64) as u32,
             };
             let l = Loc { slot, width: wd };
@@ -530,7 +531,7 @@ fn planned_extern_arguments_match_the_general_path() {
                 let left = wd - 64 * k;
                 w.slots[(l.slot + k) as usize] = rnd() & if left >= 64 { u64::MAX } else { (1u64 << left) - 1 };
             }
-            if constants && wd <= 64 && rnd() % 2 == 0 {
+            if constants && wd > 0 && wd <= 64 && rnd() % 2 == 0 {
                 parts.push(Expr::Small { value: rnd() & (u64::MAX >> (64 - wd)), width: wd });
             } else {
                 parts.push(Expr::Load(LValue::Static(l)));
@@ -561,7 +562,9 @@ fn planned_extern_arguments_match_the_general_path() {
         let dsts: Vec<LValue> = locs.iter().map(|l| LValue::Static(*l)).collect();
         let a = ExternArg { dir: Direction::Out, width, parts: vec![], dsts };
         let mut bytes: Vec<u8> = (0..width.div_ceil(8)).map(|_| rnd() as u8).collect();
-        bytes[0] &= 0xffu8 >> (bytes.len() as u32 * 8 - width);
+        if let Some(b0) = bytes.first_mut() {
+            *b0 &= 0xffu8 >> (width.div_ceil(8) * 8 - width);
+        }
         let b = BitBuf { width, bytes };
         let before = w.slots.clone();
         e.write_back_arg(&mut w, &a, &b);
