@@ -104,6 +104,21 @@ def goodput(a, net, ctl, suite, tag=""):
         return None, None
 
 
+def extra_row(a, work, offloads, mtu, suites, tag):
+    """Goodput of `suites` (comma-separated) on a topology of its own (hosts' offloads, link MTU): {suite: Mbit/s}."""
+    net = Net(offloads=offloads)
+    procs, switches, row = [], [], {}
+    try:
+        procs, switches, ctl = start_switches(a, net, work, mtu)
+        for suite in suites.split(","):
+            row[suite], _ = goodput(a, net, ctl, suite, tag=tag)
+        ctl.close()
+    finally:
+        stop_switches(procs, switches)
+        net.close()
+    return row
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tunnels", type=int, default=30)
@@ -159,28 +174,10 @@ def main(argv=None):
         net.close()
     if a.offloads and a.offloads_off_suites and shutil.which("iperf3"):
         # hosts without offloads: every segment its own frame through both switches
-        net = Net(offloads=False)
-        procs, switches = [], []
-        try:
-            procs, switches, ctl = start_switches(a, net, work, 1500)
-            for suite in a.offloads_off_suites.split(","):
-                res["goodput_no_offloads_mbps"][suite], _ = goodput(a, net, ctl, suite, tag="-nooffl")
-            ctl.close()
-        finally:
-            stop_switches(procs, switches)
-            net.close()
+        res["goodput_no_offloads_mbps"] = extra_row(a, work, False, 1500, a.offloads_off_suites, "-nooffl")
     if a.jumbo and shutil.which("iperf3"):
-        # a second topology: the switches size their rings for the MTU they find when they start
-        net = Net(offloads=a.offloads)
-        procs, switches = [], []
-        try:
-            procs, switches, ctl = start_switches(a, net, work, a.jumbo)
-            for suite in a.jumbo_suites.split(","):
-                res["goodput_jumbo_mbps"][suite], _ = goodput(a, net, ctl, suite, tag="-jumbo")
-            ctl.close()
-        finally:
-            stop_switches(procs, switches)
-            net.close()
+        # the switches size their rings for the MTU they find when they start
+        res["goodput_jumbo_mbps"] = extra_row(a, work, a.offloads, a.jumbo, a.jumbo_suites, "-jumbo")
 
     s, r = res["setup_ms"], res["renewal_ms"]
     out = {"tunnels": a.tunnels, "setup_ms_median": statistics.median(s), "setup_ms_p90": pct(s, 90),

@@ -1411,14 +1411,19 @@ impl Engine {
                 pos += l.width as usize;
                 continue;
             }
-            if l.width <= 64 {
-                let v = read_bits(&b.bytes, pos, l.width);
-                self.store(w, l, v);
-            } else {
-                let v = read_wide(&b.bytes, pos, l.width);
-                self.store_wide(w, l, &v);
-            }
+            self.store_bits(w, l, &b.bytes, pos);
             pos += l.width as usize;
+        }
+    }
+
+    /// Store the `l.width` bits of `bytes` from bit `pos` (MSB first) into `l`.
+    fn store_bits(&self, w: &mut Worker, l: Loc, bytes: &[u8], pos: usize) {
+        if l.width <= 64 {
+            let v = read_bits(bytes, pos, l.width);
+            self.store(w, l, v);
+        } else {
+            let v = read_wide(bytes, pos, l.width);
+            self.store_wide(w, l, &v);
         }
     }
 
@@ -1488,14 +1493,7 @@ impl Engine {
         }
         if let (Some(lv), Some(_)) = (ret, ret_width) {
             if let Some(l) = self.resolve(w, lv) {
-                let pad = retbuf.bytes.len() * 8 - l.width as usize;
-                if l.width <= 64 {
-                    let v = read_bits(&retbuf.bytes, pad, l.width);
-                    self.store(w, l, v);
-                } else {
-                    let v = read_wide(&retbuf.bytes, pad, l.width);
-                    self.store_wide(w, l, &v);
-                }
+                self.store_bits(w, l, &retbuf.bytes, retbuf.bytes.len() * 8 - l.width as usize);
             }
         }
         w.bitbufs = bufs;

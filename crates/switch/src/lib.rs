@@ -443,11 +443,8 @@ impl Port {
         // through the queue). At the default (~200 KB) a burst of three 64 KB super-frames fills it and the
         // next ones arrive cut to the slot, i.e. lost: TCP through the switch retransmitted ~5 % of its segments.
         let rcv = RCVBUF_BYTES as libc::c_int;
-        let set_rcv = |name: libc::c_int| unsafe {
-            libc::setsockopt(fd, libc::SOL_SOCKET, name, &rcv as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as u32)
-        };
-        if set_rcv(libc::SO_RCVBUFFORCE) < 0 {
-            set_rcv(libc::SO_RCVBUF);
+        if ring::setopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcv).is_err() {
+            let _ = ring::setopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcv);
         }
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;

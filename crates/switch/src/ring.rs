@@ -107,7 +107,7 @@ pub fn link_info(fd: i32, name: &str) -> Option<(usize, u16)> {
     Some((mtu.max(0) as usize, family))
 }
 
-fn setopt<T>(fd: i32, level: libc::c_int, name: libc::c_int, v: &T) -> std::io::Result<()> {
+pub(crate) fn setopt<T>(fd: i32, level: libc::c_int, name: libc::c_int, v: &T) -> std::io::Result<()> {
     let r = unsafe { libc::setsockopt(fd, level, name, v as *const T as *const libc::c_void, std::mem::size_of::<T>() as u32) };
     if r < 0 {
         Err(std::io::Error::last_os_error())
