@@ -138,9 +138,15 @@ pub(crate) fn compile(p: &Program) -> Code {
         .iter()
         .zip(&select_cases)
         .map(|(st, cs): (&ParserState, &Option<Vec<(Vec<(u64, u64)>, Next)>>)| match (&st.transition, cs) {
-            (Transition::Select { keys, .. }, Some(cs)) if keys.len() == 1 && keys[0].width() <= 64 && !may_fail(&keys[0]) => {
-                Some((expr(&keys[0]), cs.iter().map(|(ms, n)| { let (m, v) = ms.first().copied().unwrap_or((0, 0)); (m, v, n.clone()) }).collect()))
-            }
+            (Transition::Select { keys, .. }, Some(cs)) if keys.len() == 1 && keys[0].width() <= 64 && !may_fail(&keys[0]) => Some((
+                expr(&keys[0]),
+                cs.iter()
+                    .map(|(ms, n)| {
+                        let (m, v) = ms.first().copied().unwrap_or((0, 0));
+                        (m, v, n.clone())
+                    })
+                    .collect(),
+            )),
             _ => None,
         })
         .collect();
@@ -370,7 +376,8 @@ fn stmt(s: &Stmt) -> SF {
             let assigns: std::sync::OnceLock<CBlock> = std::sync::OnceLock::new();
             Box::new(move |e, w| {
                 let set = assigns.get_or_init(|| {
-                    let assigns: Vec<Stmt> = e.prog.actions[a].params.iter().zip(&args).map(|(p, x)| Stmt::Assign { dst: LValue::Static(p.loc), src: x.clone() }).collect();
+                    let assigns: Vec<Stmt> =
+                        e.prog.actions[a].params.iter().zip(&args).map(|(p, x)| Stmt::Assign { dst: LValue::Static(p.loc), src: x.clone() }).collect();
                     block(&assigns)
                 });
                 match set.run(e, w) {
@@ -680,7 +687,8 @@ fn header_checksum(p: &Program, s: &Stmt) -> Option<(usize, (usize, usize))> {
     let (h, f_off, len) = whole_header_checksum(p, data, f)?;
     // nothing in the parser or the verify control writes the header except extract
     let slots: Vec<u32> = p.headers[h].fields.iter().map(|x| x.loc.slot).collect();
-    let safe = p.parser.states.iter().all(|st| st.body.iter().all(|s| writes_only_outside(s, &slots))) && p.verify_checksum.body.iter().all(|s| writes_only_outside(s, &slots));
+    let safe = p.parser.states.iter().all(|st| st.body.iter().all(|s| writes_only_outside(s, &slots)))
+        && p.verify_checksum.body.iter().all(|s| writes_only_outside(s, &slots));
     safe.then_some((h, (f_off, len)))
 }
 

@@ -219,8 +219,8 @@ impl ArgPlan {
         };
         if a.dir == Direction::InOut {
             // the value going in must be the destinations' own
-            let same = a.parts.len() == parts.len()
-                && a.parts.iter().zip(&parts).all(|(e, l)| matches!((e, l), (Expr::Load(LValue::Static(x)), Ok(l)) if x == l));
+            let same =
+                a.parts.len() == parts.len() && a.parts.iter().zip(&parts).all(|(e, l)| matches!((e, l), (Expr::Load(LValue::Static(x)), Ok(l)) if x == l));
             if !same {
                 return None;
             }
@@ -1453,10 +1453,17 @@ impl Engine {
         }
         let obj = &self.externs[inst];
         let m = self.extern_methods[inst][method as usize];
-        w.own_payload();
-        let mut payload = std::mem::take(&mut w.payload);
-        let r = obj.call(m, &mut bufs[..args.len()], ret_width.map(|_| &mut retbuf), &mut Payload { bytes: &mut payload });
-        w.payload = payload;
+        // the payload goes to the extern as a view of the received packet while it is still there: an extern
+        // that only reads it costs no copy, the first write copies it out (Payload::vec_mut)
+        let pkt = std::mem::take(&mut w.pkt);
+        let mut owned = std::mem::take(&mut w.payload);
+        let mut payload = if w.payload_at != crate::NOT_IN_PKT { Payload::in_packet(&pkt, w.payload_at, &mut owned) } else { Payload::owned(&mut owned) };
+        let r = obj.call(m, &mut bufs[..args.len()], ret_width.map(|_| &mut retbuf), &mut payload);
+        if !payload.is_in_packet() {
+            w.payload_at = crate::NOT_IN_PKT;
+        }
+        w.pkt = pkt;
+        w.payload = owned;
         if let Some(t) = w.trace.as_mut() {
             t.push(format!("extern {}.{}", self.prog.externs[inst].name, self.prog.externs[inst].methods[method as usize].name));
         }

@@ -123,7 +123,7 @@ impl ExternObject for IpsecCrypt {
         let ipv4 = &mut ipv4[0];
         let mut esp = [0u8; 8];
         esp.copy_from_slice(&rest[0].bytes[..8]);
-        let p: &mut Vec<u8> = payload.bytes;
+        let p: &mut Vec<u8> = payload.vec_mut();
         match method {
             ENCRYPT_NULL => {
                 // ipv4 header || payload || pad length 0 || next header
@@ -229,7 +229,7 @@ mod tests {
         let inner_payload = b"twenty bytes of udp!".to_vec();
         let mut args = vec![buf(160, &ipv4()), buf(64, &[0, 0, 1, 0, 0, 0, 0, 1]), buf(160, &key), buf(128, &hkey)];
         let mut p = inner_payload.clone();
-        IpsecCrypt.call(ENCRYPT_CTR, &mut args, None, &mut Payload { bytes: &mut p }).unwrap();
+        IpsecCrypt.call(ENCRYPT_CTR, &mut args, None, &mut Payload::owned(&mut p)).unwrap();
         // IV + (20 + 20 -> 40, padded to 48) + 2 + ICV
         assert_eq!(p.len(), 8 + 48 + 2 + 12);
         assert_eq!(u16::from_be_bytes([args[0].bytes[2], args[0].bytes[3]]) as usize, p.len() + 28);
@@ -237,7 +237,7 @@ mod tests {
 
         let wire = p.clone();
         let mut d = vec![buf(160, &[0; 20]), buf(64, &[0, 0, 1, 0, 0, 0, 0, 1]), sm(), buf(160, &key), buf(128, &hkey)];
-        IpsecCrypt.call(DECRYPT_CTR, &mut d, None, &mut Payload { bytes: &mut p }).unwrap();
+        IpsecCrypt.call(DECRYPT_CTR, &mut d, None, &mut Payload::owned(&mut p)).unwrap();
         assert_eq!(d[0].bytes, ipv4());
         assert_eq!(p, inner_payload);
         assert_eq!(egress_spec(&d[2]), 0);
@@ -247,14 +247,14 @@ mod tests {
             let mut t = wire.clone();
             t[i] ^= if seq == 1 { 0x01 } else { 0 };
             let mut d = vec![buf(160, &[0; 20]), buf(64, &[0, 0, 1, 0, 0, 0, 0, seq]), sm(), buf(160, &key), buf(128, &hkey)];
-            IpsecCrypt.call(DECRYPT_CTR, &mut d, None, &mut Payload { bytes: &mut t }).unwrap();
+            IpsecCrypt.call(DECRYPT_CTR, &mut d, None, &mut Payload::owned(&mut t)).unwrap();
             assert_eq!(egress_spec(&d[2]), 511);
             assert_eq!(d[0].bytes, vec![0; 20]);
         }
         // truncated
         let mut t = wire[..15].to_vec();
         let mut d = vec![buf(160, &[0; 20]), buf(64, &[0; 8]), sm(), buf(160, &key), buf(128, &hkey)];
-        IpsecCrypt.call(DECRYPT_CTR, &mut d, None, &mut Payload { bytes: &mut t }).unwrap();
+        IpsecCrypt.call(DECRYPT_CTR, &mut d, None, &mut Payload::owned(&mut t)).unwrap();
         assert_eq!(egress_spec(&d[2]), 511);
     }
 
@@ -262,11 +262,11 @@ mod tests {
     fn null_round_trip() {
         let mut args = vec![buf(160, &ipv4()), buf(64, &[0; 8])];
         let mut p = b"hello".to_vec();
-        IpsecCrypt.call(ENCRYPT_NULL, &mut args, None, &mut Payload { bytes: &mut p }).unwrap();
+        IpsecCrypt.call(ENCRYPT_NULL, &mut args, None, &mut Payload::owned(&mut p)).unwrap();
         assert_eq!(p.len(), 20 + 5 + 2);
         assert_eq!(&p[..20], &ipv4()[..]);
         let mut d = vec![buf(160, &[0; 20]), buf(64, &[0; 8]), sm()];
-        IpsecCrypt.call(DECRYPT_NULL, &mut d, None, &mut Payload { bytes: &mut p }).unwrap();
+        IpsecCrypt.call(DECRYPT_NULL, &mut d, None, &mut Payload::owned(&mut p)).unwrap();
         assert_eq!(p, b"hello");
         assert_eq!(d[0].bytes, ipv4());
     }

@@ -110,11 +110,11 @@ impl ExternObject for DfaMatcher {
 
     fn call(&self, _m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
         let mode = args[0].as_u64() as usize;
-        let off = (args[1].as_u64() as usize).min(payload.bytes.len());
+        let off = (args[1].as_u64() as usize).min(payload.bytes().len());
         // no automaton loaded yet: nothing matches
         let a = self.automaton.read().unwrap_or_else(|p| p.into_inner()).clone();
         let hit = match a {
-            Some(a) => a.matches(mode, &payload.bytes[off..]).ok_or_else(|| ExternError::BadArgument(format!("dfa_matcher: no mode {mode}")))?,
+            Some(a) => a.matches(mode, &payload.bytes()[off..]).ok_or_else(|| ExternError::BadArgument(format!("dfa_matcher: no mode {mode}")))?,
             None => false,
         };
         args[2].set_bytes(&[hit as u8]);

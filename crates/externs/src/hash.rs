@@ -3,7 +3,6 @@
 //! (truncated or left-padded to `out.len()`), except the CRCs/checksums which are numbers and are
 //! written right-aligned.
 
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HashAlg {
     /// CRC-16/ARC.
@@ -174,11 +173,10 @@ pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<
         HashAlg::Csum16 => put_number(out, &csum16(data).to_be_bytes()),
         HashAlg::SipHash24 => {
             let k: [u8; 16] = key.try_into().map_err(|_| HashError::BadKey("SipHash-2-4 needs a 16-byte key"))?;
-            use std::hash::Hasher;
-            let mut h = siphasher::sip::SipHasher24::new_with_key(&k);
-            h.write(data);
+            // one-shot over the whole message (the streaming `Hasher::write` path buffers a tail per call)
+            let h = siphasher::sip::SipHasher24::new_with_key(&k).hash(data);
             // the reference implementation serialises the result little-endian
-            put_digest(out, &h.finish().to_le_bytes());
+            put_digest(out, &h.to_le_bytes());
         }
         HashAlg::HalfSipHash24 => {
             let k: [u8; 8] = key.try_into().map_err(|_| HashError::BadKey("HalfSipHash-2-4 needs an 8-byte key"))?;
@@ -220,8 +218,7 @@ pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<
             otk[16..].copy_from_slice(&s);
             put_digest(out, &poly1305_tag(&otk, data));
         }
-        HashAlg::HmacSha256 => put_digest(out, ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key), data).as_ref()),
-        HashAlg::HmacSha512 => put_digest(out, ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA512, key), data).as_ref()),
+        HashAlg::HmacSha256 | HashAlg::HmacSha512 => with_hmac_key(alg, key, |k| put_digest(out, ring::hmac::sign(k, data).as_ref())),
         HashAlg::Sha3_512 => {
             use sha3::Digest;
             put_digest(out, &sha3::Sha3_512::digest(data));
@@ -251,11 +248,12 @@ pub fn compute2(alg: HashAlg, key: &[u8], head: &[u8], tail: &[u8], out: &mut [u
             Ok(())
         }
         HashAlg::HmacSha256 | HashAlg::HmacSha512 => {
-            let a = if alg == HashAlg::HmacSha256 { ring::hmac::HMAC_SHA256 } else { ring::hmac::HMAC_SHA512 };
-            let mut c = ring::hmac::Context::with_key(&ring::hmac::Key::new(a, key));
-            c.update(head);
-            c.update(tail);
-            put_digest(out, c.sign().as_ref());
+            with_hmac_key(alg, key, |k| {
+                let mut c = ring::hmac::Context::with_key(k);
+                c.update(head);
+                c.update(tail);
+                put_digest(out, c.sign().as_ref());
+            });
             Ok(())
         }
         HashAlg::Sha3_512 => {
@@ -269,6 +267,32 @@ pub fn compute2(alg: HashAlg, key: &[u8], head: &[u8], tail: &[u8], out: &mut [u
         _ => return None,
     };
     Some(r)
+}
+
+/// Run `f` with the HMAC key for (`alg`, `key`). Preparing an HMAC key hashes the padded key twice (the
+/// inner and outer states): as much as the MAC of a short message. Keys change rarely (they are table or
+/// register contents), so each thread keeps its last few prepared keys.
+fn with_hmac_key<R>(alg: HashAlg, key: &[u8], f: impl FnOnce(&ring::hmac::Key) -> R) -> R {
+    use std::cell::RefCell;
+    const KEEP: usize = 4;
+    thread_local! {
+        static KEYS: RefCell<Vec<(HashAlg, Vec<u8>, ring::hmac::Key)>> = const { RefCell::new(Vec::new()) };
+    }
+    KEYS.with(|keys| {
+        let mut keys = keys.borrow_mut();
+        let i = match keys.iter().position(|(a, k, _)| *a == alg && k[..] == *key) {
+            Some(i) => i,
+            None => {
+                let a = if alg == HashAlg::HmacSha256 { ring::hmac::HMAC_SHA256 } else { ring::hmac::HMAC_SHA512 };
+                if keys.len() == KEEP {
+                    keys.remove(0);
+                }
+                keys.push((alg, key.to_vec(), ring::hmac::Key::new(a, key)));
+                keys.len() - 1
+            }
+        };
+        f(&keys[i].2)
+    })
 }
 
 /// Poly1305 with a 32-byte one-time key (r || s) over a message of any length.
@@ -343,5 +367,24 @@ mod tests {
         }
         assert!(compute2(HashAlg::Blake2b, &key, b"a", b"b", &mut [0u8; 8]).is_none());
         assert!(compute2(HashAlg::SipHash24, &[1], b"a", b"b", &mut [0u8; 8]).expect("answered").is_err());
+    }
+
+    #[test]
+    fn hmac_keys_kept_per_thread_never_mix() {
+        // more keys than the thread keeps, in rotation, both algorithms, and keys that are prefixes of others
+        let keys: Vec<Vec<u8>> = (0..7u8).map(|i| vec![i; 16 + i as usize % 3]).chain([vec![1u8; 17][..16].to_vec()]).collect();
+        for round in 0..3 {
+            for (i, k) in keys.iter().enumerate() {
+                for (alg, ring_alg) in [(HashAlg::HmacSha256, ring::hmac::HMAC_SHA256), (HashAlg::HmacSha512, ring::hmac::HMAC_SHA512)] {
+                    let msg = [round as u8, i as u8, 42];
+                    let want = ring::hmac::sign(&ring::hmac::Key::new(ring_alg, k), &msg);
+                    let mut out = vec![0u8; want.as_ref().len()];
+                    compute(alg, k, &msg, &mut out).unwrap();
+                    assert_eq!(out, want.as_ref(), "{alg:?} key {i} round {round}");
+                    compute2(alg, k, &msg[..1], &msg[1..], &mut out).unwrap().unwrap();
+                    assert_eq!(out, want.as_ref(), "{alg:?} key {i} round {round} in two pieces");
+                }
+            }
+        }
     }
 }

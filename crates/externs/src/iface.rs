@@ -62,10 +62,68 @@ impl BitBuf {
     }
 }
 
-/// The bytes of the packet beyond the headers the parser extracted. An extern may read and rewrite them
-/// (ESP replaces the payload with ciphertext and vice versa). `Vec` capacity is kept across packets.
+/// The bytes of the packet beyond the headers the parser extracted. An extern may read them and rewrite them
+/// (ESP replaces the payload with ciphertext and vice versa).
+///
+/// While nothing has rewritten it, the payload is a read-only view of the received packet, so an extern that
+/// only reads it (a hash over the frame, a DFA scan) costs no copy; the first write copies it into the
+/// worker's own buffer (its `Vec` capacity is kept across packets).
 pub struct Payload<'a> {
-    pub bytes: &'a mut Vec<u8>,
+    /// The received packet and where the payload starts in it, while the payload is still that view.
+    pkt: &'a [u8],
+    at: Option<usize>,
+    owned: &'a mut Vec<u8>,
+}
+
+impl<'a> Payload<'a> {
+    /// A payload held in `owned` (tests, and the engine once something rewrote the payload).
+    pub fn owned(owned: &'a mut Vec<u8>) -> Self {
+        Payload { pkt: &[], at: None, owned }
+    }
+    /// The payload as `pkt[at..]` (clamped to the packet), with `owned` as the buffer for a rewrite.
+    pub fn in_packet(pkt: &'a [u8], at: usize, owned: &'a mut Vec<u8>) -> Self {
+        Payload { pkt, at: Some(at.min(pkt.len())), owned }
+    }
+    /// The payload bytes.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        match self.at {
+            Some(at) => &self.pkt[at..],
+            None => self.owned,
+        }
+    }
+    /// Whether the payload is still the view of the received packet (nothing rewrote it).
+    pub fn is_in_packet(&self) -> bool {
+        self.at.is_some()
+    }
+    /// The payload as a buffer to rewrite in place (copied out of the packet on first use).
+    pub fn vec_mut(&mut self) -> &mut Vec<u8> {
+        if let Some(at) = self.at.take() {
+            self.owned.clear();
+            self.owned.extend_from_slice(&self.pkt[at..]);
+        }
+        self.owned
+    }
+    /// Make `v` the payload by swapping buffers (no copy); `v` gets the old buffer back, whatever it holds.
+    pub fn swap_in(&mut self, v: &mut Vec<u8>) {
+        self.at = None;
+        std::mem::swap(self.owned, v);
+    }
+    /// Replace the payload with a copy of `bytes`.
+    pub fn set(&mut self, bytes: &[u8]) {
+        self.at = None;
+        self.owned.clear();
+        self.owned.extend_from_slice(bytes);
+    }
+    /// `prefix ++ payload` as one slice, when the payload is still in the received packet and the bytes just
+    /// before it are exactly `prefix` (e.g. a header argument the program did not change since it was
+    /// extracted): a hash over headers and payload then reads the frame as it arrived, in one piece.
+    #[inline]
+    pub fn with_prefix(&self, prefix: &[u8]) -> Option<&[u8]> {
+        let at = self.at?;
+        let start = at.checked_sub(prefix.len())?;
+        (self.pkt[start..at] == *prefix).then(|| &self.pkt[start..])
+    }
 }
 
 /// Faults the engine records (per extern, per reason) and turns into a drop of the packet.
@@ -113,8 +171,7 @@ pub trait ExternObject: Send + Sync {
     /// Resolve a method at load time; the returned index is what [`ExternObject::call`] receives.
     fn resolve(&self, sig: &MethodSig) -> Result<u32, String>;
     /// Run one method. `args` are in declaration order; `ret` receives the return value if any.
-    fn call(&self, method: u32, args: &mut [BitBuf], ret: Option<&mut BitBuf>, payload: &mut Payload<'_>)
-        -> Result<(), ExternError>;
+    fn call(&self, method: u32, args: &mut [BitBuf], ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError>;
     /// Control-plane access for P4Runtime / the CLI (e.g. installing an SA). Default: unsupported.
     fn control(&self, _op: &str, _args: &[u8]) -> Result<Vec<u8>, String> {
         Err("this extern has no control-plane operations".into())
@@ -122,5 +179,48 @@ pub trait ExternObject: Send + Sync {
     /// Events the extern wants to report to the control plane (e.g. SA soft/hard lifetime expiry).
     fn drain_events(&self) -> Vec<String> {
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Payload;
+
+    #[test]
+    fn payload_is_a_view_until_written() {
+        let pkt: Vec<u8> = (0u8..20).collect();
+        let mut owned = vec![99u8; 3];
+        let mut p = Payload::in_packet(&pkt, 14, &mut owned);
+        assert_eq!(p.bytes(), &pkt[14..]);
+        assert!(p.is_in_packet());
+        // the bytes in front of the payload, and only those, join it into one slice
+        assert_eq!(p.with_prefix(&pkt[10..14]), Some(&pkt[10..]));
+        assert_eq!(p.with_prefix(&[]), Some(&pkt[14..]));
+        assert_eq!(p.with_prefix(&[10, 11, 12, 14]), None);
+        assert_eq!(p.with_prefix(&pkt[..15]), None, "longer than what precedes the payload");
+        // the first write copies the payload out of the packet
+        p.vec_mut().push(7);
+        assert!(!p.is_in_packet());
+        assert_eq!(p.bytes(), &[14, 15, 16, 17, 18, 19, 7]);
+        assert_eq!(p.with_prefix(&pkt[13..14]), None, "an owned payload has nothing in front of it");
+        drop(p);
+        assert_eq!(owned, [14, 15, 16, 17, 18, 19, 7]);
+    }
+
+    #[test]
+    fn payload_replacements() {
+        let pkt = [1u8, 2, 3, 4];
+        let mut owned = Vec::new();
+        let mut p = Payload::in_packet(&pkt, 9, &mut owned);
+        assert_eq!(p.bytes(), &[] as &[u8], "an offset past the end is an empty payload");
+        let mut other = vec![5u8, 6];
+        p.swap_in(&mut other);
+        assert_eq!(p.bytes(), &[5, 6]);
+        p.set(&[8]);
+        assert_eq!(p.bytes(), &[8]);
+        let mut v = vec![1u8];
+        let p = Payload::owned(&mut v);
+        assert!(!p.is_in_packet());
+        assert_eq!(p.bytes(), &[1]);
     }
 }

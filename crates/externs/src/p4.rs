@@ -129,13 +129,13 @@ impl ExternObject for EspSad {
                     Some(sa) => SCRATCH.with(|s| {
                         let mut out = s.borrow_mut();
                         let r = if method == 0 {
-                            sa.encapsulate(payload.bytes, &mut out)
+                            sa.encapsulate(payload.bytes(), &mut out)
                         } else {
-                            encap_with_header(&sa, &mut args[1], payload.bytes, &mut out)
+                            encap_with_header(&sa, &mut args[1], payload.bytes(), &mut out)
                         };
                         match r {
                             Ok(_) => {
-                                std::mem::swap(&mut *out, payload.bytes);
+                                payload.swap_in(&mut *out);
                                 OK
                             }
                             Err(e) => e.code() as u64,
@@ -152,9 +152,9 @@ impl ExternObject for EspSad {
                     None => (0, NO_SA),
                     Some((i, sa)) => SCRATCH.with(|s| {
                         let mut out = s.borrow_mut();
-                        match sa.decapsulate(payload.bytes, &mut out) {
+                        match sa.decapsulate(payload.bytes(), &mut out) {
                             Ok(_) => {
-                                std::mem::swap(&mut *out, payload.bytes);
+                                payload.swap_in(&mut *out);
                                 (i, OK)
                             }
                             Err(e) => (i, e.code() as u64),
@@ -171,9 +171,9 @@ impl ExternObject for EspSad {
                     None => NO_SA,
                     Some(sa) => SCRATCH.with(|s| {
                         let mut out = s.borrow_mut();
-                        match sa.decapsulate(payload.bytes, &mut out) {
+                        match sa.decapsulate(payload.bytes(), &mut out) {
                             Ok(_) => {
-                                std::mem::swap(&mut *out, payload.bytes);
+                                payload.swap_in(&mut *out);
                                 OK
                             }
                             Err(e) => e.code() as u64,
@@ -190,12 +190,11 @@ impl ExternObject for EspSad {
                 if let Some(sa) = self.sa(args[0].as_u64()) {
                     SCRATCH.with(|s| {
                         let mut out = s.borrow_mut();
-                        status = match encap_with_header(&sa, &mut args[1], payload.bytes, &mut out) {
+                        status = match encap_with_header(&sa, &mut args[1], payload.bytes(), &mut out) {
                             Ok(_) => match split_ip_header(&out, &mut args[2..4]) {
                                 Some((v, hl)) => {
                                     version = v;
-                                    payload.bytes.clear();
-                                    payload.bytes.extend_from_slice(&out[hl..]);
+                                    payload.set(&out[hl..]);
                                     OK
                                 }
                                 None => EspError::BadInner.code() as u64,
@@ -216,15 +215,14 @@ impl ExternObject for EspSad {
                 if let Some(sa) = self.sa(args[0].as_u64()) {
                     SCRATCH.with(|s| {
                         let mut out = s.borrow_mut();
-                        status = match sa.decapsulate(payload.bytes, &mut out) {
+                        status = match sa.decapsulate(payload.bytes(), &mut out) {
                             Ok(_) => {
                                 match split_ip_header(&out, &mut args[1..3]) {
                                     Some((v, hl)) => {
                                         version = v;
-                                        payload.bytes.clear();
-                                        payload.bytes.extend_from_slice(&out[hl..]);
+                                        payload.set(&out[hl..]);
                                     }
-                                    None => std::mem::swap(&mut *out, payload.bytes),
+                                    None => payload.swap_in(&mut *out),
                                 }
                                 OK
                             }
@@ -342,8 +340,20 @@ impl ExternObject for HashObj {
     fn call(&self, _m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
         let alg = HashAlg::from_code(args[1].as_u64()).ok_or_else(|| bad("unknown hash algorithm"))?;
         let (result, rest) = args.split_at_mut(1);
-        let tail = if self.with_payload { Some(&payload.bytes[..]) } else { None };
-        hash_into(alg, &rest[1].bytes, &rest[2].bytes, tail, &mut result[0])
+        hash_with_payload(alg, &rest[1].bytes, &rest[2].bytes, self.with_payload.then_some(payload), &mut result[0])
+    }
+}
+
+/// `result = H(key, data ++ payload)` (or `H(key, data)` without a payload). When `data` is exactly the bytes
+/// in front of the payload in the received packet (headers the program has not changed since the parser
+/// extracted them), the message is read from the packet in one piece.
+fn hash_with_payload(alg: HashAlg, key: &[u8], data: &[u8], payload: Option<&mut Payload<'_>>, result: &mut BitBuf) -> Result<(), ExternError> {
+    match payload {
+        None => hash_into(alg, key, data, None, result),
+        Some(p) => match p.with_prefix(data) {
+            Some(msg) => hash_into(alg, key, msg, None, result),
+            None => hash_into(alg, key, data, Some(p.bytes()), result),
+        },
     }
 }
 
@@ -362,11 +372,11 @@ fn hash_into(alg: HashAlg, key: &[u8], data: &[u8], tail: Option<&[u8]>, result:
         Some(t) => match hash::compute2(alg, key, data, t, &mut out[..n]) {
             Some(r) => r,
             None => HASH_MSG.with(|s| {
-            let mut msg = s.borrow_mut();
-            msg.clear();
-            msg.extend_from_slice(data);
-            msg.extend_from_slice(t);
-            hash::compute(alg, key, &msg, &mut out[..n])
+                let mut msg = s.borrow_mut();
+                msg.clear();
+                msg.extend_from_slice(data);
+                msg.extend_from_slice(t);
+                hash::compute(alg, key, &msg, &mut out[..n])
             }),
         },
         None => hash::compute(alg, key, data, &mut out[..n]),
@@ -451,14 +461,16 @@ impl ExternObject for CryptoHash {
 
     fn call(&self, m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
         let (result, rest) = args.split_at_mut(1);
-        let tail = if m == 1 {
+        if m == 1 {
             // the payload (bytes after the parsed headers) from `offset`; past its end the suffix is empty
-            let off = (rest[2].as_u64() as usize).min(payload.bytes.len());
-            Some(&payload.bytes[off..])
-        } else {
-            None
-        };
-        hash_into(self.alg, &rest[0].bytes, &rest[1].bytes, tail, &mut result[0])
+            let off = rest[2].as_u64() as usize;
+            if off == 0 {
+                return hash_with_payload(self.alg, &rest[0].bytes, &rest[1].bytes, Some(payload), &mut result[0]);
+            }
+            let p = payload.bytes();
+            return hash_into(self.alg, &rest[0].bytes, &rest[1].bytes, Some(&p[off.min(p.len())..]), &mut result[0]);
+        }
+        hash_into(self.alg, &rest[0].bytes, &rest[1].bytes, None, &mut result[0])
     }
 }
 
@@ -508,10 +520,14 @@ impl ExternObject for AsconObj {
             (false, false) => {
                 matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::InOut, d), (Dir::Out, 128)] if ad % 8 == 0 && d % 8 == 0)
             }
-            (true, true) => matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::In, 8), (Dir::InOut, d), (Dir::In, 8), (Dir::In, 128), (Dir::Out, 8)]
-                if ad % 8 == 0 && d % 8 == 0),
-            (true, false) => matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::In, 8), (Dir::InOut, d), (Dir::In, 8), (Dir::Out, 128), (Dir::Out, 8)]
-                if ad % 8 == 0 && d % 8 == 0),
+            (true, true) => {
+                matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::In, 8), (Dir::InOut, d), (Dir::In, 8), (Dir::In, 128), (Dir::Out, 8)]
+                if ad % 8 == 0 && d % 8 == 0)
+            }
+            (true, false) => {
+                matches!(a, [(Dir::In, 8), (Dir::In, 128), (Dir::In, 128), (Dir::In, ad), (Dir::In, 8), (Dir::InOut, d), (Dir::In, 8), (Dir::Out, 128), (Dir::Out, 8)]
+                if ad % 8 == 0 && d % 8 == 0)
+            }
         };
         if ok {
             Ok(0)
