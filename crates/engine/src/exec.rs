@@ -164,24 +164,33 @@ fn read_wide(data: &[u8], pos: usize, width: u32) -> Wide {
     v
 }
 
-/// Where one field of an extern argument sits in the argument's bit string: the field's slot, its width
-/// and its first bit (MSB-first, counting the leading pad bits).
+/// How one field of an extern argument moves between its slot words and the argument's bytes, chosen when
+/// the call site is compiled.
 #[derive(Clone, Copy, Debug)]
-struct PlanField {
-    slot: u32,
-    width: u32,
-    bit: u32,
+enum PlanOp {
+    /// `nb` (1..=8) whole bytes at byte `at`, through the 8-byte window that starts there (`at + 8 <= nbytes`).
+    Ahead { slot: u32, at: u32, nb: u32 },
+    /// `nb` (1..=8) whole bytes at byte `at`, through the 8-byte window that ends with them (`at + nb >= 8`).
+    Behind { slot: u32, at: u32, nb: u32 },
+    /// Whole bytes in an argument too short for any window, or a field wider than 64 bits: word by word.
+    Bytes { slot: u32, at: u32, nb: u32 },
+    /// A narrow field off the byte grid: its bits at bit `bit` (MSB first).
+    Bits { slot: u32, bit: u32, width: u32 },
+    /// A `bit<0>` field: no bytes; written back as zero (as the general path does).
+    Empty { slot: u32 },
 }
 
 /// An extern argument whose parts (or, for `out`/`inout`, destinations) are all fixed fields: the layout of
 /// its bit string resolved at compile time, so a call moves each field straight between its slot words and
-/// the argument bytes (whole bytes for byte-aligned fields, bit windows for the rest).
+/// the argument bytes (8-byte windows for byte-aligned fields, bit windows for the rest).
 #[derive(Clone, Debug)]
 pub(crate) struct ArgPlan {
     nbytes: usize,
     /// The argument's bytes with its constant parts in place and zeros for the fields.
     base: Vec<u8>,
-    fields: Vec<PlanField>,
+    /// Whether the fields alone cover every byte (no constants, no pad bits): then `base` need not be copied.
+    covered: bool,
+    ops: Vec<PlanOp>,
 }
 
 /// OR the low `width` (at most 64) bits of `v` into `out` at bit `bit` (MSB first); the bits there are zero.
@@ -196,6 +205,16 @@ fn put_bits_at(out: &mut [u8], bit: u32, width: u32, v: u64) {
         rem -= take;
         p += take;
     }
+}
+
+#[inline(always)]
+fn window(bytes: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[inline(always)]
+fn set_window(bytes: &mut [u8], at: usize, v: u64) {
+    bytes[at..at + 8].copy_from_slice(&v.to_be_bytes());
 }
 
 impl ArgPlan {
@@ -225,17 +244,30 @@ impl ArgPlan {
                 return None;
             }
         }
-        let mut plan = ArgPlan { nbytes, base: vec![0; nbytes], fields: Vec::with_capacity(parts.len()) };
+        let mut plan = ArgPlan { nbytes, base: vec![0; nbytes], covered: bit == 0, ops: Vec::with_capacity(parts.len()) };
         for p in parts {
             let width = match p {
                 Ok(l) => {
                     if l.width > 64 && (l.width % 8 != 0 || bit % 8 != 0) {
                         return None;
                     }
-                    plan.fields.push(PlanField { slot: l.slot, width: l.width, bit });
+                    let (slot, at, nb) = (l.slot, bit / 8, l.width / 8);
+                    plan.ops.push(if bit % 8 != 0 || l.width % 8 != 0 {
+                        plan.covered = false;
+                        PlanOp::Bits { slot, bit, width: l.width }
+                    } else if nb == 0 {
+                        PlanOp::Empty { slot }
+                    } else if nb <= 8 && at as usize + 8 <= nbytes {
+                        PlanOp::Ahead { slot, at, nb }
+                    } else if nb <= 8 && at + nb >= 8 {
+                        PlanOp::Behind { slot, at, nb }
+                    } else {
+                        PlanOp::Bytes { slot, at, nb }
+                    });
                     l.width
                 }
                 Err((v, width)) => {
+                    plan.covered = false;
                     put_bits_at(&mut plan.base, bit, width, v);
                     width
                 }
@@ -248,36 +280,53 @@ impl ArgPlan {
     /// Fill `out` with the argument's bytes (zeros only, when `value` is false: an `out` argument).
     #[inline]
     pub(crate) fn marshal(&self, slots: &[u64], value: bool, out: &mut Vec<u8>) {
-        out.clear();
-        if !value {
+        if out.len() != self.nbytes {
+            out.clear();
             out.resize(self.nbytes, 0);
+        }
+        if !value {
+            out.fill(0);
             return;
         }
-        out.extend_from_slice(&self.base);
-        for f in &self.fields {
-            let at = (f.bit / 8) as usize;
-            if f.bit % 8 == 0 && f.width % 8 == 0 {
-                // whole bytes: the slot words' bytes, most significant word first
-                let nb = (f.width / 8) as usize;
-                if nb > 0 && nb <= 8 && at + 8 <= out.len() {
-                    // one 8-byte window: the field's bytes first, the bytes after it kept (no memcpy call)
-                    let win: &mut [u8; 8] = (&mut out[at..at + 8]).try_into().expect("8 bytes");
-                    let old = u64::from_be_bytes(*win);
-                    let keep = if nb == 8 { 0 } else { u64::MAX >> (8 * nb) };
-                    let v = if nb == 8 { slots[f.slot as usize] } else { slots[f.slot as usize] << (64 - 8 * nb) };
-                    *win = (v | (old & keep)).to_be_bytes();
-                    continue;
-                }
-                let mut end = at + nb;
-                for k in 0..words_for(f.width) as usize {
-                    let take = (nb - 8 * k).min(8);
-                    let x = slots[f.slot as usize + k].to_be_bytes();
-                    out[end - take..end].copy_from_slice(&x[8 - take..]);
-                    end -= take;
-                }
+        if !self.covered {
+            if self.nbytes == 1 {
+                // a narrow constant such as an algorithm selector: no memcpy call
+                out[0] = self.base[0];
             } else {
-                // a narrow field off the byte grid: OR its bits in, one byte at a time
-                put_bits_at(out, f.bit, f.width, slots[f.slot as usize]);
+                out.copy_from_slice(&self.base);
+            }
+        }
+        for op in &self.ops {
+            match *op {
+                // the field's bytes first (or last) in the window, the window's other bytes kept
+                PlanOp::Ahead { slot, at, nb } => {
+                    let (at, sh) = (at as usize, 64 - 8 * nb);
+                    let keep = if nb == 8 { 0 } else { u64::MAX >> (8 * nb) };
+                    let v = (slots[slot as usize] << sh) | (window(out, at) & keep);
+                    set_window(out, at, v);
+                }
+                PlanOp::Behind { slot, at, nb } => {
+                    let from = (at + nb - 8) as usize;
+                    let m = mask(8 * nb);
+                    let v = (slots[slot as usize] & m) | (window(out, from) & !m);
+                    set_window(out, from, v);
+                }
+                PlanOp::Bytes { slot, at, nb } => {
+                    let (nb, mut end) = (nb as usize, (at + nb) as usize);
+                    for k in 0..nb.div_ceil(8) {
+                        let take = (nb - 8 * k).min(8);
+                        if take == 8 {
+                            // a whole word: one 8-byte store
+                            set_window(out, end - 8, slots[slot as usize + k]);
+                        } else {
+                            let x = slots[slot as usize + k].to_be_bytes();
+                            out[end - take..end].copy_from_slice(&x[8 - take..]);
+                        }
+                        end -= take;
+                    }
+                }
+                PlanOp::Bits { slot, bit, width } => put_bits_at(out, bit, width, slots[slot as usize]),
+                PlanOp::Empty { .. } => {}
             }
         }
     }
@@ -289,25 +338,21 @@ impl ArgPlan {
         if bytes.len() != self.nbytes {
             return;
         }
-        for f in &self.fields {
-            let at = (f.bit / 8) as usize;
-            if f.bit % 8 == 0 && f.width % 8 == 0 {
-                let nb = (f.width / 8) as usize;
-                if nb > 0 && nb <= 8 && at + 8 <= bytes.len() {
-                    // one 8-byte window, the field's bytes first
-                    let win: [u8; 8] = bytes[at..at + 8].try_into().expect("8 bytes");
-                    slots[f.slot as usize] = u64::from_be_bytes(win) >> (64 - 8 * nb);
-                    continue;
+        for op in &self.ops {
+            match *op {
+                PlanOp::Ahead { slot, at, nb } => slots[slot as usize] = window(bytes, at as usize) >> (64 - 8 * nb),
+                PlanOp::Behind { slot, at, nb } => slots[slot as usize] = window(bytes, (at + nb - 8) as usize) & mask(8 * nb),
+                PlanOp::Bytes { slot, at, nb } => {
+                    let (nb, mut end) = (nb as usize, (at + nb) as usize);
+                    for k in 0..nb.div_ceil(8) {
+                        let take = (nb - 8 * k).min(8);
+                        slots[slot as usize + k] =
+                            if take == 8 { window(bytes, end - 8) } else { bytes[end - take..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64) };
+                        end -= take;
+                    }
                 }
-                let mut end = at + nb;
-                for k in 0..words_for(f.width) as usize {
-                    let take = (nb - 8 * k).min(8);
-                    let x = bytes[end - take..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64);
-                    slots[f.slot as usize + k] = x;
-                    end -= take;
-                }
-            } else {
-                slots[f.slot as usize] = read_bits(bytes, f.bit as usize, f.width) & mask(f.width);
+                PlanOp::Bits { slot, bit, width } => slots[slot as usize] = read_bits(bytes, bit as usize, width) & mask(width),
+                PlanOp::Empty { slot } => slots[slot as usize] = 0,
             }
         }
     }
