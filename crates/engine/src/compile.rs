@@ -421,7 +421,12 @@ fn stmt(s: &Stmt) -> SF {
         Stmt::ExternCall { inst, method, args, ret } => {
             // argument layouts resolved here once (fields moved straight between slots and argument bytes)
             let plans: Vec<Option<crate::exec::ArgPlan>> = args.iter().map(crate::exec::ArgPlan::new).collect();
-            let (i, m, args, ret) = (*inst as usize, *method, args.clone(), ret.clone());
+            let (i, m) = (*inst as usize, *method);
+            if let Some(pc) = crate::exec::PlannedCall::new(i, m, args, &plans, ret.as_ref()) {
+                // every argument planned, no return value or a fixed one: the lean path
+                return Box::new(move |e, w| e.extern_call_planned(w, &pc));
+            }
+            let (args, ret) = (args.clone(), ret.clone());
             Box::new(move |e, w| e.extern_call(w, i, m, &args, &plans, ret.as_ref()))
         }
         Stmt::Extract { hdr: HeaderRef::Static(h), varbit_bits: None } => extract_static(*h),

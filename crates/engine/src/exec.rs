@@ -358,6 +358,28 @@ impl ArgPlan {
     }
 }
 
+/// An extern call site whose arguments are all planned ([`ArgPlan`]) and whose return value, if any, goes to
+/// a fixed location: what [`Engine::extern_call_planned`] needs per packet, resolved once.
+pub(crate) struct PlannedCall {
+    inst: usize,
+    method: u32,
+    /// Per argument: its plan, its width, and its direction.
+    args: Vec<(ArgPlan, u32, Direction)>,
+    ret: Option<Loc>,
+}
+
+impl PlannedCall {
+    pub(crate) fn new(inst: usize, method: u32, args: &[ExternArg], plans: &[Option<ArgPlan>], ret: Option<&LValue>) -> Option<Self> {
+        let ret = match ret {
+            None => None,
+            Some(LValue::Static(l)) => Some(*l),
+            Some(_) => return None,
+        };
+        let args = args.iter().zip(plans).map(|(a, p)| p.clone().map(|p| (p, a.width, a.dir))).collect::<Option<Vec<_>>>()?;
+        Some(PlannedCall { inst, method, args, ret })
+    }
+}
+
 impl Engine {
     // ------------------------------------------------------------ locations
 
@@ -1550,6 +1572,74 @@ impl Engine {
         }
         w.bitbufs = bufs;
         w.retbuf = retbuf;
+        Flow::Next
+    }
+
+    /// [`Engine::extern_call`] for a call site whose arguments are all planned: arguments marshalled straight
+    /// into the worker's buffers (borrowed in place, not moved out and back), only `out`/`inout` arguments
+    /// checked and written back.
+    pub(crate) fn extern_call_planned(&self, w: &mut Worker, pc: &PlannedCall) -> Flow {
+        let n = pc.args.len();
+        if w.bitbufs.len() < n {
+            w.bitbufs.resize_with(n, BitBuf::default);
+        }
+        let bufs = &mut w.bitbufs[..n];
+        for ((plan, width, dir), b) in pc.args.iter().zip(bufs.iter_mut()) {
+            b.width = *width;
+            plan.marshal(&w.slots, *dir != Direction::Out, &mut b.bytes);
+        }
+        let retbuf = &mut w.retbuf;
+        if let Some(l) = pc.ret {
+            retbuf.width = l.width;
+            retbuf.bytes.clear();
+            retbuf.bytes.resize(l.width.div_ceil(8) as usize, 0);
+        }
+        let obj = &self.externs[pc.inst];
+        let m = self.extern_methods[pc.inst][pc.method as usize];
+        let mut payload =
+            if w.payload_at != crate::NOT_IN_PKT { Payload::in_packet(&w.pkt, w.payload_at, &mut w.payload) } else { Payload::owned(&mut w.payload) };
+        let r = obj.call(m, bufs, pc.ret.map(|_| &mut *retbuf), &mut payload);
+        let moved_out = !payload.is_in_packet();
+        if moved_out {
+            w.payload_at = crate::NOT_IN_PKT;
+        }
+        if w.trace.is_some() {
+            let x = &self.prog.externs[pc.inst];
+            let name = format!("extern {}.{}", x.name, x.methods[pc.method as usize].name);
+            w.trace.as_mut().expect("trace").push(name);
+        }
+        // an extern that resized an argument it writes (or the return value) broke the interface: a fault
+        let r = r.and_then(|()| {
+            for ((_, width, dir), b) in pc.args.iter().zip(w.bitbufs.iter()) {
+                if *dir != Direction::In && b.bytes.len() != width.div_ceil(8) as usize {
+                    return Err(ExternError::Failed(format!("an out argument of {width} bits came back as {} bytes", b.bytes.len())));
+                }
+            }
+            match pc.ret {
+                Some(l) if w.retbuf.bytes.len() != l.width.div_ceil(8) as usize => {
+                    Err(ExternError::Failed(format!("the return value of {} bits came back as {} bytes", l.width, w.retbuf.bytes.len())))
+                }
+                _ => Ok(()),
+            }
+        });
+        if let Err(e) = r {
+            crate::bump(&w.stats.extern_faults);
+            if let Some(t) = w.trace.as_mut() {
+                t.push(format!("extern fault: {e}"));
+            }
+            w.fx.drop = true;
+            return Flow::Exit;
+        }
+        for ((plan, _, dir), b) in pc.args.iter().zip(w.bitbufs.iter()) {
+            if *dir != Direction::In {
+                plan.write_back(&b.bytes, &mut w.slots);
+            }
+        }
+        if let Some(l) = pc.ret {
+            let bytes = std::mem::take(&mut w.retbuf.bytes);
+            self.store_bits(w, l, &bytes, bytes.len() * 8 - l.width as usize);
+            w.retbuf.bytes = bytes;
+        }
         Flow::Next
     }
 
