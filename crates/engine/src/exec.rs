@@ -422,18 +422,6 @@ impl Engine {
         w.slots[l.slot as usize..l.slot as usize + n].copy_from_slice(&v[..n]);
     }
 
-    pub(crate) fn store_value(&self, w: &mut Worker, l: Loc, v: &Value) {
-        if l.width <= 64 {
-            self.store(w, l, v.as_u64());
-        } else {
-            let mut x = bits::ZERO;
-            for (i, word) in v.words.iter().enumerate().take(bits::WORDS) {
-                x[i] = *word;
-            }
-            self.store_wide(w, l, &x);
-        }
-    }
-
     #[allow(dead_code)]
     pub(crate) fn load_value(&self, w: &Worker, l: Loc) -> Value {
         let n = words_for(l.width) as usize;
@@ -1226,8 +1214,17 @@ impl Engine {
                 }
             },
             (None, Err(c)) => {
+                // arguments not inline (the default action, wide arguments): their words straight into the
+                // parameter slots, the top word masked to the width
                 for (p, v) in action.params.iter().zip(&c.args) {
-                    self.store_value(w, p.loc, v);
+                    let (s, n) = (p.loc.slot as usize, words_for(p.loc.width) as usize);
+                    if n == 0 {
+                        continue;
+                    }
+                    for (i, d) in w.slots[s..s + n].iter_mut().enumerate() {
+                        *d = v.words.get(i).copied().unwrap_or(0);
+                    }
+                    w.slots[s + n - 1] &= mask(p.loc.width - 64 * (n as u32 - 1));
                 }
             }
             (None, Ok(_)) => {}
