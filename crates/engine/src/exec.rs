@@ -278,7 +278,7 @@ impl ArgPlan {
     }
 
     /// Fill `out` with the argument's bytes (zeros only, when `value` is false: an `out` argument).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn marshal(&self, slots: &[u64], value: bool, out: &mut Vec<u8>) {
         if out.len() != self.nbytes {
             out.clear();
@@ -332,7 +332,7 @@ impl ArgPlan {
     }
 
     /// Split the argument's bytes back into the fields' slots.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn write_back(&self, bytes: &[u8], slots: &mut [u64]) {
         // (the caller checked the length: an extern that resized it is a fault)
         if bytes.len() != self.nbytes {
