@@ -2,13 +2,18 @@
  *
  * Clients reach the server through a PROTECT port. While the defence is active (a table parameter the
  * controller flips when it sees a flood), a SYN from a client that is not yet known is not forwarded: the
- * switch answers it with a SYN-ACK whose sequence number is a cookie, the first 32 bits of
- * SipHash-2-4(key, client address, server address, client port, server port, epoch). No state is kept per
- * SYN. The client's ACK must acknowledge cookie + 1; then the client address is added to an allowlist (a
+ * switch answers it with a SYN-ACK whose sequence number is a cookie: the first 31 bits of
+ * SipHash-2-4(key, client address, server address, client port, server port, epoch) followed by the low bit
+ * of the epoch. No state is kept per SYN. The client's ACK must acknowledge cookie + 1, checked against the
+ * epoch its low bit names: the current one or the one before it, so a handshake that straddles an epoch
+ * change still completes (as Linux accepts cookies of the previous counter value). Then the client
+ * address is added to an allowlist (a
  * register indexed by a keyed hash of the address) and the switch resets the half-open connection (RST with
  * the ACK's acknowledgement number as sequence number), so that the client's next attempt goes straight to
  * the server. Wrong cookies and other packets from unknown clients are dropped and counted. Rotating the
- * key or the epoch (over P4Runtime) invalidates outstanding cookies.
+ * key invalidates outstanding cookies at once; advancing the epoch (over P4Runtime) invalidates those of
+ * two epochs back. The cookie carries no MSS: the handshake it completes is reset, and the client's next
+ * attempt negotiates its MSS with the server itself.
  *
  * Counter sc_stats: 0 SYNs answered with a cookie, 1 valid cookies (client allowed), 2 wrong cookies,
  * 3 other packets from unknown clients dropped, 4 packets of allowed clients forwarded, 5 packets forwarded
@@ -182,13 +187,21 @@ control ScIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             mark_to_drop(sm);
             return;
         }
+        /* the epoch of the cookie: the current one for a SYN; for an ACK, the one whose low bit the
+         * acknowledged cookie carries (the current epoch or the one before it) */
+        bit<8> epoch = meta.epoch;
+        bit<32> acked = hdr.tcp.ack_no - 1;
+        if (hdr.tcp.flags != TCP_SYN && acked[0:0] != meta.epoch[0:0]) {
+            epoch = meta.epoch - 1;
+        }
         siphash.get(meta.cookie, meta.key, { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.tcp.src_port,
-                                             hdr.tcp.dst_port, meta.epoch });
+                                             hdr.tcp.dst_port, epoch });
+        bit<32> cookie = meta.cookie[63:33] ++ epoch[0:0];
         if (hdr.tcp.flags == TCP_SYN) {
-            reply_with(meta.cookie[63:32], hdr.tcp.seq_no + 1, TCP_SYN | TCP_ACK);
+            reply_with(cookie, hdr.tcp.seq_no + 1, TCP_SYN | TCP_ACK);
             sc_stats.count(0);
         } else if ((hdr.tcp.flags & (TCP_SYN | TCP_RST | TCP_FIN | TCP_ACK)) == TCP_ACK) {
-            if (hdr.tcp.ack_no == meta.cookie[63:32] + 1) {
+            if (acked == cookie) {
                 allowlist.write((bit<32>)meta.h[15:0], 1);
                 reply_with(hdr.tcp.ack_no, 0, TCP_RST);
                 sc_stats.count(1);

@@ -22,8 +22,10 @@ def ip4(a):
 
 
 def cookie(src, dst, sport, dport, epoch, key=KEY):
-    msg = ip4(src) + ip4(dst) + sport.to_bytes(2, "big") + dport.to_bytes(2, "big") + bytes([epoch])
-    return int.from_bytes(siphash24.siphash24(msg, key=key).digest()[:4], "big")
+    """The first 31 bits of SipHash-2-4 over the 4-tuple and the epoch, then the epoch's low bit."""
+    msg = ip4(src) + ip4(dst) + sport.to_bytes(2, "big") + dport.to_bytes(2, "big") + bytes([epoch % 256])
+    first = int.from_bytes(siphash24.siphash24(msg, key=key).digest()[:4], "big")
+    return (first & ~1) | (epoch & 1)
 
 
 def config(stf, active=1, epoch=7, key=KEY):
@@ -88,7 +90,9 @@ def test_wrong_cookies_and_unknown_clients_are_dropped_and_counted(p4sec_bin, tm
         ack(c, sport, isn + 1, k + 2),
         ack(c, sport + 1, isn + 1, k + 1),                          # another client port
         ack("203.0.113.10", sport, isn + 1, k + 1),                 # another address
-        ack(c, sport, isn + 1, cookie(c, SERVER, sport, 80, 6) + 1),  # the previous epoch
+        ack(c, sport, isn + 1, cookie(c, SERVER, sport, 80, 5) + 1),  # two epochs back
+        ack(c, sport, isn + 1, cookie(c, SERVER, sport, 80, 8) + 1),  # the next epoch
+        ack(c, sport, isn + 1, (k ^ 1) + 1),                          # the cookie with the other epoch bit
         ack(c, sport, isn + 1, cookie(c, SERVER, sport, 80, 7, key=bytes(16)) + 1),  # another key
     ]
     for w in wrong:
@@ -123,3 +127,22 @@ def test_inactive_defence_and_server_side_pass_unchanged(p4sec_bin, tmp_path):
     stf.add("check_counter ScIngress.sc_stats(5) packets == 1")
     stf.add("check_counter ScIngress.sc_stats(6) packets == 1")
     run_ok(stf, p4sec_bin, tmp_path)
+
+
+def test_a_handshake_that_straddles_an_epoch_change_completes(p4sec_bin, tmp_path):
+    """SYN-ACKs sent in the epoch before the current one are still honoured (the controller advanced the
+    epoch from 7 to 8 between the SYN-ACK and the client's ACK); across the 255 -> 0 wrap as well."""
+    for before, now in [(7, 8), (8, 9), (255, 0)]:
+        stf = Stf()
+        config(stf, epoch=now)
+        c, sport, isn = "198.51.100.77", 41000 + now, 5000
+        k = cookie(c, SERVER, sport, 80, before)
+        stf.packet(CLIENT_PORT, ack(c, sport, isn + 1, k + 1))
+        stf.expect(CLIENT_PORT, reply(c, sport, k + 1, 0, "R"))
+        # and a fresh SYN of another (not yet admitted) client gets a cookie of the current epoch
+        c2 = "198.51.100.78"
+        stf.packet(CLIENT_PORT, syn(c2, sport, isn))
+        stf.expect(CLIENT_PORT, reply(c2, sport, cookie(c2, SERVER, sport, 80, now), isn + 1, "SA"))
+        stf.add("check_counter ScIngress.sc_stats(1) packets == 1")
+        stf.add("check_counter ScIngress.sc_stats(2) packets == 0")
+        run_ok(stf, p4sec_bin, tmp_path)
