@@ -1,15 +1,24 @@
 /* frame_auth.p4: integrity of whole Ethernet frames between two switches (MACsec-like, without encryption).
  *
- * On a port configured to PROTECT, the switch computes a keyed hash over the whole frame (MAC addresses,
- * EtherType, everything after them), inserts a shim after the MAC addresses carrying the original EtherType
- * and the first 64 bits of the digest, sets the EtherType to 0x88B5 and forwards. On a port configured to
- * VERIFY, the next switch recomputes the hash over the frame without the shim; a match strips the shim and
- * forwards the original frame unchanged, anything else (no shim, wrong tag, modified frame) is dropped and
- * counted. Ports, keys and the algorithm of each port are table entries written over P4Runtime.
+ * On a port configured to PROTECT, the switch numbers the frame with the next packet number (PN) of the
+ * link it leaves on, computes a keyed hash over the whole frame (MAC addresses, EtherType, PN, everything
+ * after them), inserts a shim after the MAC addresses carrying the original EtherType, the PN and the first
+ * 64 bits of the digest, sets the EtherType to 0x88B5 and forwards. On a port configured to VERIFY, the next
+ * switch recomputes the hash over the frame without the shim; a match strips the shim and forwards the
+ * original frame unchanged, anything else (no shim, wrong tag, modified frame) is dropped and counted.
+ *
+ * Replay protection, as IPsec's anti-replay window (RFC 4303, 3.4.3) with MACsec's packet numbers: each
+ * verifying port keeps the highest PN it accepted and a 64-bit bitmap of the PNs just below it; an
+ * authentic frame whose PN was already accepted, or is 64 or more below the highest, is dropped and counted
+ * (a frame that fails the tag check never moves the window). PNs start at 1; a sender whose PN would wrap
+ * stops sending (counted) until the controller installs a new key and resets the PN registers (tx_pn at the
+ * sender, rx_top and rx_window at the receiver). Ports, keys and the algorithm of each port are table
+ * entries written over P4Runtime; the registers are P4Runtime register entries.
  *
  * Algorithms (action parameter `alg`): 0 SipHash-2-4, 1 HMAC-SHA-256, 2 keyed BLAKE2b with a 64-bit output.
  * Counter fa_stats: 0 frames tagged, 1 frames verified, 2 wrong tag, 3 untagged frame on a verify port,
- * 4 tagged frame on a protect port, 5 unknown algorithm, 6 frames from an unconfigured port. */
+ * 4 tagged frame on a protect port, 5 unknown algorithm, 6 frames from an unconfigured port, 7 replayed or
+ * too old frames (authentic), 8 frames not sent because the PN space of the link is used up. */
 #include <core.p4>
 #include <v1model.p4>
 #include <p4sec.p4>
@@ -27,9 +36,10 @@ header ethernet_t {
     bit<16> ether_type;
 }
 
-/* the shim: original EtherType and the truncated tag */
+/* the shim: original EtherType, packet number and the truncated tag */
 header fa_tag_t {
     bit<16> ether_type;
+    bit<32> pn;
     bit<64> tag;
 }
 
@@ -43,6 +53,7 @@ struct meta_t {
     bit<8>   alg;
     bit<128> key;
     bit<16>  ether_type;   /* the EtherType the tag covers */
+    bit<32>  pn;           /* the packet number the tag covers */
     bit<64>  tag;
 }
 
@@ -66,7 +77,10 @@ control FaIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     crypto_hash(p4sec_hash_alg_t.SIPHASH_2_4) siphash;
     crypto_hash(p4sec_hash_alg_t.HMAC_SHA256) hmac_sha256;
     crypto_hash(p4sec_hash_alg_t.BLAKE2B) blake2b;
-    counter(7, CounterType.packets) fa_stats;
+    counter(9, CounterType.packets) fa_stats;
+    register<bit<32>>(512) tx_pn;       /* per egress port: the last PN sent */
+    register<bit<32>>(512) rx_top;      /* per ingress port: the highest PN accepted */
+    register<bit<64>>(512) rx_window;   /* per ingress port: bit i set = PN rx_top - i accepted */
 
     action protect(bit<9> port, bit<8> alg, bit<128> key) {
         sm.egress_spec = port;
@@ -111,7 +125,22 @@ control FaIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                 mark_to_drop(sm);
                 return;
             }
+            if (meta.alg > 2) {
+                fa_stats.count(5);
+                mark_to_drop(sm);
+                return;
+            }
             meta.ether_type = hdr.ethernet.ether_type;
+            /* the next PN of the link the frame leaves on; never wraps */
+            bit<32> last;
+            tx_pn.read(last, (bit<32>)sm.egress_spec);
+            if (last == 0xFFFFFFFF) {
+                fa_stats.count(8);
+                mark_to_drop(sm);
+                return;
+            }
+            meta.pn = last + 1;
+            tx_pn.write((bit<32>)sm.egress_spec, meta.pn);
         } else {
             if (!hdr.fa.isValid()) {
                 fa_stats.count(3);
@@ -119,17 +148,18 @@ control FaIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                 return;
             }
             meta.ether_type = hdr.fa.ether_type;
+            meta.pn = hdr.fa.pn;
         }
-        /* the whole frame as it is without the shim: addresses, original EtherType, the rest */
+        /* the whole frame as it is without the shim: addresses, original EtherType, PN, the rest */
         if (meta.alg == 0) {
             siphash.get_packet(meta.tag, meta.key,
-                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type }, 0);
+                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type, meta.pn }, 0);
         } else if (meta.alg == 1) {
             hmac_sha256.get_packet(meta.tag, meta.key,
-                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type }, 0);
+                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type, meta.pn }, 0);
         } else if (meta.alg == 2) {
             blake2b.get_packet(meta.tag, meta.key,
-                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type }, 0);
+                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type, meta.pn }, 0);
         } else {
             fa_stats.count(5);
             mark_to_drop(sm);
@@ -138,17 +168,53 @@ control FaIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         if (meta.mode == MODE_PROTECT) {
             hdr.fa.setValid();
             hdr.fa.ether_type = hdr.ethernet.ether_type;
+            hdr.fa.pn = meta.pn;
             hdr.fa.tag = meta.tag;
             hdr.ethernet.ether_type = ETHERTYPE_FA;
             fa_stats.count(0);
-        } else if (meta.tag == hdr.fa.tag) {
-            hdr.ethernet.ether_type = hdr.fa.ether_type;
-            hdr.fa.setInvalid();
-            fa_stats.count(1);
-        } else {
+            return;
+        }
+        if (meta.tag != hdr.fa.tag) {
             fa_stats.count(2);
             mark_to_drop(sm);
+            return;
         }
+        /* authentic: the anti-replay window decides */
+        bit<32> idx = (bit<32>)sm.ingress_port;
+        bit<32> top;
+        bit<64> window;
+        rx_top.read(top, idx);
+        rx_window.read(window, idx);
+        bit<1> fresh = 0;
+        if (meta.pn > top) {
+            bit<32> ahead = meta.pn - top;
+            if (ahead >= 64) {
+                window = 1;
+            } else {
+                window = (window << (bit<8>)ahead) | 1;
+            }
+            top = meta.pn;
+            fresh = 1;
+        } else if (meta.pn != 0) {
+            bit<32> behind = top - meta.pn;
+            if (behind < 64) {
+                bit<64> seen = window & (64w1 << (bit<8>)behind);
+                if (seen == 0) {
+                    window = window | (64w1 << (bit<8>)behind);
+                    fresh = 1;
+                }
+            }
+        }
+        if (fresh == 0) {
+            fa_stats.count(7);
+            mark_to_drop(sm);
+            return;
+        }
+        rx_top.write(idx, top);
+        rx_window.write(idx, window);
+        hdr.ethernet.ether_type = hdr.fa.ether_type;
+        hdr.fa.setInvalid();
+        fa_stats.count(1);
     }
 }
 

@@ -27,11 +27,13 @@ def tag(alg, key, message):
     return hashlib.blake2b(message, key=key, digest_size=8).digest()  # output length = result width
 
 
-def protected(frame, alg, key=KEY):
-    """The frame as the protecting switch sends it: shim (original EtherType, tag) after the addresses."""
+def protected(frame, alg, key=KEY, pn=1):
+    """The frame as the protecting switch sends it: shim (original EtherType, PN, tag) after the addresses;
+    the tag covers addresses, original EtherType, PN and the rest of the frame."""
     raw = bytes(frame)
-    t = tag(alg, key, raw)
-    return raw[:12] + b"\x88\xb5" + raw[12:14] + t + raw[14:]
+    pnb = pn.to_bytes(4, "big")
+    t = tag(alg, key, raw[:14] + pnb + raw[14:])
+    return raw[:12] + b"\x88\xb5" + raw[12:14] + pnb + t + raw[14:]
 
 
 def frames():
@@ -59,11 +61,11 @@ def test_protect_then_verify_restores_the_frame(p4sec_bin, tmp_path, alg):
     stf = Stf()
     config(stf, alg)
     fs = frames()
-    for f in fs:
+    for pn, f in enumerate(fs, 1):
         stf.packet(1, f)
-        stf.expect(2, protected(f, alg))
-    for f in fs:
-        stf.packet(3, protected(f, alg))
+        stf.expect(2, protected(f, alg, pn=pn))
+    for pn, f in enumerate(fs, 1):
+        stf.packet(3, protected(f, alg, pn=pn))
         stf.expect(4, f)
     stf.add(f"check_counter FaIngress.fa_stats(0) packets == {len(fs)}")
     stf.add(f"check_counter FaIngress.fa_stats(1) packets == {len(fs)}")
@@ -77,14 +79,15 @@ def test_wrong_tags_modified_and_untagged_frames_are_dropped_and_counted(p4sec_b
     config(stf, alg)
     good = protected(frames()[0], alg)
     bad = []
-    # every bit of the tag, of the addresses, of the original EtherType and some of the payload
-    for bit in list(range(0, 96)) + list(range(112, 192)) + list(range(192, len(good) * 8, 37)):
+    # every bit of the addresses, of the original EtherType, of the PN and of the tag, and some of the payload
+    for bit in list(range(0, 96)) + list(range(112, 224)) + list(range(224, len(good) * 8, 37)):
         b = bytearray(good)
         b[bit // 8] ^= 0x80 >> (bit % 8)
         bad.append(bytes(b))
     bad.append(good[:-1])                                   # truncated
     bad.append(good + b"\x00")                              # extended
     bad.append(protected(frames()[0], alg, key=bytes(16)))  # tagged with another key
+    bad.append(good[:16] + (2).to_bytes(4, "big") + good[20:])  # PN 1's tag on PN 2
     for b in bad:
         stf.packet(3, b)
     stf.packet(3, bytes(frames()[1]))                       # untagged on a verify port
@@ -132,3 +135,74 @@ def test_wrong_key_width_is_a_load_error(p4sec_bin, tmp_path):
     r = stf.run(p4sec_bin, p, tmp_path)
     assert r.returncode != 0
     assert "crypto_hash `FaIngress.siphash` (SipHash-2-4): the key must be bit<128>, not bit<64>" in r.stdout + r.stderr
+
+
+def test_replayed_and_too_old_frames_are_dropped_and_counted(p4sec_bin, tmp_path):
+    """The verifying port's anti-replay window: 64 PNs below the highest accepted one, each accepted once;
+    frames that fail the tag check do not move it."""
+    stf = Stf()
+    config(stf, 0)
+    f = frames()[0]
+    accepted, rejected = [], []
+
+    def send(pn, ok, frame=None):
+        stf.packet(3, frame or protected(f, 0, pn=pn))
+        if ok:
+            stf.expect(4, f)
+            accepted.append(pn)
+        else:
+            rejected.append(pn)
+
+    for pn in (1, 2, 3):
+        send(pn, True)
+    send(2, False)                 # replayed
+    send(5, True)
+    send(4, True)                  # late, but inside the window and new
+    send(4, False)                 # replayed
+    send(0, False)                 # PN 0 is never sent
+    # a forged frame with a high PN does not move the window: PN 100 is still new afterwards
+    forged = bytearray(protected(f, 0, pn=100))
+    forged[25] ^= 1
+    stf.packet(3, bytes(forged))
+    send(70, True)
+    send(6, False)                 # 64 below the highest: too old
+    send(7, True)                  # 63 below: still in the window
+    send(100, True)
+    send(36, False)                # 64 below 100
+    send(37, True)
+    send(37, False)
+    stf.add(f"check_counter FaIngress.fa_stats(1) packets == {len(accepted)}")
+    stf.add(f"check_counter FaIngress.fa_stats(7) packets == {len(rejected)}")
+    stf.add("check_counter FaIngress.fa_stats(2) packets == 1")
+    # the controller's rekey resets the window: PN 1 is new again
+    stf.add("register_write FaIngress.rx_top 3 0")
+    stf.add("register_write FaIngress.rx_window 3 0")
+    send(1, True)
+    stf.add(f"check_counter FaIngress.fa_stats(1) packets == {len(accepted)}")
+    check_ok(stf.run(p4sec_bin, PROGRAM, tmp_path))
+
+
+def test_each_link_numbers_its_frames_and_a_used_up_pn_space_stops_sending(p4sec_bin, tmp_path):
+    stf = Stf()
+    config(stf, 0)
+    # a second protected link: port 7 -> 8; its PNs are its own
+    stf.add(f"add FaIngress.fa_port sm.ingress_port:7 FaIngress.protect(port:8, alg:0, key:{KEY_HEX})")
+    fs = frames()
+    stf.packet(1, fs[0])
+    stf.expect(2, protected(fs[0], 0, pn=1))
+    stf.packet(7, fs[1])
+    stf.expect(8, protected(fs[1], 0, pn=1))
+    stf.packet(1, fs[2])
+    stf.expect(2, protected(fs[2], 0, pn=2))
+    # the last PN of link 2, then nothing until the controller rekeys and resets the register
+    stf.add("register_write FaIngress.tx_pn 2 0xfffffffe")
+    stf.packet(1, fs[0])
+    stf.expect(2, protected(fs[0], 0, pn=0xFFFFFFFF))
+    stf.packet(1, fs[1])
+    stf.packet(1, fs[2])
+    stf.add("check_counter FaIngress.fa_stats(8) packets == 2")
+    stf.add("register_write FaIngress.tx_pn 2 0")
+    stf.packet(1, fs[3])
+    stf.expect(2, protected(fs[3], 0, pn=1))
+    stf.add("check_counter FaIngress.fa_stats(0) packets == 5")
+    check_ok(stf.run(p4sec_bin, PROGRAM, tmp_path))
