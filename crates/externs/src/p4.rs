@@ -390,6 +390,11 @@ fn hash_into(alg: HashAlg, key: &[u8], data: &[u8], tail: Option<&[u8]>, result:
         let take = obytes.min(n);
         let v = &mut out[..take];
         let extra = (take * 8) as u32 - owidth.min(take as u32 * 8);
+        if extra == 0 && result.bytes.len() == take {
+            // the usual case: whole bytes of the digest, as many as the result holds
+            result.bytes.copy_from_slice(v);
+            return Ok(());
+        }
         if extra > 0 {
             // keep the leading `owidth` bits: shift right
             let mut carry = 0u8;
