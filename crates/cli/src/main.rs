@@ -7,8 +7,8 @@ mod ascon_serve;
 mod bench;
 mod bench_hash;
 mod bench_mixed;
-mod bench_p4ead;
 mod bench_sad;
+mod bench_p4ead;
 mod stf_runner;
 
 #[global_allocator]
@@ -243,8 +243,12 @@ fn run_switch(
         match p4sec_engine::Engine::new(std::sync::Arc::new(prog), &externs) {
             Ok(e) => {
                 let p4info = p4sec_p4runtime::p4info::p4info(&e.prog);
-                *device.pipeline.write().unwrap() =
-                    Some(std::sync::Arc::new(Pipeline { engine: std::sync::Arc::new(e), p4info, device_config: text.into_bytes(), cookie: 0 }))
+                *device.pipeline.write().unwrap() = Some(std::sync::Arc::new(Pipeline {
+                    engine: std::sync::Arc::new(e),
+                    p4info,
+                    device_config: text.into_bytes(),
+                    cookie: 0,
+                }))
             }
             Err(e) => {
                 eprintln!("p4sec switch: {e}");
@@ -375,8 +379,11 @@ fn main() -> ExitCode {
             }
             use p4sec_p4runtime::prost_message::Message;
             let binpb = p4sec_p4runtime::p4info::p4info(&prog).encode_to_vec();
-            let files: [(&str, Vec<u8>); 3] =
-                [("program.json", prog.to_json().into_bytes()), ("p4info.txtpb", p4sec_ir::p4info::to_text(&prog).into_bytes()), ("p4info.binpb", binpb)];
+            let files: [(&str, Vec<u8>); 3] = [
+                ("program.json", prog.to_json().into_bytes()),
+                ("p4info.txtpb", p4sec_ir::p4info::to_text(&prog).into_bytes()),
+                ("p4info.binpb", binpb),
+            ];
             for (name, text) in files {
                 let path = out.join(name);
                 if let Err(e) = std::fs::write(&path, text) {

@@ -157,9 +157,7 @@ fn hex_bytes(s: &str) -> Result<Vec<u8>, String> {
     if digits.len() % 2 != 0 {
         return Err("odd number of hex digits in packet data".into());
     }
-    (0..digits.len() / 2)
-        .map(|i| u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).map_err(|_| format!("bad hex byte `{}`", &digits[2 * i..2 * i + 2])))
-        .collect()
+    (0..digits.len() / 2).map(|i| u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).map_err(|_| format!("bad hex byte `{}`", &digits[2 * i..2 * i + 2]))).collect()
 }
 
 fn parse_u32(s: &str, what: &str) -> Result<u32, String> {
@@ -315,18 +313,8 @@ fn parse_stf(text: &str) -> Result<Vec<(usize, Cmd)>, String> {
                 Cmd::RegisterWrite(v[0].to_string(), parse_u32(v[1], "index").map_err(ctx)? as usize, v[2].to_string())
             }
             "wait" => Cmd::Wait,
-            "no_packet"
-            | "mirroring_add_mc"
-            | "mirroring_delete"
-            | "mirroring_get"
-            | "mc_node_update"
-            | "counter_read"
-            | "counter_write"
-            | "register_read"
-            | "register_reset"
-            | "meter_get_rates"
-            | "meter_set_rates"
-            | "meter_array_set_rates" => Cmd::Wait,
+            "no_packet" | "mirroring_add_mc" | "mirroring_delete" | "mirroring_get" | "mc_node_update" | "counter_read" | "counter_write"
+            | "register_read" | "register_reset" | "meter_get_rates" | "meter_set_rates" | "meter_array_set_rates" => Cmd::Wait,
             other => return Err(ctx(format!("unknown STF command `{other}`"))),
         };
         out.push((ln + 1, cmd));
@@ -340,8 +328,12 @@ fn resolve<'a>(names: impl Iterator<Item = &'a str> + Clone, want: &str, what: &
         return Ok(i);
     }
     for dotted in [true, false] {
-        let m: Vec<usize> =
-            names.clone().enumerate().filter(|(_, n)| if dotted { n.ends_with(&format!(".{want}")) } else { n.ends_with(want) }).map(|(i, _)| i).collect();
+        let m: Vec<usize> = names
+            .clone()
+            .enumerate()
+            .filter(|(_, n)| if dotted { n.ends_with(&format!(".{want}")) } else { n.ends_with(want) })
+            .map(|(i, _)| i)
+            .collect();
         match m.len() {
             1 => return Ok(m[0]),
             0 => continue,
@@ -381,14 +373,7 @@ fn key_name_matches(key: &str, want: &str) -> bool {
     key == want || key.ends_with(&format!(".{want}")) || (want == "valid" && key.ends_with(".valid"))
 }
 
-fn build_entry(
-    prog: &Program,
-    ti: usize,
-    priority: Option<i64>,
-    keys: &[(String, String)],
-    action: &str,
-    args: &[(String, String)],
-) -> Result<TableEntry, String> {
+fn build_entry(prog: &Program, ti: usize, priority: Option<i64>, keys: &[(String, String)], action: &str, args: &[(String, String)]) -> Result<TableEntry, String> {
     let t = &prog.tables[ti];
     let mut matches: Vec<Option<FieldMatch>> = vec![None; t.keys.len()];
     for (kname, kval) in keys {

@@ -24,14 +24,11 @@ fn ip(a: [u8; 4]) -> u64 {
 fn route(e: &Engine, prefix: [u8; 4], len: u32, mac: u64, port: u64) {
     let t = e.table_index("GwIngress.ipv4_lpm").unwrap();
     let a = action(e, "GwIngress.set_nhop");
-    e.table_insert(
-        t,
-        TableEntry {
-            matches: vec![FieldMatch::Lpm { value: Value::new(32, ip(prefix)), prefix_len: len }],
-            action: ActionCall { action: a, args: vec![Value::new(48, mac), Value::new(48, 0x02_00_00_00_00_01), Value::new(9, port)] },
-            priority: 0,
-        },
-    )
+    e.table_insert(t, TableEntry {
+        matches: vec![FieldMatch::Lpm { value: Value::new(32, ip(prefix)), prefix_len: len }],
+        action: ActionCall { action: a, args: vec![Value::new(48, mac), Value::new(48, 0x02_00_00_00_00_01), Value::new(9, port)] },
+        priority: 0,
+    })
     .unwrap();
 }
 
@@ -50,30 +47,19 @@ fn sa_json(index: u32, spi: u32, src: &str, dst: &str) -> Vec<u8> {
 fn gateway(me: [u8; 4], lan: [u8; 4], peer: [u8; 4], remote: [u8; 4], out_spi: u32, in_spi: u32) -> Engine {
     let e = engine();
     let t = e.table_index("GwIngress.local_addr").unwrap();
-    e.table_insert(
-        t,
-        TableEntry {
-            matches: vec![FieldMatch::Exact(Value::new(32, ip(me)))],
-            action: ActionCall { action: action(&e, "GwIngress.to_me"), args: vec![] },
-            priority: 0,
-        },
-    )
-    .unwrap();
+    e.table_insert(t, TableEntry { matches: vec![FieldMatch::Exact(Value::new(32, ip(me)))], action: ActionCall { action: action(&e, "GwIngress.to_me"), args: vec![] }, priority: 0 }).unwrap();
     let spd = e.table_index("GwIngress.spd").unwrap();
-    e.table_insert(
-        spd,
-        TableEntry {
-            matches: vec![
-                FieldMatch::Ternary { value: Value::new(32, ip(lan)), mask: Value::new(32, 0xffff_0000) },
-                FieldMatch::Ternary { value: Value::new(32, ip(remote)), mask: Value::new(32, 0xffff_0000) },
-                FieldMatch::Any,
-                FieldMatch::Any,
-                FieldMatch::Any,
-            ],
-            action: ActionCall { action: action(&e, "GwIngress.protect"), args: vec![Value::new(32, 0)] },
-            priority: 10,
-        },
-    )
+    e.table_insert(spd, TableEntry {
+        matches: vec![
+            FieldMatch::Ternary { value: Value::new(32, ip(lan)), mask: Value::new(32, 0xffff_0000) },
+            FieldMatch::Ternary { value: Value::new(32, ip(remote)), mask: Value::new(32, 0xffff_0000) },
+            FieldMatch::Any,
+            FieldMatch::Any,
+            FieldMatch::Any,
+        ],
+        action: ActionCall { action: action(&e, "GwIngress.protect"), args: vec![Value::new(32, 0)] },
+        priority: 10,
+    })
     .unwrap();
     route(&e, lan, 16, 0x02_00_00_00_00_aa, 1);
     route(&e, [peer[0], peer[1], peer[2], 0], 24, 0x02_00_00_00_00_bb, 2);
@@ -81,18 +67,15 @@ fn gateway(me: [u8; 4], lan: [u8; 4], peer: [u8; 4], remote: [u8; 4], out_spi: u
     e.extern_control("GwIngress.sad", "add_sa", &sa_json(0, out_spi, &fmt(me), &fmt(peer))).unwrap();
     e.extern_control("GwIngress.sad", "add_sa", &sa_json(1, in_spi, &fmt(peer), &fmt(me))).unwrap();
     let dec = e.table_index("GwIngress.sad_dec").unwrap();
-    e.table_insert(
-        dec,
-        TableEntry {
-            matches: vec![
-                FieldMatch::Exact(Value::new(32, ip(peer))),
-                FieldMatch::Exact(Value::new(32, ip(me))),
-                FieldMatch::Exact(Value::new(32, in_spi as u64)),
-            ],
-            action: ActionCall { action: action(&e, "GwIngress.dec_sa"), args: vec![Value::new(32, 1)] },
-            priority: 0,
-        },
-    )
+    e.table_insert(dec, TableEntry {
+        matches: vec![
+            FieldMatch::Exact(Value::new(32, ip(peer))),
+            FieldMatch::Exact(Value::new(32, ip(me))),
+            FieldMatch::Exact(Value::new(32, in_spi as u64)),
+        ],
+        action: ActionCall { action: action(&e, "GwIngress.dec_sa"), args: vec![Value::new(32, 1)] },
+        priority: 0,
+    })
     .unwrap();
     e
 }
@@ -176,20 +159,17 @@ fn site_to_site_tunnel() {
     let plain = host_packet([10, 1, 0, 5], [198, 51, 100, 9], &payload);
     assert!(run(&a, 1, &plain).is_empty(), "no policy: DISCARD");
     let spd = a.table_index("GwIngress.spd").unwrap();
-    a.table_insert(
-        spd,
-        TableEntry {
-            matches: vec![
-                FieldMatch::Any,
-                FieldMatch::Ternary { value: Value::new(32, ip([198, 51, 100, 0])), mask: Value::new(32, 0xffff_ff00) },
-                FieldMatch::Any,
-                FieldMatch::Any,
-                FieldMatch::Range { lo: Value::new(16, 50), hi: Value::new(16, 60) },
-            ],
-            action: ActionCall { action: action(&a, "GwIngress.bypass"), args: vec![] },
-            priority: 20,
-        },
-    )
+    a.table_insert(spd, TableEntry {
+        matches: vec![
+            FieldMatch::Any,
+            FieldMatch::Ternary { value: Value::new(32, ip([198, 51, 100, 0])), mask: Value::new(32, 0xffff_ff00) },
+            FieldMatch::Any,
+            FieldMatch::Any,
+            FieldMatch::Range { lo: Value::new(16, 50), hi: Value::new(16, 60) },
+        ],
+        action: ActionCall { action: action(&a, "GwIngress.bypass"), args: vec![] },
+        priority: 20,
+    })
     .unwrap();
     let out = run(&a, 1, &plain);
     assert_eq!(out.len(), 1);
@@ -262,50 +242,41 @@ fn gateway_any(me: &[u8], peer: &[u8], lan: &[u8], remote: &[u8], out_spi: u32, 
     let spd = e.table_index(if v4 { "GwIngress.spd" } else { "GwIngress.spd6" }).unwrap();
     let mask = if v4 { Value::new(32, 0xffff_0000) } else { v6_value([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]) };
     let val = |a: &[u8]| if v4 { Value::new(32, ip(a.try_into().unwrap()) & 0xffff_0000) } else { v6_value(a.try_into().unwrap()) };
-    e.table_insert(
-        spd,
-        TableEntry {
-            matches: vec![
-                FieldMatch::Ternary { value: val(lan), mask: mask.clone() },
-                FieldMatch::Ternary { value: val(remote), mask },
-                FieldMatch::Any,
-                FieldMatch::Any,
-                FieldMatch::Any,
-            ],
-            action: ActionCall { action: action(&e, "GwIngress.protect"), args: vec![Value::new(32, 0)] },
-            priority: 10,
-        },
-    )
+    e.table_insert(spd, TableEntry {
+        matches: vec![
+            FieldMatch::Ternary { value: val(lan), mask: mask.clone() },
+            FieldMatch::Ternary { value: val(remote), mask },
+            FieldMatch::Any,
+            FieldMatch::Any,
+            FieldMatch::Any,
+        ],
+        action: ActionCall { action: action(&e, "GwIngress.protect"), args: vec![Value::new(32, 0)] },
+        priority: 10,
+    })
     .unwrap();
     // routes: the site out of port 1 (by the LAN version), the peer out of port 2 (by the WAN version)
     for (prefix, len, port) in [(lan, if v4 { 16 } else { 48 }, 1u64), (peer, if peer.len() == 4 { 24 } else { 64 }, 2)] {
         let six = prefix.len() == 16;
         let t = e.table_index(if six { "GwIngress.ipv6_lpm" } else { "GwIngress.ipv4_lpm" }).unwrap();
         let value = if six { v6_value(prefix.try_into().unwrap()) } else { Value::new(32, ip(prefix.try_into().unwrap())) };
-        e.table_insert(
-            t,
-            TableEntry {
-                matches: vec![FieldMatch::Lpm { value, prefix_len: len }],
-                action: ActionCall {
-                    action: action(&e, if six { "GwIngress.set_nhop6" } else { "GwIngress.set_nhop" }),
-                    args: vec![Value::new(48, 0x02_00_00_00_00_a0 + port), Value::new(48, 0x02_00_00_00_00_01), Value::new(9, port)],
-                },
-                priority: 0,
+        e.table_insert(t, TableEntry {
+            matches: vec![FieldMatch::Lpm { value, prefix_len: len }],
+            action: ActionCall {
+                action: action(&e, if six { "GwIngress.set_nhop6" } else { "GwIngress.set_nhop" }),
+                args: vec![Value::new(48, 0x02_00_00_00_00_a0 + port), Value::new(48, 0x02_00_00_00_00_01), Value::new(9, port)],
             },
-        )
+            priority: 0,
+        })
         .unwrap();
     }
     e.extern_control("GwIngress.sad", "add_sa", &sa_json(0, out_spi, &fmt_addr(me), &fmt_addr(peer))).unwrap();
     e.extern_control("GwIngress.sad", "add_sa", &sa_json(1, in_spi, &fmt_addr(peer), &fmt_addr(me))).unwrap();
     let dec = e.table_index(if me.len() == 4 { "GwIngress.sad_dec" } else { "GwIngress.sad_dec6" }).unwrap();
-    e.table_insert(
-        dec,
-        TableEntry {
-            matches: vec![exact(peer), exact(me), FieldMatch::Exact(Value::new(32, in_spi as u64))],
-            action: ActionCall { action: action(&e, "GwIngress.dec_sa"), args: vec![Value::new(32, 1)] },
-            priority: 0,
-        },
-    )
+    e.table_insert(dec, TableEntry {
+        matches: vec![exact(peer), exact(me), FieldMatch::Exact(Value::new(32, in_spi as u64))],
+        action: ActionCall { action: action(&e, "GwIngress.dec_sa"), args: vec![Value::new(32, 1)] },
+        priority: 0,
+    })
     .unwrap();
     e
 }

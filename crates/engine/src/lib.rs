@@ -14,8 +14,8 @@ mod exec;
 pub mod hash;
 pub mod meters;
 pub mod tables;
-pub mod test_externs;
 mod tss;
+pub mod test_externs;
 
 use arc_swap::ArcSwap;
 use exec::Flow;
@@ -429,12 +429,7 @@ impl Engine {
         let param_slots = prog
             .actions
             .iter()
-            .map(|a| {
-                a.params
-                    .iter()
-                    .all(|p| p.loc.width > 0 && p.loc.width <= 64)
-                    .then(|| a.params.iter().map(|p| (p.loc.slot as usize, bits::mask64(p.loc.width))).collect())
-            })
+            .map(|a| a.params.iter().all(|p| p.loc.width > 0 && p.loc.width <= 64).then(|| a.params.iter().map(|p| (p.loc.slot as usize, bits::mask64(p.loc.width))).collect()))
             .collect();
         Ok(Engine {
             hplans,

@@ -176,11 +176,7 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
     let (tb, tc) = (e.table_index("I.tb").unwrap(), e.table_index("I.tc").unwrap());
     let act = |n: &str| e.prog.actions.iter().position(|a| a.name == n).unwrap() as u32;
     let (sb, sc) = (act("I.set_b"), act("I.set_c"));
-    let entry = |a: u32, v: u64| TableEntry {
-        matches: vec![FieldMatch::Exact(Value::new(8, 7))],
-        action: ActionCall { action: a, args: vec![Value::new(32, v)] },
-        priority: 0,
-    };
+    let entry = |a: u32, v: u64| TableEntry { matches: vec![FieldMatch::Exact(Value::new(8, 7))], action: ActionCall { action: a, args: vec![Value::new(32, v)] }, priority: 0 };
     e.tables_update_atomic(&[tb, tc], |ti, t, d| d.insert(t, entry(if ti == tb { sb } else { sc }, 0))).unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {

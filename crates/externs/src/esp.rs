@@ -468,14 +468,14 @@ impl Sa {
         }
         use ctr::cipher::InnerIvInit;
         match &self.keys {
-            Keys::Ctr128(k, _) => {
-                ctr::cipher::StreamCipherCoreWrapper::from_core(ctr::CtrCore::<aes::Aes128, ctr::flavors::Ctr32BE>::inner_iv_init(k.clone(), (&block).into()))
-                    .apply_keystream(data)
-            }
-            Keys::Ctr256(k, _) => {
-                ctr::cipher::StreamCipherCoreWrapper::from_core(ctr::CtrCore::<aes::Aes256, ctr::flavors::Ctr32BE>::inner_iv_init(k.clone(), (&block).into()))
-                    .apply_keystream(data)
-            }
+            Keys::Ctr128(k, _) => ctr::cipher::StreamCipherCoreWrapper::from_core(
+                ctr::CtrCore::<aes::Aes128, ctr::flavors::Ctr32BE>::inner_iv_init(k.clone(), (&block).into()),
+            )
+            .apply_keystream(data),
+            Keys::Ctr256(k, _) => ctr::cipher::StreamCipherCoreWrapper::from_core(
+                ctr::CtrCore::<aes::Aes256, ctr::flavors::Ctr32BE>::inner_iv_init(k.clone(), (&block).into()),
+            )
+            .apply_keystream(data),
             _ => {}
         }
     }

@@ -32,16 +32,7 @@ pub struct PpError {
 
 impl fmt::Display for PpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: error: {}\n  {}\n  {}^",
-            self.file,
-            self.line,
-            self.col,
-            self.message,
-            self.source_line,
-            " ".repeat(self.col.saturating_sub(1) as usize)
-        )
+        write!(f, "{}:{}:{}: error: {}\n  {}\n  {}^", self.file, self.line, self.col, self.message, self.source_line, " ".repeat(self.col.saturating_sub(1) as usize))
     }
 }
 
@@ -224,8 +215,7 @@ impl<'o> Pp<'o> {
                         if self.depth >= MAX_INCLUDE_DEPTH {
                             return Err(err(0, "#include nested too deeply (include cycle?)".into()));
                         }
-                        let (iname, idir, itext) =
-                            self.find_include(target, quoted, dir.as_deref()).ok_or_else(|| err(0, format!("cannot find include file `{target}`")))?;
+                        let (iname, idir, itext) = self.find_include(target, quoted, dir.as_deref()).ok_or_else(|| err(0, format!("cannot find include file `{target}`")))?;
                         self.depth += 1;
                         self.file(&iname, idir, &itext)?;
                         self.depth -= 1;

@@ -32,8 +32,9 @@ pub struct Token {
 }
 
 const PUNCTS: &[&str] = &[
-    "&&&", "|+|", "|-|", "<<=", ">>=", "|+|=", "|-|=", "...", "++", "&&", "||", "==", "!=", "<=", ">=", "<<", ">>", "..", "+=", "-=", "*=", "/=", "%=", "&=",
-    "|=", "^=", "{", "}", "(", ")", "[", "]", "<", ">", ";", ":", ",", ".", "=", "+", "-", "*", "/", "%", "&", "|", "^", "~", "!", "?", "@", "_", "#",
+    "&&&", "|+|", "|-|", "<<=", ">>=", "|+|=", "|-|=", "...", "++", "&&", "||", "==", "!=", "<=", ">=", "<<", ">>", "..", "+=", "-=", "*=",
+    "/=", "%=", "&=", "|=", "^=", "{", "}", "(", ")", "[", "]", "<", ">", ";", ":", ",", ".", "=", "+", "-", "*", "/", "%", "&", "|",
+    "^", "~", "!", "?", "@", "_", "#",
 ];
 
 fn describe(t: &Tok) -> String {
@@ -431,7 +432,8 @@ impl Parser {
     fn starts_type(&self) -> bool {
         match self.peek() {
             Tok::Ident(s) => {
-                matches!(s.as_str(), "bit" | "int" | "varbit" | "bool" | "error" | "string" | "void" | "tuple" | "match_kind" | "list") || self.is_type_name(s)
+                matches!(s.as_str(), "bit" | "int" | "varbit" | "bool" | "error" | "string" | "void" | "tuple" | "match_kind" | "list")
+                    || self.is_type_name(s)
             }
             Tok::Punct("_") => true,
             Tok::Punct(".") => matches!(self.peek_at(1), Tok::Ident(s) if self.is_type_name(s)),
@@ -1173,7 +1175,11 @@ impl Parser {
                 let mut cases = vec![];
                 while !self.is("}") {
                     let cs = self.span();
-                    let label = if self.eat("default") { SwitchLabel::Default } else { SwitchLabel::Expr(self.expr()?) };
+                    let label = if self.eat("default") {
+                        SwitchLabel::Default
+                    } else {
+                        SwitchLabel::Expr(self.expr()?)
+                    };
                     self.expect(":", "after the switch label")?;
                     let body = if self.is("{") { Some(self.block()?) } else { None };
                     cases.push(SwitchCase { label, body, span: cs.to(self.prev_span()) });
@@ -1596,48 +1602,10 @@ impl Parser {
 fn is_reserved(s: &str) -> bool {
     matches!(
         s,
-        "action"
-            | "apply"
-            | "bit"
-            | "bool"
-            | "const"
-            | "control"
-            | "default"
-            | "else"
-            | "enum"
-            | "error"
-            | "exit"
-            | "extern"
-            | "false"
-            | "header"
-            | "header_union"
-            | "if"
-            | "in"
-            | "inout"
-            | "int"
-            | "key"
-            | "match_kind"
-            | "out"
-            | "parser"
-            | "package"
-            | "return"
-            | "select"
-            | "state"
-            | "struct"
-            | "switch"
-            | "table"
-            | "transition"
-            | "true"
-            | "tuple"
-            | "typedef"
-            | "varbit"
-            | "void"
-            | "value_set"
-            | "entries"
-            | "actions"
-            | "type"
-            | "abstract"
-            | "priority"
+        "action" | "apply" | "bit" | "bool" | "const" | "control" | "default" | "else" | "enum" | "error" | "exit" | "extern" | "false"
+            | "header" | "header_union" | "if" | "in" | "inout" | "int" | "key" | "match_kind" | "out" | "parser" | "package"
+            | "return" | "select" | "state" | "struct" | "switch" | "table" | "transition" | "true" | "tuple" | "typedef"
+            | "varbit" | "void" | "value_set" | "entries" | "actions" | "type" | "abstract" | "priority"
     )
 }
 

@@ -433,14 +433,7 @@ impl<'t> Lowerer<'t> {
         Ok(())
     }
 
-    pub fn bind_params_pub(
-        &mut self,
-        caller: &Rc<Scope>,
-        callee: &Rc<Scope>,
-        params: &[ast::Param],
-        args: &[ast::Argument],
-        span: Span,
-    ) -> PResult<Vec<(Target, Place)>> {
+    pub fn bind_params_pub(&mut self, caller: &Rc<Scope>, callee: &Rc<Scope>, params: &[ast::Param], args: &[ast::Argument], span: Span) -> PResult<Vec<(Target, Place)>> {
         self.bind_params(caller, callee, params, args, span)
     }
 
@@ -502,7 +495,16 @@ impl<'t> Lowerer<'t> {
     // ---------------------------------------------------------------- methods
 
     #[allow(clippy::too_many_arguments)]
-    fn method_call(&mut self, scope: &Rc<Scope>, recv: Val, m: &str, targs: &[Ty], args: &[ast::Argument], hint: Option<&Ty>, span: Span) -> PResult<Val> {
+    fn method_call(
+        &mut self,
+        scope: &Rc<Scope>,
+        recv: Val,
+        m: &str,
+        targs: &[Ty],
+        args: &[ast::Argument],
+        hint: Option<&Ty>,
+        span: Span,
+    ) -> PResult<Val> {
         let argv = |i: usize| -> PResult<&ast::Expr> {
             args.get(i).map(|a| &a.value).ok_or_else(|| Diagnostic::new(span, format!("`{m}` needs at least {} argument(s)", i + 1)))
         };
@@ -653,20 +655,8 @@ impl<'t> Lowerer<'t> {
                             self.uninit(&elems[i]);
                         }
                     }
-                    let sum = ir::Expr::Binary {
-                        op: ir::BinOp::Add,
-                        width: 32,
-                        signed: false,
-                        lhs: Box::new(load.clone()),
-                        rhs: Box::new(ir::Expr::konst(32, n.min(size) as u64)),
-                    };
-                    let over = ir::Expr::Binary {
-                        op: ir::BinOp::Gt,
-                        width: 1,
-                        signed: false,
-                        lhs: Box::new(sum.clone()),
-                        rhs: Box::new(ir::Expr::konst(32, size as u64)),
-                    };
+                    let sum = ir::Expr::Binary { op: ir::BinOp::Add, width: 32, signed: false, lhs: Box::new(load.clone()), rhs: Box::new(ir::Expr::konst(32, n.min(size) as u64)) };
+                    let over = ir::Expr::Binary { op: ir::BinOp::Gt, width: 1, signed: false, lhs: Box::new(sum.clone()), rhs: Box::new(ir::Expr::konst(32, size as u64)) };
                     let v = ir::Expr::Cond { cond: Box::new(over), then: Box::new(ir::Expr::konst(32, size as u64)), else_: Box::new(sum), width: 32 };
                     self.emit(ir::Stmt::Assign { dst: ni, src: v });
                 } else {
@@ -781,11 +771,7 @@ impl<'t> Lowerer<'t> {
                 let index = self.index32(scope, a(0)?)?;
                 let w = self.registers[id as usize].width;
                 let (value, t) = self.scalar_arg(scope, a(1)?, Some(&Ty::Bit(w)))?;
-                let value = if t.scalar_width() == Some(w) {
-                    value
-                } else {
-                    return err(a(1)?.span, format!("register `{name}` holds bit<{w}>, the value has type {t}"));
-                };
+                let value = if t.scalar_width() == Some(w) { value } else { return err(a(1)?.span, format!("register `{name}` holds bit<{w}>, the value has type {t}")) };
                 self.emit(ir::Stmt::Builtin(ir::Builtin::RegisterWrite { reg: id, index, value }));
                 Ok(Val::DontCare)
             }
@@ -1008,7 +994,11 @@ impl<'t> Lowerer<'t> {
                 } else {
                     None
                 };
-                self.emit(b(if name.starts_with("resubmit") { ir::Builtin::Resubmit { field_list } } else { ir::Builtin::Recirculate { field_list } }));
+                self.emit(b(if name.starts_with("resubmit") {
+                    ir::Builtin::Resubmit { field_list }
+                } else {
+                    ir::Builtin::Recirculate { field_list }
+                }));
             }
             "clone" | "clone3" | "clone_preserving_field_list" => {
                 let kind = match &a(0)?.kind {
