@@ -267,7 +267,7 @@ class Switch:
         self.write_async(updates).result()
 
     def _named(self, kind, name):
-        """The P4Info object of `kind` ("tables", "actions", "counters", "digests", "externs") called `name`; looked
+        """The P4Info object of `kind` ("tables", "actions", "counters", "registers", "digests", "externs") called `name`; looked
         up once per P4Info (setup writes many entries). For "externs": (extern type, instance)."""
         info = self.p4info
         if info is None:
@@ -380,6 +380,29 @@ class Switch:
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         req.entities.add().table_entry.table_id = t.preamble.id
         return [ent.table_entry for resp in self.stub.Read(req) for ent in resp.entities]
+
+    def register_write(self, register, index, value):
+        """Set one cell of an indexed register (P4Runtime RegisterEntry, MODIFY) to the integer `value`."""
+        r = self._named("registers", register)
+        width = r.type_spec.bitstring.bit.bitwidth
+        if not 0 <= value < (1 << width):
+            raise ValueError(f"register {register!r} holds bit<{width}>: {value} does not fit")
+        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+        e = u.entity.register_entry
+        e.register_id, e.index.index = r.preamble.id, index
+        e.data.bitstring = canonical(value.to_bytes((width + 7) // 8, "big"))
+        self._write(u)
+
+    def register_read(self, register, index):
+        """One cell of an indexed register, as an integer."""
+        r = self._named("registers", register)
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        e = req.entities.add().register_entry
+        e.register_id, e.index.index = r.preamble.id, index
+        for resp in self.stub.Read(req):
+            for ent in resp.entities:
+                return int.from_bytes(ent.register_entry.data.bitstring, "big")
+        raise ValueError(f"register {register!r} has no cell {index}")
 
     def counter_read(self, counter, index):
         """(packets, bytes) of one indexed counter cell."""
