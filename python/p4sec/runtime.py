@@ -393,25 +393,28 @@ class Switch:
         e.data.bitstring = canonical(value.to_bytes((width + 7) // 8, "big"))
         self._write(u)
 
-    def register_read(self, register, index):
-        """One cell of an indexed register, as an integer."""
-        r = self._named("registers", register)
+    def _read_cell(self, kind, name, index):
+        """The entity read back for one cell of an indexed register or counter (`kind` "registers"/"counters"),
+        or None if the switch answered nothing."""
+        obj = self._named(kind, name)
+        field = kind[:-1] + "_entry"
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        e = req.entities.add().register_entry
-        e.register_id, e.index.index = r.preamble.id, index
+        e = getattr(req.entities.add(), field)
+        setattr(e, kind[:-1] + "_id", obj.preamble.id)
+        e.index.index = index
         for resp in self.stub.Read(req):
             for ent in resp.entities:
-                return int.from_bytes(ent.register_entry.data.bitstring, "big")
-        raise ValueError(f"register {register!r} has no cell {index}")
+                return getattr(ent, field)
+        return None
+
+    def register_read(self, register, index):
+        """One cell of an indexed register, as an integer."""
+        e = self._read_cell("registers", register, index)
+        if e is None:
+            raise ValueError(f"register {register!r} has no cell {index}")
+        return int.from_bytes(e.data.bitstring, "big")
 
     def counter_read(self, counter, index):
         """(packets, bytes) of one indexed counter cell."""
-        c = self._named("counters", counter)
-        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        e = req.entities.add().counter_entry
-        e.counter_id, e.index.index = c.preamble.id, index
-        for resp in self.stub.Read(req):
-            for ent in resp.entities:
-                d = ent.counter_entry.data
-                return d.packet_count, d.byte_count
-        return 0, 0
+        e = self._read_cell("counters", counter, index)
+        return (e.data.packet_count, e.data.byte_count) if e is not None else (0, 0)
