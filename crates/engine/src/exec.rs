@@ -380,6 +380,42 @@ impl PlannedCall {
     }
 }
 
+/// Run an extern method with the payload as a view of the received packet while it is still there (an
+/// extern that only reads it costs no copy; the first write copies it out, `Payload::vec_mut`), and note when
+/// it no longer is.
+#[inline]
+fn call_with_payload(
+    obj: &dyn p4sec_externs::iface::ExternObject,
+    m: u32,
+    bufs: &mut [BitBuf],
+    ret: Option<&mut BitBuf>,
+    pkt: &[u8],
+    payload_at: &mut usize,
+    owned: &mut Vec<u8>,
+) -> Result<(), ExternError> {
+    let mut payload = if *payload_at != crate::NOT_IN_PKT { Payload::in_packet(pkt, *payload_at, owned) } else { Payload::owned(owned) };
+    let r = obj.call(m, bufs, ret, &mut payload);
+    if !payload.is_in_packet() {
+        *payload_at = crate::NOT_IN_PKT;
+    }
+    r
+}
+
+/// An extern that resized an argument it writes, or the return value, broke the interface: a fault, not a
+/// write-back of the wrong bits. `outs`: (width, buffer) of each `out`/`inout` argument.
+#[inline(always)]
+fn check_lengths<'a>(mut outs: impl Iterator<Item = (u32, &'a BitBuf)>, ret: Option<(u32, &BitBuf)>) -> Result<(), ExternError> {
+    if let Some((wd, b)) = outs.find(|(wd, b)| b.bytes.len() != wd.div_ceil(8) as usize) {
+        return Err(ExternError::Failed(format!("an out argument of {wd} bits came back as {} bytes", b.bytes.len())));
+    }
+    match ret {
+        Some((wd, b)) if b.bytes.len() != wd.div_ceil(8) as usize => {
+            Err(ExternError::Failed(format!("the return value of {wd} bits came back as {} bytes", b.bytes.len())))
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Engine {
     // ------------------------------------------------------------ locations
 
@@ -1515,43 +1551,14 @@ impl Engine {
             retbuf.bytes.clear();
             retbuf.bytes.resize(width.div_ceil(8) as usize, 0);
         }
-        let obj = &self.externs[inst];
-        let m = self.extern_methods[inst][method as usize];
-        // the payload goes to the extern as a view of the received packet while it is still there: an extern
-        // that only reads it costs no copy, the first write copies it out (Payload::vec_mut)
-        let pkt = std::mem::take(&mut w.pkt);
-        let mut owned = std::mem::take(&mut w.payload);
-        let mut payload = if w.payload_at != crate::NOT_IN_PKT { Payload::in_packet(&pkt, w.payload_at, &mut owned) } else { Payload::owned(&mut owned) };
-        let r = obj.call(m, &mut bufs[..args.len()], ret_width.map(|_| &mut retbuf), &mut payload);
-        if !payload.is_in_packet() {
-            w.payload_at = crate::NOT_IN_PKT;
-        }
-        w.pkt = pkt;
-        w.payload = owned;
-        if let Some(t) = w.trace.as_mut() {
-            t.push(format!("extern {}.{}", self.prog.externs[inst].name, self.prog.externs[inst].methods[method as usize].name));
-        }
-        // an extern that resized an argument it writes (or the return value) broke the interface: a fault,
-        // not a write-back of the wrong bits
-        let r = r.and_then(|()| {
-            let bad_arg = args.iter().zip(bufs.iter()).find(|(a, b)| a.dir != Direction::In && b.bytes.len() != a.width.div_ceil(8) as usize);
-            match (bad_arg, ret_width) {
-                (Some((a, b)), _) => Err(ExternError::Failed(format!("an out argument of {} bits came back as {} bytes", a.width, b.bytes.len()))),
-                (None, Some(wd)) if retbuf.bytes.len() != wd.div_ceil(8) as usize => {
-                    Err(ExternError::Failed(format!("the return value of {wd} bits came back as {} bytes", retbuf.bytes.len())))
-                }
-                _ => Ok(()),
-            }
+        let r = self.invoke(w, inst, method, &mut bufs[..args.len()], ret_width.map(|_| &mut retbuf)).and_then(|()| {
+            let outs = args.iter().zip(bufs.iter()).filter(|(a, _)| a.dir != Direction::In).map(|(a, b)| (a.width, b));
+            check_lengths(outs, ret_width.map(|wd| (wd, &retbuf)))
         });
         if let Err(e) = r {
-            crate::bump(&w.stats.extern_faults);
-            if let Some(t) = w.trace.as_mut() {
-                t.push(format!("extern fault: {e}"));
-            }
             w.bitbufs = bufs;
             w.retbuf = retbuf;
-            w.fx.drop = true;
-            return Flow::Exit;
+            return self.extern_fault(w, e);
         }
         for (i, (a, b)) in args.iter().zip(bufs.iter()).enumerate() {
             if a.dir == Direction::In {
@@ -1580,52 +1587,21 @@ impl Engine {
         if w.bitbufs.len() < n {
             w.bitbufs.resize_with(n, BitBuf::default);
         }
-        let bufs = &mut w.bitbufs[..n];
-        for ((plan, width, dir), b) in pc.args.iter().zip(bufs.iter_mut()) {
+        for ((plan, width, dir), b) in pc.args.iter().zip(w.bitbufs.iter_mut()) {
             b.width = *width;
             plan.marshal(&w.slots, *dir != Direction::Out, &mut b.bytes);
         }
-        let retbuf = &mut w.retbuf;
         if let Some(l) = pc.ret {
-            retbuf.width = l.width;
-            retbuf.bytes.clear();
-            retbuf.bytes.resize(l.width.div_ceil(8) as usize, 0);
+            w.retbuf.width = l.width;
+            w.retbuf.bytes.clear();
+            w.retbuf.bytes.resize(l.width.div_ceil(8) as usize, 0);
         }
-        let obj = &self.externs[pc.inst];
-        let m = self.extern_methods[pc.inst][pc.method as usize];
-        let mut payload =
-            if w.payload_at != crate::NOT_IN_PKT { Payload::in_packet(&w.pkt, w.payload_at, &mut w.payload) } else { Payload::owned(&mut w.payload) };
-        let r = obj.call(m, bufs, pc.ret.map(|_| &mut *retbuf), &mut payload);
-        let moved_out = !payload.is_in_packet();
-        if moved_out {
-            w.payload_at = crate::NOT_IN_PKT;
-        }
-        if w.trace.is_some() {
-            let x = &self.prog.externs[pc.inst];
-            let name = format!("extern {}.{}", x.name, x.methods[pc.method as usize].name);
-            w.trace.as_mut().expect("trace").push(name);
-        }
-        // an extern that resized an argument it writes (or the return value) broke the interface: a fault
-        let r = r.and_then(|()| {
-            for ((_, width, dir), b) in pc.args.iter().zip(w.bitbufs.iter()) {
-                if *dir != Direction::In && b.bytes.len() != width.div_ceil(8) as usize {
-                    return Err(ExternError::Failed(format!("an out argument of {width} bits came back as {} bytes", b.bytes.len())));
-                }
-            }
-            match pc.ret {
-                Some(l) if w.retbuf.bytes.len() != l.width.div_ceil(8) as usize => {
-                    Err(ExternError::Failed(format!("the return value of {} bits came back as {} bytes", l.width, w.retbuf.bytes.len())))
-                }
-                _ => Ok(()),
-            }
+        let r = self.invoke_in_place(w, pc.inst, pc.method, n, pc.ret.is_some()).and_then(|()| {
+            let outs = pc.args.iter().zip(w.bitbufs.iter()).filter(|((_, _, d), _)| *d != Direction::In).map(|((_, wd, _), b)| (*wd, b));
+            check_lengths(outs, pc.ret.map(|l| (l.width, &w.retbuf)))
         });
         if let Err(e) = r {
-            crate::bump(&w.stats.extern_faults);
-            if let Some(t) = w.trace.as_mut() {
-                t.push(format!("extern fault: {e}"));
-            }
-            w.fx.drop = true;
-            return Flow::Exit;
+            return self.extern_fault(w, e);
         }
         for ((plan, _, dir), b) in pc.args.iter().zip(w.bitbufs.iter()) {
             if *dir != Direction::In {
@@ -1638,6 +1614,41 @@ impl Engine {
             w.retbuf.bytes = bytes;
         }
         Flow::Next
+    }
+
+    /// Call extern method `method` of instance `inst` with the worker's argument buffers in place (the first
+    /// `n`, and the return buffer when `with_ret`).
+    #[inline]
+    fn invoke_in_place(&self, w: &mut Worker, inst: usize, method: u32, n: usize, with_ret: bool) -> Result<(), ExternError> {
+        let (bufs, retbuf) = (&mut w.bitbufs[..n], &mut w.retbuf);
+        let r = call_with_payload(&*self.externs[inst], self.extern_methods[inst][method as usize], bufs, with_ret.then_some(retbuf), &w.pkt, &mut w.payload_at, &mut w.payload);
+        self.trace_extern(w, inst, method);
+        r
+    }
+
+    /// Call extern method `method` of instance `inst` with argument buffers held apart from the worker.
+    fn invoke(&self, w: &mut Worker, inst: usize, method: u32, bufs: &mut [BitBuf], ret: Option<&mut BitBuf>) -> Result<(), ExternError> {
+        let r = call_with_payload(&*self.externs[inst], self.extern_methods[inst][method as usize], bufs, ret, &w.pkt, &mut w.payload_at, &mut w.payload);
+        self.trace_extern(w, inst, method);
+        r
+    }
+
+    fn trace_extern(&self, w: &mut Worker, inst: usize, method: u32) {
+        if let Some(t) = w.trace.as_mut() {
+            let x = &self.prog.externs[inst];
+            t.push(format!("extern {}.{}", x.name, x.methods[method as usize].name));
+        }
+    }
+
+    /// An extern call failed: counted, traced, the packet dropped.
+    #[cold]
+    fn extern_fault(&self, w: &mut Worker, e: ExternError) -> Flow {
+        crate::bump(&w.stats.extern_faults);
+        if let Some(t) = w.trace.as_mut() {
+            t.push(format!("extern fault: {e}"));
+        }
+        w.fx.drop = true;
+        Flow::Exit
     }
 
     // ------------------------------------------------------------ parser
