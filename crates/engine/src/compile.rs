@@ -10,6 +10,8 @@
 use crate::exec::Flow;
 use crate::{Engine, Worker};
 use p4sec_ir::*;
+use p4sec_externs::iface::ExternObject;
+use p4sec_externs::layout::ArgLayout;
 
 /// A compiled expression of at most 64 bits.
 pub(crate) type XF = Box<dyn Fn(&Engine, &mut Worker) -> u64 + Send + Sync>;
@@ -98,7 +100,14 @@ pub(crate) struct Code {
     pub table_keys: Vec<Vec<Option<XF>>>,
 }
 
-pub(crate) fn compile(p: &Program) -> Code {
+/// What compiling needs besides the program: the extern instances, so that a call site can be bound by its
+/// extern ([`ExternObject::bind`]).
+pub(crate) struct Cx<'a> {
+    pub externs: &'a [Box<dyn ExternObject>],
+    pub methods: &'a [Vec<u32>],
+}
+
+pub(crate) fn compile(p: &Program, cx: &Cx) -> Code {
     let select_keys = p
         .parser
         .states
@@ -161,9 +170,9 @@ pub(crate) fn compile(p: &Program) -> Code {
                     if !tracked_headers.contains(&h) {
                         tracked_headers.push(h);
                     }
-                    verify_from_bytes(s, h, plan)
+                    verify_from_bytes(cx, s, h, plan)
                 }
-                None => stmt(s),
+                None => stmt(cx, s),
             })
             .collect(),
         p.verify_checksum.body.iter().any(stmt_may_fail),
@@ -187,7 +196,7 @@ pub(crate) fn compile(p: &Program) -> Code {
                         Flow::Next
                     }) as SF
                 }
-                _ => stmt(s),
+                _ => stmt(cx, s),
             })
             .collect(),
         body.iter().any(stmt_may_fail),
@@ -196,20 +205,20 @@ pub(crate) fn compile(p: &Program) -> Code {
         tracked_headers,
         select_one,
         select_cases,
-        states: p.parser.states.iter().map(|s| block(&s.body)).collect(),
+        states: p.parser.states.iter().map(|s| block(cx, &s.body)).collect(),
         select_keys,
         verify,
-        ingress: block(&p.ingress.body),
-        egress: block(&p.egress.body),
+        ingress: block(cx, &p.ingress.body),
+        egress: block(cx, &p.egress.body),
         compute,
         deferred,
-        deparser: block(&p.deparser.body),
-        actions: p.actions.iter().map(|a| block(&a.body)).collect(),
+        deparser: block(cx, &p.deparser.body),
+        actions: p.actions.iter().map(|a| block(cx, &a.body)).collect(),
         table_keys: p.tables.iter().map(|t| t.keys.iter().map(|k| (k.width <= 64).then(|| expr(&k.expr))).collect()).collect(),
     }
 }
 
-pub(crate) fn block(body: &[Stmt]) -> CBlock {
+pub(crate) fn block(cx: &Cx, body: &[Stmt]) -> CBlock {
     // runs of simple assignments become one closure each (one call instead of one per statement)
     let mut out: Vec<SF> = vec![];
     let mut run: Vec<SimpleAssign> = vec![];
@@ -218,7 +227,7 @@ pub(crate) fn block(body: &[Stmt]) -> CBlock {
             Some(a) => run.push(a),
             None => {
                 flush_assigns(&mut run, &mut out);
-                out.push(stmt(s));
+                out.push(stmt(cx, s));
             }
         }
     }
@@ -311,7 +320,7 @@ fn interp_stmt(s: &Stmt) -> SF {
     Box::new(move |e, w| e.exec_one(w, &s))
 }
 
-fn stmt(s: &Stmt) -> SF {
+fn stmt(cx: &Cx, s: &Stmt) -> SF {
     match s {
         Stmt::Assign { dst: LValue::Static(l), src } if l.width <= 64 && l.width > 0 && src.width() <= 64 => {
             let (d, m) = (l.slot as usize, mask(l.width));
@@ -340,11 +349,11 @@ fn stmt(s: &Stmt) -> SF {
             }
         }
         Stmt::If { cond, then, else_ } if cond.width() <= 64 => {
-            let (c, t, f) = (expr(cond), block(then), block(else_));
+            let (c, t, f) = (expr(cond), block(cx, then), block(cx, else_));
             Box::new(move |e, w| if c(e, w) != 0 { t.run(e, w) } else { f.run(e, w) })
         }
         Stmt::Block { label, body } => {
-            let (l, b) = (*label, block(body));
+            let (l, b) = (*label, block(cx, body));
             Box::new(move |e, w| match b.run(e, w) {
                 Flow::Break(x) if x == l => Flow::Next,
                 f => f,
@@ -378,7 +387,7 @@ fn stmt(s: &Stmt) -> SF {
                 let set = assigns.get_or_init(|| {
                     let assigns: Vec<Stmt> =
                         e.prog.actions[a].params.iter().zip(&args).map(|(p, x)| Stmt::Assign { dst: LValue::Static(p.loc), src: x.clone() }).collect();
-                    block(&assigns)
+                    block(&Cx { externs: &e.externs, methods: &e.extern_methods }, &assigns)
                 });
                 match set.run(e, w) {
                     Flow::Next => e.code.actions[a].run(e, w),
@@ -388,8 +397,8 @@ fn stmt(s: &Stmt) -> SF {
         }
         Stmt::Switch { expr: x, cases, default } if x.width() <= 64 && cases.iter().all(|(vs, _)| vs.iter().all(|v| v.width <= 64)) => {
             let f = expr(x);
-            let cases: Vec<(Vec<u64>, CBlock)> = cases.iter().map(|(vs, body)| (vs.iter().map(|v| v.as_u64()).collect(), block(body))).collect();
-            let default = block(default);
+            let cases: Vec<(Vec<u64>, CBlock)> = cases.iter().map(|(vs, body)| (vs.iter().map(|v| v.as_u64()).collect(), block(cx, body))).collect();
+            let default = block(cx, default);
             Box::new(move |e, w| {
                 let v = f(e, w);
                 match cases.iter().find(|(vs, _)| vs.contains(&v)) {
@@ -420,9 +429,13 @@ fn stmt(s: &Stmt) -> SF {
         }
         Stmt::ExternCall { inst, method, args, ret } => {
             // argument layouts resolved here once (fields moved straight between slots and argument bytes)
-            let plans: Vec<Option<crate::exec::ArgPlan>> = args.iter().map(crate::exec::ArgPlan::new).collect();
+            let plans: Vec<Option<ArgLayout>> = args.iter().map(crate::exec::plan_arg).collect();
             let (i, m) = (*inst as usize, *method);
             if let Some(pc) = crate::exec::PlannedCall::new(i, m, args, &plans, ret.as_ref()) {
+                if let Some(b) = pc.bind(cx) {
+                    // the extern compiled the call site: it reads and writes the slots itself
+                    return Box::new(move |e, w| e.extern_call_bound(w, i, m, &*b));
+                }
                 // every argument planned, no return value or a fixed one: the lean path
                 return Box::new(move |e, w| e.extern_call_planned(w, &pc));
             }
@@ -712,8 +725,8 @@ fn writes_only_outside(s: &Stmt, slots: &[u32]) -> bool {
 
 /// The compiled `verify_checksum` of [`header_checksum`]: from the packet bytes when the header was
 /// extracted by the fast path in this pass (its offset recorded), from the fields otherwise.
-fn verify_from_bytes(s: &Stmt, h: usize, (f_off, len): (usize, usize)) -> SF {
-    let slow = stmt(s);
+fn verify_from_bytes(cx: &Cx, s: &Stmt, h: usize, (f_off, len): (usize, usize)) -> SF {
+    let slow = stmt(cx, s);
     let Stmt::Builtin(Builtin::VerifyChecksum { cond, field, .. }) = s else { return slow };
     let (c, f) = (expr(cond), expr(field));
     Box::new(move |e, w| {

@@ -4,7 +4,8 @@
 use crate::bits::{self, Wide};
 use crate::hash;
 use crate::{Engine, Worker};
-use p4sec_externs::iface::{BitBuf, ExternError, Payload};
+use p4sec_externs::iface::{BitBuf, BoundArg, BoundCall, Dir, ExternError, Payload};
+use p4sec_externs::layout::{ArgLayout, Part};
 use p4sec_ir::*;
 use std::sync::atomic::Ordering;
 
@@ -32,28 +33,7 @@ fn sext(v: u64, w: u32) -> i64 {
     }
 }
 
-/// Read `width` (≤ 64) bits at bit offset `pos` of `data`, MSB first.
-#[inline]
-pub fn read_bits(data: &[u8], pos: usize, width: u32) -> u64 {
-    if width == 0 {
-        return 0;
-    }
-    let first = pos / 8;
-    let off = (pos % 8) as u32;
-    if first + 16 <= data.len() {
-        let mut b = [0u8; 16];
-        b.copy_from_slice(&data[first..first + 16]);
-        let acc = u128::from_be_bytes(b);
-        return ((acc >> (128 - off - width)) as u64) & mask(width);
-    }
-    let nbytes = ((off + width) as usize).div_ceil(8);
-    let mut acc: u128 = 0;
-    for i in 0..nbytes {
-        acc = (acc << 8) | data[first + i] as u128;
-    }
-    let total = nbytes as u32 * 8;
-    ((acc >> (total - off - width)) as u64) & mask(width)
-}
+pub use p4sec_externs::layout::read_bits;
 
 /// Precomputed extraction facts of one header type.
 #[derive(Clone, Debug)]
@@ -164,212 +144,46 @@ fn read_wide(data: &[u8], pos: usize, width: u32) -> Wide {
     v
 }
 
-/// How one field of an extern argument moves between its slot words and the argument's bytes, chosen when
-/// the call site is compiled.
-#[derive(Clone, Copy, Debug)]
-enum PlanOp {
-    /// `nb` (1..=8) whole bytes at byte `at`, through the 8-byte window that starts there (`at + 8 <= nbytes`).
-    Ahead { slot: u32, at: u32, nb: u32 },
-    /// `nb` (1..=8) whole bytes at byte `at`, through the 8-byte window that ends with them (`at + nb >= 8`).
-    Behind { slot: u32, at: u32, nb: u32 },
-    /// Whole bytes in an argument too short for any window, or a field wider than 64 bits: word by word.
-    Bytes { slot: u32, at: u32, nb: u32 },
-    /// A narrow field off the byte grid: its bits at bit `bit` (MSB first).
-    Bits { slot: u32, bit: u32, width: u32 },
-    /// A `bit<0>` field: no bytes; written back as zero (as the general path does).
-    Empty { slot: u32 },
-}
-
-/// An extern argument whose parts (or, for `out`/`inout`, destinations) are all fixed fields: the layout of
-/// its bit string resolved at compile time, so a call moves each field straight between its slot words and
-/// the argument bytes (8-byte windows for byte-aligned fields, bit windows for the rest).
-#[derive(Clone, Debug)]
-pub(crate) struct ArgPlan {
-    nbytes: usize,
-    /// The argument's bytes with its constant parts in place and zeros for the fields.
-    base: Vec<u8>,
-    /// Whether the fields alone cover every byte (no constants, no pad bits): then `base` need not be copied.
-    covered: bool,
-    ops: Vec<PlanOp>,
-}
-
-/// OR the low `width` (at most 64) bits of `v` into `out` at bit `bit` (MSB first); the bits there are zero.
-fn put_bits_at(out: &mut [u8], bit: u32, width: u32, v: u64) {
-    let v = v & mask(width);
-    let (mut rem, mut p) = (width, bit);
-    while rem > 0 {
-        let off = p % 8;
-        let take = (8 - off).min(rem);
-        let part = ((v >> (rem - take)) & ((1u64 << take) - 1)) as u8;
-        out[(p / 8) as usize] |= part << (8 - off - take);
-        rem -= take;
-        p += take;
-    }
-}
-
-#[inline(always)]
-fn window(bytes: &[u8], at: usize) -> u64 {
-    u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
-}
-
-#[inline(always)]
-fn set_window(bytes: &mut [u8], at: usize, v: u64) {
-    bytes[at..at + 8].copy_from_slice(&v.to_be_bytes());
-}
-
-impl ArgPlan {
-    /// The plan for `a`, if every part is a load of a fixed location (and, for `out`/`inout`, every
-    /// destination is one) and fields wider than 64 bits sit on byte boundaries.
-    pub(crate) fn new(a: &ExternArg) -> Option<ArgPlan> {
-        let nbytes = a.width.div_ceil(8) as usize;
-        let mut bit = nbytes as u32 * 8 - a.width;
-        // per part: a fixed location, or a constant (value, width) rendered into the template once
-        let parts: Vec<Result<Loc, (u64, u32)>> = if a.dir == Direction::In {
-            a.parts
-                .iter()
-                .map(|e| match e {
-                    Expr::Load(LValue::Static(l)) => Some(Ok(*l)),
-                    Expr::Small { value, width } => Some(Err((*value, *width))),
-                    _ => None,
-                })
-                .collect::<Option<_>>()?
-        } else {
-            a.dsts.iter().map(|d| if let LValue::Static(l) = d { Some(Ok(*l)) } else { None }).collect::<Option<_>>()?
-        };
-        if a.dir == Direction::InOut {
-            // the value going in must be the destinations' own
-            let same =
-                a.parts.len() == parts.len() && a.parts.iter().zip(&parts).all(|(e, l)| matches!((e, l), (Expr::Load(LValue::Static(x)), Ok(l)) if x == l));
-            if !same {
-                return None;
-            }
-        }
-        let mut plan = ArgPlan { nbytes, base: vec![0; nbytes], covered: bit == 0, ops: Vec::with_capacity(parts.len()) };
-        for p in parts {
-            let width = match p {
-                Ok(l) => {
-                    if l.width > 64 && (l.width % 8 != 0 || bit % 8 != 0) {
-                        return None;
-                    }
-                    let (slot, at, nb) = (l.slot, bit / 8, l.width / 8);
-                    plan.ops.push(if bit % 8 != 0 || l.width % 8 != 0 {
-                        plan.covered = false;
-                        PlanOp::Bits { slot, bit, width: l.width }
-                    } else if nb == 0 {
-                        PlanOp::Empty { slot }
-                    } else if nb <= 8 && at as usize + 8 <= nbytes {
-                        PlanOp::Ahead { slot, at, nb }
-                    } else if nb <= 8 && at + nb >= 8 {
-                        PlanOp::Behind { slot, at, nb }
-                    } else {
-                        PlanOp::Bytes { slot, at, nb }
-                    });
-                    l.width
-                }
-                Err((v, width)) => {
-                    plan.covered = false;
-                    put_bits_at(&mut plan.base, bit, width, v);
-                    width
-                }
-            };
-            bit += width;
-        }
-        (bit as usize == nbytes * 8).then_some(plan)
-    }
-
-    /// Fill `out` with the argument's bytes (zeros only, when `value` is false: an `out` argument).
-    #[inline(always)]
-    pub(crate) fn marshal(&self, slots: &[u64], value: bool, out: &mut Vec<u8>) {
-        if out.len() != self.nbytes {
-            out.clear();
-            out.resize(self.nbytes, 0);
-        }
-        if !value {
-            out.fill(0);
-            return;
-        }
-        if !self.covered {
-            if self.nbytes == 1 {
-                // a narrow constant such as an algorithm selector: no memcpy call
-                out[0] = self.base[0];
-            } else {
-                out.copy_from_slice(&self.base);
-            }
-        }
-        for op in &self.ops {
-            match *op {
-                // the field's bytes first (or last) in the window, the window's other bytes kept
-                PlanOp::Ahead { slot, at, nb } => {
-                    let (at, sh) = (at as usize, 64 - 8 * nb);
-                    let keep = if nb == 8 { 0 } else { u64::MAX >> (8 * nb) };
-                    let v = (slots[slot as usize] << sh) | (window(out, at) & keep);
-                    set_window(out, at, v);
-                }
-                PlanOp::Behind { slot, at, nb } => {
-                    let from = (at + nb - 8) as usize;
-                    let m = mask(8 * nb);
-                    let v = (slots[slot as usize] & m) | (window(out, from) & !m);
-                    set_window(out, from, v);
-                }
-                PlanOp::Bytes { slot, at, nb } => {
-                    let (nb, mut end) = (nb as usize, (at + nb) as usize);
-                    for k in 0..nb.div_ceil(8) {
-                        let take = (nb - 8 * k).min(8);
-                        if take == 8 {
-                            // a whole word: one 8-byte store
-                            set_window(out, end - 8, slots[slot as usize + k]);
-                        } else {
-                            let x = slots[slot as usize + k].to_be_bytes();
-                            out[end - take..end].copy_from_slice(&x[8 - take..]);
-                        }
-                        end -= take;
-                    }
-                }
-                PlanOp::Bits { slot, bit, width } => put_bits_at(out, bit, width, slots[slot as usize]),
-                PlanOp::Empty { .. } => {}
-            }
+/// The layout of extern argument `a` ([`ArgLayout`]), if every part is a load of a fixed location or a
+/// narrow constant (and, for `out`/`inout`, every destination is a fixed location) and fields wider than 64
+/// bits sit on byte boundaries.
+pub(crate) fn plan_arg(a: &ExternArg) -> Option<ArgLayout> {
+    let field = |l: &Loc| Part::Field { slot: l.slot, width: l.width };
+    let parts: Vec<Part> = if a.dir == Direction::In {
+        a.parts
+            .iter()
+            .map(|e| match e {
+                Expr::Load(LValue::Static(l)) => Some(field(l)),
+                Expr::Small { value, width } => Some(Part::Const { value: *value, width: *width }),
+                _ => None,
+            })
+            .collect::<Option<_>>()?
+    } else {
+        a.dsts.iter().map(|d| if let LValue::Static(l) = d { Some(field(l)) } else { None }).collect::<Option<_>>()?
+    };
+    if a.dir == Direction::InOut {
+        // the value going in must be the destinations' own
+        let same = a.parts.len() == parts.len()
+            && a.parts.iter().zip(&parts).all(|(e, p)| matches!((e, p), (Expr::Load(LValue::Static(x)), Part::Field { slot, width }) if x.slot == *slot && x.width == *width));
+        if !same {
+            return None;
         }
     }
-
-    /// Split the argument's bytes back into the fields' slots.
-    #[inline(always)]
-    pub(crate) fn write_back(&self, bytes: &[u8], slots: &mut [u64]) {
-        // (the caller checked the length: an extern that resized it is a fault)
-        if bytes.len() != self.nbytes {
-            return;
-        }
-        for op in &self.ops {
-            match *op {
-                PlanOp::Ahead { slot, at, nb } => slots[slot as usize] = window(bytes, at as usize) >> (64 - 8 * nb),
-                PlanOp::Behind { slot, at, nb } => slots[slot as usize] = window(bytes, (at + nb - 8) as usize) & mask(8 * nb),
-                PlanOp::Bytes { slot, at, nb } => {
-                    let (nb, mut end) = (nb as usize, (at + nb) as usize);
-                    for k in 0..nb.div_ceil(8) {
-                        let take = (nb - 8 * k).min(8);
-                        slots[slot as usize + k] =
-                            if take == 8 { window(bytes, end - 8) } else { bytes[end - take..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64) };
-                        end -= take;
-                    }
-                }
-                PlanOp::Bits { slot, bit, width } => slots[slot as usize] = read_bits(bytes, bit as usize, width) & mask(width),
-                PlanOp::Empty { slot } => slots[slot as usize] = 0,
-            }
-        }
-    }
+    ArgLayout::new(a.width, &parts)
 }
 
-/// An extern call site whose arguments are all planned ([`ArgPlan`]) and whose return value, if any, goes to
+/// An extern call site whose arguments are all planned ([`ArgLayout`]) and whose return value, if any, goes to
 /// a fixed location: what [`Engine::extern_call_planned`] needs per packet, resolved once.
 pub(crate) struct PlannedCall {
     inst: usize,
     method: u32,
     /// Per argument: its plan, its width, and its direction.
-    args: Vec<(ArgPlan, u32, Direction)>,
+    args: Vec<(ArgLayout, u32, Direction)>,
     ret: Option<Loc>,
 }
 
 impl PlannedCall {
-    pub(crate) fn new(inst: usize, method: u32, args: &[ExternArg], plans: &[Option<ArgPlan>], ret: Option<&LValue>) -> Option<Self> {
+    pub(crate) fn new(inst: usize, method: u32, args: &[ExternArg], plans: &[Option<ArgLayout>], ret: Option<&LValue>) -> Option<Self> {
         let ret = match ret {
             None => None,
             Some(LValue::Static(l)) => Some(*l),
@@ -378,11 +192,45 @@ impl PlannedCall {
         let args = args.iter().zip(plans).map(|(a, p)| p.clone().map(|p| (p, a.width, a.dir))).collect::<Option<Vec<_>>>()?;
         Some(PlannedCall { inst, method, args, ret })
     }
+
+    /// The call site compiled by its extern, if the extern binds it ([`ExternObject::bind`]).
+    pub(crate) fn bind(&self, cx: &crate::compile::Cx) -> Option<Box<dyn BoundCall>> {
+        let obj = cx.externs.get(self.inst)?;
+        let m = *cx.methods.get(self.inst)?.get(self.method as usize)?;
+        let args: Vec<BoundArg> = self
+            .args
+            .iter()
+            .map(|(layout, _, d)| BoundArg {
+                dir: match d {
+                    Direction::In => Dir::In,
+                    Direction::Out => Dir::Out,
+                    Direction::InOut => Dir::InOut,
+                },
+                layout,
+            })
+            .collect();
+        let ret = match self.ret {
+            Some(l) => Some(ArgLayout::new(l.width, &[Part::Field { slot: l.slot, width: l.width }])?),
+            None => None,
+        };
+        obj.bind(m, &args, ret.as_ref())
+    }
 }
 
-/// Run an extern method with the payload as a view of the received packet while it is still there (an
+/// Run `f` (an extern method) with the payload as a view of the received packet while it is still there (an
 /// extern that only reads it costs no copy; the first write copies it out, `Payload::vec_mut`), and note when
 /// it no longer is.
+#[inline(always)]
+fn with_payload<R>(pkt: &[u8], payload_at: &mut usize, owned: &mut Vec<u8>, f: impl FnOnce(&mut Payload<'_>) -> R) -> R {
+    let mut payload = if *payload_at != crate::NOT_IN_PKT { Payload::in_packet(pkt, *payload_at, owned) } else { Payload::owned(owned) };
+    let r = f(&mut payload);
+    if !payload.is_in_packet() {
+        *payload_at = crate::NOT_IN_PKT;
+    }
+    r
+}
+
+/// [`ExternObject::call`] through [`with_payload`].
 #[inline]
 fn call_with_payload(
     obj: &dyn p4sec_externs::iface::ExternObject,
@@ -393,12 +241,7 @@ fn call_with_payload(
     payload_at: &mut usize,
     owned: &mut Vec<u8>,
 ) -> Result<(), ExternError> {
-    let mut payload = if *payload_at != crate::NOT_IN_PKT { Payload::in_packet(pkt, *payload_at, owned) } else { Payload::owned(owned) };
-    let r = obj.call(m, bufs, ret, &mut payload);
-    if !payload.is_in_packet() {
-        *payload_at = crate::NOT_IN_PKT;
-    }
-    r
+    with_payload(pkt, payload_at, owned, |p| obj.call(m, bufs, ret, p))
 }
 
 /// An extern that resized an argument it writes, or the return value, broke the interface: a fault, not a
@@ -1528,8 +1371,8 @@ impl Engine {
     }
 
     /// Call extern method `method` of instance `inst`. `plans[i]`, when there, is argument i's layout
-    /// computed at compile time ([`ArgPlan`]); arguments without one are packed and unpacked the general way.
-    pub(crate) fn extern_call(&self, w: &mut Worker, inst: usize, method: u32, args: &[ExternArg], plans: &[Option<ArgPlan>], ret: Option<&LValue>) -> Flow {
+    /// computed at compile time ([`ArgLayout`]); arguments without one are packed and unpacked the general way.
+    pub(crate) fn extern_call(&self, w: &mut Worker, inst: usize, method: u32, args: &[ExternArg], plans: &[Option<ArgLayout>], ret: Option<&LValue>) -> Flow {
         let mut bufs = std::mem::take(&mut w.bitbufs);
         if bufs.len() < args.len() {
             bufs.resize_with(args.len(), BitBuf::default);
@@ -1565,7 +1408,7 @@ impl Engine {
                 continue;
             }
             match plans.get(i) {
-                Some(Some(p)) => p.write_back(&b.bytes, &mut w.slots),
+                Some(Some(p)) => p.write(&b.bytes, &mut w.slots),
                 _ => self.write_back_arg(w, a, b),
             }
         }
@@ -1605,7 +1448,7 @@ impl Engine {
         }
         for ((plan, _, dir), b) in pc.args.iter().zip(w.bitbufs.iter()) {
             if *dir != Direction::In {
-                plan.write_back(&b.bytes, &mut w.slots);
+                plan.write(&b.bytes, &mut w.slots);
             }
         }
         if let Some(l) = pc.ret {
@@ -1614,6 +1457,16 @@ impl Engine {
             w.retbuf.bytes = bytes;
         }
         Flow::Next
+    }
+
+    /// A call site its extern compiled for itself ([`PlannedCall::bind`]): it reads and writes the slots.
+    pub(crate) fn extern_call_bound(&self, w: &mut Worker, inst: usize, method: u32, b: &dyn BoundCall) -> Flow {
+        let r = with_payload(&w.pkt, &mut w.payload_at, &mut w.payload, |p| b.call(&mut w.slots, p));
+        self.trace_extern(w, inst, method);
+        match r {
+            Ok(()) => Flow::Next,
+            Err(e) => self.extern_fault(w, e),
+        }
     }
 
     /// Call extern method `method` of instance `inst` with the worker's argument buffers in place (the first

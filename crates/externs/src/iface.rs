@@ -9,6 +9,7 @@
 //! Failures that a P4 program must see are reported through `out` arguments (status codes defined by the
 //! extern's P4 declaration); [`ExternError`] is for conditions the engine records as an extern fault.
 
+use crate::layout::ArgLayout;
 use std::fmt;
 
 /// Direction of a method parameter, as declared in P4.
@@ -40,25 +41,31 @@ impl BitBuf {
     }
     /// Store `v`, truncated to `width` bits.
     pub fn set_u64(&mut self, v: u64) {
-        let n = self.bytes.len();
         for (i, b) in self.bytes.iter_mut().rev().enumerate() {
             *b = if i < 8 { (v >> (8 * i)) as u8 } else { 0 };
         }
-        self.mask_top(n);
+        mask_top(&mut self.bytes, self.width);
     }
     /// Store big-endian bytes as the value: right-aligned, truncated or zero-extended to the width.
     pub fn set_bytes(&mut self, src: &[u8]) {
-        let n = self.bytes.len();
-        self.bytes.iter_mut().for_each(|b| *b = 0);
-        let take = src.len().min(n);
-        self.bytes[n - take..].copy_from_slice(&src[src.len() - take..]);
-        self.mask_top(n);
+        store_be(&mut self.bytes, self.width, src);
     }
-    fn mask_top(&mut self, n: usize) {
-        let extra = (n as u32 * 8).saturating_sub(self.width);
-        if extra > 0 && n > 0 {
-            self.bytes[0] &= 0xffu8 >> extra;
-        }
+}
+
+/// Store big-endian `src` as the value of the `width`-bit string `dst` (`ceil(width/8)` bytes): right-aligned,
+/// truncated or zero-extended, the unused high bits of the first byte cleared.
+pub fn store_be(dst: &mut [u8], width: u32, src: &[u8]) {
+    let n = dst.len();
+    let take = src.len().min(n);
+    dst[..n - take].fill(0);
+    dst[n - take..].copy_from_slice(&src[src.len() - take..]);
+    mask_top(dst, width);
+}
+
+fn mask_top(bytes: &mut [u8], width: u32) {
+    let extra = (bytes.len() as u32 * 8).saturating_sub(width);
+    if extra > 0 && !bytes.is_empty() {
+        bytes[0] &= 0xffu8 >> extra;
     }
 }
 
@@ -157,6 +164,22 @@ pub struct MethodSig {
     pub ret: Option<u32>,
 }
 
+/// One argument of a call site, as the engine resolved it when it compiled the program.
+#[derive(Clone, Copy, Debug)]
+pub struct BoundArg<'a> {
+    pub dir: Dir,
+    /// Where the argument's bits are (for `in`) or go (for `out`/`inout`).
+    pub layout: &'a ArgLayout,
+}
+
+/// A call site compiled by its extern ([`ExternObject::bind`]): it reads its arguments straight from the
+/// engine's slots through their [`ArgLayout`]s and writes its results back the same way, with no argument
+/// buffers in between.
+pub trait BoundCall: Send + Sync {
+    /// Run the call on one packet's slots.
+    fn call(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError>;
+}
+
 /// An extern type as declared in P4 (`extern Name { ... }` or an extern function).
 pub trait ExternType: Send + Sync {
     /// The P4 name of the extern type, e.g. `"esp_sa_table"`.
@@ -172,6 +195,13 @@ pub trait ExternObject: Send + Sync {
     fn resolve(&self, sig: &MethodSig) -> Result<u32, String>;
     /// Run one method. `args` are in declaration order; `ret` receives the return value if any.
     fn call(&self, method: u32, args: &mut [BitBuf], ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError>;
+    /// Compile one call site of `method` whose arguments all have fixed layouts (and whose return value, if
+    /// any, goes to `ret`), or `None` to be called through [`ExternObject::call`] (the default). A bound call
+    /// must do exactly what `call` does with the same bit strings; it is how an extern avoids per-call
+    /// argument buffers, and how a method settles at load time what its constant arguments select.
+    fn bind(&self, _method: u32, _args: &[BoundArg<'_>], _ret: Option<&ArgLayout>) -> Option<Box<dyn BoundCall>> {
+        None
+    }
     /// Control-plane access for P4Runtime / the CLI (e.g. installing an SA). Default: unsupported.
     fn control(&self, _op: &str, _args: &[u8]) -> Result<Vec<u8>, String> {
         Err("this extern has no control-plane operations".into())

@@ -7,4 +7,5 @@ pub mod dfa;
 pub mod esp;
 pub mod hash;
 pub mod iface;
+pub mod layout;
 pub mod p4;

@@ -4,7 +4,8 @@
 use crate::ascon::{self, Variant};
 use crate::esp::{esp_of_ip, EspError, Sa, SaConfig};
 use crate::hash::{self, HashAlg};
-use crate::iface::{BitBuf, Dir, ExternError, ExternObject, ExternType, MethodSig, Payload};
+use crate::iface::{store_be, BitBuf, BoundArg, BoundCall, Dir, ExternError, ExternObject, ExternType, MethodSig, Payload};
+use crate::layout::ArgLayout;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -340,29 +341,108 @@ impl ExternObject for HashObj {
     fn call(&self, _m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
         let alg = HashAlg::from_code(args[1].as_u64()).ok_or_else(|| bad("unknown hash algorithm"))?;
         let (result, rest) = args.split_at_mut(1);
-        hash_with_payload(alg, &rest[1].bytes, &rest[2].bytes, self.with_payload.then_some(payload), &mut result[0])
+        let r = &mut result[0];
+        let tail = if self.with_payload { Tail::Payload(0) } else { Tail::None };
+        hash_tail(alg, &rest[1].bytes, &rest[2].bytes, tail, payload, &mut r.bytes, r.width)
+    }
+
+    fn bind(&self, _m: u32, args: &[BoundArg<'_>], _ret: Option<&ArgLayout>) -> Option<Box<dyn BoundCall>> {
+        // a constant algorithm (the usual case: an enum member) is settled here
+        let [result, alg, key, data] = args else { return None };
+        let alg = HashAlg::from_code(*alg.layout.constant()?.first()? as u64)?;
+        BoundHash::bind(alg, result, key, data, if self.with_payload { BoundTail::Payload } else { BoundTail::None })
     }
 }
 
-/// `result = H(key, data ++ payload)` (or `H(key, data)` without a payload). When `data` is exactly the bytes
-/// in front of the payload in the received packet (headers the program has not changed since the parser
-/// extracted them), the message is read from the packet in one piece.
-fn hash_with_payload(alg: HashAlg, key: &[u8], data: &[u8], payload: Option<&mut Payload<'_>>, result: &mut BitBuf) -> Result<(), ExternError> {
-    match payload {
-        None => hash_into(alg, key, data, None, result),
-        Some(p) => match p.with_prefix(data) {
-            Some(msg) => hash_into(alg, key, msg, None, result),
-            None => hash_into(alg, key, data, Some(p.bytes()), result),
+/// What a hash covers after its data argument.
+#[derive(Clone, Copy)]
+enum Tail {
+    /// Nothing: the data argument only.
+    None,
+    /// The payload (the bytes after the parsed headers) from this offset; past its end nothing.
+    Payload(u64),
+}
+
+/// `result = H(key, data ++ tail)`. When the whole payload follows and `data` is exactly the bytes in front of
+/// it in the received packet (headers the program has not changed since the parser extracted them), the
+/// message is read from the packet in one piece.
+fn hash_tail(alg: HashAlg, key: &[u8], data: &[u8], tail: Tail, payload: &mut Payload<'_>, result: &mut [u8], owidth: u32) -> Result<(), ExternError> {
+    match tail {
+        Tail::None => hash_into(alg, key, data, None, result, owidth),
+        Tail::Payload(0) => match payload.with_prefix(data) {
+            Some(msg) => hash_into(alg, key, msg, None, result, owidth),
+            None => hash_into(alg, key, data, Some(payload.bytes()), result, owidth),
         },
+        Tail::Payload(off) => {
+            let p = payload.bytes();
+            hash_into(alg, key, data, Some(&p[(off.min(p.len() as u64)) as usize..]), result, owidth)
+        }
     }
 }
 
-/// `result = H(key, data ++ tail)`: digests keep their first bytes (truncated to the result's width, or
-/// right-aligned in a wider result); CRCs and checksums are numbers.
-fn hash_into(alg: HashAlg, key: &[u8], data: &[u8], tail: Option<&[u8]>, result: &mut BitBuf) -> Result<(), ExternError> {
+/// Largest key and data arguments a bound hash call takes on the stack (larger ones use the general call).
+const BOUND_KEY_MAX: usize = 128;
+const BOUND_DATA_MAX: usize = 256;
+
+/// A hash call site bound when the program is loaded ([`ExternObject::bind`]): the algorithm is settled, the
+/// key and data are read from the slots into stack buffers, the result is written straight back.
+struct BoundHash {
+    alg: HashAlg,
+    key: ArgLayout,
+    data: ArgLayout,
+    result: ArgLayout,
+    tail: BoundTail,
+}
+
+enum BoundTail {
+    None,
+    /// The whole payload.
+    Payload,
+    /// The payload from the offset in this (at most 64-bit) argument.
+    PayloadFrom(ArgLayout),
+}
+
+impl BoundHash {
+    /// `args`: result, key, data (all of them whole bytes but the result, as `resolve` checked).
+    fn bind(alg: HashAlg, result: &BoundArg<'_>, key: &BoundArg<'_>, data: &BoundArg<'_>, tail: BoundTail) -> Option<Box<dyn BoundCall>> {
+        let fits = result.dir == Dir::Out
+            && key.dir == Dir::In
+            && data.dir == Dir::In
+            && result.layout.nbytes() <= 64
+            && key.layout.nbytes() <= BOUND_KEY_MAX
+            && data.layout.nbytes() <= BOUND_DATA_MAX;
+        fits.then(|| Box::new(BoundHash { alg, key: key.layout.clone(), data: data.layout.clone(), result: result.layout.clone(), tail }) as Box<dyn BoundCall>)
+    }
+}
+
+impl BoundCall for BoundHash {
+    fn call(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError> {
+        let (mut key, mut data, mut out) = ([0u8; BOUND_KEY_MAX], [0u8; BOUND_DATA_MAX], [0u8; 64]);
+        let key = &mut key[..self.key.nbytes()];
+        let data = &mut data[..self.data.nbytes()];
+        let out = &mut out[..self.result.nbytes()];
+        self.key.read(slots, key);
+        self.data.read(slots, data);
+        let tail = match &self.tail {
+            BoundTail::None => Tail::None,
+            BoundTail::Payload => Tail::Payload(0),
+            BoundTail::PayloadFrom(off) => {
+                let mut b = [0u8; 8];
+                off.read(slots, &mut b[8 - off.nbytes()..]);
+                Tail::Payload(u64::from_be_bytes(b))
+            }
+        };
+        hash_tail(self.alg, key, data, tail, payload, out, self.result.width())?;
+        self.result.write(out, slots);
+        Ok(())
+    }
+}
+
+/// `result = H(key, data ++ tail)` into the `owidth`-bit string `result`: digests keep their first bytes
+/// (truncated to the result's width, or right-aligned in a wider result); CRCs and checksums are numbers.
+fn hash_into(alg: HashAlg, key: &[u8], data: &[u8], tail: Option<&[u8]>, result: &mut [u8], owidth: u32) -> Result<(), ExternError> {
     // an all-zero key selects unkeyed BLAKE2b
     let key: &[u8] = if alg == HashAlg::Blake2b && key.iter().all(|b| *b == 0) { &[] } else { key };
-    let owidth = result.width;
     let obytes = owidth.div_ceil(8) as usize;
     let mut out = [0u8; 64];
     let n = if alg == HashAlg::Blake2b { obytes } else { alg.out_len() };
@@ -384,15 +464,15 @@ fn hash_into(alg: HashAlg, key: &[u8], data: &[u8], tail: Option<&[u8]>, result:
     r.map_err(|e| bad(&e.to_string()))?;
     let numeric = matches!(alg, HashAlg::Crc16 | HashAlg::Crc32 | HashAlg::Crc32c | HashAlg::Csum16);
     if numeric {
-        result.set_bytes(&out[..n]);
+        store_be(result, owidth, &out[..n]);
     } else {
         // the first bytes of the digest
         let take = obytes.min(n);
         let v = &mut out[..take];
         let extra = (take * 8) as u32 - owidth.min(take as u32 * 8);
-        if extra == 0 && result.bytes.len() == take {
+        if extra == 0 && result.len() == take {
             // the usual case: whole bytes of the digest, as many as the result holds
-            result.bytes.copy_from_slice(v);
+            result.copy_from_slice(v);
             return Ok(());
         }
         if extra > 0 {
@@ -404,7 +484,7 @@ fn hash_into(alg: HashAlg, key: &[u8], data: &[u8], tail: Option<&[u8]>, result:
                 *b = nb;
             }
         }
-        result.set_bytes(v);
+        store_be(result, owidth, v);
     }
     Ok(())
 }
@@ -466,16 +546,20 @@ impl ExternObject for CryptoHash {
 
     fn call(&self, m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
         let (result, rest) = args.split_at_mut(1);
-        if m == 1 {
-            // the payload (bytes after the parsed headers) from `offset`; past its end the suffix is empty
-            let off = rest[2].as_u64() as usize;
-            if off == 0 {
-                return hash_with_payload(self.alg, &rest[0].bytes, &rest[1].bytes, Some(payload), &mut result[0]);
-            }
-            let p = payload.bytes();
-            return hash_into(self.alg, &rest[0].bytes, &rest[1].bytes, Some(&p[off.min(p.len())..]), &mut result[0]);
+        let r = &mut result[0];
+        let tail = match m {
+            1 => Tail::Payload(rest[2].as_u64()),
+            _ => Tail::None,
+        };
+        hash_tail(self.alg, &rest[0].bytes, &rest[1].bytes, tail, payload, &mut r.bytes, r.width)
+    }
+
+    fn bind(&self, m: u32, args: &[BoundArg<'_>], _ret: Option<&ArgLayout>) -> Option<Box<dyn BoundCall>> {
+        match (m, args) {
+            (0, [result, key, data]) => BoundHash::bind(self.alg, result, key, data, BoundTail::None),
+            (1, [result, key, data, off]) if off.layout.nbytes() <= 8 => BoundHash::bind(self.alg, result, key, data, BoundTail::PayloadFrom(off.layout.clone())),
+            _ => None,
         }
-        hash_into(self.alg, &rest[0].bytes, &rest[1].bytes, None, &mut result[0])
     }
 }
 
@@ -584,5 +668,91 @@ impl ExternObject for AsconObj {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Part;
+
+    /// A bound hash call site does what the general call does with the same bit strings: every algorithm,
+    /// results narrower and wider than the digest and off the byte grid, data equal to the bytes in front of
+    /// the payload or not, payload offsets inside and past the payload.
+    #[test]
+    fn bound_hash_calls_match_the_general_call() {
+        let pkt: Vec<u8> = (0..80u32).map(|i| (i * 37 + 11) as u8).collect();
+        let at = 14; // the payload starts after a 14-byte header
+        let algs = [
+            HashAlg::Crc16,
+            HashAlg::Crc32,
+            HashAlg::Csum16,
+            HashAlg::SipHash24,
+            HashAlg::HalfSipHash24,
+            HashAlg::Blake2b,
+            HashAlg::Poly1305Aes,
+            HashAlg::HmacSha256,
+            HashAlg::HmacSha512,
+            HashAlg::Sha3_512,
+        ];
+        let mut checked = 0;
+        for alg in algs {
+            let kbits = key_bits(alg).unwrap_or(128);
+            for owidth in [31u32, 64, 256] {
+                for same_header in [true, false] {
+                    for off in [0u64, 5, 200] {
+                        // slots: 0 result (up to 4 words), 4.. key words, 10..12 header fields
+                        let mut slots = vec![0u64; 16];
+                        for (i, s) in slots.iter_mut().enumerate().take(10).skip(4) {
+                            *s = 0x0123_4567_89ab_cdefu64.rotate_left(i as u32 * 7);
+                        }
+                        let hdr: [u8; 14] = if same_header { pkt[..14].try_into().unwrap() } else { [7; 14] };
+                        slots[10] = u64::from_be_bytes(hdr[..8].try_into().unwrap());
+                        slots[11] = u64::from_be_bytes([0, 0, hdr[8], hdr[9], hdr[10], hdr[11], hdr[12], hdr[13]]);
+                        slots[12] = off;
+                        let result = ArgLayout::new(owidth, &[Part::Field { slot: 0, width: owidth }]);
+                        let Some(result) = result else { continue };
+                        let key = ArgLayout::new(kbits, &[Part::Field { slot: 4, width: kbits }]).unwrap();
+                        let data = ArgLayout::new(112, &[Part::Field { slot: 10, width: 64 }, Part::Field { slot: 11, width: 48 }]).unwrap();
+                        let offl = ArgLayout::new(32, &[Part::Field { slot: 12, width: 32 }]).unwrap();
+                        let arg = |dir, layout| BoundArg { dir, layout };
+                        let obj = CryptoHash { alg, name: "h".into() };
+                        // the general call with the same bit strings
+                        let mut bufs: Vec<BitBuf> = [&result, &key, &data, &offl]
+                            .iter()
+                            .map(|l| {
+                                let mut b = BitBuf::zero(l.width());
+                                l.read(&slots, &mut b.bytes);
+                                b
+                            })
+                            .collect();
+                        bufs[0] = BitBuf::zero(owidth);
+                        let (mut o1, mut o2) = (vec![], vec![]);
+                        let general = obj.call(1, &mut bufs, None, &mut Payload::in_packet(&pkt, at, &mut o1));
+                        let bound = obj
+                            .bind(1, &[arg(Dir::Out, &result), arg(Dir::In, &key), arg(Dir::In, &data), arg(Dir::In, &offl)], None)
+                            .expect("bound");
+                        let mut s2 = slots.clone();
+                        let r = bound.call(&mut s2, &mut Payload::in_packet(&pkt, at, &mut o2));
+                        assert_eq!(general.is_ok(), r.is_ok(), "{alg:?}");
+                        let mut got = BitBuf::zero(owidth);
+                        result.read(&s2, &mut got.bytes);
+                        assert_eq!(got.bytes, bufs[0].bytes, "{alg:?} owidth {owidth} same_header {same_header} off {off}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 150, "{checked}");
+        // p4sec_hash_payload: the algorithm is a constant argument; a field algorithm is not bound
+        let obj = HashObj { with_payload: true };
+        let r = ArgLayout::new(64, &[Part::Field { slot: 0, width: 64 }]).unwrap();
+        let k = ArgLayout::new(128, &[Part::Field { slot: 4, width: 128 }]).unwrap();
+        let d = ArgLayout::new(8, &[Part::Field { slot: 6, width: 8 }]).unwrap();
+        let alg_const = ArgLayout::new(8, &[Part::Const { value: HashAlg::SipHash24.code() as u64, width: 8 }]).unwrap();
+        let alg_field = ArgLayout::new(8, &[Part::Field { slot: 7, width: 8 }]).unwrap();
+        let a = |dir, layout| BoundArg { dir, layout };
+        assert!(obj.bind(0, &[a(Dir::Out, &r), a(Dir::In, &alg_const), a(Dir::In, &k), a(Dir::In, &d)], None).is_some());
+        assert!(obj.bind(0, &[a(Dir::Out, &r), a(Dir::In, &alg_field), a(Dir::In, &k), a(Dir::In, &d)], None).is_none());
     }
 }

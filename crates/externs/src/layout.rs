@@ -1,0 +1,305 @@
+//! Where an extern argument's bits live in the engine's per-packet state, resolved when a call site is
+//! compiled.
+//!
+//! The engine keeps every field of up to 64 bits in one machine word ("slot"), wider fields in consecutive
+//! words (least significant word first). An argument whose parts are all fixed fields and constants gets an
+//! [`ArgLayout`]: the argument's bytes with the constants already in place, and per field its slot and where
+//! its bits go. The engine uses layouts to hand arguments over without evaluating expressions; an extern that
+//! binds a call site ([`crate::iface::ExternObject::bind`]) uses them to read its inputs straight from the
+//! slots and write its results back, with no per-call buffers at all.
+
+/// How one field moves between its slot words and the argument's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FieldOp {
+    /// `nb` (1..=8) whole bytes at byte `at`, through the 8-byte window that starts there (`at + 8 <= nbytes`).
+    Ahead { slot: u32, at: u32, nb: u32 },
+    /// `nb` (1..=8) whole bytes at byte `at`, through the 8-byte window that ends with them (`at + nb >= 8`).
+    Behind { slot: u32, at: u32, nb: u32 },
+    /// Whole bytes in an argument too short for any window, or a field wider than 64 bits: word by word.
+    Bytes { slot: u32, at: u32, nb: u32 },
+    /// A narrow field off the byte grid: its bits at bit `bit` (MSB first).
+    Bits { slot: u32, bit: u32, width: u32 },
+    /// A `bit<0>` field: no bytes; written back as zero.
+    Empty { slot: u32 },
+}
+
+/// One part of an argument, most significant first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// A field: its first slot and its width (wider than 64 bits: consecutive slots, low word first).
+    Field { slot: u32, width: u32 },
+    /// A constant of at most 64 bits.
+    Const { value: u64, width: u32 },
+}
+
+/// The layout of one argument's bit string (big-endian, `ceil(width/8)` bytes, unused high bits of the first
+/// byte zero): see the module documentation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgLayout {
+    width: u32,
+    nbytes: usize,
+    /// The argument's bytes with its constant parts in place and zeros for the fields.
+    base: Vec<u8>,
+    /// Whether the fields alone cover every byte (no constants, no pad bits): then `base` need not be copied.
+    covered: bool,
+    ops: Vec<FieldOp>,
+}
+
+#[inline]
+fn mask(w: u32) -> u64 {
+    if w >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << w) - 1
+    }
+}
+
+/// Read `width` (≤ 64) bits at bit offset `pos` of `data`, MSB first.
+#[inline]
+pub fn read_bits(data: &[u8], pos: usize, width: u32) -> u64 {
+    if width == 0 {
+        return 0;
+    }
+    let first = pos / 8;
+    let off = (pos % 8) as u32;
+    if first + 16 <= data.len() {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&data[first..first + 16]);
+        let acc = u128::from_be_bytes(b);
+        return ((acc >> (128 - off - width)) as u64) & mask(width);
+    }
+    let nbytes = ((off + width) as usize).div_ceil(8);
+    let mut acc: u128 = 0;
+    for i in 0..nbytes {
+        acc = (acc << 8) | data[first + i] as u128;
+    }
+    let total = nbytes as u32 * 8;
+    ((acc >> (total - off - width)) as u64) & mask(width)
+}
+
+/// OR the low `width` (at most 64) bits of `v` into `out` at bit `bit` (MSB first); the bits there are zero.
+fn put_bits_at(out: &mut [u8], bit: u32, width: u32, v: u64) {
+    let v = v & mask(width);
+    let (mut rem, mut p) = (width, bit);
+    while rem > 0 {
+        let off = p % 8;
+        let take = (8 - off).min(rem);
+        let part = ((v >> (rem - take)) & ((1u64 << take) - 1)) as u8;
+        out[(p / 8) as usize] |= part << (8 - off - take);
+        rem -= take;
+        p += take;
+    }
+}
+
+#[inline(always)]
+fn window(bytes: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[inline(always)]
+fn set_window(bytes: &mut [u8], at: usize, v: u64) {
+    bytes[at..at + 8].copy_from_slice(&v.to_be_bytes());
+}
+
+impl ArgLayout {
+    /// The layout of an argument of `width` bits made of `parts`; `None` when a field wider than 64 bits is
+    /// off the byte grid, a constant is wider than 64 bits, or the parts do not add up to `width`.
+    pub fn new(width: u32, parts: &[Part]) -> Option<ArgLayout> {
+        let nbytes = width.div_ceil(8) as usize;
+        let mut bit = nbytes as u32 * 8 - width;
+        let mut l = ArgLayout { width, nbytes, base: vec![0; nbytes], covered: bit == 0, ops: Vec::with_capacity(parts.len()) };
+        for p in parts {
+            let w = match *p {
+                Part::Field { slot, width } => {
+                    if width > 64 && (width % 8 != 0 || bit % 8 != 0) {
+                        return None;
+                    }
+                    let (at, nb) = (bit / 8, width / 8);
+                    if bit + width > nbytes as u32 * 8 {
+                        return None;
+                    }
+                    l.ops.push(if bit % 8 != 0 || width % 8 != 0 {
+                        l.covered = false;
+                        FieldOp::Bits { slot, bit, width }
+                    } else if nb == 0 {
+                        FieldOp::Empty { slot }
+                    } else if nb <= 8 && at as usize + 8 <= nbytes {
+                        FieldOp::Ahead { slot, at, nb }
+                    } else if nb <= 8 && at + nb >= 8 {
+                        FieldOp::Behind { slot, at, nb }
+                    } else {
+                        FieldOp::Bytes { slot, at, nb }
+                    });
+                    width
+                }
+                Part::Const { value, width } => {
+                    if width > 64 || bit + width > nbytes as u32 * 8 {
+                        return None;
+                    }
+                    l.covered = false;
+                    put_bits_at(&mut l.base, bit, width, value);
+                    width
+                }
+            };
+            bit += w;
+        }
+        (bit as usize == nbytes * 8).then_some(l)
+    }
+
+    /// Width of the argument in bits.
+    pub fn width(&self) -> u32 {
+        self.width
+    }
+
+    /// Length of the argument's bit string in bytes.
+    pub fn nbytes(&self) -> usize {
+        self.nbytes
+    }
+
+    /// The argument's bytes when it is made of constants only (e.g. an algorithm selector).
+    pub fn constant(&self) -> Option<&[u8]> {
+        self.ops.is_empty().then_some(&self.base[..])
+    }
+
+    /// Write the argument's bytes into `out`, which is [`ArgLayout::nbytes`] long.
+    #[inline(always)]
+    pub fn read(&self, slots: &[u64], out: &mut [u8]) {
+        if !self.covered {
+            if self.nbytes == 1 {
+                // a narrow constant such as an algorithm selector: no memcpy call
+                out[0] = self.base[0];
+            } else {
+                out.copy_from_slice(&self.base);
+            }
+        }
+        for op in &self.ops {
+            match *op {
+                // the field's bytes first (or last) in the window, the window's other bytes kept
+                FieldOp::Ahead { slot, at, nb } => {
+                    let (at, sh) = (at as usize, 64 - 8 * nb);
+                    let keep = if nb == 8 { 0 } else { u64::MAX >> (8 * nb) };
+                    let v = (slots[slot as usize] << sh) | (window(out, at) & keep);
+                    set_window(out, at, v);
+                }
+                FieldOp::Behind { slot, at, nb } => {
+                    let from = (at + nb - 8) as usize;
+                    let m = mask(8 * nb);
+                    let v = (slots[slot as usize] & m) | (window(out, from) & !m);
+                    set_window(out, from, v);
+                }
+                FieldOp::Bytes { slot, at, nb } => {
+                    let (nb, mut end) = (nb as usize, (at + nb) as usize);
+                    for k in 0..nb.div_ceil(8) {
+                        let take = (nb - 8 * k).min(8);
+                        if take == 8 {
+                            // a whole word: one 8-byte store
+                            set_window(out, end - 8, slots[slot as usize + k]);
+                        } else {
+                            let x = slots[slot as usize + k].to_be_bytes();
+                            out[end - take..end].copy_from_slice(&x[8 - take..]);
+                        }
+                        end -= take;
+                    }
+                }
+                FieldOp::Bits { slot, bit, width } => put_bits_at(out, bit, width, slots[slot as usize]),
+                FieldOp::Empty { .. } => {}
+            }
+        }
+    }
+
+    /// Fill `out` with the argument's bytes (zeros only, when `value` is false: an `out` argument), resizing
+    /// it to [`ArgLayout::nbytes`].
+    #[inline(always)]
+    pub fn marshal(&self, slots: &[u64], value: bool, out: &mut Vec<u8>) {
+        if out.len() != self.nbytes {
+            out.clear();
+            out.resize(self.nbytes, 0);
+        }
+        if !value {
+            out.fill(0);
+            return;
+        }
+        self.read(slots, out);
+    }
+
+    /// Split the argument's bytes back into the fields' slots (nothing happens when `bytes` does not have the
+    /// argument's length; an extern that resized an argument is a fault the engine reports).
+    #[inline(always)]
+    pub fn write(&self, bytes: &[u8], slots: &mut [u64]) {
+        if bytes.len() != self.nbytes {
+            return;
+        }
+        for op in &self.ops {
+            match *op {
+                FieldOp::Ahead { slot, at, nb } => slots[slot as usize] = window(bytes, at as usize) >> (64 - 8 * nb),
+                FieldOp::Behind { slot, at, nb } => slots[slot as usize] = window(bytes, (at + nb - 8) as usize) & mask(8 * nb),
+                FieldOp::Bytes { slot, at, nb } => {
+                    let (nb, mut end) = (nb as usize, (at + nb) as usize);
+                    for k in 0..nb.div_ceil(8) {
+                        let take = (nb - 8 * k).min(8);
+                        slots[slot as usize + k] =
+                            if take == 8 { window(bytes, end - 8) } else { bytes[end - take..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64) };
+                        end -= take;
+                    }
+                }
+                FieldOp::Bits { slot, bit, width } => slots[slot as usize] = read_bits(bytes, bit as usize, width) & mask(width),
+                FieldOp::Empty { slot } => slots[slot as usize] = 0,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constants_fields_and_pad_bits_land_where_the_bit_string_has_them() {
+        // 4 pad bits, a 4-bit constant, a 16-bit field, a 3-bit field, a 5-bit constant: 28 bits in 4 bytes
+        let parts = [
+            Part::Const { value: 0xa, width: 4 },
+            Part::Field { slot: 0, width: 16 },
+            Part::Field { slot: 1, width: 3 },
+            Part::Const { value: 0x11, width: 5 },
+        ];
+        let l = ArgLayout::new(28, &parts).expect("layout");
+        assert_eq!((l.width(), l.nbytes()), (28, 4));
+        assert_eq!(l.constant(), None);
+        let mut slots = vec![0xbeef, 0b101];
+        let mut out = vec![0u8; 4];
+        l.read(&slots, &mut out);
+        // 0000 1010 | 1011 1110 1110 1111 | 101 | 10001
+        assert_eq!(out, [0x0a, 0xbe, 0xef, 0xb1]);
+        slots.fill(0);
+        l.write(&[0x0f, 0x12, 0x34, 0x5f], &mut slots);
+        assert_eq!(slots, [0x1234, 0b010]);
+        // a resized buffer writes nothing
+        l.write(&[1, 2, 3], &mut slots);
+        assert_eq!(slots, [0x1234, 0b010]);
+    }
+
+    #[test]
+    fn constants_only_and_bad_shapes() {
+        let l = ArgLayout::new(8, &[Part::Const { value: 4, width: 8 }]).unwrap();
+        assert_eq!(l.constant(), Some(&[4u8][..]));
+        // a 72-bit field off the byte grid, and parts that do not add up
+        let off_grid = [Part::Const { value: 0, width: 4 }, Part::Field { slot: 0, width: 72 }, Part::Const { value: 0, width: 4 }];
+        assert!(ArgLayout::new(80, &off_grid).is_none());
+        assert!(ArgLayout::new(76, &off_grid[..2]).is_some(), "4 pad bits put the wide field back on the grid");
+        assert!(ArgLayout::new(16, &[Part::Field { slot: 0, width: 8 }]).is_none());
+        assert!(ArgLayout::new(8, &[Part::Field { slot: 0, width: 16 }]).is_none());
+    }
+
+    #[test]
+    fn wide_fields_move_word_by_word() {
+        // a 128-bit key: low word in the first slot
+        let l = ArgLayout::new(128, &[Part::Field { slot: 2, width: 128 }]).unwrap();
+        let slots = vec![0, 0, 0x0809_0a0b_0c0d_0e0f, 0x0001_0203_0405_0607];
+        let mut out = [0u8; 16];
+        l.read(&slots, &mut out);
+        assert_eq!(out, core::array::from_fn::<u8, 16, _>(|i| i as u8));
+        let mut back = vec![0u64; 4];
+        l.write(&out, &mut back);
+        assert_eq!(back, slots);
+    }
+}
