@@ -11,10 +11,12 @@
 /// How one field moves between its slot words and the argument's bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FieldOp {
-    /// `nb` (1..=8) whole bytes at byte `at`, through the 8-byte window that starts there (`at + 8 <= nbytes`).
-    Ahead { slot: u32, at: u32, nb: u32 },
-    /// `nb` (1..=8) whole bytes at byte `at`, through the 8-byte window that ends with them (`at + nb >= 8`).
-    Behind { slot: u32, at: u32, nb: u32 },
+    /// `nb` (1..=8) whole bytes at byte `at`, through the 8-byte window that starts there (`at + 8 <= nbytes`):
+    /// the field is the window's top `64 - sh` bits; `keep` masks the window's other bytes.
+    Ahead { slot: u32, at: u32, sh: u32, keep: u64 },
+    /// `nb` (1..=8) whole bytes that end the 8-byte window at byte `from` (`from + 8 <= nbytes`): the field is
+    /// the window's bits under `m`.
+    Behind { slot: u32, from: u32, m: u64 },
     /// Whole bytes in an argument too short for any window, or a field wider than 64 bits: word by word.
     Bytes { slot: u32, at: u32, nb: u32 },
     /// A narrow field off the byte grid: its bits at bit `bit` (MSB first).
@@ -43,6 +45,8 @@ pub struct ArgLayout {
     /// Whether the fields alone cover every byte (no constants, no pad bits): then `base` need not be copied.
     covered: bool,
     ops: Vec<FieldOp>,
+    /// One past the last slot word the fields use.
+    end_slot: usize,
 }
 
 #[inline]
@@ -101,13 +105,31 @@ fn set_window(bytes: &mut [u8], at: usize, v: u64) {
     bytes[at..at + 8].copy_from_slice(&v.to_be_bytes());
 }
 
+/// [`window`] without the bounds check.
+///
+/// # Safety
+/// `at + 8 <= bytes.len()`.
+#[inline(always)]
+unsafe fn window_unchecked(bytes: &[u8], at: usize) -> u64 {
+    u64::from_be(std::ptr::read_unaligned(bytes.as_ptr().add(at) as *const u64))
+}
+
+/// [`set_window`] without the bounds check.
+///
+/// # Safety
+/// `at + 8 <= bytes.len()`.
+#[inline(always)]
+unsafe fn set_window_unchecked(bytes: &mut [u8], at: usize, v: u64) {
+    std::ptr::write_unaligned(bytes.as_mut_ptr().add(at) as *mut u64, v.to_be());
+}
+
 impl ArgLayout {
     /// The layout of an argument of `width` bits made of `parts`; `None` when a field wider than 64 bits is
     /// off the byte grid, a constant is wider than 64 bits, or the parts do not add up to `width`.
     pub fn new(width: u32, parts: &[Part]) -> Option<ArgLayout> {
         let nbytes = width.div_ceil(8) as usize;
         let mut bit = nbytes as u32 * 8 - width;
-        let mut l = ArgLayout { width, nbytes, base: vec![0; nbytes], covered: bit == 0, ops: Vec::with_capacity(parts.len()) };
+        let mut l = ArgLayout { width, nbytes, base: vec![0; nbytes], covered: bit == 0, ops: Vec::with_capacity(parts.len()), end_slot: 0 };
         for p in parts {
             let w = match *p {
                 Part::Field { slot, width } => {
@@ -118,15 +140,16 @@ impl ArgLayout {
                     if bit + width > nbytes as u32 * 8 {
                         return None;
                     }
+                    l.end_slot = l.end_slot.max(slot as usize + (width.div_ceil(64) as usize).max(1));
                     l.ops.push(if bit % 8 != 0 || width % 8 != 0 {
                         l.covered = false;
                         FieldOp::Bits { slot, bit, width }
                     } else if nb == 0 {
                         FieldOp::Empty { slot }
                     } else if nb <= 8 && at as usize + 8 <= nbytes {
-                        FieldOp::Ahead { slot, at, nb }
+                        FieldOp::Ahead { slot, at, sh: 64 - 8 * nb, keep: if nb == 8 { 0 } else { u64::MAX >> (8 * nb) } }
                     } else if nb <= 8 && at + nb >= 8 {
-                        FieldOp::Behind { slot, at, nb }
+                        FieldOp::Behind { slot, from: at + nb - 8, m: mask(8 * nb) }
                     } else {
                         FieldOp::Bytes { slot, at, nb }
                     });
@@ -162,8 +185,12 @@ impl ArgLayout {
     }
 
     /// Write the argument's bytes into `out`, which is [`ArgLayout::nbytes`] long.
+    ///
+    /// # Panics
+    /// When `out` has another length or `slots` does not hold every field.
     #[inline(always)]
     pub fn read(&self, slots: &[u64], out: &mut [u8]) {
+        assert!(out.len() == self.nbytes && slots.len() >= self.end_slot, "argument buffers do not fit the layout");
         if !self.covered {
             if self.nbytes == 1 {
                 // a narrow constant such as an algorithm selector: no memcpy call
@@ -173,20 +200,20 @@ impl ArgLayout {
             }
         }
         for op in &self.ops {
+            // SAFETY (all `unsafe` below): `new` placed every window and byte range inside `nbytes`, and every
+            // slot below `end_slot`; the assertion above checked both lengths.
             match *op {
                 // the field's bytes first (or last) in the window, the window's other bytes kept
-                FieldOp::Ahead { slot, at, nb } => {
-                    let (at, sh) = (at as usize, 64 - 8 * nb);
-                    let keep = if nb == 8 { 0 } else { u64::MAX >> (8 * nb) };
-                    let v = (slots[slot as usize] << sh) | (window(out, at) & keep);
-                    set_window(out, at, v);
-                }
-                FieldOp::Behind { slot, at, nb } => {
-                    let from = (at + nb - 8) as usize;
-                    let m = mask(8 * nb);
-                    let v = (slots[slot as usize] & m) | (window(out, from) & !m);
-                    set_window(out, from, v);
-                }
+                FieldOp::Ahead { slot, at, sh, keep } => unsafe {
+                    let at = at as usize;
+                    let v = (*slots.get_unchecked(slot as usize) << sh) | (window_unchecked(out, at) & keep);
+                    set_window_unchecked(out, at, v);
+                },
+                FieldOp::Behind { slot, from, m } => unsafe {
+                    let from = from as usize;
+                    let v = (*slots.get_unchecked(slot as usize) & m) | (window_unchecked(out, from) & !m);
+                    set_window_unchecked(out, from, v);
+                },
                 FieldOp::Bytes { slot, at, nb } => {
                     let (nb, mut end) = (nb as usize, (at + nb) as usize);
                     for k in 0..nb.div_ceil(8) {
@@ -225,14 +252,19 @@ impl ArgLayout {
     /// Split the argument's bytes back into the fields' slots (nothing happens when `bytes` does not have the
     /// argument's length; an extern that resized an argument is a fault the engine reports).
     #[inline(always)]
+    ///
+    /// # Panics
+    /// When `slots` does not hold every field.
     pub fn write(&self, bytes: &[u8], slots: &mut [u64]) {
         if bytes.len() != self.nbytes {
             return;
         }
+        assert!(slots.len() >= self.end_slot, "slots do not hold the layout's fields");
         for op in &self.ops {
+            // SAFETY: as in `read`
             match *op {
-                FieldOp::Ahead { slot, at, nb } => slots[slot as usize] = window(bytes, at as usize) >> (64 - 8 * nb),
-                FieldOp::Behind { slot, at, nb } => slots[slot as usize] = window(bytes, (at + nb - 8) as usize) & mask(8 * nb),
+                FieldOp::Ahead { slot, at, sh, .. } => unsafe { *slots.get_unchecked_mut(slot as usize) = window_unchecked(bytes, at as usize) >> sh },
+                FieldOp::Behind { slot, from, m } => unsafe { *slots.get_unchecked_mut(slot as usize) = window_unchecked(bytes, from as usize) & m },
                 FieldOp::Bytes { slot, at, nb } => {
                     let (nb, mut end) = (nb as usize, (at + nb) as usize);
                     for k in 0..nb.div_ceil(8) {

@@ -367,27 +367,40 @@ enum Tail {
 /// it in the received packet (headers the program has not changed since the parser extracted them), the
 /// message is read from the packet in one piece.
 fn hash_tail(alg: HashAlg, key: &[u8], data: &[u8], tail: Tail, payload: &mut Payload<'_>, result: &mut [u8], owidth: u32) -> Result<(), ExternError> {
+    let mut out = [0u8; 64];
+    let d = &mut out[..digest_len(alg, owidth)];
+    digest_tail(alg, key, data, tail, payload, d)?;
+    fit(alg, d, result, owidth);
+    Ok(())
+}
+
+/// [`digest`] over `data` and what follows it ([`Tail`]).
+#[inline]
+fn digest_tail(alg: HashAlg, key: &[u8], data: &[u8], tail: Tail, payload: &Payload<'_>, out: &mut [u8]) -> Result<(), ExternError> {
     match tail {
-        Tail::None => hash_into(alg, key, data, None, result, owidth),
+        Tail::None => digest(alg, key, data, None, out),
         Tail::Payload(0) => match payload.with_prefix(data) {
-            Some(msg) => hash_into(alg, key, msg, None, result, owidth),
-            None => hash_into(alg, key, data, Some(payload.bytes()), result, owidth),
+            Some(msg) => digest(alg, key, msg, None, out),
+            None => digest(alg, key, data, Some(payload.bytes()), out),
         },
         Tail::Payload(off) => {
             let p = payload.bytes();
-            hash_into(alg, key, data, Some(&p[(off.min(p.len() as u64)) as usize..]), result, owidth)
+            digest(alg, key, data, Some(&p[(off.min(p.len() as u64)) as usize..]), out)
         }
     }
 }
 
 /// Largest key and data arguments a bound hash call takes on the stack (larger ones use the general call).
-const BOUND_KEY_MAX: usize = 128;
-const BOUND_DATA_MAX: usize = 256;
+const BOUND_KEY_MAX: usize = 64;
+const BOUND_DATA_MAX: usize = 128;
 
 /// A hash call site bound when the program is loaded ([`ExternObject::bind`]): the algorithm is settled, the
 /// key and data are read from the slots into stack buffers, the result is written straight back.
 struct BoundHash {
     alg: HashAlg,
+    /// Digest bytes computed, and whether the result is just the first of them ([`fits_directly`]).
+    n: usize,
+    direct: bool,
     key: ArgLayout,
     data: ArgLayout,
     result: ArgLayout,
@@ -411,16 +424,17 @@ impl BoundHash {
             && result.layout.nbytes() <= 64
             && key.layout.nbytes() <= BOUND_KEY_MAX
             && data.layout.nbytes() <= BOUND_DATA_MAX;
-        fits.then(|| Box::new(BoundHash { alg, key: key.layout.clone(), data: data.layout.clone(), result: result.layout.clone(), tail }) as Box<dyn BoundCall>)
+        let (n, direct) = (digest_len(alg, result.layout.width()), fits_directly(alg, result.layout.width()));
+        fits.then(|| Box::new(BoundHash { alg, n, direct, key: key.layout.clone(), data: data.layout.clone(), result: result.layout.clone(), tail }) as Box<dyn BoundCall>)
     }
 }
 
 impl BoundCall for BoundHash {
     fn call(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError> {
-        let (mut key, mut data, mut out) = ([0u8; BOUND_KEY_MAX], [0u8; BOUND_DATA_MAX], [0u8; 64]);
+        let (mut key, mut data, mut d) = ([0u8; BOUND_KEY_MAX], [0u8; BOUND_DATA_MAX], [0u8; 64]);
         let key = &mut key[..self.key.nbytes()];
         let data = &mut data[..self.data.nbytes()];
-        let out = &mut out[..self.result.nbytes()];
+        let d = &mut d[..self.n];
         self.key.read(slots, key);
         self.data.read(slots, data);
         let tail = match &self.tail {
@@ -432,61 +446,86 @@ impl BoundCall for BoundHash {
                 Tail::Payload(u64::from_be_bytes(b))
             }
         };
-        hash_tail(self.alg, key, data, tail, payload, out, self.result.width())?;
-        self.result.write(out, slots);
+        digest_tail(self.alg, key, data, tail, payload, d)?;
+        if self.direct {
+            self.result.write(&d[..self.result.nbytes()], slots);
+        } else {
+            let mut r = [0u8; 64];
+            let r = &mut r[..self.result.nbytes()];
+            fit(self.alg, d, r, self.result.width());
+            self.result.write(r, slots);
+        }
         Ok(())
     }
 }
 
-/// `result = H(key, data ++ tail)` into the `owidth`-bit string `result`: digests keep their first bytes
-/// (truncated to the result's width, or right-aligned in a wider result); CRCs and checksums are numbers.
-fn hash_into(alg: HashAlg, key: &[u8], data: &[u8], tail: Option<&[u8]>, result: &mut [u8], owidth: u32) -> Result<(), ExternError> {
+/// How many bytes of digest `alg` computes for an `owidth`-bit result (BLAKE2b: as many as the result holds).
+fn digest_len(alg: HashAlg, owidth: u32) -> usize {
+    if alg == HashAlg::Blake2b {
+        (owidth.div_ceil(8) as usize).clamp(1, 64)
+    } else {
+        alg.out_len()
+    }
+}
+
+/// `H(key, data ++ tail)` into `out` (`digest_len` bytes).
+#[inline]
+fn digest(alg: HashAlg, key: &[u8], data: &[u8], tail: Option<&[u8]>, out: &mut [u8]) -> Result<(), ExternError> {
     // an all-zero key selects unkeyed BLAKE2b
     let key: &[u8] = if alg == HashAlg::Blake2b && key.iter().all(|b| *b == 0) { &[] } else { key };
-    let obytes = owidth.div_ceil(8) as usize;
-    let mut out = [0u8; 64];
-    let n = if alg == HashAlg::Blake2b { obytes } else { alg.out_len() };
     let r = match tail {
         // fields and payload hashed as one message: in two pieces where the algorithm takes them, else
         // assembled in a per-thread buffer (no allocation)
-        Some(t) => match hash::compute2(alg, key, data, t, &mut out[..n]) {
+        Some(t) => match hash::compute2(alg, key, data, t, out) {
             Some(r) => r,
             None => HASH_MSG.with(|s| {
                 let mut msg = s.borrow_mut();
                 msg.clear();
                 msg.extend_from_slice(data);
                 msg.extend_from_slice(t);
-                hash::compute(alg, key, &msg, &mut out[..n])
+                hash::compute(alg, key, &msg, out)
             }),
         },
-        None => hash::compute(alg, key, data, &mut out[..n]),
+        None => hash::compute(alg, key, data, out),
     };
-    r.map_err(|e| bad(&e.to_string()))?;
-    let numeric = matches!(alg, HashAlg::Crc16 | HashAlg::Crc32 | HashAlg::Crc32c | HashAlg::Csum16);
-    if numeric {
-        store_be(result, owidth, &out[..n]);
-    } else {
-        // the first bytes of the digest
-        let take = obytes.min(n);
-        let v = &mut out[..take];
-        let extra = (take * 8) as u32 - owidth.min(take as u32 * 8);
-        if extra == 0 && result.len() == take {
-            // the usual case: whole bytes of the digest, as many as the result holds
-            result.copy_from_slice(v);
-            return Ok(());
-        }
-        if extra > 0 {
-            // keep the leading `owidth` bits: shift right
-            let mut carry = 0u8;
-            for b in v.iter_mut() {
-                let nb = (*b >> extra) | carry;
-                carry = *b << (8 - extra);
-                *b = nb;
-            }
-        }
-        store_be(result, owidth, v);
+    r.map_err(|e| bad(&e.to_string()))
+}
+
+/// Whether an `owidth`-bit result of `alg` is simply the digest's first `owidth / 8` bytes.
+fn fits_directly(alg: HashAlg, owidth: u32) -> bool {
+    !is_numeric(alg) && owidth % 8 == 0 && owidth as usize / 8 <= digest_len(alg, owidth)
+}
+
+fn is_numeric(alg: HashAlg) -> bool {
+    matches!(alg, HashAlg::Crc16 | HashAlg::Crc32 | HashAlg::Crc32c | HashAlg::Csum16)
+}
+
+/// The digest `d` as the `owidth`-bit `result`: digests keep their first bytes (truncated to the result's
+/// width, or right-aligned in a wider result); CRCs and checksums are numbers.
+fn fit(alg: HashAlg, d: &mut [u8], result: &mut [u8], owidth: u32) {
+    if is_numeric(alg) {
+        store_be(result, owidth, d);
+        return;
     }
-    Ok(())
+    // the first bytes of the digest
+    let take = (owidth.div_ceil(8) as usize).min(d.len());
+    let v = &mut d[..take];
+    let extra = (take * 8) as u32 - owidth.min(take as u32 * 8);
+    if extra == 0 && result.len() == take {
+        // the usual case: whole bytes of the digest, as many as the result holds
+        result.copy_from_slice(v);
+        return;
+    }
+    if extra > 0 {
+        // keep the leading `owidth` bits: shift right
+        let mut carry = 0u8;
+        for b in v.iter_mut() {
+            let nb = (*b >> extra) | carry;
+            carry = *b << (8 - extra);
+            *b = nb;
+        }
+    }
+    store_be(result, owidth, v);
 }
 
 /// Key width (bits) an algorithm requires, if it requires one.
