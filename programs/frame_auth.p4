@@ -1,24 +1,34 @@
 /* frame_auth.p4: integrity of whole Ethernet frames between two switches (MACsec-like, without encryption).
  *
  * On a port configured to PROTECT, the switch numbers the frame with the next packet number (PN) of the
- * link it leaves on, computes a keyed hash over the whole frame (MAC addresses, EtherType, PN, everything
- * after them), inserts a shim after the MAC addresses carrying the original EtherType, the PN and the first
- * 64 bits of the digest, sets the EtherType to 0x88B5 and forwards. On a port configured to VERIFY, the next
- * switch recomputes the hash over the frame without the shim; a match strips the shim and forwards the
- * original frame unchanged, anything else (no shim, wrong tag, modified frame) is dropped and counted.
+ * link it leaves on, computes a keyed hash over the whole frame (MAC addresses, EtherType, association
+ * number, PN, everything after them), inserts a shim after the MAC addresses carrying the original EtherType,
+ * the association number (AN), the PN and the first 64 bits of the digest, sets the EtherType to 0x88B5 and
+ * forwards. On a port configured to VERIFY, the next switch looks up the key of the frame's AN on that port,
+ * recomputes the hash over the frame without the shim; a match strips the shim and forwards the original
+ * frame unchanged, anything else (no shim, no key for the AN, wrong tag, modified frame) is dropped and
+ * counted.
+ *
+ * Keys change without losing frames, as MACsec's secure associations do (IEEE 802.1AE): a link has up to
+ * four associations (AN 0..3), each with its own key, PNs and replay window. The controller installs the
+ * next association at the receiver first (table fa_rx_sa), then switches the sender to it (the protect
+ * entry names the AN it sends under); frames still in flight under the old AN keep verifying until the
+ * controller retires the old association at the receiver.
  *
  * Replay protection, as IPsec's anti-replay window (RFC 4303, 3.4.3) with MACsec's packet numbers: each
  * verifying port keeps the highest PN it accepted and a 64-bit bitmap of the PNs just below it; an
  * authentic frame whose PN was already accepted, or is 64 or more below the highest, is dropped and counted
  * (a frame that fails the tag check never moves the window). PNs start at 1; a sender whose PN would wrap
- * stops sending (counted) until the controller installs a new key and resets the PN registers (tx_pn at the
- * sender, rx_top and rx_window at the receiver). Ports, keys and the algorithm of each port are table
- * entries written over P4Runtime; the registers are P4Runtime register entries.
+ * stops sending (counted) until the controller moves it to a new association. PN and window registers are
+ * per association: index port * 4 + AN (tx_pn at the sender, rx_top and rx_window at the receiver); the
+ * controller resets an association's registers when it installs its key. Ports, keys and the algorithm of
+ * each association are table entries written over P4Runtime; the registers are P4Runtime register entries.
  *
  * Algorithms (action parameter `alg`): 0 SipHash-2-4, 1 HMAC-SHA-256, 2 keyed BLAKE2b with a 64-bit output.
  * Counter fa_stats: 0 frames tagged, 1 frames verified, 2 wrong tag, 3 untagged frame on a verify port,
  * 4 tagged frame on a protect port, 5 unknown algorithm, 6 frames from an unconfigured port, 7 replayed or
- * too old frames (authentic), 8 frames not sent because the PN space of the link is used up. */
+ * too old frames (authentic), 8 frames not sent because the PN space of the association is used up, 9 frames
+ * under an association the verifying port has no key for. */
 #include <core.p4>
 #include <v1model.p4>
 #include <p4sec.p4>
@@ -36,9 +46,11 @@ header ethernet_t {
     bit<16> ether_type;
 }
 
-/* the shim: original EtherType, packet number and the truncated tag */
+/* the shim: original EtherType, association number (0..3; the other bits zero), packet number and the
+ * truncated tag */
 header fa_tag_t {
     bit<16> ether_type;
+    bit<8>  an;
     bit<32> pn;
     bit<64> tag;
 }
@@ -53,6 +65,7 @@ struct meta_t {
     bit<8>   alg;
     bit<128> key;
     bit<16>  ether_type;   /* the EtherType the tag covers */
+    bit<8>   an;           /* the association number the tag covers */
     bit<32>  pn;           /* the packet number the tag covers */
     bit<64>  tag;
 }
@@ -77,22 +90,24 @@ control FaIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     crypto_hash(p4sec_hash_alg_t.SIPHASH_2_4) siphash;
     crypto_hash(p4sec_hash_alg_t.HMAC_SHA256) hmac_sha256;
     crypto_hash(p4sec_hash_alg_t.BLAKE2B) blake2b;
-    counter(9, CounterType.packets) fa_stats;
-    register<bit<32>>(512) tx_pn;       /* per egress port: the last PN sent */
-    register<bit<32>>(512) rx_top;      /* per ingress port: the highest PN accepted */
-    register<bit<64>>(512) rx_window;   /* per ingress port: bit i set = PN rx_top - i accepted */
+    counter(10, CounterType.packets) fa_stats;
+    /* per association, index port * 4 + AN */
+    register<bit<32>>(2048) tx_pn;       /* per egress link: the last PN sent */
+    register<bit<32>>(2048) rx_top;      /* per ingress link: the highest PN accepted */
+    register<bit<64>>(2048) rx_window;   /* per ingress link: bit i set = PN rx_top - i accepted */
 
-    action protect(bit<9> port, bit<8> alg, bit<128> key) {
+    /* frames from this port leave on `port`, tagged under association `an` with `key` */
+    action protect(bit<9> port, bit<8> alg, bit<128> key, bit<2> an) {
         sm.egress_spec = port;
         meta.mode = MODE_PROTECT;
         meta.alg = alg;
         meta.key = key;
+        meta.an = (bit<8>)an;
     }
-    action verify(bit<9> port, bit<8> alg, bit<128> key) {
+    /* frames from this port must be tagged under an association of fa_rx_sa; they leave on `port` */
+    action verify(bit<9> port) {
         sm.egress_spec = port;
         meta.mode = MODE_VERIFY;
-        meta.alg = alg;
-        meta.key = key;
     }
     /* forward without protection (e.g. a trusted local port) */
     action pass(bit<9> port) {
@@ -107,6 +122,21 @@ control FaIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         actions = { protect; verify; pass; unconfigured; }
         default_action = unconfigured();
         size = 512;
+    }
+
+    /* the receive associations of a verifying port */
+    action rx_sa(bit<8> alg, bit<128> key) {
+        meta.alg = alg;
+        meta.key = key;
+    }
+    action no_sa() {
+        meta.mode = MODE_NONE;
+    }
+    table fa_rx_sa {
+        key = { sm.ingress_port : exact; hdr.fa.an : exact; }
+        actions = { rx_sa; no_sa; }
+        default_action = no_sa();
+        size = 2048;
     }
 
     apply {
@@ -131,35 +161,48 @@ control FaIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                 return;
             }
             meta.ether_type = hdr.ethernet.ether_type;
-            /* the next PN of the link the frame leaves on; never wraps */
+            /* the next PN of the association the frame leaves under; never wraps */
+            bit<32> tx_idx = ((bit<32>)sm.egress_spec << 2) | (bit<32>)meta.an;
             bit<32> last;
-            tx_pn.read(last, (bit<32>)sm.egress_spec);
+            tx_pn.read(last, tx_idx);
             if (last == 0xFFFFFFFF) {
                 fa_stats.count(8);
                 mark_to_drop(sm);
                 return;
             }
             meta.pn = last + 1;
-            tx_pn.write((bit<32>)sm.egress_spec, meta.pn);
+            tx_pn.write(tx_idx, meta.pn);
         } else {
             if (!hdr.fa.isValid()) {
                 fa_stats.count(3);
                 mark_to_drop(sm);
                 return;
             }
+            /* the key of the frame's association */
+            if (hdr.fa.an > 3) {
+                meta.mode = MODE_NONE;
+            } else {
+                fa_rx_sa.apply();
+            }
+            if (meta.mode == MODE_NONE) {
+                fa_stats.count(9);
+                mark_to_drop(sm);
+                return;
+            }
             meta.ether_type = hdr.fa.ether_type;
+            meta.an = hdr.fa.an;
             meta.pn = hdr.fa.pn;
         }
         /* the whole frame as it is without the shim: addresses, original EtherType, PN, the rest */
         if (meta.alg == 0) {
             siphash.get_packet(meta.tag, meta.key,
-                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type, meta.pn }, 0);
+                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type, meta.an, meta.pn }, 0);
         } else if (meta.alg == 1) {
             hmac_sha256.get_packet(meta.tag, meta.key,
-                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type, meta.pn }, 0);
+                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type, meta.an, meta.pn }, 0);
         } else if (meta.alg == 2) {
             blake2b.get_packet(meta.tag, meta.key,
-                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type, meta.pn }, 0);
+                { hdr.ethernet.dst_addr, hdr.ethernet.src_addr, meta.ether_type, meta.an, meta.pn }, 0);
         } else {
             fa_stats.count(5);
             mark_to_drop(sm);
@@ -168,6 +211,7 @@ control FaIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         if (meta.mode == MODE_PROTECT) {
             hdr.fa.setValid();
             hdr.fa.ether_type = hdr.ethernet.ether_type;
+            hdr.fa.an = meta.an;
             hdr.fa.pn = meta.pn;
             hdr.fa.tag = meta.tag;
             hdr.ethernet.ether_type = ETHERTYPE_FA;
@@ -179,8 +223,8 @@ control FaIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             mark_to_drop(sm);
             return;
         }
-        /* authentic: the anti-replay window decides */
-        bit<32> idx = (bit<32>)sm.ingress_port;
+        /* authentic: the anti-replay window of its association decides */
+        bit<32> idx = ((bit<32>)sm.ingress_port << 2) | (bit<32>)hdr.fa.an;
         bit<32> top;
         bit<64> window;
         rx_top.read(top, idx);

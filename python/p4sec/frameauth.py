@@ -1,16 +1,25 @@
 """Control of programs/frame_auth.p4 (MACsec-like frame integrity between switches) over P4Runtime.
 
-    p4sec-frameauth --program OUTDIR [--grpc ADDR] [--device-id N] [--election-id N] protect IN OUT --alg ALG --key HEX
-    p4sec-frameauth --program OUTDIR ... verify IN OUT --alg ALG --key HEX
+    p4sec-frameauth --program OUTDIR [--grpc ADDR] [--device-id N] [--election-id N] protect IN OUT --alg ALG --key HEX [--an N]
+    p4sec-frameauth --program OUTDIR ... verify IN OUT --alg ALG --key HEX [--an N]
     p4sec-frameauth --program OUTDIR ... pass IN OUT
-    p4sec-frameauth --program OUTDIR ... rekey protect|verify IN OUT --alg ALG --key HEX
+    p4sec-frameauth --program OUTDIR ... rekey protect|verify IN OUT --alg ALG --key HEX --an N
+    p4sec-frameauth --program OUTDIR ... retire IN --an N
     p4sec-frameauth --program OUTDIR ... show [--json]
 
-A port is configured once (`protect`, `verify`, `pass`); `rekey` changes its key or algorithm and resets the
-link's packet numbers: on a protecting port the PN of the egress link starts again at 1 (register `tx_pn`), on a
-verifying port the anti-replay window is emptied (registers `rx_top`, `rx_window`). Rekey both ends of a link
-together: frames in flight under the old key are dropped and counted as wrong tags. A protecting link whose
-32-bit PN space is used up stops sending (counter `pn_exhausted`) until it is rekeyed.
+A port is configured once (`protect`, `verify`, `pass`). Keys belong to associations, as in MACsec: a link has
+up to four (AN 0..3), each with its own key, packet numbers and replay window, and every frame names the
+association it was tagged under. A key change loses no frames when it follows this order:
+
+1. on the receiving switch, `rekey verify IN OUT --an NEW ...` installs the new association next to the old one
+   (its anti-replay window starts empty);
+2. on the sending switch, `rekey protect IN OUT --an NEW ...` sends under the new association from the next
+   frame on (its PNs start again at 1);
+3. on the receiving switch, `retire IN --an OLD` once the frames under the old association have arrived.
+
+Each step is one P4Runtime Write (the table entry and the reset of the association's PN or window registers).
+A protecting link whose 32-bit PN space is used up stops sending (counter `pn_exhausted`) until it moves to a
+new association.
 
 OUTDIR is the compiled program (`p4sec compile programs/frame_auth.p4 -o OUTDIR`); it is pushed to the switch
 unless the switch already runs it.
@@ -24,8 +33,9 @@ from p4sec.runtime import Switch
 ALGS = {"siphash": 0, "hmac-sha256": 1, "blake2b": 2}
 # the cells of counter FaIngress.fa_stats, in order
 STATS = ["tagged", "verified", "wrong_tag", "untagged", "already_tagged", "unknown_alg", "unconfigured", "replayed",
-         "pn_exhausted"]
+         "pn_exhausted", "no_association"]
 TABLE = "FaIngress.fa_port"
+RX_TABLE = "FaIngress.fa_rx_sa"
 
 
 class FrameAuthError(Exception):
@@ -55,8 +65,23 @@ def _port(p):
     return p
 
 
+def _an(an):
+    if not 0 <= an <= 3:
+        raise FrameAuthError(f"association number {an} is not one of 0..3")
+    return an
+
+
 def _match(in_port):
     return {"sm.ingress_port": ("exact", _port(in_port).to_bytes(2, "big"))}
+
+
+def _rx_match(in_port, an):
+    return {"sm.ingress_port": ("exact", _port(in_port).to_bytes(2, "big")), "hdr.fa.an": ("exact", bytes([_an(an)]))}
+
+
+def _index(port, an):
+    """Index of an association's PN and window registers."""
+    return _port(port) * 4 + _an(an)
 
 
 class FrameAuth:
@@ -65,37 +90,66 @@ class FrameAuth:
     def __init__(self, sw):
         self.sw = sw
 
-    def _set(self, role, in_port, out_port, alg, key, modify):
-        params = {"port": _port(out_port), "alg": _alg(alg), "key": _key(key)}
-        write = self.sw.table_modify if modify else self.sw.table_insert
-        write(TABLE, _match(in_port), f"FaIngress.{role}", params)
+    def _protect(self, in_port, out_port, alg, key, an, modify):
+        params = {"port": _port(out_port), "alg": _alg(alg), "key": _key(key), "an": _an(an)}
+        with self.sw.batch():
+            write = self.sw.table_modify if modify else self.sw.table_insert
+            write(TABLE, _match(in_port), "FaIngress.protect", params)
+            self.sw.register_write("FaIngress.tx_pn", _index(out_port, an), 0)
 
-    def protect(self, in_port, out_port, alg, key):
-        """Frames arriving on `in_port` leave on `out_port` numbered and tagged."""
-        self._set("protect", in_port, out_port, alg, key, modify=False)
+    def protect(self, in_port, out_port, alg, key, an=0):
+        """Frames arriving on `in_port` leave on `out_port` numbered and tagged under association `an`."""
+        self._protect(in_port, out_port, alg, key, an, modify=False)
 
-    def verify(self, in_port, out_port, alg, key):
-        """Frames arriving on `in_port` must carry a valid tag and a fresh PN; they leave on `out_port` untagged."""
-        self._set("verify", in_port, out_port, alg, key, modify=False)
+    def verify(self, in_port, out_port, alg, key, an=0):
+        """Frames arriving on `in_port` must carry a valid tag of one of the port's associations (this one, `an`,
+        to begin with) and a fresh PN; they leave on `out_port` untagged."""
+        with self.sw.batch():
+            self.sw.table_insert(TABLE, _match(in_port), "FaIngress.verify", {"port": _port(out_port)})
+            self.install_rx(in_port, an, alg, key)
 
     def passthrough(self, in_port, out_port):
         self.sw.table_insert(TABLE, _match(in_port), "FaIngress.pass", {"port": _port(out_port)})
 
-    def rekey(self, role, in_port, out_port, alg, key):
-        """New key (and algorithm) for a configured port, and its link's packet numbers reset, in one Write."""
-        if role not in ("protect", "verify"):
-            raise FrameAuthError(f"role must be protect or verify, not {role!r}")
-        with self.sw.batch():
-            self._set(role, in_port, out_port, alg, key, modify=True)
-            if role == "protect":
-                self.sw.register_write("FaIngress.tx_pn", _port(out_port), 0)
-            else:
-                self.sw.register_write("FaIngress.rx_top", _port(in_port), 0)
-                self.sw.register_write("FaIngress.rx_window", _port(in_port), 0)
+    def _has_rx(self, in_port, an):
+        return self.sw.table_get(RX_TABLE, _rx_match(in_port, an)) is not None
 
-    def last_pn(self, out_port):
-        """The last packet number sent on a protected egress link."""
-        return self.sw.register_read("FaIngress.tx_pn", _port(out_port))
+    def install_rx(self, in_port, an, alg, key):
+        """The key of receive association `an` on a verifying port (added next to the others, or replaced), and
+        its anti-replay window emptied, in one Write."""
+        modify = self._has_rx(in_port, an)
+        with self.sw.batch():
+            write = self.sw.table_modify if modify else self.sw.table_insert
+            write(RX_TABLE, _rx_match(in_port, an), "FaIngress.rx_sa", {"alg": _alg(alg), "key": _key(key)})
+            self.sw.register_write("FaIngress.rx_top", _index(in_port, an), 0)
+            self.sw.register_write("FaIngress.rx_window", _index(in_port, an), 0)
+
+    def retire(self, in_port, an):
+        """Remove receive association `an` of a verifying port: frames still tagged under it are dropped."""
+        if not self._has_rx(in_port, an):
+            raise FrameAuthError(f"port {in_port} has no receive association {an}")
+        self.sw.table_delete(RX_TABLE, _rx_match(in_port, an))
+
+    def rekey(self, role, in_port, out_port, alg, key, an):
+        """`verify`: install (or replace) receive association `an`; `protect`: send under association `an`, with
+        this key, from the next frame on, its PNs starting again at 1. See the module documentation for the order
+        that loses no frames."""
+        if role == "protect":
+            now = self.sw.table_get(TABLE, _match(in_port))
+            if now is None or now[0] != "FaIngress.protect":
+                raise FrameAuthError(f"port {in_port} is not a protecting port")
+            if now[1]["an"] == _an(an):
+                # the receiver would take the restarted PNs for replays of the old key's frames
+                raise FrameAuthError(f"port {in_port} already sends under association {an}: rekey to another one (0..3)")
+            self._protect(in_port, out_port, alg, key, an, modify=True)
+        elif role == "verify":
+            self.install_rx(in_port, an, alg, key)
+        else:
+            raise FrameAuthError(f"role must be protect or verify, not {role!r}")
+
+    def last_pn(self, out_port, an=0):
+        """The last packet number sent under association `an` on a protected egress link."""
+        return self.sw.register_read("FaIngress.tx_pn", _index(out_port, an))
 
     def stats(self):
         """{counter name: packets} of the frame_auth counter."""
@@ -110,19 +164,24 @@ def main(argv=None):
     ap.add_argument("--program", required=True, help="the compiled frame_auth.p4 (p4sec compile ... -o OUTDIR)")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    def port_args(p, with_key=True):
+    def port_args(p, with_key=True, an_required=False):
         p.add_argument("in_port", type=int)
         p.add_argument("out_port", type=int)
         if with_key:
             p.add_argument("--alg", default="siphash", choices=list(ALGS))
             p.add_argument("--key", required=True, help="128-bit key, 32 hex digits")
+            p.add_argument("--an", type=int, required=an_required, default=None if an_required else 0,
+                           help="association number 0..3")
 
     port_args(sub.add_parser("protect", help="number and tag frames from IN, send them on OUT"))
     port_args(sub.add_parser("verify", help="check and strip tags of frames from IN, send them on OUT"))
     port_args(sub.add_parser("pass", help="forward frames from IN to OUT unprotected"), with_key=False)
-    r = sub.add_parser("rekey", help="new key for a configured port; reset its link's packet numbers")
+    r = sub.add_parser("rekey", help="verify: install association AN next to the others; protect: send under AN from now on")
     r.add_argument("role", choices=["protect", "verify"])
-    port_args(r)
+    port_args(r, an_required=True)
+    t = sub.add_parser("retire", help="remove receive association AN of a verifying port")
+    t.add_argument("in_port", type=int)
+    t.add_argument("--an", type=int, required=True)
     s = sub.add_parser("show", help="print the counters")
     s.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
@@ -132,11 +191,13 @@ def main(argv=None):
             sw.push(a.program)
         fa = FrameAuth(sw)
         if a.cmd in ("protect", "verify"):
-            getattr(fa, a.cmd)(a.in_port, a.out_port, a.alg, a.key)
+            getattr(fa, a.cmd)(a.in_port, a.out_port, a.alg, a.key, a.an)
         elif a.cmd == "pass":
             fa.passthrough(a.in_port, a.out_port)
         elif a.cmd == "rekey":
-            fa.rekey(a.role, a.in_port, a.out_port, a.alg, a.key)
+            fa.rekey(a.role, a.in_port, a.out_port, a.alg, a.key, a.an)
+        elif a.cmd == "retire":
+            fa.retire(a.in_port, a.an)
         else:
             st = fa.stats()
             print(json.dumps(st) if a.json else "\n".join(f"{k:>15} {v}" for k, v in st.items()))

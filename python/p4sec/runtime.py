@@ -381,6 +381,24 @@ class Switch:
         req.entities.add().table_entry.table_id = t.preamble.id
         return [ent.table_entry for resp in self.stub.Read(req) for ent in resp.entities]
 
+    def table_get(self, table, match):
+        """The entry of `table` with this match (exact fields, as for `table_insert`) as
+        `(action name, {parameter: int})`, or None when the switch holds no such entry."""
+        _, fields = self._named("tables", table)
+        want = set()
+        for name, spec in match.items():
+            if name not in fields:
+                raise ValueError(f"table {table!r} has no key field {name!r}")
+            if spec[0] != "exact":
+                raise ValueError(f"table_get matches exact fields only, not {spec[0]!r} ({table}.{name})")
+            want.add((fields[name].id, canonical(spec[1])))
+        for e in self.table_read(table):
+            if {(m.field_id, canonical(m.exact.value)) for m in e.match} == want:
+                a = next(x for x in self.p4info.actions if x.preamble.id == e.action.action.action_id)
+                names = {p.id: p.name for p in a.params}
+                return a.preamble.name, {names[p.param_id]: int.from_bytes(p.value, "big") for p in e.action.action.params}
+        return None
+
     def register_write(self, register, index, value):
         """Set one cell of an indexed register (P4Runtime RegisterEntry, MODIFY) to the integer `value`."""
         r = self._named("registers", register)

@@ -1,6 +1,7 @@
 """programs/frame_auth.p4 on a running p4sec switch, configured over P4Runtime by p4sec.frameauth (and its CLI):
-real frames on veth ports, tags and packet numbers checked against siphash24's reference code, replay and
-rekeying (key change and PN registers reset in one Write) end to end."""
+real frames on veth ports, tags and packet numbers checked against siphash24's reference code, replay, and a
+key change that loses no frames (a new association at the receiver, then at the sender, then the old one
+retired) end to end."""
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from p4sec.frameauth import FrameAuth
+from p4sec.frameauth import FrameAuth, FrameAuthError
 from p4sec.netns import free_port, ns, sh
 from p4sec.runtime import Switch
 
@@ -111,17 +112,27 @@ def test_tags_replay_and_rekey_over_p4runtime(rig):
     st = fa.stats()
     assert (st["tagged"], st["verified"], st["replayed"], st["wrong_tag"]) == (3, 3, 1, 0), st
 
-    # rekey both ends in one Write each: PNs start again at 1 under the new key, old frames are wrong tags
-    old = protected(fs[1], 0, KEY1, 2)
-    fa.rekey("protect", 1, 2, "siphash", KEY2)
-    fa.rekey("verify", 3, 4, "siphash", KEY2)
-    assert fa.last_pn(2) == 0
+    # a frame leaves under association 0 and is still on its way when the key changes
+    in_flight = exchange([(1, fs[1])], [2], expect=1)[2]
+    assert in_flight == [protected(fs[1], 0, KEY1, 4)]
+    # key change: the receiver takes association 1 next to 0, then the sender moves to it (PNs from 1)
+    fa.rekey("verify", 3, 4, "siphash", KEY2, an=1)
+    fa.rekey("protect", 1, 2, "siphash", KEY2, an=1)
+    assert (fa.last_pn(2, an=0), fa.last_pn(2, an=1)) == (4, 0)
     new = exchange([(1, fs[0])], [2], expect=1)[2]
-    assert new == [protected(fs[0], 0, KEY2, 1)]
-    got = exchange([(3, old), (3, new[0])], [4], expect=1, wait=2.0)[4]
-    assert got == [bytes(fs[0])]
+    assert new == [protected(fs[0], 0, KEY2, 1, an=1)]
+    # both the frame in flight under the old association and the new one verify: nothing is lost
+    got = exchange([(3, new[0]), (3, in_flight[0])], [4], expect=2, wait=2.0)[4]
+    assert got == [bytes(fs[0]), bytes(fs[1])]
+    # the old association retired: its frames are dropped from now on
+    fa.retire(3, 0)
+    got = exchange([(3, protected(fs[2], 0, KEY1, 5))], [4], expect=0, wait=1.0)[4]
+    assert got == []
     st = fa.stats()
-    assert (st["verified"], st["wrong_tag"], st["replayed"]) == (4, 1, 1), st
+    assert (st["verified"], st["wrong_tag"], st["replayed"], st["no_association"]) == (5, 0, 1, 1), st
+    # moving the sender to the association it already uses would restart its PNs under a live window
+    with pytest.raises(FrameAuthError, match="already sends under association 1"):
+        fa.rekey("protect", 1, 2, "siphash", KEY1, an=1)
 
     # the CLI reads the same counters; bad input is a precise error, not a traceback
     cli = [sys.executable, "-m", "p4sec.frameauth", "--grpc", f"127.0.0.1:{grpc_port}", "--election-id", "2", "--program", str(out)]
@@ -130,5 +141,14 @@ def test_tags_replay_and_rekey_over_p4runtime(rig):
     assert json.loads(r.stdout) == st
     r = subprocess.run(cli + ["verify", "5", "6", "--key", "abcd"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "the key must be 16 bytes (32 hex digits), not 2" in r.stderr
-    r = subprocess.run(cli + ["rekey", "verify", "9", "4", "--key", KEY2.hex()], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1 and "p4sec-frameauth:" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = subprocess.run(cli + ["retire", "9", "--an", "0"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "port 9 has no receive association 0" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = subprocess.run(cli + ["rekey", "protect", "3", "4", "--an", "2", "--key", KEY2.hex()], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "port 3 is not a protecting port" in r.stderr, r.stderr
+    r = subprocess.run(cli + ["rekey", "verify", "3", "4", "--an", "4", "--key", KEY2.hex()], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "association number 4 is not one of 0..3" in r.stderr, r.stderr
+    # the CLI's key change, receiver side: association 2 installed
+    r = subprocess.run(cli + ["rekey", "verify", "3", "4", "--an", "2", "--key", KEY1.hex()], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert sw.table_get("FaIngress.fa_rx_sa", {"sm.ingress_port": ("exact", b"\x00\x03"), "hdr.fa.an": ("exact", b"\x02")}) == \
+        ("FaIngress.rx_sa", {"alg": 0, "key": int.from_bytes(KEY1, "big")})
