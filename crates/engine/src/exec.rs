@@ -1070,6 +1070,14 @@ impl Engine {
             }
             None => {
                 w.cur_meter = None;
+                if w.trace.is_none() {
+                    // the default action's arguments, resolved to slot words when the version was published
+                    let a = data.default.action as usize;
+                    for &(s, v) in &data.default_writes {
+                        w.slots[s as usize] = v;
+                    }
+                    return self.finish_apply(w, ti, data, false, a, hit, action_run);
+                }
                 Err(&data.default)
             }
         };
@@ -1108,14 +1116,22 @@ impl Engine {
             }
             (None, Ok(_)) => {}
         }
+        if let Some(tr) = w.trace.as_mut() {
+            tr.push(format!("table {} {} -> {}", t.name, if found.is_some() { "hit" } else { "miss" }, action.name));
+        }
+        self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
+    }
+
+    /// The end of a table apply, once the action's arguments are in its parameters: `hit` and `action_run`
+    /// set, the worker's table snapshot put back, the action run.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn finish_apply(&self, w: &mut Worker, ti: usize, data: std::sync::Arc<crate::tables::TableData>, found: bool, a: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
         if let Some(h) = hit {
-            self.store(w, h, found.is_some() as u64);
+            self.store(w, h, found as u64);
         }
         if let Some(r) = action_run {
             self.store(w, r, a as u64);
-        }
-        if let Some(tr) = w.trace.as_mut() {
-            tr.push(format!("table {} {} -> {}", t.name, if found.is_some() { "hit" } else { "miss" }, action.name));
         }
         if let Some(slot) = w.tables.get_mut(ti) {
             *slot = Some(data);

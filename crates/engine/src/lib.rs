@@ -161,6 +161,7 @@ pub struct Engine {
     header_ranges: Vec<(usize, usize)>,
     /// Per header: how to extract and emit it quickly (see [`exec::HeaderPlan`]).
     pub(crate) hplans: Vec<exec::HeaderPlan>,
+    std_slots: StdSlots,
     /// The program's blocks compiled into closures (see `compile.rs`).
     pub(crate) code: compile::Code,
     err_too_short: u32,
@@ -274,7 +275,8 @@ impl Worker {
     }
 
     pub fn new(engine: &Engine) -> Worker {
-        let n = engine.prog.slots as usize;
+        // the program's slots and one sink slot (see `StdSlots`)
+        let n = engine.prog.slots as usize + 1;
         let mut initial = vec![0u64; n];
         for (s, v) in &engine.prog.initial {
             if let Some(x) = initial.get_mut(*s as usize) {
@@ -318,6 +320,63 @@ impl Worker {
     }
 }
 
+/// The arguments of `call` as (slot, word) writes into its action's parameters, each parameter's top word
+/// masked to its width (missing words are zero).
+fn param_writes(p: &Program, call: &ActionCall) -> Vec<(u32, u64)> {
+    let Some(a) = p.actions.get(call.action as usize) else { return vec![] };
+    let mut out = vec![];
+    for (prm, v) in a.params.iter().zip(&call.args) {
+        let n = words_for(prm.loc.width);
+        for i in 0..n {
+            let word = v.words.get(i as usize).copied().unwrap_or(0);
+            let m = if i + 1 == n { bits::mask64(prm.loc.width - 64 * i) } else { u64::MAX };
+            out.push((prm.loc.slot + i, word & m));
+        }
+    }
+    out
+}
+
+/// Where the standard metadata fields the pipeline frame sets and reads per packet live: (slot, mask of the
+/// width). A field the program's standard_metadata_t does not have maps to the worker's sink slot (the one
+/// after the program's slots) with mask 0.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StdSlots {
+    ingress_port: (usize, u64),
+    instance_type: (usize, u64),
+    packet_length: (usize, u64),
+    egress_port: (usize, u64),
+    egress_spec: (usize, u64),
+    egress_rid: (usize, u64),
+    mcast_grp: (usize, u64),
+}
+
+impl StdSlots {
+    fn new(p: &Program) -> StdSlots {
+        let sink = p.slots as usize;
+        let at = |l: Loc| if l.width == 0 { (sink, 0) } else { (l.slot as usize, bits::mask64(l.width)) };
+        let sm = &p.std_meta;
+        StdSlots {
+            ingress_port: at(sm.ingress_port),
+            instance_type: at(sm.instance_type),
+            packet_length: at(sm.packet_length),
+            egress_port: at(sm.egress_port),
+            egress_spec: at(sm.egress_spec),
+            egress_rid: at(sm.egress_rid),
+            mcast_grp: at(sm.mcast_grp),
+        }
+    }
+}
+
+#[inline(always)]
+fn put(slots: &mut [u64], (s, m): (usize, u64), v: u64) {
+    slots[s] = v & m;
+}
+
+#[inline(always)]
+fn get(slots: &[u64], (s, m): (usize, u64)) -> u64 {
+    slots[s] & m
+}
+
 fn err_code(p: &Program, name: &str) -> u32 {
     p.error_code(name).unwrap_or(0)
 }
@@ -334,7 +393,9 @@ impl Engine {
             for e in &t.entries {
                 tables::validate_entry(&prog, t, e)?;
             }
-            tables.push(TableRt { data: ArcSwap::from_pointee(TableData::new(t)?), write: Mutex::new(()) });
+            let mut d = TableData::new(t)?;
+            d.default_writes = param_writes(&prog, &d.default);
+            tables.push(TableRt { data: ArcSwap::from_pointee(d), write: Mutex::new(()) });
             let mut off = 0;
             let mut l = vec![];
             for k in &t.keys {
@@ -433,6 +494,7 @@ impl Engine {
             .collect();
         Ok(Engine {
             hplans,
+            std_slots: StdSlots::new(&prog),
             code,
             err_too_short: err_code(&prog, "PacketTooShort"),
             err_no_match: err_code(&prog, "NoMatch"),
@@ -588,9 +650,10 @@ impl Engine {
         for &h in &self.code.tracked_headers {
             w.hdr_off[h] = NO_OFFSET;
         }
-        self.set(w, sm.ingress_port, port as u64);
-        self.set(w, sm.instance_type, itype as u64);
-        self.set(w, sm.packet_length, bytes.len() as u64);
+        let ss = self.std_slots;
+        put(&mut w.slots, ss.ingress_port, port as u64);
+        put(&mut w.slots, ss.instance_type, itype as u64);
+        put(&mut w.slots, ss.packet_length, bytes.len() as u64);
         for (s, v) in preserved {
             w.slots[*s as usize] = *v;
         }
@@ -640,7 +703,7 @@ impl Engine {
             return;
         }
         // 4. multicast
-        let grp = self.get(w, sm.mcast_grp) as u32;
+        let grp = get(&w.slots, ss.mcast_grp) as u32;
         if grp != 0 {
             w.own_payload();
             let pre = self.pre.load();
@@ -663,7 +726,7 @@ impl Engine {
             return;
         }
         // 5. drop or unicast
-        let spec = self.get(w, sm.egress_spec);
+        let spec = get(&w.slots, ss.egress_spec);
         if spec == DROP_PORT {
             self.drop_packet(w, "egress_spec is the drop port");
             return;
@@ -691,10 +754,11 @@ impl Engine {
 
     fn egress_pass(&self, w: &mut Worker, port: u32, rid: u32, itype: u32, out: &mut Outputs) {
         let sm = &self.prog.std_meta;
-        self.set(w, sm.egress_port, port as u64);
-        self.set(w, sm.egress_spec, 0);
-        self.set(w, sm.egress_rid, rid as u64);
-        self.set(w, sm.instance_type, itype as u64);
+        let ss = self.std_slots;
+        put(&mut w.slots, ss.egress_port, port as u64);
+        put(&mut w.slots, ss.egress_spec, 0);
+        put(&mut w.slots, ss.egress_rid, rid as u64);
+        put(&mut w.slots, ss.instance_type, itype as u64);
         // truncate and recirculate requested in ingress take effect after egress (as in BMv2, where they are
         // intrinsic metadata carried with the packet)
         let (truncate, recirculate) = (w.fx.truncate, w.fx.recirculate);
@@ -726,7 +790,7 @@ impl Engine {
                 w.jobs.push_back(Job::Egress { slots, payload: w.payload.clone(), pkt_len: w.pkt_len, port: cport, rid: 0, itype: 2 });
             }
         }
-        if self.get(w, sm.egress_spec) == DROP_PORT {
+        if get(&w.slots, ss.egress_spec) == DROP_PORT {
             self.drop_packet(w, "marked to drop in egress");
             return;
         }
@@ -799,6 +863,13 @@ impl Engine {
 
     /// Publish new versions of several tables so that no packet sees some of them without the others.
     fn publish(&self, versions: Vec<(usize, TableData)>) {
+        let versions: Vec<(usize, TableData)> = versions
+            .into_iter()
+            .map(|(ti, mut d)| {
+                d.default_writes = param_writes(&self.prog, &d.default);
+                (ti, d)
+            })
+            .collect();
         let _g = self.publish_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.tables_version.fetch_add(1, Ordering::AcqRel);
         for (ti, d) in versions {

@@ -298,6 +298,9 @@ pub struct TableData {
     tss: crate::tss::Tss,
 
     pub default: ActionCall,
+    /// The default action's arguments as (slot, word) writes into its parameters, each word masked to the
+    /// parameter's width; set by the engine whenever a version is published (`Engine::publish`).
+    pub default_writes: Vec<(u32, u64)>,
     next_seq: u64,
     /// Word layout of the packed key: (offset, words) per key field.
     layout: Vec<(usize, usize)>,
@@ -368,6 +371,7 @@ impl TableData {
             order: vec![],
             tss: Default::default(),
             default: t.default_action.clone(),
+            default_writes: vec![],
             next_seq: 0,
             layout,
             key_words: off,
