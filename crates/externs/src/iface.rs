@@ -127,9 +127,16 @@ impl<'a> Payload<'a> {
     /// extracted): a hash over headers and payload then reads the frame as it arrived, in one piece.
     #[inline]
     pub fn with_prefix(&self, prefix: &[u8]) -> Option<&[u8]> {
+        let (before, whole) = self.with_bytes_before(prefix.len())?;
+        (before == prefix).then_some(whole)
+    }
+    /// The `n` bytes in front of the payload in the received packet, and those bytes followed by the payload,
+    /// while the payload is still in the packet.
+    #[inline]
+    pub fn with_bytes_before(&self, n: usize) -> Option<(&[u8], &[u8])> {
         let at = self.at?;
-        let start = at.checked_sub(prefix.len())?;
-        (self.pkt[start..at] == *prefix).then(|| &self.pkt[start..])
+        let start = at.checked_sub(n)?;
+        Some((&self.pkt[start..at], &self.pkt[start..]))
     }
 }
 

@@ -184,6 +184,54 @@ impl ArgLayout {
         self.ops.is_empty().then_some(&self.base[..])
     }
 
+    /// The first slot of the one field the argument is, when it is exactly one field of whole bytes (no
+    /// constants, no pad bits): a `bit<64>` result, a `bit<128>` key (low word first).
+    pub fn single_field(&self) -> Option<u32> {
+        match self.ops[..] {
+            [FieldOp::Ahead { slot, .. } | FieldOp::Behind { slot, .. } | FieldOp::Bytes { slot, .. }] if self.covered => Some(slot),
+            _ => None,
+        }
+    }
+
+    /// Whether `bytes` is what [`ArgLayout::read`] would write for these slots (the argument's current value),
+    /// compared field by field without writing it out.
+    pub fn equals(&self, slots: &[u64], bytes: &[u8]) -> bool {
+        if bytes.len() != self.nbytes || slots.len() < self.end_slot {
+            return false;
+        }
+        if !self.covered {
+            // constants or pad bits: compare the whole string
+            let mut buf = [0u8; 128];
+            return match buf.get_mut(..self.nbytes) {
+                Some(b) => {
+                    self.read(slots, b);
+                    b == bytes
+                }
+                None => {
+                    let mut v = vec![0u8; self.nbytes];
+                    self.read(slots, &mut v);
+                    v == bytes
+                }
+            };
+        }
+        self.ops.iter().all(|op| match *op {
+            // SAFETY: as in `read` (windows inside `nbytes`, checked to be `bytes.len()` above)
+            FieldOp::Ahead { slot, at, sh, .. } => unsafe { window_unchecked(bytes, at as usize) >> sh == slots[slot as usize] },
+            FieldOp::Behind { slot, from, m } => unsafe { window_unchecked(bytes, from as usize) & m == slots[slot as usize] },
+            FieldOp::Bytes { slot, at, nb } => {
+                let (nb, mut end) = (nb as usize, (at + nb) as usize);
+                (0..nb.div_ceil(8)).all(|k| {
+                    let take = (nb - 8 * k).min(8);
+                    let v = bytes[end - take..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64);
+                    end -= take;
+                    v == slots[slot as usize + k]
+                })
+            }
+            FieldOp::Bits { slot, bit, width } => read_bits(bytes, bit as usize, width) == slots[slot as usize] & mask(width),
+            FieldOp::Empty { .. } => true,
+        })
+    }
+
     /// Write the argument's bytes into `out`, which is [`ArgLayout::nbytes`] long.
     ///
     /// # Panics
@@ -320,6 +368,31 @@ mod tests {
         assert!(ArgLayout::new(76, &off_grid[..2]).is_some(), "4 pad bits put the wide field back on the grid");
         assert!(ArgLayout::new(16, &[Part::Field { slot: 0, width: 8 }]).is_none());
         assert!(ArgLayout::new(8, &[Part::Field { slot: 0, width: 16 }]).is_none());
+    }
+
+    #[test]
+    fn equals_compares_field_by_field() {
+        let parts = [Part::Field { slot: 0, width: 48 }, Part::Field { slot: 1, width: 48 }, Part::Field { slot: 2, width: 16 }, Part::Field { slot: 3, width: 128 }];
+        let l = ArgLayout::new(240, &parts).unwrap();
+        let slots = vec![0x0102_0304_0506, 0x0708_090a_0b0c, 0x0d0e, 0x1f1e_1d1c_1b1a_1918, 0x1716_1514_1312_1110];
+        let mut b = vec![0u8; 30];
+        l.read(&slots, &mut b);
+        assert!(l.equals(&slots, &b));
+        for i in 0..30 {
+            let mut c = b.clone();
+            c[i] ^= 0x40;
+            assert!(!l.equals(&slots, &c), "byte {i}");
+        }
+        assert!(!l.equals(&slots, &b[1..]));
+        // with a constant and pad bits: the whole string is compared
+        let k = ArgLayout::new(12, &[Part::Const { value: 5, width: 4 }, Part::Field { slot: 0, width: 8 }]).unwrap();
+        let mut kb = [0u8; 2];
+        k.read(&[0xab], &mut kb);
+        assert!(k.equals(&[0xab], &kb) && !k.equals(&[0xac], &kb));
+        assert_eq!(l.single_field(), None);
+        assert_eq!(ArgLayout::new(128, &[Part::Field { slot: 7, width: 128 }]).unwrap().single_field(), Some(7));
+        assert_eq!(ArgLayout::new(64, &[Part::Field { slot: 2, width: 64 }]).unwrap().single_field(), Some(2));
+        assert_eq!(k.single_field(), None);
     }
 
     #[test]

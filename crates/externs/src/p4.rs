@@ -398,6 +398,9 @@ const BOUND_DATA_MAX: usize = 128;
 /// key and data are read from the slots into stack buffers, the result is written straight back.
 struct BoundHash {
     alg: HashAlg,
+    /// SipHash-2-4 with a key that is one `bit<128>` field and a result of whole bytes in one field of at most
+    /// 64 bits: (key slot, result slot, result shift); keys and result move as words.
+    sip: Option<(usize, usize, u32)>,
     /// Digest bytes computed, and whether the result is just the first of them ([`fits_directly`]).
     n: usize,
     direct: bool,
@@ -425,19 +428,19 @@ impl BoundHash {
             && key.layout.nbytes() <= BOUND_KEY_MAX
             && data.layout.nbytes() <= BOUND_DATA_MAX;
         let (n, direct) = (digest_len(alg, result.layout.width()), fits_directly(alg, result.layout.width()));
-        fits.then(|| Box::new(BoundHash { alg, n, direct, key: key.layout.clone(), data: data.layout.clone(), result: result.layout.clone(), tail }) as Box<dyn BoundCall>)
+        let rw = result.layout.width();
+        let sip = match (alg, key.layout.single_field(), result.layout.single_field()) {
+            (HashAlg::SipHash24, Some(k), Some(r)) if key.layout.width() == 128 && rw <= 64 && rw % 8 == 0 => Some((k as usize, r as usize, 64 - rw)),
+            _ => None,
+        };
+        fits.then(|| Box::new(BoundHash { alg, sip, n, direct, key: key.layout.clone(), data: data.layout.clone(), result: result.layout.clone(), tail }) as Box<dyn BoundCall>)
     }
 }
 
-impl BoundCall for BoundHash {
-    fn call(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError> {
-        let (mut key, mut data, mut d) = ([0u8; BOUND_KEY_MAX], [0u8; BOUND_DATA_MAX], [0u8; 64]);
-        let key = &mut key[..self.key.nbytes()];
-        let data = &mut data[..self.data.nbytes()];
-        let d = &mut d[..self.n];
-        self.key.read(slots, key);
-        self.data.read(slots, data);
-        let tail = match &self.tail {
+impl BoundHash {
+    #[inline(always)]
+    fn tail(&self, slots: &[u64]) -> Tail {
+        match &self.tail {
             BoundTail::None => Tail::None,
             BoundTail::Payload => Tail::Payload(0),
             BoundTail::PayloadFrom(off) => {
@@ -445,7 +448,43 @@ impl BoundCall for BoundHash {
                 off.read(slots, &mut b[8 - off.nbytes()..]);
                 Tail::Payload(u64::from_be_bytes(b))
             }
-        };
+        }
+    }
+
+    /// The frame hashed where it lies with SipHash-2-4, when the data argument is still the bytes in front of
+    /// the payload (`sip`); false when the general path must run.
+    #[inline(always)]
+    fn sip_in_place(&self, slots: &mut [u64], payload: &Payload<'_>) -> bool {
+        let Some((ks, rs, shift)) = self.sip else { return false };
+        let whole = matches!(self.tail(slots), Tail::Payload(0));
+        let Some((before, msg)) = payload.with_bytes_before(self.data.nbytes()).filter(|_| whole) else { return false };
+        if !self.data.equals(slots, before) {
+            return false;
+        }
+        // the key's bytes are its high word then its low word, big-endian; SipHash reads k0, k1 little-endian
+        let (Some(&lo), Some(&hi)) = (slots.get(ks), slots.get(ks + 1)) else { return false };
+        let h = siphasher::sip::SipHasher24::new_with_keys(hi.swap_bytes(), lo.swap_bytes()).hash(msg);
+        // the digest is h little-endian; the result is its first bytes as a number
+        match slots.get_mut(rs) {
+            Some(r) => *r = h.swap_bytes() >> shift,
+            None => return false,
+        }
+        true
+    }
+}
+
+impl BoundCall for BoundHash {
+    fn call(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError> {
+        if self.sip_in_place(slots, payload) {
+            return Ok(());
+        }
+        let (mut key, mut data, mut d) = ([0u8; BOUND_KEY_MAX], [0u8; BOUND_DATA_MAX], [0u8; 64]);
+        let key = &mut key[..self.key.nbytes()];
+        let data = &mut data[..self.data.nbytes()];
+        let d = &mut d[..self.n];
+        self.key.read(slots, key);
+        self.data.read(slots, data);
+        let tail = self.tail(slots);
         digest_tail(self.alg, key, data, tail, payload, d)?;
         if self.direct {
             self.result.write(&d[..self.result.nbytes()], slots);
@@ -783,6 +822,41 @@ mod tests {
             }
         }
         assert!(checked > 150, "{checked}");
+        // p4sec_hash_payload (the algorithm a constant argument), over the frame as received or a changed header
+        for alg in algs {
+            let kbits = key_bits(alg).unwrap_or(128);
+            for same_header in [true, false] {
+                let mut slots = vec![0u64; 16];
+                for (i, s) in slots.iter_mut().enumerate().take(10).skip(4) {
+                    *s = 0x0f1e_2d3c_4b5a_6978u64.rotate_left(i as u32 * 5);
+                }
+                let hdr: [u8; 14] = if same_header { pkt[..14].try_into().unwrap() } else { [9; 14] };
+                slots[10] = u64::from_be_bytes(hdr[..8].try_into().unwrap());
+                slots[11] = u64::from_be_bytes([0, 0, hdr[8], hdr[9], hdr[10], hdr[11], hdr[12], hdr[13]]);
+                let result = ArgLayout::new(64, &[Part::Field { slot: 0, width: 64 }]).unwrap();
+                let code = ArgLayout::new(8, &[Part::Const { value: alg.code() as u64, width: 8 }]).unwrap();
+                let key = ArgLayout::new(kbits, &[Part::Field { slot: 4, width: kbits }]).unwrap();
+                let data = ArgLayout::new(112, &[Part::Field { slot: 10, width: 64 }, Part::Field { slot: 11, width: 48 }]).unwrap();
+                let obj = HashObj { with_payload: true };
+                let mut bufs: Vec<BitBuf> = [&result, &code, &key, &data]
+                    .iter()
+                    .map(|l| {
+                        let mut b = BitBuf::zero(l.width());
+                        l.read(&slots, &mut b.bytes);
+                        b
+                    })
+                    .collect();
+                let (mut o1, mut o2) = (vec![], vec![]);
+                obj.call(0, &mut bufs, None, &mut Payload::in_packet(&pkt, 14, &mut o1)).unwrap();
+                let a = |dir, layout| BoundArg { dir, layout };
+                let bound = obj.bind(0, &[a(Dir::Out, &result), a(Dir::In, &code), a(Dir::In, &key), a(Dir::In, &data)], None).expect("bound");
+                let mut s2 = slots.clone();
+                bound.call(&mut s2, &mut Payload::in_packet(&pkt, 14, &mut o2)).unwrap();
+                let mut got = BitBuf::zero(64);
+                result.read(&s2, &mut got.bytes);
+                assert_eq!(got.bytes, bufs[0].bytes, "{alg:?} same_header {same_header}");
+            }
+        }
         // p4sec_hash_payload: the algorithm is a constant argument; a field algorithm is not bound
         let obj = HashObj { with_payload: true };
         let r = ArgLayout::new(64, &[Part::Field { slot: 0, width: 64 }]).unwrap();
