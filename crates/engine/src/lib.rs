@@ -638,8 +638,8 @@ impl Engine {
         v
     }
 
+    #[inline(always)]
     fn ingress_pass(&self, w: &mut Worker, bytes: &[u8], port: u32, itype: u32, preserved: &[(u32, u64)], out: &mut Outputs) {
-        let sm = &self.prog.std_meta;
         w.slots.copy_from_slice(&w.initial);
         w.pkt.clear();
         w.pkt.extend_from_slice(bytes);
@@ -667,8 +667,32 @@ impl Engine {
             self.drop_packet(w, "dropped in ingress");
             return;
         }
+        // 1. ingress-to-egress clone, 3. resubmit (nothing else is sent)
+        if (w.fx.clone_i2e.is_some() || w.fx.resubmit.is_some()) && self.ingress_effects(w, port) {
+            return;
+        }
+        // 4. multicast
+        let grp = get(&w.slots, ss.mcast_grp) as u32;
+        if grp != 0 {
+            self.multicast(w, grp);
+            return;
+        }
+        // 5. drop or unicast
+        let spec = get(&w.slots, ss.egress_spec);
+        if spec == DROP_PORT {
+            self.drop_packet(w, "egress_spec is the drop port");
+            return;
+        }
+        self.egress_pass(w, spec as u32, 0, itype, out);
+    }
+
+    /// An ingress-to-egress clone (the original bytes, parsed again, metadata reset except the field list)
+    /// and a resubmission the ingress asked for; true when the packet was resubmitted (nothing else is sent).
+    #[cold]
+    #[inline(never)]
+    fn ingress_effects(&self, w: &mut Worker, port: u32) -> bool {
+        let sm = &self.prog.std_meta;
         let fx = w.fx;
-        // 1. ingress-to-egress clone: the original bytes, parsed again, metadata reset except the field list
         if let Some((session, fl)) = fx.clone_i2e {
             if let Some(&cport) = self.pre.load().mirror.get(&session) {
                 let keep = self.preserved(w, fl);
@@ -696,42 +720,29 @@ impl Engine {
                 w.pkt_len = saved.2;
             }
         }
-        // 3. resubmit: the original bytes go back to the parser; nothing else is sent
         if let Some(fl) = fx.resubmit {
             let keep = self.preserved(w, fl);
             w.jobs.push_back(Job::Ingress { bytes: w.pkt.clone(), port, itype: 6, preserved: keep });
-            return;
+            return true;
         }
-        // 4. multicast
-        let grp = get(&w.slots, ss.mcast_grp) as u32;
-        if grp != 0 {
-            w.own_payload();
-            let pre = self.pre.load();
-            if let Some(nodes) = pre.groups.get(&grp) {
-                for h in nodes {
-                    if let Some(Some((rid, ports))) = pre.nodes.get(*h as usize) {
-                        for p in ports {
-                            w.jobs.push_back(Job::Egress {
-                                slots: w.slots.clone(),
-                                payload: w.payload.clone(),
-                                pkt_len: w.pkt_len,
-                                port: *p,
-                                rid: *rid,
-                                itype: 5,
-                            });
-                        }
+        false
+    }
+
+    /// One copy of the packet per port of multicast group `grp`, each to its egress pass.
+    #[cold]
+    #[inline(never)]
+    fn multicast(&self, w: &mut Worker, grp: u32) {
+        w.own_payload();
+        let pre = self.pre.load();
+        if let Some(nodes) = pre.groups.get(&grp) {
+            for h in nodes {
+                if let Some(Some((rid, ports))) = pre.nodes.get(*h as usize) {
+                    for p in ports {
+                        w.jobs.push_back(Job::Egress { slots: w.slots.clone(), payload: w.payload.clone(), pkt_len: w.pkt_len, port: *p, rid: *rid, itype: 5 });
                     }
                 }
             }
-            return;
         }
-        // 5. drop or unicast
-        let spec = get(&w.slots, ss.egress_spec);
-        if spec == DROP_PORT {
-            self.drop_packet(w, "egress_spec is the drop port");
-            return;
-        }
-        self.egress_pass(w, spec as u32, 0, itype, out);
     }
 
     #[inline]
@@ -752,8 +763,8 @@ impl Engine {
         }
     }
 
+    #[inline(always)]
     fn egress_pass(&self, w: &mut Worker, port: u32, rid: u32, itype: u32, out: &mut Outputs) {
-        let sm = &self.prog.std_meta;
         let ss = self.std_slots;
         put(&mut w.slots, ss.egress_port, port as u64);
         put(&mut w.slots, ss.egress_spec, 0);
@@ -771,24 +782,9 @@ impl Engine {
             self.drop_packet(w, "dropped in egress");
             return;
         }
-        let fx = w.fx;
-        if let Some((session, fl)) = fx.clone_e2e {
-            if let Some(&cport) = self.pre.load().mirror.get(&session) {
-                w.own_payload();
-                let keep = self.preserved(w, fl);
-                let mut slots = w.initial.clone();
-                for &(s, n) in &self.header_ranges {
-                    slots[s..s + n].copy_from_slice(&w.slots[s..s + n]);
-                }
-                for (s, v) in keep {
-                    slots[s as usize] = v;
-                }
-                let ip = sm.ingress_port;
-                if ip.width > 0 {
-                    slots[ip.slot as usize] = w.slots[ip.slot as usize];
-                }
-                w.jobs.push_back(Job::Egress { slots, payload: w.payload.clone(), pkt_len: w.pkt_len, port: cport, rid: 0, itype: 2 });
-            }
+        let (truncate, recirculate) = (w.fx.truncate, w.fx.recirculate);
+        if let Some((session, fl)) = w.fx.clone_e2e {
+            self.clone_e2e(w, session, fl);
         }
         if get(&w.slots, ss.egress_spec) == DROP_PORT {
             self.drop_packet(w, "marked to drop in egress");
@@ -808,16 +804,11 @@ impl Engine {
         bw.finish(&mut w.out);
         let payload = if w.payload_at != NOT_IN_PKT { &w.pkt[w.payload_at.min(w.pkt.len())..] } else { &w.payload[..] };
         w.out.extend_from_slice(payload);
-        if let Some(n) = fx.truncate {
+        if let Some(n) = truncate {
             w.out.truncate(start + n);
         }
-        if let Some(fl) = fx.recirculate {
-            let bytes = w.out[start..].to_vec();
-            w.out.truncate(start);
-            std::mem::swap(&mut w.out, &mut out.data);
-            let keep = self.preserved(w, fl);
-            let ip = self.get(w, sm.ingress_port) as u32;
-            w.jobs.push_back(Job::Ingress { bytes, port: ip, itype: 4, preserved: keep });
+        if let Some(fl) = recirculate {
+            self.recirculate(w, start, fl, out);
             return;
         }
         std::mem::swap(&mut w.out, &mut out.data);
@@ -826,6 +817,40 @@ impl Engine {
             t.push(format!("emit {} bytes on port {port}", out.data.len() - start));
         }
         out.frames.push((port, start..out.data.len()));
+    }
+
+    /// An egress-to-egress clone: the headers as they are now, metadata reset except the field list.
+    #[cold]
+    #[inline(never)]
+    fn clone_e2e(&self, w: &mut Worker, session: u32, fl: Option<u32>) {
+        let Some(&cport) = self.pre.load().mirror.get(&session) else { return };
+        w.own_payload();
+        let keep = self.preserved(w, fl);
+        let mut slots = w.initial.clone();
+        for &(s, n) in &self.header_ranges {
+            slots[s..s + n].copy_from_slice(&w.slots[s..s + n]);
+        }
+        for (s, v) in keep {
+            slots[s as usize] = v;
+        }
+        let ip = self.prog.std_meta.ingress_port;
+        if ip.width > 0 {
+            slots[ip.slot as usize] = w.slots[ip.slot as usize];
+        }
+        w.jobs.push_back(Job::Egress { slots, payload: w.payload.clone(), pkt_len: w.pkt_len, port: cport, rid: 0, itype: 2 });
+    }
+
+    /// The deparsed packet (in `w.out` from `start`, while `w.out` holds the output buffer) goes back to the
+    /// parser instead of out.
+    #[cold]
+    #[inline(never)]
+    fn recirculate(&self, w: &mut Worker, start: usize, fl: Option<u32>, out: &mut Outputs) {
+        let bytes = w.out[start..].to_vec();
+        w.out.truncate(start);
+        std::mem::swap(&mut w.out, &mut out.data);
+        let keep = self.preserved(w, fl);
+        let ip = self.get(w, self.prog.std_meta.ingress_port) as u32;
+        w.jobs.push_back(Job::Ingress { bytes, port: ip, itype: 4, preserved: keep });
     }
 
     // ------------------------------------------------------------ control plane

@@ -195,6 +195,7 @@ impl ArgLayout {
 
     /// Whether `bytes` is what [`ArgLayout::read`] would write for these slots (the argument's current value),
     /// compared field by field without writing it out.
+    #[inline]
     pub fn equals(&self, slots: &[u64], bytes: &[u8]) -> bool {
         if bytes.len() != self.nbytes || slots.len() < self.end_slot {
             return false;
@@ -214,22 +215,29 @@ impl ArgLayout {
                 }
             };
         }
-        self.ops.iter().all(|op| match *op {
-            // SAFETY: as in `read` (windows inside `nbytes`, checked to be `bytes.len()` above)
-            FieldOp::Ahead { slot, at, sh, .. } => unsafe { window_unchecked(bytes, at as usize) >> sh == slots[slot as usize] },
-            FieldOp::Behind { slot, from, m } => unsafe { window_unchecked(bytes, from as usize) & m == slots[slot as usize] },
-            FieldOp::Bytes { slot, at, nb } => {
-                let (nb, mut end) = (nb as usize, (at + nb) as usize);
-                (0..nb.div_ceil(8)).all(|k| {
-                    let take = (nb - 8 * k).min(8);
-                    let v = bytes[end - take..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64);
-                    end -= take;
-                    v == slots[slot as usize + k]
-                })
+        for op in &self.ops {
+            let same = match *op {
+                // SAFETY: as in `read` (windows inside `nbytes`, which is `bytes.len()`, checked above; slots
+                // below `end_slot`, checked above)
+                FieldOp::Ahead { slot, at, sh, .. } => unsafe { window_unchecked(bytes, at as usize) >> sh == *slots.get_unchecked(slot as usize) },
+                FieldOp::Behind { slot, from, m } => unsafe { window_unchecked(bytes, from as usize) & m == *slots.get_unchecked(slot as usize) },
+                FieldOp::Bytes { slot, at, nb } => {
+                    let (nb, mut end) = (nb as usize, (at + nb) as usize);
+                    (0..nb.div_ceil(8)).all(|k| {
+                        let take = (nb - 8 * k).min(8);
+                        let v = bytes[end - take..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64);
+                        end -= take;
+                        v == slots[slot as usize + k]
+                    })
+                }
+                FieldOp::Bits { slot, bit, width } => read_bits(bytes, bit as usize, width) == slots[slot as usize] & mask(width),
+                FieldOp::Empty { .. } => true,
+            };
+            if !same {
+                return false;
             }
-            FieldOp::Bits { slot, bit, width } => read_bits(bytes, bit as usize, width) == slots[slot as usize] & mask(width),
-            FieldOp::Empty { .. } => true,
-        })
+        }
+        true
     }
 
     /// Write the argument's bytes into `out`, which is [`ArgLayout::nbytes`] long.
