@@ -103,6 +103,7 @@ pub(crate) struct Code {
 /// What compiling needs besides the program: the extern instances, so that a call site can be bound by its
 /// extern ([`ExternObject::bind`]).
 pub(crate) struct Cx<'a> {
+    pub prog: &'a Program,
     pub externs: &'a [Box<dyn ExternObject>],
     pub methods: &'a [Vec<u32>],
 }
@@ -374,7 +375,19 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
         }
         Stmt::ApplyTable { table, hit, action_run } => {
             let (t, h, a) = (*table as usize, *hit, *action_run);
-            Box::new(move |e, w| e.apply_table(w, t, h, a))
+            match cx.prog.tables.get(t) {
+                // one narrow key, no action selector: the key computed here, the lean apply
+                Some(tb) if tb.keys.len() == 1 && tb.keys[0].width <= 64 && tb.keys[0].kind != MatchKind::Selector
+                    && !matches!(tb.implementation, Implementation::ActionSelector(_)) =>
+                {
+                    let key = expr(&tb.keys[0].expr);
+                    Box::new(move |e, w| {
+                        let k = key(e, w);
+                        e.apply_one_key(w, t, k, h, a)
+                    })
+                }
+                _ => Box::new(move |e, w| e.apply_table(w, t, h, a)),
+            }
         }
         Stmt::CallAction { action, args } => {
             // an action called directly: its arguments into its parameters, then its compiled body (the
@@ -387,7 +400,7 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
                 let set = assigns.get_or_init(|| {
                     let assigns: Vec<Stmt> =
                         e.prog.actions[a].params.iter().zip(&args).map(|(p, x)| Stmt::Assign { dst: LValue::Static(p.loc), src: x.clone() }).collect();
-                    block(&Cx { externs: &e.externs, methods: &e.extern_methods }, &assigns)
+                    block(&Cx { prog: &e.prog, externs: &e.externs, methods: &e.extern_methods }, &assigns)
                 });
                 match set.run(e, w) {
                     Flow::Next => e.code.actions[a].run(e, w),

@@ -1087,19 +1087,7 @@ impl Engine {
         } as usize;
         let action = &self.prog.actions[a];
         match (inline, call) {
-            (Some(hot), _) => match &self.param_slots[a] {
-                Some(slots) => {
-                    let ws = &mut w.slots[..];
-                    for (&(slot, m), v) in slots.iter().zip(&hot.args[..hot.nargs as usize]) {
-                        ws[slot] = *v & m;
-                    }
-                }
-                None => {
-                    for (p, v) in action.params.iter().zip(&hot.args[..hot.nargs as usize]) {
-                        self.set(w, p.loc, *v);
-                    }
-                }
-            },
+            (Some(hot), _) => self.inline_args(w, a, hot),
             (None, Err(c)) => {
                 // arguments not inline (the default action, wide arguments): their words straight into the
                 // parameter slots, the top word masked to the width
@@ -1119,6 +1107,65 @@ impl Engine {
         if let Some(tr) = w.trace.as_mut() {
             tr.push(format!("table {} {} -> {}", t.name, if found.is_some() { "hit" } else { "miss" }, action.name));
         }
+        self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
+    }
+
+    /// A hit's arguments held inline in its hot line, into action `a`'s parameters.
+    #[inline(always)]
+    fn inline_args(&self, w: &mut Worker, a: usize, hot: &crate::tables::Hot) {
+        let args = &hot.args[..(hot.nargs as usize).min(hot.args.len())];
+        match &self.param_slots[a] {
+            Some(slots) => {
+                let ws = &mut w.slots[..];
+                for (&(slot, m), v) in slots.iter().zip(args) {
+                    ws[slot] = *v & m;
+                }
+            }
+            None => {
+                for (p, v) in self.prog.actions[a].params.iter().zip(args) {
+                    self.set(w, p.loc, *v);
+                }
+            }
+        }
+    }
+
+    /// [`Engine::apply_table`] for a table with one key of at most 64 bits and no action selector, its key
+    /// `k` computed by the call site: a miss and a hit with inline arguments on a table without per-entry
+    /// state are handled here; anything else (and a traced packet) takes the general path.
+    pub(crate) fn apply_one_key(&self, w: &mut Worker, ti: usize, k: u64, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+        if w.trace.is_some() || self.entry_state[ti] {
+            return self.apply_table(w, ti, hit, action_run);
+        }
+        let data = match w.tables.get_mut(ti).and_then(Option::take) {
+            Some(d) => d,
+            None => self.tables[ti].data.load_full(),
+        };
+        let found = data.lookup(&self.prog.tables[ti], std::slice::from_ref(&k));
+        let hot = found.map(|i| *data.hot(i));
+        if hot.is_some_and(|h| h.nargs == crate::tables::Hot::NOT_INLINE || h.selects) {
+            if let Some(slot) = w.tables.get_mut(ti) {
+                *slot = Some(data);
+            }
+            return self.apply_table(w, ti, hit, action_run);
+        }
+        if let Some((h, m)) = w.stats.tables.get(ti) {
+            crate::bump(if found.is_some() { h } else { m });
+        }
+        w.cur_meter = None;
+        let a = match &hot {
+            Some(h) => {
+                let a = h.action as usize;
+                self.inline_args(w, a, h);
+                a
+            }
+            None => {
+                // the default action's arguments, resolved to slot words when the version was published
+                for &(s, v) in &data.default_writes {
+                    w.slots[s as usize] = v;
+                }
+                data.default.action as usize
+            }
+        };
         self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
     }
 

@@ -484,7 +484,7 @@ impl Engine {
             header_ranges.push((s.next_index.slot as usize, 1));
         }
         let hplans = prog.headers.iter().map(exec::HeaderPlan::new).collect();
-        let code = compile::compile(&prog, &compile::Cx { externs: &objs, methods: &methods });
+        let code = compile::compile(&prog, &compile::Cx { prog: &prog, externs: &objs, methods: &methods });
         let one_word_key = prog.tables.iter().map(|t| matches!(&t.keys[..], [k] if k.width <= 64)).collect();
         let entry_state = prog.tables.iter().map(|t| t.direct_counter.is_some() || t.direct_meter.is_some() || t.support_timeout).collect();
         let param_slots = prog
