@@ -1549,7 +1549,16 @@ impl Engine {
         r
     }
 
+    #[inline(always)]
     fn trace_extern(&self, w: &mut Worker, inst: usize, method: u32) {
+        if w.trace.is_some() {
+            self.trace_extern_line(w, inst, method);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn trace_extern_line(&self, w: &mut Worker, inst: usize, method: u32) {
         if let Some(t) = w.trace.as_mut() {
             let x = &self.prog.externs[inst];
             t.push(format!("extern {}.{}", x.name, x.methods[method as usize].name));
