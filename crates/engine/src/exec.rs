@@ -1132,6 +1132,7 @@ impl Engine {
     /// [`Engine::apply_table`] for a table with one key of at most 64 bits and no action selector, its key
     /// `k` computed by the call site: a miss and a hit with inline arguments on a table without per-entry
     /// state are handled here; anything else (and a traced packet) takes the general path.
+    #[inline(always)]
     pub(crate) fn apply_one_key(&self, w: &mut Worker, ti: usize, k: u64, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
         if w.trace.is_some() || self.entry_state[ti] {
             return self.apply_table(w, ti, hit, action_run);
@@ -1523,6 +1524,7 @@ impl Engine {
     }
 
     /// A call site its extern compiled for itself ([`PlannedCall::bind`]): it reads and writes the slots.
+    #[inline(always)]
     pub(crate) fn extern_call_bound(&self, w: &mut Worker, inst: usize, method: u32, b: &dyn BoundCall) -> Flow {
         let r = with_payload(&w.pkt, &mut w.payload_at, &mut w.payload, |p| b.call(&mut w.slots, p));
         self.trace_extern(w, inst, method);
