@@ -549,7 +549,7 @@ fn extract_static(h: u32) -> SF {
 fn emit_static(h: u32) -> SF {
     // ops, word ends, length, validity slot, the deferred checksum of this header: (bit, F's offset, F's
     // slot), and one past the highest slot read
-    type Plan = (Vec<(usize, u64, u32, u32)>, Vec<usize>, usize, usize, Option<(u64, usize, usize)>, usize);
+    type Plan = (Vec<(usize, u64, u32, u32)>, Vec<usize>, usize, usize, Option<(u64, usize, usize)>, usize, Option<Vec<(usize, usize, u32)>>);
     let plan: std::sync::OnceLock<Option<Plan>> = std::sync::OnceLock::new();
     let hr = HeaderRef::Static(h);
     Box::new(move |e, w| {
@@ -566,10 +566,28 @@ fn emit_static(h: u32) -> SF {
             let ends = (0..words).map(|k| ops.iter().filter(|o| o.0 as usize <= k).count()).collect();
             let csum = e.code.deferred.iter().position(|d| d.header == h as usize).map(|i| (1u64 << i, e.code.deferred[i].f_off, e.code.deferred[i].f_slot));
             let end = ops.iter().map(|o| o.1 .0 + 1).max().unwrap_or(0);
-            Some((ops.into_iter().map(|o| o.1).collect(), ends, p.fixed / 8, layout.valid.slot as usize, csum, end))
+            // every field whole bytes on a byte boundary: one 8-byte big-endian store per field at its offset,
+            // in order (each store's spill past the field is overwritten by the next field, or lies beyond the
+            // header's length)
+            let mut bit = 0u32;
+            let mut bytewise = Some(vec![]);
+            for f in &layout.fields {
+                let w = f.loc.width;
+                if bit % 8 != 0 || w % 8 != 0 {
+                    bytewise = None;
+                    break;
+                }
+                if w > 0 {
+                    if let Some(b) = bytewise.as_mut() {
+                        b.push((f.loc.slot as usize, (bit / 8) as usize, 64 - w));
+                    }
+                }
+                bit += w;
+            }
+            Some((ops.into_iter().map(|o| o.1).collect(), ends, p.fixed / 8, layout.valid.slot as usize, csum, end, bytewise))
         });
         match fast {
-            Some((ops, ends, len, valid, csum, end)) if w.bw.n % 8 == 0 && *end <= w.slots.len() => {
+            Some((ops, ends, len, valid, csum, end, bytewise)) if w.bw.n % 8 == 0 && *end <= w.slots.len() => {
                 if w.slots[*valid] == 0 {
                     return Flow::Next;
                 }
@@ -580,18 +598,29 @@ fn emit_static(h: u32) -> SF {
                 }
                 let (slots, out) = (&w.slots[..], &mut w.out);
                 let base = out.len();
-                out.reserve(ends.len() * 8);
+                out.reserve(ends.len() * 8 + 8);
                 let dst = out.spare_capacity_mut().as_mut_ptr() as *mut u8;
-                let mut start = 0;
-                for (k, &end) in ends.iter().enumerate() {
-                    let mut word = 0u64;
-                    for &(slot, m, r, l) in &ops[start..end] {
-                        // SAFETY: slot < the plan's `end` <= slots.len(), checked above
-                        word |= ((unsafe { *slots.get_unchecked(slot) } & m) >> r) << l;
+                match bytewise {
+                    Some(fields) => {
+                        for &(slot, off, shl) in fields {
+                            // SAFETY: slot < the plan's `end` <= slots.len(), checked above; off < len, and
+                            // `reserve` made room for len + 8 bytes past `base`
+                            unsafe { std::ptr::write_unaligned(dst.add(off) as *mut [u8; 8], (*slots.get_unchecked(slot) << shl).to_be_bytes()) };
+                        }
                     }
-                    // SAFETY: `reserve` made room for `ends.len()` words past `base`
-                    unsafe { std::ptr::write_unaligned(dst.add(8 * k) as *mut [u8; 8], word.to_be_bytes()) };
-                    start = end;
+                    None => {
+                        let mut start = 0;
+                        for (k, &end) in ends.iter().enumerate() {
+                            let mut word = 0u64;
+                            for &(slot, m, r, l) in &ops[start..end] {
+                                // SAFETY: slot < the plan's `end` <= slots.len(), checked above
+                                word |= ((unsafe { *slots.get_unchecked(slot) } & m) >> r) << l;
+                            }
+                            // SAFETY: `reserve` made room for `ends.len()` words past `base`
+                            unsafe { std::ptr::write_unaligned(dst.add(8 * k) as *mut [u8; 8], word.to_be_bytes()) };
+                            start = end;
+                        }
+                    }
                 }
                 // SAFETY: the first `len` (<= 8 * ends.len()) bytes past `base` were written above
                 unsafe { out.set_len(base + len) };
