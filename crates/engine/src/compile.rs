@@ -243,6 +243,8 @@ enum SimpleAssign {
     Copy { d: usize, s: usize, m: u64 },
     Const { d: usize, v: u64 },
     Add { d: usize, s: usize, k: u64, m: u64 },
+    /// `d = s[hi:lo]`: shifted right by `lo`, masked to the slice (and the destination) width.
+    Shr { d: usize, s: usize, sh: u32, m: u64 },
 }
 
 fn simple_assign(s: &Stmt) -> Option<SimpleAssign> {
@@ -254,6 +256,10 @@ fn simple_assign(s: &Stmt) -> Option<SimpleAssign> {
     match src {
         Expr::Load(LValue::Static(sl)) if sl.width <= 64 => Some(SimpleAssign::Copy { d, s: sl.slot as usize, m }),
         Expr::Small { value, .. } => Some(SimpleAssign::Const { d, v: value & m }),
+        Expr::Slice { arg, hi, lo } if *lo < 64 && *hi < 64 && *hi >= *lo => match &**arg {
+            Expr::Load(LValue::Static(sl)) if sl.width <= 64 => Some(SimpleAssign::Shr { d, s: sl.slot as usize, sh: *lo, m: m & mask(hi - lo + 1) }),
+            _ => None,
+        },
         Expr::Binary { op: op @ (BinOp::Add | BinOp::Sub), lhs, rhs, width, .. } if *width <= 64 => match (&**lhs, &**rhs) {
             (Expr::Load(LValue::Static(sl)), Expr::Small { value, .. }) if sl.width <= 64 => {
                 // x - k == x + (2^64 - k) modulo 2^64, then masked
@@ -295,6 +301,7 @@ fn run_assign(slots: &mut [u64], a: SimpleAssign) {
         SimpleAssign::Copy { d, s, m } => slots[d] = slots[s] & m,
         SimpleAssign::Const { d, v } => slots[d] = v,
         SimpleAssign::Add { d, s, k, m } => slots[d] = slots[s].wrapping_add(k) & m,
+        SimpleAssign::Shr { d, s, sh, m } => slots[d] = (slots[s] >> sh) & m,
     }
 }
 
@@ -380,6 +387,14 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
                 Some(tb) if tb.keys.len() == 1 && tb.keys[0].width <= 64 && tb.keys[0].kind != MatchKind::Selector
                     && !matches!(tb.implementation, Implementation::ActionSelector(_)) =>
                 {
+                    if let Expr::Load(LValue::Static(l)) = &tb.keys[0].expr {
+                        // the key is a field: read straight from its slot
+                        let (ks, km) = (l.slot as usize, mask(l.width));
+                        return Box::new(move |e, w| {
+                            let k = w.slots[ks] & km;
+                            e.apply_one_key(w, t, k, h, a)
+                        });
+                    }
                     let key = expr(&tb.keys[0].expr);
                     Box::new(move |e, w| {
                         let k = key(e, w);
