@@ -754,6 +754,24 @@ mod tests {
     use super::*;
     use crate::layout::Part;
 
+    /// A 14-byte header as the engine holds it: slot 10 its first 8 bytes, slot 11 the other 6.
+    fn header_slots(slots: &mut [u64], hdr: [u8; 14]) {
+        slots[10] = u64::from_be_bytes(hdr[..8].try_into().unwrap());
+        slots[11] = u64::from_be_bytes([0, 0, hdr[8], hdr[9], hdr[10], hdr[11], hdr[12], hdr[13]]);
+    }
+
+    /// The bit strings the general call receives for these layouts.
+    fn bit_strings(layouts: &[&ArgLayout], slots: &[u64]) -> Vec<BitBuf> {
+        layouts
+            .iter()
+            .map(|l| {
+                let mut b = BitBuf::zero(l.width());
+                l.read(slots, &mut b.bytes);
+                b
+            })
+            .collect()
+    }
+
     /// A bound hash call site does what the general call does with the same bit strings: every algorithm,
     /// results narrower and wider than the digest and off the byte grid, data equal to the bytes in front of
     /// the payload or not, payload offsets inside and past the payload.
@@ -761,20 +779,8 @@ mod tests {
     fn bound_hash_calls_match_the_general_call() {
         let pkt: Vec<u8> = (0..80u32).map(|i| (i * 37 + 11) as u8).collect();
         let at = 14; // the payload starts after a 14-byte header
-        let algs = [
-            HashAlg::Crc16,
-            HashAlg::Crc32,
-            HashAlg::Csum16,
-            HashAlg::SipHash24,
-            HashAlg::HalfSipHash24,
-            HashAlg::Blake2b,
-            HashAlg::Poly1305Aes,
-            HashAlg::HmacSha256,
-            HashAlg::HmacSha512,
-            HashAlg::Sha3_512,
-        ];
         let mut checked = 0;
-        for alg in algs {
+        for alg in HashAlg::ALL {
             let kbits = key_bits(alg).unwrap_or(128);
             for owidth in [31u32, 64, 256] {
                 for same_header in [true, false] {
@@ -784,9 +790,7 @@ mod tests {
                         for (i, s) in slots.iter_mut().enumerate().take(10).skip(4) {
                             *s = 0x0123_4567_89ab_cdefu64.rotate_left(i as u32 * 7);
                         }
-                        let hdr: [u8; 14] = if same_header { pkt[..14].try_into().unwrap() } else { [7; 14] };
-                        slots[10] = u64::from_be_bytes(hdr[..8].try_into().unwrap());
-                        slots[11] = u64::from_be_bytes([0, 0, hdr[8], hdr[9], hdr[10], hdr[11], hdr[12], hdr[13]]);
+                        header_slots(&mut slots, if same_header { pkt[..14].try_into().unwrap() } else { [7; 14] });
                         slots[12] = off;
                         let result = ArgLayout::new(owidth, &[Part::Field { slot: 0, width: owidth }]);
                         let Some(result) = result else { continue };
@@ -796,14 +800,7 @@ mod tests {
                         let arg = |dir, layout| BoundArg { dir, layout };
                         let obj = CryptoHash { alg, name: "h".into() };
                         // the general call with the same bit strings
-                        let mut bufs: Vec<BitBuf> = [&result, &key, &data, &offl]
-                            .iter()
-                            .map(|l| {
-                                let mut b = BitBuf::zero(l.width());
-                                l.read(&slots, &mut b.bytes);
-                                b
-                            })
-                            .collect();
+                        let mut bufs = bit_strings(&[&result, &key, &data, &offl], &slots);
                         bufs[0] = BitBuf::zero(owidth);
                         let (mut o1, mut o2) = (vec![], vec![]);
                         let general = obj.call(1, &mut bufs, None, &mut Payload::in_packet(&pkt, at, &mut o1));
@@ -823,29 +820,20 @@ mod tests {
         }
         assert!(checked > 150, "{checked}");
         // p4sec_hash_payload (the algorithm a constant argument), over the frame as received or a changed header
-        for alg in algs {
+        for alg in HashAlg::ALL {
             let kbits = key_bits(alg).unwrap_or(128);
             for same_header in [true, false] {
                 let mut slots = vec![0u64; 16];
                 for (i, s) in slots.iter_mut().enumerate().take(10).skip(4) {
                     *s = 0x0f1e_2d3c_4b5a_6978u64.rotate_left(i as u32 * 5);
                 }
-                let hdr: [u8; 14] = if same_header { pkt[..14].try_into().unwrap() } else { [9; 14] };
-                slots[10] = u64::from_be_bytes(hdr[..8].try_into().unwrap());
-                slots[11] = u64::from_be_bytes([0, 0, hdr[8], hdr[9], hdr[10], hdr[11], hdr[12], hdr[13]]);
+                header_slots(&mut slots, if same_header { pkt[..14].try_into().unwrap() } else { [9; 14] });
                 let result = ArgLayout::new(64, &[Part::Field { slot: 0, width: 64 }]).unwrap();
                 let code = ArgLayout::new(8, &[Part::Const { value: alg.code() as u64, width: 8 }]).unwrap();
                 let key = ArgLayout::new(kbits, &[Part::Field { slot: 4, width: kbits }]).unwrap();
                 let data = ArgLayout::new(112, &[Part::Field { slot: 10, width: 64 }, Part::Field { slot: 11, width: 48 }]).unwrap();
                 let obj = HashObj { with_payload: true };
-                let mut bufs: Vec<BitBuf> = [&result, &code, &key, &data]
-                    .iter()
-                    .map(|l| {
-                        let mut b = BitBuf::zero(l.width());
-                        l.read(&slots, &mut b.bytes);
-                        b
-                    })
-                    .collect();
+                let mut bufs = bit_strings(&[&result, &code, &key, &data], &slots);
                 let (mut o1, mut o2) = (vec![], vec![]);
                 obj.call(0, &mut bufs, None, &mut Payload::in_packet(&pkt, 14, &mut o1)).unwrap();
                 let a = |dir, layout| BoundArg { dir, layout };
