@@ -1091,15 +1091,8 @@ impl Engine {
             (None, Err(c)) => {
                 // arguments not inline (the default action, wide arguments): their words straight into the
                 // parameter slots, the top word masked to the width
-                for (p, v) in action.params.iter().zip(&c.args) {
-                    let (s, n) = (p.loc.slot as usize, words_for(p.loc.width) as usize);
-                    if n == 0 {
-                        continue;
-                    }
-                    for (i, d) in w.slots[s..s + n].iter_mut().enumerate() {
-                        *d = v.words.get(i).copied().unwrap_or(0);
-                    }
-                    w.slots[s + n - 1] &= mask(p.loc.width - 64 * (n as u32 - 1));
+                for (s, v) in crate::arg_words(action, &c.args) {
+                    w.slots[s as usize] = v;
                 }
             }
             (None, Ok(_)) => {}

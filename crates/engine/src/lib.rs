@@ -323,17 +323,19 @@ impl Worker {
 /// The arguments of `call` as (slot, word) writes into its action's parameters, each parameter's top word
 /// masked to its width (missing words are zero).
 fn param_writes(p: &Program, call: &ActionCall) -> Vec<(u32, u64)> {
-    let Some(a) = p.actions.get(call.action as usize) else { return vec![] };
-    let mut out = vec![];
-    for (prm, v) in a.params.iter().zip(&call.args) {
+    p.actions.get(call.action as usize).map(|a| arg_words(a, &call.args).collect()).unwrap_or_default()
+}
+
+/// The words of `args` for the parameters of `a`: (slot, word), each parameter's top word masked to its width.
+pub(crate) fn arg_words<'a>(a: &'a Action, args: &'a [Value]) -> impl Iterator<Item = (u32, u64)> + 'a {
+    a.params.iter().zip(args).flat_map(|(prm, v)| {
         let n = words_for(prm.loc.width);
-        for i in 0..n {
+        (0..n).map(move |i| {
             let word = v.words.get(i as usize).copied().unwrap_or(0);
             let m = if i + 1 == n { bits::mask64(prm.loc.width - 64 * i) } else { u64::MAX };
-            out.push((prm.loc.slot + i, word & m));
-        }
-    }
-    out
+            (prm.loc.slot + i, word & m)
+        })
+    })
 }
 
 /// Where the standard metadata fields the pipeline frame sets and reads per packet live: (slot, mask of the
