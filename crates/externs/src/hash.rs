@@ -163,6 +163,14 @@ pub fn halfsiphash24(key: &[u8; 8], data: &[u8]) -> u32 {
     v[1] ^ v[3]
 }
 
+/// SipHash-2-4 of `data` under the key words `k0`, `k1` (the 16-byte key's halves read little-endian, as the
+/// reference implementation does), one-shot over the whole message (the streaming `Hasher::write` path
+/// buffers a tail per call). The digest is the result's 8 bytes little-endian.
+#[inline]
+pub fn siphash24(k0: u64, k1: u64, data: &[u8]) -> u64 {
+    siphasher::sip::SipHasher24::new_with_keys(k0, k1).hash(data)
+}
+
 /// Compute `alg` over `data` with `key` into `out` (its length chooses the output size where that is
 /// variable: BLAKE2b 1..=64 bytes).
 pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<(), HashError> {
@@ -173,10 +181,8 @@ pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<
         HashAlg::Csum16 => put_number(out, &csum16(data).to_be_bytes()),
         HashAlg::SipHash24 => {
             let k: [u8; 16] = key.try_into().map_err(|_| HashError::BadKey("SipHash-2-4 needs a 16-byte key"))?;
-            // one-shot over the whole message (the streaming `Hasher::write` path buffers a tail per call)
-            let h = siphasher::sip::SipHasher24::new_with_key(&k).hash(data);
-            // the reference implementation serialises the result little-endian
-            put_digest(out, &h.to_le_bytes());
+            let (k0, k1) = (u64::from_le_bytes(k[..8].try_into().expect("8 bytes")), u64::from_le_bytes(k[8..].try_into().expect("8 bytes")));
+            put_digest(out, &siphash24(k0, k1, data).to_le_bytes());
         }
         HashAlg::HalfSipHash24 => {
             let k: [u8; 8] = key.try_into().map_err(|_| HashError::BadKey("HalfSipHash-2-4 needs an 8-byte key"))?;

@@ -401,9 +401,6 @@ struct BoundHash {
     /// SipHash-2-4 with a key that is one `bit<128>` field and a result of whole bytes in one field of at most
     /// 64 bits: (key slot, result slot, result shift); keys and result move as words.
     sip: Option<(usize, usize, u32)>,
-    /// Digest bytes computed, and whether the result is just the first of them ([`fits_directly`]).
-    n: usize,
-    direct: bool,
     key: ArgLayout,
     data: ArgLayout,
     result: ArgLayout,
@@ -427,17 +424,14 @@ impl BoundHash {
             && result.layout.nbytes() <= 64
             && key.layout.nbytes() <= BOUND_KEY_MAX
             && data.layout.nbytes() <= BOUND_DATA_MAX;
-        let (n, direct) = (digest_len(alg, result.layout.width()), fits_directly(alg, result.layout.width()));
         let rw = result.layout.width();
         let sip = match (alg, key.layout.single_field(), result.layout.single_field()) {
             (HashAlg::SipHash24, Some(k), Some(r)) if key.layout.width() == 128 && rw <= 64 && rw % 8 == 0 => Some((k as usize, r as usize, 64 - rw)),
             _ => None,
         };
-        fits.then(|| Box::new(BoundHash { alg, sip, n, direct, key: key.layout.clone(), data: data.layout.clone(), result: result.layout.clone(), tail }) as Box<dyn BoundCall>)
+        fits.then(|| Box::new(BoundHash { alg, sip, key: key.layout.clone(), data: data.layout.clone(), result: result.layout.clone(), tail }) as Box<dyn BoundCall>)
     }
-}
 
-impl BoundHash {
     #[inline(always)]
     fn tail(&self, slots: &[u64]) -> Tail {
         match &self.tail {
@@ -463,7 +457,7 @@ impl BoundHash {
         }
         // the key's bytes are its high word then its low word, big-endian; SipHash reads k0, k1 little-endian
         let (Some(&lo), Some(&hi)) = (slots.get(ks), slots.get(ks + 1)) else { return false };
-        let h = siphasher::sip::SipHasher24::new_with_keys(hi.swap_bytes(), lo.swap_bytes()).hash(msg);
+        let h = hash::siphash24(hi.swap_bytes(), lo.swap_bytes(), msg);
         // the digest is h little-endian; the result is its first bytes as a number
         match slots.get_mut(rs) {
             Some(r) => *r = h.swap_bytes() >> shift,
@@ -478,22 +472,14 @@ impl BoundCall for BoundHash {
         if self.sip_in_place(slots, payload) {
             return Ok(());
         }
-        let (mut key, mut data, mut d) = ([0u8; BOUND_KEY_MAX], [0u8; BOUND_DATA_MAX], [0u8; 64]);
+        let (mut key, mut data, mut r) = ([0u8; BOUND_KEY_MAX], [0u8; BOUND_DATA_MAX], [0u8; 64]);
         let key = &mut key[..self.key.nbytes()];
         let data = &mut data[..self.data.nbytes()];
-        let d = &mut d[..self.n];
+        let r = &mut r[..self.result.nbytes()];
         self.key.read(slots, key);
         self.data.read(slots, data);
-        let tail = self.tail(slots);
-        digest_tail(self.alg, key, data, tail, payload, d)?;
-        if self.direct {
-            self.result.write(&d[..self.result.nbytes()], slots);
-        } else {
-            let mut r = [0u8; 64];
-            let r = &mut r[..self.result.nbytes()];
-            fit(self.alg, d, r, self.result.width());
-            self.result.write(r, slots);
-        }
+        hash_tail(self.alg, key, data, self.tail(slots), payload, r, self.result.width())?;
+        self.result.write(r, slots);
         Ok(())
     }
 }
@@ -528,11 +514,6 @@ fn digest(alg: HashAlg, key: &[u8], data: &[u8], tail: Option<&[u8]>, out: &mut 
         None => hash::compute(alg, key, data, out),
     };
     r.map_err(|e| bad(&e.to_string()))
-}
-
-/// Whether an `owidth`-bit result of `alg` is simply the digest's first `owidth / 8` bytes.
-fn fits_directly(alg: HashAlg, owidth: u32) -> bool {
-    !is_numeric(alg) && owidth % 8 == 0 && owidth as usize / 8 <= digest_len(alg, owidth)
 }
 
 fn is_numeric(alg: HashAlg) -> bool {
