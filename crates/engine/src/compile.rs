@@ -100,7 +100,7 @@ pub(crate) struct Code {
     pub table_keys: Vec<Vec<Option<XF>>>,
 }
 
-/// What compiling needs besides the program: the extern instances, so that a call site can be bound by its
+/// What compiling needs: the program, and its extern instances, so that a call site can be bound by its
 /// extern ([`ExternObject::bind`]).
 pub(crate) struct Cx<'a> {
     pub prog: &'a Program,
@@ -108,7 +108,8 @@ pub(crate) struct Cx<'a> {
     pub methods: &'a [Vec<u32>],
 }
 
-pub(crate) fn compile(p: &Program, cx: &Cx) -> Code {
+pub(crate) fn compile(cx: &Cx) -> Code {
+    let p = cx.prog;
     let select_keys = p
         .parser
         .states

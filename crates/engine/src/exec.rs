@@ -172,13 +172,22 @@ pub(crate) fn plan_arg(a: &ExternArg) -> Option<ArgLayout> {
     ArgLayout::new(a.width, &parts)
 }
 
+/// The extern interface's direction of a P4 parameter direction.
+pub(crate) fn dir_of(d: Direction) -> Dir {
+    match d {
+        Direction::In => Dir::In,
+        Direction::Out => Dir::Out,
+        Direction::InOut => Dir::InOut,
+    }
+}
+
 /// An extern call site whose arguments are all planned ([`ArgLayout`]) and whose return value, if any, goes to
 /// a fixed location: what [`Engine::extern_call_planned`] needs per packet, resolved once.
 pub(crate) struct PlannedCall {
     inst: usize,
     method: u32,
-    /// Per argument: its plan, its width, and its direction.
-    args: Vec<(ArgLayout, u32, Direction)>,
+    /// Per argument: its layout and its direction.
+    args: Vec<(ArgLayout, Direction)>,
     ret: Option<Loc>,
 }
 
@@ -189,7 +198,7 @@ impl PlannedCall {
             Some(LValue::Static(l)) => Some(*l),
             Some(_) => return None,
         };
-        let args = args.iter().zip(plans).map(|(a, p)| p.clone().map(|p| (p, a.width, a.dir))).collect::<Option<Vec<_>>>()?;
+        let args = args.iter().zip(plans).map(|(a, p)| p.clone().map(|p| (p, a.dir))).collect::<Option<Vec<_>>>()?;
         Some(PlannedCall { inst, method, args, ret })
     }
 
@@ -197,18 +206,7 @@ impl PlannedCall {
     pub(crate) fn bind(&self, cx: &crate::compile::Cx) -> Option<Box<dyn BoundCall>> {
         let obj = cx.externs.get(self.inst)?;
         let m = *cx.methods.get(self.inst)?.get(self.method as usize)?;
-        let args: Vec<BoundArg> = self
-            .args
-            .iter()
-            .map(|(layout, _, d)| BoundArg {
-                dir: match d {
-                    Direction::In => Dir::In,
-                    Direction::Out => Dir::Out,
-                    Direction::InOut => Dir::InOut,
-                },
-                layout,
-            })
-            .collect();
+        let args: Vec<BoundArg> = self.args.iter().map(|(layout, d)| BoundArg { dir: dir_of(*d), layout }).collect();
         let ret = match self.ret {
             Some(l) => Some(ArgLayout::new(l.width, &[Part::Field { slot: l.slot, width: l.width }])?),
             None => None,
@@ -1070,15 +1068,7 @@ impl Engine {
             }
             None => {
                 w.cur_meter = None;
-                if w.trace.is_none() {
-                    // the default action's arguments, resolved to slot words when the version was published
-                    let a = data.default.action as usize;
-                    for &(s, v) in &data.default_writes {
-                        w.slots[s as usize] = v;
-                    }
-                    return self.finish_apply(w, ti, data, false, a, hit, action_run);
-                }
-                Err(&data.default)
+                Ok(self.default_args(w, &data))
             }
         };
         let a = match call {
@@ -1089,7 +1079,7 @@ impl Engine {
         match (inline, call) {
             (Some(hot), _) => self.inline_args(w, a, hot),
             (None, Err(c)) => {
-                // arguments not inline (the default action, wide arguments): their words straight into the
+                // arguments not inline (wide arguments, a selected member): their words straight into the
                 // parameter slots, the top word masked to the width
                 for (s, v) in crate::arg_words(action, &c.args) {
                     w.slots[s as usize] = v;
@@ -1101,6 +1091,16 @@ impl Engine {
             tr.push(format!("table {} {} -> {}", t.name, if found.is_some() { "hit" } else { "miss" }, action.name));
         }
         self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
+    }
+
+    /// A miss: the default action's arguments into its parameters (slot words resolved when the table version
+    /// was published); the action's index.
+    #[inline(always)]
+    fn default_args(&self, w: &mut Worker, data: &crate::tables::TableData) -> u32 {
+        for &(s, v) in &data.default_writes {
+            w.slots[s as usize] = v;
+        }
+        data.default.action
     }
 
     /// A hit's arguments held inline in its hot line, into action `a`'s parameters.
@@ -1152,13 +1152,7 @@ impl Engine {
                 self.inline_args(w, a, h);
                 a
             }
-            None => {
-                // the default action's arguments, resolved to slot words when the version was published
-                for &(s, v) in &data.default_writes {
-                    w.slots[s as usize] = v;
-                }
-                data.default.action as usize
-            }
+            None => self.default_args(w, &data) as usize,
         };
         self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
     }
@@ -1487,8 +1481,8 @@ impl Engine {
         if w.bitbufs.len() < n {
             w.bitbufs.resize_with(n, BitBuf::default);
         }
-        for ((plan, width, dir), b) in pc.args.iter().zip(w.bitbufs.iter_mut()) {
-            b.width = *width;
+        for ((plan, dir), b) in pc.args.iter().zip(w.bitbufs.iter_mut()) {
+            b.width = plan.width();
             plan.marshal(&w.slots, *dir != Direction::Out, &mut b.bytes);
         }
         if let Some(l) = pc.ret {
@@ -1497,13 +1491,13 @@ impl Engine {
             w.retbuf.bytes.resize(l.width.div_ceil(8) as usize, 0);
         }
         let r = self.invoke_in_place(w, pc.inst, pc.method, n, pc.ret.is_some()).and_then(|()| {
-            let outs = pc.args.iter().zip(w.bitbufs.iter()).filter(|((_, _, d), _)| *d != Direction::In).map(|((_, wd, _), b)| (*wd, b));
+            let outs = pc.args.iter().zip(w.bitbufs.iter()).filter(|((_, d), _)| *d != Direction::In).map(|((p, _), b)| (p.width(), b));
             check_lengths(outs, pc.ret.map(|l| (l.width, &w.retbuf)))
         });
         if let Err(e) = r {
             return self.extern_fault(w, e);
         }
-        for ((plan, _, dir), b) in pc.args.iter().zip(w.bitbufs.iter()) {
+        for ((plan, dir), b) in pc.args.iter().zip(w.bitbufs.iter()) {
             if *dir != Direction::In {
                 plan.write(&b.bytes, &mut w.slots);
             }

@@ -20,7 +20,7 @@ pub mod test_externs;
 use arc_swap::ArcSwap;
 use exec::Flow;
 use meters::{MeterCell, MeterRates};
-use p4sec_externs::iface::{BitBuf, Dir, ExternObject, ExternType, MethodSig};
+use p4sec_externs::iface::{BitBuf, ExternObject, ExternType, MethodSig};
 use p4sec_ir::*;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -454,16 +454,7 @@ impl Engine {
                     args: m
                         .args
                         .iter()
-                        .map(|(d, w)| {
-                            (
-                                match d {
-                                    Direction::In => Dir::In,
-                                    Direction::Out => Dir::Out,
-                                    Direction::InOut => Dir::InOut,
-                                },
-                                *w,
-                            )
-                        })
+                        .map(|(d, w)| (exec::dir_of(*d), *w))
                         .collect(),
                     ret: m.ret,
                 };
@@ -486,7 +477,7 @@ impl Engine {
             header_ranges.push((s.next_index.slot as usize, 1));
         }
         let hplans = prog.headers.iter().map(exec::HeaderPlan::new).collect();
-        let code = compile::compile(&prog, &compile::Cx { prog: &prog, externs: &objs, methods: &methods });
+        let code = compile::compile(&compile::Cx { prog: &prog, externs: &objs, methods: &methods });
         let one_word_key = prog.tables.iter().map(|t| matches!(&t.keys[..], [k] if k.width <= 64)).collect();
         let entry_state = prog.tables.iter().map(|t| t.direct_counter.is_some() || t.direct_meter.is_some() || t.support_timeout).collect();
         let param_slots = prog
@@ -774,8 +765,7 @@ impl Engine {
         put(&mut w.slots, ss.instance_type, itype as u64);
         // truncate and recirculate requested in ingress take effect after egress (as in BMv2, where they are
         // intrinsic metadata carried with the packet)
-        let (truncate, recirculate) = (w.fx.truncate, w.fx.recirculate);
-        w.fx = Effects { truncate, recirculate, ..Effects::default() };
+        w.fx = Effects { truncate: w.fx.truncate, recirculate: w.fx.recirculate, ..Effects::default() };
         if let Some(t) = w.trace.as_mut() {
             t.push(format!("egress (port {port}, instance_type {itype})"));
         }
