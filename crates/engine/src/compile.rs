@@ -70,6 +70,10 @@ fn stmt_may_fail(s: &Stmt) -> bool {
         Stmt::Extract { hdr: HeaderRef::Static(_), varbit_bits: None } | Stmt::Emit { hdr: HeaderRef::Static(_) } => false,
         Stmt::CallAction { args, .. } => args.iter().any(may_fail),
         Stmt::Builtin(Builtin::MarkToDrop) => false,
+        // an extern method cannot raise a parser error (its faults drop the packet); its arguments' expressions can
+        Stmt::ExternCall { args, ret, .. } => {
+            args.iter().any(|a| a.parts.iter().any(may_fail) || a.dsts.iter().any(lvalue_may_fail)) || ret.as_ref().is_some_and(lvalue_may_fail)
+        }
         _ => true,
     }
 }
@@ -312,6 +316,13 @@ fn mask(w: u32) -> u64 {
 }
 
 /// Can evaluating `e` fail (set a parser error)? Only `lookahead` can.
+fn lvalue_may_fail(l: &LValue) -> bool {
+    match l {
+        LValue::Dynamic { index, .. } => may_fail(index),
+        _ => false,
+    }
+}
+
 fn may_fail(e: &Expr) -> bool {
     match e {
         Expr::Lookahead { .. } => true,

@@ -1097,8 +1097,12 @@ impl Engine {
     /// was published); the action's index.
     #[inline(always)]
     fn default_args(&self, w: &mut Worker, data: &crate::tables::TableData) -> u32 {
+        let slots = &mut w.slots[..];
         for &(s, v) in &data.default_writes {
-            w.slots[s as usize] = v;
+            debug_assert!((s as usize) < slots.len());
+            // SAFETY: `param_writes` keeps only the program's slots, all of which the worker has (checked on
+            // entry to `Engine::process`)
+            unsafe { *slots.get_unchecked_mut(s as usize) = v };
         }
         data.default.action
     }

@@ -322,8 +322,10 @@ impl Worker {
 
 /// The arguments of `call` as (slot, word) writes into its action's parameters, each parameter's top word
 /// masked to its width (missing words are zero).
+/// The slot words a call of its default action writes (`TableData::default_writes`): only slots of the program,
+/// which `Engine::process` checks the worker has, so they are written unchecked.
 fn param_writes(p: &Program, call: &ActionCall) -> Vec<(u32, u64)> {
-    p.actions.get(call.action as usize).map(|a| arg_words(a, &call.args).collect()).unwrap_or_default()
+    p.actions.get(call.action as usize).map(|a| arg_words(a, &call.args).filter(|(s, _)| *s < p.slots).collect()).unwrap_or_default()
 }
 
 /// The words of `args` for the parameters of `a`: (slot, word), each parameter's top word masked to its width.
@@ -369,14 +371,20 @@ impl StdSlots {
     }
 }
 
+// `put` and `get` run only inside `Engine::process`, which checks on entry that the worker's slots are
+// `Program::slots + 1` words: every `StdSlots` index is below that.
 #[inline(always)]
 fn put(slots: &mut [u64], (s, m): (usize, u64), v: u64) {
-    slots[s] = v & m;
+    debug_assert!(s < slots.len());
+    // SAFETY: see above
+    unsafe { *slots.get_unchecked_mut(s) = v & m }
 }
 
 #[inline(always)]
 fn get(slots: &[u64], (s, m): (usize, u64)) -> u64 {
-    slots[s] & m
+    debug_assert!(s < slots.len());
+    // SAFETY: see above
+    unsafe { *slots.get_unchecked(s) & m }
 }
 
 fn err_code(p: &Program, name: &str) -> u32 {
@@ -574,6 +582,8 @@ impl Engine {
 
     /// Process one frame received on `in_port`, with every copy, resubmission and recirculation it causes.
     pub fn process(&self, w: &mut Worker, in_port: u32, frame: &[u8], out: &mut Outputs) {
+        // the standard metadata slots (`StdSlots`) are read and written unchecked below this point
+        assert_eq!(w.slots.len(), self.prog.slots as usize + 1, "a worker of another engine");
         if self.tables_version.load(Ordering::Acquire) != w.tables_version {
             self.refresh_tables(w);
         }

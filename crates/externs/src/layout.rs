@@ -47,6 +47,10 @@ pub struct ArgLayout {
     ops: Vec<FieldOp>,
     /// One past the last slot word the fields use.
     end_slot: usize,
+    /// When the fields cover every byte and each is at most 8 whole bytes read through a window: per field
+    /// (slot, window start, right shift, mask), the field being `(window >> shift) & mask`. [`ArgLayout::equals`]
+    /// compares through these without matching on the field kinds.
+    windows: Option<Box<[(u32, u32, u32, u64)]>>,
 }
 
 #[inline]
@@ -129,7 +133,7 @@ impl ArgLayout {
     pub fn new(width: u32, parts: &[Part]) -> Option<ArgLayout> {
         let nbytes = width.div_ceil(8) as usize;
         let mut bit = nbytes as u32 * 8 - width;
-        let mut l = ArgLayout { width, nbytes, base: vec![0; nbytes], covered: bit == 0, ops: Vec::with_capacity(parts.len()), end_slot: 0 };
+        let mut l = ArgLayout { width, nbytes, base: vec![0; nbytes], covered: bit == 0, ops: Vec::with_capacity(parts.len()), end_slot: 0, windows: None };
         for p in parts {
             let w = match *p {
                 Part::Field { slot, width } => {
@@ -166,6 +170,17 @@ impl ArgLayout {
             };
             bit += w;
         }
+        if l.covered {
+            l.windows = l
+                .ops
+                .iter()
+                .map(|op| match *op {
+                    FieldOp::Ahead { slot, at, sh, .. } => Some((slot, at, sh, u64::MAX)),
+                    FieldOp::Behind { slot, from, m } => Some((slot, from, 0, m)),
+                    _ => None,
+                })
+                .collect();
+        }
         (bit as usize == nbytes * 8).then_some(l)
     }
 
@@ -199,6 +214,11 @@ impl ArgLayout {
     pub fn equals(&self, slots: &[u64], bytes: &[u8]) -> bool {
         if bytes.len() != self.nbytes || slots.len() < self.end_slot {
             return false;
+        }
+        if let Some(ws) = &self.windows {
+            // SAFETY: every window lies inside `nbytes` (`Ahead`/`Behind`), which is `bytes.len()`, and every slot
+            // is below `end_slot` <= slots.len(), both checked above
+            return ws.iter().all(|&(slot, at, sh, m)| unsafe { (window_unchecked(bytes, at as usize) >> sh) & m == *slots.get_unchecked(slot as usize) });
         }
         if !self.covered {
             // constants or pad bits: compare the whole string
@@ -392,6 +412,18 @@ mod tests {
             assert!(!l.equals(&slots, &c), "byte {i}");
         }
         assert!(!l.equals(&slots, &b[1..]));
+        // fields of at most 8 whole bytes only (an Ethernet header): compared through their windows
+        let eth = ArgLayout::new(112, &parts[..3]).unwrap();
+        assert!(eth.windows.is_some());
+        let mut e = vec![0u8; 14];
+        eth.read(&slots, &mut e);
+        assert!(eth.equals(&slots, &e));
+        for i in 0..14 {
+            let mut c = e.clone();
+            c[i] ^= 0x01;
+            assert!(!eth.equals(&slots, &c), "Ethernet byte {i}");
+        }
+        assert!(!eth.equals(&slots[..2], &e), "too few slots");
         // with a constant and pad bits: the whole string is compared
         let k = ArgLayout::new(12, &[Part::Const { value: 5, width: 4 }, Part::Field { slot: 0, width: 8 }]).unwrap();
         let mut kb = [0u8; 2];

@@ -398,9 +398,6 @@ const BOUND_DATA_MAX: usize = 128;
 /// key and data are read from the slots into stack buffers, the result is written straight back.
 struct BoundHash {
     alg: HashAlg,
-    /// SipHash-2-4 with a key that is one `bit<128>` field and a result of whole bytes in one field of at most
-    /// 64 bits: (key slot, result slot, result shift); keys and result move as words.
-    sip: Option<(usize, usize, u32)>,
     key: ArgLayout,
     data: ArgLayout,
     result: ArgLayout,
@@ -424,12 +421,19 @@ impl BoundHash {
             && result.layout.nbytes() <= 64
             && key.layout.nbytes() <= BOUND_KEY_MAX
             && data.layout.nbytes() <= BOUND_DATA_MAX;
+        if !fits {
+            return None;
+        }
         let rw = result.layout.width();
-        let sip = match (alg, key.layout.single_field(), result.layout.single_field()) {
-            (HashAlg::SipHash24, Some(k), Some(r)) if key.layout.width() == 128 && rw <= 64 && rw % 8 == 0 => Some((k as usize, r as usize, 64 - rw)),
+        let sip = match (alg, &tail, key.layout.single_field(), result.layout.single_field()) {
+            (HashAlg::SipHash24, BoundTail::Payload, Some(k), Some(r)) if key.layout.width() == 128 && rw <= 64 && rw % 8 == 0 => Some((k as usize, r as usize, 64 - rw)),
             _ => None,
         };
-        fits.then(|| Box::new(BoundHash { alg, sip, key: key.layout.clone(), data: data.layout.clone(), result: result.layout.clone(), tail }) as Box<dyn BoundCall>)
+        let general = BoundHash { alg, key: key.layout.clone(), data: data.layout.clone(), result: result.layout.clone(), tail };
+        Some(match sip {
+            Some((ks, rs, shift)) => Box::new(BoundSipFrame { ks, rs, shift, general }),
+            None => Box::new(general),
+        })
     }
 
     #[inline(always)]
@@ -445,33 +449,43 @@ impl BoundHash {
         }
     }
 
-    /// The frame hashed where it lies with SipHash-2-4, when the data argument is still the bytes in front of
-    /// the payload (`sip`); false when the general path must run.
-    #[inline(always)]
-    fn sip_in_place(&self, slots: &mut [u64], payload: &Payload<'_>) -> bool {
-        let Some((ks, rs, shift)) = self.sip else { return false };
-        let whole = matches!(self.tail(slots), Tail::Payload(0));
-        let Some((before, msg)) = payload.with_bytes_before(self.data.nbytes()).filter(|_| whole) else { return false };
-        if !self.data.equals(slots, before) {
-            return false;
+}
+
+/// A SipHash-2-4 call site over a data argument and the whole payload, with a key that is one `bit<128>` field
+/// and a result of whole bytes in one field of at most 64 bits: keys and result move as words, and while the
+/// data argument is still the bytes in front of the payload in the received packet (headers the program has
+/// not changed), the frame is hashed where it lies. Otherwise the general bound call runs.
+struct BoundSipFrame {
+    /// The key's slots (`ks`: low word, `ks + 1`: high word), the result's slot and its right shift.
+    ks: usize,
+    rs: usize,
+    shift: u32,
+    general: BoundHash,
+}
+
+impl BoundCall for BoundSipFrame {
+    fn call(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError> {
+        let data = &self.general.data;
+        if let Some((before, msg)) = payload.with_bytes_before(data.nbytes()) {
+            if data.equals(slots, before) {
+                // the key's bytes are its high word then its low word, big-endian; SipHash reads k0, k1
+                // little-endian
+                if let (Some(&lo), Some(&hi)) = (slots.get(self.ks), slots.get(self.ks + 1)) {
+                    let h = hash::siphash24(hi.swap_bytes(), lo.swap_bytes(), msg);
+                    // the digest is h little-endian; the result is its first bytes as a number
+                    if let Some(r) = slots.get_mut(self.rs) {
+                        *r = h.swap_bytes() >> self.shift;
+                        return Ok(());
+                    }
+                }
+            }
         }
-        // the key's bytes are its high word then its low word, big-endian; SipHash reads k0, k1 little-endian
-        let (Some(&lo), Some(&hi)) = (slots.get(ks), slots.get(ks + 1)) else { return false };
-        let h = hash::siphash24(hi.swap_bytes(), lo.swap_bytes(), msg);
-        // the digest is h little-endian; the result is its first bytes as a number
-        match slots.get_mut(rs) {
-            Some(r) => *r = h.swap_bytes() >> shift,
-            None => return false,
-        }
-        true
+        self.general.call(slots, payload)
     }
 }
 
 impl BoundCall for BoundHash {
     fn call(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError> {
-        if self.sip_in_place(slots, payload) {
-            return Ok(());
-        }
         let (mut key, mut data, mut r) = ([0u8; BOUND_KEY_MAX], [0u8; BOUND_DATA_MAX], [0u8; 64]);
         let key = &mut key[..self.key.nbytes()];
         let data = &mut data[..self.data.nbytes()];
