@@ -538,7 +538,12 @@ fn extract_static(h: u32) -> SF {
             let layout = e.prog.headers.get(h as usize)?;
             let p = crate::exec::HeaderPlan::new(layout);
             let need = p.fixed.div_ceil(8) + 8;
-            let fields: Vec<(usize, usize, u32, u64)> = p.fields.iter().map(|&(slot, off, shift, m, _)| (slot as usize, off as usize, shift, m)).collect();
+            let mut fields: Vec<(usize, usize, u32, u64)> = p.fields.iter().map(|&(slot, off, shift, m, _)| (slot as usize, off as usize, shift, m)).collect();
+            // padded to a multiple of four with repeats of the first field (the same word into the same slot), so
+            // that fields are read four at a time
+            while !fields.is_empty() && fields.len() % 4 != 0 {
+                fields.push(fields[0]);
+            }
             // every load stays inside the `need` bytes taken below
             let inside = fields.iter().all(|f| f.1 + 8 <= need);
             let end = fields.iter().map(|f| f.0 + 1).max().unwrap_or(0).max(layout.valid.slot as usize + 1);
@@ -549,12 +554,14 @@ fn extract_static(h: u32) -> SF {
             if pos % 8 == 0 && w.trace.is_none() && *end <= w.slots.len() {
                 if let Some(bytes) = w.pkt.get(pos / 8..pos / 8 + need) {
                     let slots = &mut w.slots[..];
-                    for &(slot, off, shift, m) in fields {
-                        // SAFETY: off + 8 <= need == bytes.len() and slot < end <= slots.len(), both checked
-                        // above (the plan's invariants)
-                        unsafe {
-                            let word = u64::from_be_bytes(*(bytes.as_ptr().add(off) as *const [u8; 8]));
-                            *slots.get_unchecked_mut(slot) = (word >> shift) & m;
+                    for quad in fields.chunks_exact(4) {
+                        for &(slot, off, shift, m) in quad {
+                            // SAFETY: off + 8 <= need == bytes.len() and slot < end <= slots.len(), both checked
+                            // above (the plan's invariants)
+                            unsafe {
+                                let word = u64::from_be_bytes(*(bytes.as_ptr().add(off) as *const [u8; 8]));
+                                *slots.get_unchecked_mut(slot) = (word >> shift) & m;
+                            }
                         }
                     }
                     w.cursor = pos + fixed;
@@ -611,6 +618,13 @@ fn emit_static(h: u32) -> SF {
                 }
                 bit += w;
             }
+            // padded to a multiple of four with repeats of the last field (its bytes stored again, after the
+            // store before it), so that fields are stored four at a time
+            if let Some(b) = bytewise.as_mut() {
+                while !b.is_empty() && b.len() % 4 != 0 {
+                    b.push(b[b.len() - 1]);
+                }
+            }
             Some((ops.into_iter().map(|o| o.1).collect(), ends, p.fixed / 8, layout.valid.slot as usize, csum, end, bytewise))
         });
         match fast {
@@ -629,10 +643,12 @@ fn emit_static(h: u32) -> SF {
                 let dst = out.spare_capacity_mut().as_mut_ptr() as *mut u8;
                 match bytewise {
                     Some(fields) => {
-                        for &(slot, off, shl) in fields {
-                            // SAFETY: slot < the plan's `end` <= slots.len(), checked above; off < len, and
-                            // `reserve` made room for len + 8 bytes past `base`
-                            unsafe { std::ptr::write_unaligned(dst.add(off) as *mut [u8; 8], (*slots.get_unchecked(slot) << shl).to_be_bytes()) };
+                        for quad in fields.chunks_exact(4) {
+                            for &(slot, off, shl) in quad {
+                                // SAFETY: slot < the plan's `end` <= slots.len(), checked above; off < len, and
+                                // `reserve` made room for len + 8 bytes past `base`
+                                unsafe { std::ptr::write_unaligned(dst.add(off) as *mut [u8; 8], (*slots.get_unchecked(slot) << shl).to_be_bytes()) };
+                            }
                         }
                     }
                     None => {

@@ -1098,11 +1098,13 @@ impl Engine {
     #[inline(always)]
     fn default_args(&self, w: &mut Worker, data: &crate::tables::TableData) -> u32 {
         let slots = &mut w.slots[..];
-        for &(s, v) in &data.default_writes {
-            debug_assert!((s as usize) < slots.len());
-            // SAFETY: `param_writes` keeps only the program's slots, all of which the worker has (checked on
-            // entry to `Engine::process`)
-            unsafe { *slots.get_unchecked_mut(s as usize) = v };
+        for quad in data.default_writes.chunks_exact(4) {
+            for &(s, v) in quad {
+                debug_assert!((s as usize) < slots.len());
+                // SAFETY: `param_writes` keeps only the program's slots and the sink slot after them, all of
+                // which the worker has (checked on entry to `Engine::process`)
+                unsafe { *slots.get_unchecked_mut(s as usize) = v };
+            }
         }
         data.default.action
     }

@@ -224,7 +224,8 @@ impl Outputs {
 pub struct Worker {
     pub(crate) slots: Vec<u64>,
     pub(crate) initial: Vec<u64>,
-    pub(crate) pkt: Vec<u8>,
+    /// The received bytes of the packet in the current pass, read where the caller (or a job) holds them.
+    pub(crate) pkt: PktView,
     pub(crate) pkt_len: usize,
     pub(crate) cursor: usize,
     /// The unparsed bytes, when they are not still in place in `pkt` (see `payload_at`).
@@ -255,6 +256,47 @@ pub struct Worker {
     tables_version: u64,
     /// When `Some`, every packet's path is recorded here (parser states, tables, externs, decisions).
     pub trace: Option<Vec<String>>,
+}
+
+/// A view of the bytes the current pass parses: the frame `Engine::process` was given, or a job's bytes (a
+/// resubmitted or recirculated packet), read where they lie instead of copied into the worker. Outside a pass it
+/// is empty.
+pub(crate) struct PktView {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a view only ever points at bytes borrowed for one `Engine::process` call on the thread that runs it
+// (see `set`); a worker moved to another thread between calls holds the empty view.
+unsafe impl Send for PktView {}
+
+impl PktView {
+    pub(crate) const EMPTY: PktView = PktView { ptr: std::ptr::NonNull::dangling(), len: 0 };
+
+    /// View `bytes`.
+    ///
+    /// # Safety
+    /// `bytes` must stay alive and unchanged until the view is [`reset`](PktView::reset) or set again.
+    #[inline(always)]
+    pub(crate) unsafe fn set(&mut self, bytes: &[u8]) {
+        // a slice's pointer is never null
+        self.ptr = std::ptr::NonNull::new(bytes.as_ptr() as *mut u8).unwrap_or(std::ptr::NonNull::dangling());
+        self.len = bytes.len();
+    }
+
+    #[inline(always)]
+    pub(crate) fn reset(&mut self) {
+        *self = PktView::EMPTY;
+    }
+}
+
+impl std::ops::Deref for PktView {
+    type Target = [u8];
+    #[inline(always)]
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` and `len` come from a slice that is alive (see `set`), or are the empty view
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
 }
 
 /// `Worker::payload_at` when the payload lives in `Worker::payload`.
@@ -288,7 +330,7 @@ impl Worker {
         Worker {
             slots: initial.clone(),
             initial,
-            pkt: Vec::with_capacity(2048),
+            pkt: PktView::EMPTY,
             pkt_len: 0,
             cursor: 0,
             payload: Vec::with_capacity(2048),
@@ -323,9 +365,15 @@ impl Worker {
 /// The arguments of `call` as (slot, word) writes into its action's parameters, each parameter's top word
 /// masked to its width (missing words are zero).
 /// The slot words a call of its default action writes (`TableData::default_writes`): only slots of the program,
-/// which `Engine::process` checks the worker has, so they are written unchecked.
+/// which `Engine::process` checks the worker has, so they are written unchecked. Padded to a multiple of four
+/// with writes of zero into the worker's sink slot (the one after the program's), so that they are written
+/// four at a time.
 fn param_writes(p: &Program, call: &ActionCall) -> Vec<(u32, u64)> {
-    p.actions.get(call.action as usize).map(|a| arg_words(a, &call.args).filter(|(s, _)| *s < p.slots).collect()).unwrap_or_default()
+    let mut v: Vec<(u32, u64)> = p.actions.get(call.action as usize).map(|a| arg_words(a, &call.args).filter(|(s, _)| *s < p.slots).collect()).unwrap_or_default();
+    while v.len() % 4 != 0 {
+        v.push((p.slots, 0));
+    }
+    v
 }
 
 /// The words of `args` for the parameters of `a`: (slot, word), each parameter's top word masked to its width.
@@ -601,7 +649,11 @@ impl Engine {
                 break;
             }
             match job {
-                Job::Ingress { bytes, port, itype, preserved } => self.ingress_pass(w, &bytes, port, itype, &preserved, out),
+                Job::Ingress { bytes, port, itype, preserved } => {
+                    self.ingress_pass(w, &bytes, port, itype, &preserved, out);
+                    // the job's bytes end here
+                    w.pkt.reset();
+                }
                 Job::Egress { slots, payload, pkt_len, port, rid, itype } => {
                     w.slots.copy_from_slice(&slots);
                     w.payload.clear();
@@ -612,6 +664,8 @@ impl Engine {
                 }
             }
         }
+        // `frame` ends here
+        w.pkt.reset();
     }
 
     fn set(&self, w: &mut Worker, l: Loc, v: u64) {
@@ -644,8 +698,8 @@ impl Engine {
     #[inline(always)]
     fn ingress_pass(&self, w: &mut Worker, bytes: &[u8], port: u32, itype: u32, preserved: &[(u32, u64)], out: &mut Outputs) {
         w.slots.copy_from_slice(&w.initial);
-        w.pkt.clear();
-        w.pkt.extend_from_slice(bytes);
+        // SAFETY: `bytes` outlives the pass, and `Engine::process` resets the view before it returns
+        unsafe { w.pkt.set(bytes) };
         w.pkt_len = bytes.len();
         w.cursor = 0;
         w.perr = 0;
@@ -703,11 +757,11 @@ impl Engine {
                 let saved = (std::mem::take(&mut w.slots), std::mem::take(&mut w.payload), w.pkt_len);
                 w.slots = saved.0.clone();
                 // re-parse the original input in a scratch pass to build the clone's state
-                let original = w.pkt.clone();
+                let original_len = w.pkt.len();
                 w.slots.copy_from_slice(&w.initial);
                 w.cursor = 0;
                 self.set(w, sm.ingress_port, port as u64);
-                self.set(w, sm.packet_length, original.len() as u64);
+                self.set(w, sm.packet_length, original_len as u64);
                 for (s, v) in &keep {
                     w.slots[*s as usize] = *v;
                 }
@@ -716,7 +770,7 @@ impl Engine {
                 w.own_payload();
                 let clone_slots = w.slots.clone();
                 let clone_payload = w.payload.clone();
-                w.jobs.push_back(Job::Egress { slots: clone_slots, payload: clone_payload, pkt_len: original.len(), port: cport, rid: 0, itype: 1 });
+                w.jobs.push_back(Job::Egress { slots: clone_slots, payload: clone_payload, pkt_len: original_len, port: cport, rid: 0, itype: 1 });
                 w.slots = saved.0;
                 w.payload = saved.1;
                 w.payload_at = NOT_IN_PKT;
@@ -725,7 +779,7 @@ impl Engine {
         }
         if let Some(fl) = fx.resubmit {
             let keep = self.preserved(w, fl);
-            w.jobs.push_back(Job::Ingress { bytes: w.pkt.clone(), port, itype: 6, preserved: keep });
+            w.jobs.push_back(Job::Ingress { bytes: w.pkt.to_vec(), port, itype: 6, preserved: keep });
             return true;
         }
         false

@@ -299,7 +299,8 @@ pub struct TableData {
 
     pub default: ActionCall,
     /// The default action's arguments as (slot, word) writes into its parameters, each word masked to the
-    /// parameter's width; set by the engine whenever a version is published (`Engine::publish`).
+    /// parameter's width, padded to a multiple of four with writes into the worker's sink slot; set by the engine
+    /// whenever a version is published (`Engine::publish`).
     pub default_writes: Vec<(u32, u64)>,
     next_seq: u64,
     /// Word layout of the packed key: (offset, words) per key field.

@@ -610,3 +610,54 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     }
     assert_eq!(e.stats().extern_faults, 2);
 }
+
+/// A miss writes the default action's arguments into its parameters, for the lean one-key apply and the
+/// general apply alike: one, three and five parameter words (the published writes come in fours), a 128-bit
+/// parameter, and a default changed at run time.
+#[test]
+fn a_miss_runs_the_default_action_with_its_arguments() {
+    let src = r#"#include <v1model.p4>
+header h_t { bit<8> a; bit<32> b; bit<64> c; bit<16> d; bit<8> e; }
+struct hs { h_t h; }
+struct m { bit<128> wide; }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) { state start { p.extract(hdr.h); transition accept; } }
+control C(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
+    action one(bit<9> port) { sm.egress_spec = port; }
+    action three(bit<9> port, bit<128> w) { sm.egress_spec = port; meta.wide = w; hdr.h.c = w[127:64]; hdr.h.b = w[31:0]; }
+    action five(bit<9> port, bit<8> a, bit<32> b, bit<64> c, bit<16> d) { sm.egress_spec = port; hdr.h.a = a; hdr.h.b = b; hdr.h.c = c; hdr.h.d = d; }
+    table lean { key = { hdr.h.e : exact; } actions = { one; three; five; } default_action = one(1); }
+    table general { key = { hdr.h.e : exact; hdr.h.a : exact; } actions = { one; three; five; } default_action = one(2); }
+    apply { if (hdr.h.e == 0) { lean.apply(); } else { general.apply(); } }
+}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.h); } }
+V1Switch(P(), C(), I(), E(), C(), D()) main;
+"#;
+    let e = engine(src);
+    let mut w = Worker::new(&e);
+    let mut out = Outputs::default();
+    let action = |n: &str| e.prog.actions.iter().position(|a| a.name == format!("I.{n}")).unwrap() as u32;
+    let run = |w: &mut Worker, out: &mut Outputs, e_field: u8| -> (u32, Vec<u8>) {
+        out.clear();
+        e.process(w, 0, &[9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, e_field], out);
+        let (port, bytes) = out.iter().next().expect("a frame out");
+        (port, bytes.to_vec())
+    };
+    for (ti, e_field) in [(e.table_index("I.lean").unwrap(), 0u8), (e.table_index("I.general").unwrap(), 1u8)] {
+        e.table_set_default(ti, ActionCall { action: action("one"), args: vec![Value::new(9, 5)] }).unwrap();
+        assert_eq!(run(&mut w, &mut out, e_field).0, 5);
+        let wide = Value { width: 128, words: vec![0x1122_3344_5566_7788, 0x99aa_bbcc_ddee_ff00] };
+        e.table_set_default(ti, ActionCall { action: action("three"), args: vec![Value::new(9, 6), wide] }).unwrap();
+        let (port, bytes) = run(&mut w, &mut out, e_field);
+        assert_eq!(port, 6);
+        assert_eq!(&bytes[1..5], &[0x55, 0x66, 0x77, 0x88], "b = the low 32 bits");
+        assert_eq!(&bytes[5..13], &[0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00], "c = the high 64 bits");
+        let args = vec![Value::new(9, 7), Value::new(8, 0xa1), Value::new(32, 0xb2b3_b4b5), Value::new(64, 0xc1c2_c3c4_c5c6_c7c8), Value::new(16, 0xd1d2)];
+        e.table_set_default(ti, ActionCall { action: action("five"), args }).unwrap();
+        let (port, bytes) = run(&mut w, &mut out, e_field);
+        assert_eq!(port, 7);
+        assert_eq!(bytes[..15], [0xa1, 0xb2, 0xb3, 0xb4, 0xb5, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xd1, 0xd2], "table {ti}");
+        assert_eq!(bytes[15], e_field);
+    }
+}
