@@ -116,7 +116,14 @@ fn key_bytes(alg: HashAlg) -> Vec<u8> {
 fn check(p: &mut Pipeline, alg: HashAlg, f: &[u8]) -> Result<(), String> {
     p.out.clear();
     p.engine.process(&mut p.w, 0, f, &mut p.out);
-    let (_, got) = p.out.iter().next().ok_or("the pipeline dropped the frame")?;
+    let Some((_, got)) = p.out.iter().next() else {
+        // the same frame again with its path recorded, to say why
+        p.w.trace = Some(vec![]);
+        p.out.clear();
+        p.engine.process(&mut p.w, 0, f, &mut p.out);
+        let path = p.w.trace.take().unwrap_or_default();
+        return Err(format!("{}: the pipeline dropped the frame ({})", alg.name(), path.join("; ")));
+    };
     // digests shorter than the 64-bit result land in its low bits (the extern right-aligns them)
     let n = if alg == HashAlg::Blake2b { 8 } else { alg.out_len().min(8) };
     let mut raw = [0u8; 8];

@@ -1311,13 +1311,16 @@ impl Engine {
             Builtin::Clone { kind, session, field_list } => {
                 let s = self.eval(w, session) as u32;
                 match kind {
-                    CloneKind::I2E => w.fx.clone_i2e = Some((s, *field_list)),
-                    CloneKind::E2E => w.fx.clone_e2e = Some((s, *field_list)),
+                    CloneKind::I2E => w.fx.clone_i2e(s, *field_list),
+                    CloneKind::E2E => w.fx.clone_e2e(s, *field_list),
                 }
             }
-            Builtin::Resubmit { field_list } => w.fx.resubmit = Some(*field_list),
-            Builtin::Recirculate { field_list } => w.fx.recirculate = Some(*field_list),
-            Builtin::Truncate { length } => w.fx.truncate = Some(self.eval(w, length) as usize),
+            Builtin::Resubmit { field_list } => w.fx.resubmit(*field_list),
+            Builtin::Recirculate { field_list } => w.fx.recirculate(*field_list),
+            Builtin::Truncate { length } => {
+                let n = self.eval(w, length) as usize;
+                w.fx.truncate(n);
+            }
             Builtin::Digest { digest, data } => {
                 let mut vals = Vec::with_capacity(data.len());
                 for e in data {
@@ -1359,7 +1362,7 @@ impl Engine {
             Builtin::Assert { cond } => {
                 if self.eval(w, cond) == 0 {
                     crate::bump(&w.stats.assert_failures);
-                    w.fx.drop = true;
+                    w.fx.drop();
                     return Flow::Exit;
                 }
             }
@@ -1567,7 +1570,7 @@ impl Engine {
         if let Some(t) = w.trace.as_mut() {
             t.push(format!("extern fault: {e}"));
         }
-        w.fx.drop = true;
+        w.fx.drop();
         Flow::Exit
     }
 

@@ -10,6 +10,7 @@
 pub mod bits;
 pub mod chunkvec;
 mod compile;
+mod effects;
 mod exec;
 pub mod hash;
 pub mod meters;
@@ -18,6 +19,7 @@ mod tss;
 pub mod test_externs;
 
 use arc_swap::ArcSwap;
+use effects::Effects;
 use exec::Flow;
 use meters::{MeterCell, MeterRates};
 use p4sec_externs::iface::{BitBuf, ExternObject, ExternType, MethodSig};
@@ -173,16 +175,6 @@ pub struct Engine {
     max_parser_steps: u32,
 }
 
-/// Side effects requested during a pipeline pass.
-#[derive(Default, Clone, Copy, Debug)]
-pub(crate) struct Effects {
-    clone_i2e: Option<(u32, Option<u32>)>,
-    clone_e2e: Option<(u32, Option<u32>)>,
-    resubmit: Option<Option<u32>>,
-    recirculate: Option<Option<u32>>,
-    truncate: Option<usize>,
-    drop: bool,
-}
 
 /// A packet instance waiting to be processed.
 enum Job {
@@ -703,7 +695,9 @@ impl Engine {
         w.pkt_len = bytes.len();
         w.cursor = 0;
         w.perr = 0;
-        w.fx = Effects::default();
+        if w.fx.any() {
+            w.fx = Effects::default();
+        }
         for &h in &self.code.tracked_headers {
             w.hdr_off[h] = NO_OFFSET;
         }
@@ -720,13 +714,15 @@ impl Engine {
             t.push(format!("ingress (port {port}, instance_type {itype})"));
         }
         self.run_block(w, &self.code.ingress);
-        if w.fx.drop {
-            self.drop_packet(w, "dropped in ingress");
-            return;
-        }
-        // 1. ingress-to-egress clone, 3. resubmit (nothing else is sent)
-        if (w.fx.clone_i2e.is_some() || w.fx.resubmit.is_some()) && self.ingress_effects(w, port) {
-            return;
+        if w.fx.any() {
+            if w.fx.dropped() {
+                self.drop_packet(w, "dropped in ingress");
+                return;
+            }
+            // 1. ingress-to-egress clone, 3. resubmit (nothing else is sent)
+            if (w.fx.i2e_clone().is_some() || w.fx.resubmission().is_some()) && self.ingress_effects(w, port) {
+                return;
+            }
         }
         // 4. multicast
         let grp = get(&w.slots, ss.mcast_grp) as u32;
@@ -750,7 +746,7 @@ impl Engine {
     fn ingress_effects(&self, w: &mut Worker, port: u32) -> bool {
         let sm = &self.prog.std_meta;
         let fx = w.fx;
-        if let Some((session, fl)) = fx.clone_i2e {
+        if let Some((session, fl)) = fx.i2e_clone() {
             if let Some(&cport) = self.pre.load().mirror.get(&session) {
                 let keep = self.preserved(w, fl);
                 w.own_payload();
@@ -777,7 +773,7 @@ impl Engine {
                 w.pkt_len = saved.2;
             }
         }
-        if let Some(fl) = fx.resubmit {
+        if let Some(fl) = fx.resubmission() {
             let keep = self.preserved(w, fl);
             w.jobs.push_back(Job::Ingress { bytes: w.pkt.to_vec(), port, itype: 6, preserved: keep });
             return true;
@@ -827,20 +823,23 @@ impl Engine {
         put(&mut w.slots, ss.egress_spec, 0);
         put(&mut w.slots, ss.egress_rid, rid as u64);
         put(&mut w.slots, ss.instance_type, itype as u64);
-        // truncate and recirculate requested in ingress take effect after egress (as in BMv2, where they are
-        // intrinsic metadata carried with the packet)
-        w.fx = Effects { truncate: w.fx.truncate, recirculate: w.fx.recirculate, ..Effects::default() };
+        if w.fx.any() {
+            w.fx = w.fx.for_egress();
+        }
         if let Some(t) = w.trace.as_mut() {
             t.push(format!("egress (port {port}, instance_type {itype})"));
         }
         self.run_block(w, &self.code.egress);
-        if w.fx.drop {
-            self.drop_packet(w, "dropped in egress");
-            return;
-        }
-        let (truncate, recirculate) = (w.fx.truncate, w.fx.recirculate);
-        if let Some((session, fl)) = w.fx.clone_e2e {
-            self.clone_e2e(w, session, fl);
+        let (mut truncate, mut recirculate) = (None, None);
+        if w.fx.any() {
+            if w.fx.dropped() {
+                self.drop_packet(w, "dropped in egress");
+                return;
+            }
+            (truncate, recirculate) = (w.fx.truncation(), w.fx.recirculation());
+            if let Some((session, fl)) = w.fx.e2e_clone() {
+                self.clone_e2e(w, session, fl);
+            }
         }
         if get(&w.slots, ss.egress_spec) == DROP_PORT {
             self.drop_packet(w, "marked to drop in egress");
