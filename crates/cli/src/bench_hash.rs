@@ -47,6 +47,14 @@ fn p4_name(a: HashAlg) -> &'static str {
     }
 }
 
+/// How this binary was built: `scripts/build-release` sets P4SEC_BUILD=pgo for its profile-guided build.
+fn build_kind() -> &'static str {
+    match option_env!("P4SEC_BUILD") {
+        Some("pgo") => "profile-guided (scripts/build-release)",
+        _ => "plain cargo build --release (scripts/build-release makes the profile-guided one)",
+    }
+}
+
 fn line_rate_pps(size: usize) -> f64 {
     // `size` includes the FCS; preamble + start delimiter (8 B) and inter-frame gap (12 B) per frame
     10e9 / ((size + 20) as f64 * 8.0)
@@ -171,6 +179,7 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
         ours.push((name, pcts, mpps));
     }
     println!("p4sec bench-hash: whole-frame hashing in the pipeline (programs/hash_frames.p4), one core, in process");
+    println!("build: {}", build_kind());
     println!();
     println!("Table III: throughput in percent of 10 GbE line rate (capped at 100); frame sizes on the wire, FCS included");
     println!("(the pipeline receives and hashes the frame without its 4-byte FCS: {FCS} bytes fewer)");
@@ -282,6 +291,7 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
     if let Some(path) = json {
         let j = serde_json::json!({
             "benchmark": "hash_frames_table3",
+            "build": build_kind(),
             "sizes": SIZES,
             "bytes_hashed": SIZES.map(|s| s - FCS),
             "p4sec_percent_line_rate": ours.iter().map(|(n, p, m)| serde_json::json!({"algorithm": n, "percent": p, "mpps": m})).collect::<Vec<_>>(),
