@@ -398,31 +398,33 @@ mod tests {
         assert!(ArgLayout::new(8, &[Part::Field { slot: 0, width: 16 }]).is_none());
     }
 
+    /// The argument's own bytes compare equal; any one bit flipped in any byte, or one byte short, does not.
+    fn assert_equals_exactly(l: &ArgLayout, slots: &[u64]) -> Vec<u8> {
+        let mut b = vec![0u8; l.nbytes()];
+        l.read(slots, &mut b);
+        assert!(l.equals(slots, &b));
+        for i in 0..b.len() {
+            for bit in [0x01, 0x40] {
+                let mut c = b.clone();
+                c[i] ^= bit;
+                assert!(!l.equals(slots, &c), "byte {i} bit {bit:#x}");
+            }
+        }
+        assert!(!l.equals(slots, &b[1..]));
+        b
+    }
+
     #[test]
     fn equals_compares_field_by_field() {
         let parts = [Part::Field { slot: 0, width: 48 }, Part::Field { slot: 1, width: 48 }, Part::Field { slot: 2, width: 16 }, Part::Field { slot: 3, width: 128 }];
         let l = ArgLayout::new(240, &parts).unwrap();
         let slots = vec![0x0102_0304_0506, 0x0708_090a_0b0c, 0x0d0e, 0x1f1e_1d1c_1b1a_1918, 0x1716_1514_1312_1110];
-        let mut b = vec![0u8; 30];
-        l.read(&slots, &mut b);
-        assert!(l.equals(&slots, &b));
-        for i in 0..30 {
-            let mut c = b.clone();
-            c[i] ^= 0x40;
-            assert!(!l.equals(&slots, &c), "byte {i}");
-        }
-        assert!(!l.equals(&slots, &b[1..]));
+        assert!(l.windows.is_none(), "a 128-bit field is compared word by word");
+        assert_equals_exactly(&l, &slots);
         // fields of at most 8 whole bytes only (an Ethernet header): compared through their windows
         let eth = ArgLayout::new(112, &parts[..3]).unwrap();
         assert!(eth.windows.is_some());
-        let mut e = vec![0u8; 14];
-        eth.read(&slots, &mut e);
-        assert!(eth.equals(&slots, &e));
-        for i in 0..14 {
-            let mut c = e.clone();
-            c[i] ^= 0x01;
-            assert!(!eth.equals(&slots, &c), "Ethernet byte {i}");
-        }
+        let e = assert_equals_exactly(&eth, &slots);
         assert!(!eth.equals(&slots[..2], &e), "too few slots");
         // with a constant and pad bits: the whole string is compared
         let k = ArgLayout::new(12, &[Part::Const { value: 5, width: 4 }, Part::Field { slot: 0, width: 8 }]).unwrap();
