@@ -346,7 +346,7 @@ fn mask(w: u32) -> u64 {
     crate::bits::mask64(w)
 }
 
-/// Can evaluating `e` fail (set a parser error)? Only `lookahead` can.
+/// Can writing to `l` fail? Only through a header-stack index that can.
 fn lvalue_may_fail(l: &LValue) -> bool {
     match l {
         LValue::Dynamic { index, .. } => may_fail(index),
@@ -354,6 +354,7 @@ fn lvalue_may_fail(l: &LValue) -> bool {
     }
 }
 
+/// Can evaluating `e` fail (set a parser error)? Only `lookahead` can.
 fn may_fail(e: &Expr) -> bool {
     match e {
         Expr::Lookahead { .. } => true,

@@ -354,8 +354,6 @@ impl Worker {
     }
 }
 
-/// The arguments of `call` as (slot, word) writes into its action's parameters, each parameter's top word
-/// masked to its width (missing words are zero).
 /// The slot words a call of its default action writes (`TableData::default_writes`): only slots of the program,
 /// which `Engine::process` checks the worker has, so they are written unchecked. Padded to a multiple of four
 /// with writes of zero into the worker's sink slot (the one after the program's), so that they are written

@@ -448,7 +448,6 @@ impl BoundHash {
             }
         }
     }
-
 }
 
 /// A SipHash-2-4 call site over a data argument and the whole payload, with a key that is one `bit<128>` field
