@@ -96,6 +96,16 @@ fn stmt_may_fail(s: &Stmt) -> bool {
     }
 }
 
+/// A parser state's transition as the parser's hot loop takes it.
+pub(crate) enum LeanNext {
+    Goto(Next),
+    /// A select on one narrow key (that cannot fail) with exact, masked or default cases: the key and
+    /// (mask, value, next state) per case.
+    SelectOne(XF, Vec<(u64, u64, Next)>),
+    /// Anything else: the general loop takes it.
+    General,
+}
+
 /// Everything the pipeline runs, compiled.
 pub(crate) struct Code {
     pub states: Vec<CBlock>,
@@ -104,9 +114,8 @@ pub(crate) struct Code {
     /// Per parser state: the select cases as (mask, value) per key when they are all exact, masked or
     /// default (ranges and value sets take the interpreter's path).
     pub select_cases: Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>>,
-    /// Per parser state: a select on one narrow key (that cannot fail) with exact, masked or default cases:
-    /// the key and (mask, value, next state) per case.
-    pub select_one: Vec<Option<(XF, Vec<(u64, u64, Next)>)>>,
+    /// Per parser state: its transition when the parser's hot loop takes it itself.
+    pub lean_next: Vec<LeanNext>,
     pub verify: CBlock,
     /// Headers whose extraction offset `verify` reads (reset at the start of every ingress pass).
     pub tracked_headers: Vec<usize>,
@@ -165,13 +174,14 @@ pub(crate) fn compile(cx: &Cx) -> Code {
             _ => None,
         })
         .collect();
-    let select_one = p
+    let lean_next = p
         .parser
         .states
         .iter()
         .zip(&select_cases)
         .map(|(st, cs): (&ParserState, &Option<Vec<(Vec<(u64, u64)>, Next)>>)| match (&st.transition, cs) {
-            (Transition::Select { keys, .. }, Some(cs)) if keys.len() == 1 && keys[0].width() <= 64 && !may_fail(&keys[0]) => Some((
+            (Transition::Goto(n), _) => LeanNext::Goto(n.clone()),
+            (Transition::Select { keys, .. }, Some(cs)) if keys.len() == 1 && keys[0].width() <= 64 && !may_fail(&keys[0]) => LeanNext::SelectOne(
                 expr(&keys[0]),
                 cs.iter()
                     .map(|(ms, n)| {
@@ -179,8 +189,8 @@ pub(crate) fn compile(cx: &Cx) -> Code {
                         (m, v, n.clone())
                     })
                     .collect(),
-            )),
-            _ => None,
+            ),
+            _ => LeanNext::General,
         })
         .collect();
     // verify_checksum over a whole header that nothing but `extract` wrote: summed from the packet bytes
@@ -227,7 +237,7 @@ pub(crate) fn compile(cx: &Cx) -> Code {
     );
     Code {
         tracked_headers,
-        select_one,
+        lean_next,
         select_cases,
         states: p.parser.states.iter().map(|s| block(cx, &s.body)).collect(),
         select_keys,

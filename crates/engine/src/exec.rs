@@ -2,6 +2,7 @@
 //! header extraction and emission, tables, v1model built-ins and registered extern calls.
 
 use crate::bits::{self, Wide};
+use crate::compile::LeanNext;
 use crate::hash;
 use crate::{Engine, Worker};
 use p4sec_externs::iface::{BitBuf, BoundArg, BoundCall, Dir, ExternError, Payload};
@@ -1577,29 +1578,88 @@ impl Engine {
     // ------------------------------------------------------------ parser
 
     /// Run the parser over `w.pkt`; on return the unparsed bytes start at `w.payload_at`.
+    #[inline(always)]
     pub(crate) fn run_parser(&self, w: &mut Worker) {
-        let p = &self.prog.parser;
-        let mut state = p.start as usize;
+        let start = self.prog.parser.start as usize;
+        let err = if w.trace.is_none() { self.parse_lean(w, start) } else { self.parse_general(w, start, 0, false) };
+        if err != 0 && err != u32::MAX {
+            self.parser_error(w, err);
+        }
+        // the payload stays where it is in `pkt` until something needs it apart (`Worker::own_payload`)
+        w.payload_at = w.cursor.div_ceil(8).min(w.pkt.len());
+    }
+
+    /// The parser's hot loop: states whose transition is a `Goto` or a select on one narrow key
+    /// (`LeanNext`). At any other transition it hands over to [`Engine::parse_general`]. Returns the
+    /// error (0: accepted, `u32::MAX`: rejected without an error).
+    #[inline(always)]
+    fn parse_lean(&self, w: &mut Worker, mut state: usize) -> u32 {
         let mut steps = 0u32;
-        let err = loop {
+        loop {
             steps += 1;
             if steps > self.max_parser_steps {
-                break self.err_timeout;
+                return self.err_timeout;
             }
-            let Some(st) = p.states.get(state) else { break self.err_no_match };
-            if let Some(t) = w.trace.as_mut() {
-                t.push(format!("parser state {}", st.name));
-            }
-            match self.code.states[state].run(self, w) {
+            let Some(block) = self.code.states.get(state) else { return self.err_no_match };
+            match block.run(self, w) {
                 Flow::Next | Flow::Break(_) => {}
-                Flow::Reject(e) => break e,
-                Flow::Exit => break 0,
+                Flow::Reject(e) => return e,
+                Flow::Exit => return 0,
+            }
+            let next = match self.code.lean_next.get(state) {
+                Some(LeanNext::Goto(n)) => n,
+                Some(LeanNext::SelectOne(k, cases)) => {
+                    let v = k(self, w);
+                    match cases.iter().find(|(m, x, _)| v & m == *x) {
+                        Some((_, _, n)) => n,
+                        None => return self.err_no_match,
+                    }
+                }
+                _ => return self.parse_general(w, state, steps, true),
+            };
+            match next {
+                Next::Accept => return 0,
+                Next::Reject => return u32::MAX,
+                Next::State(s) => state = *s as usize,
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn parser_error(&self, w: &mut Worker, err: u32) {
+        self.store(w, self.prog.std_meta.parser_error, err as u64);
+        if let Some(t) = w.trace.as_mut() {
+            t.push(format!("parser error {}", self.prog.errors.get(err as usize).map(|s| s.as_str()).unwrap_or("?")));
+        }
+    }
+
+    /// The parser from `state` (after `steps` steps) with every kind of transition, and traced; with `ran`, the
+    /// state's statements have run already and its transition is next.
+    #[inline(never)]
+    fn parse_general(&self, w: &mut Worker, mut state: usize, mut steps: u32, mut ran: bool) -> u32 {
+        let p = &self.prog.parser;
+        loop {
+            let Some(st) = p.states.get(state) else { break self.err_no_match };
+            if !std::mem::take(&mut ran) {
+                steps += 1;
+                if steps > self.max_parser_steps {
+                    break self.err_timeout;
+                }
+                if let Some(t) = w.trace.as_mut() {
+                    t.push(format!("parser state {}", st.name));
+                }
+                match self.code.states[state].run(self, w) {
+                    Flow::Next | Flow::Break(_) => {}
+                    Flow::Reject(e) => break e,
+                    Flow::Exit => break 0,
+                }
             }
             let next = match &st.transition {
                 Transition::Goto(n) => n,
                 // one narrow key against exact or masked values: the key once, then (mask, value) pairs
-                Transition::Select { .. } if self.code.select_one[state].is_some() => {
-                    let Some((k, cases)) = &self.code.select_one[state] else { unreachable!() };
+                Transition::Select { .. } if matches!(self.code.lean_next.get(state), Some(LeanNext::SelectOne(..))) => {
+                    let Some(LeanNext::SelectOne(k, cases)) = self.code.lean_next.get(state) else { unreachable!() };
                     let v = k(self, w);
                     match cases.iter().find(|(m, x, _)| v & m == *x) {
                         Some((_, _, n)) => n,
@@ -1701,15 +1761,7 @@ impl Engine {
                 Next::Reject => break u32::MAX,
                 Next::State(s) => state = *s as usize,
             }
-        };
-        if err != 0 && err != u32::MAX {
-            self.store(w, self.prog.std_meta.parser_error, err as u64);
-            if let Some(t) = w.trace.as_mut() {
-                t.push(format!("parser error {}", self.prog.errors.get(err as usize).map(|s| s.as_str()).unwrap_or("?")));
-            }
         }
-        // the payload stays where it is in `pkt` until something needs it apart (`Worker::own_payload`)
-        w.payload_at = w.cursor.div_ceil(8).min(w.pkt.len());
     }
 
     fn key_match(&self, v: &Wide, m: &KeyMatch) -> bool {
