@@ -1141,7 +1141,8 @@ impl Engine {
             Some(d) => d,
             None => self.tables[ti].data.load_full(),
         };
-        let found = data.lookup(&self.prog.tables[ti], std::slice::from_ref(&k));
+        // an empty table misses without a lookup
+        let found = if data.entries.is_empty() { None } else { data.lookup(&self.prog.tables[ti], std::slice::from_ref(&k)) };
         let hot = found.map(|i| *data.hot(i));
         if hot.is_some_and(|h| h.nargs == crate::tables::Hot::NOT_INLINE || h.selects) {
             if let Some(slot) = w.tables.get_mut(ti) {
