@@ -615,6 +615,7 @@ fn extract_static(h: u32) -> SF {
                 }
             }
         }
+        std::hint::cold_path();
         e.extract(w, &hr, None)
     })
 }
@@ -720,6 +721,7 @@ fn emit_static(h: u32) -> SF {
                 }
             }
             _ => {
+                std::hint::cold_path();
                 if w.csum_pending != 0 {
                     settle_checksums(e, w);
                 }

@@ -1135,6 +1135,7 @@ impl Engine {
     #[inline(always)]
     pub(crate) fn apply_one_key(&self, w: &mut Worker, ti: usize, k: u64, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
         if w.trace.is_some() || self.entry_state[ti] {
+            std::hint::cold_path();
             return self.apply_table(w, ti, hit, action_run);
         }
         let data = match w.tables.get_mut(ti).and_then(Option::take) {
@@ -1584,6 +1585,7 @@ impl Engine {
         let start = self.prog.parser.start as usize;
         let err = if w.trace.is_none() { self.parse_lean(w, start) } else { self.parse_general(w, start, 0, false) };
         if err != 0 && err != u32::MAX {
+            std::hint::cold_path();
             self.parser_error(w, err);
         }
         // the payload stays where it is in `pkt` until something needs it apart (`Worker::own_payload`)
@@ -1616,7 +1618,10 @@ impl Engine {
                         None => return self.err_no_match,
                     }
                 }
-                _ => return self.parse_general(w, state, steps, true),
+                _ => {
+                    std::hint::cold_path();
+                    return self.parse_general(w, state, steps, true);
+                }
             };
             match next {
                 Next::Accept => return 0,

@@ -623,14 +623,28 @@ impl Engine {
         // the standard metadata slots (`StdSlots`) are read and written unchecked below this point
         assert_eq!(w.slots.len(), self.prog.slots as usize + 1, "a worker of another engine");
         if self.tables_version.load(Ordering::Acquire) != w.tables_version {
+            std::hint::cold_path();
             self.refresh_tables(w);
         }
         bump(&w.stats.packets_in);
         if !w.jobs.is_empty() {
+            std::hint::cold_path();
             w.jobs.clear();
         }
-        let mut passes = 0u32;
         self.ingress_pass(w, frame, in_port, 0, &[], out);
+        if !w.jobs.is_empty() {
+            std::hint::cold_path();
+            self.run_jobs(w, out);
+        }
+        // `frame` ends here
+        w.pkt.reset();
+    }
+
+    /// The copies, resubmissions and recirculations a frame caused, in order.
+    #[cold]
+    #[inline(never)]
+    fn run_jobs(&self, w: &mut Worker, out: &mut Outputs) {
+        let mut passes = 0u32;
         while let Some(job) = w.jobs.pop_front() {
             passes += 1;
             if passes > MAX_PASSES {
@@ -654,8 +668,6 @@ impl Engine {
                 }
             }
         }
-        // `frame` ends here
-        w.pkt.reset();
     }
 
     fn set(&self, w: &mut Worker, l: Loc, v: u64) {
@@ -709,6 +721,7 @@ impl Engine {
         self.run_parser(w);
         self.run_block(w, &self.code.verify);
         if let Some(t) = w.trace.as_mut() {
+            std::hint::cold_path();
             t.push(format!("ingress (port {port}, instance_type {itype})"));
         }
         self.run_block(w, &self.code.ingress);
@@ -807,9 +820,12 @@ impl Engine {
         w.perr = 0;
     }
 
+    #[cold]
+    #[inline(never)]
     fn drop_packet(&self, w: &mut Worker, why: &str) {
         bump(&w.stats.dropped);
         if let Some(t) = w.trace.as_mut() {
+            std::hint::cold_path();
             t.push(format!("drop: {why}"));
         }
     }
@@ -825,6 +841,7 @@ impl Engine {
             w.fx = w.fx.for_egress();
         }
         if let Some(t) = w.trace.as_mut() {
+            std::hint::cold_path();
             t.push(format!("egress (port {port}, instance_type {itype})"));
         }
         self.run_block(w, &self.code.egress);
@@ -867,6 +884,7 @@ impl Engine {
         std::mem::swap(&mut w.out, &mut out.data);
         bump(&w.stats.packets_out);
         if let Some(t) = w.trace.as_mut() {
+            std::hint::cold_path();
             t.push(format!("emit {} bytes on port {port}", out.data.len() - start));
         }
         out.frames.push((port, start..out.data.len()));
