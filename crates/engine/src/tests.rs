@@ -661,3 +661,68 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
         assert_eq!(bytes[15], e_field);
     }
 }
+
+/// `t.apply();` as a statement records neither hit nor action run; an apply whose result is read records it,
+/// and the empty table's miss and an installed entry's hit both come out right.
+#[test]
+fn apply_records_hit_and_action_run_only_where_they_are_read() {
+    let src = r#"#include <v1model.p4>
+header h_t { bit<8> k; bit<8> hit; bit<8> run; }
+struct hs { h_t h; }
+struct m { }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) { state start { p.extract(hdr.h); transition accept; } }
+control C(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
+    action a() { sm.egress_spec = 1; }
+    action b() { sm.egress_spec = 2; }
+    table plain { key = { hdr.h.k : exact; } actions = { a; b; } default_action = a(); }
+    table tested { key = { hdr.h.k : exact; } actions = { a; b; } default_action = a(); }
+    table switched { key = { hdr.h.k : exact; } actions = { a; b; } default_action = a(); }
+    apply {
+        plain.apply();
+        if (tested.apply().hit) { hdr.h.hit = 1; } else { hdr.h.hit = 2; }
+        switch (switched.apply().action_run) { a: { hdr.h.run = 10; } b: { hdr.h.run = 20; } }
+    }
+}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.h); } }
+V1Switch(P(), C(), I(), E(), C(), D()) main;
+"#;
+    let e = engine(src);
+    fn applies(body: &[Stmt], out: &mut Vec<(u32, bool, bool)>) {
+        for s in body {
+            match s {
+                Stmt::ApplyTable { table, hit, action_run } => out.push((*table, hit.is_some(), action_run.is_some())),
+                Stmt::Block { body, .. } => applies(body, out),
+                Stmt::If { then, else_, .. } => {
+                    applies(then, out);
+                    applies(else_, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut found = vec![];
+    applies(&e.prog.ingress.body, &mut found);
+    let t = |n: &str| e.table_index(n).unwrap() as u32;
+    assert!(found.contains(&(t("I.plain"), false, false)), "{found:?}");
+    assert!(found.iter().any(|&(ti, hit, _)| ti == t("I.tested") && hit), "{found:?}");
+    assert!(found.iter().any(|&(ti, _, run)| ti == t("I.switched") && run), "{found:?}");
+
+    let mut w = Worker::new(&e);
+    let mut out = Outputs::default();
+    let mut run = |k: u8| -> Vec<u8> {
+        out.clear();
+        e.process(&mut w, 0, &[k, 0, 0], &mut out);
+        out.iter().next().expect("a frame out").1.to_vec()
+    };
+    // all three tables empty: misses, the default action a
+    assert_eq!(run(7), [7, 2, 10]);
+    let b = e.prog.actions.iter().position(|a| a.name == "I.b").unwrap() as u32;
+    for n in ["I.plain", "I.tested", "I.switched"] {
+        let entry = TableEntry { matches: vec![FieldMatch::Exact(Value::new(8, 7))], action: ActionCall { action: b, args: vec![] }, priority: 0 };
+        e.table_insert(e.table_index(n).unwrap(), entry).unwrap();
+    }
+    assert_eq!(run(7), [7, 1, 20]);
+    assert_eq!(run(8), [8, 2, 10]);
+}

@@ -86,7 +86,16 @@ impl<'t> Lowerer<'t> {
                 let ExprKind::Call { callee, type_args, args } = &e.kind else {
                     return err(span, "expected a call");
                 };
-                self.call(scope, callee, type_args, args, None, e.span)?;
+                let v = self.call(scope, callee, type_args, args, None, e.span)?;
+                if let Val::TableResult(_, hit, run) = v {
+                    // `t.apply();` as a statement: nothing reads whether it hit or which action ran, so the
+                    // apply does not record them
+                    if let Some(ir::Stmt::ApplyTable { hit: h @ Some(_), action_run: r @ Some(_), .. }) = self.out.last_mut().and_then(|b| b.last_mut()) {
+                        if *h == Some(hit) && *r == Some(run) {
+                            (*h, *r) = (None, None);
+                        }
+                    }
+                }
                 Ok(())
             }
             StmtKind::If(c, then, else_) => {
