@@ -466,11 +466,13 @@ impl BoundCall for BoundSipFrame {
     fn call(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError> {
         let data = &self.general.data;
         if let Some((before, msg)) = payload.with_bytes_before(data.nbytes()) {
-            if data.equals(slots, before) {
-                // the key's bytes are its high word then its low word, big-endian; SipHash reads k0, k1
-                // little-endian
-                if let (Some(&lo), Some(&hi)) = (slots.get(self.ks), slots.get(self.ks + 1)) {
-                    let h = hash::siphash24(hi.swap_bytes(), lo.swap_bytes(), msg);
+            // the key's bytes are its high word then its low word, big-endian; SipHash reads k0, k1
+            // little-endian
+            if let (Some(&lo), Some(&hi)) = (slots.get(self.ks), slots.get(self.ks + 1)) {
+                let h = hash::siphash24(hi.swap_bytes(), lo.swap_bytes(), msg);
+                // the hash first, the check that the frame's bytes are the data argument after it: the
+                // check's loads and compares then run beside the hash's chain of rounds instead of before it
+                if data.equals(slots, before) {
                     // the digest is h little-endian; the result is its first bytes as a number
                     if let Some(r) = slots.get_mut(self.rs) {
                         *r = h.swap_bytes() >> self.shift;
