@@ -6,6 +6,26 @@ fn engine(src: &str) -> Engine {
     Engine::new(Arc::new(prog), &test_externs::registry()).unwrap()
 }
 
+/// A v1model program with one header `h` of `fields`, extracted and emitted, no metadata, and `ingress` as the
+/// body of control `I` (its actions, tables and `apply` block).
+fn one_header_program(fields: &str, ingress: &str) -> String {
+    format!(
+        r#"#include <v1model.p4>
+header h_t {{ {fields} }}
+struct hs {{ h_t h; }}
+struct m {{ }}
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) {{ state start {{ p.extract(hdr.h); transition accept; }} }}
+control V(inout hs hdr, inout m meta) {{ apply {{ }} }}
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {{
+{ingress}
+}}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) {{ apply {{ }} }}
+control D(packet_out p, in hs hdr) {{ apply {{ p.emit(hdr.h); }} }}
+V1Switch(P(), V(), I(), E(), V(), D()) main;
+"#
+    )
+}
+
 const ROUTER: &str = include_str!("../../../programs/ipv4_router.p4");
 
 fn ipv4_packet(dst: [u8; 4], ttl: u8) -> Vec<u8> {
@@ -155,24 +175,15 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 /// new entry with the other table's old one, while a writer keeps changing both.
 #[test]
 fn atomic_updates_of_two_tables_are_seen_together() {
-    let src = r#"#include <v1model.p4>
-header h_t { bit<8> k; bit<32> b; bit<32> c; }
-struct hs { h_t h; }
-struct m { }
-parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) { state start { p.extract(hdr.h); transition accept; } }
-control V(inout hs hdr, inout m meta) { apply { } }
-control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
-    action set_b(bit<32> v) { hdr.h.b = v; }
+    let src = one_header_program(
+        "bit<8> k; bit<32> b; bit<32> c;",
+        "    action set_b(bit<32> v) { hdr.h.b = v; }
     action set_c(bit<32> v) { hdr.h.c = v; }
     table tb { key = { hdr.h.k : exact; } actions = { set_b; NoAction; } default_action = NoAction(); }
     table tc { key = { hdr.h.k : exact; } actions = { set_c; NoAction; } default_action = NoAction(); }
-    apply { tb.apply(); tc.apply(); sm.egress_spec = 1; }
-}
-control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
-control D(packet_out p, in hs hdr) { apply { p.emit(hdr.h); } }
-V1Switch(P(), V(), I(), E(), V(), D()) main;
-"#;
-    let e = Arc::new(engine(src));
+    apply { tb.apply(); tc.apply(); sm.egress_spec = 1; }",
+    );
+    let e = Arc::new(engine(&src));
     let (tb, tc) = (e.table_index("I.tb").unwrap(), e.table_index("I.tc").unwrap());
     let act = |n: &str| e.prog.actions.iter().position(|a| a.name == n).unwrap() as u32;
     let (sb, sc) = (act("I.set_b"), act("I.set_c"));
@@ -666,14 +677,9 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
 /// and the empty table's miss and an installed entry's hit both come out right.
 #[test]
 fn apply_records_hit_and_action_run_only_where_they_are_read() {
-    let src = r#"#include <v1model.p4>
-header h_t { bit<8> k; bit<8> hit; bit<8> run; }
-struct hs { h_t h; }
-struct m { }
-parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) { state start { p.extract(hdr.h); transition accept; } }
-control C(inout hs hdr, inout m meta) { apply { } }
-control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
-    action a() { sm.egress_spec = 1; }
+    let src = one_header_program(
+        "bit<8> k; bit<8> hit; bit<8> run;",
+        "    action a() { sm.egress_spec = 1; }
     action b() { sm.egress_spec = 2; }
     table plain { key = { hdr.h.k : exact; } actions = { a; b; } default_action = a(); }
     table tested { key = { hdr.h.k : exact; } actions = { a; b; } default_action = a(); }
@@ -682,13 +688,9 @@ control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
         plain.apply();
         if (tested.apply().hit) { hdr.h.hit = 1; } else { hdr.h.hit = 2; }
         switch (switched.apply().action_run) { a: { hdr.h.run = 10; } b: { hdr.h.run = 20; } }
-    }
-}
-control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
-control D(packet_out p, in hs hdr) { apply { p.emit(hdr.h); } }
-V1Switch(P(), C(), I(), E(), C(), D()) main;
-"#;
-    let e = engine(src);
+    }",
+    );
+    let e = engine(&src);
     fn applies(body: &[Stmt], out: &mut Vec<(u32, bool, bool)>) {
         for s in body {
             match s {
