@@ -277,12 +277,14 @@ pub fn compute2(alg: HashAlg, key: &[u8], head: &[u8], tail: &[u8], out: &mut [u
 
 /// Run `f` with the HMAC key for (`alg`, `key`). Preparing an HMAC key hashes the padded key twice (the
 /// inner and outer states): as much as the MAC of a short message. Keys change rarely (they are table or
-/// register contents), so each thread keeps its last few prepared keys.
+/// register contents), so each thread keeps its last few prepared keys. The copies of the raw keys it keeps
+/// for comparison are wiped when they leave the cache (`Zeroizing`).
 fn with_hmac_key<R>(alg: HashAlg, key: &[u8], f: impl FnOnce(&ring::hmac::Key) -> R) -> R {
     use std::cell::RefCell;
+    use zeroize::Zeroizing;
     const KEEP: usize = 4;
     thread_local! {
-        static KEYS: RefCell<Vec<(HashAlg, Vec<u8>, ring::hmac::Key)>> = const { RefCell::new(Vec::new()) };
+        static KEYS: RefCell<Vec<(HashAlg, Zeroizing<Vec<u8>>, ring::hmac::Key)>> = const { RefCell::new(Vec::new()) };
     }
     KEYS.with(|keys| {
         let mut keys = keys.borrow_mut();
@@ -293,7 +295,7 @@ fn with_hmac_key<R>(alg: HashAlg, key: &[u8], f: impl FnOnce(&ring::hmac::Key) -
                 if keys.len() == KEEP {
                     keys.remove(0);
                 }
-                keys.push((alg, key.to_vec(), ring::hmac::Key::new(a, key)));
+                keys.push((alg, Zeroizing::new(key.to_vec()), ring::hmac::Key::new(a, key)));
                 keys.len() - 1
             }
         };
