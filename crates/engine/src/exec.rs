@@ -1130,8 +1130,8 @@ impl Engine {
     }
 
     /// [`Engine::apply_table`] for a table with one key of at most 64 bits and no action selector, its key
-    /// `k` computed by the call site: a miss and a hit with inline arguments on a table without per-entry
-    /// state are handled here; anything else (and a traced packet) takes the general path.
+    /// `k` computed by the call site: a miss and a hit (arguments inline or not) on a table without per-entry
+    /// state are handled here; anything else (an action profile group, a traced packet) takes the general path.
     #[inline(always)]
     pub(crate) fn apply_one_key(&self, w: &mut Worker, ti: usize, k: u64, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
         if w.trace.is_some() || self.entry_state[ti] {
@@ -1145,7 +1145,8 @@ impl Engine {
         // an empty table misses without a lookup
         let found = if data.entries.is_empty() { None } else { data.lookup(&self.prog.tables[ti], std::slice::from_ref(&k)) };
         let hot = found.map(|i| *data.hot(i));
-        if hot.is_some_and(|h| h.nargs == crate::tables::Hot::NOT_INLINE || h.selects) {
+        if hot.is_some_and(|h| h.selects) {
+            std::hint::cold_path();
             if let Some(slot) = w.tables.get_mut(ti) {
                 *slot = Some(data);
             }
@@ -1155,13 +1156,26 @@ impl Engine {
             crate::bump(if found.is_some() { h } else { m });
         }
         w.cur_meter = None;
-        let a = match &hot {
-            Some(h) => {
+        let a = match (&hot, found) {
+            (Some(h), _) if h.nargs != crate::tables::Hot::NOT_INLINE => {
                 let a = h.action as usize;
                 self.inline_args(w, a, h);
                 a
             }
-            None => self.default_args(w, &data) as usize,
+            (Some(_), Some(i)) => {
+                // arguments not inline (wide ones, or more than fit): their words straight into the
+                // parameter slots, the top word masked to the width
+                let c = &data.entries[i].entry.action;
+                let a = c.action as usize;
+                let slots = &mut w.slots[..];
+                for &(s, m, p, k) in &self.param_words[a] {
+                    if let Some(v) = c.args.get(p as usize) {
+                        slots[s as usize] = v.words.get(k as usize).copied().unwrap_or(0) & m;
+                    }
+                }
+                a
+            }
+            _ => self.default_args(w, &data) as usize,
         };
         self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
     }

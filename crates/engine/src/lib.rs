@@ -142,6 +142,9 @@ pub struct Engine {
     /// Per action: the slot and width mask of each parameter when all are 1 to 64 bits wide (inline
     /// arguments go straight into them).
     pub(crate) param_slots: Vec<Option<Vec<(usize, u64)>>>,
+    /// Per action: each word of each parameter, (slot, mask, parameter, word), low words first and the top
+    /// word masked to the width (arguments that are not inline go word by word into them).
+    pub(crate) param_words: Vec<Vec<(u32, u64, u32, u32)>>,
     registers: Vec<RegisterRt>,
     counters: Vec<Vec<(AtomicU64, AtomicU64)>>,
     meters: Vec<Vec<MeterCell>>,
@@ -531,7 +534,23 @@ impl Engine {
             .iter()
             .map(|a| a.params.iter().all(|p| p.loc.width > 0 && p.loc.width <= 64).then(|| a.params.iter().map(|p| (p.loc.slot as usize, bits::mask64(p.loc.width))).collect()))
             .collect();
+        let param_words = prog
+            .actions
+            .iter()
+            .map(|a| {
+                let mut v = vec![];
+                for (pi, prm) in a.params.iter().enumerate() {
+                    let n = words_for(prm.loc.width);
+                    for k in 0..n {
+                        let m = if k + 1 == n { bits::mask64(prm.loc.width - 64 * k) } else { u64::MAX };
+                        v.push((prm.loc.slot + k, m, pi as u32, k));
+                    }
+                }
+                v
+            })
+            .collect();
         Ok(Engine {
+            param_words,
             hplans,
             std_slots: StdSlots::new(&prog),
             code,

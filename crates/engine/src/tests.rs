@@ -626,7 +626,7 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 /// general apply alike: one, three and five parameter words (the published writes come in fours), a 128-bit
 /// parameter, and a default changed at run time.
 #[test]
-fn a_miss_runs_the_default_action_with_its_arguments() {
+fn actions_get_their_arguments_on_a_miss_and_on_a_hit() {
     let src = r#"#include <v1model.p4>
 header h_t { bit<8> a; bit<32> b; bit<64> c; bit<16> d; bit<8> e; }
 struct hs { h_t h; }
@@ -670,6 +670,24 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
         assert_eq!(port, 7);
         assert_eq!(bytes[..15], [0xa1, 0xb2, 0xb3, 0xb4, 0xb5, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xd1, 0xd2], "table {ti}");
         assert_eq!(bytes[15], e_field);
+    }
+    // hits: an entry's arguments, inline (`one`) or not (`three`'s 128-bit one, `five`'s five), through the
+    // lean one-key apply (`lean`) and the general one (`general`, two keys); the default action stays `five`
+    for (ti, e_field) in [(e.table_index("I.lean").unwrap(), 0u8), (e.table_index("I.general").unwrap(), 1u8)] {
+        let matches = if e_field == 0 { vec![FieldMatch::Exact(Value::new(8, 0))] } else { vec![FieldMatch::Exact(Value::new(8, 1)), FieldMatch::Exact(Value::new(8, 9))] };
+        let entry = |a: &str, args: Vec<Value>| TableEntry { matches: matches.clone(), action: ActionCall { action: action(a), args }, priority: 0 };
+        e.table_insert(ti, entry("one", vec![Value::new(9, 11)])).unwrap();
+        assert_eq!(run(&mut w, &mut out, e_field).0, 11);
+        let wide = Value { width: 128, words: vec![0x0102_0304_0506_0708, 0x1112_1314_1516_1718] };
+        e.table_modify(ti, entry("three", vec![Value::new(9, 12), wide])).unwrap();
+        let (port, bytes) = run(&mut w, &mut out, e_field);
+        assert_eq!(port, 12);
+        assert_eq!(&bytes[1..13], &[0x05, 0x06, 0x07, 0x08, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18], "table {ti}");
+        let args = vec![Value::new(9, 13), Value::new(8, 0xe1), Value::new(32, 0xe2e3_e4e5), Value::new(64, 0xf1f2_f3f4_f5f6_f7f8), Value::new(16, 0xe9ea)];
+        e.table_modify(ti, entry("five", args)).unwrap();
+        let (port, bytes) = run(&mut w, &mut out, e_field);
+        assert_eq!(port, 13);
+        assert_eq!(bytes[..15], [0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8, 0xe9, 0xea], "table {ti}");
     }
 }
 
