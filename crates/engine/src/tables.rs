@@ -1,4 +1,5 @@
-//! Match-action tables built for lookup speed: exact tables are hash maps on the packed key, single-key LPM
+//! Match-action tables built for lookup speed: exact tables are hash maps on the packed key (an array for one
+//! key of at most 10 bits), single-key LPM
 //! tables are hash maps per prefix length probed longest first, everything else (ternary, range, optional,
 //! mixed keys) is a priority-ordered list. A table's contents are immutable once published; writers build a
 //! new version and swap it in (RCU), so lookups never take a lock.
@@ -20,9 +21,16 @@ fn hkey(words: &[u64]) -> HKey {
     k
 }
 
-/// A hash index from packed keys to entry indices; one-word keys (most tables) are stored compactly.
+/// Exact tables with one key of at most this many bits (an ingress port has 9) are indexed directly.
+const DIRECT_BITS: u32 = 10;
+
+/// A hash index from packed keys to entry indices; one-word keys (most tables) are stored compactly, and a
+/// narrow enough one indexes an array.
 #[derive(Clone, Debug)]
 enum KeyMap {
+    /// One key of at most [`DIRECT_BITS`] bits: per key value, the entry index + 1 (0: none), and the number
+    /// of keys present.
+    Direct(Box<[u32]>, usize),
     /// One key of at most 32 bits: 8-byte buckets, so more of a large table stays in cache.
     Narrow(FxHashMap<u32, u32>),
     One(FxHashMap<u64, u32>),
@@ -30,33 +38,61 @@ enum KeyMap {
 }
 
 impl KeyMap {
-    fn new(words: usize, narrow: bool) -> Self {
-        if narrow {
-            KeyMap::Narrow(FxHashMap::default())
-        } else if words <= 1 {
-            KeyMap::One(FxHashMap::default())
-        } else {
-            KeyMap::Wide(FxHashMap::default())
+    /// `direct`: the width of the table's one key when it may be indexed directly.
+    fn new(words: usize, narrow: bool, direct: Option<u32>) -> Self {
+        match direct {
+            Some(w) if w <= DIRECT_BITS => KeyMap::Direct(vec![0; 1 << w].into_boxed_slice(), 0),
+            _ if narrow => KeyMap::Narrow(FxHashMap::default()),
+            _ if words <= 1 => KeyMap::One(FxHashMap::default()),
+            _ => KeyMap::Wide(FxHashMap::default()),
         }
     }
     #[inline]
     fn get(&self, k: &[u64]) -> Option<usize> {
         match self {
+            KeyMap::Direct(a, _) => Self::direct_get(a, k.first().copied().unwrap_or(0)),
             KeyMap::Narrow(m) => m.get(&(k.first().copied().unwrap_or(0) as u32)).map(|i| *i as usize),
             KeyMap::One(m) => m.get(&k.first().copied().unwrap_or(0)).map(|i| *i as usize),
             KeyMap::Wide(m) => m.get(&hkey(k)).map(|i| *i as usize),
         }
     }
     #[inline]
+    fn direct_get(a: &[u32], k: u64) -> Option<usize> {
+        match usize::try_from(k).ok().and_then(|k| a.get(k)) {
+            Some(&i) if i != 0 => Some(i as usize - 1),
+            _ => None,
+        }
+    }
+    #[inline]
     fn get_one(&self, k: u64) -> Option<usize> {
         match self {
+            KeyMap::Direct(a, _) => Self::direct_get(a, k),
             KeyMap::Narrow(m) => m.get(&(k as u32)).map(|i| *i as usize),
             KeyMap::One(m) => m.get(&k).map(|i| *i as usize),
             KeyMap::Wide(m) => m.get(&hkey(&[k])).map(|i| *i as usize),
         }
     }
     fn insert(&mut self, k: &[u64], i: usize) {
+        if let KeyMap::Direct(a, n) = self {
+            let kv = k.first().copied().unwrap_or(0);
+            match usize::try_from(kv).ok().filter(|&x| x < a.len()) {
+                Some(x) => {
+                    if a[x] == 0 {
+                        *n += 1;
+                    }
+                    a[x] = i as u32 + 1;
+                    return;
+                }
+                // a key beyond the array (the entry checks keep it from happening): the index becomes a hash
+                // map with every key it holds, then takes this one
+                None => {
+                    let m: FxHashMap<u32, u32> = a.iter().enumerate().filter(|(_, v)| **v != 0).map(|(x, v)| (x as u32, v - 1)).collect();
+                    *self = if kv <= u32::MAX as u64 { KeyMap::Narrow(m) } else { KeyMap::One(m.into_iter().map(|(x, v)| (x as u64, v)).collect()) };
+                }
+            }
+        }
         match self {
+            KeyMap::Direct(..) => unreachable!("handled above"),
             KeyMap::Narrow(m) => {
                 m.insert(k.first().copied().unwrap_or(0) as u32, i as u32);
             }
@@ -70,6 +106,15 @@ impl KeyMap {
     }
     fn remove(&mut self, k: &[u64]) {
         match self {
+            KeyMap::Direct(a, n) => {
+                let kv = k.first().copied().unwrap_or(0);
+                if let Some(v) = usize::try_from(kv).ok().and_then(|x| a.get_mut(x)) {
+                    if *v != 0 {
+                        *v = 0;
+                        *n -= 1;
+                    }
+                }
+            }
             KeyMap::Narrow(m) => {
                 m.remove(&(k.first().copied().unwrap_or(0) as u32));
             }
@@ -83,6 +128,7 @@ impl KeyMap {
     }
     fn is_empty(&self) -> bool {
         match self {
+            KeyMap::Direct(_, n) => *n == 0,
             KeyMap::Narrow(m) => m.is_empty(),
             KeyMap::One(m) => m.is_empty(),
             KeyMap::Wide(m) => m.is_empty(),
@@ -90,6 +136,10 @@ impl KeyMap {
     }
     fn clear(&mut self) {
         match self {
+            KeyMap::Direct(a, n) => {
+                a.fill(0);
+                *n = 0;
+            }
             KeyMap::Narrow(m) => m.clear(),
             KeyMap::One(m) => m.clear(),
             KeyMap::Wide(m) => m.clear(),
@@ -366,7 +416,10 @@ impl TableData {
             kind,
             entries: Default::default(),
             hot: Default::default(),
-            exact: KeyMap::new(off, narrow_key),
+            exact: KeyMap::new(off, narrow_key, match (&t.keys[..], kind) {
+                ([k], Kind::Exact) => Some(k.width),
+                _ => None,
+            }),
             lpm: vec![],
             lpm_masks: vec![],
             order: vec![],
@@ -469,12 +522,12 @@ impl TableData {
                 let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
                     Some(p) if self.lpm[p].0 == plen => p,
                     Some(p) => {
-                        self.lpm.insert(p, (plen, KeyMap::new(self.key_words, self.narrow_key)));
+                        self.lpm.insert(p, (plen, KeyMap::new(self.key_words, self.narrow_key, None)));
                         self.lpm_masks.insert(p, self.lpm_mask(t, plen));
                         p
                     }
                     None => {
-                        self.lpm.push((plen, KeyMap::new(self.key_words, self.narrow_key)));
+                        self.lpm.push((plen, KeyMap::new(self.key_words, self.narrow_key, None)));
                         self.lpm_masks.push(self.lpm_mask(t, plen));
                         self.lpm.len() - 1
                     }

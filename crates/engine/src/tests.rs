@@ -746,3 +746,53 @@ fn apply_records_hit_and_action_run_only_where_they_are_read() {
     assert_eq!(run(7), [7, 1, 20]);
     assert_eq!(run(8), [8, 2, 10]);
 }
+
+/// An exact table on the ingress port (9 bits, indexed directly): entries found, changed and removed per port,
+/// the other ports missing, across the key's whole range.
+#[test]
+fn a_port_table_follows_inserts_modifies_and_deletes() {
+    let src = one_header_program(
+        "bit<8> k;",
+        "    action to(bit<9> port, bit<8> tag) { sm.egress_spec = port; hdr.h.k = tag; }
+    table by_port { key = { sm.ingress_port : exact; } actions = { to; } default_action = to(1, 0xff); }
+    apply { by_port.apply(); }",
+    );
+    let e = engine(&src);
+    let ti = e.table_index("I.by_port").unwrap();
+    let to = e.prog.actions.iter().position(|a| a.name == "I.to").unwrap() as u32;
+    let entry = |port: u64, out: u64, tag: u64| TableEntry {
+        matches: vec![FieldMatch::Exact(Value::new(9, port))],
+        action: ActionCall { action: to, args: vec![Value::new(9, out), Value::new(8, tag)] },
+        priority: 0,
+    };
+    let mut w = Worker::new(&e);
+    let mut out = Outputs::default();
+    let mut run = |port: u32| -> (u32, u8) {
+        out.clear();
+        e.process(&mut w, port, &[0], &mut out);
+        let (p, b) = out.iter().next().expect("a frame out");
+        (p, b[0])
+    };
+    let ports = [0u64, 1, 7, 255, 256, 510, 511];
+    for &p in &ports {
+        e.table_insert(ti, entry(p, 2 + p % 3, p as u64 & 0x7f)).unwrap();
+    }
+    for p in 0..512u32 {
+        let want = if ports.contains(&(p as u64)) { (2 + p % 3, (p & 0x7f) as u8) } else { (1, 0xff) };
+        assert_eq!(run(p), want, "port {p}");
+    }
+    e.table_modify(ti, entry(7, 9, 0x42)).unwrap();
+    e.table_delete(ti, &entry(256, 0, 0)).unwrap();
+    assert_eq!(run(7), (9, 0x42));
+    assert_eq!(run(256), (1, 0xff));
+    assert_eq!(run(511), (2 + 511 % 3, 0x7f));
+    assert!(e.table_insert(ti, entry(512, 2, 0)).is_err(), "a key beyond 9 bits is refused");
+    for &p in &ports {
+        if p != 256 {
+            e.table_delete(ti, &entry(p, 0, 0)).unwrap();
+        }
+    }
+    for p in [0u32, 7, 511] {
+        assert_eq!(run(p), (1, 0xff), "port {p} after the deletes");
+    }
+}
