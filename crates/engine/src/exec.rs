@@ -1079,13 +1079,8 @@ impl Engine {
         let action = &self.prog.actions[a];
         match (inline, call) {
             (Some(hot), _) => self.inline_args(w, a, hot),
-            (None, Err(c)) => {
-                // arguments not inline (wide arguments, a selected member): their words straight into the
-                // parameter slots, the top word masked to the width
-                for (s, v) in crate::arg_words(action, &c.args) {
-                    w.slots[s as usize] = v;
-                }
-            }
+            // arguments not inline (wide arguments, a selected member)
+            (None, Err(c)) => self.entry_args(w, a, &c.args),
             (None, Ok(_)) => {}
         }
         if let Some(tr) = w.trace.as_mut() {
@@ -1108,6 +1103,18 @@ impl Engine {
             }
         }
         data.default.action
+    }
+
+    /// An entry's arguments, held in the entry, into action `a`'s parameters: their words straight into the
+    /// parameter slots, each top word masked to the width.
+    #[inline]
+    fn entry_args(&self, w: &mut Worker, a: usize, args: &[Value]) {
+        let slots = &mut w.slots[..];
+        for &(s, m, p, k) in &self.param_words[a] {
+            if let Some(v) = args.get(p as usize) {
+                slots[s as usize] = v.words.get(k as usize).copied().unwrap_or(0) & m;
+            }
+        }
     }
 
     /// A hit's arguments held inline in its hot line, into action `a`'s parameters.
@@ -1163,17 +1170,10 @@ impl Engine {
                 a
             }
             (Some(_), Some(i)) => {
-                // arguments not inline (wide ones, or more than fit): their words straight into the
-                // parameter slots, the top word masked to the width
+                // arguments not inline (wide ones, or more than fit)
                 let c = &data.entries[i].entry.action;
-                let a = c.action as usize;
-                let slots = &mut w.slots[..];
-                for &(s, m, p, k) in &self.param_words[a] {
-                    if let Some(v) = c.args.get(p as usize) {
-                        slots[s as usize] = v.words.get(k as usize).copied().unwrap_or(0) & m;
-                    }
-                }
-                a
+                self.entry_args(w, c.action as usize, &c.args);
+                c.action as usize
             }
             _ => self.default_args(w, &data) as usize,
         };
@@ -1625,13 +1625,10 @@ impl Engine {
             }
             let next = match self.code.lean_next.get(state) {
                 Some(LeanNext::Goto(n)) => n,
-                Some(LeanNext::SelectOne(k, cases)) => {
-                    let v = k(self, w);
-                    match cases.iter().find(|(m, x, _)| v & m == *x) {
-                        Some((_, _, n)) => n,
-                        None => return self.err_no_match,
-                    }
-                }
+                Some(LeanNext::SelectOne(k, cases)) => match self.select_one(w, k, cases) {
+                    Some(n) => n,
+                    None => return self.err_no_match,
+                },
                 _ => {
                     std::hint::cold_path();
                     return self.parse_general(w, state, steps, true);
@@ -1643,6 +1640,13 @@ impl Engine {
                 Next::State(s) => state = *s as usize,
             }
         }
+    }
+
+    /// The case a select on one narrow key takes: the key once, then (mask, value) per case.
+    #[inline(always)]
+    fn select_one<'a>(&self, w: &mut Worker, k: &crate::compile::XF, cases: &'a [(u64, u64, Next)]) -> Option<&'a Next> {
+        let v = k(self, w);
+        cases.iter().find(|(m, x, _)| v & m == *x).map(|(_, _, n)| n)
     }
 
     #[cold]
@@ -1678,14 +1682,10 @@ impl Engine {
             let next = match &st.transition {
                 Transition::Goto(n) => n,
                 // one narrow key against exact or masked values: the key once, then (mask, value) pairs
-                Transition::Select { .. } if matches!(self.code.lean_next.get(state), Some(LeanNext::SelectOne(..))) => {
-                    let Some(LeanNext::SelectOne(k, cases)) = self.code.lean_next.get(state) else { unreachable!() };
-                    let v = k(self, w);
-                    match cases.iter().find(|(m, x, _)| v & m == *x) {
-                        Some((_, _, n)) => n,
-                        None => break self.err_no_match,
-                    }
-                }
+                Transition::Select { .. } if let Some(LeanNext::SelectOne(k, cases)) = self.code.lean_next.get(state) => match self.select_one(w, k, cases) {
+                    Some(n) => n,
+                    None => break self.err_no_match,
+                },
                 Transition::Select { keys, cases } if self.code.select_keys[state].is_some() => {
                     // fast path: narrow keys as machine words
                     let mut kv = [0u64; 8];

@@ -371,13 +371,15 @@ fn param_writes(p: &Program, call: &ActionCall) -> Vec<(u32, u64)> {
 
 /// The words of `args` for the parameters of `a`: (slot, word), each parameter's top word masked to its width.
 pub(crate) fn arg_words<'a>(a: &'a Action, args: &'a [Value]) -> impl Iterator<Item = (u32, u64)> + 'a {
-    a.params.iter().zip(args).flat_map(|(prm, v)| {
+    param_word_layout(a).filter_map(|(s, m, p, k)| args.get(p as usize).map(|v| (s, v.words.get(k as usize).copied().unwrap_or(0) & m)))
+}
+
+/// Each word of each parameter of `a`: (slot, mask, parameter, word), low words first, the top word's mask the
+/// parameter's width.
+fn param_word_layout(a: &Action) -> impl Iterator<Item = (u32, u64, u32, u32)> + '_ {
+    a.params.iter().enumerate().flat_map(|(pi, prm)| {
         let n = words_for(prm.loc.width);
-        (0..n).map(move |i| {
-            let word = v.words.get(i as usize).copied().unwrap_or(0);
-            let m = if i + 1 == n { bits::mask64(prm.loc.width - 64 * i) } else { u64::MAX };
-            (prm.loc.slot + i, word & m)
-        })
+        (0..n).map(move |k| (prm.loc.slot + k, if k + 1 == n { bits::mask64(prm.loc.width - 64 * k) } else { u64::MAX }, pi as u32, k))
     })
 }
 
@@ -534,21 +536,7 @@ impl Engine {
             .iter()
             .map(|a| a.params.iter().all(|p| p.loc.width > 0 && p.loc.width <= 64).then(|| a.params.iter().map(|p| (p.loc.slot as usize, bits::mask64(p.loc.width))).collect()))
             .collect();
-        let param_words = prog
-            .actions
-            .iter()
-            .map(|a| {
-                let mut v = vec![];
-                for (pi, prm) in a.params.iter().enumerate() {
-                    let n = words_for(prm.loc.width);
-                    for k in 0..n {
-                        let m = if k + 1 == n { bits::mask64(prm.loc.width - 64 * k) } else { u64::MAX };
-                        v.push((prm.loc.slot + k, m, pi as u32, k));
-                    }
-                }
-                v
-            })
-            .collect();
+        let param_words = prog.actions.iter().map(|a| param_word_layout(a).collect()).collect();
         Ok(Engine {
             param_words,
             hplans,
