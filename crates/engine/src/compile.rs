@@ -137,6 +137,8 @@ pub(crate) struct Cx<'a> {
     pub prog: &'a Program,
     pub externs: &'a [Box<dyn ExternObject>],
     pub methods: &'a [Vec<u32>],
+    /// Call sites whose header argument the engine may vouch for ([`crate::pristine`]).
+    pub pristine: &'a crate::pristine::Pristine,
 }
 
 pub(crate) fn compile(cx: &Cx) -> Code {
@@ -469,7 +471,7 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
                 let set = assigns.get_or_init(|| {
                     let assigns: Vec<Stmt> =
                         e.prog.actions[a].params.iter().zip(&args).map(|(p, x)| Stmt::Assign { dst: LValue::Static(p.loc), src: x.clone() }).collect();
-                    block(&Cx { prog: &e.prog, externs: &e.externs, methods: &e.extern_methods }, &assigns)
+                    block(&Cx { prog: &e.prog, externs: &e.externs, methods: &e.extern_methods, pristine: &Default::default() }, &assigns)
                 });
                 match set.run(e, w) {
                     Flow::Next => e.code.actions[a].run(e, w),
@@ -514,9 +516,14 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
             let plans: Vec<Option<ArgLayout>> = args.iter().map(crate::exec::plan_arg).collect();
             let (i, m) = (*inst as usize, *method);
             if let Some(pc) = crate::exec::PlannedCall::new(i, m, args, &plans, ret.as_ref()) {
-                if let Some(b) = pc.bind(cx) {
+                let pristine = cx.pristine.of(s);
+                if let Some(b) = pc.bind(cx, pristine.map(|p| p.arg)) {
                     // the extern compiled the call site: it reads and writes the slots itself
-                    return Box::new(move |e, w| e.extern_call_bound(w, i, m, &*b));
+                    return match pristine {
+                        // a header argument the engine vouches for, packet by packet, when it can
+                        Some(p) => Box::new(move |e, w| e.extern_call_bound_pristine(w, i, m, &*b, p)),
+                        None => Box::new(move |e, w| e.extern_call_bound(w, i, m, &*b)),
+                    };
                 }
                 // every argument planned, no return value or a fixed one: the lean path
                 return Box::new(move |e, w| e.extern_call_planned(w, &pc));

@@ -203,11 +203,13 @@ impl PlannedCall {
         Some(PlannedCall { inst, method, args, ret })
     }
 
-    /// The call site compiled by its extern, if the extern binds it ([`ExternObject::bind`]).
-    pub(crate) fn bind(&self, cx: &crate::compile::Cx) -> Option<Box<dyn BoundCall>> {
+    /// The call site compiled by its extern, if the extern binds it ([`ExternObject::bind`]); `frame_prefix`:
+    /// the argument the engine may vouch for ([`crate::pristine`]).
+    pub(crate) fn bind(&self, cx: &crate::compile::Cx, frame_prefix: Option<usize>) -> Option<Box<dyn BoundCall>> {
         let obj = cx.externs.get(self.inst)?;
         let m = *cx.methods.get(self.inst)?.get(self.method as usize)?;
-        let args: Vec<BoundArg> = self.args.iter().map(|(layout, d)| BoundArg { dir: dir_of(*d), layout }).collect();
+        let args: Vec<BoundArg> =
+            self.args.iter().enumerate().map(|(i, (layout, d))| BoundArg { dir: dir_of(*d), layout, frame_prefix: frame_prefix == Some(i) }).collect();
         let ret = match self.ret {
             Some(l) => Some(ArgLayout::new(l.width, &[Part::Field { slot: l.slot, width: l.width }])?),
             None => None,
@@ -1540,6 +1542,28 @@ impl Engine {
     #[inline(always)]
     pub(crate) fn extern_call_bound(&self, w: &mut Worker, inst: usize, method: u32, b: &dyn BoundCall) -> Flow {
         let r = with_payload(&w.pkt, &mut w.payload_at, &mut w.payload, |p| b.call(&mut w.slots, p));
+        self.trace_extern(w, inst, method);
+        match r {
+            Ok(()) => Flow::Next,
+            Err(e) => self.extern_fault(w, e),
+        }
+    }
+
+    /// [`Engine::extern_call_bound`] for a call site whose argument is a header no statement can have written
+    /// before the call ([`crate::pristine`]): vouched for when the header is valid (so extracted in this pass,
+    /// which also wrote its offset, or cleared it on the general path), the fast path recorded its offset, and
+    /// the payload, still the received packet's bytes, starts right after it.
+    #[inline(always)]
+    pub(crate) fn extern_call_bound_pristine(&self, w: &mut Worker, inst: usize, method: u32, b: &dyn BoundCall, p: crate::pristine::PristineArg) -> Flow {
+        let valid = w.slots.get(p.valid).is_some_and(|v| *v != 0);
+        let off = w.hdr_off.get(p.header).copied().unwrap_or(crate::NO_OFFSET);
+        let vouch = valid && off != crate::NO_OFFSET && off + p.len == w.payload_at;
+        let r = with_payload(&w.pkt, &mut w.payload_at, &mut w.payload, |pl| {
+            if vouch {
+                pl.vouch_prefix(p.len);
+            }
+            b.call(&mut w.slots, pl)
+        });
         self.trace_extern(w, inst, method);
         match r {
             Ok(()) => Flow::Next,

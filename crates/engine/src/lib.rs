@@ -12,6 +12,7 @@ pub mod chunkvec;
 mod compile;
 mod effects;
 mod exec;
+mod pristine;
 pub mod hash;
 pub mod meters;
 pub mod tables;
@@ -528,7 +529,8 @@ impl Engine {
             header_ranges.push((s.next_index.slot as usize, 1));
         }
         let hplans = prog.headers.iter().map(exec::HeaderPlan::new).collect();
-        let code = compile::compile(&compile::Cx { prog: &prog, externs: &objs, methods: &methods });
+        let pristine = pristine::Pristine::analyse(&prog);
+        let code = compile::compile(&compile::Cx { prog: &prog, externs: &objs, methods: &methods, pristine: &pristine });
         let one_word_key = prog.tables.iter().map(|t| matches!(&t.keys[..], [k] if k.width <= 64)).collect();
         let entry_state = prog.tables.iter().map(|t| t.direct_counter.is_some() || t.direct_meter.is_some() || t.support_timeout).collect();
         let param_slots = prog

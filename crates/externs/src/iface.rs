@@ -80,16 +80,18 @@ pub struct Payload<'a> {
     pkt: &'a [u8],
     at: Option<usize>,
     owned: &'a mut Vec<u8>,
+    /// How many bytes in front of the payload the engine vouched for ([`Payload::vouch_prefix`]); 0: none.
+    vouched: usize,
 }
 
 impl<'a> Payload<'a> {
     /// A payload held in `owned` (tests, and the engine once something rewrote the payload).
     pub fn owned(owned: &'a mut Vec<u8>) -> Self {
-        Payload { pkt: &[], at: None, owned }
+        Payload { pkt: &[], at: None, owned, vouched: 0 }
     }
     /// The payload as `pkt[at..]` (clamped to the packet), with `owned` as the buffer for a rewrite.
     pub fn in_packet(pkt: &'a [u8], at: usize, owned: &'a mut Vec<u8>) -> Self {
-        Payload { pkt, at: Some(at.min(pkt.len())), owned }
+        Payload { pkt, at: Some(at.min(pkt.len())), owned, vouched: 0 }
     }
     /// The payload bytes.
     #[inline]
@@ -129,6 +131,18 @@ impl<'a> Payload<'a> {
     pub fn with_prefix(&self, prefix: &[u8]) -> Option<&[u8]> {
         let (before, whole) = self.with_bytes_before(prefix.len())?;
         (before == prefix).then_some(whole)
+    }
+    /// The engine's word, for this call only, that the call site's [`BoundArg::frame_prefix`] argument is
+    /// exactly the `n` bytes in front of the payload in the received packet (see [`Payload::prefix_vouched`]).
+    pub fn vouch_prefix(&mut self, n: usize) {
+        self.vouched = n;
+    }
+    /// Whether the engine vouched that the call site's [`BoundArg::frame_prefix`] argument, `n` bytes long, is
+    /// the `n` bytes in front of the payload: a bound call may then read them from the packet without comparing
+    /// them with the argument. False once the payload is no longer the received packet's bytes.
+    #[inline]
+    pub fn prefix_vouched(&self, n: usize) -> bool {
+        n != 0 && self.vouched == n && self.at.is_some_and(|at| at >= n)
     }
     /// The `n` bytes in front of the payload in the received packet, and those bytes followed by the payload,
     /// while the payload is still in the packet.
@@ -177,6 +191,9 @@ pub struct BoundArg<'a> {
     pub dir: Dir,
     /// Where the argument's bits are (for `in`) or go (for `out`/`inout`).
     pub layout: &'a ArgLayout,
+    /// An `in` argument the engine may vouch for, call by call ([`Payload::prefix_vouched`]): a whole header
+    /// that, where vouched, still holds the received bytes in front of the payload. At most one per call site.
+    pub frame_prefix: bool,
 }
 
 /// A call site compiled by its extern ([`ExternObject::bind`]): it reads its arguments straight from the

@@ -402,6 +402,8 @@ struct BoundHash {
     data: ArgLayout,
     result: ArgLayout,
     tail: BoundTail,
+    /// The data argument is one the engine may vouch for ([`BoundArg::frame_prefix`]).
+    vouchable: bool,
 }
 
 enum BoundTail {
@@ -429,7 +431,7 @@ impl BoundHash {
             (HashAlg::SipHash24, BoundTail::Payload, Some(k), Some(r)) if key.layout.width() == 128 && rw <= 64 && rw % 8 == 0 => Some((k as usize, r as usize, 64 - rw)),
             _ => None,
         };
-        let general = BoundHash { alg, key: key.layout.clone(), data: data.layout.clone(), result: result.layout.clone(), tail };
+        let general = BoundHash { alg, key: key.layout.clone(), data: data.layout.clone(), result: result.layout.clone(), tail, vouchable: data.frame_prefix };
         Some(match sip {
             Some((ks, rs, shift)) => Box::new(BoundSipFrame { ks, rs, shift, general }),
             None => Box::new(general),
@@ -465,14 +467,15 @@ struct BoundSipFrame {
 impl BoundCall for BoundSipFrame {
     fn call(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError> {
         let data = &self.general.data;
-        if let Some((before, msg)) = payload.with_bytes_before(data.nbytes()) {
+        let n = data.nbytes();
+        if let Some((before, msg)) = payload.with_bytes_before(n) {
             // the key's bytes are its high word then its low word, big-endian; SipHash reads k0, k1
             // little-endian
             if let (Some(&lo), Some(&hi)) = (slots.get(self.ks), slots.get(self.ks + 1)) {
                 let h = hash::siphash24(hi.swap_bytes(), lo.swap_bytes(), msg);
-                // the hash first, the check that the frame's bytes are the data argument after it: the
-                // check's loads and compares then run beside the hash's chain of rounds instead of before it
-                if data.equals(slots, before) {
+                // the frame's bytes are the data argument when the engine vouched for it, or when they compare
+                // equal (after the hash: the compare's loads then run beside the hash's chain of rounds)
+                if (self.general.vouchable && payload.prefix_vouched(n)) || same_bytes(data, slots, before) {
                     // the digest is h little-endian; the result is its first bytes as a number
                     if let Some(r) = slots.get_mut(self.rs) {
                         *r = h.swap_bytes() >> self.shift;
@@ -481,6 +484,23 @@ impl BoundCall for BoundSipFrame {
                 }
             }
         }
+        self.fallback(slots, payload)
+    }
+}
+
+/// `data`'s bytes are `bytes` ([`ArgLayout::equals`]), out of line: inlined, the compare's general loop would
+/// weigh on the registers and stack frame of the hash beside it.
+#[inline(never)]
+fn same_bytes(data: &ArgLayout, slots: &[u64], bytes: &[u8]) -> bool {
+    data.equals(slots, bytes)
+}
+
+impl BoundSipFrame {
+    /// The general bound call, out of line: kept apart, its buffers do not weigh on the hot path's registers
+    /// and stack frame.
+    #[cold]
+    #[inline(never)]
+    fn fallback(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError> {
         self.general.call(slots, payload)
     }
 }
@@ -489,9 +509,21 @@ impl BoundCall for BoundHash {
     fn call(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError> {
         let (mut key, mut data, mut r) = ([0u8; BOUND_KEY_MAX], [0u8; BOUND_DATA_MAX], [0u8; 64]);
         let key = &mut key[..self.key.nbytes()];
-        let data = &mut data[..self.data.nbytes()];
         let r = &mut r[..self.result.nbytes()];
         self.key.read(slots, key);
+        let n = self.data.nbytes();
+        if self.vouchable && matches!(self.tail, BoundTail::Payload) && payload.prefix_vouched(n) {
+            // the data argument is the bytes in front of the payload (the engine vouched): the frame in one piece
+            if let Some((_, msg)) = payload.with_bytes_before(n) {
+                let mut out = [0u8; 64];
+                let d = &mut out[..digest_len(self.alg, self.result.width())];
+                digest(self.alg, key, msg, None, d)?;
+                fit(self.alg, d, r, self.result.width());
+                self.result.write(r, slots);
+                return Ok(());
+            }
+        }
+        let data = &mut data[..n];
         self.data.read(slots, data);
         hash_tail(self.alg, key, data, self.tail(slots), payload, r, self.result.width())?;
         self.result.write(r, slots);
@@ -793,7 +825,7 @@ mod tests {
                         let key = ArgLayout::new(kbits, &[Part::Field { slot: 4, width: kbits }]).unwrap();
                         let data = ArgLayout::new(112, &[Part::Field { slot: 10, width: 64 }, Part::Field { slot: 11, width: 48 }]).unwrap();
                         let offl = ArgLayout::new(32, &[Part::Field { slot: 12, width: 32 }]).unwrap();
-                        let arg = |dir, layout| BoundArg { dir, layout };
+                        let arg = |dir, layout| BoundArg { dir, layout, frame_prefix: false };
                         let obj = CryptoHash { alg, name: "h".into() };
                         // the general call with the same bit strings
                         let mut bufs = bit_strings(&[&result, &key, &data, &offl], &slots);
@@ -832,7 +864,7 @@ mod tests {
                 let mut bufs = bit_strings(&[&result, &code, &key, &data], &slots);
                 let (mut o1, mut o2) = (vec![], vec![]);
                 obj.call(0, &mut bufs, None, &mut Payload::in_packet(&pkt, 14, &mut o1)).unwrap();
-                let a = |dir, layout| BoundArg { dir, layout };
+                let a = |dir, layout| BoundArg { dir, layout, frame_prefix: false };
                 let bound = obj.bind(0, &[a(Dir::Out, &result), a(Dir::In, &code), a(Dir::In, &key), a(Dir::In, &data)], None).expect("bound");
                 let mut s2 = slots.clone();
                 bound.call(&mut s2, &mut Payload::in_packet(&pkt, 14, &mut o2)).unwrap();
@@ -848,8 +880,54 @@ mod tests {
         let d = ArgLayout::new(8, &[Part::Field { slot: 6, width: 8 }]).unwrap();
         let alg_const = ArgLayout::new(8, &[Part::Const { value: HashAlg::SipHash24.code() as u64, width: 8 }]).unwrap();
         let alg_field = ArgLayout::new(8, &[Part::Field { slot: 7, width: 8 }]).unwrap();
-        let a = |dir, layout| BoundArg { dir, layout };
+        let a = |dir, layout| BoundArg { dir, layout, frame_prefix: false };
         assert!(obj.bind(0, &[a(Dir::Out, &r), a(Dir::In, &alg_const), a(Dir::In, &k), a(Dir::In, &d)], None).is_some());
         assert!(obj.bind(0, &[a(Dir::Out, &r), a(Dir::In, &alg_field), a(Dir::In, &k), a(Dir::In, &d)], None).is_none());
+    }
+
+    /// Where the engine vouches for the data argument ([`Payload::vouch_prefix`] on a `frame_prefix` argument),
+    /// a bound `p4sec_hash_payload` hashes the frame's bytes without comparing them with the argument: shown here
+    /// with an argument that differs from them (which the engine never vouches for). Without the vouch, with a
+    /// vouch for another length, or on an argument not marked `frame_prefix`, the argument is what is hashed.
+    #[test]
+    fn a_vouched_data_argument_is_read_from_the_frame() {
+        let pkt: Vec<u8> = (0..64u32).map(|i| (i * 41 + 3) as u8).collect();
+        for alg in [HashAlg::SipHash24, HashAlg::HmacSha256, HashAlg::Blake2b] {
+            let kbits = key_bits(alg).unwrap_or(128);
+            let mut slots = vec![0u64; 16];
+            for (i, s) in slots.iter_mut().enumerate().take(10).skip(4) {
+                *s = 0x1122_3344_5566_7788u64.rotate_left(i as u32 * 3);
+            }
+            header_slots(&mut slots, [5; 14]);
+            let result = ArgLayout::new(64, &[Part::Field { slot: 0, width: 64 }]).unwrap();
+            let code = ArgLayout::new(8, &[Part::Const { value: alg.code() as u64, width: 8 }]).unwrap();
+            let key = ArgLayout::new(kbits, &[Part::Field { slot: 4, width: kbits }]).unwrap();
+            let data = ArgLayout::new(112, &[Part::Field { slot: 10, width: 64 }, Part::Field { slot: 11, width: 48 }]).unwrap();
+            let obj = HashObj { with_payload: true };
+            let digest_of = |header: &[u8]| {
+                let mut bufs = bit_strings(&[&result, &code, &key, &data], &slots);
+                bufs[3].bytes = header.to_vec();
+                let mut o = vec![];
+                obj.call(0, &mut bufs, None, &mut Payload::in_packet(&pkt, 14, &mut o)).unwrap();
+                bufs[0].bytes.clone()
+            };
+            let (of_frame, of_argument) = (digest_of(&pkt[..14]), digest_of(&[5; 14]));
+            assert_ne!(of_frame, of_argument);
+            for (marked, vouch, want) in [(true, Some(14), &of_frame), (true, None, &of_argument), (true, Some(13), &of_argument), (false, Some(14), &of_argument)] {
+                let a = |dir, layout, frame_prefix| BoundArg { dir, layout, frame_prefix };
+                let bound = obj
+                    .bind(0, &[a(Dir::Out, &result, false), a(Dir::In, &code, false), a(Dir::In, &key, false), a(Dir::In, &data, marked)], None)
+                    .expect("bound");
+                let (mut s2, mut o) = (slots.clone(), vec![]);
+                let mut payload = Payload::in_packet(&pkt, 14, &mut o);
+                if let Some(n) = vouch {
+                    payload.vouch_prefix(n);
+                }
+                bound.call(&mut s2, &mut payload).unwrap();
+                let mut got = BitBuf::zero(64);
+                result.read(&s2, &mut got.bytes);
+                assert_eq!(&got.bytes, want, "{alg:?} marked {marked} vouch {vouch:?}");
+            }
+        }
     }
 }
