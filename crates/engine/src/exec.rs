@@ -1119,22 +1119,14 @@ impl Engine {
         }
     }
 
-    /// A hit's arguments held inline in its hot line, into action `a`'s parameters.
+    /// A hit's arguments held inline in its hot line (their words in parameter order), into action `a`'s
+    /// parameters.
     #[inline(always)]
     fn inline_args(&self, w: &mut Worker, a: usize, hot: &crate::tables::Hot) {
-        let args = &hot.args[..(hot.nargs as usize).min(hot.args.len())];
-        match &self.param_slots[a] {
-            Some(slots) => {
-                let ws = &mut w.slots[..];
-                for (&(slot, m), v) in slots.iter().zip(args) {
-                    ws[slot] = *v & m;
-                }
-            }
-            None => {
-                for (p, v) in self.prog.actions[a].params.iter().zip(args) {
-                    self.set(w, p.loc, *v);
-                }
-            }
+        let words = &hot.args[..(hot.nargs as usize).min(hot.args.len())];
+        let ws = &mut w.slots[..];
+        for (&(s, m, _, _), v) in self.param_words[a].iter().zip(words) {
+            ws[s as usize] = *v & m;
         }
     }
 
@@ -1152,7 +1144,7 @@ impl Engine {
             None => self.tables[ti].data.load_full(),
         };
         // an empty table misses without a lookup
-        let found = if data.entries.is_empty() { None } else { data.lookup(&self.prog.tables[ti], std::slice::from_ref(&k)) };
+        let found = data.lookup_one(&self.prog.tables[ti], k);
         let hot = found.map(|i| *data.hot(i));
         if hot.is_some_and(|h| h.selects) {
             std::hint::cold_path();

@@ -140,11 +140,8 @@ pub struct Engine {
     pub(crate) one_word_key: Vec<bool>,
     /// Per table: entries carry state a hit updates (direct counter or meter, idle timeout).
     pub(crate) entry_state: Vec<bool>,
-    /// Per action: the slot and width mask of each parameter when all are 1 to 64 bits wide (inline
-    /// arguments go straight into them).
-    pub(crate) param_slots: Vec<Option<Vec<(usize, u64)>>>,
     /// Per action: each word of each parameter, (slot, mask, parameter, word), low words first and the top
-    /// word masked to the width (arguments that are not inline go word by word into them).
+    /// word masked to the width (arguments go word by word into them, inline or not).
     pub(crate) param_words: Vec<Vec<(u32, u64, u32, u32)>>,
     registers: Vec<RegisterRt>,
     counters: Vec<Vec<(AtomicU64, AtomicU64)>>,
@@ -533,11 +530,6 @@ impl Engine {
         let code = compile::compile(&compile::Cx { prog: &prog, externs: &objs, methods: &methods, pristine: &pristine });
         let one_word_key = prog.tables.iter().map(|t| matches!(&t.keys[..], [k] if k.width <= 64)).collect();
         let entry_state = prog.tables.iter().map(|t| t.direct_counter.is_some() || t.direct_meter.is_some() || t.support_timeout).collect();
-        let param_slots = prog
-            .actions
-            .iter()
-            .map(|a| a.params.iter().all(|p| p.loc.width > 0 && p.loc.width <= 64).then(|| a.params.iter().map(|p| (p.loc.slot as usize, bits::mask64(p.loc.width))).collect()))
-            .collect();
         let param_words = prog.actions.iter().map(|a| param_word_layout(a).collect()).collect();
         Ok(Engine {
             param_words,
@@ -556,7 +548,6 @@ impl Engine {
             key_layouts,
             one_word_key,
             entry_state,
-            param_slots,
             selectors,
             registers,
             counters,

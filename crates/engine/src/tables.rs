@@ -157,8 +157,8 @@ pub struct Installed {
     pub bytes: AtomicU64,
     /// Per-entry meter configuration (direct meters): (cir, cbs, pir, pbs) and its state.
     pub meter: Option<Arc<crate::meters::MeterCell>>,
-    /// The action arguments as machine words held in the entry itself, when there are at most
-    /// [`INLINE_ARGS`] of at most 64 bits each (saves following a pointer per argument on every hit).
+    /// The action arguments as machine words held in the entry itself, when all of them together take at most
+    /// [`INLINE_ARGS`] words (saves following a pointer per argument on every hit).
     pub inline_args: Option<([u64; INLINE_ARGS], u8)>,
     /// Entries of tables with an action profile or selector: the member, group or action set the entry
     /// refers to (the entry's `action` is a member's action; groups and action sets choose per packet).
@@ -184,7 +184,8 @@ const SCAN_MAX: usize = 8;
 #[repr(C, align(32))]
 pub struct Hot {
     pub action: u32,
-    /// Number of inline arguments, or [`Hot::NOT_INLINE`] when the entry's `action.args` must be used.
+    /// Number of inline argument words (all the arguments' words, in parameter order, low words first), or
+    /// [`Hot::NOT_INLINE`] when the entry's `action.args` must be used.
     pub nargs: u8,
     /// The entry refers to an action profile group or action set (the action is chosen per packet).
     pub selects: bool,
@@ -255,12 +256,16 @@ impl Installed {
     }
     pub fn new(entry: TableEntry, seq: u64, packets: u64, bytes: u64, meter: Option<Arc<crate::meters::MeterCell>>) -> Installed {
         let args = &entry.action.args;
-        let inline_args = (args.len() <= INLINE_ARGS && args.iter().all(|v| v.width <= 64)).then(|| {
+        // the arguments' words in the order of the action's parameter words (`param_word_layout`): each
+        // argument in turn, low words first
+        let nwords: usize = args.iter().map(|v| p4sec_ir::words_for(v.width) as usize).sum();
+        let inline_args = (nwords <= INLINE_ARGS).then(|| {
             let mut a = [0u64; INLINE_ARGS];
-            for (x, v) in a.iter_mut().zip(args) {
-                *x = v.as_u64();
+            let words = args.iter().flat_map(|v| (0..p4sec_ir::words_for(v.width) as usize).map(|k| v.words.get(k).copied().unwrap_or(0)));
+            for (x, wd) in a.iter_mut().zip(words) {
+                *x = wd;
             }
-            (a, args.len() as u8)
+            (a, nwords as u8)
         });
         Installed {
             entry,
@@ -716,6 +721,19 @@ impl TableData {
         self.lpm_masks.clear();
         self.order.clear();
         self.tss.clear();
+    }
+
+    /// [`TableData::lookup`] of a one-word key: an exact table's map probed here (inlined into the caller),
+    /// any other kind through the general lookup.
+    #[inline(always)]
+    pub fn lookup_one(&self, t: &Table, k: u64) -> Option<usize> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        match self.kind {
+            Kind::Exact if self.key_words == 1 => self.exact.get_one(k),
+            _ => self.lookup(t, std::slice::from_ref(&k)),
+        }
     }
 
     /// Look up a packed key (`key[..key_words]`, each field in its layout words). Returns the entry index.

@@ -671,8 +671,9 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
         assert_eq!(bytes[..15], [0xa1, 0xb2, 0xb3, 0xb4, 0xb5, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xd1, 0xd2], "table {ti}");
         assert_eq!(bytes[15], e_field);
     }
-    // hits: an entry's arguments, inline (`one`) or not (`three`'s 128-bit one, `five`'s five), through the
-    // lean one-key apply (`lean`) and the general one (`general`, two keys); the default action stays `five`
+    // hits: an entry's arguments, inline (`one`'s word; `three`'s three words, its 128-bit argument two of
+    // them) or not (`five`'s five words), through the lean one-key apply (`lean`) and the general one
+    // (`general`, two keys); the default action stays `five`
     for (ti, e_field) in [(e.table_index("I.lean").unwrap(), 0u8), (e.table_index("I.general").unwrap(), 1u8)] {
         let matches = if e_field == 0 { vec![FieldMatch::Exact(Value::new(8, 0))] } else { vec![FieldMatch::Exact(Value::new(8, 1)), FieldMatch::Exact(Value::new(8, 9))] };
         let entry = |a: &str, args: Vec<Value>| TableEntry { matches: matches.clone(), action: ActionCall { action: action(a), args }, priority: 0 };
