@@ -1126,7 +1126,10 @@ impl Engine {
         let words = &hot.args[..(hot.nargs as usize).min(hot.args.len())];
         let ws = &mut w.slots[..];
         for (&(s, m, _, _), v) in self.param_words[a].iter().zip(words) {
-            ws[s as usize] = *v & m;
+            debug_assert!((s as usize) < ws.len());
+            // SAFETY: `param_words` holds only the program's slots and the sink slot after them, all of which the
+            // worker has (checked on entry to `Engine::process`)
+            unsafe { *ws.get_unchecked_mut(s as usize) = *v & m };
         }
     }
 

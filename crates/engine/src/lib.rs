@@ -141,7 +141,8 @@ pub struct Engine {
     /// Per table: entries carry state a hit updates (direct counter or meter, idle timeout).
     pub(crate) entry_state: Vec<bool>,
     /// Per action: each word of each parameter, (slot, mask, parameter, word), low words first and the top
-    /// word masked to the width (arguments go word by word into them, inline or not).
+    /// word masked to the width (arguments go word by word into them, inline or not); every slot is the
+    /// program's or the worker's sink slot after them.
     pub(crate) param_words: Vec<Vec<(u32, u64, u32, u32)>>,
     registers: Vec<RegisterRt>,
     counters: Vec<Vec<(AtomicU64, AtomicU64)>>,
@@ -530,7 +531,9 @@ impl Engine {
         let code = compile::compile(&compile::Cx { prog: &prog, externs: &objs, methods: &methods, pristine: &pristine });
         let one_word_key = prog.tables.iter().map(|t| matches!(&t.keys[..], [k] if k.width <= 64)).collect();
         let entry_state = prog.tables.iter().map(|t| t.direct_counter.is_some() || t.direct_meter.is_some() || t.support_timeout).collect();
-        let param_words = prog.actions.iter().map(|a| param_word_layout(a).collect()).collect();
+        // a slot beyond the program's (a malformed program) becomes the worker's sink slot: parameter words are
+        // written unchecked
+        let param_words = prog.actions.iter().map(|a| param_word_layout(a).map(|(s, m, p, k)| (s.min(prog.slots), m, p, k)).collect()).collect();
         Ok(Engine {
             param_words,
             hplans,

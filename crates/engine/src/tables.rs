@@ -63,7 +63,7 @@ impl KeyMap {
             _ => None,
         }
     }
-    #[inline]
+    #[inline(always)]
     fn get_one(&self, k: u64) -> Option<usize> {
         match self {
             KeyMap::Direct(a, _) => Self::direct_get(a, k),
