@@ -108,7 +108,9 @@ pub struct Limits {
     pub seconds: Option<u64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// An SA's configuration. Its keys are wiped when it is dropped ([`SaConfig::wipe_keys`]) and left out of its
+/// `Debug` form.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SaConfig {
     pub spi: u32,
     pub cipher: Cipher,
@@ -126,6 +128,40 @@ pub struct SaConfig {
     pub hard: Limits,
     /// First sequence number to send is `initial_seq + 1`.
     pub initial_seq: u64,
+}
+
+impl SaConfig {
+    /// Overwrite both keys with zeros and empty them (what dropping the configuration does).
+    pub fn wipe_keys(&mut self) {
+        use zeroize::Zeroize;
+        self.enc_key.zeroize();
+        self.auth_key.zeroize();
+    }
+}
+
+impl Drop for SaConfig {
+    fn drop(&mut self) {
+        self.wipe_keys();
+    }
+}
+
+impl std::fmt::Debug for SaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // the keys by their length only
+        f.debug_struct("SaConfig")
+            .field("spi", &self.spi)
+            .field("cipher", &self.cipher)
+            .field("integ", &self.integ)
+            .field("enc_key", &format_args!("<{} bytes>", self.enc_key.len()))
+            .field("auth_key", &format_args!("<{} bytes>", self.auth_key.len()))
+            .field("esn", &self.esn)
+            .field("replay_window", &self.replay_window)
+            .field("tunnel", &self.tunnel)
+            .field("soft", &self.soft)
+            .field("hard", &self.hard)
+            .field("initial_seq", &self.initial_seq)
+            .finish()
+    }
 }
 
 /// Everything that can go wrong, each its own value.
@@ -365,7 +401,9 @@ impl Sa {
         getrandom::getrandom(&mut seed).map_err(|_| EspError::BadConfig)?;
         let iv_key = aes::Aes128::new_from_slice(&seed).map_err(|_| EspError::BadConfig)?;
         let state = State { seq: cfg.initial_seq, window, ..Default::default() };
-        Ok(Sa { cfg: SaConfig { integ, ..cfg }, keys, auth, created: Instant::now(), state: Mutex::new(state), iv_key, pending: AtomicU8::new(0) })
+        let mut cfg = cfg;
+        cfg.integ = integ;
+        Ok(Sa { cfg, keys, auth, created: Instant::now(), state: Mutex::new(state), iv_key, pending: AtomicU8::new(0) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -891,6 +929,25 @@ mod tests {
         assert!(rx.decapsulate(&forge(&[1, 2, 2, 4], 3), &mut out).is_ok());
     }
 
+    /// Key material stays out of logs and does not outlive the configuration: `Debug` shows the keys' lengths
+    /// only, and wiping (what dropping does) zeroes and empties both keys.
+    #[test]
+    fn sa_keys_are_not_printed_and_are_wiped() {
+        let mut c = cfg(Cipher::AesCbc128, Integ::HmacSha256_128, false);
+        c.enc_key = vec![0xab; 16];
+        c.auth_key = vec![0xcd; 32];
+        let shown = format!("{c:?}");
+        assert!(shown.contains("enc_key: <16 bytes>") && shown.contains("auth_key: <32 bytes>"), "{shown}");
+        assert!(!shown.contains("171") && !shown.contains("205") && !shown.to_lowercase().contains("ab, ab"), "{shown}");
+        let sa = Sa::new(c.clone()).unwrap();
+        assert!(format!("{:?}", sa.cfg).contains("<16 bytes>"));
+        c.wipe_keys();
+        assert!(c.enc_key.is_empty() && c.auth_key.is_empty());
+        // the SA built from the configuration keeps working on its own copy
+        let mut out = vec![];
+        assert!(sa.encapsulate(&[0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2], &mut out).is_ok());
+    }
+
     #[test]
     fn replay_window_rfc6479() {
         let mut w = ReplayWindow::new(128).unwrap();
@@ -920,7 +977,9 @@ mod tests {
         let mut c = cfg(Cipher::AesGcm128, Integ::None, true);
         c.initial_seq = u32::MAX as u64;
         let tx = Sa::new(c.clone()).unwrap();
-        let rx = Sa::new(SaConfig { initial_seq: 0, ..c }).unwrap();
+        let mut c = c;
+        c.initial_seq = 0;
+        let rx = Sa::new(c).unwrap();
         tx.encapsulate(&inner(1), &mut out).unwrap();
         assert_eq!(tx.stats().seq, 1 << 32, "ESN continues past 2^32");
         // the receiver (window top 0) infers the high bits: 2^32 is ahead of it only with ESN
