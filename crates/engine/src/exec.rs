@@ -151,14 +151,24 @@ fn read_wide(data: &[u8], pos: usize, width: u32) -> Wide {
 pub(crate) fn plan_arg(a: &ExternArg) -> Option<ArgLayout> {
     let field = |l: &Loc| Part::Field { slot: l.slot, width: l.width };
     let parts: Vec<Part> = if a.dir == Direction::In {
-        a.parts
-            .iter()
-            .map(|e| match e {
-                Expr::Load(LValue::Static(l)) => Some(field(l)),
-                Expr::Small { value, width } => Some(Part::Const { value: *value, width: *width }),
-                _ => None,
-            })
-            .collect::<Option<_>>()?
+        let mut parts = vec![];
+        for e in &a.parts {
+            match e {
+                Expr::Load(LValue::Static(l)) => parts.push(field(l)),
+                Expr::Small { value, width } => parts.push(Part::Const { value: *value, width: *width }),
+                // a constant wider than 64 bits (a key written in the program): 64-bit pieces, most
+                // significant first
+                Expr::Const(v) => {
+                    let n = words_for(v.width);
+                    for k in (0..n).rev() {
+                        let width = if k + 1 == n { v.width - 64 * k } else { 64 };
+                        parts.push(Part::Const { value: v.words.get(k as usize).copied().unwrap_or(0) & crate::bits::mask64(width), width });
+                    }
+                }
+                _ => return None,
+            }
+        }
+        parts
     } else {
         a.dsts.iter().map(|d| if let LValue::Static(l) = d { Some(field(l)) } else { None }).collect::<Option<_>>()?
     };
