@@ -1123,8 +1123,8 @@ impl Engine {
     fn entry_args(&self, w: &mut Worker, a: usize, args: &[Value]) {
         let slots = &mut w.slots[..];
         for &(s, m, p, k) in &self.param_words[a] {
-            if let Some(v) = args.get(p as usize) {
-                slots[s as usize] = v.words.get(k as usize).copied().unwrap_or(0) & m;
+            if let Some(v) = crate::arg_word(args, p, k, m) {
+                slots[s as usize] = v;
             }
         }
     }

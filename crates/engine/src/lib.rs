@@ -370,7 +370,14 @@ fn param_writes(p: &Program, call: &ActionCall) -> Vec<(u32, u64)> {
 
 /// The words of `args` for the parameters of `a`: (slot, word), each parameter's top word masked to its width.
 pub(crate) fn arg_words<'a>(a: &'a Action, args: &'a [Value]) -> impl Iterator<Item = (u32, u64)> + 'a {
-    param_word_layout(a).filter_map(|(s, m, p, k)| args.get(p as usize).map(|v| (s, v.words.get(k as usize).copied().unwrap_or(0) & m)))
+    param_word_layout(a).filter_map(|(s, m, p, k)| arg_word(args, p, k, m).map(|v| (s, v)))
+}
+
+/// Word `k` of argument `p` (0 past the argument's words) under the mask `m`; `None` if there is no such
+/// argument.
+#[inline(always)]
+pub(crate) fn arg_word(args: &[Value], p: u32, k: u32, m: u64) -> Option<u64> {
+    args.get(p as usize).map(|v| v.words.get(k as usize).copied().unwrap_or(0) & m)
 }
 
 /// Each word of each parameter of `a`: (slot, mask, parameter, word), low words first, the top word's mask the

@@ -198,6 +198,11 @@ fn writes(s: &Stmt) -> Writes<'_> {
 }
 
 impl Analysis<'_> {
+    /// Header `h`'s place among the candidate headers (and in the `dirty` states).
+    fn index(&self, h: usize) -> Option<usize> {
+        self.headers.binary_search(&h).ok()
+    }
+
     /// Marks in `dirty` the candidate headers `s`'s own writes may reach (`extract` included when `extracts`).
     fn mark(&self, s: &Stmt, dirty: &mut [bool], extracts: bool) {
         match writes(s) {
@@ -205,7 +210,7 @@ impl Analysis<'_> {
             Writes::Locs(ls) => self.mark_locs(&ls, dirty),
             Writes::Header(_) if !extracts && matches!(s, Stmt::Extract { .. }) => {}
             Writes::Header(HeaderRef::Static(h)) => {
-                if let Some(k) = self.headers.iter().position(|x| *x == *h as usize) {
+                if let Some(k) = self.index(*h as usize) {
                     dirty[k] = true;
                 }
             }
@@ -284,14 +289,14 @@ impl Analysis<'_> {
             },
             // in a parser state: the header's fields are the bytes just extracted (or its offset is cleared)
             Stmt::Extract { hdr: HeaderRef::Static(h), .. } => {
-                if let Some(k) = self.headers.iter().position(|x| *x == *h as usize) {
+                if let Some(k) = self.index(*h as usize) {
                     dirty[k] = false;
                 }
             }
             _ => {
                 let key = s as *const Stmt as usize;
                 if let Some(&h) = self.cands.get(&key) {
-                    let k = self.headers.iter().position(|x| *x == h).expect("a candidate's header is listed");
+                    let k = self.index(h).expect("a candidate's header is listed");
                     let v = self.verdict.entry(key).or_insert(true);
                     *v &= !dirty[k];
                 }

@@ -366,7 +366,7 @@ enum Tail {
 /// `result = H(key, data ++ tail)`. When the whole payload follows and `data` is exactly the bytes in front of
 /// it in the received packet (headers the program has not changed since the parser extracted them), the
 /// message is read from the packet in one piece.
-fn hash_tail(alg: HashAlg, key: &[u8], data: &[u8], tail: Tail, payload: &mut Payload<'_>, result: &mut [u8], owidth: u32) -> Result<(), ExternError> {
+fn hash_tail(alg: HashAlg, key: &[u8], data: &[u8], tail: Tail, payload: &Payload<'_>, result: &mut [u8], owidth: u32) -> Result<(), ExternError> {
     let mut out = [0u8; 64];
     let d = &mut out[..digest_len(alg, owidth)];
     digest_tail(alg, key, data, tail, payload, d)?;
@@ -515,10 +515,7 @@ impl BoundCall for BoundHash {
         if self.vouchable && matches!(self.tail, BoundTail::Payload) && payload.prefix_vouched(n) {
             // the data argument is the bytes in front of the payload (the engine vouched): the frame in one piece
             if let Some((_, msg)) = payload.with_bytes_before(n) {
-                let mut out = [0u8; 64];
-                let d = &mut out[..digest_len(self.alg, self.result.width())];
-                digest(self.alg, key, msg, None, d)?;
-                fit(self.alg, d, r, self.result.width());
+                hash_tail(self.alg, key, msg, Tail::None, payload, r, self.result.width())?;
                 self.result.write(r, slots);
                 return Ok(());
             }
