@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 
-from .netns import free_port
+from .netns import CommandError, free_port, sh
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HOST_MAC = "02:00:00:00:00:01"
@@ -97,19 +97,12 @@ class Controller:
         self.channel.close()
 
 
-def sh(*cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        raise AgentError(f"{' '.join(cmd)}: {r.stderr.strip()}")
-    return r.stdout
-
-
 def iface_info(iface):
     try:
         mac = pathlib.Path(f"/sys/class/net/{iface}/address").read_text().strip()
     except OSError as e:
         raise AgentError(f"no interface {iface}") from e
-    for line in sh("ip", "-o", "addr", "show", "dev", iface).splitlines():
+    for line in sh("ip", "-o", "addr", "show", "dev", iface).stdout.splitlines():
         parts = line.split()
         if parts[2] in ("inet", "inet6") and not parts[3].startswith("fe80"):
             return parts[3].split("/")[0], mac
@@ -463,7 +456,7 @@ def main(argv=None):
             except AgentError:
                 pass
         return 0
-    except AgentError as e:
+    except (AgentError, CommandError) as e:
         print(f"p4sec-agent: {e}", file=sys.stderr)
         return 1
     finally:

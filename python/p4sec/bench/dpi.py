@@ -1,6 +1,6 @@
 """URL filtering benchmark (DeeP4R, issue #7): p4sec's URL filters against a netfilter baseline in the same run.
 
-    python3 -m p4sec.bench_dpi [--domains 1,10,100,1000,5000] [--flows 1,10,100,1000,10000] [--seconds S]
+    python -m p4sec.bench.dpi [--domains 1,10,100,1000,5000] [--flows 1,10,100,1000,10000] [--seconds S]
                                [--samples N] [--rounds R] [--systems netfilter,fast,recirc] [--flow-domains N]
                                [--json FILE] [--plot FILE.png] [--p4sec PATH]
 
@@ -36,7 +36,6 @@ the benchmark stops with an error. Needs root, iproute2 and iptables.
 """
 import argparse
 import contextlib
-import ctypes
 import json
 import os
 import pathlib
@@ -52,9 +51,10 @@ import tempfile
 import time
 import uuid
 
-from p4sec import dpi
+from .. import dpi
+from ..netns import CommandError, in_netns, ns, sh
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 SYSTEMS = ("netfilter", "fast", "recirc")
 LABEL = {"netfilter": "netfilter (iptables -m string)", "fast": "p4sec fast (dfa_matcher)",
          "recirc": "p4sec recirculating (DeeP4R)"}
@@ -63,46 +63,12 @@ GOOD_HOSTS = ["www.example.org", "static.example.net", "docs.python.org", "intra
 SRC_IP, DST_IP = "10.0.1.1", "10.0.2.2"
 SEQ_LAT, SEQ_BLOCK, SEQ_GOOD, SEQ_LOAD = 0x50000000, 0x60000000, 0x70000000, 0x10000000
 NICE = -10
-CLONE_NEWNET = 0x40000000
 SO_TIMESTAMPNS = 35
 ETH_P_ALL = 0x0003
 
 
 class BenchError(Exception):
     pass
-
-
-# ------------------------------------------------------------------------------------------------ shell, namespaces
-
-def sh(*cmd, check=True, input=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, input=input)
-    if check and r.returncode:
-        raise BenchError(f"{' '.join(cmd[:6])}{' ...' if len(cmd) > 6 else ''} failed (exit {r.returncode}): "
-                         f"{(r.stderr or r.stdout).strip()[:500]}")
-    return r
-
-
-def ns(name, *cmd, check=True, input=None):
-    return sh("ip", "netns", "exec", name, *cmd, check=check, input=input)
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-@contextlib.contextmanager
-def in_netns(name):
-    """Run the body in network namespace `name` (this thread only); sockets created there stay in it."""
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(target, CLONE_NEWNET) != 0:
-            e = ctypes.get_errno()
-            raise OSError(e, f"setns {name}: {os.strerror(e)}")
-        yield
-    finally:
-        _libc.setns(home, CLONE_NEWNET)
-        os.close(home)
-        os.close(target)
 
 
 class LinkStats:
@@ -930,7 +896,7 @@ def int_list(text, name, lo):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m p4sec.bench_dpi", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m p4sec.bench.dpi", description=__doc__.splitlines()[0])
     ap.add_argument("--domains", default="1,10,100,1000,5000", help="list sizes (comma-separated)")
     ap.add_argument("--flows", default="1,10,100,1000,10000", help="parallel flow counts (comma-separated)")
     ap.add_argument("--flow-domains", type=int, help="list size for the flow runs (default: the largest --domains)")
@@ -982,11 +948,11 @@ def main(argv=None):
                 raise BenchError("--plot needs matplotlib (pip install matplotlib)")
         t0 = time.time()
         res = run(args, p4sec_bin, lambda s: print(s, flush=True))
-    except BenchError as e:
-        print(f"bench_dpi: {e}", file=sys.stderr)
+    except (BenchError, CommandError) as e:
+        print(f"bench.dpi: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("bench_dpi: interrupted", file=sys.stderr)
+        print("bench.dpi: interrupted", file=sys.stderr)
         return 130
     res["targets"] = targets(res, args)
     report(res, args)
