@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 
+from .. import gateway as gwp
 from .. import runtime
 from ..controller import SUITES, ControllerError, Gateway, IpsecController
 from ..netns import free_port, sh
@@ -156,7 +157,7 @@ def main(argv=None):
                     "setup_ms_last_100_median": statistics.median(setup[-100:])})
 
         # read back: every tunnel's SAD-dec entry and policy on both switches
-        out["readback"] = {g.name: {"sad_dec": len(g.switch.table_read("GwIngress.sad_dec")), "spd": len(g.switch.table_read("GwIngress.spd"))}
+        out["readback"] = {g.name: {"sad_dec": len(g.switch.table_read(gwp.sad_dec(4))), "spd": len(g.switch.table_read(gwp.spd(4)))}
                            for g in gws}
         up = [t for t in ctl.tunnels() if t["state"] == "up"]
         out["controller_tunnels_up"] = len(up)
@@ -172,12 +173,12 @@ def main(argv=None):
         inbound = {}
         for i in sample:
             s = next(x for x in ctl.sas(f"t{i}") if x["state"] == "active" and x["src"] == "S1")
-            inbound[i] = (s["in_slot"], switches[1].counter_read("GwIngress.sa_counters", s["in_slot"] * 16)[0])
+            inbound[i] = (s["in_slot"], switches[1].counter_read(gwp.SA_COUNTERS, s["in_slot"] * 16)[0])
         got = probe(net, items + ([stray] if n < MAX_TUNNELS else []))
         carried = []
         for src, dst, i in items:
             slot, before = inbound[i]
-            after = switches[1].counter_read("GwIngress.sa_counters", slot * 16)[0]
+            after = switches[1].counter_read(gwp.SA_COUNTERS, slot * 16)[0]
             carried.append({"tunnel": i, "src": src, "dst": dst, "arrived": (src, dst, i) in got, "sa_packets": after - before})
         out["sample"] = carried
         out["sample_ok"] = sum(1 for c in carried if c["arrived"] and c["sa_packets"] >= 1)
