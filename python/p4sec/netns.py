@@ -21,8 +21,9 @@ class CommandError(subprocess.CalledProcessError):
 
 
 def sh(*cmd, check=True, input=None):
-    """Run a command; its output captured as text (`input`: text for its stdin). With `check`, a non-zero exit
-    raises CommandError."""
+    """Run a command (its arguments strings, paths or numbers); its output captured as text (`input`: text for
+    its stdin). With `check`, a non-zero exit raises CommandError."""
+    cmd = [str(c) for c in cmd]
     r = subprocess.run(cmd, capture_output=True, text=True, input=input)
     if check and r.returncode:
         raise CommandError(r.returncode, cmd, r.stdout, r.stderr)

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import ROOT, console_script
 from p4sec import ca
+from p4sec.netns import sh
 from test_site_to_site import free_port
 
 CONTROLLER = console_script("p4sec-controller")
@@ -40,10 +41,6 @@ for i in range(int(sys.argv[2])):
         pass
 print(ok)
 """
-
-
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
 
 def test_ca_refuses_bad_input(tmp_path):

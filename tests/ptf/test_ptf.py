@@ -11,17 +11,13 @@ import uuid
 import pytest
 
 from p4sec import dpi
-from p4sec.netns import free_port
+from p4sec.netns import free_port, sh
 from p4sec.runtime import Switch, ip, mac
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PTF = pathlib.Path(sys.executable).parent / "ptf"      # the command of the environment running the tests (.venv)
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
               pytest.mark.skipif(not PTF.exists(), reason=f"ptf is not installed at {PTF} (./scripts/setup)")]
-
-
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
 
 @pytest.fixture

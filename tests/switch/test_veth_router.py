@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from p4.v1 import p4runtime_pb2
+from p4sec.netns import sh
 
 from conftest import ROOT
 from test_p4runtime import Controller, free_port, ids  # noqa: F401
@@ -30,10 +31,6 @@ else:
         sendp(Ether(dst="02:00:00:00:00:01", src="02:00:00:00:01:01") / IP(src="10.0.1.1", dst="10.0.2.2", ttl=64, id=i)
               / UDP(sport=4242, dport=4242) / Raw(bytes(range(32))), iface=iface, verbose=False)
 """
-
-
-def sh(*cmd):
-    subprocess.run(cmd, check=True, capture_output=True)
 
 
 @pytest.fixture
