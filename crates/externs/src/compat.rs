@@ -204,8 +204,7 @@ mod tests {
 
     fn ipv4() -> Vec<u8> {
         let mut h = vec![0x45, 0, 0, 40, 0, 1, 0, 0, 64, 17, 0, 0, 10, 1, 0, 1, 10, 2, 0, 2];
-        let c = !h.chunks(2).fold(0u32, |s, w| s + u16::from_be_bytes([w[0], w[1]]) as u32);
-        let c = ((c & 0xffff) + (c >> 16)) as u16;
+        let c = crate::checksum::csum16(&h);
         h[10..12].copy_from_slice(&c.to_be_bytes());
         h
     }

@@ -106,21 +106,8 @@ fn put_digest(out: &mut [u8], d: &[u8]) {
     out[n..].iter_mut().for_each(|b| *b = 0);
 }
 
-/// RFC 1071 checksum.
-pub fn csum16(data: &[u8]) -> u16 {
-    let mut sum: u64 = 0;
-    let mut it = data.chunks_exact(2);
-    for c in &mut it {
-        sum += u16::from_be_bytes([c[0], c[1]]) as u64;
-    }
-    if let [b] = it.remainder() {
-        sum += (*b as u64) << 8;
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
+/// RFC 1071 checksum ([`crate::checksum`]).
+pub use crate::checksum::csum16;
 
 /// HalfSipHash-2-4 with a 32-bit output (Aumasson's reference construction: 32-bit words, rotations
 /// 5, 16, 8, 7 and 13, 16; `b = len << 24`; final xor with 0xff).

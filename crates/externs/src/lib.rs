@@ -2,6 +2,7 @@
 //! family, behind one extern interface ([`iface`]) that the engine calls. This crate does not depend on
 //! the engine.
 pub mod ascon;
+pub mod checksum;
 pub mod compat;
 pub mod dfa;
 pub mod esp;

@@ -13,6 +13,8 @@
 //! checksum is wrong are never joined (the kernel computes the super-frame's checksums afresh, which would
 //! hide the damage): they go out as they are, for the receiver to drop.
 
+use p4sec_externs::checksum::{fold, ones_sum};
+
 /// What one TCP segment looks like, once checked to be a candidate.
 #[derive(Clone, Copy, Debug)]
 pub struct Seg {
@@ -45,18 +47,7 @@ fn be16(f: &[u8], i: usize) -> u16 {
 /// The one's complement sum (not folded) of the pseudo-header of a TCP segment of `len` bytes.
 fn pseudo(f: &[u8], ip: usize, v6: bool, len: usize) -> u32 {
     let addrs = if v6 { &f[ip + 8..ip + 40] } else { &f[ip + 12..ip + 20] };
-    let mut sum = 0u32;
-    for c in addrs.chunks_exact(2) {
-        sum += u16::from_be_bytes([c[0], c[1]]) as u32;
-    }
-    sum + 6 + (len as u32 >> 16) + (len as u32 & 0xffff)
-}
-
-fn fold(mut sum: u32) -> u16 {
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
+    ones_sum(addrs) as u32 + 6 + (len as u32 >> 16) + (len as u32 & 0xffff)
 }
 
 /// Is this frame a TCP segment that could be joined with others? Untagged Ethernet, IPv4 without options
@@ -72,7 +63,7 @@ pub fn parse(f: &[u8]) -> Option<Seg> {
                 return None;
             }
             let end = ip + be16(f, ip + 2) as usize;
-            if end > f.len() || end < ip + 40 || fold(crate::ones_sum(&f[ip..ip + 20]) as u32) != 0xffff {
+            if end > f.len() || end < ip + 40 || fold(ones_sum(&f[ip..ip + 20]) as u32) != 0xffff {
                 return None;
             }
             (false, ip + 20, end, be16(f, ip + 4))
@@ -94,7 +85,7 @@ pub fn parse(f: &[u8]) -> Option<Seg> {
     if doff < 20 || hdrs >= end {
         return None;
     }
-    let sum = pseudo(f, ip, v6, end - l4) + crate::ones_sum(&f[l4..end]) as u32;
+    let sum = pseudo(f, ip, v6, end - l4) + ones_sum(&f[l4..end]) as u32;
     if fold(sum) != 0xffff {
         return None;
     }
@@ -218,7 +209,7 @@ impl Coalescer {
             } else {
                 b[ip + 2..ip + 4].copy_from_slice(&((len - ip) as u16).to_be_bytes());
                 b[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
-                let c = !fold(crate::ones_sum(&b[ip..l4]) as u32);
+                let c = !fold(ones_sum(&b[ip..l4]) as u32);
                 b[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
             }
             if self.psh {
@@ -249,11 +240,11 @@ mod tests {
         let l4 = if v6 { ip + 40 } else { ip + 20 };
         if !v6 {
             f[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
-            let c = !fold(crate::ones_sum(&f[ip..l4]) as u32);
+            let c = !fold(ones_sum(&f[ip..l4]) as u32);
             f[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
         }
         f[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
-        let c = !fold(pseudo(f, ip, v6, f.len() - l4) + crate::ones_sum(&f[l4..]) as u32);
+        let c = !fold(pseudo(f, ip, v6, f.len() - l4) + ones_sum(&f[l4..]) as u32);
         f[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
     }
 
@@ -318,9 +309,9 @@ mod tests {
                     // ... which makes the super-frame's own TCP checksum right (the pseudo-header over its length)
                     let (ip, l4) = (14, h.csum_start as usize);
                     let v6 = f[12] == 0x86;
-                    assert_eq!(fold(pseudo(&f, ip, v6, f.len() - l4) + crate::ones_sum(&f[l4..]) as u32), 0xffff);
+                    assert_eq!(fold(pseudo(&f, ip, v6, f.len() - l4) + ones_sum(&f[l4..]) as u32), 0xffff);
                     if !v6 {
-                        assert_eq!(fold(crate::ones_sum(&f[ip..l4]) as u32), 0xffff);
+                        assert_eq!(fold(ones_sum(&f[ip..l4]) as u32), 0xffff);
                     }
                     segment(&f, h, &mut w).unwrap();
                 }

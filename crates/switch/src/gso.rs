@@ -6,6 +6,8 @@
 //! the frames the wire would have carried before the pipeline sees them. Frames the switch sends carry a
 //! zero header (nothing left to do).
 
+use p4sec_externs::checksum::{fold, ones_sum};
+
 /// The socket option (SOL_PACKET) that turns the headers on.
 pub const PACKET_VNET_HDR: libc::c_int = 15;
 
@@ -45,25 +47,6 @@ impl VnetHdr {
     }
 }
 
-/// The one's complement sum of `data` (as 16-bit big-endian words, an odd last byte padded) added to `sum`.
-fn add(mut sum: u32, data: &[u8]) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u16::from_be_bytes([c[0], c[1]]) as u32;
-    }
-    if let [x] = chunks.remainder() {
-        sum += (*x as u32) << 8;
-    }
-    sum
-}
-
-fn fold(mut sum: u32) -> u16 {
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
 /// Complete a checksum left to offload: the one's complement of the sum from `start` to the end of the frame
 /// (the field at `start + offset` holds the pseudo-header's sum) goes to that field. False when the offsets
 /// do not fit the frame.
@@ -72,7 +55,7 @@ pub fn complete_csum(f: &mut [u8], start: usize, offset: usize) -> bool {
     if field + 2 > f.len() {
         return false;
     }
-    let c = !fold(add(0, &f[start..]));
+    let c = !ones_sum(&f[start..]);
     f[field..field + 2].copy_from_slice(&c.to_be_bytes());
     true
 }
@@ -107,7 +90,7 @@ fn layers(f: &[u8]) -> Option<(usize, u8, usize, u8)> {
 
 /// The sum of the pseudo-header of an L4 segment of `len` bytes.
 fn pseudo(f: &[u8], ip: usize, version: u8, proto: u8, len: usize) -> u32 {
-    let mut sum = if version == 4 { add(0, &f[ip + 12..ip + 20]) } else { add(0, &f[ip + 8..ip + 40]) };
+    let mut sum = if version == 4 { ones_sum(&f[ip + 12..ip + 20]) as u32 } else { ones_sum(&f[ip + 8..ip + 40]) as u32 };
     sum += proto as u32;
     sum += (len as u32) >> 16;
     sum += len as u32 & 0xffff;
@@ -179,7 +162,7 @@ pub fn segment_into(f: &[u8], h: &VnetHdr, out: &mut Vec<Vec<u8>>) -> Result<usi
             s[ip + 2..ip + 4].copy_from_slice(&((l4 - ip + seg_l4) as u16).to_be_bytes());
             s[ip + 4..ip + 6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
             s[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
-            let c = !fold(add(0, &s[ip..l4]));
+            let c = !ones_sum(&s[ip..l4]);
             s[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
         } else {
             s[ip + 4..ip + 6].copy_from_slice(&(seg_l4 as u16).to_be_bytes());
@@ -198,13 +181,42 @@ pub fn segment_into(f: &[u8], h: &VnetHdr, out: &mut Vec<Vec<u8>>) -> Result<usi
             l4 + 6
         };
         s[field..field + 2].copy_from_slice(&[0, 0]);
-        let mut c = !fold(add(pseudo(s, ip, version, proto, seg_l4), &s[l4..]));
+        let mut c = !fold(pseudo(s, ip, version, proto, seg_l4) + ones_sum(&s[l4..]) as u32);
         if proto == 17 && c == 0 {
             c = 0xffff;
         }
         s[field..field + 2].copy_from_slice(&c.to_be_bytes());
     }
     Ok(n)
+}
+
+/// Finish a TCP/UDP checksum over IPv4 or IPv6 whose field holds only the pseudo-header sum.
+pub fn complete_l4_checksum(f: &mut [u8]) {
+    let mut off = 12;
+    let mut et = u16::from_be_bytes([f.get(12).copied().unwrap_or(0), f.get(13).copied().unwrap_or(0)]);
+    if et == 0x8100 && f.len() >= 18 {
+        et = u16::from_be_bytes([f[16], f[17]]);
+        off = 16;
+    }
+    let ip = off + 2;
+    let (proto, l4) = match et {
+        0x0800 if f.len() >= ip + 20 => (f[ip + 9], ip + (f[ip] & 0x0f) as usize * 4),
+        0x86dd if f.len() >= ip + 40 => (f[ip + 6], ip + 40),
+        _ => return,
+    };
+    let field = match proto {
+        6 => l4 + 16,
+        17 => l4 + 6,
+        _ => return,
+    };
+    if f.len() < field + 2 {
+        return;
+    }
+    let mut c = !ones_sum(&f[l4..]);
+    if c == 0 && proto == 17 {
+        c = 0xffff;
+    }
+    f[field..field + 2].copy_from_slice(&c.to_be_bytes());
 }
 
 #[cfg(test)]
@@ -214,10 +226,10 @@ mod tests {
     /// Verify a segment's IP header and L4 checksums from scratch.
     fn checksums_ok(s: &[u8]) -> bool {
         let (ip, version, l4, proto) = layers(s).unwrap();
-        if version == 4 && fold(add(0, &s[ip..l4])) != 0xffff {
+        if version == 4 && ones_sum(&s[ip..l4]) != 0xffff {
             return false;
         }
-        fold(add(pseudo(s, ip, version, proto, s.len() - l4), &s[l4..])) == 0xffff
+        fold(pseudo(s, ip, version, proto, s.len() - l4) + ones_sum(&s[l4..]) as u32) == 0xffff
     }
 
     fn tcp_frame(v6: bool, payload: &[u8], flags: u8) -> Vec<u8> {
@@ -306,7 +318,7 @@ mod tests {
         let p = fold(pseudo(&f, ip, 4, 6, seg));
         f[l4 + 16..l4 + 18].copy_from_slice(&p.to_be_bytes());
         assert!(complete_csum(&mut f, l4, 16));
-        assert_eq!(fold(add(pseudo(&f, ip, 4, 6, seg), &f[l4..])), 0xffff);
+        assert_eq!(fold(pseudo(&f, ip, 4, 6, seg) + ones_sum(&f[l4..]) as u32), 0xffff);
         assert!(!complete_csum(&mut f, 60, 16));
         let h = VnetHdr::parse(&[1, 1, 54, 0, 0xa8, 5, 34, 0, 16, 0]).unwrap();
         assert_eq!(h, VnetHdr { flags: 1, gso_type: 1, hdr_len: 54, gso_size: 1448, csum_start: 34, csum_offset: 16 });

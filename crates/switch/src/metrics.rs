@@ -1,7 +1,7 @@
 //! A Prometheus text-format `/metrics` endpoint: port, pipeline, table and controller-channel counters.
 //! A deliberately small HTTP/1.1 responder (one request per connection) on its own thread.
 
-use crate::PortStats;
+use crate::port::io::PortStats;
 use p4sec_p4runtime::server::Device;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -35,16 +35,31 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)]) -> Strin
         port(|s| s.gro.load(Ordering::Relaxed)),
     );
     family("p4sec_port_tx_errors_total", "Frames the port failed to transmit.", "counter", port(|s| s.errors.load(Ordering::Relaxed)));
-    family("p4sec_packet_in_dropped_total", "PacketIn messages with no primary controller to take them.", "counter", vec![(String::new(), device.packet_in_dropped.load(Ordering::Relaxed))]);
-    family("p4sec_digests_dropped_total", "Digest messages not enabled by the controller or not deliverable.", "counter", vec![(String::new(), device.digests_dropped.load(Ordering::Relaxed))]);
+    family(
+        "p4sec_packet_in_dropped_total",
+        "PacketIn messages with no primary controller to take them.",
+        "counter",
+        vec![(String::new(), device.packet_in_dropped.load(Ordering::Relaxed))],
+    );
+    family(
+        "p4sec_digests_dropped_total",
+        "Digest messages not enabled by the controller or not deliverable.",
+        "counter",
+        vec![(String::new(), device.digests_dropped.load(Ordering::Relaxed))],
+    );
     if let Some(engine) = device.engine() {
         let s = engine.stats();
-        family("p4sec_pipeline_packets_total", "Packets by what became of them in the pipeline.", "counter", vec![
-            ("{outcome=\"received\"}".into(), s.packets_in),
-            ("{outcome=\"emitted\"}".into(), s.packets_out),
-            ("{outcome=\"dropped\"}".into(), s.dropped),
-            ("{outcome=\"pass_limit\"}".into(), s.pass_limit),
-        ]);
+        family(
+            "p4sec_pipeline_packets_total",
+            "Packets by what became of them in the pipeline.",
+            "counter",
+            vec![
+                ("{outcome=\"received\"}".into(), s.packets_in),
+                ("{outcome=\"emitted\"}".into(), s.packets_out),
+                ("{outcome=\"dropped\"}".into(), s.dropped),
+                ("{outcome=\"pass_limit\"}".into(), s.pass_limit),
+            ],
+        );
         family("p4sec_extern_faults_total", "Extern calls that failed (the packet is dropped).", "counter", vec![(String::new(), s.extern_faults)]);
         let mut hits = vec![];
         let mut entries = vec![];

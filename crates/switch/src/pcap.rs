@@ -128,7 +128,7 @@ impl Reader {
         self.frames += 1;
         let ts = Ts { sec, usec: if self.nsec { frac / 1000 } else { frac } };
         if self.raw_ip {
-            if !crate::ip_to_ethernet(&mut buf[..14 + incl], port) {
+            if !crate::tun::ip_to_ethernet(&mut buf[..14 + incl], port) {
                 return Err(format!("{p}: record {k} is not an IPv4 or IPv6 packet (link type raw IP)"));
             }
             return Ok(Some((14 + incl, ts)));
@@ -181,7 +181,7 @@ impl Writer {
         if let Err(e) = &r {
             if !self.failed {
                 self.failed = true;
-                crate::p4log!(crate::log::Level::Error, "cannot write {}: {e}", self.path.display());
+                p4log!(crate::log::Level::Error, "cannot write {}: {e}", self.path.display());
             }
         }
         r
@@ -191,5 +191,33 @@ impl Writer {
 impl Drop for Writer {
     fn drop(&mut self) {
         let _ = self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pcap_round_trip() {
+        let dir = std::env::temp_dir().join(format!("p4sec-pcap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("a.pcap");
+        {
+            let mut w = Writer::create(&f).unwrap();
+            w.write(Ts { sec: 5, usec: 6 }, &[1, 2, 3]).unwrap();
+            w.write(Ts { sec: 7, usec: 8 }, &[4; 60]).unwrap();
+        }
+        let mut r = Reader::open(&f).unwrap();
+        let mut buf = vec![0u8; MAX_FRAME + 64];
+        assert_eq!(r.next(&mut buf, 1).unwrap(), Some((3, Ts { sec: 5, usec: 6 })));
+        assert_eq!(&buf[..3], &[1, 2, 3]);
+        assert_eq!(r.next(&mut buf, 1).unwrap(), Some((60, Ts { sec: 7, usec: 8 })));
+        assert_eq!(r.next(&mut buf, 1).unwrap(), None);
+        std::fs::write(&f, b"hello, this is not a pcap file at all").unwrap();
+        assert!(Reader::open(&f).err().unwrap().contains("not a pcap file"));
+        std::fs::write(&f, b"\xd4\xc3").unwrap();
+        assert!(Reader::open(&f).err().unwrap().contains("not a pcap file"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

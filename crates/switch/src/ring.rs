@@ -304,7 +304,7 @@ impl Rings {
                 .flatten();
             let frame = unsafe { std::slice::from_raw_parts_mut(slot.add(mac), len) };
             if status & TP_STATUS_CSUMNOTREADY != 0 && !vnet.is_some_and(|h| h.is_gso()) {
-                crate::complete_l4_checksum(frame);
+                crate::gso::complete_l4_checksum(frame);
             }
             match vlan_tag(status, h.vlan_tci, h.vlan_tpid) {
                 // the slot has room before the frame (its sockaddr_ll and virtio-net header have been read):
@@ -415,5 +415,19 @@ impl Rings {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vlan_tags_from_the_kernel() {
+        assert_eq!(vlan_tag(0, 5, 0x8100), None);
+        assert_eq!(vlan_tag(TP_STATUS_VLAN_VALID, 0x6007, 0), Some([0x81, 0x00, 0x60, 0x07]));
+        let both = TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID;
+        assert_eq!(vlan_tag(both, 7, 0x88a8), Some([0x88, 0xa8, 0, 7]));
+        assert_eq!(vlan_tag(both, 7, 0), Some([0x81, 0x00, 0, 7]));
     }
 }

@@ -1,6 +1,9 @@
 //! TUN and TAP devices made through /dev/net/tun (`--port N=tap:NAME`, `--port N=tun:NAME`). The devices
 //! are not persistent: the kernel removes them when the switch closes its descriptors (at exit, however it
 //! ends). With several workers the device is multi-queue and each worker has its own queue.
+//!
+//! TUN framing: a TUN device carries IP packets, which enter the pipeline with a synthetic Ethernet header
+//! ([`ip_to_ethernet`]) and leave it without one ([`ethernet_to_ip`]).
 
 use std::ffi::CString;
 
@@ -113,4 +116,69 @@ pub fn oper_up(name: &str) -> Option<bool> {
 pub fn attached(fd: i32) -> bool {
     let mut r = ifreq("");
     unsafe { libc::ioctl(fd, libc::TUNGETIFF as _, &mut r as *mut IfReq) >= 0 }
+}
+
+/// The destination MAC address of frames made from packets of a TUN port (or a raw-IP pcap input):
+/// 02:70:34:73:65:63 ("p4sec" in a locally administered address).
+pub const TUN_SWITCH_MAC: [u8; 6] = [0x02, 0x70, 0x34, 0x73, 0x65, 0x63];
+
+/// The source MAC address of frames made from packets of TUN port `port`: 02:74:75:6e:HH:LL ("tun" and the
+/// port number's low 16 bits).
+pub fn tun_host_mac(port: u32) -> [u8; 6] {
+    [0x02, 0x74, 0x75, 0x6e, (port >> 8) as u8, port as u8]
+}
+
+/// `buf[14..]` holds an IP packet: write an Ethernet header in front of it (destination [`TUN_SWITCH_MAC`],
+/// source [`tun_host_mac`], EtherType from the IP version). False if it is neither IPv4 nor IPv6.
+pub fn ip_to_ethernet(buf: &mut [u8], port: u32) -> bool {
+    if buf.len() < 15 {
+        return false;
+    }
+    let et: u16 = match buf[14] >> 4 {
+        4 => 0x0800,
+        6 => 0x86dd,
+        _ => return false,
+    };
+    buf[0..6].copy_from_slice(&TUN_SWITCH_MAC);
+    buf[6..12].copy_from_slice(&tun_host_mac(port));
+    buf[12..14].copy_from_slice(&et.to_be_bytes());
+    true
+}
+
+/// The IP packet inside an Ethernet frame (after any VLAN tags), for a TUN port; `None` if it is not IP.
+pub fn ethernet_to_ip(frame: &[u8]) -> Option<&[u8]> {
+    let mut off = 12;
+    loop {
+        if frame.len() < off + 2 {
+            return None;
+        }
+        match u16::from_be_bytes([frame[off], frame[off + 1]]) {
+            0x8100 | 0x88a8 => off += 4,
+            0x0800 | 0x86dd if frame.len() > off + 2 => return Some(&frame[off + 2..]),
+            _ => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tun_headers() {
+        let mut b = vec![0u8; 14 + 20];
+        b[14] = 0x45;
+        assert!(ip_to_ethernet(&mut b, 4));
+        assert_eq!(&b[12..14], &[0x08, 0x00]);
+        assert_eq!(&b[0..6], &TUN_SWITCH_MAC);
+        assert_eq!(&b[6..12], &[2, 0x74, 0x75, 0x6e, 0, 4]);
+        assert_eq!(ethernet_to_ip(&b).unwrap(), &b[14..]);
+        b[14] = 0x15;
+        assert!(!ip_to_ethernet(&mut b, 4));
+        let mut v = vec![0u8; 18 + 40];
+        v[12..14].copy_from_slice(&[0x81, 0]);
+        v[16..18].copy_from_slice(&[0x86, 0xdd]);
+        assert_eq!(ethernet_to_ip(&v).unwrap().len(), 40);
+        assert!(ethernet_to_ip(&[0u8; 10]).is_none());
+    }
 }

@@ -1,0 +1,248 @@
+//! The packet loop of a worker: it waits on its ports' descriptors, receives frames in batches, runs each
+//! through the engine installed on the P4Runtime device (taken afresh for every batch, so a pipeline pushed
+//! by the controller takes effect without restarting the loop), and transmits what the pipeline emits to
+//! ports or, for the CPU port, to the controller; PacketOut frames from the controller enter as received on
+//! the CPU port.
+
+use crate::log::{self, Level};
+use crate::pcap::{self, Ts};
+use crate::port::Port;
+use p4sec_engine::{Outputs, Worker};
+use p4sec_p4runtime::server::Device;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+fn log_trace(w: &mut Worker, port: u32, len: usize) {
+    let lines = w.take_trace();
+    let name = std::thread::current().name().unwrap_or("worker").to_string();
+    eprintln!("[{name}] packet of {len} bytes on port {port}: {}", lines.join("; "));
+}
+
+/// The `--log trace` line of one packet: where it came from and where its frames went.
+fn log_packet(port: u32, len: usize, out: &Outputs, cpu: Option<u32>, by_number: &HashMap<u32, usize>) {
+    let mut to = vec![];
+    for (p, f) in out.iter() {
+        let what = if Some(p) == cpu {
+            "CPU port".to_string()
+        } else if by_number.contains_key(&p) {
+            format!("port {p}")
+        } else {
+            format!("port {p} (no such port, dropped)")
+        };
+        to.push(format!("{what} ({} bytes)", f.len()));
+    }
+    let to = if to.is_empty() { "dropped".to_string() } else { to.join(", ") };
+    p4log!(Level::Trace, "port {port}: {len} bytes in -> {to}");
+}
+
+/// Send what one packet produced: to ports, or to the controller for the CPU port.
+fn transmit(device: &Device, engine: &p4sec_engine::Engine, ports: &[Port], by_number: &HashMap<u32, usize>, out: &Outputs, unknown: &mut u64, ts: Ts) {
+    for (port, frame) in out.iter() {
+        if Some(port) == device.cpu_port {
+            device.packet_in(engine, frame);
+            continue;
+        }
+        match by_number.get(&port) {
+            Some(j) => ports[*j].send(frame, ts),
+            None => *unknown += 1,
+        }
+    }
+}
+
+/// Run the packet loop until `stop` is set. Frames sent to ports that do not exist are counted and dropped.
+pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
+    run_with(device, ports, stop, false)
+}
+
+/// The packet loop; with `trace`, every packet's path through the pipeline is written to stderr.
+pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool) {
+    worker_loop(device, ports, stop, trace, None)
+}
+
+/// The packet loop of one worker. With `batch` (only pcap ports, some with input), the loop ends once every
+/// input is consumed and its frames processed, and sets the flag.
+pub(crate) fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool, batch: Option<Arc<AtomicBool>>) {
+    let by_number: HashMap<u32, usize> = ports.iter().enumerate().map(|(i, p)| (p.number, i)).collect();
+    let mut fds: Vec<libc::pollfd> = ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
+    // the last descriptor: PacketOut frames from the controller
+    use std::os::fd::AsRawFd;
+    fds.push(libc::pollfd { fd: device.packet_out_rx.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+    let mut buf = vec![0u8; pcap::MAX_FRAME + 64];
+    let mut out = Outputs::default();
+    let mut worker: Option<(usize, Worker)> = None;
+    let mut unknown_port = 0u64;
+    let mut suspect = vec![false; ports.len()];
+    let writes = ports.iter().any(|p| p.writes());
+    let packet_lines = log::enabled(Level::Trace);
+    let mut waiting_said = false;
+    let mut frames_in = 0u64;
+    let rings = ports.iter().any(|p| p.mmap());
+    // (the first check at once: port liveness is known from the start)
+    let mut checked_at = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(2)).unwrap_or_else(std::time::Instant::now);
+    while !stop.load(Ordering::Relaxed) {
+        // once a second: MTUs of ring ports, and every port's existence (a deleted interface does not always
+        // leave an error on its socket, above all with rings)
+        if checked_at.elapsed() >= std::time::Duration::from_secs(1) {
+            for (i, p) in ports.iter().enumerate() {
+                if rings {
+                    p.refresh_mtu();
+                }
+                suspect[i] = true;
+                // port liveness, for the watch ports of selector members (a port that is gone is down)
+                device.set_port_up(p.number, fds[i].fd >= 0 && p.up());
+            }
+            checked_at = std::time::Instant::now();
+        }
+        let engine = device.engine();
+        let pcap_pending = engine.is_some() && ports.iter().any(|p| p.has_input());
+        if let Some(done) = &batch {
+            if engine.is_none() && !waiting_said {
+                p4log!(Level::Info, "waiting for a pipeline before reading the pcap inputs");
+                waiting_said = true;
+            }
+            if engine.is_some() && !pcap_pending {
+                p4log!(Level::Info, "all pcap inputs consumed ({frames_in} frames); stopping");
+                done.store(true, Ordering::Release);
+                break;
+            }
+        }
+        // frames left in a transmit ring (the kernel was out of buffer space) are retried soon
+        let timeout = if pcap_pending || ports.iter().any(|p| p.segments_pending()) {
+            0
+        } else if rings && ports.iter().any(|p| p.tx_pending() > 0) {
+            for p in &ports {
+                p.flush_tx();
+            }
+            1
+        } else {
+            50
+        };
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, timeout) };
+        // A socket error (the interface went down or away) is consumed here so that poll does not keep
+        // reporting it, and the port is checked at once; every port is also checked once a second. A port
+        // that is gone (deleted, moved to another namespace) is reported once and no longer polled.
+        for (i, p) in ports.iter().enumerate() {
+            if fds[i].fd < 0 {
+                continue;
+            }
+            if fds[i].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                p.take_error();
+                suspect[i] = true;
+                fds[i].revents &= !(libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
+            }
+            if suspect[i] && !p.alive() {
+                p4log!(Level::Warn, "port {} (`{}`) is gone; frames to it are dropped from now on", p.number, p.iface);
+                fds[i].fd = -1;
+                fds[i].revents = 0;
+                p.stats.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            suspect[i] = false;
+        }
+        if r <= 0 && !pcap_pending {
+            continue;
+        }
+        // the pipeline as it is now: one pushed while we waited applies to what woke us up
+        let engine = if pcap_pending { engine } else { device.engine() };
+        let Some(engine) = engine else {
+            // no pipeline yet: drain and drop (pcap inputs wait for one)
+            for (i, p) in ports.iter_mut().enumerate() {
+                if fds[i].fd >= 0 && !p.is_pcap() {
+                    let mut woken = fds[i].revents & libc::POLLIN != 0;
+                    while p.recv(&mut buf, std::mem::take(&mut woken)).is_some() {}
+                    p.release();
+                }
+            }
+            while device.packet_out_rx.recv(&mut buf).is_ok() {}
+            continue;
+        };
+        let key = Arc::as_ptr(&engine) as usize;
+        if worker.as_ref().map(|(k, _)| *k != key).unwrap_or(true) {
+            let mut w = Worker::new(&engine);
+            w.set_trace(trace);
+            worker = Some((key, w));
+        }
+        let w = &mut worker.as_mut().unwrap().1;
+        let mut processed = 0usize;
+        for i in 0..ports.len() {
+            // (a ring is also looked at when frames reached it after poll returned)
+            if fds[i].revents == 0 && !ports[i].has_input() && !(fds[i].fd >= 0 && ports[i].rx_ready()) {
+                continue;
+            }
+            // a batch per port per wake-up keeps one port from starving the others
+            let mut woken = fds[i].revents & libc::POLLIN != 0;
+            for _ in 0..64 {
+                let Some((at, n, ts)) = ports[i].recv(&mut buf, std::mem::take(&mut woken)) else { break };
+                // SAFETY: the frame is in `buf` or in the port's receive ring, where it stays until the next
+                // `recv` or `release` of the port; neither happens before this iteration ends
+                let frame = unsafe { std::slice::from_raw_parts(at, n) };
+                let ts = match ts {
+                    Some(t) => t,
+                    None if writes => Ts::now(),
+                    None => Ts::default(),
+                };
+                let p = &ports[i];
+                p.stats.rx.fetch_add(1, Ordering::Relaxed);
+                if let Some(c) = &p.capture {
+                    let _ = c.rx.lock().unwrap_or_else(|p| p.into_inner()).write(ts, frame);
+                }
+                out.clear();
+                engine.process(w, p.number, frame, &mut out);
+                if trace {
+                    log_trace(w, p.number, n);
+                }
+                if packet_lines {
+                    log_packet(p.number, n, &out, device.cpu_port, &by_number);
+                }
+                transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port, ts);
+                processed += 1;
+                if p.has_input() {
+                    frames_in += 1;
+                }
+            }
+            ports[i].release();
+            // what this batch produced goes out now: one system call per port with frames in its ring
+            if rings {
+                for p in &ports {
+                    p.flush_tx();
+                }
+            }
+        }
+        // PacketOut: enters the pipeline as received on the CPU port
+        if let Some(cpu) = device.cpu_port {
+            for _ in 0..64 {
+                let Ok(n) = device.packet_out_rx.recv(&mut buf) else { break };
+                out.clear();
+                engine.process(w, cpu, &buf[..n], &mut out);
+                if trace {
+                    log_trace(w, cpu, n);
+                }
+                if packet_lines {
+                    log_packet(cpu, n, &out, device.cpu_port, &by_number);
+                }
+                transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port, if writes { Ts::now() } else { Ts::default() });
+                processed += 1;
+            }
+            if rings {
+                for p in &ports {
+                    p.flush_tx();
+                }
+            }
+        } else {
+            while device.packet_out_rx.recv(&mut buf).is_ok() {
+                unknown_port += 1;
+            }
+        }
+        device.deliver_digests(&engine);
+        if writes && processed > 0 {
+            for p in &ports {
+                p.flush();
+            }
+        }
+        let _ = unknown_port;
+    }
+    for p in &ports {
+        p.flush_tx();
+        p.flush();
+    }
+}
