@@ -133,3 +133,22 @@ fn compile_errors_name_file_line_and_column() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn compile_says_what_it_wrote_and_a_missing_input_in_one_line() {
+    let dir = std::env::temp_dir().join(format!("p4sec-compile-out-{}", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_p4sec")).arg("compile").arg(root().join("programs/ipv4_router.p4")).arg("-o").arg(&dir).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for f in ["program.json", "p4info.txtpb", "p4info.binpb"] {
+        assert!(out.lines().any(|l| l == format!("wrote {}", dir.join(f).display())), "no `wrote ...{f}` line:\n{out}");
+        assert!(dir.join(f).exists());
+    }
+    let missing = dir.join("nosuch.p4");
+    let o = Command::new(env!("CARGO_BIN_EXE_p4sec")).arg("compile").arg(&missing).arg("-o").arg(&dir).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line expected:\n{err}");
+    assert!(err.starts_with(&format!("{}: error: cannot read file: ", missing.display())), "{err}");
+}
