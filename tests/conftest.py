@@ -7,7 +7,23 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHARED = pathlib.Path(os.environ.get("P4SEC_SHARED", ROOT.parent / "shared"))
+
+
+def shared_root():
+    """The shared corpora: $P4SEC_SHARED (relative to the checkout when relative), by default ../shared next to it."""
+    return ROOT / os.environ.get("P4SEC_SHARED", "../shared")
+
+
+def require_shared(rel=""):
+    """The path `rel` inside the shared corpora. Where it is absent the calling test is skipped with one line naming
+    the path and the variable; under CI=true that is a failure instead (CI must not pass by skipping)."""
+    path = shared_root() / rel
+    if path.exists():
+        return path
+    msg = f"shared corpus not found at {os.path.normpath(path)} (set P4SEC_SHARED; default ../shared next to the checkout)"
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(f"{msg}; CI=true: a missing corpus is a failure", pytrace=False)
+    pytest.skip(msg)
 
 
 def console_script(name):
@@ -29,6 +45,6 @@ def p4sec_bin():
 
 @pytest.fixture(scope="session")
 def shared():
-    if not SHARED.exists():
-        pytest.fail(f"shared data not found at {SHARED} (set P4SEC_SHARED)")
-    return SHARED
+    """The shared corpora's root, when it holds the conformance corpus (else the test is skipped; see require_shared)."""
+    require_shared("conformance")
+    return shared_root()

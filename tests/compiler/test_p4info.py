@@ -1,6 +1,6 @@
 """`p4sec compile` writes a P4Info with the reference compiler's names, ids, widths and match kinds,
 so that standard P4Runtime clients work unchanged. Compared with the reference P4Info of every program
-in the conformance corpus (read from ../shared)."""
+in the conformance corpus (read from $P4SEC_SHARED; skipped without it, see conftest.py)."""
 import subprocess
 
 import p4sec  # noqa: F401  (sets the protobuf runtime the p4runtime package needs)

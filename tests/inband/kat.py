@@ -1,11 +1,12 @@
-"""The official ASCON AEAD KATs (../shared/vectors/ascon) as P4EAD service requests (programs/p4ead_service.p4)."""
+"""The published ASCON AEAD KATs (carried in crates/externs/tests/data, see its README) as P4EAD service requests
+(programs/p4ead_service.p4)."""
 import pathlib
 import struct
 
-VECTORS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "vectors" / "ascon"
+DATA = pathlib.Path(__file__).resolve().parents[2] / "crates" / "externs" / "tests" / "data"
 KAT_FILES = {
-    "aead128": VECTORS / "ascon-aead128-sp800-232" / "LWC_AEAD_KAT_128_128.txt",
-    "v12": VECTORS / "ascon128-v1.2" / "LWC_AEAD_KAT_128_128.txt",
+    "aead128": DATA / "ascon-aead128.txt",
+    "v12": DATA / "ascon128-v12.txt",
 }
 VARIANT = {"aead128": 0, "v12": 1}
 ETHERTYPE = 0x88B5
@@ -14,17 +15,13 @@ MAC_B = bytes.fromhex("020000000002")
 
 
 def load_kats(variant):
-    """[(count, key, nonce, pt, ad, ct_and_tag)] from an LWC KAT file."""
-    out, cur = [], {}
-    for line in KAT_FILES[variant].read_text().splitlines():
-        if "=" not in line:
-            continue
-        k, v = (x.strip() for x in line.split("=", 1))
-        cur[k] = v
-        if k == "CT":
-            out.append((int(cur["Count"]), bytes.fromhex(cur["Key"]), bytes.fromhex(cur["Nonce"]), bytes.fromhex(cur["PT"]),
-                        bytes.fromhex(cur["AD"]), bytes.fromhex(cur["CT"])))
-            cur = {}
+    """[(count, key, nonce, pt, ad, ct_and_tag)] from a KAT table (one vector a line, the columns named first)."""
+    lines = [ln.split() for ln in KAT_FILES[variant].read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    cols, out = lines[0], []
+    for cells in lines[1:]:
+        r = {c: ("" if v == "-" else v) for c, v in zip(cols, cells, strict=True)}
+        out.append((int(r["count"]), bytes.fromhex(r["key"]), bytes.fromhex(r["nonce"]), bytes.fromhex(r["pt"]),
+                    bytes.fromhex(r["ad"]), bytes.fromhex(r["ct"])))
     return out
 
 

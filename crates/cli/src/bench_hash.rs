@@ -214,6 +214,7 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
         }
         println!();
     }
+    println!("  (1e-6: the value the paper's Table III prints for NFP-4000 at 1024 and 1500 B, shown as printed there)");
     print!("  {:<28}", "p4sec SipHash-2-4 (Mpps)");
     for m in &ours[1].2 {
         print!("{m:>9.2}");

@@ -29,8 +29,11 @@ struct Cli {
 enum Cmd {
     /// Compile a P4_16 v1model program: writes OUTDIR/program.json and its P4Info (p4info.txtpb, p4info.binpb).
     Compile {
+        /// The P4_16 program (v1model architecture) to compile.
         program: PathBuf,
-        #[arg(short = 'o', long = "out")]
+        /// The output directory (created when missing): program.json for `p4sec switch --program` and
+        /// `SetForwardingPipelineConfig`, p4info.txtpb and p4info.binpb for P4Runtime clients.
+        #[arg(short = 'o', long = "out", value_name = "OUTDIR")]
         out: PathBuf,
         /// Add an include directory.
         #[arg(short = 'I', value_name = "DIR")]
@@ -41,7 +44,9 @@ enum Cmd {
     },
     /// Run STF packet tests: `p4sec stf PROGRAM.p4 TEST.stf` or `p4sec stf --suite DIR`.
     Stf {
+        /// The P4_16 program under test (without --suite).
         program: Option<PathBuf>,
+        /// The STF file: table entries to add, packets to send and the packets expected out (without --suite).
         test: Option<PathBuf>,
         /// Run every NAME.p4 / NAME.stf pair in DIR.
         #[arg(long)]
@@ -120,7 +125,7 @@ enum Cmd {
     /// SAD benchmark: ESP decapsulation through programs/ipsec_gateway.p4 with 1, 1,000 and 100,000 SAs installed.
     BenchSad {
         /// SAD sizes to measure, comma-separated.
-        #[arg(long, value_delimiter = ',', default_values_t = [1u32, 1000, 100000])]
+        #[arg(long, value_delimiter = ',', default_value = "1,1000,100000")]
         sas: Vec<u32>,
         /// Write the figures as JSON.
         #[arg(long)]
@@ -130,10 +135,10 @@ enum Cmd {
     /// packets ESP to decrypt and the rest plain IP, without and with SAs renewed continuously, in the same run.
     BenchMixed {
         /// Frame sizes (the plain and the decrypted frames; 64 to 1518), comma-separated.
-        #[arg(long, value_delimiter = ',', default_values_t = [64usize, 512, 1500])]
+        #[arg(long, value_delimiter = ',', default_value = "64,512,1500")]
         sizes: Vec<usize>,
         /// ESP packets per 16 (0 to 16), comma-separated.
-        #[arg(long, value_delimiter = ',', default_values_t = [0u32, 1, 2, 4, 8, 10, 12, 16])]
+        #[arg(long, value_delimiter = ',', default_value = "0,1,2,4,8,10,12,16")]
         ks: Vec<u32>,
         /// Tunnels (SAs) the ESP packets are spread over.
         #[arg(long, default_value_t = 16)]
@@ -390,6 +395,7 @@ fn main() -> ExitCode {
                     eprintln!("p4sec compile: cannot write {}: {e}", path.display());
                     return ExitCode::FAILURE;
                 }
+                println!("wrote {}", path.display());
             }
             ExitCode::SUCCESS
         }

@@ -1,4 +1,4 @@
-//! The STF ("simple test framework") runner: parses `.stf` files (see ../shared/conformance/STF-FORMAT.md),
+//! The STF ("simple test framework") runner: parses `.stf` files (see conformance/STF-FORMAT.md in the shared corpora, `$P4SEC_SHARED`),
 //! drives the engine, and compares emitted frames with the expectations.
 
 use p4sec_engine::{Engine, Outputs, Worker};

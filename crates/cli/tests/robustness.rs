@@ -1,20 +1,24 @@
 //! A deterministic fuzz sweep that runs with `cargo test` (the coverage-guided targets are in fuzz/):
 //! mutated corpus programs must compile or fail with an error (no panic), and random frames through
-//! every corpus program must not panic the engine.
+//! every corpus program must not panic the engine. The corpus is the reference compiler's, from the shared
+//! corpora (skipped without them: see common/mod.rs).
+
+mod common;
 
 use p4sec_engine::{Engine, Outputs, Worker};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-fn corpus() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/p4c-stf");
+/// The corpus programs, or `None` (the test is skipped) without the shared corpora.
+fn corpus() -> Option<Vec<PathBuf>> {
+    let dir = common::shared("conformance/p4c-stf")?;
     let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("corpus")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().map(|x| x == "p4").unwrap_or(false) && !p.to_string_lossy().contains("skeleton"))
         .collect();
     v.sort();
-    v
+    Some(v)
 }
 
 fn rng(s: &mut u64) -> u64 {
@@ -26,8 +30,9 @@ fn rng(s: &mut u64) -> u64 {
 
 #[test]
 fn mutated_programs_never_panic() {
+    let Some(corpus) = corpus() else { return };
     let mut seed = 0x9e3779b97f4a7c15u64;
-    for p in corpus() {
+    for p in corpus {
         let text = std::fs::read_to_string(&p).unwrap();
         let dir = p.parent().unwrap().to_path_buf();
         for _ in 0..8 {
@@ -59,9 +64,10 @@ fn mutated_programs_never_panic() {
 
 #[test]
 fn random_frames_never_panic_the_engine() {
+    let Some(corpus) = corpus() else { return };
     let mut seed = 12345u64;
     let externs = p4sec_engine::test_externs::registry();
-    for p in corpus() {
+    for p in corpus {
         let Ok(prog) = p4sec_frontend::compile_file(&p, &Default::default()) else { continue };
         let e = Engine::new(Arc::new(prog), &externs).unwrap();
         let mut w = Worker::new(&e);

@@ -1,12 +1,12 @@
 //! Runs the STF suites through the `p4sec` binary: our own tests (all must pass) and the reference
-//! compiler's corpus in ../shared/conformance/p4c-stf (at least 90% must pass).
+//! compiler's corpus, `conformance/p4c-stf` in the shared corpora (at least 90% must pass; skipped without the
+//! corpora, a failure under `CI=true`: see common/mod.rs, and `skip_logic_both_ways` below).
 
-use std::path::PathBuf;
+mod common;
+
+use common::root;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn suite(dir: &PathBuf) -> (u32, u32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_p4sec")).arg("stf").arg("--suite").arg(dir).output().expect("run p4sec");
@@ -27,10 +27,7 @@ fn own_stf_tests_all_pass() {
 
 #[test]
 fn reference_corpus_at_least_90_percent() {
-    let dir = std::env::var("P4SEC_CONFORMANCE").map(PathBuf::from).unwrap_or_else(|_| root().join("../shared/conformance/p4c-stf"));
-    if !dir.exists() {
-        panic!("conformance corpus not found at {} (set P4SEC_CONFORMANCE)", dir.display());
-    }
+    let Some(dir) = common::shared("conformance/p4c-stf") else { return };
     let (pass, fail, text) = suite(&dir);
     let total = pass + fail;
     assert!(total >= 100, "expected the full corpus, ran {total}:\n{text}");
@@ -39,7 +36,7 @@ fn reference_corpus_at_least_90_percent() {
 
 #[test]
 fn every_corpus_program_compiles_or_fails_cleanly() {
-    let dir = root().join("../shared/conformance/p4c-stf");
+    let Some(dir) = common::shared("conformance/p4c-stf") else { return };
     let out_dir = std::env::temp_dir().join(format!("p4sec-compile-{}", std::process::id()));
     for e in std::fs::read_dir(&dir).expect("corpus") {
         let p = e.unwrap().path();
@@ -53,6 +50,51 @@ fn every_corpus_program_compiles_or_fails_cleanly() {
         }
     }
     let _ = std::fs::remove_dir_all(out_dir);
+}
+
+/// The corpus as the tests above find it: its number of programs (`skip_logic_both_ways` runs this test with
+/// P4SEC_SHARED and CI set each way).
+#[test]
+fn conformance_corpus_is_readable() {
+    let Some(dir) = common::shared("conformance/p4c-stf") else { return };
+    let n = std::fs::read_dir(&dir).expect("read the corpus").filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "p4"))).count();
+    assert!(n > 0, "no .p4 programs in {}", dir.display());
+    println!("corpus at {}: {n} programs", dir.display());
+}
+
+/// The skip logic both ways, on this test binary itself: the corpus absent -> the test passes with one skip line
+/// naming the path and the variable; absent under CI=true -> the test fails; present -> the test runs.
+#[test]
+fn skip_logic_both_ways() {
+    let tmp = std::env::temp_dir().join(format!("p4sec-shared-{}", std::process::id()));
+    let run = |shared: &Path, ci: Option<&str>| {
+        let mut c = Command::new(std::env::current_exe().unwrap());
+        c.args(["--exact", "conformance_corpus_is_readable", "--nocapture"]).env("P4SEC_SHARED", shared).env_remove("CI");
+        if let Some(ci) = ci {
+            c.env("CI", ci);
+        }
+        let o = c.output().unwrap();
+        (o.status.success(), String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr))
+    };
+    let absent = tmp.join("nowhere");
+    let want = format!("skipped conformance_corpus_is_readable: shared corpus not found at {} (set P4SEC_SHARED", absent.join("conformance/p4c-stf").display());
+    let (ok, out) = run(&absent, None);
+    assert!(ok, "absent corpus must skip, not fail:\n{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with(&want)).count(), 1, "one skip line `{want}...` expected:\n{out}");
+    assert!(!out.contains("corpus at "), "{out}");
+
+    let (ok, out) = run(&absent, Some("true"));
+    assert!(!ok, "absent corpus under CI=true must fail:\n{out}");
+    assert!(out.contains("CI=true: a missing corpus is a failure"), "{out}");
+
+    let present = tmp.join("shared");
+    std::fs::create_dir_all(present.join("conformance/p4c-stf")).unwrap();
+    std::fs::write(present.join("conformance/p4c-stf/a.p4"), "").unwrap();
+    let (ok, out) = run(&present, Some("true"));
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(ok, "{out}");
+    assert!(out.contains(&format!("corpus at {}: 1 programs", present.join("conformance/p4c-stf").display())), "{out}");
+    assert!(!out.contains("skipped"), "{out}");
 }
 
 /// A complete v1model program whose ingress body is `body`.
@@ -90,4 +132,23 @@ fn compile_errors_name_file_line_and_column() {
         assert!(err.contains(want), "{name}: expected `{want}` in:\n{err}");
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn compile_says_what_it_wrote_and_a_missing_input_in_one_line() {
+    let dir = std::env::temp_dir().join(format!("p4sec-compile-out-{}", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_p4sec")).arg("compile").arg(root().join("programs/ipv4_router.p4")).arg("-o").arg(&dir).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for f in ["program.json", "p4info.txtpb", "p4info.binpb"] {
+        assert!(out.lines().any(|l| l == format!("wrote {}", dir.join(f).display())), "no `wrote ...{f}` line:\n{out}");
+        assert!(dir.join(f).exists());
+    }
+    let missing = dir.join("nosuch.p4");
+    let o = Command::new(env!("CARGO_BIN_EXE_p4sec")).arg("compile").arg(&missing).arg("-o").arg(&dir).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line expected:\n{err}");
+    assert!(err.starts_with(&format!("{}: error: cannot read file: ", missing.display())), "{err}");
 }

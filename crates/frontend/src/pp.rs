@@ -32,6 +32,13 @@ pub struct PpError {
 
 impl fmt::Display for PpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            // not at a place in the file (the file itself cannot be read): the file and the message only
+            return write!(f, "{}: error: {}", self.file, self.message);
+        }
+        if self.source_line.is_empty() {
+            return write!(f, "{}:{}:{}: error: {}", self.file, self.line, self.col, self.message);
+        }
         write!(f, "{}:{}:{}: error: {}\n  {}\n  {}^", self.file, self.line, self.col, self.message, self.source_line, " ".repeat(self.col.saturating_sub(1) as usize))
     }
 }

@@ -129,12 +129,19 @@ def show_decrypted(frames, db, suite_cipher):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--suite", default="aes-gcm-128")
-    ap.add_argument("--seconds", type=float, default=3.0, help="iperf3 duration")
+    from .controller import SUITES
+    ap = argparse.ArgumentParser(description="The IPsec VPN end to end on one machine: two hosts in network namespaces, two p4sec "
+                                 "switches running programs/ipsec_gateway.p4, p4sec-controller setting up a site-to-site "
+                                 "tunnel over P4Runtime, traffic through it, the ESP on the WAN link shown decrypted with "
+                                 "scapy, a renewal, and TCP goodput with iperf3 when it is installed. Needs root.")
+    ap.add_argument("--suite", default="aes-gcm-128", choices=sorted(SUITES), metavar="SUITE",
+                    help=f"The ESP cipher suite of the tunnel, one of {', '.join(sorted(SUITES))} (default: aes-gcm-128).")
+    ap.add_argument("--seconds", type=float, default=3.0, help="How long iperf3 measures goodput, in seconds (default: 3).")
     ap.add_argument("--no-offloads", dest="offloads", action="store_false",
-                    help="turn the hosts' TSO/GSO/GRO off (default: on, as Linux sets them; the switches cut the super-frames)")
-    ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
+                    help="Turn the hosts' TSO/GSO/GRO off. By default they are on, as Linux sets them, and the switches "
+                         "cut the super-frames.")
+    ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"),
+                    help="The p4sec binary to run the switches with (default: the checkout's target/release/p4sec).")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
         sys.exit("vpn_demo: needs root (network namespaces)")

@@ -1,0 +1,88 @@
+"""scripts/check-layout on small synthetic crates: a module cycle (direct, through a re-export, through a child
+module's name, three modules long) fails the check and is printed with file:line per step; a tree without one
+passes, although it has comments, strings, `pub use` facades and test modules that name modules back."""
+import pathlib
+import subprocess
+import sys
+
+SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "check-layout"
+
+
+def tree(tmp_path, files):
+    (tmp_path / "crates" / "a").mkdir(parents=True)
+    (tmp_path / "crates" / "a" / "Cargo.toml").write_text('[package]\nname = "a"\n')
+    for rel, text in files.items():
+        p = tmp_path / "crates" / "a" / "src" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return tmp_path
+
+
+def run(root, *args):
+    r = subprocess.run([sys.executable, str(SCRIPT), *args, str(root)], capture_output=True, text=True)
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.returncode, r.stdout
+
+
+def test_two_modules_naming_each_other_fail(tmp_path):
+    root = tree(tmp_path, {
+        "lib.rs": "//! root\nmod a;\nmod b;\n",
+        "a.rs": "//! a\nuse crate::b::B;\npub struct A(B);\n",
+        "b.rs": "//! b\npub struct B;\npub fn f() -> Option<crate::a::A> { None }\n",
+    })
+    rc, out = run(root)
+    assert rc == 1, out
+    assert "crates/a/src/a.rs:2 names crates/a/src/b.rs" in out
+    assert "crates/a/src/b.rs:3 names crates/a/src/a.rs" in out
+    assert "1 module cycle(s)" in out
+
+
+def test_cycle_through_the_root_and_a_child_name(tmp_path):
+    # the root calls into a child by its name; the child takes a helper back from the root
+    root = tree(tmp_path, {
+        "lib.rs": "//! root\nmod ring;\npub fn helper() {}\npub fn run() { ring::go() }\n",
+        "ring.rs": "//! ring\npub fn go() { super::helper() }\n",
+    })
+    rc, out = run(root)
+    assert rc == 1, out
+    assert "crates/a/src/lib.rs:4 names crates/a/src/ring.rs" in out
+    assert "crates/a/src/ring.rs:2 names crates/a/src/lib.rs" in out
+
+
+def test_cycle_through_a_reexport_and_three_modules(tmp_path):
+    root = tree(tmp_path, {
+        "lib.rs": "//! root\nmod a;\nmod b;\nmod c;\npub use c::C;\n",
+        "a.rs": "//! a\nuse crate::b;\npub fn fa() { b::fb() }\n",
+        "b.rs": "//! b\npub fn fb() { let _ = crate::C; }\n",   # crate::C is c::C
+        "c.rs": "//! c\npub struct C;\nfn g() { crate::a::fa() }\n",
+    })
+    rc, out = run(root)
+    assert rc == 1, out
+    assert "crates/a/src/b.rs:2 names crates/a/src/c.rs" in out
+    assert "crates/a/src/c.rs:3 names crates/a/src/a.rs" in out
+
+
+def test_layered_tree_passes(tmp_path):
+    root = tree(tmp_path, {
+        # the root only declares and re-exports: a facade, not a use
+        "lib.rs": "//! root\nmod a;\nmod b;\nmod net;\npub use a::A;\npub use net::{ring::Ring, Port as P};\n"
+                  "#[cfg(test)]\nmod tests {\n    use super::*;\n    use crate::b::B;\n    fn t() { a::A::new(); }\n}\n",
+        "a.rs": "//! a: uses b and net\nuse crate::{b::B, net::ring};\npub struct A(B);\nimpl A { pub fn new() -> Self { ring::go(); A(B) } }\n",
+        "b.rs": "//! b names nothing of a in code: // crate::a::A\npub struct B;\n/* crate::a::A */\n"
+                "const S: &str = \"crate::a::A\";\nconst R: &str = r#\"super::a\"#;\nfn f<'a>(x: &'a str) -> char { 'a' }\n",
+        "net/mod.rs": "//! net\npub mod ring;\npub struct Port;\n",
+        "net/ring.rs": "//! ring: takes a type from its parent and from b\nuse super::Port;\nuse crate::b::B;\npub fn go() {}\n"
+                       "#[cfg(test)]\nmod tests { use crate::a::A; }\n",
+    })
+    rc, out = run(root)
+    assert rc == 0, out
+    assert "no module cycle inside any crate" in out
+
+
+def test_long_files_are_listed_without_failing(tmp_path):
+    root = tree(tmp_path, {"lib.rs": "//! root\n" + "fn f() {}\n" * 20})
+    rc, out = run(root, "--max-lines", "10")
+    assert rc == 0, out
+    assert "crates/a/src/lib.rs: 21 lines" in out
+    rc, out = run(root)
+    assert rc == 0 and "lines (a file" not in out, out
