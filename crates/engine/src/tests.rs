@@ -511,7 +511,7 @@ fn deferred_header_checksum() {
     assert_eq!(&f[24..26], &p[24..26], "checksum field untouched when the condition is false");
 }
 
-/// Extern argument layouts resolved at compile time ([`exec::plan_arg`]) pack and unpack exactly what the
+/// Extern argument layouts resolved at compile time ([`call::plan_arg`]) pack and unpack exactly what the
 /// general path does, for random mixes of narrow, byte-aligned, wide and constant parts.
 #[test]
 fn planned_extern_arguments_match_the_general_path() {
@@ -554,7 +554,7 @@ fn planned_extern_arguments_match_the_general_path() {
         let a = ExternArg { dir: Direction::In, width, parts: parts.clone(), dsts: vec![] };
         let (mut g, mut p) = (BitBuf::default(), BitBuf::default());
         e.marshal_arg(&mut w, &a, &mut g);
-        match exec::plan_arg(&a) {
+        match call::plan_arg(&a) {
             Some(plan) => {
                 plan.marshal(&w.slots, true, &mut p.bytes);
                 assert_eq!(p.bytes, g.bytes, "round {round}: {parts:?}");
@@ -580,7 +580,7 @@ fn planned_extern_arguments_match_the_general_path() {
         let before = w.slots.clone();
         e.write_back_arg(&mut w, &a, &b);
         let want = std::mem::replace(&mut w.slots, before);
-        if let Some(plan) = exec::plan_arg(&a) {
+        if let Some(plan) = call::plan_arg(&a) {
             plan.write(&b.bytes, &mut w.slots);
             assert_eq!(w.slots, want, "round {round}: write-back of {locs:?}");
         }
