@@ -41,7 +41,10 @@ pub(crate) fn plan_arg(a: &ExternArg) -> Option<ArgLayout> {
     if a.dir == Direction::InOut {
         // the value going in must be the destinations' own
         let same = a.parts.len() == parts.len()
-            && a.parts.iter().zip(&parts).all(|(e, p)| matches!((e, p), (Expr::Load(LValue::Static(x)), Part::Field { slot, width }) if x.slot == *slot && x.width == *width));
+            && a.parts
+                .iter()
+                .zip(&parts)
+                .all(|(e, p)| matches!((e, p), (Expr::Load(LValue::Static(x)), Part::Field { slot, width }) if x.slot == *slot && x.width == *width));
         if !same {
             return None;
         }
@@ -597,7 +600,15 @@ impl Engine {
     #[inline]
     fn invoke_in_place(&self, w: &mut Worker, inst: usize, method: u32, n: usize, with_ret: bool) -> Result<(), ExternError> {
         let (bufs, retbuf) = (&mut w.bitbufs[..n], &mut w.retbuf);
-        let r = call_with_payload(&*self.externs[inst], self.extern_methods[inst][method as usize], bufs, with_ret.then_some(retbuf), &w.pkt, &mut w.payload_at, &mut w.payload);
+        let r = call_with_payload(
+            &*self.externs[inst],
+            self.extern_methods[inst][method as usize],
+            bufs,
+            with_ret.then_some(retbuf),
+            &w.pkt,
+            &mut w.payload_at,
+            &mut w.payload,
+        );
         self.trace_extern(w, inst, method);
         r
     }

@@ -12,10 +12,9 @@ use crate::exec::{CBlock, Flow, SF, XF};
 use crate::headers::{csum_without, emit_static, extract_static, Deferred};
 use crate::parser::LeanNext;
 use crate::{Engine, Worker};
-use p4sec_ir::*;
 use p4sec_externs::iface::ExternObject;
 use p4sec_externs::layout::ArgLayout;
-
+use p4sec_ir::*;
 
 /// Can running `s` leave a parser error pending in `w.perr` (a `lookahead` past the end of the packet in
 /// one of its own expressions)? Conservative: shapes not listed may.
@@ -35,7 +34,6 @@ fn stmt_may_fail(s: &Stmt) -> bool {
         _ => true,
     }
 }
-
 
 /// Everything the pipeline runs, compiled.
 pub(crate) struct Code {
@@ -206,11 +204,28 @@ pub(crate) fn block(cx: &Cx, body: &[Stmt]) -> CBlock {
 /// constant.
 #[derive(Clone, Copy)]
 enum SimpleAssign {
-    Copy { d: usize, s: usize, m: u64 },
-    Const { d: usize, v: u64 },
-    Add { d: usize, s: usize, k: u64, m: u64 },
+    Copy {
+        d: usize,
+        s: usize,
+        m: u64,
+    },
+    Const {
+        d: usize,
+        v: u64,
+    },
+    Add {
+        d: usize,
+        s: usize,
+        k: u64,
+        m: u64,
+    },
     /// `d = s[hi:lo]`: shifted right by `lo`, masked to the slice (and the destination) width.
-    Shr { d: usize, s: usize, sh: u32, m: u64 },
+    Shr {
+        d: usize,
+        s: usize,
+        sh: u32,
+        m: u64,
+    },
 }
 
 fn simple_assign(s: &Stmt) -> Option<SimpleAssign> {
@@ -371,8 +386,11 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
             let (t, h, a) = (*table as usize, *hit, *action_run);
             match cx.prog.tables.get(t) {
                 // one narrow key, no action selector: the key computed here, the lean apply
-                Some(tb) if tb.keys.len() == 1 && tb.keys[0].width <= 64 && tb.keys[0].kind != MatchKind::Selector
-                    && !matches!(tb.implementation, Implementation::ActionSelector(_)) =>
+                Some(tb)
+                    if tb.keys.len() == 1
+                        && tb.keys[0].width <= 64
+                        && tb.keys[0].kind != MatchKind::Selector
+                        && !matches!(tb.implementation, Implementation::ActionSelector(_)) =>
                 {
                     if let Expr::Load(LValue::Static(l)) = &tb.keys[0].expr {
                         // the key is a field: read straight from its slot
@@ -504,7 +522,6 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
     }
 }
 
-
 /// The `update_checksum` counterpart of [`header_checksum`]: `rest` (the statements after it in the
 /// compute control) must not write the header. Returns H, F's byte offset and H's length.
 fn header_checksum_update(p: &Program, s: &Stmt, rest: &[Stmt]) -> Option<(usize, usize, usize)> {
@@ -539,7 +556,6 @@ fn whole_header_checksum(p: &Program, data: &[Expr], f: &Loc) -> Option<(usize, 
     let f_bit: u32 = layout.fields.iter().take_while(|x| x.loc != *f).map(|x| x.loc.width).sum();
     (bits % 16 == 0 && f_bit % 16 == 0).then_some((h, (f_bit / 8) as usize, (bits / 8) as usize))
 }
-
 
 /// `verify_checksum(cond, {all fields of header H but F}, F, csum16)` where F is a 16-bit field on a 16-bit
 /// boundary of H, and neither the parser nor the verify control writes H's fields other than by `extract`:

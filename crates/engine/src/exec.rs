@@ -445,7 +445,6 @@ impl Engine {
         }
     }
 
-
     // ------------------------------------------------------------ statements
 
     pub(crate) fn exec(&self, w: &mut Worker, stmts: &[Stmt]) -> Flow {
@@ -528,5 +527,4 @@ impl Engine {
             Stmt::ExternCall { inst, method, args, ret } => self.extern_call(w, *inst as usize, *method, args, &[], ret.as_ref()),
         }
     }
-
 }

@@ -70,7 +70,6 @@ pub struct Pre {
     pub nodes: Vec<Option<(u32, Vec<u32>)>>,
 }
 
-
 #[derive(Default, Debug)]
 pub struct Stats {
     pub packets_in: AtomicU64,
@@ -158,8 +157,6 @@ pub struct Engine {
     err_invalid_arg: u32,
     max_parser_steps: u32,
 }
-
-
 
 /// Frames emitted by one call of [`Engine::process`]: `(port, bytes)`, stored in one reusable buffer.
 #[derive(Default, Debug)]
@@ -401,15 +398,7 @@ impl Engine {
             let obj = ty.instantiate(&inst.name, &args)?;
             let mut ms = vec![];
             for m in &inst.methods {
-                let sig = MethodSig {
-                    name: m.name.clone(),
-                    args: m
-                        .args
-                        .iter()
-                        .map(|(d, w)| (call::dir_of(*d), *w))
-                        .collect(),
-                    ret: m.ret,
-                };
+                let sig = MethodSig { name: m.name.clone(), args: m.args.iter().map(|(d, w)| (call::dir_of(*d), *w)).collect(), ret: m.ret };
                 ms.push(obj.resolve(&sig).map_err(|e| format!("extern `{}`: method `{}`: {e}", inst.name, m.name))?);
             }
             objs.push(obj);
@@ -471,7 +460,6 @@ impl Engine {
         })
     }
 }
-
 
 #[cfg(test)]
 mod tests;

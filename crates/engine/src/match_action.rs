@@ -12,7 +12,8 @@ use std::sync::atomic::Ordering;
 /// with writes of zero into the worker's sink slot (the one after the program's), so that they are written
 /// four at a time.
 pub(crate) fn param_writes(p: &Program, call: &ActionCall) -> Vec<(u32, u64)> {
-    let mut v: Vec<(u32, u64)> = p.actions.get(call.action as usize).map(|a| arg_words(a, &call.args).filter(|(s, _)| *s < p.slots).collect()).unwrap_or_default();
+    let mut v: Vec<(u32, u64)> =
+        p.actions.get(call.action as usize).map(|a| arg_words(a, &call.args).filter(|(s, _)| *s < p.slots).collect()).unwrap_or_default();
     while v.len() % 4 != 0 {
         v.push((p.slots, 0));
     }
@@ -243,7 +244,16 @@ impl Engine {
     /// set, the worker's table snapshot put back, the action run.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn finish_apply(&self, w: &mut Worker, ti: usize, data: std::sync::Arc<crate::tables::TableData>, found: bool, a: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+    fn finish_apply(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        data: std::sync::Arc<crate::tables::TableData>,
+        found: bool,
+        a: usize,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) -> Flow {
         if let Some(h) = hit {
             self.store(w, h, found as u64);
         }

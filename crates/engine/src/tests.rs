@@ -187,7 +187,11 @@ fn atomic_updates_of_two_tables_are_seen_together() {
     let (tb, tc) = (e.table_index("I.tb").unwrap(), e.table_index("I.tc").unwrap());
     let act = |n: &str| e.prog.actions.iter().position(|a| a.name == n).unwrap() as u32;
     let (sb, sc) = (act("I.set_b"), act("I.set_c"));
-    let entry = |a: u32, v: u64| TableEntry { matches: vec![FieldMatch::Exact(Value::new(8, 7))], action: ActionCall { action: a, args: vec![Value::new(32, v)] }, priority: 0 };
+    let entry = |a: u32, v: u64| TableEntry {
+        matches: vec![FieldMatch::Exact(Value::new(8, 7))],
+        action: ActionCall { action: a, args: vec![Value::new(32, v)] },
+        priority: 0,
+    };
     e.tables_update_atomic(&[tb, tc], |ti, t, d| d.insert(t, entry(if ti == tb { sb } else { sc }, 0))).unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
@@ -675,7 +679,11 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
     // them) or not (`five`'s five words), through the lean one-key apply (`lean`) and the general one
     // (`general`, two keys); the default action stays `five`
     for (ti, e_field) in [(e.table_index("I.lean").unwrap(), 0u8), (e.table_index("I.general").unwrap(), 1u8)] {
-        let matches = if e_field == 0 { vec![FieldMatch::Exact(Value::new(8, 0))] } else { vec![FieldMatch::Exact(Value::new(8, 1)), FieldMatch::Exact(Value::new(8, 9))] };
+        let matches = if e_field == 0 {
+            vec![FieldMatch::Exact(Value::new(8, 0))]
+        } else {
+            vec![FieldMatch::Exact(Value::new(8, 1)), FieldMatch::Exact(Value::new(8, 9))]
+        };
         let entry = |a: &str, args: Vec<Value>| TableEntry { matches: matches.clone(), action: ActionCall { action: action(a), args }, priority: 0 };
         e.table_insert(ti, entry("one", vec![Value::new(9, 11)])).unwrap();
         assert_eq!(run(&mut w, &mut out, e_field).0, 11);
