@@ -17,6 +17,9 @@ pub mod hash;
 pub mod meters;
 pub mod tables;
 mod tss;
+/// Externs for tests and the STF runner only (one breaks the extern interface on purpose): never in a
+/// production switch. Enabled by `cfg(test)` or the `test-externs` feature.
+#[cfg(any(test, feature = "test-externs"))]
 pub mod test_externs;
 
 use arc_swap::ArcSwap;

@@ -2,8 +2,6 @@
 //! family, behind one extern interface ([`iface`]) that the engine calls. This crate does not depend on
 //! the engine.
 pub mod ascon;
-pub mod compat;
-pub mod dfa;
 pub mod esp;
 pub mod hash;
 pub mod iface;
