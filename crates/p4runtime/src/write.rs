@@ -332,7 +332,6 @@ mod tests {
         let entry = p4::ExternEntry {
             extern_type_id: 0,
             extern_id: p4sec_ir::p4info::extern_id("GwIngress.sad"),
-            index: None,
             entry: Some(prost_types::Any { type_url: format!("p4sec/esp_sad.{op}"), value: json.as_bytes().to_vec() }),
         };
         assert!(pl.engine.prog.externs.iter().any(|e| e.name == "GwIngress.sad"));
