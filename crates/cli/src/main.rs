@@ -209,7 +209,8 @@ fn run_switch(
     log: &str,
     tls: Option<p4sec_p4runtime::server::TlsFiles>,
 ) -> ExitCode {
-    use p4sec_p4runtime::server::{serve_tls, Device, Pipeline};
+    use p4sec_p4runtime::server::serve_tls;
+    use p4sec_p4runtime::Device;
     use p4sec_switch::{log::Level, p4log};
     match log.parse::<Level>() {
         Ok(l) => p4sec_switch::log::set_level(l),
@@ -227,36 +228,22 @@ fn run_switch(
             return ExitCode::from(2);
         }
     };
-    let device = Device::with_cpu_port(device_id, cpu_port);
+    // the switch's extern set, assembled once: the device builds every pipeline with it (this program and
+    // those SetForwardingPipelineConfig installs); test externs are not in it (`p4sec stf` only)
+    let device = Device::new(device_id, cpu_port, p4sec_externs::p4::registry());
     if let Some(dir) = program {
-        let text = match std::fs::read_to_string(dir.join("program.json")) {
+        let path = dir.join("program.json");
+        let bytes = match std::fs::read(&path) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("p4sec switch: cannot read {}: {e}", dir.join("program.json").display());
+                eprintln!("p4sec switch: cannot read {}: {e}", path.display());
                 return ExitCode::FAILURE;
             }
         };
-        let prog = match p4sec_ir::Program::from_json(&text) {
-            Ok(p) => p,
+        match device.build_pipeline(bytes, None, 0) {
+            Ok(pl) => *device.pipeline.write().unwrap_or_else(|p| p.into_inner()) = Some(std::sync::Arc::new(pl)),
             Err(e) => {
-                eprintln!("p4sec switch: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let mut externs = p4sec_externs::p4::registry();
-        externs.extend(p4sec_engine::test_externs::registry());
-        match p4sec_engine::Engine::new(std::sync::Arc::new(prog), &externs) {
-            Ok(e) => {
-                let p4info = p4sec_p4runtime::p4info::p4info(&e.prog);
-                *device.pipeline.write().unwrap() = Some(std::sync::Arc::new(Pipeline {
-                    engine: std::sync::Arc::new(e),
-                    p4info,
-                    device_config: text.into_bytes(),
-                    cookie: 0,
-                }))
-            }
-            Err(e) => {
-                eprintln!("p4sec switch: {e}");
+                eprintln!("p4sec switch: {}: {e}", path.display());
                 return ExitCode::FAILURE;
             }
         }

@@ -457,8 +457,9 @@ pub fn run_stf(prog: Program, stf: &str, trace: bool) -> StfResult {
         Ok(c) => c,
         Err(e) => return fail(format!("bad STF file: {e}")),
     };
+    // the STF runner's extern set: the switch's and the test externs (which only tests and this runner load)
     let mut externs = p4sec_engine::test_externs::registry();
-    externs.extend(p4sec_externs_registry());
+    externs.extend(p4sec_externs::p4::registry());
     let engine = match Engine::new(Arc::new(prog), &externs) {
         Ok(e) => e,
         Err(e) => return fail(format!("cannot load the program: {e}")),
@@ -572,10 +573,6 @@ pub fn run_stf(prog: Program, stf: &str, trace: bool) -> StfResult {
         }
     }
     StfResult { passed: messages.is_empty(), messages, warnings }
-}
-
-fn p4sec_externs_registry() -> Vec<Box<dyn p4sec_externs::iface::ExternType>> {
-    p4sec_externs::p4::registry()
 }
 
 /// Compile and run one program with one STF file.

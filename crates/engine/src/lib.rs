@@ -27,6 +27,9 @@ mod parser;
 mod pipeline;
 mod pristine;
 pub mod tables;
+/// Externs for tests and the STF runner only (one breaks the extern interface on purpose): never in a
+/// production switch. Enabled by `cfg(test)` or the `test-externs` feature.
+#[cfg(any(test, feature = "test-externs"))]
 pub mod test_externs;
 mod tss;
 

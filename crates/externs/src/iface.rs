@@ -210,6 +210,12 @@ pub trait ExternType: Send + Sync {
     fn name(&self) -> &str;
     /// Create one instance. `ctor_args` are the constructor arguments (compile-time constants).
     fn instantiate(&self, instance_name: &str, ctor_args: &[BitBuf]) -> Result<Box<dyn ExternObject>, String>;
+    /// The control-plane operation ([`ExternObject::control`]) that undoes `op`, if there is one: a P4Runtime
+    /// DELETE of an extern entry written with `op` runs it (e.g. `esp_sad`: `add_sa` is undone by `del_sa`).
+    /// Default: none (a DELETE then runs the operation it names).
+    fn undo_op(&self, _op: &str) -> Option<&'static str> {
+        None
+    }
 }
 
 /// One instance of an extern. Shared by all workers: state must use interior mutability that is safe and

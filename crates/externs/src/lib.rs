@@ -3,8 +3,6 @@
 //! the engine.
 pub mod ascon;
 pub mod checksum;
-pub mod compat;
-pub mod dfa;
 pub mod esp;
 pub mod hash;
 pub mod iface;

@@ -27,7 +27,7 @@ async fn main() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
-    let device = Device::new(1);
+    let device = Device::new(1, None, p4sec_externs::p4::registry());
     tokio::spawn(serve(addr, device));
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let mut client = p4::p4_runtime_client::P4RuntimeClient::connect(format!("http://{addr}")).await.expect("connect");

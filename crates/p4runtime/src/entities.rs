@@ -1,8 +1,8 @@
 //! P4Runtime entities beyond table entries: registers, indexed counters, meters and the packet replication
 //! engine (multicast groups, clone sessions), written and read through the engine's control-plane API.
 
+use crate::codec::{bytes_to_value, from_entry, meter_config, to_match, value_to_bytes};
 use crate::proto::p4::v1 as p4;
-use crate::server::{bytes_to_value, from_entry, meter_config, to_match, value_to_bytes};
 use p4sec_engine::meters::MeterRates;
 use p4sec_engine::Engine;
 use p4sec_ir::Value;

@@ -17,12 +17,19 @@ pub mod proto {
     }
 }
 
-mod entities;
 #[macro_use]
 pub mod log;
+mod codec;
+pub mod device;
+mod entities;
 pub mod p4info;
 mod profiles;
+mod read;
+mod reconcile;
 pub mod server;
+mod write;
+
+pub use device::{Device, Pipeline};
 
 /// Re-exported so users of the messages need not depend on prost themselves.
 pub mod prost_message {

@@ -5,8 +5,8 @@
 //! the resolved actions (a member's action, or a group's weighted members chosen per packet by the selector
 //! hash), so changing a member or group rewrites the entries that use it.
 
+use crate::codec::{action_call, action_to_p4};
 use crate::proto::p4::v1 as p4;
-use crate::server::{action_call, action_to_p4};
 use p4sec_engine::tables::{Indirect, ProfileRef};
 use p4sec_engine::Engine;
 use p4sec_ir::{ActionCall, ActionProfile, Implementation, Program, Table};

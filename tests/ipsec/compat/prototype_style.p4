@@ -1,7 +1,7 @@
 /* A gateway written against the P4-IPsec prototype's extern interface (extern ipsec_crypt declared by the
  * program itself, as the prototype's programs do): AES-CTR + HMAC-MD5-96 and NULL encryption in actions of a
  * SAD-enc table, decryption in a SAD-dec table on outer addresses and SPI, SA packet counters in a register.
- * p4sec binds ipsec_crypt by name (crates/externs/src/compat.rs). */
+ * p4sec binds ipsec_crypt by name (crates/externs/src/p4/ipsec_crypt.rs). */
 #include <core.p4>
 #include <v1model.p4>
 
