@@ -6,9 +6,11 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=dump_descriptors.py");
     println!("cargo:rerun-if-env-changed=P4SEC_PYTHON");
-    let python = std::env::var("P4SEC_PYTHON").unwrap_or_else(|_| "python3".into());
+    // P4SEC_PYTHON, else the checkout's virtual environment (scripts/setup), else python3
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    let python = std::env::var("P4SEC_PYTHON").unwrap_or_else(|_| if venv.exists() { venv.display().to_string() } else { "python3".into() });
     let out = Command::new(&python).arg("dump_descriptors.py").output().unwrap_or_else(|e| {
-        panic!("cannot run {python} to read the p4runtime package's descriptors: {e}; install Python 3 and `pip install -r python/requirements.txt`")
+        panic!("cannot run {python} to read the p4runtime package's descriptors: {e}; run ./scripts/setup (it makes .venv) or set P4SEC_PYTHON to a Python with python/requirements.txt installed")
     });
     if !out.status.success() {
         panic!("reading the p4runtime descriptors failed: {}", String::from_utf8_lossy(&out.stderr));

@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 
-from .netns import free_port
+from .netns import CommandError, free_port, sh
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HOST_MAC = "02:00:00:00:00:01"
@@ -97,19 +97,12 @@ class Controller:
         self.channel.close()
 
 
-def sh(*cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        raise AgentError(f"{' '.join(cmd)}: {r.stderr.strip()}")
-    return r.stdout
-
-
 def iface_info(iface):
     try:
         mac = pathlib.Path(f"/sys/class/net/{iface}/address").read_text().strip()
     except OSError as e:
         raise AgentError(f"no interface {iface}") from e
-    for line in sh("ip", "-o", "addr", "show", "dev", iface).splitlines():
+    for line in sh("ip", "-o", "addr", "show", "dev", iface).stdout.splitlines():
         parts = line.split()
         if parts[2] in ("inet", "inet6") and not parts[3].startswith("fe80"):
             return parts[3].split("/")[0], mac
@@ -126,6 +119,7 @@ class Userspace:
         self.switch = None
 
     def apply(self, sa):
+        from . import gateway as gwp
         from . import runtime
         work = pathlib.Path(tempfile.mkdtemp(prefix="p4sec-agent-"))
         r = subprocess.run([self.p4sec, "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(work / "gw")], capture_output=True, text=True)
@@ -144,30 +138,18 @@ class Userspace:
         out, inn = sa["outbound"], sa["inbound"]
         me, gw = out["tunnel"][0], out["tunnel"][1]
         inner = sa["inner"]
-        v = lambda a: 6 if ":" in a else 4
         # SAD-dec first (slot 1), then SAD-enc (slot 0) and the policy
         with s.batch():
-            s.table_insert(f"GwIngress.local_addr{'6' if v(me) == 6 else ''}", {f"hdr.ipv{v(me)}.dst_addr": ("exact", runtime.addr(me))}, "GwIngress.to_me", {})
-            s.extern_write("GwIngress.sad", "add_sa", {"index": 1, "sa": inn})
-            s.table_insert(f"GwIngress.sad_dec{'6' if v(me) == 6 else ''}", {f"hdr.ipv{v(me)}.src_addr": ("exact", runtime.addr(gw)),
-                                                                           f"hdr.ipv{v(me)}.dst_addr": ("exact", runtime.addr(me)),
-                                                                           "meta.esp.spi": ("exact", inn["spi"].to_bytes(4, "big"))},
-                           "GwIngress.dec_sa", {"sa_index": 1})
+            gwp.local_addr_insert(s, me)
+            gwp.sa_write(s, 1, inn)
+            gwp.sad_dec_write(s, gw, me, inn["spi"], 1)
             # routes: the gateway out of the WAN port, the inner address into the TUN port
-            for prefix, port_no, mac in ((gw + ("/128" if v(gw) == 6 else "/32"), 2, self.gateway_mac), (inner, 1, HOST_MAC)):
-                six = v(prefix) == 6
-                net, plen = prefix.split("/")
-                s.table_insert("GwIngress.ipv6_lpm" if six else "GwIngress.ipv4_lpm", {f"hdr.ipv{6 if six else 4}.dst_addr": ("lpm", runtime.addr(net), int(plen))},
-                               "GwIngress.set_nhop6" if six else "GwIngress.set_nhop",
-                               {"dst_mac": runtime.mac(mac), "src_mac": runtime.mac(HOST_MAC), "port": port_no})
+            for prefix, port_no, mac in ((gw + ("/128" if gwp.version(gw) == 6 else "/32"), 2, self.gateway_mac), (inner, 1, HOST_MAC)):
+                gwp.route_write(s, prefix, mac, HOST_MAC, port_no)
         site = sa["site"]
         with s.batch():
-            s.extern_write("GwIngress.sad", "add_sa", {"index": 0, "sa": out})
-            sv, sm = runtime.addr(inner.split("/")[0]), runtime.prefix_mask(int(inner.split("/")[1]), 128 if v(inner) == 6 else 32)
-            dv, dm = runtime.addr(site.split("/")[0]), runtime.prefix_mask(int(site.split("/")[1]), 128 if v(site) == 6 else 32)
-            s.table_insert(f"GwIngress.spd{'6' if v(site) == 6 else ''}", {f"hdr.ipv{v(site)}.src_addr": ("ternary", sv, sm),
-                                                                         f"hdr.ipv{v(site)}.dst_addr": ("ternary", dv, dm)},
-                           "GwIngress.protect", {"sa_index": 0}, priority=10)
+            gwp.sa_write(s, 0, out)
+            s.table_insert(gwp.spd(gwp.version(site)), gwp.spd_match(inner, site), gwp.PROTECT, {gwp.SA_INDEX: 0}, priority=10)
         # the host side: the inner address on the TUN device, the site routed into it
         sh("ip", "link", "set", self.tun, "up")
         sh("ip", "addr", "add", inner, "dev", self.tun)
@@ -177,39 +159,34 @@ class Userspace:
         self.in_slot, self.in_spi, self.next_slot, self.out_spi = 1, inn["spi"], 2, out["spi"]
 
     def _sad_dec(self, spi, slot, insert=True):
-        from . import runtime
-        v = 6 if ":" in self.me else 4
-        match = {f"hdr.ipv{v}.src_addr": ("exact", runtime.addr(self.gw)), f"hdr.ipv{v}.dst_addr": ("exact", runtime.addr(self.me)),
-                 "meta.esp.spi": ("exact", spi.to_bytes(4, "big"))}
-        table = f"GwIngress.sad_dec{'6' if v == 6 else ''}"
-        if insert:
-            self.switch.table_insert(table, match, "GwIngress.dec_sa", {"sa_index": slot})
-        else:
-            self.switch.table_delete(table, match)
+        from . import gateway as gwp
+        gwp.sad_dec_write(self.switch, self.gw, self.me, spi, slot, insert)
 
     def watch_lifetimes(self, renew):
         """Renew when the local SAs report their soft (or hard) lifetime: renew() asks the controller and calls
         install_renewal with its answer."""
         import queue
+        from . import gateway as gwp
         self.events = queue.Queue()
 
         def on_digest(name, items):
-            if name == "sa_event_t" and any(it[2] in (self.out_spi, self.in_spi) for it in items):
+            if name == gwp.SA_EVENT_DIGEST and any(it[2] in (self.out_spi, self.in_spi) for it in items):
                 self.events.put(True)
 
         self.switch.on_digest = on_digest
-        self.switch.digest_enable("sa_event_t")
+        self.switch.digest_enable(gwp.SA_EVENT_DIGEST)
         start_renewer(self.events, renew)
 
     def install_renewal(self, sa):
         """The new inbound SA first (a new slot and SAD-dec entry), then the outbound SA swapped in place. Returns
         the removal of the old inbound SA, for the caller to run once the gateway sends under the new one."""
+        from . import gateway as gwp
         slot = self.next_slot
         self.next_slot = 2 + (self.next_slot - 1) % 30
         with self.switch.batch():
-            self.switch.extern_write("GwIngress.sad", "add_sa", {"index": slot, "sa": sa["inbound"]})
+            gwp.sa_write(self.switch, slot, sa["inbound"])
             self._sad_dec(sa["inbound"]["spi"], slot)
-        self.switch.extern_write("GwIngress.sad", "add_sa", {"index": 0, "sa": sa["outbound"]})
+        gwp.sa_write(self.switch, 0, sa["outbound"])
         self.out_spi = sa["outbound"]["spi"]
         old_slot, old_spi = self.in_slot, self.in_spi
         self.in_slot, self.in_spi = slot, sa["inbound"]["spi"]
@@ -217,7 +194,7 @@ class Userspace:
         def retire():
             with self.switch.batch():
                 self._sad_dec(old_spi, old_slot, insert=False)
-                self.switch.extern_write("GwIngress.sad", "add_sa", {"index": old_slot}, delete=True)
+                gwp.sa_delete(self.switch, old_slot)
         return retire
 
     def remove(self):
@@ -463,7 +440,7 @@ def main(argv=None):
             except AgentError:
                 pass
         return 0
-    except AgentError as e:
+    except (AgentError, CommandError) as e:
         print(f"p4sec-agent: {e}", file=sys.stderr)
         return 1
     finally:

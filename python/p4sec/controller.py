@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 
-from . import runtime
+from . import gateway as gwp
 
 log = logging.getLogger("p4sec.controller")
 
@@ -37,7 +37,7 @@ SUITES = {
     "chacha20-poly1305": ("ChaCha20Poly1305", "None", 36, 0),
 }
 SWITCH_MAC = "02:00:00:00:00:01"
-SA_EVENT_DIGEST = "sa_event_t"
+SA_EVENT_DIGEST = gwp.SA_EVENT_DIGEST
 SOFT, HARD = 1, 2
 
 
@@ -56,9 +56,7 @@ class Gateway:
     def setup(self, program_dir):
         s = self.switch
         s.push(program_dir)
-        six = runtime.is_v6(self.address)
-        s.table_insert("GwIngress.local_addr6" if six else "GwIngress.local_addr", {f"hdr.ipv{6 if six else 4}.dst_addr": ("exact", runtime.addr(self.address))},
-                       "GwIngress.to_me", {})
+        gwp.local_addr_insert(s, self.address)
         for prefix, mac, port in ((self.lan_prefix, self.lan_mac, self.lan_port), (self.wan_prefix, self.wan_mac, self.wan_port)):
             _lpm(s, prefix, mac, port)
 
@@ -78,22 +76,9 @@ def sa_config(spi, suite, keymat, authkey, src, dst, soft=None, hard=None):
             "initial_seq": 0}
 
 
-def _prefix_match(prefix):
-    net, plen = prefix.split("/")
-    return runtime.addr(net), runtime.prefix_mask(int(plen), 128 if runtime.is_v6(prefix) else 32)
-
-
 def _lpm(switch, prefix, mac=None, port=None, insert=True):
     """The route for a prefix of either IP version (out of `port` to `mac`)."""
-    net, plen = prefix.split("/")
-    six = runtime.is_v6(prefix)
-    table, field = ("GwIngress.ipv6_lpm", "hdr.ipv6.dst_addr") if six else ("GwIngress.ipv4_lpm", "hdr.ipv4.dst_addr")
-    match = {field: ("lpm", runtime.addr(net), int(plen))}
-    if insert:
-        switch.table_insert(table, match, "GwIngress.set_nhop6" if six else "GwIngress.set_nhop",
-                            {"dst_mac": runtime.mac(mac), "src_mac": runtime.mac(SWITCH_MAC), "port": port})
-    else:
-        switch.table_delete(table, match)
+    gwp.route_write(switch, prefix, mac, SWITCH_MAC, port, insert)
 
 
 class IpsecController:
@@ -162,7 +147,7 @@ class IpsecController:
                 if s in self.gateways and d in self.gateways:
                     try:
                         self._sad_dec(self.gateways[s], self.gateways[d], spi, in_slot, insert=False)
-                        self.gateways[d].switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
+                        gwp.sa_delete(self.gateways[d].switch, in_slot)
                     except Exception as e:
                         self._event(tunnel, f"cleaning half-installed SA {spi:#010x} failed: {e}")
                     self.gateways[d].free_slots.append(in_slot)
@@ -174,7 +159,7 @@ class IpsecController:
             for spi, s, d, out_slot in self.db.execute("select spi, src, dst, out_slot from sa where state = 'active'").fetchall():
                 if s in self.gateways:
                     try:
-                        st = self.gateways[s].switch.extern_read("GwIngress.sad", "sa_stats", {"index": out_slot})
+                        st = gwp.sa_stats(self.gateways[s].switch, out_slot)
                     except Exception:
                         continue
                     if st and (st.get("soft_expired") or st.get("hard_expired")):
@@ -218,14 +203,7 @@ class IpsecController:
                 return spi
 
     def _sad_dec(self, src, dst, spi, slot, insert=True):
-        v = 6 if runtime.is_v6(dst.address) else 4
-        match = {f"hdr.ipv{v}.src_addr": ("exact", runtime.addr(src.address)), f"hdr.ipv{v}.dst_addr": ("exact", runtime.addr(dst.address)),
-                 "meta.esp.spi": ("exact", spi.to_bytes(4, "big"))}
-        table = "GwIngress.sad_dec6" if v == 6 else "GwIngress.sad_dec"
-        if insert:
-            dst.switch.table_insert(table, match, "GwIngress.dec_sa", {"sa_index": slot})
-        else:
-            dst.switch.table_delete(table, match)
+        gwp.sad_dec_write(dst.switch, src.address, dst.address, spi, slot, insert)
 
     def _make_sa(self, tunnel, src, dst, suite, soft, hard):
         _, _, nkey, nauth = SUITES[suite]
@@ -236,7 +214,7 @@ class IpsecController:
     def _install_in(self, tunnel, src, dst, spi, cfg, out_slot):
         """SAD-dec first: the receiver knows the SA before anyone sends under it."""
         in_slot = dst.alloc_slot()
-        dst.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot, "sa": cfg})
+        gwp.sa_write(dst.switch, in_slot, cfg)
         self._sad_dec(src, dst, spi, in_slot)
         self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'inbound')",
                         (spi, tunnel, src.name, dst.name, out_slot, in_slot, json.dumps(cfg), time.time()))
@@ -247,7 +225,7 @@ class IpsecController:
         is reported missing, which is fine); the slot is free again unless something could not be removed."""
         left = []
         for what, undo in (("SAD-dec entry", lambda: self._sad_dec(src, dst, spi, in_slot, insert=False)),
-                           ("SA", lambda: dst.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True))):
+                           ("SA", lambda: gwp.sa_delete(dst.switch, in_slot))):
             try:
                 undo()
             except Exception as e:
@@ -262,20 +240,17 @@ class IpsecController:
         """The route for a remote site's prefix in the clear (BYPASS tunnels): out of the WAN port."""
         _lpm(gw.switch, prefix, gw.wan_mac, gw.wan_port, insert)
 
-    def _spd(self, src, dst, out_slot, insert=True, action="GwIngress.protect", on=None, sites=None):
+    def _spd(self, src, dst, out_slot, insert=True, action=gwp.PROTECT, on=None, sites=None):
         """The policy for traffic from src's site to dst's, on gateway `on` (default: src); `sites` maps a gateway's
         name to the prefix a tunnel protects behind it (default: its whole site)."""
         on = on or src
         sp, dp = (sites or {}).get(src.name, src.lan_prefix), (sites or {}).get(dst.name, dst.lan_prefix)
-        s_val, s_mask = _prefix_match(sp)
-        d_val, d_mask = _prefix_match(dp)
-        v = 6 if runtime.is_v6(sp) else 4
-        if v != (6 if runtime.is_v6(dp) else 4):
+        v = gwp.version(sp)
+        if v != gwp.version(dp):
             raise ControllerError(f"sites {sp} and {dp} are of different IP versions")
-        match = {f"hdr.ipv{v}.src_addr": ("ternary", s_val, s_mask), f"hdr.ipv{v}.dst_addr": ("ternary", d_val, d_mask)}
-        table = "GwIngress.spd6" if v == 6 else "GwIngress.spd"
+        match, table = gwp.spd_match(sp, dp), gwp.spd(v)
         if insert:
-            params = {"sa_index": out_slot} if action == "GwIngress.protect" else {}
+            params = {gwp.SA_INDEX: out_slot} if action == gwp.PROTECT else {}
             on.switch.table_insert(table, match, action, params, priority=10)
         else:
             on.switch.table_delete(table, match, priority=10)
@@ -341,8 +316,8 @@ class IpsecController:
                 # BYPASS both ways on both gateways (clear traffic arriving from the peer is policy-checked too)
                 for src, dst in ((a, b), (b, a)):
                     self._route(src, sites[dst.name])
-                    self._spd(src, dst, None, action="GwIngress.bypass", sites=sites)
-                    self._spd(src, dst, None, action="GwIngress.bypass", on=dst, sites=sites)
+                    self._spd(src, dst, None, action=gwp.BYPASS, sites=sites)
+                    self._spd(src, dst, None, action=gwp.BYPASS, on=dst, sites=sites)
                 self._event(name, "up (bypass)")
                 self.db.commit()
                 return {}
@@ -389,9 +364,9 @@ class IpsecController:
         with dst.switch.collect() as ups:
             if delete:
                 self._sad_dec(src, dst, spi, in_slot, insert=False)
-                dst.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
+                gwp.sa_delete(dst.switch, in_slot)
             else:
-                dst.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot, "sa": cfg})
+                gwp.sa_write(dst.switch, in_slot, cfg)
                 self._sad_dec(src, dst, spi, in_slot)
         return ups
 
@@ -401,9 +376,9 @@ class IpsecController:
         with src.switch.collect() as ups:
             if delete:
                 self._spd(src, dst, out_slot, insert=False, sites=sites)
-                src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot}, delete=True)
+                gwp.sa_delete(src.switch, out_slot)
             else:
-                src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": cfg})
+                gwp.sa_write(src.switch, out_slot, cfg)
                 self._spd(src, dst, out_slot, sites=sites)
         return ups
 
@@ -468,7 +443,7 @@ class IpsecController:
                 with dst.switch.batch():
                     in_slot = self._install_in(tunnel, src, dst, new_spi, cfg, out_slot)
                 t1 = time.perf_counter()
-                src.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": cfg})
+                gwp.sa_write(src.switch, out_slot, cfg)
             except Exception as e:
                 # nothing half-installed stays: the new SAD-dec (and its SA) go again; the old SA keeps working
                 self.db.rollback()
@@ -503,7 +478,7 @@ class IpsecController:
             src = self.gateways.get(src_name) or Gateway(src_name, None, json.loads(cfg)["tunnel"][0], "", 0, "", 0, "", "")
             try:
                 self._sad_dec(src, dst, spi, in_slot, insert=False)
-                dst.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
+                gwp.sa_delete(dst.switch, in_slot)
                 dst.free_slots.append(in_slot)
             except Exception as e:
                 self._event(tunnel, f"removing old SAD-dec {spi:#010x} on {dst_name} failed: {e}")
@@ -600,7 +575,7 @@ class IpsecController:
                                                  (name, gw.name)).fetchone()
             t0 = time.perf_counter()
             with gw.switch.batch():
-                gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot, "sa": json.loads(cfg)})
+                gwp.sa_write(gw.switch, out_slot, json.loads(cfg))
                 self._host_spd(gw, self._host_inner(name), out_slot)
             self.db.execute("update sa set state = 'active' where spi = ?", (spi,))
             self.db.execute("update tunnel set state = 'up' where name = ?", (name,))
@@ -612,13 +587,9 @@ class IpsecController:
         return r[0]
 
     def _host_spd(self, gw, inner, out_slot, insert=True):
-        v = 6 if runtime.is_v6(inner) else 4
-        s_val, s_mask = _prefix_match(gw.lan_prefix)
-        d_val, d_mask = _prefix_match(inner)
-        match = {f"hdr.ipv{v}.src_addr": ("ternary", s_val, s_mask), f"hdr.ipv{v}.dst_addr": ("ternary", d_val, d_mask)}
-        table = "GwIngress.spd6" if v == 6 else "GwIngress.spd"
+        match, table = gwp.spd_match(gw.lan_prefix, inner), gwp.spd(gwp.version(inner))
         if insert:
-            gw.switch.table_insert(table, match, "GwIngress.protect", {"sa_index": out_slot}, priority=20)
+            gw.switch.table_insert(table, match, gwp.PROTECT, {gwp.SA_INDEX: out_slot}, priority=20)
         else:
             gw.switch.table_delete(table, match, priority=20)
 
@@ -678,7 +649,7 @@ class IpsecController:
             if not new:
                 raise ControllerError(f"no renewal of {name} is waiting")
             old = self.db.execute("select spi from sa where tunnel = ? and src = ? and state = 'active'", (name, gw.name)).fetchone()
-            gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": new[1], "sa": json.loads(new[2])})
+            gwp.sa_write(gw.switch, new[1], json.loads(new[2]))
             self.db.execute("update sa set state = 'active' where spi = ?", (new[0],))
             if old:
                 self.db.execute("update sa set state = 'deleted' where spi = ?", (old[0],))
@@ -700,14 +671,14 @@ class IpsecController:
                     if src == gw.name:      # gateway -> host (a renewal's next SA shares the slot)
                         if state == "active":
                             self._host_spd(gw, self._host_inner(name), out_slot, insert=False)
-                            gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot}, delete=True)
+                            gwp.sa_delete(gw.switch, out_slot)
                             gw.free_slots.append(out_slot)
                         elif state == "inbound" and tstate == "pending":
                             gw.free_slots.append(out_slot)
                     else:                   # host -> gateway (the active SA and any old one still retiring)
                         host_addr = json.loads(self.db.execute("select config from sa where spi = ?", (spi,)).fetchone()[0])["tunnel"][0]
                         self._sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, insert=False)
-                        gw.switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
+                        gwp.sa_delete(gw.switch, in_slot)
                         gw.free_slots.append(in_slot)
                 except Exception as e:      # the rest is still removed; the SA is forgotten either way
                     failures.append(f"SA {spi:#010x}: {e}")
@@ -747,11 +718,11 @@ class IpsecController:
             for src, dst in ((a, b), (b, a)):
                 self._spd(src, dst, None, insert=False, sites=sites)
             for spi, s, d, out_slot, in_slot, _ in active:
-                self.gateways[s].switch.extern_write("GwIngress.sad", "add_sa", {"index": out_slot}, delete=True)
+                gwp.sa_delete(self.gateways[s].switch, out_slot)
                 self.gateways[s].free_slots.append(out_slot)
             for spi, s, d, out_slot, in_slot, _ in rows:
                 self._sad_dec(self.gateways[s], self.gateways[d], spi, in_slot, insert=False)
-                self.gateways[d].switch.extern_write("GwIngress.sad", "add_sa", {"index": in_slot}, delete=True)
+                gwp.sa_delete(self.gateways[d].switch, in_slot)
                 self.gateways[d].free_slots.append(in_slot)
                 self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
             self.db.execute("update tunnel set state = 'down' where name = ?", (name,))

@@ -68,31 +68,18 @@ def write_errors(rpc_error):
     return [m or f"code {c}" for c, m in write_status(rpc_error) if c]
 
 
-def _varint(n):
-    n &= (1 << 64) - 1  # negative int32/int64: two's complement, 10 bytes
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7f) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+UPDATE_TYPES = {"insert": p4runtime_pb2.Update.INSERT, "modify": p4runtime_pb2.Update.MODIFY, "delete": p4runtime_pb2.Update.DELETE}
 
 
-# The updates the controllers write most (table entries, extern entries) are encoded here straight to protobuf wire
-# format: the installed protobuf is the pure-Python implementation, where building the messages and serializing
-# them cost more than the switch's work. tests/ipsec/test_runtime_encoding.py checks every kind against the
-# library's own encoding of the same message.
-def _pb_int(field, n):
-    """A varint field (proto3: zero is not sent)."""
-    return _varint(field << 3) + _varint(n) if n else b""
-
-
-def _pb_bytes(field, b):
-    """A length-delimited field (bytes, string, message)."""
-    return _varint(field << 3 | 2) + _varint(len(b)) + b
-
-
-UPDATE_TYPES = {"insert": 1, "modify": 2, "delete": 3}
+# Writes are collected as serialized one-update WriteRequests (built and serialized by the p4runtime package's
+# messages) and sent as their concatenation after a serialized head (device id, election id): protobuf parses
+# concatenated encodings of a message as one message whose repeated fields hold all the parts' elements, in
+# order. The installed protobuf is the pure-Python implementation, where copying Update messages into one
+# WriteRequest (`updates.extend`) costs more than building them.
+def one_update(kind):
+    """A new WriteRequest with one Update of `kind` ("insert", "modify", "delete"): (request, update)."""
+    req = p4runtime_pb2.WriteRequest()
+    return req, req.updates.add(type=UPDATE_TYPES[kind])
 
 
 class _PendingWrite:
@@ -157,13 +144,13 @@ class Switch:
     def digest_enable(self, name, max_list_size=1, max_timeout_ns=0, ack_timeout_ns=1000000000):
         """Ask the switch to stream this digest's lists (P4Runtime DigestEntry)."""
         d = self._named("digests", name)
-        for kind in (p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY):
-            u = p4runtime_pb2.Update(type=kind)
+        for kind in ("insert", "modify"):
+            req, u = one_update(kind)
             u.entity.digest_entry.digest_id = d.preamble.id
             c = u.entity.digest_entry.config
             c.max_list_size, c.max_timeout_ns, c.ack_timeout_ns = max_list_size, max_timeout_ns, ack_timeout_ns
             try:
-                self._write(u)
+                self._write(req.SerializeToString())
                 return
             except WriteError as e:
                 if "already enabled" not in str(e):
@@ -243,21 +230,20 @@ class Switch:
             self._batch = None
 
     def write_async(self, updates):
-        """Send the updates as one Write request without waiting for the answer; `.result()` of the returned
-        object waits for it and raises WriteError with the switch's messages if it was refused. The request is
-        put together from the serialized updates (a repeated field is its elements' encodings one after the
-        other), not copied into a WriteRequest message: the pure-Python protobuf copies slowly."""
+        """Send the updates (serialized one-update WriteRequests as collected, or Update messages) as one Write
+        request without waiting for the answer; `.result()` of the returned object waits for it and raises
+        WriteError with the switch's messages if it was refused."""
         if self._write_head is None:
             head = p4runtime_pb2.WriteRequest(device_id=self.device_id)
             head.election_id.low = self.election_id
             self._write_head = head.SerializeToString()
         parts = [self._write_head]
-        for u in updates:
-            b = u if isinstance(u, bytes) else u.SerializeToString()
-            parts.append(b"\x22" + _varint(len(b)) + b)  # field 4 (updates), length-delimited
+        parts.extend(u if isinstance(u, bytes) else p4runtime_pb2.WriteRequest(updates=[u]).SerializeToString() for u in updates)
         return _PendingWrite(self._write_raw.future(b"".join(parts)))
 
     def _write(self, update):
+        """Send (or, inside batch() or collect(), collect) one update: a serialized one-update WriteRequest, or an
+        Update message."""
         if self._batch is not None:
             self._batch.append(update)
             return
@@ -307,6 +293,8 @@ class Switch:
                 m.ternary.value, m.ternary.mask = canonical(bytes(x & y for x, y in zip(spec[1], spec[2].rjust(len(spec[1]), b"\0")))), canonical(spec[2])
             elif kind == "range":
                 m.range.low, m.range.high = canonical(spec[1]), canonical(spec[2])
+            else:
+                raise ValueError(f"unknown match kind {kind!r} for {table}.{name} (exact, lpm, ternary, range)")
         if action is None:
             return e
         a = self._named("actions", action)
@@ -324,43 +312,20 @@ class Switch:
         self._write(self._table_update("modify", table, match, action, params, priority))
 
     def _table_update(self, kind, table, match, action, params, priority):
-        """An Update with a TableEntry, serialized (as _entry builds it, without the message objects)."""
-        t, fields = self._named("tables", table)
-        out = [_pb_int(1, t.preamble.id)]
-        for name, spec in match.items():
-            f = fields.get(name)
-            if f is None:
-                raise ValueError(f"table {table!r} has no key field {name!r}")
-            mk = spec[0]
-            if mk == "exact":
-                m = _pb_bytes(2, _pb_bytes(1, canonical(spec[1])))
-            elif mk == "lpm":
-                m = _pb_bytes(4, _pb_bytes(1, spec[1]) + _pb_int(2, spec[2]))
-            elif mk == "ternary":
-                value = canonical(bytes(x & y for x, y in zip(spec[1], spec[2].rjust(len(spec[1]), b"\0"))))
-                m = _pb_bytes(3, _pb_bytes(1, value) + _pb_bytes(2, canonical(spec[2])))
-            elif mk == "range":
-                m = _pb_bytes(6, _pb_bytes(1, canonical(spec[1])) + _pb_bytes(2, canonical(spec[2])))
-            else:
-                raise ValueError(f"unknown match kind {mk!r} for {table}.{name} (exact, lpm, ternary, range)")
-            out.append(_pb_bytes(2, _pb_int(1, f.id) + m))
-        if action is not None:
-            a = self._named("actions", action)
-            ps = []
-            for p in a.params:
-                v = params[p.name]
-                v = v if isinstance(v, bytes) else int(v).to_bytes((p.bitwidth + 7) // 8, "big")
-                ps.append(_pb_bytes(4, _pb_int(2, p.id) + _pb_bytes(3, canonical(v))))
-            out.append(_pb_bytes(3, _pb_bytes(1, _pb_int(1, a.preamble.id) + b"".join(ps))))
-        out.append(_pb_int(4, priority))
-        return _pb_int(1, UPDATE_TYPES[kind]) + _pb_bytes(2, _pb_bytes(2, b"".join(out)))
+        """A one-update WriteRequest with this TableEntry, serialized."""
+        req, u = one_update(kind)
+        self._entry(table, match, action, params, priority, e=u.entity.table_entry)
+        return req.SerializeToString()
 
     def extern_write(self, instance, op, obj, delete=False):
-        """A p4sec extern control operation (e.g. esp_sad `add_sa`) as a P4Runtime ExternEntry."""
+        """A p4sec extern control operation (e.g. esp_sad `add_sa`) as a P4Runtime ExternEntry: its entry an Any
+        with type URL `p4sec/TYPE.OP` and the operation's JSON as its value."""
         ext, inst = self._named("externs", instance)
-        anyv = _pb_bytes(1, f"p4sec/{ext.extern_type_name}.{op}".encode()) + _pb_bytes(2, json.dumps(obj).encode())
-        x = _pb_int(1, ext.extern_type_id) + _pb_int(2, inst.preamble.id) + _pb_bytes(3, anyv)
-        self._write(_pb_int(1, UPDATE_TYPES["delete" if delete else "insert"]) + _pb_bytes(2, _pb_bytes(1, x)))
+        req, u = one_update("delete" if delete else "insert")
+        x = u.entity.extern_entry
+        x.extern_type_id, x.extern_id = ext.extern_type_id, inst.preamble.id
+        x.entry.type_url, x.entry.value = f"p4sec/{ext.extern_type_name}.{op}", json.dumps(obj).encode()
+        self._write(req.SerializeToString())
 
     def extern_read(self, instance, op, obj):
         """A p4sec extern query (e.g. esp_sad `sa_stats`) as a P4Runtime ExternEntry read; its JSON answer."""
@@ -405,11 +370,11 @@ class Switch:
         width = r.type_spec.bitstring.bit.bitwidth
         if not 0 <= value < (1 << width):
             raise ValueError(f"register {register!r} holds bit<{width}>: {value} does not fit")
-        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+        req, u = one_update("modify")
         e = u.entity.register_entry
         e.register_id, e.index.index = r.preamble.id, index
         e.data.bitstring = canonical(value.to_bytes((width + 7) // 8, "big"))
-        self._write(u)
+        self._write(req.SerializeToString())
 
     def _read_cell(self, kind, name, index):
         """The entity read back for one cell of an indexed register or counter (`kind` "registers"/"counters"),

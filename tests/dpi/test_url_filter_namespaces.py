@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from p4sec import dpi
-from p4sec.netns import free_port
+from p4sec.netns import free_port, sh
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
@@ -64,10 +64,6 @@ from scapy.layers.dns import DNS, DNSQR
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 u.sendto(bytes(DNS(id=7, rd=1, qd=DNSQR(qname=sys.argv[1]))), ("10.0.0.2", 53))
 """
-
-
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
 
 def curl_ok(netns, host):

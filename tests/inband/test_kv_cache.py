@@ -9,8 +9,11 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from conftest import console_script
 from p4sec import inband
 from tests.hashing.stf import Stf
+
+INBAND = console_script("p4sec-inband")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "programs" / "inband_kv_cache.p4"
@@ -156,11 +159,11 @@ def test_control_payloads_verify_in_python_and_match_the_reference_cipher():
 
 
 def test_cli_builds_and_verifies(tmp_path):
-    r = subprocess.run(["p4sec-inband", "build", "--key", KEY.hex(), "--sender", "5", "--seq", "3", "0x10=0x20"], capture_output=True, text=True)
+    r = subprocess.run([INBAND, "build", "--key", KEY.hex(), "--sender", "5", "--seq", "3", "0x10=0x20"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    v = subprocess.run(["p4sec-inband", "verify", "--key", KEY.hex(), r.stdout.strip()], capture_output=True, text=True)
+    v = subprocess.run([INBAND, "verify", "--key", KEY.hex(), r.stdout.strip()], capture_output=True, text=True)
     assert v.returncode == 0 and '"updates": [[16, 32]]' in v.stdout, v.stdout + v.stderr
-    bad = subprocess.run(["p4sec-inband", "verify", "--key", bytes(16).hex(), r.stdout.strip()], capture_output=True, text=True)
+    bad = subprocess.run([INBAND, "verify", "--key", bytes(16).hex(), r.stdout.strip()], capture_output=True, text=True)
     assert bad.returncode == 1 and "verify" in bad.stderr
-    bad = subprocess.run(["p4sec-inband", "build", "--key", "abcd", "--sender", "5", "--seq", "3", "1=2"], capture_output=True, text=True)
+    bad = subprocess.run([INBAND, "build", "--key", "abcd", "--sender", "5", "--seq", "3", "1=2"], capture_output=True, text=True)
     assert bad.returncode == 1 and "16 bytes" in bad.stderr

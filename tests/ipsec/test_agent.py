@@ -10,9 +10,12 @@ import uuid
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, console_script
 from p4sec import ca
+from p4sec.netns import sh
 from test_site_to_site import free_port
+
+CONTROLLER = console_script("p4sec-controller")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and TUN")
 
@@ -38,10 +41,6 @@ for i in range(int(sys.argv[2])):
         pass
 print(ok)
 """
-
-
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
 
 def test_ca_refuses_bad_input(tmp_path):
@@ -107,7 +106,7 @@ agents: {{listen: "unix:{sock}", ca: {cadir}, cert: controller}}
     log = open(tmp_path / "controller.log", "a")
 
     def start_controller():
-        ctl = subprocess.Popen(["p4sec-controller", "run", str(cfg)], stdout=subprocess.PIPE, stderr=log, text=True)
+        ctl = subprocess.Popen([CONTROLLER, "run", str(cfg)], stdout=subprocess.PIPE, stderr=log, text=True)
         procs.append(ctl)
         assert "ready" in ctl.stdout.readline(), (tmp_path / "controller.log").read_text()
         return ctl
@@ -168,7 +167,7 @@ def test_road_warrior_reaches_the_site_and_revocation_locks_it_out(site):
     # echoes in rounds of 100 until three renewals are seen: the SAs reach their soft limit (60 packets) again and
     # again; the agent renews them and no echo is lost (how many packets a renewal takes depends on machine load)
     def show():
-        return json.loads(subprocess.run(["p4sec-controller", "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", "office@alice"],
+        return json.loads(subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", "office@alice"],
                                          capture_output=True, text=True).stdout)
     renewals = []
     for _ in range(20):
@@ -207,7 +206,7 @@ def test_host_tunnel_survives_a_controller_restart(site):
         assert r.stdout.strip() == str(n), r.stdout + r.stderr
 
     def show():
-        r = subprocess.run(["p4sec-controller", "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", "office@alice"], capture_output=True, text=True)
+        r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", "office@alice"], capture_output=True, text=True)
         return json.loads(r.stdout)
 
     echoes(30)

@@ -13,10 +13,12 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from conftest import ROOT
+from conftest import ROOT, console_script
 from p4sec.ipsec_ctl import ConfigError, load_config
 from test_site_to_site import free_port, net  # noqa: F401 (fixture)
 from test_vpn_suites_and_renewal import STREAM
+
+CONTROLLER = console_script("p4sec-controller")
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
@@ -53,21 +55,21 @@ def test_bad_configs_get_precise_errors(tmp_path):
         with pytest.raises(ConfigError) as e:
             load_config(p)
         assert msg in str(e.value)
-    r = subprocess.run(["p4sec-controller", "run", str(p)], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([CONTROLLER, "run", str(p)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "p4sec-controller:" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run(["p4sec-controller", "--api", "http://127.0.0.1:9", "tunnels", "list"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([CONTROLLER, "--api", "http://127.0.0.1:9", "tunnels", "list"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "cannot reach the controller" in r.stderr
 
 
 def start_controller(cfg, log):
-    p = subprocess.Popen(["p4sec-controller", "run", str(cfg)], stdout=subprocess.PIPE, stderr=log, text=True)
+    p = subprocess.Popen([CONTROLLER, "run", str(cfg)], stdout=subprocess.PIPE, stderr=log, text=True)
     line = p.stdout.readline()
     assert "ready" in line, open(log.name).read()[-3000:]
     return p
 
 
 def cli(rest, *args):
-    r = subprocess.run(["p4sec-controller", "--api", f"http://127.0.0.1:{rest}", *args], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{rest}", *args], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -126,9 +128,9 @@ def test_controller_restart_under_load_loses_no_tunnel_and_no_packet(p4sec_bin, 
         assert "down" in out
         assert " down " in cli(rest, "tunnels", "list")
         assert cli(rest, "sas", "list").count(" active") == 0
-        r = subprocess.run(["p4sec-controller", "--api", f"http://127.0.0.1:{rest}", "tunnels", "down", "S1-S2"], capture_output=True, text=True)
+        r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{rest}", "tunnels", "down", "S1-S2"], capture_output=True, text=True)
         assert r.returncode == 1 and "no tunnel S1-S2 is up" in r.stderr
-        r = subprocess.run(["p4sec-controller", "--api", f"http://127.0.0.1:{rest}", "tunnels", "up", "nope"], capture_output=True, text=True)
+        r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{rest}", "tunnels", "up", "nope"], capture_output=True, text=True)
         assert r.returncode == 1 and "no tunnel profile 'nope'" in r.stderr
     finally:
         if ctl:

@@ -1,5 +1,7 @@
-"""The P4Runtime client encodes table and extern updates itself (the installed protobuf is pure Python and slow):
-every kind of update must parse back, with the library, into exactly the message the library would have built."""
+"""The P4Runtime client's writes: each table and extern update is built with the p4runtime package's messages
+and collected as a serialized one-update WriteRequest; a batch is sent as one WriteRequest (their concatenation
+after the device and election id). Every kind of update must parse back into exactly the message the P4Info
+says, and a batch into one request with every update in order."""
 import json
 
 import pytest
@@ -28,10 +30,37 @@ def sw(p4sec_bin, tmp_path_factory):
     return Offline(info)
 
 
-def library_update(sw, kind, table, match, action, params, priority):
+def canon(b):
+    return b.lstrip(b"\x00") or b"\x00"
+
+
+def expected_update(info, kind, table, match, action, params, priority):
+    """The Update as the P4Runtime spec has it, written out here from the P4Info (not through the client)."""
+    t = next(x for x in info.tables if x.preamble.name == table)
+    fid = {f.name: f.id for f in t.match_fields}
     u = p4runtime_pb2.Update(type={"insert": p4runtime_pb2.Update.INSERT, "modify": p4runtime_pb2.Update.MODIFY,
                                    "delete": p4runtime_pb2.Update.DELETE}[kind])
-    u.entity.table_entry.CopyFrom(sw._entry(table, match, action, params, priority))
+    e = u.entity.table_entry
+    e.table_id, e.priority = t.preamble.id, priority
+    for name, spec in match.items():
+        m = p4runtime_pb2.FieldMatch(field_id=fid[name])
+        if spec[0] == "exact":
+            m.exact.value = canon(spec[1])
+        elif spec[0] == "lpm":
+            m.lpm.value, m.lpm.prefix_len = spec[1], spec[2]
+        elif spec[0] == "ternary":
+            mask = spec[2].rjust(len(spec[1]), b"\0")
+            m.ternary.value, m.ternary.mask = canon(bytes(x & y for x, y in zip(spec[1], mask))), canon(spec[2])
+        else:
+            m.range.low, m.range.high = canon(spec[1]), canon(spec[2])
+        e.match.append(m)
+    if action is not None:
+        a = next(x for x in info.actions if x.preamble.name == action)
+        e.action.action.action_id = a.preamble.id
+        for p in a.params:
+            v = params[p.name]
+            v = v if isinstance(v, bytes) else v.to_bytes((p.bitwidth + 7) // 8, "big")
+            e.action.action.params.append(p4runtime_pb2.Action.Param(param_id=p.id, value=canon(v)))
     return u
 
 
@@ -54,8 +83,9 @@ def test_table_updates_match_the_library(sw, case):
     with sw.collect() as ups:
         getattr(sw, f"table_{kind}")(table, match, *(() if kind == "delete" else (action, params)), priority=priority)
     assert len(ups) == 1 and isinstance(ups[0], bytes)
-    got = p4runtime_pb2.Update.FromString(ups[0])
-    assert got == library_update(sw, kind, table, match, action, params, priority)
+    req = p4runtime_pb2.WriteRequest.FromString(ups[0])
+    assert len(req.updates) == 1
+    assert req.updates[0] == expected_update(sw.p4info, kind, table, match, action, params, priority)
 
 
 @pytest.mark.parametrize("delete", [False, True])
@@ -63,7 +93,9 @@ def test_extern_updates_match_the_library(sw, delete):
     obj = {"index": 3, "sa": {"spi": 4096, "enc_key": list(range(20))}} if not delete else {"index": 3}
     with sw.collect() as ups:
         sw.extern_write("GwIngress.sad", "add_sa", obj, delete=delete)
-    got = p4runtime_pb2.Update.FromString(ups[0])
+    req = p4runtime_pb2.WriteRequest.FromString(ups[0])
+    assert len(req.updates) == 1
+    got = req.updates[0]
     ext = next(t for t in sw.p4info.externs for i in t.instances if i.preamble.name == "GwIngress.sad")
     want = p4runtime_pb2.Update(type=p4runtime_pb2.Update.DELETE if delete else p4runtime_pb2.Update.INSERT)
     want.entity.extern_entry.extern_type_id, want.entity.extern_entry.extern_id = ext.extern_type_id, ext.instances[0].preamble.id
@@ -80,3 +112,36 @@ def test_unknown_names_get_precise_errors(sw):
         sw.table_insert("GwIngress.ipv4_lpm", {"hdr.ipv4.ttl": ("exact", b"\x01")}, "GwIngress.drop", {})
     with pytest.raises(ValueError, match="unknown match kind 'fuzzy'"):
         sw.table_insert("GwIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": ("fuzzy", b"\x01")}, "GwIngress.drop", {})
+
+
+class Sent:
+    """Stands in for the Write call: keeps the serialized requests."""
+
+    def __init__(self):
+        self.requests = []
+
+    def future(self, request):
+        self.requests.append(request)
+        return None
+
+
+def test_a_batch_is_one_write_request_with_every_update_in_order(sw):
+    sw.device_id, sw.election_id, sw._write_head, sw._write_raw = 3, 7, None, Sent()
+    sad_dec = {"hdr.ipv4.src_addr": ("exact", runtime.ip("192.0.2.1")), "hdr.ipv4.dst_addr": ("exact", runtime.ip("198.51.100.1")),
+               "meta.esp.spi": ("exact", (0x1234abcd).to_bytes(4, "big"))}
+    with sw.collect() as ups:
+        sw.extern_write("GwIngress.sad", "add_sa", {"index": 5, "sa": {"spi": 0x1234abcd}})
+        sw.table_insert("GwIngress.sad_dec", sad_dec, "GwIngress.dec_sa", {"sa_index": 5})
+        sw.table_delete("GwIngress.spd", {"hdr.ipv4.src_addr": ("ternary", runtime.ip("10.1.0.0"), runtime.prefix_mask(16))}, priority=10)
+    update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)     # an Update message is accepted as well
+    update.entity.register_entry.register_id = 1
+    sw.write_async(ups + [update])
+    [raw] = sw._write_raw.requests
+    req = p4runtime_pb2.WriteRequest.FromString(raw)
+    assert req.device_id == 3 and req.election_id.low == 7 and req.election_id.high == 0
+    assert [(u.type, u.entity.WhichOneof("entity")) for u in req.updates] == [
+        (p4runtime_pb2.Update.INSERT, "extern_entry"), (p4runtime_pb2.Update.INSERT, "table_entry"),
+        (p4runtime_pb2.Update.DELETE, "table_entry"), (p4runtime_pb2.Update.MODIFY, "register_entry")]
+    assert json.loads(req.updates[0].entity.extern_entry.entry.value) == {"index": 5, "sa": {"spi": 0x1234abcd}}
+    assert req.updates[1] == expected_update(sw.p4info, "insert", "GwIngress.sad_dec", sad_dec, "GwIngress.dec_sa", {"sa_index": 5}, 0)
+    assert req.updates[3] == update

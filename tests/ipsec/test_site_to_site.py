@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT
 from p4sec import runtime
 from p4sec.controller import Gateway, IpsecController
+from p4sec.netns import free_port, sh
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
@@ -29,19 +30,6 @@ else:
     for p in s.results or []:
         print(bytes(p).hex(), flush=True)
 """
-
-
-def sh(*cmd):
-    subprocess.run(cmd, check=True, capture_output=True)
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ ends live in a network namespace made here, the switch programmed over P4Runtime
 in tests/ptf/ptftests inside that namespace. Programs: the IPv4 router and url_filter.p4 (clone + recirculate)."""
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import time
@@ -12,16 +11,13 @@ import uuid
 import pytest
 
 from p4sec import dpi
-from p4sec.netns import free_port
+from p4sec.netns import free_port, sh
 from p4sec.runtime import Switch, ip, mac
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+PTF = pathlib.Path(sys.executable).parent / "ptf"      # the command of the environment running the tests (.venv)
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
-              pytest.mark.skipif(shutil.which("ptf") is None, reason="ptf is not installed (pip install ptf)")]
-
-
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
+              pytest.mark.skipif(not PTF.exists(), reason=f"ptf is not installed at {PTF} (./scripts/setup)")]
 
 
 @pytest.fixture
@@ -51,7 +47,7 @@ def rig(p4sec_bin, tmp_path):
         return sw
 
     def ptf(test):
-        r = subprocess.run(["ip", "netns", "exec", ns, "ptf", "--test-dir", str(ROOT / "tests" / "ptf" / "ptftests"),
+        r = subprocess.run(["ip", "netns", "exec", ns, str(PTF), "--test-dir", str(ROOT / "tests" / "ptf" / "ptftests"),
                             "--interface", f"1@{pairs[0][0]}", "--interface", f"2@{pairs[1][0]}", "--log-file", str(tmp_path / "ptf.log"),
                             "--disable-ipv6", test], capture_output=True, text=True, timeout=300, cwd=tmp_path)
         return r

@@ -14,6 +14,7 @@ import urllib.request
 import uuid
 
 import pytest
+from p4sec.netns import ns as nsx, sh
 from scapy.all import IP, UDP, Dot1Q, Ether, Raw, rdpcap
 
 from conftest import ROOT
@@ -23,14 +24,6 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for networ
 
 MODES = ["mmap", "no-mmap"]
 MAC1, MAC2 = "02:00:00:00:01:01", "02:00:00:00:02:02"
-
-
-def sh(*cmd):
-    subprocess.run([str(c) for c in cmd], check=True, capture_output=True)
-
-
-def nsx(ns, *cmd):
-    sh("ip", "netns", "exec", ns, *cmd)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 Covers pipeline configuration, arbitration (a second controller is refused writes until it wins),
 table writes of several match kinds with reads back, precise errors for bad requests, and counters.
 """
-import socket
 import subprocess
 import time
 
@@ -13,16 +12,9 @@ import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+from p4sec.netns import free_port
 
 from conftest import ROOT
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import time
 import uuid
 
 import pytest
+from p4sec.netns import ns as nsx, sh
 from scapy.all import ARP, IP, UDP, Ether, Raw, rdpcap, wrpcap
 
 from conftest import ROOT
@@ -222,14 +223,6 @@ def test_tap_on_an_existing_interface_name_is_an_error(p4sec_bin, fwd):
     r = switch(p4sec_bin, "--program", fwd, "--grpc", f"127.0.0.1:{free_port()}", "--port", "3=tap:lo", timeout=20)
     assert r.returncode != 0
     assert "cannot create TAP device `lo`: an interface of that name already exists and is not a free TAP device" in r.stderr, r.stderr
-
-
-def sh(*cmd):
-    subprocess.run([str(c) for c in cmd], check=True, capture_output=True)
-
-
-def nsx(ns, *cmd):
-    sh("ip", "netns", "exec", ns, *cmd)
 
 
 ECHO = r"""

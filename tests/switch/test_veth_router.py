@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from p4.v1 import p4runtime_pb2
+from p4sec.netns import sh
 
 from conftest import ROOT
 from test_p4runtime import Controller, free_port, ids  # noqa: F401
@@ -30,10 +31,6 @@ else:
         sendp(Ether(dst="02:00:00:00:00:01", src="02:00:00:00:01:01") / IP(src="10.0.1.1", dst="10.0.2.2", ttl=64, id=i)
               / UDP(sport=4242, dport=4242) / Raw(bytes(range(32))), iface=iface, verbose=False)
 """
-
-
-def sh(*cmd):
-    subprocess.run(cmd, check=True, capture_output=True)
 
 
 @pytest.fixture
@@ -130,10 +127,10 @@ def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, 
 
 
 def test_forwarding_benchmark_runs_and_reports(tmp_path, p4sec_bin):
-    """The veth forwarding benchmark (python -m p4sec.bench_veth): a short run must forward traffic both ways
+    """The veth forwarding benchmark (python -m p4sec.bench.veth): a short run must forward traffic both ways
     (kernel and p4sec) and write its figures as JSON. Not a speed test."""
     import json
-    from p4sec import bench_veth
+    from p4sec.bench import veth as bench_veth
     out = tmp_path / "veth.json"
     bench_veth.main(["--seconds", "0.5", "--sizes", "64", "--json", str(out), "--p4sec", str(p4sec_bin)])
     rows = json.loads(out.read_text())["rows"]

@@ -1,7 +1,7 @@
 """The P4EAD case study: an in-network key-value cache (programs/inband_kv_cache.p4) kept up to date by in-band
 control packets, with and without authentication, in network namespaces.
 
-    python3 -m p4sec.kvcase [--builds noauth,rpp1,extern] [--duration 20] [--shift-every 5] [--json F] [--plot F.png]
+    python -m p4sec.bench.kvcase [--builds noauth,rpp1,extern] [--duration 20] [--shift-every 5] [--json F] [--plot F.png]
 
 Topology: namespace C (client 10.0.0.1) -- veth -- namespace M (p4sec switch, ports 1 and 2) -- veth --
 namespace S (server and controller, 10.0.0.2). The client sends GETs at a fixed rate over a Zipf-skewed key
@@ -27,7 +27,7 @@ import uuid
 from p4sec import inband
 from p4sec.netns import free_port, ns, sh
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 BUILDS = {"noauth": ["-D", "INBAND_NO_AUTH"], "rpp1": ["-D", "P4EAD_RPP=1"], "rpp2": ["-D", "P4EAD_RPP=2"],
           "rpp4": ["-D", "P4EAD_RPP=4"], "extern": ["-D", "INBAND_EXTERN"]}
 LABEL = {"noauth": "no authentication", "rpp1": "P4EAD, plain P4, 1 round/pass", "rpp2": "P4EAD, plain P4, 2 rounds/pass",
@@ -204,10 +204,10 @@ def run_build(build, a, p4sec_bin):
                   "--rate", str(a.rate), "--zipf", str(a.zipf), "--bin", str(a.bin), "--period", str(a.period),
                   "--threshold", str(a.threshold), "--variant", a.variant, "--build", build, "--key", key]
         env = dict(os.environ, P4SEC_BIN=p4sec_bin)
-        srv = subprocess.Popen(["ip", "netns", "exec", t.s, sys.executable, "-m", "p4sec.kvcase", "--role", "server", *common],
+        srv = subprocess.Popen(["ip", "netns", "exec", t.s, sys.executable, "-m", "p4sec.bench.kvcase", "--role", "server", *common],
                                stdout=subprocess.PIPE, text=True, env=env)
         time.sleep(0.3)
-        cli = subprocess.run(["ip", "netns", "exec", t.c, sys.executable, "-m", "p4sec.kvcase", "--role", "client", *common],
+        cli = subprocess.run(["ip", "netns", "exec", t.c, sys.executable, "-m", "p4sec.bench.kvcase", "--role", "client", *common],
                              capture_output=True, text=True, timeout=a.duration + 60)
         srv_out, _ = srv.communicate(timeout=a.duration + 30)
         stats = json.loads(ns(t.m, sys.executable, "-c", STATS, f"127.0.0.1:{port}", str(out)).stdout)
@@ -239,7 +239,7 @@ def plot(results, a, path):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("kvcase: matplotlib is not installed; no plot", file=sys.stderr)
+        print("bench.kvcase: matplotlib is not installed; no plot", file=sys.stderr)
         return False
     fig, ax = plt.subplots(figsize=(9, 4))
     for res in results:
@@ -282,11 +282,11 @@ def main(argv=None):
     if a.role == "server":
         return server(a)
     if os.geteuid() != 0:
-        sys.exit("kvcase: needs root (network namespaces)")
+        sys.exit("bench.kvcase: needs root (network namespaces)")
     builds = a.builds.split(",")
     for b in builds:
         if b not in BUILDS:
-            sys.exit(f"kvcase: unknown build {b!r} ({', '.join(BUILDS)})")
+            sys.exit(f"bench.kvcase: unknown build {b!r} ({', '.join(BUILDS)})")
     results = [run_build(b, a, a.p4sec) for b in builds]
     print(f"in-network KV cache, {a.keys} keys, Zipf {a.zipf}, {a.rate:g} GETs/s, {a.hot} keys shift every {a.shift_every:g} s, "
           f"controller every {a.period:g} s, {a.variant}")

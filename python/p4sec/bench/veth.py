@@ -1,7 +1,7 @@
 """Forwarding throughput between two veth pairs in network namespaces: the p4sec switch running the IPv4
 router program against the Linux kernel forwarding the same traffic between the same namespaces, in one run.
 
-    python3 -m p4sec.bench_veth [--seconds S] [--sizes 64,1500] [--json FILE] [--p4sec PATH]
+    python -m p4sec.bench.veth [--seconds S] [--sizes 64,1500] [--json FILE] [--p4sec PATH]
 
 Topology: namespace A (h1, 10.0.1.1) -- veth -- namespace M (s1 | s2) -- veth -- namespace B (h2, 10.0.2.2).
 In namespace M either the kernel routes (ip_forward=1, addresses on s1/s2) or `p4sec switch` owns s1/s2
@@ -17,9 +17,9 @@ import sys
 import time
 import uuid
 
-from .netns import free_port, ns, sh  # noqa: F401 (free_port: used by tests)
+from ..netns import free_port, ns, sh  # noqa: F401 (free_port: used by tests)
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 SENDER = r"""
 import socket, sys, time
@@ -117,7 +117,7 @@ def main(argv=None):
     ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
-        sys.exit("bench_veth: needs root (network namespaces)")
+        sys.exit("bench.veth: needs root (network namespaces)")
     sizes = [int(x) for x in args.sizes.split(",")]
     out = pathlib.Path(f"/tmp/p4sec-bench-veth-{os.getpid()}")
     subprocess.run([args.p4sec, "compile", str(ROOT / "programs" / "ipv4_router.p4"), "-o", str(out)], check=True, capture_output=True)

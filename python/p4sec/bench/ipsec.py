@@ -1,14 +1,14 @@
 """IPsec VPN benchmarks: tunnel setup and renewal time through the controller, and TCP goodput through two p4sec
 gateways per cipher suite, beside the P4-IPsec paper's BMv2 figures, in one run.
 
-    python3 -m p4sec.bench_ipsec [--tunnels 30] [--seconds 3] [--suites bypass,null,...] [--json FILE] [--p4sec PATH]
+    python -m p4sec.bench.ipsec [--tunnels 30] [--seconds 3] [--suites bypass,null,...] [--json FILE] [--p4sec PATH]
                                  [--no-offloads] [--no-gro] [--offloads-off-suites aes-gcm-128]
                                  [--jumbo 9000] [--jumbo-suites aes-gcm-128]
 
 Setup: the controller (in process) sets a tunnel up between the two switches (SAD-dec on both, then SAD-enc and
 SPD on both, one Write per switch and phase, both switches at once) and tears it down again, --tunnels times;
 renewal: one direction renewed (new SAD-dec, in-place SAD-enc swap). Goodput: iperf3 TCP from H1 to H2 through
-the tunnel (the topology of python3 -m p4sec.vpn_demo: links MTU 1500, hosts MTU 1400, the hosts' TSO/GSO/GRO on
+the tunnel (the topology of python -m p4sec.bench.vpn_demo: links MTU 1500, hosts MTU 1400, the hosts' TSO/GSO/GRO on
 as Linux sets them by default, so the switches receive TCP super-frames and cut them). Needs root; iperf3 for the
 goodput part.
 
@@ -30,12 +30,12 @@ import sys
 import tempfile
 import time
 
-from . import runtime
-from .controller import Gateway, IpsecController
-from .netns import free_port, ns, sh
+from .. import runtime
+from ..controller import Gateway, IpsecController
+from ..netns import free_port, ns, sh
 from .vpn_demo import Net
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 PAPER = {"setup_ms": 5.02, "renewal_ms": 4.38, "goodput_mbps": {"bypass": 48.90, "null": 47.25, "aes-ctr-hmac-md5": 47.21}}
 TARGET = {"setup_ms": 2.0, "renewal_ms": 2.0, "goodput_mbps": {"aes-gcm-128": 2000.0}}
 
@@ -139,11 +139,11 @@ def main(argv=None):
     ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
-        sys.exit("bench_ipsec: needs root (network namespaces)")
+        sys.exit("bench.ipsec: needs root (network namespaces)")
     if a.tunnels < 1 or a.seconds <= 0:
-        sys.exit("bench_ipsec: --tunnels must be >= 1 and --seconds > 0")
+        sys.exit("bench.ipsec: --tunnels must be >= 1 and --seconds > 0")
     if a.jumbo and not 1600 <= a.jumbo <= 16000:
-        sys.exit("bench_ipsec: --jumbo must be 0 or an MTU of 1600..16000")
+        sys.exit("bench.ipsec: --jumbo must be 0 or an MTU of 1600..16000")
     work = pathlib.Path(tempfile.mkdtemp(prefix="p4sec-bench-ipsec-"))
     sh(a.p4sec, "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(work / "gw"))
     net = Net(offloads=a.offloads)

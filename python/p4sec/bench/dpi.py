@@ -1,6 +1,6 @@
 """URL filtering benchmark (DeeP4R, issue #7): p4sec's URL filters against a netfilter baseline in the same run.
 
-    python3 -m p4sec.bench_dpi [--domains 1,10,100,1000,5000] [--flows 1,10,100,1000,10000] [--seconds S]
+    python -m p4sec.bench.dpi [--domains 1,10,100,1000,5000] [--flows 1,10,100,1000,10000] [--seconds S]
                                [--samples N] [--rounds R] [--systems netfilter,fast,recirc] [--flow-domains N]
                                [--json FILE] [--plot FILE.png] [--p4sec PATH]
 
@@ -36,7 +36,6 @@ the benchmark stops with an error. Needs root, iproute2 and iptables.
 """
 import argparse
 import contextlib
-import ctypes
 import json
 import os
 import pathlib
@@ -52,9 +51,10 @@ import tempfile
 import time
 import uuid
 
-from p4sec import dpi
+from .. import dpi
+from ..netns import CommandError, in_netns, ns, sh
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 SYSTEMS = ("netfilter", "fast", "recirc")
 LABEL = {"netfilter": "netfilter (iptables -m string)", "fast": "p4sec fast (dfa_matcher)",
          "recirc": "p4sec recirculating (DeeP4R)"}
@@ -63,46 +63,12 @@ GOOD_HOSTS = ["www.example.org", "static.example.net", "docs.python.org", "intra
 SRC_IP, DST_IP = "10.0.1.1", "10.0.2.2"
 SEQ_LAT, SEQ_BLOCK, SEQ_GOOD, SEQ_LOAD = 0x50000000, 0x60000000, 0x70000000, 0x10000000
 NICE = -10
-CLONE_NEWNET = 0x40000000
 SO_TIMESTAMPNS = 35
 ETH_P_ALL = 0x0003
 
 
 class BenchError(Exception):
     pass
-
-
-# ------------------------------------------------------------------------------------------------ shell, namespaces
-
-def sh(*cmd, check=True, input=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, input=input)
-    if check and r.returncode:
-        raise BenchError(f"{' '.join(cmd[:6])}{' ...' if len(cmd) > 6 else ''} failed (exit {r.returncode}): "
-                         f"{(r.stderr or r.stdout).strip()[:500]}")
-    return r
-
-
-def ns(name, *cmd, check=True, input=None):
-    return sh("ip", "netns", "exec", name, *cmd, check=check, input=input)
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-@contextlib.contextmanager
-def in_netns(name):
-    """Run the body in network namespace `name` (this thread only); sockets created there stay in it."""
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(target, CLONE_NEWNET) != 0:
-            e = ctypes.get_errno()
-            raise OSError(e, f"setns {name}: {os.strerror(e)}")
-        yield
-    finally:
-        _libc.setns(home, CLONE_NEWNET)
-        os.close(home)
-        os.close(target)
 
 
 class LinkStats:
@@ -392,56 +358,29 @@ class Traffic:
 # ------------------------------------------------------------------------------------------------ systems under test
 
 CONTROL = r"""
-import json, pathlib, sys, time
+import itertools, json, pathlib, sys, time
 from p4.v1 import p4runtime_pb2
 from p4sec import dpi
-from p4sec.runtime import Switch, canonical
+from p4sec.runtime import Switch
 
 sw = Switch(sys.argv[1])
 
-def ids(table, action):
+def insert_many(table, action, rows, batch=16384):
+    # rows: (exact key values as ints, action parameters as ints), sent in Writes of `batch` updates
     t = next(x for x in sw.p4info.tables if x.preamble.name == table)
     a = next(x for x in sw.p4info.actions if x.preamble.name == action)
-    return t.preamble.id, [f.id for f in t.match_fields], a.preamble.id, [(p.id, (p.bitwidth + 7) // 8) for p in a.params]
-
-def _varint(n):
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-def _field(num, payload):
-    # a length-delimited protobuf field
-    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
-
-def insert_many(table, action, rows, batch=16384):
-    # rows: (exact key values as ints, action parameters as ints). The WriteRequests are encoded here by hand
-    # (WriteRequest.updates = Update{type INSERT, entity.table_entry}): the pure-Python protobuf runtime that
-    # p4runtime pins builds only ~6,000 entries/s, too slow for the 300,000 entries of 1,000 domains.
-    tid, fids, aid, params = ids(table, action)
-    t = next(x for x in sw.p4info.tables if x.preamble.name == table)
-    widths = [(f.bitwidth + 7) // 8 for f in t.match_fields]
-    head = _varint(1 << 3) + _varint(sw.device_id) + _field(3, _varint(2 << 3) + _varint(sw.election_id))
-    tid_b, aid_b = _varint(1 << 3) + _varint(tid), _varint(1 << 3) + _varint(aid)
-    write = sw.channel.unary_unary("/p4.v1.P4Runtime/Write", request_serializer=None,
-                                   response_deserializer=p4runtime_pb2.WriteResponse.FromString)
-    parts, n = [], 0
-    for keys, vals in rows:
-        m = b"".join(_field(2, _varint(1 << 3) + _varint(fid) + _field(2, _field(1, canonical(v.to_bytes(w, "big")))))
-                     for fid, w, v in zip(fids, widths, keys))
-        a = aid_b + b"".join(_field(4, _varint(2 << 3) + _varint(pid) + _field(3, canonical(v.to_bytes(w, "big"))))
-                             for (pid, w), v in zip(params, vals))
-        entry = tid_b + m + _field(3, _field(1, a))
-        parts.append(_field(4, _varint(1 << 3) + _varint(p4runtime_pb2.Update.INSERT) + _field(2, _field(2, entry))))
-        n += 1
-        if len(parts) >= batch:
-            write(head + b"".join(parts))
-            parts = []
-    if parts:
-        write(head + b"".join(parts))
-    return n
+    fields = [(f.name, (f.bitwidth + 7) // 8) for f in t.match_fields]
+    params = [p.name for p in a.params]
+    rows, n = iter(rows), 0
+    while True:
+        with sw.collect() as ups:
+            for keys, vals in itertools.islice(rows, batch):
+                sw.table_insert(table, {name: ("exact", v.to_bytes(w, "big")) for (name, w), v in zip(fields, keys)},
+                                action, dict(zip(params, vals)))
+        if not ups:
+            return n
+        sw.write_async(ups).result()
+        n += len(ups)
 
 def domains(path):
     return dpi.read_list(pathlib.Path(path).read_text(), path) if path else []
@@ -930,7 +869,7 @@ def int_list(text, name, lo):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m p4sec.bench_dpi", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m p4sec.bench.dpi", description=__doc__.splitlines()[0])
     ap.add_argument("--domains", default="1,10,100,1000,5000", help="list sizes (comma-separated)")
     ap.add_argument("--flows", default="1,10,100,1000,10000", help="parallel flow counts (comma-separated)")
     ap.add_argument("--flow-domains", type=int, help="list size for the flow runs (default: the largest --domains)")
@@ -982,11 +921,11 @@ def main(argv=None):
                 raise BenchError("--plot needs matplotlib (pip install matplotlib)")
         t0 = time.time()
         res = run(args, p4sec_bin, lambda s: print(s, flush=True))
-    except BenchError as e:
-        print(f"bench_dpi: {e}", file=sys.stderr)
+    except (BenchError, CommandError) as e:
+        print(f"bench.dpi: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("bench_dpi: interrupted", file=sys.stderr)
+        print("bench.dpi: interrupted", file=sys.stderr)
         return 130
     res["targets"] = targets(res, args)
     report(res, args)

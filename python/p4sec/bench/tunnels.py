@@ -5,7 +5,7 @@ that every tunnel's entries are on the switches (read back over P4Runtime) and t
 traffic: a frame sent for each sampled subnet pair arrives at the far host decrypted, counted by that tunnel's own
 inbound SA, while a frame for a subnet pair without a tunnel does not arrive.
 
-    python3 -m p4sec.bench_tunnels [--tunnels 10000] [--sample 16] [--suite aes-gcm-128] [--json FILE] [--p4sec PATH]
+    python -m p4sec.bench.tunnels [--tunnels 10000] [--sample 16] [--suite aes-gcm-128] [--json FILE] [--p4sec PATH]
 
 The program is compiled with -D SA_SLOTS and -D SPD_SIZE large enough for N tunnels (each gateway holds 2N SAs,
 N SAD-dec entries and N policies). Needs root (network namespaces for the traffic check).
@@ -21,12 +21,13 @@ import sys
 import tempfile
 import time
 
-from . import runtime
-from .controller import SUITES, ControllerError, Gateway, IpsecController
-from .netns import free_port, sh
+from .. import gateway as gwp
+from .. import runtime
+from ..controller import SUITES, ControllerError, Gateway, IpsecController
+from ..netns import free_port, sh
 from .vpn_demo import Net
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 MAX_TUNNELS = 256 * 64
 PAPER = {"setup_ms": 5.02}
 TARGET = {"setup_ms": 2.0}
@@ -107,15 +108,15 @@ def main(argv=None):
     ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
     a = ap.parse_args(argv)
     if not 1 <= a.tunnels <= MAX_TUNNELS:
-        sys.exit(f"bench_tunnels: --tunnels takes 1 to {MAX_TUNNELS} (the subnet plan: 10.1.0.0/16 in /30s)")
+        sys.exit(f"bench.tunnels: --tunnels takes 1 to {MAX_TUNNELS} (the subnet plan: 10.1.0.0/16 in /30s)")
     if a.sample < 1:
-        sys.exit("bench_tunnels: --sample must be >= 1")
+        sys.exit("bench.tunnels: --sample must be >= 1")
     if a.suite not in SUITES:
-        sys.exit(f"bench_tunnels: unknown suite {a.suite!r} ({', '.join(SUITES)})")
+        sys.exit(f"bench.tunnels: unknown suite {a.suite!r} ({', '.join(SUITES)})")
     if os.geteuid() != 0:
-        sys.exit("bench_tunnels: needs root (network namespaces)")
+        sys.exit("bench.tunnels: needs root (network namespaces)")
     if not pathlib.Path(a.p4sec).exists():
-        sys.exit(f"bench_tunnels: no p4sec binary at {a.p4sec}")
+        sys.exit(f"bench.tunnels: no p4sec binary at {a.p4sec}")
     n = a.tunnels
     slots = max(1024, 1 << (2 * n + 16).bit_length())
     spd = max(4096, n + 16)
@@ -156,7 +157,7 @@ def main(argv=None):
                     "setup_ms_last_100_median": statistics.median(setup[-100:])})
 
         # read back: every tunnel's SAD-dec entry and policy on both switches
-        out["readback"] = {g.name: {"sad_dec": len(g.switch.table_read("GwIngress.sad_dec")), "spd": len(g.switch.table_read("GwIngress.spd"))}
+        out["readback"] = {g.name: {"sad_dec": len(g.switch.table_read(gwp.sad_dec(4))), "spd": len(g.switch.table_read(gwp.spd(4)))}
                            for g in gws}
         up = [t for t in ctl.tunnels() if t["state"] == "up"]
         out["controller_tunnels_up"] = len(up)
@@ -172,18 +173,18 @@ def main(argv=None):
         inbound = {}
         for i in sample:
             s = next(x for x in ctl.sas(f"t{i}") if x["state"] == "active" and x["src"] == "S1")
-            inbound[i] = (s["in_slot"], switches[1].counter_read("GwIngress.sa_counters", s["in_slot"] * 16)[0])
+            inbound[i] = (s["in_slot"], switches[1].counter_read(gwp.SA_COUNTERS, s["in_slot"] * 16)[0])
         got = probe(net, items + ([stray] if n < MAX_TUNNELS else []))
         carried = []
         for src, dst, i in items:
             slot, before = inbound[i]
-            after = switches[1].counter_read("GwIngress.sa_counters", slot * 16)[0]
+            after = switches[1].counter_read(gwp.SA_COUNTERS, slot * 16)[0]
             carried.append({"tunnel": i, "src": src, "dst": dst, "arrived": (src, dst, i) in got, "sa_packets": after - before})
         out["sample"] = carried
         out["sample_ok"] = sum(1 for c in carried if c["arrived"] and c["sa_packets"] >= 1)
         out["stray_arrived"] = any(m == stray[2] for _, _, m in got)
     except ControllerError as e:
-        sys.exit(f"bench_tunnels: {e}")
+        sys.exit(f"bench.tunnels: {e}")
     finally:
         if ctl:
             ctl.close()

@@ -3,7 +3,7 @@ programs/ipsec_gateway.p4, p4sec-controller setting up a site-to-site tunnel ove
 the ESP on the WAN link captured and shown decrypted with scapy (an independent ESP implementation), a renewal,
 and TCP goodput with iperf3 when it is installed.
 
-    python3 -m p4sec.vpn_demo [--suite aes-gcm-128] [--seconds 3] [--p4sec PATH]      (needs root)
+    python -m p4sec.bench.vpn_demo [--suite aes-gcm-128] [--seconds 3] [--p4sec PATH]      (needs root)
 
     H1 10.1.0.1 --- [S1 192.0.2.1] ===== WAN (ESP) ===== [S2 198.51.100.1] --- H2 10.2.0.2
 """
@@ -19,9 +19,9 @@ import tempfile
 import time
 import uuid
 
-from .netns import free_port, ns, sh
+from ..netns import free_port, ns, sh
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 GW_MAC = "02:00:00:00:00:01"  # the gateways' own MAC (the src MAC they write)
 SCAPY_ALGOS = {"AesGcm128": ("AES-GCM", None), "AesGcm256": ("AES-GCM", None), "ChaCha20Poly1305": ("CHACHA20-POLY1305", None),
                "AesCtr128": ("AES-CTR", None), "AesCbc128": ("AES-CBC", None), "Null": ("NULL", None)}
