@@ -60,6 +60,18 @@ pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, tr
     worker_loop(device, ports, stop, trace, None)
 }
 
+/// Set (to anything but `0`) to have every worker poll its ports without sleeping: a CPU busy all the time
+/// for each worker, and no wake-up to pay per batch.
+pub const BUSY_POLL_ENV: &str = "P4SEC_BUSY_POLL";
+
+fn busy_poll_wanted() -> bool {
+    matches!(std::env::var(BUSY_POLL_ENV), Ok(v) if !v.is_empty() && v != "0")
+}
+
+/// While frames wait in receive rings, the loop goes on to them without asking `poll` again, at most this
+/// many times in a row (the other descriptors and the ports' errors are looked at in between).
+const POLL_SKIP_MAX: u32 = 16;
+
 /// The packet loop of one worker. With `batch` (only pcap ports, some with input), the loop ends once every
 /// input is consumed and its frames processed, and sets the flag.
 pub(crate) fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool, batch: Option<Arc<AtomicBool>>) {
@@ -78,6 +90,8 @@ pub(crate) fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<A
     let mut waiting_said = false;
     let mut frames_in = 0u64;
     let rings = ports.iter().any(|p| p.mmap());
+    let busy_poll = busy_poll_wanted();
+    let mut skipped = 0u32;
     // (the first check at once: port liveness is known from the start)
     let mut checked_at = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(2)).unwrap_or_else(std::time::Instant::now);
     while !stop.load(Ordering::Relaxed) {
@@ -115,10 +129,22 @@ pub(crate) fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<A
                 p.flush_tx();
             }
             1
+        } else if busy_poll {
+            0
         } else {
             50
         };
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, timeout) };
+        // frames already waiting in a receive ring need no system call to be found
+        let r = if rings && skipped < POLL_SKIP_MAX && ports.iter().enumerate().any(|(i, p)| fds[i].fd >= 0 && p.rx_ready()) {
+            skipped += 1;
+            for f in fds.iter_mut() {
+                f.revents = 0;
+            }
+            1
+        } else {
+            skipped = 0;
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, timeout) }
+        };
         // A socket error (the interface went down or away) is consumed here so that poll does not keep
         // reporting it, and the port is checked at once; every port is also checked once a second. A port
         // that is gone (deleted, moved to another namespace) is reported once and no longer polled.

@@ -77,6 +77,7 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
         return Err("at least one worker is needed".into());
     }
     check_ports(&cfg.ports, device.cpu_port, cfg.pcap_dir.as_deref())?;
+    crate::ring::rx_ring_bytes()?;
     // pcap inputs first (nothing to undo when one is bad), then the live ports, then the files written
     let mut inputs: Vec<Option<pcap::Reader>> = vec![];
     for s in &cfg.ports {
