@@ -427,8 +427,9 @@ for i in range(per_flow):
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_per_flow_order_is_kept_whatever_the_worker_count(switch, net, workers):
     """Datagrams of 16 flows (source ports) interleaved, in bursts: with 1, 2 or 3 workers (each with its own
-    socket of a PACKET_FANOUT group per port) every flow's datagrams arrive complete and in the order sent."""
-    switch("mmap", "--workers", workers)
+    socket of a PACKET_FANOUT group per port) every flow's datagrams arrive complete and in the order sent, and
+    the per-worker counters show how the frames were spread."""
+    sw = switch("mmap", "--workers", workers)
     flows, per_flow = 16, 200
     rx = subprocess.Popen(["ip", "netns", "exec", net["ns2"], sys.executable, "-c", FLOW_RECV, str(flows * per_flow)],
                           stdout=subprocess.PIPE, text=True)
@@ -443,3 +444,11 @@ def test_per_flow_order_is_kept_whatever_the_worker_count(switch, net, workers):
     for sport, seqs in seen.items():
         assert seqs == list(range(per_flow)), f"flow from port {sport}: {len(seqs)} datagrams, first out of order at " \
             f"{next((i for i, (a, b) in enumerate(zip(seqs, seqs[1:])) if b <= a), None)}"
+    # per-worker counters: one series per worker, together all the frames; the flows are spread over the workers
+    m = sw.metrics()
+    packets = [m[f'p4sec_worker_packets_total{{worker="{i}"}}'] for i in range(workers)]
+    batches = [m[f'p4sec_worker_batches_total{{worker="{i}"}}'] for i in range(workers)]
+    assert f'p4sec_worker_packets_total{{worker="{workers}"}}' not in m
+    assert sum(packets) >= flows * per_flow and all(b <= p for b, p in zip(batches, packets))
+    if workers > 1:
+        assert sum(p > 0 for p in packets) >= 2, packets

@@ -10,7 +10,7 @@ use crate::port::Port;
 use p4sec_engine::{Outputs, Worker};
 use p4sec_p4runtime::server::Device;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 fn log_trace(w: &mut Worker, port: u32, len: usize) {
@@ -57,7 +57,16 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
 
 /// The packet loop; with `trace`, every packet's path through the pipeline is written to stderr.
 pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool) {
-    worker_loop(device, ports, stop, trace, None)
+    worker_loop(device, ports, stop, trace, None, Arc::default())
+}
+
+/// Counters of one worker (its share of the traffic, and how many frames it takes per round of its loop).
+#[derive(Default, Debug)]
+pub struct WorkerStats {
+    /// Frames run through the pipeline (received on its ports, and PacketOut).
+    pub packets: AtomicU64,
+    /// Rounds of the loop that processed frames: `packets / batches` frames per wake-up.
+    pub batches: AtomicU64,
 }
 
 /// Set (to anything but `0`) to have every worker poll its ports without sleeping: a CPU busy all the time
@@ -74,7 +83,14 @@ const POLL_SKIP_MAX: u32 = 16;
 
 /// The packet loop of one worker. With `batch` (only pcap ports, some with input), the loop ends once every
 /// input is consumed and its frames processed, and sets the flag.
-pub(crate) fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool, batch: Option<Arc<AtomicBool>>) {
+pub(crate) fn worker_loop(
+    device: Arc<Device>,
+    mut ports: Vec<Port>,
+    stop: Arc<AtomicBool>,
+    trace: bool,
+    batch: Option<Arc<AtomicBool>>,
+    stats: Arc<WorkerStats>,
+) {
     let by_number: HashMap<u32, usize> = ports.iter().enumerate().map(|(i, p)| (p.number, i)).collect();
     let mut fds: Vec<libc::pollfd> = ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
     // the last descriptor: PacketOut frames from the controller
@@ -260,6 +276,10 @@ pub(crate) fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<A
             }
         }
         device.deliver_digests(&engine);
+        if processed > 0 {
+            stats.packets.fetch_add(processed as u64, Ordering::Relaxed);
+            stats.batches.fetch_add(1, Ordering::Relaxed);
+        }
         if writes && processed > 0 {
             for p in &ports {
                 p.flush();

@@ -24,7 +24,7 @@ pub mod spec;
 pub mod start;
 pub mod tun;
 
-pub use datapath::{run, run_with, BUSY_POLL_ENV};
+pub use datapath::{run, run_with, WorkerStats, BUSY_POLL_ENV};
 pub use gso::complete_l4_checksum;
 pub use port::afpacket::{NO_GRO_ENV, NO_MMAP_ENV};
 pub use port::io::PortStats;
