@@ -127,16 +127,21 @@ def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, 
 
 
 def test_forwarding_benchmark_runs_and_reports(tmp_path, p4sec_bin):
-    """The veth forwarding benchmark (python -m p4sec.bench.veth): a short run must forward traffic both ways
-    (kernel and p4sec) and write its figures as JSON. Not a speed test."""
+    """The veth forwarding benchmark (python -m p4sec.bench.veth, trafgen as the sender): a short run must forward
+    traffic both ways (kernel and p4sec), measure the switch's CPU time and a paced run, and write its figures as
+    JSON. Not a speed test."""
     import json
     from p4sec.bench import veth as bench_veth
     out = tmp_path / "veth.json"
-    bench_veth.main(["--seconds", "0.5", "--sizes", "64", "--json", str(out), "--p4sec", str(p4sec_bin)])
+    bench_veth.main(["--seconds", "0.5", "--sizes", "64", "--workers", "1", "--lossless-steps", "1", "--json", str(out),
+                     "--p4sec", str(p4sec_bin)])
     rows = json.loads(out.read_text())["rows"]
-    assert len(rows) == 1 and rows[0]["size"] == 64
+    assert len(rows) == 1 and rows[0]["size"] == 64 and rows[0]["workers"] == 1
     assert rows[0]["kernel_pps"] > 1000 and rows[0]["p4sec_pps"] > 1000
     assert rows[0]["p4sec_pps"] <= rows[0]["offered_pps_p4sec_run"] * 1.05
+    # the switch's own CPU time was measured: more than nothing, less than a second per frame
+    assert 0 < rows[0]["switch_cpu_ns_per_frame"] < 1e9 and rows[0]["switch_cores_busy"] > 0
+    assert rows[0]["lossless_pps"] is not None and rows[0]["paced_sender_max_pps"] > 0
 
 
 def test_a_vanishing_interface_is_reported_and_the_switch_keeps_running(p4sec_bin, topo, tmp_path):

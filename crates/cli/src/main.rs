@@ -267,13 +267,14 @@ fn run_switch(
         return ExitCode::from(2);
     }
     p4sec_switch::install_signal_handlers();
-    let mut port_stats = vec![];
+    let (mut port_stats, mut worker_stats) = (vec![], vec![]);
     let mut switch = None;
     if !ports.is_empty() || cpu_port.is_some() {
         let cfg = p4sec_switch::Config { ports, workers, trace, pcap_dir: pcap_dir.map(Path::to_path_buf) };
         match p4sec_switch::start(device.clone(), &cfg) {
             Ok(s) => {
                 port_stats = s.stats.clone();
+                worker_stats = s.workers.clone();
                 switch = Some(s);
             }
             Err(e) => {
@@ -296,7 +297,7 @@ fn run_switch(
                 return ExitCode::from(2);
             }
         };
-        if let Err(e) = p4sec_switch::metrics::serve(addr, device.clone(), port_stats) {
+        if let Err(e) = p4sec_switch::metrics::serve(addr, device.clone(), port_stats, worker_stats) {
             eprintln!("p4sec switch: {e}");
             stop_switch(switch);
             return ExitCode::FAILURE;

@@ -10,7 +10,7 @@ use crate::port::Port;
 use p4sec_engine::{Outputs, Worker};
 use p4sec_p4runtime::server::Device;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 fn log_trace(w: &mut Worker, port: u32, len: usize) {
@@ -57,12 +57,40 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
 
 /// The packet loop; with `trace`, every packet's path through the pipeline is written to stderr.
 pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool) {
-    worker_loop(device, ports, stop, trace, None)
+    worker_loop(device, ports, stop, trace, None, Arc::default())
 }
+
+/// Counters of one worker (its share of the traffic, and how many frames it takes per round of its loop).
+#[derive(Default, Debug)]
+pub struct WorkerStats {
+    /// Frames run through the pipeline (received on its ports, and PacketOut).
+    pub packets: AtomicU64,
+    /// Rounds of the loop that processed frames: `packets / batches` frames per wake-up.
+    pub batches: AtomicU64,
+}
+
+/// Set (to anything but `0`) to have every worker poll its ports without sleeping: a CPU busy all the time
+/// for each worker, and no wake-up to pay per batch.
+pub const BUSY_POLL_ENV: &str = "P4SEC_BUSY_POLL";
+
+fn busy_poll_wanted() -> bool {
+    matches!(std::env::var(BUSY_POLL_ENV), Ok(v) if !v.is_empty() && v != "0")
+}
+
+/// While frames wait in receive rings, the loop goes on to them without asking `poll` again, at most this
+/// many times in a row (the other descriptors and the ports' errors are looked at in between).
+const POLL_SKIP_MAX: u32 = 16;
 
 /// The packet loop of one worker. With `batch` (only pcap ports, some with input), the loop ends once every
 /// input is consumed and its frames processed, and sets the flag.
-pub(crate) fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool, batch: Option<Arc<AtomicBool>>) {
+pub(crate) fn worker_loop(
+    device: Arc<Device>,
+    mut ports: Vec<Port>,
+    stop: Arc<AtomicBool>,
+    trace: bool,
+    batch: Option<Arc<AtomicBool>>,
+    stats: Arc<WorkerStats>,
+) {
     let by_number: HashMap<u32, usize> = ports.iter().enumerate().map(|(i, p)| (p.number, i)).collect();
     let mut fds: Vec<libc::pollfd> = ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
     // the last descriptor: PacketOut frames from the controller
@@ -78,6 +106,8 @@ pub(crate) fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<A
     let mut waiting_said = false;
     let mut frames_in = 0u64;
     let rings = ports.iter().any(|p| p.mmap());
+    let busy_poll = busy_poll_wanted();
+    let mut skipped = 0u32;
     // (the first check at once: port liveness is known from the start)
     let mut checked_at = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(2)).unwrap_or_else(std::time::Instant::now);
     while !stop.load(Ordering::Relaxed) {
@@ -115,10 +145,22 @@ pub(crate) fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<A
                 p.flush_tx();
             }
             1
+        } else if busy_poll {
+            0
         } else {
             50
         };
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, timeout) };
+        // frames already waiting in a receive ring need no system call to be found
+        let r = if rings && skipped < POLL_SKIP_MAX && ports.iter().enumerate().any(|(i, p)| fds[i].fd >= 0 && p.rx_ready()) {
+            skipped += 1;
+            for f in fds.iter_mut() {
+                f.revents = 0;
+            }
+            1
+        } else {
+            skipped = 0;
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, timeout) }
+        };
         // A socket error (the interface went down or away) is consumed here so that poll does not keep
         // reporting it, and the port is checked at once; every port is also checked once a second. A port
         // that is gone (deleted, moved to another namespace) is reported once and no longer polled.
@@ -234,6 +276,10 @@ pub(crate) fn worker_loop(device: Arc<Device>, mut ports: Vec<Port>, stop: Arc<A
             }
         }
         device.deliver_digests(&engine);
+        if processed > 0 {
+            stats.packets.fetch_add(processed as u64, Ordering::Relaxed);
+            stats.batches.fetch_add(1, Ordering::Relaxed);
+        }
         if writes && processed > 0 {
             for p in &ports {
                 p.flush();

@@ -24,11 +24,12 @@ pub mod spec;
 pub mod start;
 pub mod tun;
 
-pub use datapath::{run, run_with};
+pub use datapath::{run, run_with, WorkerStats, BUSY_POLL_ENV};
 pub use gso::complete_l4_checksum;
 pub use port::afpacket::{NO_GRO_ENV, NO_MMAP_ENV};
 pub use port::io::PortStats;
 pub use port::Port;
+pub use ring::RX_RING_ENV;
 pub use signal::{install_signal_handlers, signalled};
 pub use spec::{capture_paths, check_ports, PortKind, PortSpec};
 pub use start::{run_workers, start, Config, Switch};

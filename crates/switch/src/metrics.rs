@@ -1,6 +1,7 @@
-//! A Prometheus text-format `/metrics` endpoint: port, pipeline, table and controller-channel counters.
+//! A Prometheus text-format `/metrics` endpoint: port, worker, pipeline, table and controller-channel counters.
 //! A deliberately small HTTP/1.1 responder (one request per connection) on its own thread.
 
+use crate::datapath::WorkerStats;
 use crate::port::io::PortStats;
 use p4sec_p4runtime::server::Device;
 use std::fmt::Write as _;
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The metrics text for the device and ports as they are now.
-pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)]) -> String {
+pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers: &[Arc<WorkerStats>]) -> String {
     let mut o = String::new();
     let mut family = |name: &str, help: &str, kind: &str, samples: Vec<(String, u64)>| {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -35,6 +36,14 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)]) -> Strin
         port(|s| s.gro.load(Ordering::Relaxed)),
     );
     family("p4sec_port_tx_errors_total", "Frames the port failed to transmit.", "counter", port(|s| s.errors.load(Ordering::Relaxed)));
+    let worker = |f: fn(&WorkerStats) -> u64| workers.iter().enumerate().map(|(i, w)| (format!("{{worker=\"{i}\"}}"), f(w))).collect::<Vec<_>>();
+    family("p4sec_worker_packets_total", "Frames a worker ran through the pipeline.", "counter", worker(|w| w.packets.load(Ordering::Relaxed)));
+    family(
+        "p4sec_worker_batches_total",
+        "Rounds of a worker's loop that processed frames (packets / batches: frames per wake-up).",
+        "counter",
+        worker(|w| w.batches.load(Ordering::Relaxed)),
+    );
     family(
         "p4sec_packet_in_dropped_total",
         "PacketIn messages with no primary controller to take them.",
@@ -80,7 +89,7 @@ fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-fn answer(mut c: TcpStream, device: &Device, ports: &[(u32, String, Arc<PortStats>)]) {
+fn answer(mut c: TcpStream, device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers: &[Arc<WorkerStats>]) {
     let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
     let mut req = [0u8; 2048];
     let n = c.read(&mut req).unwrap_or(0);
@@ -88,7 +97,7 @@ fn answer(mut c: TcpStream, device: &Device, ports: &[(u32, String, Arc<PortStat
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let (status, body, ctype) = match (method, path) {
-        ("GET", "/metrics") => ("200 OK", render(device, ports), "text/plain; version=0.0.4"),
+        ("GET", "/metrics") => ("200 OK", render(device, ports, workers), "text/plain; version=0.0.4"),
         ("GET", _) => ("404 Not Found", "only /metrics is served here\n".to_string(), "text/plain"),
         _ => ("405 Method Not Allowed", "GET only\n".to_string(), "text/plain"),
     };
@@ -96,13 +105,13 @@ fn answer(mut c: TcpStream, device: &Device, ports: &[(u32, String, Arc<PortStat
 }
 
 /// Serve `/metrics` on `addr` from a background thread.
-pub fn serve(addr: SocketAddr, device: Arc<Device>, ports: Vec<(u32, String, Arc<PortStats>)>) -> Result<(), String> {
+pub fn serve(addr: SocketAddr, device: Arc<Device>, ports: Vec<(u32, String, Arc<PortStats>)>, workers: Vec<Arc<WorkerStats>>) -> Result<(), String> {
     let l = TcpListener::bind(addr).map_err(|e| format!("metrics: cannot listen on {addr}: {e}"))?;
     std::thread::Builder::new()
         .name("p4sec-metrics".into())
         .spawn(move || {
             for c in l.incoming().flatten() {
-                answer(c, &device, &ports);
+                answer(c, &device, &ports, &workers);
             }
         })
         .map_err(|e| format!("metrics: {e}"))?;

@@ -66,7 +66,24 @@ const HDR_LEN: usize = 32;
 /// Offset of `sll_pkttype` in `struct sockaddr_ll`.
 const SLL_PKTTYPE: usize = 10;
 const BLOCK: usize = 1 << 16;
-const RX_BYTES: usize = 4 << 20;
+/// The receive ring's size unless [`RX_RING_ENV`] says otherwise: 8192 slots of 2 KiB, i.e. 8192 frames
+/// (80 ms at 100 kpps) that can wait while the worker is not running (the kernel drops what finds the ring
+/// full, at any rate, when a busy machine keeps the worker's thread from a CPU for longer than that).
+const RX_BYTES: usize = 16 << 20;
+/// Set to a number of MiB (1 to 1024) for the receive ring of every interface port and worker.
+pub const RX_RING_ENV: &str = "P4SEC_RX_RING_MB";
+
+/// The receive ring's size in bytes: [`RX_RING_ENV`] or the default; an error for a value that is not a
+/// number of MiB from 1 to 1024.
+pub fn rx_ring_bytes() -> Result<usize, String> {
+    match std::env::var(RX_RING_ENV) {
+        Err(_) => Ok(RX_BYTES),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(mb @ 1..=1024) => Ok(mb << 20),
+            _ => Err(format!("{RX_RING_ENV}: expected a receive ring size in MiB from 1 to 1024, got `{v}`")),
+        },
+    }
+}
 const TX_BYTES: usize = 1 << 20;
 /// Receive slots are at most this large; larger frames come through the socket (TP_STATUS_COPY).
 const RX_SLOT_MAX: usize = 1 << 14;
@@ -180,7 +197,7 @@ impl Rings {
         // receive slots: header, sockaddr_ll, padding to 16 + the frame; larger frames are queued whole
         let rx_slot = (HDR_LEN + 20 + 16 + vnet + 14 + mtu).next_power_of_two().clamp(2048, RX_SLOT_MAX);
         let rx_block = rx_slot.max(BLOCK);
-        let rx_blocks = (RX_BYTES / rx_block).max(1);
+        let rx_blocks = (rx_ring_bytes().unwrap_or(RX_BYTES) / rx_block).max(1);
         let tx_slot = (HDR_LEN + vnet + 14 + 4 + mtu).next_power_of_two().max(2048);
         let tx_block = tx_slot.max(BLOCK);
         let tx_blocks = (TX_BYTES / tx_block).max(1);

@@ -2,7 +2,7 @@
 //! devices created, pcap files opened, captures), the worker threads started, and the running [`Switch`]
 //! that stops them.
 
-use crate::datapath::worker_loop;
+use crate::datapath::{worker_loop, WorkerStats};
 use crate::log::Level;
 use crate::pcap;
 use crate::port::afpacket::gro_wanted;
@@ -36,6 +36,8 @@ pub struct Switch {
     threads: Vec<std::thread::JoinHandle<()>>,
     /// Every port's number, name and counters (for the metrics).
     pub stats: Vec<(u32, String, Arc<PortStats>)>,
+    /// Every worker's counters, in worker order (for the metrics).
+    pub workers: Vec<Arc<WorkerStats>>,
     batch: Option<Arc<AtomicBool>>,
     pcap_stats: Vec<Arc<PortStats>>,
 }
@@ -77,6 +79,7 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
         return Err("at least one worker is needed".into());
     }
     check_ports(&cfg.ports, device.cpu_port, cfg.pcap_dir.as_deref())?;
+    crate::ring::rx_ring_bytes()?;
     // pcap inputs first (nothing to undo when one is bad), then the live ports, then the files written
     let mut inputs: Vec<Option<pcap::Reader>> = vec![];
     for s in &cfg.ports {
@@ -177,13 +180,15 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
         }
     }
     let mut threads = vec![];
+    let worker_stats: Vec<Arc<WorkerStats>> = (0..workers).map(|_| Arc::default()).collect();
     for (i, set) in sets.into_iter().enumerate() {
         let (d, st) = (device.clone(), stop.clone());
         let b = if i == 0 { batch.clone() } else { None };
         let trace = cfg.trace;
+        let ws = worker_stats[i].clone();
         let t = std::thread::Builder::new()
             .name(format!("p4sec-worker-{i}"))
-            .spawn(move || worker_loop(d, set, st, trace, b))
+            .spawn(move || worker_loop(d, set, st, trace, b, ws))
             .map_err(|e| format!("cannot start a worker thread: {e}"));
         match t {
             Ok(t) => threads.push(t),
@@ -198,7 +203,7 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
     }
     let pcap_stats = cfg.ports.iter().zip(&stats).filter(|(s, _)| !s.is_live()).map(|(_, st)| st.clone()).collect();
     let stats = cfg.ports.iter().zip(stats).map(|(s, st)| (s.number, s.label.clone(), st)).collect();
-    Ok(Switch { stop, threads, stats, batch, pcap_stats })
+    Ok(Switch { stop, threads, stats, workers: worker_stats, batch, pcap_stats })
 }
 
 /// Run `workers` packet loops, each with its own sockets on every port (joined in a PACKET_FANOUT group per

@@ -1,17 +1,28 @@
-"""Forwarding throughput between two veth pairs in network namespaces: the p4sec switch running the IPv4
-router program against the Linux kernel forwarding the same traffic between the same namespaces, in one run.
+"""Forwarding between two veth pairs in network namespaces: the p4sec switch running the IPv4 router
+program against the Linux kernel forwarding the same frames between the same namespaces, in one run.
 
-    python -m p4sec.bench.veth [--seconds S] [--sizes 64,1500] [--json FILE] [--p4sec PATH]
+    python -m p4sec.bench.veth [--seconds S] [--sizes 64,1500] [--workers 1,2] [--flows 16]
+                               [--lossless-steps 6] [--json FILE] [--p4sec PATH]
 
 Topology: namespace A (h1, 10.0.1.1) -- veth -- namespace M (s1 | s2) -- veth -- namespace B (h2, 10.0.2.2).
 In namespace M either the kernel routes (ip_forward=1, addresses on s1/s2) or `p4sec switch` owns s1/s2
-(ip_forward=0). A sender in A writes pre-built frames to h1 through an AF_PACKET socket as fast as it can;
-the figure is what arrives at h2 (its rx counter), per second. Needs root.
+(ip_forward=0). The sender is `trafgen -P 1` (Debian's netsniff-ng; scripts/setup installs it), one process
+pinned to CPU 0, sending pre-built UDP frames (`--flows` source ports, so that several workers get work);
+the switch is pinned to the other CPUs. Per frame size, and for p4sec per worker count, it prints:
+- the rate delivered to h2 (its rx counter; h2 drops the frames at its nftables ingress hook, so its own stack costs neither
+  side anything) with the sender at full speed, kernel and p4sec;
+- the switch's CPU time per forwarded frame (the sum over its threads of /proc/PID/task/*/schedstat) and
+  how busy that kept it (cores);
+- the highest rate without loss with an evenly paced sender (trafgen --rate; bisection over
+  `--lossless-steps` runs): every frame h1 sent arrived at h2.
+Needs root.
 """
 import argparse
 import json
 import os
 import pathlib
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,22 +31,6 @@ import uuid
 from ..netns import free_port, ns, sh  # noqa: F401 (free_port: used by tests)
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-
-SENDER = r"""
-import socket, sys, time
-iface, frame, seconds = sys.argv[1], bytes.fromhex(sys.argv[2]), float(sys.argv[3])
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((iface, 0))
-n, end = 0, time.time() + seconds
-while time.time() < end:
-    for _ in range(256):
-        try:
-            s.send(frame)
-            n += 1
-        except OSError:
-            pass
-print(n)
-"""
 
 CONTROL = r"""
 import pathlib, sys
@@ -50,15 +45,12 @@ print("ok")
 """
 
 
-
-
 def mac_of(name, iface):
-    return pathlib.Path(f"/sys/class/net/{iface}/address").read_text().strip() if name is None else ns(name, "cat", f"/sys/class/net/{iface}/address").stdout.strip()
+    return ns(name, "cat", f"/sys/class/net/{iface}/address").stdout.strip()
 
 
-def rx(name, iface):
-    return int(ns(name, "cat", f"/sys/class/net/{iface}/statistics/rx_packets").stdout)
-
+def counter(name, iface, what):
+    return int(ns(name, "cat", f"/sys/class/net/{iface}/statistics/{what}").stdout)
 
 
 class Topology:
@@ -69,12 +61,21 @@ class Topology:
         for n in (self.a, self.m, self.b):
             sh("ip", "netns", "add", n)
             ns(n, "ip", "link", "set", "lo", "up")
+            # no IPv6 neighbour discovery or MLD frames in the counters
+            for c in ("all", "default"):
+                ns(n, "sysctl", "-qw", f"net.ipv6.conf.{c}.disable_ipv6=1")
         sh("ip", "link", "add", self.h1, "netns", self.a, "type", "veth", "peer", "name", self.s1, "netns", self.m)
         sh("ip", "link", "add", self.h2, "netns", self.b, "type", "veth", "peer", "name", self.s2, "netns", self.m)
         for n, i in ((self.a, self.h1), (self.m, self.s1), (self.m, self.s2), (self.b, self.h2)):
             ns(n, "ip", "link", "set", i, "up")
         ns(self.a, "ip", "addr", "add", "10.0.1.1/24", "dev", self.h1)
         ns(self.b, "ip", "addr", "add", "10.0.2.2/24", "dev", self.h2)
+        # h2 counts what arrives (its rx counter is s2's transmit count) and drops it at the netdev ingress hook
+        # (nftables): its UDP stack (and the ICMP port unreachable it would send back) would otherwise be charged
+        # to whoever sent to s2 (the switch's threads, or the sender's in the kernel run), not to forwarding
+        ns(self.b, "nft", "add", "table", "netdev", "bench")
+        ns(self.b, "nft", "add", "chain", "netdev", "bench", "in", f"{{ type filter hook ingress device {self.h2} priority 0; }}")
+        ns(self.b, "nft", "add", "rule", "netdev", "bench", "in", "drop")
         self.mac = {i: mac_of(n, i) for n, i in ((self.a, self.h1), (self.m, self.s1), (self.m, self.s2), (self.b, self.h2))}
 
     def kernel(self, on):
@@ -93,65 +94,200 @@ class Topology:
             sh("ip", "netns", "del", n, check=False)
 
 
-def frame(t, size):
+def frames(t, size, flows):
+    """`flows` UDP frames of `size` bytes (without the FCS) from h1 to h2, one per source port."""
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
-    base = Ether(dst=t.mac[t.s1], src=t.mac[t.h1]) / IP(src="10.0.1.1", dst="10.0.2.2", ttl=64) / UDP(sport=4242, dport=9)
-    return bytes(base / Raw(bytes(max(0, size - len(base)))))
+    out = []
+    for k in range(flows):
+        base = Ether(dst=t.mac[t.s1], src=t.mac[t.h1]) / IP(src="10.0.1.1", dst="10.0.2.2", ttl=64) / UDP(sport=4242 + k, dport=9)
+        out.append(bytes(base / Raw(bytes(max(0, size - len(base))))))
+    return out
 
 
-def measure(t, size, seconds):
-    before = rx(t.b, t.h2)
-    r = ns(t.a, sys.executable, "-c", SENDER, t.h1, frame(t, size).hex(), str(seconds))
+def trafgen_config(frames):
+    """A trafgen configuration sending `frames` in turn (static bytes: no per-frame work in the sender)."""
+    return "\n".join("{ " + ", ".join(f"0x{b:02x}" for b in f) + " }" for f in frames) + "\n"
+
+
+def cpus():
+    return os.cpu_count() or 1
+
+
+class Sender:
+    """trafgen in namespace A on h1, in its own process group (killed as a group)."""
+
+    def __init__(self, t, cfg, rate=None):
+        cmd = ["ip", "netns", "exec", t.a, "trafgen", "-o", t.h1, "-i", str(cfg), "-P", "1", "-C"]
+        if rate:
+            cmd += ["-b", f"{int(rate)}pps"]
+        self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+    def stop(self):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, signal.SIGINT)
+                self.p.wait(timeout=5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+        return self.p.returncode
+
+    def check(self):
+        if self.p.poll() is not None:
+            raise RuntimeError(f"trafgen ended early (rc {self.p.returncode}): {self.p.stderr.read().decode(errors='replace')[-400:]}")
+
+
+def cpu_ns(pid):
+    """The CPU time of every thread of process `pid` so far, in nanoseconds."""
+    total = 0
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def full_speed(t, cfg, seconds, pid=None):
+    """The sender at full speed: offered and delivered frames per second, and the switch's CPU nanoseconds
+    over a window of `seconds`. The offered rate is h1's over the window; the delivered rate is that times the
+    share of all frames sent that reached h2 once the sender stopped and the rings drained (a window of h2's
+    counter alone would also count frames a ring held from before it)."""
+    tx_a, rx_a = counter(t.a, t.h1, "tx_packets"), counter(t.b, t.h2, "rx_packets")
+    s = Sender(t, cfg)
+    try:
+        time.sleep(0.3)
+        s.check()
+        tx0 = counter(t.a, t.h1, "tx_packets")
+        c0, t0 = (cpu_ns(pid) if pid else 0), time.monotonic()
+        time.sleep(seconds)
+        tx1 = counter(t.a, t.h1, "tx_packets")
+        c1, t1 = (cpu_ns(pid) if pid else 0), time.monotonic()
+    finally:
+        s.stop()
+    time.sleep(0.3)
+    sent, got = counter(t.a, t.h1, "tx_packets") - tx_a, counter(t.b, t.h2, "rx_packets") - rx_a
+    dt = t1 - t0
+    offered = (tx1 - tx0) / dt
+    return offered, offered * min(1.0, got / sent if sent else 0.0), c1 - c0, dt
+
+
+def paced(t, cfg, rate, seconds):
+    """Send at `rate` frames per second for `seconds`: (frames sent, frames lost, rate achieved)."""
+    tx0, rx0 = counter(t.a, t.h1, "tx_packets"), counter(t.b, t.h2, "rx_packets")
+    s = Sender(t, cfg, rate)
+    t0 = time.monotonic()
+    try:
+        time.sleep(seconds)
+        s.check()
+    finally:
+        s.stop()
+        dt = time.monotonic() - t0
     time.sleep(0.2)
-    got = rx(t.b, t.h2) - before
-    return int(r.stdout.strip()) / seconds, got / seconds
+    sent = counter(t.a, t.h1, "tx_packets") - tx0
+    got = counter(t.b, t.h2, "rx_packets") - rx0
+    return sent, sent - got, sent / dt
+
+
+def lossless(t, cfg, hi, seconds, steps):
+    """The highest paced rate (frames per second) below `hi` with nothing lost, by bisection; with it, the
+    highest rate the paced sender reached at all."""
+    lo, best, reached = 0.0, 0.0, 0.0
+    for _ in range(steps):
+        rate = (lo + hi) / 2
+        sent, lost, achieved = paced(t, cfg, rate, seconds)
+        reached = max(reached, achieved)
+        if lost <= 0 and sent > 0:
+            lo, best = rate, max(best, achieved)
+        else:
+            hi = rate
+    return best, reached
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--sizes", default="64,1500")
-    ap.add_argument("--json")
+    ap.add_argument("--seconds", type=float, default=3.0, help="length of a full-speed measurement")
+    ap.add_argument("--sizes", default="64,1500", help="frame sizes in bytes, comma-separated")
+    ap.add_argument("--workers", default="1,2", help="switch worker counts, comma-separated")
+    ap.add_argument("--flows", type=int, default=16, help="UDP flows (source ports) the sender cycles through")
+    ap.add_argument("--lossless-steps", type=int, default=6, help="paced runs per lossless-rate search (0: none)")
+    ap.add_argument("--rt", action="store_true",
+                    help="run the switch with real-time priority (chrt -f 10), so that other load on the machine does not "
+                         "stall it: with its threads waiting for a CPU for longer than its receive ring lasts, frames are lost "
+                         "at any rate")
+    ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         sys.exit("bench.veth: needs root (network namespaces)")
+    if shutil.which("trafgen") is None:
+        sys.exit("bench.veth: trafgen not found (apt-get install netsniff-ng; scripts/setup installs it)")
     sizes = [int(x) for x in args.sizes.split(",")]
+    workers = [int(x) for x in args.workers.split(",")]
     out = pathlib.Path(f"/tmp/p4sec-bench-veth-{os.getpid()}")
+    gen = pathlib.Path(f"/tmp/p4sec-bench-veth-{os.getpid()}-trafgen")
+    gen.mkdir(exist_ok=True)
     subprocess.run([args.p4sec, "compile", str(ROOT / "programs" / "ipv4_router.p4"), "-o", str(out)], check=True, capture_output=True)
+    switch_cpus = f"1-{cpus() - 1}" if cpus() > 1 else "0"
+    pace_seconds = max(0.5, min(args.seconds, 2.0))
     t = Topology()
     rows = []
     try:
-        t.kernel(True)
-        kern = {s: measure(t, s, args.seconds) for s in sizes}
-        t.kernel(False)
-        port = free_port()
-        sw = subprocess.Popen(["ip", "netns", "exec", t.m, args.p4sec, "switch", "--grpc", f"127.0.0.1:{port}",
-                               "--port", f"1={t.s1}", "--port", f"2={t.s2}"], stderr=subprocess.DEVNULL)
-        try:
-            time.sleep(0.5)
-            r = ns(t.m, sys.executable, "-c", CONTROL, f"127.0.0.1:{port}", str(out), t.mac[t.h2], t.mac[t.s2])
-            assert r.stdout.strip() == "ok", r.stderr
-            ours = {s: measure(t, s, args.seconds) for s in sizes}
-        finally:
-            sw.terminate()
-            sw.wait(timeout=10)
+        cfgs = {}
         for s in sizes:
-            rows.append({"size": s, "offered_pps_kernel_run": kern[s][0], "kernel_pps": kern[s][1],
-                         "offered_pps_p4sec_run": ours[s][0], "p4sec_pps": ours[s][1]})
+            cfgs[s] = gen / f"frames{s}.cfg"
+            cfgs[s].write_text(trafgen_config(frames(t, s, args.flows)))
+        t.kernel(True)
+        kern = {s: full_speed(t, cfgs[s], args.seconds) for s in sizes}
+        t.kernel(False)
+        for w in workers:
+            port = free_port()
+            rt = ["chrt", "-f", "10"] if args.rt else []
+            sw = subprocess.Popen(["ip", "netns", "exec", t.m, "taskset", "-c", switch_cpus, *rt, args.p4sec, "switch", "--grpc",
+                                   f"127.0.0.1:{port}", "--workers", str(w), "--port", f"1={t.s1}", "--port", f"2={t.s2}"],
+                                  stderr=subprocess.DEVNULL)
+            try:
+                time.sleep(0.5)
+                r = ns(t.m, sys.executable, "-c", CONTROL, f"127.0.0.1:{port}", str(out), t.mac[t.h2], t.mac[t.s2])
+                assert r.stdout.strip() == "ok", r.stderr
+                for s in sizes:
+                    offered, got, cpu, dt = full_speed(t, cfgs[s], args.seconds, sw.pid)
+                    best, reached = lossless(t, cfgs[s], max(got, 1000) * 1.2, pace_seconds, args.lossless_steps) if args.lossless_steps else (None, None)
+                    k_off, k_got = kern[s][0], kern[s][1]
+                    rows.append({
+                        "size": s, "workers": w,
+                        "offered_pps_kernel_run": k_off, "kernel_pps": k_got,
+                        "offered_pps_p4sec_run": offered, "p4sec_pps": got,
+                        "p4sec_over_kernel": got / k_got if k_got else 0.0,
+                        "switch_cpu_ns_per_frame": cpu / (got * dt) if got else None,
+                        "switch_cores_busy": cpu / (dt * 1e9),
+                        "lossless_pps": best, "paced_sender_max_pps": reached,
+                    })
+            finally:
+                sw.terminate()
+                sw.wait(timeout=10)
     finally:
         t.close()
-    print(f"forwarding between veth pairs in namespaces, {args.seconds:g} s per cell (one sender process)")
-    print(f"  {'frame':>6} {'offered':>12} {'kernel':>12} {'offered':>12} {'p4sec':>12} {'p4sec/kernel':>13}")
+    print(f"forwarding between veth pairs in namespaces: sender trafgen -P 1 on CPU 0 ({args.flows} UDP flows), "
+          f"switch on CPUs {switch_cpus}{' (SCHED_FIFO)' if args.rt else ''}, {args.seconds:g} s per full-speed cell; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"  {'frame':>6} {'wk':>3} {'kernel':>9} {'offered':>9} {'p4sec':>9} {'ratio':>6} {'ns/frame':>9} {'busy':>5} {'lossless':>9} {'paced max':>9}")
     for r in rows:
-        ratio = r["p4sec_pps"] / r["kernel_pps"] if r["kernel_pps"] else 0.0
-        print(f"  {r['size']:>5}B {r['offered_pps_kernel_run']/1e3:>10.0f}k {r['kernel_pps']/1e3:>10.0f}k "
-              f"{r['offered_pps_p4sec_run']/1e3:>10.0f}k {r['p4sec_pps']/1e3:>10.0f}k {ratio:>13.2f}")
-    print("  (k = thousand packets per second; 'offered' is what the sender wrote in that run)")
+        ns_pf = f"{r['switch_cpu_ns_per_frame']:.0f}" if r["switch_cpu_ns_per_frame"] else "-"
+        ll = f"{r['lossless_pps']/1e3:.0f}k" if r["lossless_pps"] is not None else "-"
+        pm = f"{r['paced_sender_max_pps']/1e3:.0f}k" if r["paced_sender_max_pps"] is not None else "-"
+        print(f"  {r['size']:>5}B {r['workers']:>3} {r['kernel_pps']/1e3:>8.0f}k {r['offered_pps_p4sec_run']/1e3:>8.0f}k "
+              f"{r['p4sec_pps']/1e3:>8.0f}k {r['p4sec_over_kernel']:>6.2f} {ns_pf:>9} {r['switch_cores_busy']:>5.2f} {ll:>9} {pm:>9}")
+    print("  kernel/p4sec: frames per second delivered to h2 (k = thousand) with the sender at full speed; offered: what h1")
+    print("  sent in the p4sec run; ratio: p4sec/kernel; ns/frame: the switch's CPU time per forwarded frame; busy: its")
+    print("  CPU time per second (cores); lossless: highest evenly paced rate with no frame lost; paced max: the highest")
+    print("  rate the paced sender reached")
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps({"benchmark": "veth_forwarding", "seconds": args.seconds, "rows": rows}, indent=2))
+        pathlib.Path(args.json).write_text(json.dumps({"benchmark": "veth_forwarding", "seconds": args.seconds,
+                                                       "sender": "trafgen -P 1", "flows": args.flows, "rt": args.rt,
+                                                       "load_average": os.getloadavg()[0], "rows": rows}, indent=2))
     return rows
 
 
