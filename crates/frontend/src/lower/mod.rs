@@ -7,7 +7,9 @@
 mod blocks;
 mod env;
 mod expr;
+mod parsers;
 mod stmt;
+mod tables;
 
 pub use env::*;
 
