@@ -436,6 +436,13 @@ fn resolve<'a>(names: impl Iterator<Item = &'a str> + Clone, want: &str, what: &
             _ => return Err(format!("{what} `{want}` is ambiguous")),
         }
     }
+    // The same local name under another prefix: p4testgen writes the control's type name where the reference
+    // compiler names the control by its `@name` annotation (`IngressI.red` for `altIngressName.red`).
+    let last = |n: &str| n.rsplit('.').next().unwrap_or(n).to_string();
+    let m: Vec<usize> = names.enumerate().filter(|(_, n)| last(n) == last(want)).map(|(i, _)| i).collect();
+    if let [i] = m.as_slice() {
+        return Ok(*i);
+    }
     Err(format!("no {what} named `{want}`"))
 }
 
@@ -479,13 +486,19 @@ fn build_entry(
 ) -> Result<TableEntry, String> {
     let t = &prog.tables[ti];
     let mut matches: Vec<Option<FieldMatch>> = vec![None; t.keys.len()];
-    for (kname, kval) in keys {
+    for (pos, (kname, kval)) in keys.iter().enumerate() {
+        // a key that is an expression may be spelled differently (`a & 0x1` for `a&0x01`), or a field renamed by
+        // `@name`: when every key is given, in order, the position decides
         let i = t
             .keys
             .iter()
             .position(|k| k.name == *kname)
             .or_else(|| t.keys.iter().position(|k| key_name_matches(&k.name, kname)))
+            .or(if keys.len() == t.keys.len() { Some(pos) } else { None })
             .ok_or_else(|| format!("table `{}` has no key `{kname}`", t.name))?;
+        if matches[i].is_some() {
+            return Err(format!("table `{}`: key `{}` given twice", t.name, t.keys[i].name));
+        }
         let k = &t.keys[i];
         let w = k.width;
         let m = match k.kind {
@@ -546,8 +559,11 @@ fn build_entry(
     let aidx = t.actions[ai].action;
     let act = &prog.actions[aidx as usize];
     let mut vals = vec![];
-    for p in &act.params {
-        let (_, v) = args.iter().find(|(n, _)| *n == p.name).ok_or_else(|| format!("action `{}` needs argument `{}`", act.name, p.name))?;
+    for (pos, p) in act.params.iter().enumerate() {
+        // a parameter renamed by `@name` (p4testgen writes the annotation's name): the position decides when
+        // every argument is given
+        let by_pos = if args.len() == act.params.len() { args.get(pos) } else { None };
+        let (_, v) = args.iter().find(|(n, _)| *n == p.name).or(by_pos).ok_or_else(|| format!("action `{}` needs argument `{}`", act.name, p.name))?;
         vals.push(to_value(&parse_num(v)?.value, p.loc.width).map_err(|e| format!("argument `{}`: {e}", p.name))?);
     }
     let has_prio = t.keys.iter().any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range | MatchKind::Optional));
