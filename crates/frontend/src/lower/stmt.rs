@@ -961,7 +961,34 @@ impl<'t> Lowerer<'t> {
         let b = |x: ir::Builtin| ir::Stmt::Builtin(x);
         match name {
             "mark_to_drop" => {
-                self.emit(b(ir::Builtin::MarkToDrop));
+                // The argument may be a copy of the standard metadata (an action's `inout` parameter, copied
+                // back after the body): then its own fields are written, or the copy-out would undo the drop.
+                let own = match ordered.first().copied().flatten() {
+                    None => None,
+                    Some(arg) => {
+                        let field = |m: &str| ast::Expr {
+                            kind: ast::ExprKind::Member(Box::new(arg.clone()), ast::Ident { name: m.to_string(), span: arg.span }),
+                            span: arg.span,
+                        };
+                        let (spec, st) = self.scalar_place(scope, &field("egress_spec"))?;
+                        let (grp, gt) = self.scalar_place(scope, &field("mcast_grp"))?;
+                        let real = std_meta_locs(self.std_meta.as_ref()).egress_spec;
+                        if matches!(&spec, ir::LValue::Static(l) if *l == real && real.width > 0) {
+                            None
+                        } else {
+                            Some([(spec, st, 511u64), (grp, gt, 0)])
+                        }
+                    }
+                };
+                match own {
+                    None => self.emit(b(ir::Builtin::MarkToDrop)),
+                    Some(fields) => {
+                        for (dst, t, v) in fields {
+                            let w = t.scalar_width().unwrap_or(0);
+                            self.emit(ir::Stmt::Assign { dst, src: ir::Expr::konst(w, v) });
+                        }
+                    }
+                }
             }
             "verify" => {
                 let cond = self.cond(scope, a(0)?)?;
