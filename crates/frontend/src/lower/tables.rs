@@ -281,8 +281,9 @@ impl<'t> Lowerer<'t> {
         if let Some(es) = entries {
             let n = es.len() as i32;
             for (i, e) in es.iter().enumerate() {
+                // `(a, b)`, `{a, b}`; also `{a}` / `(a)` for a one-key table
                 let keys: Vec<&ast::Expr> = match &e.keyset.kind {
-                    ExprKind::List(items) if table.keys.len() != 1 || items.len() != 1 => items.iter().collect(),
+                    ExprKind::List(items) => items.iter().collect(),
                     _ => vec![&e.keyset],
                 };
                 if keys.len() != table.keys.len() {
