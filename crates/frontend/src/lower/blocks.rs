@@ -257,7 +257,13 @@ impl<'t> Lowerer<'t> {
         applies: Option<usize>,
     ) -> PResult<Rc<Instance>> {
         let base = self.type_base(scope, ty).ok_or_else(|| Diagnostic::new(ty.span, "unknown type in instantiation"))?;
+        // `typedef register<T> R; R(N) r;`: a typedef of a specialised extern type
+        let (base, alias_targs) = match base {
+            Binding::Type(Ty::Extern(info, targs)) => (Binding::ExternType(info), Some(targs)),
+            b => (b, None),
+        };
         let targs: Vec<Ty> = match &ty.kind {
+            _ if alias_targs.is_some() => alias_targs.unwrap_or_default(),
             ast::TypeKind::Specialized { args, .. } => {
                 let mut v = vec![];
                 for a in args {
@@ -449,6 +455,17 @@ impl<'t> Lowerer<'t> {
         };
         if pkg.name.name != "V1Switch" {
             return err(main.ty.span, format!("p4sec runs the v1model architecture (V1Switch); `{}` is not supported", pkg.name.name));
+        }
+        // `V1Switch(p = P(), ig = I(), ...)`: named arguments in any order
+        let mut main = main;
+        if main.args.iter().any(|a| a.name.is_some()) {
+            let ordered = self.order_args(&pkg.params, &main.args, main.name.span)?;
+            let mut args = vec![];
+            for (p, a) in pkg.params.iter().zip(ordered) {
+                let Some(v) = a else { return err(main.name.span, format!("V1Switch argument `{}` is missing", p.name.name)) };
+                args.push(ast::Argument { name: None, value: v.clone() });
+            }
+            main.args = args;
         }
         if main.args.len() != 6 {
             return err(main.name.span, format!("V1Switch takes 6 blocks, {} given", main.args.len()));
