@@ -66,12 +66,15 @@ pub(crate) struct Lowerer<'t> {
     pub pipeline: Option<blocks::Pipeline>,
     /// Directly called actions already given a P4Info entry.
     pub p4info_only: std::collections::HashSet<(usize, usize)>,
+    /// Control instances of direct type invocations, by (enclosing instance path, call-site offset).
+    pub direct_instances: HashMap<(String, u32), Rc<Instance>>,
 }
 
 impl<'t> Lowerer<'t> {
     fn new(text: &'t str) -> Self {
         Lowerer {
             text,
+            direct_instances: HashMap::new(),
             slots: 0,
             headers: vec![],
             stacks: vec![],

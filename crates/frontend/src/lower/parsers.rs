@@ -152,6 +152,11 @@ impl<'t> Lowerer<'t> {
         let ExprKind::Name(n) = &base.kind else { return None };
         match scope.lookup(&n.name) {
             Some(Binding::Instance(i)) if matches!(&*i, Instance::Parser { .. }) => Some((i, args.clone())),
+            // direct type invocation `P.apply(...)`: an instance of its own for this call site (named as the type)
+            Some(Binding::ParserDecl(decl, dscope)) if decl.ctor_params.is_empty() => {
+                let name = decl.sig.name.name.clone();
+                Some((Rc::new(Instance::Parser { decl, scope: Scope::child(&dscope), name }), args.clone()))
+            }
             _ => None,
         }
     }

@@ -607,6 +607,26 @@ impl<'t> Lowerer<'t> {
                 }
                 _ => err(span, format!("a table has no method `{m}`")),
             },
+            // direct type invocation `C.apply(...)`: each call site (in each enclosing instance) its own instance,
+            // named as the type (as the reference compiler names it)
+            Val::Binding(Binding::ControlDecl(decl, dscope)) if m == "apply" => {
+                if !decl.ctor_params.is_empty() {
+                    return err(span, format!("control `{}` has constructor parameters: instantiate it to apply it", decl.sig.name.name));
+                }
+                let key = (self.path.join("."), span.lo);
+                let inst = match self.direct_instances.get(&key) {
+                    Some(i) => i.clone(),
+                    None => {
+                        let name = decl.sig.name.name.clone();
+                        let i = Rc::new(Instance::Control { decl, scope: Scope::child(&dscope), name, state: std::cell::RefCell::new(None) });
+                        self.direct_instances.insert(key, i.clone());
+                        i
+                    }
+                };
+                self.apply_control(scope, &inst, args, span)?;
+                Ok(Val::DontCare)
+            }
+            Val::Binding(Binding::ParserDecl(..)) if m == "apply" => err(span, "a sub-parser can only be applied as a statement of a parser state"),
             Val::Binding(Binding::Instance(inst)) => match &*inst {
                 Instance::Control { .. } if m == "apply" => {
                     self.apply_control(scope, &inst, args, span)?;

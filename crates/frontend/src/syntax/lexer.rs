@@ -93,7 +93,7 @@ pub fn lex(text: &str) -> PResult<Vec<Token>> {
             let mut s = String::new();
             loop {
                 match b.get(i) {
-                    None | Some(b'\n') => return Err(Diagnostic::new(Span::new(start as u32, i as u32), "unterminated string literal")),
+                    None => return Err(Diagnostic::new(Span::new(start as u32, start as u32 + 1), "unterminated string literal")),
                     Some(b'"') => {
                         i += 1;
                         break;
