@@ -58,8 +58,15 @@ fn time_ipv4(name: &str, src: &str) {
             use p4sec_ir::*;
             let t = e.table_index("RouterIngress.ipv4_lpm").unwrap();
             let a = e.prog.actions.iter().position(|a| a.name == "RouterIngress.set_nhop").unwrap() as u32;
-            e.table_insert(t, TableEntry { matches: vec![FieldMatch::Lpm { value: Value::new(32, 0), prefix_len: 0 }],
-                action: ActionCall { action: a, args: vec![Value::new(48, 1), Value::new(48, 2), Value::new(9, 3)] }, priority: 0 }).unwrap();
+            e.table_insert(
+                t,
+                TableEntry {
+                    matches: vec![FieldMatch::Lpm { value: Value::new(32, 0), prefix_len: 0 }],
+                    action: ActionCall { action: a, args: vec![Value::new(48, 1), Value::new(48, 2), Value::new(9, 3)] },
+                    priority: 0,
+                },
+            )
+            .unwrap();
         }
         let ns = best_of(|| {
             out.clear();
@@ -123,7 +130,10 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
     time_ipv4("router", router);
     let no_ck = router.replace("verify_checksum(", "if (false) verify_checksum(").replace("update_checksum(", "if (false) update_checksum(");
     time_ipv4("router-no-checksum", &no_ck);
-    time("parse+assign+emit", &base.replace("PARSE", "p.extract(hdr.h);").replace("ING", "hdr.h.a = hdr.h.b + 1; sm.egress_spec = 1;").replace("DEP", "p.emit(hdr.h);"));
+    time(
+        "parse+assign+emit",
+        &base.replace("PARSE", "p.extract(hdr.h);").replace("ING", "hdr.h.a = hdr.h.b + 1; sm.egress_spec = 1;").replace("DEP", "p.emit(hdr.h);"),
+    );
 }
 
 #[allow(dead_code)]

@@ -1,6 +1,9 @@
 //! Fixed-width bit-string arithmetic for values wider than 64 bits (up to `MAX_WIDTH`), without allocation.
-//! Values narrower than 65 bits take the `u64` fast path in the interpreter instead.
+//! Values narrower than 65 bits take the `u64` fast path in the interpreter instead. Also bit strings packed
+//! most significant bit first: [`BitWriter`] (emitted headers, extern arguments, checksum data) and
+//! [`read_wide`].
 
+use p4sec_externs::layout::read_bits;
 use p4sec_ir::MAX_WIDTH;
 
 pub const WORDS: usize = (MAX_WIDTH as usize).div_ceil(64);
@@ -172,6 +175,65 @@ pub fn divmod(a: &Wide, b: &Wide, width: u32) -> (Wide, Wide) {
         }
     }
     (q, r)
+}
+
+/// Appends bit fields MSB first to a byte vector through a 128-bit accumulator.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct BitWriter {
+    pub(crate) acc: u128,
+    pub(crate) n: u32,
+}
+
+impl BitWriter {
+    #[inline]
+    pub fn put(&mut self, out: &mut Vec<u8>, v: u64, width: u32) {
+        if width == 0 {
+            return;
+        }
+        self.acc = (self.acc << width) | (v & mask64(width)) as u128;
+        self.n += width;
+        if self.n >= 64 {
+            let x = (self.acc >> (self.n - 64)) as u64;
+            out.extend_from_slice(&x.to_be_bytes());
+            self.n -= 64;
+            self.acc &= (1u128 << self.n) - 1;
+        }
+    }
+    pub fn put_wide(&mut self, out: &mut Vec<u8>, v: &Wide, width: u32) {
+        let mut remaining = width;
+        while remaining > 0 {
+            let chunk = if remaining % 64 == 0 { 64 } else { remaining % 64 };
+            let x = slice(v, remaining - 1, remaining - chunk)[0];
+            self.put(out, x, chunk);
+            remaining -= chunk;
+        }
+    }
+    /// Flush the pending bits, padding the last byte with zeros.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        while self.n >= 8 {
+            out.push((self.acc >> (self.n - 8)) as u8);
+            self.n -= 8;
+        }
+        if self.n > 0 {
+            out.push((self.acc << (8 - self.n)) as u8);
+        }
+        self.acc = 0;
+        self.n = 0;
+    }
+}
+
+/// `width` bits of `data` from bit `pos` (MSB first), as a wide value.
+pub fn read_wide(data: &[u8], pos: usize, width: u32) -> Wide {
+    let mut v = ZERO;
+    let mut done = 0;
+    while done < width {
+        let chunk = (width - done).min(64);
+        let x = read_bits(data, pos + done as usize, chunk);
+        v = shl(&v, chunk, MAX_WIDTH);
+        v[0] |= x;
+        done += chunk;
+    }
+    v
 }
 
 #[cfg(test)]

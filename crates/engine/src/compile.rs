@@ -1,81 +1,20 @@
 //! Load-time compilation of the IR into closures.
 //!
-//! The interpreter (`exec.rs`) decides at every node what kind of node it is, how wide it is and which
-//! path (narrow or wide) to take. Here those decisions are made once, when the engine is built: each
-//! statement and each expression of at most 64 bits becomes a closure specialised for its shape (for
-//! example "slot 7 = slot 3 - 1, masked to 8 bits"). Anything not covered here is wrapped in a closure
-//! that calls the interpreter, so semantics have one definition and the compiled forms are checked
-//! against it by the whole STF corpus.
+//! The interpreter (`exec.rs` and the stage files it calls) decides at every node what kind of node it is,
+//! how wide it is and which path (narrow or wide) to take. Here those decisions are made once, when the
+//! engine is built: each statement and each expression of at most 64 bits becomes a closure specialised for
+//! its shape (for example "slot 7 = slot 3 - 1, masked to 8 bits"). Anything not covered here is wrapped in a
+//! closure that calls the interpreter, so semantics have one definition and the compiled forms are checked
+//! against it by the whole STF corpus. The compiled fast paths of `extract` and `emit` are in `headers.rs`.
 
-use crate::exec::Flow;
+use crate::call::{plan_arg, PlannedCall};
+use crate::exec::{CBlock, Flow, SF, XF};
+use crate::headers::{csum_without, emit_static, extract_static, Deferred};
+use crate::parser::LeanNext;
 use crate::{Engine, Worker};
-use p4sec_ir::*;
 use p4sec_externs::iface::ExternObject;
 use p4sec_externs::layout::ArgLayout;
-
-/// A compiled expression of at most 64 bits.
-pub(crate) type XF = Box<dyn Fn(&Engine, &mut Worker) -> u64 + Send + Sync>;
-/// A compiled statement.
-pub(crate) type SF = Box<dyn Fn(&Engine, &mut Worker) -> Flow + Send + Sync>;
-
-/// A compiled statement list. `checks` is false when no statement of the list can leave a parser error
-/// pending (only `lookahead` sets one, and nested blocks report theirs as `Flow::Reject`), so the list runs
-/// without testing for one after every statement.
-pub(crate) struct CBlock {
-    stmts: Vec<SF>,
-    checks: bool,
-}
-
-impl CBlock {
-    fn new(stmts: Vec<SF>, checks: bool) -> CBlock {
-        CBlock { stmts, checks }
-    }
-    #[inline(always)]
-    pub fn run(&self, e: &Engine, w: &mut Worker) -> Flow {
-        if !self.checks {
-            // blocks of up to three statements call each from its own call site: a site with a single target
-            // is an indirect call the branch predictor gets right without history
-            match &self.stmts[..] {
-                [a] => return a(e, w),
-                [a, b] => {
-                    let f = a(e, w);
-                    return if matches!(f, Flow::Next) { b(e, w) } else { f };
-                }
-                [a, b, c] => {
-                    let f = a(e, w);
-                    if !matches!(f, Flow::Next) {
-                        return f;
-                    }
-                    let f = b(e, w);
-                    return if matches!(f, Flow::Next) { c(e, w) } else { f };
-                }
-                _ => {}
-            }
-            for s in &self.stmts {
-                let f = s(e, w);
-                if !matches!(f, Flow::Next) {
-                    return f;
-                }
-            }
-            return Flow::Next;
-        }
-        for s in &self.stmts {
-            let f = s(e, w);
-            if !matches!(f, Flow::Next) {
-                return f;
-            }
-            if w.perr != 0 {
-                let err = w.perr;
-                w.perr = 0;
-                return Flow::Reject(err);
-            }
-        }
-        Flow::Next
-    }
-    pub fn is_empty(&self) -> bool {
-        self.stmts.is_empty()
-    }
-}
+use p4sec_ir::*;
 
 /// Can running `s` leave a parser error pending in `w.perr` (a `lookahead` past the end of the packet in
 /// one of its own expressions)? Conservative: shapes not listed may.
@@ -94,16 +33,6 @@ fn stmt_may_fail(s: &Stmt) -> bool {
         }
         _ => true,
     }
-}
-
-/// A parser state's transition as the parser's hot loop takes it.
-pub(crate) enum LeanNext {
-    Goto(Next),
-    /// A select on one narrow key (that cannot fail) with exact, masked or default cases: the key and
-    /// (mask, value, next state) per case.
-    SelectOne(XF, Vec<(u64, u64, Next)>),
-    /// Anything else: the general loop takes it.
-    General,
 }
 
 /// Everything the pipeline runs, compiled.
@@ -275,11 +204,28 @@ pub(crate) fn block(cx: &Cx, body: &[Stmt]) -> CBlock {
 /// constant.
 #[derive(Clone, Copy)]
 enum SimpleAssign {
-    Copy { d: usize, s: usize, m: u64 },
-    Const { d: usize, v: u64 },
-    Add { d: usize, s: usize, k: u64, m: u64 },
+    Copy {
+        d: usize,
+        s: usize,
+        m: u64,
+    },
+    Const {
+        d: usize,
+        v: u64,
+    },
+    Add {
+        d: usize,
+        s: usize,
+        k: u64,
+        m: u64,
+    },
     /// `d = s[hi:lo]`: shifted right by `lo`, masked to the slice (and the destination) width.
-    Shr { d: usize, s: usize, sh: u32, m: u64 },
+    Shr {
+        d: usize,
+        s: usize,
+        sh: u32,
+        m: u64,
+    },
 }
 
 fn simple_assign(s: &Stmt) -> Option<SimpleAssign> {
@@ -440,8 +386,11 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
             let (t, h, a) = (*table as usize, *hit, *action_run);
             match cx.prog.tables.get(t) {
                 // one narrow key, no action selector: the key computed here, the lean apply
-                Some(tb) if tb.keys.len() == 1 && tb.keys[0].width <= 64 && tb.keys[0].kind != MatchKind::Selector
-                    && !matches!(tb.implementation, Implementation::ActionSelector(_)) =>
+                Some(tb)
+                    if tb.keys.len() == 1
+                        && tb.keys[0].width <= 64
+                        && tb.keys[0].kind != MatchKind::Selector
+                        && !matches!(tb.implementation, Implementation::ActionSelector(_)) =>
                 {
                     if let Expr::Load(LValue::Static(l)) = &tb.keys[0].expr {
                         // the key is a field: read straight from its slot
@@ -513,11 +462,11 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
         }
         Stmt::ExternCall { inst, method, args, ret } => {
             // argument layouts resolved here once (fields moved straight between slots and argument bytes)
-            let plans: Vec<Option<ArgLayout>> = args.iter().map(crate::exec::plan_arg).collect();
+            let plans: Vec<Option<ArgLayout>> = args.iter().map(plan_arg).collect();
             let (i, m) = (*inst as usize, *method);
-            if let Some(pc) = crate::exec::PlannedCall::new(i, m, args, &plans, ret.as_ref()) {
+            if let Some(pc) = PlannedCall::new(i, m, args, &plans, ret.as_ref()) {
                 let pristine = cx.pristine.of(s);
-                if let Some(b) = pc.bind(cx, pristine.map(|p| p.arg)) {
+                if let Some(b) = pc.bind(cx.externs, cx.methods, pristine.map(|p| p.arg)) {
                     // the extern compiled the call site: it reads and writes the slots itself
                     return match pristine {
                         // a header argument the engine vouches for, packet by packet, when it can
@@ -573,185 +522,6 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
     }
 }
 
-/// `extract` of a fixed header instance whose fields are all narrow: when the header starts on a byte with
-/// 8 bytes to spare after it, one unaligned 64-bit big-endian load per field, the plan resolved here once.
-/// Anything else (a bit-aligned cursor, the end of the packet, wide fields) takes the interpreter's path.
-fn extract_static(h: u32) -> SF {
-    /// Per field (slot, byte offset, right shift, mask); the header's bits; the bytes read (the header plus
-    /// 8 bytes of slack); the validity slot; one past the highest slot written.
-    type Plan = (Vec<(usize, usize, u32, u64)>, usize, usize, usize, usize);
-    let plan: std::sync::OnceLock<Option<Plan>> = std::sync::OnceLock::new();
-    let hr = HeaderRef::Static(h);
-    Box::new(move |e, w| {
-        let fast = plan.get_or_init(|| {
-            let layout = e.prog.headers.get(h as usize)?;
-            let p = crate::exec::HeaderPlan::new(layout);
-            let need = p.fixed.div_ceil(8) + 8;
-            let mut fields: Vec<(usize, usize, u32, u64)> = p.fields.iter().map(|&(slot, off, shift, m, _)| (slot as usize, off as usize, shift, m)).collect();
-            // padded to a multiple of four with repeats of the first field (the same word into the same slot), so
-            // that fields are read four at a time
-            while !fields.is_empty() && fields.len() % 4 != 0 {
-                fields.push(fields[0]);
-            }
-            // every load stays inside the `need` bytes taken below
-            let inside = fields.iter().all(|f| f.1 + 8 <= need);
-            let end = fields.iter().map(|f| f.0 + 1).max().unwrap_or(0).max(layout.valid.slot as usize + 1);
-            (p.narrow && inside).then_some((fields, p.fixed, need, layout.valid.slot as usize, end))
-        });
-        if let Some((fields, fixed, need, valid, end)) = fast {
-            let pos = w.cursor;
-            if pos % 8 == 0 && w.trace.is_none() && *end <= w.slots.len() {
-                if let Some(bytes) = w.pkt.get(pos / 8..pos / 8 + need) {
-                    let slots = &mut w.slots[..];
-                    for quad in fields.chunks_exact(4) {
-                        for &(slot, off, shift, m) in quad {
-                            // SAFETY: off + 8 <= need == bytes.len() and slot < end <= slots.len(), both checked
-                            // above (the plan's invariants)
-                            unsafe {
-                                let word = u64::from_be_bytes(*(bytes.as_ptr().add(off) as *const [u8; 8]));
-                                *slots.get_unchecked_mut(slot) = (word >> shift) & m;
-                            }
-                        }
-                    }
-                    w.cursor = pos + fixed;
-                    w.slots[*valid] = 1;
-                    if let Some(o) = w.hdr_off.get_mut(h as usize) {
-                        *o = pos / 8;
-                    }
-                    return Flow::Next;
-                }
-            }
-        }
-        std::hint::cold_path();
-        e.extract(w, &hr, None)
-    })
-}
-
-/// `emit` of a fixed header instance whose fields are all narrow, on a byte boundary: the header's bytes
-/// built as big-endian 64-bit words, a word at a time, straight into the output. Anything else takes the
-/// interpreter's path.
-fn emit_static(h: u32) -> SF {
-    // ops, word ends, length, validity slot, the deferred checksum of this header: (bit, F's offset, F's
-    // slot), and one past the highest slot read
-    type Plan = (Vec<(usize, u64, u32, u32)>, Vec<usize>, usize, usize, Option<(u64, usize, usize)>, usize, Option<Vec<(usize, usize, u32)>>);
-    let plan: std::sync::OnceLock<Option<Plan>> = std::sync::OnceLock::new();
-    let hr = HeaderRef::Static(h);
-    Box::new(move |e, w| {
-        let fast = plan.get_or_init(|| {
-            let layout = e.prog.headers.get(h as usize)?;
-            let p = crate::exec::HeaderPlan::new(layout);
-            if !p.narrow || p.emit_ops.is_empty() || p.fixed % 8 != 0 {
-                return None;
-            }
-            // the ops grouped by the word they build: `ends[k]` is where word k's ops end
-            let mut ops: Vec<(u32, (usize, u64, u32, u32))> = p.emit_ops.iter().map(|&(slot, m, r, l, k)| (k, (slot as usize, m, r, l))).collect();
-            ops.sort_by_key(|o| o.0);
-            let words = p.fixed.div_ceil(64);
-            let ends = (0..words).map(|k| ops.iter().filter(|o| o.0 as usize <= k).count()).collect();
-            let csum = e.code.deferred.iter().position(|d| d.header == h as usize).map(|i| (1u64 << i, e.code.deferred[i].f_off, e.code.deferred[i].f_slot));
-            let end = ops.iter().map(|o| o.1 .0 + 1).max().unwrap_or(0);
-            // every field whole bytes on a byte boundary: one 8-byte big-endian store per field at its offset,
-            // in order (each store's spill past the field is overwritten by the next field, or lies beyond the
-            // header's length)
-            let mut bit = 0u32;
-            let mut bytewise = Some(vec![]);
-            for f in &layout.fields {
-                let w = f.loc.width;
-                if bit % 8 != 0 || w % 8 != 0 {
-                    bytewise = None;
-                    break;
-                }
-                if w > 0 {
-                    if let Some(b) = bytewise.as_mut() {
-                        b.push((f.loc.slot as usize, (bit / 8) as usize, 64 - w));
-                    }
-                }
-                bit += w;
-            }
-            // padded to a multiple of four with repeats of the last field (its bytes stored again, after the
-            // store before it), so that fields are stored four at a time
-            if let Some(b) = bytewise.as_mut() {
-                while !b.is_empty() && b.len() % 4 != 0 {
-                    b.push(b[b.len() - 1]);
-                }
-            }
-            Some((ops.into_iter().map(|o| o.1).collect(), ends, p.fixed / 8, layout.valid.slot as usize, csum, end, bytewise))
-        });
-        match fast {
-            Some((ops, ends, len, valid, csum, end, bytewise)) if w.bw.n % 8 == 0 && *end <= w.slots.len() => {
-                if w.slots[*valid] == 0 {
-                    return Flow::Next;
-                }
-                if w.bw.n != 0 {
-                    let mut bw = w.bw;
-                    bw.finish(&mut w.out);
-                    w.bw = bw;
-                }
-                let (slots, out) = (&w.slots[..], &mut w.out);
-                let base = out.len();
-                out.reserve(ends.len() * 8 + 8);
-                let dst = out.spare_capacity_mut().as_mut_ptr() as *mut u8;
-                match bytewise {
-                    Some(fields) => {
-                        for quad in fields.chunks_exact(4) {
-                            for &(slot, off, shl) in quad {
-                                // SAFETY: slot < the plan's `end` <= slots.len(), checked above; off < len, and
-                                // `reserve` made room for len + 8 bytes past `base`
-                                unsafe { std::ptr::write_unaligned(dst.add(off) as *mut [u8; 8], (*slots.get_unchecked(slot) << shl).to_be_bytes()) };
-                            }
-                        }
-                    }
-                    None => {
-                        let mut start = 0;
-                        for (k, &end) in ends.iter().enumerate() {
-                            let mut word = 0u64;
-                            for &(slot, m, r, l) in &ops[start..end] {
-                                // SAFETY: slot < the plan's `end` <= slots.len(), checked above
-                                word |= ((unsafe { *slots.get_unchecked(slot) } & m) >> r) << l;
-                            }
-                            // SAFETY: `reserve` made room for `ends.len()` words past `base`
-                            unsafe { std::ptr::write_unaligned(dst.add(8 * k) as *mut [u8; 8], word.to_be_bytes()) };
-                            start = end;
-                        }
-                    }
-                }
-                // SAFETY: the first `len` (<= 8 * ends.len()) bytes past `base` were written above
-                unsafe { out.set_len(base + len) };
-                if let Some((bit, f_off, f_slot)) = *csum {
-                    if w.csum_pending & bit != 0 {
-                        w.csum_pending &= !bit;
-                        let bytes = &mut w.out[base..base + len];
-                        let c = csum_without(bytes, f_off);
-                        bytes[f_off..f_off + 2].copy_from_slice(&(c as u16).to_be_bytes());
-                        w.slots[f_slot] = c;
-                    }
-                }
-            }
-            _ => {
-                std::hint::cold_path();
-                if w.csum_pending != 0 {
-                    settle_checksums(e, w);
-                }
-                e.emit(w, &hr)
-            }
-        }
-        Flow::Next
-    })
-}
-
-/// An `update_checksum(cond, {all fields of header H but F}, F, csum16)` whose result nothing reads before
-/// the deparser: when `cond` holds, the deparser computes it from H's emitted bytes and writes it into the
-/// bytes and into F; whatever the deparser did not emit is computed from the fields afterwards.
-pub(crate) struct Deferred {
-    pub header: usize,
-    /// F's byte offset in H.
-    pub f_off: usize,
-    pub f_slot: usize,
-    /// The checksum from the fields, and F's width mask.
-    pub sum: XF,
-    pub m: u64,
-}
-
 /// The `update_checksum` counterpart of [`header_checksum`]: `rest` (the statements after it in the
 /// compute control) must not write the header. Returns H, F's byte offset and H's length.
 fn header_checksum_update(p: &Program, s: &Stmt, rest: &[Stmt]) -> Option<(usize, usize, usize)> {
@@ -785,49 +555,6 @@ fn whole_header_checksum(p: &Program, data: &[Expr], f: &Loc) -> Option<(usize, 
     let bits: u32 = layout.fields.iter().map(|x| x.loc.width).sum();
     let f_bit: u32 = layout.fields.iter().take_while(|x| x.loc != *f).map(|x| x.loc.width).sum();
     (bits % 16 == 0 && f_bit % 16 == 0).then_some((h, (f_bit / 8) as usize, (bits / 8) as usize))
-}
-
-/// The Internet checksum of a header's bytes without the 16-bit word at `f_off` (`bytes.len()` even).
-#[inline]
-fn csum_without(bytes: &[u8], f_off: usize) -> u64 {
-    // the bytes as 32-bit big-endian lanes (the last one zero-padded): each 16-bit word counts with weight 1
-    // or 2^16, both 1 modulo 0xffff
-    let len = bytes.len();
-    let mut sum: u64 = 0;
-    let mut i = 0;
-    while i + 8 <= len {
-        let x = u64::from_be_bytes(bytes[i..i + 8].try_into().unwrap());
-        sum += (x >> 32) + (x & 0xffff_ffff);
-        i += 8;
-    }
-    if i + 4 <= len {
-        sum += u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap()) as u64;
-        i += 4;
-    }
-    if i + 2 <= len {
-        sum += (u16::from_be_bytes([bytes[i], bytes[i + 1]]) as u64) << 16;
-    }
-    // without F's word, so that the sum is zero only when all other words are
-    let fw = u16::from_be_bytes([bytes[f_off], bytes[f_off + 1]]) as u64;
-    sum -= if f_off % 4 == 0 { fw << 16 } else { fw };
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16) as u64
-}
-
-/// Compute the deferred checksums still due from the fields (before an emit that cannot patch its bytes,
-/// and after the deparser for headers it did not emit).
-#[cold]
-pub(crate) fn settle_checksums(e: &Engine, w: &mut Worker) {
-    while w.csum_pending != 0 {
-        let i = w.csum_pending.trailing_zeros() as usize;
-        w.csum_pending &= !(1u64 << i);
-        if let Some(d) = e.code.deferred.get(i) {
-            let v = (d.sum)(e, w) & d.m;
-            w.slots[d.f_slot] = v;
-        }
-    }
 }
 
 /// `verify_checksum(cond, {all fields of header H but F}, F, csum16)` where F is a 16-bit field on a 16-bit

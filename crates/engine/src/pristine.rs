@@ -20,8 +20,8 @@
 //!   every pass starts with all headers invalid, and the analysis above rules out any way to make the header
 //!   valid but `extract`, which writes its offset (the fast path) or clears it (the general one).
 
-use p4sec_ir::{words_for, Builtin, ExternArg, Expr, HeaderRef, LValue, Program, Stmt};
 use p4sec_ir::Direction;
+use p4sec_ir::{words_for, Builtin, Expr, ExternArg, HeaderRef, LValue, Program, Stmt};
 use std::collections::HashMap;
 
 /// A call site the engine may vouch for: which argument, which header, the header's length in bytes.
@@ -56,7 +56,11 @@ impl Pristine {
         let mut cands: Vec<(usize, PristineArg)> = vec![];
         let mut visit = |s: &Stmt| {
             if let Stmt::ExternCall { args, .. } = s {
-                if let Some(c) = args.iter().enumerate().find_map(|(i, a)| whole_header(p, a).map(|(h, len)| PristineArg { arg: i, header: h, valid: p.headers[h].valid.slot as usize, len })) {
+                if let Some(c) = args
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, a)| whole_header(p, a).map(|(h, len)| PristineArg { arg: i, header: h, valid: p.headers[h].valid.slot as usize, len }))
+                {
                     cands.push((s as *const Stmt as usize, c));
                 }
             }
@@ -386,9 +390,25 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
         let mut v = vec![
             case("clean", program("", "", "", "t.apply();", ""), 1, none, 1, none),
             case("metadata written before", program("", "", "meta.flag = 8w1;", "t.apply();", ""), 1, none, 1, none),
-            case("header written after, in egress", program("", "", "", "t.apply();", "hdr.h.dst = 48w3;"), 1, none, 1, |h| h[..6].copy_from_slice(&[0, 0, 0, 0, 0, 3])),
-            case("written before, same action", program("", "", "hdr.h.dst = 48w1;", "t.apply();", ""), 0, |h| h[..6].copy_from_slice(&[0, 0, 0, 0, 0, 1]), 1, none),
-            case("written by an earlier table", program("", "hdr.h.type = 16w0x0800;", "", "t0.apply(); t.apply();", ""), 0, |h| h[12..].copy_from_slice(&[8, 0]), 1, none),
+            case("header written after, in egress", program("", "", "", "t.apply();", "hdr.h.dst = 48w3;"), 1, none, 1, |h| {
+                h[..6].copy_from_slice(&[0, 0, 0, 0, 0, 3])
+            }),
+            case(
+                "written before, same action",
+                program("", "", "hdr.h.dst = 48w1;", "t.apply();", ""),
+                0,
+                |h| h[..6].copy_from_slice(&[0, 0, 0, 0, 0, 1]),
+                1,
+                none,
+            ),
+            case(
+                "written by an earlier table",
+                program("", "hdr.h.type = 16w0x0800;", "", "t0.apply(); t.apply();", ""),
+                0,
+                |h| h[12..].copy_from_slice(&[8, 0]),
+                1,
+                none,
+            ),
             case("table applied twice, written after the call", program("", "", "", "t.apply(); t.apply();", ""), 0, none, 2, none),
             case(
                 "written in one branch",

@@ -421,10 +421,14 @@ impl TableData {
             kind,
             entries: Default::default(),
             hot: Default::default(),
-            exact: KeyMap::new(off, narrow_key, match (&t.keys[..], kind) {
-                ([k], Kind::Exact) => Some(k.width),
-                _ => None,
-            }),
+            exact: KeyMap::new(
+                off,
+                narrow_key,
+                match (&t.keys[..], kind) {
+                    ([k], Kind::Exact) => Some(k.width),
+                    _ => None,
+                },
+            ),
             lpm: vec![],
             lpm_masks: vec![],
             order: vec![],

@@ -187,7 +187,11 @@ fn atomic_updates_of_two_tables_are_seen_together() {
     let (tb, tc) = (e.table_index("I.tb").unwrap(), e.table_index("I.tc").unwrap());
     let act = |n: &str| e.prog.actions.iter().position(|a| a.name == n).unwrap() as u32;
     let (sb, sc) = (act("I.set_b"), act("I.set_c"));
-    let entry = |a: u32, v: u64| TableEntry { matches: vec![FieldMatch::Exact(Value::new(8, 7))], action: ActionCall { action: a, args: vec![Value::new(32, v)] }, priority: 0 };
+    let entry = |a: u32, v: u64| TableEntry {
+        matches: vec![FieldMatch::Exact(Value::new(8, 7))],
+        action: ActionCall { action: a, args: vec![Value::new(32, v)] },
+        priority: 0,
+    };
     e.tables_update_atomic(&[tb, tc], |ti, t, d| d.insert(t, entry(if ti == tb { sb } else { sc }, 0))).unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
@@ -511,7 +515,7 @@ fn deferred_header_checksum() {
     assert_eq!(&f[24..26], &p[24..26], "checksum field untouched when the condition is false");
 }
 
-/// Extern argument layouts resolved at compile time ([`exec::plan_arg`]) pack and unpack exactly what the
+/// Extern argument layouts resolved at compile time ([`call::plan_arg`]) pack and unpack exactly what the
 /// general path does, for random mixes of narrow, byte-aligned, wide and constant parts.
 #[test]
 fn planned_extern_arguments_match_the_general_path() {
@@ -554,7 +558,7 @@ fn planned_extern_arguments_match_the_general_path() {
         let a = ExternArg { dir: Direction::In, width, parts: parts.clone(), dsts: vec![] };
         let (mut g, mut p) = (BitBuf::default(), BitBuf::default());
         e.marshal_arg(&mut w, &a, &mut g);
-        match exec::plan_arg(&a) {
+        match call::plan_arg(&a) {
             Some(plan) => {
                 plan.marshal(&w.slots, true, &mut p.bytes);
                 assert_eq!(p.bytes, g.bytes, "round {round}: {parts:?}");
@@ -580,7 +584,7 @@ fn planned_extern_arguments_match_the_general_path() {
         let before = w.slots.clone();
         e.write_back_arg(&mut w, &a, &b);
         let want = std::mem::replace(&mut w.slots, before);
-        if let Some(plan) = exec::plan_arg(&a) {
+        if let Some(plan) = call::plan_arg(&a) {
             plan.write(&b.bytes, &mut w.slots);
             assert_eq!(w.slots, want, "round {round}: write-back of {locs:?}");
         }
@@ -675,7 +679,11 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
     // them) or not (`five`'s five words), through the lean one-key apply (`lean`) and the general one
     // (`general`, two keys); the default action stays `five`
     for (ti, e_field) in [(e.table_index("I.lean").unwrap(), 0u8), (e.table_index("I.general").unwrap(), 1u8)] {
-        let matches = if e_field == 0 { vec![FieldMatch::Exact(Value::new(8, 0))] } else { vec![FieldMatch::Exact(Value::new(8, 1)), FieldMatch::Exact(Value::new(8, 9))] };
+        let matches = if e_field == 0 {
+            vec![FieldMatch::Exact(Value::new(8, 0))]
+        } else {
+            vec![FieldMatch::Exact(Value::new(8, 1)), FieldMatch::Exact(Value::new(8, 9))]
+        };
         let entry = |a: &str, args: Vec<Value>| TableEntry { matches: matches.clone(), action: ActionCall { action: action(a), args }, priority: 0 };
         e.table_insert(ti, entry("one", vec![Value::new(9, 11)])).unwrap();
         assert_eq!(run(&mut w, &mut out, e_field).0, 11);

@@ -1,0 +1,289 @@
+//! The match-action stage: a table's key built, looked up (action selectors included), its per-entry state
+//! updated, and the chosen action run with its arguments in its parameters; the layout of action arguments in
+//! parameter slots.
+
+use crate::exec::Flow;
+use crate::{bits, hash, Engine, Worker};
+use p4sec_ir::*;
+use std::sync::atomic::Ordering;
+
+/// The slot words a call of its default action writes (`TableData::default_writes`): only slots of the program,
+/// which `Engine::process` checks the worker has, so they are written unchecked. Padded to a multiple of four
+/// with writes of zero into the worker's sink slot (the one after the program's), so that they are written
+/// four at a time.
+pub(crate) fn param_writes(p: &Program, call: &ActionCall) -> Vec<(u32, u64)> {
+    let mut v: Vec<(u32, u64)> =
+        p.actions.get(call.action as usize).map(|a| arg_words(a, &call.args).filter(|(s, _)| *s < p.slots).collect()).unwrap_or_default();
+    while v.len() % 4 != 0 {
+        v.push((p.slots, 0));
+    }
+    v
+}
+
+/// The words of `args` for the parameters of `a`: (slot, word), each parameter's top word masked to its width.
+pub(crate) fn arg_words<'a>(a: &'a Action, args: &'a [Value]) -> impl Iterator<Item = (u32, u64)> + 'a {
+    param_word_layout(a).filter_map(|(s, m, p, k)| arg_word(args, p, k, m).map(|v| (s, v)))
+}
+
+/// Word `k` of argument `p` (0 past the argument's words) under the mask `m`; `None` if there is no such
+/// argument.
+#[inline(always)]
+pub(crate) fn arg_word(args: &[Value], p: u32, k: u32, m: u64) -> Option<u64> {
+    args.get(p as usize).map(|v| v.words.get(k as usize).copied().unwrap_or(0) & m)
+}
+
+/// Each word of each parameter of `a`: (slot, mask, parameter, word), low words first, the top word's mask the
+/// parameter's width.
+pub(crate) fn param_word_layout(a: &Action) -> impl Iterator<Item = (u32, u64, u32, u32)> + '_ {
+    a.params.iter().enumerate().flat_map(|(pi, prm)| {
+        let n = words_for(prm.loc.width);
+        (0..n).map(move |k| (prm.loc.slot + k, if k + 1 == n { bits::mask64(prm.loc.width - 64 * k) } else { u64::MAX }, pi as u32, k))
+    })
+}
+
+impl Engine {
+    #[inline(never)]
+    /// Pack table `ti`'s key for this packet into `key` (each field in its layout words).
+    fn table_key(&self, w: &mut Worker, ti: usize, key: &mut [u64; crate::tables::KEY_WORDS]) {
+        let t = &self.prog.tables[ti];
+        let layout = &self.key_layouts[ti];
+        for ((k, &(off, words)), ck) in t.keys.iter().zip(layout.iter()).zip(&self.code.table_keys[ti]) {
+            if let Some(f) = ck {
+                key[off] = f(self, w);
+            } else if k.width <= 64 {
+                key[off] = self.eval(w, &k.expr);
+            } else {
+                let v = self.eval_wide(w, &k.expr);
+                key[off..off + words].copy_from_slice(&v[..words]);
+            }
+        }
+    }
+
+    pub(crate) fn apply_table(&self, w: &mut Worker, ti: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+        let t = &self.prog.tables[ti];
+        let layout = &self.key_layouts[ti];
+        let mut key = [0u64; crate::tables::KEY_WORDS];
+        let keys = &self.code.table_keys[ti];
+        if let (true, Some(Some(f))) = (self.one_word_key[ti], keys.first()) {
+            key[0] = f(self, w);
+        } else {
+            self.table_key(w, ti, &mut key);
+        }
+        // action selectors: the selector keys do not match (their words are zero in the lookup key); they
+        // choose a member of a group
+        let mut selector_key = None;
+        if let Some((_, sel)) = &self.selectors[ti] {
+            selector_key = Some(key);
+            for &k in sel {
+                let (off, words) = layout[k];
+                key[off..off + words].fill(0);
+            }
+        }
+        // the worker's snapshot of the table (refreshed per packet when the control plane changed a table);
+        // taken out of the worker while the action runs, so no reference count is touched
+        let data = match w.tables.get_mut(ti).and_then(Option::take) {
+            Some(d) => d,
+            None => self.tables[ti].data.load_full(),
+        };
+        let mut found = data.lookup(t, &key);
+        let mut chosen = None;
+        if let (Some(i), Some(full)) = (found, selector_key.as_ref()) {
+            if data.hot(i).selects {
+                let h = self.selector_hash(w, ti, full);
+                chosen = data.entries[i].indirect.as_deref().and_then(|ind| ind.pick(h));
+                if chosen.is_none() {
+                    found = None; // an empty group: the table misses
+                }
+            }
+        }
+        if let Some((h, m)) = w.stats.tables.get(ti) {
+            crate::bump(if found.is_some() { h } else { m });
+        }
+        let len = w.pkt_len as u64;
+        // the action and its arguments: inline in the entry's hot line when possible
+        let mut inline = None;
+        let call = match found {
+            Some(i) => {
+                // per-entry state is touched only when the table has it (shared atomics cost a locked
+                // instruction and a cache line per hit)
+                if self.entry_state[ti] {
+                    let e = &data.entries[i];
+                    if t.direct_counter.is_some() {
+                        e.packets.fetch_add(1, Ordering::Relaxed);
+                        e.bytes.fetch_add(len, Ordering::Relaxed);
+                    }
+                    if t.support_timeout {
+                        e.last_hit.store(crate::coarse_ms(), Ordering::Relaxed);
+                    }
+                    w.cur_meter = if t.direct_meter.is_some() { e.meter.clone() } else { None };
+                } else {
+                    w.cur_meter = None;
+                }
+                match chosen {
+                    Some(c) => Err(c),
+                    None => {
+                        let hot = data.hot(i);
+                        if hot.nargs != crate::tables::Hot::NOT_INLINE {
+                            inline = Some(hot);
+                            Ok(hot.action)
+                        } else {
+                            Err(&data.entries[i].entry.action)
+                        }
+                    }
+                }
+            }
+            None => {
+                w.cur_meter = None;
+                Ok(self.default_args(w, &data))
+            }
+        };
+        let a = match call {
+            Ok(a) => a,
+            Err(c) => c.action,
+        } as usize;
+        let action = &self.prog.actions[a];
+        match (inline, call) {
+            (Some(hot), _) => self.inline_args(w, a, hot),
+            // arguments not inline (wide arguments, a selected member)
+            (None, Err(c)) => self.entry_args(w, a, &c.args),
+            (None, Ok(_)) => {}
+        }
+        if let Some(tr) = w.trace.as_mut() {
+            tr.push(format!("table {} {} -> {}", t.name, if found.is_some() { "hit" } else { "miss" }, action.name));
+        }
+        self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
+    }
+
+    /// A miss: the default action's arguments into its parameters (slot words resolved when the table version
+    /// was published); the action's index.
+    #[inline(always)]
+    fn default_args(&self, w: &mut Worker, data: &crate::tables::TableData) -> u32 {
+        let slots = &mut w.slots[..];
+        for quad in data.default_writes.chunks_exact(4) {
+            for &(s, v) in quad {
+                debug_assert!((s as usize) < slots.len());
+                // SAFETY: `param_writes` keeps only the program's slots and the sink slot after them, all of
+                // which the worker has (checked on entry to `Engine::process`)
+                unsafe { *slots.get_unchecked_mut(s as usize) = v };
+            }
+        }
+        data.default.action
+    }
+
+    /// An entry's arguments, held in the entry, into action `a`'s parameters: their words straight into the
+    /// parameter slots, each top word masked to the width.
+    #[inline]
+    fn entry_args(&self, w: &mut Worker, a: usize, args: &[Value]) {
+        let slots = &mut w.slots[..];
+        for &(s, m, p, k) in &self.param_words[a] {
+            if let Some(v) = arg_word(args, p, k, m) {
+                slots[s as usize] = v;
+            }
+        }
+    }
+
+    /// A hit's arguments held inline in its hot line (their words in parameter order), into action `a`'s
+    /// parameters.
+    #[inline(always)]
+    fn inline_args(&self, w: &mut Worker, a: usize, hot: &crate::tables::Hot) {
+        let words = &hot.args[..(hot.nargs as usize).min(hot.args.len())];
+        let ws = &mut w.slots[..];
+        for (&(s, m, _, _), v) in self.param_words[a].iter().zip(words) {
+            debug_assert!((s as usize) < ws.len());
+            // SAFETY: `param_words` holds only the program's slots and the sink slot after them, all of which the
+            // worker has (checked on entry to `Engine::process`)
+            unsafe { *ws.get_unchecked_mut(s as usize) = *v & m };
+        }
+    }
+
+    /// [`Engine::apply_table`] for a table with one key of at most 64 bits and no action selector, its key
+    /// `k` computed by the call site: a miss and a hit (arguments inline or not) on a table without per-entry
+    /// state are handled here; anything else (an action profile group, a traced packet) takes the general path.
+    #[inline(always)]
+    pub(crate) fn apply_one_key(&self, w: &mut Worker, ti: usize, k: u64, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+        if w.trace.is_some() || self.entry_state[ti] {
+            std::hint::cold_path();
+            return self.apply_table(w, ti, hit, action_run);
+        }
+        let data = match w.tables.get_mut(ti).and_then(Option::take) {
+            Some(d) => d,
+            None => self.tables[ti].data.load_full(),
+        };
+        // an empty table misses without a lookup
+        let found = data.lookup_one(&self.prog.tables[ti], k);
+        let hot = found.map(|i| *data.hot(i));
+        if hot.is_some_and(|h| h.selects) {
+            std::hint::cold_path();
+            if let Some(slot) = w.tables.get_mut(ti) {
+                *slot = Some(data);
+            }
+            return self.apply_table(w, ti, hit, action_run);
+        }
+        if let Some((h, m)) = w.stats.tables.get(ti) {
+            crate::bump(if found.is_some() { h } else { m });
+        }
+        w.cur_meter = None;
+        let a = match (&hot, found) {
+            (Some(h), _) if h.nargs != crate::tables::Hot::NOT_INLINE => {
+                let a = h.action as usize;
+                self.inline_args(w, a, h);
+                a
+            }
+            (Some(_), Some(i)) => {
+                // arguments not inline (wide ones, or more than fit)
+                let c = &data.entries[i].entry.action;
+                self.entry_args(w, c.action as usize, &c.args);
+                c.action as usize
+            }
+            _ => self.default_args(w, &data) as usize,
+        };
+        self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
+    }
+
+    /// The end of a table apply, once the action's arguments are in its parameters: `hit` and `action_run`
+    /// set, the worker's table snapshot put back, the action run.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn finish_apply(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        data: std::sync::Arc<crate::tables::TableData>,
+        found: bool,
+        a: usize,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) -> Flow {
+        if let Some(h) = hit {
+            self.store(w, h, found as u64);
+        }
+        if let Some(r) = action_run {
+            self.store(w, r, a as u64);
+        }
+        if let Some(slot) = w.tables.get_mut(ti) {
+            *slot = Some(data);
+        }
+        match self.code.actions[a].run(self, w) {
+            Flow::Exit => Flow::Exit,
+            Flow::Reject(e) => Flow::Reject(e),
+            _ => Flow::Next,
+        }
+    }
+
+    /// The selector hash of a packet for table `ti`: the table's algorithm over its selector keys (each
+    /// key's value as whole bytes, most significant first, in key order).
+    #[inline(never)]
+    fn selector_hash(&self, w: &mut Worker, ti: usize, key: &[u64; crate::tables::KEY_WORDS]) -> u64 {
+        let Some((algo, sel)) = &self.selectors[ti] else { return 0 };
+        let t = &self.prog.tables[ti];
+        w.scratch.clear();
+        for &k in sel {
+            let (off, _) = self.key_layouts[ti][k];
+            let nbytes = t.keys[k].width.div_ceil(8) as usize;
+            for b in (0..nbytes).rev() {
+                w.scratch.push((key[off + b / 8] >> ((b % 8) * 8)) as u8);
+            }
+        }
+        hash::compute(*algo, &w.scratch, &mut w.rng)
+    }
+}

@@ -1,0 +1,396 @@
+//! The v1model pipeline: one input frame through parser, verify, ingress, the packet replication engine,
+//! egress, compute and deparser, with the clones, resubmissions, recirculations and multicast copies it
+//! causes run as further passes.
+
+use crate::bits::{self, BitWriter};
+use crate::effects::Effects;
+use crate::exec::{CBlock, Flow};
+use crate::headers::settle_checksums;
+use crate::{bump, Engine, Outputs, Worker, DROP_PORT, MAX_PASSES, NOT_IN_PKT, NO_OFFSET};
+use p4sec_ir::*;
+use std::sync::atomic::Ordering;
+
+/// A packet instance waiting to be processed.
+pub(crate) enum Job {
+    /// Enter the parser with these bytes.
+    Ingress { bytes: Vec<u8>, port: u32, itype: u32, preserved: Vec<(u32, u64)> },
+    /// Enter egress with this state (multicast copies, I2E/E2E clones).
+    Egress { slots: Vec<u64>, payload: Vec<u8>, pkt_len: usize, port: u32, rid: u32, itype: u32 },
+}
+
+/// Where the standard metadata fields the pipeline frame sets and reads per packet live: (slot, mask of the
+/// width). A field the program's standard_metadata_t does not have maps to the worker's sink slot (the one
+/// after the program's slots) with mask 0.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StdSlots {
+    ingress_port: (usize, u64),
+    instance_type: (usize, u64),
+    packet_length: (usize, u64),
+    egress_port: (usize, u64),
+    egress_spec: (usize, u64),
+    egress_rid: (usize, u64),
+    mcast_grp: (usize, u64),
+}
+
+impl StdSlots {
+    pub(crate) fn new(p: &Program) -> StdSlots {
+        let sink = p.slots as usize;
+        let at = |l: Loc| if l.width == 0 { (sink, 0) } else { (l.slot as usize, bits::mask64(l.width)) };
+        let sm = &p.std_meta;
+        StdSlots {
+            ingress_port: at(sm.ingress_port),
+            instance_type: at(sm.instance_type),
+            packet_length: at(sm.packet_length),
+            egress_port: at(sm.egress_port),
+            egress_spec: at(sm.egress_spec),
+            egress_rid: at(sm.egress_rid),
+            mcast_grp: at(sm.mcast_grp),
+        }
+    }
+}
+
+// `put` and `get` run only inside `Engine::process`, which checks on entry that the worker's slots are
+// `Program::slots + 1` words: every `StdSlots` index is below that.
+#[inline(always)]
+fn put(slots: &mut [u64], (s, m): (usize, u64), v: u64) {
+    debug_assert!(s < slots.len());
+    // SAFETY: see above
+    unsafe { *slots.get_unchecked_mut(s) = v & m }
+}
+
+#[inline(always)]
+fn get(slots: &[u64], (s, m): (usize, u64)) -> u64 {
+    debug_assert!(s < slots.len());
+    // SAFETY: see above
+    unsafe { *slots.get_unchecked(s) & m }
+}
+
+impl Engine {
+    // ------------------------------------------------------------ the v1model pipeline
+
+    /// Process one frame received on `in_port`, with every copy, resubmission and recirculation it causes.
+    pub fn process(&self, w: &mut Worker, in_port: u32, frame: &[u8], out: &mut Outputs) {
+        // the standard metadata slots (`StdSlots`) are read and written unchecked below this point
+        assert_eq!(w.slots.len(), self.prog.slots as usize + 1, "a worker of another engine");
+        if self.tables_version.load(Ordering::Acquire) != w.tables_version {
+            std::hint::cold_path();
+            self.refresh_tables(w);
+        }
+        bump(&w.stats.packets_in);
+        if !w.jobs.is_empty() {
+            std::hint::cold_path();
+            w.jobs.clear();
+        }
+        self.ingress_pass(w, frame, in_port, 0, &[], out);
+        if !w.jobs.is_empty() {
+            std::hint::cold_path();
+            self.run_jobs(w, out);
+        }
+        // `frame` ends here
+        w.pkt.reset();
+    }
+
+    /// The copies, resubmissions and recirculations a frame caused, in order.
+    #[cold]
+    #[inline(never)]
+    fn run_jobs(&self, w: &mut Worker, out: &mut Outputs) {
+        let mut passes = 0u32;
+        while let Some(job) = w.jobs.pop_front() {
+            passes += 1;
+            if passes > MAX_PASSES {
+                bump(&w.stats.pass_limit);
+                w.jobs.clear();
+                break;
+            }
+            match job {
+                Job::Ingress { bytes, port, itype, preserved } => {
+                    self.ingress_pass(w, &bytes, port, itype, &preserved, out);
+                    // the job's bytes end here
+                    w.pkt.reset();
+                }
+                Job::Egress { slots, payload, pkt_len, port, rid, itype } => {
+                    w.slots.copy_from_slice(&slots);
+                    w.payload.clear();
+                    w.payload.extend_from_slice(&payload);
+                    w.payload_at = NOT_IN_PKT;
+                    w.pkt_len = pkt_len;
+                    self.egress_pass(w, port, rid, itype, out);
+                }
+            }
+        }
+    }
+
+    fn set(&self, w: &mut Worker, l: Loc, v: u64) {
+        if l.width > 0 {
+            self.store(w, l, v);
+        }
+    }
+    fn get(&self, w: &Worker, l: Loc) -> u64 {
+        if l.width > 0 {
+            self.load(w, l)
+        } else {
+            0
+        }
+    }
+
+    fn preserved(&self, w: &Worker, field_list: Option<u32>) -> Vec<(u32, u64)> {
+        let mut v = vec![];
+        if let Some(id) = field_list {
+            if let Some(fl) = self.prog.field_lists.iter().find(|f| f.id == id) {
+                for l in &fl.fields {
+                    for k in 0..words_for(l.width) {
+                        v.push((l.slot + k, w.slots[(l.slot + k) as usize]));
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    #[inline(always)]
+    fn ingress_pass(&self, w: &mut Worker, bytes: &[u8], port: u32, itype: u32, preserved: &[(u32, u64)], out: &mut Outputs) {
+        w.slots.copy_from_slice(&w.initial);
+        // SAFETY: `bytes` outlives the pass, and `Engine::process` resets the view before it returns
+        unsafe { w.pkt.set(bytes) };
+        w.pkt_len = bytes.len();
+        w.cursor = 0;
+        w.perr = 0;
+        if w.fx.any() {
+            w.fx = Effects::default();
+        }
+        for &h in &self.code.tracked_headers {
+            w.hdr_off[h] = NO_OFFSET;
+        }
+        let ss = self.std_slots;
+        put(&mut w.slots, ss.ingress_port, port as u64);
+        put(&mut w.slots, ss.instance_type, itype as u64);
+        put(&mut w.slots, ss.packet_length, bytes.len() as u64);
+        for (s, v) in preserved {
+            w.slots[*s as usize] = *v;
+        }
+        self.run_parser(w);
+        self.run_block(w, &self.code.verify);
+        if let Some(t) = w.trace.as_mut() {
+            std::hint::cold_path();
+            t.push(format!("ingress (port {port}, instance_type {itype})"));
+        }
+        self.run_block(w, &self.code.ingress);
+        if w.fx.any() {
+            if w.fx.dropped() {
+                self.drop_packet(w, "dropped in ingress");
+                return;
+            }
+            // 1. ingress-to-egress clone, 3. resubmit (nothing else is sent)
+            if (w.fx.i2e_clone().is_some() || w.fx.resubmission().is_some()) && self.ingress_effects(w, port) {
+                return;
+            }
+        }
+        // 4. multicast
+        let grp = get(&w.slots, ss.mcast_grp) as u32;
+        if grp != 0 {
+            self.multicast(w, grp);
+            return;
+        }
+        // 5. drop or unicast
+        let spec = get(&w.slots, ss.egress_spec);
+        if spec == DROP_PORT {
+            self.drop_packet(w, "egress_spec is the drop port");
+            return;
+        }
+        self.egress_pass(w, spec as u32, 0, itype, out);
+    }
+
+    /// An ingress-to-egress clone (the original bytes, parsed again, metadata reset except the field list)
+    /// and a resubmission the ingress asked for; true when the packet was resubmitted (nothing else is sent).
+    #[cold]
+    #[inline(never)]
+    fn ingress_effects(&self, w: &mut Worker, port: u32) -> bool {
+        let sm = &self.prog.std_meta;
+        let fx = w.fx;
+        if let Some((session, fl)) = fx.i2e_clone() {
+            if let Some(&cport) = self.pre.load().mirror.get(&session) {
+                let keep = self.preserved(w, fl);
+                w.own_payload();
+                let saved = (std::mem::take(&mut w.slots), std::mem::take(&mut w.payload), w.pkt_len);
+                w.slots = saved.0.clone();
+                // re-parse the original input in a scratch pass to build the clone's state
+                let original_len = w.pkt.len();
+                w.slots.copy_from_slice(&w.initial);
+                w.cursor = 0;
+                self.set(w, sm.ingress_port, port as u64);
+                self.set(w, sm.packet_length, original_len as u64);
+                for (s, v) in &keep {
+                    w.slots[*s as usize] = *v;
+                }
+                self.run_parser(w);
+                self.set(w, sm.parser_error, 0);
+                w.own_payload();
+                let clone_slots = w.slots.clone();
+                let clone_payload = w.payload.clone();
+                w.jobs.push_back(Job::Egress { slots: clone_slots, payload: clone_payload, pkt_len: original_len, port: cport, rid: 0, itype: 1 });
+                w.slots = saved.0;
+                w.payload = saved.1;
+                w.payload_at = NOT_IN_PKT;
+                w.pkt_len = saved.2;
+            }
+        }
+        if let Some(fl) = fx.resubmission() {
+            let keep = self.preserved(w, fl);
+            w.jobs.push_back(Job::Ingress { bytes: w.pkt.to_vec(), port, itype: 6, preserved: keep });
+            return true;
+        }
+        false
+    }
+
+    /// One copy of the packet per port of multicast group `grp`, each to its egress pass.
+    #[cold]
+    #[inline(never)]
+    fn multicast(&self, w: &mut Worker, grp: u32) {
+        w.own_payload();
+        let pre = self.pre.load();
+        if let Some(nodes) = pre.groups.get(&grp) {
+            for h in nodes {
+                if let Some(Some((rid, ports))) = pre.nodes.get(*h as usize) {
+                    for p in ports {
+                        w.jobs.push_back(Job::Egress { slots: w.slots.clone(), payload: w.payload.clone(), pkt_len: w.pkt_len, port: *p, rid: *rid, itype: 5 });
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn run_block(&self, w: &mut Worker, b: &CBlock) {
+        if b.is_empty() {
+            return;
+        }
+        match b.run(self, w) {
+            Flow::Reject(_) | Flow::Next | Flow::Exit | Flow::Break(_) => {}
+        }
+        w.perr = 0;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drop_packet(&self, w: &mut Worker, why: &str) {
+        bump(&w.stats.dropped);
+        if let Some(t) = w.trace.as_mut() {
+            std::hint::cold_path();
+            t.push(format!("drop: {why}"));
+        }
+    }
+
+    #[inline(always)]
+    fn egress_pass(&self, w: &mut Worker, port: u32, rid: u32, itype: u32, out: &mut Outputs) {
+        let ss = self.std_slots;
+        put(&mut w.slots, ss.egress_port, port as u64);
+        put(&mut w.slots, ss.egress_spec, 0);
+        put(&mut w.slots, ss.egress_rid, rid as u64);
+        put(&mut w.slots, ss.instance_type, itype as u64);
+        if w.fx.any() {
+            w.fx = w.fx.for_egress();
+        }
+        if let Some(t) = w.trace.as_mut() {
+            std::hint::cold_path();
+            t.push(format!("egress (port {port}, instance_type {itype})"));
+        }
+        self.run_block(w, &self.code.egress);
+        let (mut truncate, mut recirculate) = (None, None);
+        if w.fx.any() {
+            if w.fx.dropped() {
+                self.drop_packet(w, "dropped in egress");
+                return;
+            }
+            (truncate, recirculate) = (w.fx.truncation(), w.fx.recirculation());
+            if let Some((session, fl)) = w.fx.e2e_clone() {
+                self.clone_e2e(w, session, fl);
+            }
+        }
+        if get(&w.slots, ss.egress_spec) == DROP_PORT {
+            self.drop_packet(w, "marked to drop in egress");
+            return;
+        }
+        w.csum_pending = 0;
+        self.run_block(w, &self.code.compute);
+        // deparser: headers and payload are appended straight to the output buffer
+        std::mem::swap(&mut w.out, &mut out.data);
+        let start = w.out.len();
+        w.bw = BitWriter::default();
+        self.run_block(w, &self.code.deparser);
+        if w.csum_pending != 0 {
+            settle_checksums(self, w);
+        }
+        let mut bw = w.bw;
+        bw.finish(&mut w.out);
+        let payload = if w.payload_at != NOT_IN_PKT { &w.pkt[w.payload_at.min(w.pkt.len())..] } else { &w.payload[..] };
+        w.out.extend_from_slice(payload);
+        if let Some(n) = truncate {
+            w.out.truncate(start + n);
+        }
+        if let Some(fl) = recirculate {
+            self.recirculate(w, start, fl, out);
+            return;
+        }
+        std::mem::swap(&mut w.out, &mut out.data);
+        bump(&w.stats.packets_out);
+        if let Some(t) = w.trace.as_mut() {
+            std::hint::cold_path();
+            t.push(format!("emit {} bytes on port {port}", out.data.len() - start));
+        }
+        out.frames.push((port, start..out.data.len()));
+    }
+
+    /// An egress-to-egress clone: the headers as they are now, metadata reset except the field list.
+    #[cold]
+    #[inline(never)]
+    fn clone_e2e(&self, w: &mut Worker, session: u32, fl: Option<u32>) {
+        let Some(&cport) = self.pre.load().mirror.get(&session) else { return };
+        w.own_payload();
+        let keep = self.preserved(w, fl);
+        let mut slots = w.initial.clone();
+        for &(s, n) in &self.header_ranges {
+            slots[s..s + n].copy_from_slice(&w.slots[s..s + n]);
+        }
+        for (s, v) in keep {
+            slots[s as usize] = v;
+        }
+        let ip = self.prog.std_meta.ingress_port;
+        if ip.width > 0 {
+            slots[ip.slot as usize] = w.slots[ip.slot as usize];
+        }
+        w.jobs.push_back(Job::Egress { slots, payload: w.payload.clone(), pkt_len: w.pkt_len, port: cport, rid: 0, itype: 2 });
+    }
+
+    /// The deparsed packet (in `w.out` from `start`, while `w.out` holds the output buffer) goes back to the
+    /// parser instead of out.
+    #[cold]
+    #[inline(never)]
+    fn recirculate(&self, w: &mut Worker, start: usize, fl: Option<u32>, out: &mut Outputs) {
+        let bytes = w.out[start..].to_vec();
+        w.out.truncate(start);
+        std::mem::swap(&mut w.out, &mut out.data);
+        let keep = self.preserved(w, fl);
+        let ip = self.get(w, self.prog.std_meta.ingress_port) as u32;
+        w.jobs.push_back(Job::Ingress { bytes, port: ip, itype: 4, preserved: keep });
+    }
+
+    /// Take one consistent view of every table (a sequence lock: the version is odd while a publication is
+    /// in progress, and a view is kept only if the version did not move while it was taken).
+    #[cold]
+    fn refresh_tables(&self, w: &mut Worker) {
+        loop {
+            let v = self.tables_version.load(Ordering::Acquire);
+            if v & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            for (snap, rt) in w.tables.iter_mut().zip(&self.tables) {
+                *snap = Some(rt.data.load_full());
+            }
+            if self.tables_version.load(Ordering::Acquire) == v {
+                w.tables_version = v;
+                return;
+            }
+        }
+    }
+}
