@@ -980,11 +980,7 @@ pub fn run_suite(dir: &Path, report: Option<&Path>, notes: Option<&Path>) -> Exi
             .ok()
             .and_then(|b| dir.strip_prefix(&b).ok().map(|r| format!("$P4SEC_SHARED/{}", r.display())))
             .unwrap_or_else(|| dir.display().to_string());
-        let cmd = format!(
-            "p4sec stf --suite {shown} --report {}{}",
-            path.display(),
-            notes.map(|n| format!(" --notes {}", n.display())).unwrap_or_default()
-        );
+        let cmd = format!("p4sec stf --suite {shown} --report {}{}", path.display(), notes.map(|n| format!(" --notes {}", n.display())).unwrap_or_default());
         let notes = match notes.map(read_notes).transpose() {
             Ok(n) => n.unwrap_or_default(),
             Err(e) => {
