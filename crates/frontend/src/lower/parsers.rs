@@ -80,7 +80,7 @@ impl<'t> Lowerer<'t> {
                     body: vec![],
                     transition: ir::Transition::Goto(ir::Next::Reject),
                 });
-                let Instance::Parser { decl, .. } = &*inst else { unreachable!() };
+                let Instance::Parser { decl, scope: pdecl_scope, .. } = &*inst else { unreachable!() };
                 let ordered: Vec<Option<ast::Expr>> = self.order_args(&decl.sig.params, &args, st.span)?.into_iter().map(|o| o.cloned()).collect();
                 let mut binds = vec![];
                 let mut outs = vec![];
@@ -100,7 +100,12 @@ impl<'t> Lowerer<'t> {
                             binds.push(Binding::Var(place));
                         }
                         v => {
-                            let t = v.ty().ok_or_else(|| Diagnostic::new(a.span, "unsupported sub-parser argument"))?;
+                            let t = match v.ty() {
+                                // an untyped constant (`in bit<8> y = 5`) takes the parameter's type
+                                Some(Ty::InfInt) => self.resolve_type(pdecl_scope, &p.ty)?,
+                                Some(t) => t,
+                                None => return err(a.span, "unsupported sub-parser argument"),
+                            };
                             let local = self.alloc(&t, &p.name.name, a.span)?;
                             let (_, mut s) = self.capture(|l| l.assign(&local, v, a.span))?;
                             init.append(&mut s);
