@@ -3,7 +3,8 @@
 //   the drop survives the copy-out of the parameter;
 // - V1Switch with named arguments in another order (basic_routing-bmv2);
 // - a const entry whose keyset is a one-element list `{(a ++ b)}` (action-two-params);
-// - a typedef of a specialised extern type, instantiated (issue2735-bmv2).
+// - a typedef of a specialised extern type, instantiated (issue2735-bmv2);
+// - digest of a list expression, its type the tuple of the elements' types (issue430-1-bmv2).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -45,6 +46,7 @@ control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
         bit<8> x;
         r.read(x, 0);
         hdr.h.a = x + 1;
+        digest(1, { hdr.h.op, x });
     }
 }
 control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }

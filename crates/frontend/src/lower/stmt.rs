@@ -1082,6 +1082,17 @@ impl<'t> Lowerer<'t> {
                 let dv = self.expr(scope, a(1)?, None)?;
                 let t = match (&dv, targs.first()) {
                     (_, Some(t)) => t.clone(),
+                    // `digest(5, { a, b })`: a tuple of the elements' types
+                    (Val::List(items), None) => {
+                        let mut ts = vec![];
+                        for v in items {
+                            match v.ty() {
+                                Some(t) if !matches!(t, Ty::InfInt) => ts.push(t),
+                                _ => return err(a(1)?.span, "the elements of a digested list need types (write them as bit<W> values)"),
+                            }
+                        }
+                        Ty::Tuple(ts)
+                    }
                     (v, None) => v.ty().unwrap_or(Ty::Any),
                 };
                 let dv = self.materialize(dv, &t, a(1)?.span)?;
