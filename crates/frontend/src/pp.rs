@@ -649,6 +649,31 @@ mod tests {
     }
 
     #[test]
+    fn line_markers() {
+        let src = "a\n# 369 \"dir/acl.p4\" 1\nb\n#line 20 \"x.p4\"\nc\nd\n";
+        let r = preprocess_str("t.p4", src, &opts()).unwrap();
+        let at = |w: &str| {
+            let k = r.text.lines().position(|l| l == w).unwrap();
+            (r.lines[k].file.to_string(), r.lines[k].line)
+        };
+        assert_eq!(at("a"), ("t.p4".into(), 1));
+        assert_eq!(at("b"), ("dir/acl.p4".into(), 369));
+        assert_eq!(at("c"), ("x.p4".into(), 20));
+        assert_eq!(at("d"), ("x.p4".into(), 21));
+        assert!(preprocess_str("t.p4", "#line x\n", &opts()).unwrap_err().message.contains("line marker"));
+    }
+
+    #[test]
+    fn strings_spanning_lines() {
+        let src = "#define A 1\n@e(\"\n  // not a comment\n  x == A;\n\") A\nA\n";
+        let r = preprocess_str("t.p4", src, &opts()).unwrap();
+        assert!(r.text.contains("@e(\"\n  // not a comment\n  x == A;\n\") 1"), "{}", r.text);
+        assert_eq!(r.lines.len(), r.text.lines().count());
+        let last = r.text.lines().position(|l| l == "1").unwrap();
+        assert_eq!(r.lines[last].line, 6);
+    }
+
+    #[test]
     fn comments_and_strings() {
         let r = preprocess_str("t.p4", "#define A 1\nx /* A \n A */ \"A\" A // A\n", &opts()).unwrap();
         assert!(r.text.contains("\"A\" 1"), "{}", r.text);

@@ -79,9 +79,17 @@ impl<'t> Lowerer<'t> {
                     let info = AggInfo { name: a.name.name.clone(), kind: a.kind, fields };
                     scope.define(&a.name.name, Binding::Type(Ty::Agg(Rc::new(info))));
                     if let Some(kind) = annotation_str(&a.annos, "controller_header") {
-                        let id = self.p4info_id(0x04, &kind);
+                        // the reference compiler hashes the header type's name, not the annotation's
+                        let id = self.p4info_id(0x04, &a.name.name);
                         if let Some(Binding::Type(Ty::Agg(ag))) = scope.lookup(&a.name.name) {
                             let fields = ag.fields.iter().enumerate().map(|(i, f)| (f.name.clone(), i as u32 + 1, f.ty.bit_size())).collect();
+                            self.note_annos(format!("ctrl {kind}"), &a.annos);
+                            for (i, f) in a.fields.iter().enumerate() {
+                                self.note_annos(format!("ctrl_field {kind} {}", i + 1), &f.annos);
+                            }
+                            for f in ag.fields.iter() {
+                                self.note_type(&f.ty);
+                            }
                             self.controller_headers.push(ir::ControllerHeader { name: kind, id, fields });
                         }
                     }
@@ -103,6 +111,21 @@ impl<'t> Lowerer<'t> {
                         (_, None) => BigInt::from(i),
                     };
                     members.push((n.name.clone(), val));
+                }
+                if let Some(r) = &repr {
+                    let w = r.scalar_width().unwrap_or(0);
+                    let nbytes = w.div_ceil(8) as usize;
+                    let enc = |v: &BigInt| {
+                        let (_, mut b) = normalize(v, r).to_bytes_be();
+                        if b.len() < nbytes {
+                            let mut z = vec![0u8; nbytes - b.len()];
+                            z.append(&mut b);
+                            b = z;
+                        }
+                        b[b.len() - nbytes..].to_vec()
+                    };
+                    let ms = members.iter().map(|(n, v)| (n.clone(), enc(v))).collect();
+                    self.ser_enums.insert(e.name.name.clone(), (w, ms));
                 }
                 let info = EnumInfo { name: e.name.name.clone(), repr, members };
                 scope.define(&e.name.name, Binding::Type(Ty::Enum(Rc::new(info))));
@@ -284,6 +307,18 @@ impl<'t> Lowerer<'t> {
             }
         };
         let cp = self.cp_name(annos, name);
+        if let Binding::ExternType(info) = &base {
+            let kind = match info.decl.name.name.as_str() {
+                "register" => "register",
+                "counter" => "counter",
+                "meter" => "meter",
+                "direct_counter" => "direct_counter",
+                "direct_meter" => "direct_meter",
+                "action_profile" | "action_selector" => "action_profile",
+                _ => "extern",
+            };
+            self.note_annos(format!("{kind} {cp}"), annos);
+        }
         Ok(Rc::new(match base {
             Binding::ExternType(info) => {
                 let tname = info.decl.name.name.clone();
@@ -381,6 +416,11 @@ impl<'t> Lowerer<'t> {
     }
 
     pub(super) fn ctor_arg(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> PResult<Val> {
+        self.ctor_arg_annos(scope, e, &vec![])
+    }
+
+    /// A constructor argument or table property value; an instantiation in it gets the annotations `annos`.
+    pub(super) fn ctor_arg_annos(&mut self, scope: &Rc<Scope>, e: &ast::Expr, annos: &ast::Annotations) -> PResult<Val> {
         match &e.kind {
             // nested instantiation `Type(args)` as a constructor argument
             ExprKind::Call { callee, type_args, args } => {
@@ -391,7 +431,7 @@ impl<'t> Lowerer<'t> {
                         } else {
                             ast::Type { kind: ast::TypeKind::Specialized { base: n.clone(), args: type_args.clone() }, span: callee.span }
                         };
-                        let inst = self.instantiate(scope, &ty, args, &n.name, &vec![], e.span, None)?;
+                        let inst = self.instantiate(scope, &ty, args, &n.name, annos, e.span, None)?;
                         return Ok(Val::Binding(Binding::Instance(inst)));
                     }
                 }
@@ -403,7 +443,7 @@ impl<'t> Lowerer<'t> {
                     ast::TypeKind::Named { name, .. } => name.name.clone(),
                     _ => "anon".into(),
                 };
-                let inst = self.instantiate(scope, ty, args, &name, &vec![], e.span, None)?;
+                let inst = self.instantiate(scope, ty, args, &name, annos, e.span, None)?;
                 Ok(Val::Binding(Binding::Instance(inst)))
             }
             _ => self.expr(scope, e, None),

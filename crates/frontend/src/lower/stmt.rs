@@ -414,7 +414,7 @@ impl<'t> Lowerer<'t> {
     pub fn inline_action(&mut self, caller: &Rc<Scope>, a: &Rc<ast::ActionDecl>, ascope: &Rc<Scope>, args: &[ast::Argument], span: Span) -> PResult<()> {
         // directly called actions appear in the P4Info too (as the reference compiler lists them)
         let key = (Rc::as_ptr(a) as usize, ascope.id());
-        if !self.action_cache.contains_key(&key) && !self.p4info_only.contains(&key) {
+        if self.in_action == 0 && !self.action_cache.contains_key(&key) && !self.p4info_only.contains(&key) {
             self.p4info_only.insert(key);
             let ndir = a.params.iter().take_while(|p| p.dir.is_some()).count();
             let bound: Vec<ast::Argument> = args.iter().take(ndir).cloned().collect();
@@ -428,7 +428,9 @@ impl<'t> Lowerer<'t> {
         let copy_out = self.bind_params(caller, &inner, &a.params, args, span)?;
         let label = self.label();
         self.returns.push((label, None));
+        self.in_action += 1;
         let body = self.capture(|l| l.block(&inner, &a.body));
+        self.in_action -= 1;
         self.returns.pop();
         let (_, mut body) = body?;
         let (_, epilogue) = self.capture(|l| l.copy_out_pub(copy_out, span))?;

@@ -71,6 +71,7 @@ impl<'t> Lowerer<'t> {
             self.cp_name(&decl.annos, &decl.name.name)
         };
         let id = self.p4info_id(0x01, &name);
+        self.note_annos(format!("action {name}"), &decl.annos);
         let inner = Scope::child(ascope);
         let mut params = vec![];
         let ndir = decl.params.iter().take_while(|p| p.dir.is_some()).count();
@@ -92,13 +93,17 @@ impl<'t> Lowerer<'t> {
             let Place::Scalar(ir::LValue::Static(loc), _) = &place else {
                 return err(p.name.span, "action data parameters must be bit-strings, bools or serializable enums");
             };
+            self.note_annos(format!("param {name} {}", (i - ndir) as u32 + 1), &p.annos);
+            self.note_type(&t);
             params.push(ir::Param { name: p.name.name.clone(), id: (i - ndir) as u32 + 1, loc: *loc });
             inner.define(&p.name.name, Binding::Var(place));
         }
         let label = self.label();
         self.returns.push((label, None));
         let saved = self.inline_depth;
+        self.in_action += 1;
         let r = self.capture(|l| l.block(&inner, &decl.body));
+        self.in_action -= 1;
         self.inline_depth = saved;
         self.returns.pop();
         let (_, mut body) = r?;
@@ -171,6 +176,7 @@ impl<'t> Lowerer<'t> {
     pub fn lower_table(&mut self, scope: &Rc<Scope>, t: &ast::TableDecl) -> PResult<Rc<TableInfo>> {
         let name = self.cp_name(&t.annos, &t.name.name);
         let id = self.p4info_id(0x02, &name);
+        self.note_annos(format!("table {name}"), &t.annos);
         let mut table = ir::Table {
             name: name.clone(),
             id,
@@ -209,7 +215,8 @@ impl<'t> Lowerer<'t> {
                         };
                         let kname = annotation_str(&k.annos, "name").unwrap_or_else(|| self.source_text(k.expr.span));
                         let width = x.width();
-                        let _ = kt;
+                        self.note_type(&kt);
+                        self.note_annos(format!("key {name} {}", i + 1), &k.annos);
                         table.keys.push(ir::TableKey { name: kname, id: i as u32 + 1, expr: x, kind, width });
                     }
                 }
@@ -225,6 +232,8 @@ impl<'t> Lowerer<'t> {
                             default_only: has_annotation(&a.annos, "defaultonly"),
                             table_only: has_annotation(&a.annos, "tableonly"),
                         });
+                        let aid = self.actions[idx as usize].id;
+                        self.note_annos(format!("ref {name} {aid}"), &a.annos);
                         names.push((aname, idx));
                     }
                 }
@@ -236,7 +245,7 @@ impl<'t> Lowerer<'t> {
                     entries = Some(es.clone());
                     table.entries_are_const = *is_const;
                 }
-                ast::TableProp::Other { name: pn, value, .. } => match pn.name.as_str() {
+                ast::TableProp::Other { name: pn, value, annos, .. } => match pn.name.as_str() {
                     "size" => table.size = self.const_width(scope, value)?,
                     "support_timeout" => {
                         table.support_timeout = match &value.kind {
@@ -245,18 +254,18 @@ impl<'t> Lowerer<'t> {
                         }
                     }
                     "implementation" => {
-                        let inst = self.table_extern(scope, value)?;
+                        let inst = self.table_extern(scope, value, annos)?;
                         match &*inst {
                             Instance::Extern { kind: ExternKind::ActionProfile, id, .. } => table.implementation = ir::Implementation::ActionProfile(*id),
                             Instance::Extern { kind: ExternKind::ActionSelector, id, .. } => table.implementation = ir::Implementation::ActionSelector(*id),
                             _ => return err(value.span, "implementation must be an action_profile or action_selector"),
                         }
                     }
-                    "counters" => match &*self.table_extern(scope, value)? {
+                    "counters" => match &*self.table_extern(scope, value, annos)? {
                         Instance::Extern { kind: ExternKind::DirectCounter, id, .. } => table.direct_counter = Some(*id),
                         _ => return err(value.span, "counters must be a direct_counter"),
                     },
-                    "meters" => match &*self.table_extern(scope, value)? {
+                    "meters" => match &*self.table_extern(scope, value, annos)? {
                         Instance::Extern { kind: ExternKind::DirectMeter, id, .. } => table.direct_meter = Some(*id),
                         _ => return err(value.span, "meters must be a direct_meter"),
                     },
@@ -273,6 +282,8 @@ impl<'t> Lowerer<'t> {
                 if !table.actions.iter().any(|a| a.action == na) {
                     // the reference compiler adds the implicit default NoAction as a default-only action
                     table.actions.push(ir::TableAction { action: na, default_only: true, table_only: false });
+                    let aid = self.actions[na as usize].id;
+                    self.p4meta.annos.entry(format!("ref {name} {aid}")).or_default().annotations.push("@defaultonly".into());
                     names.push(("NoAction".to_string(), na));
                 }
                 ir::ActionCall { action: na, args: vec![] }
@@ -335,16 +346,25 @@ impl<'t> Lowerer<'t> {
         }
     }
 
-    pub(super) fn table_extern(&mut self, scope: &Rc<Scope>, value: &ast::Expr) -> PResult<Rc<Instance>> {
+    pub(super) fn table_extern(&mut self, scope: &Rc<Scope>, value: &ast::Expr, annos: &ast::Annotations) -> PResult<Rc<Instance>> {
         match &value.kind {
             ExprKind::Name(n) => match scope.lookup(&n.name) {
                 Some(Binding::Instance(i)) => Ok(i),
                 _ => err(value.span, format!("`{}` is not an extern instance", n.name)),
             },
-            _ => match self.ctor_arg(scope, value)? {
-                Val::Binding(Binding::Instance(i)) => Ok(i),
-                _ => err(value.span, "expected an extern instantiation"),
-            },
+            _ => {
+                // `@name("x") counters = direct_counter(...)`: the reference compiler names the instance `x`,
+                // not qualified by the enclosing control
+                let saved = annotation_str(annos, "name").map(|_| std::mem::take(&mut self.path));
+                let r = self.ctor_arg_annos(scope, value, annos);
+                if let Some(p) = saved {
+                    self.path = p;
+                }
+                match r? {
+                    Val::Binding(Binding::Instance(i)) => Ok(i),
+                    _ => err(value.span, "expected an extern instantiation"),
+                }
+            }
         }
     }
 

@@ -22,7 +22,7 @@ use std::collections::HashSet;
 /// Parse a whole program.
 pub fn parse_program(text: &str) -> PResult<Program> {
     let toks = lex(text)?;
-    let mut p = Parser::new(toks);
+    let mut p = Parser::new(toks, text);
     let mut decls = vec![];
     while !p.at_eof() {
         if p.eat(";") {
@@ -36,7 +36,7 @@ pub fn parse_program(text: &str) -> PResult<Program> {
 /// Parse one expression (for tests and tools).
 pub fn parse_expr(text: &str) -> PResult<Expr> {
     let toks = lex(text)?;
-    let mut p = Parser::new(toks);
+    let mut p = Parser::new(toks, text);
     let e = p.expr()?;
     if !p.at_eof() {
         return Err(p.unexpected("end of expression"));
@@ -53,15 +53,17 @@ struct Parser {
     depth: u32,
     /// A pending `>` left over from splitting `>>` in a type argument list.
     split_gt: bool,
+    /// The source text the tokens' spans index.
+    text: String,
 }
 
 impl Parser {
-    fn new(toks: Vec<Token>) -> Self {
+    fn new(toks: Vec<Token>, text: &str) -> Self {
         let mut base = HashSet::new();
         for t in ["packet_in", "packet_out"] {
             base.insert(t.to_string());
         }
-        Parser { toks, pos: 0, types: vec![base], depth: 0, split_gt: false }
+        Parser { toks, pos: 0, types: vec![base], depth: 0, split_gt: false, text: text.to_string() }
     }
 
     fn peek(&self) -> &Tok {

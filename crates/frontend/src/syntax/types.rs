@@ -10,30 +10,50 @@ impl Parser {
         while self.is("@") {
             self.bump();
             let name = self.any_name("an annotation name")?;
-            let body = if self.is("(") && self.span().lo == name.span.hi {
-                self.annotation_body()?
-            } else if self.is("(") {
-                self.annotation_body()?
+            let mut text = String::new();
+            let body = if self.is("(") {
+                let first = self.pos + 1;
+                let body = self.annotation_body()?;
+                // the tokens between the parentheses, each as written
+                text = self.toks[first..self.pos - 1].iter().map(|t| self.token_text(t)).collect::<Vec<_>>().join(" ");
+                body
             } else if self.is("[") {
                 self.bump();
+                let kv = matches!(self.peek(), Tok::Ident(_)) && self.is_at(1, "=");
                 let mut kvs = vec![];
+                let mut exprs = vec![];
                 while !self.is("]") {
-                    let k = self.any_name("a key")?;
-                    self.expect("=", "in a structured annotation")?;
-                    let e = self.expr()?;
-                    kvs.push((k, e));
+                    if kv {
+                        let k = self.any_name("a key")?;
+                        self.expect("=", "in a structured annotation")?;
+                        kvs.push((k, self.expr()?));
+                    } else {
+                        exprs.push(self.expr()?);
+                    }
                     if !self.eat(",") {
                         break;
                     }
                 }
                 self.expect("]", "closing the annotation")?;
-                AnnotationBody::KeyValues(kvs)
+                if kv {
+                    AnnotationBody::KeyValues(kvs)
+                } else {
+                    AnnotationBody::ExprList(exprs)
+                }
             } else {
                 AnnotationBody::Empty
             };
-            v.push(Annotation { name, body });
+            v.push(Annotation { name, body, text });
         }
         Ok(v)
+    }
+
+    /// A token's source text (string literals with their quotes and escapes).
+    pub(super) fn token_text(&self, t: &Token) -> String {
+        match &t.tok {
+            Tok::Eof => String::new(),
+            _ => self.text.get(t.span.lo as usize..t.span.hi as usize).unwrap_or("").to_string(),
+        }
     }
 
     pub(super) fn annotation_body(&mut self) -> PResult<AnnotationBody> {
