@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 fn corpus() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/p4c-stf");
+    // the shared corpora: $P4SEC_SHARED, by default ../shared beside the repository
+    let base = std::env::var("P4SEC_SHARED").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    let dir = base.join("conformance/p4c-stf");
     let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("corpus")
         .filter_map(|e| e.ok().map(|e| e.path()))
