@@ -51,9 +51,12 @@ enum Cmd {
         /// Run every NAME.p4 / NAME.stf pair in DIR.
         #[arg(long)]
         suite: Option<PathBuf>,
-        /// With --suite: write a Markdown report of the failures to FILE.
+        /// With --suite: write the suite's section of a Markdown report (FILE keeps other suites' sections).
         #[arg(long)]
         report: Option<PathBuf>,
+        /// With --report: the reasons for failing programs, lines `PROGRAM: reason`.
+        #[arg(long)]
+        notes: Option<PathBuf>,
         /// Print each packet's path through the pipeline.
         #[arg(long)]
         trace: bool,
@@ -387,9 +390,9 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Cmd::Stf { program, test, suite, report, trace, include, define } => {
+        Cmd::Stf { program, test, suite, report, notes, trace, include, define } => {
             if let Some(dir) = suite {
-                return stf_runner::run_suite(&dir, report.as_deref());
+                return stf_runner::run_suite(&dir, report.as_deref(), notes.as_deref());
             }
             match (program, test) {
                 (Some(p), Some(t)) => stf_runner::run_one_cli(&p, &t, &include, &parse_defines(&define), trace),

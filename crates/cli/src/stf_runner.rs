@@ -5,7 +5,7 @@ use p4sec_engine::{Engine, Outputs, Worker};
 use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Program, TableEntry, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -90,6 +90,33 @@ fn to_value(v: &[u64], width: u32) -> Result<Value, String> {
     Ok(Value { width, words })
 }
 
+/// A ternary key value: `VALUE&&&MASK`, or hex/binary digits with `*` for don't-care digits.
+fn ternary(text: &str, w: u32) -> Result<(Value, Value), String> {
+    let (value, care) = match text.split_once("&&&") {
+        Some((v, m)) => (parse_num(v)?.value, parse_num(m)?.value),
+        None => {
+            let n = parse_num(text)?;
+            if !n.based {
+                return Err(format!("a ternary value must be written in hex or binary or as VALUE&&&MASK, not `{text}`"));
+            }
+            (n.value, n.care)
+        }
+    };
+    let mut value = to_value(&value, w)?;
+    // a mask wider than the key (leading hex digits) keeps only the key's bits
+    let mut care = care;
+    care.truncate(p4sec_ir::words_for(w) as usize);
+    care.resize(p4sec_ir::words_for(w) as usize, 0);
+    let ones = ones(w);
+    for (c, o) in care.iter_mut().zip(ones.iter().chain(std::iter::repeat(&0))) {
+        *c &= o;
+    }
+    for (v, m) in value.words.iter_mut().zip(&care) {
+        *v &= m;
+    }
+    Ok((value, Value { width: w, words: care }))
+}
+
 fn ones(width: u32) -> Vec<u64> {
     let mut v = vec![];
     for i in 0..width {
@@ -157,7 +184,9 @@ fn hex_bytes(s: &str) -> Result<Vec<u8>, String> {
     if digits.len() % 2 != 0 {
         return Err("odd number of hex digits in packet data".into());
     }
-    (0..digits.len() / 2).map(|i| u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).map_err(|_| format!("bad hex byte `{}`", &digits[2 * i..2 * i + 2]))).collect()
+    (0..digits.len() / 2)
+        .map(|i| u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).map_err(|_| format!("bad hex byte `{}`", &digits[2 * i..2 * i + 2])))
+        .collect()
 }
 
 fn parse_u32(s: &str, what: &str) -> Result<u32, String> {
@@ -166,18 +195,113 @@ fn parse_u32(s: &str, what: &str) -> Result<u32, String> {
     r.map_err(|_| format!("bad {what} `{s}`"))
 }
 
-/// Split `name(a:1, b:2)` into name and argument pairs.
+/// Strip one pair of surrounding double quotes (p4testgen quotes table, key, action and parameter names).
+fn unquote(s: &str) -> String {
+    let s = s.trim();
+    s.strip_prefix('"').and_then(|x| x.strip_suffix('"')).unwrap_or(s).to_string()
+}
+
+/// Split a line into tokens: whitespace separates them except inside double quotes and parentheses, so
+/// `"t.a"("x":0x1, "y":2)` and `a(x:1, y:2)` are one token each.
+fn tokens(s: &str) -> Result<Vec<String>, String> {
+    let mut out = vec![];
+    let mut cur = String::new();
+    let (mut quoted, mut depth) = (false, 0u32);
+    for c in s.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '(' if !quoted => depth += 1,
+            ')' if !quoted => depth = depth.checked_sub(1).ok_or_else(|| format!("unbalanced `)` in `{s}`"))?,
+            c if c.is_whitespace() && !quoted && depth == 0 => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        // `act (x:1)`: a parenthesised group belongs to the name before it
+        if c == '(' && !quoted && depth == 1 && cur.is_empty() && !out.is_empty() {
+            cur = out.pop().unwrap_or_default();
+        }
+        cur.push(c);
+    }
+    if quoted {
+        return Err(format!("unterminated `\"` in `{s}`"));
+    }
+    if depth != 0 {
+        return Err(format!("missing `)` in `{s}`"));
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    Ok(out)
+}
+
+/// The position of the first `c` outside double quotes.
+fn find_unquoted(s: &str, want: char) -> Option<usize> {
+    let mut quoted = false;
+    for (i, c) in s.char_indices() {
+        if c == '"' {
+            quoted = !quoted;
+        } else if c == want && !quoted {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// Split `name(a:1, b:2)` (names possibly quoted) into name and argument pairs.
 fn parse_action(s: &str) -> Result<(String, Vec<(String, String)>), String> {
     let s = s.trim();
-    let Some(open) = s.find('(') else { return Ok((s.to_string(), vec![])) };
-    let close = s.rfind(')').ok_or_else(|| format!("missing `)` in action `{s}`"))?;
-    let name = s[..open].trim().to_string();
+    let Some(open) = find_unquoted(s, '(') else { return Ok((unquote(s), vec![])) };
+    let close = s.rfind(')').filter(|c| *c > open).ok_or_else(|| format!("missing `)` in action `{s}`"))?;
+    if !s[close + 1..].trim().is_empty() {
+        return Err(format!("unexpected `{}` after action `{}`", s[close + 1..].trim(), &s[..close + 1]));
+    }
+    let name = unquote(&s[..open]);
     let mut args = vec![];
-    for a in s[open + 1..close].split(',').map(|x| x.trim()).filter(|x| !x.is_empty()) {
-        let (k, v) = a.split_once(':').ok_or_else(|| format!("action argument `{a}` needs the form name:value"))?;
-        args.push((k.trim().to_string(), v.trim().to_string()));
+    let mut rest = &s[open + 1..close];
+    while !rest.trim().is_empty() {
+        let end = find_unquoted(rest, ',').unwrap_or(rest.len());
+        let a = rest[..end].trim();
+        rest = if end < rest.len() { &rest[end + 1..] } else { "" };
+        if a.is_empty() {
+            continue;
+        }
+        let colon = find_unquoted(a, ':').ok_or_else(|| format!("action argument `{a}` needs the form name:value"))?;
+        args.push((unquote(&a[..colon]), a[colon + 1..].trim().to_string()));
     }
     Ok((name, args))
+}
+
+/// Parse the operands of `add`: `TABLE [PRIORITY] KEY:VALUE... ACTION(ARGS) [= ID]`, names optionally quoted.
+fn parse_add(rest: &str) -> Result<Cmd, String> {
+    let mut toks = tokens(rest)?;
+    if let Some(eq) = toks.iter().position(|t| t == "=") {
+        toks.truncate(eq);
+    }
+    let mut toks = toks.into_iter().peekable();
+    let table = unquote(&toks.next().ok_or("add needs a table")?);
+    let mut priority = None;
+    if let Some(t) = toks.peek() {
+        if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
+            priority = Some(t.parse::<i64>().map_err(|_| format!("bad priority `{t}`"))?);
+            toks.next();
+        }
+    }
+    let rest: Vec<String> = toks.collect();
+    let Some((action_tok, key_toks)) = rest.split_last() else { return Err("add needs an action".into()) };
+    let mut keys = vec![];
+    for tok in key_toks {
+        let colon = find_unquoted(tok, ':').ok_or_else(|| format!("key `{tok}` needs the form name:value"))?;
+        keys.push((unquote(&tok[..colon]), tok[colon + 1..].to_string()));
+    }
+    let (action, args) = parse_action(action_tok)?;
+    if action.is_empty() {
+        return Err("add needs an action".into());
+    }
+    Ok(Cmd::Add { table, priority, keys, action, args })
 }
 
 fn parse_stf(text: &str) -> Result<Vec<(usize, Cmd)>, String> {
@@ -219,46 +343,12 @@ fn parse_stf(text: &str) -> Result<Vec<(usize, Cmd)>, String> {
                     Cmd::Expect(port, Pattern::Nibbles(nib, exact))
                 }
             }
-            "add" => {
-                let mut toks = rest.split_whitespace().peekable();
-                let table = toks.next().ok_or_else(|| ctx("add needs a table".into()))?.trim_matches('"').to_string();
-                let mut priority = None;
-                if let Some(t) = toks.peek() {
-                    if t.chars().all(|c| c.is_ascii_digit()) {
-                        priority = Some(t.parse::<i64>().map_err(|_| ctx("bad priority".into()))?);
-                        toks.next();
-                    }
-                }
-                let remaining: Vec<&str> = toks.collect();
-                let joined = remaining.join(" ");
-                let joined = match joined.find(" = ") {
-                    Some(p) => joined[..p].to_string(),
-                    None => joined,
-                };
-                // keys are `name:value` tokens before the action token (which contains `(` or is the last)
-                let mut keys = vec![];
-                let mut action_text = String::new();
-                let mut in_action = false;
-                for tok in joined.split_whitespace() {
-                    if !in_action && tok.contains(':') && !tok.contains('(') {
-                        let (k, v) = tok.split_once(':').unwrap();
-                        keys.push((k.trim_matches('"').to_string(), v.to_string()));
-                    } else {
-                        in_action = true;
-                        action_text.push_str(tok);
-                        action_text.push(' ');
-                    }
-                }
-                let (action, args) = parse_action(&action_text).map_err(ctx)?;
-                if action.is_empty() {
-                    return Err(ctx("add needs an action".into()));
-                }
-                Cmd::Add { table, priority, keys, action, args }
-            }
+            "add" => parse_add(rest).map_err(ctx)?,
             "setdefault" => {
-                let (t, a) = rest.split_at(rest.find(char::is_whitespace).unwrap_or(rest.len()));
+                let toks = tokens(rest).map_err(ctx)?;
+                let [t, a] = toks.as_slice() else { return Err(ctx("setdefault needs TABLE ACTION(ARGS)".into())) };
                 let (action, args) = parse_action(a).map_err(ctx)?;
-                Cmd::SetDefault { table: t.to_string(), action, args }
+                Cmd::SetDefault { table: unquote(t), action, args }
             }
             "remove" => Cmd::RemoveAll,
             "check_counter" => {
@@ -313,8 +403,18 @@ fn parse_stf(text: &str) -> Result<Vec<(usize, Cmd)>, String> {
                 Cmd::RegisterWrite(v[0].to_string(), parse_u32(v[1], "index").map_err(ctx)? as usize, v[2].to_string())
             }
             "wait" => Cmd::Wait,
-            "no_packet" | "mirroring_add_mc" | "mirroring_delete" | "mirroring_get" | "mc_node_update" | "counter_read" | "counter_write"
-            | "register_read" | "register_reset" | "meter_get_rates" | "meter_set_rates" | "meter_array_set_rates" => Cmd::Wait,
+            "no_packet"
+            | "mirroring_add_mc"
+            | "mirroring_delete"
+            | "mirroring_get"
+            | "mc_node_update"
+            | "counter_read"
+            | "counter_write"
+            | "register_read"
+            | "register_reset"
+            | "meter_get_rates"
+            | "meter_set_rates"
+            | "meter_array_set_rates" => Cmd::Wait,
             other => return Err(ctx(format!("unknown STF command `{other}`"))),
         };
         out.push((ln + 1, cmd));
@@ -328,17 +428,20 @@ fn resolve<'a>(names: impl Iterator<Item = &'a str> + Clone, want: &str, what: &
         return Ok(i);
     }
     for dotted in [true, false] {
-        let m: Vec<usize> = names
-            .clone()
-            .enumerate()
-            .filter(|(_, n)| if dotted { n.ends_with(&format!(".{want}")) } else { n.ends_with(want) })
-            .map(|(i, _)| i)
-            .collect();
+        let m: Vec<usize> =
+            names.clone().enumerate().filter(|(_, n)| if dotted { n.ends_with(&format!(".{want}")) } else { n.ends_with(want) }).map(|(i, _)| i).collect();
         match m.len() {
             1 => return Ok(m[0]),
             0 => continue,
             _ => return Err(format!("{what} `{want}` is ambiguous")),
         }
+    }
+    // The same local name under another prefix: p4testgen writes the control's type name where the reference
+    // compiler names the control by its `@name` annotation (`IngressI.red` for `altIngressName.red`).
+    let last = |n: &str| n.rsplit('.').next().unwrap_or(n).to_string();
+    let m: Vec<usize> = names.enumerate().filter(|(_, n)| last(n) == last(want)).map(|(i, _)| i).collect();
+    if let [i] = m.as_slice() {
+        return Ok(*i);
     }
     Err(format!("no {what} named `{want}`"))
 }
@@ -373,42 +476,66 @@ fn key_name_matches(key: &str, want: &str) -> bool {
     key == want || key.ends_with(&format!(".{want}")) || (want == "valid" && key.ends_with(".valid"))
 }
 
-fn build_entry(prog: &Program, ti: usize, priority: Option<i64>, keys: &[(String, String)], action: &str, args: &[(String, String)]) -> Result<TableEntry, String> {
+fn build_entry(
+    prog: &Program,
+    ti: usize,
+    priority: Option<i64>,
+    keys: &[(String, String)],
+    action: &str,
+    args: &[(String, String)],
+) -> Result<TableEntry, String> {
     let t = &prog.tables[ti];
     let mut matches: Vec<Option<FieldMatch>> = vec![None; t.keys.len()];
-    for (kname, kval) in keys {
+    for (pos, (kname, kval)) in keys.iter().enumerate() {
+        // a key that is an expression may be spelled differently (`a & 0x1` for `a&0x01`), or a field renamed by
+        // `@name`: when every key is given, in order, the position decides
         let i = t
             .keys
             .iter()
             .position(|k| k.name == *kname)
             .or_else(|| t.keys.iter().position(|k| key_name_matches(&k.name, kname)))
+            .or(if keys.len() == t.keys.len() { Some(pos) } else { None })
             .ok_or_else(|| format!("table `{}` has no key `{kname}`", t.name))?;
+        if matches[i].is_some() {
+            return Err(format!("table `{}`: key `{}` given twice", t.name, t.keys[i].name));
+        }
         let k = &t.keys[i];
         let w = k.width;
         let m = match k.kind {
             MatchKind::Exact | MatchKind::Selector => FieldMatch::Exact(to_value(&parse_num(kval)?.value, w).map_err(|e| format!("key `{kname}`: {e}"))?),
             MatchKind::Ternary | MatchKind::Optional => {
-                let n = parse_num(kval)?;
-                if !n.based {
-                    return Err(format!("ternary key `{kname}` must be written in hex or binary"));
-                }
-                let mut care = n.care.clone();
-                care.resize(p4sec_ir::words_for(w) as usize, 0);
-                let mask = to_value(&care, w).unwrap_or_else(|_| Value { width: w, words: ones(w) });
-                let value = to_value(&n.value, w).map_err(|e| format!("key `{kname}`: {e}"))?;
+                let (value, mask) = ternary(kval, w).map_err(|e| format!("key `{kname}`: {e}"))?;
                 if k.kind == MatchKind::Optional {
-                    FieldMatch::Optional(Some(value))
+                    match mask.words.iter().map(|x| x.count_ones()).sum::<u32>() {
+                        0 => FieldMatch::Optional(None),
+                        n if n == w => FieldMatch::Optional(Some(value)),
+                        _ => return Err(format!("optional key `{kname}` must be all don't-care or exact, not `{kval}`")),
+                    }
                 } else {
                     FieldMatch::Ternary { value, mask }
                 }
             }
             MatchKind::Lpm => {
-                let (v, plen) = match kval.split_once('/') {
-                    Some((v, l)) => (parse_num(v)?, Some(l.parse::<u32>().map_err(|_| format!("bad prefix length in `{kval}`"))?)),
-                    None => (parse_num(kval)?, None),
+                let (value, plen) = match kval.split_once('/') {
+                    Some((v, l)) => (parse_num(v)?.value, l.trim().parse::<u32>().map_err(|_| format!("bad prefix length in `{kval}`"))?),
+                    None if kval.contains("&&&") || parse_num(kval)?.based => {
+                        let (value, mask) = ternary(kval, w).map_err(|e| format!("key `{kname}`: {e}"))?;
+                        let bit = |i: u32| mask.words[(i / 64) as usize] >> (i % 64) & 1 == 1;
+                        let plen = (0..w).rev().take_while(|i| bit(*i)).count() as u32;
+                        if (0..w).filter(|i| bit(*i)).count() as u32 != plen {
+                            return Err(format!("lpm key `{kname}`: `{kval}` is not a prefix"));
+                        }
+                        (value.words, plen)
+                    }
+                    None => (parse_num(kval)?.value, w),
                 };
-                let plen = plen.unwrap_or_else(|| if v.based { v.care.iter().map(|x| x.count_ones()).sum() } else { w });
-                FieldMatch::Lpm { value: to_value(&v.value, w).map_err(|e| format!("key `{kname}`: {e}"))?, prefix_len: plen.min(w) }
+                let plen = plen.min(w);
+                let mut value = to_value(&value, w).map_err(|e| format!("key `{kname}`: {e}"))?;
+                // the bits past the prefix take no part in the match
+                for i in 0..w - plen {
+                    value.words[(i / 64) as usize] &= !(1u64 << (i % 64));
+                }
+                FieldMatch::Lpm { value, prefix_len: plen }
             }
             MatchKind::Range => {
                 let (lo, hi) = kval.split_once("->").ok_or_else(|| format!("range key `{kname}` needs LO->HI"))?;
@@ -432,8 +559,11 @@ fn build_entry(prog: &Program, ti: usize, priority: Option<i64>, keys: &[(String
     let aidx = t.actions[ai].action;
     let act = &prog.actions[aidx as usize];
     let mut vals = vec![];
-    for p in &act.params {
-        let (_, v) = args.iter().find(|(n, _)| *n == p.name).ok_or_else(|| format!("action `{}` needs argument `{}`", act.name, p.name))?;
+    for (pos, p) in act.params.iter().enumerate() {
+        // a parameter renamed by `@name` (p4testgen writes the annotation's name): the position decides when
+        // every argument is given
+        let by_pos = if args.len() == act.params.len() { args.get(pos) } else { None };
+        let (_, v) = args.iter().find(|(n, _)| *n == p.name).or(by_pos).ok_or_else(|| format!("action `{}` needs argument `{}`", act.name, p.name))?;
         vals.push(to_value(&parse_num(v)?.value, p.loc.width).map_err(|e| format!("argument `{}`: {e}", p.name))?);
     }
     let has_prio = t.keys.iter().any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range | MatchKind::Optional));
@@ -442,17 +572,27 @@ fn build_entry(prog: &Program, ti: usize, priority: Option<i64>, keys: &[(String
 }
 
 /// The outcome of one STF test.
+#[derive(Default)]
 pub struct StfResult {
     pub passed: bool,
     pub messages: Vec<String>,
     pub warnings: Vec<String>,
+    /// Ports that emitted packets although the test neither sent nor expected any there (a warning in the
+    /// reference runner's convention; a failure for generated tests, which predict every output).
+    pub stray_ports: Vec<u32>,
+}
+
+impl StfResult {
+    fn failed(m: String) -> Self {
+        StfResult { passed: false, messages: vec![m], ..Default::default() }
+    }
 }
 
 /// Run STF text against a compiled program.
 pub fn run_stf(prog: Program, stf: &str, trace: bool) -> StfResult {
     let mut messages = vec![];
     let mut warnings = vec![];
-    let fail = |m: String| StfResult { passed: false, messages: vec![m], warnings: vec![] };
+    let fail = StfResult::failed;
     let cmds = match parse_stf(stf) {
         Ok(c) => c,
         Err(e) => return fail(format!("bad STF file: {e}")),
@@ -567,12 +707,14 @@ pub fn run_stf(prog: Program, stf: &str, trace: bool) -> StfResult {
             messages.push(format!("port {port}: unexpected packet {}", frame.iter().map(|b| format!("{b:02X}")).collect::<String>()));
         }
     }
+    let mut stray_ports = vec![];
     for (port, frames) in &emitted {
         if !watched.contains(port) {
             warnings.push(format!("{} packet(s) on unobserved port {port}", frames.len()));
+            stray_ports.push(*port);
         }
     }
-    StfResult { passed: messages.is_empty(), messages, warnings }
+    StfResult { passed: messages.is_empty(), messages, warnings, stray_ports }
 }
 
 /// Compile and run one program with one STF file.
@@ -584,15 +726,15 @@ pub fn run_one(p4: &Path, stf: &Path, trace: bool) -> StfResult {
 pub fn run_one_with(p4: &Path, stf: &Path, include: &[std::path::PathBuf], defines: &[(String, Option<String>)], trace: bool) -> StfResult {
     let text = match std::fs::read_to_string(stf) {
         Ok(t) => t,
-        Err(e) => return StfResult { passed: false, messages: vec![format!("cannot read {}: {e}", stf.display())], warnings: vec![] },
+        Err(e) => return StfResult::failed(format!("cannot read {}: {e}", stf.display())),
     };
     let prog = match crate::compile(p4, include, defines) {
         Ok(p) => p,
-        Err(e) => return StfResult { passed: false, messages: vec![format!("compile error: {e}")], warnings: vec![] },
+        Err(e) => return StfResult::failed(format!("compile error: {e}")),
     };
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_stf(prog, &text, trace))) {
         Ok(r) => r,
-        Err(_) => StfResult { passed: false, messages: vec!["internal error: the engine panicked (a bug)".into()], warnings: vec![] },
+        Err(_) => StfResult::failed("internal error: the engine panicked (a bug)".into()),
     }
 }
 
@@ -613,24 +755,216 @@ pub fn run_one_cli(p4: &Path, stf: &Path, include: &[std::path::PathBuf], define
     }
 }
 
-/// Run every NAME.p4 / NAME.stf pair in `dir`.
-pub fn run_suite(dir: &Path, report: Option<&Path>) -> ExitCode {
-    let mut names: Vec<String> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".stf")).map(|s| s.to_string()))
-            .filter(|n| dir.join(format!("{n}.p4")).exists())
-            .collect(),
+/// One program of a suite and its tests.
+struct SuiteProgram {
+    p4: PathBuf,
+    /// (test name, STF file, generated): a generated test (`NAME/NAME_k.stf`) predicts every output packet.
+    tests: Vec<(String, PathBuf, bool)>,
+}
+
+/// The programs of a suite folder: `NAME.p4` with `NAME.stf` (hand-written tests) and/or a folder `NAME/` of
+/// `.stf` files (generated tests, e.g. by p4testgen), each run on a fresh switch.
+fn collect_suite(dir: &Path) -> Result<Vec<SuiteProgram>, String> {
+    let rd = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut names: Vec<String> =
+        rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".p4")).map(|s| s.to_string())).collect();
+    names.sort();
+    let mut out = vec![];
+    for n in names {
+        let mut tests = vec![];
+        let single = dir.join(format!("{n}.stf"));
+        if single.is_file() {
+            tests.push((n.clone(), single, false));
+        }
+        let sub = dir.join(&n);
+        if sub.is_dir() {
+            let rd = std::fs::read_dir(&sub).map_err(|e| format!("cannot read {}: {e}", sub.display()))?;
+            let mut gen: Vec<PathBuf> = rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "stf")).collect();
+            // NAME_2 before NAME_10
+            gen.sort_by_key(|p| {
+                let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("").to_string();
+                let digits = stem.chars().rev().take_while(|c| c.is_ascii_digit()).count();
+                let (head, num) = stem.split_at(stem.len() - digits);
+                (head.to_string(), num.parse::<u64>().unwrap_or(0), stem.clone())
+            });
+            for p in gen {
+                let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("").to_string();
+                tests.push((format!("{n}/{stem}"), p, true));
+            }
+        }
+        if !tests.is_empty() {
+            out.push(SuiteProgram { p4: dir.join(format!("{n}.p4")), tests });
+        }
+    }
+    Ok(out)
+}
+
+/// Compile one suite program once (its folder on the include path) and run each of its tests on a fresh switch.
+fn run_suite_program(dir: &Path, sp: &SuiteProgram) -> Vec<(String, StfResult)> {
+    let compiled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::compile(&sp.p4, &[dir.to_path_buf()], &[])));
+    let prog = match compiled {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return sp.tests.iter().map(|(n, _, _)| (n.clone(), StfResult::failed(format!("compile error: {e}")))).collect(),
+        Err(_) => return sp.tests.iter().map(|(n, _, _)| (n.clone(), StfResult::failed("internal error: the compiler panicked (a bug)".into()))).collect(),
+    };
+    let mut out = vec![];
+    for (name, stf, generated) in &sp.tests {
+        let r = match std::fs::read_to_string(stf) {
+            Err(e) => StfResult::failed(format!("cannot read {}: {e}", stf.display())),
+            Ok(text) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_stf(prog.clone(), &text, false))) {
+                Err(_) => StfResult::failed("internal error: the engine panicked (a bug)".into()),
+                Ok(mut r) => {
+                    if *generated && !r.stray_ports.is_empty() {
+                        r.passed = false;
+                        let ports: Vec<String> = r.stray_ports.iter().map(|p| p.to_string()).collect();
+                        r.messages.push(format!("packets on port(s) {} that the test does not expect", ports.join(", ")));
+                    }
+                    r
+                }
+            },
+        };
+        out.push((name.clone(), r));
+    }
+    out
+}
+
+/// The reasons written for failing programs: lines `PROGRAM: reason` (`#` starts a comment line).
+fn read_notes(path: &Path) -> Result<BTreeMap<String, String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut out = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (k, v) = line.split_once(": ").ok_or_else(|| format!("{}:{}: expected `PROGRAM: reason`", path.display(), i + 1))?;
+        out.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    Ok(out)
+}
+
+/// What kind of failure a test's first message shows.
+fn failure_class(msg: &str) -> &'static str {
+    if msg.starts_with("compile error") {
+        "compile refusal"
+    } else if msg.starts_with("cannot load") {
+        "load refusal"
+    } else if msg.starts_with("internal error") {
+        "panic"
+    } else if msg.starts_with("bad STF file") || (msg.starts_with("line ") && !msg.contains("expect")) {
+        "control-plane command refused"
+    } else {
+        "wrong output"
+    }
+}
+
+/// The Markdown section of one suite: counts, then one row per program with failing tests.
+fn report_section(dir: &Path, cmd: &str, results: &[(String, StfResult)], programs: usize, notes: &BTreeMap<String, String>) -> String {
+    let title = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| dir.display().to_string());
+    let pass = results.iter().filter(|(_, r)| r.passed).count();
+    let mut md = String::new();
+    let _ = writeln!(md, "## {title}\n\nGenerated by `{cmd}`.\n");
+    let _ = writeln!(md, "**{pass} passed, {} failed** of {} tests ({programs} programs).\n", results.len() - pass, results.len());
+    // program -> (tests, failed test names, first message of the first failure)
+    let mut by_prog: Vec<(String, usize, Vec<String>, String)> = vec![];
+    for (n, r) in results {
+        let (prog, test) = match n.split_once('/') {
+            Some((p, t)) => (p.to_string(), t.to_string()),
+            None => (n.clone(), n.clone()),
+        };
+        if by_prog.last().is_none_or(|l| l.0 != prog) {
+            by_prog.push((prog, 0, vec![], String::new()));
+        }
+        let Some(last) = by_prog.last_mut() else { continue };
+        last.1 += 1;
+        if !r.passed {
+            if last.2.is_empty() {
+                last.3 = r.messages.first().and_then(|m| m.lines().next()).unwrap_or("").to_string();
+            }
+            last.2.push(test.rsplit('_').next().filter(|k| k.chars().all(|c| c.is_ascii_digit())).map(|k| format!("_{k}")).unwrap_or(test));
+        }
+    }
+    if pass < results.len() {
+        let _ = writeln!(md, "| Program | Failed | Class | Reason | First message |\n|---|---|---|---|---|");
+        let cell = |s: &str| s.replace('|', "\\|").replace(&format!("{}/", dir.display()), "");
+        for (prog, n, failed, first) in by_prog.iter().filter(|p| !p.2.is_empty()) {
+            let which = if *n > 1 { format!("{}/{n} ({})", failed.len(), failed.join(" ")) } else { "1/1".to_string() };
+            let reason = notes.get(prog).map(|r| cell(r)).unwrap_or_else(|| "(not analysed)".into());
+            let mut first = cell(first).replace('`', "'");
+            if first.chars().count() > 140 {
+                first = first.chars().take(140).collect::<String>() + "...";
+            }
+            let _ = writeln!(md, "| {prog} | {which} | {} | {reason} | `{first}` |", failure_class(&first));
+        }
+        md.push('\n');
+    }
+    md
+}
+
+/// Put `section` (starting `## TITLE`) into a report in place of the section with the same title, or at the end.
+fn replace_section(old: &str, section: &str) -> String {
+    let title = section.lines().next().unwrap_or("");
+    let mut out = String::from("# STF conformance\n\nOne section per suite, each regenerated by the command it shows.\n\n");
+    let mut kept = vec![];
+    let mut cur: Option<(String, String)> = None;
+    for line in old.lines() {
+        if line.starts_with("## ") {
+            kept.extend(cur.take());
+            cur = Some((line.to_string(), String::new()));
+        }
+        if let Some((_, body)) = cur.as_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    kept.extend(cur);
+    let mut placed = false;
+    for (t, body) in kept {
+        if t == title {
+            out.push_str(section);
+            placed = true;
+        } else {
+            out.push_str(&body);
+        }
+    }
+    if !placed {
+        out.push_str(section);
+    }
+    out
+}
+
+/// Run every test of the suite folder `dir` (see `collect_suite`), programs spread over the available cores.
+pub fn run_suite(dir: &Path, report: Option<&Path>, notes: Option<&Path>) -> ExitCode {
+    let programs = match collect_suite(dir) {
+        Ok(p) => p,
         Err(e) => {
-            eprintln!("cannot read {}: {e}", dir.display());
+            eprintln!("{e}");
             return ExitCode::from(2);
         }
     };
-    names.sort();
+    let start = std::time::Instant::now();
+    let jobs = std::env::var("P4SEC_STF_JOBS")
+        .ok()
+        .and_then(|j| j.parse::<usize>().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+        .clamp(1, programs.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<Option<Vec<(String, StfResult)>>>> = std::sync::Mutex::new((0..programs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(sp) = programs.get(i) else { break };
+                let r = run_suite_program(dir, sp);
+                if let Ok(mut all) = results.lock() {
+                    all[i] = Some(r);
+                }
+            });
+        }
+    });
+    let results: Vec<(String, StfResult)> = results.into_inner().unwrap_or_default().into_iter().flatten().flatten().collect();
     let (mut pass, mut fail) = (0, 0);
-    let mut failures = vec![];
-    for n in &names {
-        let r = run_one(&dir.join(format!("{n}.p4")), &dir.join(format!("{n}.stf")), false);
+    for (n, r) in &results {
         if r.passed {
             pass += 1;
             println!("PASS {n}");
@@ -638,25 +972,27 @@ pub fn run_suite(dir: &Path, report: Option<&Path>) -> ExitCode {
             fail += 1;
             let first = r.messages.first().cloned().unwrap_or_default();
             println!("FAIL {n}: {}", first.lines().next().unwrap_or(""));
-            failures.push((n.clone(), r.messages));
         }
     }
+    eprintln!("{} tests of {} programs in {:.1} s ({jobs} threads)", results.len(), programs.len(), start.elapsed().as_secs_f64());
     println!("{pass} passed, {fail} failed");
     if let Some(path) = report {
-        let mut md = String::new();
-        let _ = writeln!(md, "# STF conformance\n\nGenerated by `p4sec stf --suite {} --report {}`.\n", dir.display(), path.display());
-        let _ = writeln!(md, "**{pass} passed, {fail} failed** of {} tests.\n", names.len());
-        if !failures.is_empty() {
-            let _ = writeln!(md, "## Failing tests\n");
-            for (n, msgs) in &failures {
-                let _ = writeln!(md, "### {n}\n\n```");
-                for m in msgs.iter().take(6) {
-                    let _ = writeln!(md, "{m}");
-                }
-                let _ = writeln!(md, "```\n");
+        // the shared corpora named through their variable, so the report reads the same on every machine
+        let shown = std::env::var("P4SEC_SHARED")
+            .ok()
+            .and_then(|b| dir.strip_prefix(&b).ok().map(|r| format!("$P4SEC_SHARED/{}", r.display())))
+            .unwrap_or_else(|| dir.display().to_string());
+        let cmd = format!("p4sec stf --suite {shown} --report {}{}", path.display(), notes.map(|n| format!(" --notes {}", n.display())).unwrap_or_default());
+        let notes = match notes.map(read_notes).transpose() {
+            Ok(n) => n.unwrap_or_default(),
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(2);
             }
-        }
-        if let Err(e) = std::fs::write(path, md) {
+        };
+        let section = report_section(dir, &cmd, &results, programs.len(), &notes);
+        let old = std::fs::read_to_string(path).unwrap_or_default();
+        if let Err(e) = std::fs::write(path, replace_section(&old, &section)) {
             eprintln!("cannot write {}: {e}", path.display());
         }
     }
@@ -689,6 +1025,55 @@ mod tests {
         let e = Pattern::Nibbles(vec![Some(0xA), None], true);
         assert!(e.matches(&[0xA0]));
         assert!(!e.matches(&[0xA0, 0]));
+    }
+
+    #[test]
+    fn p4testgen_dialect() {
+        let c = parse_stf(
+            "# comment block\nadd \"MyIngress.ipv4_lpm\" 1 \"hdr.ipv4.dstAddr\":0b1010**** \"hdr.h[h.i.index].a\":0x0A \"MyIngress.fwd\"(\"port\":0x01,\"mac\":0x02)\n\
+             setdefault \"MyIngress.t\" \"NoAction\"()\nmirroring_add 64 461\nexpect 0 *4A5$\n",
+        )
+        .unwrap();
+        let Cmd::Add { table, priority, keys, action, args } = &c[0].1 else { panic!("not an add: {:?}", c[0]) };
+        assert_eq!(table, "MyIngress.ipv4_lpm");
+        assert_eq!(*priority, Some(1));
+        assert_eq!(keys[0], ("hdr.ipv4.dstAddr".to_string(), "0b1010****".to_string()));
+        assert_eq!(keys[1].0, "hdr.h[h.i.index].a");
+        assert_eq!(action, "MyIngress.fwd");
+        assert_eq!(args, &[("port".to_string(), "0x01".to_string()), ("mac".to_string(), "0x02".to_string())]);
+        assert!(matches!(&c[1].1, Cmd::SetDefault { table, action, args } if table == "MyIngress.t" && action == "NoAction" && args.is_empty()));
+        assert!(matches!(c[2].1, Cmd::MirroringAdd(64, 461)));
+        let Cmd::Expect(0, pat) = &c[3].1 else { panic!("not an expect") };
+        assert!(pat.matches(&[0x14, 0xA5]) && pat.matches(&[0xF4, 0xA5]));
+        assert!(!pat.matches(&[0x14, 0xA6]) && !pat.matches(&[0x14, 0xA5, 0]));
+        // hand-written forms still parse: unquoted names, spaces in the argument list, an entry id
+        let c = parse_stf("add t k:1 a(x:1, y:2) = 7\n").unwrap();
+        assert!(matches!(&c[0].1, Cmd::Add { action, args, .. } if action == "a" && args.len() == 2));
+        assert!(parse_stf("add \"t k:1 a()\n").is_err());
+    }
+
+    #[test]
+    fn ternary_and_lpm_values() {
+        let (v, m) = ternary("0x12&&&0xF0", 8).unwrap();
+        assert_eq!((v.words[0], m.words[0]), (0x10, 0xF0));
+        let (v, m) = ternary("0b1*0*", 4).unwrap();
+        assert_eq!((v.words[0], m.words[0]), (0b1000, 0b1010));
+        assert!(ternary("12", 8).is_err());
+        // a mask wider than the key keeps the key's bits only; a value that does not fit is an error
+        let (_, m) = ternary("0x01&&&0x1FF", 8).unwrap();
+        assert_eq!(m.words[0], 0xFF);
+        assert!(ternary("0x1FF", 8).is_err());
+    }
+
+    #[test]
+    fn report_sections_are_replaced_in_place() {
+        let a = replace_section("", "## one\n\nfirst\n");
+        let b = replace_section(&a, "## two\n\nsecond\n");
+        let c = replace_section(&b, "## one\n\nagain\n");
+        assert!(c.contains("again") && c.contains("second") && !c.contains("first"));
+        assert!(c.find("## one").unwrap() < c.find("## two").unwrap());
+        assert_eq!(failure_class("compile error: x.p4:1:1: error: y"), "compile refusal");
+        assert_eq!(failure_class("port 0, packet 1 (expect on line 4): expected 00"), "wrong output");
     }
 
     #[test]

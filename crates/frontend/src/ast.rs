@@ -31,6 +31,9 @@ pub struct Ident {
 pub struct Annotation {
     pub name: Ident,
     pub body: AnnotationBody,
+    /// The body's tokens as written, separated by single spaces (how the reference compiler writes an
+    /// annotation into the P4Info); empty for `@name` alone and for structured annotations.
+    pub text: String,
 }
 
 #[derive(Clone, Debug)]
@@ -41,6 +44,8 @@ pub enum AnnotationBody {
     Exprs(Vec<Expr>),
     /// `@name[k=v, ...]` structured key-value annotation.
     KeyValues(Vec<(Ident, Expr)>),
+    /// `@name[e1, e2, ...]` structured expression-list annotation.
+    ExprList(Vec<Expr>),
     /// Anything else: the raw token text between the parentheses.
     Raw(String),
 }

@@ -90,7 +90,7 @@ fn preprocess_named(name: &str, dir: Option<&Path>, text: &str, opts: &Options) 
     Ok(Preprocessed { text: pp.out, lines: pp.lines })
 }
 
-/// Replace comments with spaces (keeping newlines), leaving string literals intact.
+/// Replace comments with spaces (keeping newlines), leaving string literals (which may span lines) intact.
 fn strip_comments(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
@@ -99,7 +99,7 @@ fn strip_comments(text: &str) -> String {
         if b[i] == b'"' {
             let start = i;
             i += 1;
-            while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+            while i < b.len() && b[i] != b'"' {
                 if b[i] == b'\\' {
                     i += 1;
                 }
@@ -130,6 +130,22 @@ fn strip_comments(text: &str) -> String {
     out
 }
 
+/// The line ends inside a string literal.
+fn open_string(line: &str) -> bool {
+    let b = line.as_bytes();
+    let mut in_str = false;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' if in_str => i += 1,
+            b'"' => in_str = !in_str,
+            _ => {}
+        }
+        i += 1;
+    }
+    in_str
+}
+
 struct Cond {
     /// This branch is active.
     active: bool,
@@ -149,6 +165,9 @@ impl<'o> Pp<'o> {
             lines.pop();
         }
         let mut conds: Vec<Cond> = vec![];
+        // origin of the lines after a line marker: file name and line offset
+        let mut cur_file = file.clone();
+        let mut delta: i64 = 0;
         let mut i = 0;
         while i < lines.len() {
             let lineno = i as u32 + 1;
@@ -159,6 +178,15 @@ impl<'o> Pp<'o> {
                 extra += 1;
                 line.push_str(lines[i + extra]);
             }
+            // a string literal that spans lines (annotation bodies in SAI P4) is kept whole, newlines included
+            let mut embedded = 0;
+            while open_string(&line) && i + extra + 1 < lines.len() {
+                extra += 1;
+                embedded += 1;
+                line.push('\n');
+                line.push_str(lines[i + extra].trim_end_matches('\r'));
+            }
+            let origin = (lineno as i64 + delta).max(1) as u32;
             let err = |col: usize, msg: String| PpError {
                 file: name.to_string(),
                 line: lineno,
@@ -228,21 +256,35 @@ impl<'o> Pp<'o> {
                         self.depth -= 1;
                     }
                     "error" => return Err(err(0, format!("#error {rest}"))),
-                    "warning" | "pragma" | "line" | "" => {}
+                    // line markers: `# 369 "file" flags` (cpp output) and `#line 369 "file"`
+                    _ if kw == "line" || kw.bytes().all(|c| c.is_ascii_digit()) => {
+                        let spec = if kw == "line" { rest } else { d };
+                        let (num, tail) = spec.split_at(spec.find(|c: char| !c.is_ascii_digit()).unwrap_or(spec.len()));
+                        let n: i64 = num.parse().map_err(|_| err(1, format!("malformed line marker `#{d}`: a line number is expected")))?;
+                        // the next physical line is line `n`
+                        delta = n - (lineno as i64 + extra as i64 + 1);
+                        if let Some(r) = tail.trim().strip_prefix('"') {
+                            cur_file = Arc::from(r.split('"').next().unwrap_or(""));
+                        }
+                    }
+                    "warning" | "pragma" | "" => {}
                     other => return Err(err(1, format!("unknown preprocessor directive `#{other}`"))),
                 }
                 for k in 0..=extra {
-                    self.push_line(&file, lineno + k as u32, "");
+                    self.push_line(&cur_file, origin + k as u32, "");
                 }
             } else if active {
                 let expanded = self.expand(&line, 0).map_err(|m| err(0, m))?;
-                self.push_line(&file, lineno, &expanded);
-                for k in 1..=extra {
-                    self.push_line(&file, lineno + k as u32, "");
+                self.push_line(&cur_file, origin, &expanded);
+                for k in 1..=embedded {
+                    self.lines.push(LineOrigin { file: cur_file.clone(), line: origin + k as u32 });
+                }
+                for k in embedded + 1..=extra {
+                    self.push_line(&cur_file, origin + k as u32, "");
                 }
             } else {
                 for k in 0..=extra {
-                    self.push_line(&file, lineno + k as u32, "");
+                    self.push_line(&cur_file, origin + k as u32, "");
                 }
             }
             i += 1 + extra;
@@ -611,6 +653,31 @@ mod tests {
         assert!(preprocess_str("t.p4", "#if 1\n", &opts()).is_err());
         assert!(preprocess_str("t.p4", "#endif\n", &opts()).is_err());
         assert!(preprocess_str("t.p4", "#error stop\n", &opts()).unwrap_err().message.contains("stop"));
+    }
+
+    #[test]
+    fn line_markers() {
+        let src = "a\n# 369 \"dir/acl.p4\" 1\nb\n#line 20 \"x.p4\"\nc\nd\n";
+        let r = preprocess_str("t.p4", src, &opts()).unwrap();
+        let at = |w: &str| {
+            let k = r.text.lines().position(|l| l == w).unwrap();
+            (r.lines[k].file.to_string(), r.lines[k].line)
+        };
+        assert_eq!(at("a"), ("t.p4".into(), 1));
+        assert_eq!(at("b"), ("dir/acl.p4".into(), 369));
+        assert_eq!(at("c"), ("x.p4".into(), 20));
+        assert_eq!(at("d"), ("x.p4".into(), 21));
+        assert!(preprocess_str("t.p4", "#line x\n", &opts()).unwrap_err().message.contains("line marker"));
+    }
+
+    #[test]
+    fn strings_spanning_lines() {
+        let src = "#define A 1\n@e(\"\n  // not a comment\n  x == A;\n\") A\nA\n";
+        let r = preprocess_str("t.p4", src, &opts()).unwrap();
+        assert!(r.text.contains("@e(\"\n  // not a comment\n  x == A;\n\") 1"), "{}", r.text);
+        assert_eq!(r.lines.len(), r.text.lines().count());
+        let last = r.text.lines().position(|l| l == "1").unwrap();
+        assert_eq!(r.lines[last].line, 6);
     }
 
     #[test]

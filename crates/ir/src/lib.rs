@@ -790,6 +790,9 @@ pub struct Program {
     pub externs: Vec<ExternInstance>,
     pub field_lists: Vec<FieldList>,
     pub controller_headers: Vec<ControllerHeader>,
+    /// What only the P4Info needs: annotations, documentation and type information.
+    #[serde(default)]
+    pub p4info: p4info::P4InfoMeta,
 }
 
 /// Error codes of the core `error` type, by name (their index in `Program::errors` is their value).

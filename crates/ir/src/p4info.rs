@@ -3,8 +3,121 @@
 //! dotted suffix of the name that is unique among the program's objects.
 
 use crate::{CounterUnit, MatchKind, Program};
-use std::collections::HashMap;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
+
+/// P4Info facts the engine does not need, collected by the front end: the annotations, structured
+/// annotations and documentation of every P4Info object, and the `type_info` section.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct P4InfoMeta {
+    /// By object key: `table NAME`, `key TABLE ID`, `action NAME`, `param ACTION ID`, `ref TABLE ACTION_ID`,
+    /// `counter NAME` (also `direct_counter`, `meter`, `direct_meter`, `register`, `action_profile`,
+    /// `value_set`, `digest`), `ctrl NAME`, `ctrl_field NAME ID`.
+    pub annos: BTreeMap<String, Annos>,
+    /// `type_info.serializable_enums`: enum name -> (underlying width, members with their values).
+    pub serializable_enums: BTreeMap<String, (u32, Vec<(String, Vec<u8>)>)>,
+}
+
+/// The annotations of one P4Info object, as the reference compiler writes them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Annos {
+    /// Unstructured annotations rendered as `@name(tokens)`, in source order.
+    pub annotations: Vec<String>,
+    pub structured: Vec<StructuredAnno>,
+    /// `@brief` and `@description`.
+    pub brief: Option<String>,
+    pub description: Option<String>,
+}
+
+/// A structured annotation `@name[k=v, ...]` (key-value list) or `@name[e, ...]` (expression list).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StructuredAnno {
+    pub name: String,
+    pub kv: bool,
+    /// (key, value); the key is empty in an expression list.
+    pub items: Vec<(String, AnnoValue)>,
+}
+
+/// A value in a structured annotation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum AnnoValue {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+}
+
+impl P4InfoMeta {
+    fn get(&self, key: &str) -> Option<&Annos> {
+        self.annos.get(key)
+    }
+
+    /// The object carries `@hidden`: the reference compiler leaves it out of the P4Info.
+    pub fn hidden(&self, key: &str) -> bool {
+        self.get(key).is_some_and(|a| a.annotations.iter().any(|s| s == "@hidden"))
+    }
+
+    /// The integer argument of annotation `@name(N)` on object `key`.
+    fn int_anno(&self, key: &str, name: &str) -> Option<u64> {
+        let pre = format!("@{name}(");
+        self.get(key)?.annotations.iter().find_map(|s| s.strip_prefix(&pre)?.strip_suffix(')')?.trim().parse().ok())
+    }
+}
+
+/// A value as a P4Runtime canonical byte string (no leading zero bytes; zero is one zero byte), escaped
+/// for the text format.
+fn canonical_bytes(v: &crate::Value) -> String {
+    let mut bytes: Vec<u8> = v.words.iter().rev().flat_map(|w| w.to_be_bytes()).collect();
+    while bytes.len() > 1 && bytes[0] == 0 {
+        bytes.remove(0);
+    }
+    if bytes.is_empty() {
+        bytes.push(0);
+    }
+    bytes.iter().map(|b| format!("\\{b:03o}")).collect()
+}
+
+fn anno_value(v: &AnnoValue) -> String {
+    match v {
+        AnnoValue::Str(s) => format!("string_value: {}", quote(s)),
+        AnnoValue::Int(i) => format!("int64_value: {i}"),
+        AnnoValue::Bool(b) => format!("bool_value: {b}"),
+    }
+}
+
+/// The annotation fields of an object (indented by `ind`), for a preamble or a field message.
+fn write_annos(o: &mut String, a: Option<&Annos>, ind: &str) {
+    let Some(a) = a else { return };
+    // `@max_group_size` becomes the action profile's field of that name
+    for s in a.annotations.iter().filter(|s| !s.starts_with("@max_group_size(")) {
+        let _ = writeln!(o, "{ind}annotations: {}", quote(s));
+    }
+    if a.brief.is_some() || a.description.is_some() {
+        let _ = writeln!(o, "{ind}doc {{");
+        if let Some(b) = &a.brief {
+            let _ = writeln!(o, "{ind}  brief: {}", quote(b));
+        }
+        if let Some(d) = &a.description {
+            let _ = writeln!(o, "{ind}  description: {}", quote(d));
+        }
+        let _ = writeln!(o, "{ind}}}");
+    }
+    for sa in &a.structured {
+        let _ = writeln!(o, "{ind}structured_annotations {{\n{ind}  name: {}", quote(&sa.name));
+        if sa.kv {
+            let _ = writeln!(o, "{ind}  kv_pair_list {{");
+            for (k, v) in &sa.items {
+                let _ = writeln!(o, "{ind}    kv_pairs {{\n{ind}      key: {}\n{ind}      value {{\n{ind}        {}\n{ind}      }}\n{ind}    }}", quote(k), anno_value(v));
+            }
+        } else {
+            let _ = writeln!(o, "{ind}  expression_list {{");
+            for (_, v) in &sa.items {
+                let _ = writeln!(o, "{ind}    expressions {{\n{ind}      {}\n{ind}    }}", anno_value(v));
+            }
+        }
+        let _ = writeln!(o, "{ind}  }}\n{ind}}}");
+    }
+}
 
 /// Bob Jenkins' one-at-a-time hash (the reference compiler's P4Info id hash).
 pub fn jenkins_one_at_a_time(data: &[u8]) -> u32 {
@@ -71,6 +184,9 @@ fn quote(s: &str) -> String {
         match c {
             '"' => o.push_str("\\\""),
             '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
             _ => o.push(c),
         }
     }
@@ -115,22 +231,30 @@ pub fn to_text(p: &Program) -> String {
     let mut o = String::new();
     o.push_str("# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n");
     o.push_str("pkg_info {\n  arch: \"v1model\"\n}\n");
-    let preamble = |o: &mut String, id: u32, name: &str| {
-        let _ = writeln!(o, "  preamble {{\n    id: {id}\n    name: {}\n    alias: {}\n  }}", quote(name), quote(&alias(name)));
+    let meta = &p.p4info;
+    let preamble_kind = |o: &mut String, kind: &str, id: u32, name: &str| {
+        let _ = writeln!(o, "  preamble {{\n    id: {id}\n    name: {}\n    alias: {}", quote(name), quote(&alias(name)));
+        write_annos(o, meta.get(&format!("{kind} {name}")), "    ");
+        o.push_str("  }\n");
     };
     for t in &p.tables {
+        if meta.hidden(&format!("table {}", t.name)) {
+            continue;
+        }
         o.push_str("tables {\n");
-        preamble(&mut o, t.id, &t.name);
+        preamble_kind(&mut o, "table", t.id, &t.name);
         for k in t.keys.iter().filter(|k| k.kind != MatchKind::Selector) {
             let mt = match k.kind {
                 MatchKind::Exact => "match_type: EXACT",
                 MatchKind::Ternary => "match_type: TERNARY",
                 MatchKind::Lpm => "match_type: LPM",
                 MatchKind::Range => "match_type: RANGE",
-                MatchKind::Optional => "other_match_type: \"optional\"",
+                MatchKind::Optional => "match_type: OPTIONAL",
                 MatchKind::Selector => "",
             };
-            let _ = writeln!(o, "  match_fields {{\n    id: {}\n    name: {}\n    bitwidth: {}\n    {mt}\n  }}", k.id, quote(&k.name), k.width);
+            let _ = writeln!(o, "  match_fields {{\n    id: {}\n    name: {}\n    bitwidth: {}\n    {mt}", k.id, quote(&k.name), k.width);
+            write_annos(&mut o, meta.get(&format!("key {} {}", t.name, k.id)), "    ");
+            o.push_str("  }\n");
         }
         for ta in &t.actions {
             let a = &p.actions[ta.action as usize];
@@ -141,7 +265,9 @@ pub fn to_text(p: &Program) -> String {
             } else {
                 ""
             };
-            let _ = writeln!(o, "  action_refs {{\n    id: {}{scope}\n  }}", a.id);
+            let _ = writeln!(o, "  action_refs {{\n    id: {}{scope}", a.id);
+            write_annos(&mut o, meta.get(&format!("ref {} {}", t.name, a.id)), "    ");
+            o.push_str("  }\n");
         }
         if t.default_is_const {
             let _ = writeln!(o, "  const_default_action_id: {}", p.actions[t.default_action.action as usize].id);
@@ -159,6 +285,12 @@ pub fn to_text(p: &Program) -> String {
             let _ = writeln!(o, "  direct_resource_ids: {}", p.direct_meters[m as usize].id);
         }
         let _ = writeln!(o, "  size: {}", t.size);
+        let da = &t.default_action;
+        let _ = writeln!(o, "  initial_default_action {{\n    action_id: {}", p.actions[da.action as usize].id);
+        for (prm, v) in p.actions[da.action as usize].params.iter().zip(&da.args) {
+            let _ = writeln!(o, "    arguments {{\n      param_id: {}\n      value: \"{}\"\n    }}", prm.id, canonical_bytes(v));
+        }
+        o.push_str("  }\n");
         if t.support_timeout {
             o.push_str("  idle_timeout_behavior: NOTIFY_CONTROL\n");
         }
@@ -169,19 +301,21 @@ pub fn to_text(p: &Program) -> String {
     }
     let mut done = std::collections::HashSet::new();
     for a in &p.actions {
-        if !done.insert(a.id) {
+        if !done.insert(a.id) || meta.hidden(&format!("action {}", a.name)) {
             continue;
         }
         o.push_str("actions {\n");
-        preamble(&mut o, a.id, &a.name);
+        preamble_kind(&mut o, "action", a.id, &a.name);
         for prm in &a.params {
-            let _ = writeln!(o, "  params {{\n    id: {}\n    name: {}\n    bitwidth: {}\n  }}", prm.id, quote(&prm.name), prm.loc.width);
+            let _ = writeln!(o, "  params {{\n    id: {}\n    name: {}\n    bitwidth: {}", prm.id, quote(&prm.name), prm.loc.width);
+            write_annos(&mut o, meta.get(&format!("param {} {}", a.name, prm.id)), "    ");
+            o.push_str("  }\n");
         }
         o.push_str("}\n");
     }
     for ap in &p.action_profiles {
         o.push_str("action_profiles {\n");
-        preamble(&mut o, ap.id, &ap.name);
+        preamble_kind(&mut o, "action_profile", ap.id, &ap.name);
         for t in &ap.tables {
             let _ = writeln!(o, "  table_ids: {}", p.tables[*t as usize].id);
         }
@@ -189,17 +323,20 @@ pub fn to_text(p: &Program) -> String {
             o.push_str("  with_selector: true\n");
         }
         let _ = writeln!(o, "  size: {}", ap.size);
+        if let Some(m) = meta.int_anno(&format!("action_profile {}", ap.name), "max_group_size") {
+            let _ = writeln!(o, "  max_group_size: {m}");
+        }
         o.push_str("}\n");
     }
     for c in &p.counters {
         o.push_str("counters {\n");
-        preamble(&mut o, c.id, &c.name);
+        preamble_kind(&mut o, "counter", c.id, &c.name);
         let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}\n  size: {}", unit(c.unit), c.size);
         o.push_str("}\n");
     }
     for c in &p.direct_counters {
         o.push_str("direct_counters {\n");
-        preamble(&mut o, c.id, &c.name);
+        preamble_kind(&mut o, "direct_counter", c.id, &c.name);
         let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}", unit(c.unit));
         if let Some(t) = c.table {
             let _ = writeln!(o, "  direct_table_id: {}", p.tables[t as usize].id);
@@ -208,13 +345,13 @@ pub fn to_text(p: &Program) -> String {
     }
     for m in &p.meters {
         o.push_str("meters {\n");
-        preamble(&mut o, m.id, &m.name);
+        preamble_kind(&mut o, "meter", m.id, &m.name);
         let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}\n  size: {}", unit(m.unit), m.size);
         o.push_str("}\n");
     }
     for m in &p.direct_meters {
         o.push_str("direct_meters {\n");
-        preamble(&mut o, m.id, &m.name);
+        preamble_kind(&mut o, "direct_meter", m.id, &m.name);
         let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}", unit(m.unit));
         if let Some(t) = m.table {
             let _ = writeln!(o, "  direct_table_id: {}", p.tables[t as usize].id);
@@ -223,15 +360,19 @@ pub fn to_text(p: &Program) -> String {
     }
     for ch in &p.controller_headers {
         o.push_str("controller_packet_metadata {\n");
-        let _ = writeln!(o, "  preamble {{\n    id: {}\n    name: {}\n    alias: {}\n  }}", ch.id, quote(&ch.name), quote(&ch.name));
+        let _ = writeln!(o, "  preamble {{\n    id: {}\n    name: {}\n    alias: {}", ch.id, quote(&ch.name), quote(&ch.name));
+        write_annos(&mut o, meta.get(&format!("ctrl {}", ch.name)), "    ");
+        o.push_str("  }\n");
         for (n, id, w) in &ch.fields {
-            let _ = writeln!(o, "  metadata {{\n    id: {id}\n    name: {}\n    bitwidth: {w}\n  }}", quote(n));
+            let _ = writeln!(o, "  metadata {{\n    id: {id}\n    name: {}\n    bitwidth: {w}", quote(n));
+            write_annos(&mut o, meta.get(&format!("ctrl_field {} {id}", ch.name)), "    ");
+            o.push_str("  }\n");
         }
         o.push_str("}\n");
     }
     for v in &p.value_sets {
         o.push_str("value_sets {\n");
-        preamble(&mut o, v.id, &v.name);
+        preamble_kind(&mut o, "value_set", v.id, &v.name);
         for (i, w) in v.widths.iter().enumerate() {
             let name = v.field_name(i);
             let name = if name.is_empty() { String::new() } else { format!("    name: {}\n", quote(name)) };
@@ -249,7 +390,7 @@ pub fn to_text(p: &Program) -> String {
     }
     for r in &p.registers {
         o.push_str("registers {\n");
-        preamble(&mut o, r.id, &r.name);
+        preamble_kind(&mut o, "register", r.id, &r.name);
         let _ = writeln!(o, "  type_spec {{\n    bitstring {{\n      bit {{\n        bitwidth: {}\n      }}\n    }}\n  }}\n  size: {}", r.width, r.size);
         o.push_str("}\n");
     }
@@ -273,11 +414,28 @@ pub fn to_text(p: &Program) -> String {
     }
     for d in &p.digests {
         o.push_str("digests {\n");
-        preamble(&mut o, d.id, &d.name);
+        preamble_kind(&mut o, "digest", d.id, &d.name);
         o.push_str("  type_spec {\n    struct {\n      name: ");
         o.push_str(&quote(&d.name));
         o.push_str("\n    }\n  }\n}\n");
     }
+    o.push_str("type_info {\n");
+    for d in &p.digests {
+        let _ = writeln!(o, "  structs {{\n    key: {}\n    value {{", quote(&d.name));
+        for (n, w) in &d.fields {
+            let _ = writeln!(o, "      members {{\n        name: {}\n        type_spec {{\n          bitstring {{\n            bit {{\n              bitwidth: {w}\n            }}\n          }}\n        }}\n      }}", quote(n));
+        }
+        o.push_str("    }\n  }\n");
+    }
+    for (name, (w, members)) in &meta.serializable_enums {
+        let _ = writeln!(o, "  serializable_enums {{\n    key: {}\n    value {{\n      underlying_type {{\n        bitwidth: {w}\n      }}", quote(name));
+        for (m, v) in members {
+            let bytes: String = v.iter().map(|b| format!("\\{b:03o}")).collect();
+            let _ = writeln!(o, "      members {{\n        name: {}\n        value: \"{bytes}\"\n      }}", quote(m));
+        }
+        o.push_str("    }\n  }\n");
+    }
+    o.push_str("}\n");
     o
 }
 

@@ -79,9 +79,17 @@ impl<'t> Lowerer<'t> {
                     let info = AggInfo { name: a.name.name.clone(), kind: a.kind, fields };
                     scope.define(&a.name.name, Binding::Type(Ty::Agg(Rc::new(info))));
                     if let Some(kind) = annotation_str(&a.annos, "controller_header") {
-                        let id = self.p4info_id(0x04, &kind);
+                        // the reference compiler hashes the header type's name, not the annotation's
+                        let id = self.p4info_id(0x04, &a.name.name);
                         if let Some(Binding::Type(Ty::Agg(ag))) = scope.lookup(&a.name.name) {
                             let fields = ag.fields.iter().enumerate().map(|(i, f)| (f.name.clone(), i as u32 + 1, f.ty.bit_size())).collect();
+                            self.note_annos(format!("ctrl {kind}"), &a.annos);
+                            for (i, f) in a.fields.iter().enumerate() {
+                                self.note_annos(format!("ctrl_field {kind} {}", i + 1), &f.annos);
+                            }
+                            for f in ag.fields.iter() {
+                                self.note_type(&f.ty);
+                            }
                             self.controller_headers.push(ir::ControllerHeader { name: kind, id, fields });
                         }
                     }
@@ -103,6 +111,21 @@ impl<'t> Lowerer<'t> {
                         (_, None) => BigInt::from(i),
                     };
                     members.push((n.name.clone(), val));
+                }
+                if let Some(r) = &repr {
+                    let w = r.scalar_width().unwrap_or(0);
+                    let nbytes = w.div_ceil(8) as usize;
+                    let enc = |v: &BigInt| {
+                        let (_, mut b) = normalize(v, r).to_bytes_be();
+                        if b.len() < nbytes {
+                            let mut z = vec![0u8; nbytes - b.len()];
+                            z.append(&mut b);
+                            b = z;
+                        }
+                        b[b.len() - nbytes..].to_vec()
+                    };
+                    let ms = members.iter().map(|(n, v)| (n.clone(), enc(v))).collect();
+                    self.ser_enums.insert(e.name.name.clone(), (w, ms));
                 }
                 let info = EnumInfo { name: e.name.name.clone(), repr, members };
                 scope.define(&e.name.name, Binding::Type(Ty::Enum(Rc::new(info))));
@@ -228,7 +251,7 @@ impl<'t> Lowerer<'t> {
         Ok(())
     }
 
-    fn materialize_const(&mut self, v: Val, t: &Ty, span: Span) -> PResult<Val> {
+    pub(super) fn materialize_const(&mut self, v: Val, t: &Ty, span: Span) -> PResult<Val> {
         // aggregate constants live in slots initialized at the start of each block that uses them; since
         // the value never changes, initializing them once in the global statement buffer is enough
         let p = self.alloc(t, "const", span)?;
@@ -236,7 +259,7 @@ impl<'t> Lowerer<'t> {
         Ok(Val::Place(p))
     }
 
-    fn type_base(&self, scope: &Rc<Scope>, t: &ast::Type) -> Option<Binding> {
+    pub(super) fn type_base(&self, scope: &Rc<Scope>, t: &ast::Type) -> Option<Binding> {
         match &t.kind {
             ast::TypeKind::Named { name, .. } => scope.lookup(&name.name),
             ast::TypeKind::Specialized { base, .. } => scope.lookup(&base.name),
@@ -257,7 +280,13 @@ impl<'t> Lowerer<'t> {
         applies: Option<usize>,
     ) -> PResult<Rc<Instance>> {
         let base = self.type_base(scope, ty).ok_or_else(|| Diagnostic::new(ty.span, "unknown type in instantiation"))?;
+        // `typedef register<T> R; R(N) r;`: a typedef of a specialised extern type
+        let (base, alias_targs) = match base {
+            Binding::Type(Ty::Extern(info, targs)) => (Binding::ExternType(info), Some(targs)),
+            b => (b, None),
+        };
         let targs: Vec<Ty> = match &ty.kind {
+            _ if alias_targs.is_some() => alias_targs.unwrap_or_default(),
             ast::TypeKind::Specialized { args, .. } => {
                 let mut v = vec![];
                 for a in args {
@@ -278,6 +307,18 @@ impl<'t> Lowerer<'t> {
             }
         };
         let cp = self.cp_name(annos, name);
+        if let Binding::ExternType(info) = &base {
+            let kind = match info.decl.name.name.as_str() {
+                "register" => "register",
+                "counter" => "counter",
+                "meter" => "meter",
+                "direct_counter" => "direct_counter",
+                "direct_meter" => "direct_meter",
+                "action_profile" | "action_selector" => "action_profile",
+                _ => "extern",
+            };
+            self.note_annos(format!("{kind} {cp}"), annos);
+        }
         Ok(Rc::new(match base {
             Binding::ExternType(info) => {
                 let tname = info.decl.name.name.clone();
@@ -374,7 +415,12 @@ impl<'t> Lowerer<'t> {
         }))
     }
 
-    fn ctor_arg(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> PResult<Val> {
+    pub(super) fn ctor_arg(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> PResult<Val> {
+        self.ctor_arg_annos(scope, e, &vec![])
+    }
+
+    /// A constructor argument or table property value; an instantiation in it gets the annotations `annos`.
+    pub(super) fn ctor_arg_annos(&mut self, scope: &Rc<Scope>, e: &ast::Expr, annos: &ast::Annotations) -> PResult<Val> {
         match &e.kind {
             // nested instantiation `Type(args)` as a constructor argument
             ExprKind::Call { callee, type_args, args } => {
@@ -385,7 +431,7 @@ impl<'t> Lowerer<'t> {
                         } else {
                             ast::Type { kind: ast::TypeKind::Specialized { base: n.clone(), args: type_args.clone() }, span: callee.span }
                         };
-                        let inst = self.instantiate(scope, &ty, args, &n.name, &vec![], e.span, None)?;
+                        let inst = self.instantiate(scope, &ty, args, &n.name, annos, e.span, None)?;
                         return Ok(Val::Binding(Binding::Instance(inst)));
                     }
                 }
@@ -397,14 +443,14 @@ impl<'t> Lowerer<'t> {
                     ast::TypeKind::Named { name, .. } => name.name.clone(),
                     _ => "anon".into(),
                 };
-                let inst = self.instantiate(scope, ty, args, &name, &vec![], e.span, None)?;
+                let inst = self.instantiate(scope, ty, args, &name, annos, e.span, None)?;
                 Ok(Val::Binding(Binding::Instance(inst)))
             }
             _ => self.expr(scope, e, None),
         }
     }
 
-    fn bind_ctor(&mut self, scope: &Rc<Scope>, params: &[ast::Param], vals: Vec<Val>, span: Span) -> PResult<()> {
+    pub(super) fn bind_ctor(&mut self, scope: &Rc<Scope>, params: &[ast::Param], vals: Vec<Val>, span: Span) -> PResult<()> {
         if vals.len() > params.len() {
             return err(span, format!("{} constructor arguments given, {} expected", vals.len(), params.len()));
         }
@@ -449,6 +495,17 @@ impl<'t> Lowerer<'t> {
         };
         if pkg.name.name != "V1Switch" {
             return err(main.ty.span, format!("p4sec runs the v1model architecture (V1Switch); `{}` is not supported", pkg.name.name));
+        }
+        // `V1Switch(p = P(), ig = I(), ...)`: named arguments in any order
+        let mut main = main;
+        if main.args.iter().any(|a| a.name.is_some()) {
+            let ordered = self.order_args(&pkg.params, &main.args, main.name.span)?;
+            let mut args = vec![];
+            for (p, a) in pkg.params.iter().zip(ordered) {
+                let Some(v) = a else { return err(main.name.span, format!("V1Switch argument `{}` is missing", p.name.name)) };
+                args.push(ast::Argument { name: None, value: v.clone() });
+            }
+            main.args = args;
         }
         if main.args.len() != 6 {
             return err(main.name.span, format!("V1Switch takes 6 blocks, {} given", main.args.len()));
@@ -505,7 +562,7 @@ impl<'t> Lowerer<'t> {
         Ok(())
     }
 
-    fn collect_field_lists(&mut self, t: &Ty, p: &Place) {
+    pub(super) fn collect_field_lists(&mut self, t: &Ty, p: &Place) {
         if let (Ty::Agg(a), Place::Struct { fields, .. }) = (t, p) {
             for (f, (_, fp)) in a.fields.iter().zip(fields.iter()) {
                 for id in &f.field_lists {
@@ -517,7 +574,7 @@ impl<'t> Lowerer<'t> {
     }
 
     /// Elaborate a top-level control bound directly to the global storage.
-    fn top_control(&mut self, inst: &Rc<Instance>, binds: Vec<Binding>, span: Span) -> PResult<()> {
+    pub(super) fn top_control(&mut self, inst: &Rc<Instance>, binds: Vec<Binding>, span: Span) -> PResult<()> {
         let Instance::Control { decl, scope, .. } = &**inst else { unreachable!() };
         if decl.sig.params.len() != binds.len() {
             return err(decl.sig.name.span, format!("control `{}` must have {} parameters for this V1Switch position", decl.sig.name.name, binds.len()));
@@ -535,7 +592,7 @@ impl<'t> Lowerer<'t> {
         r
     }
 
-    fn control_locals_and_apply(&mut self, decl: &Rc<ast::ControlDecl>, cscope: &Rc<Scope>, span: Span) -> PResult<()> {
+    pub(super) fn control_locals_and_apply(&mut self, decl: &Rc<ast::ControlDecl>, cscope: &Rc<Scope>, span: Span) -> PResult<()> {
         let (_, init) = self.capture(|l| {
             for d in &decl.locals {
                 l.control_local(cscope, d, decl)?;
@@ -548,7 +605,7 @@ impl<'t> Lowerer<'t> {
         self.apply_body(decl, cscope, span)
     }
 
-    fn control_local(&mut self, cscope: &Rc<Scope>, d: &ast::Decl, decl: &ast::ControlDecl) -> PResult<()> {
+    pub(super) fn control_local(&mut self, cscope: &Rc<Scope>, d: &ast::Decl, decl: &ast::ControlDecl) -> PResult<()> {
         if let ast::Decl::Instantiation(i) = d {
             let _ = decl;
             let inst = self.instantiate(cscope, &i.ty, &i.args, &i.name.name, &i.annos, i.name.span, None)?;
@@ -558,7 +615,7 @@ impl<'t> Lowerer<'t> {
         self.declare(cscope, d, false)
     }
 
-    fn apply_body(&mut self, decl: &ast::ControlDecl, cscope: &Rc<Scope>, _span: Span) -> PResult<()> {
+    pub(super) fn apply_body(&mut self, decl: &ast::ControlDecl, cscope: &Rc<Scope>, _span: Span) -> PResult<()> {
         let label = self.label();
         self.returns.push((label, None));
         let r = self.capture(|l| l.block(cscope, &decl.apply));
@@ -606,7 +663,7 @@ impl<'t> Lowerer<'t> {
         Ok(())
     }
 
-    fn enter_inline_ctl(&mut self, span: Span) -> PResult<()> {
+    pub(super) fn enter_inline_ctl(&mut self, span: Span) -> PResult<()> {
         self.inline_depth += 1;
         if self.inline_depth > 64 {
             return err(span, "control applications nest too deeply");
@@ -614,7 +671,7 @@ impl<'t> Lowerer<'t> {
         Ok(())
     }
 
-    fn copy_in_and_run(
+    pub(super) fn copy_in_and_run(
         &mut self,
         caller: &Rc<Scope>,
         decl: &Rc<ast::ControlDecl>,
@@ -661,613 +718,5 @@ impl<'t> Lowerer<'t> {
             self.emit(st);
         }
         Ok(())
-    }
-
-    // ---------------------------------------------------------------- parsers
-
-    /// Lower a parser instance into `self.pstates`; returns its entry state. `binds` are the parameter bindings.
-    fn lower_parser_instance(&mut self, inst: &Rc<Instance>, binds: Vec<Binding>, accept: ir::Next, init: Vec<ir::Stmt>, span: Span) -> PResult<u32> {
-        let Instance::Parser { decl, scope, name } = &**inst else {
-            return err(span, "expected a parser instance");
-        };
-        self.enter_inline_ctl(span)?;
-        let pscope = Scope::child(scope);
-        if decl.sig.params.len() != binds.len() {
-            return err(span, format!("parser `{}` takes {} arguments, {} given", decl.sig.name.name, decl.sig.params.len(), binds.len()));
-        }
-        for (p, b) in decl.sig.params.iter().zip(binds) {
-            pscope.define(&p.name.name, b);
-        }
-        // reserve states
-        let mut index = HashMap::new();
-        for s in &decl.states {
-            let i = self.pstates.len() as u32;
-            self.pstates.push(ir::ParserState { name: format!("{name}.{}", s.name.name), body: vec![], transition: ir::Transition::Goto(ir::Next::Reject) });
-            if index.insert(s.name.name.clone(), i).is_some() {
-                return err(s.name.span, format!("state `{}` is declared twice", s.name.name));
-            }
-        }
-        let Some(&start) = index.get("start") else {
-            return err(decl.sig.name.span, format!("parser `{}` has no `start` state", decl.sig.name.name));
-        };
-        let entry = self.pstates.len() as u32;
-        self.pstates.push(ir::ParserState { name: format!("{name}.$entry"), body: vec![], transition: ir::Transition::Goto(ir::Next::State(start)) });
-        let (_, mut locals) = self.capture(|l| {
-            for d in &decl.locals {
-                if let ast::Decl::Instantiation(i) = d {
-                    let inst = l.instantiate(&pscope, &i.ty, &i.args, &i.name.name, &i.annos, i.name.span, None)?;
-                    pscope.define(&i.name.name, Binding::Instance(inst));
-                } else {
-                    l.declare(&pscope, d, false)?;
-                }
-            }
-            Ok(())
-        })?;
-        let mut body = init;
-        body.append(&mut locals);
-        self.pstates[entry as usize].body = body;
-        for s in &decl.states {
-            self.lower_state(&pscope, s, &index, &accept)?;
-        }
-        self.inline_depth -= 1;
-        Ok(entry)
-    }
-
-    fn lower_state(&mut self, pscope: &Rc<Scope>, s: &ast::ParserState, index: &HashMap<String, u32>, accept: &ir::Next) -> PResult<()> {
-        let sscope = Scope::child(pscope);
-        let mut cur = index[&s.name.name];
-        self.out.push(vec![]);
-        let mut k = 0;
-        for st in &s.body {
-            if let Some((inst, args)) = self.subparser_call(&sscope, st) {
-                // split the state around the sub-parser
-                k += 1;
-                let cont = self.pstates.len() as u32;
-                self.pstates.push(ir::ParserState {
-                    name: format!("{}.$cont{k}", self.pstates[cur as usize].name),
-                    body: vec![],
-                    transition: ir::Transition::Goto(ir::Next::Reject),
-                });
-                let Instance::Parser { decl, .. } = &*inst else { unreachable!() };
-                let ordered: Vec<Option<ast::Expr>> = self.order_args(&decl.sig.params, &args, st.span)?.into_iter().map(|o| o.cloned()).collect();
-                let mut binds = vec![];
-                let mut outs = vec![];
-                let mut init = vec![];
-                for (p, a) in decl.sig.params.iter().zip(ordered.iter()) {
-                    let a = a.as_ref().ok_or_else(|| Diagnostic::new(st.span, format!("missing argument for `{}`", p.name.name)))?;
-                    match self.expr(&sscope, a, None)? {
-                        Val::Binding(b @ (Binding::PacketIn | Binding::PacketOut)) => binds.push(b),
-                        Val::Place(place) if place.is_static() => {
-                            if p.dir == Some(ast::Direction::Out) {
-                                let (_, mut s) = self.capture(|l| {
-                                    l.uninit(&place);
-                                    Ok(())
-                                })?;
-                                init.append(&mut s);
-                            }
-                            binds.push(Binding::Var(place));
-                        }
-                        v => {
-                            let t = v.ty().ok_or_else(|| Diagnostic::new(a.span, "unsupported sub-parser argument"))?;
-                            let local = self.alloc(&t, &p.name.name, a.span)?;
-                            let (_, mut s) = self.capture(|l| l.assign(&local, v, a.span))?;
-                            init.append(&mut s);
-                            if let Val::Place(target) = self.expr(&sscope, a, None)? {
-                                outs.push((target, local.clone()));
-                            }
-                            binds.push(Binding::Var(local));
-                        }
-                    }
-                }
-                let sub_entry = self.lower_parser_instance(&inst, binds, ir::Next::State(cont), init, st.span)?;
-                let body = self.out.pop().unwrap_or_default();
-                self.pstates[cur as usize].body = body;
-                self.pstates[cur as usize].transition = ir::Transition::Goto(ir::Next::State(sub_entry));
-                cur = cont;
-                self.out.push(vec![]);
-                for (target, local) in outs {
-                    self.assign(&target, Val::Place(local), st.span)?;
-                }
-                continue;
-            }
-            if let ast::StmtKind::Exit = st.kind {
-                self.out.pop();
-                return err(st.span, "`exit` is not allowed in a parser");
-            }
-            if let Err(e) = self.stmt(&sscope, st) {
-                self.out.pop();
-                return Err(e);
-            }
-        }
-        let tr = match &s.transition {
-            None => Ok(ir::Transition::Goto(ir::Next::Reject)),
-            Some(t) => self.transition(&sscope, t, index, accept),
-        };
-        let body = self.out.pop().unwrap_or_default();
-        let tr = tr?;
-        self.pstates[cur as usize].body = body;
-        self.pstates[cur as usize].transition = tr;
-        Ok(())
-    }
-
-    fn subparser_call(&mut self, scope: &Rc<Scope>, st: &ast::Stmt) -> Option<(Rc<Instance>, Vec<ast::Argument>)> {
-        let ast::StmtKind::Call(e) = &st.kind else { return None };
-        let ExprKind::Call { callee, args, .. } = &e.kind else { return None };
-        let ExprKind::Member(base, m) = &callee.kind else { return None };
-        if m.name != "apply" {
-            return None;
-        }
-        let ExprKind::Name(n) = &base.kind else { return None };
-        match scope.lookup(&n.name) {
-            Some(Binding::Instance(i)) if matches!(&*i, Instance::Parser { .. }) => Some((i, args.clone())),
-            _ => None,
-        }
-    }
-
-    fn next_of(&self, id: &ast::Ident, index: &HashMap<String, u32>, accept: &ir::Next) -> PResult<ir::Next> {
-        match id.name.as_str() {
-            "accept" => Ok(accept.clone()),
-            "reject" => Ok(ir::Next::Reject),
-            n => index.get(n).map(|i| ir::Next::State(*i)).ok_or_else(|| Diagnostic::new(id.span, format!("no state named `{n}`"))),
-        }
-    }
-
-    fn transition(&mut self, scope: &Rc<Scope>, t: &ast::Transition, index: &HashMap<String, u32>, accept: &ir::Next) -> PResult<ir::Transition> {
-        match t {
-            ast::Transition::Direct(id) => Ok(ir::Transition::Goto(self.next_of(id, index, accept)?)),
-            ast::Transition::Select { exprs, cases, .. } => {
-                let mut keys = vec![];
-                let mut ktys = vec![];
-                for e in exprs {
-                    let v = self.expr(scope, e, None)?;
-                    // a struct/tuple key expands into its fields
-                    match v {
-                        Val::Place(p) if !matches!(p, Place::Scalar(..)) => {
-                            let mut parts = vec![];
-                            self.flatten_place(&p, &mut parts);
-                            for x in parts {
-                                ktys.push(Ty::Bit(x.width()));
-                                keys.push(x);
-                            }
-                        }
-                        Val::List(vs) => {
-                            for v in vs {
-                                let (x, t) = self.rvalue(v, None, e.span)?;
-                                keys.push(x);
-                                ktys.push(t);
-                            }
-                        }
-                        v => {
-                            let (x, t) = self.rvalue(v, None, e.span)?;
-                            keys.push(x);
-                            ktys.push(t);
-                        }
-                    }
-                }
-                let mut out = vec![];
-                for c in cases {
-                    let next = self.next_of(&c.next, index, accept)?;
-                    // a value set of a struct or tuple type is the whole keyset of a select with as many keys
-                    if let ExprKind::Name(n) = &c.keyset.kind {
-                        if let Some(Binding::ValueSet(id, _)) = scope.lookup(&n.name) {
-                            let vs = &self.value_sets[id as usize];
-                            if vs.widths.len() > 1 || keys.len() > 1 {
-                                if vs.widths.len() != keys.len() {
-                                    return err(
-                                        c.keyset.span,
-                                        format!("value set `{}` has {} elements, select has {} keys", n.name, vs.widths.len(), keys.len()),
-                                    );
-                                }
-                                for (i, (w, t)) in vs.widths.iter().zip(ktys.iter()).enumerate() {
-                                    if t.bit_size() != *w {
-                                        return err(
-                                            c.keyset.span,
-                                            format!("value set `{}`: element {} has {w} bits, select key {} has {}", n.name, i + 1, i + 1, t.bit_size()),
-                                        );
-                                    }
-                                }
-                                let mut ms = vec![ir::KeyMatch::ValueSet(id)];
-                                ms.resize(keys.len(), ir::KeyMatch::Any);
-                                out.push((ms, next));
-                                continue;
-                            }
-                        }
-                    }
-                    let elems: Vec<&ast::Expr> = match &c.keyset.kind {
-                        ExprKind::List(items) if keys.len() > 1 || items.len() > 1 => items.iter().collect(),
-                        ExprKind::Default | ExprKind::DontCare => {
-                            out.push((vec![ir::KeyMatch::Any; keys.len()], next));
-                            continue;
-                        }
-                        _ => vec![&c.keyset],
-                    };
-                    if elems.len() != keys.len() {
-                        return err(c.keyset.span, format!("keyset has {} elements, select has {} keys", elems.len(), keys.len()));
-                    }
-                    let mut ms = vec![];
-                    for (k, (e, t)) in elems.iter().zip(ktys.iter()).enumerate() {
-                        let _ = k;
-                        ms.push(self.key_match(scope, e, t)?);
-                    }
-                    out.push((ms, next));
-                }
-                Ok(ir::Transition::Select { keys, cases: out })
-            }
-        }
-    }
-
-    fn const_of(&mut self, scope: &Rc<Scope>, e: &ast::Expr, t: &Ty) -> PResult<ir::Value> {
-        let w = t.scalar_width().unwrap_or(32);
-        match self.expr(scope, e, Some(t))? {
-            Val::Const(c, _) => Ok(to_value(&c, w)),
-            _ => err(e.span, "keyset elements must be compile-time constants"),
-        }
-    }
-
-    fn key_match(&mut self, scope: &Rc<Scope>, e: &ast::Expr, t: &Ty) -> PResult<ir::KeyMatch> {
-        Ok(match &e.kind {
-            ExprKind::Default | ExprKind::DontCare => ir::KeyMatch::Any,
-            ExprKind::Mask(v, m) => ir::KeyMatch::Mask { value: self.const_of(scope, v, t)?, mask: self.const_of(scope, m, t)? },
-            ExprKind::Range(lo, hi) => ir::KeyMatch::Range { lo: self.const_of(scope, lo, t)?, hi: self.const_of(scope, hi, t)? },
-            ExprKind::Name(n) if matches!(scope.lookup(&n.name), Some(Binding::ValueSet(..))) => {
-                let Some(Binding::ValueSet(id, _)) = scope.lookup(&n.name) else { unreachable!() };
-                let vs = &self.value_sets[id as usize];
-                if vs.widths.len() != 1 {
-                    return err(
-                        e.span,
-                        format!("value set `{}` has {} elements: it must be the whole keyset of a select with as many keys", n.name, vs.widths.len()),
-                    );
-                }
-                ir::KeyMatch::ValueSet(id)
-            }
-            _ => ir::KeyMatch::Exact(self.const_of(scope, e, t)?),
-        })
-    }
-
-    // ---------------------------------------------------------------- tables and actions
-
-    /// Lower an action for use by a table (params become control-plane data).
-    pub fn table_action(&mut self, decl: &Rc<ast::ActionDecl>, ascope: &Rc<Scope>, span: Span) -> PResult<u32> {
-        self.table_action_bound(decl, ascope, None, &[], span)
-    }
-
-    /// Lower an action for a table. Directional parameters are bound to `bound` (evaluated in `caller`) with
-    /// copy-in/copy-out around the body; the remaining directionless parameters are control-plane data.
-    pub fn table_action_bound(
-        &mut self,
-        decl: &Rc<ast::ActionDecl>,
-        ascope: &Rc<Scope>,
-        caller: Option<&Rc<Scope>>,
-        bound: &[ast::Argument],
-        span: Span,
-    ) -> PResult<u32> {
-        let key = (Rc::as_ptr(decl) as usize, ascope.id());
-        if bound.is_empty() {
-            if let Some(i) = self.action_cache.get(&key) {
-                return Ok(*i);
-            }
-        }
-        let is_global = ascope.parent.is_none();
-        let name = if is_global {
-            match annotation_str(&decl.annos, "name") {
-                Some(n) => n.trim_start_matches('.').to_string(),
-                None => decl.name.name.clone(),
-            }
-        } else {
-            self.cp_name(&decl.annos, &decl.name.name)
-        };
-        let id = self.p4info_id(0x01, &name);
-        let inner = Scope::child(ascope);
-        let mut params = vec![];
-        let ndir = decl.params.iter().take_while(|p| p.dir.is_some()).count();
-        if bound.len() != ndir {
-            return err(span, format!("action `{}` needs {ndir} bound argument(s) for its directional parameters, {} given", decl.name.name, bound.len()));
-        }
-        let (copy_out, prologue) = if ndir > 0 {
-            let caller = caller.cloned().unwrap_or_else(|| ascope.clone());
-            self.capture(|l| l.bind_params_pub(&caller, &inner, &decl.params[..ndir], bound, span))?
-        } else {
-            (vec![], vec![])
-        };
-        for (i, p) in decl.params.iter().enumerate().skip(ndir) {
-            if p.dir.is_some() {
-                return err(p.name.span, format!("directional parameter `{}` must come before the directionless ones", p.name.name));
-            }
-            let t = self.resolve_type(ascope, &p.ty)?;
-            let place = self.alloc(&t, &p.name.name, p.name.span)?;
-            let Place::Scalar(ir::LValue::Static(loc), _) = &place else {
-                return err(p.name.span, "action data parameters must be bit-strings, bools or serializable enums");
-            };
-            params.push(ir::Param { name: p.name.name.clone(), id: (i - ndir) as u32 + 1, loc: *loc });
-            inner.define(&p.name.name, Binding::Var(place));
-        }
-        let label = self.label();
-        self.returns.push((label, None));
-        let saved = self.inline_depth;
-        let r = self.capture(|l| l.block(&inner, &decl.body));
-        self.inline_depth = saved;
-        self.returns.pop();
-        let (_, mut body) = r?;
-        let mut all = prologue;
-        let (_, mut epilogue) = self.capture(|l| l.copy_out_pub(copy_out, span))?;
-        super::stmt::exit_with(&mut body, &epilogue);
-        all.push(ir::Stmt::Block { label, body });
-        all.append(&mut epilogue);
-        self.actions.push(ir::Action { name, id, params, body: all });
-        let idx = self.actions.len() as u32 - 1;
-        if bound.is_empty() {
-            self.action_cache.insert(key, idx);
-        }
-        Ok(idx)
-    }
-
-    fn action_ref(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> PResult<(String, u32, Vec<ast::Argument>, Rc<ast::ActionDecl>)> {
-        let (callee, args) = match &e.kind {
-            ExprKind::Call { callee, args, .. } => (&**callee, args.clone()),
-            _ => (e, vec![]),
-        };
-        let (name, b) = match &callee.kind {
-            ExprKind::Name(n) => (n.name.clone(), scope.lookup(&n.name)),
-            ExprKind::DotName(n) => (n.name.clone(), scope.root_of().lookup(&n.name)),
-            _ => return err(e.span, "expected an action name"),
-        };
-        match b {
-            Some(Binding::Action(decl, ascope)) => {
-                let ndir = decl.params.iter().take_while(|p| p.dir.is_some()).count();
-                let bound: Vec<ast::Argument> = args.iter().take(ndir).cloned().collect();
-                let idx = self.table_action_bound(&decl, &ascope, Some(scope), &bound, e.span)?;
-                Ok((name, idx, args, decl))
-            }
-            _ => err(callee.span, format!("`{name}` is not an action")),
-        }
-    }
-
-    fn action_call(&mut self, scope: &Rc<Scope>, e: &ast::Expr, table: &ir::Table, names: &[(String, u32)]) -> PResult<ir::ActionCall> {
-        let (callee, args) = match &e.kind {
-            ExprKind::Call { callee, args, .. } => (&**callee, args.clone()),
-            _ => (e, vec![]),
-        };
-        let name = match &callee.kind {
-            ExprKind::Name(n) | ExprKind::DotName(n) => n.name.clone(),
-            _ => return err(e.span, "expected an action name"),
-        };
-        let Some(&(_, idx)) = names.iter().find(|(n, _)| *n == name) else {
-            return err(e.span, format!("action `{name}` is not in the actions of table `{}`", table.name));
-        };
-        let decl = match scope.lookup(&name).or_else(|| scope.root_of().lookup(&name)) {
-            Some(Binding::Action(d, _)) => d,
-            _ => return err(callee.span, format!("`{name}` is not an action")),
-        };
-        let ndir = decl.params.iter().take_while(|p| p.dir.is_some()).count();
-        let n = decl.params.len();
-        if args.len() != n {
-            return err(e.span, format!("action `{name}` takes {n} arguments, {} given", args.len()));
-        }
-        let mut vals = vec![];
-        for (p, a) in self.actions[idx as usize].params.clone().iter().zip(args.iter().skip(ndir)) {
-            let t = self.resolve_type(scope, &decl.params[ndir + (p.id - 1) as usize].ty)?;
-            match self.expr(scope, &a.value, Some(&t))? {
-                Val::Const(c, _) => vals.push(to_value(&c, p.loc.width)),
-                _ => return err(a.value.span, "action arguments in a table must be compile-time constants"),
-            }
-        }
-        Ok(ir::ActionCall { action: idx, args: vals })
-    }
-
-    pub fn lower_table(&mut self, scope: &Rc<Scope>, t: &ast::TableDecl) -> PResult<Rc<TableInfo>> {
-        let name = self.cp_name(&t.annos, &t.name.name);
-        let id = self.p4info_id(0x02, &name);
-        let mut table = ir::Table {
-            name: name.clone(),
-            id,
-            keys: vec![],
-            actions: vec![],
-            default_action: ir::ActionCall { action: 0, args: vec![] },
-            default_is_const: false,
-            entries: vec![],
-            entries_are_const: false,
-            size: 1024,
-            implementation: ir::Implementation::None,
-            direct_counter: None,
-            direct_meter: None,
-            support_timeout: false,
-        };
-        let mut names = vec![];
-        let mut default_expr = None;
-        let mut entries = None;
-        for p in &t.props {
-            match p {
-                ast::TableProp::Key { elements, .. } => {
-                    for (i, k) in elements.iter().enumerate() {
-                        let (v, pre) = self.capture(|l| l.expr(scope, &k.expr, None))?;
-                        if !pre.is_empty() {
-                            return err(k.expr.span, "table keys cannot have side effects");
-                        }
-                        let (x, kt) = self.rvalue(v, None, k.expr.span)?;
-                        let kind = match k.match_kind.name.as_str() {
-                            "exact" => ir::MatchKind::Exact,
-                            "ternary" => ir::MatchKind::Ternary,
-                            "lpm" => ir::MatchKind::Lpm,
-                            "range" => ir::MatchKind::Range,
-                            "optional" => ir::MatchKind::Optional,
-                            "selector" => ir::MatchKind::Selector,
-                            other => return err(k.match_kind.span, format!("unknown match kind `{other}`")),
-                        };
-                        let kname = annotation_str(&k.annos, "name").unwrap_or_else(|| self.source_text(k.expr.span));
-                        let width = x.width();
-                        let _ = kt;
-                        table.keys.push(ir::TableKey { name: kname, id: i as u32 + 1, expr: x, kind, width });
-                    }
-                }
-                ast::TableProp::Actions { actions, .. } => {
-                    for a in actions {
-                        let (aname, idx, args, decl) = self.action_ref(scope, &a.expr)?;
-                        let ndir = decl.params.iter().take_while(|p| p.dir.is_some()).count();
-                        if args.len() > ndir {
-                            return err(a.expr.span, "binding control-plane parameters in the actions list is not supported");
-                        }
-                        table.actions.push(ir::TableAction {
-                            action: idx,
-                            default_only: has_annotation(&a.annos, "defaultonly"),
-                            table_only: has_annotation(&a.annos, "tableonly"),
-                        });
-                        names.push((aname, idx));
-                    }
-                }
-                ast::TableProp::DefaultAction { is_const, action, .. } => {
-                    default_expr = Some(action.clone());
-                    table.default_is_const = *is_const;
-                }
-                ast::TableProp::Entries { is_const, entries: es, .. } => {
-                    entries = Some(es.clone());
-                    table.entries_are_const = *is_const;
-                }
-                ast::TableProp::Other { name: pn, value, .. } => match pn.name.as_str() {
-                    "size" => table.size = self.const_width(scope, value)?,
-                    "support_timeout" => {
-                        table.support_timeout = match &value.kind {
-                            ExprKind::Bool(b) => *b,
-                            _ => return err(value.span, "support_timeout must be true or false"),
-                        }
-                    }
-                    "implementation" => {
-                        let inst = self.table_extern(scope, value)?;
-                        match &*inst {
-                            Instance::Extern { kind: ExternKind::ActionProfile, id, .. } => table.implementation = ir::Implementation::ActionProfile(*id),
-                            Instance::Extern { kind: ExternKind::ActionSelector, id, .. } => table.implementation = ir::Implementation::ActionSelector(*id),
-                            _ => return err(value.span, "implementation must be an action_profile or action_selector"),
-                        }
-                    }
-                    "counters" => match &*self.table_extern(scope, value)? {
-                        Instance::Extern { kind: ExternKind::DirectCounter, id, .. } => table.direct_counter = Some(*id),
-                        _ => return err(value.span, "counters must be a direct_counter"),
-                    },
-                    "meters" => match &*self.table_extern(scope, value)? {
-                        Instance::Extern { kind: ExternKind::DirectMeter, id, .. } => table.direct_meter = Some(*id),
-                        _ => return err(value.span, "meters must be a direct_meter"),
-                    },
-                    _ => {}
-                },
-            }
-        }
-        let tidx = self.tables.len() as u32;
-        // default action
-        table.default_action = match &default_expr {
-            Some(e) => self.action_call(scope, e, &table, &names)?,
-            None => {
-                let na = self.no_action_index(t.name.span)?;
-                if !table.actions.iter().any(|a| a.action == na) {
-                    // the reference compiler adds the implicit default NoAction as a default-only action
-                    table.actions.push(ir::TableAction { action: na, default_only: true, table_only: false });
-                    names.push(("NoAction".to_string(), na));
-                }
-                ir::ActionCall { action: na, args: vec![] }
-            }
-        };
-        if let Some(es) = entries {
-            let n = es.len() as i32;
-            for (i, e) in es.iter().enumerate() {
-                let keys: Vec<&ast::Expr> = match &e.keyset.kind {
-                    ExprKind::List(items) if table.keys.len() != 1 || items.len() != 1 => items.iter().collect(),
-                    _ => vec![&e.keyset],
-                };
-                if keys.len() != table.keys.len() {
-                    return err(e.keyset.span, format!("entry has {} keys, table `{name}` has {}", keys.len(), table.keys.len()));
-                }
-                let mut matches = vec![];
-                for (k, ke) in table.keys.clone().iter().zip(keys) {
-                    matches.push(self.entry_match(scope, ke, k)?);
-                }
-                let action = self.action_call(scope, &e.action, &table, &names)?;
-                let priority = if let Some(p) = annotation_ints(&e.annos, "priority").and_then(|v| v.first().copied()) {
-                    -(p as i32)
-                } else if let Some(p) = &e.priority {
-                    self.const_int(scope, p)?.to_i32().unwrap_or(0)
-                } else {
-                    -(i as i32 + 1).min(n)
-                };
-                table.entries.push(ir::TableEntry { matches, action, priority });
-            }
-        }
-        if let Some(c) = table.direct_counter {
-            self.direct_counters[c as usize].table = Some(tidx);
-        }
-        if let Some(m) = table.direct_meter {
-            self.direct_meters[m as usize].table = Some(tidx);
-        }
-        if let ir::Implementation::ActionProfile(p) | ir::Implementation::ActionSelector(p) = table.implementation {
-            self.action_profiles[p as usize].tables.push(tidx);
-        }
-        self.tables.push(table);
-        Ok(Rc::new(TableInfo { id: tidx, actions: names }))
-    }
-
-    fn no_action_index(&mut self, span: Span) -> PResult<u32> {
-        if let Some(i) = self.no_action {
-            return Ok(i);
-        }
-        let g = self.global.clone();
-        match g.lookup("NoAction") {
-            Some(Binding::Action(decl, s)) => {
-                let saved = std::mem::take(&mut self.path);
-                let r = self.table_action(&decl, &s, span);
-                self.path = saved;
-                let i = r?;
-                self.no_action = Some(i);
-                Ok(i)
-            }
-            _ => err(span, "the table has no default_action and NoAction is not declared (include core.p4)"),
-        }
-    }
-
-    fn table_extern(&mut self, scope: &Rc<Scope>, value: &ast::Expr) -> PResult<Rc<Instance>> {
-        match &value.kind {
-            ExprKind::Name(n) => match scope.lookup(&n.name) {
-                Some(Binding::Instance(i)) => Ok(i),
-                _ => err(value.span, format!("`{}` is not an extern instance", n.name)),
-            },
-            _ => match self.ctor_arg(scope, value)? {
-                Val::Binding(Binding::Instance(i)) => Ok(i),
-                _ => err(value.span, "expected an extern instantiation"),
-            },
-        }
-    }
-
-    fn entry_match(&mut self, scope: &Rc<Scope>, e: &ast::Expr, k: &ir::TableKey) -> PResult<ir::FieldMatch> {
-        let t = Ty::Bit(k.width);
-        let w = k.width;
-        let full = || to_value(&((BigInt::from(1) << w) - 1), w);
-        Ok(match (&e.kind, k.kind) {
-            (ExprKind::Default | ExprKind::DontCare, ir::MatchKind::Exact) => return err(e.span, "an exact key cannot be a wildcard"),
-            (ExprKind::Default | ExprKind::DontCare, _) => ir::FieldMatch::Any,
-            (ExprKind::Mask(v, m), ir::MatchKind::Ternary) => {
-                let value = self.const_of(scope, v, &t)?;
-                let mask = self.const_of(scope, m, &t)?;
-                let value = ir::Value { width: w, words: value.words.iter().zip(mask.words.iter()).map(|(a, b)| a & b).collect() };
-                ir::FieldMatch::Ternary { value, mask }
-            }
-            (ExprKind::Mask(v, m), ir::MatchKind::Lpm) => {
-                let value = self.const_of(scope, v, &t)?;
-                let mask = self.const_of(scope, m, &t)?;
-                let ones: u32 = mask.words.iter().map(|x| x.count_ones()).sum();
-                ir::FieldMatch::Lpm { value, prefix_len: ones }
-            }
-            (ExprKind::Range(lo, hi), ir::MatchKind::Range) => ir::FieldMatch::Range { lo: self.const_of(scope, lo, &t)?, hi: self.const_of(scope, hi, &t)? },
-            (_, ir::MatchKind::Exact | ir::MatchKind::Selector) => ir::FieldMatch::Exact(self.const_of(scope, e, &t)?),
-            (_, ir::MatchKind::Ternary) => ir::FieldMatch::Ternary { value: self.const_of(scope, e, &t)?, mask: full() },
-            (_, ir::MatchKind::Lpm) => ir::FieldMatch::Lpm { value: self.const_of(scope, e, &t)?, prefix_len: w },
-            (_, ir::MatchKind::Range) => {
-                let v = self.const_of(scope, e, &t)?;
-                ir::FieldMatch::Range { lo: v.clone(), hi: v }
-            }
-            (_, ir::MatchKind::Optional) => ir::FieldMatch::Optional(Some(self.const_of(scope, e, &t)?)),
-        })
-    }
-
-    /// The source text of a span with whitespace removed (p4c's key names).
-    pub fn source_text(&self, span: Span) -> String {
-        let s: String = self.text.get(span.lo as usize..span.hi as usize).unwrap_or("").chars().filter(|c| !c.is_whitespace()).collect();
-        // the reference compiler names validity keys `x.$valid$`
-        s.replace(".isValid()", ".$valid$")
     }
 }

@@ -7,7 +7,9 @@
 mod blocks;
 mod env;
 mod expr;
+mod parsers;
 mod stmt;
+mod tables;
 
 pub use env::*;
 
@@ -64,12 +66,25 @@ pub(crate) struct Lowerer<'t> {
     pub pipeline: Option<blocks::Pipeline>,
     /// Directly called actions already given a P4Info entry.
     pub p4info_only: std::collections::HashSet<(usize, usize)>,
+    /// Control instances of direct type invocations, by (enclosing instance path, call-site offset).
+    pub direct_instances: HashMap<(String, u32), Rc<Instance>>,
+    /// Annotations and type information for the P4Info.
+    pub p4meta: ir::p4info::P4InfoMeta,
+    /// Serializable enums by name (width, members); those a P4Info object uses go into `p4meta`.
+    pub ser_enums: HashMap<String, (u32, Vec<(String, Vec<u8>)>)>,
+    /// Depth of action bodies being lowered: an action called from another action is inlined by the
+    /// reference compiler and gets no P4Info entry.
+    pub in_action: u32,
 }
 
 impl<'t> Lowerer<'t> {
     fn new(text: &'t str) -> Self {
         Lowerer {
             text,
+            direct_instances: HashMap::new(),
+            p4meta: Default::default(),
+            ser_enums: HashMap::new(),
+            in_action: 0,
             slots: 0,
             headers: vec![],
             stacks: vec![],
@@ -321,6 +336,7 @@ impl<'t> Lowerer<'t> {
             externs: self.externs,
             field_lists,
             controller_headers: self.controller_headers,
+            p4info: self.p4meta,
         }
     }
 }
@@ -434,6 +450,62 @@ pub fn annotation_ints(annos: &ast::Annotations, name: &str) -> Option<Vec<i64>>
         }
     }
     None
+}
+
+/// The P4Info form of an object's annotations, as the reference compiler writes them: `@name` and `@id`
+/// are left out (they give the name and id), `@brief`/`@description` become the documentation, structured
+/// annotations keep their keys and literal values, every other annotation is `@name(tokens)`.
+pub fn p4info_annos(annos: &ast::Annotations) -> ir::p4info::Annos {
+    use ir::p4info::{AnnoValue, StructuredAnno};
+    let mut out = ir::p4info::Annos::default();
+    let value = |e: &ast::Expr| match &e.kind {
+        ast::ExprKind::Str(s) => AnnoValue::Str(s.clone()),
+        ast::ExprKind::Bool(b) => AnnoValue::Bool(*b),
+        ast::ExprKind::Int(l) => AnnoValue::Int(num_traits::ToPrimitive::to_i64(&l.value).unwrap_or(0)),
+        ast::ExprKind::Unary(ast::UnOp::Neg, inner) => match &inner.kind {
+            ast::ExprKind::Int(l) => AnnoValue::Int(-num_traits::ToPrimitive::to_i64(&l.value).unwrap_or(0)),
+            _ => AnnoValue::Str(String::new()),
+        },
+        _ => AnnoValue::Str(String::new()),
+    };
+    for a in annos {
+        let n = a.name.name.as_str();
+        match (&a.body, n) {
+            (_, "name" | "id") => {}
+            (_, "brief") => out.brief = annotation_str(&vec![a.clone()], n),
+            (_, "description") => out.description = annotation_str(&vec![a.clone()], n),
+            (ast::AnnotationBody::KeyValues(kvs), _) => out.structured.push(StructuredAnno {
+                name: n.to_string(),
+                kv: true,
+                items: kvs.iter().map(|(k, e)| (k.name.clone(), value(e))).collect(),
+            }),
+            (ast::AnnotationBody::ExprList(es), _) => {
+                out.structured.push(StructuredAnno { name: n.to_string(), kv: false, items: es.iter().map(|e| (String::new(), value(e))).collect() })
+            }
+            (ast::AnnotationBody::Empty, _) => out.annotations.push(format!("@{n}")),
+            _ => out.annotations.push(format!("@{n}({})", a.text)),
+        }
+    }
+    out
+}
+
+impl<'t> Lowerer<'t> {
+    /// Record the P4Info annotations of the object `key` (see [`ir::p4info::P4InfoMeta::annos`]).
+    /// A P4Info object uses type `t`: a serializable enum goes into `type_info`.
+    pub fn note_type(&mut self, t: &Ty) {
+        if let Ty::Enum(e) = t {
+            if let Some(v) = self.ser_enums.get(&e.name) {
+                self.p4meta.serializable_enums.insert(e.name.clone(), v.clone());
+            }
+        }
+    }
+
+    pub fn note_annos(&mut self, key: String, annos: &ast::Annotations) {
+        let a = p4info_annos(annos);
+        if a != ir::p4info::Annos::default() {
+            self.p4meta.annos.insert(key, a);
+        }
+    }
 }
 
 pub fn has_annotation(annos: &ast::Annotations, name: &str) -> bool {

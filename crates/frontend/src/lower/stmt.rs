@@ -414,7 +414,7 @@ impl<'t> Lowerer<'t> {
     pub fn inline_action(&mut self, caller: &Rc<Scope>, a: &Rc<ast::ActionDecl>, ascope: &Rc<Scope>, args: &[ast::Argument], span: Span) -> PResult<()> {
         // directly called actions appear in the P4Info too (as the reference compiler lists them)
         let key = (Rc::as_ptr(a) as usize, ascope.id());
-        if !self.action_cache.contains_key(&key) && !self.p4info_only.contains(&key) {
+        if self.in_action == 0 && !self.action_cache.contains_key(&key) && !self.p4info_only.contains(&key) {
             self.p4info_only.insert(key);
             let ndir = a.params.iter().take_while(|p| p.dir.is_some()).count();
             let bound: Vec<ast::Argument> = args.iter().take(ndir).cloned().collect();
@@ -428,7 +428,9 @@ impl<'t> Lowerer<'t> {
         let copy_out = self.bind_params(caller, &inner, &a.params, args, span)?;
         let label = self.label();
         self.returns.push((label, None));
+        self.in_action += 1;
         let body = self.capture(|l| l.block(&inner, &a.body));
+        self.in_action -= 1;
         self.returns.pop();
         let (_, mut body) = body?;
         let (_, epilogue) = self.capture(|l| l.copy_out_pub(copy_out, span))?;
@@ -607,6 +609,26 @@ impl<'t> Lowerer<'t> {
                 }
                 _ => err(span, format!("a table has no method `{m}`")),
             },
+            // direct type invocation `C.apply(...)`: each call site (in each enclosing instance) its own instance,
+            // named as the type (as the reference compiler names it)
+            Val::Binding(Binding::ControlDecl(decl, dscope)) if m == "apply" => {
+                if !decl.ctor_params.is_empty() {
+                    return err(span, format!("control `{}` has constructor parameters: instantiate it to apply it", decl.sig.name.name));
+                }
+                let key = (self.path.join("."), span.lo);
+                let inst = match self.direct_instances.get(&key) {
+                    Some(i) => i.clone(),
+                    None => {
+                        let name = decl.sig.name.name.clone();
+                        let i = Rc::new(Instance::Control { decl, scope: Scope::child(&dscope), name, state: std::cell::RefCell::new(None) });
+                        self.direct_instances.insert(key, i.clone());
+                        i
+                    }
+                };
+                self.apply_control(scope, &inst, args, span)?;
+                Ok(Val::DontCare)
+            }
+            Val::Binding(Binding::ParserDecl(..)) if m == "apply" => err(span, "a sub-parser can only be applied as a statement of a parser state"),
             Val::Binding(Binding::Instance(inst)) => match &*inst {
                 Instance::Control { .. } if m == "apply" => {
                     self.apply_control(scope, &inst, args, span)?;
@@ -961,7 +983,34 @@ impl<'t> Lowerer<'t> {
         let b = |x: ir::Builtin| ir::Stmt::Builtin(x);
         match name {
             "mark_to_drop" => {
-                self.emit(b(ir::Builtin::MarkToDrop));
+                // The argument may be a copy of the standard metadata (an action's `inout` parameter, copied
+                // back after the body): then its own fields are written, or the copy-out would undo the drop.
+                let own = match ordered.first().copied().flatten() {
+                    None => None,
+                    Some(arg) => {
+                        let field = |m: &str| ast::Expr {
+                            kind: ast::ExprKind::Member(Box::new(arg.clone()), ast::Ident { name: m.to_string(), span: arg.span }),
+                            span: arg.span,
+                        };
+                        let (spec, st) = self.scalar_place(scope, &field("egress_spec"))?;
+                        let (grp, gt) = self.scalar_place(scope, &field("mcast_grp"))?;
+                        let real = std_meta_locs(self.std_meta.as_ref()).egress_spec;
+                        if matches!(&spec, ir::LValue::Static(l) if *l == real && real.width > 0) {
+                            None
+                        } else {
+                            Some([(spec, st, 511u64), (grp, gt, 0)])
+                        }
+                    }
+                };
+                match own {
+                    None => self.emit(b(ir::Builtin::MarkToDrop)),
+                    Some(fields) => {
+                        for (dst, t, v) in fields {
+                            let w = t.scalar_width().unwrap_or(0);
+                            self.emit(ir::Stmt::Assign { dst, src: ir::Expr::konst(w, v) });
+                        }
+                    }
+                }
             }
             "verify" => {
                 let cond = self.cond(scope, a(0)?)?;
@@ -1035,6 +1084,17 @@ impl<'t> Lowerer<'t> {
                 let dv = self.expr(scope, a(1)?, None)?;
                 let t = match (&dv, targs.first()) {
                     (_, Some(t)) => t.clone(),
+                    // `digest(5, { a, b })`: a tuple of the elements' types
+                    (Val::List(items), None) => {
+                        let mut ts = vec![];
+                        for v in items {
+                            match v.ty() {
+                                Some(t) if !matches!(t, Ty::InfInt) => ts.push(t),
+                                _ => return err(a(1)?.span, "the elements of a digested list need types (write them as bit<W> values)"),
+                            }
+                        }
+                        Ty::Tuple(ts)
+                    }
                     (v, None) => v.ty().unwrap_or(Ty::Any),
                 };
                 let dv = self.materialize(dv, &t, a(1)?.span)?;

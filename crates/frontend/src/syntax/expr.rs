@@ -1,0 +1,296 @@
+//! Parsing expressions: precedence climbing, casts, postfix forms and primaries.
+
+use super::*;
+
+impl Parser {
+    pub fn expr(&mut self) -> PResult<Expr> {
+        self.enter()?;
+        let r = self.ternary();
+        self.leave();
+        r
+    }
+
+    pub(super) fn ternary(&mut self) -> PResult<Expr> {
+        let c = self.binary(0)?;
+        if self.eat("?") {
+            let a = self.expr()?;
+            self.expect(":", "in the conditional expression")?;
+            let b = self.expr()?;
+            let sp = c.span.to(b.span);
+            return Ok(Expr { kind: ExprKind::Ternary(Box::new(c), Box::new(a), Box::new(b)), span: sp });
+        }
+        Ok(c)
+    }
+
+    pub(super) fn binop(&self) -> Option<(BinOp, u8)> {
+        let Tok::Punct(p) = self.peek() else { return None };
+        Some(match *p {
+            "||" => (BinOp::Or, 1),
+            "&&" => (BinOp::And, 2),
+            "==" => (BinOp::Eq, 3),
+            "!=" => (BinOp::Ne, 3),
+            "<" => (BinOp::Lt, 4),
+            ">" => (BinOp::Gt, 4),
+            "<=" => (BinOp::Le, 4),
+            ">=" => (BinOp::Ge, 4),
+            "|" => (BinOp::BitOr, 5),
+            "^" => (BinOp::BitXor, 6),
+            "&" => (BinOp::BitAnd, 7),
+            "<<" => (BinOp::Shl, 8),
+            ">>" => (BinOp::Shr, 8),
+            "++" => (BinOp::Concat, 9),
+            "+" => (BinOp::Add, 10),
+            "-" => (BinOp::Sub, 10),
+            "|+|" => (BinOp::AddSat, 10),
+            "|-|" => (BinOp::SubSat, 10),
+            "*" => (BinOp::Mul, 11),
+            "/" => (BinOp::Div, 11),
+            "%" => (BinOp::Mod, 11),
+            _ => return None,
+        })
+    }
+
+    pub(super) fn binary(&mut self, min: u8) -> PResult<Expr> {
+        let mut lhs = self.unary()?;
+        while let Some((op, prec)) = self.binop() {
+            if prec <= min {
+                break;
+            }
+            self.bump();
+            let rhs = self.binary(prec)?;
+            let sp = lhs.span.to(rhs.span);
+            lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span: sp };
+        }
+        Ok(lhs)
+    }
+
+    pub(super) fn unary(&mut self) -> PResult<Expr> {
+        self.enter()?;
+        let r = self.unary_inner();
+        self.leave();
+        r
+    }
+
+    pub(super) fn unary_inner(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        let op = match self.peek() {
+            Tok::Punct("!") => Some(UnOp::Not),
+            Tok::Punct("~") => Some(UnOp::BitNot),
+            Tok::Punct("-") => Some(UnOp::Neg),
+            Tok::Punct("+") => Some(UnOp::Plus),
+            _ => None,
+        };
+        if let Some(op) = op {
+            self.bump();
+            let e = self.unary()?;
+            let sp = start.to(e.span);
+            return Ok(Expr { kind: ExprKind::Unary(op, Box::new(e)), span: sp });
+        }
+        // cast: ( Type ) expr
+        if self.is("(") && self.is_cast() {
+            self.bump();
+            let t = self.ty()?;
+            self.expect(")", "closing the cast")?;
+            let e = self.unary()?;
+            let sp = start.to(e.span);
+            return Ok(Expr { kind: ExprKind::Cast(t, Box::new(e)), span: sp });
+        }
+        self.postfix()
+    }
+
+    pub(super) fn is_cast(&self) -> bool {
+        // `(` followed by a type and `)`, and then something that starts an expression
+        match self.peek_at(1) {
+            Tok::Ident(s) if matches!(s.as_str(), "bit" | "int" | "varbit" | "bool" | "error" | "tuple") => true,
+            Tok::Ident(s) if self.is_type_name(s) => {
+                // `(T) x` vs `(x)`: T is a type name; check the closing paren follows the type
+                let mut k = 2;
+                if matches!(self.peek_at(k), Tok::Punct("<")) {
+                    let mut depth = 0i32;
+                    loop {
+                        match self.peek_at(k) {
+                            Tok::Punct("<") => depth += 1,
+                            Tok::Punct(">") => depth -= 1,
+                            Tok::Punct(">>") => depth -= 2,
+                            Tok::Eof => return false,
+                            _ => {}
+                        }
+                        k += 1;
+                        if depth <= 0 {
+                            break;
+                        }
+                    }
+                }
+                matches!(self.peek_at(k), Tok::Punct(")")) && !matches!(self.peek_at(k + 1), Tok::Punct(".") | Tok::Punct(";") | Tok::Punct(")"))
+            }
+            _ => false,
+        }
+    }
+
+    pub(super) fn postfix(&mut self) -> PResult<Expr> {
+        let mut e = self.primary_expr()?;
+        loop {
+            let start = e.span;
+            if self.is(".") {
+                self.bump();
+                let m = self.any_name("a member name")?;
+                let sp = start.to(m.span);
+                e = Expr { kind: ExprKind::Member(Box::new(e), m), span: sp };
+            } else if self.is("[") {
+                self.bump();
+                let a = self.expr()?;
+                if self.eat(":") {
+                    let b = self.expr()?;
+                    let end = self.expect("]", "closing the slice")?;
+                    e = Expr { kind: ExprKind::Slice(Box::new(e), Box::new(a), Box::new(b)), span: start.to(end) };
+                } else {
+                    let end = self.expect("]", "closing the index")?;
+                    e = Expr { kind: ExprKind::Index(Box::new(e), Box::new(a)), span: start.to(end) };
+                }
+            } else if self.is("(") {
+                let args = self.arguments()?;
+                let sp = start.to(self.prev_span());
+                e = Expr { kind: ExprKind::Call { callee: Box::new(e), type_args: vec![], args }, span: sp };
+            } else if self.is("<") && self.generic_call_ahead() {
+                self.bump();
+                let mut targs = vec![];
+                loop {
+                    targs.push(self.type_arg()?);
+                    if !self.eat(",") {
+                        break;
+                    }
+                }
+                self.expect_close_angle()?;
+                let args = self.arguments()?;
+                let sp = start.to(self.prev_span());
+                e = Expr { kind: ExprKind::Call { callee: Box::new(e), type_args: targs, args }, span: sp };
+            } else {
+                break;
+            }
+        }
+        Ok(e)
+    }
+
+    /// `f<T>(...)`: a `<` that opens type arguments of a call.
+    pub(super) fn generic_call_ahead(&self) -> bool {
+        let mut k = 1;
+        let mut depth = 1i32;
+        while depth > 0 {
+            match self.peek_at(k) {
+                Tok::Punct("<") => depth += 1,
+                Tok::Punct(">") => depth -= 1,
+                Tok::Punct(">>") => depth -= 2,
+                Tok::Ident(s) if self.is_type_name(s) || matches!(s.as_str(), "bit" | "int" | "varbit" | "bool" | "error" | "tuple") => {}
+                Tok::Int(_) | Tok::Punct(",") | Tok::Punct("_") | Tok::Punct("[") | Tok::Punct("]") | Tok::Punct("(") | Tok::Punct(")") => {}
+                _ => return false,
+            }
+            k += 1;
+            if k > 64 {
+                return false;
+            }
+        }
+        matches!(self.peek_at(k), Tok::Punct("("))
+    }
+
+    pub(super) fn primary_expr(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        let t = self.peek().clone();
+        match t {
+            Tok::Int(i) => {
+                self.bump();
+                Ok(Expr { kind: ExprKind::Int(i), span: start })
+            }
+            Tok::Str(s) => {
+                self.bump();
+                Ok(Expr { kind: ExprKind::Str(s), span: start })
+            }
+            Tok::Punct("(") => {
+                self.bump();
+                let e = self.expr()?;
+                self.expect(")", "closing the parenthesis")?;
+                Ok(Expr { kind: e.kind, span: start.to(self.prev_span()) })
+            }
+            Tok::Punct("{") => {
+                self.bump();
+                if self.is("#") {
+                    self.bump();
+                    self.expect("}", "in `{#}`")?;
+                    return Ok(Expr { kind: ExprKind::Invalid, span: start.to(self.prev_span()) });
+                }
+                // struct initializer `{ a = 1, ... }` or list `{ 1, 2 }`
+                if matches!(self.peek(), Tok::Ident(_)) && self.is_at(1, "=") && !self.is_at(1, "==") {
+                    let mut fields = vec![];
+                    let mut has_rest = false;
+                    while !self.is("}") {
+                        if self.eat("...") {
+                            has_rest = true;
+                            break;
+                        }
+                        let n = self.any_name("a field name")?;
+                        self.expect("=", "after the field name")?;
+                        let v = self.expr()?;
+                        fields.push((n, v));
+                        if !self.eat(",") {
+                            break;
+                        }
+                    }
+                    self.expect("}", "closing the initializer")?;
+                    return Ok(Expr { kind: ExprKind::StructInit { fields, has_rest }, span: start.to(self.prev_span()) });
+                }
+                let mut items = vec![];
+                while !self.is("}") {
+                    if self.eat("...") {
+                        break;
+                    }
+                    items.push(self.expr()?);
+                    if !self.eat(",") {
+                        break;
+                    }
+                }
+                self.expect("}", "closing the list")?;
+                Ok(Expr { kind: ExprKind::List(items), span: start.to(self.prev_span()) })
+            }
+            Tok::Punct(".") => {
+                self.bump();
+                let n = self.any_name("a name")?;
+                Ok(Expr { kind: ExprKind::DotName(n), span: start.to(self.prev_span()) })
+            }
+            Tok::Punct("_") => {
+                self.bump();
+                Ok(Expr { kind: ExprKind::DontCare, span: start })
+            }
+            Tok::Ident(s) => match s.as_str() {
+                "true" | "false" => {
+                    self.bump();
+                    Ok(Expr { kind: ExprKind::Bool(s == "true"), span: start })
+                }
+                "default" => {
+                    self.bump();
+                    Ok(Expr { kind: ExprKind::Default, span: start })
+                }
+                "bit" | "int" | "varbit" | "bool" | "tuple" => {
+                    let t = self.ty()?;
+                    Ok(Expr { kind: ExprKind::Type(t), span: start.to(self.prev_span()) })
+                }
+                _ => {
+                    // a specialized type used as a value: `Type<args>(...)` constructor or `T<..>.member`
+                    if self.is_type_name(&s) && self.is_at(1, "<") && !self.generic_call_ahead_at(1) {
+                        let t = self.ty()?;
+                        if self.is("(") {
+                            let args = self.arguments()?;
+                            return Ok(Expr { kind: ExprKind::Construct { ty: t, args }, span: start.to(self.prev_span()) });
+                        }
+                        return Ok(Expr { kind: ExprKind::Type(t), span: start.to(self.prev_span()) });
+                    }
+                    self.bump();
+                    Ok(Expr { kind: ExprKind::Name(Ident { name: s, span: start }), span: start })
+                }
+            },
+            _ => Err(self.unexpected("an expression")),
+        }
+    }
+
+    pub(super) fn generic_call_ahead_at(&self, _k: usize) -> bool {
+        false
+    }
+}
