@@ -100,6 +100,9 @@ class _PendingWrite:
 
 class Switch:
     def __init__(self, address, device_id=1, election_id=1, timeout=20):
+        self.address = address
+        self.on_lost = None       # called (from the stream's thread) when the stream ends without close()
+        self._closing = False
         self.channel = grpc.insecure_channel(address)
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
@@ -122,7 +125,8 @@ class Switch:
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self):
-        """Reads the stream: digest lists go to on_digest(name, [[member ints]]) and are acknowledged."""
+        """Reads the stream: digest lists go to on_digest(name, [[member ints]]) and are acknowledged; when the
+        stream ends (the switch went away) on_lost() is called."""
         try:
             for msg in self.stream:
                 if msg.HasField("digest"):
@@ -140,6 +144,12 @@ class Switch:
                             print(f"runtime: digest callback failed: {e!r}", flush=True)
         except grpc.RpcError:
             pass
+        cb = self.on_lost
+        if not self._closing and cb is not None:
+            try:
+                cb()
+            except Exception as e:
+                print(f"runtime: on_lost callback failed: {e!r}", flush=True)
 
     def digest_enable(self, name, max_list_size=1, max_timeout_ns=0, ack_timeout_ns=1000000000):
         """Ask the switch to stream this digest's lists (P4Runtime DigestEntry)."""
@@ -160,6 +170,7 @@ class Switch:
         self._write(self._table_update("delete", table, match, None, {}, priority))
 
     def close(self):
+        self._closing = True
         self._requests.put(None)
         self.channel.close()
 
