@@ -101,10 +101,13 @@ def _lpm(switch, prefix, mac=None, port=None, insert=True):
 
 class IpsecController:
     def __init__(self, db=":memory:", grace=1.0):
-        self.db = sqlite3.connect(db, check_same_thread=False)
-        # WAL: a commit is an append, not a rewrite with two fsyncs (tunnel setup and renewal commit each time)
-        self.db.execute("pragma journal_mode = wal")
-        self.db.execute("pragma synchronous = normal")
+        if isinstance(db, str):
+            self.db = sqlite3.connect(db, check_same_thread=False)
+            # WAL: a commit is an append, not a rewrite with two fsyncs (tunnel setup and renewal commit each time)
+            self.db.execute("pragma journal_mode = wal")
+            self.db.execute("pragma synchronous = normal")
+        else:
+            self.db = db        # a replicated store with the same interface (p4sec.ha.PgDb)
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="p4sec-ctl")
         self.db.executescript(
             "create table if not exists tunnel (name text primary key, a text, b text, suite text, soft text, hard text,"

@@ -14,6 +14,8 @@
 CONFIG (YAML):
 
     db: controller.db                 # SQLite state; a restart with the same file adopts running switches
+    # store: {postgres: "host=/run/postgresql dbname=p4sec"}   # instead of db: replicas share the state (HA)
+    # ha: {name: r1, lease: 2.0}      # this replica's name; the leader lease in seconds
     program: out/ipsec_gateway        # the compiled programs/ipsec_gateway.p4 (p4sec compile ... -o DIR)
     rest: 127.0.0.1:8080              # northbound REST API (OpenAPI description at /openapi.json)
     grace: 1.0                        # seconds an old SAD-dec entry stays after a renewal
@@ -35,6 +37,7 @@ import pathlib
 import signal
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -129,6 +132,11 @@ def load_config(path):
         ag = cfg.get("agents")
         for k in ("listen", "ca", "cert"):
             _req(ag, k, f"{path}: agents", str)
+    if cfg.get("store") is not None:
+        st = cfg["store"]
+        if not isinstance(st, dict) or not isinstance(st.get("postgres"), str):
+            raise ConfigError(f"{path}: store: expected {{postgres: DSN}}")
+        _req(cfg.get("ha"), "name", f"{path}: ha", str)
     return cfg
 
 
@@ -156,13 +164,13 @@ OPENAPI = {
 class Service:
     """The running controller: gateways from the config, auto tunnels up, digests handled, REST served."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, db=None, election_id=None):
         self.cfg = cfg
-        self.ctl = IpsecController(cfg.get("db", ":memory:"), grace=float(cfg.get("grace", 1.0)))
+        self.ctl = IpsecController(db or cfg.get("db", ":memory:"), grace=float(cfg.get("grace", 1.0)))
         self.switches = []
         program = pathlib.Path(cfg["program"])
         for g in cfg["gateways"]:
-            sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(g.get("election_id", 1)))
+            sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(election_id or g.get("election_id", 1)))
             self.switches.append(sw)
             gw = Gateway(g["name"], sw, g["address"], g["lan"]["prefix"], int(g["lan"]["port"]), g["lan"]["mac"], int(g["wan"]["port"]),
                          g["wan"]["mac"], g["wan"]["prefix"])
@@ -325,7 +333,11 @@ class Service:
             s.close()
 
 
-def make_handler(svc):
+def make_handler(svc, replica=None):
+    """The REST handler of `svc` (a Service, or a callable giving the Service while this replica leads and None
+    while it follows: a follower forwards every request to the leader's REST API)."""
+    current = svc if callable(svc) else (lambda: svc)
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, fmt, *args):
             logging.debug("rest: " + fmt, *args)
@@ -338,11 +350,30 @@ def make_handler(svc):
             self.end_headers()
             self.wfile.write(body)
 
+        def _forward(self, method):
+            holder, term, rest = replica["lease"].leader() if replica else (None, None, None)
+            if not rest:
+                return self._send(503, {"error": "no leader right now (a replica takes over within the lease)"})
+            req = urllib.request.Request(f"http://{rest}{self.path}", method=method, data=b"" if method == "POST" else None)
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    return self._send(r.status, json.loads(r.read()))
+            except urllib.error.HTTPError as e:
+                return self._send(e.code, json.loads(e.read() or b"{}"))
+            except urllib.error.URLError as e:
+                return self._send(503, {"error": f"the leader {holder} at {rest} does not answer: {e.reason}"})
+
         def _route(self, method):
             from urllib.parse import parse_qs, urlparse
             u = urlparse(self.path)
             parts = [p for p in u.path.split("/") if p]
             q = parse_qs(u.query)
+            svc = current()
+            if parts == ["replica"] and method == "GET":
+                return self._send(200, {"name": replica["name"] if replica else None, "leader": svc is not None,
+                                        "term": replica.get("term") if replica else None})
+            if svc is None:
+                return self._forward(method)
             try:
                 if method == "GET" and parts == ["openapi.json"]:
                     return self._send(200, OPENAPI)
@@ -376,8 +407,41 @@ def make_handler(svc):
     return Handler
 
 
+def run_replica(cfg):
+    """One replica of a highly available controller (state in PostgreSQL): REST at once (forwarding to the leader),
+    the controller itself once this replica holds the lease, with the lease's term as its election id."""
+    from . import ha
+    rcfg = cfg["ha"]
+    host, port = cfg.get("rest", "127.0.0.1:8080").rsplit(":", 1)
+    lease = ha.Lease(cfg["store"]["postgres"], rcfg["name"], float(rcfg.get("lease", 2.0)), rest=f"{host}:{port}")
+    replica = {"name": rcfg["name"], "lease": lease, "svc": None, "term": None}
+    httpd = ThreadingHTTPServer((host, int(port)), make_handler(lambda: replica["svc"], replica))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    print(f"p4sec-controller: replica {rcfg['name']} ready, REST API on http://{host}:{port}", flush=True)
+    term = lease.wait(stop)
+    if term is None:
+        httpd.shutdown()
+        return
+    lease.keep(lambda: ha.exit_deposed("the lease could not be renewed"))
+    t0 = time.time()
+    svc = Service(cfg, db=ha.PgDb(cfg["store"]["postgres"], rcfg["name"], term), election_id=term)
+    if cfg.get("agents"):
+        svc.start_agents()
+    replica["svc"], replica["term"] = svc, term
+    logging.info("p4sec-controller: replica %s leads (term %d, election id %d; took %.2f s)", rcfg["name"], term, term, time.time() - t0)
+    print(f"p4sec-controller: replica {rcfg['name']} leads (term {term})", flush=True)
+    stop.wait()
+    httpd.shutdown()
+    svc.close()
+
+
 def run(config_path):
     cfg = load_config(config_path)
+    if cfg.get("store", {}).get("postgres"):
+        return run_replica(cfg)
     svc = Service(cfg)
     if cfg.get("agents"):
         svc.start_agents()
