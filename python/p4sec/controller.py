@@ -117,8 +117,7 @@ class IpsecController:
             "create table if not exists event (t real, tunnel text, what text);"
             "create table if not exists kv (key text primary key, value text);"
             "create table if not exists intent (id integer primary key, op text, tunnel text, data text, t real);"
-            "create index if not exists sa_tunnel on sa (tunnel);"
-            "create index if not exists sa_state on sa (state);")
+            "create index if not exists sa_tunnel on sa (tunnel);")
         self.gateways = {}
         self.lock = threading.RLock()
         self.grace = grace

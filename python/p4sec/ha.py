@@ -29,7 +29,6 @@ create table if not exists event (id bigserial primary key, t double precision, 
 create table if not exists kv (key text primary key, value text);
 create table if not exists intent (id bigserial primary key, op text, tunnel text, data text, t double precision);
 create index if not exists sa_tunnel on sa (tunnel);
-create index if not exists sa_state on sa (state);
 create table if not exists lease (id int primary key, holder text, term bigint, expires double precision, rest text);
 insert into lease values (1, null, 0, 0, null) on conflict do nothing;
 """

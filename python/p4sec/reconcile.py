@@ -215,11 +215,13 @@ def desired_state(ctl, switch_mac):
             d.entries.append(_route(prefix, mac, switch_mac, port))
     db = ctl.db
     # SAs: inbound slots and SAD-dec entries on the receiver, the outbound slot on the sender
+    active_out = {}
     for spi, tunnel, src, dst, out_slot, in_slot, cfg, state in db.execute(
-            "select spi, tunnel, src, dst, out_slot, in_slot, config, state from sa where state in ('inbound', 'active', 'retiring')"):
+            "select spi, tunnel, src, dst, out_slot, in_slot, config, state from sa where state in ('inbound', 'active', 'retiring')").fetchall():
+        if state == "active":
+            active_out[(tunnel, src, dst)] = out_slot
         if dst in out and in_slot is not None and in_slot >= 0:
-            c = json.loads(cfg)
-            src_addr = gws[src].address if src in gws else c["tunnel"][0]
+            src_addr = gws[src].address if src in gws else json.loads(cfg)["tunnel"][0]
             dgw = gws[dst]
             out[dst].sas[in_slot] = (spi, cfg, "in")
             out[dst].entries.append(Entry(gwp.sad_dec(gwp.version(dgw.address)), gwp.sad_dec_match(src_addr, dgw.address, spi),
@@ -227,6 +229,7 @@ def desired_state(ctl, switch_mac):
         if state == "active" and src in out and out_slot is not None and out_slot >= 0:
             out[src].sas[out_slot] = (spi, cfg, "out")
     # policies of the tunnels that are up
+    sites_of = {k[len("sites:"):]: json.loads(v) for k, v in db.execute("select key, value from kv where key like 'sites:%'").fetchall()}
     for name, a, b, suite, state in db.execute("select name, a, b, suite, state from tunnel where state in ('up', 'pending')").fetchall():
         if b.startswith(ctl.HOST):
             if a not in out:
@@ -237,15 +240,15 @@ def desired_state(ctl, switch_mac):
                 addr = host["address"]
                 out[a].entries.append(_route(addr + ("/128" if ":" in addr else "/32"), host["mac"], switch_mac, gw.wan_port))
             if state == "up":
-                row = db.execute("select out_slot from sa where tunnel = ? and src = ? and state = 'active'", (name, a)).fetchone()
+                slot = active_out.get((name, a, b))
                 inner = ctl._host_inner(name)
-                if row and inner:
+                if slot is not None and inner:
                     out[a].entries.append(Entry(gwp.spd(gwp.version(inner)), gwp.spd_match(gw.lan_prefix, inner), gwp.PROTECT,
-                                                {gwp.SA_INDEX: row[0]}, priority=20, phase=2))
+                                                {gwp.SA_INDEX: slot}, priority=20, phase=2))
             continue
         if state != "up" or a not in out or b not in out:
             continue
-        sites = ctl._tunnel_sites(name) or {a: gws[a].lan_prefix, b: gws[b].lan_prefix}
+        sites = sites_of.get(name) or {a: gws[a].lan_prefix, b: gws[b].lan_prefix}
         for src, dst in ((a, b), (b, a)):
             table = gwp.spd(gwp.version(sites[src]))
             match = gwp.spd_match(sites[src], sites[dst])
@@ -254,9 +257,9 @@ def desired_state(ctl, switch_mac):
                 out[src].entries.append(Entry(table, match, gwp.BYPASS, {}, priority=10, phase=2))
                 out[dst].entries.append(Entry(table, match, gwp.BYPASS, {}, priority=10, phase=2))
                 continue
-            row = db.execute("select out_slot from sa where tunnel = ? and src = ? and dst = ? and state = 'active'", (name, src, dst)).fetchone()
-            if row:
-                out[src].entries.append(Entry(table, match, gwp.PROTECT, {gwp.SA_INDEX: row[0]}, priority=10, phase=2))
+            slot = active_out.get((name, src, dst))
+            if slot is not None:
+                out[src].entries.append(Entry(table, match, gwp.PROTECT, {gwp.SA_INDEX: slot}, priority=10, phase=2))
     return out
 
 

@@ -1,6 +1,7 @@
 """A thin P4Runtime client for p4sec switches (and any P4Runtime target): arbitration, pipeline push,
 table writes by name, p4sec extern writes. Uses the official `p4runtime` package's stubs."""
 import contextlib
+import functools
 import ipaddress
 import json
 import pathlib
@@ -26,11 +27,13 @@ def prefix_mask(plen, width=32):
     return ((full << (width - plen)) & full).to_bytes(width // 8, "big") if plen else b"\x00"
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def addr(a):
     """The bytes of an IPv4 (4) or IPv6 (16) address."""
     return ipaddress.ip_address(a).packed
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_v6(a):
     return ipaddress.ip_network(a, strict=False).version == 6 if "/" in a else ipaddress.ip_address(a).version == 6
 

@@ -24,6 +24,7 @@ import tempfile
 import time
 
 from .. import gateway as gwp
+from .. import reconcile as rec
 from .. import runtime
 from ..controller import SUITES, ControllerError, Gateway, IpsecController
 from ..netns import free_port, sh
@@ -159,7 +160,7 @@ def main(argv=None):
                     "setup_ms_last_100_median": statistics.median(setup[-100:])})
 
         # read back: every tunnel's SAD-dec entry and policy on both switches
-        out["readback"] = {g.name: {"sad_dec": len(g.switch.table_read(gwp.sad_dec(4))), "spd": len(g.switch.table_read(gwp.spd(4)))}
+        out["readback"] = {g.name: {"sad_dec": len(rec.read_tables(g.switch, [gwp.sad_dec(4)])), "spd": len(rec.read_tables(g.switch, [gwp.spd(4)]))}
                            for g in gws}
         up = [t for t in ctl.tunnels() if t["state"] == "up"]
         out["controller_tunnels_up"] = len(up)
