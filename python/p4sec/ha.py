@@ -59,7 +59,7 @@ def translate(sql):
             ", ".join(f"{c} = excluded.{c}" for c in cols)
     sql = sql.replace("insert into event values", "insert into event (t, tunnel, what) values")
     sql = sql.replace("order by rowid", "order by id")
-    return sql.replace("?", "%s")
+    return sql.replace("%", "%%").replace("?", "%s")
 
 
 class PgDb:
