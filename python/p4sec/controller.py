@@ -11,7 +11,13 @@ Loss-free ordering:
   hard     a hard-lifetime event on an SA still in use renews it at once (the SA already refuses packets);
   teardown policies first, then SAD-enc, then SAD-dec.
 
-State (gateways, tunnels, SAs) is kept in SQLite.
+State (gateways, tunnels, SAs) is kept in SQLite: the desired state. Every operation records its outcome there
+first, with an intent (the operation, its new SAs), and commits before it writes to a switch; then it sends its
+writes in the order above, passing a named checkpoint after each step (`checkpoint`; the fault tests kill the
+controller at each one). After a restart, `resume` rolls back the operations whose caller cannot have seen them
+finish (a road warrior's phase 1 and renewal request) and `reconcile` completes the rest: it reads every
+gateway's tables and SA slots, adopts what is identical, adds what is missing and removes what nobody wants
+(p4sec.reconcile). The same reconciliation runs when a lost switch comes back and periodically.
 """
 import concurrent.futures
 import ipaddress
@@ -23,70 +29,23 @@ import threading
 import time
 
 from . import gateway as gwp
+from . import reconcile as rec
+from .ctlbase import (HARD, SA_EVENT_DIGEST, SOFT, SUITES, SWITCH_MAC, ControllerError, Gateway, _lpm,  # noqa: F401 (re-exported)
+                      checkpoint, sa_config)
+from .hosts import HostTunnels
 
 log = logging.getLogger("p4sec.controller")
 
-# cipher suite -> (cipher, integrity, key material bytes, integrity key bytes)
-SUITES = {
-    "null": ("Null", "HmacSha256_128", 0, 32),
-    "aes-ctr-hmac-sha256": ("AesCtr128", "HmacSha256_128", 20, 32),
-    "aes-ctr-hmac-md5": ("AesCtr128", "HmacMd5_96", 20, 16),
-    "aes-cbc-hmac-sha256": ("AesCbc128", "HmacSha256_128", 16, 32),
-    "aes-gcm-128": ("AesGcm128", "None", 20, 0),
-    "aes-gcm-256": ("AesGcm256", "None", 36, 0),
-    "chacha20-poly1305": ("ChaCha20Poly1305", "None", 36, 0),
-}
-SWITCH_MAC = "02:00:00:00:00:01"
-SA_EVENT_DIGEST = gwp.SA_EVENT_DIGEST
-SOFT, HARD = 1, 2
 
-
-class ControllerError(Exception):
-    pass
-
-
-class Gateway:
-    def __init__(self, name, switch, address, lan_prefix, lan_port, lan_mac, wan_port, wan_mac, wan_prefix):
-        self.name, self.switch, self.address = name, switch, address
-        self.lan_prefix, self.lan_port, self.lan_mac = lan_prefix, lan_port, lan_mac
-        self.wan_port, self.wan_mac, self.wan_prefix = wan_port, wan_mac, wan_prefix
-        self.free_slots = []
-        self.next_slot = 0
-
-    def setup(self, program_dir):
-        s = self.switch
-        s.push(program_dir)
-        gwp.local_addr_insert(s, self.address)
-        for prefix, mac, port in ((self.lan_prefix, self.lan_mac, self.lan_port), (self.wan_prefix, self.wan_mac, self.wan_port)):
-            _lpm(s, prefix, mac, port)
-
-    def alloc_slot(self):
-        if self.free_slots:
-            return self.free_slots.pop()
-        slot = self.next_slot
-        self.next_slot += 1
-        return slot
-
-
-def sa_config(spi, suite, keymat, authkey, src, dst, soft=None, hard=None):
-    cipher, integ, _, _ = SUITES[suite]
-    null = {"packets": None, "bytes": None, "seconds": None}
-    return {"spi": spi, "cipher": cipher, "integ": integ, "enc_key": list(keymat), "auth_key": list(authkey), "esn": True,
-            "replay_window": 1024, "tunnel": [src, dst], "soft": dict(null, **(soft or {})), "hard": dict(null, **(hard or {})),
-            "initial_seq": 0}
-
-
-def _lpm(switch, prefix, mac=None, port=None, insert=True):
-    """The route for a prefix of either IP version (out of `port` to `mac`)."""
-    gwp.route_write(switch, prefix, mac, SWITCH_MAC, port, insert)
-
-
-class IpsecController:
+class IpsecController(HostTunnels):
     def __init__(self, db=":memory:", grace=1.0):
-        self.db = sqlite3.connect(db, check_same_thread=False)
-        # WAL: a commit is an append, not a rewrite with two fsyncs (tunnel setup and renewal commit each time)
-        self.db.execute("pragma journal_mode = wal")
-        self.db.execute("pragma synchronous = normal")
+        if isinstance(db, str):
+            self.db = sqlite3.connect(db, check_same_thread=False)
+            # WAL: a commit is an append, not a rewrite with two fsyncs (tunnel setup and renewal commit each time)
+            self.db.execute("pragma journal_mode = wal")
+            self.db.execute("pragma synchronous = normal")
+        else:
+            self.db = db        # a replicated store with the same interface (p4sec.ha.PgDb)
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="p4sec-ctl")
         self.db.executescript(
             "create table if not exists tunnel (name text primary key, a text, b text, suite text, soft text, hard text,"
@@ -95,69 +54,207 @@ class IpsecController:
             " in_slot integer, config text, created real, state text);"
             "create table if not exists event (t real, tunnel text, what text);"
             "create table if not exists kv (key text primary key, value text);"
+            "create table if not exists intent (id integer primary key, op text, tunnel text, data text, t real);"
             "create index if not exists sa_tunnel on sa (tunnel);")
         self.gateways = {}
         self.lock = threading.RLock()
         self.grace = grace
         self.renewals = 0
         self._timers = []
+        self.away = set()           # gateways whose switch is unreachable (reconnecting)
+        self.programs = {}          # gateway name -> program dir
+        self._closed = threading.Event()
+
+    # ------------------------------------------------------------------ intents
+
+    def _intent(self, op, tunnel, **data):
+        """Record an operation about to write to switches (committed with the state it leads to)."""
+        return self.db.execute("insert into intent (op, tunnel, data, t) values (?, ?, ?, ?)",
+                               (op, tunnel, json.dumps(data), time.time())).lastrowid
+
+    def _done(self, iid):
+        self.db.execute("delete from intent where id = ?", (iid,))
+
+    def intents(self):
+        with self.lock:
+            return [{"id": i, "op": op, "tunnel": t, "data": json.loads(d)}
+                    for i, op, t, d in self.db.execute("select id, op, tunnel, data from intent order by id")]
+
+    def _fresh(self):
+        """SPIs of new SAs whose operation is still recorded: never sent outbound, or sent by this very operation."""
+        out = set()
+        for (d,) in self.db.execute("select data from intent"):
+            out.update(json.loads(d).get("fresh", []))
+        return out
+
+    def _recover_intents(self):
+        """After a restart: roll back the operations whose caller (an agent) cannot have seen them finish; the
+        others stand as recorded (reconcile completes them)."""
+        for iid, op, tunnel, d in self.db.execute("select id, op, tunnel, data from intent order by id").fetchall():
+            data = json.loads(d)
+            if op == "host-up":
+                self.db.execute("update tunnel set state = 'down' where name = ? and state = 'pending'", (tunnel,))
+                self.db.execute("update sa set state = 'deleted' where tunnel = ? and state != 'deleted'", (tunnel,))
+                self._event(tunnel, "host phase 1 interrupted by a controller restart: rolled back (the agent asks again)")
+            elif op == "host-renew":
+                self.db.execute("update sa set state = 'deleted' where spi in (?, ?)", (data["up"], data["down"]))
+                if data.get("old") is not None:
+                    self.db.execute("update sa set state = 'active' where spi = ? and state = 'retiring'", (data["old"],))
+                self._event(tunnel, "host renewal interrupted by a controller restart: rolled back (the agent asks again)")
+            else:
+                self._event(tunnel, f"{op} interrupted by a controller restart: completed from the recorded state")
 
     # ------------------------------------------------------------------ gateways
 
     def add_gateway(self, gw, program_dir, adopt=True):
         """Take a gateway under control. A switch that already runs this program (a controller restart) is
-        adopted as it is: nothing is pushed or removed, and the SA slots in use are taken from the database.
-        Otherwise the pipeline is pushed, and tunnels the database had on this gateway are marked lost (their
-        SAs went with the switch's state); `resume` brings them back. Returns True if adopted."""
+        adopted (nothing pushed); otherwise the pipeline is pushed. Either way the SA slots in use are taken from
+        the database, and `resume` (or `reconcile`) brings the switch to the recorded state. Returns True if
+        adopted."""
         with self.lock:
             adopted = adopt and gw.switch.adopt(program_dir)
             if not adopted:
                 gw.setup(program_dir)
             self.gateways[gw.name] = gw
-            if adopted:
-                used = {r[0] for r in self.db.execute(
-                    "select out_slot from sa where src = ? and state in ('active', 'retiring') union "
-                    "select in_slot from sa where dst = ? and state in ('inbound', 'active', 'retiring')", (gw.name, gw.name))}
-                gw.next_slot = max(used) + 1 if used else 0
-                gw.free_slots = sorted(set(range(gw.next_slot)) - used, reverse=True)
-                self._event(gw.name, f"adopted (pipeline already running; {len(used)} SA slots in use)")
-            else:
-                lost = [r[0] for r in self.db.execute("select name from tunnel where state = 'up' and (a = ? or b = ?)", (gw.name, gw.name))]
-                for t in lost:
-                    self.db.execute("update tunnel set state = 'lost' where name = ?", (t,))
-                    self.db.execute("update sa set state = 'deleted' where tunnel = ?", (t,))
-                    self._event(t, f"lost: {gw.name} runs a fresh pipeline")
+            self.programs[gw.name] = program_dir
+            self._slots_from_db(gw)
+            self._event(gw.name, f"adopted (pipeline already running; {gw.next_slot - len(gw.free_slots)} SA slots in use)" if adopted
+                        else "pipeline pushed")
             self.db.commit()
-            gw.switch.on_digest = lambda name, items, g=gw.name: self._on_digest(g, name, items)
-            gw.switch.digest_enable(SA_EVENT_DIGEST)
+            self._watch(gw)
             return adopted
 
-    def resume(self):
-        """After a restart, once the gateways are added: finish what was in flight (old SAD-dec entries waiting
-        for removal, half-installed SAs) and bring lost tunnels up again."""
+    def _slots_from_db(self, gw):
+        used = {r[0] for r in self.db.execute(
+            "select out_slot from sa where src = ? and state in ('inbound', 'active', 'retiring') and out_slot >= 0 union "
+            "select in_slot from sa where dst = ? and state in ('inbound', 'active', 'retiring') and in_slot >= 0", (gw.name, gw.name))}
+        gw.next_slot = max(used) + 1 if used else 0
+        gw.free_slots = sorted(set(range(gw.next_slot)) - used, reverse=True)
+
+    def _watch(self, gw):
+        gw.switch.on_digest = lambda name, items, g=gw.name: self._on_digest(g, name, items)
+        gw.switch.on_lost = lambda g=gw.name: self._lost(g)
+        gw.switch.digest_enable(SA_EVENT_DIGEST)
+
+    def _lost(self, name):
+        """The switch's stream ended: reconnect in the background; its tunnels are degraded meanwhile."""
+        if self._closed.is_set():
+            return
         with self.lock:
+            if name in self.away:
+                return
+            self.away.add(name)
+            self._event(name, "switch unreachable (P4Runtime stream lost): its tunnels are degraded; reconnecting")
+            for (t,) in self.db.execute("select name from tunnel where state in ('up', 'pending') and (a = ? or b = ?)", (name, name)):
+                self._event(t, f"degraded: gateway {name} is unreachable")
+            self.db.commit()
+        threading.Thread(target=self._reconnect, args=(name,), daemon=True, name=f"reconnect-{name}").start()
+
+    def _reconnect(self, name):
+        from . import runtime
+        gw = self.gateways[name]
+        old = gw.switch
+        while not self._closed.is_set():
+            try:
+                sw = runtime.Switch(old.address, device_id=old.device_id, election_id=old.election_id, timeout=0.5)
+            except Exception:
+                time.sleep(0.05)
+                continue
+            try:
+                with self.lock:
+                    gw.switch = sw
+                    adopted = sw.adopt(self.programs[name])
+                    if not adopted:
+                        gw.setup(self.programs[name])
+                    self._watch(gw)
+                    self.away.discard(name)
+                    self._event(name, "switch back: " + ("pipeline still running, adopted" if adopted else "pipeline pushed again"))
+                    self.db.commit()
+                    summary = self.reconcile()
+                    for (t,) in self.db.execute("select name from tunnel where state in ('up', 'pending') and (a = ? or b = ?)", (name, name)):
+                        self._event(t, f"up again: gateway {name} reconciled ({summary.get(name, '')})")
+                    self.db.commit()
+                try:
+                    old.close()
+                except Exception:
+                    pass
+                return
+            except Exception as e:
+                log.warning("reconnecting %s: %s", name, e)
+                with self.lock:
+                    self.away.add(name)
+                try:
+                    sw.close()
+                except Exception:
+                    pass
+                time.sleep(0.2)
+
+    def reconcile(self, names=None, dry_run=False):
+        """Converge the gateways (default: all that are reachable) to the recorded state; {gateway: summary}.
+        With dry_run, only compare."""
+        with self.lock:
+            names = [n for n in (names or self.gateways) if n not in self.away]
+            want = rec.desired_state(self, SWITCH_MAC)
+            fresh = self._fresh()
+            plans = {}
+            for n in names:
+                try:
+                    plans[n] = rec.plan(self.gateways[n].switch, want[n], fresh)
+                except Exception as e:     # unreachable: its stream's end (if it went away) starts the reconnection
+                    log.warning("reconcile: cannot read %s: %s", n, e)
+            if dry_run:
+                return {n: {"in_sync": p.empty(), "summary": p.summary()} for n, p in plans.items()}
+            for phase in (0, 1, 2, 3, 4, 5):
+                for n, p in plans.items():
+                    rec.apply_phase(self.gateways[n].switch, p.phases[phase])
+            for n, p in plans.items():
+                gw = self.gateways[n]
+                for kind, slot in p.phases[0] + p.phases[5]:
+                    if slot < gw.next_slot and slot not in gw.free_slots:
+                        gw.free_slots.append(slot)
+                if not p.empty():
+                    self._event(n, f"reconciled: {p.summary()}")
+            self.db.commit()
+            for n, p in plans.items():
+                for spi in p.renew:
+                    try:
+                        self.renew(spi, reason=f"its outbound SA was missing on {n}")
+                    except Exception as e:
+                        self._event(n, f"renewing SA {spi:#010x} failed: {e}")
+            self.db.commit()
+            return {n: p.summary() for n, p in plans.items()}
+
+    def start_periodic(self, interval):
+        """Reconcile every `interval` seconds (a switch that lost state without losing its stream, entries
+        changed by someone else) until close()."""
+        def run():
+            while not self._closed.wait(interval):
+                try:
+                    self.reconcile()
+                except Exception as e:
+                    log.warning("periodic reconciliation: %s", e)
+        threading.Thread(target=run, daemon=True, name="reconcile").start()
+
+    def resume(self):
+        """After a restart, once the gateways are added: roll back or complete the operations that were in
+        flight, converge every switch to the recorded state, restart the grace timers of old SAs, renew SAs
+        whose lifetime ended while no controller listened, and bring lost tunnels (an older store's) up again."""
+        with self.lock:
+            self._recover_intents()
+            self.db.commit()
+            self.reconcile()
+            self.db.execute("delete from intent")
+            self.db.commit()
             for (spi,) in self.db.execute("select spi from sa where state = 'retiring'").fetchall():
                 timer = threading.Timer(self.grace, self._retire, (spi,))
                 timer.daemon = True
                 timer.start()
                 self._timers.append(timer)
-            for spi, tunnel, s, d, in_slot in self.db.execute("select spi, tunnel, src, dst, in_slot from sa where state = 'inbound'").fetchall():
-                if s in self.gateways and d not in self.gateways:
-                    continue    # a road warrior's renewal waiting for its RenewReady: nothing of it is on the gateway yet
-                if s in self.gateways and d in self.gateways:
-                    try:
-                        self._sad_dec(self.gateways[s], self.gateways[d], spi, in_slot, insert=False)
-                        gwp.sa_delete(self.gateways[d].switch, in_slot)
-                    except Exception as e:
-                        self._event(tunnel, f"cleaning half-installed SA {spi:#010x} failed: {e}")
-                    self.gateways[d].free_slots.append(in_slot)
-                self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
             lost = self.db.execute("select name, a, b, suite, soft, hard from tunnel where state = 'lost'").fetchall()
-            self.db.commit()
             # lifetime events that fired while no controller listened: ask the SAs themselves
             missed = []
             for spi, s, d, out_slot in self.db.execute("select spi, src, dst, out_slot from sa where state = 'active'").fetchall():
-                if s in self.gateways:
+                if s in self.gateways and d in self.gateways:
                     try:
                         st = gwp.sa_stats(self.gateways[s].switch, out_slot)
                     except Exception:
@@ -181,8 +278,14 @@ class IpsecController:
         for name, a, b, suite, soft, hard, created, state in rows:
             spis = [f"{r[0]:#010x}" for r in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall()]
             sites = self._tunnel_sites(name) or {}
-            out.append({"name": name, "a": a, "b": b, "suite": suite, "soft": json.loads(soft), "hard": json.loads(hard),
-                        "created": created, "state": state, "active_spis": spis, "a_prefix": sites.get(a), "b_prefix": sites.get(b)})
+            away = sorted({a, b} & self.away)
+            if state == "up" and away:
+                state = "degraded"
+            t = {"name": name, "a": a, "b": b, "suite": suite, "soft": json.loads(soft), "hard": json.loads(hard),
+                 "created": created, "state": state, "active_spis": spis, "a_prefix": sites.get(a), "b_prefix": sites.get(b)}
+            if away:
+                t["unreachable"] = away
+            out.append(t)
         return out
 
     def _event(self, tunnel, what):
@@ -211,17 +314,8 @@ class IpsecController:
         cfg = sa_config(spi, suite, os.urandom(nkey), os.urandom(nauth), src.address, dst.address, soft, hard)
         return spi, cfg
 
-    def _install_in(self, tunnel, src, dst, spi, cfg, out_slot):
-        """SAD-dec first: the receiver knows the SA before anyone sends under it."""
-        in_slot = dst.alloc_slot()
-        gwp.sa_write(dst.switch, in_slot, cfg)
-        self._sad_dec(src, dst, spi, in_slot)
-        self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'inbound')",
-                        (spi, tunnel, src.name, dst.name, out_slot, in_slot, json.dumps(cfg), time.time()))
-        return in_slot
-
     def _undo_in(self, tunnel, src, dst, spi, in_slot):
-        """Remove an SA installed inbound by `_install_in`, each part on its own (a part that was never applied
+        """Remove an SA installed inbound (its SAD-dec entry and its slot), each part on its own (a part that was never applied
         is reported missing, which is fine); the slot is free again unless something could not be removed."""
         left = []
         for what, undo in (("SAD-dec entry", lambda: self._sad_dec(src, dst, spi, in_slot, insert=False)),
@@ -307,39 +401,55 @@ class IpsecController:
             other = self.db.execute("select value from kv where key = ?", (pair,)).fetchone()
             if other and other[0] != name:
                 raise ControllerError(f"tunnel {other[0]} already protects {sites[a_name]} <-> {sites[b_name]}")
+            prev = (self.db.execute("select * from tunnel where name = ?", (name,)).fetchone(),
+                    self.db.execute("select value from kv where key = ?", (f"sites:{name}",)).fetchone())
             self.db.execute("insert or replace into tunnel values (?, ?, ?, ?, ?, ?, ?, 'up')",
                             (name, a_name, b_name, suite, json.dumps(soft), json.dumps(hard), time.time()))
             self.db.execute("insert or replace into kv values (?, ?)", (f"sites:{name}", json.dumps(sites)))
             self.db.execute("insert or replace into kv values (?, ?)", (pair, name))
             if suite == "bypass":
-                # BYPASS policies: the sites talk in the clear
-                # BYPASS both ways on both gateways (clear traffic arriving from the peer is policy-checked too)
-                for src, dst in ((a, b), (b, a)):
-                    self._route(src, sites[dst.name])
-                    self._spd(src, dst, None, action=gwp.BYPASS, sites=sites)
-                    self._spd(src, dst, None, action=gwp.BYPASS, on=dst, sites=sites)
+                iid = self._intent("setup", name)
+                self.db.commit()
+                checkpoint("setup:recorded")
+                try:
+                    # BYPASS both ways on both gateways (clear traffic arriving from the peer is policy-checked too)
+                    for src, dst in ((a, b), (b, a)):
+                        self._route(src, sites[dst.name])
+                        self._spd(src, dst, None, action=gwp.BYPASS, sites=sites)
+                        self._spd(src, dst, None, action=gwp.BYPASS, on=dst, sites=sites)
+                except Exception:
+                    self._forget_setup(name, prev, pair, [], iid)
+                    self.reconcile([a_name, b_name])
+                    raise
+                checkpoint("setup:outbound")
+                self._done(iid)
                 self._event(name, "up (bypass)")
                 self.db.commit()
                 return {}
-            t_db = time.perf_counter() - t0
             # per direction src -> dst: the SA, its outbound slot on src and its inbound slot on dst
             pairs = {}
             for src, dst in ((a, b), (b, a)):
                 spi, cfg = self._make_sa(name, src, dst, suite, soft, hard)
                 pairs[(src.name, dst.name)] = (spi, src.alloc_slot(), dst.alloc_slot(), cfg)
+            for (s, d), (spi, out_slot, in_slot, cfg) in pairs.items():
+                self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
+                                (spi, name, s, d, out_slot, in_slot, json.dumps(cfg), time.time()))
+            iid = self._intent("setup", name, fresh=[v[0] for v in pairs.values()])
+            self.db.commit()
+            t_db = time.perf_counter() - t0
+            checkpoint("setup:recorded")
             # one Write per switch and phase, both switches at once: SAD-dec everywhere (phase 1), then SAD-enc + SPD
             # (phase 2; the switch applies the extern update before the table update of a Write). Phase 2 is built
-            # while phase 1 is on the wire, the database rows while phase 2 is.
+            # while phase 1 is on the wire.
             t1 = time.perf_counter()
             phase1 = [(dst, self._inbound_updates(src, dst, *pairs[(src.name, dst.name)])) for src, dst in ((a, b), (b, a))]
             sent1 = [(gw, ups, gw.switch.write_async(ups)) for gw, ups in phase1]
             phase2 = [(src, self._outbound_updates(src, dst, *pairs[(src.name, dst.name)], sites=sites)) for src, dst in ((a, b), (b, a))]
             done1 = self._wait_writes(sent1)
+            if done1 is None:
+                checkpoint("setup:inbound")
             t2 = time.perf_counter()
             sent2 = [(gw, ups, gw.switch.write_async(ups)) for gw, ups in phase2] if done1 is None else []
-            for (s, d), (spi, out_slot, in_slot, cfg) in pairs.items():
-                self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-                                (spi, name, s, d, out_slot, in_slot, json.dumps(cfg), time.time()))
             done2 = self._wait_writes(sent2) if done1 is None else None
             t3 = time.perf_counter()
             if done1 is not None or done2 is not None:
@@ -351,12 +461,28 @@ class IpsecController:
                 for (s, d), (_, out_slot, in_slot, _) in pairs.items():
                     self.gateways[s].free_slots.append(out_slot)
                     self.gateways[d].free_slots.append(in_slot)
-                self.db.rollback()
+                self._forget_setup(name, prev, pair, [v[0] for v in pairs.values()], iid)
                 raise err
+            checkpoint("setup:outbound")
+            self._done(iid)
             self._event(name, f"up ({suite}) in {1000 * (time.perf_counter() - t0):.2f} ms (SAD-dec {1000 * (t2 - t1):.2f} ms, "
                               f"SAD-enc + SPD {1000 * (t3 - t2):.2f} ms, state {1000 * t_db:.2f} ms)")
             self.db.commit()
             return {k: (v[0], v[1]) for k, v in pairs.items()}
+
+    def _forget_setup(self, name, prev, pair, spis, iid):
+        """A setup the switches refused: its records go (the tunnel's earlier row comes back)."""
+        for spi in spis:
+            self.db.execute("delete from sa where spi = ?", (spi,))
+        self.db.execute("delete from tunnel where name = ?", (name,))
+        self.db.execute("delete from kv where key = ?", (f"sites:{name}",))
+        if prev[0]:
+            self.db.execute("insert into tunnel values (?, ?, ?, ?, ?, ?, ?, ?)", prev[0])
+        if prev[1]:
+            self.db.execute("insert into kv values (?, ?)", (f"sites:{name}", prev[1][0]))
+        self.db.execute("delete from kv where key = ? and value = ?", (pair, name))
+        self._done(iid)
+        self.db.commit()
 
     def _inbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False):
         """The Write for dst that lets it receive src's SA: the SA in its inbound slot, then its SAD-dec entry
@@ -434,30 +560,40 @@ class IpsecController:
             if not row or row[5] != "active":
                 return None  # already renewed (both ends report the same SA) or gone
             tunnel, src_name, dst_name, out_slot, old_in, _ = row
+            if src_name not in self.gateways or dst_name not in self.gateways:
+                return None  # a road warrior's SA: its agent renews it
             suite, soft, hard = self.db.execute("select suite, soft, hard from tunnel where name = ?", (tunnel,)).fetchone()
             src, dst = self.gateways[src_name], self.gateways[dst_name]
             t0 = time.perf_counter()
             new_spi, cfg = self._make_sa(tunnel, src, dst, suite, json.loads(soft), json.loads(hard))
-            in_slot = None
+            in_slot = dst.alloc_slot()
+            self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
+                            (new_spi, tunnel, src_name, dst_name, out_slot, in_slot, json.dumps(cfg), time.time()))
+            self.db.execute("update sa set state = 'retiring' where spi = ?", (spi,))
+            iid = self._intent("renew", tunnel, fresh=[new_spi], old=spi)
+            self.db.commit()
+            checkpoint("renew:recorded")
             try:
                 with dst.switch.batch():
-                    in_slot = self._install_in(tunnel, src, dst, new_spi, cfg, out_slot)
+                    gwp.sa_write(dst.switch, in_slot, cfg)
+                    self._sad_dec(src, dst, new_spi, in_slot)
+                checkpoint("renew:inbound")
                 t1 = time.perf_counter()
                 gwp.sa_write(src.switch, out_slot, cfg)
             except Exception as e:
                 # nothing half-installed stays: the new SAD-dec (and its SA) go again; the old SA keeps working
-                self.db.rollback()
-                if in_slot is not None:
-                    self._undo_in(tunnel, src, dst, new_spi, in_slot)
+                self._undo_in(tunnel, src, dst, new_spi, in_slot)
+                self.db.execute("delete from sa where spi = ?", (new_spi,))
+                self.db.execute("update sa set state = 'active' where spi = ?", (spi,))
+                self._done(iid)
                 self._event(tunnel, f"renew {src_name}->{dst_name} ({reason}) failed, the old SA {spi:#010x} stays: {e}")
                 self.db.commit()
                 raise
+            checkpoint("renew:outbound")
             t2 = time.perf_counter()
-            self.db.execute("update sa set state = 'active' where spi = ?", (new_spi,))
-            self.db.execute("update sa set state = 'retiring' where spi = ?", (spi,))
+            self._done(iid)
             self.renewals += 1
-            self._event(tunnel, f"renew {src_name}->{dst_name} ({reason}): SAD-dec {new_spi:#010x} on {dst_name} slot "
-                                f"{self.db.execute('select in_slot from sa where spi = ?', (new_spi,)).fetchone()[0]} "
+            self._event(tunnel, f"renew {src_name}->{dst_name} ({reason}): SAD-dec {new_spi:#010x} on {dst_name} slot {in_slot} "
                                 f"({1000 * (t1 - t0):.2f} ms), SAD-enc {spi:#010x} -> {new_spi:#010x} on {src_name} slot {out_slot} "
                                 f"({1000 * (t2 - t1):.2f} ms); old SAD-dec removed in {self.grace:g} s")
             self.db.commit()
@@ -473,30 +609,47 @@ class IpsecController:
             if not row or row[4] != "retiring":
                 return
             tunnel, src_name, dst_name, in_slot, _, cfg = row
-            dst = self.gateways[dst_name]
+            dst = self.gateways.get(dst_name)
+            self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
+            iid = self._intent("retire", tunnel, spi=spi)
+            self.db.commit()
+            checkpoint("retire:recorded")
+            if dst is None or dst_name in self.away:
+                self._done(iid)
+                self.db.commit()
+                return      # reconciliation removes it when the switch is back
             # a road warrior's SA: the source is the host, known only by its address
             src = self.gateways.get(src_name) or Gateway(src_name, None, json.loads(cfg)["tunnel"][0], "", 0, "", 0, "", "")
             try:
                 self._sad_dec(src, dst, spi, in_slot, insert=False)
+                checkpoint("retire:sad-dec")
                 gwp.sa_delete(dst.switch, in_slot)
                 dst.free_slots.append(in_slot)
             except Exception as e:
-                self._event(tunnel, f"removing old SAD-dec {spi:#010x} on {dst_name} failed: {e}")
-                return
-            self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
-            self._event(tunnel, f"old SAD-dec {spi:#010x} removed from {dst_name}")
+                self._event(tunnel, f"removing old SAD-dec {spi:#010x} on {dst_name} failed ({e}); reconciliation removes it")
+            else:
+                self._event(tunnel, f"old SAD-dec {spi:#010x} removed from {dst_name}")
+            self._done(iid)
             self.db.commit()
 
-    def rekey(self, a_name, b_name):
-        """Renew both directions of the tunnel between two gateways now. Returns {(src, dst): (spi, slot)}."""
+    def rekey(self, name):
+        """Renew both directions of tunnel `name` now. Returns {(src, dst): (spi, slot)} of its active SAs."""
         with self.lock:
-            rows = self.db.execute("select spi from sa where state = 'active' and ((src = ? and dst = ?) or (src = ? and dst = ?))",
-                                   (a_name, b_name, b_name, a_name)).fetchall()
-            for (spi,) in rows:
+            if not self.db.execute("select 1 from tunnel where name = ? and state = 'up'", (name,)).fetchone():
+                raise ControllerError(f"no tunnel {name} is up")
+            for (spi,) in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall():
                 self.renew(spi)
             return {(s, d): (spi, slot) for spi, s, d, slot in self.db.execute(
-                "select spi, src, dst, out_slot from sa where state = 'active' and ((src = ? and dst = ?) or (src = ? and dst = ?))",
-                (a_name, b_name, b_name, a_name))}
+                "select spi, src, dst, out_slot from sa where tunnel = ? and state = 'active'", (name,))}
+
+    def rekey_pair(self, a_name, b_name):
+        """Renew every tunnel between two gateways (both directions) now. Returns {tunnel: {(src, dst): (spi, slot)}}."""
+        with self.lock:
+            names = [r[0] for r in self.db.execute("select name from tunnel where state = 'up' and ((a = ? and b = ?) or (a = ? and b = ?))",
+                                                  (a_name, b_name, b_name, a_name)).fetchall()]
+            if not names:
+                raise ControllerError(f"no tunnel between {a_name} and {b_name} is up")
+            return {n: self.rekey(n) for n in names}
 
     def _on_digest(self, gw_name, name, items):
         if name != SA_EVENT_DIGEST:
@@ -517,183 +670,6 @@ class IpsecController:
                         continue
                     self.renew(row[0], reason=f"{'soft' if event == SOFT else 'hard'} lifetime on {gw_name}")
 
-    # ------------------------------------------------------------------ host-to-site (road warriors with an agent)
-
-    HOST = "host:"
-
-    def _is_host_sa(self, spi):
-        r = self.db.execute("select src, dst from sa where spi = ?", (spi,)).fetchone()
-        return bool(r) and (r[0].startswith(self.HOST) or r[1].startswith(self.HOST))
-
-    def host_up(self, client, profile, gw_name, host_address, host_mac, inner, suite="aes-gcm-128", soft=None, hard=None):
-        """Phase 1 of a host-to-site tunnel for `client` (an agent) to the site behind gateway `gw_name`: the
-        gateway learns the SA the host will send with (SAD-dec) and a route to the host; the host's SAs are
-        returned for the agent to install. The gateway starts sending only after `host_ready`."""
-        if suite not in SUITES:
-            raise ControllerError(f"unknown cipher suite {suite!r}")
-        with self.lock:
-            gw = self.gateways.get(gw_name)
-            if gw is None:
-                raise ControllerError(f"no gateway {gw_name}")
-            name = f"{profile}@{client}"
-            if self.db.execute("select 1 from tunnel where name = ? and state in ('up', 'pending')", (name,)).fetchone():
-                raise ControllerError(f"tunnel {name} is already up")
-            host = Gateway(self.HOST + client, None, host_address, inner if "/" in inner else f"{inner}/{128 if ':' in inner else 32}",
-                           0, host_mac, 0, host_mac, host_address + ("/128" if ":" in host_address else "/32"))
-            t0 = time.perf_counter()
-            self.db.execute("insert or replace into tunnel values (?, ?, ?, ?, ?, ?, ?, 'pending')",
-                            (name, gw_name, host.name, suite, json.dumps(soft), json.dumps(hard), time.time()))
-            up_spi, up_cfg = self._make_sa(name, host, gw, suite, soft, hard)        # host -> gateway
-            down_spi, down_cfg = self._make_sa(name, gw, host, suite, soft, hard)    # gateway -> host
-            out_slot = gw.alloc_slot()
-            try:
-                with gw.switch.batch():
-                    self._install_in(name, host, gw, up_spi, up_cfg, -1)
-                    _lpm(gw.switch, host.wan_prefix, host_mac, gw.wan_port)
-                self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'inbound')",
-                                (down_spi, name, gw.name, host.name, out_slot, -1, json.dumps(down_cfg), time.time()))
-            except Exception:
-                self.db.rollback()
-                raise
-            self.db.execute("update sa set state = 'active' where spi = ?", (up_spi,))
-            self.db.execute("insert or replace into kv values (?, ?)", (f"inner:{name}", host.lan_prefix))
-            self._event(name, f"host phase 1 for {client} at {host_address}: SAD-dec {up_spi:#010x} on {gw_name} "
-                              f"({1000 * (time.perf_counter() - t0):.2f} ms)")
-            self.db.commit()
-            return {"tunnel": name, "gateway": gw.address, "site": gw.lan_prefix, "inner": host.lan_prefix, "suite": suite,
-                    "outbound": up_cfg, "inbound": down_cfg}
-
-    def host_ready(self, client, profile):
-        """Phase 2: the agent installed its SAs; the gateway now sends to the host (SAD-enc, then the policy)."""
-        with self.lock:
-            name = f"{profile}@{client}"
-            row = self.db.execute("select a, b from tunnel where name = ? and state = 'pending'", (name,)).fetchone()
-            if not row:
-                raise ControllerError(f"no pending tunnel {name}")
-            gw = self.gateways[row[0]]
-            spi, out_slot, cfg = self.db.execute("select spi, out_slot, config from sa where tunnel = ? and src = ? and state = 'inbound'",
-                                                 (name, gw.name)).fetchone()
-            t0 = time.perf_counter()
-            with gw.switch.batch():
-                gwp.sa_write(gw.switch, out_slot, json.loads(cfg))
-                self._host_spd(gw, self._host_inner(name), out_slot)
-            self.db.execute("update sa set state = 'active' where spi = ?", (spi,))
-            self.db.execute("update tunnel set state = 'up' where name = ?", (name,))
-            self._event(name, f"host phase 2: SAD-enc {spi:#010x} and policy on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); up")
-            self.db.commit()
-
-    def _host_inner(self, name):
-        r = self.db.execute("select value from kv where key = ?", (f"inner:{name}",)).fetchone()
-        return r[0]
-
-    def _host_spd(self, gw, inner, out_slot, insert=True):
-        match, table = gwp.spd_match(gw.lan_prefix, inner), gwp.spd(gwp.version(inner))
-        if insert:
-            gw.switch.table_insert(table, match, gwp.PROTECT, {gwp.SA_INDEX: out_slot}, priority=20)
-        else:
-            gw.switch.table_delete(table, match, priority=20)
-
-    def host_renew(self, client, profile):
-        """Renewal of a host tunnel, asked for by its agent (the host's SAs reached their soft limit): the gateway
-        learns the host's next SA (SAD-dec) at once; the next gateway->host SA is returned for the agent to install
-        inbound first, and replaces the gateway's outbound SA in `host_renew_ready`."""
-        with self.lock:
-            name = f"{profile}@{client}"
-            row = self.db.execute("select a, b, suite, soft, hard from tunnel where name = ? and state = 'up'", (name,)).fetchone()
-            if not row:
-                raise ControllerError(f"no tunnel {name} is up")
-            gw = self.gateways[row[0]]
-            suite, soft, hard = row[2], json.loads(row[3]), json.loads(row[4])
-            old_up, up_cfg_old = self.db.execute("select spi, config from sa where tunnel = ? and dst = ? and state = 'active'", (name, gw.name)).fetchone()
-            down_slot = self.db.execute("select out_slot from sa where tunnel = ? and src = ? and state = 'active'", (name, gw.name)).fetchone()[0]
-            stale = self.db.execute("select spi from sa where tunnel = ? and src = ? and state = 'inbound'", (name, gw.name)).fetchone()
-            if stale:
-                # the agent asks again: it gave up the renewal it asked for before (nothing of that SA is on the
-                # gateway yet; it would have been installed at RenewReady)
-                self.db.execute("update sa set state = 'deleted' where spi = ?", stale)
-                self._event(name, f"host renewal for {client}: unfinished renewal to SA {stale[0]:#010x} abandoned")
-            host_addr = json.loads(up_cfg_old)["tunnel"][0]
-            host = Gateway(row[1], None, host_addr, "", 0, "", 0, "", "")
-            t0 = time.perf_counter()
-            up_spi, up_cfg = self._make_sa(name, host, gw, suite, soft, hard)
-            down_spi, down_cfg = self._make_sa(name, gw, host, suite, soft, hard)
-            try:
-                with gw.switch.batch():
-                    self._install_in(name, host, gw, up_spi, up_cfg, -1)
-                self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'inbound')",
-                                (down_spi, name, gw.name, host.name, down_slot, -1, json.dumps(down_cfg), time.time()))
-            except Exception:
-                self.db.rollback()
-                raise
-            self.db.execute("update sa set state = 'active' where spi = ?", (up_spi,))
-            self.db.execute("update sa set state = 'retiring' where spi = ?", (old_up,))
-            self.renewals += 1
-            self._event(name, f"host renewal for {client}: SAD-dec {up_spi:#010x} on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); "
-                              f"old SAD-dec {old_up:#010x} removed in {self.grace:g} s")
-            self.db.commit()
-            timer = threading.Timer(self.grace, self._retire, (old_up,))
-            timer.daemon = True
-            timer.start()
-            self._timers.append(timer)
-            return {"outbound": up_cfg, "inbound": down_cfg}
-
-    def host_renew_ready(self, client, profile):
-        """The agent installed the new gateway->host SA inbound: the gateway's outbound SA is swapped in place."""
-        with self.lock:
-            name = f"{profile}@{client}"
-            row = self.db.execute("select a from tunnel where name = ? and state = 'up'", (name,)).fetchone()
-            if not row:
-                raise ControllerError(f"no tunnel {name} is up")
-            gw = self.gateways[row[0]]
-            new = self.db.execute("select spi, out_slot, config from sa where tunnel = ? and src = ? and state = 'inbound'", (name, gw.name)).fetchone()
-            if not new:
-                raise ControllerError(f"no renewal of {name} is waiting")
-            old = self.db.execute("select spi from sa where tunnel = ? and src = ? and state = 'active'", (name, gw.name)).fetchone()
-            gwp.sa_write(gw.switch, new[1], json.loads(new[2]))
-            self.db.execute("update sa set state = 'active' where spi = ?", (new[0],))
-            if old:
-                self.db.execute("update sa set state = 'deleted' where spi = ?", (old[0],))
-            self._event(name, f"host renewal for {client}: SAD-enc {old[0] if old else 0:#010x} -> {new[0]:#010x} on {gw.name} slot {new[1]}")
-            self.db.commit()
-
-    def host_down(self, client, profile):
-        with self.lock:
-            name = f"{profile}@{client}"
-            row = self.db.execute("select a, state from tunnel where name = ? and state in ('up', 'pending')", (name,)).fetchone()
-            if not row:
-                raise ControllerError(f"no tunnel {name} is up")
-            gw, tstate = self.gateways[row[0]], row[1]
-            host_addr = None
-            failures = []
-            for spi, src, dst, out_slot, in_slot, state in self.db.execute(
-                    "select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'", (name,)).fetchall():
-                try:
-                    if src == gw.name:      # gateway -> host (a renewal's next SA shares the slot)
-                        if state == "active":
-                            self._host_spd(gw, self._host_inner(name), out_slot, insert=False)
-                            gwp.sa_delete(gw.switch, out_slot)
-                            gw.free_slots.append(out_slot)
-                        elif state == "inbound" and tstate == "pending":
-                            gw.free_slots.append(out_slot)
-                    else:                   # host -> gateway (the active SA and any old one still retiring)
-                        host_addr = json.loads(self.db.execute("select config from sa where spi = ?", (spi,)).fetchone()[0])["tunnel"][0]
-                        self._sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, insert=False)
-                        gwp.sa_delete(gw.switch, in_slot)
-                        gw.free_slots.append(in_slot)
-                except Exception as e:      # the rest is still removed; the SA is forgotten either way
-                    failures.append(f"SA {spi:#010x}: {e}")
-                self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
-            if host_addr is not None:
-                try:
-                    _lpm(gw.switch, host_addr + ("/128" if ":" in host_addr else "/32"), insert=False)
-                except Exception as e:
-                    failures.append(f"route to {host_addr}: {e}")
-            for f in failures:
-                self._event(name, f"removing {f} failed")
-            self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
-            self._event(name, "down")
-            self.db.commit()
-
     def disconnect(self, name):
         """Tear a tunnel down: policies, then SAD-enc, then SAD-dec."""
         with self.lock:
@@ -702,30 +678,42 @@ class IpsecController:
                 raise ControllerError(f"no tunnel {name} is up")
             a, b = self.gateways[row[0]], self.gateways[row[1]]
             sites = self._tunnel_sites(name) or {a.name: a.lan_prefix, b.name: b.lan_prefix}
-            self.db.execute("delete from kv where key = ? and value = ?", (self._pair_key(sites), name))
-            if row[2] == "bypass":
-                for src, dst in ((a, b), (b, a)):
-                    self._spd(src, dst, None, insert=False, sites=sites)
-                    self._spd(src, dst, None, insert=False, on=dst, sites=sites)
-                    self._route(src, sites[dst.name], insert=False)
-                self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
-                self._event(name, "down")
-                self.db.commit()
-                return
             rows = self.db.execute("select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'",
                                    (name,)).fetchall()
-            active = [r for r in rows if r[5] == "active"]
-            for src, dst in ((a, b), (b, a)):
-                self._spd(src, dst, None, insert=False, sites=sites)
-            for spi, s, d, out_slot, in_slot, _ in active:
-                gwp.sa_delete(self.gateways[s].switch, out_slot)
-                self.gateways[s].free_slots.append(out_slot)
-            for spi, s, d, out_slot, in_slot, _ in rows:
-                self._sad_dec(self.gateways[s], self.gateways[d], spi, in_slot, insert=False)
-                gwp.sa_delete(self.gateways[d].switch, in_slot)
-                self.gateways[d].free_slots.append(in_slot)
-                self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
+            self.db.execute("delete from kv where key = ? and value = ?", (self._pair_key(sites), name))
+            self.db.execute("update sa set state = 'deleted' where tunnel = ?", (name,))
             self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
+            iid = self._intent("delete", name)
+            self.db.commit()
+            checkpoint("delete:recorded")
+            failures = []
+
+            def attempt(what, fn):
+                try:
+                    fn()
+                except Exception as e:
+                    failures.append(f"{what}: {e}")
+            if row[2] == "bypass":
+                for src, dst in ((a, b), (b, a)):
+                    attempt("policy", lambda: self._spd(src, dst, None, insert=False, sites=sites))
+                    attempt("policy", lambda: self._spd(src, dst, None, insert=False, on=dst, sites=sites))
+                    attempt("route", lambda: self._route(src, sites[dst.name], insert=False))
+            else:
+                for src, dst in ((a, b), (b, a)):
+                    attempt("policy", lambda: self._spd(src, dst, None, insert=False, sites=sites))
+                checkpoint("delete:policies")
+                for spi, s, d, out_slot, in_slot, state in rows:
+                    if state == "active":
+                        attempt(f"SA {spi:#010x} outbound", lambda: gwp.sa_delete(self.gateways[s].switch, out_slot))
+                        self.gateways[s].free_slots.append(out_slot)
+                checkpoint("delete:outbound")
+                for spi, s, d, out_slot, in_slot, _ in rows:
+                    attempt(f"SA {spi:#010x} SAD-dec", lambda: self._sad_dec(self.gateways[s], self.gateways[d], spi, in_slot, insert=False))
+                    attempt(f"SA {spi:#010x} inbound", lambda: gwp.sa_delete(self.gateways[d].switch, in_slot))
+                    self.gateways[d].free_slots.append(in_slot)
+            for f in failures:
+                self._event(name, f"removing {f} failed (reconciliation removes what is left)")
+            self._done(iid)
             self._event(name, "down")
             self.db.commit()
 
@@ -741,6 +729,7 @@ class IpsecController:
         return json.loads(row[0]) if row else None
 
     def close(self):
+        self._closed.set()
         for t in self._timers:
             t.cancel()
         self.pool.shutdown(wait=False)

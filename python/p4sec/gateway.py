@@ -4,6 +4,8 @@ place, so a renamed table or parameter is changed once; `tables`, `actions`, ...
 the program's P4Info (tests/ipsec/test_gateway_names.py).
 
 Tables and actions that exist once per IP version are functions of the version (4 or 6)."""
+import functools
+
 from . import runtime
 
 CONTROL = "GwIngress"
@@ -115,6 +117,7 @@ def local_addr_insert(switch, address):
     switch.table_insert(local_addr(v), {dst_addr(v): ("exact", runtime.addr(address))}, TO_ME, {})
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def prefix_match(prefix):
     """(value, mask) of a prefix "net/len" for a ternary field."""
     net, plen = prefix.split("/")

@@ -5,15 +5,21 @@
     p4sec-controller [--api URL] tunnels show NAME   one tunnel: SAs and event log
     p4sec-controller [--api URL] tunnels up NAME     bring a tunnel profile up
     p4sec-controller [--api URL] tunnels down NAME   tear it down
-    p4sec-controller [--api URL] tunnels rekey NAME  renew both directions now
+    p4sec-controller [--api URL] tunnels rekey NAME  renew both directions of NAME now
+    p4sec-controller [--api URL] tunnels rekey-pair A B   renew every tunnel between gateways A and B now
+    p4sec-controller [--api URL] reconcile [--check] compare the switches with the recorded state (--check:
+                                                     only compare; exit 1 if they differ), else converge them
     p4sec-controller [--api URL] sas list [--tunnel NAME]
 
 CONFIG (YAML):
 
     db: controller.db                 # SQLite state; a restart with the same file adopts running switches
+    # store: {postgres: "host=/run/postgresql dbname=p4sec"}   # instead of db: replicas share the state (HA)
+    # ha: {name: r1, lease: 2.0}      # this replica's name; the leader lease in seconds
     program: out/ipsec_gateway        # the compiled programs/ipsec_gateway.p4 (p4sec compile ... -o DIR)
     rest: 127.0.0.1:8080              # northbound REST API (OpenAPI description at /openapi.json)
     grace: 1.0                        # seconds an old SAD-dec entry stays after a renewal
+    reconcile_interval: 10            # seconds between reconciliations of every switch (0: only on start/reconnect)
     gateways:
       - {name: S1, grpc: 127.0.0.1:9559, device_id: 1, address: 192.0.2.1,
          lan: {prefix: 10.1.0.0/16, port: 1, mac: "02:00:00:00:0a:01"},
@@ -31,6 +37,7 @@ import pathlib
 import signal
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -125,6 +132,11 @@ def load_config(path):
         ag = cfg.get("agents")
         for k in ("listen", "ca", "cert"):
             _req(ag, k, f"{path}: agents", str)
+    if cfg.get("store") is not None:
+        st = cfg["store"]
+        if not isinstance(st, dict) or not isinstance(st.get("postgres"), str):
+            raise ConfigError(f"{path}: store: expected {{postgres: DSN}}")
+        _req(cfg.get("ha"), "name", f"{path}: ha", str)
     return cfg
 
 
@@ -137,7 +149,11 @@ OPENAPI = {
                                     "responses": {"200": {"description": "tunnel"}, "404": {"description": "no such tunnel"}}}},
         "/tunnels/{name}/up": {"post": {"summary": "bring the tunnel profile up", "responses": {"200": {"description": "SPIs"}, "409": {"description": "already up"}}}},
         "/tunnels/{name}/down": {"post": {"summary": "tear the tunnel down", "responses": {"200": {"description": "done"}, "409": {"description": "not up"}}}},
-        "/tunnels/{name}/rekey": {"post": {"summary": "renew both directions now", "responses": {"200": {"description": "new SPIs"}}}},
+        "/tunnels/{name}/rekey": {"post": {"summary": "renew both directions of this tunnel now", "responses": {"200": {"description": "new SPIs"}}}},
+        "/pairs/{a}/{b}/rekey": {"post": {"summary": "renew every tunnel between gateways a and b now",
+                                          "responses": {"200": {"description": "new SPIs by tunnel"}, "409": {"description": "no tunnel up"}}}},
+        "/reconcile": {"get": {"summary": "compare every reachable switch with the recorded state", "responses": {"200": {"description": "per gateway"}}},
+                       "post": {"summary": "converge every reachable switch to the recorded state", "responses": {"200": {"description": "per gateway"}}}},
         "/sas": {"get": {"summary": "security associations", "parameters": [{"name": "tunnel", "in": "query", "schema": {"type": "string"}}],
                          "responses": {"200": {"description": "SAs (no keys)"}}}},
         "/openapi.json": {"get": {"summary": "this description", "responses": {"200": {"description": "OpenAPI 3"}}}},
@@ -148,20 +164,23 @@ OPENAPI = {
 class Service:
     """The running controller: gateways from the config, auto tunnels up, digests handled, REST served."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, db=None, election_id=None):
         self.cfg = cfg
-        self.ctl = IpsecController(cfg.get("db", ":memory:"), grace=float(cfg.get("grace", 1.0)))
+        self.ctl = IpsecController(db or cfg.get("db", ":memory:"), grace=float(cfg.get("grace", 1.0)))
         self.switches = []
         program = pathlib.Path(cfg["program"])
         for g in cfg["gateways"]:
-            sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(g.get("election_id", 1)))
+            sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(election_id or g.get("election_id", 1)))
             self.switches.append(sw)
             gw = Gateway(g["name"], sw, g["address"], g["lan"]["prefix"], int(g["lan"]["port"]), g["lan"]["mac"], int(g["wan"]["port"]),
                          g["wan"]["mac"], g["wan"]["prefix"])
             adopted = self.ctl.add_gateway(gw, program)
             logging.info("gateway %s: %s", g["name"], "adopted" if adopted else "pipeline pushed")
         self.ctl.resume()
-        up = {t["name"] for t in self.ctl.tunnels() if t["state"] == "up"}
+        interval = float(cfg.get("reconcile_interval", 10))
+        if interval > 0:
+            self.ctl.start_periodic(interval)
+        up = {t["name"] for t in self.ctl.tunnels() if t["state"] in ("up", "degraded")}
         for name, p in cfg["profiles"].items():
             if p.get("auto") and name not in up:
                 self.up(name)
@@ -179,11 +198,14 @@ class Service:
         return {"down": name}
 
     def rekey(self, name):
-        t = next((t for t in self.ctl.tunnels() if t["name"] == name and t["state"] == "up"), None)
-        if t is None:
-            raise ControllerError(f"no tunnel {name} is up")
-        new = self.ctl.rekey(t["a"], t["b"])
+        new = self.ctl.rekey(name)
         return {f"{s}->{d}": f"{v[0]:#010x}" for (s, d), v in new.items()}
+
+    def rekey_pair(self, a, b):
+        return {t: {f"{s}->{d}": f"{v[0]:#010x}" for (s, d), v in new.items()} for t, new in self.ctl.rekey_pair(a, b).items()}
+
+    def reconcile(self, dry_run):
+        return self.ctl.reconcile(dry_run=dry_run)
 
     def tunnel(self, name):
         t = next((t for t in self.ctl.tunnels() if t["name"] == name), None)
@@ -311,7 +333,11 @@ class Service:
             s.close()
 
 
-def make_handler(svc):
+def make_handler(svc, replica=None):
+    """The REST handler of `svc` (a Service, or a callable giving the Service while this replica leads and None
+    while it follows: a follower forwards every request to the leader's REST API)."""
+    current = svc if callable(svc) else (lambda: svc)
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, fmt, *args):
             logging.debug("rest: " + fmt, *args)
@@ -324,11 +350,30 @@ def make_handler(svc):
             self.end_headers()
             self.wfile.write(body)
 
+        def _forward(self, method):
+            holder, term, rest = replica["lease"].leader() if replica else (None, None, None)
+            if not rest:
+                return self._send(503, {"error": "no leader right now (a replica takes over within the lease)"})
+            req = urllib.request.Request(f"http://{rest}{self.path}", method=method, data=b"" if method == "POST" else None)
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    return self._send(r.status, json.loads(r.read()))
+            except urllib.error.HTTPError as e:
+                return self._send(e.code, json.loads(e.read() or b"{}"))
+            except urllib.error.URLError as e:
+                return self._send(503, {"error": f"the leader {holder} at {rest} does not answer: {e.reason}"})
+
         def _route(self, method):
             from urllib.parse import parse_qs, urlparse
             u = urlparse(self.path)
             parts = [p for p in u.path.split("/") if p]
             q = parse_qs(u.query)
+            svc = current()
+            if parts == ["replica"] and method == "GET":
+                return self._send(200, {"name": replica["name"] if replica else None, "leader": svc is not None,
+                                        "term": replica.get("term") if replica else None})
+            if svc is None:
+                return self._forward(method)
             try:
                 if method == "GET" and parts == ["openapi.json"]:
                     return self._send(200, OPENAPI)
@@ -338,6 +383,10 @@ def make_handler(svc):
                     return self._send(200, svc.tunnel(parts[1]))
                 if method == "POST" and len(parts) == 3 and parts[0] == "tunnels" and parts[2] in ("up", "down", "rekey"):
                     return self._send(200, getattr(svc, parts[2])(parts[1]))
+                if method == "POST" and len(parts) == 4 and parts[0] == "pairs" and parts[3] == "rekey":
+                    return self._send(200, svc.rekey_pair(parts[1], parts[2]))
+                if parts == ["reconcile"]:
+                    return self._send(200, svc.reconcile(dry_run=method == "GET"))
                 if method == "GET" and parts == ["sas"]:
                     return self._send(200, svc.sas((q.get("tunnel") or [None])[0]))
                 return self._send(404, {"error": f"no such resource: {method} {u.path}"})
@@ -358,8 +407,41 @@ def make_handler(svc):
     return Handler
 
 
+def run_replica(cfg):
+    """One replica of a highly available controller (state in PostgreSQL): REST at once (forwarding to the leader),
+    the controller itself once this replica holds the lease, with the lease's term as its election id."""
+    from . import ha
+    rcfg = cfg["ha"]
+    host, port = cfg.get("rest", "127.0.0.1:8080").rsplit(":", 1)
+    lease = ha.Lease(cfg["store"]["postgres"], rcfg["name"], float(rcfg.get("lease", 2.0)), rest=f"{host}:{port}")
+    replica = {"name": rcfg["name"], "lease": lease, "svc": None, "term": None}
+    httpd = ThreadingHTTPServer((host, int(port)), make_handler(lambda: replica["svc"], replica))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    print(f"p4sec-controller: replica {rcfg['name']} ready, REST API on http://{host}:{port}", flush=True)
+    term = lease.wait(stop)
+    if term is None:
+        httpd.shutdown()
+        return
+    lease.keep(lambda: ha.exit_deposed("the lease could not be renewed"))
+    t0 = time.time()
+    svc = Service(cfg, db=ha.PgDb(cfg["store"]["postgres"], rcfg["name"], term), election_id=term)
+    if cfg.get("agents"):
+        svc.start_agents()
+    replica["svc"], replica["term"] = svc, term
+    logging.info("p4sec-controller: replica %s leads (term %d, election id %d; took %.2f s)", rcfg["name"], term, term, time.time() - t0)
+    print(f"p4sec-controller: replica {rcfg['name']} leads (term {term})", flush=True)
+    stop.wait()
+    httpd.shutdown()
+    svc.close()
+
+
 def run(config_path):
     cfg = load_config(config_path)
+    if cfg.get("store", {}).get("postgres"):
+        return run_replica(cfg)
     svc = Service(cfg)
     if cfg.get("agents"):
         svc.start_agents()
@@ -397,8 +479,11 @@ def main(argv=None):
     r.add_argument("config")
     r.add_argument("--log", default="INFO")
     t = sub.add_parser("tunnels")
-    t.add_argument("action", choices=["list", "show", "up", "down", "rekey"])
-    t.add_argument("name", nargs="?")
+    t.add_argument("action", choices=["list", "show", "up", "down", "rekey", "rekey-pair"])
+    t.add_argument("name", nargs="?", help="the tunnel (rekey-pair: the first gateway)")
+    t.add_argument("other", nargs="?", help="rekey-pair: the second gateway")
+    c = sub.add_parser("reconcile", help="compare the switches with the recorded state, and converge them")
+    c.add_argument("--check", action="store_true", help="only compare; exit 1 if a switch differs")
     s = sub.add_parser("sas")
     s.add_argument("action", choices=["list"])
     s.add_argument("--tunnel")
@@ -415,6 +500,11 @@ def main(argv=None):
                 for x in rows:
                     print(f"{x['name']:<16} {x['a']:<8} {x['b']:<8} {x['suite']:<20} {x['state']:<6} {' '.join(x['active_spis'])}")
                 return 0
+            if a.action == "rekey-pair":
+                if not (a.name and a.other):
+                    raise ControllerError("tunnels rekey-pair needs two gateway names")
+                print(json.dumps(api(a.api, "POST", f"/pairs/{a.name}/{a.other}/rekey")))
+                return 0
             if not a.name:
                 raise ControllerError(f"tunnels {a.action} needs a tunnel name")
             if a.action == "show":
@@ -422,6 +512,11 @@ def main(argv=None):
             else:
                 print(json.dumps(api(a.api, "POST", f"/tunnels/{a.name}/{a.action}")))
             return 0
+        if a.cmd == "reconcile":
+            r = api(a.api, "GET" if a.check else "POST", "/reconcile")
+            for gw, x in sorted(r.items()):
+                print(f"{gw:<8} {x['summary'] if isinstance(x, dict) else x}" + ("" if not isinstance(x, dict) else "  in sync" if x["in_sync"] else "  DIFFERS"))
+            return 0 if not a.check or all(x["in_sync"] for x in r.values()) else 1
         if a.cmd == "sas":
             rows = api(a.api, "GET", "/sas" + (f"?tunnel={a.tunnel}" if a.tunnel else ""))
             print(f"{'spi':<12} {'tunnel':<16} {'src':<8} {'dst':<8} {'out':>4} {'in':>4} state")

@@ -1,6 +1,7 @@
 """A thin P4Runtime client for p4sec switches (and any P4Runtime target): arbitration, pipeline push,
 table writes by name, p4sec extern writes. Uses the official `p4runtime` package's stubs."""
 import contextlib
+import functools
 import ipaddress
 import json
 import pathlib
@@ -26,11 +27,13 @@ def prefix_mask(plen, width=32):
     return ((full << (width - plen)) & full).to_bytes(width // 8, "big") if plen else b"\x00"
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def addr(a):
     """The bytes of an IPv4 (4) or IPv6 (16) address."""
     return ipaddress.ip_address(a).packed
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_v6(a):
     return ipaddress.ip_network(a, strict=False).version == 6 if "/" in a else ipaddress.ip_address(a).version == 6
 
@@ -100,6 +103,9 @@ class _PendingWrite:
 
 class Switch:
     def __init__(self, address, device_id=1, election_id=1, timeout=20):
+        self.address = address
+        self.on_lost = None       # called (from the stream's thread) when the stream ends without close()
+        self._closing = False
         self.channel = grpc.insecure_channel(address)
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
@@ -122,7 +128,8 @@ class Switch:
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self):
-        """Reads the stream: digest lists go to on_digest(name, [[member ints]]) and are acknowledged."""
+        """Reads the stream: digest lists go to on_digest(name, [[member ints]]) and are acknowledged; when the
+        stream ends (the switch went away) on_lost() is called."""
         try:
             for msg in self.stream:
                 if msg.HasField("digest"):
@@ -140,6 +147,12 @@ class Switch:
                             print(f"runtime: digest callback failed: {e!r}", flush=True)
         except grpc.RpcError:
             pass
+        cb = self.on_lost
+        if not self._closing and cb is not None:
+            try:
+                cb()
+            except Exception as e:
+                print(f"runtime: on_lost callback failed: {e!r}", flush=True)
 
     def digest_enable(self, name, max_list_size=1, max_timeout_ns=0, ack_timeout_ns=1000000000):
         """Ask the switch to stream this digest's lists (P4Runtime DigestEntry)."""
@@ -160,6 +173,7 @@ class Switch:
         self._write(self._table_update("delete", table, match, None, {}, priority))
 
     def close(self):
+        self._closing = True
         self._requests.put(None)
         self.channel.close()
 

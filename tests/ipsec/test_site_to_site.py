@@ -99,7 +99,7 @@ def test_site_to_site_vpn_with_rekey(p4sec_bin, net, tmp_path):
             assert b"secret-payload" not in e, "encrypted on the WAN"
             assert int.from_bytes(e[34:38], "big") == spis[("A", "B")][0]
 
-        new = ctl.rekey("A", "B")
+        new = ctl.rekey("A-B")
         got, esp = send_and_capture(net, 3)
         assert len(got) == 3, "traffic flows after the rekey"
         assert {int.from_bytes(e[34:38], "big") for e in esp} == {new[("A", "B")][0]}, "new SPI in use"

@@ -179,6 +179,13 @@ fn site_to_site_tunnel() {
     let stats = a.extern_control("GwIngress.sad", "sa_stats", br#"{"index": 0}"#).unwrap();
     let s: serde_json::Value = serde_json::from_slice(&stats).unwrap();
     assert_eq!(s["packets"], 2, "two packets encapsulated by A");
+    // every occupied slot with its SPI (what a controller compares with its own state)
+    let sas: serde_json::Value = serde_json::from_slice(&a.extern_control("GwIngress.sad", "get_sas", b"{}").unwrap()).unwrap();
+    let slots: Vec<(u64, u64)> = sas["sas"].as_array().unwrap().iter().map(|p| (p[0].as_u64().unwrap(), p[1].as_u64().unwrap())).collect();
+    assert_eq!(slots, vec![(0, 0x100), (1, 0x200)], "slots 0 (outbound) and 1 (inbound) with their SPIs");
+    a.extern_control("GwIngress.sad", "del_sa", br#"{"index": 1}"#).unwrap();
+    let sas: serde_json::Value = serde_json::from_slice(&a.extern_control("GwIngress.sad", "get_sas", b"{}").unwrap()).unwrap();
+    assert_eq!(sas["sas"].as_array().unwrap().len(), 1, "a deleted slot is not listed");
     // bad control requests are precise errors
     assert!(a.extern_control("GwIngress.sad", "add_sa", b"{}").unwrap_err().contains("add_sa"));
     assert!(a.extern_control("GwIngress.sad", "del_sa", br#"{"index": 999}"#).is_err());

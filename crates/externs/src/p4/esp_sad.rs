@@ -218,7 +218,8 @@ impl ExternObject for EspSad {
         }
     }
 
-    /// `add_sa` {"index", "sa": SaConfig}, `del_sa` {"index"}, `sa_stats` {"index"} (JSON).
+    /// `add_sa` {"index", "sa": SaConfig}, `del_sa` {"index"}, `sa_stats` {"index"}, `get_sas` {} (every occupied
+    /// slot as `{"sas": [[index, spi], ...]}`, for a controller comparing its state with the switch's; no keys) (JSON).
     fn control(&self, op: &str, args: &[u8]) -> Result<Vec<u8>, String> {
         match op {
             "add_sa" => {
@@ -252,7 +253,16 @@ impl ExternObject for EspSad {
                 let sa = self.sa(a.index as u64).ok_or_else(|| format!("no SA in slot {}", a.index))?;
                 Ok(serde_json::to_vec(&sa.stats()).unwrap_or_default())
             }
-            other => Err(format!("esp_sad has no control operation `{other}` (add_sa, del_sa, sa_stats)")),
+            "get_sas" => {
+                let mut sas = Vec::new();
+                for (i, slot) in self.slots.iter().enumerate() {
+                    if let Some(sa) = slot.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                        sas.push((i as u64, sa.cfg.spi));
+                    }
+                }
+                Ok(serde_json::to_vec(&serde_json::json!({ "sas": sas })).unwrap_or_default())
+            }
+            other => Err(format!("esp_sad has no control operation `{other}` (add_sa, del_sa, sa_stats, get_sas)")),
         }
     }
 

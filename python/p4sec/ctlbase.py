@@ -1,0 +1,70 @@
+"""The IPsec controller's basics, shared by p4sec.controller and p4sec.hosts: cipher suites, the SA configuration,
+a gateway, the controller's error, routes, and the named checkpoints of its multi-step operations."""
+import os
+import signal
+
+from . import gateway as gwp
+
+CRASH_AT = os.environ.get("P4SEC_CRASH_AT")
+
+
+def checkpoint(step):
+    """A named step of a multi-step operation, passed once its writes are done. With P4SEC_CRASH_AT=step the
+    process kills itself there (SIGKILL: no clean-up runs), for the fault tests, which find every step by reading
+    the package's calls of checkpoint()."""
+    if CRASH_AT == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+# cipher suite -> (cipher, integrity, key material bytes, integrity key bytes)
+SUITES = {
+    "null": ("Null", "HmacSha256_128", 0, 32),
+    "aes-ctr-hmac-sha256": ("AesCtr128", "HmacSha256_128", 20, 32),
+    "aes-ctr-hmac-md5": ("AesCtr128", "HmacMd5_96", 20, 16),
+    "aes-cbc-hmac-sha256": ("AesCbc128", "HmacSha256_128", 16, 32),
+    "aes-gcm-128": ("AesGcm128", "None", 20, 0),
+    "aes-gcm-256": ("AesGcm256", "None", 36, 0),
+    "chacha20-poly1305": ("ChaCha20Poly1305", "None", 36, 0),
+}
+SWITCH_MAC = "02:00:00:00:00:01"
+SA_EVENT_DIGEST = gwp.SA_EVENT_DIGEST
+SOFT, HARD = 1, 2
+
+
+class ControllerError(Exception):
+    pass
+
+
+class Gateway:
+    def __init__(self, name, switch, address, lan_prefix, lan_port, lan_mac, wan_port, wan_mac, wan_prefix):
+        self.name, self.switch, self.address = name, switch, address
+        self.lan_prefix, self.lan_port, self.lan_mac = lan_prefix, lan_port, lan_mac
+        self.wan_port, self.wan_mac, self.wan_prefix = wan_port, wan_mac, wan_prefix
+        self.free_slots = []
+        self.next_slot = 0
+
+    def setup(self, program_dir):
+        s = self.switch
+        s.push(program_dir)
+        gwp.local_addr_insert(s, self.address)
+        for prefix, mac, port in ((self.lan_prefix, self.lan_mac, self.lan_port), (self.wan_prefix, self.wan_mac, self.wan_port)):
+            _lpm(s, prefix, mac, port)
+
+    def alloc_slot(self):
+        if self.free_slots:
+            return self.free_slots.pop()
+        slot = self.next_slot
+        self.next_slot += 1
+        return slot
+
+
+def sa_config(spi, suite, keymat, authkey, src, dst, soft=None, hard=None):
+    cipher, integ, _, _ = SUITES[suite]
+    null = {"packets": None, "bytes": None, "seconds": None}
+    return {"spi": spi, "cipher": cipher, "integ": integ, "enc_key": list(keymat), "auth_key": list(authkey), "esn": True,
+            "replay_window": 1024, "tunnel": [src, dst], "soft": dict(null, **(soft or {})), "hard": dict(null, **(hard or {})),
+            "initial_seq": 0}
+
+
+def _lpm(switch, prefix, mac=None, port=None, insert=True):
+    """The route for a prefix of either IP version (out of `port` to `mac`)."""
+    gwp.route_write(switch, prefix, mac, SWITCH_MAC, port, insert)
