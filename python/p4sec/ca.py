@@ -26,6 +26,10 @@ class CaError(Exception):
     pass
 
 
+class RevocationListError(CaError):
+    """The revocation list cannot be read or is not a list of serials: nobody can be admitted until it is fixed."""
+
+
 def _write_key(path, key):
     data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -90,11 +94,31 @@ def issue(d, name, server=False, sans=()):
 
 
 def revoked_serials(d):
+    """The revoked certificates' serials from DIR/revoked.json: a JSON list of serials (integers or decimal
+    strings); `[]` is a valid empty list. Fails closed: a missing, unreadable, empty, truncated or malformed file
+    raises RevocationListError (a caller that admits clients must refuse them all while it does)."""
     p = pathlib.Path(d) / "revoked.json"
     try:
-        return {int(x) for x in json.loads(p.read_text())}
-    except (OSError, ValueError):
-        return set()
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise RevocationListError(f"revocation list {p} cannot be read: {e}") from None
+    if not text.strip():
+        raise RevocationListError(f"revocation list {p} is empty (an empty list is written [])")
+    try:
+        items = json.loads(text)
+    except ValueError as e:
+        raise RevocationListError(f"revocation list {p} is not JSON (truncated?): {e}") from None
+    if not isinstance(items, list):
+        raise RevocationListError(f"revocation list {p} is a JSON {type(items).__name__}, not a list of serials")
+    serials = set()
+    for x in items:
+        if isinstance(x, int) and not isinstance(x, bool) and x >= 0:
+            serials.add(x)
+        elif isinstance(x, str) and x.isascii() and x.isdigit():
+            serials.add(int(x))
+        else:
+            raise RevocationListError(f"revocation list {p}: {x!r} is not a certificate serial")
+    return serials
 
 
 def revoke(d, name):

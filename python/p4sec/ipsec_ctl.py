@@ -256,7 +256,13 @@ class Service:
         if not pem:
             ctx.abort(grpc.StatusCode.UNAUTHENTICATED, "a client certificate is required")
         cn, serial = ca.identity(pem)
-        if serial in ca.revoked_serials(self.cfg["agents"]["ca"]):
+        try:
+            revoked = ca.revoked_serials(self.cfg["agents"]["ca"])
+        except ca.RevocationListError as e:
+            # fail closed: without a usable list nobody is known not to be revoked
+            logging.error("agent %s: refused, the revocation list is unusable: %s", cn, e)
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "the controller cannot read its certificate revocation list; try again later")
+        if serial in revoked:
             logging.warning("agent %s: refused, its certificate (serial %d) is revoked", cn, serial)
             ctx.abort(grpc.StatusCode.PERMISSION_DENIED, f"the certificate of {cn} is revoked")
         if cn not in self.cfg["clients"]:
