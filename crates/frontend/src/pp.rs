@@ -57,6 +57,33 @@ struct Macro {
 }
 
 const MAX_INCLUDE_DEPTH: usize = 64;
+/// The largest source file read (the program or an included file), in bytes.
+pub const MAX_FILE_SIZE: u64 = 16 << 20;
+/// The longest a line may grow by macro expansion, in bytes (an exponential `#define` chain stops here).
+pub const MAX_LINE_EXPANSION: usize = 1 << 20;
+/// The largest preprocessed program, in bytes.
+pub const MAX_OUTPUT: usize = 64 << 20;
+
+/// Read a source file: a regular file of at most [`MAX_FILE_SIZE`] bytes of UTF-8 (not a device, a FIFO or a
+/// directory: `#include "/dev/zero"` is refused instead of read forever).
+fn read_source(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read file: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file (only regular files are read as source)".into());
+    }
+    if meta.len() > MAX_FILE_SIZE {
+        return Err(format!("file of {} bytes is larger than the limit of {MAX_FILE_SIZE} bytes", meta.len()));
+    }
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read file: {e}"))?;
+    // the size may lie (a file growing while read): read at most one byte past the limit
+    let mut bytes = vec![];
+    f.take(MAX_FILE_SIZE + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read file: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_SIZE {
+        return Err(format!("file is larger than the limit of {MAX_FILE_SIZE} bytes"));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("cannot read file: not UTF-8 ({e})"))
+}
 
 struct Pp<'o> {
     opts: &'o Options,
@@ -67,13 +94,7 @@ struct Pp<'o> {
 }
 
 pub fn preprocess_file(path: &Path, opts: &Options) -> Result<Preprocessed, PpError> {
-    let text = std::fs::read_to_string(path).map_err(|e| PpError {
-        file: path.display().to_string(),
-        line: 0,
-        col: 0,
-        message: format!("cannot read file: {e}"),
-        source_line: String::new(),
-    })?;
+    let text = read_source(path).map_err(|message| PpError { file: path.display().to_string(), line: 0, col: 0, message, source_line: String::new() })?;
     preprocess_named(&path.display().to_string(), path.parent(), &text, opts)
 }
 
@@ -250,7 +271,10 @@ impl<'o> Pp<'o> {
                         if self.depth >= MAX_INCLUDE_DEPTH {
                             return Err(err(0, "#include nested too deeply (include cycle?)".into()));
                         }
-                        let (iname, idir, itext) = self.find_include(target, quoted, dir.as_deref()).ok_or_else(|| err(0, format!("cannot find include file `{target}`")))?;
+                        let (iname, idir, itext) = self
+                            .find_include(target, quoted, dir.as_deref())
+                            .map_err(|m| err(0, m))?
+                            .ok_or_else(|| err(0, format!("cannot find include file `{target}`")))?;
                         self.depth += 1;
                         self.file(&iname, idir, &itext)?;
                         self.depth -= 1;
@@ -275,6 +299,9 @@ impl<'o> Pp<'o> {
                 }
             } else if active {
                 let expanded = self.expand(&line, 0).map_err(|m| err(0, m))?;
+                if self.out.len() + expanded.len() >= MAX_OUTPUT {
+                    return Err(err(0, format!("the preprocessed program grows past the limit of {MAX_OUTPUT} bytes")));
+                }
                 self.push_line(&cur_file, origin, &expanded);
                 for k in 1..=embedded {
                     self.lines.push(LineOrigin { file: cur_file.clone(), line: origin + k as u32 });
@@ -301,7 +328,9 @@ impl<'o> Pp<'o> {
         self.lines.push(LineOrigin { file: file.clone(), line });
     }
 
-    fn find_include(&self, target: &str, quoted: bool, dir: Option<&Path>) -> Option<(String, Option<PathBuf>, String)> {
+    /// The first candidate file of an `#include` that exists (an error if it is not a regular file or too large),
+    /// else a built-in header of that name.
+    fn find_include(&self, target: &str, quoted: bool, dir: Option<&Path>) -> Result<Option<(String, Option<PathBuf>, String)>, String> {
         let mut cands = vec![];
         if quoted {
             if let Some(d) = dir {
@@ -312,11 +341,12 @@ impl<'o> Pp<'o> {
             cands.push(d.join(target));
         }
         for c in cands {
-            if let Ok(t) = std::fs::read_to_string(&c) {
-                return Some((c.display().to_string(), c.parent().map(|p| p.to_path_buf()), t));
+            if std::fs::metadata(&c).is_ok() {
+                let t = read_source(&c).map_err(|m| format!("#include `{}`: {m}", c.display()))?;
+                return Ok(Some((c.display().to_string(), c.parent().map(|p| p.to_path_buf()), t)));
             }
         }
-        (self.opts.builtin)(target).map(|t| (format!("<{target}>"), None, t.to_string()))
+        Ok((self.opts.builtin)(target).map(|t| (format!("<{target}>"), None, t.to_string())))
     }
 
     fn define(&mut self, rest: &str) -> Result<(), String> {
@@ -336,8 +366,14 @@ impl<'o> Pp<'o> {
         Ok(())
     }
 
-    /// Expand macros in a line (identifiers outside string literals).
+    /// Expand macros in a line (identifiers outside string literals); the line may grow by at most
+    /// [`MAX_LINE_EXPANSION`] bytes.
     fn expand(&self, line: &str, depth: usize) -> Result<String, String> {
+        self.expand_within(line, depth, line.len().saturating_add(MAX_LINE_EXPANSION))
+    }
+
+    /// `expand`, the result (and every intermediate) at most `limit` bytes long.
+    fn expand_within(&self, line: &str, depth: usize, limit: usize) -> Result<String, String> {
         if depth > 32 || self.macros.is_empty() {
             return Ok(line.to_string());
         }
@@ -379,7 +415,7 @@ impl<'o> Pp<'o> {
                             }
                             if j < b.len() && b[j] == b'(' {
                                 let (args, end) = split_args(line, j)?;
-                                let args: Vec<String> = args.iter().map(|a| self.expand(a.trim(), depth + 1)).collect::<Result<_, _>>()?;
+                                let args: Vec<String> = args.iter().map(|a| self.expand_within(a.trim(), depth + 1, limit)).collect::<Result<_, _>>()?;
                                 if args.len() != params.len() && !(params.is_empty() && args.len() == 1 && args[0].is_empty()) {
                                     return Err(format!("macro `{word}` takes {} arguments, {} given", params.len(), args.len()));
                                 }
@@ -404,9 +440,14 @@ impl<'o> Pp<'o> {
                 out.push(ch);
                 i += ch.len_utf8();
             }
+            if out.len() > limit {
+                return Err(format!(
+                    "macro expansion of this line grows past the limit of {MAX_LINE_EXPANSION} bytes (a macro defined through itself twice or more per level?)"
+                ));
+            }
         }
         if changed {
-            self.expand(&out, depth + 1)
+            self.expand_within(&out, depth + 1, limit)
         } else {
             Ok(out)
         }

@@ -987,7 +987,65 @@ impl Program {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("IR serializes")
     }
+    /// Read a program file (the JSON `to_json` writes), whatever its nesting depth up to [`MAX_JSON_DEPTH`]:
+    /// serde_json's default recursion limit (128 levels, about 60 nested expressions) is lifted, and the
+    /// recursive descent runs on a thread with a stack sized for that depth ([`LOAD_STACK`]). A deeper file is
+    /// refused before it is parsed, with the byte offset where it gets too deep.
     pub fn from_json(s: &str) -> Result<Program, String> {
-        serde_json::from_str(s).map_err(|e| format!("not a p4sec program file: {e}"))
+        if let Some(at) = json_too_deep(s.as_bytes(), MAX_JSON_DEPTH) {
+            return Err(format!("not a p4sec program file: nested more than {MAX_JSON_DEPTH} levels deep at byte {at}"));
+        }
+        let parse = || {
+            let mut de = serde_json::Deserializer::from_str(s);
+            de.disable_recursion_limit();
+            let p = <Program as serde::Deserialize>::deserialize(&mut de).and_then(|p| de.end().map(|_| p));
+            p.map_err(|e| format!("not a p4sec program file: {e}"))
+        };
+        std::thread::scope(|sc| match std::thread::Builder::new().name("p4sec-load".into()).stack_size(LOAD_STACK).spawn_scoped(sc, parse) {
+            Ok(h) => h.join().unwrap_or_else(|_| Err("not a p4sec program file: the reader failed".into())),
+            // no thread to be had: read on this one (the depth check still bounds the recursion)
+            Err(_) => parse(),
+        })
     }
+}
+
+/// The deepest JSON nesting (objects and arrays) a program file may have: room for expressions and statements
+/// nested [`MAX_NESTING`] levels deep (an expression level is two JSON levels, `{"Binary": {"lhs": ...`).
+pub const MAX_JSON_DEPTH: usize = 4 * MAX_NESTING + 256;
+
+/// The deepest nesting of expressions (and of statements) the front end compiles; the engine and the loader
+/// handle programs up to it on an ordinary thread's stack.
+pub const MAX_NESTING: usize = 512;
+
+/// The stack of the thread that reads a program file: enough for [`MAX_JSON_DEPTH`] levels of recursive descent.
+pub const LOAD_STACK: usize = 256 << 20;
+
+/// The byte offset where `text` first nests deeper than `limit` (objects and arrays, outside strings), if it
+/// does. A single pass without recursion, so any input is checked in constant stack space.
+pub fn json_too_deep(text: &[u8], limit: usize) -> Option<usize> {
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for (i, &b) in text.iter().enumerate() {
+        if in_str {
+            if esc {
+                esc = false;
+            } else if b == b'\\' {
+                esc = true;
+            } else if b == b'"' {
+                in_str = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return Some(i);
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }

@@ -2,12 +2,57 @@
 
 use super::*;
 
+/// The deepest expression the front end accepts (an operand of an operand of ... `MAX_EXPR_DEPTH` levels, e.g.
+/// a chain of that many `+` or `&&` terms): far above written programs (a few dozen levels), and low enough that
+/// every later pass, all of which recurse over expressions, and the switch's loader run on an ordinary thread's
+/// stack. Deeper expressions get a located error instead of exhausting the stack.
+pub const MAX_EXPR_DEPTH: u32 = 256;
+
+fn too_deep(span: Span) -> Diagnostic {
+    Diagnostic::new(
+        span,
+        format!(
+            "expression nested more than {MAX_EXPR_DEPTH} levels deep (e.g. a chain of more than {MAX_EXPR_DEPTH} operators): split it with local variables"
+        ),
+    )
+}
+
+/// Refuse `e` if it nests deeper than [`MAX_EXPR_DEPTH`] (located at the first node past the limit); measured
+/// with an explicit stack, so the check itself does not recurse.
+fn check_depth(e: &Expr) -> PResult<()> {
+    let mut stack = vec![(e, 1u32)];
+    while let Some((e, d)) = stack.pop() {
+        if d > MAX_EXPR_DEPTH {
+            return Err(too_deep(e.span));
+        }
+        let d = d + 1;
+        match &e.kind {
+            ExprKind::Member(a, _) | ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => stack.push((a, d)),
+            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Mask(a, b) | ExprKind::Range(a, b) => {
+                stack.extend([(&**a, d), (&**b, d)]);
+            }
+            ExprKind::Slice(a, b, c) | ExprKind::Ternary(a, b, c) => stack.extend([(&**a, d), (&**b, d), (&**c, d)]),
+            ExprKind::Call { callee, args, .. } => {
+                stack.push((callee, d));
+                stack.extend(args.iter().map(|x| (&x.value, d)));
+            }
+            ExprKind::Construct { args, .. } => stack.extend(args.iter().map(|x| (&x.value, d))),
+            ExprKind::List(v) => stack.extend(v.iter().map(|x| (x, d))),
+            ExprKind::StructInit { fields, .. } | ExprKind::TypedInit { fields, .. } => stack.extend(fields.iter().map(|(_, x)| (x, d))),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 impl Parser {
     pub fn expr(&mut self) -> PResult<Expr> {
         self.enter()?;
         let r = self.ternary();
         self.leave();
-        r
+        let e = r?;
+        check_depth(&e)?;
+        Ok(e)
     }
 
     pub(super) fn ternary(&mut self) -> PResult<Expr> {
@@ -52,9 +97,16 @@ impl Parser {
 
     pub(super) fn binary(&mut self, min: u8) -> PResult<Expr> {
         let mut lhs = self.unary()?;
+        // a left-associative chain deepens the tree by one per operator without recursing: stop it at the limit
+        // before it grows (an over-deep tree could not even be dropped without exhausting the stack)
+        let mut chain = 0u32;
         while let Some((op, prec)) = self.binop() {
             if prec <= min {
                 break;
+            }
+            chain += 1;
+            if chain >= MAX_EXPR_DEPTH {
+                return Err(too_deep(self.span()));
             }
             self.bump();
             let rhs = self.binary(prec)?;
