@@ -297,8 +297,10 @@ class Switch:
             f = fields.get(name)
             if f is None:
                 raise ValueError(f"table {table!r} has no key field {name!r}")
-            m = e.match.add(field_id=f.id)
             kind = spec[0]
+            if (kind == "lpm" and spec[2] == 0) or (kind == "ternary" and not any(spec[2])):
+                continue  # matches everything: P4Runtime wants the field omitted (a don't-care)
+            m = e.match.add(field_id=f.id)
             if kind == "exact":
                 m.exact.value = canonical(spec[1])
             elif kind == "lpm":

@@ -188,7 +188,7 @@ def test_bad_requests_get_precise_errors(switch, compiled):
     cases.append((bad_table, grpc.StatusCode.NOT_FOUND))
     too_wide = lpm_update(info, [10, 1, 0, 0], 16, 1)
     too_wide.entity.table_entry.action.action.params[2].value = b"\xff\xff"  # port is 9 bits
-    cases.append((too_wide, grpc.StatusCode.INVALID_ARGUMENT))
+    cases.append((too_wide, grpc.StatusCode.OUT_OF_RANGE))  # the specification's code for a value wider than its field
     bad_prefix = lpm_update(info, [10, 1, 0, 0], 40, 1)
     cases.append((bad_prefix, grpc.StatusCode.INVALID_ARGUMENT))
     for upd, code in cases:

@@ -193,8 +193,10 @@ def test_value_set_errors(sw):
     stub, s, ids = sw
     good = [(1, "exact", b"\x06"), (2, "exact", b"\x01\xbb")]
     write(stub, vs_update(ids, "tvs", [good]))
+    # too wide: OUT_OF_RANGE, as the specification has it
+    [(code, msg)] = errors(stub, vs_update(ids, "tvs", [[(1, "exact", b"\x06"), (2, "exact", b"\x01\x00\x00")]]))
+    assert code == grpc.StatusCode.OUT_OF_RANGE.value[0] and "17 significant bits, the field has 16" in msg, msg
     cases = [
-        ([[(1, "exact", b"\x06"), (2, "exact", b"\x01\x00\x00")]], "17 significant bits, the field has 16"),  # too wide
         ([[(1, "exact", b"\x06")]], "exact field 2 is missing"),
         ([good + [(3, "exact", b"\x01")]], "no match field id 3"),
         ([good + [(2, "exact", b"\x01")]], "given twice"),

@@ -37,13 +37,25 @@ pub(crate) fn to_uint128(v: u128) -> p4::Uint128 {
     p4::Uint128 { high: (v >> 64) as u64, low: v as u64 }
 }
 
-/// P4Runtime byte string → value of `width` bits (canonical or zero-padded; must fit).
+/// P4Runtime byte string → value of `width` bits: the minimal-width string, or one zero-padded up to the
+/// field's whole bytes. Empty strings and longer ones are INVALID_ARGUMENT; a value with more significant bits
+/// than the field is OUT_OF_RANGE (P4Runtime specification, "Bytestrings").
 pub(crate) fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, Status> {
+    if b.is_empty() {
+        return Err(Status::invalid_argument(format!("{what}: the value is an empty byte string (zero is one zero byte)")));
+    }
     let first = b.iter().position(|x| *x != 0).unwrap_or(b.len());
     let sig = &b[first..];
     let bits = if sig.is_empty() { 0 } else { (sig.len() as u32 - 1) * 8 + (8 - sig[0].leading_zeros()) };
     if bits > width {
-        return Err(Status::invalid_argument(format!("{what}: the value has {bits} significant bits, the field has {width}")));
+        return Err(Status::out_of_range(format!("{what}: the value has {bits} significant bits, the field has {width}")));
+    }
+    let n_bytes = width.div_ceil(8).max(1) as usize;
+    if b.len() > n_bytes {
+        return Err(Status::invalid_argument(format!(
+            "{what}: the byte string has {} bytes, more than the field's {n_bytes} (only the minimal form or zero padding to the field's bytes)",
+            b.len()
+        )));
     }
     let n = p4sec_ir::words_for(width) as usize;
     let mut words = vec![0u64; n];
@@ -51,6 +63,34 @@ pub(crate) fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, 
         words[i / 8] |= (*byte as u64) << (8 * (i % 8));
     }
     Ok(Value { width, words })
+}
+
+/// An LPM match as the specification requires it: prefix length 1 to the field's width (0 matches
+/// everything: the field is then omitted) and no value bits outside the prefix.
+pub(crate) fn lpm_match(x: &p4::field_match::Lpm, width: u32, what: &str, zero_allowed: bool) -> Result<FieldMatch, Status> {
+    if x.prefix_len < 0 || x.prefix_len as u32 > width {
+        return Err(Status::invalid_argument(format!("lpm field `{what}`: prefix length {} out of range (0 to {width})", x.prefix_len)));
+    }
+    if x.prefix_len == 0 && !zero_allowed {
+        return Err(Status::invalid_argument(format!("lpm field `{what}`: a prefix length of 0 matches everything: omit the field (a don't-care match)")));
+    }
+    let value = bytes_to_value(&x.value, width, what)?;
+    let host = width - x.prefix_len as u32;
+    let outside = value.words.iter().enumerate().any(|(i, w)| {
+        let lo = i as u32 * 64;
+        let mask = if host <= lo {
+            0
+        } else if host >= lo + 64 {
+            u64::MAX
+        } else {
+            (1u64 << (host - lo)) - 1
+        };
+        w & mask != 0
+    });
+    if outside {
+        return Err(Status::invalid_argument(format!("lpm field `{what}`: the value has bits set outside its /{} prefix (not canonical)", x.prefix_len)));
+    }
+    Ok(FieldMatch::Lpm { value, prefix_len: x.prefix_len as u32 })
 }
 
 /// Value → canonical byte string (no leading zero bytes; zero is one zero byte).
@@ -114,14 +154,15 @@ fn to_entry_with(prog: &Program, t: &Table, e: &p4::TableEntry, want_action: boo
                 if value.words.iter().zip(&mask.words).any(|(v, m)| v & !m != 0) {
                     return Err(Status::invalid_argument(format!("ternary field `{}`: value has bits outside the mask", k.name)));
                 }
+                if mask.words.iter().all(|m| *m == 0) {
+                    return Err(Status::invalid_argument(format!(
+                        "ternary field `{}`: a mask of 0 matches everything: omit the field (a don't-care match)",
+                        k.name
+                    )));
+                }
                 FieldMatch::Ternary { value, mask }
             }
-            (Some(M::Lpm(x)), MatchKind::Lpm) => {
-                if x.prefix_len < 0 || x.prefix_len as u32 > k.width {
-                    return Err(Status::invalid_argument(format!("lpm field `{}`: prefix length {} out of range", k.name, x.prefix_len)));
-                }
-                FieldMatch::Lpm { value: bytes_to_value(&x.value, k.width, &k.name)?, prefix_len: x.prefix_len as u32 }
-            }
+            (Some(M::Lpm(x)), MatchKind::Lpm) => lpm_match(x, k.width, &k.name, false)?,
             (Some(M::Range(x)), MatchKind::Range) => {
                 FieldMatch::Range { lo: bytes_to_value(&x.low, k.width, &k.name)?, hi: bytes_to_value(&x.high, k.width, &k.name)? }
             }
@@ -213,5 +254,85 @@ pub(crate) fn from_entry(prog: &Program, t: &Table, e: &TableEntry, packets: u64
         priority: e.priority,
         counter_data: t.direct_counter.map(|_| p4::CounterData { byte_count: bytes as i64, packet_count: packets as i64 }),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Code;
+
+    fn router() -> Program {
+        p4sec_frontend::compile_str("ipv4_router.p4", include_str!("../../../programs/ipv4_router.p4"), &Default::default()).unwrap()
+    }
+
+    fn lpm_entry(value: &[u8], prefix_len: i32) -> p4::TableEntry {
+        let lpm = p4::field_match::Lpm { value: value.to_vec(), prefix_len };
+        p4::TableEntry {
+            table_id: 0,
+            r#match: vec![p4::FieldMatch { field_id: 1, field_match_type: Some(p4::field_match::FieldMatchType::Lpm(lpm)) }],
+            ..Default::default()
+        }
+    }
+
+    /// Only the canonical form of an LPM match is accepted: `10.0.0.1/8` and `10.255.0.0/8` are not
+    /// `10.0.0.0/8`, and `/0` is written by omitting the field.
+    #[test]
+    fn lpm_values_must_be_canonical() {
+        let prog = router();
+        let t = &prog.tables[0];
+        assert!(to_match(&prog, t, &lpm_entry(&[10, 0, 0, 0], 8)).is_ok());
+        assert!(to_match(&prog, t, &lpm_entry(&[10, 0, 1, 0], 24)).is_ok());
+        assert!(to_match(&prog, t, &lpm_entry(&[10, 0, 0, 1], 32)).is_ok());
+        for (v, len) in [(&[10u8, 0, 0, 1][..], 8), (&[10, 255, 0, 0][..], 8), (&[10, 0, 1, 1][..], 31)] {
+            let e = to_match(&prog, t, &lpm_entry(v, len)).unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument);
+            assert!(e.message().contains("outside its"), "{}", e.message());
+        }
+        let e = to_match(&prog, t, &lpm_entry(&[0], 0)).unwrap_err();
+        assert!(e.code() == Code::InvalidArgument && e.message().contains("omit the field"), "{}", e.message());
+        // omitted: a don't-care
+        let any = p4::TableEntry { table_id: 0, ..Default::default() };
+        assert_eq!(to_match(&prog, t, &any).unwrap().matches, vec![FieldMatch::Any]);
+    }
+
+    /// Byte strings: empty is refused, zero padding up to the field's bytes is accepted, longer strings are
+    /// refused, and a value wider than the field is OUT_OF_RANGE.
+    #[test]
+    fn byte_strings_follow_the_specification() {
+        assert_eq!(bytes_to_value(&[0x01], 9, "p").unwrap(), Value::new(9, 1));
+        assert_eq!(bytes_to_value(&[0x00, 0x01], 9, "p").unwrap(), Value::new(9, 1));
+        assert_eq!(bytes_to_value(&[0x00], 9, "p").unwrap(), Value::new(9, 0));
+        assert_eq!(bytes_to_value(&[], 9, "p").unwrap_err().code(), Code::InvalidArgument);
+        assert_eq!(bytes_to_value(&[0x00, 0x00, 0x01], 9, "p").unwrap_err().code(), Code::InvalidArgument);
+        let e = bytes_to_value(&[0x02, 0x00], 9, "p").unwrap_err();
+        assert_eq!(e.code(), Code::OutOfRange);
+        assert!(e.message().contains("10 significant bits"), "{}", e.message());
+    }
+
+    /// A ternary mask of 0 is a don't-care: the field must be omitted.
+    #[test]
+    fn a_zero_ternary_mask_is_refused() {
+        let src = "#include <core.p4>\n#include <v1model.p4>\nheader h_t { bit<16> a; }\nstruct H { h_t h; }\nstruct M {}\n\
+            parser P(packet_in p, out H h, inout M m, inout standard_metadata_t s) { state start { p.extract(h.h); transition accept; } }\n\
+            control V(inout H h, inout M m) { apply {} }\n\
+            control I(inout H h, inout M m, inout standard_metadata_t s) { action a() {} table t { key = { h.h.a : ternary; } actions = { a; } } apply { t.apply(); } }\n\
+            control E(inout H h, inout M m, inout standard_metadata_t s) { apply {} }\n\
+            control C(inout H h, inout M m) { apply {} }\n\
+            control D(packet_out p, in H h) { apply { p.emit(h.h); } }\n\
+            V1Switch(P(), V(), I(), E(), C(), D()) main;\n";
+        let prog = p4sec_frontend::compile_str("t.p4", src, &Default::default()).unwrap();
+        let t = &prog.tables[0];
+        let entry = |mask: &[u8]| {
+            let x = p4::field_match::Ternary { value: vec![0], mask: mask.to_vec() };
+            p4::TableEntry {
+                r#match: vec![p4::FieldMatch { field_id: 1, field_match_type: Some(p4::field_match::FieldMatchType::Ternary(x)) }],
+                priority: 1,
+                ..Default::default()
+            }
+        };
+        assert!(to_match(&prog, t, &entry(&[0xff])).is_ok());
+        let e = to_match(&prog, t, &entry(&[0])).unwrap_err();
+        assert!(e.code() == Code::InvalidArgument && e.message().contains("omit the field"), "{}", e.message());
     }
 }

@@ -162,14 +162,12 @@ impl Device {
         })
     }
 
-    /// A pipeline built from p4sec's program file (`program.json` from `p4sec compile`) with this device's
-    /// extern set: `p4info`, if given, must name only the program's tables; otherwise it is generated from
+    /// A pipeline built from p4sec's program file (`program.json` from `p4sec compile`, as it is or wrapped in
+    /// a `p4.tmp.P4DeviceConfig`) with this device's extern set: `p4info`, if given, must name only the program's tables; otherwise it is generated from
     /// the program. The one place a pipeline is built from a program file (start-up and
     /// SetForwardingPipelineConfig).
     pub fn build_pipeline(&self, device_config: Vec<u8>, p4info: Option<cfg::P4Info>, cookie: u64) -> Result<Pipeline, String> {
-        let text =
-            std::str::from_utf8(&device_config).map_err(|_| "the device config must be a p4sec program (program.json from `p4sec compile`)".to_string())?;
-        let prog = Program::from_json(text)?;
+        let prog = crate::p4config::program(&device_config)?;
         if let Some(p4info) = &p4info {
             for t in &p4info.tables {
                 let id = t.preamble.as_ref().map(|p| p.id).unwrap_or(0);

@@ -1,7 +1,7 @@
 //! P4Runtime entities beyond table entries: registers, indexed counters, meters and the packet replication
 //! engine (multicast groups, clone sessions), written and read through the engine's control-plane API.
 
-use crate::codec::{bytes_to_value, from_entry, meter_config, to_match, value_to_bytes};
+use crate::codec::{bytes_to_value, from_entry, lpm_match, meter_config, to_match, value_to_bytes};
 use crate::proto::p4::v1 as p4;
 use p4sec_engine::meters::MeterRates;
 use p4sec_engine::Engine;
@@ -429,12 +429,7 @@ pub fn write_value_set(e: &Engine, ty: Up, v: &p4::ValueSetEntry) -> Result<(), 
                         FieldMatch::Ternary { value, mask }
                     }
                 }
-                (Some(M::Lpm(x)), MatchKind::Lpm) => {
-                    if x.prefix_len < 0 || x.prefix_len as u32 > w {
-                        return Err(Status::invalid_argument(format!("{fname}: prefix length {} out of range (0 to {w})", x.prefix_len)));
-                    }
-                    FieldMatch::Lpm { value: bytes_to_value(&x.value, w, &fname)?, prefix_len: x.prefix_len as u32 }
-                }
+                (Some(M::Lpm(x)), MatchKind::Lpm) => lpm_match(x, w, &fname, true)?,
                 (Some(M::Range(x)), MatchKind::Range) => {
                     let (lo, hi) = (bytes_to_value(&x.low, w, &fname)?, bytes_to_value(&x.high, w, &fname)?);
                     if lo.words.iter().rev().cmp(hi.words.iter().rev()) == std::cmp::Ordering::Greater {

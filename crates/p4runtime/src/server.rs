@@ -117,9 +117,13 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         let r = req.into_inner();
         self.check_device(r.device_id)?;
         let pl = self.pipeline()?;
+        // as BMv2 answers: the cookie always, the P4Info and the device config (the bytes the controller sent)
+        // as the response type asks
+        use p4::get_forwarding_pipeline_config_request::ResponseType as R;
+        let rt = R::try_from(r.response_type).map_err(|_| Status::invalid_argument(format!("unknown response type {}", r.response_type)))?;
         let config = p4::ForwardingPipelineConfig {
-            p4info: Some(pl.p4info.clone()),
-            p4_device_config: pl.device_config.clone(),
+            p4info: matches!(rt, R::All | R::P4infoAndCookie).then(|| pl.p4info.clone()),
+            p4_device_config: if matches!(rt, R::All | R::DeviceConfigAndCookie) { pl.device_config.clone() } else { vec![] },
             cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie: pl.cookie }),
         };
         Ok(Response::new(p4::GetForwardingPipelineConfigResponse { config: Some(config) }))
@@ -146,6 +150,23 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                         let id = eid(&arb.election_id);
                         let role = arb.role.as_ref().map(|r| r.name.clone()).filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
                         if arb.device_id != device.device_id {
+                            let arbitrated = device.arb.lock().unwrap_or_else(|p| p.into_inner()).controllers.contains_key(&conn);
+                            if arbitrated {
+                                // the specification: a controller cannot move its stream to another device
+                                rtlog!(
+                                    crate::log::Level::Info,
+                                    "P4Runtime: {peer}: arbitration for device {} refused: the stream belongs to device {}",
+                                    arb.device_id,
+                                    device.device_id
+                                );
+                                let _ = tx
+                                    .send(Err(Status::failed_precondition(format!(
+                                        "this stream arbitrated for device {}; a controller cannot change its device id (to {})",
+                                        device.device_id, arb.device_id
+                                    ))))
+                                    .await;
+                                continue;
+                            }
                             rtlog!(
                                 crate::log::Level::Info,
                                 "P4Runtime: {peer}: arbitration for device {} refused (this is device {})",
