@@ -20,6 +20,7 @@ pub mod proto {
 mod entities;
 #[macro_use]
 pub mod log;
+pub mod json;
 pub mod p4info;
 mod profiles;
 pub mod server;
