@@ -16,5 +16,8 @@ fn main() {
         panic!("reading the p4runtime descriptors failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     let fds = prost_types::FileDescriptorSet::decode(&out.stdout[..]).expect("a FileDescriptorSet");
+    // kept for the JSON mapping of messages (src/json.rs)
+    let dir = std::env::var("OUT_DIR").expect("OUT_DIR");
+    std::fs::write(std::path::Path::new(&dir).join("p4runtime_descriptors.bin"), &out.stdout).expect("write the descriptors");
     tonic_build::configure().build_client(true).build_server(true).compile_fds(fds).expect("generate P4Runtime code");
 }

@@ -1,7 +1,8 @@
 //! `p4sec`: the one binary of the p4sec switch.
 //!
-//! Subcommands: `compile` (P4 → program + P4Info), `stf` (run STF packet tests), `bench` (engine
-//! forwarding benchmark).
+//! Subcommands: `compile` (P4 → program + P4Info; also with the reference compiler's flags), `stf` (run STF
+//! packet tests), `switch` (also as `simple_switch_grpc`, with BMv2's flags, or through a symlink of that name),
+//! the benchmarks.
 
 mod ascon_serve;
 mod bench;
@@ -28,12 +29,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Compile a P4_16 v1model program: writes OUTDIR/program.json and its P4Info (p4info.txtpb, p4info.binpb).
+    /// Takes the reference compiler's flags too (--target bmv2 --arch v1model --std p4-16 --p4runtime-files ...
+    /// -o FILE.json), so a Makefile written for p4c works with P4C set to `p4sec compile`.
     Compile {
         /// The P4_16 program (v1model architecture) to compile.
         program: PathBuf,
         /// The output directory (created when missing): program.json for `p4sec switch --program` and
-        /// `SetForwardingPipelineConfig`, p4info.txtpb and p4info.binpb for P4Runtime clients.
-        #[arg(short = 'o', long = "out", value_name = "OUTDIR")]
+        /// `SetForwardingPipelineConfig` (also as NAME.json, the name p4c gives it, after the source NAME.p4),
+        /// p4info.txtpb and p4info.binpb for P4Runtime clients. A name ending in .json: the program file only.
+        #[arg(short = 'o', long = "out", value_name = "OUTDIR|FILE.json")]
         out: PathBuf,
         /// Add an include directory.
         #[arg(short = 'I', value_name = "DIR")]
@@ -41,6 +45,31 @@ enum Cmd {
         /// Define a preprocessor macro: NAME or NAME=VALUE.
         #[arg(short = 'D', value_name = "NAME[=VALUE]")]
         define: Vec<String>,
+        /// Also write the P4Info to these files, comma-separated (repeatable), the format by extension: .txt,
+        /// .txtpb or .pb.txt text, .json JSON, .bin, .binpb or .pb binary protobuf (p4c's flag).
+        #[arg(long = "p4runtime-files", value_delimiter = ',', value_name = "FILE[,FILE...]")]
+        p4runtime_files: Vec<PathBuf>,
+        /// Also write the P4Info to FILE, in --p4runtime-format (p4c's older flag).
+        #[arg(long = "p4runtime-file", value_name = "FILE")]
+        p4runtime_file: Option<PathBuf>,
+        /// The format of --p4runtime-file.
+        #[arg(long = "p4runtime-format", value_name = "FORMAT", value_parser = ["text", "json", "binary"], default_value = "text")]
+        p4runtime_format: String,
+        /// The target (p4c's flag): bmv2 only, the target whose v1model p4sec runs.
+        #[arg(long, value_name = "TARGET", value_parser = ["bmv2"])]
+        target: Option<String>,
+        /// The architecture (p4c's flag): v1model only.
+        #[arg(long, value_name = "ARCH", value_parser = ["v1model"])]
+        arch: Option<String>,
+        /// The language version (p4c's flag): p4-16 only.
+        #[arg(long, value_name = "STD", value_parser = ["p4-16"])]
+        std: Option<String>,
+        /// The language version as p4c-bm2-ss takes it: 16 only.
+        #[arg(long, value_name = "VERSION", value_parser = ["16"])]
+        p4v: Option<String>,
+        /// Accepted for p4c's sake and ignored: p4sec's program file always describes the externs it calls.
+        #[arg(long)]
+        emit_externs: bool,
     },
     /// Run STF packet tests: `p4sec stf PROGRAM.p4 TEST.stf` or `p4sec stf --suite DIR`.
     Stf {
@@ -68,10 +97,20 @@ enum Cmd {
         define: Vec<String>,
     },
     /// Run the switch: ports (Linux interfaces, TUN/TAP devices, pcap files) and a P4Runtime server (gRPC service p4.v1.P4Runtime).
+    /// Also as `p4sec simple_switch_grpc` (or a symlink named simple_switch_grpc) with BMv2's flags:
+    /// `[-i N@IFACE]... [--device-id N] [-L LEVEL] [--pcap DIR] [--no-p4 | PROGRAM.json] [-- --grpc-server-addr ADDR --cpu-port N]`.
+    #[command(alias = "simple_switch_grpc")]
     Switch {
-        /// A compiled program (`p4sec compile -o OUTDIR`) to load at start; otherwise the controller pushes one.
-        #[arg(long)]
+        /// A compiled program (`p4sec compile -o OUTDIR`: the directory, or its program.json) to load at start;
+        /// otherwise the controller pushes one.
+        #[arg(long, conflicts_with_all = ["program_file", "no_p4"])]
         program: Option<PathBuf>,
+        /// The program file to load at start (`p4sec compile -o FILE.json`), as BMv2 takes its JSON.
+        #[arg(value_name = "PROGRAM.json", conflicts_with = "no_p4")]
+        program_file: Option<PathBuf>,
+        /// Start without a program: the controller pushes one (BMv2's flag; the default without a program).
+        #[arg(long)]
+        no_p4: bool,
         /// gRPC listen address [default: 0.0.0.0:9559; a batch run with --program serves none unless given].
         #[arg(long, value_name = "ADDR")]
         grpc: Option<String>,
@@ -83,6 +122,9 @@ enum Cmd {
         /// either part optional; with only pcap ports the switch exits once all inputs are processed).
         #[arg(long = "port", value_name = "N=PORT")]
         ports: Vec<String>,
+        /// BMv2's form of a port on a Linux interface, repeatable: N@IFACE is --port N=IFACE.
+        #[arg(short = 'i', long = "interface", value_name = "N@IFACE")]
+        interfaces: Vec<String>,
         /// The CPU port: frames sent to it reach the controller as PacketIn; PacketOut enters on it.
         #[arg(long)]
         cpu_port: Option<u32>,
@@ -95,12 +137,21 @@ enum Cmd {
         /// Log every packet's path through the pipeline (parser states, tables, actions, externs) to stderr.
         #[arg(long)]
         trace: bool,
-        /// Also write every port's received and sent frames to DIR/port<N>-in.pcap and DIR/port<N>-out.pcap.
-        #[arg(long, value_name = "DIR")]
+        /// Also write every port's received and sent frames to DIR/port<N>-in.pcap and DIR/port<N>-out.pcap
+        /// (also as BMv2's --pcap DIR).
+        #[arg(long, value_name = "DIR", alias = "pcap")]
         pcap_dir: Option<PathBuf>,
-        /// How much the switch says on stderr: error, warn, info (port events), debug, trace (a line per packet).
-        #[arg(long, value_name = "LEVEL", default_value = "info", value_parser = ["error", "warn", "info", "debug", "trace"])]
+        /// How much the switch says on stderr: error, warn, info (port events), debug, trace (a line per packet);
+        /// off is error (also as BMv2's -L/--log-level).
+        #[arg(long, short = 'L', alias = "log-level", value_name = "LEVEL", default_value = "info",
+              value_parser = ["error", "warn", "info", "debug", "trace", "off"])]
         log: String,
+        /// Accepted for BMv2's sake: the switch always logs to stderr.
+        #[arg(long)]
+        log_console: bool,
+        /// Accepted for BMv2's sake and unused: p4sec has no Thrift server (P4Runtime is its control plane).
+        #[arg(long, value_name = "PORT")]
+        thrift_port: Option<u16>,
         /// TLS for the gRPC server: certificate (PEM).
         #[arg(long, requires = "tls_key")]
         tls_cert: Option<PathBuf>,
@@ -110,6 +161,9 @@ enum Cmd {
         /// Mutual TLS: clients must present a certificate signed by this CA (PEM).
         #[arg(long, requires = "tls_cert")]
         tls_ca: Option<PathBuf>,
+        /// BMv2's target options, after `--`: --grpc-server-addr ADDR (as --grpc) and --cpu-port N.
+        #[arg(last = true, value_name = "TARGET-OPTION")]
+        target_options: Vec<String>,
     },
     /// ASCON-AEAD for control-plane tools: JSON requests on stdin, answers on stdout (used by p4sec.inband).
     AsconServe,
@@ -198,6 +252,121 @@ pub fn compile(path: &Path, include: &[PathBuf], defines: &[(String, Option<Stri
     p4sec_frontend::compile_file(path, &opts).map_err(|e| e.to_string())
 }
 
+/// The formats `--p4runtime-files` and `--p4runtime-format` write the P4Info in.
+#[derive(Clone, Copy)]
+enum P4InfoFormat {
+    Text,
+    Json,
+    Binary,
+}
+
+impl P4InfoFormat {
+    /// The format a file name asks for, by its extension (as p4c decides).
+    fn of(path: &Path) -> Option<P4InfoFormat> {
+        let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+        if name.ends_with(".pb.txt") || name.ends_with(".txt") || name.ends_with(".txtpb") {
+            Some(P4InfoFormat::Text)
+        } else if name.ends_with(".json") {
+            Some(P4InfoFormat::Json)
+        } else if name.ends_with(".bin") || name.ends_with(".binpb") || name.ends_with(".pb") {
+            Some(P4InfoFormat::Binary)
+        } else {
+            None
+        }
+    }
+
+    /// A `--p4runtime-format` value (the parser admits only these three).
+    fn named(s: &str) -> P4InfoFormat {
+        match s {
+            "json" => P4InfoFormat::Json,
+            "binary" => P4InfoFormat::Binary,
+            _ => P4InfoFormat::Text,
+        }
+    }
+}
+
+/// Writes what `p4sec compile` produces: the program into `out` (a directory, or a file named *.json) and the
+/// P4Info into `infos`, saying what it wrote.
+fn write_compiled(prog: &p4sec_ir::Program, source: &Path, out: &Path, infos: &[(PathBuf, P4InfoFormat)]) -> ExitCode {
+    use p4sec_p4runtime::prost_message::Message;
+    let binpb = p4sec_p4runtime::p4info::p4info(prog).encode_to_vec();
+    let text = || p4sec_ir::p4info::to_text(prog).into_bytes();
+    let json = prog.to_json().into_bytes();
+    let mut files: Vec<(PathBuf, Vec<u8>)> = vec![];
+    let is_file = out.extension().is_some_and(|x| x.eq_ignore_ascii_case("json")) && !out.is_dir();
+    if is_file {
+        files.push((out.to_path_buf(), json));
+    } else {
+        // p4c names the program after the source (build/NAME.json); p4sec's own tools read program.json
+        let stem = source.file_stem().map(|s| format!("{}.json", s.to_string_lossy())).unwrap_or_else(|| "program.json".into());
+        if stem != "program.json" {
+            files.push((out.join(stem), json.clone()));
+        }
+        files.push((out.join("program.json"), json));
+        files.push((out.join("p4info.txtpb"), text()));
+        files.push((out.join("p4info.binpb"), binpb.clone()));
+    }
+    for (path, fmt) in infos {
+        let bytes = match fmt {
+            P4InfoFormat::Text => text(),
+            P4InfoFormat::Binary => binpb.clone(),
+            P4InfoFormat::Json => match p4sec_p4runtime::json::to_json("p4.config.v1.P4Info", &binpb) {
+                Ok(j) => j.into_bytes(),
+                Err(e) => {
+                    eprintln!("p4sec compile: the P4Info in JSON: {e}");
+                    return ExitCode::FAILURE;
+                }
+            },
+        };
+        files.push((path.clone(), bytes));
+    }
+    for (path, bytes) in files {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                eprintln!("p4sec compile: cannot create {}: {e}", dir.display());
+                return ExitCode::FAILURE;
+            }
+        }
+        if let Err(e) = std::fs::write(&path, bytes) {
+            eprintln!("p4sec compile: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("wrote {}", path.display());
+    }
+    ExitCode::SUCCESS
+}
+
+/// BMv2's target options, given after `--`: `--grpc-server-addr ADDR` and `--cpu-port N` (either also as
+/// `--flag=VALUE`).
+#[derive(Default)]
+struct TargetOptions {
+    grpc_server_addr: Option<String>,
+    cpu_port: Option<u32>,
+}
+
+impl TargetOptions {
+    fn parse(args: &[String]) -> Result<TargetOptions, String> {
+        let mut t = TargetOptions::default();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let (flag, inline) = match a.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+                _ => (a.as_str(), None),
+            };
+            let mut value = || inline.clone().or_else(|| it.next().cloned()).ok_or_else(|| format!("target option {flag} needs a value"));
+            match flag {
+                "--grpc-server-addr" => t.grpc_server_addr = Some(value()?),
+                "--cpu-port" => {
+                    let v = value()?;
+                    t.cpu_port = Some(v.parse().map_err(|_| format!("target option --cpu-port: `{v}` is not a port number"))?);
+                }
+                _ => return Err(format!("unknown target option `{a}` after `--` (p4sec takes --grpc-server-addr ADDR and --cpu-port N there)")),
+            }
+        }
+        Ok(t)
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_switch(
     program: Option<&Path>,
@@ -234,8 +403,7 @@ fn run_switch(
     // the switch's extern set, assembled once: the device builds every pipeline with it (this program and
     // those SetForwardingPipelineConfig installs); test externs are not in it (`p4sec stf` only)
     let device = Device::new(device_id, cpu_port, p4sec_externs::p4::registry());
-    if let Some(dir) = program {
-        let path = dir.join("program.json");
+    if let Some(path) = program {
         let bytes = match std::fs::read(&path) {
             Ok(t) => t,
             Err(e) => {
@@ -359,9 +527,31 @@ fn run_switch(
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // a symlink named simple_switch_grpc runs the switch with BMv2's command line
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.first().and_then(|a| Path::new(a).file_name()).is_some_and(|n| n == "simple_switch_grpc") {
+        args.insert(1, "simple_switch_grpc".into());
+    }
+    let cli = Cli::parse_from(args);
     match cli.cmd {
-        Cmd::Compile { program, out, include, define } => {
+        Cmd::Compile { program, out, include, define, p4runtime_files, p4runtime_file, p4runtime_format, .. } => {
+            // (--target, --arch, --std, --p4v: their one accepted value is checked by the parser; --emit-externs ignored)
+            let mut infos = vec![];
+            for f in p4runtime_files {
+                match P4InfoFormat::of(&f) {
+                    Some(fmt) => infos.push((f, fmt)),
+                    None => {
+                        eprintln!(
+                            "p4sec compile: --p4runtime-files {}: unknown P4Info format (by extension: .txt, .txtpb or .pb.txt text; .json; .bin, .binpb or .pb binary)",
+                            f.display()
+                        );
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+            if let Some(f) = p4runtime_file {
+                infos.push((f, P4InfoFormat::named(&p4runtime_format)));
+            }
             let prog = match compile(&program, &include, &parse_defines(&define)) {
                 Ok(p) => p,
                 Err(e) => {
@@ -369,26 +559,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            if let Err(e) = std::fs::create_dir_all(&out) {
-                eprintln!("p4sec compile: cannot create {}: {e}", out.display());
-                return ExitCode::FAILURE;
-            }
-            use p4sec_p4runtime::prost_message::Message;
-            let binpb = p4sec_p4runtime::p4info::p4info(&prog).encode_to_vec();
-            let files: [(&str, Vec<u8>); 3] = [
-                ("program.json", prog.to_json().into_bytes()),
-                ("p4info.txtpb", p4sec_ir::p4info::to_text(&prog).into_bytes()),
-                ("p4info.binpb", binpb),
-            ];
-            for (name, text) in files {
-                let path = out.join(name);
-                if let Err(e) = std::fs::write(&path, text) {
-                    eprintln!("p4sec compile: cannot write {}: {e}", path.display());
-                    return ExitCode::FAILURE;
-                }
-                println!("wrote {}", path.display());
-            }
-            ExitCode::SUCCESS
+            write_compiled(&prog, &program, &out, &infos)
         }
         Cmd::Stf { program, test, suite, report, notes, trace, include, define } => {
             if let Some(dir) = suite {
@@ -410,11 +581,64 @@ fn main() -> ExitCode {
             bench_mixed::run(&bench_mixed::Opts { sizes, ks, tunnels, seconds, rounds, rekey_rate, grace_ms }, json.as_deref())
         }
         Cmd::BenchP4ead { seconds, json } => bench_p4ead::run(seconds, json.as_deref()),
-        Cmd::Switch { program, grpc, device_id, ports, cpu_port, workers, metrics, trace, pcap_dir, log, tls_cert, tls_key, tls_ca } => {
+        Cmd::Switch {
+            program,
+            program_file,
+            no_p4: _,
+            grpc,
+            device_id,
+            mut ports,
+            interfaces,
+            cpu_port,
+            workers,
+            metrics,
+            trace,
+            pcap_dir,
+            log,
+            log_console: _,
+            thrift_port: _,
+            tls_cert,
+            tls_key,
+            tls_ca,
+            target_options,
+        } => {
             let tls = match (tls_cert, tls_key) {
                 (Some(cert), Some(key)) => Some(p4sec_p4runtime::server::TlsFiles { cert, key, client_ca: tls_ca }),
                 _ => None,
             };
+            for i in &interfaces {
+                match i.split_once('@') {
+                    Some((n, iface)) if !n.is_empty() && !iface.is_empty() => ports.push(format!("{n}={iface}")),
+                    _ => {
+                        eprintln!("p4sec switch: -i takes N@IFACE (a port number and a Linux interface), got `{i}`");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+            let target = match TargetOptions::parse(&target_options) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("p4sec switch: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let grpc = match (grpc, target.grpc_server_addr) {
+                (Some(_), Some(_)) => {
+                    eprintln!("p4sec switch: --grpc and --grpc-server-addr both given: give one");
+                    return ExitCode::from(2);
+                }
+                (a, b) => a.or(b),
+            };
+            let cpu_port = match (cpu_port, target.cpu_port) {
+                (Some(_), Some(_)) => {
+                    eprintln!("p4sec switch: --cpu-port given twice (before and after `--`): give one");
+                    return ExitCode::from(2);
+                }
+                (a, b) => a.or(b),
+            };
+            // --program OUTDIR (its program.json) or a program file; BMv2's log level `off` is p4sec's quietest
+            let program = program.map(|p| if p.is_dir() { p.join("program.json") } else { p }).or(program_file);
+            let log = if log == "off" { "error".to_string() } else { log };
             run_switch(program.as_deref(), grpc.as_deref(), device_id, &ports, cpu_port, workers, metrics.as_deref(), trace, pcap_dir.as_deref(), &log, tls)
         }
     }

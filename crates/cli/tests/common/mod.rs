@@ -7,12 +7,16 @@ use std::path::{Path, PathBuf};
 
 /// The checkout's root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::canonicalize(&root).unwrap_or(root)
 }
 
-/// The directory of the shared corpora.
+/// The directory of the shared corpora (the default named without `..`, so messages show the plain path).
 pub fn shared_root() -> PathBuf {
-    root().join(std::env::var_os("P4SEC_SHARED").unwrap_or_else(|| "../shared".into()))
+    match std::env::var_os("P4SEC_SHARED") {
+        Some(v) => root().join(v),
+        None => root().parent().map(|p| p.join("shared")).unwrap_or_else(|| root().join("../shared")),
+    }
 }
 
 /// The path `rel` inside the shared corpora, or `None` after printing one skip line that names the path and the
