@@ -70,6 +70,9 @@ impl<'t> Lowerer<'t> {
                 } else {
                     self.uninit(&p);
                 }
+                if let (Some(n), Place::Scalar(ir::LValue::Static(l), _)) = (self.new_type_name(&v.ty), &p) {
+                    self.var_new_types.insert(l.slot, n);
+                }
                 scope.define(&v.name.name, Binding::Var(p));
                 Ok(())
             }
@@ -602,6 +605,7 @@ impl<'t> Lowerer<'t> {
             },
             Val::Binding(Binding::Table(t)) => match m {
                 "apply" => {
+                    self.applied_tables.insert(t.id);
                     let hit = self.alloc_scalar(1);
                     let run = self.alloc_scalar(32);
                     self.emit(ir::Stmt::ApplyTable { table: t.id, hit: Some(hit), action_run: Some(run) });
