@@ -28,6 +28,10 @@ pub struct P4InfoMeta {
     /// and profiles only they use).
     #[serde(default)]
     pub unused_tables: std::collections::BTreeSet<String>,
+    /// The program calls externs whose arguments the reference compiler describes with type specs (hash,
+    /// checksums): with tables, registers, digests and named types, this makes it write a `type_info`.
+    #[serde(default)]
+    pub type_specs: bool,
     /// `@pkginfo(k=v, ...)` of `main`: (key, value) pairs.
     #[serde(default)]
     pub pkg_info: Vec<(String, String)>,
@@ -337,6 +341,9 @@ pub fn to_text(p: &Program) -> String {
         if t.entries_are_const {
             o.push_str("  is_const_table: true\n");
         }
+        if !t.entries.is_empty() {
+            o.push_str("  has_initial_entries: true\n");
+        }
         o.push_str("}\n");
     }
     let mut done = std::collections::HashSet::new();
@@ -469,6 +476,15 @@ pub fn to_text(p: &Program) -> String {
         o.push_str("  type_spec {\n    struct {\n      name: ");
         o.push_str(&quote(&d.name));
         o.push_str("\n    }\n  }\n}\n");
+    }
+    let type_info = meta.type_specs
+        || !p.tables.is_empty()
+        || !p.registers.is_empty()
+        || !p.digests.is_empty()
+        || !meta.serializable_enums.is_empty()
+        || !meta.new_types.is_empty();
+    if !type_info {
+        return o;
     }
     o.push_str("type_info {\n");
     for (name, (w, annos)) in &meta.new_types {

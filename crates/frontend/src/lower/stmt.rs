@@ -998,6 +998,7 @@ impl<'t> Lowerer<'t> {
                 self.emit(b(ir::Builtin::Verify { cond, error }));
             }
             "hash" => {
+                self.p4meta.type_specs = true;
                 let (dst, dt) = self.scalar_place(scope, a(0)?)?;
                 let algo = self.hash_algo(scope, a(1)?)?;
                 let (base, _) = self.scalar_arg(scope, a(2)?, None)?;
@@ -1008,6 +1009,7 @@ impl<'t> Lowerer<'t> {
                 self.emit(b(ir::Builtin::Hash { dst, algo, base, data, max }));
             }
             "verify_checksum" | "verify_checksum_with_payload" | "update_checksum" | "update_checksum_with_payload" => {
+                self.p4meta.type_specs = true;
                 let cond = self.cond(scope, a(0)?)?;
                 let dv = self.expr(scope, a(1)?, None)?;
                 let data = self.flatten(dv, a(1)?.span)?;
