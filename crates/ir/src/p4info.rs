@@ -353,7 +353,10 @@ pub fn to_text(p: &Program) -> String {
         }
         o.push_str("actions {\n");
         preamble_kind(&mut o, "action", a.id, &a.name);
-        for prm in &a.params {
+        // an action only called directly (the reference compiler turns the call into a hidden table that
+        // binds every argument) is listed without parameters
+        let direct_only = !by_tables.contains(&a.id);
+        for prm in a.params.iter().filter(|_| !direct_only) {
             let _ = writeln!(o, "  params {{\n    id: {}\n    name: {}\n    bitwidth: {}", prm.id, quote(&prm.name), prm.loc.width);
             write_type_name(&mut o, meta, &format!("param {} {}", a.name, prm.id));
             write_annos(&mut o, meta.get(&format!("param {} {}", a.name, prm.id)), "    ");
