@@ -66,7 +66,8 @@ pub enum AnnoValue {
 }
 
 impl P4InfoMeta {
-    fn get(&self, key: &str) -> Option<&Annos> {
+    /// The annotations of object `key`.
+    pub fn get(&self, key: &str) -> Option<&Annos> {
         self.annos.get(key)
     }
 
@@ -76,7 +77,7 @@ impl P4InfoMeta {
     }
 
     /// The integer argument of annotation `@name(N)` on object `key`.
-    fn int_anno(&self, key: &str, name: &str) -> Option<u64> {
+    pub fn int_anno(&self, key: &str, name: &str) -> Option<u64> {
         let pre = format!("@{name}(");
         self.get(key)?.annotations.iter().find_map(|s| s.strip_prefix(&pre)?.strip_suffix(')')?.trim().parse().ok())
     }
