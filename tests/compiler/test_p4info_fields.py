@@ -48,6 +48,19 @@ def test_production_program_p4info(p4sec_bin, tmp_path, prog):
     assert not diffs, f"{prog}: {len(diffs)} P4Info differences, first: {diffs[:10]}"
 
 
+# Programs of the reference corpus whose P4Info still differs, with the reason. The test fails when another
+# program differs, and when one of these no longer does (then remove it here).
+KNOWN_DIFFERENT = {
+    "issue1879-bmv2": "the reference writes an empty type_info for its checksum control; ours does not",
+}
+
+
+def version_difference(d):
+    """p4c 1.2.4.8, which wrote the reference corpus, predates `initial_default_action` (the production
+    programs' P4Info, from a later p4c, has it for every table): that field is not compared here."""
+    return ".initial_default_action: only in ours" in d
+
+
 def test_reference_corpus_p4info(p4sec_bin, tmp_path):
     need(REFERENCE)
     names = sorted(p.name[: -len(".p4info.txtpb")] for p in REFERENCE.glob("*.p4info.txtpb"))
@@ -56,9 +69,13 @@ def test_reference_corpus_p4info(p4sec_bin, tmp_path):
     for name in names:
         diffs = compare(ours(p4sec_bin, SHARED / "conformance" / "p4c-stf" / f"{name}.p4", tmp_path / name),
                         REFERENCE / f"{name}.p4info.txtpb")
+        diffs = [d for d in diffs if not version_difference(d)]
         if diffs:
             bad[name] = diffs
     for name, diffs in bad.items():
         print(f"{name}: {len(diffs)} differences")
         print("\n".join("  " + d for d in diffs))
-    assert not bad, f"{len(bad)} of {len(names)} programs differ: {sorted(bad)}"
+    unexpected = sorted(set(bad) - set(KNOWN_DIFFERENT))
+    fixed = sorted(set(KNOWN_DIFFERENT) - set(bad))
+    assert not unexpected, f"{len(unexpected)} of {len(names)} programs differ: {unexpected}"
+    assert not fixed, f"now equal to the reference, remove from KNOWN_DIFFERENT: {fixed}"

@@ -23,6 +23,8 @@ pub struct FieldInfo {
     pub match_kind: Option<String>,
     /// `@name("...")`: the field's control-plane name.
     pub cp_name: Option<String>,
+    /// The field's declared type when it is a new type (`type bit<W> T`): its P4Info `type_name`.
+    pub new_type: Option<String>,
 }
 
 #[derive(Debug)]

@@ -17,6 +17,24 @@ pub struct P4InfoMeta {
     pub annos: BTreeMap<String, Annos>,
     /// `type_info.serializable_enums`: enum name -> (underlying width, members with their values).
     pub serializable_enums: BTreeMap<String, (u32, Vec<(String, Vec<u8>)>)>,
+    /// `type_info.new_types` (`type bit<W> T` used by a P4Info object): name -> width.
+    #[serde(default)]
+    pub new_types: BTreeMap<String, (u32, Vec<String>)>,
+    /// The P4Info `type_name` of match fields, action parameters and controller header fields of a new type,
+    /// by object key (`key TABLE ID`, `param ACTION ID`, `ctrl_field NAME ID`).
+    #[serde(default)]
+    pub type_names: BTreeMap<String, String>,
+    /// Tables that are never applied (the reference compiler removes them, and actions, direct resources
+    /// and profiles only they use).
+    #[serde(default)]
+    pub unused_tables: std::collections::BTreeSet<String>,
+    /// The program calls externs whose arguments the reference compiler describes with type specs (hash,
+    /// checksums): with tables, registers, digests and named types, this makes it write a `type_info`.
+    #[serde(default)]
+    pub type_specs: bool,
+    /// `@pkginfo(k=v, ...)` of `main`: (key, value) pairs.
+    #[serde(default)]
+    pub pkg_info: Vec<(String, String)>,
 }
 
 /// The annotations of one P4Info object, as the reference compiler writes them.
@@ -48,7 +66,8 @@ pub enum AnnoValue {
 }
 
 impl P4InfoMeta {
-    fn get(&self, key: &str) -> Option<&Annos> {
+    /// The annotations of object `key`.
+    pub fn get(&self, key: &str) -> Option<&Annos> {
         self.annos.get(key)
     }
 
@@ -58,7 +77,7 @@ impl P4InfoMeta {
     }
 
     /// The integer argument of annotation `@name(N)` on object `key`.
-    fn int_anno(&self, key: &str, name: &str) -> Option<u64> {
+    pub fn int_anno(&self, key: &str, name: &str) -> Option<u64> {
         let pre = format!("@{name}(");
         self.get(key)?.annotations.iter().find_map(|s| s.strip_prefix(&pre)?.strip_suffix(')')?.trim().parse().ok())
     }
@@ -82,6 +101,12 @@ fn anno_value(v: &AnnoValue) -> String {
         AnnoValue::Str(s) => format!("string_value: {}", quote(s)),
         AnnoValue::Int(i) => format!("int64_value: {i}"),
         AnnoValue::Bool(b) => format!("bool_value: {b}"),
+    }
+}
+
+fn write_type_name(o: &mut String, meta: &P4InfoMeta, key: &str) {
+    if let Some(n) = meta.type_names.get(key) {
+        let _ = writeln!(o, "    type_name {{\n      name: {}\n    }}", quote(n));
     }
 }
 
@@ -230,15 +255,34 @@ pub fn to_text(p: &Program) -> String {
     let alias = |n: &str| al.get(n).cloned().unwrap_or_else(|| n.to_string());
     let mut o = String::new();
     o.push_str("# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n");
-    o.push_str("pkg_info {\n  arch: \"v1model\"\n}\n");
+    o.push_str("pkg_info {\n");
+    for (k, v) in &p.p4info.pkg_info {
+        let _ = writeln!(o, "  {k}: {}", quote(v));
+    }
+    o.push_str("  arch: \"v1model\"\n}\n");
     let meta = &p.p4info;
+    // what the reference compiler leaves out: unused tables, then actions only they refer to, and their
+    // direct resources and profiles
+    let table_out = |t: &crate::Table| meta.unused_tables.contains(&t.name) || meta.hidden(&format!("table {}", t.name));
+    let mut by_tables = std::collections::HashSet::new();
+    let mut by_kept = std::collections::HashSet::new();
+    for t in &p.tables {
+        for ta in &t.actions {
+            by_tables.insert(p.actions[ta.action as usize].id);
+            if !table_out(t) {
+                by_kept.insert(p.actions[ta.action as usize].id);
+            }
+        }
+    }
+    let action_out = |a: &crate::Action| meta.hidden(&format!("action {}", a.name)) || (by_tables.contains(&a.id) && !by_kept.contains(&a.id));
+    let res_out = |t: Option<u32>| t.is_some_and(|t| table_out(&p.tables[t as usize]));
     let preamble_kind = |o: &mut String, kind: &str, id: u32, name: &str| {
         let _ = writeln!(o, "  preamble {{\n    id: {id}\n    name: {}\n    alias: {}", quote(name), quote(&alias(name)));
         write_annos(o, meta.get(&format!("{kind} {name}")), "    ");
         o.push_str("  }\n");
     };
     for t in &p.tables {
-        if meta.hidden(&format!("table {}", t.name)) {
+        if table_out(t) {
             continue;
         }
         o.push_str("tables {\n");
@@ -253,6 +297,7 @@ pub fn to_text(p: &Program) -> String {
                 MatchKind::Selector => "",
             };
             let _ = writeln!(o, "  match_fields {{\n    id: {}\n    name: {}\n    bitwidth: {}\n    {mt}", k.id, quote(&k.name), k.width);
+            write_type_name(&mut o, meta, &format!("key {} {}", t.name, k.id));
             write_annos(&mut o, meta.get(&format!("key {} {}", t.name, k.id)), "    ");
             o.push_str("  }\n");
         }
@@ -297,23 +342,33 @@ pub fn to_text(p: &Program) -> String {
         if t.entries_are_const {
             o.push_str("  is_const_table: true\n");
         }
+        if !t.entries.is_empty() {
+            o.push_str("  has_initial_entries: true\n");
+        }
         o.push_str("}\n");
     }
     let mut done = std::collections::HashSet::new();
     for a in &p.actions {
-        if !done.insert(a.id) || meta.hidden(&format!("action {}", a.name)) {
+        if !done.insert(a.id) || action_out(a) {
             continue;
         }
         o.push_str("actions {\n");
         preamble_kind(&mut o, "action", a.id, &a.name);
-        for prm in &a.params {
+        // an action only called directly (the reference compiler turns the call into a hidden table that
+        // binds every argument) is listed without parameters
+        let direct_only = !by_tables.contains(&a.id);
+        for prm in a.params.iter().filter(|_| !direct_only) {
             let _ = writeln!(o, "  params {{\n    id: {}\n    name: {}\n    bitwidth: {}", prm.id, quote(&prm.name), prm.loc.width);
+            write_type_name(&mut o, meta, &format!("param {} {}", a.name, prm.id));
             write_annos(&mut o, meta.get(&format!("param {} {}", a.name, prm.id)), "    ");
             o.push_str("  }\n");
         }
         o.push_str("}\n");
     }
     for ap in &p.action_profiles {
+        if !ap.tables.is_empty() && ap.tables.iter().all(|t| table_out(&p.tables[*t as usize])) {
+            continue;
+        }
         o.push_str("action_profiles {\n");
         preamble_kind(&mut o, "action_profile", ap.id, &ap.name);
         for t in &ap.tables {
@@ -335,6 +390,9 @@ pub fn to_text(p: &Program) -> String {
         o.push_str("}\n");
     }
     for c in &p.direct_counters {
+        if res_out(c.table) {
+            continue;
+        }
         o.push_str("direct_counters {\n");
         preamble_kind(&mut o, "direct_counter", c.id, &c.name);
         let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}", unit(c.unit));
@@ -350,6 +408,9 @@ pub fn to_text(p: &Program) -> String {
         o.push_str("}\n");
     }
     for m in &p.direct_meters {
+        if res_out(m.table) {
+            continue;
+        }
         o.push_str("direct_meters {\n");
         preamble_kind(&mut o, "direct_meter", m.id, &m.name);
         let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}", unit(m.unit));
@@ -365,6 +426,7 @@ pub fn to_text(p: &Program) -> String {
         o.push_str("  }\n");
         for (n, id, w) in &ch.fields {
             let _ = writeln!(o, "  metadata {{\n    id: {id}\n    name: {}\n    bitwidth: {w}", quote(n));
+            write_type_name(&mut o, meta, &format!("ctrl_field {} {id}", ch.name));
             write_annos(&mut o, meta.get(&format!("ctrl_field {} {id}", ch.name)), "    ");
             o.push_str("  }\n");
         }
@@ -419,7 +481,23 @@ pub fn to_text(p: &Program) -> String {
         o.push_str(&quote(&d.name));
         o.push_str("\n    }\n  }\n}\n");
     }
+    let type_info = meta.type_specs
+        || !p.tables.is_empty()
+        || !p.registers.is_empty()
+        || !p.digests.is_empty()
+        || !meta.serializable_enums.is_empty()
+        || !meta.new_types.is_empty();
+    if !type_info {
+        return o;
+    }
     o.push_str("type_info {\n");
+    for (name, (w, annos)) in &meta.new_types {
+        let _ = writeln!(o, "  new_types {{\n    key: {}\n    value {{\n      original_type {{\n        bitstring {{\n          bit {{\n            bitwidth: {w}\n          }}\n        }}\n      }}", quote(name));
+        for a in annos {
+            let _ = writeln!(o, "      annotations: {}", quote(a));
+        }
+        o.push_str("    }\n  }\n");
+    }
     for d in &p.digests {
         let _ = writeln!(o, "  structs {{\n    key: {}\n    value {{", quote(&d.name));
         for (n, w) in &d.fields {

@@ -193,5 +193,220 @@ pub fn p4info(p: &Program) -> cfg::P4Info {
         let spec = cfg::P4DataTypeSpec { type_spec: Some(cfg::p4_data_type_spec::TypeSpec::Struct(cfg::P4NamedType { name: d.name.clone() })) };
         info.digests.push(cfg::Digest { preamble: Some(pre(d.id, &d.name)), type_spec: Some(spec) });
     }
+    apply_meta(p, &mut info);
     info
+}
+
+/// What `p4sec_ir::p4info::to_text` writes beyond names and ids (annotations, type info, left-out objects,
+/// initial default actions), applied to the message so that both encodings stay the same message.
+fn apply_meta(p: &Program, info: &mut cfg::P4Info) {
+    use std::collections::HashSet;
+    let meta = &p.p4info;
+    let table_out = |t: &p4sec_ir::Table| meta.unused_tables.contains(&t.name) || meta.hidden(&format!("table {}", t.name));
+    let mut by_tables = HashSet::new();
+    let mut by_kept = HashSet::new();
+    let mut out_ids = HashSet::new();
+    for t in &p.tables {
+        if table_out(t) {
+            out_ids.insert(t.id);
+        }
+        for ta in &t.actions {
+            by_tables.insert(p.actions[ta.action as usize].id);
+            if !table_out(t) {
+                by_kept.insert(p.actions[ta.action as usize].id);
+            }
+        }
+    }
+    let annos_into = |key: &str, annotations: &mut Vec<String>, structured: &mut Vec<cfg::StructuredAnnotation>, doc: Option<&mut Option<cfg::Documentation>>| {
+        let Some(a) = meta.get(key) else { return };
+        annotations.extend(a.annotations.iter().filter(|s| !s.starts_with("@max_group_size(")).cloned());
+        for sa in &a.structured {
+            let val = |v: &p4sec_ir::p4info::AnnoValue| {
+                use cfg::expression::Value;
+                let v = match v {
+                    p4sec_ir::p4info::AnnoValue::Str(s) => Value::StringValue(s.clone()),
+                    p4sec_ir::p4info::AnnoValue::Int(i) => Value::Int64Value(*i),
+                    p4sec_ir::p4info::AnnoValue::Bool(b) => Value::BoolValue(*b),
+                };
+                cfg::Expression { value: Some(v) }
+            };
+            let body = if sa.kv {
+                cfg::structured_annotation::Body::KvPairList(cfg::KeyValuePairList {
+                    kv_pairs: sa.items.iter().map(|(k, v)| cfg::KeyValuePair { key: k.clone(), value: Some(val(v)) }).collect(),
+                })
+            } else {
+                cfg::structured_annotation::Body::ExpressionList(cfg::ExpressionList { expressions: sa.items.iter().map(|(_, v)| val(v)).collect() })
+            };
+            structured.push(cfg::StructuredAnnotation { name: sa.name.clone(), body: Some(body), ..Default::default() });
+        }
+        if let Some(d) = doc {
+            if a.brief.is_some() || a.description.is_some() {
+                *d = Some(cfg::Documentation { brief: a.brief.clone().unwrap_or_default(), description: a.description.clone().unwrap_or_default() });
+            }
+        }
+    };
+    let pre_annos = |kind: &str, pre: &mut Option<cfg::Preamble>| {
+        if let Some(pr) = pre.as_mut() {
+            annos_into(&format!("{kind} {}", pr.name), &mut pr.annotations, &mut pr.structured_annotations, Some(&mut pr.doc));
+        }
+    };
+    let type_name = |key: &str| meta.type_names.get(key).map(|n| cfg::P4NamedType { name: n.clone() });
+    info.tables.retain(|t| !out_ids.contains(&t.preamble.as_ref().map(|x| x.id).unwrap_or(0)));
+    for t in info.tables.iter_mut() {
+        pre_annos("table", &mut t.preamble);
+        let tname = t.preamble.as_ref().map(|x| x.name.clone()).unwrap_or_default();
+        for m in t.match_fields.iter_mut() {
+            if m.r#match == Some(cfg::match_field::Match::OtherMatchType("optional".into())) {
+                m.r#match = Some(cfg::match_field::Match::MatchType(cfg::match_field::MatchType::Optional as i32));
+            }
+            let key = format!("key {tname} {}", m.id);
+            m.type_name = type_name(&key);
+            annos_into(&key, &mut m.annotations, &mut m.structured_annotations, Some(&mut m.doc));
+        }
+        for r in t.action_refs.iter_mut() {
+            annos_into(&format!("ref {tname} {}", r.id), &mut r.annotations, &mut r.structured_annotations, None);
+        }
+        if let Some(pt) = p.tables.iter().find(|x| x.name == tname) {
+            let da = &pt.default_action;
+            let act = &p.actions[da.action as usize];
+            t.initial_default_action = Some(cfg::TableActionCall {
+                action_id: act.id,
+                arguments: act
+                    .params
+                    .iter()
+                    .zip(&da.args)
+                    .map(|(prm, v)| cfg::table_action_call::Argument { param_id: prm.id, value: canonical(v) })
+                    .collect(),
+            });
+            t.has_initial_entries = !pt.entries.is_empty();
+        }
+    }
+    info.actions.retain(|a| {
+        let pr = a.preamble.as_ref().expect("preamble");
+        !meta.hidden(&format!("action {}", pr.name)) && !(by_tables.contains(&pr.id) && !by_kept.contains(&pr.id))
+    });
+    for a in info.actions.iter_mut() {
+        pre_annos("action", &mut a.preamble);
+        let (aid, aname) = a.preamble.as_ref().map(|x| (x.id, x.name.clone())).unwrap_or_default();
+        if !by_tables.contains(&aid) {
+            a.params.clear();
+        }
+        for prm in a.params.iter_mut() {
+            let key = format!("param {aname} {}", prm.id);
+            prm.type_name = type_name(&key);
+            annos_into(&key, &mut prm.annotations, &mut prm.structured_annotations, Some(&mut prm.doc));
+        }
+    }
+    info.action_profiles.retain(|ap| ap.table_ids.is_empty() || !ap.table_ids.iter().all(|t| out_ids.contains(t)));
+    for ap in info.action_profiles.iter_mut() {
+        let name = ap.preamble.as_ref().map(|x| x.name.clone()).unwrap_or_default();
+        if let Some(m) = meta.int_anno(&format!("action_profile {name}"), "max_group_size") {
+            ap.max_group_size = m as i32;
+        }
+        pre_annos("action_profile", &mut ap.preamble);
+    }
+    info.direct_counters.retain(|c| !out_ids.contains(&c.direct_table_id));
+    info.direct_meters.retain(|m| !out_ids.contains(&m.direct_table_id));
+    for c in info.counters.iter_mut() {
+        pre_annos("counter", &mut c.preamble);
+    }
+    for c in info.direct_counters.iter_mut() {
+        pre_annos("direct_counter", &mut c.preamble);
+    }
+    for m in info.meters.iter_mut() {
+        pre_annos("meter", &mut m.preamble);
+    }
+    for m in info.direct_meters.iter_mut() {
+        pre_annos("direct_meter", &mut m.preamble);
+    }
+    for r in info.registers.iter_mut() {
+        pre_annos("register", &mut r.preamble);
+    }
+    for v in info.value_sets.iter_mut() {
+        pre_annos("value_set", &mut v.preamble);
+    }
+    for d in info.digests.iter_mut() {
+        pre_annos("digest", &mut d.preamble);
+    }
+    for ch in info.controller_packet_metadata.iter_mut() {
+        pre_annos("ctrl", &mut ch.preamble);
+        let name = ch.preamble.as_ref().map(|x| x.name.clone()).unwrap_or_default();
+        for f in ch.metadata.iter_mut() {
+            let key = format!("ctrl_field {name} {}", f.id);
+            f.type_name = type_name(&key);
+            annos_into(&key, &mut f.annotations, &mut f.structured_annotations, None);
+        }
+    }
+    if let Some(pk) = info.pkg_info.as_mut() {
+        for (k, v) in &meta.pkg_info {
+            match k.as_str() {
+                "name" => pk.name = v.clone(),
+                "version" => pk.version = v.clone(),
+                "organization" => pk.organization = v.clone(),
+                "contact" => pk.contact = v.clone(),
+                "url" => pk.url = v.clone(),
+                _ => {}
+            }
+        }
+    }
+    let type_info = meta.type_specs
+        || !p.tables.is_empty()
+        || !p.registers.is_empty()
+        || !p.digests.is_empty()
+        || !meta.serializable_enums.is_empty()
+        || !meta.new_types.is_empty();
+    if type_info {
+        let bit = |w: u32| cfg::P4DataTypeSpec {
+            type_spec: Some(cfg::p4_data_type_spec::TypeSpec::Bitstring(cfg::P4BitstringLikeTypeSpec {
+                type_spec: Some(cfg::p4_bitstring_like_type_spec::TypeSpec::Bit(cfg::P4BitTypeSpec { bitwidth: w as i32 })),
+                ..Default::default()
+            })),
+        };
+        let mut ti = cfg::P4TypeInfo::default();
+        for d in &p.digests {
+            ti.structs.insert(
+                d.name.clone(),
+                cfg::P4StructTypeSpec {
+                    members: d.fields.iter().map(|(n, w)| cfg::p4_struct_type_spec::Member { name: n.clone(), type_spec: Some(bit(*w)) }).collect(),
+                    ..Default::default()
+                },
+            );
+        }
+        for (name, (w, members)) in &meta.serializable_enums {
+            ti.serializable_enums.insert(
+                name.clone(),
+                cfg::P4SerializableEnumTypeSpec {
+                    underlying_type: Some(cfg::P4BitTypeSpec { bitwidth: *w as i32 }),
+                    members: members
+                        .iter()
+                        .map(|(n, v)| cfg::p4_serializable_enum_type_spec::Member { name: n.clone(), value: v.clone(), ..Default::default() })
+                        .collect(),
+                    ..Default::default()
+                },
+            );
+        }
+        for (name, (w, annos)) in &meta.new_types {
+            ti.new_types.insert(
+                name.clone(),
+                cfg::P4NewTypeSpec {
+                    annotations: annos.clone(),
+                    representation: Some(cfg::p4_new_type_spec::Representation::OriginalType(bit(*w))),
+                    ..Default::default()
+                },
+            );
+        }
+        info.type_info = Some(ti);
+    }
+}
+
+/// A value as a P4Runtime canonical byte string (no leading zero bytes; zero is one zero byte).
+fn canonical(v: &p4sec_ir::Value) -> Vec<u8> {
+    let mut bytes: Vec<u8> = v.words.iter().rev().flat_map(|w| w.to_be_bytes()).collect();
+    while bytes.len() > 1 && bytes[0] == 0 {
+        bytes.remove(0);
+    }
+    if bytes.is_empty() {
+        bytes.push(0);
+    }
+    bytes
 }

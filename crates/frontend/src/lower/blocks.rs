@@ -53,6 +53,9 @@ impl<'t> Lowerer<'t> {
                 } else {
                     self.uninit(&p);
                 }
+                if let (Some(n), Place::Scalar(ir::LValue::Static(l), _)) = (self.new_type_name(&v.ty), &p) {
+                    self.var_new_types.insert(l.slot, n);
+                }
                 scope.define(&v.name.name, Binding::Var(p));
             }
             ast::Decl::Aggregate(a) => {
@@ -74,18 +77,20 @@ impl<'t> Lowerer<'t> {
                             field_lists: annotation_ints(&f.annos, "field_list").unwrap_or_default().into_iter().map(|x| x as u32).collect(),
                             match_kind: super::annotation_ident(&f.annos, "match"),
                             cp_name: annotation_str(&f.annos, "name"),
+                            new_type: self.new_type_name(&f.ty),
                         });
                     }
                     let info = AggInfo { name: a.name.name.clone(), kind: a.kind, fields };
                     scope.define(&a.name.name, Binding::Type(Ty::Agg(Rc::new(info))));
                     if let Some(kind) = annotation_str(&a.annos, "controller_header") {
                         // the reference compiler hashes the header type's name, not the annotation's
-                        let id = self.p4info_id(0x04, &a.name.name);
+                        let id = self.p4info_id_of(&a.annos, 0x04, &a.name.name);
                         if let Some(Binding::Type(Ty::Agg(ag))) = scope.lookup(&a.name.name) {
                             let fields = ag.fields.iter().enumerate().map(|(i, f)| (f.name.clone(), i as u32 + 1, f.ty.bit_size())).collect();
                             self.note_annos(format!("ctrl {kind}"), &a.annos);
                             for (i, f) in a.fields.iter().enumerate() {
                                 self.note_annos(format!("ctrl_field {kind} {}", i + 1), &f.annos);
+                                self.note_type_name(format!("ctrl_field {kind} {}", i + 1), &f.ty);
                             }
                             for f in ag.fields.iter() {
                                 self.note_type(&f.ty);
@@ -144,6 +149,11 @@ impl<'t> Lowerer<'t> {
             }
             ast::Decl::Typedef(t) => {
                 let ty = self.resolve_type(scope, &t.ty)?;
+                if t.is_newtype {
+                    if let Some(w) = ty.scalar_width() {
+                        self.newtypes.insert(t.name.name.clone(), (w, super::p4info_annos(&t.annos).annotations));
+                    }
+                }
                 scope.define(&t.name.name, Binding::Type(ty));
             }
             ast::Decl::Extern(e) => match e.name.name.as_str() {
@@ -194,7 +204,7 @@ impl<'t> Lowerer<'t> {
                 let t = self.resolve_type(scope, &v.elem)?;
                 let size = self.const_width(scope, &v.size)?;
                 let name = self.cp_name(&v.annos, &v.name.name);
-                let id = self.p4info_id(0x03, &name);
+                let id = self.p4info_id_of(&v.annos, 0x03, &name);
                 let scalar = |t: &Ty| matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Bool) || matches!(t, Ty::Enum(e) if e.repr.is_some());
                 let (widths, names, kinds) = match &t {
                     Ty::Agg(a) if a.kind == ast::AggregateKind::Struct => {
@@ -326,7 +336,7 @@ impl<'t> Lowerer<'t> {
                     "register" => {
                         let w =
                             targs.first().and_then(|t| t.scalar_width()).ok_or_else(|| Diagnostic::new(ty.span, "register needs a bit-string element type"))?;
-                        let id = self.p4info_id(0x16, &cp);
+                        let id = self.p4info_id_of(annos, 0x16, &cp);
                         self.registers.push(ir::Register { name: cp.clone(), id, size: cint(0)? as u32, width: w });
                         (ExternKind::Register, self.registers.len() - 1)
                     }
@@ -337,11 +347,11 @@ impl<'t> Lowerer<'t> {
                             _ => ir::CounterUnit::Both,
                         };
                         if tname == "counter" {
-                            let id = self.p4info_id(0x12, &cp);
+                            let id = self.p4info_id_of(annos, 0x12, &cp);
                             self.counters.push(ir::Counter { name: cp.clone(), id, size: cint(0)? as u32, unit, table: None });
                             (ExternKind::Counter, self.counters.len() - 1)
                         } else {
-                            let id = self.p4info_id(0x14, &cp);
+                            let id = self.p4info_id_of(annos, 0x14, &cp);
                             self.meters.push(ir::Meter { name: cp.clone(), id, size: cint(0)? as u32, unit, table: None });
                             (ExternKind::Meter, self.meters.len() - 1)
                         }
@@ -352,18 +362,18 @@ impl<'t> Lowerer<'t> {
                             1 => ir::CounterUnit::Bytes,
                             _ => ir::CounterUnit::Both,
                         };
-                        let id = self.p4info_id(0x13, &cp);
+                        let id = self.p4info_id_of(annos, 0x13, &cp);
                         self.direct_counters.push(ir::Counter { name: cp.clone(), id, size: 0, unit, table: None });
                         (ExternKind::DirectCounter, self.direct_counters.len() - 1)
                     }
                     "direct_meter" => {
                         let unit = if cint(0)? == 1 { ir::CounterUnit::Bytes } else { ir::CounterUnit::Packets };
-                        let id = self.p4info_id(0x15, &cp);
+                        let id = self.p4info_id_of(annos, 0x15, &cp);
                         self.direct_meters.push(ir::Meter { name: cp.clone(), id, size: 0, unit, table: None });
                         (ExternKind::DirectMeter, self.direct_meters.len() - 1)
                     }
                     "action_profile" | "action_selector" => {
-                        let id = self.p4info_id(0x11, &cp);
+                        let id = self.p4info_id_of(annos, 0x11, &cp);
                         let (size, selector) = if tname == "action_profile" {
                             (cint(0)? as u32, None)
                         } else {
@@ -506,6 +516,26 @@ impl<'t> Lowerer<'t> {
                 args.push(ast::Argument { name: None, value: v.clone() });
             }
             main.args = args;
+        }
+        for a in main.annos.iter().filter(|a| a.name.name == "pkginfo") {
+            match &a.body {
+                ast::AnnotationBody::KeyValues(kvs) => {
+                    for (k, v) in kvs {
+                        if let ExprKind::Str(s) = &v.kind {
+                            self.p4meta.pkg_info.push((k.name.clone(), s.clone()));
+                        }
+                    }
+                }
+                // `@pkginfo(name="x", version="1")`: tokens `name = "x" , version = "1"`
+                _ => {
+                    let toks: Vec<&str> = a.text.split(' ').collect();
+                    for w in toks.windows(3) {
+                        if w[1] == "=" && w[2].len() >= 2 && w[2].starts_with('"') && w[2].ends_with('"') {
+                            self.p4meta.pkg_info.push((w[0].to_string(), w[2][1..w[2].len() - 1].to_string()));
+                        }
+                    }
+                }
+            }
         }
         if main.args.len() != 6 {
             return err(main.name.span, format!("V1Switch takes 6 blocks, {} given", main.args.len()));

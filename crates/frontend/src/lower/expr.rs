@@ -92,6 +92,7 @@ impl<'t> Lowerer<'t> {
                 field_lists: annotation_ints(&f.annos, "field_list").unwrap_or_default().into_iter().map(|x| x as u32).collect(),
                 match_kind: super::annotation_ident(&f.annos, "match"),
                 cp_name: annotation_str(&f.annos, "name"),
+                new_type: self.new_type_name(&f.ty),
             });
         }
         let name = format!("{}<{}>", d.name.name, targs.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "));

@@ -75,6 +75,12 @@ pub(crate) struct Lowerer<'t> {
     /// Depth of action bodies being lowered: an action called from another action is inlined by the
     /// reference compiler and gets no P4Info entry.
     pub in_action: u32,
+    /// Tables applied somewhere (the others are left out of the P4Info).
+    pub applied_tables: std::collections::HashSet<u32>,
+    /// New types (`type bit<W> T`) by name: their width.
+    pub newtypes: HashMap<String, (u32, Vec<String>)>,
+    /// Variables declared with a new type, by their storage word.
+    pub var_new_types: HashMap<u32, String>,
 }
 
 impl<'t> Lowerer<'t> {
@@ -85,6 +91,9 @@ impl<'t> Lowerer<'t> {
             p4meta: Default::default(),
             ser_enums: HashMap::new(),
             in_action: 0,
+            applied_tables: Default::default(),
+            newtypes: HashMap::new(),
+            var_new_types: HashMap::new(),
             slots: 0,
             headers: vec![],
             stacks: vec![],
@@ -136,6 +145,19 @@ impl<'t> Lowerer<'t> {
     }
 
     /// A P4Info id: `prefix << 24 | jenkins(name) & 0xffffff`, probing on collision (as p4c does).
+    /// The P4Info id of an object: its `@id(N)` annotation if it has one, else the hash of its name.
+    pub fn p4info_id_of(&mut self, annos: &ast::Annotations, prefix: u8, name: &str) -> u32 {
+        match annotation_ints(annos, "id").and_then(|v| v.first().copied()) {
+            Some(id) if id > 0 && id <= u32::MAX as i64 => {
+                // an id without the type prefix gets it (as the reference compiler does)
+                let id = if id >> 24 == 0 { ((prefix as u32) << 24) | id as u32 } else { id as u32 };
+                self.used_ids.insert(id, name.to_string());
+                id
+            }
+            _ => self.p4info_id(prefix, name),
+        }
+    }
+
     pub fn p4info_id(&mut self, prefix: u8, name: &str) -> u32 {
         let mut h = ir::p4info::jenkins_one_at_a_time(name.as_bytes()) & 0xff_ffff;
         loop {
@@ -308,6 +330,12 @@ impl<'t> Lowerer<'t> {
         let mut blocks = pl.blocks.into_iter();
         let mut next = || blocks.next().unwrap_or(ir::Control { name: String::new(), body: vec![] });
         let (verify_checksum, ingress, egress, compute_checksum, deparser) = (next(), next(), next(), next(), next());
+        let mut p4meta = std::mem::take(&mut self.p4meta);
+        for (i, t) in self.tables.iter().enumerate() {
+            if !self.applied_tables.contains(&(i as u32)) {
+                p4meta.unused_tables.insert(t.name.clone());
+            }
+        }
         ir::Program {
             format: 1,
             source: String::new(),
@@ -336,7 +364,7 @@ impl<'t> Lowerer<'t> {
             externs: self.externs,
             field_lists,
             controller_headers: self.controller_headers,
-            p4info: self.p4meta,
+            p4info: p4meta,
         }
     }
 }
@@ -497,6 +525,49 @@ impl<'t> Lowerer<'t> {
             if let Some(v) = self.ser_enums.get(&e.name) {
                 self.p4meta.serializable_enums.insert(e.name.clone(), v.clone());
             }
+        }
+    }
+
+    /// The name of a declared type that is a new type (`type bit<W> T`).
+    pub fn new_type_name(&self, ty: &ast::Type) -> Option<String> {
+        match &ty.kind {
+            ast::TypeKind::Named { name, .. } if self.newtypes.contains_key(&name.name) => Some(name.name.clone()),
+            _ => None,
+        }
+    }
+
+    /// An object `key` of declared type `ty`: a new type gives it a P4Info `type_name`.
+    pub fn note_type_name(&mut self, key: String, ty: &ast::Type) {
+        if let Some(n) = self.new_type_name(ty) {
+            self.note_new_type(key, &n);
+        }
+    }
+
+    pub fn note_new_type(&mut self, key: String, n: &str) {
+        if let Some(v) = self.newtypes.get(n) {
+            self.p4meta.new_types.insert(n.to_string(), v.clone());
+            self.p4meta.type_names.insert(key, n.to_string());
+        }
+    }
+
+    /// The new type of a key expression: a cast to a new type, a variable or a field `base.f` declared with one.
+    pub fn key_new_type(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> Option<String> {
+        if let ast::ExprKind::Cast(t, _) = &e.kind {
+            return self.new_type_name(t);
+        }
+        if let ast::ExprKind::Name(_) = &e.kind {
+            let (v, _) = self.capture(|l| l.expr(scope, e, None)).ok()?;
+            return match v {
+                Val::Place(Place::Scalar(ir::LValue::Static(l), _)) => self.var_new_types.get(&l.slot).cloned(),
+                _ => None,
+            };
+        }
+        let ast::ExprKind::Member(base, f) = &e.kind else { return None };
+        let (v, _) = self.capture(|l| l.expr(scope, base, None)).ok()?;
+        let Val::Place(p) = v else { return None };
+        match p.ty() {
+            Ty::Agg(a) => a.fields.iter().find(|x| x.name == f.name)?.new_type.clone(),
+            _ => None,
         }
     }
 

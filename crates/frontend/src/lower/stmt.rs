@@ -70,6 +70,9 @@ impl<'t> Lowerer<'t> {
                 } else {
                     self.uninit(&p);
                 }
+                if let (Some(n), Place::Scalar(ir::LValue::Static(l), _)) = (self.new_type_name(&v.ty), &p) {
+                    self.var_new_types.insert(l.slot, n);
+                }
                 scope.define(&v.name.name, Binding::Var(p));
                 Ok(())
             }
@@ -602,6 +605,7 @@ impl<'t> Lowerer<'t> {
             },
             Val::Binding(Binding::Table(t)) => match m {
                 "apply" => {
+                    self.applied_tables.insert(t.id);
                     let hit = self.alloc_scalar(1);
                     let run = self.alloc_scalar(32);
                     self.emit(ir::Stmt::ApplyTable { table: t.id, hit: Some(hit), action_run: Some(run) });
@@ -1021,6 +1025,7 @@ impl<'t> Lowerer<'t> {
                 self.emit(b(ir::Builtin::Verify { cond, error }));
             }
             "hash" => {
+                self.p4meta.type_specs = true;
                 let (dst, dt) = self.scalar_place(scope, a(0)?)?;
                 let algo = self.hash_algo(scope, a(1)?)?;
                 let (base, _) = self.scalar_arg(scope, a(2)?, None)?;
@@ -1031,6 +1036,7 @@ impl<'t> Lowerer<'t> {
                 self.emit(b(ir::Builtin::Hash { dst, algo, base, data, max }));
             }
             "verify_checksum" | "verify_checksum_with_payload" | "update_checksum" | "update_checksum_with_payload" => {
+                self.p4meta.type_specs = true;
                 let cond = self.cond(scope, a(0)?)?;
                 let dv = self.expr(scope, a(1)?, None)?;
                 let data = self.flatten(dv, a(1)?.span)?;

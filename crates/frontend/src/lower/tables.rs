@@ -70,7 +70,7 @@ impl<'t> Lowerer<'t> {
         } else {
             self.cp_name(&decl.annos, &decl.name.name)
         };
-        let id = self.p4info_id(0x01, &name);
+        let id = self.p4info_id_of(&decl.annos, 0x01, &name);
         self.note_annos(format!("action {name}"), &decl.annos);
         let inner = Scope::child(ascope);
         let mut params = vec![];
@@ -93,9 +93,11 @@ impl<'t> Lowerer<'t> {
             let Place::Scalar(ir::LValue::Static(loc), _) = &place else {
                 return err(p.name.span, "action data parameters must be bit-strings, bools or serializable enums");
             };
-            self.note_annos(format!("param {name} {}", (i - ndir) as u32 + 1), &p.annos);
+            let pid = annotation_ints(&p.annos, "id").and_then(|v| v.first().copied()).map(|x| x as u32).unwrap_or((i - ndir) as u32 + 1);
+            self.note_annos(format!("param {name} {pid}"), &p.annos);
+            self.note_type_name(format!("param {name} {pid}"), &p.ty);
             self.note_type(&t);
-            params.push(ir::Param { name: p.name.name.clone(), id: (i - ndir) as u32 + 1, loc: *loc });
+            params.push(ir::Param { name: p.name.name.clone(), id: pid, loc: *loc });
             inner.define(&p.name.name, Binding::Var(place));
         }
         let label = self.label();
@@ -163,8 +165,8 @@ impl<'t> Lowerer<'t> {
             return err(e.span, format!("action `{name}` takes {n} arguments, {} given", args.len()));
         }
         let mut vals = vec![];
-        for (p, a) in self.actions[idx as usize].params.clone().iter().zip(args.iter().skip(ndir)) {
-            let t = self.resolve_type(scope, &decl.params[ndir + (p.id - 1) as usize].ty)?;
+        for (k, (p, a)) in self.actions[idx as usize].params.clone().iter().zip(args.iter().skip(ndir)).enumerate() {
+            let t = self.resolve_type(scope, &decl.params[ndir + k].ty)?;
             match self.expr(scope, &a.value, Some(&t))? {
                 Val::Const(c, _) => vals.push(to_value(&c, p.loc.width)),
                 _ => return err(a.value.span, "action arguments in a table must be compile-time constants"),
@@ -175,7 +177,7 @@ impl<'t> Lowerer<'t> {
 
     pub fn lower_table(&mut self, scope: &Rc<Scope>, t: &ast::TableDecl) -> PResult<Rc<TableInfo>> {
         let name = self.cp_name(&t.annos, &t.name.name);
-        let id = self.p4info_id(0x02, &name);
+        let id = self.p4info_id_of(&t.annos, 0x02, &name);
         self.note_annos(format!("table {name}"), &t.annos);
         let mut table = ir::Table {
             name: name.clone(),
@@ -216,8 +218,12 @@ impl<'t> Lowerer<'t> {
                         let kname = annotation_str(&k.annos, "name").unwrap_or_else(|| self.source_text(k.expr.span));
                         let width = x.width();
                         self.note_type(&kt);
-                        self.note_annos(format!("key {name} {}", i + 1), &k.annos);
-                        table.keys.push(ir::TableKey { name: kname, id: i as u32 + 1, expr: x, kind, width });
+                        let kid = annotation_ints(&k.annos, "id").and_then(|v| v.first().copied()).map(|x| x as u32).unwrap_or(i as u32 + 1);
+                        self.note_annos(format!("key {name} {kid}"), &k.annos);
+                        if let Some(n) = self.key_new_type(scope, &k.expr) {
+                            self.note_new_type(format!("key {name} {kid}"), &n);
+                        }
+                        table.keys.push(ir::TableKey { name: kname, id: kid, expr: x, kind, width });
                     }
                 }
                 ast::TableProp::Actions { actions, .. } => {

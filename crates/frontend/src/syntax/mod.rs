@@ -235,6 +235,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn strings_span_lines_and_annotations_keep_their_tokens() {
+        let toks = lex("@e(\"a\n  b\") x").unwrap();
+        assert_eq!(toks[3].tok, Tok::Str("a\n  b".into()));
+        let prog = parse_program("@a(X/Y, \"s\") @s[k=\"v\", n=1] @l[1, \"two\"] @free(any \"tokens\" + 3w1 :: ) const bit<8> c = 1;").unwrap();
+        let Decl::Const(c) = &prog.decls[0] else { panic!("a constant") };
+        let a: Vec<(&str, &str)> = c.annos.iter().map(|a| (a.name.name.as_str(), a.text.as_str())).collect();
+        assert_eq!(a[0], ("a", "X / Y , \"s\""));
+        assert_eq!(a[3], ("free", "any \"tokens\" + 3w1 ::"));
+        assert!(matches!(&c.annos[1].body, AnnotationBody::KeyValues(kv) if kv.len() == 2 && kv[1].0.name == "n"));
+        assert!(matches!(&c.annos[2].body, AnnotationBody::ExprList(es) if es.len() == 2));
+    }
+
+    #[test]
     fn int_literals() {
         let l = parse_int("8w5").unwrap();
         assert_eq!(l.width, Some((8, false)));
