@@ -176,7 +176,8 @@ impl Engine {
                     return self.eval_wide_cmp(w, *op, *signed, lhs, rhs);
                 }
                 let a = self.eval(w, lhs);
-                let b = self.eval(w, rhs);
+                // a shift amount may be wider than the value shifted
+                let b = if matches!(op, BinOp::Shl | BinOp::Shr) && rhs.width() > 64 { self.wide_shift_amount(w, rhs) } else { self.eval(w, rhs) };
                 let m = mask(*width);
                 match op {
                     BinOp::Add => a.wrapping_add(b) & m,
@@ -310,6 +311,19 @@ impl Engine {
         }) as u64
     }
 
+    /// A shift amount wider than 64 bits, as a `u64` (`u64::MAX` when it does not fit: every such shift
+    /// shifts everything out).
+    #[cold]
+    #[inline(never)]
+    fn wide_shift_amount(&self, w: &mut Worker, e: &Expr) -> u64 {
+        let v = self.eval_wide(w, e);
+        if v[1..].iter().any(|x| *x != 0) {
+            u64::MAX
+        } else {
+            v[0]
+        }
+    }
+
     fn wide_arith(&self, op: BinOp, signed: bool, width: u32, a: &Wide, b: &Wide) -> Wide {
         match op {
             BinOp::Add => bits::add(a, b, width),
@@ -324,19 +338,31 @@ impl Engine {
             BinOp::Shr => {
                 let n = if b[1..].iter().any(|x| *x != 0) { u32::MAX } else { b[0].min(u32::MAX as u64) as u32 };
                 if signed && bits::bit(a, width - 1) {
-                    let r = bits::shr(a, n.min(width));
-                    bits::sign_extend(&r, width.saturating_sub(n.min(width)).max(1), width)
+                    if n >= width {
+                        // a negative value shifted right by its width or more: all sign bits
+                        return bits::not(&bits::ZERO, width);
+                    }
+                    let r = bits::shr(a, n);
+                    bits::sign_extend(&r, width - n, width)
                 } else {
                     bits::shr(a, n)
                 }
             }
             BinOp::AddSat | BinOp::SubSat => {
                 if signed {
-                    // rare: fall back to wrapping
-                    if op == BinOp::AddSat {
-                        bits::add(a, b, width)
+                    // two's complement: the result overflowed when its sign differs from a's while b's sign
+                    // is a's (addition) or the opposite of a's (subtraction); it then saturates towards a's sign
+                    let s = if op == BinOp::AddSat { bits::add(a, b, width) } else { bits::sub(a, b, width) };
+                    let (sa, sb, ss) = (bits::bit(a, width - 1), bits::bit(b, width - 1), bits::bit(&s, width - 1));
+                    let overflow = ss != sa && ((op == BinOp::AddSat) == (sa == sb));
+                    if !overflow {
+                        return s;
+                    }
+                    let min = bits::shl(&bits::from_u64(1), width - 1, width);
+                    if sa {
+                        min
                     } else {
-                        bits::sub(a, b, width)
+                        bits::sub(&min, &bits::from_u64(1), width)
                     }
                 } else if op == BinOp::AddSat {
                     let s = bits::add(a, b, width);

@@ -3,6 +3,7 @@
 //! parameter slots.
 
 use crate::exec::Flow;
+use crate::tables::KEY_WORDS;
 use crate::{bits, hash, Engine, Worker};
 use p4sec_ir::*;
 use std::sync::atomic::Ordering;
@@ -44,7 +45,7 @@ pub(crate) fn param_word_layout(a: &Action) -> impl Iterator<Item = (u32, u64, u
 impl Engine {
     #[inline(never)]
     /// Pack table `ti`'s key for this packet into `key` (each field in its layout words).
-    fn table_key(&self, w: &mut Worker, ti: usize, key: &mut [u64; crate::tables::KEY_WORDS]) {
+    fn table_key(&self, w: &mut Worker, ti: usize, key: &mut [u64]) {
         let t = &self.prog.tables[ti];
         let layout = &self.key_layouts[ti];
         for ((k, &(off, words)), ck) in t.keys.iter().zip(layout.iter()).zip(&self.code.table_keys[ti]) {
@@ -60,23 +61,42 @@ impl Engine {
     }
 
     pub(crate) fn apply_table(&self, w: &mut Worker, ti: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+        if self.key_layouts[ti].last().is_some_and(|&(off, words)| off + words > KEY_WORDS) {
+            std::hint::cold_path();
+            return self.apply_table_wide(w, ti, hit, action_run);
+        }
+        self.apply_keyed(w, ti, [0u64; KEY_WORDS], hit, action_run)
+    }
+
+    /// [`Engine::apply_table`] for a table whose key takes more than `KEY_WORDS` words (more than 16 fields,
+    /// each in words of its own): the key in a buffer of its size.
+    #[cold]
+    #[inline(never)]
+    fn apply_table_wide(&self, w: &mut Worker, ti: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+        let words = self.key_layouts[ti].last().map_or(0, |&(off, words)| off + words);
+        self.apply_keyed(w, ti, vec![0u64; words], hit, action_run)
+    }
+
+    /// A table apply with `key` (all zeros, at least as many words as the table's key takes) as the key buffer.
+    #[inline(always)]
+    fn apply_keyed<K: AsRef<[u64]> + AsMut<[u64]> + Clone>(&self, w: &mut Worker, ti: usize, mut key: K, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
         let t = &self.prog.tables[ti];
         let layout = &self.key_layouts[ti];
-        let mut key = [0u64; crate::tables::KEY_WORDS];
         let keys = &self.code.table_keys[ti];
         if let (true, Some(Some(f))) = (self.one_word_key[ti], keys.first()) {
-            key[0] = f(self, w);
+            key.as_mut()[0] = f(self, w);
         } else {
-            self.table_key(w, ti, &mut key);
+            self.table_key(w, ti, key.as_mut());
         }
         // action selectors: the selector keys do not match (their words are zero in the lookup key); they
         // choose a member of a group
         let mut selector_key = None;
         if let Some((_, sel)) = &self.selectors[ti] {
-            selector_key = Some(key);
-            for &k in sel {
-                let (off, words) = layout[k];
-                key[off..off + words].fill(0);
+            selector_key = Some(key.clone());
+            let k = key.as_mut();
+            for &s in sel {
+                let (off, words) = layout[s];
+                k[off..off + words].fill(0);
             }
         }
         // the worker's snapshot of the table (refreshed per packet when the control plane changed a table);
@@ -85,11 +105,11 @@ impl Engine {
             Some(d) => d,
             None => self.tables[ti].data.load_full(),
         };
-        let mut found = data.lookup(t, &key);
+        let mut found = data.lookup(t, key.as_ref());
         let mut chosen = None;
         if let (Some(i), Some(full)) = (found, selector_key.as_ref()) {
             if data.hot(i).selects {
-                let h = self.selector_hash(w, ti, full);
+                let h = self.selector_hash(w, ti, full.as_ref());
                 chosen = data.entries[i].indirect.as_deref().and_then(|ind| ind.pick(h));
                 if chosen.is_none() {
                     found = None; // an empty group: the table misses
@@ -273,7 +293,7 @@ impl Engine {
     /// The selector hash of a packet for table `ti`: the table's algorithm over its selector keys (each
     /// key's value as whole bytes, most significant first, in key order).
     #[inline(never)]
-    fn selector_hash(&self, w: &mut Worker, ti: usize, key: &[u64; crate::tables::KEY_WORDS]) -> u64 {
+    fn selector_hash(&self, w: &mut Worker, ti: usize, key: &[u64]) -> u64 {
         let Some((algo, sel)) = &self.selectors[ti] else { return 0 };
         let t = &self.prog.tables[ti];
         w.scratch.clear();

@@ -29,7 +29,8 @@ impl Engine {
             self.parser_error(w, err);
         }
         // the payload stays where it is in `pkt` until something needs it apart (`Worker::own_payload`)
-        w.payload_at = w.cursor.div_ceil(8).min(w.pkt.len());
+        // from the byte that holds the first unparsed bit, as BMv2 does when the parser stops inside a byte
+        w.payload_at = (w.cursor / 8).min(w.pkt.len());
     }
 
     /// The parser's hot loop: states whose transition is a `Goto` or a select on one narrow key

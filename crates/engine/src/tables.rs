@@ -9,8 +9,10 @@ use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Maximum words of a packed lookup key.
+/// Words of a packed lookup key on the fast path (the key buffer on the stack).
 pub const KEY_WORDS: usize = 16;
+/// The most words a table's key may take (keys above `KEY_WORDS` words take a slower path).
+pub const MAX_KEY_WORDS: usize = 1024;
 /// Words of a hashed (exact/LPM) key: wider keys use the scan kind.
 const HKEY_WORDS: usize = 4;
 type HKey = [u64; HKEY_WORDS];
@@ -412,8 +414,8 @@ impl TableData {
             layout.push((off, w));
             off += w;
         }
-        if off > KEY_WORDS {
-            return Err(format!("table `{}`: the key is wider than {} bits", t.name, KEY_WORDS * 64));
+        if off > MAX_KEY_WORDS {
+            return Err(format!("table `{}`: the key takes {off} words of 64 bits (one or more per field), more than {MAX_KEY_WORDS}", t.name));
         }
         let lpm_field = t.keys.iter().position(|k| k.kind == MatchKind::Lpm);
         let narrow_key = matches!(&t.keys[..], [k] if k.width <= 32);

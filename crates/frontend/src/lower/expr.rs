@@ -435,9 +435,17 @@ impl<'t> Lowerer<'t> {
 
     /// Slices used as assignment targets: `x[7:0] = v` becomes `x = (x & ~mask) | (v << lo)`.
     pub fn slice_place(&mut self, scope: &Rc<Scope>, base: &ast::Expr, hi: &ast::Expr, lo: &ast::Expr) -> PResult<(Place, u32, u32)> {
-        let p = self.place(scope, base)?;
         let hi = self.const_width(scope, hi)?;
         let lo = self.const_width(scope, lo)?;
+        if let ExprKind::Slice(inner, ihi, ilo) = &base.kind {
+            // a slice of a slice (`x[15:0][7:4]`): bits [lo, hi] of the inner slice, counted from its low bit
+            let (p, ihi, ilo) = self.slice_place(scope, inner, ihi, ilo)?;
+            if ihi < ilo || hi < lo || hi > ihi - ilo {
+                return err(base.span, format!("slice [{hi}:{lo}] is outside the slice [{ihi}:{ilo}]"));
+            }
+            return Ok((p, ilo + hi, ilo + lo));
+        }
+        let p = self.place(scope, base)?;
         Ok((p, hi, lo))
     }
 
@@ -605,14 +613,23 @@ impl<'t> Lowerer<'t> {
         if matches!(op, BinOp::And | BinOp::Or) {
             return self.logical(scope, op, a, b, span);
         }
+        let is_cmp = matches!(op, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge);
+        let sub_hint = if is_cmp || op == BinOp::Concat { None } else { hint };
+        let av = self.expr(scope, a, sub_hint)?;
+        self.binary_with(scope, op, av, a.span, b, hint, span)
+    }
+
+    /// [`Self::binary`] with the left operand lowered already (once: the current value of a compound
+    /// assignment's target).
+    #[allow(clippy::too_many_arguments)]
+    pub fn binary_with(&mut self, scope: &Rc<Scope>, op: BinOp, mut av: Val, a_span: Span, b: &ast::Expr, hint: Option<&Ty>, span: Span) -> PResult<Val> {
         let is_shift = matches!(op, BinOp::Shl | BinOp::Shr);
         let is_cmp = matches!(op, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge);
         let sub_hint = if is_cmp || op == BinOp::Concat { None } else { hint };
-        let mut av = self.expr(scope, a, sub_hint)?;
         let (mut bv, side_effects) = self.capture(|l| l.expr(scope, b, if is_shift { None } else { sub_hint }))?;
         if !side_effects.is_empty() {
             // the right operand has side effects (a call): evaluate the left operand first, as P4 requires
-            av = self.snapshot(av, a.span)?;
+            av = self.snapshot(av, a_span)?;
             for st in side_effects {
                 self.emit(st);
             }
@@ -645,9 +662,20 @@ impl<'t> Lowerer<'t> {
                         t.clone()
                     }
                 };
-                return self.fold(op, x, y, &t, span);
+                // an integer literal next to a fixed-width operand takes its type first (modulo 2^W):
+                // `8w255 == -1` holds
+                let (x, y) = (normalize(x, &t), normalize(y, &t));
+                return self.fold(op, &x, &y, &t, span);
             }
             if is_shift {
+                if let (Ty::Bit(w) | Ty::Int(w), false) = (&ta, y.is_negative()) {
+                    if *y >= BigInt::from(*w) {
+                        // shifted by the width or more: everything shifted out (sign bits for `>>` of a
+                        // negative value)
+                        let v = if op == BinOp::Shr && x.is_negative() { -BigInt::one() } else { BigInt::zero() };
+                        return Ok(Val::Const(normalize(&v, &ta), ta));
+                    }
+                }
                 let n = y.to_u32().ok_or_else(|| Diagnostic::new(b.span, "shift amount out of range"))?;
                 let v = if op == BinOp::Shl { x << n } else { x >> n };
                 return Ok(Val::Const(normalize(&v, &ta), ta));
@@ -661,7 +689,7 @@ impl<'t> Lowerer<'t> {
             }
         }
         if op == BinOp::Concat {
-            let (ax, ta) = self.rvalue(av, None, a.span)?;
+            let (ax, ta) = self.rvalue(av, None, a_span)?;
             let (bx, tb) = self.rvalue(bv, None, b.span)?;
             let (wa, wb) = match (&ta, &tb) {
                 (Ty::Bit(x) | Ty::Int(x), Ty::Bit(y) | Ty::Int(y)) => (*x, *y),
@@ -677,11 +705,11 @@ impl<'t> Lowerer<'t> {
             if matches!(ta, Ty::InfInt) {
                 // `1 << n` with a run-time n: use the hint's type
                 match hint {
-                    Some(h @ (Ty::Bit(_) | Ty::Int(_))) => av = self.convert(av, h, a.span)?,
-                    _ => return err(a.span, "the left operand of a shift by a run-time amount needs a width; add a cast"),
+                    Some(h @ (Ty::Bit(_) | Ty::Int(_))) => av = self.convert(av, h, a_span)?,
+                    _ => return err(a_span, "the left operand of a shift by a run-time amount needs a width; add a cast"),
                 }
             }
-            let (ax, ta) = self.rvalue(av, None, a.span)?;
+            let (ax, ta) = self.rvalue(av, None, a_span)?;
             let bvv = match bv {
                 Val::Const(c, Ty::InfInt) => {
                     if c.is_negative() {
@@ -708,7 +736,7 @@ impl<'t> Lowerer<'t> {
         let t = match (&ta, &tb) {
             (Ty::InfInt, Ty::InfInt) => unreachable!("folded above"),
             (Ty::InfInt, t) => {
-                av = self.convert(av, t, a.span)?;
+                av = self.convert(av, t, a_span)?;
                 t.clone()
             }
             (t, Ty::InfInt) => {
@@ -729,7 +757,7 @@ impl<'t> Lowerer<'t> {
                 t.clone()
             }
         };
-        let (ax, _) = self.rvalue(av, None, a.span)?;
+        let (ax, _) = self.rvalue(av, None, a_span)?;
         let (bx, _) = self.rvalue(bv, None, b.span)?;
         let w = t.scalar_width().ok_or_else(|| Diagnostic::new(span, format!("operator {op:?} cannot be applied to {t}")))?;
         let signed = t.is_signed();

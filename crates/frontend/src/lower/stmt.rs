@@ -171,9 +171,9 @@ impl<'t> Lowerer<'t> {
             let sw = hi - lo + 1;
             let rv = match op {
                 Some(op) => {
-                    let cur = ast::Expr { kind: lhs.kind.clone(), span: lhs.span };
-                    let e = ast::Expr { kind: ExprKind::Binary(op, Box::new(cur), Box::new(rhs.clone())), span: rhs.span };
-                    self.expr(scope, &e, Some(&Ty::Bit(sw)))?
+                    // the target's current value from the place lowered above: its l-value evaluated once
+                    let cur = self.slice(Val::Place(p.clone()), hi, lo, lhs.span)?;
+                    self.binary_with(scope, op, cur, lhs.span, rhs, Some(&Ty::Bit(sw)), rhs.span)?
                 }
                 None => self.expr(scope, rhs, Some(&Ty::Bit(sw)))?,
             };
@@ -187,10 +187,8 @@ impl<'t> Lowerer<'t> {
         let p = self.place(scope, lhs)?;
         let t = p.ty();
         let v = match op {
-            Some(op) => {
-                let e = ast::Expr { kind: ExprKind::Binary(op, Box::new(lhs.clone()), Box::new(rhs.clone())), span: rhs.span };
-                self.expr(scope, &e, Some(&t))?
-            }
+            // the target's current value from the place: its l-value (`a[f(x)].y`) evaluated once
+            Some(op) => self.binary_with(scope, op, Val::Place(p.clone()), lhs.span, rhs, Some(&t), rhs.span)?,
             None => self.expr(scope, rhs, Some(&t))?,
         };
         self.assign(&p, v, rhs.span)

@@ -203,7 +203,7 @@ impl Parser {
                 let args = self.arguments()?;
                 let sp = start.to(self.prev_span());
                 e = Expr { kind: ExprKind::Call { callee: Box::new(e), type_args: vec![], args }, span: sp };
-            } else if self.is("<") && self.generic_call_ahead() {
+            } else if self.is("<") && matches!(e.kind, ExprKind::Name(_) | ExprKind::DotName(_) | ExprKind::Member(..)) && self.generic_call_ahead() {
                 self.bump();
                 let mut targs = vec![];
                 loop {
@@ -241,7 +241,8 @@ impl Parser {
                 return false;
             }
         }
-        matches!(self.peek_at(k), Tok::Punct("("))
+        // `a < (b >> c)`: a `>>` closing more than was opened is a shift, not the end of type arguments
+        depth == 0 && matches!(self.peek_at(k), Tok::Punct("("))
     }
 
     pub(super) fn primary_expr(&mut self) -> PResult<Expr> {
