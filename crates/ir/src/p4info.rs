@@ -132,7 +132,12 @@ fn write_annos(o: &mut String, a: Option<&Annos>, ind: &str) {
         if sa.kv {
             let _ = writeln!(o, "{ind}  kv_pair_list {{");
             for (k, v) in &sa.items {
-                let _ = writeln!(o, "{ind}    kv_pairs {{\n{ind}      key: {}\n{ind}      value {{\n{ind}        {}\n{ind}      }}\n{ind}    }}", quote(k), anno_value(v));
+                let _ = writeln!(
+                    o,
+                    "{ind}    kv_pairs {{\n{ind}      key: {}\n{ind}      value {{\n{ind}        {}\n{ind}      }}\n{ind}    }}",
+                    quote(k),
+                    anno_value(v)
+                );
             }
         } else {
             let _ = writeln!(o, "{ind}  expression_list {{");

@@ -217,34 +217,35 @@ fn apply_meta(p: &Program, info: &mut cfg::P4Info) {
             }
         }
     }
-    let annos_into = |key: &str, annotations: &mut Vec<String>, structured: &mut Vec<cfg::StructuredAnnotation>, doc: Option<&mut Option<cfg::Documentation>>| {
-        let Some(a) = meta.get(key) else { return };
-        annotations.extend(a.annotations.iter().filter(|s| !s.starts_with("@max_group_size(")).cloned());
-        for sa in &a.structured {
-            let val = |v: &p4sec_ir::p4info::AnnoValue| {
-                use cfg::expression::Value;
-                let v = match v {
-                    p4sec_ir::p4info::AnnoValue::Str(s) => Value::StringValue(s.clone()),
-                    p4sec_ir::p4info::AnnoValue::Int(i) => Value::Int64Value(*i),
-                    p4sec_ir::p4info::AnnoValue::Bool(b) => Value::BoolValue(*b),
+    let annos_into =
+        |key: &str, annotations: &mut Vec<String>, structured: &mut Vec<cfg::StructuredAnnotation>, doc: Option<&mut Option<cfg::Documentation>>| {
+            let Some(a) = meta.get(key) else { return };
+            annotations.extend(a.annotations.iter().filter(|s| !s.starts_with("@max_group_size(")).cloned());
+            for sa in &a.structured {
+                let val = |v: &p4sec_ir::p4info::AnnoValue| {
+                    use cfg::expression::Value;
+                    let v = match v {
+                        p4sec_ir::p4info::AnnoValue::Str(s) => Value::StringValue(s.clone()),
+                        p4sec_ir::p4info::AnnoValue::Int(i) => Value::Int64Value(*i),
+                        p4sec_ir::p4info::AnnoValue::Bool(b) => Value::BoolValue(*b),
+                    };
+                    cfg::Expression { value: Some(v) }
                 };
-                cfg::Expression { value: Some(v) }
-            };
-            let body = if sa.kv {
-                cfg::structured_annotation::Body::KvPairList(cfg::KeyValuePairList {
-                    kv_pairs: sa.items.iter().map(|(k, v)| cfg::KeyValuePair { key: k.clone(), value: Some(val(v)) }).collect(),
-                })
-            } else {
-                cfg::structured_annotation::Body::ExpressionList(cfg::ExpressionList { expressions: sa.items.iter().map(|(_, v)| val(v)).collect() })
-            };
-            structured.push(cfg::StructuredAnnotation { name: sa.name.clone(), body: Some(body), ..Default::default() });
-        }
-        if let Some(d) = doc {
-            if a.brief.is_some() || a.description.is_some() {
-                *d = Some(cfg::Documentation { brief: a.brief.clone().unwrap_or_default(), description: a.description.clone().unwrap_or_default() });
+                let body = if sa.kv {
+                    cfg::structured_annotation::Body::KvPairList(cfg::KeyValuePairList {
+                        kv_pairs: sa.items.iter().map(|(k, v)| cfg::KeyValuePair { key: k.clone(), value: Some(val(v)) }).collect(),
+                    })
+                } else {
+                    cfg::structured_annotation::Body::ExpressionList(cfg::ExpressionList { expressions: sa.items.iter().map(|(_, v)| val(v)).collect() })
+                };
+                structured.push(cfg::StructuredAnnotation { name: sa.name.clone(), body: Some(body), ..Default::default() });
             }
-        }
-    };
+            if let Some(d) = doc {
+                if a.brief.is_some() || a.description.is_some() {
+                    *d = Some(cfg::Documentation { brief: a.brief.clone().unwrap_or_default(), description: a.description.clone().unwrap_or_default() });
+                }
+            }
+        };
     let pre_annos = |kind: &str, pre: &mut Option<cfg::Preamble>| {
         if let Some(pr) = pre.as_mut() {
             annos_into(&format!("{kind} {}", pr.name), &mut pr.annotations, &mut pr.structured_annotations, Some(&mut pr.doc));
@@ -271,12 +272,7 @@ fn apply_meta(p: &Program, info: &mut cfg::P4Info) {
             let act = &p.actions[da.action as usize];
             t.initial_default_action = Some(cfg::TableActionCall {
                 action_id: act.id,
-                arguments: act
-                    .params
-                    .iter()
-                    .zip(&da.args)
-                    .map(|(prm, v)| cfg::table_action_call::Argument { param_id: prm.id, value: canonical(v) })
-                    .collect(),
+                arguments: act.params.iter().zip(&da.args).map(|(prm, v)| cfg::table_action_call::Argument { param_id: prm.id, value: canonical(v) }).collect(),
             });
             t.has_initial_entries = !pt.entries.is_empty();
         }

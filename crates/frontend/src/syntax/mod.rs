@@ -242,7 +242,7 @@ mod tests {
         let Decl::Const(c) = &prog.decls[0] else { panic!("a constant") };
         let a: Vec<(&str, &str)> = c.annos.iter().map(|a| (a.name.name.as_str(), a.text.as_str())).collect();
         assert_eq!(a[0], ("a", "X / Y , \"s\""));
-        assert_eq!(a[3], ("free", "any \"tokens\" + 3w1 ::"));
+        assert_eq!(a[3], ("free", "any \"tokens\" + 3w1 : :"));
         assert!(matches!(&c.annos[1].body, AnnotationBody::KeyValues(kv) if kv.len() == 2 && kv[1].0.name == "n"));
         assert!(matches!(&c.annos[2].body, AnnotationBody::ExprList(es) if es.len() == 2));
     }
