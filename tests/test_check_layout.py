@@ -86,3 +86,24 @@ def test_long_files_are_listed_without_failing(tmp_path):
     assert "crates/a/src/lib.rs: 21 lines" in out
     rc, out = run(root)
     assert rc == 0 and "lines (a file" not in out, out
+
+
+def test_a_known_cycle_is_listed_and_only_it_passes(tmp_path):
+    root = tree(tmp_path, {
+        "lib.rs": "//! root\nmod a;\nmod b;\nmod c;\nmod d;\n",
+        "a.rs": "//! a\nuse crate::b::B;\npub struct A(B);\n",
+        "b.rs": "//! b\npub struct B;\npub fn f() -> Option<crate::a::A> { None }\n",
+        "c.rs": "//! c\npub fn fc() { crate::d::fd() }\n",
+        "d.rs": "//! d\npub fn fd() { crate::c::fc() }\n",
+    })
+    known = tmp_path / "known"
+    known.write_text("# a and b\ncrates/a/src/a.rs crates/a/src/b.rs\n")
+    rc, out = run(root, "--known", str(known))
+    assert rc == 1, out                       # c <-> d is not listed
+    assert "known cycle (listed, still to take apart): crates/a/src/a.rs crates/a/src/b.rs" in out
+    assert "1 module cycle(s)" in out and "crates/a/src/c.rs" in out
+    known.write_text("crates/a/src/a.rs crates/a/src/b.rs\ncrates/a/src/c.rs crates/a/src/d.rs\ncrates/a/src/x.rs crates/a/src/y.rs\n")
+    rc, out = run(root, "--known", str(known))
+    assert rc == 0, out
+    assert "besides 2 known one(s)" in out
+    assert "listed cycle is gone (remove its line from the known list): crates/a/src/x.rs crates/a/src/y.rs" in out

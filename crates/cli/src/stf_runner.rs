@@ -728,7 +728,7 @@ pub fn run_one_with(p4: &Path, stf: &Path, include: &[std::path::PathBuf], defin
         Ok(t) => t,
         Err(e) => return StfResult::failed(format!("cannot read {}: {e}", stf.display())),
     };
-    let prog = match crate::compile(p4, include, defines) {
+    let prog = match compile(p4, include, defines) {
         Ok(p) => p,
         Err(e) => return StfResult::failed(format!("compile error: {e}")),
     };
@@ -801,7 +801,7 @@ fn collect_suite(dir: &Path) -> Result<Vec<SuiteProgram>, String> {
 
 /// Compile one suite program once (its folder on the include path) and run each of its tests on a fresh switch.
 fn run_suite_program(dir: &Path, sp: &SuiteProgram) -> Vec<(String, StfResult)> {
-    let compiled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::compile(&sp.p4, &[dir.to_path_buf()], &[])));
+    let compiled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile(&sp.p4, &[dir.to_path_buf()], &[])));
     let prog = match compiled {
         Ok(Ok(p)) => p,
         Ok(Err(e)) => return sp.tests.iter().map(|(n, _, _)| (n.clone(), StfResult::failed(format!("compile error: {e}")))).collect(),
@@ -1084,4 +1084,10 @@ mod tests {
         let c = parse_stf("add t 10 k:0x0a a(x:1)\n").unwrap();
         assert!(matches!(&c[0].1, Cmd::Add { priority: Some(10), .. }));
     }
+}
+
+/// Compile `path` with include directories and macro definitions (errors as their located text).
+fn compile(path: &Path, include: &[std::path::PathBuf], defines: &[(String, Option<String>)]) -> Result<Program, String> {
+    let opts = p4sec_frontend::CompileOptions { include_dirs: include.to_vec(), defines: defines.to_vec() };
+    p4sec_frontend::compile_file(path, &opts).map_err(|e| e.to_string())
 }

@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod p4info;
+pub mod p4info_meta;
 
 /// The widest bit string the engine handles (BLAKE2b/SHA3-512 outputs, wide test headers).
 pub const MAX_WIDTH: u32 = 512;
@@ -792,7 +793,7 @@ pub struct Program {
     pub controller_headers: Vec<ControllerHeader>,
     /// What only the P4Info needs: annotations, documentation and type information.
     #[serde(default)]
-    pub p4info: p4info::P4InfoMeta,
+    pub p4info: p4info_meta::P4InfoMeta,
 }
 
 /// Error codes of the core `error` type, by name (their index in `Program::errors` is their value).

@@ -1,7 +1,7 @@
 //! `esp_sad`: the ESP security association database extern (RFC 4303 tunnel mode): SA slots installed by the
 //! control plane (`add_sa`, undone by `del_sa`; `sa_stats`), and `encap`/`decap` of the packet's payload.
 
-use super::{NO_SA, OK, SCRATCH};
+use super::common::{NO_SA, OK, SCRATCH};
 use crate::esp::{esp_of_ip, EspError, Sa, SaConfig};
 use crate::iface::{BitBuf, Dir, ExternError, ExternObject, ExternType, MethodSig, Payload};
 use std::collections::HashMap;

@@ -4,6 +4,7 @@
 //! Adding an extern: write its `ExternType`/`ExternObject` in a new file here, declare the module below and
 //! add its type to [`registry`] (see the crate's README, "Adding an extern").
 
+mod common;
 mod crypto_hash;
 pub mod dfa_matcher;
 mod esp_sad;
@@ -13,14 +14,11 @@ mod p4sec_hash;
 #[cfg(test)]
 mod tests;
 
-use crate::iface::{ExternError, ExternType};
-use std::cell::RefCell;
+use crate::iface::ExternType;
 
 pub use esp_sad::{decap_ip, EspSad};
 
-/// Status codes of `p4sec.p4`.
-pub const OK: u64 = 0;
-pub const NO_SA: u64 = 1;
+pub use common::{NO_SA, OK};
 
 /// All extern types of a production switch (the extern types of `p4sec.p4` and the compatibility externs).
 pub fn registry() -> Vec<Box<dyn ExternType>> {
@@ -36,12 +34,4 @@ pub fn registry() -> Vec<Box<dyn ExternType>> {
         Box::new(ipsec_crypt::IpsecCryptType),
         Box::new(p4sec_ascon::AsconType { name: "p4sec_ascon_open", decrypt: true, with_len: true }),
     ]
-}
-
-fn bad(m: &str) -> ExternError {
-    ExternError::BadArgument(m.to_string())
-}
-
-thread_local! {
-    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(4096));
 }

@@ -1,6 +1,6 @@
 //! `p4sec_ascon_encrypt`/`_decrypt` and `p4sec_ascon_seal`/`_open`: ASCON authenticated encryption of fields.
 
-use super::{bad, OK, SCRATCH};
+use super::common::{bad, OK, SCRATCH};
 use crate::ascon::{self, Variant};
 use crate::iface::{BitBuf, Dir, ExternError, ExternObject, ExternType, MethodSig, Payload};
 

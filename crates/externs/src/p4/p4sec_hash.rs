@@ -1,7 +1,7 @@
 //! `p4sec_hash` and `p4sec_hash_payload`: keyed and unkeyed hashes over fields (and the payload), with call
 //! sites bound at load time ([`BoundHash`], [`BoundSipFrame`]); the digest helpers `crypto_hash` shares.
 
-use super::bad;
+use super::common::bad;
 use crate::hash::{self, HashAlg};
 use crate::iface::{store_be, BitBuf, BoundArg, BoundCall, Dir, ExternError, ExternObject, ExternType, MethodSig, Payload};
 use crate::layout::ArgLayout;
