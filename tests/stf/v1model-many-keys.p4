@@ -25,7 +25,7 @@ header h_t {
     bit<1> k18;
     bit<1> k19;
     bit<4> pad;
-    bit<8> out;
+    bit<8> res;
 }
 struct headers_t { h_t h; }
 struct meta_t { }
@@ -35,8 +35,8 @@ parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_met
 }
 control VC(inout headers_t hdr, inout meta_t meta) { apply { } }
 control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    action set(bit<8> v) { hdr.h.out = v; }
-    action miss() { hdr.h.out = 0xee; }
+    action set(bit<8> v) { hdr.h.res = v; }
+    action miss() { hdr.h.res = 0xee; }
     table t {
         key = {
             hdr.h.k0: exact;
