@@ -163,9 +163,14 @@ def route_write(switch, prefix, dst_mac=None, src_mac=None, port=None, insert=Tr
         switch.table_delete(lpm(v), match)
 
 
+def wan_port_match(port):
+    """The port_side key of `port`."""
+    return {INGRESS_PORT: ("exact", port.to_bytes(2, "big"))}
+
+
 def wan_port_insert(switch, port):
     """Mark `port` as a WAN port: clear traffic arriving there is never protected (only ESP and bypass pass)."""
-    switch.table_insert(PORT_SIDE, {INGRESS_PORT: ("exact", port.to_bytes(2, "big"))}, FROM_WAN, {})
+    switch.table_insert(PORT_SIDE, wan_port_match(port), FROM_WAN, {})
 
 
 SELECTOR_PRIORITY = 10
