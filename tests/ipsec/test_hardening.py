@@ -89,7 +89,7 @@ def legit_both_ways(net):  # noqa: F811
     """H1 -> H2 and H2 -> H1 through the tunnel: both delivered."""
     for ns_from, h_from, ns_to, h_to, src, dst in ((net["ns1"], net["h1"], net["ns2"], net["h2"], "10.1.0.1", "10.2.0.2"),
                                                    (net["ns2"], net["h2"], net["ns1"], net["h1"], "10.2.0.2", "10.1.0.1")):
-        sniff = Sniffer(ns_to, h_to, 1, 6)
+        sniff = Sniffer(ns_to, h_to, 1, 15)
         send_clear(ns_from, h_from, src, dst, "legit")
         got = sniff.frames()
         assert len(got) == 1 and b"legit" in got[0], f"{src} -> {dst}: legit traffic not delivered"
@@ -100,14 +100,14 @@ def test_spoofed_clear_traffic_on_the_wan_port_is_not_tunnelled(gws, net):  # no
     ctl.connect("A", "B")
     # injected on A's WAN port (out of wb, the other end of A's WAN link): source in A's own site, destination
     # in B's site; A's protect policy matches it, but it came from the WAN
-    sniff = Sniffer(net["ns2"], net["h2"], 1, 4)
+    sniff = Sniffer(net["ns2"], net["h2"], 1, 10)
     for _ in range(3):
         send_clear(None, net["wb"], "10.1.0.7", "10.2.0.2", "spoofed")
     got = sniff.frames()
     assert got == [], "a spoofed clear packet from A's WAN reached a host in B's site"
     assert sa.counter_read(gwp.WAN_DROPS, gwp.WAN_SPOOFED)[0] == 3
     # and the other way (B's WAN port, source in B's site, destination in A's)
-    sniff = Sniffer(net["ns1"], net["h1"], 1, 4)
+    sniff = Sniffer(net["ns1"], net["h1"], 1, 10)
     send_clear(None, net["wa"], "10.2.0.9", "10.1.0.1", "spoofed")
     assert sniff.frames() == []
     assert sb.counter_read(gwp.WAN_DROPS, gwp.WAN_SPOOFED)[0] == 1
@@ -129,13 +129,13 @@ def test_esp_outside_the_selectors_is_dropped_and_counted(gws, net):  # noqa: F8
     cfg = ctl.keys(spi)
     in_slot = next(s["in_slot"] for s in ctl.sas() if s["spi"] == spi)     # the SA's slot on B
     # whoever holds A->B's keys sends ESP with an inner source outside A's site (10.9.0.1): into B's WAN port
-    sniff = Sniffer(net["ns2"], net["h2"], 1, 4)
+    sniff = Sniffer(net["ns2"], net["h2"], 1, 10)
     sendp(esp_frame(cfg, spi, 500, "192.0.2.1", "198.51.100.1", "10.9.0.1", "10.2.0.2", "forged"), iface=net["wa"], verbose=False)
     assert sniff.frames() == [], "ESP with an inner source outside the SA's selectors was delivered"
     assert sb.counter_read(gwp.ESP_STATUS, gwp.SELECTOR_MISMATCH)[0] == 1
     assert sb.counter_read(gwp.SA_COUNTERS, in_slot * 16 + gwp.SELECTOR_MISMATCH)[0] == 1
     # the same crafted ESP with an inner source inside them is delivered: the drop above was the selectors'
-    sniff = Sniffer(net["ns2"], net["h2"], 1, 6)
+    sniff = Sniffer(net["ns2"], net["h2"], 1, 15)
     sendp(esp_frame(cfg, spi, 501, "192.0.2.1", "198.51.100.1", "10.1.0.1", "10.2.0.2", "inside"), iface=net["wa"], verbose=False)
     got = sniff.frames()
     assert len(got) == 1 and b"inside" in got[0]
@@ -150,12 +150,12 @@ def test_road_warrior_esp_outside_its_inner_address_is_dropped(gws, net):  # noq
     ctl.host_ready("alice", "office")
     cfg = up["outbound"]      # host -> gateway: the SA the host (the agent) sends with
     spi = cfg["spi"]
-    sniff = Sniffer(net["ns2"], net["h2"], 1, 4)
+    sniff = Sniffer(net["ns2"], net["h2"], 1, 10)
     sendp(esp_frame(cfg, spi, 1, "192.0.2.77", "198.51.100.1", "10.2.0.99", "10.2.0.2", "as-another"), iface=net["wa"], verbose=False)
     sendp(esp_frame(cfg, spi, 2, "192.0.2.77", "198.51.100.1", "10.99.0.6", "10.2.0.2", "as-another"), iface=net["wa"], verbose=False)
     assert sniff.frames() == [], "a road warrior sent as another address"
     assert sb.counter_read(gwp.ESP_STATUS, gwp.SELECTOR_MISMATCH)[0] == 2
-    sniff = Sniffer(net["ns2"], net["h2"], 1, 6)
+    sniff = Sniffer(net["ns2"], net["h2"], 1, 15)
     sendp(esp_frame(cfg, spi, 3, "192.0.2.77", "198.51.100.1", "10.99.0.5", "10.2.0.2", "as-itself"), iface=net["wa"], verbose=False)
     got = sniff.frames()
     assert len(got) == 1 and b"as-itself" in got[0]
