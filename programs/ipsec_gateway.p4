@@ -12,7 +12,14 @@
 //   forwarded by LPM in the same pass (an inner IPv4 header with options recirculates to be parsed). ESP to
 //   one of the gateway's own addresses (local_addr) without an SA is dropped as NO_SA; other ESP is
 //   forwarded (transit).
-// Counters: esp_status (per status code), sa_counters (per SA and status: index sa * 16 + status).
+// Sides: the ports port_side lists are WAN ports (default: LAN). Clear traffic arriving from the WAN is never
+//   protected: an SPD protect match there is dropped and counted (wan_drops[WAN_SPOOFED]); only ESP and the
+//   SPD's bypass traffic are accepted from the WAN (a discard or no policy: wan_drops[WAN_DENIED]).
+// Selectors (RFC 4301 5.2): after decryption the inner packet must match its SA's selectors in sa_selectors /
+//   sa_selectors6 (SA index exact; inner source, destination and protocol ternary; selector_ports adds port
+//   ranges, checked once the inner ports are parsed, recirculating the inner packet if need be). No match: the
+//   packet is dropped and counted as SELECTOR_MISMATCH in esp_status and sa_counters.
+// Counters: esp_status (per status code), sa_counters (per SA and status: index sa * 16 + status), wan_drops.
 // Lifetime events (soft, hard) of the SAs go to the controller as digests sa_event_t {sa_index, event, spi}.
 #include <core.p4>
 #include <v1model.p4>
@@ -30,6 +37,12 @@
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_IPV6 = 0x86DD;
 const bit<8>  PROTO_ESP = 50;
+/* esp_status / sa_counters index of a decrypted packet outside its SA's selectors (after the P4SEC_* codes) */
+const bit<8>  SELECTOR_MISMATCH = 12;
+/* wan_drops indexes: clear traffic from the WAN without a bypass policy; clear traffic from the WAN that matched
+   a protect policy (spoofed as coming from a protected site) */
+const bit<32> WAN_DENIED = 0;
+const bit<32> WAN_SPOOFED = 1;
 
 header ethernet_t {
     bit<48> dst_addr;
@@ -86,11 +99,17 @@ struct meta_t {
     bit<16> dport;
     bit<8>  event;
     bit<32> event_spi;
-    bit<32> sa_index;
+    @field_list(1) bit<32> sa_index;    /* kept across recirculation: the selectors of the SA decrypted with */
     bit<8>  status;
     bit<8>  ip_version;     /* the IP version encap_split / decap_split left in the headers */
     @field_list(1) bit<1> decrypted;
     @field_list(1) bit<1> encrypted;
+    @field_list(1) bit<1> from_wan;     /* arrived on a WAN port (port_side) */
+    bit<1>  ports_parsed;               /* sport and dport are the packet's (parse_ports) */
+    bit<16> sel_sport_lo;               /* the port ranges of a selector_ports match */
+    bit<16> sel_sport_hi;
+    bit<16> sel_dport_lo;
+    bit<16> sel_dport_hi;
 }
 
 parser GwParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
@@ -133,6 +152,7 @@ parser GwParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout stand
         bit<32> ports = pkt.lookahead<bit<32>>();
         meta.sport = ports[31:16];
         meta.dport = ports[15:0];
+        meta.ports_parsed = 1;
         transition accept;
     }
     state parse_esp {
@@ -158,6 +178,8 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     counter(16, CounterType.packets_and_bytes) esp_status;
     /* per SA and status code: index sa_index * 16 + status */
     counter(SA_SLOTS * 16, CounterType.packets_and_bytes) sa_counters;
+    /* clear traffic from the WAN dropped: index WAN_DENIED or WAN_SPOOFED */
+    counter(2, CounterType.packets_and_bytes) wan_drops;
 
     action drop() {
         mark_to_drop(sm);
@@ -178,6 +200,49 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         hdr.ethernet.src_addr = src_mac;
         sm.egress_spec = port;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    /* the side a port is on: WAN ports are listed (from_wan), the others are LAN ports */
+    action from_wan() {
+        meta.from_wan = 1;
+    }
+    table port_side {
+        key = { sm.ingress_port : exact; }
+        actions = { from_wan; NoAction; }
+        default_action = NoAction();
+        size = 64;
+    }
+
+    /* the selectors of the inbound SAs: a decrypted packet must match one of its SA's entries */
+    action selector_ok() { }
+    action selector_ports(bit<16> sport_lo, bit<16> sport_hi, bit<16> dport_lo, bit<16> dport_hi) {
+        meta.sel_sport_lo = sport_lo;
+        meta.sel_sport_hi = sport_hi;
+        meta.sel_dport_lo = dport_lo;
+        meta.sel_dport_hi = dport_hi;
+    }
+    action selector_mismatch() { }
+    table sa_selectors {
+        key = {
+            meta.sa_index : exact;
+            hdr.ipv4.src_addr : ternary;
+            hdr.ipv4.dst_addr : ternary;
+            hdr.ipv4.protocol : ternary;
+        }
+        actions = { selector_ok; selector_ports; selector_mismatch; }
+        default_action = selector_mismatch();
+        size = SA_SLOTS;
+    }
+    table sa_selectors6 {
+        key = {
+            meta.sa_index : exact;
+            hdr.ipv6.src_addr : ternary;
+            hdr.ipv6.dst_addr : ternary;
+            hdr.ipv6.next_hdr : ternary;
+        }
+        actions = { selector_ok; selector_ports; selector_mismatch; }
+        default_action = selector_mismatch();
+        size = SA_SLOTS;
     }
 
     /* the gateway's own (tunnel endpoint) addresses */
@@ -290,6 +355,12 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         }
     }
 
+    /* a decrypted packet whose IP header is in place but whose ports are not parsed yet: parse it again */
+    action recirculate_inner() {
+        sm.egress_spec = 0;
+        recirculate_preserving_field_list(1);
+    }
+
     /* after an SA was used: count it, report its lifetime events, drop on failure */
     action finish_sa() {
         esp_status.count((bit<32>) meta.status);
@@ -310,6 +381,10 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         }
         /* a recirculated packet carries the EtherType of what it was before encap/decap */
         hdr.ethernet.ether_type = v4 ? ETHERTYPE_IPV4 : ETHERTYPE_IPV6;
+        /* the side it arrived on (kept in meta.from_wan across recirculation) */
+        if (sm.instance_type == 0) {
+            port_side.apply();
+        }
 
         /* inbound ESP: SAD-dec on outer source, destination and SPI */
         bool esp = (v4 && hdr.ipv4.protocol == PROTO_ESP) || (v6 && hdr.ipv6.next_hdr == PROTO_ESP);
@@ -361,6 +436,17 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                     discard: { discard_it = true; }
                 }
             }
+            if (meta.from_wan == 1) {
+                /* from the WAN only the bypass policies' clear traffic is accepted: never protected outbound */
+                if (protect_it) {
+                    wan_drops.count(WAN_SPOOFED);
+                    drop();
+                    return;
+                }
+                if (discard_it) {
+                    wan_drops.count(WAN_DENIED);
+                }
+            }
             if (discard_it) {
                 return;
             }
@@ -377,6 +463,37 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                 }
                 meta.encrypted = 1;
                 use_ip_version();           // the outer header is in place, ESP in the payload: forward it below
+            }
+        }
+        if (meta.decrypted == 1) {
+            /* the inner packet must match its SA's selectors */
+            bool selected = false;
+            bool by_ports = false;
+            if (hdr.ipv4.isValid()) {
+                switch (sa_selectors.apply().action_run) {
+                    selector_ok: { selected = true; }
+                    selector_ports: { by_ports = true; }
+                }
+            } else {
+                switch (sa_selectors6.apply().action_run) {
+                    selector_ok: { selected = true; }
+                    selector_ports: { by_ports = true; }
+                }
+            }
+            if (by_ports) {
+                if (meta.ports_parsed == 0 && sm.instance_type == 0) {
+                    recirculate_inner();    // the inner ports are still in the payload: parse the packet again
+                    return;
+                }
+                selected = meta.ports_parsed == 1
+                    && meta.sport >= meta.sel_sport_lo && meta.sport <= meta.sel_sport_hi
+                    && meta.dport >= meta.sel_dport_lo && meta.dport <= meta.sel_dport_hi;
+            }
+            if (!selected) {
+                esp_status.count((bit<32>) SELECTOR_MISMATCH);
+                sa_counters.count(meta.sa_index * 16 + (bit<32>) SELECTOR_MISMATCH);
+                drop();
+                return;
             }
         }
         if (hdr.ipv4.isValid()) {

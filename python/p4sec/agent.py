@@ -138,15 +138,18 @@ class Userspace:
         out, inn = sa["outbound"], sa["inbound"]
         me, gw = out["tunnel"][0], out["tunnel"][1]
         inner = sa["inner"]
-        # SAD-dec first (slot 1), then SAD-enc (slot 0) and the policy
+        site = sa["site"]
+        self.selectors = (site, inner)     # what the inbound SAs may carry: the site to this host
+        # SAD-dec first (slot 1, with its selectors), then SAD-enc (slot 0) and the policy
         with s.batch():
             gwp.local_addr_insert(s, me)
+            gwp.wan_port_insert(s, 2)
             gwp.sa_write(s, 1, inn)
+            gwp.selectors_write(s, 1, *self.selectors)
             gwp.sad_dec_write(s, gw, me, inn["spi"], 1)
             # routes: the gateway out of the WAN port, the inner address into the TUN port
             for prefix, port_no, mac in ((gw + ("/128" if gwp.version(gw) == 6 else "/32"), 2, self.gateway_mac), (inner, 1, HOST_MAC)):
                 gwp.route_write(s, prefix, mac, HOST_MAC, port_no)
-        site = sa["site"]
         with s.batch():
             gwp.sa_write(s, 0, out)
             s.table_insert(gwp.spd(gwp.version(site)), gwp.spd_match(inner, site), gwp.PROTECT, {gwp.SA_INDEX: 0}, priority=10)
@@ -159,8 +162,13 @@ class Userspace:
         self.in_slot, self.in_spi, self.next_slot, self.out_spi = 1, inn["spi"], 2, out["spi"]
 
     def _sad_dec(self, spi, slot, insert=True):
+        """The SAD-dec entry of an inbound SA and its selectors (inserted before the entry, deleted after it)."""
         from . import gateway as gwp
+        if insert:
+            gwp.selectors_write(self.switch, slot, *self.selectors)
         gwp.sad_dec_write(self.switch, self.gw, self.me, spi, slot, insert)
+        if not insert:
+            gwp.selectors_write(self.switch, slot, *self.selectors, insert=False)
 
     def watch_lifetimes(self, renew):
         """Renew when the local SAs report their soft (or hard) lifetime: renew() asks the controller and calls

@@ -31,7 +31,7 @@ import time
 from . import gateway as gwp
 from . import reconcile as rec
 from .ctlbase import (HARD, SA_EVENT_DIGEST, SOFT, SUITES, SWITCH_MAC, ControllerError, Gateway, _lpm,  # noqa: F401 (re-exported)
-                      checkpoint, sa_config)
+                      checkpoint, sa_config, sa_selectors)
 from .hosts import HostTunnels
 
 log = logging.getLogger("p4sec.controller")
@@ -305,8 +305,29 @@ class IpsecController(HostTunnels):
             if spi >= 256 and not self.db.execute("select 1 from sa where spi = ?", (spi,)).fetchone():
                 return spi
 
-    def _sad_dec(self, src, dst, spi, slot, insert=True):
-        gwp.sad_dec_write(dst.switch, src.address, dst.address, spi, slot, insert)
+    def _sad_dec(self, src, dst, spi, slot, selectors, insert=True):
+        """The SAD-dec entry of an inbound SA and its selectors ((inner source, inner destination) prefixes, from
+        `_selectors`: what the SA decrypts must match them): the selectors before the entry, removed after it (also
+        when the entry was gone already; selectors found missing are fine)."""
+        if insert:
+            if selectors:
+                gwp.selectors_write(dst.switch, slot, *selectors)
+            gwp.sad_dec_write(dst.switch, src.address, dst.address, spi, slot)
+            return
+        try:
+            gwp.sad_dec_write(dst.switch, src.address, dst.address, spi, slot, insert=False)
+        finally:
+            if selectors:
+                try:
+                    gwp.selectors_write(dst.switch, slot, *selectors, insert=False)
+                except Exception as e:
+                    if "no entry with this match" not in str(e):
+                        raise
+
+    def _selectors(self, tunnel, src_name, dst):
+        """The selectors of tunnel's SA from `src_name` (a gateway or a host) to gateway dst, from the store (see
+        ctlbase.sa_selectors; reconciliation computes the same)."""
+        return sa_selectors(src_name, dst, self.gateways, self._tunnel_sites(tunnel), self._host_inner(tunnel))
 
     def _make_sa(self, tunnel, src, dst, suite, soft, hard):
         _, _, nkey, nauth = SUITES[suite]
@@ -318,7 +339,8 @@ class IpsecController(HostTunnels):
         """Remove an SA installed inbound (its SAD-dec entry and its slot), each part on its own (a part that was never applied
         is reported missing, which is fine); the slot is free again unless something could not be removed."""
         left = []
-        for what, undo in (("SAD-dec entry", lambda: self._sad_dec(src, dst, spi, in_slot, insert=False)),
+        sel = self._selectors(tunnel, src.name, dst)
+        for what, undo in (("SAD-dec entry", lambda: self._sad_dec(src, dst, spi, in_slot, sel, insert=False)),
                            ("SA", lambda: gwp.sa_delete(dst.switch, in_slot))):
             try:
                 undo()
@@ -442,7 +464,7 @@ class IpsecController(HostTunnels):
             # (phase 2; the switch applies the extern update before the table update of a Write). Phase 2 is built
             # while phase 1 is on the wire.
             t1 = time.perf_counter()
-            phase1 = [(dst, self._inbound_updates(src, dst, *pairs[(src.name, dst.name)])) for src, dst in ((a, b), (b, a))]
+            phase1 = [(dst, self._inbound_updates(src, dst, *pairs[(src.name, dst.name)], sites=sites)) for src, dst in ((a, b), (b, a))]
             sent1 = [(gw, ups, gw.switch.write_async(ups)) for gw, ups in phase1]
             phase2 = [(src, self._outbound_updates(src, dst, *pairs[(src.name, dst.name)], sites=sites)) for src, dst in ((a, b), (b, a))]
             done1 = self._wait_writes(sent1)
@@ -457,7 +479,7 @@ class IpsecController(HostTunnels):
                 err = done1 if done1 is not None else done2
                 self._undo(sent2, lambda gw: self._outbound_updates(*self._dir_from(gw, a, b, pairs), delete=True, sites=sites))
                 self._undo(sent1 if done1 is not None else [(gw, ups, [True] * len(ups)) for gw, ups in phase1],
-                           lambda gw: self._inbound_updates(*self._dir_to(gw, a, b, pairs), delete=True))
+                           lambda gw: self._inbound_updates(*self._dir_to(gw, a, b, pairs), delete=True, sites=sites))
                 for (s, d), (_, out_slot, in_slot, _) in pairs.items():
                     self.gateways[s].free_slots.append(out_slot)
                     self.gateways[d].free_slots.append(in_slot)
@@ -484,16 +506,17 @@ class IpsecController(HostTunnels):
         self._done(iid)
         self.db.commit()
 
-    def _inbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False):
-        """The Write for dst that lets it receive src's SA: the SA in its inbound slot, then its SAD-dec entry
-        (delete: the entry first, then the SA)."""
+    def _inbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False, sites=None):
+        """The Write for dst that lets it receive src's SA: the SA in its inbound slot, then its selectors (the
+        tunnel's `sites`) and SAD-dec entry (delete: the entry first, then the selectors, then the SA)."""
+        sel = sa_selectors(src.name, dst, self.gateways, sites)
         with dst.switch.collect() as ups:
             if delete:
-                self._sad_dec(src, dst, spi, in_slot, insert=False)
+                self._sad_dec(src, dst, spi, in_slot, sel, insert=False)
                 gwp.sa_delete(dst.switch, in_slot)
             else:
                 gwp.sa_write(dst.switch, in_slot, cfg)
-                self._sad_dec(src, dst, spi, in_slot)
+                self._sad_dec(src, dst, spi, in_slot, sel)
         return ups
 
     def _outbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False, sites=None):
@@ -576,7 +599,7 @@ class IpsecController(HostTunnels):
             try:
                 with dst.switch.batch():
                     gwp.sa_write(dst.switch, in_slot, cfg)
-                    self._sad_dec(src, dst, new_spi, in_slot)
+                    self._sad_dec(src, dst, new_spi, in_slot, self._selectors(tunnel, src_name, dst))
                 checkpoint("renew:inbound")
                 t1 = time.perf_counter()
                 gwp.sa_write(src.switch, out_slot, cfg)
@@ -621,7 +644,7 @@ class IpsecController(HostTunnels):
             # a road warrior's SA: the source is the host, known only by its address
             src = self.gateways.get(src_name) or Gateway(src_name, None, json.loads(cfg)["tunnel"][0], "", 0, "", 0, "", "")
             try:
-                self._sad_dec(src, dst, spi, in_slot, insert=False)
+                self._sad_dec(src, dst, spi, in_slot, self._selectors(tunnel, src_name, dst), insert=False)
                 checkpoint("retire:sad-dec")
                 gwp.sa_delete(dst.switch, in_slot)
                 dst.free_slots.append(in_slot)
@@ -708,7 +731,8 @@ class IpsecController(HostTunnels):
                         self.gateways[s].free_slots.append(out_slot)
                 checkpoint("delete:outbound")
                 for spi, s, d, out_slot, in_slot, _ in rows:
-                    attempt(f"SA {spi:#010x} SAD-dec", lambda: self._sad_dec(self.gateways[s], self.gateways[d], spi, in_slot, insert=False))
+                    attempt(f"SA {spi:#010x} SAD-dec", lambda: self._sad_dec(self.gateways[s], self.gateways[d], spi, in_slot,
+                                                                             sa_selectors(s, self.gateways[d], self.gateways, sites), insert=False))
                     attempt(f"SA {spi:#010x} inbound", lambda: gwp.sa_delete(self.gateways[d].switch, in_slot))
                     self.gateways[d].free_slots.append(in_slot)
             for f in failures:

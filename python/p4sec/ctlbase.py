@@ -1,5 +1,6 @@
-"""The IPsec controller's basics, shared by p4sec.controller and p4sec.hosts: cipher suites, the SA configuration,
-a gateway, the controller's error, routes, and the named checkpoints of its multi-step operations."""
+"""The IPsec controller's basics, shared by p4sec.controller, p4sec.hosts and p4sec.reconcile: cipher suites, the SA
+configuration, a gateway, the controller's error, routes, an inbound SA's selectors, and the named checkpoints of
+its multi-step operations."""
 import os
 import signal
 
@@ -46,6 +47,7 @@ class Gateway:
         s = self.switch
         s.push(program_dir)
         gwp.local_addr_insert(s, self.address)
+        gwp.wan_port_insert(s, self.wan_port)   # clear traffic from the WAN is never protected
         for prefix, mac, port in ((self.lan_prefix, self.lan_mac, self.lan_port), (self.wan_prefix, self.wan_mac, self.wan_port)):
             _lpm(s, prefix, mac, port)
 
@@ -68,3 +70,19 @@ def sa_config(spi, suite, keymat, authkey, src, dst, soft=None, hard=None):
 def _lpm(switch, prefix, mac=None, port=None, insert=True):
     """The route for a prefix of either IP version (out of `port` to `mac`)."""
     gwp.route_write(switch, prefix, mac, SWITCH_MAC, port, insert)
+
+
+def sa_selectors(src, dst, gateways, sites=None, inner=None):
+    """The selectors of an inbound SA from `src` (a gateway's or a host's name) to the gateway `dst`: the (inner
+    source, inner destination) prefixes of what it decrypts (sa_selectors: anything else is dropped and counted as
+    SELECTOR_MISMATCH). A host tunnel (`inner`: the host's inner address): that address to dst's site; a site-to-site
+    tunnel: its prefixes behind each gateway (`sites`: name -> prefix; default: their sites). None if unknown (an SA
+    without selectors decrypts nothing that is delivered). Derived from the store, so that the controller's writes,
+    its removals and reconciliation agree on them."""
+    if inner:
+        return inner, dst.lan_prefix
+    sites = sites or {}
+    src_gw = gateways.get(src)
+    sp = sites.get(src) or (src_gw.lan_prefix if src_gw else None)
+    dp = sites.get(dst.name) or dst.lan_prefix
+    return (sp, dp) if sp and dp else None

@@ -16,6 +16,8 @@ PROTECT = f"{CONTROL}.protect"            # (sa_index): encrypt under the SA in 
 BYPASS = f"{CONTROL}.bypass"
 DEC_SA = f"{CONTROL}.dec_sa"              # (sa_index): decrypt with the SA in that slot
 SA_INDEX = "sa_index"                     # the parameter of protect and dec_sa
+FROM_WAN = f"{CONTROL}.from_wan"          # port_side: the port is a WAN port
+SELECTOR_OK = f"{CONTROL}.selector_ok"    # sa_selectors: the decrypted packet is inside its SA's selectors
 NHOP_PARAMS = ("dst_mac", "src_mac", "port")
 
 # the SA extern (esp_sad): SAs live in its slots, written with add_sa ({"index", "sa"}; delete: {"index"})
@@ -26,6 +28,16 @@ SA_COUNTERS = f"{CONTROL}.sa_counters"
 SA_EVENT_DIGEST = "sa_event_t"            # soft/hard lifetime events: [kind, slot, spi]
 
 ESP_SPI = "meta.esp.spi"
+
+# the side of a port: WAN ports are listed, clear traffic arriving on them is never protected
+PORT_SIDE = f"{CONTROL}.port_side"
+INGRESS_PORT = "sm.ingress_port"
+# counters: packets dropped on the WAN side (index WAN_DENIED, WAN_SPOOFED), per ESP status (SELECTOR_MISMATCH)
+WAN_DROPS = f"{CONTROL}.wan_drops"
+WAN_DENIED, WAN_SPOOFED = 0, 1
+ESP_STATUS = f"{CONTROL}.esp_status"
+SELECTOR_MISMATCH = 12
+SA_SLOT = "meta.sa_index"
 
 
 def version(address):
@@ -61,6 +73,16 @@ def sad_dec(v):
     return _v("sad_dec", v)
 
 
+def sa_selectors(v):
+    """The selectors of the inbound SAs (v: of the inner packets): exact slot, ternary inner source,
+    destination and protocol, action SELECTOR_OK (selector_ports adds port ranges), with a priority."""
+    return _v("sa_selectors", v)
+
+
+def proto(v):
+    return "hdr.ipv4.protocol" if v == 4 else "hdr.ipv6.next_hdr"
+
+
 def src_addr(v):
     return f"hdr.ipv{v}.src_addr"
 
@@ -70,11 +92,11 @@ def dst_addr(v):
 
 
 def tables():
-    return [f(v) for f in (local_addr, lpm, spd, sad_dec) for v in (4, 6)]
+    return [f(v) for f in (local_addr, lpm, spd, sad_dec, sa_selectors) for v in (4, 6)] + [PORT_SIDE]
 
 
 def actions():
-    return [TO_ME, PROTECT, BYPASS, DEC_SA, set_nhop(4), set_nhop(6)]
+    return [TO_ME, PROTECT, BYPASS, DEC_SA, FROM_WAN, SELECTOR_OK, set_nhop(4), set_nhop(6)]
 
 
 # ---------------------------------------------------------------------------------------------- SA slots
@@ -139,3 +161,33 @@ def route_write(switch, prefix, dst_mac=None, src_mac=None, port=None, insert=Tr
         switch.table_insert(lpm(v), match, set_nhop(v), {"dst_mac": runtime.mac(dst_mac), "src_mac": runtime.mac(src_mac), "port": port})
     else:
         switch.table_delete(lpm(v), match)
+
+
+def wan_port_match(port):
+    """The port_side key of `port`."""
+    return {INGRESS_PORT: ("exact", port.to_bytes(2, "big"))}
+
+
+def wan_port_insert(switch, port):
+    """Mark `port` as a WAN port: clear traffic arriving there is never protected (only ESP and bypass pass)."""
+    switch.table_insert(PORT_SIDE, wan_port_match(port), FROM_WAN, {})
+
+
+SELECTOR_PRIORITY = 10
+
+
+def selectors_match(slot, src_prefix, dst_prefix):
+    """The sa_selectors key of the inbound SA in `slot` for inner packets from `src_prefix` to `dst_prefix`."""
+    v = version(src_prefix)
+    return {SA_SLOT: ("exact", slot.to_bytes(4, "big")), src_addr(v): ("ternary", *prefix_match(src_prefix)),
+            dst_addr(v): ("ternary", *prefix_match(dst_prefix))}
+
+
+def selectors_write(switch, slot, src_prefix, dst_prefix, insert=True):
+    """Insert (or delete) the selectors of the inbound SA in `slot`: what it decrypts must come from `src_prefix`
+    and go to `dst_prefix`, else it is dropped and counted as SELECTOR_MISMATCH."""
+    table, match = sa_selectors(version(src_prefix)), selectors_match(slot, src_prefix, dst_prefix)
+    if insert:
+        switch.table_insert(table, match, SELECTOR_OK, {}, priority=SELECTOR_PRIORITY)
+    else:
+        switch.table_delete(table, match, priority=SELECTOR_PRIORITY)

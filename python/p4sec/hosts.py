@@ -52,7 +52,7 @@ class HostTunnels:
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, in_slot, up_cfg)
-                    self._sad_dec(host, gw, up_spi, in_slot)
+                    self._sad_dec(host, gw, up_spi, in_slot, self._selectors(name, host.name, gw))
                     _lpm(gw.switch, host.wan_prefix, host_mac, gw.wan_port)
             except Exception:
                 self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
@@ -152,7 +152,7 @@ class HostTunnels:
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, in_slot, up_cfg)
-                    self._sad_dec(host, gw, up_spi, in_slot)
+                    self._sad_dec(host, gw, up_spi, in_slot, self._selectors(name, host.name, gw))
             except Exception:
                 self._undo_in(name, host, gw, up_spi, in_slot)
                 self.db.execute("update sa set state = 'deleted' where spi in (?, ?)", (up_spi, down_spi))
@@ -237,7 +237,8 @@ class HostTunnels:
                 if dst == gw.name:      # host -> gateway (the active SA and any old one still retiring)
                     host_addr = json.loads(cfg)["tunnel"][0]
                     try:
-                        self._sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, insert=False)
+                        self._sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, (inner, gw.lan_prefix) if inner else None,
+                                      insert=False)
                         gwp.sa_delete(gw.switch, in_slot)
                         gw.free_slots.append(in_slot)
                     except Exception as e:

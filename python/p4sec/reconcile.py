@@ -1,15 +1,19 @@
 """Reconciliation of the IPsec controller's desired state (its store) with what the gateways hold.
 
-The desired state of every gateway is derived from the store: its own address and routes, the policies (SPD) of
-the tunnels that are up, a SAD-dec entry for every SA it receives under (active, retiring, or installed inbound
-ahead of a renewal), and the SA of every slot (inbound slots: the SAs it decrypts with; outbound slots: the active
-SA it encrypts with). The actual state is read over P4Runtime: the gateway tables (Read of TableEntry) and the SA
-slots (the `esp_sad` extern's `get_sas` query: slot and SPI, never keys).
+The desired state of every gateway is derived from the store: its own address, its WAN port (port_side) and
+routes, the policies (SPD) of the tunnels that are up, a SAD-dec entry and its selectors (sa_selectors: the
+tunnel's inner prefixes, or a host's inner address to the site; ctlbase.sa_selectors) for every SA it receives
+under (active, retiring, or installed inbound ahead of a renewal), and the SA of every slot (inbound slots: the
+SAs it decrypts with; outbound slots: the active SA it encrypts with). The actual state is read over P4Runtime:
+the gateway tables (Read of TableEntry) and the SA slots (the `esp_sad` extern's `get_sas` query: slot and SPI,
+never keys).
 
 `plan` compares the two per gateway and returns the writes that converge them, in three phases so that the
-loss-free orders hold across both ends of a tunnel: phase 1 (receive) the inbound SAs and SAD-dec entries, the
-local address and routes; phase 2 (send) the outbound SAs and the policies; then the removals: policies, other
-entries, SAs nobody wants (phases 3-5; phase 0 frees the SPI of a recorded SA found in another slot). Entries that are already there and identical are adopted (nothing is written).
+loss-free orders hold across both ends of a tunnel: phase 1 (receive) the inbound SAs, selectors and SAD-dec
+entries, the local address, WAN port and routes; phase 2 (send) the outbound SAs and the policies; then the
+removals: policies, other entries (selectors and WAN ports included), SAs nobody wants (phases 3-5; phase 0 frees
+the SPI of a recorded SA found in another slot). Entries that are already there and identical are adopted
+(nothing is written).
 
 An outbound SA is written only if it was never sent (`fresh`: the new SA of an operation recorded as an intent
 and interrupted before its outbound step). Writing an outbound SA again with its old keys would restart its
@@ -24,6 +28,7 @@ import json
 
 from . import gateway as gwp
 from . import runtime
+from .ctlbase import sa_selectors
 
 
 # ---------------------------------------------------------------------------------------------- the switch's entries
@@ -211,10 +216,13 @@ def desired_state(ctl, switch_mac):
         d = out[n]
         v = gwp.version(gw.address)
         d.entries.append(Entry(gwp.local_addr(v), {gwp.dst_addr(v): ("exact", runtime.addr(gw.address))}, gwp.TO_ME, {}))
+        d.entries.append(Entry(gwp.PORT_SIDE, gwp.wan_port_match(gw.wan_port), gwp.FROM_WAN, {}))
         for prefix, mac, port in ((gw.lan_prefix, gw.lan_mac, gw.lan_port), (gw.wan_prefix, gw.wan_mac, gw.wan_port)):
             d.entries.append(_route(prefix, mac, switch_mac, port))
     db = ctl.db
-    # SAs: inbound slots and SAD-dec entries on the receiver, the outbound slot on the sender
+    sites_of = {k[len("sites:"):]: json.loads(v) for k, v in db.execute("select key, value from kv where key like 'sites:%'").fetchall()}
+    inner_of = dict((k[len("inner:"):], v) for k, v in db.execute("select key, value from kv where key like 'inner:%'").fetchall())
+    # SAs: inbound slots, selectors and SAD-dec entries on the receiver, the outbound slot on the sender
     active_out = {}
     for spi, tunnel, src, dst, out_slot, in_slot, cfg, state in db.execute(
             "select spi, tunnel, src, dst, out_slot, in_slot, config, state from sa where state in ('inbound', 'active', 'retiring')").fetchall():
@@ -224,12 +232,15 @@ def desired_state(ctl, switch_mac):
             src_addr = gws[src].address if src in gws else json.loads(cfg)["tunnel"][0]
             dgw = gws[dst]
             out[dst].sas[in_slot] = (spi, cfg, "in")
+            sel = sa_selectors(src, dgw, gws, sites_of.get(tunnel), inner_of.get(tunnel))
+            if sel:
+                out[dst].entries.append(Entry(gwp.sa_selectors(gwp.version(sel[0])), gwp.selectors_match(in_slot, *sel), gwp.SELECTOR_OK, {},
+                                              priority=gwp.SELECTOR_PRIORITY))
             out[dst].entries.append(Entry(gwp.sad_dec(gwp.version(dgw.address)), gwp.sad_dec_match(src_addr, dgw.address, spi),
                                           gwp.DEC_SA, {gwp.SA_INDEX: in_slot}))
         if state == "active" and src in out and out_slot is not None and out_slot >= 0:
             out[src].sas[out_slot] = (spi, cfg, "out")
     # policies of the tunnels that are up
-    sites_of = {k[len("sites:"):]: json.loads(v) for k, v in db.execute("select key, value from kv where key like 'sites:%'").fetchall()}
     for name, a, b, suite, state in db.execute("select name, a, b, suite, state from tunnel where state in ('up', 'pending')").fetchall():
         if b.startswith(ctl.HOST):
             if a not in out:

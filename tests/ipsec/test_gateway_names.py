@@ -26,8 +26,12 @@ def test_every_name_exists_in_the_gateway_program(p4sec_bin, tmp_path):
         assert fields(gwp.sad_dec(v)) == {gwp.src_addr(v), gwp.dst_addr(v), gwp.ESP_SPI}
         assert {gwp.src_addr(v), gwp.dst_addr(v)} <= fields(gwp.spd(v))
         assert fields(gwp.local_addr(v)) == {gwp.dst_addr(v)} and fields(gwp.lpm(v)) == {gwp.dst_addr(v)}
+        assert fields(gwp.sa_selectors(v)) == {gwp.SA_SLOT, gwp.src_addr(v), gwp.dst_addr(v), gwp.proto(v)}
         assert {a.id for a in tables[gwp.spd(v)].action_refs} >= {next(x.preamble.id for x in info.actions if x.preamble.name == n)
                                                                    for n in (gwp.PROTECT, gwp.BYPASS)}
     assert any(i.preamble.name == gwp.SAD for e in info.externs for i in e.instances)
-    assert gwp.SA_COUNTERS in {c.preamble.name for c in info.counters}
+    assert {f.name for f in tables[gwp.PORT_SIDE].match_fields} == {gwp.INGRESS_PORT}
+    counters = {c.preamble.name: c.size for c in info.counters}
+    assert gwp.SA_COUNTERS in counters
+    assert counters[gwp.WAN_DROPS] > max(gwp.WAN_DENIED, gwp.WAN_SPOOFED) and counters[gwp.ESP_STATUS] > gwp.SELECTOR_MISMATCH
     assert gwp.SA_EVENT_DIGEST in {d.preamble.name for d in info.digests}

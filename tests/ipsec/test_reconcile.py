@@ -44,6 +44,10 @@ def test_the_read_decoder_agrees_with_the_library(program):
         rec.Entry(gwp.spd(6), gwp.spd_match("2001:db8:1::/48", "2001:db8:2::/48"), gwp.BYPASS, {}, priority=20),
         rec._route("10.2.0.0/16", "02:00:00:00:0b:01", "02:00:00:00:00:01", 2),
         rec._route("0.0.0.0/0", "02:00:00:00:0b:01", "02:00:00:00:00:01", 511),
+        rec.Entry(gwp.PORT_SIDE, gwp.wan_port_match(2), gwp.FROM_WAN, {}),
+        rec.Entry(gwp.sa_selectors(4), gwp.selectors_match(3, "10.2.0.0/16", "10.1.3.0/24"), gwp.SELECTOR_OK, {}, priority=gwp.SELECTOR_PRIORITY),
+        rec.Entry(gwp.sa_selectors(6), gwp.selectors_match(0, "2001:db8:2::7/128", "2001:db8:1::/48"), gwp.SELECTOR_OK, {},
+                  priority=gwp.SELECTOR_PRIORITY),
     ]
     resp = p4runtime_pb2.ReadResponse()
     for e in entries:
@@ -115,6 +119,63 @@ def test_reconcile_adopts_adds_and_removes(two_gateways, tmp_path):
     a = other.gateways["A"].switch
     other.reconcile()
     assert rec.read_sas(a) == {} and rec.read_tables(a, [gwp.spd(4), gwp.sad_dec(4)]) == {}
+
+
+def _selectors(sw):
+    """{slot: (inner source, inner destination)} of the IPv4 sa_selectors entries on a switch (prefixes as value/mask)."""
+    ids = rec.Ids(sw)
+    tid, fields = ids.table(gwp.sa_selectors(4))
+    slot_f, src_f, dst_f = fields[gwp.SA_SLOT], fields[gwp.src_addr(4)], fields[gwp.dst_addr(4)]
+    out = {}
+    for (t, match, prio), _ in rec.read_tables(sw, [gwp.sa_selectors(4)]).items():
+        m = {fm[0]: fm[2:] for fm in match}
+        out.setdefault(int.from_bytes(m[slot_f][0], "big"), []).append((m[src_f], m[dst_f]))
+    return out
+
+
+def _want_selector(src, dst):
+    v, m = gwp.prefix_match(src), gwp.prefix_match(dst)
+    return ((runtime.canonical(v[0]), runtime.canonical(v[1])), (runtime.canonical(m[0]), runtime.canonical(m[1])))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+def test_selectors_and_wan_port_are_part_of_the_desired_state(two_gateways, tmp_path):
+    ctl = two_gateways(str(tmp_path / "a.db"))
+    ctl.connect("A", "B", name="t1", a_prefix="10.1.1.0/24", b_prefix="10.2.1.0/24")
+    ctl.connect("A", "B", name="t2", a_prefix="10.1.2.0/24", b_prefix="10.2.2.0/24")
+    a = ctl.gateways["A"].switch
+    # each inbound SA on A has its tunnel's selectors (from B's prefix to A's), the WAN port is marked
+    sas = {(r["tunnel"], r["src"]): r for r in ctl.sas() if r["state"] == "active"}
+    assert _selectors(a) == {sas[("t1", "B")]["in_slot"]: [_want_selector("10.2.1.0/24", "10.1.1.0/24")],
+                             sas[("t2", "B")]["in_slot"]: [_want_selector("10.2.2.0/24", "10.1.2.0/24")]}
+    assert len(rec.read_tables(a, [gwp.PORT_SIDE])) == 1
+    assert all(x["in_sync"] for x in ctl.reconcile(dry_run=True).values())
+    # a selector lost, an orphan one and a second WAN port added: reconciliation restores and removes
+    slot = sas[("t1", "B")]["in_slot"]
+    gwp.selectors_write(a, slot, "10.2.1.0/24", "10.1.1.0/24", insert=False)
+    gwp.selectors_write(a, 77, "10.9.0.0/16", "10.1.0.0/16")
+    gwp.wan_port_insert(a, 5)
+    check = ctl.reconcile(dry_run=True)
+    assert "1 added" in check["A"]["summary"] and "2 removed" in check["A"]["summary"] and check["B"]["in_sync"], check
+    ctl.reconcile()
+    assert all(x["in_sync"] for x in ctl.reconcile(dry_run=True).values())
+    assert 77 not in _selectors(a) and _selectors(a)[slot] == [_want_selector("10.2.1.0/24", "10.1.1.0/24")]
+    assert len(rec.read_tables(a, [gwp.PORT_SIDE])) == 1
+    # a renewal moves t2's selectors to the new slot (the old ones go with the old SAD-dec entry); teardown removes
+    # t1's
+    ctl.rekey("t2")
+    time.sleep(1.0)
+    new = {r["src"]: r for r in ctl.sas("t2") if r["state"] == "active"}
+    ctl.disconnect("t1")
+    assert _selectors(a) == {new["B"]["in_slot"]: [_want_selector("10.2.2.0/24", "10.1.2.0/24")]}
+    assert all(x["in_sync"] for x in ctl.reconcile(dry_run=True).values())
+    # a controller restarted on the same store adopts them (nothing written)
+    ctl.close()
+    for gw in ctl.gateways.values():
+        gw.switch.close()
+    time.sleep(0.2)
+    again = two_gateways(str(tmp_path / "a.db"))
+    assert all(x["in_sync"] for x in again.reconcile(dry_run=True).values())
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")

@@ -206,7 +206,7 @@ def test_bad_requests_get_precise_errors(switch, compiled):
     req = p4runtime_pb2.ReadRequest(device_id=1)
     req.entities.add().counter_entry.counter_id = 0
     entries = [e.counter_entry for r in stub.Read(req) for e in r.entities]
-    assert len(entries) == 16 + 16384 and all(e.data.packet_count == 0 for e in entries)  # esp_status, sa_counters
+    assert len(entries) == 16 + 16384 + 2 and all(e.data.packet_count == 0 for e in entries)  # esp_status, sa_counters, wan_drops
 
 
 @pytest.mark.parametrize("atomicity", [p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR, p4runtime_pb2.WriteRequest.DATAPLANE_ATOMIC])

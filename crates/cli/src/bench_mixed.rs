@@ -78,6 +78,17 @@ fn sad_dec_entry(b: &Engine, spi: u32, slot: u32) -> Result<TableEntry, String> 
     Ok(entry(m, act(b, "GwIngress.dec_sa")?, vec![Value::new(32, slot as u64)], 0))
 }
 
+/// The selectors of B's inbound SA in `slot`: 10.1.0.0/16 -> 10.2.0.0/16 (the tunnels of `setup_a`).
+fn selector_entry(b: &Engine, slot: u32) -> Result<TableEntry, String> {
+    let m = vec![
+        FieldMatch::Exact(Value::new(32, slot as u64)),
+        FieldMatch::Ternary { value: Value::new(32, be([10, 1, 0, 0])), mask: Value::new(32, 0xffff_0000) },
+        FieldMatch::Ternary { value: Value::new(32, be([10, 2, 0, 0])), mask: Value::new(32, 0xffff_0000) },
+        FieldMatch::Any,
+    ];
+    Ok(entry(m, act(b, "GwIngress.selector_ok")?, vec![], 10))
+}
+
 /// The peer gateway A: tunnel t protects 10.1.0.0/16 -> 10.2.t.0/24 with the SA in slot t; the WAN route.
 fn setup_a(a: &Engine, tunnels: u32) -> Result<(), String> {
     let (set_nhop, args) = nhop(a, 2)?;
@@ -162,6 +173,7 @@ impl Control {
         self.next_spi += 1;
         // SAD-dec first (the SA, then its entry), then the SAD-enc swap on the sender
         b.extern_control("GwIngress.sad", "add_sa", sa_json(slot, spi).as_bytes())?;
+        b.table_insert(table(b, "GwIngress.sa_selectors")?, selector_entry(b, slot)?)?;
         b.table_insert(table(b, "GwIngress.sad_dec")?, sad_dec_entry(b, spi, slot)?)?;
         a.extern_control("GwIngress.sad", "add_sa", sa_json(t, spi).as_bytes())?;
         Ok((spi, slot))
@@ -169,6 +181,7 @@ impl Control {
 
     fn remove(&mut self, b: &Engine, spi: u32, slot: u32) -> Result<(), String> {
         b.table_delete(table(b, "GwIngress.sad_dec")?, &sad_dec_entry(b, spi, slot)?)?;
+        b.table_delete(table(b, "GwIngress.sa_selectors")?, &selector_entry(b, slot)?)?;
         b.extern_control("GwIngress.sad", "del_sa", format!("{{\"index\": {slot}}}").as_bytes())?;
         self.free.push(slot);
         self.retired += 1;

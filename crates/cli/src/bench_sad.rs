@@ -58,13 +58,20 @@ fn setup(n: u32) -> Result<Setup, String> {
     let engine = Engine::new(Arc::new(prog), &p4sec_externs::p4::registry())?;
     let act = |name: &str| engine.prog.actions.iter().position(|a| a.name == name).map(|i| i as u32).ok_or(format!("no action {name}"));
     let lpm = engine.table_index("GwIngress.ipv4_lpm").ok_or("no ipv4_lpm")?;
-    engine.table_insert(lpm, TableEntry {
-        matches: vec![FieldMatch::Lpm { value: Value::new(32, 0x0a02_0000), prefix_len: 16 }],
-        action: ActionCall { action: act("GwIngress.set_nhop")?, args: vec![Value::new(48, 0x0200_0000_00aa), Value::new(48, 0x0200_0000_0001), Value::new(9, 1)] },
-        priority: 0,
-    })?;
+    engine.table_insert(
+        lpm,
+        TableEntry {
+            matches: vec![FieldMatch::Lpm { value: Value::new(32, 0x0a02_0000), prefix_len: 16 }],
+            action: ActionCall {
+                action: act("GwIngress.set_nhop")?,
+                args: vec![Value::new(48, 0x0200_0000_00aa), Value::new(48, 0x0200_0000_0001), Value::new(9, 1)],
+            },
+            priority: 0,
+        },
+    )?;
     let dec = engine.table_index("GwIngress.sad_dec").ok_or("no sad_dec")?;
     let dec_sa = act("GwIngress.dec_sa")?;
+    let (selectors, selector_ok) = (engine.table_index("GwIngress.sa_selectors").ok_or("no sa_selectors")?, act("GwIngress.selector_ok")?);
     let t0 = Instant::now();
     for i in 0..n {
         let c = cfg(i);
@@ -77,15 +84,37 @@ fn setup(n: u32) -> Result<Setup, String> {
     // the SAD-dec entries in one table version (as a batched P4Runtime Write does)
     engine.table_update(dec, |t, d| {
         for i in 0..n {
-            d.insert(t, TableEntry {
-                matches: vec![
-                    FieldMatch::Exact(Value::new(32, u32::from_be_bytes(PEER) as u64)),
-                    FieldMatch::Exact(Value::new(32, u32::from_be_bytes(ME) as u64)),
-                    FieldMatch::Exact(Value::new(32, (0x1000 + i) as u64)),
-                ],
-                action: ActionCall { action: dec_sa, args: vec![Value::new(32, i as u64)] },
-                priority: 0,
-            })?;
+            d.insert(
+                t,
+                TableEntry {
+                    matches: vec![
+                        FieldMatch::Exact(Value::new(32, u32::from_be_bytes(PEER) as u64)),
+                        FieldMatch::Exact(Value::new(32, u32::from_be_bytes(ME) as u64)),
+                        FieldMatch::Exact(Value::new(32, (0x1000 + i) as u64)),
+                    ],
+                    action: ActionCall { action: dec_sa, args: vec![Value::new(32, i as u64)] },
+                    priority: 0,
+                },
+            )?;
+        }
+        Ok(())
+    })?;
+    // each SA's selectors: 10.1.0.0/16 -> 10.2.0.0/16 (the inner packets of `inner`)
+    engine.table_update(selectors, |t, d| {
+        for i in 0..n {
+            d.insert(
+                t,
+                TableEntry {
+                    matches: vec![
+                        FieldMatch::Exact(Value::new(32, i as u64)),
+                        FieldMatch::Ternary { value: Value::new(32, 0x0a01_0000), mask: Value::new(32, 0xffff_0000) },
+                        FieldMatch::Ternary { value: Value::new(32, 0x0a02_0000), mask: Value::new(32, 0xffff_0000) },
+                        FieldMatch::Any,
+                    ],
+                    action: ActionCall { action: selector_ok, args: vec![] },
+                    priority: 10,
+                },
+            )?;
         }
         Ok(())
     })?;

@@ -1,6 +1,7 @@
 //! Two p4sec engines running programs/ipsec_gateway.p4 as a site-to-site VPN: LAN traffic of site A is
 //! encrypted by gateway A, crosses the WAN as ESP, is decrypted by gateway B and routed into site B.
-//! Replayed and tampered ESP packets are dropped and counted per status.
+//! Replayed and tampered ESP packets are dropped and counted per status. Clear traffic arriving on the WAN port
+//! is never protected, and a decrypted packet outside its SA's selectors is dropped and counted.
 
 use p4sec_engine::{Engine, Outputs, Worker};
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
@@ -24,12 +25,48 @@ fn ip(a: [u8; 4]) -> u64 {
 fn route(e: &Engine, prefix: [u8; 4], len: u32, mac: u64, port: u64) {
     let t = e.table_index("GwIngress.ipv4_lpm").unwrap();
     let a = action(e, "GwIngress.set_nhop");
-    e.table_insert(t, TableEntry {
-        matches: vec![FieldMatch::Lpm { value: Value::new(32, ip(prefix)), prefix_len: len }],
-        action: ActionCall { action: a, args: vec![Value::new(48, mac), Value::new(48, 0x02_00_00_00_00_01), Value::new(9, port)] },
-        priority: 0,
-    })
+    e.table_insert(
+        t,
+        TableEntry {
+            matches: vec![FieldMatch::Lpm { value: Value::new(32, ip(prefix)), prefix_len: len }],
+            action: ActionCall { action: a, args: vec![Value::new(48, mac), Value::new(48, 0x02_00_00_00_00_01), Value::new(9, port)] },
+            priority: 0,
+        },
+    )
     .unwrap();
+}
+
+/// Mark `port` as a WAN port (port_side).
+fn wan_port(e: &Engine, port: u64) {
+    let t = e.table_index("GwIngress.port_side").unwrap();
+    e.table_insert(
+        t,
+        TableEntry {
+            matches: vec![FieldMatch::Exact(Value::new(9, port))],
+            action: ActionCall { action: action(e, "GwIngress.from_wan"), args: vec![] },
+            priority: 0,
+        },
+    )
+    .unwrap();
+}
+
+/// The selectors of inbound SA `sa`: inner source and destination (ternary, of either version), any protocol.
+fn selectors(e: &Engine, sa: u32, src: FieldMatch, dst: FieldMatch) {
+    let six = matches!(&src, FieldMatch::Ternary { value, .. } if value.width == 128);
+    let t = e.table_index(if six { "GwIngress.sa_selectors6" } else { "GwIngress.sa_selectors" }).unwrap();
+    e.table_insert(
+        t,
+        TableEntry {
+            matches: vec![FieldMatch::Exact(Value::new(32, sa as u64)), src, dst, FieldMatch::Any],
+            action: ActionCall { action: action(e, "GwIngress.selector_ok"), args: vec![] },
+            priority: 10,
+        },
+    )
+    .unwrap();
+}
+
+fn prefix16(a: [u8; 4]) -> FieldMatch {
+    FieldMatch::Ternary { value: Value::new(32, ip(a) & 0xffff_0000), mask: Value::new(32, 0xffff_0000) }
 }
 
 fn sa_json(index: u32, spi: u32, src: &str, dst: &str) -> Vec<u8> {
@@ -47,19 +84,30 @@ fn sa_json(index: u32, spi: u32, src: &str, dst: &str) -> Vec<u8> {
 fn gateway(me: [u8; 4], lan: [u8; 4], peer: [u8; 4], remote: [u8; 4], out_spi: u32, in_spi: u32) -> Engine {
     let e = engine();
     let t = e.table_index("GwIngress.local_addr").unwrap();
-    e.table_insert(t, TableEntry { matches: vec![FieldMatch::Exact(Value::new(32, ip(me)))], action: ActionCall { action: action(&e, "GwIngress.to_me"), args: vec![] }, priority: 0 }).unwrap();
+    e.table_insert(
+        t,
+        TableEntry {
+            matches: vec![FieldMatch::Exact(Value::new(32, ip(me)))],
+            action: ActionCall { action: action(&e, "GwIngress.to_me"), args: vec![] },
+            priority: 0,
+        },
+    )
+    .unwrap();
     let spd = e.table_index("GwIngress.spd").unwrap();
-    e.table_insert(spd, TableEntry {
-        matches: vec![
-            FieldMatch::Ternary { value: Value::new(32, ip(lan)), mask: Value::new(32, 0xffff_0000) },
-            FieldMatch::Ternary { value: Value::new(32, ip(remote)), mask: Value::new(32, 0xffff_0000) },
-            FieldMatch::Any,
-            FieldMatch::Any,
-            FieldMatch::Any,
-        ],
-        action: ActionCall { action: action(&e, "GwIngress.protect"), args: vec![Value::new(32, 0)] },
-        priority: 10,
-    })
+    e.table_insert(
+        spd,
+        TableEntry {
+            matches: vec![
+                FieldMatch::Ternary { value: Value::new(32, ip(lan)), mask: Value::new(32, 0xffff_0000) },
+                FieldMatch::Ternary { value: Value::new(32, ip(remote)), mask: Value::new(32, 0xffff_0000) },
+                FieldMatch::Any,
+                FieldMatch::Any,
+                FieldMatch::Any,
+            ],
+            action: ActionCall { action: action(&e, "GwIngress.protect"), args: vec![Value::new(32, 0)] },
+            priority: 10,
+        },
+    )
     .unwrap();
     route(&e, lan, 16, 0x02_00_00_00_00_aa, 1);
     route(&e, [peer[0], peer[1], peer[2], 0], 24, 0x02_00_00_00_00_bb, 2);
@@ -67,16 +115,22 @@ fn gateway(me: [u8; 4], lan: [u8; 4], peer: [u8; 4], remote: [u8; 4], out_spi: u
     e.extern_control("GwIngress.sad", "add_sa", &sa_json(0, out_spi, &fmt(me), &fmt(peer))).unwrap();
     e.extern_control("GwIngress.sad", "add_sa", &sa_json(1, in_spi, &fmt(peer), &fmt(me))).unwrap();
     let dec = e.table_index("GwIngress.sad_dec").unwrap();
-    e.table_insert(dec, TableEntry {
-        matches: vec![
-            FieldMatch::Exact(Value::new(32, ip(peer))),
-            FieldMatch::Exact(Value::new(32, ip(me))),
-            FieldMatch::Exact(Value::new(32, in_spi as u64)),
-        ],
-        action: ActionCall { action: action(&e, "GwIngress.dec_sa"), args: vec![Value::new(32, 1)] },
-        priority: 0,
-    })
+    e.table_insert(
+        dec,
+        TableEntry {
+            matches: vec![
+                FieldMatch::Exact(Value::new(32, ip(peer))),
+                FieldMatch::Exact(Value::new(32, ip(me))),
+                FieldMatch::Exact(Value::new(32, in_spi as u64)),
+            ],
+            action: ActionCall { action: action(&e, "GwIngress.dec_sa"), args: vec![Value::new(32, 1)] },
+            priority: 0,
+        },
+    )
     .unwrap();
+    // the inbound SA carries remote site -> local site; port 2 is the WAN
+    selectors(&e, 1, prefix16(remote), prefix16(lan));
+    wan_port(&e, 2);
     e
 }
 
@@ -159,17 +213,20 @@ fn site_to_site_tunnel() {
     let plain = host_packet([10, 1, 0, 5], [198, 51, 100, 9], &payload);
     assert!(run(&a, 1, &plain).is_empty(), "no policy: DISCARD");
     let spd = a.table_index("GwIngress.spd").unwrap();
-    a.table_insert(spd, TableEntry {
-        matches: vec![
-            FieldMatch::Any,
-            FieldMatch::Ternary { value: Value::new(32, ip([198, 51, 100, 0])), mask: Value::new(32, 0xffff_ff00) },
-            FieldMatch::Any,
-            FieldMatch::Any,
-            FieldMatch::Range { lo: Value::new(16, 50), hi: Value::new(16, 60) },
-        ],
-        action: ActionCall { action: action(&a, "GwIngress.bypass"), args: vec![] },
-        priority: 20,
-    })
+    a.table_insert(
+        spd,
+        TableEntry {
+            matches: vec![
+                FieldMatch::Any,
+                FieldMatch::Ternary { value: Value::new(32, ip([198, 51, 100, 0])), mask: Value::new(32, 0xffff_ff00) },
+                FieldMatch::Any,
+                FieldMatch::Any,
+                FieldMatch::Range { lo: Value::new(16, 50), hi: Value::new(16, 60) },
+            ],
+            action: ActionCall { action: action(&a, "GwIngress.bypass"), args: vec![] },
+            priority: 20,
+        },
+    )
     .unwrap();
     let out = run(&a, 1, &plain);
     assert_eq!(out.len(), 1);
@@ -249,42 +306,57 @@ fn gateway_any(me: &[u8], peer: &[u8], lan: &[u8], remote: &[u8], out_spi: u32, 
     let spd = e.table_index(if v4 { "GwIngress.spd" } else { "GwIngress.spd6" }).unwrap();
     let mask = if v4 { Value::new(32, 0xffff_0000) } else { v6_value([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]) };
     let val = |a: &[u8]| if v4 { Value::new(32, ip(a.try_into().unwrap()) & 0xffff_0000) } else { v6_value(a.try_into().unwrap()) };
-    e.table_insert(spd, TableEntry {
-        matches: vec![
-            FieldMatch::Ternary { value: val(lan), mask: mask.clone() },
-            FieldMatch::Ternary { value: val(remote), mask },
-            FieldMatch::Any,
-            FieldMatch::Any,
-            FieldMatch::Any,
-        ],
-        action: ActionCall { action: action(&e, "GwIngress.protect"), args: vec![Value::new(32, 0)] },
-        priority: 10,
-    })
+    e.table_insert(
+        spd,
+        TableEntry {
+            matches: vec![
+                FieldMatch::Ternary { value: val(lan), mask: mask.clone() },
+                FieldMatch::Ternary { value: val(remote), mask },
+                FieldMatch::Any,
+                FieldMatch::Any,
+                FieldMatch::Any,
+            ],
+            action: ActionCall { action: action(&e, "GwIngress.protect"), args: vec![Value::new(32, 0)] },
+            priority: 10,
+        },
+    )
     .unwrap();
     // routes: the site out of port 1 (by the LAN version), the peer out of port 2 (by the WAN version)
     for (prefix, len, port) in [(lan, if v4 { 16 } else { 48 }, 1u64), (peer, if peer.len() == 4 { 24 } else { 64 }, 2)] {
         let six = prefix.len() == 16;
         let t = e.table_index(if six { "GwIngress.ipv6_lpm" } else { "GwIngress.ipv4_lpm" }).unwrap();
         let value = if six { v6_value(prefix.try_into().unwrap()) } else { Value::new(32, ip(prefix.try_into().unwrap())) };
-        e.table_insert(t, TableEntry {
-            matches: vec![FieldMatch::Lpm { value, prefix_len: len }],
-            action: ActionCall {
-                action: action(&e, if six { "GwIngress.set_nhop6" } else { "GwIngress.set_nhop" }),
-                args: vec![Value::new(48, 0x02_00_00_00_00_a0 + port), Value::new(48, 0x02_00_00_00_00_01), Value::new(9, port)],
+        e.table_insert(
+            t,
+            TableEntry {
+                matches: vec![FieldMatch::Lpm { value, prefix_len: len }],
+                action: ActionCall {
+                    action: action(&e, if six { "GwIngress.set_nhop6" } else { "GwIngress.set_nhop" }),
+                    args: vec![Value::new(48, 0x02_00_00_00_00_a0 + port), Value::new(48, 0x02_00_00_00_00_01), Value::new(9, port)],
+                },
+                priority: 0,
             },
-            priority: 0,
-        })
+        )
         .unwrap();
     }
     e.extern_control("GwIngress.sad", "add_sa", &sa_json(0, out_spi, &fmt_addr(me), &fmt_addr(peer))).unwrap();
     e.extern_control("GwIngress.sad", "add_sa", &sa_json(1, in_spi, &fmt_addr(peer), &fmt_addr(me))).unwrap();
     let dec = e.table_index(if me.len() == 4 { "GwIngress.sad_dec" } else { "GwIngress.sad_dec6" }).unwrap();
-    e.table_insert(dec, TableEntry {
-        matches: vec![exact(peer), exact(me), FieldMatch::Exact(Value::new(32, in_spi as u64))],
-        action: ActionCall { action: action(&e, "GwIngress.dec_sa"), args: vec![Value::new(32, 1)] },
-        priority: 0,
-    })
+    e.table_insert(
+        dec,
+        TableEntry {
+            matches: vec![exact(peer), exact(me), FieldMatch::Exact(Value::new(32, in_spi as u64))],
+            action: ActionCall { action: action(&e, "GwIngress.dec_sa"), args: vec![Value::new(32, 1)] },
+            priority: 0,
+        },
+    )
     .unwrap();
+    let site = |a: &[u8]| FieldMatch::Ternary {
+        value: val(a),
+        mask: if v4 { Value::new(32, 0xffff_0000) } else { v6_value([0xff; 6].iter().copied().chain([0; 10]).collect::<Vec<u8>>().try_into().unwrap()) },
+    };
+    selectors(&e, 1, site(remote), site(lan));
+    wan_port(&e, 2);
     e
 }
 
@@ -339,4 +411,94 @@ fn ipv4_and_ipv6_inner_and_outer_in_every_combination() {
         // replayed: dropped
         assert!(run(&b, 2, esp).is_empty(), "{case}: replay dropped");
     }
+}
+
+fn counter(e: &Engine, name: &str, index: usize) -> u64 {
+    let c = e.prog.counters.iter().position(|c| c.name == name).unwrap_or_else(|| panic!("no counter {name}"));
+    e.counter_read(c, index).unwrap().0
+}
+
+/// A clear packet injected on A's WAN port with a source in A's own site and a destination in B's matches A's
+/// protect policy: it must not be encrypted towards B (nor forwarded), only dropped and counted.
+#[test]
+fn clear_traffic_from_the_wan_is_never_protected() {
+    let a = gateway([192, 0, 2, 1], [10, 1, 0, 0], [198, 51, 100, 1], [10, 2, 0, 0], 0x100, 0x200);
+    let b = gateway([198, 51, 100, 1], [10, 2, 0, 0], [192, 0, 2, 1], [10, 1, 0, 0], 0x200, 0x100);
+    let spoofed = host_packet([10, 1, 0, 5], [10, 2, 0, 7], b"spoofed");
+    let out = run(&a, 2, &spoofed);
+    assert!(out.is_empty(), "spoofed clear packet from the WAN forwarded: {out:?}");
+    assert_eq!(counter(&a, "GwIngress.wan_drops", 1), 1, "counted as WAN_SPOOFED");
+    // the same packet from the LAN is protected and reaches B's site
+    let esp = run(&a, 1, &spoofed);
+    assert_eq!(esp.len(), 1);
+    assert_eq!(esp[0].1[14 + 9], 50, "ESP");
+    let lan = run(&b, 2, &esp[0].1);
+    assert_eq!(lan.len(), 1, "legit traffic still flows");
+    assert_eq!(lan[0].0, 1);
+    // clear traffic from the WAN that no bypass policy allows is dropped and counted as WAN_DENIED
+    assert!(run(&a, 2, &host_packet([203, 0, 113, 9], [10, 1, 0, 5], b"x")).is_empty());
+    assert_eq!(counter(&a, "GwIngress.wan_drops", 0), 1);
+}
+
+/// Whoever holds an SA's keys (here: a gateway with the same SA that protects more than its site) sends ESP whose
+/// inner source is outside the SA's selectors: B drops it and counts SELECTOR_MISMATCH; inside them it passes.
+#[test]
+fn decrypted_packets_outside_the_selectors_are_dropped_and_counted() {
+    let a = gateway([192, 0, 2, 1], [10, 1, 0, 0], [198, 51, 100, 1], [10, 2, 0, 0], 0x100, 0x200);
+    let b = gateway([198, 51, 100, 1], [10, 2, 0, 0], [192, 0, 2, 1], [10, 1, 0, 0], 0x200, 0x100);
+    // A protects 10.9.0.0/16 -> B's site too (its SPD is A's to write; B's selectors say 10.1.0.0/16)
+    let spd = a.table_index("GwIngress.spd").unwrap();
+    a.table_insert(
+        spd,
+        TableEntry {
+            matches: vec![prefix16([10, 9, 0, 0]), prefix16([10, 2, 0, 0]), FieldMatch::Any, FieldMatch::Any, FieldMatch::Any],
+            action: ActionCall { action: action(&a, "GwIngress.protect"), args: vec![Value::new(32, 0)] },
+            priority: 20,
+        },
+    )
+    .unwrap();
+    let forged = run(&a, 1, &host_packet([10, 9, 0, 5], [10, 2, 0, 7], b"forged"));
+    assert_eq!(forged.len(), 1);
+    assert!(run(&b, 2, &forged[0].1).is_empty(), "inner source outside the selectors delivered");
+    assert_eq!(counter(&b, "GwIngress.esp_status", 12), 1, "SELECTOR_MISMATCH counted");
+    assert_eq!(counter(&b, "GwIngress.sa_counters", 16 + 12), 1, "per SA");
+    // a destination outside them too
+    let forged = run(&a, 1, &host_packet([10, 1, 0, 5], [10, 2, 0, 7], b"ok"));
+    assert_eq!(run(&b, 2, &forged[0].1).len(), 1, "inside the selectors: delivered");
+    assert_eq!(counter(&b, "GwIngress.esp_status", 12), 1);
+}
+
+/// Selectors with ports: the inner packet is parsed again (recirculated) to read its ports, then checked.
+#[test]
+fn port_selectors_are_checked_on_the_inner_ports() {
+    let a = gateway([192, 0, 2, 1], [10, 1, 0, 0], [198, 51, 100, 1], [10, 2, 0, 0], 0x100, 0x200);
+    let b = gateway([198, 51, 100, 1], [10, 2, 0, 0], [192, 0, 2, 1], [10, 1, 0, 0], 0x200, 0x100);
+    // replace B's address-only selector of SA 1 by one for UDP to port 53 only
+    let t = b.table_index("GwIngress.sa_selectors").unwrap();
+    let mut m = vec![FieldMatch::Exact(Value::new(32, 1)), prefix16([10, 1, 0, 0]), prefix16([10, 2, 0, 0]), FieldMatch::Any];
+    let ok = ActionCall { action: action(&b, "GwIngress.selector_ok"), args: vec![] };
+    b.table_delete(t, &TableEntry { matches: m.clone(), action: ok, priority: 10 }).unwrap();
+    m[3] = FieldMatch::Ternary { value: Value::new(8, 17), mask: Value::new(8, 0xff) };
+    b.table_insert(
+        t,
+        TableEntry {
+            matches: m,
+            action: ActionCall {
+                action: action(&b, "GwIngress.selector_ports"),
+                args: vec![Value::new(16, 0), Value::new(16, 65535), Value::new(16, 53), Value::new(16, 53)],
+            },
+            priority: 10,
+        },
+    )
+    .unwrap();
+    let dns = run(&a, 1, &host_packet([10, 1, 0, 5], [10, 2, 0, 7], b"query"));
+    let lan = run(&b, 2, &dns[0].1);
+    assert_eq!(lan.len(), 1, "UDP to port 53: delivered");
+    assert_eq!(&lan[0].1[14 + 12..14 + 20], &[10, 1, 0, 5, 10, 2, 0, 7]);
+    assert_eq!(lan[0].1[14 + 8], 63, "TTL decremented once");
+    let mut other = host_packet([10, 1, 0, 5], [10, 2, 0, 7], b"query");
+    other[14 + 20 + 3] = 54; // destination port 54
+    let esp = run(&a, 1, &other);
+    assert!(run(&b, 2, &esp[0].1).is_empty(), "UDP to port 54 delivered");
+    assert_eq!(counter(&b, "GwIngress.esp_status", 12), 1);
 }
