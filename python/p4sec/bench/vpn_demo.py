@@ -129,7 +129,7 @@ def show_decrypted(frames, db, suite_cipher):
 
 
 def main(argv=None):
-    from .controller import SUITES
+    from ..controller import SUITES
     ap = argparse.ArgumentParser(description="The IPsec VPN end to end on one machine: two hosts in network namespaces, two p4sec "
                                  "switches running programs/ipsec_gateway.p4, p4sec-controller setting up a site-to-site "
                                  "tunnel over P4Runtime, traffic through it, the ESP on the WAN link shown decrypted with "
