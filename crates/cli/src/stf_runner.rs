@@ -717,11 +717,6 @@ pub fn run_stf(prog: Program, stf: &str, trace: bool) -> StfResult {
     StfResult { passed: messages.is_empty(), messages, warnings, stray_ports }
 }
 
-/// Compile and run one program with one STF file.
-pub fn run_one(p4: &Path, stf: &Path, trace: bool) -> StfResult {
-    run_one_with(p4, stf, &[], &[], trace)
-}
-
 /// Compile `p4` with include directories and macro definitions, then run `stf` on it.
 pub fn run_one_with(p4: &Path, stf: &Path, include: &[std::path::PathBuf], defines: &[(String, Option<String>)], trace: bool) -> StfResult {
     let text = match std::fs::read_to_string(stf) {

@@ -4,7 +4,7 @@
 
 use crate::{CounterUnit, MatchKind, Program};
 pub use crate::p4info_meta::{AnnoValue, Annos, P4InfoMeta, StructuredAnno};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write;
 
 /// A value as a P4Runtime canonical byte string (no leading zero bytes; zero is one zero byte), escaped
