@@ -12,9 +12,10 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from conftest import SHARED  # noqa: E402
+from conftest import shared_root  # noqa: E402
 from p4info_diff import compare  # noqa: E402
 
+SHARED = shared_root()
 PRODUCTION = SHARED / "conformance" / "production"
 REFERENCE = SHARED / "conformance" / "p4info-reference"
 PROGRAMS = ["pins/pins_middleblock", "pins/pins_fabric", "pins/pins_wbb", "dash/dash-pipeline-v1model-bmv2", "omec/up4",
