@@ -159,6 +159,8 @@ class Entry:
         m = []
         for name, spec in self.match.items():
             fid = fields[name]
+            if (spec[0] == "lpm" and spec[2] == 0) or (spec[0] == "ternary" and not any(spec[2])):
+                continue    # a don't-care: the client leaves it out of the entry and the switch reads none back
             if spec[0] == "exact":
                 m.append((fid, "exact", runtime.canonical(spec[1])))
             elif spec[0] == "lpm":
