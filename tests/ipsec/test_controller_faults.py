@@ -13,7 +13,6 @@ import ast
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import time
 import pytest
 
 from conftest import ROOT
+from ctlrig import compile_gateway, listening, start_controller, start_switches, stop, switch, write_config
 from p4sec.netns import free_port
 from test_site_to_site import net  # noqa: F401 (fixture)
 
@@ -124,57 +124,22 @@ def frame():
 
 
 def config(tmp_path, pa, pb, rest, program, db):
-    p = tmp_path / "ctl.yaml"
-    p.write_text(f"""
-db: {db}
-program: {program}
-rest: 127.0.0.1:{rest}
-grace: 0.3
-reconcile_interval: 0
-gateways:
-  - {{name: S1, grpc: "127.0.0.1:{pa}", address: 192.0.2.1,
-     lan: {{prefix: 10.1.0.0/16, port: 1, mac: "02:00:00:00:0a:01"}}, wan: {{prefix: 198.51.100.0/24, port: 2, mac: "02:00:00:00:0b:02"}}}}
-  - {{name: S2, grpc: "127.0.0.1:{pb}", address: 198.51.100.1,
-     lan: {{prefix: 10.2.0.0/16, port: 1, mac: "02:00:00:00:0b:01"}}, wan: {{prefix: 192.0.2.0/24, port: 2, mac: "02:00:00:00:0a:02"}}}}
-tunnels:
-  - {{name: S1-S2, a: S1, b: S2, suite: aes-gcm-128}}
-""")
-    return p
-
-
-def switch(p4sec_bin, port, lan, wan, log):
-    return subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={lan}", "--port", f"2={wan}"],
-                            stderr=log)
-
-
-def listening(port, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return time.time()
-        time.sleep(0.01)
-    raise AssertionError(f"nothing listens on {port}")
+    return write_config(tmp_path / "ctl.yaml", f"db: {db}", pa, pb, rest, program, "name: S1-S2, a: S1, b: S2, suite: aes-gcm-128",
+                        extra="grace: 0.3\nreconcile_interval: 0")
 
 
 @pytest.fixture(scope="module")
 def program(p4sec_bin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("gw")
-    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(out)], check=True)
-    return out
+    return compile_gateway(p4sec_bin, tmp_path_factory.mktemp("gw"))
 
 
 @pytest.fixture
 def rig(p4sec_bin, net, program, tmp_path):  # noqa: F811
     pa, pb = free_port(), free_port()
     log = open(tmp_path / "switches.log", "w")
-    procs = {"S1": switch(p4sec_bin, pa, net["a1"], net["wa"], log), "S2": switch(p4sec_bin, pb, net["b1"], net["wb"], log)}
-    listening(pa)
-    listening(pb)
+    procs = start_switches(p4sec_bin, net, pa, pb, log)
     yield {"net": net, "pa": pa, "pb": pb, "procs": procs, "log": log, "program": program}
-    for p in procs.values():
-        p.terminate()
-        p.wait(timeout=10)
+    stop(procs.values())
 
 
 def drive(cfg, *ops, crash_at=None):
@@ -227,11 +192,9 @@ def test_switch_restart_traffic_back_within_3s(rig, tmp_path, p4sec_bin):
     rest = free_port()
     cfg = config(tmp_path, rig["pa"], rig["pb"], rest, rig["program"], tmp_path / "ctl.db")
     cfg.write_text(cfg.read_text().replace("suite: aes-gcm-128}", "suite: aes-gcm-128, auto: true}"))
-    ctl_log = open(tmp_path / "controller.log", "w")
-    ctl = subprocess.Popen([sys.executable, "-m", "p4sec.ipsec_ctl", "run", str(cfg)], stdout=subprocess.PIPE, stderr=ctl_log, text=True)
+    ctl = start_controller(cfg, tmp_path / "controller.log")
     net = rig["net"]
     try:
-        assert "ready" in ctl.stdout.readline(), open(tmp_path / "controller.log").read()[-3000:]
         assert carries_traffic(net) >= 10
         seconds = 9
         rx = subprocess.Popen(["ip", "netns", "exec", net["ns2"], sys.executable, "-c", PROBE, "recv", net["h2"], str(seconds)],
@@ -265,5 +228,4 @@ def test_switch_restart_traffic_back_within_3s(rig, tmp_path, p4sec_bin):
         assert show["state"] == "up", show["state"]
         assert any("degraded: gateway S2 is unreachable" in e for e in events) and any("up again" in e for e in events), events
     finally:
-        ctl.terminate()
-        ctl.wait(timeout=10)
+        stop([ctl])

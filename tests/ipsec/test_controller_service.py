@@ -13,7 +13,8 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from conftest import ROOT, console_script
+from conftest import console_script
+from ctlrig import compile_gateway, start_controller, start_switches, stop, write_config
 from p4sec.ipsec_ctl import ConfigError, load_config
 from test_site_to_site import free_port, net  # noqa: F401 (fixture)
 from test_vpn_suites_and_renewal import STREAM
@@ -25,22 +26,8 @@ root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network
 
 def config(tmp_path, pa, pb, rest, program, soft=None, hard=None, suite="aes-gcm-128"):
     lim = lambda d: "{" + ", ".join(f"{k}: {v}" for k, v in (d or {}).items()) + "}"
-    text = f"""
-db: {tmp_path / 'ctl.db'}
-program: {program}
-rest: 127.0.0.1:{rest}
-grace: 0.5
-gateways:
-  - {{name: S1, grpc: "127.0.0.1:{pa}", address: 192.0.2.1,
-     lan: {{prefix: 10.1.0.0/16, port: 1, mac: "02:00:00:00:0a:01"}}, wan: {{prefix: 198.51.100.0/24, port: 2, mac: "02:00:00:00:0b:02"}}}}
-  - {{name: S2, grpc: "127.0.0.1:{pb}", address: 198.51.100.1,
-     lan: {{prefix: 10.2.0.0/16, port: 1, mac: "02:00:00:00:0b:01"}}, wan: {{prefix: 192.0.2.0/24, port: 2, mac: "02:00:00:00:0a:02"}}}}
-tunnels:
-  - {{name: S1-S2, a: S1, b: S2, suite: {suite}, auto: true, soft: {lim(soft)}, hard: {lim(hard)}}}
-"""
-    p = tmp_path / "ctl.yaml"
-    p.write_text(text)
-    return p
+    return write_config(tmp_path / "ctl.yaml", f"db: {tmp_path / 'ctl.db'}", pa, pb, rest, program,
+                        f"name: S1-S2, a: S1, b: S2, suite: {suite}, auto: true, soft: {lim(soft)}, hard: {lim(hard)}", extra="grace: 0.5")
 
 
 def test_bad_configs_get_precise_errors(tmp_path):
@@ -61,13 +48,6 @@ def test_bad_configs_get_precise_errors(tmp_path):
     assert r.returncode == 1 and "cannot reach the controller" in r.stderr
 
 
-def start_controller(cfg, log):
-    p = subprocess.Popen([CONTROLLER, "run", str(cfg)], stdout=subprocess.PIPE, stderr=log, text=True)
-    line = p.stdout.readline()
-    assert "ready" in line, open(log.name).read()[-3000:]
-    return p
-
-
 def cli(rest, *args):
     r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{rest}", *args], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -76,20 +56,15 @@ def cli(rest, *args):
 
 @root_only
 def test_controller_restart_under_load_loses_no_tunnel_and_no_packet(p4sec_bin, net, tmp_path):
-    program = tmp_path / "gw"
-    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(program)], check=True)
+    program = compile_gateway(p4sec_bin, tmp_path / "gw")
     pa, pb, rest = free_port(), free_port(), free_port()
-    switches = [
-        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pa}", "--port", f"1={net['a1']}", "--port", f"2={net['wa']}"]),
-        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pb}", "--port", f"1={net['b1']}", "--port", f"2={net['wb']}"]),
-    ]
+    switches = start_switches(p4sec_bin, net, pa, pb, None)
     # the soft limit comes every 0.4 s of traffic; the hard limit leaves 5.6 s, longer than the controller is away
     cfg = config(tmp_path, pa, pb, rest, program, soft={"packets": 400}, hard={"packets": 6000})
-    log = open(tmp_path / "controller.log", "w")
+    log = tmp_path / "controller.log"
     ctl = None
     try:
-        time.sleep(0.5)
-        ctl = start_controller(cfg, log)
+        ctl = start_controller(cfg, log, [CONTROLLER])
         assert "S1-S2" in cli(rest, "tunnels", "list") and " up " in cli(rest, "tunnels", "list")
         spec = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{rest}/openapi.json").read())
         assert spec["openapi"].startswith("3.") and "/tunnels/{name}/up" in spec["paths"]
@@ -105,7 +80,7 @@ def test_controller_restart_under_load_loses_no_tunnel_and_no_packet(p4sec_bin, 
         ctl.send_signal(signal.SIGKILL)  # a crash, not a clean stop
         ctl.wait(timeout=10)
         time.sleep(0.3)
-        ctl = start_controller(cfg, log)
+        ctl = start_controller(cfg, log, [CONTROLLER])
         assert tx.communicate(timeout=60)[0].strip() == str(n)
         got = {int(x) for x in rx.communicate(timeout=30)[0].split()}
         missing = sorted(set(range(n)) - got)
@@ -133,9 +108,4 @@ def test_controller_restart_under_load_loses_no_tunnel_and_no_packet(p4sec_bin, 
         r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{rest}", "tunnels", "up", "nope"], capture_output=True, text=True)
         assert r.returncode == 1 and "no tunnel profile 'nope'" in r.stderr
     finally:
-        if ctl:
-            ctl.terminate()
-            ctl.wait(timeout=10)
-        for s in switches:
-            s.terminate()
-            s.wait(timeout=10)
+        stop([ctl, *switches.values()])
