@@ -74,7 +74,10 @@ def retire_after(seconds, retire):
 
 
 class Controller:
-    """The controller's agent endpoint (gRPC service p4sec.Agent, JSON messages, mutual TLS)."""
+    """The controller's agent endpoint (gRPC service p4sec.Agent, JSON messages, mutual TLS): any replica of a
+    highly available controller (a follower forwards the call to the leader)."""
+
+    RETRY = 10.0
 
     def __init__(self, address, ca, cert, key, server_name="controller"):
         import grpc
@@ -86,12 +89,18 @@ class Controller:
         self.channel = grpc.secure_channel(address, creds, options=[("grpc.ssl_target_name_override", server_name)])
 
     def call(self, method, **req):
+        """One call; UNAVAILABLE (no replica leads for a moment, the controller restarts) is retried for up to
+        `RETRY` seconds, so a call made while the leader changes lands on the next one."""
         rpc = self.channel.unary_unary(f"/p4sec.Agent/{method}", request_serializer=lambda o: json.dumps(o).encode(),
                                        response_deserializer=lambda b: json.loads(b))
-        try:
-            return rpc(req, timeout=30)
-        except self.grpc.RpcError as e:
-            raise AgentError(f"{method}: {e.code().name}: {e.details()}") from e
+        end = time.monotonic() + self.RETRY
+        while True:
+            try:
+                return rpc(req, timeout=30)
+            except self.grpc.RpcError as e:
+                if e.code() != self.grpc.StatusCode.UNAVAILABLE or time.monotonic() >= end:
+                    raise AgentError(f"{method}: {e.code().name}: {e.details()}") from e
+                time.sleep(0.25)
 
     def close(self):
         self.channel.close()

@@ -78,7 +78,9 @@ def issue(d, name, server=False, sans=()):
          .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
          .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=365))
          .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
+         # a server certificate (the controller's) is also a replica's client certificate when it forwards an agent's call
+         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server
+                                              else [ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
     names = []
     for s in list(sans) + ([name] if server else []):
         try:

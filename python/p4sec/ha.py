@@ -30,6 +30,7 @@ create table if not exists kv (key text primary key, value text);
 create table if not exists intent (id bigserial primary key, op text, tunnel text, data text, t double precision);
 create index if not exists sa_tunnel on sa (tunnel);
 create table if not exists lease (id int primary key, holder text, term bigint, expires double precision, rest text);
+alter table lease add column if not exists agents text;
 insert into lease values (1, null, 0, 0, null) on conflict do nothing;
 """
 
@@ -144,11 +145,12 @@ class _Empty:
 class Lease:
     """The leader lease of replica `name` (see the module's description)."""
 
-    def __init__(self, dsn, name, seconds=2.0, rest=None):
+    def __init__(self, dsn, name, seconds=2.0, rest=None, agents=None):
         import psycopg2
         self.conn = psycopg2.connect(dsn)
-        self.name, self.seconds, self.rest = name, seconds, rest
+        self.name, self.seconds, self.rest, self.agents = name, seconds, rest, agents
         self.term = None
+        self.lock = threading.Lock()     # one transaction at a time on the connection (renewals, REST, agents)
         with self.conn.cursor() as c:
             c.execute(SCHEMA)
         self.conn.commit()
@@ -159,6 +161,10 @@ class Lease:
 
     def try_acquire(self):
         """Take the lease if it is free or expired (a new term) or renew it if it is ours; the term, or None."""
+        with self.lock:
+            return self._try_acquire()
+
+    def _try_acquire(self):
         with self.conn.cursor() as c:
             c.execute("select holder, term, expires from lease where id = 1 for update")
             holder, term, expires = c.fetchone()
@@ -167,8 +173,8 @@ class Lease:
                 c.execute("update lease set expires = %s where id = 1", (now + self.seconds,))
             elif holder is None or expires < now:
                 term += 1
-                c.execute("update lease set holder = %s, term = %s, expires = %s, rest = %s where id = 1",
-                          (self.name, term, now + self.seconds, self.rest))
+                c.execute("update lease set holder = %s, term = %s, expires = %s, rest = %s, agents = %s where id = 1",
+                          (self.name, term, now + self.seconds, self.rest, self.agents))
                 self.term = term
             else:
                 self.conn.commit()
@@ -176,13 +182,15 @@ class Lease:
         self.conn.commit()
         return self.term
 
-    def leader(self):
-        """(holder, term, REST address) of the current lease."""
-        with self.conn.cursor() as c:
-            c.execute("select holder, term, rest, expires > extract(epoch from clock_timestamp()) from lease where id = 1")
-            holder, term, rest, valid = c.fetchone()
-        self.conn.commit()
-        return (holder, term, rest) if valid else (None, term, None)
+    def leader(self, endpoint="rest"):
+        """(holder, term, address) of the current lease: the leader's REST API or (endpoint "agents") its agents'
+        endpoint."""
+        with self.lock, self.conn.cursor() as c:
+            c.execute(f"select holder, term, {'agents' if endpoint == 'agents' else 'rest'}, "
+                      "expires > extract(epoch from clock_timestamp()) from lease where id = 1")
+            holder, term, address, valid = c.fetchone()
+            self.conn.commit()
+        return (holder, term, address) if valid else (None, term, None)
 
     def wait(self, stop):
         """Block until this replica leads (polling a few times per lease); its term."""

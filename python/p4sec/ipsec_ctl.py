@@ -16,6 +16,9 @@ CONFIG (YAML):
     db: controller.db                 # SQLite state; a restart with the same file adopts running switches
     # store: {postgres: "host=/run/postgresql dbname=p4sec"}   # instead of db: replicas share the state (HA)
     # ha: {name: r1, lease: 2.0}      # this replica's name; the leader lease in seconds
+    # agents: {listen: "0.0.0.0:50051", ca: ca/, cert: controller, advertise: "10.0.0.11:50051"}
+    #                                 # road warriors' endpoint (mutual TLS); with HA it answers on every replica,
+    #                                 # a follower forwards to the leader at the address it advertises
     program: out/ipsec_gateway        # the compiled programs/ipsec_gateway.p4 (p4sec compile ... -o DIR)
     rest: 127.0.0.1:8080              # northbound REST API (OpenAPI description at /openapi.json)
     grace: 1.0                        # seconds an old SAD-dec entry stays after a renewal
@@ -230,54 +233,11 @@ class Service:
 
     # ---------------------------------------------------------------- the agents' endpoint (host-to-site)
 
-    def start_agents(self):
-        import grpc
-        from concurrent.futures import ThreadPoolExecutor
-        ag = self.cfg["agents"]
-        ca_dir = pathlib.Path(ag["ca"])
-        key = (ca_dir / f"{ag['cert']}.key").read_bytes()
-        crt = (ca_dir / f"{ag['cert']}.crt").read_bytes()
-        creds = grpc.ssl_server_credentials([(key, crt)], root_certificates=(ca_dir / "ca.crt").read_bytes(), require_client_auth=True)
-        self.agents = grpc.server(ThreadPoolExecutor(max_workers=8))
-        def handler(fn):
-            return grpc.unary_unary_rpc_method_handler(lambda req, ctx: fn(self._client(ctx), req, ctx),
-                                                       request_deserializer=lambda b: json.loads(b or b"{}"),
-                                                       response_serializer=lambda o: json.dumps(o).encode())
-        self.agents.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("p4sec.Agent", {
-            "List": handler(self._agent_list), "Up": handler(self._agent_up), "Ready": handler(self._agent_ready),
-            "Down": handler(self._agent_down), "Renew": handler(self._agent_renew), "RenewReady": handler(self._agent_renew_ready)}),))
-        self.agents.add_secure_port(ag["listen"], creds)
-        self.agents.start()
-
     def _client(self, ctx):
-        import grpc
-        from . import ca
-        pem = (ctx.auth_context().get("x509_pem_cert") or [b""])[0]
-        if not pem:
-            ctx.abort(grpc.StatusCode.UNAUTHENTICATED, "a client certificate is required")
-        cn, serial = ca.identity(pem)
-        try:
-            revoked = ca.revoked_serials(self.cfg["agents"]["ca"])
-        except ca.RevocationListError as e:
-            # fail closed: without a usable list nobody is known not to be revoked
-            logging.error("agent %s: refused, the revocation list is unusable: %s", cn, e)
-            ctx.abort(grpc.StatusCode.UNAVAILABLE, "the controller cannot read its certificate revocation list; try again later")
-        if serial in revoked:
-            logging.warning("agent %s: refused, its certificate (serial %d) is revoked", cn, serial)
-            ctx.abort(grpc.StatusCode.PERMISSION_DENIED, f"the certificate of {cn} is revoked")
-        if cn not in self.cfg["clients"]:
-            ctx.abort(grpc.StatusCode.PERMISSION_DENIED, f"{cn} is not a client of this controller")
-        return cn
+        return admit_client(self.cfg, ctx)
 
     def _allowed(self, client, req, ctx):
-        import grpc
-        p = req.get("profile")
-        if p not in self.cfg["clients"][client]:
-            ctx.abort(grpc.StatusCode.PERMISSION_DENIED, f"{client} may not use profile {p!r}")
-        return self.cfg["hosts"][p]
-
-    def _agent_list(self, client, req, ctx):
-        return {"client": client, "profiles": self.cfg["clients"][client]}
+        return allowed_profile(self.cfg, client, req, ctx)
 
     def _inner_address(self, client, profile):
         """The client's address inside the site: the same one every time (kept in the database)."""
@@ -332,11 +292,170 @@ class Service:
         return {"down": self._host_op(self.ctl.host_down, client, req, ctx)[1]}
 
     def close(self):
-        if getattr(self, "agents", None) is not None:
-            self.agents.stop(0)
         self.ctl.close()
         for s in self.switches:
             s.close()
+
+
+# ---------------------------------------------------------------------- the agents' endpoint (host-to-site)
+
+FORWARDED_CLIENT, FORWARDED_SERIAL = "p4sec-forwarded-client", "p4sec-forwarded-serial"
+AGENT_METHODS = ("List", "Up", "Ready", "Down", "Renew", "RenewReady")
+
+
+def admit_client(cfg, ctx):
+    """The agent calling (the common name of its certificate), once its certificate is known not to be revoked
+    and it is a client of this controller; the call is aborted otherwise."""
+    import grpc
+    from . import ca
+    pem = (ctx.auth_context().get("x509_pem_cert") or [b""])[0]
+    if not pem:
+        ctx.abort(grpc.StatusCode.UNAUTHENTICATED, "a client certificate is required")
+    cn, serial = ca.identity(pem)
+    return admit_identity(cfg, cn, serial, ctx)
+
+
+def admit_identity(cfg, cn, serial, ctx):
+    """`cn` (its certificate's serial `serial`) if it is not revoked and a client of this controller."""
+    import grpc
+    from . import ca
+    try:
+        revoked = ca.revoked_serials(cfg["agents"]["ca"])
+    except ca.RevocationListError as e:
+        # fail closed: without a usable list nobody is known not to be revoked
+        logging.error("agent %s: refused, the revocation list is unusable: %s", cn, e)
+        ctx.abort(grpc.StatusCode.UNAVAILABLE, "the controller cannot read its certificate revocation list; try again later")
+    if serial in revoked:
+        logging.warning("agent %s: refused, its certificate (serial %d) is revoked", cn, serial)
+        ctx.abort(grpc.StatusCode.PERMISSION_DENIED, f"the certificate of {cn} is revoked")
+    if cn not in cfg["clients"]:
+        ctx.abort(grpc.StatusCode.PERMISSION_DENIED, f"{cn} is not a client of this controller")
+    return cn
+
+
+def allowed_profile(cfg, client, req, ctx):
+    """The host profile the request names, if `client` may use it (the call is aborted otherwise)."""
+    import grpc
+    p = req.get("profile")
+    if p not in cfg["clients"][client]:
+        ctx.abort(grpc.StatusCode.PERMISSION_DENIED, f"{client} may not use profile {p!r}")
+    return cfg["hosts"][p]
+
+
+def is_replica_cert(pem, name):
+    """Whether `pem` is the certificate of a controller replica: common name `name` (the agents' `cert`) and a
+    server certificate (issued with `p4sec-ca issue --server`; an agent's certificate never is one)."""
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    cert = x509.load_pem_x509_certificate(pem)
+    cn = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    try:
+        eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    except x509.ExtensionNotFound:
+        return False
+    return bool(cn) and cn[0].value == name and ExtendedKeyUsageOID.SERVER_AUTH in eku
+
+
+class AgentEndpoint:
+    """The agents' gRPC endpoint (service p4sec.Agent, JSON messages, mutual TLS), on every replica.
+
+    Every call is admitted here, on the replica that receives it: the agent's certificate (verified by TLS against
+    the CA), its serial against the revocation list, its client name and profile. The replica that leads then
+    runs it (`service()` gives its Service). A follower (`service()` is None) runs nothing itself: it forwards the
+    admitted call to the leader's endpoint (`leader()` gives its address) over mutual TLS with its own certificate
+    (the controller's, a server certificate), naming the client and its certificate's serial in the call's
+    metadata, and returns the leader's answer or error. The leader trusts that metadata only from a replica's
+    certificate, checks the client again, and runs a forwarded call only while it leads (otherwise UNAVAILABLE:
+    no call travels further, and the agent asks again). Agents retry UNAVAILABLE, so a call made while the lease
+    changes hands lands on the next leader."""
+
+    def __init__(self, cfg, service, leader=None):
+        self.cfg, self.service, self.leader = cfg, service, leader
+        ag = cfg["agents"]
+        self.ca_dir = pathlib.Path(ag["ca"])
+        self.name = ag["cert"]
+        self.key = (self.ca_dir / f"{ag['cert']}.key").read_bytes()
+        self.crt = (self.ca_dir / f"{ag['cert']}.crt").read_bytes()
+        self.root = (self.ca_dir / "ca.crt").read_bytes()
+        self.channels = {}
+        self.lock = threading.Lock()
+        self.server = None
+
+    def start(self):
+        import grpc
+        from concurrent.futures import ThreadPoolExecutor
+        creds = grpc.ssl_server_credentials([(self.key, self.crt)], root_certificates=self.root, require_client_auth=True)
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=8))
+        handlers = {m: grpc.unary_unary_rpc_method_handler(lambda req, ctx, m=m: self.call(m, req, ctx),
+                                                           request_deserializer=lambda b: json.loads(b or b"{}"),
+                                                           response_serializer=lambda o: json.dumps(o).encode())
+                    for m in AGENT_METHODS}
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("p4sec.Agent", handlers),))
+        self.server.add_secure_port(self.cfg["agents"]["listen"], creds)
+        self.server.start()
+        return self
+
+    def _admit(self, ctx):
+        """(client, forwarded): the agent calling, directly or through a replica."""
+        import grpc
+        from . import ca
+        md = dict(ctx.invocation_metadata() or ())
+        if FORWARDED_CLIENT not in md:
+            return admit_client(self.cfg, ctx), False
+        pem = (ctx.auth_context().get("x509_pem_cert") or [b""])[0]
+        if not pem or not is_replica_cert(pem, self.name):
+            ctx.abort(grpc.StatusCode.PERMISSION_DENIED, "only a controller replica may forward an agent's call")
+        try:
+            revoked = ca.revoked_serials(self.ca_dir)
+        except ca.RevocationListError as e:
+            logging.error("a call forwarded by a replica: refused, the revocation list is unusable: %s", e)
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "the controller cannot read its certificate revocation list; try again later")
+        if ca.identity(pem)[1] in revoked:
+            ctx.abort(grpc.StatusCode.PERMISSION_DENIED, "the forwarding replica's certificate is revoked")
+        try:
+            serial = int(md.get(FORWARDED_SERIAL, ""))
+        except ValueError:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "a forwarded call names its client's certificate serial")
+        return admit_identity(self.cfg, md[FORWARDED_CLIENT], serial, ctx), True
+
+    def call(self, method, req, ctx):
+        import grpc
+        from . import ca
+        client, forwarded = self._admit(ctx)
+        if method == "List":
+            return {"client": client, "profiles": self.cfg["clients"][client]}
+        allowed_profile(self.cfg, client, req, ctx)
+        svc = self.service()
+        if svc is not None:
+            return getattr(svc, "_agent_" + {"Up": "up", "Ready": "ready", "Down": "down", "Renew": "renew",
+                                             "RenewReady": "renew_ready"}[method])(client, req, ctx)
+        if forwarded:
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "this replica does not lead (the lease is changing hands); try again")
+        address = self.leader() if self.leader else None
+        if not address:
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "no replica leads right now (one takes over within the lease); try again")
+        pem = ctx.auth_context().get("x509_pem_cert")[0]
+        rpc = self._channel(address).unary_unary(f"/p4sec.Agent/{method}", request_serializer=lambda o: json.dumps(o).encode(),
+                                                 response_deserializer=json.loads)
+        try:
+            return rpc(req, timeout=30, metadata=((FORWARDED_CLIENT, client), (FORWARDED_SERIAL, str(ca.identity(pem)[1]))))
+        except grpc.RpcError as e:
+            ctx.abort(e.code(), e.details() or f"the leader at {address} did not answer")
+
+    def _channel(self, address):
+        import grpc
+        with self.lock:
+            ch = self.channels.get(address)
+            if ch is None:
+                creds = grpc.ssl_channel_credentials(self.root, self.key, self.crt)
+                ch = self.channels[address] = grpc.secure_channel(address, creds, options=[("grpc.ssl_target_name_override", self.name)])
+            return ch
+
+    def stop(self):
+        if self.server is not None:
+            self.server.stop(0)
+        for ch in self.channels.values():
+            ch.close()
 
 
 def make_handler(svc, replica=None):
@@ -419,9 +538,13 @@ def run_replica(cfg):
     from . import ha
     rcfg = cfg["ha"]
     host, port = cfg.get("rest", "127.0.0.1:8080").rsplit(":", 1)
-    lease = ha.Lease(cfg["store"]["postgres"], rcfg["name"], float(rcfg.get("lease", 2.0)), rest=f"{host}:{port}")
+    ag = cfg.get("agents")
+    lease = ha.Lease(cfg["store"]["postgres"], rcfg["name"], float(rcfg.get("lease", 2.0)), rest=f"{host}:{port}",
+                     agents=(ag.get("advertise") or ag["listen"]) if ag else None)
     replica = {"name": rcfg["name"], "lease": lease, "svc": None, "term": None}
     httpd = ThreadingHTTPServer((host, int(port)), make_handler(lambda: replica["svc"], replica))
+    # the agents' endpoint answers on every replica: a follower forwards to the leader's
+    agents = AgentEndpoint(cfg, lambda: replica["svc"], lambda: lease.leader("agents")[2]).start() if ag else None
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -430,17 +553,19 @@ def run_replica(cfg):
     term = lease.wait(stop)
     if term is None:
         httpd.shutdown()
+        if agents is not None:
+            agents.stop()
         return
     lease.keep(lambda: ha.exit_deposed("the lease could not be renewed"))
     t0 = time.time()
     svc = Service(cfg, db=ha.PgDb(cfg["store"]["postgres"], rcfg["name"], term), election_id=term)
-    if cfg.get("agents"):
-        svc.start_agents()
     replica["svc"], replica["term"] = svc, term
     logging.info("p4sec-controller: replica %s leads (term %d, election id %d; took %.2f s)", rcfg["name"], term, term, time.time() - t0)
     print(f"p4sec-controller: replica {rcfg['name']} leads (term {term})", flush=True)
     stop.wait()
     httpd.shutdown()
+    if agents is not None:
+        agents.stop()
     svc.close()
 
 
@@ -449,8 +574,9 @@ def run(config_path):
     if cfg.get("store", {}).get("postgres"):
         return run_replica(cfg)
     svc = Service(cfg)
+    agents = None
     if cfg.get("agents"):
-        svc.start_agents()
+        agents = AgentEndpoint(cfg, lambda: svc).start()
         logging.info("p4sec-controller: agents' endpoint on %s (mutual TLS)", cfg["agents"]["listen"])
     host, port = cfg.get("rest", "127.0.0.1:8080").rsplit(":", 1)
     httpd = ThreadingHTTPServer((host, int(port)), make_handler(svc))
@@ -462,6 +588,8 @@ def run(config_path):
     print(f"p4sec-controller: ready, REST API on http://{host}:{port}", flush=True)
     stop.wait()
     httpd.shutdown()
+    if agents is not None:
+        agents.stop()
     svc.close()
 
 

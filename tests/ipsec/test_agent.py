@@ -1,6 +1,7 @@
 """Host-to-site with the client agent (userspace backend): a road-warrior namespace reaches a site host through
 S1; the agent gets its SAs from the controller over mutual TLS and runs p4sec on a TUN port; the WAN carries ESP;
 a revoked certificate locks the client out; the CA and agent refuse bad input precisely."""
+import contextlib
 import json
 import os
 import subprocess
@@ -59,38 +60,42 @@ def test_ca_refuses_bad_input(tmp_path):
     assert serial in ca.revoked_serials(tmp_path / "ca")
 
 
-@pytest.fixture
-def site(p4sec_bin, tmp_path):
+@contextlib.contextmanager
+def road_warrior_site(tmp_path):
+    """The site behind S1 (namespace n1: host h1 10.1.0.1/16 on S1's port 1 `a1`) and a road warrior (namespace rw:
+    198.51.100.7/24 on rw0, the WAN to S1's port 2 `wa`), a CA in tmp_path/ca with the controller's certificate
+    and alice's, bob's and mallory's; the names, removed again afterwards."""
     t = uuid.uuid4().hex[:5]
     n1, rw = f"ag1{t}", f"agr{t}"
     h1, a1, rw0, wa = f"h1{t}", f"a1{t}", f"rw{t}", f"wa{t}"
-    for n in (n1, rw):
-        sh("ip", "netns", "add", n)
-        sh("ip", "netns", "exec", n, "ip", "link", "set", "lo", "up")
-    for host, sw, n, addr in ((h1, a1, n1, "10.1.0.1/16"), (rw0, wa, rw, "198.51.100.7/24")):
-        sh("ip", "link", "add", host, "type", "veth", "peer", "name", sw)
-        sh("ip", "link", "set", host, "netns", n)
-        sh("ip", "netns", "exec", n, "ip", "link", "set", host, "up")
-        sh("ip", "netns", "exec", n, "ip", "addr", "add", addr, "dev", host)
-        sh("ip", "netns", "exec", n, "ethtool", "-K", host, "tx", "off", check=False)
-        sh("ip", "link", "set", sw, "up")
-    h1_mac = sh("ip", "netns", "exec", n1, "cat", f"/sys/class/net/{h1}/address").stdout.strip()
-    sh("ip", "netns", "exec", n1, "ip", "neigh", "replace", "10.1.255.254", "lladdr", "02:00:00:00:00:01", "dev", h1)
-    sh("ip", "netns", "exec", n1, "ip", "route", "add", "10.9.0.0/24", "via", "10.1.255.254")
-    cadir = tmp_path / "ca"
-    ca.init(cadir)
-    ca.issue(cadir, "controller", server=True)
-    for c in ("alice", "bob", "mallory"):
-        ca.issue(cadir, c)
-    out = tmp_path / "gw"
-    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(out)], check=True)
-    port, rest = free_port(), free_port()
-    sock = tmp_path / "agents.sock"
-    cfg = tmp_path / "ctl.yaml"
-    cfg.write_text(f"""db: {tmp_path / 'ctl.db'}
-program: {out}
-rest: 127.0.0.1:{rest}
-gateways:
+    try:
+        for n in (n1, rw):
+            sh("ip", "netns", "add", n)
+            sh("ip", "netns", "exec", n, "ip", "link", "set", "lo", "up")
+        for host, sw, n, addr in ((h1, a1, n1, "10.1.0.1/16"), (rw0, wa, rw, "198.51.100.7/24")):
+            sh("ip", "link", "add", host, "type", "veth", "peer", "name", sw)
+            sh("ip", "link", "set", host, "netns", n)
+            sh("ip", "netns", "exec", n, "ip", "link", "set", host, "up")
+            sh("ip", "netns", "exec", n, "ip", "addr", "add", addr, "dev", host)
+            sh("ip", "netns", "exec", n, "ethtool", "-K", host, "tx", "off", check=False)
+            sh("ip", "link", "set", sw, "up")
+        h1_mac = sh("ip", "netns", "exec", n1, "cat", f"/sys/class/net/{h1}/address").stdout.strip()
+        sh("ip", "netns", "exec", n1, "ip", "neigh", "replace", "10.1.255.254", "lladdr", "02:00:00:00:00:01", "dev", h1)
+        sh("ip", "netns", "exec", n1, "ip", "route", "add", "10.9.0.0/24", "via", "10.1.255.254")
+        cadir = tmp_path / "ca"
+        ca.init(cadir)
+        ca.issue(cadir, "controller", server=True)
+        for c in ("alice", "bob", "mallory"):
+            ca.issue(cadir, c)
+        yield {"n1": n1, "rw": rw, "h1": h1, "a1": a1, "rw0": rw0, "wa": wa, "h1_mac": h1_mac, "cadir": cadir}
+    finally:
+        for n in (n1, rw):
+            sh("ip", "netns", "del", n, check=False)
+        for i in (a1, wa):
+            sh("ip", "link", "del", i, check=False)
+
+
+GATEWAY_S1 = """gateways:
   - {{name: S1, grpc: "127.0.0.1:{port}", address: 192.0.2.1,
      lan: {{prefix: 10.1.0.0/16, port: 1, mac: "{h1_mac}"}}, wan: {{prefix: 203.0.113.0/24, port: 2, mac: "02:00:00:00:00:99"}}}}
 host_profiles:
@@ -98,8 +103,38 @@ host_profiles:
 clients:
   - {{name: alice, profiles: [office]}}
   - {{name: bob, profiles: []}}
-agents: {{listen: "unix:{sock}", ca: {cadir}, cert: controller}}
-""")
+"""
+
+
+def agent_command(net, sock, client, *args):
+    """`p4sec-agent` in the road warrior's namespace with `client`'s certificate, to the endpoint at unix:`sock`."""
+    cadir = net["cadir"]
+    return ["ip", "netns", "exec", net["rw"], sys.executable, "-m", "p4sec.agent", "--controller", f"unix:{sock}", "--ca", str(cadir / "ca.crt"),
+            "--cert", str(cadir / f"{client}.crt"), "--key", str(cadir / f"{client}.key"), *args]
+
+
+def echo_server(net):
+    """The UDP echo server on the site host, once it listens."""
+    echo = subprocess.Popen(["ip", "netns", "exec", net["n1"], sys.executable, "-c", ECHO], stdout=subprocess.PIPE, text=True)
+    assert echo.stdout.readline().strip() == "ready"
+    return echo
+
+
+@pytest.fixture
+def site(p4sec_bin, tmp_path):
+    with road_warrior_site(tmp_path) as net:
+        yield from _site(p4sec_bin, tmp_path, net)
+
+
+def _site(p4sec_bin, tmp_path, net):
+    rw, a1, wa, rw0, h1_mac, cadir = net["rw"], net["a1"], net["wa"], net["rw0"], net["h1_mac"], net["cadir"]
+    out = tmp_path / "gw"
+    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(out)], check=True)
+    port, rest = free_port(), free_port()
+    sock = tmp_path / "agents.sock"
+    cfg = tmp_path / "ctl.yaml"
+    cfg.write_text(f"db: {tmp_path / 'ctl.db'}\nprogram: {out}\nrest: 127.0.0.1:{rest}\n" + GATEWAY_S1.format(port=port, h1_mac=h1_mac)
+                   + f'agents: {{listen: "unix:{sock}", ca: {cadir}, cert: controller}}\n')
     procs = [subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={a1}", "--port", f"2={wa}"],
                               stderr=subprocess.DEVNULL)]
     time.sleep(0.5)
@@ -117,13 +152,10 @@ agents: {{listen: "unix:{sock}", ca: {cadir}, cert: controller}}
         ctl[0].terminate()
         ctl[0].wait(timeout=20)
         ctl[0] = start_controller()
-    echo = subprocess.Popen(["ip", "netns", "exec", n1, sys.executable, "-c", ECHO], stdout=subprocess.PIPE, text=True)
-    procs.append(echo)
-    assert echo.stdout.readline().strip() == "ready"
+    procs.append(echo_server(net))
 
     def agent(client, *args, background=False):
-        cmd = ["ip", "netns", "exec", rw, sys.executable, "-m", "p4sec.agent", "--controller", f"unix:{sock}", "--ca", str(cadir / "ca.crt"),
-               "--cert", str(cadir / f"{client}.crt"), "--key", str(cadir / f"{client}.key"), *args]
+        cmd = agent_command(net, sock, client, *args)
         if background:
             return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
@@ -134,10 +166,6 @@ agents: {{listen: "unix:{sock}", ca: {cadir}, cert: controller}}
         if p.poll() is None:
             p.terminate()
             p.wait(timeout=10)
-    for n in (n1, rw):
-        sh("ip", "netns", "del", n, check=False)
-    for i in (a1, wa):
-        sh("ip", "link", "del", i, check=False)
 
 
 def test_road_warrior_reaches_the_site_and_revocation_locks_it_out(site):

@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from ctlrig import compile_gateway, start_controller, start_switches, stop, write_config
+from ctlrig import compile_gateway, listening, start_controller, start_switches, stop, switch, write_config
 from p4sec.netns import free_port
 from test_site_to_site import net  # noqa: F401 (fixture)
 from test_vpn_suites_and_renewal import STREAM
@@ -193,3 +193,87 @@ def test_leader_killed_then_paused_during_renewals(p4sec_bin, net, tmp_path, pos
         assert log_sw.count("is now the primary controller") >= 6, "each switch saw three primaries"
     finally:
         stop([*reps.values(), *switches.values()])
+
+
+SPOOF = r"""
+import grpc, json, sys
+ca, crt, key, sock = sys.argv[1:5]
+creds = grpc.ssl_channel_credentials(open(ca, "rb").read(), open(key, "rb").read(), open(crt, "rb").read())
+ch = grpc.secure_channel(f"unix:{sock}", creds, options=[("grpc.ssl_target_name_override", "controller")])
+rpc = ch.unary_unary("/p4sec.Agent/Down", request_serializer=lambda o: json.dumps(o).encode(), response_deserializer=json.loads)
+try:
+    print(rpc({"profile": "office"}, timeout=10, metadata=(("p4sec-forwarded-client", "alice"), ("p4sec-forwarded-serial", "1"))))
+except grpc.RpcError as e:
+    print(e.code().name, e.details())
+"""
+
+
+def test_an_agent_pointed_at_a_follower(p4sec_bin, tmp_path, postgres):
+    """The agents' endpoint answers on every replica: a road warrior whose agent knows only the follower gets its
+    SAs (phase 1 and 2) and its renewals, the follower admitting each call (certificate, revocation, profile) and
+    forwarding it to the leader without leading itself; a client cannot pose as a forwarding replica."""
+    from p4sec import ca
+    from test_agent import GATEWAY_S1, PING, agent_command, echo_server, road_warrior_site
+    with road_warrior_site(tmp_path) as net:
+        program = compile_gateway(p4sec_bin, tmp_path / "gw")
+        port = free_port()
+        procs = [switch(p4sec_bin, port, net["a1"], net["wa"], open(tmp_path / "switch.log", "w"))]
+        listening(port)
+        rests = {"r1": free_port(), "r2": free_port()}
+        socks = {n: tmp_path / f"{n}.sock" for n in rests}
+        log = lambda n: (tmp_path / f"{n}.log").read_text()
+        try:
+            for name, rest in rests.items():
+                cfg = tmp_path / f"{name}.yaml"
+                cfg.write_text(f'store: {{postgres: "{postgres}"}}\nha: {{name: {name}, lease: 1.5}}\nprogram: {program}\nrest: 127.0.0.1:{rest}\n'
+                               + GATEWAY_S1.format(port=port, h1_mac=net["h1_mac"])
+                               + f'agents: {{listen: "unix:{socks[name]}", ca: {net["cadir"]}, cert: controller}}\n')
+                procs.append(start_controller(cfg, tmp_path / f"{name}.log"))
+                if name == "r1":
+                    assert wait_leader({"r1": rest}, 20)[0] == "r1", log("r1")
+            procs.append(echo_server(net))
+
+            def agent(client, *args):
+                return subprocess.run(agent_command(net, socks["r2"], client, *args), capture_output=True, text=True, timeout=60)
+            r = agent("alice", "list")
+            assert r.returncode == 0 and "alice: office" in r.stdout, r.stderr
+            r = agent("bob", "up", "office", "--wan", net["rw0"])
+            assert r.returncode == 1 and "PERMISSION_DENIED" in r.stderr and "may not use profile" in r.stderr
+            r = agent("mallory", "list")
+            assert r.returncode == 1 and "not a client" in r.stderr
+
+            up = subprocess.Popen(agent_command(net, socks["r2"], "alice", "up", "office", "--wan", net["rw0"], "--p4sec", str(p4sec_bin)),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            procs.append(up)
+            line = up.stdout.readline()
+            assert line.startswith("up: office@alice inner 10.9.0.1/32 -> site 10.1.0.0/16"), line or up.stderr.read()
+            # echoes until two renewals (soft limit 60 packets) went through the follower; none is lost
+            renewals, state = [], {}
+            for _ in range(20):
+                ping = subprocess.run(["ip", "netns", "exec", net["rw"], sys.executable, "-c", PING, "10.1.0.1", "100"],
+                                      capture_output=True, text=True, timeout=120)
+                assert ping.stdout.strip() == "100", ping.stdout + ping.stderr
+                state = get(rests["r2"], "/tunnels/office@alice")
+                renewals = [e["what"] for e in state["events"] if "host renewal" in e["what"] and "SAD-enc" in e["what"]]
+                if len(renewals) >= 2:
+                    break
+            assert state["state"] == "up" and any("host phase 2" in e["what"] for e in state["events"]), state
+            assert len(renewals) >= 2, state["events"]
+            # the follower forwarded, it never led: the leader did the work
+            assert get(rests["r2"], "/replica") == {"name": "r2", "leader": False, "term": None}
+            assert "host phase 1 for alice" in log("r1") and "host phase 1" not in log("r2")
+
+            # a client posing as a replica (its own certificate, a forwarded call's metadata) is refused by the leader
+            cadir = net["cadir"]
+            r = subprocess.run([sys.executable, "-c", SPOOF, str(cadir / "ca.crt"), str(cadir / "alice.crt"), str(cadir / "alice.key"),
+                                str(socks["r1"])], capture_output=True, text=True, timeout=30)
+            assert r.stdout.startswith("PERMISSION_DENIED only a controller replica may forward"), r.stdout + r.stderr
+            # revocation is checked on the replica the agent calls
+            ca.revoke(cadir, "alice")
+            r = agent("alice", "down", "office")
+            assert r.returncode == 1 and "revoked" in r.stderr, r.stderr
+            assert "alice: refused, its certificate" in log("r2")
+            up.terminate()
+            up.wait(timeout=20)
+        finally:
+            stop(procs)
