@@ -5,26 +5,22 @@ dying (SIGSTOP: gone for the others, but alive): the third replica must lead wit
 leader does may land: the switches refuse a Write with its election id as not primary, the store refuses a commit
 with its lease (holder, term), and when it resumes it finds itself deposed and exits. The stream loses no packet
 all along, and the switches hold exactly the recorded state at the end."""
-import glob
 import json
 import os
-import pwd
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
 import pytest
 
 from ctlrig import compile_gateway, listening, start_controller, start_switches, stop, switch, write_config
+from p4sec.bench import store
 from p4sec.netns import free_port
 from test_site_to_site import net  # noqa: F401 (fixture)
 from test_vpn_suites_and_renewal import STREAM
 
-PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
 try:
     import psycopg2  # noqa: F401
     HAVE_PSYCOPG = True
@@ -32,28 +28,15 @@ except ImportError:
     HAVE_PSYCOPG = False
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
-              pytest.mark.skipif(not PG_BIN, reason="PostgreSQL is not installed (./scripts/setup installs it)"),
+              pytest.mark.skipif(not store.pg_bin(), reason="PostgreSQL is not installed (./scripts/setup installs it)"),
               pytest.mark.skipif(not HAVE_PSYCOPG, reason="psycopg2 is not installed (./scripts/setup installs it)")]
 
 
 @pytest.fixture
 def postgres():
-    """A PostgreSQL server of its own (unix socket only), trust authentication, database p4sec."""
-    bin_ = PG_BIN[-1]
-    work = tempfile.mkdtemp(prefix="p4sec-pg-")
-    pw = pwd.getpwnam("postgres")
-    os.chown(work, pw.pw_uid, pw.pw_gid)
-    port = free_port()
-    as_pg = ["runuser", "-u", "postgres", "--"]
-    subprocess.run(as_pg + [f"{bin_}/initdb", "-D", f"{work}/data", "--auth=trust", "-U", "postgres"], check=True, capture_output=True)
-    subprocess.run(as_pg + [f"{bin_}/pg_ctl", "-D", f"{work}/data", "-l", f"{work}/log", "-w", "-o",
-                            f"-k {work} -p {port} -c listen_addresses='' -c fsync=off", "start"], check=True, capture_output=True)
-    try:
-        subprocess.run(as_pg + [f"{bin_}/createdb", "-h", work, "-p", str(port), "p4sec"], check=True, capture_output=True)
-        yield f"host={work} port={port} dbname=p4sec user=postgres"
-    finally:
-        subprocess.run(as_pg + [f"{bin_}/pg_ctl", "-D", f"{work}/data", "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
+    """A PostgreSQL server of its own (unix socket only, fsync off: a test), database p4sec; its DSN."""
+    with store.postgres(fsync=False) as dsn:
+        yield dsn
 
 
 def replica_config(tmp_path, name, dsn, pa, pb, rest, program, extra=""):
