@@ -1,20 +1,17 @@
 //! Top-level declarations, the v1model package, parser and control instances, tables and instantiations.
 
-use super::*;
+use super::annotations::*;
+use super::env::*;
+use super::lowerer::{err, Lowerer, Pipeline};
 use crate::ast::ExprKind;
+use crate::ast::{self, Span};
+use crate::diag::{Diagnostic, PResult};
+use crate::types::*;
 use num_bigint::BigInt;
 use num_traits::ToPrimitive;
+use p4sec_ir as ir;
 use std::cell::RefCell;
-
-fn err<T>(span: Span, msg: impl Into<String>) -> PResult<T> {
-    Err(Diagnostic::new(span, msg))
-}
-
-/// The lowered v1model pipeline blocks.
-pub struct Pipeline {
-    pub parser: ir::Parser,
-    pub blocks: Vec<ir::Control>,
-}
+use std::rc::Rc;
 
 impl<'t> Lowerer<'t> {
     pub fn declare_globals(&mut self, prog: &ast::Program) -> PResult<()> {
@@ -75,7 +72,7 @@ impl<'t> Lowerer<'t> {
                             name: f.name.name.clone(),
                             ty,
                             field_lists: annotation_ints(&f.annos, "field_list").unwrap_or_default().into_iter().map(|x| x as u32).collect(),
-                            match_kind: super::annotation_ident(&f.annos, "match"),
+                            match_kind: annotation_ident(&f.annos, "match"),
                             cp_name: annotation_str(&f.annos, "name"),
                             new_type: self.new_type_name(&f.ty),
                         });
@@ -151,7 +148,7 @@ impl<'t> Lowerer<'t> {
                 let ty = self.resolve_type(scope, &t.ty)?;
                 if t.is_newtype {
                     if let Some(w) = ty.scalar_width() {
-                        self.newtypes.insert(t.name.name.clone(), (w, super::p4info_annos(&t.annos).annotations));
+                        self.newtypes.insert(t.name.name.clone(), (w, p4info_annos(&t.annos).annotations));
                     }
                 }
                 scope.define(&t.name.name, Binding::Type(ty));

@@ -1,11 +1,14 @@
 //! Lowering parser instances: states, extractions, sub-parser calls and transitions.
 
-use super::*;
+use super::env::*;
+use super::lowerer::{err, Lowerer};
 use crate::ast::ExprKind;
-
-fn err<T>(span: Span, msg: impl Into<String>) -> PResult<T> {
-    Err(Diagnostic::new(span, msg))
-}
+use crate::ast::{self, Span};
+use crate::diag::{Diagnostic, PResult};
+use crate::types::*;
+use p4sec_ir as ir;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 impl<'t> Lowerer<'t> {
     // ---------------------------------------------------------------- parsers

@@ -1,13 +1,16 @@
 //! Lowering tables: keys, match kinds, action references and calls, const entries and table externs.
 
-use super::*;
+use super::annotations::*;
+use super::env::*;
+use super::lowerer::{err, Lowerer};
 use crate::ast::ExprKind;
+use crate::ast::{self, Span};
+use crate::diag::PResult;
+use crate::types::*;
 use num_bigint::BigInt;
 use num_traits::ToPrimitive;
-
-fn err<T>(span: Span, msg: impl Into<String>) -> PResult<T> {
-    Err(Diagnostic::new(span, msg))
-}
+use p4sec_ir as ir;
+use std::rc::Rc;
 
 impl<'t> Lowerer<'t> {
     pub(super) fn const_of(&mut self, scope: &Rc<Scope>, e: &ast::Expr, t: &Ty) -> PResult<ir::Value> {
@@ -410,5 +413,28 @@ impl<'t> Lowerer<'t> {
         let s: String = self.text.get(span.lo as usize..span.hi as usize).unwrap_or("").chars().filter(|c| !c.is_whitespace()).collect();
         // the reference compiler names validity keys `x.$valid$`
         s.replace(".isValid()", ".$valid$")
+    }
+}
+
+impl<'t> Lowerer<'t> {
+    /// The new type of a key expression: a cast to a new type, a variable or a field `base.f` declared with one.
+    pub fn key_new_type(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> Option<String> {
+        if let ast::ExprKind::Cast(t, _) = &e.kind {
+            return self.new_type_name(t);
+        }
+        if let ast::ExprKind::Name(_) = &e.kind {
+            let (v, _) = self.capture(|l| l.expr(scope, e, None)).ok()?;
+            return match v {
+                Val::Place(Place::Scalar(ir::LValue::Static(l), _)) => self.var_new_types.get(&l.slot).cloned(),
+                _ => None,
+            };
+        }
+        let ast::ExprKind::Member(base, f) = &e.kind else { return None };
+        let (v, _) = self.capture(|l| l.expr(scope, base, None)).ok()?;
+        let Val::Place(p) = v else { return None };
+        match p.ty() {
+            Ty::Agg(a) => a.fields.iter().find(|x| x.name == f.name)?.new_type.clone(),
+            _ => None,
+        }
     }
 }
