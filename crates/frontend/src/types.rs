@@ -93,6 +93,17 @@ impl Ty {
     pub fn is_scalar(&self) -> bool {
         self.scalar_width().is_some()
     }
+    /// True if a header may have a field of this type: `bit<W>`, `int<W>`, `varbit<W>`, `bool`, a serializable
+    /// enum, or a struct whose fields are all of such types except varbit (structs of structs included), as the
+    /// P4_16 spec allows. A struct field is stored flattened, its leaves in declaration (= wire) order.
+    pub fn fits_in_header(&self) -> bool {
+        match self {
+            Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool => true,
+            Ty::Enum(e) => e.repr.is_some(),
+            Ty::Agg(a) => a.kind == crate::ast::AggregateKind::Struct && a.fields.iter().all(|f| !matches!(f.ty, Ty::Varbit(_)) && f.ty.fits_in_header()),
+            _ => false,
+        }
+    }
     pub fn is_header(&self) -> bool {
         matches!(self, Ty::Agg(a) if a.kind == crate::ast::AggregateKind::Header)
     }

@@ -63,8 +63,7 @@ impl<'t> Lowerer<'t> {
                     for f in &a.fields {
                         let ty = self.resolve_type(scope, &f.ty)?;
                         if a.kind == ast::AggregateKind::Header {
-                            let ok = matches!(ty, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool) || matches!(&ty, Ty::Enum(e) if e.repr.is_some());
-                            if !ok {
+                            if !ty.fits_in_header() {
                                 return err(f.name.span, format!("header field `{}` cannot have type {ty}", f.name.name));
                             }
                         }
@@ -666,6 +665,12 @@ impl<'t> Lowerer<'t> {
             let mut params = vec![];
             for (p, a) in decl.sig.params.iter().zip(ordered.iter()) {
                 let t = self.resolve_type(&cscope, &p.ty)?;
+                if p.dir.is_none() && matches!(t, Ty::Extern(..)) {
+                    // a parameter of extern type names the caller's instance
+                    let inst = self.extern_argument(caller, p, a.as_ref(), &t, span)?;
+                    cscope.define(&p.name.name, Binding::Instance(inst));
+                    continue;
+                }
                 let dir = p.dir.unwrap_or(ast::Direction::In);
                 let place = self.alloc(&t, &format!("{name}.{}", p.name.name), p.name.span)?;
                 let _ = a;
@@ -683,11 +688,31 @@ impl<'t> Lowerer<'t> {
             self.copy_in_and_run(caller, decl, &cscope, &ordered, init, span)?;
         } else {
             let cscope = state.borrow().as_ref().unwrap().scope.clone();
+            for (p, a) in decl.sig.params.iter().zip(ordered.iter()) {
+                if let Some(Binding::Instance(first)) = cscope.names.borrow().get(&p.name.name).cloned() {
+                    let t = self.resolve_type(&cscope, &p.ty)?;
+                    let inst = self.extern_argument(caller, p, a.as_ref(), &t, span)?;
+                    if !Rc::ptr_eq(&first, &inst) {
+                        return err(a.as_ref().map(|a| a.span).unwrap_or(span), format!("control instance `{name}` is applied with another extern instance for `{}` than at its first apply, which p4sec does not support", p.name.name));
+                    }
+                }
+            }
             self.copy_in_and_run(caller, decl, &cscope, &ordered, vec![], span)?;
         }
         self.path = saved_path;
         self.inline_depth -= 1;
         Ok(())
+    }
+
+    /// The extern instance passed for the directionless parameter `p` of extern type `t`.
+    fn extern_argument(&mut self, caller: &Rc<Scope>, p: &ast::Param, a: Option<&ast::Expr>, t: &Ty, span: Span) -> PResult<Rc<Instance>> {
+        let Some(a) = a else {
+            return err(span, format!("missing argument for `{}`", p.name.name));
+        };
+        match self.expr(caller, a, None)? {
+            Val::Binding(Binding::Instance(i)) if matches!(&*i, Instance::Extern { .. }) => Ok(i),
+            _ => err(a.span, format!("the argument for `{}` must be an extern instance of type {t}", p.name.name)),
+        }
     }
 
     pub(super) fn enter_inline_ctl(&mut self, span: Span) -> PResult<()> {

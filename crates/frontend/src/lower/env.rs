@@ -100,6 +100,9 @@ pub enum ExternKind {
 
 pub struct TableInfo {
     pub id: u32,
+    /// Statements that compute the table's keys into temporaries before each lookup, when a key has side effects
+    /// (`t2.apply().hit` as a key): the reference compiler hoists such keys, evaluating each once per apply.
+    pub key_prelude: Vec<ir::Stmt>,
     /// IR action indices of the table's actions, by declared name.
     pub actions: Vec<(String, u32)>,
 }

@@ -286,34 +286,52 @@ impl<'t> Lowerer<'t> {
         let mut layout = vec![];
         let mut max_bits = 0;
         for f in &a.fields {
-            match &f.ty {
-                Ty::Varbit(max) => {
-                    let data = self.alloc_scalar(*max);
-                    let len = self.alloc_scalar(32);
-                    layout.push(ir::FieldLayout { name: f.name.clone(), loc: data, varbit_len: Some(len) });
-                    fields.push((f.name.clone(), Place::Varbit { data: ir::LValue::Static(data), len: ir::LValue::Static(len), max: *max }));
-                    max_bits += max;
-                }
-                t => {
-                    let w = match t {
-                        Ty::Bool => 1,
-                        Ty::Bit(w) | Ty::Int(w) => *w,
-                        Ty::Enum(e) if e.repr.is_some() => t.scalar_width().unwrap(),
-                        _ => return Err(Diagnostic::new(span, format!("header field `{}.{}` has type {t}, which headers cannot hold", a.name, f.name))),
-                    };
-                    if w > ir::MAX_WIDTH {
-                        return Err(Diagnostic::new(span, format!("field `{}` is wider than {} bits", f.name, ir::MAX_WIDTH)));
-                    }
-                    let loc = self.alloc_scalar(w);
-                    layout.push(ir::FieldLayout { name: f.name.clone(), loc, varbit_len: None });
-                    fields.push((f.name.clone(), Place::Scalar(ir::LValue::Static(loc), t.clone())));
-                    max_bits += w;
-                }
-            }
+            let p = self.alloc_header_field(a, &f.name, &f.ty, span, &mut layout, &mut max_bits)?;
+            fields.push((f.name.clone(), p));
         }
         let id = self.headers.len() as u32;
         self.headers.push(ir::HeaderLayout { name: name.to_string(), valid, fields: layout, max_bits });
         Ok(Place::Header { hdr: ir::HeaderRef::Static(id), valid: ir::LValue::Static(valid), fields, ty: a.clone(), siblings: vec![] })
+    }
+
+    /// Storage of one header field named `path` (dotted inside a struct-typed field): a struct-typed field is
+    /// flattened, its leaves laid out in declaration (= wire) order as the reference compiler does.
+    fn alloc_header_field(&mut self, a: &Rc<AggInfo>, path: &str, t: &Ty, span: Span, layout: &mut Vec<ir::FieldLayout>, max_bits: &mut u32) -> PResult<Place> {
+        Ok(match t {
+            Ty::Varbit(max) => {
+                let data = self.alloc_scalar(*max);
+                let len = self.alloc_scalar(32);
+                layout.push(ir::FieldLayout { name: path.to_string(), loc: data, varbit_len: Some(len) });
+                *max_bits += max;
+                Place::Varbit { data: ir::LValue::Static(data), len: ir::LValue::Static(len), max: *max }
+            }
+            Ty::Agg(s) if s.kind == ast::AggregateKind::Struct => {
+                let mut fields = vec![];
+                for f in &s.fields {
+                    if matches!(f.ty, Ty::Varbit(_)) {
+                        return Err(Diagnostic::new(span, format!("header field `{}.{path}.{}` is a varbit inside a struct, which headers cannot hold", a.name, f.name)));
+                    }
+                    let p = self.alloc_header_field(a, &format!("{path}.{}", f.name), &f.ty, span, layout, max_bits)?;
+                    fields.push((f.name.clone(), p));
+                }
+                Place::Struct { ty: s.clone(), fields }
+            }
+            t => {
+                let w = match t {
+                    Ty::Bool => 1,
+                    Ty::Bit(w) | Ty::Int(w) => *w,
+                    Ty::Enum(e) if e.repr.is_some() => t.scalar_width().unwrap_or(0),
+                    _ => return Err(Diagnostic::new(span, format!("header field `{}.{path}` has type {t}, which headers cannot hold", a.name))),
+                };
+                if w > ir::MAX_WIDTH {
+                    return Err(Diagnostic::new(span, format!("field `{path}` is wider than {} bits", ir::MAX_WIDTH)));
+                }
+                let loc = self.alloc_scalar(w);
+                layout.push(ir::FieldLayout { name: path.to_string(), loc, varbit_len: None });
+                *max_bits += w;
+                Place::Scalar(ir::LValue::Static(loc), t.clone())
+            }
+        })
     }
 
     pub(super) fn finish(mut self) -> ir::Program {

@@ -113,6 +113,9 @@ impl<'t> Lowerer<'t> {
                     self.applied_tables.insert(t.id);
                     let hit = self.alloc_scalar(1);
                     let run = self.alloc_scalar(32);
+                    for s in t.key_prelude.clone() {
+                        self.emit(s);
+                    }
                     self.emit(ir::Stmt::ApplyTable { table: t.id, hit: Some(hit), action_run: Some(run) });
                     Ok(Val::TableResult(t, hit, run))
                 }

@@ -63,6 +63,16 @@ impl<'t> Lowerer<'t> {
                 Ok(Val::Rv(x, t.clone()))
             }
             Ty::Any => Ok(Val::Rv(x, from)),
+            Ty::InfInt if matches!(from, Ty::Bit(_) | Ty::Int(_)) => {
+                // `(int)x` of a run-time `bit<W>`/`int<W>` (the reference compiler accepts it where unrolling makes
+                // x known): the value, exact, in a signed type wide enough that the `+`/`-` that usually follow
+                // cannot overflow it before the cast back to a fixed width
+                let w = (fw + 1).max(64).min(ir::MAX_WIDTH);
+                if w <= fw && !from.is_signed() {
+                    return err(span, format!("cannot cast {from} to int: the value needs more than {} bits", ir::MAX_WIDTH));
+                }
+                Ok(Val::Rv(ir::Expr::Cast { arg: Box::new(x), width: w, signed: from.is_signed() }, Ty::Int(w)))
+            }
             _ => {
                 if from.same(t) {
                     Ok(Val::Rv(x, t.clone()))

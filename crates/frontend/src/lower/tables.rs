@@ -200,15 +200,33 @@ impl<'t> Lowerer<'t> {
         let mut names = vec![];
         let mut default_expr = None;
         let mut entries = None;
+        let mut key_prelude = vec![];
         for p in &t.props {
             match p {
                 ast::TableProp::Key { elements, .. } => {
-                    for (i, k) in elements.iter().enumerate() {
-                        let (v, pre) = self.capture(|l| l.expr(scope, &k.expr, None))?;
-                        if !pre.is_empty() {
-                            return err(k.expr.span, "table keys cannot have side effects");
-                        }
-                        let (x, kt) = self.rvalue(v, None, k.expr.span)?;
+                    // keys with side effects: every key is computed into a temporary, in order, before the lookup
+                    let mut lowered = vec![];
+                    for k in elements {
+                        let (r, pre) = self.capture(|l| {
+                            let v = l.expr(scope, &k.expr, None)?;
+                            l.rvalue(v, None, k.expr.span)
+                        })?;
+                        lowered.push((r, pre));
+                    }
+                    let hoist = lowered.iter().any(|(_, pre)| !pre.is_empty());
+                    for (i, (k, ((x, kt), pre))) in elements.iter().zip(lowered).enumerate() {
+                        let x = if hoist {
+                            let w = x.width();
+                            if w == 0 || w > ir::MAX_WIDTH {
+                                return err(k.expr.span, format!("a table key with side effects of type {kt} cannot be computed before the lookup"));
+                            }
+                            let tmp = self.alloc_scalar(w);
+                            key_prelude.extend(pre);
+                            key_prelude.push(ir::Stmt::Assign { dst: ir::LValue::Static(tmp), src: x });
+                            ir::Expr::Load(ir::LValue::Static(tmp))
+                        } else {
+                            x
+                        };
                         let kind = match k.match_kind.name.as_str() {
                             "exact" => ir::MatchKind::Exact,
                             "ternary" => ir::MatchKind::Ternary,
@@ -334,7 +352,7 @@ impl<'t> Lowerer<'t> {
             self.action_profiles[p as usize].tables.push(tidx);
         }
         self.tables.push(table);
-        Ok(Rc::new(TableInfo { id: tidx, actions: names }))
+        Ok(Rc::new(TableInfo { id: tidx, actions: names, key_prelude }))
     }
 
     pub(super) fn no_action_index(&mut self, span: Span) -> PResult<u32> {

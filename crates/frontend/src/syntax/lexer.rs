@@ -11,6 +11,9 @@ pub enum Tok {
     Int(IntLit),
     Str(String),
     Punct(&'static str),
+    /// A character that is no P4 token, allowed only inside the parentheses of a free-form annotation body
+    /// (`@scrabble(That's it)`); anywhere else the lexer refuses it.
+    Other(char),
     Eof,
 }
 
@@ -37,6 +40,7 @@ pub(super) fn describe(t: &Tok) -> String {
         Tok::Int(i) => format!("`{}`", i.value),
         Tok::Str(s) => format!("\"{s}\""),
         Tok::Punct(p) => format!("`{p}`"),
+        Tok::Other(c) => format!("`{c}`"),
         Tok::Eof => "end of input".into(),
     }
 }
@@ -48,6 +52,8 @@ pub fn lex(text: &str) -> PResult<Vec<Token>> {
     let mut out = vec![];
     let mut puncts: Vec<&'static str> = PUNCTS.to_vec();
     puncts.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    // nesting depth of parentheses inside an annotation body `@name( ... )` (0 = outside one)
+    let mut anno_depth = 0u32;
     while i < b.len() {
         let c = b[i];
         if c.is_ascii_whitespace() {
@@ -122,10 +128,21 @@ pub fn lex(text: &str) -> PResult<Vec<Token>> {
         match puncts.iter().find(|p| rest.starts_with(**p)) {
             Some(p) => {
                 i += p.len();
+                match *p {
+                    "(" if anno_depth > 0 => anno_depth += 1,
+                    "(" if out.len() >= 2 && out[out.len() - 2].tok == Tok::Punct("@") && matches!(out[out.len() - 1].tok, Tok::Ident(_)) => anno_depth = 1,
+                    ")" if anno_depth > 0 => anno_depth -= 1,
+                    _ => {}
+                }
                 out.push(Token { tok: Tok::Punct(p), span: Span::new(start as u32, i as u32) });
             }
             None => {
                 let ch = rest.chars().next().unwrap();
+                if anno_depth > 0 {
+                    i += ch.len_utf8();
+                    out.push(Token { tok: Tok::Other(ch), span: Span::new(start as u32, i as u32) });
+                    continue;
+                }
                 return Err(Diagnostic::new(Span::new(start as u32, (start + ch.len_utf8()) as u32), format!("unexpected character `{ch}`")));
             }
         }

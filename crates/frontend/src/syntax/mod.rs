@@ -248,6 +248,22 @@ mod tests {
     }
 
     #[test]
+    fn free_form_annotation_bodies_take_any_characters_and_nothing_else_does() {
+        let prog = parse_program("@scrabble(\n - That's it. (All there is) 0xdeadbeef\n) @b const bit<8> c = 1;").unwrap();
+        let Decl::Const(c) = &prog.decls[0] else { panic!("a constant") };
+        assert_eq!(c.annos[0].name.name, "scrabble");
+        assert!(c.annos[0].text.contains("That ' s it"), "{}", c.annos[0].text);
+        assert!(matches!(&c.annos[0].body, AnnotationBody::Raw(r) if r.contains("'") && r.contains("3735928559")), "{:?}", c.annos[0].body);
+        assert_eq!(c.annos[1].name.name, "b");
+        // outside an annotation body the character is refused, with its place
+        let e = parse_program("const bit<8> c = 'a';").unwrap_err();
+        assert!(e.message.contains("unexpected character `'`"), "{}", e.message);
+        // after the annotation's closing parenthesis the lexer is strict again
+        assert!(parse_program("@a(') const bit<8> c = 'a';").is_err());
+        assert!(parse_program("@a(x) const bit<8> c = ';").is_err());
+    }
+
+    #[test]
     fn int_literals() {
         let l = parse_int("8w5").unwrap();
         assert_eq!(l.width, Some((8, false)));

@@ -1,0 +1,70 @@
+//! Language features of issue 21 seen from the front end's output: the flattened layout of struct-typed header
+//! fields, and the located refusals around them (the packet behaviour is in tests/stf/lang-*.p4).
+
+fn program(decls: &str, ingress: &str) -> String {
+    format!(
+        "#include <core.p4>\n#include <v1model.p4>\n{decls}\nstruct m {{ }}\n\
+         parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) {{ state start {{ transition accept; }} }}\n\
+         control C(inout hs hdr, inout m meta) {{ apply {{ }} }}\n\
+         control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {{\n{ingress}\n}}\n\
+         control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) {{ apply {{ }} }}\n\
+         control D(packet_out p, in hs hdr) {{ apply {{ p.emit(hdr); }} }}\n\
+         V1Switch(P(), C(), I(), E(), C(), D()) main;\n"
+    )
+}
+
+fn compile(src: &str) -> Result<p4sec_ir::Program, String> {
+    p4sec_frontend::compile_str("t.p4", src, &Default::default()).map_err(|e| e.messages.join("\n"))
+}
+
+#[test]
+fn struct_fields_of_headers_are_flattened_in_declaration_order() {
+    let src = program(
+        "enum bit<8> K { A = 1 }\nstruct p_t { bit<4> hi; bit<4> lo; }\nstruct r_t { p_t p0; bool f; bit<7> port; p_t p1; }\n\
+         header h_t { K kind; r_t row; bit<8> tail; }\nstruct hs { h_t h; }",
+        "apply { }",
+    );
+    let prog = compile(&src).unwrap();
+    let h = prog.headers.iter().find(|h| h.name == "hdr.h").expect("the header hdr.h");
+    let names: Vec<(&str, u32)> = h.fields.iter().map(|f| (f.name.as_str(), f.loc.width)).collect();
+    assert_eq!(
+        names,
+        vec![("kind", 8), ("row.p0.hi", 4), ("row.p0.lo", 4), ("row.f", 1), ("row.port", 7), ("row.p1.hi", 4), ("row.p1.lo", 4), ("tail", 8)]
+    );
+    assert_eq!(h.max_bits, 40);
+}
+
+#[test]
+fn header_fields_that_cannot_be_serialized_are_refused_with_their_place() {
+    // a struct holding a header, a varbit inside a struct, a plain (non-serializable) enum
+    for (decls, what) in [
+        ("header in_t { bit<8> a; }\nstruct s_t { in_t x; }\nheader h_t { s_t s; }\nstruct hs { h_t h; }", "header field `s` cannot have type"),
+        ("struct s_t { varbit<8> v; }\nheader h_t { s_t s; }\nstruct hs { h_t h; }", "header field `s` cannot have type"),
+        ("enum E { X }\nheader h_t { E e; }\nstruct hs { h_t h; }", "header field `e` cannot have type"),
+    ] {
+        let e = compile(&program(decls, "apply { }")).unwrap_err();
+        assert!(e.contains("t.p4:") && e.contains(what), "{decls}:\n{e}");
+    }
+}
+
+#[test]
+fn extern_parameters_take_one_instance_per_control_instance() {
+    let decls = "header h_t { bit<8> a; }\nstruct hs { h_t h; }\n\
+                 control Sub(inout hs hdr, register<bit<8>> r) { apply { r.write(0, hdr.h.a); } }";
+    let ok = "register<bit<8>>(1) r1; Sub() s; apply { s.apply(hdr, r1); s.apply(hdr, r1); }";
+    compile(&program(decls, ok)).unwrap();
+    let two = "register<bit<8>>(1) r1; register<bit<8>>(1) r2; Sub() s; apply { s.apply(hdr, r1); s.apply(hdr, r2); }";
+    let e = compile(&program(decls, two)).unwrap_err();
+    assert!(e.contains("t.p4:") && e.contains("another extern instance for `r`"), "{e}");
+    let not_extern = "register<bit<8>>(1) r1; Sub() s; apply { s.apply(hdr, hdr.h.a); }";
+    let e = compile(&program(decls, not_extern)).unwrap_err();
+    assert!(e.contains("t.p4:") && e.contains("must be an extern instance"), "{e}");
+}
+
+#[test]
+fn casts_to_int_of_run_time_values_are_exact_and_others_refused() {
+    let decls = "header h_t { bit<8> a; bool b; }\nstruct hs { h_t h; }";
+    compile(&program(decls, "apply { hdr.h.a = (bit<8>)((int)hdr.h.a + 1); }")).unwrap();
+    let e = compile(&program(decls, "apply { hdr.h.a = (bit<8>)((int)hdr.h.b); }")).unwrap_err();
+    assert!(e.contains("t.p4:") && e.contains("cannot cast bool to int"), "{e}");
+}
