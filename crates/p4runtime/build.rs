@@ -19,5 +19,6 @@ fn main() {
     // kept for the JSON mapping of messages (src/json.rs)
     let dir = std::env::var("OUT_DIR").expect("OUT_DIR");
     std::fs::write(std::path::Path::new(&dir).join("p4runtime_descriptors.bin"), &out.stdout).expect("write the descriptors");
-    tonic_build::configure().build_client(true).build_server(true).compile_fds(fds).expect("generate P4Runtime code");
+    // decode errors are INVALID_ARGUMENT (src/grpc_codec.rs), not tonic's INTERNAL
+    tonic_build::configure().codec_path("crate::grpc_codec::P4Codec").build_client(true).build_server(true).compile_fds(fds).expect("generate P4Runtime code");
 }

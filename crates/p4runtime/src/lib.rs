@@ -22,6 +22,7 @@ pub mod log;
 mod codec;
 pub mod device;
 mod entities;
+pub mod grpc_codec;
 pub mod json;
 pub mod p4config;
 pub mod p4info;

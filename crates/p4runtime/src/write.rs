@@ -18,6 +18,7 @@ use tonic::{Code, Status};
 pub(crate) fn write(device: &Device, pl: &Pipeline, r: &p4::WriteRequest) -> Result<p4::WriteResponse, Status> {
     let prog = pl.engine.prog.clone();
     let atomicity = p4::write_request::Atomicity::try_from(r.atomicity).map_err(|_| Status::invalid_argument(format!("unknown atomicity {}", r.atomicity)))?;
+    check_capacity(pl, &r.updates)?;
     // one write at a time: members, groups and the entries that use them change together
     let mut profiles = device.profiles.lock().unwrap_or_else(|p| p.into_inner());
     let st = profiles.for_engine(&pl.engine);
@@ -63,6 +64,45 @@ pub(crate) fn write(device: &Device, pl: &Pipeline, r: &p4::WriteRequest) -> Res
         }
     }
     write_response(results)
+}
+
+/// A batch that cannot fit is refused as a whole before any of its updates is prepared (no per-entry state
+/// is built for it): RESOURCE_EXHAUSTED when, for some table, its INSERTs less its DELETEs exceed the room
+/// the table has left (its `size` less the entries it holds). Even in the best order such a batch would
+/// fail; a batch that may fit goes on, and an INSERT that finds its table full fails on its own.
+fn check_capacity(pl: &Pipeline, updates: &[p4::Update]) -> Result<(), Status> {
+    use p4::update::Type as T;
+    let prog = &pl.engine.prog;
+    // table id → (inserts, deletes)
+    let mut per: HashMap<u32, (u64, u64)> = HashMap::new();
+    for u in updates {
+        let Some(p4::entity::Entity::TableEntry(te)) = u.entity.as_ref().and_then(|e| e.entity.as_ref()) else { continue };
+        if te.is_default_action {
+            continue;
+        }
+        let c = per.entry(te.table_id).or_default();
+        match T::try_from(u.r#type) {
+            Ok(T::Insert) => c.0 += 1,
+            Ok(T::Delete) => c.1 += 1,
+            _ => {}
+        }
+    }
+    for (id, (ins, del)) in per {
+        let Ok((ti, t)) = table_of(prog, id) else { continue };
+        if ins <= del {
+            continue;
+        }
+        let held = pl.engine.table_snapshot(ti).map(|d| d.entries.len() as u64).unwrap_or(0);
+        let room = (t.size as u64).saturating_sub(held);
+        if ins - del > room {
+            return Err(Status::resource_exhausted(format!(
+                "table `{}` cannot take this batch: {ins} inserts and {del} deletes, but it holds {held} of its {} entries \
+                 (room for {room}); nothing was written",
+                t.name, t.size
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn apply_update(device: &Device, pl: &Pipeline, st: &mut ProfileState, u: &p4::Update) -> Result<(), Status> {
