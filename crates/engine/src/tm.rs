@@ -56,6 +56,13 @@ pub struct Queued {
     pub(crate) fx: Effects,
 }
 
+impl Queued {
+    /// A packet with no pipeline state, for tests of a traffic manager: [`crate::Engine::egress`] drops it.
+    pub fn bare(port: u32, priority: u8) -> Queued {
+        Queued { port, priority, slots: vec![], payload: vec![], pkt_len: 0, rid: 0, itype: 0, fx: Effects::default() }
+    }
+}
+
 /// How a worker's clock runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Clock {

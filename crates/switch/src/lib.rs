@@ -22,6 +22,7 @@ pub mod ring;
 pub mod signal;
 pub mod spec;
 pub mod start;
+pub mod tm;
 pub mod tun;
 
 pub use datapath::{run, run_with, WorkerStats, BUSY_POLL_ENV};
