@@ -40,6 +40,8 @@ pub(crate) struct StdSlots {
     egress_ts: (usize, u64),
     /// Which of the traffic manager's fields the program refers to (the others are never written).
     tm: TmFieldUse,
+    /// `tm.clock || tm.queue`: the one test the inline path makes.
+    tm_any: bool,
 }
 
 impl StdSlots {
@@ -47,6 +49,7 @@ impl StdSlots {
         let sink = p.slots as usize;
         let at = |l: Loc| if l.width == 0 { (sink, 0) } else { (l.slot as usize, bits::mask64(l.width)) };
         let sm = &p.std_meta;
+        let tm = p.tm_field_use();
         StdSlots {
             ingress_port: at(sm.ingress_port),
             instance_type: at(sm.instance_type),
@@ -62,7 +65,8 @@ impl StdSlots {
             deq_qdepth: at(sm.deq_qdepth),
             ingress_ts: at(sm.ingress_global_timestamp),
             egress_ts: at(sm.egress_global_timestamp),
-            tm: p.tm_field_use(),
+            tm,
+            tm_any: tm.clock || tm.queue,
         }
     }
 }
@@ -106,7 +110,9 @@ impl Engine {
         }
         // `frame` ends here
         w.pkt.reset();
-        w.tm.tick();
+        if self.std_slots.tm_any {
+            w.tm.tick();
+        }
     }
 
     /// The egress pass of a packet that waited in a queue (a [`Queued`] item this engine's ingress left in
@@ -249,7 +255,7 @@ impl Engine {
         for (s, v) in preserved {
             w.slots[*s as usize] = *v;
         }
-        if ss.tm.clock || ss.tm.queue {
+        if ss.tm_any {
             std::hint::cold_path();
             self.ingress_time(w);
         }
@@ -387,7 +393,7 @@ impl Engine {
         put(&mut w.slots, ss.egress_spec, 0);
         put(&mut w.slots, ss.egress_rid, rid as u64);
         put(&mut w.slots, ss.instance_type, itype as u64);
-        if ss.tm.clock || ss.tm.queue {
+        if ss.tm_any {
             std::hint::cold_path();
             self.put_queue_fields(w);
         }

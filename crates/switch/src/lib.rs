@@ -12,6 +12,7 @@
 #[macro_use]
 pub mod log;
 
+pub mod control;
 pub mod datapath;
 pub mod gro;
 pub mod gso;

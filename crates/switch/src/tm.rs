@@ -253,6 +253,11 @@ impl Queues {
         n
     }
 
+    /// The traffic manager's tail drops not yet reported (by any worker), per port.
+    pub fn tail_drops_to_report(&self) -> Vec<(u32, u64)> {
+        self.tm.new_tail_drops()
+    }
+
     /// Is the traffic manager queueing (a rate is set on some port)?
     pub fn active(&self) -> bool {
         self.tm.active()
