@@ -8,8 +8,8 @@ mod ascon_serve;
 mod bench;
 mod bench_hash;
 mod bench_mixed;
-mod bench_sad;
 mod bench_p4ead;
+mod bench_sad;
 mod stf_runner;
 
 #[global_allocator]
@@ -149,9 +149,22 @@ enum Cmd {
         /// Accepted for BMv2's sake: the switch always logs to stderr.
         #[arg(long)]
         log_console: bool,
-        /// Accepted for BMv2's sake and unused: p4sec has no Thrift server (P4Runtime is its control plane).
+        /// The run-time control endpoint for `p4sec switch-cli` / `simple_switch_CLI` (set_queue_depth,
+        /// set_queue_rate): a TCP port on 127.0.0.1 (not Thrift: p4sec's own line protocol, see docs/switch.md)
+        /// [default as simple_switch_grpc: 9090; else none].
         #[arg(long, value_name = "PORT")]
         thrift_port: Option<u16>,
+        /// Queue depth in packets, repeatable: N for every port, PORT=N for one [default: 64, BMv2's].
+        #[arg(long, value_name = "[PORT=]N")]
+        queue_depth: Vec<String>,
+        /// Queue drain rate in packets per second, repeatable: PPS for every port, PORT=PPS for one
+        /// [default: unlimited, no queueing].
+        #[arg(long, value_name = "[PORT=]PPS")]
+        queue_rate: Vec<String>,
+        /// Priority queues per port (1..8; BMv2's --priority-queues): standard_metadata.priority picks the
+        /// queue, the highest priority is served first [default: 1].
+        #[arg(long, value_name = "N")]
+        priority_queues: Option<usize>,
         /// TLS for the gRPC server: certificate (PEM).
         #[arg(long, requires = "tls_key")]
         tls_cert: Option<PathBuf>,
@@ -164,6 +177,23 @@ enum Cmd {
         /// BMv2's target options, after `--`: --grpc-server-addr ADDR (as --grpc) and --cpu-port N.
         #[arg(last = true, value_name = "TARGET-OPTION")]
         target_options: Vec<String>,
+    },
+    /// Send run-time commands to a running switch, one per line on stdin (as BMv2's simple_switch_CLI, also
+    /// run as a program named simple_switch_CLI): set_queue_depth DEPTH [PORT], set_queue_rate RATE_PPS [PORT].
+    #[command(name = "switch-cli")]
+    SwitchCli {
+        /// The switch's control endpoint port (its --thrift-port).
+        #[arg(long, default_value_t = 9090)]
+        thrift_port: u16,
+        /// The switch's address.
+        #[arg(long, default_value = "127.0.0.1")]
+        thrift_ip: String,
+        /// Accepted for BMv2's sake and unused (the switch knows its program).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Accepted for BMv2's sake and unused.
+        #[arg(long, value_name = "PRE")]
+        pre: Option<String>,
     },
     /// ASCON-AEAD for control-plane tools: JSON requests on stdin, answers on stdout (used by p4sec.inband).
     AsconServe,
@@ -342,6 +372,7 @@ fn write_compiled(prog: &p4sec_ir::Program, source: &Path, out: &Path, infos: &[
 struct TargetOptions {
     grpc_server_addr: Option<String>,
     cpu_port: Option<u32>,
+    priority_queues: Option<usize>,
 }
 
 impl TargetOptions {
@@ -360,11 +391,60 @@ impl TargetOptions {
                     let v = value()?;
                     t.cpu_port = Some(v.parse().map_err(|_| format!("target option --cpu-port: `{v}` is not a port number"))?);
                 }
-                _ => return Err(format!("unknown target option `{a}` after `--` (p4sec takes --grpc-server-addr ADDR and --cpu-port N there)")),
+                "--priority-queues" => {
+                    let v = value()?;
+                    t.priority_queues = Some(v.parse().map_err(|_| format!("target option --priority-queues: `{v}` is not a number of queues"))?);
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown target option `{a}` after `--` (p4sec takes --grpc-server-addr ADDR, --cpu-port N and --priority-queues N there)"
+                    ))
+                }
             }
         }
         Ok(t)
     }
+}
+
+/// The traffic manager's options of `p4sec switch`.
+struct QueueOpts {
+    depth: Vec<String>,
+    rate: Vec<String>,
+    priority_queues: usize,
+    /// The control endpoint's port on 127.0.0.1, and whether it was asked for (else a failure to listen is
+    /// only a warning).
+    control_port: Option<(u16, bool)>,
+}
+
+/// `[PORT=]VALUE` of --queue-depth / --queue-rate.
+fn port_value<T: std::str::FromStr>(flag: &str, arg: &str, what: &str) -> Result<(Option<u32>, T), String> {
+    let (port, v) = match arg.split_once('=') {
+        Some((p, v)) => (Some(p.trim().parse::<u32>().map_err(|_| format!("{flag} {arg}: `{p}` is not a port number"))?), v),
+        None => (None, arg),
+    };
+    let v = v.trim().parse::<T>().map_err(|_| format!("{flag} {arg}: `{v}` is not {what} ({flag} takes [PORT=]VALUE)"))?;
+    Ok((port, v))
+}
+
+/// The traffic manager for `ports` with the options applied.
+fn traffic_manager(ports: &[u32], q: &QueueOpts) -> Result<p4sec_switch::tm::TrafficManager, String> {
+    use p4sec_switch::tm::{Setting, TrafficManager};
+    let tm = TrafficManager::new(ports, q.priority_queues).map_err(|e| e.to_string())?;
+    // settings for every port first, then those of one port
+    let mut settings = vec![];
+    for d in &q.depth {
+        let (p, v) = port_value::<usize>("--queue-depth", d, "a number of packets")?;
+        settings.push((p, Setting::Depth(v), format!("--queue-depth {d}")));
+    }
+    for r in &q.rate {
+        let (p, v) = port_value::<f64>("--queue-rate", r, "a rate in packets per second")?;
+        settings.push((p, Setting::Rate(v), format!("--queue-rate {r}")));
+    }
+    settings.sort_by_key(|(p, _, _)| p.is_some());
+    for (p, s, flag) in settings {
+        tm.set(p, s).map_err(|e| format!("{flag}: {e}"))?;
+    }
+    Ok(tm)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -380,6 +460,7 @@ fn run_switch(
     pcap_dir: Option<&Path>,
     log: &str,
     tls: Option<p4sec_p4runtime::server::TlsFiles>,
+    queue_opts: &QueueOpts,
 ) -> ExitCode {
     use p4sec_p4runtime::server::serve_tls;
     use p4sec_p4runtime::Device;
@@ -437,11 +518,19 @@ fn run_switch(
         eprintln!("p4sec switch: --workers must be 1..64, got {workers}");
         return ExitCode::from(2);
     }
+    let numbers: Vec<u32> = ports.iter().map(|p| p.number).collect();
+    let tm = match traffic_manager(&numbers, queue_opts) {
+        Ok(t) => std::sync::Arc::new(t),
+        Err(e) => {
+            eprintln!("p4sec switch: {e}");
+            return ExitCode::from(2);
+        }
+    };
     p4sec_switch::install_signal_handlers();
     let (mut port_stats, mut worker_stats) = (vec![], vec![]);
     let mut switch = None;
     if !ports.is_empty() || cpu_port.is_some() {
-        let cfg = p4sec_switch::Config { ports, workers, trace, pcap_dir: pcap_dir.map(Path::to_path_buf) };
+        let cfg = p4sec_switch::Config { ports, workers, trace, pcap_dir: pcap_dir.map(Path::to_path_buf), tm: Some(tm.clone()) };
         match p4sec_switch::start(device.clone(), &cfg) {
             Ok(s) => {
                 port_stats = s.stats.clone();
@@ -468,10 +557,22 @@ fn run_switch(
                 return ExitCode::from(2);
             }
         };
-        if let Err(e) = p4sec_switch::metrics::serve(addr, device.clone(), port_stats, worker_stats) {
+        if let Err(e) = p4sec_switch::metrics::serve(addr, device.clone(), port_stats, worker_stats, Some(tm.clone())) {
             eprintln!("p4sec switch: {e}");
             stop_switch(switch);
             return ExitCode::FAILURE;
+        }
+    }
+    if let Some((port, asked)) = queue_opts.control_port {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        match p4sec_switch::control::serve(addr, tm.clone()) {
+            Ok(at) => p4log!(Level::Info, "control endpoint (p4sec switch-cli, simple_switch_CLI) on {at}"),
+            Err(e) if asked => {
+                eprintln!("p4sec switch: {e}");
+                stop_switch(switch);
+                return ExitCode::FAILURE;
+            }
+            Err(e) => p4log!(Level::Warn, "{e}; run-time queue commands are not available (give --thrift-port PORT)"),
         }
     }
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
@@ -532,6 +633,11 @@ fn main() -> ExitCode {
     if args.first().and_then(|a| Path::new(a).file_name()).is_some_and(|n| n == "simple_switch_grpc") {
         args.insert(1, "simple_switch_grpc".into());
     }
+    // and one named simple_switch_CLI is the control client
+    if args.first().and_then(|a| Path::new(a).file_name()).is_some_and(|n| n == "simple_switch_CLI") {
+        args.insert(1, "switch-cli".into());
+    }
+    let as_bmv2 = args.get(1).is_some_and(|a| a == "simple_switch_grpc");
     let cli = Cli::parse_from(args);
     match cli.cmd {
         Cmd::Compile { program, out, include, define, p4runtime_files, p4runtime_file, p4runtime_format, .. } => {
@@ -574,6 +680,18 @@ fn main() -> ExitCode {
             }
         }
         Cmd::AsconServe => ascon_serve::run(),
+        Cmd::SwitchCli { thrift_port, thrift_ip, json: _, pre: _ } => {
+            let addr = if thrift_ip.contains(':') { format!("[{thrift_ip}]:{thrift_port}") } else { format!("{thrift_ip}:{thrift_port}") };
+            let stdin = std::io::stdin();
+            match p4sec_switch::control::client(&addr, stdin.lock(), &mut std::io::stdout(), &mut std::io::stderr()) {
+                Ok(0) => ExitCode::SUCCESS,
+                Ok(_) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("p4sec switch-cli: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
         Cmd::BenchSad { sas, json } => bench_sad::run(&sas, json.as_deref()),
@@ -596,7 +714,10 @@ fn main() -> ExitCode {
             pcap_dir,
             log,
             log_console: _,
-            thrift_port: _,
+            thrift_port,
+            queue_depth,
+            queue_rate,
+            priority_queues,
             tls_cert,
             tls_key,
             tls_ca,
@@ -636,10 +757,37 @@ fn main() -> ExitCode {
                 }
                 (a, b) => a.or(b),
             };
+            let priority_queues = match (priority_queues, target.priority_queues) {
+                (Some(_), Some(_)) => {
+                    eprintln!("p4sec switch: --priority-queues given twice (before and after `--`): give one");
+                    return ExitCode::from(2);
+                }
+                (a, b) => a.or(b).unwrap_or(1),
+            };
+            // the control endpoint: where asked for, and at BMv2's default port as simple_switch_grpc
+            let control_port = match thrift_port {
+                Some(p) => Some((p, true)),
+                None if as_bmv2 => Some((9090, false)),
+                None => None,
+            };
+            let queue_opts = QueueOpts { depth: queue_depth, rate: queue_rate, priority_queues, control_port };
             // --program OUTDIR (its program.json) or a program file; BMv2's log level `off` is p4sec's quietest
             let program = program.map(|p| if p.is_dir() { p.join("program.json") } else { p }).or(program_file);
             let log = if log == "off" { "error".to_string() } else { log };
-            run_switch(program.as_deref(), grpc.as_deref(), device_id, &ports, cpu_port, workers, metrics.as_deref(), trace, pcap_dir.as_deref(), &log, tls)
+            run_switch(
+                program.as_deref(),
+                grpc.as_deref(),
+                device_id,
+                &ports,
+                cpu_port,
+                workers,
+                metrics.as_deref(),
+                trace,
+                pcap_dir.as_deref(),
+                &log,
+                tls,
+                &queue_opts,
+            )
         }
     }
 }

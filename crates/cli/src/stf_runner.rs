@@ -1,6 +1,9 @@
 //! The STF ("simple test framework") runner: parses `.stf` files (see conformance/STF-FORMAT.md in the shared corpora, `$P4SEC_SHARED`),
 //! drives the engine, and compares emitted frames with the expectations.
 
+/// How far the STF runner's virtual clock moves per packet (µs).
+pub const STF_CLOCK_STEP_US: u64 = 1000;
+
 use p4sec_engine::{Engine, Outputs, Worker};
 use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Program, TableEntry, Value};
 use std::collections::BTreeMap;
@@ -607,6 +610,9 @@ pub fn run_stf(prog: Program, stf: &str, trace: bool) -> StfResult {
     let prog = engine.prog.clone();
     let mut worker = Worker::new(&engine);
     worker.set_trace(trace);
+    // deterministic time fields: a virtual clock at 0 for the first packet, 1,000 µs later for each next one
+    // (queue depths stay 0: no queueing here); see docs/conformance.md
+    worker.set_virtual_clock(0, STF_CLOCK_STEP_US);
     let mut outs = Outputs::default();
     let mut emitted: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
     let mut expected: BTreeMap<u32, Vec<(usize, Pattern)>> = BTreeMap::new();

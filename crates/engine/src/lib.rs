@@ -31,6 +31,7 @@ pub mod tables;
 /// production switch. Enabled by `cfg(test)` or the `test-externs` feature.
 #[cfg(any(test, feature = "test-externs"))]
 pub mod test_externs;
+pub mod tm;
 mod tss;
 
 use arc_swap::ArcSwap;
@@ -225,6 +226,8 @@ pub struct Worker {
     tables_version: u64,
     /// When `Some`, every packet's path is recorded here (parser states, tables, externs, decisions).
     pub trace: Option<Vec<String>>,
+    /// The clock and the queue hand-over (see [`tm`]).
+    pub(crate) tm: tm::WorkerTm,
 }
 
 /// A view of the bytes the current pass parses: the frame `Engine::process` was given, or a job's bytes (a
@@ -320,6 +323,7 @@ impl Worker {
             tables: vec![None; engine.tables.len()],
             tables_version: u64::MAX,
             trace: None,
+            tm: tm::WorkerTm::default(),
         }
     }
     /// Enable or disable tracing of packet paths.

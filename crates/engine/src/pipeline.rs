@@ -6,6 +6,7 @@ use crate::bits::{self, BitWriter};
 use crate::effects::Effects;
 use crate::exec::{CBlock, Flow};
 use crate::headers::settle_checksums;
+use crate::tm::{QueueMeta, Queued};
 use crate::{bump, Engine, Outputs, Worker, DROP_PORT, MAX_PASSES, NOT_IN_PKT, NO_OFFSET};
 use p4sec_ir::*;
 use std::sync::atomic::Ordering;
@@ -30,6 +31,17 @@ pub(crate) struct StdSlots {
     egress_spec: (usize, u64),
     egress_rid: (usize, u64),
     mcast_grp: (usize, u64),
+    priority: (usize, u64),
+    enq_timestamp: (usize, u64),
+    enq_qdepth: (usize, u64),
+    deq_timedelta: (usize, u64),
+    deq_qdepth: (usize, u64),
+    ingress_ts: (usize, u64),
+    egress_ts: (usize, u64),
+    /// Which of the traffic manager's fields the program refers to (the others are never written).
+    tm: TmFieldUse,
+    /// `tm.clock || tm.queue`: the one test the inline path makes.
+    tm_any: bool,
 }
 
 impl StdSlots {
@@ -37,6 +49,7 @@ impl StdSlots {
         let sink = p.slots as usize;
         let at = |l: Loc| if l.width == 0 { (sink, 0) } else { (l.slot as usize, bits::mask64(l.width)) };
         let sm = &p.std_meta;
+        let tm = p.tm_field_use();
         StdSlots {
             ingress_port: at(sm.ingress_port),
             instance_type: at(sm.instance_type),
@@ -45,6 +58,15 @@ impl StdSlots {
             egress_spec: at(sm.egress_spec),
             egress_rid: at(sm.egress_rid),
             mcast_grp: at(sm.mcast_grp),
+            priority: at(sm.priority),
+            enq_timestamp: at(sm.enq_timestamp),
+            enq_qdepth: at(sm.enq_qdepth),
+            deq_timedelta: at(sm.deq_timedelta),
+            deq_qdepth: at(sm.deq_qdepth),
+            ingress_ts: at(sm.ingress_global_timestamp),
+            egress_ts: at(sm.egress_global_timestamp),
+            tm,
+            tm_any: tm.clock || tm.queue,
         }
     }
 }
@@ -88,6 +110,66 @@ impl Engine {
         }
         // `frame` ends here
         w.pkt.reset();
+        if self.std_slots.tm_any {
+            w.tm.tick();
+        }
+    }
+
+    /// The egress pass of a packet that waited in a queue (a [`Queued`] item this engine's ingress left in
+    /// a worker in queueing mode), with what its stay was; then the copies, resubmissions and recirculations
+    /// it causes (their packets bound for egress are queued in turn). An item of another engine (the pipeline
+    /// was replaced while it waited) is dropped.
+    pub fn egress(&self, w: &mut Worker, item: Queued, meta: QueueMeta, out: &mut Outputs) {
+        if w.slots.len() != item.slots.len() || w.slots.len() != self.prog.slots as usize + 1 {
+            bump(&w.stats.dropped);
+            return;
+        }
+        if self.tables_version.load(Ordering::Acquire) != w.tables_version {
+            self.refresh_tables(w);
+        }
+        w.jobs.clear();
+        w.pkt.reset();
+        for &h in &self.code.tracked_headers {
+            w.hdr_off[h] = NO_OFFSET;
+        }
+        w.slots.copy_from_slice(&item.slots);
+        w.payload = item.payload;
+        w.payload_at = NOT_IN_PKT;
+        w.pkt_len = item.pkt_len;
+        w.fx = item.fx;
+        w.tm.meta = meta;
+        self.egress_pass(w, item.port, item.rid, item.itype, out);
+        if !w.jobs.is_empty() {
+            self.run_jobs(w, out);
+        }
+    }
+
+    /// Queueing mode: the packet, at the end of ingress (or a copy made for egress), is kept for the
+    /// traffic manager instead of going through egress now.
+    #[cold]
+    #[inline(never)]
+    fn enqueue(&self, w: &mut Worker, port: u32, rid: u32, itype: u32) {
+        w.own_payload();
+        let priority = get(&w.slots, self.std_slots.priority) as u8;
+        let fx = w.fx;
+        w.tm.queued.push(Queued { port, priority, slots: w.slots.clone(), payload: w.payload.clone(), pkt_len: w.pkt_len, rid, itype, fx });
+    }
+
+    /// The traffic manager's fields of an egress pass: the queue's (inline: the packet "entered the queue"
+    /// at its ingress time, and found it empty) and the egress time.
+    #[cold]
+    #[inline(never)]
+    fn put_queue_fields(&self, w: &mut Worker) {
+        let ss = self.std_slots;
+        let m = w.tm.meta;
+        put(&mut w.slots, ss.enq_timestamp, m.enq_timestamp);
+        put(&mut w.slots, ss.enq_qdepth, m.enq_qdepth as u64);
+        put(&mut w.slots, ss.deq_timedelta, m.deq_timedelta as u64);
+        put(&mut w.slots, ss.deq_qdepth, m.deq_qdepth as u64);
+        if ss.tm.clock {
+            let now = w.tm.now();
+            put(&mut w.slots, ss.egress_ts, now);
+        }
     }
 
     /// The copies, resubmissions and recirculations a frame caused, in order.
@@ -109,6 +191,11 @@ impl Engine {
                     w.pkt.reset();
                 }
                 Job::Egress { slots, payload, pkt_len, port, rid, itype } => {
+                    if w.tm.queueing {
+                        let priority = get(&slots, self.std_slots.priority) as u8;
+                        w.tm.queued.push(Queued { port, priority, slots, payload, pkt_len, rid, itype, fx: w.fx.for_egress() });
+                        continue;
+                    }
                     w.slots.copy_from_slice(&slots);
                     w.payload.clear();
                     w.payload.extend_from_slice(&payload);
@@ -168,6 +255,10 @@ impl Engine {
         for (s, v) in preserved {
             w.slots[*s as usize] = *v;
         }
+        if ss.tm_any {
+            std::hint::cold_path();
+            self.ingress_time(w);
+        }
         self.run_parser(w);
         self.run_block(w, &self.code.verify);
         if let Some(t) = w.trace.as_mut() {
@@ -197,7 +288,22 @@ impl Engine {
             self.drop_packet(w, "egress_spec is the drop port");
             return;
         }
+        if w.tm.queueing {
+            std::hint::cold_path();
+            self.enqueue(w, spec as u32, 0, itype);
+            return;
+        }
         self.egress_pass(w, spec as u32, 0, itype, out);
+    }
+
+    /// `ingress_global_timestamp`, and the queue fields an inline egress pass will see.
+    #[cold]
+    #[inline(never)]
+    fn ingress_time(&self, w: &mut Worker) {
+        let now = if self.std_slots.tm.clock { w.tm.now() } else { 0 };
+        put(&mut w.slots, self.std_slots.ingress_ts, now);
+        w.tm.ingress_ts = now;
+        w.tm.meta = QueueMeta { enq_timestamp: now, ..QueueMeta::default() };
     }
 
     /// An ingress-to-egress clone (the original bytes, parsed again, metadata reset except the field list)
@@ -287,6 +393,10 @@ impl Engine {
         put(&mut w.slots, ss.egress_spec, 0);
         put(&mut w.slots, ss.egress_rid, rid as u64);
         put(&mut w.slots, ss.instance_type, itype as u64);
+        if ss.tm_any {
+            std::hint::cold_path();
+            self.put_queue_fields(w);
+        }
         if w.fx.any() {
             w.fx = w.fx.for_egress();
         }

@@ -1050,3 +1050,61 @@ pub fn json_too_deep(text: &[u8], limit: usize) -> Option<usize> {
     }
     None
 }
+
+/// Which of the traffic manager's `standard_metadata` fields a program refers to (reads, or writes: a write
+/// is counted as a use, which errs on the safe side).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TmFieldUse {
+    /// `ingress_global_timestamp`, `egress_global_timestamp`, `enq_timestamp` or `deq_timedelta`: the clock
+    /// must be read for every packet.
+    pub clock: bool,
+    /// `enq_qdepth`, `deq_qdepth`, `enq_timestamp` or `deq_timedelta`: the queue's state is looked at.
+    pub queue: bool,
+}
+
+impl Program {
+    /// Which traffic-manager fields of `standard_metadata` the program's code (parser, controls, actions,
+    /// tables, extern arguments, digests, field lists) refers to. Every location in the program other than
+    /// the `std_meta` table itself is looked at, so a field passed whole to an extern or copied as part of a
+    /// struct counts too.
+    pub fn tm_field_use(&self) -> TmFieldUse {
+        let sm = &self.std_meta;
+        let slot_of = |l: Loc| (l.width > 0).then_some(l.slot as u64);
+        let clock_fields: Vec<u64> =
+            [sm.ingress_global_timestamp, sm.egress_global_timestamp, sm.enq_timestamp, sm.deq_timedelta].into_iter().filter_map(slot_of).collect();
+        let queue_fields: Vec<u64> = [sm.enq_qdepth, sm.deq_qdepth, sm.enq_timestamp, sm.deq_timedelta].into_iter().filter_map(slot_of).collect();
+        let mut used = TmFieldUse::default();
+        if clock_fields.is_empty() && queue_fields.is_empty() {
+            return used;
+        }
+        let Ok(serde_json::Value::Object(mut all)) = serde_json::to_value(self) else {
+            // (cannot happen: the program is plain data) every field counts as used
+            return TmFieldUse { clock: true, queue: true };
+        };
+        for k in ["std_meta", "initial", "headers", "stacks", "p4info", "source", "errors"] {
+            all.remove(k);
+        }
+        fn walk(v: &serde_json::Value, f: &mut impl FnMut(u64, u64)) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    if m.len() == 2 {
+                        if let (Some(s), Some(w)) = (m.get("slot").and_then(|x| x.as_u64()), m.get("width").and_then(|x| x.as_u64())) {
+                            f(s, w);
+                            return;
+                        }
+                    }
+                    m.values().for_each(|x| walk(x, f));
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, f)),
+                _ => {}
+            }
+        }
+        walk(&serde_json::Value::Object(all), &mut |slot, width| {
+            let end = slot + words_for(width as u32) as u64;
+            let hit = |fields: &[u64]| fields.iter().any(|&s| s >= slot && s < end);
+            used.clock |= hit(&clock_fields);
+            used.queue |= hit(&queue_fields);
+        });
+        used
+    }
+}

@@ -7,7 +7,9 @@
 use crate::log::{self, Level};
 use crate::pcap::{self, Ts};
 use crate::port::Port;
-use p4sec_engine::{Outputs, Worker};
+use crate::tm::{Enqueued, Queues, TrafficManager};
+use p4sec_engine::tm::{QueueMeta, Queued};
+use p4sec_engine::{Engine, Outputs, Worker};
 use p4sec_p4runtime::server::Device;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -57,7 +59,32 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
 
 /// The packet loop; with `trace`, every packet's path through the pipeline is written to stderr.
 pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool) {
-    worker_loop(device, ports, stop, trace, None, Arc::default())
+    worker_loop(device, ports, stop, trace, None, Arc::default(), None)
+}
+
+/// Queueing mode: the packets the last pipeline calls left for egress go to their port's queue (tail drops
+/// are counted there); those for a port without a queue (the CPU port, a port the switch lacks) go through
+/// egress at once, their frames added to `out`.
+fn enqueue_all(engine: &Engine, w: &mut Worker, queues: &mut Queues, pending: &mut Vec<Queued>, out: &mut Outputs) {
+    pending.extend(w.take_queued());
+    if pending.is_empty() {
+        return;
+    }
+    let now = w.now_us();
+    for item in pending.drain(..) {
+        let port = item.port;
+        match queues.enqueue(item, now) {
+            Enqueued::Queued => {}
+            Enqueued::TailDropped => p4log!(Level::Trace, "port {port}: queue full, frame dropped at the tail"),
+            Enqueued::NoQueue(item) => engine.egress(w, item, QueueMeta { enq_timestamp: now, ..QueueMeta::default() }, out),
+        }
+    }
+    // (egress of those may have made more: recirculations, clones)
+    let more: Vec<Queued> = w.take_queued().collect();
+    if !more.is_empty() {
+        pending.extend(more);
+        enqueue_all(engine, w, queues, pending, out);
+    }
 }
 
 /// Counters of one worker (its share of the traffic, and how many frames it takes per round of its loop).
@@ -90,7 +117,13 @@ pub(crate) fn worker_loop(
     trace: bool,
     batch: Option<Arc<AtomicBool>>,
     stats: Arc<WorkerStats>,
+    tm: Option<Arc<TrafficManager>>,
 ) {
+    let mut queues = tm.map(Queues::new);
+    let mut pending: Vec<Queued> = vec![];
+    let mut due: Vec<(Queued, QueueMeta)> = vec![];
+    // when the next queued packet may leave (ns from the last look), while packets wait
+    let mut next_departure: Option<u64> = None;
     let by_number: HashMap<u32, usize> = ports.iter().enumerate().map(|(i, p)| (p.number, i)).collect();
     let mut fds: Vec<libc::pollfd> = ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
     // the last descriptor: PacketOut frames from the controller
@@ -122,6 +155,11 @@ pub(crate) fn worker_loop(
                 // port liveness, for the watch ports of selector members (a port that is gone is down)
                 device.set_port_up(p.number, fds[i].fd >= 0 && p.up());
             }
+            if let Some(q) = &queues {
+                for (port, n) in q.tail_drops_to_report() {
+                    p4log!(Level::Info, "port {port}: {n} frames dropped at the tail of its full queue (in the last second or so)");
+                }
+            }
             checked_at = std::time::Instant::now();
         }
         let engine = device.engine();
@@ -131,7 +169,7 @@ pub(crate) fn worker_loop(
                 p4log!(Level::Info, "waiting for a pipeline before reading the pcap inputs");
                 waiting_said = true;
             }
-            if engine.is_some() && !pcap_pending {
+            if engine.is_some() && !pcap_pending && queues.as_ref().is_none_or(|q| q.is_empty()) {
                 p4log!(Level::Info, "all pcap inputs consumed ({frames_in} frames); stopping");
                 done.store(true, Ordering::Release);
                 break;
@@ -150,6 +188,11 @@ pub(crate) fn worker_loop(
         } else {
             50
         };
+        // a queued packet due sooner wakes the loop then (to the microsecond)
+        let wake_ns = match next_departure {
+            Some(ns) if ns < timeout as u64 * 1_000_000 => ns,
+            _ => timeout as u64 * 1_000_000,
+        };
         // frames already waiting in a receive ring need no system call to be found
         let r = if rings && skipped < POLL_SKIP_MAX && ports.iter().enumerate().any(|(i, p)| fds[i].fd >= 0 && p.rx_ready()) {
             skipped += 1;
@@ -159,7 +202,8 @@ pub(crate) fn worker_loop(
             1
         } else {
             skipped = 0;
-            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as u64, timeout) }
+            let ts = libc::timespec { tv_sec: (wake_ns / 1_000_000_000) as libc::time_t, tv_nsec: (wake_ns % 1_000_000_000) as libc::c_long };
+            unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as u64, &ts, std::ptr::null()) }
         };
         // A socket error (the interface went down or away) is consumed here so that poll does not keep
         // reporting it, and the port is checked at once; every port is also checked once a second. A port
@@ -181,7 +225,8 @@ pub(crate) fn worker_loop(
             }
             suspect[i] = false;
         }
-        if r <= 0 && !pcap_pending {
+        let queued = queues.as_ref().is_some_and(|q| !q.is_empty());
+        if r <= 0 && !pcap_pending && !queued {
             continue;
         }
         // the pipeline as it is now: one pushed while we waited applies to what woke us up
@@ -203,8 +248,19 @@ pub(crate) fn worker_loop(
             let mut w = Worker::new(&engine);
             w.set_trace(trace);
             worker = Some((key, w));
+            // packets queued by the pipeline that was replaced cannot go through this one's egress
+            if let Some(q) = queues.as_mut() {
+                let n = q.clear();
+                if n > 0 {
+                    p4log!(Level::Info, "{n} queued frames dropped: the pipeline was replaced while they waited");
+                }
+            }
         }
         let w = &mut worker.as_mut().unwrap().1;
+        let queueing = queues.as_ref().is_some_and(|q| q.active());
+        if w.queueing() != queueing {
+            w.set_queueing(queueing);
+        }
         let mut processed = 0usize;
         for i in 0..ports.len() {
             // (a ring is also looked at when frames reached it after poll returned)
@@ -230,6 +286,9 @@ pub(crate) fn worker_loop(
                 }
                 out.clear();
                 engine.process(w, p.number, frame, &mut out);
+                if let Some(q) = queues.as_mut().filter(|_| queueing) {
+                    enqueue_all(&engine, w, q, &mut pending, &mut out);
+                }
                 if trace {
                     log_trace(w, p.number, n);
                 }
@@ -256,6 +315,9 @@ pub(crate) fn worker_loop(
                 let Ok(n) = device.packet_out_rx.recv(&mut buf) else { break };
                 out.clear();
                 engine.process(w, cpu, &buf[..n], &mut out);
+                if let Some(q) = queues.as_mut().filter(|_| queueing) {
+                    enqueue_all(&engine, w, q, &mut pending, &mut out);
+                }
                 if trace {
                     log_trace(w, cpu, n);
                 }
@@ -275,12 +337,41 @@ pub(crate) fn worker_loop(
                 unknown_port += 1;
             }
         }
+        // the queued packets whose departure is due: their egress now
+        next_departure = None;
+        let mut dequeued = 0usize;
+        if let Some(q) = queues.as_mut() {
+            if !q.is_empty() {
+                let now = w.now_us();
+                next_departure = q.dequeue_due(now, &mut due);
+                for (item, meta) in due.drain(..) {
+                    out.clear();
+                    let port = item.port;
+                    engine.egress(w, item, meta, &mut out);
+                    enqueue_all(&engine, w, q, &mut pending, &mut out);
+                    if trace {
+                        log_trace(w, port, 0);
+                    }
+                    transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port, if writes { Ts::now() } else { Ts::default() });
+                    dequeued += 1;
+                }
+                if rings {
+                    for p in &ports {
+                        p.flush_tx();
+                    }
+                }
+                if !q.is_empty() && next_departure.is_none() {
+                    // (due now: what was dequeued made room for more at once)
+                    next_departure = Some(0);
+                }
+            }
+        }
         device.deliver_digests(&engine);
         if processed > 0 {
             stats.packets.fetch_add(processed as u64, Ordering::Relaxed);
             stats.batches.fetch_add(1, Ordering::Relaxed);
         }
-        if writes && processed > 0 {
+        if writes && processed + dequeued > 0 {
             for p in &ports {
                 p.flush();
             }

@@ -12,6 +12,7 @@
 #[macro_use]
 pub mod log;
 
+pub mod control;
 pub mod datapath;
 pub mod gro;
 pub mod gso;
@@ -22,6 +23,7 @@ pub mod ring;
 pub mod signal;
 pub mod spec;
 pub mod start;
+pub mod tm;
 pub mod tun;
 
 pub use datapath::{run, run_with, WorkerStats, BUSY_POLL_ENV};

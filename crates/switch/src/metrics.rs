@@ -1,8 +1,10 @@
-//! A Prometheus text-format `/metrics` endpoint: port, worker, pipeline, table and controller-channel counters.
+//! A Prometheus text-format `/metrics` endpoint: port, queue, worker, pipeline, table and controller-channel
+//! counters.
 //! A deliberately small HTTP/1.1 responder (one request per connection) on its own thread.
 
 use crate::datapath::WorkerStats;
 use crate::port::io::PortStats;
+use crate::tm::{PortQueue, TrafficManager};
 use p4sec_p4runtime::server::Device;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -11,8 +13,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The metrics text for the device and ports as they are now.
-pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers: &[Arc<WorkerStats>]) -> String {
+/// The metrics text for the device and ports (and their queues) as they are now.
+pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers: &[Arc<WorkerStats>], tm: Option<&TrafficManager>) -> String {
     let mut o = String::new();
     let mut family = |name: &str, help: &str, kind: &str, samples: Vec<(String, u64)>| {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -36,6 +38,23 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers:
         port(|s| s.gro.load(Ordering::Relaxed)),
     );
     family("p4sec_port_tx_errors_total", "Frames the port failed to transmit.", "counter", port(|s| s.errors.load(Ordering::Relaxed)));
+    if let Some(tm) = tm {
+        let queue = |f: &dyn Fn(&PortQueue) -> u64| tm.ports().map(|(n, q)| (format!("{{port=\"{n}\"}}"), f(q))).collect::<Vec<_>>();
+        family(
+            "p4sec_port_queue_tail_drops_total",
+            "Frames dropped because the port's queue was full (traffic manager).",
+            "counter",
+            queue(&|q| q.tail_drops.load(Ordering::Relaxed)),
+        );
+        family("p4sec_port_queue_packets", "Frames waiting in the port's queues.", "gauge", queue(&|q| q.occupancy() as u64));
+        family("p4sec_port_queue_depth", "The depth limit of each of the port's queues (packets).", "gauge", queue(&|q| q.depth() as u64));
+        family(
+            "p4sec_port_queue_rate_pps",
+            "The port's drain rate in packets per second (0: unlimited).",
+            "gauge",
+            queue(&|q| q.rate().map(|r| r.round() as u64).unwrap_or(0)),
+        );
+    }
     let worker = |f: fn(&WorkerStats) -> u64| workers.iter().enumerate().map(|(i, w)| (format!("{{worker=\"{i}\"}}"), f(w))).collect::<Vec<_>>();
     family("p4sec_worker_packets_total", "Frames a worker ran through the pipeline.", "counter", worker(|w| w.packets.load(Ordering::Relaxed)));
     family(
@@ -89,7 +108,7 @@ fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-fn answer(mut c: TcpStream, device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers: &[Arc<WorkerStats>]) {
+fn answer(mut c: TcpStream, device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers: &[Arc<WorkerStats>], tm: Option<&TrafficManager>) {
     let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
     let mut req = [0u8; 2048];
     let n = c.read(&mut req).unwrap_or(0);
@@ -97,21 +116,27 @@ fn answer(mut c: TcpStream, device: &Device, ports: &[(u32, String, Arc<PortStat
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let (status, body, ctype) = match (method, path) {
-        ("GET", "/metrics") => ("200 OK", render(device, ports, workers), "text/plain; version=0.0.4"),
+        ("GET", "/metrics") => ("200 OK", render(device, ports, workers, tm), "text/plain; version=0.0.4"),
         ("GET", _) => ("404 Not Found", "only /metrics is served here\n".to_string(), "text/plain"),
         _ => ("405 Method Not Allowed", "GET only\n".to_string(), "text/plain"),
     };
     let _ = write!(c, "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
 }
 
-/// Serve `/metrics` on `addr` from a background thread.
-pub fn serve(addr: SocketAddr, device: Arc<Device>, ports: Vec<(u32, String, Arc<PortStats>)>, workers: Vec<Arc<WorkerStats>>) -> Result<(), String> {
+/// Serve `/metrics` on `addr` from a background thread (with the traffic manager's queues, if given).
+pub fn serve(
+    addr: SocketAddr,
+    device: Arc<Device>,
+    ports: Vec<(u32, String, Arc<PortStats>)>,
+    workers: Vec<Arc<WorkerStats>>,
+    tm: Option<Arc<TrafficManager>>,
+) -> Result<(), String> {
     let l = TcpListener::bind(addr).map_err(|e| format!("metrics: cannot listen on {addr}: {e}"))?;
     std::thread::Builder::new()
         .name("p4sec-metrics".into())
         .spawn(move || {
             for c in l.incoming().flatten() {
-                answer(c, &device, &ports, &workers);
+                answer(c, &device, &ports, &workers, tm.as_deref());
             }
         })
         .map_err(|e| format!("metrics: {e}"))?;

@@ -12,6 +12,7 @@ use crate::port::tap::Tap;
 use crate::port::tun::Tun;
 use crate::port::{Capture, Io, Port};
 use crate::spec::{capture_paths, check_ports, PortKind, PortSpec};
+use crate::tm::TrafficManager;
 use crate::tun;
 use p4sec_p4runtime::server::Device;
 use std::path::PathBuf;
@@ -28,6 +29,8 @@ pub struct Config {
     pub trace: bool,
     /// Capture every port's received and sent frames to DIR/port<N>-in.pcap and DIR/port<N>-out.pcap.
     pub pcap_dir: Option<PathBuf>,
+    /// The traffic manager: port queues, their depths and rates (none: no queueing at all).
+    pub tm: Option<Arc<TrafficManager>>,
 }
 
 /// The running data plane.
@@ -79,6 +82,8 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
         return Err("at least one worker is needed".into());
     }
     check_ports(&cfg.ports, device.cpu_port, cfg.pcap_dir.as_deref())?;
+    // the clock of the timestamps starts with the switch
+    p4sec_engine::tm::start_clock();
     crate::ring::rx_ring_bytes()?;
     // pcap inputs first (nothing to undo when one is bad), then the live ports, then the files written
     let mut inputs: Vec<Option<pcap::Reader>> = vec![];
@@ -186,9 +191,10 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
         let b = if i == 0 { batch.clone() } else { None };
         let trace = cfg.trace;
         let ws = worker_stats[i].clone();
+        let tm = cfg.tm.clone();
         let t = std::thread::Builder::new()
             .name(format!("p4sec-worker-{i}"))
-            .spawn(move || worker_loop(d, set, st, trace, b, ws))
+            .spawn(move || worker_loop(d, set, st, trace, b, ws, tm))
             .map_err(|e| format!("cannot start a worker thread: {e}"));
         match t {
             Ok(t) => threads.push(t),
@@ -217,7 +223,7 @@ pub fn run_workers(
     trace: bool,
 ) -> Result<Vec<(u32, String, Arc<PortStats>)>, String> {
     let specs = ports.iter().map(|(n, i)| PortSpec { number: *n, kind: PortKind::Iface(i.clone()), label: i.clone() }).collect();
-    let mut sw = start_with_stop(device, &Config { ports: specs, workers, trace, pcap_dir: None }, stop)?;
+    let mut sw = start_with_stop(device, &Config { ports: specs, workers, trace, pcap_dir: None, tm: None }, stop)?;
     sw.threads.clear(); // detached: they stop with `stop`
     Ok(std::mem::take(&mut sw.stats))
 }
