@@ -117,7 +117,8 @@ enum Cmd {
         /// P4Runtime device id.
         #[arg(long, default_value_t = 1)]
         device_id: u64,
-        /// A port, repeatable: N=IFACE (a Linux interface, e.g. a veth), N=tap:NAME or N=tun:NAME (a TAP/TUN
+        /// A port, repeatable: N=IFACE (a Linux interface, e.g. a veth), N=xdp:IFACE (the same through an
+        /// AF_XDP socket; where AF_XDP cannot work, the packet socket, with the reason logged), N=tap:NAME or N=tun:NAME (a TAP/TUN
         /// device the switch creates), N=pcap:in=FILE,out=FILE (frames read from / written to pcap files,
         /// either part optional; with only pcap ports the switch exits once all inputs are processed).
         #[arg(long = "port", value_name = "N=PORT")]
@@ -125,6 +126,9 @@ enum Cmd {
         /// BMv2's form of a port on a Linux interface, repeatable: N@IFACE is --port N=IFACE.
         #[arg(short = 'i', long = "interface", value_name = "N@IFACE")]
         interfaces: Vec<String>,
+        /// The -i ports through AF_XDP sockets: N@IFACE is --port N=xdp:IFACE.
+        #[arg(long)]
+        xdp: bool,
         /// The CPU port: frames sent to it reach the controller as PacketIn; PacketOut enters on it.
         #[arg(long)]
         cpu_port: Option<u32>,
@@ -707,6 +711,7 @@ fn main() -> ExitCode {
             device_id,
             mut ports,
             interfaces,
+            xdp,
             cpu_port,
             workers,
             metrics,
@@ -729,7 +734,7 @@ fn main() -> ExitCode {
             };
             for i in &interfaces {
                 match i.split_once('@') {
-                    Some((n, iface)) if !n.is_empty() && !iface.is_empty() => ports.push(format!("{n}={iface}")),
+                    Some((n, iface)) if !n.is_empty() && !iface.is_empty() => ports.push(format!("{n}={}{iface}", if xdp { "xdp:" } else { "" })),
                     _ => {
                         eprintln!("p4sec switch: -i takes N@IFACE (a port number and a Linux interface), got `{i}`");
                         return ExitCode::from(2);

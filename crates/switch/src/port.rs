@@ -1,7 +1,7 @@
 //! Ports: [`Port`], a port of any kind as one worker has it, with what all kinds share (number, name,
 //! counters, the `--pcap-dir` capture). Each kind is a type of its own behind one interface
 //! ([`io::PortIo`]): [`afpacket::AfPacket`] (Linux interfaces), [`tap::Tap`], [`tun::Tun`] (devices the
-//! switch creates) and [`pcap::Pcap`] (files). [`Io`] holds one of them and dispatches to it with a
+//! switch creates), [`pcap::Pcap`] (files) and [`xdp::Xdp`] (Linux interfaces through AF_XDP sockets). [`Io`] holds one of them and dispatches to it with a
 //! `match`, so that the per-frame calls stay static (inlined, no virtual call).
 
 pub mod afpacket;
@@ -9,6 +9,7 @@ pub mod io;
 pub mod pcap;
 pub mod tap;
 pub mod tun;
+pub mod xdp;
 
 use crate::log::{self, Level};
 use crate::pcap::{Ts, Writer};
@@ -29,6 +30,7 @@ pub enum Io {
     Tap(tap::Tap),
     Tun(tun::Tun),
     Pcap(pcap::Pcap),
+    Xdp(xdp::Xdp),
 }
 
 /// `$body` with `$p` bound to the port kind `$io` holds.
@@ -39,6 +41,7 @@ macro_rules! each {
             Io::Tap($p) => $body,
             Io::Tun($p) => $body,
             Io::Pcap($p) => $body,
+            Io::Xdp($p) => $body,
         }
     };
 }
@@ -138,9 +141,17 @@ impl Port {
         }
     }
 
-    /// Does this port move frames through memory-mapped rings?
+    /// The XDP socket of an AF_XDP port.
+    pub fn xdp(&self) -> Option<&xdp::Xdp> {
+        match &self.io {
+            Io::Xdp(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Does this port move frames through memory-mapped rings (a packet socket's, or an XDP socket's)?
     pub fn mmap(&self) -> bool {
-        self.packet().is_some_and(|p| p.mmap())
+        self.packet().is_some_and(|p| p.mmap()) || self.xdp().is_some()
     }
 
     /// Join consecutive TCP segments sent to this port in one batch into GSO super-frames ([`crate::gro`]).

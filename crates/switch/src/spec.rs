@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 pub enum PortKind {
     /// A Linux interface, opened through an AF_PACKET socket.
     Iface(String),
+    /// A Linux interface, opened through an AF_XDP socket (`xdp:IFACE`); where AF_XDP cannot work, through an
+    /// AF_PACKET socket, with the reason logged.
+    Xdp(String),
     /// A TAP device the switch creates: Ethernet frames.
     Tap(String),
     /// A TUN device the switch creates: IP packets, given a synthetic Ethernet header on the way in and
@@ -41,9 +44,9 @@ fn check_ifname(name: &str, what: &str) -> Result<(), String> {
 }
 
 impl PortSpec {
-    /// Parse `N=IFACE`, `N=tap:NAME`, `N=tun:NAME` or `N=pcap:in=FILE,out=FILE` (either part optional).
+    /// Parse `N=IFACE`, `N=xdp:IFACE`, `N=tap:NAME`, `N=tun:NAME` or `N=pcap:in=FILE,out=FILE` (either part optional).
     pub fn parse(spec: &str) -> Result<PortSpec, String> {
-        let usage = "NUMBER=INTERFACE, NUMBER=tap:NAME, NUMBER=tun:NAME or NUMBER=pcap:in=FILE,out=FILE";
+        let usage = "NUMBER=INTERFACE, NUMBER=xdp:INTERFACE, NUMBER=tap:NAME, NUMBER=tun:NAME or NUMBER=pcap:in=FILE,out=FILE";
         let Some((n, rest)) = spec.split_once('=') else {
             return Err(format!("--port needs {usage}, got `{spec}`"));
         };
@@ -53,6 +56,10 @@ impl PortSpec {
             None => {
                 check_ifname(rest, &what)?;
                 PortKind::Iface(rest.to_string())
+            }
+            Some(("xdp", name)) => {
+                check_ifname(name, &what)?;
+                PortKind::Xdp(name.to_string())
             }
             Some(("tap", name)) => {
                 check_ifname(name, &what)?;
@@ -98,7 +105,9 @@ impl PortSpec {
                 PortKind::Pcap { input, output }
             }
             Some((k, _)) => {
-                return Err(format!("{what}: unknown port kind `{k}` in `{rest}` (expected an interface name, tap:NAME, tun:NAME or pcap:in=FILE,out=FILE)"))
+                return Err(format!(
+                    "{what}: unknown port kind `{k}` in `{rest}` (expected an interface name, xdp:INTERFACE, tap:NAME, tun:NAME or pcap:in=FILE,out=FILE)"
+                ))
             }
         };
         Ok(PortSpec { number, kind, label: rest.to_string() })
@@ -144,7 +153,7 @@ pub fn check_ports(specs: &[PortSpec], cpu_port: Option<u32>, pcap_dir: Option<&
             return Err(format!("port {} is given twice", s.number));
         }
         match &s.kind {
-            PortKind::Iface(n) | PortKind::Tap(n) | PortKind::Tun(n) => {
+            PortKind::Iface(n) | PortKind::Xdp(n) | PortKind::Tap(n) | PortKind::Tun(n) => {
                 if let Some(other) = names.insert(n, s.number) {
                     return Err(format!("interface `{n}` is named by two ports ({other} and {})", s.number));
                 }
@@ -190,6 +199,7 @@ mod tests {
         assert_eq!((p.number, p.kind), (3, PortKind::Tap("t0".into())));
         assert_eq!(PortSpec::parse("4=tun:x").unwrap().kind, PortKind::Tun("x".into()));
         assert_eq!(PortSpec::parse("1=veth1").unwrap().kind, PortKind::Iface("veth1".into()));
+        assert_eq!(PortSpec::parse("2=xdp:veth2").unwrap().kind, PortKind::Xdp("veth2".into()));
         assert_eq!(
             PortSpec::parse("5=pcap:in=a,b.pcap,out=c.pcap").unwrap().kind,
             PortKind::Pcap { input: Some("a,b.pcap".into()), output: Some("c.pcap".into()) }
@@ -204,6 +214,7 @@ mod tests {
             ("1=pcap:size=3", "unknown pcap option"),
             ("1=pcap:in=a.pcap,snaplen=3", "unknown pcap option `snaplen=3`"),
             ("1=tap:", "empty"),
+            ("1=xdp:", "empty"),
             ("1=tun:abcdefghijklmnopq", "too long"),
         ] {
             let e = PortSpec::parse(bad).unwrap_err();
@@ -214,6 +225,7 @@ mod tests {
     #[test]
     fn duplicates_are_rejected() {
         let specs = |v: &[&str]| v.iter().map(|s| PortSpec::parse(s).unwrap()).collect::<Vec<_>>();
+        assert!(check_ports(&specs(&["1=a", "2=xdp:a"]), None, None).unwrap_err().contains("interface `a` is named by two ports"));
         assert!(check_ports(&specs(&["1=a", "1=b"]), None, None).unwrap_err().contains("port 1 is given twice"));
         assert!(check_ports(&specs(&["1=a", "2=tap:a"]), None, None).unwrap_err().contains("interface `a` is named by two ports"));
         assert!(check_ports(&specs(&["1=pcap:out=/tmp/x.pcap", "2=pcap:out=/tmp/x.pcap"]), None, None).unwrap_err().contains("written by two ports"));

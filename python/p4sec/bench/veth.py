@@ -2,13 +2,16 @@
 program against the Linux kernel forwarding the same frames between the same namespaces, in one run.
 
     python -m p4sec.bench.veth [--seconds S] [--sizes 64,1500] [--workers 1,2] [--flows 16]
-                               [--lossless-steps 6] [--json FILE] [--p4sec PATH]
+                               [--port-kind afpacket,xdp] [--lossless-steps 6] [--json FILE] [--p4sec PATH]
 
 Topology: namespace A (h1, 10.0.1.1) -- veth -- namespace M (s1 | s2) -- veth -- namespace B (h2, 10.0.2.2).
 In namespace M either the kernel routes (ip_forward=1, addresses on s1/s2) or `p4sec switch` owns s1/s2
 (ip_forward=0). The sender is `trafgen -P 1` (Debian's netsniff-ng; scripts/setup installs it), one process
 pinned to CPU 0, sending pre-built UDP frames (`--flows` source ports, so that several workers get work);
-the switch is pinned to the other CPUs. Per frame size, and for p4sec per worker count, it prints:
+the switch is pinned to the other CPUs. `--port-kind` names how the switch opens s1/s2: `afpacket` (`--port
+N=IFACE`, packet sockets with memory-mapped rings) and/or `xdp` (`--port N=xdp:IFACE`, AF_XDP sockets; where
+the switch falls back to the packet socket the row says so). Per frame size, and for p4sec per port kind and
+worker count, it prints:
 - the rate delivered to h2 (its rx counter; h2 drops the frames at its nftables ingress hook, so its own stack costs neither
   side anything) with the sender at full speed, kernel and p4sec;
 - the switch's CPU time per forwarded frame (the sum over its threads of /proc/PID/task/*/schedstat) and
@@ -212,6 +215,8 @@ def main(argv=None):
     ap.add_argument("--sizes", default="64,1500", help="frame sizes in bytes, comma-separated")
     ap.add_argument("--workers", default="1,2", help="switch worker counts, comma-separated")
     ap.add_argument("--flows", type=int, default=16, help="UDP flows (source ports) the sender cycles through")
+    ap.add_argument("--port-kind", default="afpacket",
+                    help="how the switch opens its ports, comma-separated: afpacket (packet sockets) and/or xdp (AF_XDP)")
     ap.add_argument("--lossless-steps", type=int, default=6, help="paced runs per lossless-rate search (0: none)")
     ap.add_argument("--rt", action="store_true",
                     help="run the switch with real-time priority (chrt -f 10), so that other load on the machine does not "
@@ -226,6 +231,10 @@ def main(argv=None):
         sys.exit("bench.veth: trafgen not found (apt-get install netsniff-ng; scripts/setup installs it)")
     sizes = [int(x) for x in args.sizes.split(",")]
     workers = [int(x) for x in args.workers.split(",")]
+    kinds = [k.strip() for k in args.port_kind.split(",") if k.strip()]
+    for k in kinds:
+        if k not in ("afpacket", "xdp"):
+            sys.exit(f"bench.veth: unknown port kind `{k}` (afpacket or xdp)")
     out = pathlib.Path(f"/tmp/p4sec-bench-veth-{os.getpid()}")
     gen = pathlib.Path(f"/tmp/p4sec-bench-veth-{os.getpid()}-trafgen")
     gen.mkdir(exist_ok=True)
@@ -242,22 +251,26 @@ def main(argv=None):
         t.kernel(True)
         kern = {s: full_speed(t, cfgs[s], args.seconds) for s in sizes}
         t.kernel(False)
-        for w in workers:
+        for kind, w in [(k, w) for k in kinds for w in workers]:
             port = free_port()
             rt = ["chrt", "-f", "10"] if args.rt else []
+            pre = "xdp:" if kind == "xdp" else ""
+            log = gen / f"switch-{kind}-{w}.log"
             sw = subprocess.Popen(["ip", "netns", "exec", t.m, "taskset", "-c", switch_cpus, *rt, args.p4sec, "switch", "--grpc",
-                                   f"127.0.0.1:{port}", "--workers", str(w), "--port", f"1={t.s1}", "--port", f"2={t.s2}"],
-                                  stderr=subprocess.DEVNULL)
+                                   f"127.0.0.1:{port}", "--workers", str(w), "--port", f"1={pre}{t.s1}", "--port", f"2={pre}{t.s2}"],
+                                  stderr=open(log, "w"))
             try:
                 time.sleep(0.5)
                 r = ns(t.m, sys.executable, "-c", CONTROL, f"127.0.0.1:{port}", str(out), t.mac[t.h2], t.mac[t.s2])
                 assert r.stdout.strip() == "ok", r.stderr
+                # what the ports really are: an xdp port may have fallen back to the packet socket
+                used = "xdp" if "(AF_XDP" in log.read_text() else "afpacket"
                 for s in sizes:
                     offered, got, cpu, dt = full_speed(t, cfgs[s], args.seconds, sw.pid)
                     best, reached = lossless(t, cfgs[s], max(got, 1000) * 1.2, pace_seconds, args.lossless_steps) if args.lossless_steps else (None, None)
                     k_off, k_got = kern[s][0], kern[s][1]
                     rows.append({
-                        "size": s, "workers": w,
+                        "size": s, "workers": w, "port_kind": kind, "port_used": used,
                         "offered_pps_kernel_run": k_off, "kernel_pps": k_got,
                         "offered_pps_p4sec_run": offered, "p4sec_pps": got,
                         "p4sec_over_kernel": got / k_got if k_got else 0.0,
@@ -273,13 +286,15 @@ def main(argv=None):
     print(f"forwarding between veth pairs in namespaces: sender trafgen -P 1 on CPU 0 ({args.flows} UDP flows), "
           f"switch on CPUs {switch_cpus}{' (SCHED_FIFO)' if args.rt else ''}, {args.seconds:g} s per full-speed cell; "
           f"load average {os.getloadavg()[0]:.1f}")
-    print(f"  {'frame':>6} {'wk':>3} {'kernel':>9} {'offered':>9} {'p4sec':>9} {'ratio':>6} {'ns/frame':>9} {'busy':>5} {'lossless':>9} {'paced max':>9}")
+    print(f"  {'frame':>6} {'ports':>14} {'wk':>3} {'kernel':>9} {'offered':>9} {'p4sec':>9} {'ratio':>6} {'ns/frame':>9} {'busy':>5} {'lossless':>9} {'paced max':>9}")
     for r in rows:
         ns_pf = f"{r['switch_cpu_ns_per_frame']:.0f}" if r["switch_cpu_ns_per_frame"] else "-"
         ll = f"{r['lossless_pps']/1e3:.0f}k" if r["lossless_pps"] is not None else "-"
         pm = f"{r['paced_sender_max_pps']/1e3:.0f}k" if r["paced_sender_max_pps"] is not None else "-"
-        print(f"  {r['size']:>5}B {r['workers']:>3} {r['kernel_pps']/1e3:>8.0f}k {r['offered_pps_p4sec_run']/1e3:>8.0f}k "
+        kind = r["port_kind"] if r["port_kind"] == r["port_used"] else f"{r['port_kind']}>{r['port_used']}"
+        print(f"  {r['size']:>5}B {kind:>14} {r['workers']:>3} {r['kernel_pps']/1e3:>8.0f}k {r['offered_pps_p4sec_run']/1e3:>8.0f}k "
               f"{r['p4sec_pps']/1e3:>8.0f}k {r['p4sec_over_kernel']:>6.2f} {ns_pf:>9} {r['switch_cores_busy']:>5.2f} {ll:>9} {pm:>9}")
+    print("  ports: the switch's port kind (xdp>afpacket: AF_XDP asked for, the packet socket used, see the switch's log)")
     print("  kernel/p4sec: frames per second delivered to h2 (k = thousand) with the sender at full speed; offered: what h1")
     print("  sent in the p4sec run; ratio: p4sec/kernel; ns/frame: the switch's CPU time per forwarded frame; busy: its")
     print("  CPU time per second (cores); lossless: highest evenly paced rate with no frame lost; paced max: the highest")

@@ -1,0 +1,719 @@
+//! AF_XDP ports (`--port N=xdp:IFACE`): a Linux interface through an XDP socket. The system's libxdp
+//! (Debian `libxdp1`, opened at run time with `dlopen`, so the switch builds and runs without it) loads its
+//! default XDP program on the interface, which redirects every frame of the bound receive queue into the
+//! socket through an XSK map, and creates the socket and its UMEM. The UMEM's four rings (fill,
+//! completion, RX, TX) are driven here directly: frames are received where the kernel put them and their
+//! buffers go back to the fill ring once per batch; frames sent are copied into UMEM buffers, queued in the
+//! TX ring and handed over with one `sendto` kick per batch.
+//!
+//! Zero-copy mode is asked for first, copy mode next (veth offers only copy mode); the XDP program runs in
+//! the driver (native mode). Without multi-buffer support a frame must fit one UMEM buffer (4096 bytes less
+//! the kernel's headroom), so interfaces whose MTU is larger are refused here with the reason; the caller
+//! ([`crate::start`]) then falls back to the packet-socket port ([`super::afpacket`]) and logs why.
+
+use super::io::{Ctx, PortIo};
+use crate::log::Level;
+use crate::pcap::Ts;
+use crate::tun;
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+/// Set (to anything but `0`) to make every AF_XDP setup fail, as if libxdp were missing: the port falls back
+/// to the packet socket (for tests of the fallback path).
+pub const NO_XDP_ENV: &str = "P4SEC_NO_XDP";
+
+/// Size of one UMEM buffer (a page: without multi-buffer a frame must fit one).
+pub const FRAME_SIZE: u32 = 4096;
+/// What the kernel keeps in front of a frame in a UMEM buffer (`XDP_PACKET_HEADROOM`).
+const KERNEL_HEADROOM: u32 = 256;
+/// The largest frame an AF_XDP port moves: a UMEM buffer less the kernel's headroom.
+pub const MAX_FRAME: usize = (FRAME_SIZE - KERNEL_HEADROOM) as usize;
+/// Entries of each ring; the UMEM has as many buffers for receiving (all in the fill ring when idle) and
+/// as many for sending.
+const RING: u32 = 2048;
+const RX_FRAMES: u32 = RING;
+const TX_FRAMES: u32 = RING;
+/// Frames taken from the RX ring at a time (the packet loop takes at most 64 per port per round).
+const RX_BATCH: u32 = 64;
+/// `sendto` kicks per flush at most: in copy mode the kernel sends at most 32 frames per kick.
+const KICKS_MAX: usize = 16;
+
+// from linux/if_xdp.h and linux/if_link.h
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+const XDP_COPY: u16 = 1 << 1;
+const XDP_ZEROCOPY: u16 = 1 << 2;
+const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+const XDP_RING_NEED_WAKEUP: u32 = 1;
+const SOL_XDP: c_int = 283;
+const XDP_STATISTICS: c_int = 7;
+const XDP_OPTIONS: c_int = 8;
+const XDP_OPTIONS_ZEROCOPY: u32 = 1;
+
+/// `struct xsk_ring_prod` / `struct xsk_ring_cons` of libxdp's `xsk.h`: one side's view of a ring.
+#[repr(C)]
+struct XskRing {
+    cached_prod: u32,
+    cached_cons: u32,
+    mask: u32,
+    size: u32,
+    producer: *mut u32,
+    consumer: *mut u32,
+    ring: *mut c_void,
+    flags: *mut u32,
+}
+
+impl XskRing {
+    fn zeroed() -> Box<XskRing> {
+        Box::new(XskRing {
+            cached_prod: 0,
+            cached_cons: 0,
+            mask: 0,
+            size: 0,
+            producer: std::ptr::null_mut(),
+            consumer: std::ptr::null_mut(),
+            ring: std::ptr::null_mut(),
+            flags: std::ptr::null_mut(),
+        })
+    }
+
+    #[inline]
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: the kernel's ring index, mapped for as long as the socket (or UMEM) lives
+        unsafe { AtomicU32::from_ptr(self.producer) }
+    }
+
+    #[inline]
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: as for `producer`
+        unsafe { AtomicU32::from_ptr(self.consumer) }
+    }
+
+    #[inline]
+    fn needs_wakeup(&self) -> bool {
+        // SAFETY: as for `producer`
+        unsafe { AtomicU32::from_ptr(self.flags) }.load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// Producer side: free entries (at least `want` when that many are free).
+    #[inline]
+    fn prod_free(&mut self, want: u32) -> u32 {
+        let free = self.cached_cons.wrapping_sub(self.cached_prod);
+        if free >= want {
+            return free;
+        }
+        self.cached_cons = self.consumer().load(Ordering::Acquire).wrapping_add(self.size);
+        self.cached_cons.wrapping_sub(self.cached_prod)
+    }
+
+    /// Producer side: make the entries written so far (up to `cached_prod`) visible to the kernel.
+    #[inline]
+    fn prod_submit(&mut self) {
+        self.producer().store(self.cached_prod, Ordering::Release);
+    }
+
+    /// Consumer side: entries available, at most `max`; they start at `cached_cons`.
+    #[inline]
+    fn cons_avail(&mut self, max: u32) -> u32 {
+        let mut n = self.cached_prod.wrapping_sub(self.cached_cons);
+        if n == 0 {
+            self.cached_prod = self.producer().load(Ordering::Acquire);
+            n = self.cached_prod.wrapping_sub(self.cached_cons);
+        }
+        n.min(max)
+    }
+
+    /// Consumer side: hand the entries read so far (up to `cached_cons`) back to the kernel.
+    #[inline]
+    fn cons_release(&mut self) {
+        self.consumer().store(self.cached_cons, Ordering::Release);
+    }
+
+    /// Entry `i` of an address ring (fill, completion).
+    #[inline]
+    fn addr(&self, i: u32) -> *mut u64 {
+        // SAFETY: masked into the ring
+        unsafe { (self.ring as *mut u64).add((i & self.mask) as usize) }
+    }
+
+    /// Entry `i` of a descriptor ring (RX, TX).
+    #[inline]
+    fn desc(&self, i: u32) -> *mut XdpDesc {
+        // SAFETY: masked into the ring
+        unsafe { (self.ring as *mut XdpDesc).add((i & self.mask) as usize) }
+    }
+}
+
+/// `struct xdp_desc`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct XdpDesc {
+    addr: u64,
+    len: u32,
+    options: u32,
+}
+
+/// `struct xsk_umem_config`.
+#[repr(C)]
+struct UmemConfig {
+    fill_size: u32,
+    comp_size: u32,
+    frame_size: u32,
+    frame_headroom: u32,
+    flags: u32,
+}
+
+/// `struct xsk_socket_config`.
+#[repr(C)]
+struct SocketConfig {
+    rx_size: u32,
+    tx_size: u32,
+    libxdp_flags: u32,
+    xdp_flags: u32,
+    bind_flags: u16,
+}
+
+/// `struct xdp_statistics`.
+#[repr(C)]
+#[derive(Default)]
+struct XdpStatistics {
+    rx_dropped: u64,
+    rx_invalid_descs: u64,
+    tx_invalid_descs: u64,
+    rx_ring_full: u64,
+    rx_fill_ring_empty_descs: u64,
+    tx_ring_empty_descs: u64,
+}
+
+type UmemCreate = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, u64, *mut XskRing, *mut XskRing, *const UmemConfig) -> c_int;
+type SocketCreate = unsafe extern "C" fn(*mut *mut c_void, *const c_char, u32, *mut c_void, *mut XskRing, *mut XskRing, *const SocketConfig) -> c_int;
+type SocketFd = unsafe extern "C" fn(*const c_void) -> c_int;
+type SocketDelete = unsafe extern "C" fn(*mut c_void);
+type UmemDelete = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+/// A print callback of libxdp/libbpf (the last argument is a `va_list`, never touched here).
+type Print = unsafe extern "C" fn(c_int, *const c_char, *mut c_void) -> c_int;
+type SetPrint = unsafe extern "C" fn(Option<Print>) -> Option<Print>;
+
+unsafe extern "C" fn quiet(_level: c_int, _fmt: *const c_char, _args: *mut c_void) -> c_int {
+    0
+}
+
+/// The few functions of libxdp used here.
+struct Lib {
+    umem_create: UmemCreate,
+    socket_create: SocketCreate,
+    socket_fd: SocketFd,
+    socket_delete: SocketDelete,
+    umem_delete: UmemDelete,
+}
+
+/// libxdp, opened once; the error says why it cannot be used.
+fn lib() -> Result<&'static Lib, String> {
+    static LIB: OnceLock<Result<Lib, String>> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let mut handle = std::ptr::null_mut();
+        for name in [c"libxdp.so.1", c"libxdp.so"] {
+            handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+            if !handle.is_null() {
+                break;
+            }
+        }
+        if handle.is_null() {
+            return Err("libxdp is not installed (Debian: apt-get install libxdp1)".into());
+        }
+        let sym = |name: &std::ffi::CStr| {
+            let p = unsafe { libc::dlsym(handle, name.as_ptr()) };
+            if p.is_null() {
+                Err(format!("libxdp has no `{}`", name.to_string_lossy()))
+            } else {
+                Ok(p)
+            }
+        };
+        // libxdp and libbpf say what they try (and that they fall back) on stderr: only at `--log debug`
+        if !crate::log::enabled(Level::Debug) {
+            for set in [c"libxdp_set_print", c"libbpf_set_print"] {
+                if let Ok(f) = sym(set) {
+                    // SAFETY: `xxx_set_print(fn)` takes a print callback and returns the previous one
+                    let f = unsafe { std::mem::transmute::<*mut c_void, SetPrint>(f) };
+                    unsafe { f(Some(quiet)) };
+                }
+            }
+        }
+        // SAFETY: the signatures of libxdp's xsk.h (1.x)
+        unsafe {
+            Ok(Lib {
+                umem_create: std::mem::transmute::<*mut c_void, UmemCreate>(sym(c"xsk_umem__create")?),
+                socket_create: std::mem::transmute::<*mut c_void, SocketCreate>(sym(c"xsk_socket__create")?),
+                socket_fd: std::mem::transmute::<*mut c_void, SocketFd>(sym(c"xsk_socket__fd")?),
+                socket_delete: std::mem::transmute::<*mut c_void, SocketDelete>(sym(c"xsk_socket__delete")?),
+                umem_delete: std::mem::transmute::<*mut c_void, UmemDelete>(sym(c"xsk_umem__delete")?),
+            })
+        }
+    })
+    .as_ref()
+    .map_err(|e| e.clone())
+}
+
+/// The interface's MTU (from sysfs).
+fn mtu(iface: &str) -> Option<u32> {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu")).ok()?.trim().parse().ok()
+}
+
+fn forced_off() -> bool {
+    matches!(std::env::var(NO_XDP_ENV), Ok(v) if !v.is_empty() && v != "0")
+}
+
+/// The UMEM and its socket as libxdp made them, with the memory they use; freed when dropped.
+struct Sock {
+    lib: &'static Lib,
+    area: *mut c_void,
+    area_len: usize,
+    umem: *mut c_void,
+    xsk: *mut c_void,
+    fd: i32,
+    fill: Box<XskRing>,
+    comp: Box<XskRing>,
+    rx: Box<XskRing>,
+    tx: Box<XskRing>,
+    zero_copy: bool,
+}
+
+impl Drop for Sock {
+    fn drop(&mut self) {
+        unsafe {
+            if !self.xsk.is_null() {
+                (self.lib.socket_delete)(self.xsk);
+            }
+            if !self.umem.is_null() {
+                (self.lib.umem_delete)(self.umem);
+            }
+            libc::munmap(self.area, self.area_len);
+        }
+    }
+}
+
+impl Sock {
+    /// A UMEM and a socket bound to `queue` of `iface` with `bind_flags`.
+    fn create(lib: &'static Lib, iface: &CString, queue: u32, bind_flags: u16) -> Result<Sock, String> {
+        let area_len = ((RX_FRAMES + TX_FRAMES) * FRAME_SIZE) as usize;
+        let area = unsafe {
+            libc::mmap(std::ptr::null_mut(), area_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE, -1, 0)
+        };
+        if area == libc::MAP_FAILED {
+            return Err(format!("cannot map {area_len} bytes of UMEM: {}", std::io::Error::last_os_error()));
+        }
+        let mut s = Sock {
+            lib,
+            area,
+            area_len,
+            umem: std::ptr::null_mut(),
+            xsk: std::ptr::null_mut(),
+            fd: -1,
+            fill: XskRing::zeroed(),
+            comp: XskRing::zeroed(),
+            rx: XskRing::zeroed(),
+            tx: XskRing::zeroed(),
+            zero_copy: false,
+        };
+        let ucfg = UmemConfig { fill_size: RING, comp_size: RING, frame_size: FRAME_SIZE, frame_headroom: 0, flags: 0 };
+        let r = unsafe { (lib.umem_create)(&mut s.umem, area, area_len as u64, &mut *s.fill, &mut *s.comp, &ucfg) };
+        if r != 0 {
+            s.umem = std::ptr::null_mut();
+            return Err(format!("UMEM: {}", std::io::Error::from_raw_os_error(-r)));
+        }
+        let scfg = SocketConfig { rx_size: RING, tx_size: RING, libxdp_flags: 0, xdp_flags: XDP_FLAGS_DRV_MODE, bind_flags };
+        let r = unsafe { (lib.socket_create)(&mut s.xsk, iface.as_ptr(), queue, s.umem, &mut *s.rx, &mut *s.tx, &scfg) };
+        if r != 0 {
+            s.xsk = std::ptr::null_mut();
+            return Err(std::io::Error::from_raw_os_error(-r).to_string());
+        }
+        s.fd = unsafe { (lib.socket_fd)(s.xsk) };
+        let mut opts: u32 = 0;
+        let mut len = std::mem::size_of::<u32>() as u32;
+        if unsafe { libc::getsockopt(s.fd, SOL_XDP, XDP_OPTIONS, &mut opts as *mut _ as *mut c_void, &mut len) } == 0 {
+            s.zero_copy = opts & XDP_OPTIONS_ZEROCOPY != 0;
+        }
+        Ok(s)
+    }
+}
+
+/// The transmit side: the TX and completion rings and the UMEM buffers free for sending.
+struct TxState {
+    /// The rings (libxdp keeps the completion ring's address until the UMEM is deleted: these boxes are
+    /// dropped after [`Xdp::sock`]).
+    tx: Box<XskRing>,
+    comp: Box<XskRing>,
+    fd: i32,
+    area: *mut u8,
+    free: Vec<u64>,
+    /// Descriptors written to the TX ring and not yet submitted.
+    queued: u32,
+    /// The kernel stopped before the TX ring was empty: kick again.
+    kick: bool,
+}
+
+/// An interface port's XDP socket, as one worker has it.
+pub struct Xdp {
+    /// (declared first: dropped before the rings of `tx`)
+    sock: Sock,
+    queue: u32,
+    /// Received frames taken from the RX ring: `rx_n` of them from ring index `rx_at`; `rx_next` handed over.
+    rx_at: u32,
+    rx_n: u32,
+    rx_next: u32,
+    tx: RefCell<TxState>,
+    /// The kernel's drop counters last read (to count only what is new).
+    dropped: Cell<u64>,
+}
+
+// SAFETY: the raw pointers are the socket's own mappings and libxdp's handles, used by one thread at a time
+// (the worker that owns the port).
+unsafe impl Send for Xdp {}
+
+impl Xdp {
+    /// Open receive queue `queue` of `iface` for port `number`; the error says why AF_XDP cannot be used
+    /// (no libxdp, no permission, an MTU too large for a UMEM buffer, the driver refuses XDP).
+    pub fn open(number: u32, iface: &str, queue: u32) -> Result<Xdp, String> {
+        if forced_off() {
+            return Err(format!("{NO_XDP_ENV} is set"));
+        }
+        let name = CString::new(iface).map_err(|_| format!("bad interface name `{iface}`"))?;
+        if unsafe { libc::if_nametoindex(name.as_ptr()) } == 0 {
+            return Err(format!("port {number}: no interface named `{iface}`"));
+        }
+        if let Some(mtu) = mtu(iface) {
+            // Ethernet header and a VLAN tag on top of the MTU
+            if mtu as usize + 18 > MAX_FRAME {
+                return Err(format!("MTU {mtu} does not fit a {FRAME_SIZE}-byte UMEM buffer (frames of at most {MAX_FRAME} bytes without multi-buffer)"));
+            }
+        }
+        let lib = lib()?;
+        let sock = match Sock::create(lib, &name, queue, XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP) {
+            Ok(s) => s,
+            Err(_) => Sock::create(lib, &name, queue, XDP_COPY | XDP_USE_NEED_WAKEUP).map_err(|e| {
+                let hint = if e.contains("ermission") { " (needs root or CAP_NET_ADMIN, CAP_BPF)" } else { "" };
+                format!("native XDP with an XDP socket on queue {queue} of `{iface}`: {e}{hint}")
+            })?,
+        };
+        let mut x = Xdp {
+            sock,
+            queue,
+            rx_at: 0,
+            rx_n: 0,
+            rx_next: 0,
+            tx: RefCell::new(TxState {
+                tx: XskRing::zeroed(),
+                comp: XskRing::zeroed(),
+                fd: -1,
+                area: std::ptr::null_mut(),
+                free: (0..TX_FRAMES).map(|i| ((RX_FRAMES + i) * FRAME_SIZE) as u64).collect(),
+                queued: 0,
+                kick: false,
+            }),
+            dropped: Cell::new(0),
+        };
+        {
+            let t = x.tx.get_mut();
+            t.tx = std::mem::replace(&mut x.sock.tx, XskRing::zeroed());
+            t.comp = std::mem::replace(&mut x.sock.comp, XskRing::zeroed());
+            t.fd = x.sock.fd;
+            t.area = x.sock.area as *mut u8;
+        }
+        // every receive buffer into the fill ring
+        let fill = &mut x.sock.fill;
+        if fill.prod_free(RX_FRAMES) < RX_FRAMES {
+            return Err("the fill ring is smaller than the receive buffers".into());
+        }
+        for i in 0..RX_FRAMES {
+            unsafe { *fill.addr(fill.cached_prod.wrapping_add(i)) = (i * FRAME_SIZE) as u64 };
+        }
+        fill.cached_prod = fill.cached_prod.wrapping_add(RX_FRAMES);
+        fill.prod_submit();
+        Ok(x)
+    }
+
+    /// Zero-copy (the driver's own) or copy mode?
+    pub fn zero_copy(&self) -> bool {
+        self.sock.zero_copy
+    }
+
+    /// The receive queue the socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    /// Hand the buffers of the frames handed over back to the kernel (fill ring), and their RX entries.
+    #[inline]
+    fn recycle(&mut self) {
+        let n = self.rx_next;
+        if n == 0 {
+            return;
+        }
+        let s = &mut self.sock;
+        // the fill ring has room for every receive buffer, so for these
+        s.fill.prod_free(n);
+        for k in 0..n {
+            let d = unsafe { *s.rx.desc(self.rx_at.wrapping_add(k)) };
+            // the buffer's start (the kernel hands out its own offset in it)
+            let base = d.addr - d.addr % FRAME_SIZE as u64;
+            unsafe { *s.fill.addr(s.fill.cached_prod.wrapping_add(k)) = base };
+        }
+        s.fill.cached_prod = s.fill.cached_prod.wrapping_add(n);
+        s.fill.prod_submit();
+        // frames taken but not handed over (the loop stopped early) are read again next time
+        s.rx.cached_cons = self.rx_at.wrapping_add(n);
+        s.rx.cons_release();
+        self.rx_at = s.rx.cached_cons;
+        self.rx_n = 0;
+        self.rx_next = 0;
+        if s.fill.needs_wakeup() {
+            unsafe { libc::recvfrom(s.fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut()) };
+        }
+    }
+
+    /// Buffers of frames the kernel has sent back to the free list.
+    #[inline]
+    fn complete(comp: &mut XskRing, free: &mut Vec<u64>) {
+        let n = comp.cons_avail(RING);
+        if n == 0 {
+            return;
+        }
+        for k in 0..n {
+            let a = unsafe { *comp.addr(comp.cached_cons.wrapping_add(k)) };
+            free.push(a - a % FRAME_SIZE as u64);
+        }
+        comp.cached_cons = comp.cached_cons.wrapping_add(n);
+        comp.cons_release();
+    }
+
+    /// Submit the queued descriptors and kick the kernel until the TX ring is empty (copy mode sends at most
+    /// 32 frames per kick) or it says it is busy.
+    fn kick(tx: &mut TxState) {
+        if tx.queued > 0 {
+            tx.tx.prod_submit();
+            tx.queued = 0;
+        }
+        let mut busy = false;
+        for _ in 0..KICKS_MAX {
+            if tx.tx.consumer().load(Ordering::Acquire) == tx.tx.cached_prod {
+                break;
+            }
+            if !tx.tx.needs_wakeup() && !busy {
+                // the driver picks them up by itself (zero-copy)
+                break;
+            }
+            let r = unsafe { libc::sendto(tx.fd, std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+            busy = false;
+            if r < 0 {
+                match std::io::Error::last_os_error().raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {
+                        busy = true;
+                        Self::complete(&mut tx.comp, &mut tx.free);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        tx.kick = tx.tx.consumer().load(Ordering::Acquire) != tx.tx.cached_prod && tx.tx.needs_wakeup();
+        Self::complete(&mut tx.comp, &mut tx.free);
+    }
+}
+
+impl PortIo for Xdp {
+    #[inline]
+    fn fd(&self) -> i32 {
+        self.sock.fd
+    }
+
+    /// The next frame of the RX ring, where the kernel put it in the UMEM; it stays there until the next
+    /// `recv` after the batch taken is used up, or [`PortIo::release`].
+    #[inline]
+    fn recv(&mut self, _cx: &Ctx, _buf: &mut [u8], _woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
+        if self.rx_next == self.rx_n {
+            self.recycle();
+            let n = self.sock.rx.cons_avail(RX_BATCH);
+            if n == 0 {
+                return None;
+            }
+            self.rx_at = self.sock.rx.cached_cons;
+            self.rx_n = n;
+        }
+        let d = unsafe { *self.sock.rx.desc(self.rx_at.wrapping_add(self.rx_next)) };
+        self.rx_next += 1;
+        if d.addr as usize + d.len as usize > self.sock.area_len {
+            return Some((self.sock.area as *const u8, 0, None));
+        }
+        Some((unsafe { (self.sock.area as *const u8).add(d.addr as usize) }, d.len as usize, None))
+    }
+
+    #[inline]
+    fn release(&mut self) {
+        self.recycle();
+    }
+
+    /// Frames taken and not handed over, or waiting in the RX ring.
+    #[inline]
+    fn rx_ready(&self) -> bool {
+        self.rx_next < self.rx_n || self.sock.rx.producer().load(Ordering::Acquire) != self.rx_at.wrapping_add(self.rx_n)
+    }
+
+    /// Copied into a free UMEM buffer and queued in the TX ring, counted when flushed.
+    #[inline]
+    fn send(&self, cx: &Ctx, frame: &[u8], ts: Ts) -> Option<bool> {
+        if frame.len() > MAX_FRAME {
+            return Some(false);
+        }
+        let mut tx = self.tx.borrow_mut();
+        let tx = &mut *tx;
+        if tx.free.is_empty() {
+            Self::complete(&mut tx.comp, &mut tx.free);
+        }
+        if tx.free.is_empty() || tx.tx.prod_free(1) == 0 {
+            let n = tx.queued;
+            Self::kick(tx);
+            cx.stats.tx.fetch_add(n as u64, Ordering::Relaxed);
+            if tx.free.is_empty() || tx.tx.prod_free(1) == 0 {
+                let _ = ts;
+                return Some(false);
+            }
+        }
+        let Some(addr) = tx.free.pop() else { return Some(false) };
+        let at = tx.tx.cached_prod;
+        unsafe {
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), tx.area.add(addr as usize), frame.len());
+            *tx.tx.desc(at) = XdpDesc { addr, len: frame.len() as u32, options: 0 };
+        }
+        tx.tx.cached_prod = at.wrapping_add(1);
+        tx.queued += 1;
+        None
+    }
+
+    #[inline]
+    fn tx_pending(&self) -> usize {
+        let tx = self.tx.borrow();
+        tx.queued as usize + tx.kick as usize
+    }
+
+    /// Submit what is queued with one kick (more in copy mode for large batches) and count it as sent.
+    fn flush_tx(&self, cx: &Ctx) {
+        let mut tx = self.tx.borrow_mut();
+        if tx.queued == 0 && !tx.kick {
+            return;
+        }
+        let n = tx.queued;
+        Self::kick(&mut tx);
+        cx.stats.tx.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Once a second: frames the kernel dropped for want of room in the RX ring or of fill buffers count
+    /// as errors of the port.
+    fn refresh_mtu(&self, cx: &Ctx) {
+        let mut st = XdpStatistics::default();
+        let mut len = std::mem::size_of::<XdpStatistics>() as u32;
+        if unsafe { libc::getsockopt(self.sock.fd, SOL_XDP, XDP_STATISTICS, &mut st as *mut _ as *mut c_void, &mut len) } == 0 {
+            let d = st.rx_dropped + st.rx_ring_full + st.rx_invalid_descs + st.tx_invalid_descs;
+            let before = self.dropped.replace(d);
+            if d > before {
+                cx.stats.errors.fetch_add(d - before, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The interface exists, is up and has its carrier.
+    fn up(&self, cx: &Ctx) -> bool {
+        tun::oper_up(cx.iface).unwrap_or(false)
+    }
+
+    fn alive(&self, cx: &Ctx) -> bool {
+        tun::exists(cx.iface)
+    }
+}
+
+/// The ports of `--port N=xdp:IFACE` for `workers` workers: worker `w` gets an XDP socket on receive queue
+/// `w` of the interface. Where AF_XDP cannot be used on every queue, the reason is logged and the port is an
+/// AF_PACKET one as `--port N=IFACE` would be (a PACKET_FANOUT group `group` for several workers): the
+/// switch forwards either way. A user who wants to know which one it got reads the log line or the
+/// `port N: interface ... (AF_XDP ...)` line at start-up.
+pub fn open_ports(number: u32, iface: &str, workers: usize, group: u16) -> Result<Vec<super::Port>, String> {
+    let mut v = vec![];
+    let mut why = None;
+    for w in 0..workers {
+        match Xdp::open(number, iface, w as u32) {
+            Ok(x) => v.push(super::Port::new(number, iface, super::Io::Xdp(x))),
+            Err(e) => {
+                why = Some(e);
+                break;
+            }
+        }
+    }
+    if let Some(why) = why {
+        drop(v);
+        p4log!(Level::Warn, "port {number}: AF_XDP not used on `{iface}` ({why}); falling back to the packet socket");
+        let mut v = vec![];
+        for _ in 0..workers {
+            v.push(if workers == 1 { super::Port::open(number, iface)? } else { super::Port::open_fanout(number, iface, group)? });
+        }
+        let how = match v[0].packet().and_then(|p| p.slots()) {
+            Some((rx, tx)) => format!("memory-mapped rings, {rx} receive and {tx} transmit slots"),
+            _ => "one recvmsg/send per frame".into(),
+        };
+        p4log!(Level::Info, "port {number}: interface `{iface}` (packet socket, {how})");
+        return Ok(v);
+    }
+    let mode = if v[0].xdp().is_some_and(|x| x.zero_copy()) { "zero-copy" } else { "copy mode" };
+    p4log!(
+        Level::Info,
+        "port {number}: interface `{iface}` (AF_XDP, native XDP, {mode}, {} receive queue(s), {RING} ring entries, {FRAME_SIZE}-byte UMEM buffers)",
+        workers
+    );
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_indices_wrap() {
+        let mut prod = 0u32;
+        let mut cons = 0u32;
+        let mut r = XskRing::zeroed();
+        r.size = 8;
+        r.mask = 7;
+        r.producer = &mut prod;
+        r.consumer = &mut cons;
+        r.cached_cons = 8;
+        // producer side: 8 free, then none until the consumer moves
+        assert_eq!(r.prod_free(8), 8);
+        r.cached_prod = 8;
+        r.prod_submit();
+        assert_eq!(prod, 8);
+        assert_eq!(r.prod_free(1), 0);
+        cons = 3;
+        assert_eq!(r.prod_free(1), 3);
+        // near the end of u32: differences stay right
+        let mut c = XskRing::zeroed();
+        let mut p2 = u32::MAX - 1;
+        let mut c2 = u32::MAX - 1;
+        c.producer = &mut p2;
+        c.consumer = &mut c2;
+        c.cached_cons = u32::MAX - 1;
+        c.cached_prod = u32::MAX - 1;
+        assert_eq!(c.cons_avail(64), 0);
+        p2 = 2;
+        assert_eq!(c.cons_avail(64), 4);
+        assert_eq!(c.cons_avail(3), 3);
+    }
+
+    #[test]
+    fn forced_off_is_a_reason() {
+        std::env::set_var(NO_XDP_ENV, "1");
+        let e = Xdp::open(1, "lo", 0).err().expect("AF_XDP must be refused when forced off");
+        assert!(e.contains(NO_XDP_ENV), "{e}");
+        std::env::remove_var(NO_XDP_ENV);
+        let e = Xdp::open(1, "no-such-if0", 0).err().expect("no interface");
+        assert!(e.contains("no interface named"), "{e}");
+    }
+}
