@@ -495,4 +495,18 @@ pub enum StmtKind {
     /// An instantiation inside a parser state / control body is not legal, but a local declaration of
     /// other kinds is reported by the checker.
     Decl(Box<Decl>),
+    /// `for (init; cond; update) body` (P4_16 1.2.5): `init` declarations/assignments and `update`
+    /// assignments/calls, each list comma-separated in the source.
+    For { init: Vec<Stmt>, cond: Option<Expr>, update: Vec<Stmt>, body: Box<Stmt> },
+    /// `for (T x in e) body` / `for (x in e) body`: `e` a range `a .. b` (both ends included) or a header stack.
+    ForIn { ty: Option<Type>, var: Ident, coll: ForInColl, body: Box<Stmt> },
+    Break,
+    Continue,
+}
+
+/// What a `for`-in loop runs over.
+#[derive(Clone, Debug)]
+pub enum ForInColl {
+    Range(Expr, Expr),
+    Expr(Expr),
 }

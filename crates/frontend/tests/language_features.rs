@@ -68,3 +68,22 @@ fn casts_to_int_of_run_time_values_are_exact_and_others_refused() {
     let e = compile(&program(decls, "apply { hdr.h.a = (bit<8>)((int)hdr.h.b); }")).unwrap_err();
     assert!(e.contains("t.p4:") && e.contains("cannot cast bool to int"), "{e}");
 }
+
+#[test]
+fn for_loops_that_cannot_be_unrolled_are_refused_with_their_line() {
+    let decls = "header h_t { bit<8> a; bit<8> b; }\nstruct hs { h_t h; }";
+    let ok = "apply { for (bit<8> i = 0; i < hdr.h.a; i = i + 1) { hdr.h.b = hdr.h.b + i; } for (bit<4> k in 0 .. 15) { if (k == 2) { break; } } }";
+    compile(&program(decls, ok)).unwrap();
+    for (body, want) in [
+        ("apply { for (bit<16> i = 0; i < 60000; i = i + 1) { hdr.h.b = 1; } }", "more than 4096 times"),
+        ("apply { for (bit<8> i = hdr.h.a; i < 3; i = i + 1) { } }", "the initial value of `i` must be known at compile time"),
+        ("apply { for (bit<8> i = 0; i < 3; hdr.h.a = 1) { } }", "a loop update must assign a loop variable"),
+        ("apply { for (bit<8> i = 0; ; i = i + 1) { } }", "a loop without a condition"),
+        ("apply { break; }", "`break` outside of a `for` loop"),
+        ("action a() { continue; } apply { for (bit<8> i in 1 .. 2) { a(); } }", "`continue` outside of a `for` loop"),
+        ("apply { for (bit<8> i in 1 .. hdr.h.a) { } }", "the ends of the range must be known at compile time"),
+    ] {
+        let e = compile(&program(decls, body)).unwrap_err();
+        assert!(e.contains("t.p4:") && e.contains(want), "{body}:\n{e}");
+    }
+}

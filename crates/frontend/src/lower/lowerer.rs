@@ -47,6 +47,9 @@ pub(crate) struct Lowerer<'t> {
     pub out: Vec<Vec<ir::Stmt>>,
     /// Enclosing functions/actions for `return`: (label, return place).
     pub returns: Vec<(u32, Option<Place>)>,
+    /// Enclosing `for` loops: (label `break` leaves, label `continue` leaves, `returns.len()` at the loop, so a
+    /// `break` in a function called from the body does not reach the loop).
+    pub loops: Vec<(u32, u32, usize)>,
     /// Control-plane name prefix of the instance being elaborated.
     pub path: Vec<String>,
     /// Actions already lowered for a (declaration, scope) pair.
@@ -109,6 +112,7 @@ impl<'t> Lowerer<'t> {
             global: Scope::root(),
             out: vec![vec![]],
             returns: vec![],
+            loops: vec![],
             path: vec![],
             action_cache: HashMap::new(),
             std_meta: None,

@@ -11,6 +11,7 @@ mod calls;
 mod env;
 mod expr;
 mod externs;
+mod loops;
 mod lowerer;
 mod methods;
 mod operators;

@@ -66,6 +66,18 @@ impl<'t> Lowerer<'t> {
                 scope.define(&c.name.name, Binding::Value(Box::new(v)));
                 Ok(())
             }
+            StmtKind::For { init, cond, update, body } => self.for_loop(scope, init, cond.as_ref(), update, body, span),
+            StmtKind::ForIn { ty, var, coll, body } => self.for_in_loop(scope, ty.as_ref(), var, coll, body, span),
+            StmtKind::Break | StmtKind::Continue => {
+                let what = if matches!(s.kind, StmtKind::Break) { "break" } else { "continue" };
+                match self.loops.last() {
+                    Some(&(brk, cont, depth)) if depth == self.returns.len() => {
+                        self.emit(ir::Stmt::Break(if what == "break" { brk } else { cont }));
+                        Ok(())
+                    }
+                    _ => err(span, format!("`{what}` outside of a `for` loop")),
+                }
+            }
             StmtKind::Assign(lhs, rhs) => self.assign_stmt(scope, lhs, rhs, None),
             StmtKind::OpAssign(op, lhs, rhs) => self.assign_stmt(scope, lhs, rhs, Some(*op)),
             StmtKind::Call(e) => {

@@ -66,6 +66,55 @@ impl Parser {
                 let else_ = if self.eat("else") { Some(Box::new(self.stmt()?)) } else { None };
                 Ok(mk(StmtKind::If(c, Box::new(then), else_), self))
             }
+            "break" | "continue" => {
+                self.bump();
+                self.expect(";", if kw == "break" { "after break" } else { "after continue" })?;
+                Ok(mk(if kw == "break" { StmtKind::Break } else { StmtKind::Continue }, self))
+            }
+            "for" => {
+                self.bump();
+                self.expect("(", "after for")?;
+                // `for (x in e)` / `for (T x in e)`
+                if matches!(self.peek(), Tok::Ident(_)) && self.is_at(1, "in") {
+                    let var = self.ident("a loop variable")?;
+                    self.bump();
+                    return self.for_in(None, var, start);
+                }
+                let mut init = vec![];
+                if self.starts_type() && self.looks_like_decl() {
+                    let ds = self.span();
+                    let ty = self.ty()?;
+                    let name = self.ident("a loop variable")?;
+                    if self.eat("in") {
+                        return self.for_in(Some(ty), name, start);
+                    }
+                    self.expect("=", "initializing the loop variable")?;
+                    let e = self.expr()?;
+                    init.push(Stmt { kind: StmtKind::Var(VarDecl { annos: vec![], ty, name, init: Some(e) }), span: ds.to(self.prev_span()) });
+                    if !self.is(";") {
+                        self.expect(",", "between the loop initializers")?;
+                    }
+                }
+                while !self.is(";") {
+                    init.push(self.for_clause()?);
+                    if !self.eat(",") {
+                        break;
+                    }
+                }
+                self.expect(";", "after the loop initializers")?;
+                let cond = if self.is(";") { None } else { Some(self.expr()?) };
+                self.expect(";", "after the loop condition")?;
+                let mut update = vec![];
+                while !self.is(")") {
+                    update.push(self.for_clause()?);
+                    if !self.eat(",") {
+                        break;
+                    }
+                }
+                self.expect(")", "closing the loop header")?;
+                let body = self.stmt()?;
+                Ok(mk(StmtKind::For { init, cond, update, body: Box::new(body) }, self))
+            }
             "exit" => {
                 self.bump();
                 self.expect(";", "after exit")?;
@@ -148,6 +197,54 @@ impl Parser {
                 Err(self.unexpected("`=` or `;` (a statement must be an assignment or a call)"))
             }
         }
+    }
+
+    /// The rest of `for (T x in ` ...: a range `a .. b` or an expression, `)`, the body.
+    fn for_in(&mut self, ty: Option<Type>, var: Ident, start: Span) -> PResult<Stmt> {
+        let e = self.expr()?;
+        let coll = if self.eat("..") { ForInColl::Range(e, self.expr()?) } else { ForInColl::Expr(e) };
+        self.expect(")", "closing the loop header")?;
+        let body = self.stmt()?;
+        Ok(Stmt { kind: StmtKind::ForIn { ty, var, coll, body: Box::new(body) }, span: start.to(self.prev_span()) })
+    }
+
+    /// One clause of a `for` header: a declaration with an initializer, an assignment (`=` or `op=`) or a call,
+    /// without the terminating `;`.
+    fn for_clause(&mut self) -> PResult<Stmt> {
+        let start = self.span();
+        if self.starts_type() && self.looks_like_decl() {
+            let ty = self.ty()?;
+            let name = self.ident("a loop variable")?;
+            self.expect("=", "initializing the loop variable")?;
+            let e = self.expr()?;
+            return Ok(Stmt { kind: StmtKind::Var(VarDecl { annos: vec![], ty, name, init: Some(e) }), span: start.to(self.prev_span()) });
+        }
+        let lhs = self.expr()?;
+        for (op, bop) in [
+            ("+=", BinOp::Add),
+            ("-=", BinOp::Sub),
+            ("*=", BinOp::Mul),
+            ("<<=", BinOp::Shl),
+            (">>=", BinOp::Shr),
+            ("&=", BinOp::BitAnd),
+            ("|=", BinOp::BitOr),
+            ("^=", BinOp::BitXor),
+            ("|+|=", BinOp::AddSat),
+            ("|-|=", BinOp::SubSat),
+        ] {
+            if self.eat(op) {
+                let rhs = self.expr()?;
+                return Ok(Stmt { kind: StmtKind::OpAssign(bop, lhs, rhs), span: start.to(self.prev_span()) });
+            }
+        }
+        if self.eat("=") {
+            let rhs = self.expr()?;
+            return Ok(Stmt { kind: StmtKind::Assign(lhs, rhs), span: start.to(self.prev_span()) });
+        }
+        if matches!(lhs.kind, ExprKind::Call { .. }) {
+            return Ok(Stmt { kind: StmtKind::Call(lhs), span: start.to(self.prev_span()) });
+        }
+        Err(self.unexpected("an assignment or a call in the `for` header"))
     }
 
     /// After a type-looking start: is this `Type name ...` (declaration) rather than an expression?
