@@ -431,6 +431,9 @@ pub enum ExprKind {
     Construct { ty: Type, args: Vec<Argument> },
     /// `{ a, b, c }` (list/tuple/struct/header initializer by position), also a select tuple keyset.
     List(Vec<Expr>),
+    /// `{ a, b, ... }` / `{...}` (P4_16 1.2.5 default initializer): the elements given, the other fields of the
+    /// struct or header their default values.
+    ListRest(Vec<Expr>),
     /// `{ f1 = e1, f2 = e2 }`; `...` at the end sets `has_rest` (P4 1.2.4 `...`).
     StructInit { fields: Vec<(Ident, Expr)>, has_rest: bool },
     /// `(Type) { ... }` is a Cast of a List/StructInit; `Type { ... }` is this.

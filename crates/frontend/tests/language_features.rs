@@ -87,3 +87,19 @@ fn for_loops_that_cannot_be_unrolled_are_refused_with_their_line() {
         assert!(e.contains("t.p4:") && e.contains(want), "{body}:\n{e}");
     }
 }
+
+#[test]
+fn default_initializers_and_field_list_names_refuse_what_they_cannot_resolve() {
+    let decls = "header h_t { bit<8> a; bit<8> b; }\nstruct hs { h_t h; }";
+    compile(&program(decls, "apply { h_t x = {...}; h_t y = { b = 2, ... }; hdr.h = { 1, ... }; }")).unwrap();
+    let e = compile(&program(decls, "apply { hdr.h.a = {...}; }")).unwrap_err();
+    assert!(e.contains("t.p4:") && e.contains("a `...` initializer needs a struct, header or tuple type"), "{e}");
+    let e = compile(&program(decls, "apply { h_t x = { 1, 2, 3, ... }; }")).unwrap_err();
+    assert!(e.contains("t.p4:") && e.contains("initializer has 3 elements"), "{e}");
+    let fl = |ann: &str| format!("header h_t {{ bit<8> a; }}\nstruct hs {{ h_t h; }}\nconst bit<8> FL = 2;\nstruct keep_t {{ {ann} bit<8> k; }}");
+    compile(&program(&fl("@field_list(FL, 1)"), "keep_t k; apply { }")).unwrap();
+    let e = compile(&program(&fl("@field_list(NOPE)"), "apply { }")).unwrap_err();
+    assert!(e.contains("t.p4:") && e.contains("`NOPE` is not declared"), "{e}");
+    let e = compile(&program(&fl("@field_list(hdr)"), "apply { }")).unwrap_err();
+    assert!(e.contains("t.p4:") && (e.contains("is not declared") || e.contains("must be an integer constant")), "{e}");
+}

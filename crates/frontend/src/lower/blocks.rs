@@ -28,6 +28,30 @@ impl<'t> Lowerer<'t> {
         Ok(())
     }
 
+    /// The ids of a field's `@field_list(...)` annotations: integer literals, named constants and serializable
+    /// enum members (`@field_list(FL_RESUBMIT)`); a name that is not declared, or not a constant, is an error at
+    /// its place (never an empty list).
+    fn field_list_ids(&mut self, scope: &Rc<Scope>, annos: &ast::Annotations) -> PResult<Vec<u32>> {
+        let mut ids = vec![];
+        for a in annos.iter().filter(|a| a.name.name == "field_list") {
+            let ast::AnnotationBody::Exprs(es) = &a.body else {
+                return err(a.name.span, "`@field_list` takes a comma-separated list of integer constants");
+            };
+            for e in es {
+                let (v, pre) = self.capture(|l| l.expr(scope, e, None))?;
+                let c = match v {
+                    Val::Const(c, _) if pre.is_empty() => c,
+                    _ => return err(e.span, "a `@field_list` id must be an integer constant (a literal, a named constant or an enum member)"),
+                };
+                match c.to_u32() {
+                    Some(x) => ids.push(x),
+                    None => return err(e.span, format!("`@field_list` id {c} is out of range")),
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     /// Declare one declaration in `scope`. At top level, instantiations other than `main` are created now.
     pub fn declare(&mut self, scope: &Rc<Scope>, d: &ast::Decl, top: bool) -> PResult<()> {
         match d {
@@ -70,7 +94,7 @@ impl<'t> Lowerer<'t> {
                         fields.push(FieldInfo {
                             name: f.name.name.clone(),
                             ty,
-                            field_lists: annotation_ints(&f.annos, "field_list").unwrap_or_default().into_iter().map(|x| x as u32).collect(),
+                            field_lists: self.field_list_ids(scope, &f.annos)?,
                             match_kind: annotation_ident(&f.annos, "match"),
                             cp_name: annotation_str(&f.annos, "name"),
                             new_type: self.new_type_name(&f.ty),

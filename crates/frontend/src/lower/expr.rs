@@ -251,7 +251,26 @@ impl<'t> Lowerer<'t> {
                 }
                 Ok(Val::List(vs))
             }
-            ExprKind::StructInit { fields, .. } => {
+            ExprKind::ListRest(items) => {
+                // `{a, b, ...}`: the fields after the given ones take their default values
+                let tys: Vec<Ty> = match hint {
+                    Some(Ty::Agg(a)) if a.kind != ast::AggregateKind::HeaderUnion => a.fields.iter().map(|f| f.ty.clone()).collect(),
+                    Some(Ty::Tuple(ts)) => ts.clone(),
+                    _ => return err(span, "a `...` initializer needs a struct, header or tuple type from its context (a declaration or assignment)"),
+                };
+                if items.len() > tys.len() {
+                    return err(span, format!("initializer has {} elements, the type has {} fields", items.len(), tys.len()));
+                }
+                let mut vs = vec![];
+                for (it, t) in items.iter().zip(&tys) {
+                    vs.push(self.expr(scope, it, Some(t))?);
+                }
+                for t in &tys[items.len()..] {
+                    vs.push(self.default_value(t, span)?);
+                }
+                Ok(Val::List(vs))
+            }
+            ExprKind::StructInit { fields, has_rest } => {
                 let mut vs = vec![];
                 for (n, x) in fields {
                     let h = match hint {
@@ -259,6 +278,17 @@ impl<'t> Lowerer<'t> {
                         _ => None,
                     };
                     vs.push((n.name.clone(), self.expr(scope, x, h.as_ref())?));
+                }
+                if *has_rest {
+                    let Some(Ty::Agg(a)) = hint.filter(|t| matches!(t, Ty::Agg(a) if a.kind != ast::AggregateKind::HeaderUnion)) else {
+                        return err(span, "a `...` initializer needs a struct or header type from its context (a declaration or assignment)");
+                    };
+                    for f in &a.fields {
+                        if !vs.iter().any(|(n, _)| *n == f.name) {
+                            let d = self.default_value(&f.ty, span)?;
+                            vs.push((f.name.clone(), d));
+                        }
+                    }
                 }
                 Ok(Val::Struct(vs, hint.filter(|t| matches!(t, Ty::Agg(_))).cloned()))
             }
@@ -272,6 +302,32 @@ impl<'t> Lowerer<'t> {
             ExprKind::Construct { .. } => err(span, "an instantiation is not allowed in an expression here"),
             ExprKind::Mask(..) | ExprKind::Range(..) => err(span, "`&&&` and `..` may only appear in keysets"),
         }
+    }
+
+    /// The default value of a type (P4_16 1.2.5 "default values"): 0 for bit-strings, integers and serializable
+    /// enums, `false`, the first member of a plain enum, `error.NoError`, an invalid header or union, and a struct,
+    /// tuple or stack of the defaults of its parts.
+    pub(super) fn default_value(&mut self, t: &Ty, span: Span) -> PResult<Val> {
+        Ok(match t {
+            Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Enum(_) | Ty::Error => Val::Const(num_bigint::BigInt::from(0), t.clone()),
+            Ty::Agg(a) if a.kind == ast::AggregateKind::Struct => {
+                let mut vs = vec![];
+                for f in &a.fields {
+                    vs.push(self.default_value(&f.ty, span)?);
+                }
+                Val::List(vs)
+            }
+            Ty::Agg(_) => Val::Invalid,
+            Ty::Stack(_, n) => Val::List((0..*n).map(|_| Val::Invalid).collect()),
+            Ty::Tuple(ts) => {
+                let mut vs = vec![];
+                for t in ts {
+                    vs.push(self.default_value(t, span)?);
+                }
+                Val::List(vs)
+            }
+            other => return err(span, format!("p4sec has no default value for type {other} in a `...` initializer")),
+        })
     }
 
     pub(super) fn name(&mut self, scope: &Rc<Scope>, id: &ast::Ident) -> PResult<Val> {

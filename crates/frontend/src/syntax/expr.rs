@@ -291,8 +291,10 @@ impl Parser {
                     return Ok(Expr { kind: ExprKind::StructInit { fields, has_rest }, span: start.to(self.prev_span()) });
                 }
                 let mut items = vec![];
+                let mut rest = false;
                 while !self.is("}") {
                     if self.eat("...") {
+                        rest = true;
                         break;
                     }
                     items.push(self.expr()?);
@@ -301,7 +303,8 @@ impl Parser {
                     }
                 }
                 self.expect("}", "closing the list")?;
-                Ok(Expr { kind: ExprKind::List(items), span: start.to(self.prev_span()) })
+                let kind = if rest { ExprKind::ListRest(items) } else { ExprKind::List(items) };
+                Ok(Expr { kind, span: start.to(self.prev_span()) })
             }
             Tok::Punct(".") => {
                 self.bump();
