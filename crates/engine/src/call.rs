@@ -3,8 +3,8 @@
 //! resolved at load time, call sites an extern binds for itself, and the general marshalling path).
 
 use crate::bits::{self, mask64 as mask, read_wide, BitWriter};
-use crate::exec::Flow;
 use crate::hash;
+use crate::state::Flow;
 use crate::{Engine, Worker};
 use p4sec_externs::iface::{BitBuf, BoundArg, BoundCall, Dir, ExternError, ExternObject, Payload};
 use p4sec_externs::layout::{read_bits, ArgLayout, Part};

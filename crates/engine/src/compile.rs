@@ -8,9 +8,8 @@
 //! against it by the whole STF corpus. The compiled fast paths of `extract` and `emit` are in `headers.rs`.
 
 use crate::call::{plan_arg, PlannedCall};
-use crate::exec::{CBlock, Flow, SF, XF};
-use crate::headers::{csum_without, emit_static, extract_static, Deferred};
-use crate::parser::LeanNext;
+use crate::headers::{csum_without, emit_static, extract_static};
+use crate::state::{CBlock, Code, Deferred, Flow, LeanNext, SF, XF};
 use crate::{Engine, Worker};
 use p4sec_externs::iface::ExternObject;
 use p4sec_externs::layout::ArgLayout;
@@ -33,31 +32,6 @@ fn stmt_may_fail(s: &Stmt) -> bool {
         }
         _ => true,
     }
-}
-
-/// Everything the pipeline runs, compiled.
-pub(crate) struct Code {
-    pub states: Vec<CBlock>,
-    /// Per parser state: compiled select keys when all are at most 64 bits.
-    pub select_keys: Vec<Option<Vec<XF>>>,
-    /// Per parser state: the select cases as (mask, value) per key when they are all exact, masked or
-    /// default (ranges and value sets take the interpreter's path).
-    pub select_cases: Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>>,
-    /// Per parser state: its transition when the parser's hot loop takes it itself.
-    pub lean_next: Vec<LeanNext>,
-    pub verify: CBlock,
-    /// Headers whose extraction offset `verify` reads (reset at the start of every ingress pass).
-    pub tracked_headers: Vec<usize>,
-    /// `update_checksum`s over a whole header left to the deparser (see [`Deferred`]); bit i of
-    /// `Worker::csum_pending` says entry i is due.
-    pub deferred: Vec<Deferred>,
-    pub ingress: CBlock,
-    pub egress: CBlock,
-    pub compute: CBlock,
-    pub deparser: CBlock,
-    pub actions: Vec<CBlock>,
-    /// Per table, per key: the compiled key expression when it is at most 64 bits.
-    pub table_keys: Vec<Vec<Option<XF>>>,
 }
 
 /// What compiling needs: the program, and its extern instances, so that a call site can be bound by its

@@ -3,61 +3,11 @@
 //! emitted bytes.
 
 use crate::bits::{mask64 as mask, read_wide};
-use crate::exec::{Flow, SF, XF};
+use crate::plans::HeaderPlan;
+use crate::state::{Flow, SF};
 use crate::{Engine, Worker};
 use p4sec_externs::layout::read_bits;
 use p4sec_ir::*;
-
-/// Precomputed extraction facts of one header type.
-#[derive(Clone, Debug)]
-pub(crate) struct HeaderPlan {
-    /// Sum of the fixed field widths (bits).
-    pub fixed: usize,
-    /// Maximum width of the varbit field (0 when there is none).
-    pub var_max: u32,
-    /// All fields fixed and at most 56 bits wide: each is read with one 64-bit big-endian load.
-    pub narrow: bool,
-    /// For narrow headers: per field, (slot, byte offset in the header, right shift after a 64-bit load,
-    /// mask, width).
-    pub fields: Vec<(u32, u32, u32, u64, u32)>,
-    /// For narrow headers of at most 128 bytes: how to build the header's bytes as big-endian 64-bit words,
-    /// one (slot, mask, right shift, left shift, word) per field and word it touches.
-    pub emit_ops: Vec<(u32, u64, u32, u32, u32)>,
-}
-
-impl HeaderPlan {
-    pub fn new(h: &HeaderLayout) -> HeaderPlan {
-        let mut fixed = 0usize;
-        let mut var_max = 0;
-        for f in &h.fields {
-            if f.varbit_len.is_some() {
-                var_max = f.loc.width;
-            } else {
-                fixed += f.loc.width as usize;
-            }
-        }
-        let narrow = var_max == 0 && h.fields.iter().all(|f| f.loc.width <= 56);
-        let mut fields = vec![];
-        let mut emit_ops = vec![];
-        if narrow {
-            let mut pos = 0u32;
-            for f in &h.fields {
-                let w = f.loc.width;
-                fields.push((f.loc.slot, pos / 8, 64 - pos % 8 - w, mask(w), w));
-                if w > 0 && fixed <= 1024 {
-                    // the field's bits [pos, pos + w) of the header, in each 64-bit word they overlap
-                    for k in pos / 64..=(pos + w - 1) / 64 {
-                        let s = 64 * (k as i64 + 1) - (pos + w) as i64;
-                        let (r, l) = if s >= 0 { (0, s as u32) } else { ((-s) as u32, 0) };
-                        emit_ops.push((f.loc.slot, mask(w), r, l, k));
-                    }
-                }
-                pos += w;
-            }
-        }
-        HeaderPlan { fixed, var_max, narrow, fields, emit_ops }
-    }
-}
 
 /// `extract` of a fixed header instance whose fields are all narrow: when the header starts on a byte with
 /// 8 bytes to spare after it, one unaligned 64-bit big-endian load per field, the plan resolved here once.
@@ -223,19 +173,6 @@ pub(crate) fn emit_static(h: u32) -> SF {
         }
         Flow::Next
     })
-}
-
-/// An `update_checksum(cond, {all fields of header H but F}, F, csum16)` whose result nothing reads before
-/// the deparser: when `cond` holds, the deparser computes it from H's emitted bytes and writes it into the
-/// bytes and into F; whatever the deparser did not emit is computed from the fields afterwards.
-pub(crate) struct Deferred {
-    pub header: usize,
-    /// F's byte offset in H.
-    pub f_off: usize,
-    pub f_slot: usize,
-    /// The checksum from the fields, and F's width mask.
-    pub sum: XF,
-    pub m: u64,
 }
 
 /// The Internet checksum of a header's bytes without the 16-bit word at `f_off` (`bytes.len()` even).

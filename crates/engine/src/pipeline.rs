@@ -2,52 +2,20 @@
 //! egress, compute and deparser, with the clones, resubmissions, recirculations and multicast copies it
 //! causes run as further passes.
 
-use crate::bits::{self, BitWriter};
+use crate::bits::BitWriter;
 use crate::effects::Effects;
-use crate::exec::{CBlock, Flow};
 use crate::headers::settle_checksums;
-use crate::{bump, Engine, Outputs, Worker, DROP_PORT, MAX_PASSES, NOT_IN_PKT, NO_OFFSET};
+use crate::state::{CBlock, Flow, Job};
+use crate::{bump, Engine, Outputs, Worker, NOT_IN_PKT, NO_OFFSET};
 use p4sec_ir::*;
 use std::sync::atomic::Ordering;
 
-/// A packet instance waiting to be processed.
-pub(crate) enum Job {
-    /// Enter the parser with these bytes.
-    Ingress { bytes: Vec<u8>, port: u32, itype: u32, preserved: Vec<(u32, u64)> },
-    /// Enter egress with this state (multicast copies, I2E/E2E clones).
-    Egress { slots: Vec<u64>, payload: Vec<u8>, pkt_len: usize, port: u32, rid: u32, itype: u32 },
-}
-
-/// Where the standard metadata fields the pipeline frame sets and reads per packet live: (slot, mask of the
-/// width). A field the program's standard_metadata_t does not have maps to the worker's sink slot (the one
-/// after the program's slots) with mask 0.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct StdSlots {
-    ingress_port: (usize, u64),
-    instance_type: (usize, u64),
-    packet_length: (usize, u64),
-    egress_port: (usize, u64),
-    egress_spec: (usize, u64),
-    egress_rid: (usize, u64),
-    mcast_grp: (usize, u64),
-}
-
-impl StdSlots {
-    pub(crate) fn new(p: &Program) -> StdSlots {
-        let sink = p.slots as usize;
-        let at = |l: Loc| if l.width == 0 { (sink, 0) } else { (l.slot as usize, bits::mask64(l.width)) };
-        let sm = &p.std_meta;
-        StdSlots {
-            ingress_port: at(sm.ingress_port),
-            instance_type: at(sm.instance_type),
-            packet_length: at(sm.packet_length),
-            egress_port: at(sm.egress_port),
-            egress_spec: at(sm.egress_spec),
-            egress_rid: at(sm.egress_rid),
-            mcast_grp: at(sm.mcast_grp),
-        }
-    }
-}
+/// The drop port of v1model.
+pub const DROP_PORT: u64 = 511;
+/// Bound on resubmit/recirculate/clone passes caused by one input packet: a guard against programs that
+/// never stop recirculating, high enough for programs that recirculate once per payload byte (DeeP4R-style
+/// scanning of a 1500-byte packet with the original waiting alongside takes about 3000 passes).
+pub const MAX_PASSES: u32 = 8192;
 
 // `put` and `get` run only inside `Engine::process`, which checks on entry that the worker's slots are
 // `Program::slots + 1` words: every `StdSlots` index is below that.
