@@ -6,6 +6,7 @@ use crate::bits::{mask64 as mask, read_wide};
 use crate::plans::HeaderPlan;
 use crate::state::{Flow, SF};
 use crate::{Engine, Worker};
+use p4sec_externs::checksum;
 use p4sec_externs::layout::read_bits;
 use p4sec_ir::*;
 
@@ -157,7 +158,7 @@ pub(crate) fn emit_static(h: u32) -> SF {
                     if w.csum_pending & bit != 0 {
                         w.csum_pending &= !bit;
                         let bytes = &mut w.out[base..base + len];
-                        let c = csum_without(bytes, f_off);
+                        let c = checksum::csum16_without(bytes, f_off) as u64;
                         bytes[f_off..f_off + 2].copy_from_slice(&(c as u16).to_be_bytes());
                         w.slots[f_slot] = c;
                     }
@@ -173,35 +174,6 @@ pub(crate) fn emit_static(h: u32) -> SF {
         }
         Flow::Next
     })
-}
-
-/// The Internet checksum of a header's bytes without the 16-bit word at `f_off` (`bytes.len()` even).
-#[inline]
-pub(crate) fn csum_without(bytes: &[u8], f_off: usize) -> u64 {
-    // the bytes as 32-bit big-endian lanes (the last one zero-padded): each 16-bit word counts with weight 1
-    // or 2^16, both 1 modulo 0xffff
-    let len = bytes.len();
-    let mut sum: u64 = 0;
-    let mut i = 0;
-    while i + 8 <= len {
-        let x = u64::from_be_bytes(bytes[i..i + 8].try_into().unwrap());
-        sum += (x >> 32) + (x & 0xffff_ffff);
-        i += 8;
-    }
-    if i + 4 <= len {
-        sum += u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap()) as u64;
-        i += 4;
-    }
-    if i + 2 <= len {
-        sum += (u16::from_be_bytes([bytes[i], bytes[i + 1]]) as u64) << 16;
-    }
-    // without F's word, so that the sum is zero only when all other words are
-    let fw = u16::from_be_bytes([bytes[f_off], bytes[f_off + 1]]) as u64;
-    sum -= if f_off % 4 == 0 { fw << 16 } else { fw };
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16) as u64
 }
 
 /// Compute the deferred checksums still due from the fields (before an emit that cannot patch its bytes,
@@ -402,3 +374,4 @@ impl Engine {
         }
     }
 }
+
