@@ -3,9 +3,10 @@
 //! resolved at load time, call sites an extern binds for itself, and the general marshalling path).
 
 use crate::bits::{self, mask64 as mask, read_wide, BitWriter};
-use crate::exec::Flow;
 use crate::hash;
+use crate::state::Flow;
 use crate::{Engine, Worker};
+use p4sec_externs::checksum;
 use p4sec_externs::iface::{BitBuf, BoundArg, BoundCall, Dir, ExternError, ExternObject, Payload};
 use p4sec_externs::layout::{read_bits, ArgLayout, Part};
 use p4sec_ir::*;
@@ -376,10 +377,7 @@ impl Engine {
             if n > 0 {
                 sum += (acc << (16 - n)) & 0xffff;
             }
-            while sum >> 16 != 0 {
-                sum = (sum & 0xffff) + (sum >> 16);
-            }
-            return !(sum as u16) as u64;
+            return !checksum::fold(sum) as u64;
         }
         self.concat_data(w, data);
         if with_payload {

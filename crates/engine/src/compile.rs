@@ -8,10 +8,10 @@
 //! against it by the whole STF corpus. The compiled fast paths of `extract` and `emit` are in `headers.rs`.
 
 use crate::call::{plan_arg, PlannedCall};
-use crate::exec::{CBlock, Flow, SF, XF};
-use crate::headers::{csum_without, emit_static, extract_static, Deferred};
-use crate::parser::LeanNext;
+use crate::headers::{emit_static, extract_static};
+use crate::state::{CBlock, Code, Deferred, Flow, LeanNext, SF, XF};
 use crate::{Engine, Worker};
+use p4sec_externs::checksum;
 use p4sec_externs::iface::ExternObject;
 use p4sec_externs::layout::ArgLayout;
 use p4sec_ir::*;
@@ -33,31 +33,6 @@ fn stmt_may_fail(s: &Stmt) -> bool {
         }
         _ => true,
     }
-}
-
-/// Everything the pipeline runs, compiled.
-pub(crate) struct Code {
-    pub states: Vec<CBlock>,
-    /// Per parser state: compiled select keys when all are at most 64 bits.
-    pub select_keys: Vec<Option<Vec<XF>>>,
-    /// Per parser state: the select cases as (mask, value) per key when they are all exact, masked or
-    /// default (ranges and value sets take the interpreter's path).
-    pub select_cases: Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>>,
-    /// Per parser state: its transition when the parser's hot loop takes it itself.
-    pub lean_next: Vec<LeanNext>,
-    pub verify: CBlock,
-    /// Headers whose extraction offset `verify` reads (reset at the start of every ingress pass).
-    pub tracked_headers: Vec<usize>,
-    /// `update_checksum`s over a whole header left to the deparser (see [`Deferred`]); bit i of
-    /// `Worker::csum_pending` says entry i is due.
-    pub deferred: Vec<Deferred>,
-    pub ingress: CBlock,
-    pub egress: CBlock,
-    pub compute: CBlock,
-    pub deparser: CBlock,
-    pub actions: Vec<CBlock>,
-    /// Per table, per key: the compiled key expression when it is at most 64 bits.
-    pub table_keys: Vec<Vec<Option<XF>>>,
 }
 
 /// What compiling needs: the program, and its extern instances, so that a call site can be bound by its
@@ -598,7 +573,7 @@ fn verify_from_bytes(cx: &Cx, s: &Stmt, h: usize, (f_off, len): (usize, usize)) 
             return slow(e, w);
         }
         let Some(bytes) = w.pkt.get(at..at + len) else { return slow(e, w) };
-        let csum = csum_without(bytes, f_off);
+        let csum = checksum::csum16_without(bytes, f_off) as u64;
         if c(e, w) != 0 && csum != f(e, w) {
             let l = e.prog.std_meta.checksum_error;
             if l.width > 0 {
@@ -628,7 +603,7 @@ fn csum16(data: &[Expr]) -> XF {
         end += wd;
         let shift = (padded - end) % 16;
         match d {
-            Expr::Small { value, .. } => konst += fold16(*value & mask(wd)) << shift,
+            Expr::Small { value, .. } => konst += (checksum::fold(*value & mask(wd)) as u64) << shift,
             Expr::Load(LValue::Static(l)) if wd + shift <= 48 => short.push((l.slot as usize, shift, mask(wd))),
             Expr::Load(LValue::Static(l)) => long.push((l.slot as usize, shift, mask(wd))),
             _ => computed.push((shift, mask(wd), expr(d))),
@@ -653,22 +628,13 @@ fn csum16(data: &[Expr]) -> XF {
             }
         }
         for &(slot, shift, m) in &long {
-            sum += fold16(slots[slot] & m) << shift;
+            sum += (checksum::fold(slots[slot] & m) as u64) << shift;
         }
         for (shift, m, f) in &computed {
-            sum += fold16(f(e, w) & m) << shift;
+            sum += (checksum::fold(f(e, w) & m) as u64) << shift;
         }
-        while sum >> 16 != 0 {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        !(sum as u16) as u64
+        !checksum::fold(sum) as u64
     })
-}
-
-/// A 64-bit value reduced to at most 18 bits with the same residue modulo 0xffff.
-#[inline]
-fn fold16(v: u64) -> u64 {
-    (v & 0xffff) + ((v >> 16) & 0xffff) + ((v >> 32) & 0xffff) + (v >> 48)
 }
 
 fn interp_expr(x: &Expr) -> XF {

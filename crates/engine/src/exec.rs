@@ -4,19 +4,10 @@
 //! `headers.rs`, table applies in `match_action.rs`, built-in and extern calls in `call.rs`.
 
 use crate::bits::{self, read_wide, Wide};
+use crate::state::Flow;
 use crate::{Engine, Worker};
 use p4sec_externs::layout::read_bits;
 use p4sec_ir::*;
-
-/// How a statement list finished.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flow {
-    Next,
-    Break(u32),
-    Exit,
-    /// Parser error (error code); the parser stops.
-    Reject(u32),
-}
 
 #[inline]
 fn mask(w: u32) -> u64 {
@@ -29,70 +20,6 @@ fn sext(v: u64, w: u32) -> i64 {
         v as i64
     } else {
         ((v << (64 - w)) as i64) >> (64 - w)
-    }
-}
-
-/// A compiled expression of at most 64 bits.
-pub(crate) type XF = Box<dyn Fn(&Engine, &mut Worker) -> u64 + Send + Sync>;
-/// A compiled statement.
-pub(crate) type SF = Box<dyn Fn(&Engine, &mut Worker) -> Flow + Send + Sync>;
-
-/// A compiled statement list. `checks` is false when no statement of the list can leave a parser error
-/// pending (only `lookahead` sets one, and nested blocks report theirs as `Flow::Reject`), so the list runs
-/// without testing for one after every statement.
-pub(crate) struct CBlock {
-    stmts: Vec<SF>,
-    checks: bool,
-}
-
-impl CBlock {
-    pub(crate) fn new(stmts: Vec<SF>, checks: bool) -> CBlock {
-        CBlock { stmts, checks }
-    }
-    #[inline(always)]
-    pub fn run(&self, e: &Engine, w: &mut Worker) -> Flow {
-        if !self.checks {
-            // blocks of up to three statements call each from its own call site: a site with a single target
-            // is an indirect call the branch predictor gets right without history
-            match &self.stmts[..] {
-                [a] => return a(e, w),
-                [a, b] => {
-                    let f = a(e, w);
-                    return if matches!(f, Flow::Next) { b(e, w) } else { f };
-                }
-                [a, b, c] => {
-                    let f = a(e, w);
-                    if !matches!(f, Flow::Next) {
-                        return f;
-                    }
-                    let f = b(e, w);
-                    return if matches!(f, Flow::Next) { c(e, w) } else { f };
-                }
-                _ => {}
-            }
-            for s in &self.stmts {
-                let f = s(e, w);
-                if !matches!(f, Flow::Next) {
-                    return f;
-                }
-            }
-            return Flow::Next;
-        }
-        for s in &self.stmts {
-            let f = s(e, w);
-            if !matches!(f, Flow::Next) {
-                return f;
-            }
-            if w.perr != 0 {
-                let err = w.perr;
-                w.perr = 0;
-                return Flow::Reject(err);
-            }
-        }
-        Flow::Next
-    }
-    pub fn is_empty(&self) -> bool {
-        self.stmts.is_empty()
     }
 }
 

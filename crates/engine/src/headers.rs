@@ -3,61 +3,12 @@
 //! emitted bytes.
 
 use crate::bits::{mask64 as mask, read_wide};
-use crate::exec::{Flow, SF, XF};
+use crate::plans::HeaderPlan;
+use crate::state::{Flow, SF};
 use crate::{Engine, Worker};
+use p4sec_externs::checksum;
 use p4sec_externs::layout::read_bits;
 use p4sec_ir::*;
-
-/// Precomputed extraction facts of one header type.
-#[derive(Clone, Debug)]
-pub(crate) struct HeaderPlan {
-    /// Sum of the fixed field widths (bits).
-    pub fixed: usize,
-    /// Maximum width of the varbit field (0 when there is none).
-    pub var_max: u32,
-    /// All fields fixed and at most 56 bits wide: each is read with one 64-bit big-endian load.
-    pub narrow: bool,
-    /// For narrow headers: per field, (slot, byte offset in the header, right shift after a 64-bit load,
-    /// mask, width).
-    pub fields: Vec<(u32, u32, u32, u64, u32)>,
-    /// For narrow headers of at most 128 bytes: how to build the header's bytes as big-endian 64-bit words,
-    /// one (slot, mask, right shift, left shift, word) per field and word it touches.
-    pub emit_ops: Vec<(u32, u64, u32, u32, u32)>,
-}
-
-impl HeaderPlan {
-    pub fn new(h: &HeaderLayout) -> HeaderPlan {
-        let mut fixed = 0usize;
-        let mut var_max = 0;
-        for f in &h.fields {
-            if f.varbit_len.is_some() {
-                var_max = f.loc.width;
-            } else {
-                fixed += f.loc.width as usize;
-            }
-        }
-        let narrow = var_max == 0 && h.fields.iter().all(|f| f.loc.width <= 56);
-        let mut fields = vec![];
-        let mut emit_ops = vec![];
-        if narrow {
-            let mut pos = 0u32;
-            for f in &h.fields {
-                let w = f.loc.width;
-                fields.push((f.loc.slot, pos / 8, 64 - pos % 8 - w, mask(w), w));
-                if w > 0 && fixed <= 1024 {
-                    // the field's bits [pos, pos + w) of the header, in each 64-bit word they overlap
-                    for k in pos / 64..=(pos + w - 1) / 64 {
-                        let s = 64 * (k as i64 + 1) - (pos + w) as i64;
-                        let (r, l) = if s >= 0 { (0, s as u32) } else { ((-s) as u32, 0) };
-                        emit_ops.push((f.loc.slot, mask(w), r, l, k));
-                    }
-                }
-                pos += w;
-            }
-        }
-        HeaderPlan { fixed, var_max, narrow, fields, emit_ops }
-    }
-}
 
 /// `extract` of a fixed header instance whose fields are all narrow: when the header starts on a byte with
 /// 8 bytes to spare after it, one unaligned 64-bit big-endian load per field, the plan resolved here once.
@@ -207,7 +158,7 @@ pub(crate) fn emit_static(h: u32) -> SF {
                     if w.csum_pending & bit != 0 {
                         w.csum_pending &= !bit;
                         let bytes = &mut w.out[base..base + len];
-                        let c = csum_without(bytes, f_off);
+                        let c = checksum::csum16_without(bytes, f_off) as u64;
                         bytes[f_off..f_off + 2].copy_from_slice(&(c as u16).to_be_bytes());
                         w.slots[f_slot] = c;
                     }
@@ -223,48 +174,6 @@ pub(crate) fn emit_static(h: u32) -> SF {
         }
         Flow::Next
     })
-}
-
-/// An `update_checksum(cond, {all fields of header H but F}, F, csum16)` whose result nothing reads before
-/// the deparser: when `cond` holds, the deparser computes it from H's emitted bytes and writes it into the
-/// bytes and into F; whatever the deparser did not emit is computed from the fields afterwards.
-pub(crate) struct Deferred {
-    pub header: usize,
-    /// F's byte offset in H.
-    pub f_off: usize,
-    pub f_slot: usize,
-    /// The checksum from the fields, and F's width mask.
-    pub sum: XF,
-    pub m: u64,
-}
-
-/// The Internet checksum of a header's bytes without the 16-bit word at `f_off` (`bytes.len()` even).
-#[inline]
-pub(crate) fn csum_without(bytes: &[u8], f_off: usize) -> u64 {
-    // the bytes as 32-bit big-endian lanes (the last one zero-padded): each 16-bit word counts with weight 1
-    // or 2^16, both 1 modulo 0xffff
-    let len = bytes.len();
-    let mut sum: u64 = 0;
-    let mut i = 0;
-    while i + 8 <= len {
-        let x = u64::from_be_bytes(bytes[i..i + 8].try_into().unwrap());
-        sum += (x >> 32) + (x & 0xffff_ffff);
-        i += 8;
-    }
-    if i + 4 <= len {
-        sum += u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap()) as u64;
-        i += 4;
-    }
-    if i + 2 <= len {
-        sum += (u16::from_be_bytes([bytes[i], bytes[i + 1]]) as u64) << 16;
-    }
-    // without F's word, so that the sum is zero only when all other words are
-    let fw = u16::from_be_bytes([bytes[f_off], bytes[f_off + 1]]) as u64;
-    sum -= if f_off % 4 == 0 { fw << 16 } else { fw };
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16) as u64
 }
 
 /// Compute the deferred checksums still due from the fields (before an emit that cannot patch its bytes,
@@ -465,3 +374,4 @@ impl Engine {
         }
     }
 }
+

@@ -2,7 +2,7 @@
 //! updated, and the chosen action run with its arguments in its parameters; the layout of action arguments in
 //! parameter slots.
 
-use crate::exec::Flow;
+use crate::state::Flow;
 use crate::tables::KEY_WORDS;
 use crate::{bits, hash, Engine, Worker};
 use p4sec_ir::*;

@@ -2,19 +2,9 @@
 //! (every kind of transition, traced), select keys matched against cases and value sets.
 
 use crate::bits::{self, Wide};
-use crate::exec::{Flow, XF};
+use crate::state::{Flow, LeanNext, XF};
 use crate::{Engine, Worker};
 use p4sec_ir::*;
-
-/// A parser state's transition as the parser's hot loop takes it.
-pub(crate) enum LeanNext {
-    Goto(Next),
-    /// A select on one narrow key (that cannot fail) with exact, masked or default cases: the key and
-    /// (mask, value, next state) per case.
-    SelectOne(XF, Vec<(u64, u64, Next)>),
-    /// Anything else: the general loop takes it.
-    General,
-}
 
 impl Engine {
     // ------------------------------------------------------------ parser

@@ -2,74 +2,21 @@
 //! egress, compute and deparser, with the clones, resubmissions, recirculations and multicast copies it
 //! causes run as further passes.
 
-use crate::bits::{self, BitWriter};
+use crate::bits::BitWriter;
 use crate::effects::Effects;
-use crate::exec::{CBlock, Flow};
 use crate::headers::settle_checksums;
+use crate::state::{CBlock, Flow, Job};
 use crate::tm::{QueueMeta, Queued};
-use crate::{bump, Engine, Outputs, Worker, DROP_PORT, MAX_PASSES, NOT_IN_PKT, NO_OFFSET};
+use crate::{bump, Engine, Outputs, Worker, NOT_IN_PKT, NO_OFFSET};
 use p4sec_ir::*;
 use std::sync::atomic::Ordering;
 
-/// A packet instance waiting to be processed.
-pub(crate) enum Job {
-    /// Enter the parser with these bytes.
-    Ingress { bytes: Vec<u8>, port: u32, itype: u32, preserved: Vec<(u32, u64)> },
-    /// Enter egress with this state (multicast copies, I2E/E2E clones).
-    Egress { slots: Vec<u64>, payload: Vec<u8>, pkt_len: usize, port: u32, rid: u32, itype: u32 },
-}
-
-/// Where the standard metadata fields the pipeline frame sets and reads per packet live: (slot, mask of the
-/// width). A field the program's standard_metadata_t does not have maps to the worker's sink slot (the one
-/// after the program's slots) with mask 0.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct StdSlots {
-    ingress_port: (usize, u64),
-    instance_type: (usize, u64),
-    packet_length: (usize, u64),
-    egress_port: (usize, u64),
-    egress_spec: (usize, u64),
-    egress_rid: (usize, u64),
-    mcast_grp: (usize, u64),
-    priority: (usize, u64),
-    enq_timestamp: (usize, u64),
-    enq_qdepth: (usize, u64),
-    deq_timedelta: (usize, u64),
-    deq_qdepth: (usize, u64),
-    ingress_ts: (usize, u64),
-    egress_ts: (usize, u64),
-    /// Which of the traffic manager's fields the program refers to (the others are never written).
-    tm: TmFieldUse,
-    /// `tm.clock || tm.queue`: the one test the inline path makes.
-    tm_any: bool,
-}
-
-impl StdSlots {
-    pub(crate) fn new(p: &Program) -> StdSlots {
-        let sink = p.slots as usize;
-        let at = |l: Loc| if l.width == 0 { (sink, 0) } else { (l.slot as usize, bits::mask64(l.width)) };
-        let sm = &p.std_meta;
-        let tm = p.tm_field_use();
-        StdSlots {
-            ingress_port: at(sm.ingress_port),
-            instance_type: at(sm.instance_type),
-            packet_length: at(sm.packet_length),
-            egress_port: at(sm.egress_port),
-            egress_spec: at(sm.egress_spec),
-            egress_rid: at(sm.egress_rid),
-            mcast_grp: at(sm.mcast_grp),
-            priority: at(sm.priority),
-            enq_timestamp: at(sm.enq_timestamp),
-            enq_qdepth: at(sm.enq_qdepth),
-            deq_timedelta: at(sm.deq_timedelta),
-            deq_qdepth: at(sm.deq_qdepth),
-            ingress_ts: at(sm.ingress_global_timestamp),
-            egress_ts: at(sm.egress_global_timestamp),
-            tm,
-            tm_any: tm.clock || tm.queue,
-        }
-    }
-}
+/// The drop port of v1model.
+pub const DROP_PORT: u64 = 511;
+/// Bound on resubmit/recirculate/clone passes caused by one input packet: a guard against programs that
+/// never stop recirculating, high enough for programs that recirculate once per payload byte (DeeP4R-style
+/// scanning of a 1500-byte packet with the original waiting alongside takes about 3000 passes).
+pub const MAX_PASSES: u32 = 8192;
 
 // `put` and `get` run only inside `Engine::process`, which checks on entry that the worker's slots are
 // `Program::slots + 1` words: every `StdSlots` index is below that.

@@ -1,5 +1,9 @@
 //! Engine tests on programs compiled from P4 source.
 use super::*;
+use p4sec_externs::iface::BitBuf;
+use p4sec_ir::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 fn engine(src: &str) -> Engine {
     let prog = p4sec_frontend::compile_str("test.p4", src, &Default::default()).unwrap_or_else(|e| panic!("{e}"));

@@ -1,7 +1,7 @@
 //! The Internet checksum (RFC 1071): the 16-bit one's complement sum of a byte string taken as big-endian
 //! words, an odd last byte padded with zero. The one implementation in the workspace: the `csum16` hash,
-//! the ESP extern's inner headers and the switch's checksum offload (segmentation, coalescing, partial
-//! checksums completed) all use it.
+//! the engine's `verify_checksum`/`update_checksum` (compiled and interpreted), the ESP extern's inner headers
+//! and the switch's checksum offload (segmentation, coalescing, partial checksums completed) all use it.
 
 /// `sum` folded to 16 bits with end-around carry (zero only when `sum` is).
 #[inline]
@@ -37,6 +37,33 @@ pub fn ones_sum(data: &[u8]) -> u16 {
 #[inline]
 pub fn csum16(data: &[u8]) -> u16 {
     !ones_sum(data)
+}
+
+/// The Internet checksum of `data` as if its 16-bit word at byte `skip` were zero (`skip` and `data.len()`
+/// even): what a header's checksum field is computed as, or checked against, without zeroing it first.
+/// Big-endian 32-bit lanes (the last one zero-padded): each 16-bit word counts with weight 1 or 2^16, both 1
+/// modulo 0xffff.
+#[inline]
+pub fn csum16_without(data: &[u8], skip: usize) -> u16 {
+    let len = data.len();
+    let mut sum: u64 = 0;
+    let mut i = 0;
+    while i + 8 <= len {
+        let x = u64::from_be_bytes([data[i], data[i + 1], data[i + 2], data[i + 3], data[i + 4], data[i + 5], data[i + 6], data[i + 7]]);
+        sum += (x >> 32) + (x & 0xffff_ffff);
+        i += 8;
+    }
+    if i + 4 <= len {
+        sum += u32::from_be_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]]) as u64;
+        i += 4;
+    }
+    if i + 2 <= len {
+        sum += (u16::from_be_bytes([data[i], data[i + 1]]) as u64) << 16;
+    }
+    // without the skipped word, so that the sum is zero only when all other words are
+    let w = u16::from_be_bytes([data[skip], data[skip + 1]]) as u64;
+    sum -= if skip % 4 == 0 { w << 16 } else { w };
+    !fold(sum)
 }
 
 #[cfg(test)]
@@ -79,5 +106,26 @@ mod tests {
         hdr[10..12].copy_from_slice(&0xb861u16.to_be_bytes());
         assert_eq!(csum16(&hdr), 0);
         assert_eq!(ones_sum(&hdr), 0xffff);
+    }
+
+    #[test]
+    fn checksum_without_a_word_is_the_checksum_with_it_zeroed() {
+        let mut x: u32 = 7;
+        let mut next = || {
+            x = x.wrapping_mul(1103515245).wrapping_add(12345);
+            (x >> 16) as u8
+        };
+        for len in [2usize, 4, 6, 8, 10, 18, 20, 24, 40, 60] {
+            for skip in (0..len).step_by(2) {
+                for zero in [false, true] {
+                    let data: Vec<u8> = (0..len).map(|i| if zero && i != skip { 0 } else { next() }).collect();
+                    let mut zeroed = data.clone();
+                    zeroed[skip..skip + 2].fill(0);
+                    assert_eq!(csum16_without(&data, skip), csum16(&zeroed), "len {len} skip {skip}");
+                }
+            }
+        }
+        // all other words zero: the checksum of nothing, 0xffff
+        assert_eq!(csum16_without(&[0, 0, 0x12, 0x34, 0, 0], 2), 0xffff);
     }
 }

@@ -1,0 +1,147 @@
+//! Building an engine for a program: the tables, registers, counters, meters and value sets, the extern
+//! instances and their methods, the per-header plans, and the program compiled into closures.
+
+use crate::meters::MeterCell;
+use crate::plans::{HeaderPlan, StdSlots};
+use crate::state::{Engine, Pre, RegisterRt, TableRt};
+use crate::tables::{self, TableData};
+use crate::{call, compile, match_action, pristine};
+use arc_swap::ArcSwap;
+use p4sec_externs::iface::{BitBuf, ExternType, MethodSig};
+use p4sec_ir::*;
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+fn err_code(p: &Program, name: &str) -> u32 {
+    p.error_code(name).unwrap_or(0)
+}
+
+impl Engine {
+    /// Build the runtime for `prog`; extern instances are created from `externs` by type name.
+    pub fn new(prog: Arc<Program>, externs: &[Box<dyn ExternType>]) -> Result<Engine, String> {
+        let mut fast = (*prog).clone();
+        fast.optimize();
+        let prog = Arc::new(fast);
+        let mut tables = vec![];
+        let mut key_layouts = vec![];
+        for t in &prog.tables {
+            for e in &t.entries {
+                tables::validate_entry(&prog, t, e)?;
+            }
+            let mut d = TableData::new(t)?;
+            d.default_writes = match_action::param_writes(&prog, &d.default);
+            tables.push(TableRt { data: ArcSwap::from_pointee(d), write: Mutex::new(()) });
+            let mut off = 0;
+            let mut l = vec![];
+            for k in &t.keys {
+                let w = words_for(k.width) as usize;
+                l.push((off, w));
+                off += w;
+            }
+            key_layouts.push(l);
+        }
+        let selectors = prog
+            .tables
+            .iter()
+            .map(|t| match t.implementation {
+                Implementation::ActionSelector(p) => {
+                    let algo = prog.action_profiles.get(p as usize).and_then(|p| p.selector).unwrap_or(HashAlgo::Crc16);
+                    Some((algo, t.keys.iter().enumerate().filter(|(_, k)| k.kind == MatchKind::Selector).map(|(i, _)| i).collect()))
+                }
+                _ => None,
+            })
+            .collect();
+        let registers = prog
+            .registers
+            .iter()
+            .map(|r| {
+                let words = words_for(r.width) as usize;
+                RegisterRt { size: r.size as usize, width: r.width, words, cells: (0..r.size as usize * words).map(|_| AtomicU64::new(0)).collect() }
+            })
+            .collect();
+        let counters = prog.counters.iter().map(|c| (0..c.size).map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect()).collect();
+        let meters = prog.meters.iter().map(|m| (0..m.size).map(|_| MeterCell::default()).collect()).collect();
+        let value_sets = prog.value_sets.iter().map(|_| ArcSwap::from_pointee(vec![])).collect();
+        let mut objs = vec![];
+        let mut methods = vec![];
+        for inst in &prog.externs {
+            let ty = externs
+                .iter()
+                .find(|t| t.name() == inst.type_name)
+                .ok_or_else(|| format!("extern `{}` (type `{}`) is not implemented by this switch", inst.name, inst.type_name))?;
+            let args: Vec<BitBuf> = inst
+                .ctor_args
+                .iter()
+                .map(|v| {
+                    let mut b = BitBuf::zero(v.width);
+                    let bytes: Vec<u8> = v.words.iter().rev().flat_map(|w| w.to_be_bytes()).collect();
+                    b.set_bytes(&bytes);
+                    b
+                })
+                .collect();
+            let obj = ty.instantiate(&inst.name, &args)?;
+            let mut ms = vec![];
+            for m in &inst.methods {
+                let sig = MethodSig { name: m.name.clone(), args: m.args.iter().map(|(d, w)| (call::dir_of(*d), *w)).collect(), ret: m.ret };
+                ms.push(obj.resolve(&sig).map_err(|e| format!("extern `{}`: method `{}`: {e}", inst.name, m.name))?);
+            }
+            objs.push(obj);
+            methods.push(ms);
+        }
+        let mut header_ranges = vec![];
+        for h in &prog.headers {
+            header_ranges.push((h.valid.slot as usize, 1));
+            for f in &h.fields {
+                header_ranges.push((f.loc.slot as usize, words_for(f.loc.width) as usize));
+                if let Some(l) = f.varbit_len {
+                    header_ranges.push((l.slot as usize, 1));
+                }
+            }
+        }
+        for s in &prog.stacks {
+            header_ranges.push((s.next_index.slot as usize, 1));
+        }
+        let hplans = prog.headers.iter().map(HeaderPlan::new).collect();
+        let pristine = pristine::Pristine::analyse(&prog);
+        let code = compile::compile(&compile::Cx { prog: &prog, externs: &objs, methods: &methods, pristine: &pristine });
+        let one_word_key = prog.tables.iter().map(|t| matches!(&t.keys[..], [k] if k.width <= 64)).collect();
+        let entry_state = prog.tables.iter().map(|t| t.direct_counter.is_some() || t.direct_meter.is_some() || t.support_timeout).collect();
+        // a slot beyond the program's (a malformed program) becomes the worker's sink slot: parameter words are
+        // written unchecked
+        let param_words = prog.actions.iter().map(|a| match_action::param_word_layout(a).map(|(s, m, p, k)| (s.min(prog.slots), m, p, k)).collect()).collect();
+        Ok(Engine {
+            param_words,
+            hplans,
+            std_slots: StdSlots::new(&prog),
+            code,
+            err_too_short: err_code(&prog, "PacketTooShort"),
+            err_no_match: err_code(&prog, "NoMatch"),
+            err_stack_oob: err_code(&prog, "StackOutOfBounds"),
+            err_header_too_short: err_code(&prog, "HeaderTooShort"),
+            err_timeout: err_code(&prog, "ParserTimeout"),
+            err_invalid_arg: err_code(&prog, "ParserInvalidArgument"),
+            max_parser_steps: 10_000,
+            prog,
+            tables,
+            key_layouts,
+            one_word_key,
+            entry_state,
+            selectors,
+            registers,
+            counters,
+            meters,
+            value_sets,
+            pre: ArcSwap::from_pointee(Pre::default()),
+            pre_write: Mutex::new(()),
+            externs: objs,
+            extern_methods: methods,
+            digests: Mutex::new(VecDeque::new()),
+            digests_pending: std::sync::atomic::AtomicBool::new(false),
+            worker_stats: Mutex::new(vec![]),
+            tables_version: AtomicU64::new(0),
+            publish_lock: Mutex::new(()),
+            header_ranges,
+        })
+    }
+}
