@@ -11,6 +11,9 @@ pub enum Tok {
     Int(IntLit),
     Str(String),
     Punct(&'static str),
+    /// A character that is no P4 token: allowed only inside a free-form annotation body `@name(...)`, where
+    /// any tokens may appear (an apostrophe in prose, `$`, ...).
+    Other(char),
     Eof,
 }
 
@@ -37,6 +40,7 @@ pub(super) fn describe(t: &Tok) -> String {
         Tok::Int(i) => format!("`{}`", i.value),
         Tok::Str(s) => format!("\"{s}\""),
         Tok::Punct(p) => format!("`{p}`"),
+        Tok::Other(c) => format!("`{c}`"),
         Tok::Eof => "end of input".into(),
     }
 }
@@ -45,10 +49,19 @@ pub(super) fn describe(t: &Tok) -> String {
 pub fn lex(text: &str) -> PResult<Vec<Token>> {
     let b = text.as_bytes();
     let mut i = 0;
-    let mut out = vec![];
+    let mut out: Vec<Token> = vec![];
     let mut puncts: Vec<&'static str> = PUNCTS.to_vec();
     puncts.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    // Free-form annotation bodies: `anno` is 1 after `@`, 2 after `@name`; `depth` counts the open
+    // parentheses of a body `@name(...)` (0 outside one).
+    let mut anno = 0u8;
+    let mut depth = 0u32;
+    let mut seen = 0;
     while i < b.len() {
+        if out.len() > seen {
+            seen = out.len();
+            track_annotation(&out[seen - 1].tok, &mut anno, &mut depth);
+        }
         let c = b[i];
         if c.is_ascii_whitespace() {
             i += 1;
@@ -125,13 +138,38 @@ pub fn lex(text: &str) -> PResult<Vec<Token>> {
                 out.push(Token { tok: Tok::Punct(p), span: Span::new(start as u32, i as u32) });
             }
             None => {
-                let ch = rest.chars().next().unwrap();
-                return Err(Diagnostic::new(Span::new(start as u32, (start + ch.len_utf8()) as u32), format!("unexpected character `{ch}`")));
+                let ch = rest.chars().next().unwrap_or(' ');
+                if depth == 0 {
+                    return Err(Diagnostic::new(Span::new(start as u32, (start + ch.len_utf8()) as u32), format!("unexpected character `{ch}`")));
+                }
+                i += ch.len_utf8();
+                out.push(Token { tok: Tok::Other(ch), span: Span::new(start as u32, i as u32) });
             }
         }
     }
     out.push(Token { tok: Tok::Eof, span: Span::new(b.len() as u32, b.len() as u32) });
     Ok(out)
+}
+
+/// Follow `@name(` ... `)` through the token stream: `depth` > 0 inside a free-form annotation body.
+fn track_annotation(t: &Tok, anno: &mut u8, depth: &mut u32) {
+    if *depth > 0 {
+        match t {
+            Tok::Punct("(") => *depth += 1,
+            Tok::Punct(")") => *depth -= 1,
+            _ => {}
+        }
+        return;
+    }
+    *anno = match (t, *anno) {
+        (Tok::Punct("@"), _) => 1,
+        (Tok::Ident(_), 1) => 2,
+        (Tok::Punct("("), 2) => {
+            *depth = 1;
+            0
+        }
+        _ => 0,
+    };
 }
 
 pub(super) fn parse_int(s: &str) -> Result<IntLit, String> {

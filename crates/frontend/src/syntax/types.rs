@@ -112,6 +112,7 @@ impl Parser {
                 Tok::Int(i) => i.value.to_string(),
                 Tok::Str(s) => format!("\"{s}\""),
                 Tok::Punct(p) => p.to_string(),
+                Tok::Other(c) => c.to_string(),
                 Tok::Eof => String::new(),
             });
         }
