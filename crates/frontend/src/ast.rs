@@ -231,7 +231,11 @@ pub struct ParserState {
 pub enum Transition {
     /// `transition next;` (also `accept` / `reject`).
     Direct(Ident),
-    Select { exprs: Vec<Expr>, cases: Vec<SelectCase>, span: Span },
+    Select {
+        exprs: Vec<Expr>,
+        cases: Vec<SelectCase>,
+        span: Span,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -304,12 +308,35 @@ pub struct TableEntry {
 
 #[derive(Clone, Debug)]
 pub enum TableProp {
-    Key { annos: Annotations, elements: Vec<KeyElement>, span: Span },
-    Actions { annos: Annotations, actions: Vec<ActionRef>, span: Span },
-    DefaultAction { annos: Annotations, is_const: bool, action: Expr, span: Span },
-    Entries { annos: Annotations, is_const: bool, entries: Vec<TableEntry>, span: Span },
+    Key {
+        annos: Annotations,
+        elements: Vec<KeyElement>,
+        span: Span,
+    },
+    Actions {
+        annos: Annotations,
+        actions: Vec<ActionRef>,
+        span: Span,
+    },
+    DefaultAction {
+        annos: Annotations,
+        is_const: bool,
+        action: Expr,
+        span: Span,
+    },
+    Entries {
+        annos: Annotations,
+        is_const: bool,
+        entries: Vec<TableEntry>,
+        span: Span,
+    },
     /// `size`, `implementation`, `counters`, `meters`, `support_timeout`, `largest_priority_wins`, ...
-    Other { annos: Annotations, is_const: bool, name: Ident, value: Expr },
+    Other {
+        annos: Annotations,
+        is_const: bool,
+        name: Ident,
+        value: Expr,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -335,11 +362,20 @@ pub enum TypeKind {
     /// `_` in a type argument position.
     DontCare,
     /// A named type; `dot` if written `.Name`.
-    Named { name: Ident, dot: bool },
+    Named {
+        name: Ident,
+        dot: bool,
+    },
     /// `Name<T1, T2>`.
-    Specialized { base: Ident, args: Vec<Type> },
+    Specialized {
+        base: Ident,
+        args: Vec<Type>,
+    },
     /// `T[N]`.
-    Stack { elem: Box<Type>, size: Box<Expr> },
+    Stack {
+        elem: Box<Type>,
+        size: Box<Expr>,
+    },
     /// `tuple<T1, T2>`.
     Tuple(Vec<Type>),
     /// `list<T>`.
@@ -425,19 +461,32 @@ pub enum ExprKind {
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     Cast(Type, Box<Expr>),
-    Call { callee: Box<Expr>, type_args: Vec<Type>, args: Vec<Argument> },
+    Call {
+        callee: Box<Expr>,
+        type_args: Vec<Type>,
+        args: Vec<Argument>,
+    },
     /// Constructor call in an expression context: `Type(args)` where Type is specialized,
     /// e.g. `register<bit<8>>(16)` used as an argument. Plain `Name(args)` parses as `Call`.
-    Construct { ty: Type, args: Vec<Argument> },
+    Construct {
+        ty: Type,
+        args: Vec<Argument>,
+    },
     /// `{ a, b, c }` (list/tuple/struct/header initializer by position), also a select tuple keyset.
     List(Vec<Expr>),
     /// `{ a, b, ... }` / `{...}` (P4_16 1.2.5 default initializer): the elements given, the other fields of the
     /// struct or header their default values.
     ListRest(Vec<Expr>),
     /// `{ f1 = e1, f2 = e2 }`; `...` at the end sets `has_rest` (P4 1.2.4 `...`).
-    StructInit { fields: Vec<(Ident, Expr)>, has_rest: bool },
+    StructInit {
+        fields: Vec<(Ident, Expr)>,
+        has_rest: bool,
+    },
     /// `(Type) { ... }` is a Cast of a List/StructInit; `Type { ... }` is this.
-    TypedInit { ty: Type, fields: Vec<(Ident, Expr)> },
+    TypedInit {
+        ty: Type,
+        fields: Vec<(Ident, Expr)>,
+    },
     /// `{#}`: the invalid header / union.
     Invalid,
     /// `a &&& b` (keysets only).

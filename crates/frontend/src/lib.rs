@@ -1,12 +1,12 @@
 //! The p4sec P4_16 compiler front end: one module per phase.
 //!
 //! pp (preprocessor) → syntax (lexer, parser → ast) → lower (names, types, constants, inlining → `p4sec_ir::Program`)
-pub mod pp;
-pub mod diag;
 pub mod ast;
+pub mod diag;
+pub mod lower;
+pub mod pp;
 pub mod syntax;
 pub mod types;
-pub mod lower;
 
 use diag::{CompileError, SourceMap};
 use std::path::{Path, PathBuf};

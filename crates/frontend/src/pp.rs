@@ -39,7 +39,16 @@ impl fmt::Display for PpError {
         if self.source_line.is_empty() {
             return write!(f, "{}:{}:{}: error: {}", self.file, self.line, self.col, self.message);
         }
-        write!(f, "{}:{}:{}: error: {}\n  {}\n  {}^", self.file, self.line, self.col, self.message, self.source_line, " ".repeat(self.col.saturating_sub(1) as usize))
+        write!(
+            f,
+            "{}:{}:{}: error: {}\n  {}\n  {}^",
+            self.file,
+            self.line,
+            self.col,
+            self.message,
+            self.source_line,
+            " ".repeat(self.col.saturating_sub(1) as usize)
+        )
     }
 }
 

@@ -107,9 +107,9 @@ impl<'t> Lowerer<'t> {
                         let id = self.p4info_id_of(&a.annos, 0x04, &a.name.name);
                         if let Some(Binding::Type(Ty::Agg(ag))) = scope.lookup(&a.name.name) {
                             let fields = ag.fields.iter().enumerate().map(|(i, f)| (f.name.clone(), i as u32 + 1, f.ty.bit_size())).collect();
-                            self.note_annos(format!("ctrl {kind}"), &a.annos);
+                            self.note_annos(format!("ctrl {kind}"), &a.annos)?;
                             for (i, f) in a.fields.iter().enumerate() {
-                                self.note_annos(format!("ctrl_field {kind} {}", i + 1), &f.annos);
+                                self.note_annos(format!("ctrl_field {kind} {}", i + 1), &f.annos)?;
                                 self.note_type_name(format!("ctrl_field {kind} {}", i + 1), &f.ty);
                             }
                             for f in ag.fields.iter() {
@@ -347,7 +347,7 @@ impl<'t> Lowerer<'t> {
                 "action_profile" | "action_selector" => "action_profile",
                 _ => "extern",
             };
-            self.note_annos(format!("{kind} {cp}"), annos);
+            self.note_annos(format!("{kind} {cp}"), annos)?;
         }
         Ok(Rc::new(match base {
             Binding::ExternType(info) => {

@@ -72,9 +72,24 @@ pub enum Binding {
 /// An instantiated object.
 pub enum Instance {
     /// A v1model or registered extern. `id` indexes the list its `kind` names.
-    Extern { kind: ExternKind, id: u32, info: Rc<ExternInfo>, targs: Vec<Ty>, name: String },
-    Control { decl: Rc<ast::ControlDecl>, scope: Rc<Scope>, name: String, state: RefCell<Option<ControlState>> },
-    Parser { decl: Rc<ast::ParserDecl>, scope: Rc<Scope>, name: String },
+    Extern {
+        kind: ExternKind,
+        id: u32,
+        info: Rc<ExternInfo>,
+        targs: Vec<Ty>,
+        name: String,
+    },
+    Control {
+        decl: Rc<ast::ControlDecl>,
+        scope: Rc<Scope>,
+        name: String,
+        state: RefCell<Option<ControlState>>,
+    },
+    Parser {
+        decl: Rc<ast::ParserDecl>,
+        scope: Rc<Scope>,
+        name: String,
+    },
 }
 
 /// A control instance after its locals were elaborated (on first apply).
@@ -111,7 +126,11 @@ pub struct TableInfo {
 #[derive(Clone, Debug)]
 pub enum Place {
     Scalar(ir::LValue, Ty),
-    Varbit { data: ir::LValue, len: ir::LValue, max: u32 },
+    Varbit {
+        data: ir::LValue,
+        len: ir::LValue,
+        max: u32,
+    },
     Header {
         hdr: ir::HeaderRef,
         valid: ir::LValue,
@@ -120,10 +139,23 @@ pub enum Place {
         /// Validity bits of the other members when this header is in a union.
         siblings: Vec<ir::LValue>,
     },
-    Struct { ty: Rc<AggInfo>, fields: Vec<(String, Place)> },
-    Union { ty: Rc<AggInfo>, members: Vec<(String, Place)> },
+    Struct {
+        ty: Rc<AggInfo>,
+        fields: Vec<(String, Place)>,
+    },
+    Union {
+        ty: Rc<AggInfo>,
+        members: Vec<(String, Place)>,
+    },
     /// `member_stacks`: for a stack of header unions, the stack id of each member's headers.
-    Stack { id: u32, elem: Ty, elems: Vec<Place>, stride: u32, next_index: ir::Loc, member_stacks: Vec<u32> },
+    Stack {
+        id: u32,
+        elem: Ty,
+        elems: Vec<Place>,
+        stride: u32,
+        next_index: ir::Loc,
+        member_stacks: Vec<u32>,
+    },
     Tuple(Vec<Place>),
 }
 
@@ -173,9 +205,7 @@ impl Place {
                 }
                 fields.iter().for_each(|(_, f)| f.walk_locs(v));
             }
-            Place::Struct { fields, .. } | Place::Union { members: fields, .. } => {
-                fields.iter().for_each(|(_, f)| f.walk_locs(v))
-            }
+            Place::Struct { fields, .. } | Place::Union { members: fields, .. } => fields.iter().for_each(|(_, f)| f.walk_locs(v)),
             Place::Stack { elems, next_index, .. } => {
                 elems.iter().for_each(|e| e.walk_locs(v));
                 v.push(*next_index);
@@ -225,9 +255,7 @@ impl Place {
     /// Turn the place of element 0 of a stack into the place of element `index` (chosen at run time).
     pub fn dynamic(&self, stack: u32, stride: u32, count: u32, index: &ir::Expr) -> Place {
         let dl = |lv: &ir::LValue| match lv {
-            ir::LValue::Static(l) => {
-                ir::LValue::Dynamic { base: *l, stride, count, index: Box::new(index.clone()) }
-            }
+            ir::LValue::Static(l) => ir::LValue::Dynamic { base: *l, stride, count, index: Box::new(index.clone()) },
             other => other.clone(),
         };
         match self {
@@ -240,14 +268,12 @@ impl Place {
                 ty: ty.clone(),
                 siblings: siblings.iter().map(dl).collect(),
             },
-            Place::Struct { ty, fields } => Place::Struct {
-                ty: ty.clone(),
-                fields: fields.iter().map(|(n, f)| (n.clone(), f.dynamic(stack, stride, count, index))).collect(),
-            },
-            Place::Union { ty, members } => Place::Union {
-                ty: ty.clone(),
-                members: members.iter().map(|(n, f)| (n.clone(), f.dynamic(stack, stride, count, index))).collect(),
-            },
+            Place::Struct { ty, fields } => {
+                Place::Struct { ty: ty.clone(), fields: fields.iter().map(|(n, f)| (n.clone(), f.dynamic(stack, stride, count, index))).collect() }
+            }
+            Place::Union { ty, members } => {
+                Place::Union { ty: ty.clone(), members: members.iter().map(|(n, f)| (n.clone(), f.dynamic(stack, stride, count, index))).collect() }
+            }
             other => other.clone(),
         }
     }

@@ -7,6 +7,7 @@ use super::env::*;
 use crate::ast::{self, Span};
 use crate::diag::{Diagnostic, PResult};
 use crate::types::*;
+use num_traits::{ToPrimitive, Zero};
 use p4sec_ir as ir;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -462,10 +463,34 @@ impl<'t> Lowerer<'t> {
         }
     }
 
-    pub fn note_annos(&mut self, key: String, annos: &ast::Annotations) {
-        let a = p4info_annos(annos);
+    /// Record an object's P4Info annotations; a structured annotation's expressions are evaluated as
+    /// compile-time constants (top-level constants, arithmetic, comparisons), as the reference compiler does.
+    pub fn note_annos(&mut self, key: String, annos: &ast::Annotations) -> PResult<()> {
+        let global = self.global.clone();
+        let a = p4info_annos_with(annos, &mut |e| self.annotation_value(&global, e))?;
         if a != ir::p4info::Annos::default() {
             self.p4meta.annos.insert(key, a);
+        }
+        Ok(())
+    }
+
+    /// The value of an expression in a structured annotation: an integer, a boolean or a string constant.
+    fn annotation_value(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> PResult<ir::p4info::AnnoValue> {
+        use ir::p4info::AnnoValue;
+        if let Some(v) = literal_value(e) {
+            return Ok(v);
+        }
+        let not_const =
+            |why: &str| err(e.span, format!("an expression in a structured annotation must be a compile-time integer, boolean or string constant ({why})"));
+        match self.expr(scope, e, None) {
+            Ok(Val::Const(v, Ty::Bool)) => Ok(AnnoValue::Bool(!v.is_zero())),
+            Ok(Val::Const(v, Ty::Bit(_) | Ty::Int(_) | Ty::InfInt)) => match v.to_i64() {
+                Some(i) => Ok(AnnoValue::Int(i)),
+                None => not_const(&format!("{v} does not fit in 64 bits")),
+            },
+            Ok(Val::Str(s)) => Ok(AnnoValue::Str(s)),
+            Ok(_) => not_const("this one is not"),
+            Err(d) => not_const(&d.message),
         }
     }
 }

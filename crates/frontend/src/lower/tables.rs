@@ -74,7 +74,7 @@ impl<'t> Lowerer<'t> {
             self.cp_name(&decl.annos, &decl.name.name)
         };
         let id = self.p4info_id_of(&decl.annos, 0x01, &name);
-        self.note_annos(format!("action {name}"), &decl.annos);
+        self.note_annos(format!("action {name}"), &decl.annos)?;
         let inner = Scope::child(ascope);
         let mut params = vec![];
         let ndir = decl.params.iter().take_while(|p| p.dir.is_some()).count();
@@ -97,7 +97,7 @@ impl<'t> Lowerer<'t> {
                 return err(p.name.span, "action data parameters must be bit-strings, bools or serializable enums");
             };
             let pid = annotation_ints(&p.annos, "id").and_then(|v| v.first().copied()).map(|x| x as u32).unwrap_or((i - ndir) as u32 + 1);
-            self.note_annos(format!("param {name} {pid}"), &p.annos);
+            self.note_annos(format!("param {name} {pid}"), &p.annos)?;
             self.note_type_name(format!("param {name} {pid}"), &p.ty);
             self.note_type(&t);
             params.push(ir::Param { name: p.name.name.clone(), id: pid, loc: *loc });
@@ -181,7 +181,7 @@ impl<'t> Lowerer<'t> {
     pub fn lower_table(&mut self, scope: &Rc<Scope>, t: &ast::TableDecl) -> PResult<Rc<TableInfo>> {
         let name = self.cp_name(&t.annos, &t.name.name);
         let id = self.p4info_id_of(&t.annos, 0x02, &name);
-        self.note_annos(format!("table {name}"), &t.annos);
+        self.note_annos(format!("table {name}"), &t.annos)?;
         let mut table = ir::Table {
             name: name.clone(),
             id,
@@ -240,7 +240,7 @@ impl<'t> Lowerer<'t> {
                         let width = x.width();
                         self.note_type(&kt);
                         let kid = annotation_ints(&k.annos, "id").and_then(|v| v.first().copied()).map(|x| x as u32).unwrap_or(i as u32 + 1);
-                        self.note_annos(format!("key {name} {kid}"), &k.annos);
+                        self.note_annos(format!("key {name} {kid}"), &k.annos)?;
                         if let Some(n) = self.key_new_type(scope, &k.expr) {
                             self.note_new_type(format!("key {name} {kid}"), &n);
                         }
@@ -260,7 +260,7 @@ impl<'t> Lowerer<'t> {
                             table_only: has_annotation(&a.annos, "tableonly"),
                         });
                         let aid = self.actions[idx as usize].id;
-                        self.note_annos(format!("ref {name} {aid}"), &a.annos);
+                        self.note_annos(format!("ref {name} {aid}"), &a.annos)?;
                         names.push((aname, idx));
                     }
                 }

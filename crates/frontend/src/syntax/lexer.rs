@@ -11,8 +11,8 @@ pub enum Tok {
     Int(IntLit),
     Str(String),
     Punct(&'static str),
-    /// A character that is no P4 token, allowed only inside the parentheses of a free-form annotation body
-    /// (`@scrabble(That's it)`); anywhere else the lexer refuses it.
+    /// A character that is no P4 token: allowed only inside a free-form annotation body `@name(...)`, where
+    /// any tokens may appear (an apostrophe in prose, `$`, ...).
     Other(char),
     Eof,
 }
@@ -49,12 +49,19 @@ pub(super) fn describe(t: &Tok) -> String {
 pub fn lex(text: &str) -> PResult<Vec<Token>> {
     let b = text.as_bytes();
     let mut i = 0;
-    let mut out = vec![];
+    let mut out: Vec<Token> = vec![];
     let mut puncts: Vec<&'static str> = PUNCTS.to_vec();
     puncts.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    // nesting depth of parentheses inside an annotation body `@name( ... )` (0 = outside one)
-    let mut anno_depth = 0u32;
+    // Free-form annotation bodies: `anno` is 1 after `@`, 2 after `@name`; `depth` counts the open
+    // parentheses of a body `@name(...)` (0 outside one).
+    let mut anno = 0u8;
+    let mut depth = 0u32;
+    let mut seen = 0;
     while i < b.len() {
+        if out.len() > seen {
+            seen = out.len();
+            track_annotation(&out[seen - 1].tok, &mut anno, &mut depth);
+        }
         let c = b[i];
         if c.is_ascii_whitespace() {
             i += 1;
@@ -128,27 +135,41 @@ pub fn lex(text: &str) -> PResult<Vec<Token>> {
         match puncts.iter().find(|p| rest.starts_with(**p)) {
             Some(p) => {
                 i += p.len();
-                match *p {
-                    "(" if anno_depth > 0 => anno_depth += 1,
-                    "(" if out.len() >= 2 && out[out.len() - 2].tok == Tok::Punct("@") && matches!(out[out.len() - 1].tok, Tok::Ident(_)) => anno_depth = 1,
-                    ")" if anno_depth > 0 => anno_depth -= 1,
-                    _ => {}
-                }
                 out.push(Token { tok: Tok::Punct(p), span: Span::new(start as u32, i as u32) });
             }
             None => {
-                let ch = rest.chars().next().unwrap();
-                if anno_depth > 0 {
-                    i += ch.len_utf8();
-                    out.push(Token { tok: Tok::Other(ch), span: Span::new(start as u32, i as u32) });
-                    continue;
+                let ch = rest.chars().next().unwrap_or(' ');
+                if depth == 0 {
+                    return Err(Diagnostic::new(Span::new(start as u32, (start + ch.len_utf8()) as u32), format!("unexpected character `{ch}`")));
                 }
-                return Err(Diagnostic::new(Span::new(start as u32, (start + ch.len_utf8()) as u32), format!("unexpected character `{ch}`")));
+                i += ch.len_utf8();
+                out.push(Token { tok: Tok::Other(ch), span: Span::new(start as u32, i as u32) });
             }
         }
     }
     out.push(Token { tok: Tok::Eof, span: Span::new(b.len() as u32, b.len() as u32) });
     Ok(out)
+}
+
+/// Follow `@name(` ... `)` through the token stream: `depth` > 0 inside a free-form annotation body.
+fn track_annotation(t: &Tok, anno: &mut u8, depth: &mut u32) {
+    if *depth > 0 {
+        match t {
+            Tok::Punct("(") => *depth += 1,
+            Tok::Punct(")") => *depth -= 1,
+            _ => {}
+        }
+        return;
+    }
+    *anno = match (t, *anno) {
+        (Tok::Punct("@"), _) => 1,
+        (Tok::Ident(_), 1) => 2,
+        (Tok::Punct("("), 2) => {
+            *depth = 1;
+            0
+        }
+        _ => 0,
+    };
 }
 
 pub(super) fn parse_int(s: &str) -> Result<IntLit, String> {
