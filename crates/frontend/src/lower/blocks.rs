@@ -228,28 +228,42 @@ impl<'t> Lowerer<'t> {
                 let scalar = |t: &Ty| matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Bool) || matches!(t, Ty::Enum(e) if e.repr.is_some());
                 let (widths, names, kinds) = match &t {
                     Ty::Agg(a) if a.kind == ast::AggregateKind::Struct => {
-                        let mut kinds = vec![];
-                        for f in &a.fields {
-                            if !scalar(&f.ty) {
-                                return err(
-                                    v.name.span,
-                                    format!(
-                                        "value set `{}`: struct field `{}` must be bit<W>, int<W>, bool or a serializable enum, not {}",
-                                        v.name.name, f.name, f.ty
-                                    ),
-                                );
+                        // the leaves of the struct, nested structs flattened in order (`inner.a`): one
+                        // element (and P4Info match field) each
+                        let mut leaves: Vec<(String, Ty, Option<String>)> = vec![];
+                        fn flatten(a: &AggInfo, prefix: &str, out: &mut Vec<(String, Ty, Option<String>)>) -> Result<(), String> {
+                            for f in &a.fields {
+                                let name = format!("{prefix}{}", f.cp_name.clone().unwrap_or_else(|| f.name.clone()));
+                                match &f.ty {
+                                    Ty::Agg(inner) if inner.kind == ast::AggregateKind::Struct => flatten(inner, &format!("{name}."), out)?,
+                                    t if matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Bool) || matches!(t, Ty::Enum(e) if e.repr.is_some()) => {
+                                        out.push((name, t.clone(), f.match_kind.clone()))
+                                    }
+                                    t => {
+                                        return Err(format!(
+                                            "struct field `{name}` must be bit<W>, int<W>, bool, a serializable enum or a struct of those, not {t}"
+                                        ))
+                                    }
+                                }
                             }
-                            kinds.push(match f.match_kind.as_deref() {
+                            Ok(())
+                        }
+                        if let Err(m) = flatten(a, "", &mut leaves) {
+                            return err(v.name.span, format!("value set `{}`: {m}", v.name.name));
+                        }
+                        let mut kinds = vec![];
+                        for (fname, _, mk) in &leaves {
+                            kinds.push(match mk.as_deref() {
                                 None | Some("exact") => ir::MatchKind::Exact,
                                 Some("ternary") => ir::MatchKind::Ternary,
                                 Some("lpm") => ir::MatchKind::Lpm,
                                 Some("range") => ir::MatchKind::Range,
                                 Some("optional") => ir::MatchKind::Optional,
-                                Some(k) => return err(v.name.span, format!("value set `{}`: field `{}` has an unknown match kind `{k}`", v.name.name, f.name)),
+                                Some(k) => return err(v.name.span, format!("value set `{}`: field `{fname}` has an unknown match kind `{k}`", v.name.name)),
                             });
                         }
-                        let names = a.fields.iter().map(|f| f.cp_name.clone().unwrap_or_else(|| f.name.clone())).collect();
-                        (a.fields.iter().map(|f| f.ty.bit_size()).collect::<Vec<u32>>(), names, kinds)
+                        let names = leaves.iter().map(|l| l.0.clone()).collect();
+                        (leaves.iter().map(|l| l.1.bit_size()).collect::<Vec<u32>>(), names, kinds)
                     }
                     Ty::Tuple(ts) => {
                         if let Some(bad) = ts.iter().find(|t| !scalar(t)) {

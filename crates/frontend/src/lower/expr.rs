@@ -506,6 +506,12 @@ impl<'t> Lowerer<'t> {
             return Ok((p, ilo + hi, ilo + lo));
         }
         let p = self.place(scope, base)?;
+        if let Place::Scalar(_, t) = &p {
+            let w = t.scalar_width().unwrap_or(0);
+            if hi >= w || hi < lo {
+                return err(base.span, format!("slice [{hi}:{lo}] is outside the {w} bits of {t}"));
+            }
+        }
         Ok((p, hi, lo))
     }
 

@@ -47,7 +47,9 @@ impl<'t> Lowerer<'t> {
         };
         let entry = self.pstates.len() as u32;
         self.pstates.push(ir::ParserState { name: format!("{name}.$entry"), body: vec![], transition: ir::Transition::Goto(ir::Next::State(start)) });
-        let (_, mut locals) = self.capture(|l| {
+        // the parser's local objects are named after it in the P4Info (`P.vs`), as the reference compiler names them
+        let saved_path = std::mem::replace(&mut self.path, vec![name.clone()]);
+        let locals = self.capture(|l| {
             for d in &decl.locals {
                 if let ast::Decl::Instantiation(i) = d {
                     let inst = l.instantiate(&pscope, &i.ty, &i.args, &i.name.name, &i.annos, i.name.span, None)?;
@@ -57,7 +59,9 @@ impl<'t> Lowerer<'t> {
                 }
             }
             Ok(())
-        })?;
+        });
+        self.path = saved_path;
+        let (_, mut locals) = locals?;
         let mut body = init;
         body.append(&mut locals);
         self.pstates[entry as usize].body = body;

@@ -190,7 +190,18 @@ impl Parser {
                     self.expect(";", "after the assignment")?;
                     return Ok(mk(StmtKind::Assign(lhs, rhs), self));
                 }
-                if matches!(lhs.kind, ExprKind::Call { .. }) {
+                if matches!(lhs.kind, ExprKind::Call { .. } | ExprKind::Construct { .. }) {
+                    if let (Tok::Ident(name), true) = (self.peek().clone(), self.is_at(1, ";")) {
+                        // `Type(args) name;` among statements: an instantiation where the spec allows none
+                        return Err(Diagnostic::new(
+                            self.toks[self.pos].span,
+                            format!(
+                                "instantiation of `{name}`: an extern, parser or control cannot be instantiated inside a parser state, an action, \
+                                 a function or an apply block; declare `{name}` among the local declarations of the parser or control (before its \
+                                 states or `apply`), or at top level"
+                            ),
+                        ));
+                    }
                     self.expect(";", "after the call")?;
                     return Ok(mk(StmtKind::Call(lhs), self));
                 }
