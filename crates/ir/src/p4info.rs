@@ -2,8 +2,8 @@
 //! id rules: ids are `prefix << 24 | jenkins_one_at_a_time(name) & 0xffffff`; aliases are the shortest
 //! dotted suffix of the name that is unique among the program's objects.
 
-use crate::{CounterUnit, MatchKind, Program};
 pub use crate::p4info_meta::{AnnoValue, Annos, P4InfoMeta, StructuredAnno};
+use crate::{CounterUnit, MatchKind, Program};
 use std::collections::HashMap;
 use std::fmt::Write;
 

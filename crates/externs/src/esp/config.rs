@@ -1,0 +1,156 @@
+//! An SA's configuration: the cipher suites (ciphers and integrity algorithms, their key and ICV lengths),
+//! lifetimes, and the keys, wiped when the configuration is dropped.
+
+use std::net::IpAddr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Cipher {
+    Null,
+    AesCbc128,
+    AesCbc256,
+    AesCtr128,
+    AesCtr256,
+    AesGcm128,
+    AesGcm256,
+    ChaCha20Poly1305,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Integ {
+    None,
+    HmacSha1_96,
+    HmacSha256_128,
+    HmacMd5_96,
+}
+
+impl Cipher {
+    pub fn is_aead(self) -> bool {
+        matches!(self, Cipher::AesGcm128 | Cipher::AesGcm256 | Cipher::ChaCha20Poly1305)
+    }
+    /// Key material length: the cipher key plus the 4-byte salt/nonce for CTR, GCM and ChaCha20.
+    pub fn keymat_len(self) -> usize {
+        match self {
+            Cipher::Null => 0,
+            Cipher::AesCbc128 => 16,
+            Cipher::AesCbc256 => 32,
+            Cipher::AesCtr128 | Cipher::AesGcm128 => 20,
+            Cipher::AesCtr256 | Cipher::AesGcm256 | Cipher::ChaCha20Poly1305 => 36,
+        }
+    }
+    pub fn iv_len(self) -> usize {
+        match self {
+            Cipher::Null => 0,
+            Cipher::AesCbc128 | Cipher::AesCbc256 => 16,
+            _ => 8,
+        }
+    }
+    /// Alignment of (payload + pad + 2).
+    pub(super) fn block(self) -> usize {
+        match self {
+            Cipher::AesCbc128 | Cipher::AesCbc256 => 16,
+            _ => 4,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Cipher::Null => "NULL",
+            Cipher::AesCbc128 => "AES-CBC-128",
+            Cipher::AesCbc256 => "AES-CBC-256",
+            Cipher::AesCtr128 => "AES-CTR-128",
+            Cipher::AesCtr256 => "AES-CTR-256",
+            Cipher::AesGcm128 => "AES-GCM-128",
+            Cipher::AesGcm256 => "AES-GCM-256",
+            Cipher::ChaCha20Poly1305 => "ChaCha20-Poly1305",
+        }
+    }
+}
+
+impl Integ {
+    pub fn icv_len(self) -> usize {
+        match self {
+            Integ::None => 0,
+            Integ::HmacSha1_96 | Integ::HmacMd5_96 => 12,
+            Integ::HmacSha256_128 => 16,
+        }
+    }
+    pub fn key_len(self) -> usize {
+        match self {
+            Integ::None => 0,
+            Integ::HmacSha1_96 => 20,
+            Integ::HmacSha256_128 => 32,
+            Integ::HmacMd5_96 => 16,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Integ::None => "none",
+            Integ::HmacSha1_96 => "HMAC-SHA1-96",
+            Integ::HmacSha256_128 => "HMAC-SHA-256-128",
+            Integ::HmacMd5_96 => "HMAC-MD5-96",
+        }
+    }
+}
+
+/// Soft and hard limits; `None` = unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Limits {
+    pub packets: Option<u64>,
+    pub bytes: Option<u64>,
+    pub seconds: Option<u64>,
+}
+
+/// An SA's configuration. Its keys are wiped when it is dropped ([`SaConfig::wipe_keys`]) and left out of its
+/// `Debug` form.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SaConfig {
+    pub spi: u32,
+    pub cipher: Cipher,
+    pub integ: Integ,
+    /// Cipher key material (key || 4-byte salt for CTR/GCM/ChaCha20).
+    pub enc_key: Vec<u8>,
+    pub auth_key: Vec<u8>,
+    /// Extended (64-bit) sequence numbers.
+    pub esn: bool,
+    /// Anti-replay window in packets (0 disables anti-replay); at most 4096.
+    pub replay_window: u32,
+    /// Tunnel endpoints for the outer header (source, destination); both IPv4 or both IPv6.
+    pub tunnel: Option<(IpAddr, IpAddr)>,
+    pub soft: Limits,
+    pub hard: Limits,
+    /// First sequence number to send is `initial_seq + 1`.
+    pub initial_seq: u64,
+}
+
+impl SaConfig {
+    /// Overwrite both keys with zeros and empty them (what dropping the configuration does).
+    pub fn wipe_keys(&mut self) {
+        use zeroize::Zeroize;
+        self.enc_key.zeroize();
+        self.auth_key.zeroize();
+    }
+}
+
+impl Drop for SaConfig {
+    fn drop(&mut self) {
+        self.wipe_keys();
+    }
+}
+
+impl std::fmt::Debug for SaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // the keys by their length only
+        f.debug_struct("SaConfig")
+            .field("spi", &self.spi)
+            .field("cipher", &self.cipher)
+            .field("integ", &self.integ)
+            .field("enc_key", &format_args!("<{} bytes>", self.enc_key.len()))
+            .field("auth_key", &format_args!("<{} bytes>", self.auth_key.len()))
+            .field("esn", &self.esn)
+            .field("replay_window", &self.replay_window)
+            .field("tunnel", &self.tunnel)
+            .field("soft", &self.soft)
+            .field("hard", &self.hard)
+            .field("initial_seq", &self.initial_seq)
+            .finish()
+    }
+}

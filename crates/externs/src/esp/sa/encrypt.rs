@@ -1,0 +1,134 @@
+//! Outbound: encapsulating an inner packet into ESP (tunnel mode), with padding, encryption and the ICV.
+
+use super::*;
+
+impl Sa {
+    /// Encapsulate an inner IPv4/IPv6 packet. `out` receives the outer IP header (if the SA has tunnel
+    /// endpoints), the ESP header, IV, ciphertext and ICV.
+    pub fn encapsulate(&self, inner: &[u8], out: &mut Vec<u8>) -> Result<u64, EspError> {
+        let next_header = match inner.first().map(|b| b >> 4) {
+            Some(4) => 4u8,
+            Some(6) => 41u8,
+            _ => return Err(EspError::BadInner),
+        };
+        let seq = {
+            let mut s = self.lock();
+            let next = s.seq.checked_add(1).ok_or(EspError::SeqOverflow)?;
+            if !self.cfg.esn && next > u32::MAX as u64 {
+                return Err(EspError::SeqOverflow);
+            }
+            self.account(&mut s, inner.len())?;
+            s.seq = next;
+            next
+        };
+        out.clear();
+        let c = self.cfg.cipher;
+        let iv_len = c.iv_len();
+        let icv_len = if c.is_aead() { 16 } else { self.cfg.integ.icv_len() };
+        let blk = c.block();
+        let pad = (blk - (inner.len() + 2) % blk) % blk;
+        let payload_len = inner.len() + pad + 2;
+        let esp_len = 8 + iv_len + payload_len + icv_len;
+        // outer header
+        let outer = match self.cfg.tunnel {
+            Some((IpAddr::V4(s), IpAddr::V4(d))) => {
+                let total = 20 + esp_len;
+                if total > 65535 {
+                    return Err(EspError::BadInner);
+                }
+                let mut h = [0u8; 20];
+                h[0] = 0x45;
+                h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+                h[6] = 0x40; // DF
+                h[8] = 64;
+                h[9] = 50;
+                h[12..16].copy_from_slice(&s.octets());
+                h[16..20].copy_from_slice(&d.octets());
+                let ck = crate::hash::csum16(&h);
+                h[10..12].copy_from_slice(&ck.to_be_bytes());
+                out.extend_from_slice(&h);
+                20
+            }
+            Some((IpAddr::V6(s), IpAddr::V6(d))) => {
+                if esp_len > 65535 {
+                    return Err(EspError::BadInner);
+                }
+                let mut h = [0u8; 40];
+                h[0] = 0x60;
+                h[4..6].copy_from_slice(&(esp_len as u16).to_be_bytes());
+                h[6] = 50;
+                h[7] = 64;
+                h[8..24].copy_from_slice(&s.octets());
+                h[24..40].copy_from_slice(&d.octets());
+                out.extend_from_slice(&h);
+                40
+            }
+            _ => 0,
+        };
+        let esp = outer;
+        out.extend_from_slice(&self.cfg.spi.to_be_bytes());
+        out.extend_from_slice(&(seq as u32).to_be_bytes());
+        // IV: the sequence number for counter-based modes (unique per SA), random for CBC
+        let iv_at = out.len();
+        match c {
+            Cipher::Null => {}
+            Cipher::AesCbc128 | Cipher::AesCbc256 => {
+                let mut iv = [0u8; 16];
+                self.random_iv(seq, &mut iv);
+                out.extend_from_slice(&iv);
+            }
+            _ => out.extend_from_slice(&seq.to_be_bytes()),
+        }
+        let pt_at = out.len();
+        out.extend_from_slice(inner);
+        for i in 1..=pad {
+            out.push(i as u8);
+        }
+        out.push(pad as u8);
+        out.push(next_header);
+        let seq_hi = if self.cfg.esn { Some((seq >> 32) as u32) } else { None };
+        match &self.keys {
+            Keys::Null => {}
+            Keys::Cbc128(_) | Keys::Cbc256(_) => {
+                use cbc::cipher::BlockEncryptMut;
+                let iv: [u8; 16] = out[iv_at..iv_at + 16].try_into().unwrap();
+                let buf = &mut out[pt_at..];
+                let n = buf.len();
+                use cbc::cipher::InnerIvInit;
+                let r = match &self.keys {
+                    Keys::Cbc128(k) => cbc::Encryptor::<aes::Aes128>::inner_iv_init(k.clone(), (&iv).into())
+                        .encrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(buf, n)
+                        .map(|_| ()),
+                    Keys::Cbc256(k) => cbc::Encryptor::<aes::Aes256>::inner_iv_init(k.clone(), (&iv).into())
+                        .encrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(buf, n)
+                        .map(|_| ()),
+                    _ => Ok(()),
+                };
+                r.map_err(|_| EspError::BadLength)?;
+            }
+            Keys::Ctr128(..) | Keys::Ctr256(..) => {
+                let iv: [u8; 8] = out[iv_at..iv_at + 8].try_into().unwrap();
+                let (_, rest) = out.split_at_mut(pt_at);
+                self.ctr_xor(&iv, rest);
+            }
+            Keys::Aead(key, salt) => {
+                let mut nonce = [0u8; 12];
+                nonce[..4].copy_from_slice(salt);
+                nonce[4..].copy_from_slice(&out[iv_at..iv_at + 8]);
+                let mut aad = [0u8; 12];
+                let n = aad_for(self.cfg.spi, seq, self.cfg.esn, &mut aad);
+                let tag = key
+                    .seal_in_place_separate_tag(ring::aead::Nonce::assume_unique_for_key(nonce), ring::aead::Aad::from(&aad[..n]), &mut out[pt_at..])
+                    .map_err(|_| EspError::BadLength)?;
+                out.extend_from_slice(tag.as_ref());
+                return Ok(seq);
+            }
+        }
+        if icv_len > 0 {
+            let mut icv = [0u8; 16];
+            self.icv(&out[esp..], seq_hi, &mut icv[..icv_len]);
+            out.extend_from_slice(&icv[..icv_len]);
+        }
+        Ok(seq)
+    }
+}
