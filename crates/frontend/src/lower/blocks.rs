@@ -455,7 +455,7 @@ impl<'t> Lowerer<'t> {
                 self.bind_ctor(&pscope, &decl.ctor_params, consts, span)?;
                 Instance::Parser { decl, scope: pscope, name: name.to_string() }
             }
-            _ => return err(ty.span, "this type cannot be instantiated"),
+            _ => return err(ty.span, "this type cannot be instantiated: only externs, parsers, controls and packages can"),
         }))
     }
 

@@ -317,7 +317,7 @@ impl<'t> Lowerer<'t> {
             BinOp::Le => return Ok(b(x <= y)),
             BinOp::Gt => return Ok(b(x > y)),
             BinOp::Ge => return Ok(b(x >= y)),
-            _ => return err(span, "unsupported constant operation"),
+            other => return err(span, format!("operator {other:?} cannot be applied to the constants {x} and {y} of type {t}")),
         };
         if matches!(t, Ty::Bool) {
             return Ok(Val::Const(normalize(&r, t), Ty::Bool));
@@ -364,11 +364,11 @@ impl<'t> Lowerer<'t> {
 
     /// Equality of headers, structs, unions, stacks and lists.
     pub(super) fn agg_equal(&mut self, a: Val, b: Val, span: Span) -> PResult<ir::Expr> {
-        let t = a.ty().or_else(|| b.ty()).ok_or_else(|| Diagnostic::new(span, "cannot compare these values"))?;
+        let t = a.ty().or_else(|| b.ty()).ok_or_else(|| Diagnostic::new(span, "cannot compare these values: neither side has a known type (add a cast)"))?;
         let a = self.materialize(a, &t, span)?;
         let b = self.materialize(b, &t, span)?;
         let (Val::Place(pa), Val::Place(pb)) = (a, b) else {
-            return err(span, "cannot compare these values");
+            return err(span, format!("cannot compare these values of type {t} with `==`/`!=`"));
         };
         self.place_equal(&pa, &pb, span)
     }

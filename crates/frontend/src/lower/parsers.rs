@@ -111,7 +111,7 @@ impl<'t> Lowerer<'t> {
                                 // an untyped constant (`in bit<8> y = 5`) takes the parameter's type
                                 Some(Ty::InfInt) => self.resolve_type(pdecl_scope, &p.ty)?,
                                 Some(t) => t,
-                                None => return err(a.span, "unsupported sub-parser argument"),
+                                None => return err(a.span, format!("the argument for parameter `{}` of the sub-parser has no value type (a type, an instance or a method cannot be passed here)", p.name.name)),
                             };
                             let local = self.alloc(&t, &p.name.name, a.span)?;
                             let (_, mut s) = self.capture(|l| l.assign(&local, v, a.span))?;

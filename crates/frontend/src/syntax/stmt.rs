@@ -157,7 +157,7 @@ impl Parser {
                 if self.starts_type() && self.looks_like_decl() {
                     let ty = self.ty()?;
                     if self.is("(") {
-                        return Err(Diagnostic::new(start, "instantiations are not allowed inside a block"));
+                        return Err(Diagnostic::new(start, "an extern, parser or control cannot be instantiated inside a parser state, an action, a function or an apply block; declare the instance among the local declarations of the parser or control, or at top level"));
                     }
                     let name = self.ident("a variable name")?;
                     let init = if self.eat("=") { Some(self.expr()?) } else { None };
