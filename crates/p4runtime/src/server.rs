@@ -241,7 +241,10 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                         let r = match (is_primary, pl) {
                             (false, _) => Err(Status::permission_denied("only the primary controller may send packets")),
                             (_, None) => Err(Status::failed_precondition("no forwarding pipeline is configured")),
-                            (true, Some(pl)) => device.packet_out(&pl.engine.prog, &po),
+                            (true, Some(pl)) => match &pl.translator {
+                                Some(tr) => tr.packet_out(&po).and_then(|po| device.packet_out(&pl.engine.prog, &po)),
+                                None => device.packet_out(&pl.engine.prog, &po),
+                            },
                         };
                         if let Err(st) = r {
                             let err = p4::StreamError {
