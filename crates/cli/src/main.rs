@@ -8,8 +8,8 @@ mod ascon_serve;
 mod bench;
 mod bench_hash;
 mod bench_mixed;
-mod bench_sad;
 mod bench_p4ead;
+mod bench_sad;
 mod stf_runner;
 
 #[global_allocator]
@@ -656,7 +656,20 @@ fn main() -> ExitCode {
             // --program OUTDIR (its program.json) or a program file; BMv2's log level `off` is p4sec's quietest
             let program = program.map(|p| if p.is_dir() { p.join("program.json") } else { p }).or(program_file);
             let log = if log == "off" { "error".to_string() } else { log };
-            run_switch(program.as_deref(), grpc.as_deref(), device_id, &ports, cpu_port, workers, metrics.as_deref(), trace, pcap_dir.as_deref(), &log, tls, maps)
+            run_switch(
+                program.as_deref(),
+                grpc.as_deref(),
+                device_id,
+                &ports,
+                cpu_port,
+                workers,
+                metrics.as_deref(),
+                trace,
+                pcap_dir.as_deref(),
+                &log,
+                tls,
+                maps,
+            )
         }
     }
 }

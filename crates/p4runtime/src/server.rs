@@ -406,7 +406,9 @@ pub async fn serve_tls(addr: std::net::SocketAddr, device: Arc<Device>, tls: Opt
             d.check_idle();
         }
     });
-    let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service { device }).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service { device })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let mut b = tonic::transport::Server::builder();
     if let Some(t) = tls {
         let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("TLS: cannot read {}: {e}", p.display()));

@@ -81,7 +81,9 @@ fn parse_annotation(a: &str) -> Result<Option<(String, Sdn)>, String> {
     let kind = kind.trim();
     let sdn = match kind {
         "string" => Sdn::Str,
-        n => Sdn::Bits(n.parse().ok().filter(|w| (1..=128).contains(w)).ok_or_else(|| format!("`{a}`: the SDN type `{n}` is neither `string` nor a bit width"))?),
+        n => {
+            Sdn::Bits(n.parse().ok().filter(|w| (1..=128).contains(w)).ok_or_else(|| format!("`{a}`: the SDN type `{n}` is neither `string` nor a bit width"))?)
+        }
     };
     Ok(Some((uri, sdn)))
 }
@@ -165,7 +167,8 @@ impl Translator {
             Sdn::Bits(_) => format!("0x{}", key.iter().map(|b| format!("{b:02x}")).collect::<String>()),
         };
         let fits = |v: u128| t.width >= 128 || v >> t.width == 0;
-        let dp = |v: u64| value_to_bytes(&p4sec_ir::Value { width: t.width.max(1), words: vec![v, 0][..p4sec_ir::words_for(t.width.max(1)) as usize].to_vec() });
+        let dp =
+            |v: u64| value_to_bytes(&p4sec_ir::Value { width: t.width.max(1), words: vec![v, 0][..p4sec_ir::words_for(t.width.max(1)) as usize].to_vec() });
         if let Some(f) = &t.fixed {
             return f.get(&key).map(|v| dp(*v)).ok_or_else(|| {
                 let mut known: Vec<String> = f.keys().map(|k| String::from_utf8_lossy(k).into_owned()).collect();
@@ -183,13 +186,17 @@ impl Translator {
         }
         if t.port {
             let n: u128 = match t.sdn {
-                Sdn::Str => std::str::from_utf8(sdn).ok().filter(|s| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())).and_then(|s| s.parse().ok()).ok_or_else(|| {
-                    Status::invalid_argument(format!(
-                        "{what}: {} is not a port of this switch: without a --translate map for {}, a port is named by its decimal number",
-                        shown(),
-                        t.name
-                    ))
-                })?,
+                Sdn::Str => {
+                    std::str::from_utf8(sdn).ok().filter(|s| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())).and_then(|s| s.parse().ok()).ok_or_else(
+                        || {
+                            Status::invalid_argument(format!(
+                                "{what}: {} is not a port of this switch: without a --translate map for {}, a port is named by its decimal number",
+                                shown(),
+                                t.name
+                            ))
+                        },
+                    )?
+                }
                 Sdn::Bits(_) => key.iter().fold(0u128, |a, b| (a << 8) | *b as u128),
             };
             if !fits(n) {
@@ -206,9 +213,9 @@ impl Translator {
             return Err(Status::not_found(format!("{what}: no entry uses the {} {}", t.name, shown())));
         }
         let max: u64 = if t.width >= 64 { u64::MAX } else { (1u64 << t.width) - 1 };
-        let v = (1..=max).find(|v| !a.rev.contains_key(v)).ok_or_else(|| {
-            Status::resource_exhausted(format!("{what}: all {max} values of {} are in use; {} cannot be added", t.name, shown()))
-        })?;
+        let v = (1..=max)
+            .find(|v| !a.rev.contains_key(v))
+            .ok_or_else(|| Status::resource_exhausted(format!("{what}: all {max} values of {} are in use; {} cannot be added", t.name, shown())))?;
         a.fwd.insert(key.clone(), v);
         a.rev.insert(v, key);
         Ok(dp(v))
@@ -299,7 +306,9 @@ impl Translator {
                 }
                 match te.action.as_mut().and_then(|t| t.r#type.as_mut()) {
                     Some(p4::table_action::Type::Action(a)) => self.action_out(a),
-                    Some(p4::table_action::Type::ActionProfileActionSet(s)) => s.action_profile_actions.iter_mut().filter_map(|x| x.action.as_mut()).for_each(|a| self.action_out(a)),
+                    Some(p4::table_action::Type::ActionProfileActionSet(s)) => {
+                        s.action_profile_actions.iter_mut().filter_map(|x| x.action.as_mut()).for_each(|a| self.action_out(a))
+                    }
                     _ => {}
                 }
             }
@@ -343,7 +352,10 @@ impl Translator {
         let low = |v: &p4sec_ir::Value| v.words.first().copied().unwrap_or(0);
         for (i, t) in prog.tables.iter().enumerate() {
             let kt: Vec<Option<usize>> = t.keys.iter().map(|k| self.keys.get(&(t.id, k.id)).copied().filter(|ti| auto[*ti])).collect();
-            let any_param = t.actions.iter().any(|ta| prog.actions[ta.action as usize].params.iter().any(|p| self.params.contains_key(&(prog.actions[ta.action as usize].id, p.id))));
+            let any_param = t
+                .actions
+                .iter()
+                .any(|ta| prog.actions[ta.action as usize].params.iter().any(|p| self.params.contains_key(&(prog.actions[ta.action as usize].id, p.id))));
             if kt.iter().all(|x| x.is_none()) && !any_param {
                 continue;
             }

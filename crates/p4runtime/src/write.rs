@@ -19,7 +19,13 @@ pub(crate) fn write(device: &Device, pl: &Pipeline, r: &p4::WriteRequest) -> Res
     let Some(tr) = &pl.translator else { return write_dp(device, pl, r, vec![]) };
     // translated types: the updates in their data-plane form; an update that cannot be translated fails
     // on its own (and makes an atomic batch fail)
-    let mut dp = p4::WriteRequest { device_id: r.device_id, election_id: r.election_id, atomicity: r.atomicity, updates: Vec::with_capacity(r.updates.len()), ..Default::default() };
+    let mut dp = p4::WriteRequest {
+        device_id: r.device_id,
+        election_id: r.election_id,
+        atomicity: r.atomicity,
+        updates: Vec::with_capacity(r.updates.len()),
+        ..Default::default()
+    };
     let mut failed = vec![];
     for (i, u) in r.updates.iter().enumerate() {
         let mut u = u.clone();
