@@ -71,6 +71,9 @@ pub struct Translator {
     /// (`packet_in` / `packet_out`, metadata id) → type index.
     ctrl: HashMap<(String, u32), usize>,
     alloc: Mutex<Vec<Alloc>>,
+    /// Held for a whole Write (translation, application, collection), so that a Write never frees a value
+    /// another one has allocated and not installed yet.
+    pub(crate) writing: Mutex<()>,
 }
 
 /// The arguments of `@p4runtime_translation("uri", string)` / `("uri", 32)`.
@@ -148,7 +151,7 @@ impl Translator {
             }
         }
         let alloc = Mutex::new(types.iter().map(|_| Alloc::default()).collect());
-        Ok(Some(Translator { types, keys, params, ctrl, alloc }))
+        Ok(Some(Translator { types, keys, params, ctrl, alloc, writing: Mutex::new(()) }))
     }
 
     /// SDN value → data-plane value (canonical bytes) of type `ti`; `allocate`: an unknown SDN value of an
@@ -341,8 +344,9 @@ impl Translator {
         }
     }
 
-    /// Free the automatically allocated values no table entry uses any more.
-    pub fn collect(&self, engine: &Engine) {
+    /// Free the automatically allocated values no table entry and no action profile member (`members`) uses
+    /// any more.
+    pub(crate) fn collect<'a>(&self, engine: &Engine, members: impl Iterator<Item = &'a p4sec_ir::ActionCall>) {
         let prog = &engine.prog;
         let auto: Vec<bool> = self.types.iter().map(|t| t.fixed.is_none() && !t.port).collect();
         if !auto.iter().any(|x| *x) {
@@ -371,6 +375,14 @@ impl Translator {
                     if let Some(&ti) = self.params.get(&(act.id, p.id)) {
                         used[ti].insert(low(v));
                     }
+                }
+            }
+        }
+        for call in members {
+            let act = &prog.actions[call.action as usize];
+            for (p, v) in act.params.iter().zip(&call.args) {
+                if let Some(&ti) = self.params.get(&(act.id, p.id)) {
+                    used[ti].insert(low(v));
                 }
             }
         }

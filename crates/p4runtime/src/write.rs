@@ -17,6 +17,7 @@ use tonic::{Code, Status};
 /// already checked).
 pub(crate) fn write(device: &Device, pl: &Pipeline, r: &p4::WriteRequest) -> Result<p4::WriteResponse, Status> {
     let Some(tr) = &pl.translator else { return write_dp(device, pl, r, vec![]) };
+    let _writing = tr.writing.lock().unwrap_or_else(|p| p.into_inner());
     // translated types: the updates in their data-plane form; an update that cannot be translated fails
     // on its own (and makes an atomic batch fail)
     let mut dp = p4::WriteRequest {
@@ -36,7 +37,8 @@ pub(crate) fn write(device: &Device, pl: &Pipeline, r: &p4::WriteRequest) -> Res
         dp.updates.push(u);
     }
     let res = write_dp(device, pl, &dp, failed);
-    tr.collect(&pl.engine);
+    let mut profiles = device.profiles.lock().unwrap_or_else(|p| p.into_inner());
+    tr.collect(&pl.engine, profiles.for_engine(&pl.engine).members.values());
     res
 }
 
