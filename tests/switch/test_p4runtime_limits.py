@@ -56,6 +56,21 @@ def updates(info, n, kind=p4runtime_pb2.Update.INSERT):
     return [lpm_update(info, [10, (i >> 16) & 255, (i >> 8) & 255, i & 255], 32, 1, kind=kind) for i in range(n)]
 
 
+def port_side(info, ports, kind=p4runtime_pb2.Update.INSERT):
+    """Updates of `GwIngress.port_side` (exact on the ingress port, 64 entries) for each port."""
+    t, a = ids(info)
+    table, act = t["GwIngress.port_side"], a["GwIngress.from_wan"]
+    out = []
+    for port in ports:
+        u = p4runtime_pb2.Update(type=kind)
+        e = u.entity.table_entry
+        e.table_id = table.preamble.id
+        e.match.add(field_id=table.match_fields[0].id).exact.value = port.to_bytes(2, "big").lstrip(b"\0") or b"\0"
+        e.action.action.action_id = act.preamble.id
+        out.append(u)
+    return out
+
+
 def test_a_batch_that_cannot_fit_is_refused_whole(server, compiled):
     _, stub, _ = server
     ctl = Controller(stub, 10)
@@ -63,21 +78,19 @@ def test_a_batch_that_cannot_fit_is_refused_whole(server, compiled):
     push_pipeline(ctl, compiled)
     info = compiled[1]
     t, _ = ids(info)
-    table = t["GwIngress.ipv4_lpm"]
-    size = table.size
-    assert size == 65536
-    ctl.write(*updates(info, 10))
-    # 10 held: a batch of `size` inserts cannot fit, whatever its order
+    table = t["GwIngress.port_side"]
+    assert table.size == 64
+    ctl.write(*port_side(info, range(10)))
+    # 10 held: a batch of 64 more inserts cannot fit, whatever its order
     with pytest.raises(grpc.RpcError) as e:
-        ctl.write(*updates(info, size + 10)[10:])
+        ctl.write(*port_side(info, range(10, 74)))
     assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (e.value.code(), e.value.details()[:300])
-    assert "ipv4_lpm` cannot take this batch: 65536 inserts and 0 deletes" in e.value.details()
-    assert "holds 10 of its 65536 entries" in e.value.details()
+    assert "port_side` cannot take this batch: 64 inserts and 0 deletes" in e.value.details(), e.value.details()
+    assert "holds 10 of its 64 entries" in e.value.details()
     assert len(read_table(stub, table.preamble.id)) == 10, "nothing of the refused batch was written"
     # with the 10 deleted first in the same batch it can fit, and is written
-    batch = updates(info, 10, kind=p4runtime_pb2.Update.DELETE) + updates(info, size + 10)[10:]
-    ctl.write(*batch)
-    assert len(read_table(stub, table.preamble.id)) == size
+    ctl.write(*port_side(info, range(10), kind=p4runtime_pb2.Update.DELETE), *port_side(info, range(10, 74)))
+    assert len(read_table(stub, table.preamble.id)) == 64
 
 
 def test_insert_delete_cycles_give_their_memory_back(server, compiled):

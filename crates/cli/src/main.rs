@@ -178,6 +178,10 @@ enum Cmd {
         /// Mutual TLS: clients must present a certificate signed by this CA (PEM).
         #[arg(long, requires = "tls_cert")]
         tls_ca: Option<PathBuf>,
+        /// P4Runtime type translation, repeatable: TYPE=FILE, a JSON object mapping the SDN strings of the
+        /// `@p4runtime_translation` type TYPE (its name or URI) to data-plane values, e.g. {"Ethernet0": 1}.
+        #[arg(long, value_name = "TYPE=FILE")]
+        translate: Vec<String>,
         /// BMv2's target options, after `--`: --grpc-server-addr ADDR (as --grpc) and --cpu-port N.
         #[arg(last = true, value_name = "TARGET-OPTION")]
         target_options: Vec<String>,
@@ -465,6 +469,7 @@ fn run_switch(
     log: &str,
     tls: Option<p4sec_p4runtime::server::TlsFiles>,
     queue_opts: &QueueOpts,
+    translate: p4sec_p4runtime::translate::Maps,
 ) -> ExitCode {
     use p4sec_p4runtime::server::serve_tls;
     use p4sec_p4runtime::Device;
@@ -488,6 +493,7 @@ fn run_switch(
     // the switch's extern set, assembled once: the device builds every pipeline with it (this program and
     // those SetForwardingPipelineConfig installs); test externs are not in it (`p4sec stf` only)
     let device = Device::new(device_id, cpu_port, p4sec_externs::p4::registry());
+    *device.translate_maps.write().unwrap_or_else(|p| p.into_inner()) = translate;
     if let Some(path) = program {
         let bytes = match std::fs::read(&path) {
             Ok(t) => t,
@@ -726,8 +732,19 @@ fn main() -> ExitCode {
             tls_cert,
             tls_key,
             tls_ca,
+            translate,
             target_options,
         } => {
+            let mut maps = p4sec_p4runtime::translate::Maps::new();
+            for t in &translate {
+                match p4sec_p4runtime::translate::read_map(t) {
+                    Ok((k, m)) => drop(maps.insert(k, m)),
+                    Err(e) => {
+                        eprintln!("p4sec switch: --translate {t}: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             let tls = match (tls_cert, tls_key) {
                 (Some(cert), Some(key)) => Some(p4sec_p4runtime::server::TlsFiles { cert, key, client_ca: tls_ca }),
                 _ => None,
@@ -792,6 +809,7 @@ fn main() -> ExitCode {
                 &log,
                 tls,
                 &queue_opts,
+                maps,
             )
         }
     }

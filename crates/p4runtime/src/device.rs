@@ -20,6 +20,8 @@ pub struct Pipeline {
     pub p4info: cfg::P4Info,
     pub device_config: Vec<u8>,
     pub cookie: u64,
+    /// The P4Runtime type translation of the program's `@p4runtime_translation` types (None: it has none).
+    pub translator: Option<Arc<crate::translate::Translator>>,
 }
 
 pub(crate) struct Controller {
@@ -75,6 +77,9 @@ pub struct Device {
     ports: Arc<crate::profiles::PortStatus>,
     /// The extern types pipelines of this device may instantiate.
     externs: Vec<Box<dyn ExternType>>,
+    /// Maps for translated types (`p4sec switch --translate`), by type name or URI; used by the pipelines
+    /// built after they are set.
+    pub translate_maps: RwLock<crate::translate::Maps>,
 }
 
 /// Digest data sent to the controller and not acknowledged yet (the P4Runtime digest "cache"): the same
@@ -159,6 +164,7 @@ impl Device {
             profiles: Mutex::new(crate::profiles::Profiles::with_ports(ports.clone())),
             ports,
             externs,
+            translate_maps: RwLock::new(Default::default()),
         })
     }
 
@@ -187,7 +193,8 @@ impl Device {
         }
         let engine = Engine::new(Arc::new(prog), &self.externs)?;
         let p4info = p4info.unwrap_or_else(|| crate::p4info::p4info(&engine.prog));
-        Ok(Pipeline { engine: Arc::new(engine), p4info, device_config, cookie })
+        let translator = crate::translate::Translator::new(&engine.prog, &self.translate_maps.read().unwrap_or_else(|p| p.into_inner()))?.map(Arc::new);
+        Ok(Pipeline { engine: Arc::new(engine), p4info, device_config, cookie, translator })
     }
 
     /// The extern type named `name` in this device's extern set.
@@ -232,6 +239,10 @@ impl Device {
                 pos += *w as usize;
             }
             payload = &frame[n..];
+        }
+        let translator = self.pipeline.read().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|p| p.translator.clone());
+        if let Some(tr) = translator {
+            tr.packet_in(&mut metadata);
         }
         let msg = p4::StreamMessageResponse { update: Some(p4::stream_message_response::Update::Packet(p4::PacketIn { payload: payload.to_vec(), metadata })) };
         let a = self.arb.lock().unwrap_or_else(|p| p.into_inner());

@@ -55,9 +55,7 @@ impl<U: prost::Message + Default> Decoder for P4Decoder<U> {
     type Error = Status;
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
-        U::decode(buf)
-            .map(Some)
-            .map_err(|e| Status::invalid_argument(format!("the request does not decode as a {}: {e}", message_name::<U>())))
+        U::decode(buf).map(Some).map_err(|e| Status::invalid_argument(format!("the request does not decode as a {}: {e}", message_name::<U>())))
     }
 
     fn buffer_settings(&self) -> BufferSettings {

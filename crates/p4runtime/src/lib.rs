@@ -30,6 +30,7 @@ mod profiles;
 mod read;
 mod reconcile;
 pub mod server;
+pub mod translate;
 mod write;
 
 pub use device::{Device, Pipeline};

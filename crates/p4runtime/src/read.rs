@@ -108,5 +108,8 @@ pub(crate) fn read(device: &Device, pl: &Pipeline, r: &p4::ReadRequest) -> Resul
             _ => return Err(Status::unimplemented("this entity cannot be read yet")),
         }
     }
+    if let Some(tr) = &pl.translator {
+        out.iter_mut().for_each(|e| tr.entity_out(e));
+    }
     Ok(out)
 }

@@ -241,7 +241,10 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                         let r = match (is_primary, pl) {
                             (false, _) => Err(Status::permission_denied("only the primary controller may send packets")),
                             (_, None) => Err(Status::failed_precondition("no forwarding pipeline is configured")),
-                            (true, Some(pl)) => device.packet_out(&pl.engine.prog, &po),
+                            (true, Some(pl)) => match &pl.translator {
+                                Some(tr) => tr.packet_out(&po).and_then(|po| device.packet_out(&pl.engine.prog, &po)),
+                                None => device.packet_out(&pl.engine.prog, &po),
+                            },
                         };
                         if let Err(st) = r {
                             let err = p4::StreamError {
@@ -403,7 +406,9 @@ pub async fn serve_tls(addr: std::net::SocketAddr, device: Arc<Device>, tls: Opt
             d.check_idle();
         }
     });
-    let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service { device }).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service { device })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let mut b = tonic::transport::Server::builder();
     if let Some(t) = tls {
         let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("TLS: cannot read {}: {e}", p.display()));

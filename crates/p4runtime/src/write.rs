@@ -16,6 +16,34 @@ use tonic::{Code, Status};
 /// Apply a Write request's updates to the installed pipeline `pl` (the device and the primary controller
 /// already checked).
 pub(crate) fn write(device: &Device, pl: &Pipeline, r: &p4::WriteRequest) -> Result<p4::WriteResponse, Status> {
+    let Some(tr) = &pl.translator else { return write_dp(device, pl, r, vec![]) };
+    let _writing = tr.writing.lock().unwrap_or_else(|p| p.into_inner());
+    // translated types: the updates in their data-plane form; an update that cannot be translated fails
+    // on its own (and makes an atomic batch fail)
+    let mut dp = p4::WriteRequest {
+        device_id: r.device_id,
+        election_id: r.election_id,
+        atomicity: r.atomicity,
+        updates: Vec::with_capacity(r.updates.len()),
+        ..Default::default()
+    };
+    let mut failed = vec![];
+    for (i, u) in r.updates.iter().enumerate() {
+        let mut u = u.clone();
+        if let Err(e) = tr.update_in(&mut u) {
+            failed.push((i, e));
+            u.entity = None;
+        }
+        dp.updates.push(u);
+    }
+    let res = write_dp(device, pl, &dp, failed);
+    let mut profiles = device.profiles.lock().unwrap_or_else(|p| p.into_inner());
+    tr.collect(&pl.engine, profiles.for_engine(&pl.engine).members.values());
+    res
+}
+
+/// `write` of updates in their data-plane form; `failed`: updates that already failed (by index).
+fn write_dp(device: &Device, pl: &Pipeline, r: &p4::WriteRequest, failed: Vec<(usize, Status)>) -> Result<p4::WriteResponse, Status> {
     let prog = pl.engine.prog.clone();
     let atomicity = p4::write_request::Atomicity::try_from(r.atomicity).map_err(|_| Status::invalid_argument(format!("unknown atomicity {}", r.atomicity)))?;
     check_capacity(pl, &r.updates)?;
@@ -23,7 +51,16 @@ pub(crate) fn write(device: &Device, pl: &Pipeline, r: &p4::WriteRequest) -> Res
     let mut profiles = device.profiles.lock().unwrap_or_else(|p| p.into_inner());
     let st = profiles.for_engine(&pl.engine);
     if atomicity != p4::write_request::Atomicity::ContinueOnError {
-        let results = write_atomic(pl, st, &r.updates);
+        let results = if failed.is_empty() {
+            write_atomic(pl, st, &r.updates)
+        } else {
+            let mut results: Vec<Result<(), Status>> =
+                r.updates.iter().map(|_| Err(Status::aborted("not applied: another update of this atomic write failed"))).collect();
+            for (i, e) in failed {
+                results[i] = Err(e);
+            }
+            results
+        };
         return write_response(results.into_iter().map(Some).collect());
     }
     // Table entry updates are grouped per table and published as one new table version per table
@@ -31,7 +68,13 @@ pub(crate) fn write(device: &Device, pl: &Pipeline, r: &p4::WriteRequest) -> Res
     // members and groups of the same batch). Results keep the update order.
     let mut results: Vec<Option<Result<(), Status>>> = (0..r.updates.len()).map(|_| None).collect();
     let mut per_table: HashMap<usize, Vec<(usize, EntryUpdate)>> = HashMap::new();
+    for (i, e) in failed {
+        results[i] = Some(Err(e));
+    }
     for (i, u) in r.updates.iter().enumerate() {
+        if results[i].is_some() {
+            continue;
+        }
         let ty = p4::update::Type::try_from(u.r#type).unwrap_or(p4::update::Type::Unspecified);
         if let Some(p4::entity::Entity::TableEntry(te)) = u.entity.as_ref().and_then(|e| e.entity.as_ref()) {
             if !te.is_default_action && ty != p4::update::Type::Unspecified {
