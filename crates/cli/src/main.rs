@@ -2,6 +2,7 @@
 //!
 //! Subcommands: `compile` (P4 → program + P4Info; also with the reference compiler's flags), `stf` (run STF
 //! packet tests), `switch` (also as `simple_switch_grpc`, with BMv2's flags, or through a symlink of that name),
+//! `switch-cli` (run-time queue commands to a running switch; also through a symlink named `simple_switch_CLI`),
 //! the benchmarks.
 
 mod ascon_serve;
