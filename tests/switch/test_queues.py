@@ -117,7 +117,8 @@ def metrics(mport):
     return m
 
 
-def test_congestion_builds_a_queue_marks_ecn_and_timestamps_count_microseconds(p4sec_bin, topo, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_congestion_builds_a_queue_marks_ecn_and_timestamps_count_microseconds(p4sec_bin, topo, tmp_path, workers):
     out = tmp_path / "queue_ecn"
     subprocess.run([str(p4sec_bin), "compile", str(ROOT / "tests" / "switch" / "programs" / "queue_ecn.p4"), "-o", str(out)],
                    check=True)
@@ -126,7 +127,8 @@ def test_congestion_builds_a_queue_marks_ecn_and_timestamps_count_microseconds(p
     log = tmp_path / "switch.log"
     sw = subprocess.Popen([str(p4sec_bin), "switch", "--program", str(out), "--grpc", f"127.0.0.1:{grpc_port}",
                            "--port", f"1={s1}", "--port", f"2={s2}", "--metrics", f"127.0.0.1:{mport}",
-                           "--thrift-port", str(cport), "--queue-depth", "2=20"], stderr=open(log, "w"))
+                           "--thrift-port", str(cport), "--queue-depth", "2=20", "--workers", str(workers)],
+                          stderr=open(log, "w"))
     try:
         deadline = time.time() + 20
         while "control endpoint" not in log.read_text() and time.time() < deadline:

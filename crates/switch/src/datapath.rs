@@ -22,7 +22,7 @@ fn log_trace(w: &mut Worker, port: u32, len: usize) {
 }
 
 /// The `--log trace` line of one packet: where it came from and where its frames went.
-fn log_packet(port: u32, len: usize, out: &Outputs, cpu: Option<u32>, by_number: &HashMap<u32, usize>) {
+fn log_packet(port: u32, len: usize, out: &Outputs, cpu: Option<u32>, by_number: &HashMap<u32, usize>, queueing: bool) {
     let mut to = vec![];
     for (p, f) in out.iter() {
         let what = if Some(p) == cpu {
@@ -34,7 +34,11 @@ fn log_packet(port: u32, len: usize, out: &Outputs, cpu: Option<u32>, by_number:
         };
         to.push(format!("{what} ({} bytes)", f.len()));
     }
-    let to = if to.is_empty() { "dropped".to_string() } else { to.join(", ") };
+    let to = match (to.is_empty(), queueing) {
+        (true, false) => "dropped".to_string(),
+        (true, true) => "queued for egress (or dropped)".to_string(),
+        (false, _) => to.join(", "),
+    };
     p4log!(Level::Trace, "port {port}: {len} bytes in -> {to}");
 }
 
@@ -293,7 +297,7 @@ pub(crate) fn worker_loop(
                     log_trace(w, p.number, n);
                 }
                 if packet_lines {
-                    log_packet(p.number, n, &out, device.cpu_port, &by_number);
+                    log_packet(p.number, n, &out, device.cpu_port, &by_number, queueing);
                 }
                 transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port, ts);
                 processed += 1;
@@ -322,7 +326,7 @@ pub(crate) fn worker_loop(
                     log_trace(w, cpu, n);
                 }
                 if packet_lines {
-                    log_packet(cpu, n, &out, device.cpu_port, &by_number);
+                    log_packet(cpu, n, &out, device.cpu_port, &by_number, queueing);
                 }
                 transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port, if writes { Ts::now() } else { Ts::default() });
                 processed += 1;
@@ -350,7 +354,9 @@ pub(crate) fn worker_loop(
                     engine.egress(w, item, meta, &mut out);
                     enqueue_all(&engine, w, q, &mut pending, &mut out);
                     if trace {
-                        log_trace(w, port, 0);
+                        let lines = w.take_trace();
+                        let name = std::thread::current().name().unwrap_or("worker").to_string();
+                        eprintln!("[{name}] queued packet for port {port} leaves its queue (waited {} µs): {}", meta.deq_timedelta, lines.join("; "));
                     }
                     transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port, if writes { Ts::now() } else { Ts::default() });
                     dequeued += 1;

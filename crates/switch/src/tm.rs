@@ -202,8 +202,8 @@ pub enum Enqueued {
     Queued,
     /// Its queue was full: dropped (counted in the port's `tail_drops`).
     TailDropped,
-    /// The traffic manager has no queue for its port (the CPU port, a port the switch lacks): it goes
-    /// through egress now.
+    /// Its port has no rate (nothing waits there), or the traffic manager has no queue for its port (the CPU
+    /// port, a port the switch lacks): it goes through egress now.
     NoQueue(Queued),
 }
 
@@ -266,6 +266,10 @@ impl Queues {
     /// Put a packet that ingress sent to `item.port` at the tail of its queue, at `now_us`.
     pub fn enqueue(&mut self, item: Queued, now_us: u64) -> Enqueued {
         let Some(pq) = self.tm.ports.get(&item.port) else { return Enqueued::NoQueue(item) };
+        if pq.rate_mpps.load(Ordering::Relaxed) == 0 {
+            // a port without a rate drains as fast as packets come: nothing waits
+            return Enqueued::NoQueue(item);
+        }
         let qi = self.tm.queue_of(item.priority);
         let depth = pq.depth();
         // (the test and the increment are one step, so workers together never exceed the depth)
@@ -364,6 +368,8 @@ mod tests {
         assert!(matches!(qs.enqueue(q(1, 0), 13), Enqueued::TailDropped));
         assert!(matches!(other.enqueue(q(1, 0), 13), Enqueued::TailDropped));
         assert!(matches!(qs.enqueue(q(9, 0), 13), Enqueued::NoQueue(_)));
+        // port 2 has no rate: nothing waits there
+        assert!(matches!(qs.enqueue(q(2, 0), 13), Enqueued::NoQueue(_)));
         assert_eq!(tm.port(1).unwrap().tail_drops.load(Ordering::Relaxed), 2);
         assert_eq!(tm.new_tail_drops(), vec![(1, 2)]);
         assert_eq!(tm.new_tail_drops(), vec![]);

@@ -195,7 +195,7 @@ pub fn run_stf(prog: Program, stf: &str, trace: bool) -> StfResult {
     let mut worker = Worker::new(&engine);
     worker.set_trace(trace);
     // deterministic time fields: a virtual clock at 0 for the first packet, 1,000 µs later for each next one
-    // (queue depths stay 0: no queueing here); see docs/conformance.md
+    // (queue depths stay 0: no queueing here); see docs/switch.md, "Traffic manager"
     worker.set_virtual_clock(0, super::STF_CLOCK_STEP_US);
     let mut outs = Outputs::default();
     let mut emitted: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
