@@ -188,3 +188,18 @@ def test_xdp_on_a_single_queue_veth_with_two_workers_falls_back(p4sec_bin, topo,
     (_, _, s1), (_, _, s2) = topo
     log, _ = run_router(p4sec_bin, topo, tmp_path, [60], n=5, workers=2)
     assert f"port 1: AF_XDP not used on `{s1}` (" in log and "queue 1" in log, log
+
+
+def test_benchmark_prints_both_port_kinds_in_one_run(tmp_path, p4sec_bin):
+    """`python -m p4sec.bench.veth --port-kind afpacket,xdp`: one row per port kind in the same run, each with the
+    switch's CPU time per frame, and the xdp row really on AF_XDP. Not a speed test."""
+    import json
+    from p4sec.bench import veth as bench_veth
+    out = tmp_path / "veth.json"
+    bench_veth.main(["--seconds", "0.5", "--sizes", "64", "--workers", "1", "--lossless-steps", "0", "--port-kind", "afpacket,xdp",
+                     "--json", str(out), "--p4sec", str(p4sec_bin)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["port_kind"], r["port_used"]) for r in rows] == [("afpacket", "afpacket"), ("xdp", "xdp")]
+    for r in rows:
+        assert r["p4sec_pps"] > 1000 and r["p4sec_pps"] <= r["offered_pps_p4sec_run"] * 1.05
+        assert 0 < r["switch_cpu_ns_per_frame"] < 1e9

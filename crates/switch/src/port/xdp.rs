@@ -30,11 +30,18 @@ pub const FRAME_SIZE: u32 = 4096;
 const KERNEL_HEADROOM: u32 = 256;
 /// The largest frame an AF_XDP port moves: a UMEM buffer less the kernel's headroom.
 pub const MAX_FRAME: usize = (FRAME_SIZE - KERNEL_HEADROOM) as usize;
-/// Entries of each ring; the UMEM has as many buffers for receiving (all in the fill ring when idle) and
-/// as many for sending.
-const RING: u32 = 2048;
-const RX_FRAMES: u32 = RING;
-const TX_FRAMES: u32 = RING;
+/// UMEM buffers for receiving (all in the fill ring when idle; the RX ring has as many entries): as many
+/// as the packet socket's receive ring has slots, so that a worker kept off its CPU for a while loses no
+/// more frames than there (with 2048, a busy machine dropped frames for want of a fill buffer at 50 kpps).
+const RX_FRAMES: u32 = 8192;
+/// UMEM buffers for sending (the completion ring has as many entries).
+const TX_FRAMES: u32 = 2048;
+/// Entries of the fill and TX rings (we produce, the kernel consumes): twice the buffers, because the kernel
+/// tells how far it has read only when it has used up what it last saw. With a ring just as large as the
+/// buffers, all of them given at the start, the fill ring looks full until the kernel has taken every one,
+/// and the buffers given back meanwhile would have no room.
+const FILL_RING: u32 = 2 * RX_FRAMES;
+const TX_RING: u32 = 2 * TX_FRAMES;
 /// Frames taken from the RX ring at a time (the packet loop takes at most 64 per port per round).
 const RX_BATCH: u32 = 64;
 /// `sendto` kicks per flush at most: in copy mode the kernel sends at most 32 frames per kick.
@@ -317,13 +324,13 @@ impl Sock {
             tx: XskRing::zeroed(),
             zero_copy: false,
         };
-        let ucfg = UmemConfig { fill_size: RING, comp_size: RING, frame_size: FRAME_SIZE, frame_headroom: 0, flags: 0 };
+        let ucfg = UmemConfig { fill_size: FILL_RING, comp_size: TX_FRAMES, frame_size: FRAME_SIZE, frame_headroom: 0, flags: 0 };
         let r = unsafe { (lib.umem_create)(&mut s.umem, area, area_len as u64, &mut *s.fill, &mut *s.comp, &ucfg) };
         if r != 0 {
             s.umem = std::ptr::null_mut();
             return Err(format!("UMEM: {}", std::io::Error::from_raw_os_error(-r)));
         }
-        let scfg = SocketConfig { rx_size: RING, tx_size: RING, libxdp_flags: 0, xdp_flags: XDP_FLAGS_DRV_MODE, bind_flags };
+        let scfg = SocketConfig { rx_size: RX_FRAMES, tx_size: TX_RING, libxdp_flags: 0, xdp_flags: XDP_FLAGS_DRV_MODE, bind_flags };
         let r = unsafe { (lib.socket_create)(&mut s.xsk, iface.as_ptr(), queue, s.umem, &mut *s.rx, &mut *s.tx, &scfg) };
         if r != 0 {
             s.xsk = std::ptr::null_mut();
@@ -364,6 +371,8 @@ pub struct Xdp {
     rx_n: u32,
     rx_next: u32,
     tx: RefCell<TxState>,
+    /// Receive buffers to give back to the fill ring.
+    refill: Vec<u64>,
     /// The kernel's drop counters last read (to count only what is new).
     dropped: Cell<u64>,
 }
@@ -412,6 +421,7 @@ impl Xdp {
                 queued: 0,
                 kick: false,
             }),
+            refill: Vec::with_capacity(RX_FRAMES as usize),
             dropped: Cell::new(0),
         };
         {
@@ -452,15 +462,18 @@ impl Xdp {
             return;
         }
         let s = &mut self.sock;
-        // the fill ring has room for every receive buffer, so for these
-        s.fill.prod_free(n);
         for k in 0..n {
             let d = unsafe { *s.rx.desc(self.rx_at.wrapping_add(k)) };
             // the buffer's start (the kernel hands out its own offset in it)
-            let base = d.addr - d.addr % FRAME_SIZE as u64;
-            unsafe { *s.fill.addr(s.fill.cached_prod.wrapping_add(k)) = base };
+            self.refill.push(d.addr - d.addr % FRAME_SIZE as u64);
         }
-        s.fill.cached_prod = s.fill.cached_prod.wrapping_add(n);
+        // into the fill ring as far as it has room (with twice as many entries as buffers it has; what does not
+        // fit waits for the next batch rather than overwrite entries the kernel has not read)
+        let room = (s.fill.prod_free(self.refill.len() as u32) as usize).min(self.refill.len());
+        for (k, a) in self.refill.drain(..room).enumerate() {
+            unsafe { *s.fill.addr(s.fill.cached_prod.wrapping_add(k as u32)) = a };
+        }
+        s.fill.cached_prod = s.fill.cached_prod.wrapping_add(room as u32);
         s.fill.prod_submit();
         // frames taken but not handed over (the loop stopped early) are read again next time
         s.rx.cached_cons = self.rx_at.wrapping_add(n);
@@ -476,7 +489,7 @@ impl Xdp {
     /// Buffers of frames the kernel has sent back to the free list.
     #[inline]
     fn complete(comp: &mut XskRing, free: &mut Vec<u64>) {
-        let n = comp.cons_avail(RING);
+        let n = comp.cons_avail(TX_FRAMES);
         if n == 0 {
             return;
         }
@@ -617,6 +630,18 @@ impl PortIo for Xdp {
             let before = self.dropped.replace(d);
             if d > before {
                 cx.stats.errors.fetch_add(d - before, Ordering::Relaxed);
+                p4log!(
+                    Level::Debug,
+                    "port {}: XDP socket on `{}`: so far {} frames dropped for want of a fill buffer, {} for a full RX ring, {} invalid descriptors (rx {}, tx {}); fill ring empty {} times",
+                    cx.number,
+                    cx.iface,
+                    st.rx_dropped,
+                    st.rx_ring_full,
+                    st.rx_invalid_descs + st.tx_invalid_descs,
+                    st.rx_invalid_descs,
+                    st.tx_invalid_descs,
+                    st.rx_fill_ring_empty_descs
+                );
             }
         }
     }
@@ -665,7 +690,7 @@ pub fn open_ports(number: u32, iface: &str, workers: usize, group: u16) -> Resul
     let mode = if v[0].xdp().is_some_and(|x| x.zero_copy()) { "zero-copy" } else { "copy mode" };
     p4log!(
         Level::Info,
-        "port {number}: interface `{iface}` (AF_XDP, native XDP, {mode}, {} receive queue(s), {RING} ring entries, {FRAME_SIZE}-byte UMEM buffers)",
+        "port {number}: interface `{iface}` (AF_XDP, native XDP, {mode}, {} receive queue(s), {RX_FRAMES} receive and {TX_FRAMES} transmit buffers of {FRAME_SIZE} bytes)",
         workers
     );
     Ok(v)
@@ -677,34 +702,34 @@ mod tests {
 
     #[test]
     fn ring_indices_wrap() {
-        let mut prod = 0u32;
-        let mut cons = 0u32;
+        let idx = Box::into_raw(Box::new([0u32; 4]));
+        let (prod, cons, p2, c2) = unsafe { (&raw mut (*idx)[0], &raw mut (*idx)[1], &raw mut (*idx)[2], &raw mut (*idx)[3]) };
         let mut r = XskRing::zeroed();
         r.size = 8;
         r.mask = 7;
-        r.producer = &mut prod;
-        r.consumer = &mut cons;
+        r.producer = prod;
+        r.consumer = cons;
         r.cached_cons = 8;
         // producer side: 8 free, then none until the consumer moves
         assert_eq!(r.prod_free(8), 8);
         r.cached_prod = 8;
         r.prod_submit();
-        assert_eq!(prod, 8);
+        assert_eq!(unsafe { *prod }, 8);
         assert_eq!(r.prod_free(1), 0);
-        cons = 3;
+        unsafe { *cons = 3 };
         assert_eq!(r.prod_free(1), 3);
         // near the end of u32: differences stay right
         let mut c = XskRing::zeroed();
-        let mut p2 = u32::MAX - 1;
-        let mut c2 = u32::MAX - 1;
-        c.producer = &mut p2;
-        c.consumer = &mut c2;
+        unsafe { (*p2, *c2) = (u32::MAX - 1, u32::MAX - 1) };
+        c.producer = p2;
+        c.consumer = c2;
         c.cached_cons = u32::MAX - 1;
         c.cached_prod = u32::MAX - 1;
         assert_eq!(c.cons_avail(64), 0);
-        p2 = 2;
+        unsafe { *p2 = 2 };
         assert_eq!(c.cons_avail(64), 4);
         assert_eq!(c.cons_avail(3), 3);
+        drop(unsafe { Box::from_raw(idx) });
     }
 
     #[test]
