@@ -37,24 +37,42 @@ else:
 """
 
 
-@pytest.fixture
-def topo():
+def make_topo(queues):
     tag = uuid.uuid4().hex[:6]
     ns = [f"p4x1{tag}", f"p4x2{tag}"]
     links = []
+    q = ["numtxqueues", str(queues), "numrxqueues", str(queues)]
     for i, n in enumerate(ns, 1):
         sh("ip", "netns", "add", n)
         host, sw = f"xh{i}{tag}", f"xs{i}{tag}"
-        sh("ip", "link", "add", host, "type", "veth", "peer", "name", sw)
+        sh("ip", "link", "add", host, *q, "type", "veth", "peer", "name", sw, *q)
         sh("ip", "link", "set", host, "netns", n)
         sh("ip", "netns", "exec", n, "ip", "link", "set", host, "up")
         sh("ip", "link", "set", sw, "up")
         sh("sysctl", "-qw", f"net.ipv6.conf.{sw}.disable_ipv6=1")
         links.append((n, host, sw))
-    yield links
+    return links
+
+
+def drop_topo(links):
     for n, host, sw in links:
         subprocess.run(["ip", "link", "del", sw], capture_output=True)
         subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+@pytest.fixture
+def topo():
+    links = make_topo(1)
+    yield links
+    drop_topo(links)
+
+
+@pytest.fixture
+def topo2():
+    """veths with two receive and two transmit queues."""
+    links = make_topo(2)
+    yield links
+    drop_topo(links)
 
 
 def set_mtu(topo, mtu):
@@ -203,3 +221,13 @@ def test_benchmark_prints_both_port_kinds_in_one_run(tmp_path, p4sec_bin):
     for r in rows:
         assert r["p4sec_pps"] > 1000 and r["p4sec_pps"] <= r["offered_pps_p4sec_run"] * 1.05
         assert 0 < r["switch_cpu_ns_per_frame"] < 1e9
+
+
+def test_two_workers_on_two_queue_veths_each_get_an_xdp_socket(p4sec_bin, topo2, tmp_path):
+    """Two workers, veths with two queues: worker w binds queue w, both ports stay on AF_XDP and forward."""
+    (_, _, s1), (_, _, s2) = topo2
+    log, metrics = run_router(p4sec_bin, topo2, tmp_path, [60, 1514], n=5, workers=2)
+    for p, s in ((1, s1), (2, s2)):
+        assert f"port {p}: interface `{s}` (AF_XDP, native XDP, copy mode, 2 receive queue(s)" in log, log
+    assert "falling back" not in log, log
+    assert metrics[f'p4sec_port_tx_packets_total{{port="2",iface="xdp:{s2}"}}'] >= 10

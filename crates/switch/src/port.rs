@@ -283,3 +283,46 @@ impl Port {
         }
     }
 }
+
+/// The ports of `--port N=xdp:IFACE` for `workers` workers: worker `w` gets an XDP socket on receive queue
+/// `w` of the interface. Where AF_XDP cannot be used on every queue, the reason is logged and the port is an
+/// AF_PACKET one as `--port N=IFACE` would be (a PACKET_FANOUT group `group` for several workers): the
+/// switch forwards either way. A user who wants to know which one it got reads the log line or the
+/// `port N: interface ... (AF_XDP ...)` line at start-up.
+pub fn open_xdp_ports(number: u32, iface: &str, workers: usize, group: u16) -> Result<Vec<Port>, String> {
+    let mut v = vec![];
+    let mut why = None;
+    for w in 0..workers {
+        match xdp::Xdp::open(number, iface, w as u32) {
+            Ok(x) => v.push(Port::new(number, iface, Io::Xdp(x))),
+            Err(e) => {
+                why = Some(e);
+                break;
+            }
+        }
+    }
+    if let Some(why) = why {
+        drop(v);
+        p4log!(Level::Warn, "port {number}: AF_XDP not used on `{iface}` ({why}); falling back to the packet socket");
+        let mut v = vec![];
+        for _ in 0..workers {
+            v.push(if workers == 1 { Port::open(number, iface)? } else { Port::open_fanout(number, iface, group)? });
+        }
+        let how = match v[0].packet().and_then(|p| p.slots()) {
+            Some((rx, tx)) => format!("memory-mapped rings, {rx} receive and {tx} transmit slots"),
+            _ => "one recvmsg/send per frame".into(),
+        };
+        p4log!(Level::Info, "port {number}: interface `{iface}` (packet socket, {how})");
+        return Ok(v);
+    }
+    let mode = if v[0].xdp().is_some_and(|x| x.zero_copy()) { "zero-copy" } else { "copy mode" };
+    p4log!(
+        Level::Info,
+        "port {number}: interface `{iface}` (AF_XDP, native XDP, {mode}, {} receive queue(s), {} receive and {} transmit buffers of {} bytes)",
+        workers,
+        xdp::RX_FRAMES,
+        xdp::TX_FRAMES,
+        xdp::FRAME_SIZE
+    );
+    Ok(v)
+}

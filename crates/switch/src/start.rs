@@ -119,7 +119,7 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                 };
                 p4log!(Level::Info, "port {n}: interface `{iface}` ({how})");
             }
-            PortKind::Xdp(iface) => v = crate::port::xdp::open_ports(n, iface, workers, base.wrapping_add(k as u16))?,
+            PortKind::Xdp(iface) => v = crate::port::open_xdp_ports(n, iface, workers, base.wrapping_add(k as u16))?,
             PortKind::Tap(name) | PortKind::Tun(name) => {
                 let tap = matches!(s.kind, PortKind::Tap(_));
                 let existed = tun::exists(name);

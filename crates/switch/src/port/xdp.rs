@@ -33,9 +33,9 @@ pub const MAX_FRAME: usize = (FRAME_SIZE - KERNEL_HEADROOM) as usize;
 /// UMEM buffers for receiving (all in the fill ring when idle; the RX ring has as many entries): as many
 /// as the packet socket's receive ring has slots, so that a worker kept off its CPU for a while loses no
 /// more frames than there (with 2048, a busy machine dropped frames for want of a fill buffer at 50 kpps).
-const RX_FRAMES: u32 = 8192;
+pub const RX_FRAMES: u32 = 8192;
 /// UMEM buffers for sending (the completion ring has as many entries).
-const TX_FRAMES: u32 = 2048;
+pub const TX_FRAMES: u32 = 2048;
 /// Entries of the fill and TX rings (we produce, the kernel consumes): twice the buffers, because the kernel
 /// tells how far it has read only when it has used up what it last saw. With a ring just as large as the
 /// buffers, all of them given at the start, the fill ring looks full until the kernel has taken every one,
@@ -654,46 +654,6 @@ impl PortIo for Xdp {
     fn alive(&self, cx: &Ctx) -> bool {
         tun::exists(cx.iface)
     }
-}
-
-/// The ports of `--port N=xdp:IFACE` for `workers` workers: worker `w` gets an XDP socket on receive queue
-/// `w` of the interface. Where AF_XDP cannot be used on every queue, the reason is logged and the port is an
-/// AF_PACKET one as `--port N=IFACE` would be (a PACKET_FANOUT group `group` for several workers): the
-/// switch forwards either way. A user who wants to know which one it got reads the log line or the
-/// `port N: interface ... (AF_XDP ...)` line at start-up.
-pub fn open_ports(number: u32, iface: &str, workers: usize, group: u16) -> Result<Vec<super::Port>, String> {
-    let mut v = vec![];
-    let mut why = None;
-    for w in 0..workers {
-        match Xdp::open(number, iface, w as u32) {
-            Ok(x) => v.push(super::Port::new(number, iface, super::Io::Xdp(x))),
-            Err(e) => {
-                why = Some(e);
-                break;
-            }
-        }
-    }
-    if let Some(why) = why {
-        drop(v);
-        p4log!(Level::Warn, "port {number}: AF_XDP not used on `{iface}` ({why}); falling back to the packet socket");
-        let mut v = vec![];
-        for _ in 0..workers {
-            v.push(if workers == 1 { super::Port::open(number, iface)? } else { super::Port::open_fanout(number, iface, group)? });
-        }
-        let how = match v[0].packet().and_then(|p| p.slots()) {
-            Some((rx, tx)) => format!("memory-mapped rings, {rx} receive and {tx} transmit slots"),
-            _ => "one recvmsg/send per frame".into(),
-        };
-        p4log!(Level::Info, "port {number}: interface `{iface}` (packet socket, {how})");
-        return Ok(v);
-    }
-    let mode = if v[0].xdp().is_some_and(|x| x.zero_copy()) { "zero-copy" } else { "copy mode" };
-    p4log!(
-        Level::Info,
-        "port {number}: interface `{iface}` (AF_XDP, native XDP, {mode}, {} receive queue(s), {RX_FRAMES} receive and {TX_FRAMES} transmit buffers of {FRAME_SIZE} bytes)",
-        workers
-    );
-    Ok(v)
 }
 
 #[cfg(test)]
