@@ -374,4 +374,3 @@ impl Engine {
         }
     }
 }
-

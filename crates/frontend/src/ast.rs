@@ -549,9 +549,19 @@ pub enum StmtKind {
     Decl(Box<Decl>),
     /// `for (init; cond; update) body` (P4_16 1.2.5): `init` declarations/assignments and `update`
     /// assignments/calls, each list comma-separated in the source.
-    For { init: Vec<Stmt>, cond: Option<Expr>, update: Vec<Stmt>, body: Box<Stmt> },
+    For {
+        init: Vec<Stmt>,
+        cond: Option<Expr>,
+        update: Vec<Stmt>,
+        body: Box<Stmt>,
+    },
     /// `for (T x in e) body` / `for (x in e) body`: `e` a range `a .. b` (both ends included) or a header stack.
-    ForIn { ty: Option<Type>, var: Ident, coll: ForInColl, body: Box<Stmt> },
+    ForIn {
+        ty: Option<Type>,
+        var: Ident,
+        coll: ForInColl,
+        body: Box<Stmt>,
+    },
     Break,
     Continue,
 }

@@ -84,3 +84,8 @@ impl fmt::Display for CompileError {
 impl std::error::Error for CompileError {}
 
 pub type PResult<T> = Result<T, Diagnostic>;
+
+/// An error at `span` with `msg`, as a result.
+pub fn err<T>(span: Span, msg: impl Into<String>) -> PResult<T> {
+    Err(Diagnostic::new(span, msg))
+}

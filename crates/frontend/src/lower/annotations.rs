@@ -1,7 +1,7 @@
 //! Reading annotations: `@name`, `@id`, `@match`, integer lists, and their P4Info form.
 
-use super::lowerer::err;
 use crate::ast;
+use crate::diag::err;
 use crate::diag::PResult;
 use p4sec_ir as ir;
 

@@ -13,9 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 /// An error at `span`.
-pub(super) fn err<T>(span: Span, msg: impl Into<String>) -> PResult<T> {
-    Err(Diagnostic::new(span, msg))
-}
+pub(super) use crate::diag::err;
 
 /// The lowered v1model pipeline blocks.
 pub struct Pipeline {
@@ -314,7 +312,10 @@ impl<'t> Lowerer<'t> {
                 let mut fields = vec![];
                 for f in &s.fields {
                     if matches!(f.ty, Ty::Varbit(_)) {
-                        return Err(Diagnostic::new(span, format!("header field `{}.{path}.{}` is a varbit inside a struct, which headers cannot hold", a.name, f.name)));
+                        return Err(Diagnostic::new(
+                            span,
+                            format!("header field `{}.{path}.{}` is a varbit inside a struct, which headers cannot hold", a.name, f.name),
+                        ));
                     }
                     let p = self.alloc_header_field(a, &format!("{path}.{}", f.name), &f.ty, span, layout, max_bits)?;
                     fields.push((f.name.clone(), p));
