@@ -27,10 +27,7 @@ fn struct_fields_of_headers_are_flattened_in_declaration_order() {
     let prog = compile(&src).unwrap();
     let h = prog.headers.iter().find(|h| h.name == "hdr.h").expect("the header hdr.h");
     let names: Vec<(&str, u32)> = h.fields.iter().map(|f| (f.name.as_str(), f.loc.width)).collect();
-    assert_eq!(
-        names,
-        vec![("kind", 8), ("row.p0.hi", 4), ("row.p0.lo", 4), ("row.f", 1), ("row.port", 7), ("row.p1.hi", 4), ("row.p1.lo", 4), ("tail", 8)]
-    );
+    assert_eq!(names, vec![("kind", 8), ("row.p0.hi", 4), ("row.p0.lo", 4), ("row.f", 1), ("row.port", 7), ("row.p1.hi", 4), ("row.p1.lo", 4), ("tail", 8)]);
     assert_eq!(h.max_bits, 40);
 }
 

@@ -279,7 +279,9 @@ impl<'t> Lowerer<'t> {
                             return err(a(1)?.span, format!("verify needs an error value, not {t}"));
                         }
                         let w = Ty::Error.scalar_width().unwrap_or(32);
-                        let cases = (0..self.errors.len() as u32).map(|k| (vec![ir::Value::new(w, k as u64)], vec![b(ir::Builtin::Verify { cond: cond.clone(), error: k })])).collect();
+                        let cases = (0..self.errors.len() as u32)
+                            .map(|k| (vec![ir::Value::new(w, k as u64)], vec![b(ir::Builtin::Verify { cond: cond.clone(), error: k })]))
+                            .collect();
                         self.emit(ir::Stmt::Switch { expr: x, cases, default: vec![] });
                     }
                 }

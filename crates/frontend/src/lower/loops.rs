@@ -21,7 +21,15 @@ const MAX_ITERATIONS: u32 = 4096;
 
 impl<'t> Lowerer<'t> {
     /// `for (init; cond; update) body`.
-    pub(super) fn for_loop(&mut self, scope: &Rc<Scope>, init: &[ast::Stmt], cond: Option<&ast::Expr>, update: &[ast::Stmt], body: &ast::Stmt, span: Span) -> PResult<()> {
+    pub(super) fn for_loop(
+        &mut self,
+        scope: &Rc<Scope>,
+        init: &[ast::Stmt],
+        cond: Option<&ast::Expr>,
+        update: &[ast::Stmt],
+        body: &ast::Stmt,
+        span: Span,
+    ) -> PResult<()> {
         // the loop variables and their current compile-time values
         let mut vars: Vec<(String, Ty, Val)> = vec![];
         let lscope = Scope::child(scope);
@@ -87,13 +95,19 @@ impl<'t> Lowerer<'t> {
                         _ => return err(u.span, "p4sec unrolls `for` loops at compile time: a loop update must assign a loop variable"),
                     };
                     let Some(k) = vars.iter().position(|(name, _, _)| *name == target.name) else {
-                        return err(target.span, format!("p4sec unrolls `for` loops at compile time: `{}` is not a variable declared in the loop header", target.name));
+                        return err(
+                            target.span,
+                            format!("p4sec unrolls `for` loops at compile time: `{}` is not a variable declared in the loop header", target.name),
+                        );
                     };
                     let t = vars[k].1.clone();
                     let v = l.expr(&iscope, &rhs, Some(&t))?;
                     let v = l.convert(v, &t, rhs.span)?;
                     if !matches!(v, Val::Const(..)) {
-                        return err(rhs.span, format!("p4sec unrolls `for` loops at compile time: the new value of `{}` must be known at compile time", target.name));
+                        return err(
+                            rhs.span,
+                            format!("p4sec unrolls `for` loops at compile time: the new value of `{}` must be known at compile time", target.name),
+                        );
                     }
                     // later updates of the same header see the new value
                     iscope.define(&target.name, Binding::Value(Box::new(v.clone())));
@@ -107,7 +121,15 @@ impl<'t> Lowerer<'t> {
     }
 
     /// `for (T x in coll) body`.
-    pub(super) fn for_in_loop(&mut self, scope: &Rc<Scope>, ty: Option<&ast::Type>, var: &ast::Ident, coll: &ForInColl, body: &ast::Stmt, span: Span) -> PResult<()> {
+    pub(super) fn for_in_loop(
+        &mut self,
+        scope: &Rc<Scope>,
+        ty: Option<&ast::Type>,
+        var: &ast::Ident,
+        coll: &ForInColl,
+        body: &ast::Stmt,
+        span: Span,
+    ) -> PResult<()> {
         let declared = match ty {
             Some(t) => Some(self.resolve_type(scope, t)?),
             None => None,

@@ -313,7 +313,10 @@ impl<'t> Lowerer<'t> {
                 let mut fields = vec![];
                 for f in &s.fields {
                     if matches!(f.ty, Ty::Varbit(_)) {
-                        return Err(Diagnostic::new(span, format!("header field `{}.{path}.{}` is a varbit inside a struct, which headers cannot hold", a.name, f.name)));
+                        return Err(Diagnostic::new(
+                            span,
+                            format!("header field `{}.{path}.{}` is a varbit inside a struct, which headers cannot hold", a.name, f.name),
+                        ));
                     }
                     let p = self.alloc_header_field(a, &format!("{path}.{}", f.name), &f.ty, span, layout, max_bits)?;
                     fields.push((f.name.clone(), p));
