@@ -369,7 +369,10 @@ impl<'t> Lowerer<'t> {
                 let (kind, id) = match tname.as_str() {
                     "register" => {
                         let w =
-                            targs.first().and_then(|t| t.scalar_width()).ok_or_else(|| Diagnostic::new(ty.span, "register needs a bit-string element type"))?;
+                            targs.first().and_then(|t| t.scalar_width()).ok_or_else(|| {
+                                let found = targs.first().map(|t| t.to_string()).unwrap_or_else(|| "none".into());
+                                Diagnostic::new(ty.span, format!("the element type of a v1model register must be a bit-string (`bit<W>`, `int<W>` or a typedef of one), as BMv2's register arrays hold; found {found}"))
+                            })?;
                         let id = self.p4info_id_of(annos, 0x16, &cp);
                         self.registers.push(ir::Register { name: cp.clone(), id, size: cint(0)? as u32, width: w });
                         (ExternKind::Register, self.registers.len() - 1)

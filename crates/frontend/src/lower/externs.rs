@@ -267,11 +267,24 @@ impl<'t> Lowerer<'t> {
             }
             "verify" => {
                 let cond = self.cond(scope, a(0)?)?;
-                let error = match self.expr(scope, a(1)?, Some(&Ty::Error))? {
-                    Val::Const(c, _) => c.to_u32().unwrap_or(0),
-                    _ => return err(a(1)?.span, "verify needs an error constant"),
-                };
-                self.emit(b(ir::Builtin::Verify { cond, error }));
+                match self.expr(scope, a(1)?, Some(&Ty::Error))? {
+                    Val::Const(c, _) => {
+                        let error = c.to_u32().unwrap_or(0);
+                        self.emit(b(ir::Builtin::Verify { cond, error }));
+                    }
+                    v => {
+                        // an error known at run time (a variable, a parameter): one case per declared error
+                        let (x, t) = self.rvalue(v, Some(&Ty::Error), a(1)?.span)?;
+                        if !matches!(t, Ty::Error) {
+                            return err(a(1)?.span, format!("verify needs an error value, not {t}"));
+                        }
+                        let w = Ty::Error.scalar_width().unwrap_or(32);
+                        let cases = (0..self.errors.len() as u32)
+                            .map(|k| (vec![ir::Value::new(w, k as u64)], vec![b(ir::Builtin::Verify { cond: cond.clone(), error: k })]))
+                            .collect();
+                        self.emit(ir::Stmt::Switch { expr: x, cases, default: vec![] });
+                    }
+                }
             }
             "hash" => {
                 self.p4meta.type_specs = true;
