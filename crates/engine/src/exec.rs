@@ -1,7 +1,7 @@
 //! Statements and expressions: the interpreter (a `u64` fast path, a wide path up to `MAX_WIDTH` bits) that
-//! every stage runs its statements with, and the types of their compiled forms ([`XF`], [`SF`], [`CBlock`]),
-//! which `compile.rs` builds. The statements of one stage are in that stage's file: `extract`/`emit` in
-//! `headers.rs`, table applies in `match_action.rs`, built-in and extern calls in `call.rs`.
+//! every stage runs its statements with. Their compiled forms (`XF`, `SF`, `CBlock` in `state.rs`) are built by
+//! `compile.rs`. The statements of one stage are in that stage's file: `extract`/`emit` in `headers.rs`, table
+//! applies in `match_action.rs`, built-in and extern calls in `call.rs`.
 
 use crate::bits::{self, read_wide, Wide};
 use crate::state::Flow;
