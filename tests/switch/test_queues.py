@@ -9,12 +9,11 @@ import struct
 import subprocess
 import sys
 import time
-import urllib.request
-import uuid
 
 import pytest
 
 from conftest import ROOT
+from swrig import drop_topo, make_topo, metrics_of
 from test_p4runtime import free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
@@ -75,23 +74,9 @@ def parse(hexframe):
 
 @pytest.fixture
 def topo():
-    from p4sec.netns import sh
-    tag = uuid.uuid4().hex[:6]
-    ns = [f"p4q1{tag}", f"p4q2{tag}"]
-    links = []
-    for i, n in enumerate(ns, 1):
-        sh("ip", "netns", "add", n)
-        host, sw = f"qh{i}{tag}", f"qs{i}{tag}"
-        sh("ip", "link", "add", host, "type", "veth", "peer", "name", sw)
-        sh("ip", "link", "set", host, "netns", n)
-        sh("ip", "netns", "exec", n, "ip", "link", "set", host, "up")
-        sh("ip", "link", "set", sw, "up")
-        sh("sysctl", "-qw", f"net.ipv6.conf.{sw}.disable_ipv6=1")
-        links.append((n, host, sw))
+    links = make_topo("q")
     yield links
-    for n, host, sw in links:
-        subprocess.run(["ip", "link", "del", sw], capture_output=True)
-        subprocess.run(["ip", "netns", "del", n], capture_output=True)
+    drop_topo(links)
 
 
 def exchange(ns_send, h_send, ns_recv, h_recv, n, gap, first, want, idle):
@@ -105,16 +90,6 @@ def exchange(ns_send, h_send, ns_recv, h_recv, n, gap, first, want, idle):
     got = [parse(line.strip()) for line in recv.stdout if line.strip()]
     recv.wait(timeout=60)
     return got
-
-
-def metrics(mport):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10).read().decode()
-    m = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            m[name] = int(value)
-    return m
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -182,7 +157,7 @@ def test_congestion_builds_a_queue_marks_ecn_and_timestamps_count_microseconds(p
         assert span >= (len(got) - 1) * 5_000, f"{len(got)} frames left within {span} µs at 100 per second"
 
         # 4. the tail drops are counted in the metrics and logged
-        m = metrics(mport)
+        m = metrics_of(mport)
         drops = m['p4sec_port_queue_tail_drops_total{port="2"}']
         assert drops == n - len(got), (drops, len(got))
         assert m['p4sec_port_queue_rate_pps{port="2"}'] == 100 and m['p4sec_port_queue_rate_pps{port="1"}'] == 0

@@ -5,14 +5,12 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 from p4.v1 import p4runtime_pb2
-from p4sec.netns import sh
 
-from conftest import ROOT
-from test_p4runtime import Controller, free_port, ids  # noqa: F401
+from swrig import drop_topo, make_topo, metrics_of, start_router
+from test_p4runtime import free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
@@ -35,63 +33,17 @@ else:
 
 @pytest.fixture
 def topo():
-    tag = uuid.uuid4().hex[:6]
-    ns = [f"p4s1{tag}", f"p4s2{tag}"]
-    links = []
-    for i, n in enumerate(ns, 1):
-        sh("ip", "netns", "add", n)
-        host, sw = f"h{i}{tag}", f"s{i}{tag}"
-        sh("ip", "link", "add", host, "type", "veth", "peer", "name", sw)
-        sh("ip", "link", "set", host, "netns", n)
-        sh("ip", "netns", "exec", n, "ip", "link", "set", host, "up")
-        sh("ip", "link", "set", sw, "up")
-        sh("sysctl", "-qw", f"net.ipv6.conf.{sw}.disable_ipv6=1")
-        links.append((n, host, sw))
+    links = make_topo("s")
     yield links
-    for n, host, sw in links:
-        subprocess.run(["ip", "link", "del", sw], capture_output=True)
-        subprocess.run(["ip", "netns", "del", n], capture_output=True)
+    drop_topo(links)
 
 
 @pytest.mark.parametrize("workers,trace", [(1, False), (2, False), (1, True)])
 def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, trace):
-    out = tmp_path / "router"
-    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipv4_router.p4"), "-o", str(out)], check=True)
-    from google.protobuf import text_format
-    from p4.config.v1 import p4info_pb2
-    import grpc
-    from p4.v1 import p4runtime_pb2_grpc
-    info = p4info_pb2.P4Info()
-    text_format.Parse((out / "p4info.txtpb").read_text(), info)
-    port, mport = free_port(), free_port()
     (ns1, h1, s1), (ns2, h2, s2) = topo
-    log = open(tmp_path / "switch.log", "w")
-    sw = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={s1}", "--port", f"2={s2}",
-                           "--workers", str(workers), "--metrics", f"127.0.0.1:{mport}"] + (["--trace"] if trace else []),
-                          stderr=log)
+    sw, mport, _ = start_router(p4sec_bin, tmp_path, ["--port", f"1={s1}", "--port", f"2={s2}"], workers=workers,
+                                extra=["--trace"] if trace else [])
     try:
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        grpc.channel_ready_future(channel).result(timeout=20)
-        ctl = Controller(p4runtime_pb2_grpc.P4RuntimeStub(channel), 1)
-        assert ctl.arbitration().status.code == 0
-        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=1, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
-        req.election_id.low = 1
-        req.config.p4info.CopyFrom(info)
-        req.config.p4_device_config = (out / "program.json").read_bytes()
-        ctl.stub.SetForwardingPipelineConfig(req)
-        t, a = ids(info)
-        table, act = t["RouterIngress.ipv4_lpm"], a["RouterIngress.set_nhop"]
-        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
-        e = u.entity.table_entry
-        e.table_id = table.preamble.id
-        m = e.match.add(field_id=1)
-        m.lpm.value = bytes([10, 0, 2, 0])
-        m.lpm.prefix_len = 24
-        e.action.action.action_id = act.preamble.id
-        for p, v in zip(act.params, [bytes.fromhex("020000000202"), bytes.fromhex("020000000001"), b"\x02"]):
-            e.action.action.params.add(param_id=p.id, value=v)
-        ctl.write(u)
-
         n = 5
         sniff = subprocess.Popen(["ip", "netns", "exec", ns2, sys.executable, "-c", SEND_SNIFF, "sniff", h2, str(n)],
                                  stdout=subprocess.PIPE, text=True)
@@ -105,13 +57,7 @@ def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, 
             assert f[14 + 8] == 63, "TTL decremented"
             assert f[14 + 16:14 + 20] == bytes([10, 0, 2, 2])
 
-        import urllib.request
-        text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10).read().decode()
-        metrics = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                metrics[name] = int(value)
+        metrics = metrics_of(mport)
         assert metrics[f'p4sec_port_rx_packets_total{{port="1",iface="{s1}"}}'] >= n
         assert metrics[f'p4sec_port_tx_packets_total{{port="2",iface="{s2}"}}'] >= n
         assert metrics['p4sec_table_lookups_total{table="RouterIngress.ipv4_lpm",result="hit"}'] >= n

@@ -5,16 +5,11 @@ where AF_XDP cannot be used (P4SEC_NO_XDP, or an MTU larger than a UMEM buffer).
 import os
 import subprocess
 import sys
-import time
-import urllib.request
-import uuid
 
 import pytest
-from p4.v1 import p4runtime_pb2
 from p4sec.netns import sh
 
-from conftest import ROOT
-from test_p4runtime import Controller, free_port, ids  # noqa: F401
+from swrig import drop_topo, make_topo, metrics_of, start_router
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and XDP")
 
@@ -37,32 +32,9 @@ else:
 """
 
 
-def make_topo(queues):
-    tag = uuid.uuid4().hex[:6]
-    ns = [f"p4x1{tag}", f"p4x2{tag}"]
-    links = []
-    q = ["numtxqueues", str(queues), "numrxqueues", str(queues)]
-    for i, n in enumerate(ns, 1):
-        sh("ip", "netns", "add", n)
-        host, sw = f"xh{i}{tag}", f"xs{i}{tag}"
-        sh("ip", "link", "add", host, *q, "type", "veth", "peer", "name", sw, *q)
-        sh("ip", "link", "set", host, "netns", n)
-        sh("ip", "netns", "exec", n, "ip", "link", "set", host, "up")
-        sh("ip", "link", "set", sw, "up")
-        sh("sysctl", "-qw", f"net.ipv6.conf.{sw}.disable_ipv6=1")
-        links.append((n, host, sw))
-    return links
-
-
-def drop_topo(links):
-    for n, host, sw in links:
-        subprocess.run(["ip", "link", "del", sw], capture_output=True)
-        subprocess.run(["ip", "netns", "del", n], capture_output=True)
-
-
 @pytest.fixture
 def topo():
-    links = make_topo(1)
+    links = make_topo("x", 1)
     yield links
     drop_topo(links)
 
@@ -70,7 +42,7 @@ def topo():
 @pytest.fixture
 def topo2():
     """veths with two receive and two transmit queues."""
-    links = make_topo(2)
+    links = make_topo("x", 2)
     yield links
     drop_topo(links)
 
@@ -81,55 +53,13 @@ def set_mtu(topo, mtu):
         sh("ip", "netns", "exec", n, "ip", "link", "set", host, "mtu", str(mtu))
 
 
-def metrics_of(mport):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = int(value)
-    return out
-
-
 def run_router(p4sec_bin, topo, tmp_path, sizes, n=5, env=None, workers=1):
     """Start the switch with both ports as xdp:IFACE, program the route to 10.0.2.0/24 via port 2, send `n`
     frames of each size from h1 and check what h2 gets; returns (switch log, metrics)."""
-    out = tmp_path / "router"
-    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipv4_router.p4"), "-o", str(out)], check=True)
-    from google.protobuf import text_format
-    from p4.config.v1 import p4info_pb2
-    import grpc
-    from p4.v1 import p4runtime_pb2_grpc
-    info = p4info_pb2.P4Info()
-    text_format.Parse((out / "p4info.txtpb").read_text(), info)
-    port, mport = free_port(), free_port()
     (ns1, h1, s1), (ns2, h2, s2) = topo
-    logf = tmp_path / "switch.log"
-    sw = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1=xdp:{s1}", "--port", f"2=xdp:{s2}",
-                           "--workers", str(workers), "--metrics", f"127.0.0.1:{mport}"],
-                          stderr=open(logf, "w"), env={**os.environ, **(env or {})})
+    sw, mport, logf = start_router(p4sec_bin, tmp_path, ["--port", f"1=xdp:{s1}", "--port", f"2=xdp:{s2}"], workers=workers,
+                                   env={**os.environ, **(env or {})})
     try:
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        grpc.channel_ready_future(channel).result(timeout=20)
-        ctl = Controller(p4runtime_pb2_grpc.P4RuntimeStub(channel), 1)
-        assert ctl.arbitration().status.code == 0
-        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=1, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
-        req.election_id.low = 1
-        req.config.p4info.CopyFrom(info)
-        req.config.p4_device_config = (out / "program.json").read_bytes()
-        ctl.stub.SetForwardingPipelineConfig(req)
-        t, a = ids(info)
-        table, act = t["RouterIngress.ipv4_lpm"], a["RouterIngress.set_nhop"]
-        u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
-        e = u.entity.table_entry
-        e.table_id = table.preamble.id
-        m = e.match.add(field_id=1)
-        m.lpm.value = bytes([10, 0, 2, 0])
-        m.lpm.prefix_len = 24
-        e.action.action.action_id = act.preamble.id
-        for p, v in zip(act.params, [bytes.fromhex("020000000202"), bytes.fromhex("020000000001"), b"\x02"]):
-            e.action.action.params.add(param_id=p.id, value=v)
-        ctl.write(u)
         for size in sizes:
             sniff = subprocess.Popen(["ip", "netns", "exec", ns2, sys.executable, "-c", SEND_SNIFF, "sniff", h2, str(n), str(size)],
                                      stdout=subprocess.PIPE, text=True)
