@@ -106,6 +106,27 @@ def ipv4(dst):
     return bytes([0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 9, 9, 9]) + bytes(dst)
 
 
+def test_p4info_describes_translated_types(p4sec_bin, sai, tmp_path):
+    """The P4Info says how a client writes translated values (`translated_type` with `sdn_string`, as the P4Runtime
+    spec and the reference compiler have it; not `original_type`), in the text P4Info and in the binary one, and
+    keeps `type_name` on the match fields and parameters of those types."""
+    _, text_info = sai
+    binfile = tmp_path / "sai.p4info.bin"
+    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "tests" / "switch" / "programs" / "sai_translated.p4"), "-o",
+                    str(tmp_path / "out"), "--p4runtime-files", str(binfile)], check=True, capture_output=True)
+    bin_info = p4info_pb2.P4Info()
+    bin_info.ParseFromString(binfile.read_bytes())
+    for info in (text_info, bin_info):
+        for name in ("port_id_t", "nexthop_id_t"):
+            t = info.type_info.new_types[name]
+            assert t.WhichOneof("representation") == "translated_type", (name, t)
+            assert t.translated_type.WhichOneof("sdn_type") == "sdn_string" and t.translated_type.uri == ""
+            assert not any("p4runtime_translation" in a for a in t.annotations)
+        typed = [f.type_name.name for tb in info.tables for f in tb.match_fields] + \
+                [p.type_name.name for a in info.actions for p in a.params]
+        assert "port_id_t" in typed and "nexthop_id_t" in typed
+
+
 def test_string_ids_programmed_forwarded_and_read_back(switch, sai):
     stub = switch
     ctl = Controller(stub, 10)

@@ -421,8 +421,25 @@ pub fn to_text(p: &Program) -> String {
     }
     o.push_str("type_info {\n");
     for (name, (w, annos)) in &meta.new_types {
-        let _ = writeln!(o, "  new_types {{\n    key: {}\n    value {{\n      original_type {{\n        bitstring {{\n          bit {{\n            bitwidth: {w}\n          }}\n        }}\n      }}", quote(name));
-        for a in annos {
+        let _ = writeln!(o, "  new_types {{\n    key: {}\n    value {{", quote(name));
+        // a translated type is described by its translation (its annotation is not repeated), as the
+        // reference compiler writes it
+        let translation = crate::p4info_meta::translation_of(annos);
+        match &translation {
+            Some((uri, crate::p4info_meta::SdnType::Str)) => {
+                let _ = writeln!(o, "      translated_type {{\n        uri: {}\n        sdn_string {{\n        }}\n      }}", quote(uri));
+            }
+            Some((uri, crate::p4info_meta::SdnType::Bits(b))) => {
+                let _ = writeln!(o, "      translated_type {{\n        uri: {}\n        sdn_bitwidth: {b}\n      }}", quote(uri));
+            }
+            None => {
+                let _ = writeln!(
+                    o,
+                    "      original_type {{\n        bitstring {{\n          bit {{\n            bitwidth: {w}\n          }}\n        }}\n      }}"
+                );
+            }
+        }
+        for a in annos.iter().filter(|a| translation.is_none() || !a.starts_with("@p4runtime_translation(")) {
             let _ = writeln!(o, "      annotations: {}", quote(a));
         }
         o.push_str("    }\n  }\n");

@@ -79,3 +79,33 @@ impl P4InfoMeta {
         self.get(key)?.annotations.iter().find_map(|s| s.strip_prefix(&pre)?.strip_suffix(')')?.trim().parse().ok())
     }
 }
+
+/// How the controller writes the values of a type with `@p4runtime_translation`: as strings, or as
+/// unsigned integers of a given width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SdnType {
+    Str,
+    Bits(u32),
+}
+
+/// The arguments of a new type's annotation `@p4runtime_translation("uri", string)` / `("uri", 32)`:
+/// `Ok(None)` for any other annotation, an error naming the annotation for a malformed one.
+pub fn parse_translation(a: &str) -> Result<Option<(String, SdnType)>, String> {
+    let Some(body) = a.strip_prefix("@p4runtime_translation(").and_then(|s| s.strip_suffix(')')) else { return Ok(None) };
+    let (uri, kind) = body.rsplit_once(',').ok_or_else(|| format!("`{a}`: expected (\"uri\", string) or (\"uri\", BITWIDTH)"))?;
+    let uri = uri.trim().trim_matches('"').to_string();
+    let kind = kind.trim();
+    let sdn = match kind {
+        "string" => SdnType::Str,
+        n => SdnType::Bits(
+            n.parse().ok().filter(|w| (1..=128).contains(w)).ok_or_else(|| format!("`{a}`: the SDN type `{n}` is neither `string` nor a bit width"))?,
+        ),
+    };
+    Ok(Some((uri, sdn)))
+}
+
+/// A new type's translation, if one of its annotations asks for one (a malformed one counts as none here;
+/// the switch refuses it when it loads the program).
+pub fn translation_of(annos: &[String]) -> Option<(String, SdnType)> {
+    annos.iter().find_map(|a| parse_translation(a).ok().flatten())
+}

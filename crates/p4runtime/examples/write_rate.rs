@@ -34,7 +34,11 @@ async fn main() {
     let election = Some(p4::Uint128 { high: 0, low: 1 });
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tx.send(p4::StreamMessageRequest {
-        update: Some(p4::stream_message_request::Update::Arbitration(p4::MasterArbitrationUpdate { device_id: 1, election_id: election, ..Default::default() })),
+        update: Some(p4::stream_message_request::Update::Arbitration(p4::MasterArbitrationUpdate {
+            device_id: 1,
+            election_id: election,
+            ..Default::default()
+        })),
     })
     .await
     .unwrap();
@@ -69,7 +73,10 @@ async fn main() {
                                 table_id: table.id,
                                 r#match: vec![p4::FieldMatch {
                                     field_id: 1,
-                                    field_match_type: Some(p4::field_match::FieldMatchType::Lpm(p4::field_match::Lpm { value: prefix.to_be_bytes().to_vec(), prefix_len: 24 })),
+                                    field_match_type: Some(p4::field_match::FieldMatchType::Lpm(p4::field_match::Lpm {
+                                        value: prefix.to_be_bytes().to_vec(),
+                                        prefix_len: 24,
+                                    })),
                                 }],
                                 action: Some(p4::TableAction {
                                     r#type: Some(p4::table_action::Type::Action(p4::Action {

@@ -4,6 +4,7 @@
 
 use crate::proto::p4::config::v1 as cfg;
 use p4sec_ir::p4info::{extern_id, extern_type_id, program_aliases};
+use p4sec_ir::p4info_meta::{translation_of, SdnType};
 use p4sec_ir::{CounterUnit, Implementation, MatchKind, Program};
 
 fn unit(u: CounterUnit) -> i32 {
@@ -382,14 +383,21 @@ fn apply_meta(p: &Program, info: &mut cfg::P4Info) {
             );
         }
         for (name, (w, annos)) in &meta.new_types {
-            ti.new_types.insert(
-                name.clone(),
-                cfg::P4NewTypeSpec {
-                    annotations: annos.clone(),
-                    representation: Some(cfg::p4_new_type_spec::Representation::OriginalType(bit(*w))),
-                    ..Default::default()
-                },
-            );
+            // a translated type is described by its translation (and its annotation is not repeated), as
+            // the reference compiler writes it
+            let (representation, annotations) = match translation_of(annos) {
+                Some((uri, sdn)) => {
+                    use cfg::p4_new_type_translation::{SdnString, SdnType as T};
+                    let sdn_type = match sdn {
+                        SdnType::Str => T::SdnString(SdnString {}),
+                        SdnType::Bits(b) => T::SdnBitwidth(b as i32),
+                    };
+                    let others = annos.iter().filter(|a| !a.starts_with("@p4runtime_translation(")).cloned().collect();
+                    (cfg::p4_new_type_spec::Representation::TranslatedType(cfg::P4NewTypeTranslation { uri, sdn_type: Some(sdn_type) }), others)
+                }
+                None => (cfg::p4_new_type_spec::Representation::OriginalType(bit(*w)), annos.clone()),
+            };
+            ti.new_types.insert(name.clone(), cfg::P4NewTypeSpec { annotations, representation: Some(representation), ..Default::default() });
         }
         info.type_info = Some(ti);
     }

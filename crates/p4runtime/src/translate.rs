@@ -11,17 +11,14 @@
 use crate::codec::{bytes_to_value, value_to_bytes};
 use crate::proto::p4::v1 as p4;
 use p4sec_engine::Engine;
+use p4sec_ir::p4info_meta::{parse_translation as parse_annotation, SdnType};
 use p4sec_ir::{FieldMatch, Program};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use tonic::Status;
 
 /// How the controller writes a translated type's values.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Sdn {
-    Str,
-    Bits(u32),
-}
+type Sdn = SdnType;
 
 /// Maps given to the switch: type name or URI → (SDN string → data-plane value).
 pub type Maps = HashMap<String, BTreeMap<String, u64>>;
@@ -74,21 +71,6 @@ pub struct Translator {
     /// Held for a whole Write (translation, application, collection), so that a Write never frees a value
     /// another one has allocated and not installed yet.
     pub(crate) writing: Mutex<()>,
-}
-
-/// The arguments of `@p4runtime_translation("uri", string)` / `("uri", 32)`.
-fn parse_annotation(a: &str) -> Result<Option<(String, Sdn)>, String> {
-    let Some(body) = a.strip_prefix("@p4runtime_translation(").and_then(|s| s.strip_suffix(')')) else { return Ok(None) };
-    let (uri, kind) = body.rsplit_once(',').ok_or_else(|| format!("`{a}`: expected (\"uri\", string) or (\"uri\", BITWIDTH)"))?;
-    let uri = uri.trim().trim_matches('"').to_string();
-    let kind = kind.trim();
-    let sdn = match kind {
-        "string" => Sdn::Str,
-        n => {
-            Sdn::Bits(n.parse().ok().filter(|w| (1..=128).contains(w)).ok_or_else(|| format!("`{a}`: the SDN type `{n}` is neither `string` nor a bit width"))?)
-        }
-    };
-    Ok(Some((uri, sdn)))
 }
 
 impl Translator {
