@@ -71,6 +71,11 @@ fn for_loops_that_cannot_be_unrolled_are_refused_with_their_line() {
     let decls = "header h_t { bit<8> a; bit<8> b; }\nstruct hs { h_t h; }";
     let ok = "apply { for (bit<8> i = 0; i < hdr.h.a; i = i + 1) { hdr.h.b = hdr.h.b + i; } for (bit<4> k in 0 .. 15) { if (k == 2) { break; } } }";
     compile(&program(decls, ok)).unwrap();
+    // every compound assignment a statement takes is a loop update too (`/=` and `%=` included)
+    for op in ["+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^=", "|+|=", "|-|="] {
+        let body = format!("apply {{ for (bit<8> i = 64; i > 1 && i < 200; i {op} 2) {{ hdr.h.b = hdr.h.b + 1; }} }}");
+        compile(&program(decls, &body)).unwrap_or_else(|e| panic!("`{op}` as a loop update: {e}"));
+    }
     for (body, want) in [
         ("apply { for (bit<16> i = 0; i < 60000; i = i + 1) { hdr.h.b = 1; } }", "more than 4096 times"),
         ("apply { for (bit<8> i = hdr.h.a; i < 3; i = i + 1) { } }", "the initial value of `i` must be known at compile time"),

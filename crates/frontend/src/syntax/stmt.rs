@@ -2,6 +2,23 @@
 
 use super::*;
 
+/// The compound assignment operators (`a op= b` is `a = a op b`, the l-value evaluated once), in statements and
+/// in the clauses of a `for` header.
+const COMPOUND_ASSIGNMENTS: [(&str, BinOp); 12] = [
+    ("+=", BinOp::Add),
+    ("-=", BinOp::Sub),
+    ("*=", BinOp::Mul),
+    ("/=", BinOp::Div),
+    ("%=", BinOp::Mod),
+    ("<<=", BinOp::Shl),
+    (">>=", BinOp::Shr),
+    ("&=", BinOp::BitAnd),
+    ("|=", BinOp::BitOr),
+    ("^=", BinOp::BitXor),
+    ("|+|=", BinOp::AddSat),
+    ("|-|=", BinOp::SubSat),
+];
+
 impl Parser {
     // ------------------------------------------------------------ statements
 
@@ -165,20 +182,7 @@ impl Parser {
                     return Ok(mk(StmtKind::Var(VarDecl { annos: vec![], ty, name, init }), self));
                 }
                 let lhs = self.expr()?;
-                for (op, bop) in [
-                    ("+=", BinOp::Add),
-                    ("-=", BinOp::Sub),
-                    ("*=", BinOp::Mul),
-                    ("/=", BinOp::Div),
-                    ("%=", BinOp::Mod),
-                    ("<<=", BinOp::Shl),
-                    (">>=", BinOp::Shr),
-                    ("&=", BinOp::BitAnd),
-                    ("|=", BinOp::BitOr),
-                    ("^=", BinOp::BitXor),
-                    ("|+|=", BinOp::AddSat),
-                    ("|-|=", BinOp::SubSat),
-                ] {
+                for (op, bop) in COMPOUND_ASSIGNMENTS {
                     if self.eat(op) {
                         let rhs = self.expr()?;
                         self.expect(";", "after the assignment")?;
@@ -231,18 +235,7 @@ impl Parser {
             return Ok(Stmt { kind: StmtKind::Var(VarDecl { annos: vec![], ty, name, init: Some(e) }), span: start.to(self.prev_span()) });
         }
         let lhs = self.expr()?;
-        for (op, bop) in [
-            ("+=", BinOp::Add),
-            ("-=", BinOp::Sub),
-            ("*=", BinOp::Mul),
-            ("<<=", BinOp::Shl),
-            (">>=", BinOp::Shr),
-            ("&=", BinOp::BitAnd),
-            ("|=", BinOp::BitOr),
-            ("^=", BinOp::BitXor),
-            ("|+|=", BinOp::AddSat),
-            ("|-|=", BinOp::SubSat),
-        ] {
+        for (op, bop) in COMPOUND_ASSIGNMENTS {
             if self.eat(op) {
                 let rhs = self.expr()?;
                 return Ok(Stmt { kind: StmtKind::OpAssign(bop, lhs, rhs), span: start.to(self.prev_span()) });
