@@ -16,6 +16,7 @@ from p4sec.netns import free_port
 
 from conftest import ROOT, require_shared
 from test_p4runtime import Controller, update_errors
+from test_p4runtime import push_pipeline as push
 from test_packet_io import Stream, meta_ids
 
 CPU = 255
@@ -53,15 +54,6 @@ def switch(p4sec_bin, tmp_path):
     channel.close()
     proc.terminate()
     proc.wait(timeout=10)
-
-
-def push(ctl, compiled):
-    out, info = compiled
-    req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=1, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
-    req.election_id.low = ctl.election_id
-    req.config.p4info.CopyFrom(info)
-    req.config.p4_device_config = (out / "program.json").read_bytes()
-    ctl.stub.SetForwardingPipelineConfig(req)
 
 
 class P4Info:
