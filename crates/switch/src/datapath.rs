@@ -21,13 +21,49 @@ fn log_trace(w: &mut Worker, port: u32, len: usize) {
     eprintln!("[{name}] packet of {len} bytes on port {port}: {}", lines.join("; "));
 }
 
+/// Port number -> index into the worker's ports, looked up for every frame sent: a table indexed by the
+/// number for the usual small numbers (below [`DIRECT_PORTS`]), a hash map for the others.
+struct PortIndex {
+    direct: Vec<u16>,
+    other: HashMap<u32, usize>,
+}
+
+/// Port numbers below this are looked up in a table.
+const DIRECT_PORTS: u32 = 4096;
+const NO_PORT: u16 = u16::MAX;
+
+impl PortIndex {
+    fn new(ports: &[Port]) -> PortIndex {
+        let top = ports.iter().map(|p| p.number).filter(|n| *n < DIRECT_PORTS).max().map_or(0, |n| n as usize + 1);
+        let mut ix = PortIndex { direct: vec![NO_PORT; top], other: HashMap::new() };
+        for (i, p) in ports.iter().enumerate() {
+            match ix.direct.get_mut(p.number as usize) {
+                Some(d) if i < NO_PORT as usize => *d = i as u16,
+                _ => {
+                    ix.other.insert(p.number, i);
+                }
+            }
+        }
+        ix
+    }
+
+    #[inline]
+    fn get(&self, number: u32) -> Option<usize> {
+        match self.direct.get(number as usize) {
+            Some(&i) if i != NO_PORT => Some(i as usize),
+            _ if self.other.is_empty() => None,
+            _ => self.other.get(&number).copied(),
+        }
+    }
+}
+
 /// The `--log trace` line of one packet: where it came from and where its frames went.
-fn log_packet(port: u32, len: usize, out: &Outputs, cpu: Option<u32>, by_number: &HashMap<u32, usize>, queueing: bool) {
+fn log_packet(port: u32, len: usize, out: &Outputs, cpu: Option<u32>, by_number: &PortIndex, queueing: bool) {
     let mut to = vec![];
     for (p, f) in out.iter() {
         let what = if Some(p) == cpu {
             "CPU port".to_string()
-        } else if by_number.contains_key(&p) {
+        } else if by_number.get(p).is_some() {
             format!("port {p}")
         } else {
             format!("port {p} (no such port, dropped)")
@@ -43,14 +79,14 @@ fn log_packet(port: u32, len: usize, out: &Outputs, cpu: Option<u32>, by_number:
 }
 
 /// Send what one packet produced: to ports, or to the controller for the CPU port.
-fn transmit(device: &Device, engine: &p4sec_engine::Engine, ports: &[Port], by_number: &HashMap<u32, usize>, out: &Outputs, unknown: &mut u64, ts: Ts) {
+fn transmit(device: &Device, engine: &p4sec_engine::Engine, ports: &[Port], by_number: &PortIndex, out: &Outputs, unknown: &mut u64, ts: Ts) {
     for (port, frame) in out.iter() {
         if Some(port) == device.cpu_port {
             device.packet_in(engine, frame);
             continue;
         }
-        match by_number.get(&port) {
-            Some(j) => ports[*j].send(frame, ts),
+        match by_number.get(port) {
+            Some(j) => ports[j].send(frame, ts),
             None => *unknown += 1,
         }
     }
@@ -128,7 +164,7 @@ pub(crate) fn worker_loop(
     let mut due: Vec<(Queued, QueueMeta)> = vec![];
     // when the next queued packet may leave (ns from the last look), while packets wait
     let mut next_departure: Option<u64> = None;
-    let by_number: HashMap<u32, usize> = ports.iter().enumerate().map(|(i, p)| (p.number, i)).collect();
+    let by_number = PortIndex::new(&ports);
     let mut fds: Vec<libc::pollfd> = ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
     // the last descriptor: PacketOut frames from the controller
     use std::os::fd::AsRawFd;
@@ -273,6 +309,7 @@ pub(crate) fn worker_loop(
             }
             // a batch per port per wake-up keeps one port from starving the others
             let mut woken = fds[i].revents & libc::POLLIN != 0;
+            let mut received = 0u64;
             for _ in 0..64 {
                 let Some((at, n, ts)) = ports[i].recv(&mut buf, std::mem::take(&mut woken)) else { break };
                 // SAFETY: the frame is in `buf` or in the port's receive ring, where it stays until the next
@@ -284,7 +321,7 @@ pub(crate) fn worker_loop(
                     None => Ts::default(),
                 };
                 let p = &ports[i];
-                p.stats.rx.fetch_add(1, Ordering::Relaxed);
+                received += 1;
                 if let Some(c) = &p.capture {
                     let _ = c.rx.lock().unwrap_or_else(|p| p.into_inner()).write(ts, frame);
                 }
@@ -305,6 +342,8 @@ pub(crate) fn worker_loop(
                     frames_in += 1;
                 }
             }
+            // (counted once per batch: one atomic add, not one per frame)
+            ports[i].stats.rx.fetch_add(received, Ordering::Relaxed);
             ports[i].release();
             // what this batch produced goes out now: one system call per port with frames in its ring
             if rings {
@@ -313,8 +352,12 @@ pub(crate) fn worker_loop(
                 }
             }
         }
-        // PacketOut: enters the pipeline as received on the CPU port
-        if let Some(cpu) = device.cpu_port {
+        // PacketOut: enters the pipeline as received on the CPU port. Its socket is read only when poll said
+        // it is readable (a round that skipped poll leaves it for the next poll, at most POLL_SKIP_MAX rounds
+        // later): a `recv` that finds nothing would cost a system call per batch.
+        let packet_out = fds.last().is_some_and(|f| f.revents & libc::POLLIN != 0);
+        if !packet_out {
+        } else if let Some(cpu) = device.cpu_port {
             for _ in 0..64 {
                 let Ok(n) = device.packet_out_rx.recv(&mut buf) else { break };
                 out.clear();

@@ -12,10 +12,11 @@ the switch is pinned to the other CPUs. `--port-kind` names how the switch opens
 N=IFACE`, packet sockets with memory-mapped rings) and/or `xdp` (`--port N=xdp:IFACE`, AF_XDP sockets; where
 the switch falls back to the packet socket the row says so). Per frame size, and for p4sec per port kind and
 worker count, it prints:
-- the rate delivered to h2 (its rx counter; h2 drops the frames at its nftables ingress hook, so its own stack costs neither
-  side anything) with the sender at full speed, kernel and p4sec;
-- the switch's CPU time per forwarded frame (the sum over its threads of /proc/PID/task/*/schedstat) and
-  how busy that kept it (cores);
+- the rate delivered to h2 (its rx counter; h2 drops the frames with an XDP program, or at its nftables ingress
+  hook with `--sink nft` or without xdp-tools, so its own stack costs neither side anything) with the sender at full speed, kernel and p4sec;
+- the switch's CPU time per forwarded frame (the sum over its threads of /proc/PID/task/*/schedstat), split
+  into its own code (user) and the kernel's work in its threads (system calls, and the softirqs they run: veth
+  transmit and h2's receive) by the threads' user/system ticks, and how busy that kept it (cores);
 - the highest rate without loss with an evenly paced sender (trafgen --rate; bisection over
   `--lossless-steps` runs): every frame h1 sent arrived at h2.
 Needs root.
@@ -56,8 +57,18 @@ def counter(name, iface, what):
     return int(ns(name, "cat", f"/sys/class/net/{iface}/statistics/{what}").stdout)
 
 
+def xdp_drop_object():
+    """libxdp's xdp-filter program that drops every frame (policy deny, no rules), where xdp-tools is
+    installed: an XDP program to load with `ip link ... xdp obj`, without a BPF compiler."""
+    for d in ("/usr/lib/x86_64-linux-gnu/bpf", "/usr/lib/aarch64-linux-gnu/bpf", "/usr/lib/bpf", "/usr/local/lib/bpf"):
+        f = pathlib.Path(d) / "xdpfilt_dny_eth.o"
+        if f.exists():
+            return f
+    return None
+
+
 class Topology:
-    def __init__(self):
+    def __init__(self, sink="nft"):
         tag = uuid.uuid4().hex[:5]
         self.a, self.m, self.b = f"pbA{tag}", f"pbM{tag}", f"pbB{tag}"
         self.h1, self.s1, self.s2, self.h2 = f"h1{tag}", f"s1{tag}", f"s2{tag}", f"h2{tag}"
@@ -73,13 +84,24 @@ class Topology:
             ns(n, "ip", "link", "set", i, "up")
         ns(self.a, "ip", "addr", "add", "10.0.1.1/24", "dev", self.h1)
         ns(self.b, "ip", "addr", "add", "10.0.2.2/24", "dev", self.h2)
-        # h2 counts what arrives (its rx counter is s2's transmit count) and drops it at the netdev ingress hook
-        # (nftables): its UDP stack (and the ICMP port unreachable it would send back) would otherwise be charged
-        # to whoever sent to s2 (the switch's threads, or the sender's in the kernel run), not to forwarding
+        self.sink = self.drop_all(sink)
+        self.mac = {i: mac_of(n, i) for n, i in ((self.a, self.h1), (self.m, self.s1), (self.m, self.s2), (self.b, self.h2))}
+
+    def drop_all(self, sink):
+        """h2 counts what arrives (its rx counter is s2's transmit count) and drops it: its UDP stack (and the
+        ICMP port unreachable it would send back) would otherwise be charged to whoever sent to s2 (the switch's
+        threads, or the sender's in the kernel run), not to forwarding. `xdp`: an XDP program on h2 drops every
+        frame (the cheapest sink veth has); `nft`: a drop rule at the netdev ingress hook (nftables). Where the
+        XDP program cannot be loaded, nft. Returns the sink used."""
+        obj = xdp_drop_object() if sink == "xdp" else None
+        if obj is not None:
+            r = ns(self.b, "ip", "link", "set", "dev", self.h2, "xdpdrv", "obj", str(obj), "sec", "xdp", check=False)
+            if r.returncode == 0:
+                return "xdp"
         ns(self.b, "nft", "add", "table", "netdev", "bench")
         ns(self.b, "nft", "add", "chain", "netdev", "bench", "in", f"{{ type filter hook ingress device {self.h2} priority 0; }}")
         ns(self.b, "nft", "add", "rule", "netdev", "bench", "in", "drop")
-        self.mac = {i: mac_of(n, i) for n, i in ((self.a, self.h1), (self.m, self.s1), (self.m, self.s2), (self.b, self.h2))}
+        return "nft"
 
     def kernel(self, on):
         if on:
@@ -153,6 +175,21 @@ def cpu_ns(pid):
     return total
 
 
+def cpu_ticks(pid):
+    """User and system (kernel) CPU time of every thread of process `pid` so far, in clock ticks
+    (/proc/PID/task/*/stat): their ratio splits the schedstat total into the switch's own code and the
+    kernel's work on its behalf (system calls, and the softirqs that run in its threads: veth transmit and
+    the receiving side's processing)."""
+    user = system = 0
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        try:
+            f = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            user, system = user + int(f[11]), system + int(f[12])
+        except (OSError, ValueError, IndexError):
+            pass
+    return user, system
+
+
 def full_speed(t, cfg, seconds, pid=None):
     """The sender at full speed: offered and delivered frames per second, and the switch's CPU nanoseconds
     over a window of `seconds`. The offered rate is h1's over the window; the delivered rate is that times the
@@ -165,16 +202,20 @@ def full_speed(t, cfg, seconds, pid=None):
         s.check()
         tx0 = counter(t.a, t.h1, "tx_packets")
         c0, t0 = (cpu_ns(pid) if pid else 0), time.monotonic()
+        u0, s0 = cpu_ticks(pid) if pid else (0, 0)
         time.sleep(seconds)
         tx1 = counter(t.a, t.h1, "tx_packets")
         c1, t1 = (cpu_ns(pid) if pid else 0), time.monotonic()
+        u1, s1 = cpu_ticks(pid) if pid else (0, 0)
     finally:
         s.stop()
     time.sleep(0.3)
     sent, got = counter(t.a, t.h1, "tx_packets") - tx_a, counter(t.b, t.h2, "rx_packets") - rx_a
     dt = t1 - t0
     offered = (tx1 - tx0) / dt
-    return offered, offered * min(1.0, got / sent if sent else 0.0), c1 - c0, dt
+    ticks = (u1 - u0) + (s1 - s0)
+    user_share = (u1 - u0) / ticks if ticks else None
+    return offered, offered * min(1.0, got / sent if sent else 0.0), c1 - c0, dt, user_share
 
 
 def paced(t, cfg, rate, seconds):
@@ -222,6 +263,9 @@ def main(argv=None):
                     help="run the switch with real-time priority (chrt -f 10), so that other load on the machine does not "
                          "stall it: with its threads waiting for a CPU for longer than its receive ring lasts, frames are lost "
                          "at any rate")
+    ap.add_argument("--sink", choices=("xdp", "nft"), default="nft",
+                    help="how h2 drops what it receives: an XDP program (libxdp's xdp-filter object; nft where it cannot "
+                         "be loaded) or an nftables rule at the netdev ingress hook")
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
     args = ap.parse_args(argv)
@@ -241,7 +285,7 @@ def main(argv=None):
     subprocess.run([args.p4sec, "compile", str(ROOT / "programs" / "ipv4_router.p4"), "-o", str(out)], check=True, capture_output=True)
     switch_cpus = f"1-{cpus() - 1}" if cpus() > 1 else "0"
     pace_seconds = max(0.5, min(args.seconds, 2.0))
-    t = Topology()
+    t = Topology(args.sink)
     rows = []
     try:
         cfgs = {}
@@ -249,7 +293,7 @@ def main(argv=None):
             cfgs[s] = gen / f"frames{s}.cfg"
             cfgs[s].write_text(trafgen_config(frames(t, s, args.flows)))
         t.kernel(True)
-        kern = {s: full_speed(t, cfgs[s], args.seconds) for s in sizes}
+        kern = {s: full_speed(t, cfgs[s], args.seconds)[:2] for s in sizes}
         t.kernel(False)
         for kind, w in [(k, w) for k in kinds for w in workers]:
             port = free_port()
@@ -266,7 +310,8 @@ def main(argv=None):
                 # what the ports really are: an xdp port may have fallen back to the packet socket
                 used = "xdp" if "(AF_XDP" in log.read_text() else "afpacket"
                 for s in sizes:
-                    offered, got, cpu, dt = full_speed(t, cfgs[s], args.seconds, sw.pid)
+                    offered, got, cpu, dt, user_share = full_speed(t, cfgs[s], args.seconds, sw.pid)
+                    per_frame = cpu / (got * dt) if got else None
                     best, reached = lossless(t, cfgs[s], max(got, 1000) * 1.2, pace_seconds, args.lossless_steps) if args.lossless_steps else (None, None)
                     k_off, k_got = kern[s][0], kern[s][1]
                     rows.append({
@@ -274,7 +319,9 @@ def main(argv=None):
                         "offered_pps_kernel_run": k_off, "kernel_pps": k_got,
                         "offered_pps_p4sec_run": offered, "p4sec_pps": got,
                         "p4sec_over_kernel": got / k_got if k_got else 0.0,
-                        "switch_cpu_ns_per_frame": cpu / (got * dt) if got else None,
+                        "switch_cpu_ns_per_frame": per_frame,
+                        "switch_user_ns_per_frame": per_frame * user_share if per_frame and user_share is not None else None,
+                        "switch_kernel_ns_per_frame": per_frame * (1 - user_share) if per_frame and user_share is not None else None,
                         "switch_cores_busy": cpu / (dt * 1e9),
                         "lossless_pps": best, "paced_sender_max_pps": reached,
                     })
@@ -285,23 +332,26 @@ def main(argv=None):
         t.close()
     print(f"forwarding between veth pairs in namespaces: sender trafgen -P 1 on CPU 0 ({args.flows} UDP flows), "
           f"switch on CPUs {switch_cpus}{' (SCHED_FIFO)' if args.rt else ''}, {args.seconds:g} s per full-speed cell; "
-          f"load average {os.getloadavg()[0]:.1f}")
-    print(f"  {'frame':>6} {'ports':>14} {'wk':>3} {'kernel':>9} {'offered':>9} {'p4sec':>9} {'ratio':>6} {'ns/frame':>9} {'busy':>5} {'lossless':>9} {'paced max':>9}")
+          f"h2 drops at {t.sink}; load average {os.getloadavg()[0]:.1f}")
+    print(f"  {'frame':>6} {'ports':>14} {'wk':>3} {'kernel':>9} {'offered':>9} {'p4sec':>9} {'ratio':>6} {'ns/frame':>9} {'user':>5} {'kern':>5} {'busy':>5} {'lossless':>9} {'paced max':>9}")
     for r in rows:
         ns_pf = f"{r['switch_cpu_ns_per_frame']:.0f}" if r["switch_cpu_ns_per_frame"] else "-"
+        us = f"{r['switch_user_ns_per_frame']:.0f}" if r["switch_user_ns_per_frame"] else "-"
+        ks = f"{r['switch_kernel_ns_per_frame']:.0f}" if r["switch_kernel_ns_per_frame"] else "-"
         ll = f"{r['lossless_pps']/1e3:.0f}k" if r["lossless_pps"] is not None else "-"
         pm = f"{r['paced_sender_max_pps']/1e3:.0f}k" if r["paced_sender_max_pps"] is not None else "-"
         kind = r["port_kind"] if r["port_kind"] == r["port_used"] else f"{r['port_kind']}>{r['port_used']}"
         print(f"  {r['size']:>5}B {kind:>14} {r['workers']:>3} {r['kernel_pps']/1e3:>8.0f}k {r['offered_pps_p4sec_run']/1e3:>8.0f}k "
-              f"{r['p4sec_pps']/1e3:>8.0f}k {r['p4sec_over_kernel']:>6.2f} {ns_pf:>9} {r['switch_cores_busy']:>5.2f} {ll:>9} {pm:>9}")
+              f"{r['p4sec_pps']/1e3:>8.0f}k {r['p4sec_over_kernel']:>6.2f} {ns_pf:>9} {us:>5} {ks:>5} {r['switch_cores_busy']:>5.2f} {ll:>9} {pm:>9}")
     print("  ports: the switch's port kind (xdp>afpacket: AF_XDP asked for, the packet socket used, see the switch's log)")
     print("  kernel/p4sec: frames per second delivered to h2 (k = thousand) with the sender at full speed; offered: what h1")
-    print("  sent in the p4sec run; ratio: p4sec/kernel; ns/frame: the switch's CPU time per forwarded frame; busy: its")
-    print("  CPU time per second (cores); lossless: highest evenly paced rate with no frame lost; paced max: the highest")
-    print("  rate the paced sender reached")
+    print("  sent in the p4sec run; ratio: p4sec/kernel; ns/frame: the switch's CPU time per forwarded frame, split into")
+    print("  user (its own code) and kern (system calls and the softirqs run in its threads: veth transmit and h2's receive);")
+    print("  busy: its CPU time per second (cores); lossless: highest evenly paced rate with no frame lost; paced max: the")
+    print("  highest rate the paced sender reached")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"benchmark": "veth_forwarding", "seconds": args.seconds,
-                                                       "sender": "trafgen -P 1", "flows": args.flows, "rt": args.rt,
+                                                       "sender": "trafgen -P 1", "flows": args.flows, "rt": args.rt, "sink": t.sink,
                                                        "load_average": os.getloadavg()[0], "rows": rows}, indent=2))
     return rows
 
