@@ -80,7 +80,9 @@ impl Engine {
             w.hdr_off[h] = NO_OFFSET;
         }
         w.slots.copy_from_slice(&item.slots);
-        w.payload = item.payload;
+        w.spare.give_words(item.slots);
+        let old = std::mem::replace(&mut w.payload, item.payload);
+        w.spare.give_bytes(old);
         w.payload_at = NOT_IN_PKT;
         w.pkt_len = item.pkt_len;
         w.fx = item.fx;
@@ -99,7 +101,8 @@ impl Engine {
         w.own_payload();
         let priority = get(&w.slots, self.std_slots.priority) as u8;
         let fx = w.fx;
-        w.tm.queued.push(Queued { port, priority, slots: w.slots.clone(), payload: w.payload.clone(), pkt_len: w.pkt_len, rid, itype, fx });
+        let (slots, payload) = (w.spare.words_of(&w.slots), w.spare.bytes_of(&w.payload));
+        w.tm.queued.push(Queued { port, priority, slots, payload, pkt_len: w.pkt_len, rid, itype, fx });
     }
 
     /// The traffic manager's fields of an egress pass: the queue's (inline: the packet "entered the queue"
@@ -136,6 +139,8 @@ impl Engine {
                     self.ingress_pass(w, &bytes, port, itype, &preserved, out);
                     // the job's bytes end here
                     w.pkt.reset();
+                    w.spare.give_bytes(bytes);
+                    w.spare.give_fields(preserved);
                 }
                 Job::Egress { slots, payload, pkt_len, port, rid, itype } => {
                     if w.tm.queueing {
@@ -146,6 +151,8 @@ impl Engine {
                     w.slots.copy_from_slice(&slots);
                     w.payload.clear();
                     w.payload.extend_from_slice(&payload);
+                    w.spare.give_words(slots);
+                    w.spare.give_bytes(payload);
                     w.payload_at = NOT_IN_PKT;
                     w.pkt_len = pkt_len;
                     self.egress_pass(w, port, rid, itype, out);
@@ -167,8 +174,9 @@ impl Engine {
         }
     }
 
-    fn preserved(&self, w: &Worker, field_list: Option<u32>) -> Vec<(u32, u64)> {
-        let mut v = vec![];
+    /// The slots of field list `field_list` and their values now (in a buffer of `w.spare`).
+    fn preserved(&self, w: &mut Worker, field_list: Option<u32>) -> Vec<(u32, u64)> {
+        let mut v = w.spare.fields();
         if let Some(id) = field_list {
             if let Some(fl) = self.prog.field_lists.iter().find(|f| f.id == id) {
                 for l in &fl.fields {
@@ -264,8 +272,11 @@ impl Engine {
             if let Some(&cport) = self.pre.load().mirror.get(&session) {
                 let keep = self.preserved(w, fl);
                 w.own_payload();
-                let saved = (std::mem::take(&mut w.slots), std::mem::take(&mut w.payload), w.pkt_len);
-                w.slots = saved.0.clone();
+                // the packet's state is kept aside while the clone's is built in the worker (buffers from
+                // `w.spare`: nothing is allocated once the worker has made a few clones)
+                let saved_slots = w.spare.words_of(&w.slots);
+                let empty = w.spare.bytes();
+                let saved = (saved_slots, std::mem::replace(&mut w.payload, empty), w.pkt_len);
                 // re-parse the original input in a scratch pass to build the clone's state
                 let original_len = w.pkt.len();
                 w.slots.copy_from_slice(&w.initial);
@@ -275,21 +286,21 @@ impl Engine {
                 for (s, v) in &keep {
                     w.slots[*s as usize] = *v;
                 }
+                w.spare.give_fields(keep);
                 self.run_parser(w);
                 self.set(w, sm.parser_error, 0);
                 w.own_payload();
-                let clone_slots = w.slots.clone();
-                let clone_payload = w.payload.clone();
+                let clone_slots = std::mem::replace(&mut w.slots, saved.0);
+                let clone_payload = std::mem::replace(&mut w.payload, saved.1);
                 w.jobs.push_back(Job::Egress { slots: clone_slots, payload: clone_payload, pkt_len: original_len, port: cport, rid: 0, itype: 1 });
-                w.slots = saved.0;
-                w.payload = saved.1;
                 w.payload_at = NOT_IN_PKT;
                 w.pkt_len = saved.2;
             }
         }
         if let Some(fl) = fx.resubmission() {
             let keep = self.preserved(w, fl);
-            w.jobs.push_back(Job::Ingress { bytes: w.pkt.to_vec(), port, itype: 6, preserved: keep });
+            let bytes = w.spare.bytes_of(&w.pkt);
+            w.jobs.push_back(Job::Ingress { bytes, port, itype: 6, preserved: keep });
             return true;
         }
         false
@@ -305,7 +316,8 @@ impl Engine {
             for h in nodes {
                 if let Some(Some((rid, ports))) = pre.nodes.get(*h as usize) {
                     for p in ports {
-                        w.jobs.push_back(Job::Egress { slots: w.slots.clone(), payload: w.payload.clone(), pkt_len: w.pkt_len, port: *p, rid: *rid, itype: 5 });
+                        let (slots, payload) = (w.spare.words_of(&w.slots), w.spare.bytes_of(&w.payload));
+                        w.jobs.push_back(Job::Egress { slots, payload, pkt_len: w.pkt_len, port: *p, rid: *rid, itype: 5 });
                     }
                 }
             }
@@ -404,18 +416,20 @@ impl Engine {
         let Some(&cport) = self.pre.load().mirror.get(&session) else { return };
         w.own_payload();
         let keep = self.preserved(w, fl);
-        let mut slots = w.initial.clone();
+        let mut slots = w.spare.words_of(&w.initial);
         for &(s, n) in &self.header_ranges {
             slots[s..s + n].copy_from_slice(&w.slots[s..s + n]);
         }
-        for (s, v) in keep {
+        for &(s, v) in &keep {
             slots[s as usize] = v;
         }
+        w.spare.give_fields(keep);
         let ip = self.prog.std_meta.ingress_port;
         if ip.width > 0 {
             slots[ip.slot as usize] = w.slots[ip.slot as usize];
         }
-        w.jobs.push_back(Job::Egress { slots, payload: w.payload.clone(), pkt_len: w.pkt_len, port: cport, rid: 0, itype: 2 });
+        let payload = w.spare.bytes_of(&w.payload);
+        w.jobs.push_back(Job::Egress { slots, payload, pkt_len: w.pkt_len, port: cport, rid: 0, itype: 2 });
     }
 
     /// The deparsed packet (in `w.out` from `start`, while `w.out` holds the output buffer) goes back to the
@@ -423,7 +437,7 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn recirculate(&self, w: &mut Worker, start: usize, fl: Option<u32>, out: &mut Outputs) {
-        let bytes = w.out[start..].to_vec();
+        let bytes = w.spare.bytes_of(&w.out[start..]);
         w.out.truncate(start);
         std::mem::swap(&mut w.out, &mut out.data);
         let keep = self.preserved(w, fl);

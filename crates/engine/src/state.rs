@@ -174,6 +174,8 @@ pub struct Worker {
     pub(crate) retbuf: BitBuf,
     pub(crate) fx: Effects,
     pub(crate) jobs: VecDeque<Job>,
+    /// The buffers of finished jobs, for the next ones.
+    pub(crate) spare: Spare,
     pub(crate) rng: u64,
     pub(crate) perr: u32,
     pub(crate) cur_meter: Option<Arc<MeterCell>>,
@@ -273,6 +275,7 @@ impl Worker {
             retbuf: BitBuf::default(),
             fx: Effects::default(),
             jobs: VecDeque::new(),
+            spare: Spare::default(),
             rng: 0x1234_5678_9abc_def1,
             perr: 0,
             cur_meter: None,
@@ -289,6 +292,68 @@ impl Worker {
     }
     pub fn take_trace(&mut self) -> Vec<String> {
         self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+}
+
+/// The buffers of jobs that were run ([`Job`]: bytes, slots, preserved fields), kept for the jobs to come,
+/// so that clones, resubmissions, recirculations and multicast copies allocate nothing once a worker has
+/// seen a few. At most [`Spare::MAX`] of each kind are kept.
+#[derive(Default)]
+pub(crate) struct Spare {
+    bytes: Vec<Vec<u8>>,
+    words: Vec<Vec<u64>>,
+    fields: Vec<Vec<(u32, u64)>>,
+}
+
+impl Spare {
+    const MAX: usize = 64;
+
+    /// An empty byte buffer.
+    #[inline]
+    pub(crate) fn bytes(&mut self) -> Vec<u8> {
+        let mut v = self.bytes.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
+    /// A copy of `src`.
+    #[inline]
+    pub(crate) fn bytes_of(&mut self, src: &[u8]) -> Vec<u8> {
+        let mut v = self.bytes();
+        v.extend_from_slice(src);
+        v
+    }
+    /// A copy of `src`.
+    #[inline]
+    pub(crate) fn words_of(&mut self, src: &[u64]) -> Vec<u64> {
+        let mut v = self.words.pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(src);
+        v
+    }
+    /// An empty list of preserved fields.
+    #[inline]
+    pub(crate) fn fields(&mut self) -> Vec<(u32, u64)> {
+        let mut v = self.fields.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
+    #[inline]
+    pub(crate) fn give_bytes(&mut self, v: Vec<u8>) {
+        if self.bytes.len() < Self::MAX && v.capacity() > 0 {
+            self.bytes.push(v);
+        }
+    }
+    #[inline]
+    pub(crate) fn give_words(&mut self, v: Vec<u64>) {
+        if self.words.len() < Self::MAX && v.capacity() > 0 {
+            self.words.push(v);
+        }
+    }
+    #[inline]
+    pub(crate) fn give_fields(&mut self, v: Vec<(u32, u64)>) {
+        if self.fields.len() < Self::MAX && v.capacity() > 0 {
+            self.fields.push(v);
+        }
     }
 }
 

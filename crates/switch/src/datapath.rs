@@ -178,7 +178,7 @@ pub(crate) fn worker_loop(
     let packet_lines = log::enabled(Level::Trace);
     let mut waiting_said = false;
     let mut frames_in = 0u64;
-    let rings = ports.iter().any(|p| p.mmap());
+    let rings = ports.iter().any(|p| p.batched());
     let busy_poll = busy_poll_wanted();
     let mut skipped = 0u32;
     // (the first check at once: port liveness is known from the start)

@@ -154,6 +154,13 @@ impl Port {
         self.packet().is_some_and(|p| p.mmap()) || self.xdp().is_some()
     }
 
+    /// Does this port hold frames between [`Port::send`] and [`Port::flush_tx`], or find frames waiting
+    /// without a system call ([`Port::rx_ready`])? Memory-mapped rings, and the transmit batches of TAP and
+    /// TUN ports: the packet loop flushes such ports after every batch.
+    pub(crate) fn batched(&self) -> bool {
+        self.mmap() || matches!(self.io, Io::Tap(_) | Io::Tun(_))
+    }
+
     /// Join consecutive TCP segments sent to this port in one batch into GSO super-frames ([`crate::gro`]).
     /// Only interface ports with rings and PACKET_VNET_HDR; an error says why not (the port works as before).
     pub fn enable_gro(&mut self) -> Result<(), String> {

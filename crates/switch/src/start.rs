@@ -130,10 +130,19 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                 }
                 tun::set_up(name).map_err(|e| format!("port {n}: {e}"))?;
                 let k = if tap { "TAP" } else { "TUN" };
+                // (a device whose queue cannot be lengthened still works: said, not an error)
+                let qlen = match tun::set_tx_queue_len(name, tun::TX_QUEUE_LEN) {
+                    Ok(q) => format!("{q}-packet queues"),
+                    Err(e) => {
+                        p4log!(Level::Warn, "port {n}: {e}");
+                        "the device's queue length".into()
+                    }
+                };
+                let queues = if workers > 1 { format!("{workers} queues (one per worker), {qlen}") } else { qlen };
                 if existed {
-                    p4log!(Level::Info, "port {n}: {k} device `{name}` (an existing persistent device, left in place at exit)");
+                    p4log!(Level::Info, "port {n}: {k} device `{name}` (an existing persistent device, left in place at exit; {queues})");
                 } else {
-                    p4log!(Level::Info, "port {n}: {k} device `{name}` created (removed at exit)");
+                    p4log!(Level::Info, "port {n}: {k} device `{name}` created (removed at exit; {queues})");
                 }
             }
             PortKind::Pcap { .. } => {}

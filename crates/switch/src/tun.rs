@@ -4,11 +4,26 @@
 //!
 //! TUN framing: a TUN device carries IP packets, which enter the pipeline with a synthetic Ethernet header
 //! ([`ip_to_ethernet`]) and leave it without one ([`ethernet_to_ip`]).
+//!
+//! Batches: the packet loop reads a queue until it is empty, at most a batch per wake-up (one `poll` per
+//! batch); what a batch sends to a queue is held in its [`TxBatch`] and written when the batch ends (or the
+//! batch buffer is full), one `write` per frame (a TUN/TAP queue takes one packet per `write`). The devices'
+//! transmit queues (the frames the kernel hands to the switch) are made [`TX_QUEUE_LEN`] packets long
+//! ([`set_tx_queue_len`]) so that a burst waits there instead of being dropped while the worker is busy.
 
+use crate::port::io::Ctx;
+use std::cell::RefCell;
 use std::ffi::CString;
+use std::sync::atomic::Ordering;
 
 const SIOCGIFFLAGS: u64 = 0x8913;
 const SIOCSIFFLAGS: u64 = 0x8914;
+const SIOCGIFTXQLEN: u64 = 0x8942;
+const SIOCSIFTXQLEN: u64 = 0x8943;
+
+/// The transmit queue length given to the TUN/TAP devices the switch opens (the kernel's default for them is
+/// 500 packets, per queue): the frames that wait for a busy worker.
+pub const TX_QUEUE_LEN: u32 = 4096;
 
 #[repr(C)]
 struct IfReq {
@@ -23,6 +38,14 @@ fn ifreq(name: &str) -> IfReq {
         *d = s as libc::c_char;
     }
     r
+}
+
+/// `struct ifreq` with an `int` member (`ifr_qlen`).
+#[repr(C)]
+struct IfReqInt {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    value: libc::c_int,
+    _pad: [u8; 20],
 }
 
 fn kind(tap: bool) -> &'static str {
@@ -93,6 +116,126 @@ pub fn set_up(name: &str) -> Result<(), String> {
         return Err(format!("cannot bring `{name}` up: {e}"));
     }
     Ok(())
+}
+
+/// Make the transmit queue of interface `name` at least `len` packets long (a longer one is left as it is);
+/// the length it has now.
+pub fn set_tx_queue_len(name: &str, len: u32) -> Result<u32, String> {
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return Err(format!("cannot set the transmit queue length of `{name}`: {}", std::io::Error::last_os_error()));
+    }
+    let mut r = IfReqInt { name: ifreq(name).name, value: 0, _pad: [0; 20] };
+    let mut res = unsafe { libc::ioctl(s, SIOCGIFTXQLEN as _, &mut r as *mut IfReqInt) };
+    if res >= 0 && (r.value as u32) < len {
+        r.value = len as libc::c_int;
+        res = unsafe { libc::ioctl(s, SIOCSIFTXQLEN as _, &mut r as *mut IfReqInt) };
+    }
+    let e = std::io::Error::last_os_error();
+    unsafe { libc::close(s) };
+    if res < 0 {
+        return Err(format!("cannot set the transmit queue length of `{name}` to {len}: {e}"));
+    }
+    Ok(r.value as u32)
+}
+
+/// Frames held for one TUN/TAP queue during a batch of the packet loop, written when the batch ends
+/// ([`TxBatch::flush`]) or when the buffer is full. Its buffers are allocated once, when the port opens.
+pub struct TxBatch {
+    held: RefCell<Held>,
+}
+
+struct Held {
+    data: Vec<u8>,
+    /// Each frame's end in `data` (frames follow each other).
+    ends: Vec<usize>,
+}
+
+impl TxBatch {
+    /// At most this many frames are held.
+    pub const FRAMES: usize = 64;
+    /// Bytes of held frames (a larger frame is written at once, after those held).
+    pub const BYTES: usize = 64 * 2048;
+
+    pub fn new() -> TxBatch {
+        TxBatch { held: RefCell::new(Held { data: Vec::with_capacity(Self::BYTES), ends: Vec::with_capacity(Self::FRAMES) }) }
+    }
+
+    /// Hold `frame` for queue `fd` (what is held is written first when there is no room for it; a frame
+    /// larger than the buffer is written at once). `Some(ok)` when it was written now (the caller counts
+    /// it), `None` when it is held, to be counted when written.
+    pub fn send(&self, cx: &Ctx, fd: i32, frame: &[u8]) -> Option<bool> {
+        if frame.len() > Self::BYTES {
+            self.flush(cx, fd);
+            return Some(write_frame(fd, frame));
+        }
+        let mut h = self.held.borrow_mut();
+        if h.ends.len() == Self::FRAMES || h.data.len() + frame.len() > Self::BYTES {
+            drop(h);
+            self.flush(cx, fd);
+            h = self.held.borrow_mut();
+        }
+        h.data.extend_from_slice(frame);
+        let end = h.data.len();
+        h.ends.push(end);
+        None
+    }
+
+    /// Frames held.
+    pub fn pending(&self) -> usize {
+        self.held.borrow().ends.len()
+    }
+
+    /// Write the frames held to queue `fd`, one `write` each, and count them (sent, or failed).
+    pub fn flush(&self, cx: &Ctx, fd: i32) {
+        let mut h = self.held.borrow_mut();
+        if h.ends.is_empty() {
+            return;
+        }
+        let (mut ok, mut failed) = (0u64, 0u64);
+        let mut start = 0;
+        for &end in &h.ends {
+            if write_frame(fd, &h.data[start..end]) {
+                ok += 1;
+            } else {
+                failed += 1;
+                crate::p4log!(
+                    crate::log::Level::Debug,
+                    "port {}: cannot send a frame of {} bytes on `{}`: {}",
+                    cx.number,
+                    end - start,
+                    cx.iface,
+                    std::io::Error::last_os_error()
+                );
+            }
+            start = end;
+        }
+        h.data.clear();
+        h.ends.clear();
+        cx.stats.tx.fetch_add(ok, Ordering::Relaxed);
+        if failed > 0 {
+            cx.stats.errors.fetch_add(failed, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Default for TxBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One packet to a TUN/TAP queue (retried when a signal interrupts it).
+fn write_frame(fd: i32, frame: &[u8]) -> bool {
+    loop {
+        let n = unsafe { libc::write(fd, frame.as_ptr() as *const libc::c_void, frame.len()) };
+        if n >= 0 {
+            return true;
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return false;
+        }
+    }
 }
 
 /// Is the interface up and running (administratively up, with carrier: a veth whose peer is down is not)?

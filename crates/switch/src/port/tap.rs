@@ -1,5 +1,6 @@
 //! TAP ports (`--port N=tap:NAME`): one queue of a TAP device the switch creates ([`crate::tun`]), which
-//! carries Ethernet frames as they are.
+//! carries Ethernet frames as they are. Frames are read one `read` each, as many as wait (up to the loop's
+//! batch) per wake-up; frames sent are held during the batch and written when it ends ([`tun::TxBatch`]).
 
 use super::io::{Ctx, PortIo};
 use crate::pcap::Ts;
@@ -8,12 +9,13 @@ use crate::tun;
 /// A queue of a TAP device, as one worker has it.
 pub struct Tap {
     fd: i32,
+    tx: tun::TxBatch,
 }
 
 impl Tap {
     /// The port on queue `fd` of a TAP device (from [`tun::open_queue`]); closed when dropped.
     pub fn new(fd: i32) -> Tap {
-        Tap { fd }
+        Tap { fd, tx: tun::TxBatch::new() }
     }
 }
 
@@ -35,9 +37,18 @@ impl PortIo for Tap {
         (n > 0).then_some((buf.as_ptr(), n as usize, None))
     }
 
+    /// Held until the batch ends.
     #[inline]
-    fn send(&self, _cx: &Ctx, frame: &[u8], _ts: Ts) -> Option<bool> {
-        Some(unsafe { libc::write(self.fd, frame.as_ptr() as *const _, frame.len()) >= 0 })
+    fn send(&self, cx: &Ctx, frame: &[u8], _ts: Ts) -> Option<bool> {
+        self.tx.send(cx, self.fd, frame)
+    }
+
+    fn tx_pending(&self) -> usize {
+        self.tx.pending()
+    }
+
+    fn flush_tx(&self, cx: &Ctx) {
+        self.tx.flush(cx, self.fd)
     }
 
     /// Attached to its device, which is up.

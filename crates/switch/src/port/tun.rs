@@ -1,6 +1,8 @@
 //! TUN ports (`--port N=tun:NAME`): one queue of a TUN device the switch creates ([`crate::tun`]), which
 //! carries IP packets: each enters the pipeline with a synthetic Ethernet header and leaves it without one
-//! ([`crate::tun::ip_to_ethernet`], [`crate::tun::ethernet_to_ip`]).
+//! ([`crate::tun::ip_to_ethernet`], [`crate::tun::ethernet_to_ip`]). Packets are read one `read` each, as
+//! many as wait (up to the loop's batch) per wake-up; packets sent are held during the batch and written when
+//! it ends ([`tun::TxBatch`]).
 
 use super::io::{Ctx, PortIo};
 use crate::log::Level;
@@ -11,12 +13,13 @@ use std::sync::atomic::Ordering;
 /// A queue of a TUN device, as one worker has it.
 pub struct Tun {
     fd: i32,
+    tx: tun::TxBatch,
 }
 
 impl Tun {
     /// The port on queue `fd` of a TUN device (from [`tun::open_queue`]); closed when dropped.
     pub fn new(fd: i32) -> Tun {
-        Tun { fd }
+        Tun { fd, tx: tun::TxBatch::new() }
     }
 }
 
@@ -48,14 +51,23 @@ impl PortIo for Tun {
         }
     }
 
+    /// Held until the batch ends (the IP packet, without the Ethernet header).
     fn send(&self, cx: &Ctx, frame: &[u8], _ts: Ts) -> Option<bool> {
         Some(match tun::ethernet_to_ip(frame) {
-            Some(p) => unsafe { libc::write(self.fd, p.as_ptr() as *const _, p.len()) >= 0 },
+            Some(p) => return self.tx.send(cx, self.fd, p),
             None => {
                 p4log!(Level::Debug, "port {}: a frame that is not IPv4 or IPv6 cannot go out on TUN device `{}`; dropped", cx.number, cx.iface);
                 false
             }
         })
+    }
+
+    fn tx_pending(&self) -> usize {
+        self.tx.pending()
+    }
+
+    fn flush_tx(&self, cx: &Ctx) {
+        self.tx.flush(cx, self.fd)
     }
 
     /// Attached to its device, which is up.
