@@ -31,10 +31,10 @@ def csum(b):
     t = (t & 0xffff) + (t >> 16)
     return ~t & 0xffff
 
-def frame(i):
+def frame(i, tos=0x01):
     qmon = bytes(28)
     udp = struct.pack("!HHHH", 4242, 4242, 8 + len(qmon), 0) + qmon
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0x01, 20 + len(udp), i, 0, 64, 17, 0, bytes([10, 0, 1, 1]), bytes([10, 0, 2, 2]))
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, tos, 20 + len(udp), i, 0, 64, 17, 0, bytes([10, 0, 1, 1]), bytes([10, 0, 2, 2]))
     ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
     return bytes.fromhex("020000000202" "020000000101" "0800") + ip + udp
 
@@ -52,10 +52,12 @@ if role == "recv":
             print(f.hex(), flush=True)
             got += 1
 else:
-    # send ARGV[3] frames, ARGV[4] seconds apart, ids from ARGV[5]
+    # send ARGV[3] frames, ARGV[4] seconds apart, ids from ARGV[5]; ARGV[6] (optional): the TOS bytes to
+    # take in turn, comma-separated hex (default ECN-capable, DSCP 0)
     n, gap, first = int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+    tos = [int(t, 16) for t in sys.argv[6].split(",")] if len(sys.argv) > 6 else [0x01]
     for i in range(n):
-        s.send(frame(first + i))
+        s.send(frame(first + i, tos[i % len(tos)]))
         if gap:
             time.sleep(gap)
 """
@@ -64,11 +66,12 @@ else:
 def parse(hexframe):
     f = bytes.fromhex(hexframe)
     ecn = f[15] & 3
+    prio = f[15] >> 5
     ident = struct.unpack("!H", f[18:20])[0]
     enq_q, deq_q, deq_td, enq_ts = struct.unpack("!IIII", f[42:58])
     its = int.from_bytes(f[58:64], "big")
     ets = int.from_bytes(f[64:70], "big")
-    return {"id": ident, "ecn": ecn, "enq_qdepth": enq_q, "deq_qdepth": deq_q, "deq_timedelta": deq_td, "enq_ts": enq_ts,
+    return {"id": ident, "ecn": ecn, "prio": prio, "enq_qdepth": enq_q, "deq_qdepth": deq_q, "deq_timedelta": deq_td, "enq_ts": enq_ts,
             "its": its, "ets": ets}
 
 
@@ -79,14 +82,15 @@ def topo():
     drop_topo(links)
 
 
-def exchange(ns_send, h_send, ns_recv, h_recv, n, gap, first, want, idle):
-    """Send `n` frames `gap` s apart from one namespace; the frames received in the other (at most `want`,
-    until `idle` s pass without one)."""
+def exchange(ns_send, h_send, ns_recv, h_recv, n, gap, first, want, idle, tos=None):
+    """Send `n` frames `gap` s apart from one namespace (`tos`: TOS bytes taken in turn); the frames received in
+    the other (at most `want`, until `idle` s pass without one)."""
     recv = subprocess.Popen(["ip", "netns", "exec", ns_recv, sys.executable, "-c", TOOL, "recv", h_recv, str(want), str(idle)],
                             stdout=subprocess.PIPE, text=True)
     assert recv.stdout.readline().strip() == "ready"
-    subprocess.run(["ip", "netns", "exec", ns_send, sys.executable, "-c", TOOL, "send", h_send, str(n), str(gap), str(first)],
-                   check=True, timeout=60)
+    extra = [",".join(f"{t:02x}" for t in tos)] if tos else []
+    subprocess.run(["ip", "netns", "exec", ns_send, sys.executable, "-c", TOOL, "send", h_send, str(n), str(gap), str(first),
+                    *extra], check=True, timeout=60)
     got = [parse(line.strip()) for line in recv.stdout if line.strip()]
     recv.wait(timeout=60)
     return got
@@ -169,6 +173,53 @@ def test_congestion_builds_a_queue_marks_ecn_and_timestamps_count_microseconds(p
         # the other direction is not rate-limited: no queue there
         back = exchange(ns2, h2, ns1, h1, 3, 0, 500, 3, 3)
         assert len(back) == 3 and all(p["enq_qdepth"] == 0 for p in back)
+    finally:
+        sw.terminate()
+        sw.wait(timeout=10)
+
+
+def test_priority_queues_serve_the_higher_class_first(p4sec_bin, topo, tmp_path):
+    """`--priority-queues 4`: the program puts a packet in queue `priority` = its DSCP class selector. A burst
+    alternating CS0 (priority 0) and CS2 (priority 2) frames into port 2, drained at 100 packets per second,
+    fills both queues (each with the port's depth of 10): once the burst is over, every waiting CS2 frame leaves
+    before any waiting CS0 frame (strict priority), and within a class the order is kept."""
+    out = tmp_path / "queue_ecn"
+    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "tests" / "switch" / "programs" / "queue_ecn.p4"), "-o", str(out)],
+                   check=True)
+    (ns1, h1, s1), (ns2, h2, s2) = topo
+    grpc_port, mport = free_port(), free_port()
+    log = tmp_path / "switch.log"
+    sw = subprocess.Popen([str(p4sec_bin), "switch", "--program", str(out), "--grpc", f"127.0.0.1:{grpc_port}",
+                           "--port", f"1={s1}", "--port", f"2={s2}", "--metrics", f"127.0.0.1:{mport}",
+                           "--queue-depth", "2=10", "--queue-rate", "2=100", "--priority-queues", "4"],
+                          stderr=open(log, "w"))
+    try:
+        deadline = time.time() + 20
+        while "port 2" not in log.read_text() and time.time() < deadline:
+            assert sw.poll() is None, log.read_text()
+            time.sleep(0.1)
+        time.sleep(0.3)
+        n = 80
+        got = exchange(ns1, h1, ns2, h2, n, 0, 1, n, 3, tos=[0x01, 0x41])
+        prios = [p["prio"] for p in got]
+        assert set(prios) <= {0, 2}, prios
+        hi = [p for p in got if p["prio"] == 2]
+        lo = [p for p in got if p["prio"] == 0]
+        # each queue held its depth: 10 of each class at least (plus what left during the burst)
+        assert len(hi) >= 10 and len(lo) >= 10, (len(hi), len(lo))
+        assert len(got) < n, "nothing was dropped: the queues did not fill"
+        # the last frames to leave are the CS0 ones that waited: after the last CS2 frame, at least 8 CS0 frames
+        last_hi = max(i for i, p in enumerate(got) if p["prio"] == 2)
+        assert len(got) - 1 - last_hi >= 8, f"priorities in the order received: {prios}"
+        # within a class, FIFO
+        for cls in (hi, lo):
+            ids = [p["id"] for p in cls]
+            assert ids == sorted(ids)
+        # enq_qdepth counts the packets of all the port's queues (as BMv2): above one queue's depth, never above
+        # the two queues' together
+        assert 11 <= max(p["enq_qdepth"] for p in got) <= 20, [p["enq_qdepth"] for p in got]
+        m = metrics_of(mport)
+        assert m['p4sec_port_queue_tail_drops_total{port="2"}'] == n - len(got)
     finally:
         sw.terminate()
         sw.wait(timeout=10)

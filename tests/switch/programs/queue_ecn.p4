@@ -3,6 +3,7 @@
 // In egress, an ECN-capable IPv4 packet (ECN 1 or 2) that found ECN_THRESHOLD or more packets in its queue
 // is marked Congestion Experienced (ECN 3); a UDP packet to port 4242 carries a `qmon` header after its
 // UDP header, which egress fills with the packet's queue and time fields (the UDP checksum is cleared).
+// Ingress sets the packet's priority from its DSCP class selector (for ports with priority queues).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -94,6 +95,10 @@ control QIngress(inout headers_t hdr, inout metadata_t meta, inout standard_meta
             sm.egress_spec = 2;
         } else {
             sm.egress_spec = 1;
+        }
+        // the queue of a port with priority queues: the class selector bits of the DSCP (CS0..CS7)
+        if (hdr.ipv4.isValid()) {
+            sm.priority = hdr.ipv4.dscp[5:3];
         }
     }
 }
