@@ -71,3 +71,16 @@ fn indexed_slices() {
     let e = refused(&program("bit<8> k;", "", "", "hdr.h.k[6 +: 4] = 1;"));
     assert!(e.contains("[9:6]"), "{e}");
 }
+
+#[test]
+fn register_element_types() {
+    // typedefs, new types and int<W> compile; a struct is refused at the declaration, naming the type
+    let ok = "typedef bit<16> v_t; typedef v_t v2_t; type bit<8> t_t;";
+    compile(&program("bit<8> k;", ok, "register<v2_t>(4) r1; register<t_t>(4) r2; register<int<8>>(4) r3;", "int<8> z; r3.read(z, 0); r3.write(1, z - 1);"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let e = refused(&program("bit<8> k;", "struct pair_t { bit<8> a; bit<8> b; }", "register<pair_t>(4) r;", ""));
+    assert!(e.contains("t.p4:12:") && e.contains("element type of a v1model register") && e.contains("pair_t"), "{e}");
+    // a value of another type is refused
+    let e = refused(&program("bit<8> k;", "", "register<int<8>>(4) r;", "r.write(0, 16w1);"));
+    assert!(e.contains("t.p4:14:") && e.contains("type mismatch"), "{e}");
+}
