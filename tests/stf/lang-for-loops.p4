@@ -1,6 +1,6 @@
 // `for` loops (P4_16 1.2.5), which p4sec unrolls at compile time: the three-clause form with `break` and
 // `continue` (also `break` chosen at run time), a run-time condition `i < hdr.h.n`, two loop variables, and the
-// `for`-in form over a range `a .. b` (both ends included) and over a header stack.
+// `for`-in form over a range `a .. b` (both ends included) and over a header stack (its variable a copy).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -46,9 +46,14 @@ control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm
         for (bit<8> k in 1 .. 4) {
             hdr.h.r_range = hdr.h.r_range + k;
         }
+        // the loop variable is a copy of each element, taken as its iteration starts (as p4c declares it a local
+        // assigned each element): writing it leaves the stack as it is, and a write to a later element shows in
+        // that element's iteration
         for (s_t s in hdr.st) {
             if (s.isValid()) {
                 hdr.h.r_stack = hdr.h.r_stack + s.v;
+                s.v = 0xFF;
+                hdr.st[1].v = hdr.st[1].v + 1;
             }
         }
         // the even numbers below 8

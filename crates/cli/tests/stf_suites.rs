@@ -35,9 +35,11 @@ fn reference_corpus_at_least_90_percent() {
     assert!(pass * 10 >= total * 9, "only {pass}/{total} passed:\n{text}");
 }
 
-/// The floor the suite reaches (1,147 of 1,152, 99.6 %, on 2026-11-26, above the 98 % issue 21 asks for). Every
+/// The floor the suite reaches (1,150 of 1,152, 99.8 %, on 2026-11-26, above the 98 % issue 21 asks for). Every
 /// failure is listed with its reason in docs/conformance.md; raise the floor as the missing features land.
 const P4TESTGEN_FLOOR_PERCENT: u32 = 99;
+/// The failures docs/conformance.md lists (parser-inline-test13 _2 and _5): one more is a lost test.
+const P4TESTGEN_MAX_FAILURES: u32 = 2;
 
 #[test]
 fn p4testgen_corpus_passes_its_floor() {
@@ -48,6 +50,7 @@ fn p4testgen_corpus_passes_its_floor() {
     eprintln!("p4testgen corpus: {pass}/{total} passed in {:.0} s", start.elapsed().as_secs_f64());
     assert!(total >= 1000, "expected the full corpus (1,152 tests), ran {total}:\n{text}");
     assert!(pass * 100 >= total * P4TESTGEN_FLOOR_PERCENT, "only {pass}/{total} passed (floor {P4TESTGEN_FLOOR_PERCENT} %):\n{text}");
+    assert!(fail <= P4TESTGEN_MAX_FAILURES, "{fail} failed, at most {P4TESTGEN_MAX_FAILURES} expected:\n{text}");
 }
 
 #[test]

@@ -101,8 +101,24 @@ impl Ty {
             Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool => true,
             Ty::Enum(e) => e.repr.is_some(),
             Ty::Agg(a) => a.kind == crate::ast::AggregateKind::Struct && a.fields.iter().all(|f| !matches!(f.ty, Ty::Varbit(_)) && f.ty.fits_in_header()),
+            Ty::Stack(e, _) => !e.is_header() && !e.is_union() && !matches!(**e, Ty::Varbit(_)) && e.fits_in_header(),
             _ => false,
         }
+    }
+    /// True if a generic array (`T[N]`, P4_16 1.2.5) may have elements of this type besides headers and unions:
+    /// bit-strings, integers, bools, enums, errors, structs and arrays.
+    pub fn is_array_element(&self) -> bool {
+        match self {
+            Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Enum(_) | Ty::Error => true,
+            Ty::Agg(a) => a.kind == crate::ast::AggregateKind::Struct,
+            Ty::Stack(..) => true,
+            _ => false,
+        }
+    }
+    /// True for a stack of headers or header unions (which has `next`, `push_front`, ... ); false for a generic
+    /// array of other elements.
+    pub fn is_header_stack(&self) -> bool {
+        matches!(self, Ty::Stack(e, _) if e.is_header() || e.is_union())
     }
     pub fn is_header(&self) -> bool {
         matches!(self, Ty::Agg(a) if a.kind == crate::ast::AggregateKind::Header)

@@ -131,10 +131,19 @@ impl Pattern {
         match self {
             Pattern::Any => true,
             Pattern::Nibbles(n, exact) => {
-                if frame.len() * 2 < n.len() || (*exact && frame.len() * 2 != n.len()) {
+                // An odd number of digits: p4testgen prints the expected packet as one number, so a leading zero
+                // nibble is dropped (when the parser stopped inside a byte, the frame starts with the byte holding
+                // the first unparsed bit, as in BMv2, and the consumed bits before it may all be 0; when they are
+                // unknown it writes `*`). The pattern then stands for a frame starting with a 0 nibble.
+                let pad = n.len() % 2;
+                if frame.len() * 2 < n.len() + pad || (*exact && frame.len() * 2 != n.len() + pad) {
                     return false;
                 }
-                n.iter().enumerate().all(|(i, want)| {
+                if pad == 1 && frame[0] >> 4 != 0 {
+                    return false;
+                }
+                n.iter().enumerate().all(|(k, want)| {
+                    let i = k + pad;
                     let b = frame[i / 2];
                     let got = if i % 2 == 0 { b >> 4 } else { b & 0xf };
                     want.map(|w| w == got).unwrap_or(true)
@@ -438,6 +447,13 @@ mod tests {
         let e = Pattern::Nibbles(vec![Some(0xA), None], true);
         assert!(e.matches(&[0xA0]));
         assert!(!e.matches(&[0xA0, 0]));
+        // an odd digit count (p4testgen dropped a leading zero nibble): the frame starts with a 0 nibble
+        let odd = Pattern::Nibbles(vec![Some(0x2), Some(0x2), Some(0xF)], true);
+        assert!(odd.matches(&[0x02, 0x2F]));
+        assert!(!odd.matches(&[0x12, 0x2F]));
+        assert!(!odd.matches(&[0x22, 0xF0]));
+        assert!(!odd.matches(&[0x02, 0x2F, 0x00]));
+        assert!(Pattern::Nibbles(vec![Some(0x2), Some(0x2), Some(0xF)], false).matches(&[0x02, 0x2F, 0x77]));
     }
 
     #[test]

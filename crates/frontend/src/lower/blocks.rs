@@ -371,7 +371,7 @@ impl<'t> Lowerer<'t> {
                         let w =
                             targs.first().and_then(|t| t.scalar_width()).ok_or_else(|| {
                                 let found = targs.first().map(|t| t.to_string()).unwrap_or_else(|| "none".into());
-                                Diagnostic::new(ty.span, format!("the element type of a v1model register must be a bit-string (`bit<W>`, `int<W>` or a typedef of one), as BMv2's register arrays hold; found {found}"))
+                                Diagnostic::new(ty.span, format!("the element type of a v1model register must be a bit-string (`bit<W>`, `int<W>`, or a typedef or `type` of one), as BMv2's register arrays hold and the reference compiler's BMv2 backend requires; found {found}"))
                             })?;
                         let id = self.p4info_id_of(annos, 0x16, &cp);
                         self.registers.push(ir::Register { name: cp.clone(), id, size: cint(0)? as u32, width: w });

@@ -140,7 +140,9 @@ impl<'t> Lowerer<'t> {
                     copy_out.push((target, local));
                 }
                 _ => {
-                    let v = self.expr(caller, a, Some(&t))?;
+                    // a default value is evaluated where the callee is declared, not at the call site
+                    let escope = if is_default(p, a) { callee } else { caller };
+                    let v = self.expr(escope, a, Some(&t))?;
                     if let (Val::Const(..), true) = (&v, t.is_scalar()) {
                         let v = self.convert(v, &t, a.span)?;
                         callee.define(&p.name.name, Binding::Value(Box::new(v)));
@@ -284,6 +286,11 @@ impl<'t> Lowerer<'t> {
         self.emit(ir::Stmt::Assign { dst: lv.clone(), src });
         Ok(())
     }
+}
+
+/// True if `a` is `p`'s default value (filled in by [`Lowerer::order_args`] for an omitted argument).
+pub(super) fn is_default(p: &ast::Param, a: &ast::Expr) -> bool {
+    p.default.as_ref().is_some_and(|d| std::ptr::eq(d, a))
 }
 
 /// Choose the overload whose parameter count fits the arguments (parameters with defaults may be omitted).

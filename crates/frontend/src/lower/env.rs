@@ -220,7 +220,7 @@ impl Place {
             Place::Varbit { data, .. } => matches!(data, ir::LValue::Static(_)),
             Place::Header { hdr, .. } => matches!(hdr, ir::HeaderRef::Static(_)),
             Place::Struct { fields, .. } | Place::Union { members: fields, .. } => fields.iter().all(|(_, f)| f.is_static()),
-            Place::Stack { .. } => true,
+            Place::Stack { elems, .. } => elems.iter().all(|e| e.is_static()),
             Place::Tuple(ps) => ps.iter().all(|p| p.is_static()),
         }
     }
@@ -274,6 +274,14 @@ impl Place {
             Place::Union { ty, members } => {
                 Place::Union { ty: ty.clone(), members: members.iter().map(|(n, f)| (n.clone(), f.dynamic(stack, stride, count, index))).collect() }
             }
+            Place::Stack { id, elem, elems, stride: s, next_index, member_stacks } => Place::Stack {
+                id: *id,
+                elem: elem.clone(),
+                elems: elems.iter().map(|e| e.dynamic(stack, stride, count, index)).collect(),
+                stride: *s,
+                next_index: *next_index,
+                member_stacks: member_stacks.clone(),
+            },
             other => other.clone(),
         }
     }

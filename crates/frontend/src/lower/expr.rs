@@ -61,11 +61,14 @@ impl<'t> Lowerer<'t> {
             TypeKind::Stack { elem, size } => {
                 let e = self.resolve_type(scope, elem)?;
                 let n = self.const_width(scope, size)?;
-                if !(e.is_header() || e.is_union()) {
-                    return err(t.span, format!("a header stack needs header elements, not {e}"));
+                if !(e.is_header() || e.is_union() || e.is_array_element()) {
+                    return err(
+                        t.span,
+                        format!("an array needs elements of a header, header union, bit-string, integer, bool, enum, struct or array type, not {e}"),
+                    );
                 }
                 if n == 0 || n > 4096 {
-                    return err(size.span, format!("header stack size {n} is out of range (1..4096)"));
+                    return err(size.span, format!("array size {n} is out of range (1..4096)"));
                 }
                 Ty::Stack(Box::new(e), n)
             }
@@ -318,7 +321,11 @@ impl<'t> Lowerer<'t> {
                 Val::List(vs)
             }
             Ty::Agg(_) => Val::Invalid,
-            Ty::Stack(_, n) => Val::List((0..*n).map(|_| Val::Invalid).collect()),
+            Ty::Stack(e, n) if e.is_header() || e.is_union() => Val::List((0..*n).map(|_| Val::Invalid).collect()),
+            Ty::Stack(e, n) => {
+                let d = self.default_value(e, span)?;
+                Val::List((0..*n).map(|_| d.clone()).collect())
+            }
             Ty::Tuple(ts) => {
                 let mut vs = vec![];
                 for t in ts {
@@ -389,6 +396,10 @@ impl<'t> Lowerer<'t> {
                     _ => err(span, format!("type {} has no field `{name}`", p.ty())),
                 }
             }
+            Place::Stack { elem, elems, .. } if !(elem.is_header() || elem.is_union()) => match name {
+                "size" => Ok(Val::Const(BigInt::from(elems.len()), Ty::Bit(32))),
+                _ => err(span, format!("`{name}` is a member of header stacks only; an array of {elem} has only `size`")),
+            },
             Place::Stack { id, elem, elems, stride, next_index, .. } => match name {
                 "size" => Ok(Val::Const(BigInt::from(elems.len()), Ty::Bit(32))),
                 "nextIndex" => Ok(Val::Place(Place::Scalar(ir::LValue::Static(*next_index), Ty::Bit(32)))),
@@ -436,6 +447,12 @@ impl<'t> Lowerer<'t> {
                         _ => err(idx.span, format!("index {c} is out of bounds for a stack of size {}", elems.len())),
                     },
                     other => {
+                        if !elems[0].is_static() {
+                            return err(
+                                idx.span,
+                                "p4sec supports a run-time index into an array only when the stack element or array element that holds it is chosen with a constant index",
+                            );
+                        }
                         let (x, t) = self.rvalue(other, None, idx.span)?;
                         let x = match t {
                             Ty::Bit(w) | Ty::Int(w) if w != 32 => ir::Expr::Cast { arg: Box::new(x), width: 32, signed: false },

@@ -21,7 +21,8 @@ impl<'t> Lowerer<'t> {
         info: &Rc<ExternInfo>,
         name: &str,
         m: &str,
-        _targs: &[Ty],
+        // the instance's type arguments (a register's element type)
+        itargs: &[Ty],
         args: &[ast::Argument],
         _hint: Option<&Ty>,
         span: Span,
@@ -35,7 +36,8 @@ impl<'t> Lowerer<'t> {
                 let loc = self.alloc_scalar(w);
                 let index = self.index32(scope, a(0)?)?;
                 self.emit(ir::Stmt::Builtin(ir::Builtin::RegisterRead { reg: id, dst: ir::LValue::Static(loc), index }));
-                Ok(Val::Rv(ir::Expr::Load(ir::LValue::Static(loc)), Ty::Bit(w)))
+                let et = itargs.first().cloned().unwrap_or(Ty::Bit(w));
+                Ok(Val::Rv(ir::Expr::Load(ir::LValue::Static(loc)), et))
             }
             (ExternKind::Register, "read") => {
                 let (dst, t) = self.scalar_place(scope, a(0)?)?;
@@ -50,7 +52,9 @@ impl<'t> Lowerer<'t> {
             (ExternKind::Register, "write") => {
                 let index = self.index32(scope, a(0)?)?;
                 let w = self.registers[id as usize].width;
-                let (value, t) = self.scalar_arg(scope, a(1)?, Some(&Ty::Bit(w)))?;
+                // the element type (a typedef's or a new type's underlying bit-string, or `int<W>`) types the value
+                let et = itargs.first().cloned().unwrap_or(Ty::Bit(w));
+                let (value, t) = self.scalar_arg(scope, a(1)?, Some(&et))?;
                 let value = if t.scalar_width() == Some(w) {
                     value
                 } else {
@@ -123,7 +127,8 @@ impl<'t> Lowerer<'t> {
             };
             let (parts, dsts) = if dir == ir::Direction::In {
                 let want = if pt.is_scalar() { Some(&pt) } else { None };
-                let v = self.expr(scope, a, want)?;
+                // a default value is evaluated where the extern is declared (at top level), not at the call site
+                let v = if super::calls::is_default(p, a) { self.expr(&scope.root_of(), a, want)? } else { self.expr(scope, a, want)? };
                 let v = if let (Val::Const(_, Ty::InfInt), Some(t)) = (&v, want) { self.convert(v, t, a.span)? } else { v };
                 (self.flatten(v, a.span)?, vec![])
             } else {

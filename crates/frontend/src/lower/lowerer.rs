@@ -322,6 +322,20 @@ impl<'t> Lowerer<'t> {
                 }
                 Place::Struct { ty: s.clone(), fields }
             }
+            Ty::Stack(e, n) if !e.is_header() && !e.is_union() => {
+                // a generic array in a header: its elements laid out one after the other, element 0 first
+                let mut elems = vec![];
+                let mut stride = 0;
+                for i in 0..*n {
+                    let before = self.slots;
+                    elems.push(self.alloc_header_field(a, &format!("{path}[{i}]"), e, span, layout, max_bits)?);
+                    stride = self.slots - before;
+                }
+                let next_index = self.alloc_scalar(32);
+                let id = self.stacks.len() as u32;
+                self.stacks.push(ir::StackLayout { name: format!("{}.{path}", a.name), elements: vec![u32::MAX; *n as usize], stride, next_index });
+                Place::Stack { id, elem: (**e).clone(), elems, stride, next_index, member_stacks: vec![] }
+            }
             t => {
                 let w = match t {
                     Ty::Bool => 1,

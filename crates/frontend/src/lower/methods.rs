@@ -147,7 +147,7 @@ impl<'t> Lowerer<'t> {
                     Ok(Val::DontCare)
                 }
                 Instance::Parser { .. } => err(span, "a sub-parser can only be applied as a statement of a parser state"),
-                Instance::Extern { kind, id, info, name, .. } => self.extern_method(scope, *kind, *id, info, name, m, targs, args, hint, span),
+                Instance::Extern { kind, id, info, name, targs: itargs } => self.extern_method(scope, *kind, *id, info, name, m, itargs, args, hint, span),
                 _ => err(span, format!("no method `{m}` here")),
             },
             _ => err(span, format!("cannot call method `{m}` on this value")),

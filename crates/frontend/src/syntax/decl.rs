@@ -45,6 +45,7 @@ impl Parser {
                     let fa = self.annotations()?;
                     let ty = self.ty()?;
                     let fname = self.ident("a field name")?;
+                    let ty = self.array_suffix(ty)?;
                     self.expect(";", "after the field")?;
                     fields.push(Field { annos: fa, ty, name: fname });
                 }
@@ -208,6 +209,7 @@ impl Parser {
                     self.pop_type_scope();
                     return Ok(Decl::Function(FunctionDecl { proto: FunctionProto { annos, ret: ty, name, type_params, params }, body }));
                 }
+                let ty = self.array_suffix(ty)?;
                 let init = if self.eat("=") { Some(self.expr()?) } else { None };
                 self.expect(";", "after the variable declaration")?;
                 Ok(Decl::Var(VarDecl { annos, ty, name, init }))

@@ -69,6 +69,10 @@ impl Parser {
 
     pub(super) fn binop(&self) -> Option<(BinOp, u8)> {
         let Tok::Punct(p) = self.peek() else { return None };
+        if matches!(*p, "+" | "-") && matches!(self.peek_at(1), Tok::Punct(":")) {
+            // `e[lo +: w]` / `e[hi -: w]`: the slice operator, not an addition
+            return None;
+        }
         Some(match *p {
             "||" => (BinOp::Or, 1),
             "&&" => (BinOp::And, 2),
@@ -191,7 +195,20 @@ impl Parser {
             } else if self.is("[") {
                 self.bump();
                 let a = self.expr()?;
-                if self.eat(":") {
+                if (self.is("+") || self.is("-")) && matches!(self.peek_at(1), Tok::Punct(":")) {
+                    // P4_16 1.2.5 indexed slices: `e[L +: W]` is `e[L+W-1 : L]`, `e[H -: W]` is `e[H : H-W+1]`
+                    let up = self.is("+");
+                    self.bump();
+                    self.bump();
+                    let w = self.expr()?;
+                    let end = self.expect("]", "closing the slice")?;
+                    let sp = a.span.to(w.span);
+                    let bin = |op, x: Expr, y: Expr| Expr { kind: ExprKind::Binary(op, Box::new(x), Box::new(y)), span: sp };
+                    let one = Expr { kind: ExprKind::Int(IntLit { value: 1.into(), width: None }), span: sp };
+                    let (hi, lo) =
+                        if up { (bin(BinOp::Sub, bin(BinOp::Add, a.clone(), w), one), a) } else { (a.clone(), bin(BinOp::Add, bin(BinOp::Sub, a, w), one)) };
+                    e = Expr { kind: ExprKind::Slice(Box::new(e), Box::new(hi), Box::new(lo)), span: start.to(end) };
+                } else if self.eat(":") {
                     let b = self.expr()?;
                     let end = self.expect("]", "closing the slice")?;
                     e = Expr { kind: ExprKind::Slice(Box::new(e), Box::new(a), Box::new(b)), span: start.to(end) };

@@ -177,6 +177,7 @@ impl Parser {
                         return Err(Diagnostic::new(start, "an extern, parser or control cannot be instantiated inside a parser state, an action, a function or an apply block; declare the instance among the local declarations of the parser or control, or at top level"));
                     }
                     let name = self.ident("a variable name")?;
+                    let ty = self.array_suffix(ty)?;
                     let init = if self.eat("=") { Some(self.expr()?) } else { None };
                     self.expect(";", "after the variable declaration")?;
                     return Ok(mk(StmtKind::Var(VarDecl { annos: vec![], ty, name, init }), self));

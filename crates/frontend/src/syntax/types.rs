@@ -145,6 +145,25 @@ impl Parser {
         Ok(t)
     }
 
+    /// The C-style array suffixes after a declared name (`bit<8> arr[16];`, P4_16 1.2.5): `T a[2][3]` declares an
+    /// array of 2 arrays of 3 `T`, the same type as `T[3][2]`.
+    pub(super) fn array_suffix(&mut self, ty: Type) -> PResult<Type> {
+        let mut sizes = vec![];
+        while self.is("[") {
+            let s0 = self.span();
+            self.bump();
+            let size = self.expr()?;
+            self.expect("]", "closing the array size")?;
+            sizes.push((size, s0.to(self.prev_span())));
+        }
+        let mut t = ty;
+        for (size, sp) in sizes.into_iter().rev() {
+            let span = t.span.to(sp);
+            t = Type { kind: TypeKind::Stack { elem: Box::new(t), size: Box::new(size) }, span };
+        }
+        Ok(t)
+    }
+
     pub(super) fn width_arg(&mut self) -> PResult<Expr> {
         self.expect("<", "after the type name")?;
         let e = if self.is("(") {
