@@ -1,5 +1,5 @@
-"""TAP ports with several workers (root only): the switch makes the TAP device multi-queue, one queue per worker,
-with long transmit queues, and forwards UDP flows between the TAP device (in a namespace) and a veth port through
+"""TAP and TUN ports with several workers (root only): the switch makes the device multi-queue, one queue per
+worker, with long transmit queues, and forwards UDP flows between the device (in a namespace) and a veth port through
 the IPv4 router in both directions; every flow's datagrams arrive in the order they were sent, the workers share
 the flows, and the port counters match what the hosts saw."""
 import json
@@ -124,15 +124,16 @@ def check_order(got, flows, n, what):
 
 
 @ROOT_ONLY
-def test_tap_with_two_workers_keeps_flow_order(p4sec_bin, router, net, tmp_path):
+@pytest.mark.parametrize("kind", ["tap", "tun"])
+def test_two_workers_keep_flow_order(p4sec_bin, router, net, tmp_path, kind):
     from p4sec.runtime import Switch, ip, mac
     ns, tap = net["ns"], net["tap"]
     port, mport = free_port(), free_port()
     log = tmp_path / "switch.log"
     sw = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--workers", "2", "--metrics", f"127.0.0.1:{mport}",
-                           "--port", f"2={net['sw']}", "--port", f"3=tap:{tap}"], stderr=open(log, "w"))
+                           "--port", f"2={net['sw']}", "--port", f"3={kind}:{tap}"], stderr=open(log, "w"))
     try:
-        wait_for(lambda: f"TAP device `{tap}` created" in log.read_text() or sw.poll() is not None, "the TAP device")
+        wait_for(lambda: f"{kind.upper()} device `{tap}` created" in log.read_text() or sw.poll() is not None, "the device")
         assert sw.poll() is None, log.read_text()
         assert "2 queues (one per worker), 4096-packet queues" in log.read_text(), log.read_text()
         assert int(open(f"/sys/class/net/{tap}/tx_queue_len").read()) == 4096
@@ -141,11 +142,15 @@ def test_tap_with_two_workers_keeps_flow_order(p4sec_bin, router, net, tmp_path)
         t = ns["tap"]
         sh("ip", "link", "set", tap, "netns", t)
         nsx(t, "sysctl", "-qw", f"net.ipv6.conf.{tap}.disable_ipv6=1")
-        nsx(t, "ip", "link", "set", tap, "address", "02:00:00:00:01:01")
+        if kind == "tap":
+            nsx(t, "ip", "link", "set", tap, "address", "02:00:00:00:01:01")
         nsx(t, "ip", "addr", "add", "10.0.1.1/24", "dev", tap)
         nsx(t, "ip", "link", "set", tap, "up")
-        nsx(t, "ip", "neigh", "add", "10.0.1.254", "lladdr", "02:00:00:00:00:01", "dev", tap)
-        nsx(t, "ip", "route", "add", "10.0.2.0/24", "via", "10.0.1.254")
+        if kind == "tap":
+            nsx(t, "ip", "neigh", "add", "10.0.1.254", "lladdr", "02:00:00:00:00:01", "dev", tap)
+            nsx(t, "ip", "route", "add", "10.0.2.0/24", "via", "10.0.1.254")
+        else:
+            nsx(t, "ip", "route", "add", "10.0.2.0/24", "dev", tap)
 
         ctl = Switch(f"127.0.0.1:{port}")
         ctl.push(router)
@@ -156,23 +161,23 @@ def test_tap_with_two_workers_keeps_flow_order(p4sec_bin, router, net, tmp_path)
         m0 = metrics_of(mport)
         # TAP -> veth: the kernel spreads the flows over the TAP device's queues, one per worker
         got = flow(t, ns["veth"], "10.0.2.2", flows, n)
-        check_order(got, flows, n, "TAP to veth")
+        check_order(got, flows, n, f"{kind} to veth")
         m1 = metrics_of(mport)
-        tap_rx = m1[f'p4sec_port_rx_packets_total{{port="3",iface="tap:{tap}"}}'] - m0[f'p4sec_port_rx_packets_total{{port="3",iface="tap:{tap}"}}']
+        tap_rx = m1[f'p4sec_port_rx_packets_total{{port="3",iface="{kind}:{tap}"}}'] - m0[f'p4sec_port_rx_packets_total{{port="3",iface="{kind}:{tap}"}}']
         veth_tx = m1[f'p4sec_port_tx_packets_total{{port="2",iface="{net["sw"]}"}}'] - m0[f'p4sec_port_tx_packets_total{{port="2",iface="{net["sw"]}"}}']
         assert tap_rx >= len(got) and veth_tx >= len(got), (tap_rx, veth_tx, len(got))
         assert veth_tx <= tap_rx <= flows * n + 50, (tap_rx, veth_tx)
         work = [m1[f'p4sec_worker_packets_total{{worker="{i}"}}'] - m0[f'p4sec_worker_packets_total{{worker="{i}"}}'] for i in range(2)]
-        print(f"TAP to veth: {len(got)} of {flows * n} arrived, TAP rx {tap_rx}, veth tx {veth_tx}, per worker {work}")
+        print(f"{kind} to veth: {len(got)} of {flows * n} arrived, device rx {tap_rx}, veth tx {veth_tx}, per worker {work}")
         assert min(work) > 0 and sum(work) >= tap_rx, f"both workers take flows from the TAP device's queues: {work}"
         # veth -> TAP: each worker writes the flows it gets to its own queue
         got = flow(ns["veth"], t, "10.0.1.1", flows, n)
-        check_order(got, flows, n, "veth to TAP")
+        check_order(got, flows, n, f"veth to {kind}")
         m2 = metrics_of(mport)
-        tap_tx = m2[f'p4sec_port_tx_packets_total{{port="3",iface="tap:{tap}"}}'] - m1[f'p4sec_port_tx_packets_total{{port="3",iface="tap:{tap}"}}']
-        print(f"veth to TAP: {len(got)} of {flows * n} arrived, TAP tx {tap_tx}")
+        tap_tx = m2[f'p4sec_port_tx_packets_total{{port="3",iface="{kind}:{tap}"}}'] - m1[f'p4sec_port_tx_packets_total{{port="3",iface="{kind}:{tap}"}}']
+        print(f"veth to {kind}: {len(got)} of {flows * n} arrived, device tx {tap_tx}")
         assert tap_tx >= len(got), (tap_tx, len(got))
-        assert m2[f'p4sec_port_tx_errors_total{{port="3",iface="tap:{tap}"}}'] == 0
+        assert m2[f'p4sec_port_tx_errors_total{{port="3",iface="{kind}:{tap}"}}'] == 0
         ctl.close()
     finally:
         sw.send_signal(signal.SIGTERM)

@@ -306,6 +306,61 @@ pub fn ethernet_to_ip(frame: &[u8]) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::port::io::PortStats;
+
+    /// A batch held for one end of a SOCK_SEQPACKET pair (one message per write, as a TUN/TAP queue takes
+    /// one packet per write): nothing is written until the batch is flushed or full, then everything in order,
+    /// counted once; a frame larger than the buffer goes at once, after what was held.
+    #[test]
+    fn tx_batch_holds_then_writes_in_order() {
+        let mut sv = [0i32; 2];
+        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK, 0, sv.as_mut_ptr()) }, 0);
+        let big = 1 << 20;
+        for fd in sv {
+            unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &big as *const i32 as *const libc::c_void, 4) };
+            unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &big as *const i32 as *const libc::c_void, 4) };
+        }
+        let stats = PortStats::default();
+        let cx = Ctx { number: 7, iface: "test", stats: &stats };
+        let mut buf = vec![0u8; TxBatch::BYTES + 100];
+        let recv = |buf: &mut [u8]| -> Option<usize> {
+            let n = unsafe { libc::recv(sv[1], buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
+            (n >= 0).then_some(n as usize)
+        };
+        let frame = |i: usize| vec![i as u8; 60 + i % 7];
+        let b = TxBatch::new();
+        for i in 0..10 {
+            assert_eq!(b.send(&cx, sv[0], &frame(i)), None);
+        }
+        assert_eq!(b.pending(), 10);
+        assert_eq!(recv(&mut buf), None, "nothing written before the flush");
+        b.flush(&cx, sv[0]);
+        assert_eq!((b.pending(), stats.tx.load(Ordering::Relaxed)), (0, 10));
+        for i in 0..10 {
+            let n = recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &frame(i)[..]);
+        }
+        // a full batch is written when the next frame comes
+        for i in 0..TxBatch::FRAMES + 1 {
+            assert_eq!(b.send(&cx, sv[0], &frame(i)), None);
+        }
+        assert_eq!((b.pending(), stats.tx.load(Ordering::Relaxed)), (1, 10 + TxBatch::FRAMES as u64));
+        // a frame larger than the buffer: what is held first, then it
+        let large = vec![0xab; TxBatch::BYTES + 1];
+        assert_eq!(b.send(&cx, sv[0], &large), Some(true));
+        assert_eq!(b.pending(), 0);
+        for i in 0..TxBatch::FRAMES + 1 {
+            let n = recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &frame(i)[..], "frame {i}");
+        }
+        assert_eq!(recv(&mut buf), Some(large.len()));
+        // a failed write is counted as an error
+        unsafe { libc::close(sv[1]) };
+        assert_eq!(b.send(&cx, sv[0], &frame(1)), None);
+        b.flush(&cx, sv[0]);
+        assert_eq!(stats.errors.load(Ordering::Relaxed), 1);
+        unsafe { libc::close(sv[0]) };
+    }
 
     #[test]
     fn tun_headers() {
