@@ -115,6 +115,15 @@ impl Ty {
             _ => false,
         }
     }
+    /// True if a value of this type contains a header or header union (a struct with a header field, a stack, ...).
+    pub fn holds_header(&self) -> bool {
+        match self {
+            Ty::Agg(a) => a.kind != crate::ast::AggregateKind::Struct || a.fields.iter().any(|f| f.ty.holds_header()),
+            Ty::Stack(e, _) => e.holds_header(),
+            Ty::Tuple(ts) => ts.iter().any(|t| t.holds_header()),
+            _ => false,
+        }
+    }
     /// True for a stack of headers or header unions (which has `next`, `push_front`, ... ); false for a generic
     /// array of other elements.
     pub fn is_header_stack(&self) -> bool {

@@ -61,6 +61,12 @@ fn array_refusals_name_the_construct() {
     assert!(e.contains("array size 0 is out of range"), "{e}");
     let e = refused(&program("varbit<8> v[2];", "", "", ""));
     assert!(e.contains("t.p4:3:"), "{e}");
+    // the elements of an array of structs holding headers are not headers of a stack: a run-time index is refused
+    // (their validity could not be set through it), a constant one works
+    let decls = "header e_t { bit<8> v; } struct s_t { e_t e; bit<8> x; }";
+    let e = refused(&program("bit<8> k;", decls, "s_t[2] loc;", "loc[hdr.h.k].e.setValid();"));
+    assert!(e.contains("t.p4:14:") && e.contains("array of s_t (its elements hold headers)"), "{e}");
+    compile(&program("bit<8> k;", decls, "s_t[2] loc;", "loc[1].e.setValid(); loc[1].x = hdr.h.k;")).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

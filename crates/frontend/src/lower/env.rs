@@ -256,7 +256,17 @@ impl Place {
     pub fn dynamic(&self, stack: u32, stride: u32, count: u32, index: &ir::Expr) -> Place {
         let dl = |lv: &ir::LValue| match lv {
             ir::LValue::Static(l) => ir::LValue::Dynamic { base: *l, stride, count, index: Box::new(index.clone()) },
-            other => other.clone(),
+            // an element of an array that was itself chosen at run time (`a[i][j]`): one index over both levels,
+            // out of range (so the access reads 0 and writes nothing) when either index is
+            ir::LValue::Dynamic { base, stride: s1, count: c1, index: i1 } => {
+                let k = |v: u32| Box::new(ir::Expr::konst(32, v as u64));
+                let bin = |op, width, lhs, rhs| Box::new(ir::Expr::Binary { op, width, signed: false, lhs, rhs });
+                let inside = bin(ir::BinOp::And, 1, bin(ir::BinOp::Lt, 1, i1.clone(), k(*c1)), bin(ir::BinOp::Lt, 1, Box::new(index.clone()), k(count)));
+                let offset = bin(ir::BinOp::Add, 32, bin(ir::BinOp::Mul, 32, i1.clone(), k(*s1)), bin(ir::BinOp::Mul, 32, Box::new(index.clone()), k(stride)));
+                let total = s1 * c1;
+                let index = ir::Expr::Cond { cond: inside, then: offset, else_: k(total), width: 32 };
+                ir::LValue::Dynamic { base: *base, stride: 1, count: total, index: Box::new(index) }
+            }
         };
         match self {
             Place::Scalar(lv, t) => Place::Scalar(dl(lv), t.clone()),

@@ -447,11 +447,15 @@ impl<'t> Lowerer<'t> {
                         _ => err(idx.span, format!("index {c} is out of bounds for a stack of size {}", elems.len())),
                     },
                     other => {
-                        if !elems[0].is_static() {
+                        let Place::Stack { elem, .. } = &stack else { unreachable!() };
+                        if !elems[0].is_static() && (elem.is_header() || elem.is_union()) {
                             return err(
                                 idx.span,
-                                "p4sec supports a run-time index into an array only when the stack element or array element that holds it is chosen with a constant index",
+                                "p4sec supports a run-time index into a header stack only when the element that holds it is chosen with a constant index",
                             );
+                        }
+                        if !(elem.is_header() || elem.is_union()) && elem.holds_header() {
+                            return err(idx.span, format!("p4sec indexes an array of {elem} (its elements hold headers) only with constant indices"));
                         }
                         let (x, t) = self.rvalue(other, None, idx.span)?;
                         let x = match t {
