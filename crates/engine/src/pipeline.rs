@@ -142,15 +142,15 @@ impl Engine {
                     w.spare.give_bytes(bytes);
                     w.spare.give_fields(preserved);
                 }
-                Job::Egress { slots, payload, pkt_len, port, rid, itype } => {
+                Job::Egress { slots, mut payload, pkt_len, port, rid, itype } => {
                     if w.tm.queueing {
                         let priority = get(&slots, self.std_slots.priority) as u8;
                         w.tm.queued.push(Queued { port, priority, slots, payload, pkt_len, rid, itype, fx: w.fx.for_egress() });
                         continue;
                     }
                     w.slots.copy_from_slice(&slots);
-                    w.payload.clear();
-                    w.payload.extend_from_slice(&payload);
+                    // the job's payload becomes the worker's (no copy); the worker's buffer goes to the spares
+                    std::mem::swap(&mut w.payload, &mut payload);
                     w.spare.give_words(slots);
                     w.spare.give_bytes(payload);
                     w.payload_at = NOT_IN_PKT;
