@@ -2,6 +2,7 @@
 the switch's /metrics read into a dict, and a `p4sec switch` running the IPv4 router program, pushed and given
 its route to 10.0.2.0/24 over P4Runtime."""
 import subprocess
+import time
 import uuid
 
 from p4.v1 import p4runtime_pb2
@@ -91,3 +92,11 @@ def start_router(p4sec_bin, tmp_path, port_args, workers=1, extra=(), env=None):
         sw.wait(timeout=10)
         raise
     return sw, mport, logf
+
+
+def wait_for(cond, what, timeout=20):
+    """Wait until `cond()` holds, checking every 0.1 s; fail the test after `timeout` seconds, naming `what`."""
+    deadline = time.time() + timeout
+    while not cond():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)

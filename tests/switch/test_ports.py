@@ -14,6 +14,7 @@ from p4sec.netns import ns as nsx, sh
 from scapy.all import ARP, IP, UDP, Ether, Raw, rdpcap, wrpcap
 
 from conftest import ROOT
+from swrig import wait_for
 from test_p4runtime import free_port
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for TUN/TAP devices and network namespaces")
@@ -279,13 +280,6 @@ def hosts():
     subprocess.run(["ip", "link", "del", sw], capture_output=True)
     for n in ns.values():
         subprocess.run(["ip", "netns", "del", n], capture_output=True)
-
-
-def wait_for(cond, what, timeout=20):
-    deadline = time.time() + timeout
-    while not cond():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 @ROOT_ONLY

@@ -7,14 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 from p4sec.netns import ns as nsx, sh
 
 from conftest import ROOT
-from swrig import metrics_of
+from swrig import metrics_of, wait_for
 from test_p4runtime import free_port
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for TAP devices and network namespaces")
@@ -87,13 +86,6 @@ def net():
     subprocess.run(["ip", "link", "del", sw], capture_output=True)
     for n in ns.values():
         subprocess.run(["ip", "netns", "del", n], capture_output=True)
-
-
-def wait_for(cond, what, timeout=20):
-    deadline = time.time() + timeout
-    while not cond():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def flow(src_ns, dst_ns, dst, flows, n):

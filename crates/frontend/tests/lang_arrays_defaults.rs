@@ -5,39 +5,11 @@ fn compile(src: &str) -> Result<p4sec_ir::Program, String> {
     p4sec_frontend::compile_str("t.p4", src, &Default::default()).map_err(|e| e.messages.join("\n"))
 }
 
-/// A v1model program with `decls` at top level, header `h` with fields `hdr_fields`, `ing` among the ingress
-/// control's locals and `body` in its apply block.
-fn program(hdr_fields: &str, decls: &str, ing: &str, body: &str) -> String {
-    format!(
-        r#"#include <core.p4>
-#include <v1model.p4>
-header h_t {{ {hdr_fields} }}
-struct hs {{ h_t h; }}
-struct m {{ }}
-{decls}
-parser P(packet_in pk, out hs hdr, inout m meta, inout standard_metadata_t sm) {{
-    state start {{ pk.extract(hdr.h); transition accept; }}
-}}
-control VC(inout hs hdr, inout m meta) {{ apply {{ }} }}
-control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {{
-{ing}
-    apply {{
-{body}
-    }}
-}}
-control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) {{ apply {{ }} }}
-control CC(inout hs hdr, inout m meta) {{ apply {{ }} }}
-control D(packet_out pk, in hs hdr) {{ apply {{ pk.emit(hdr.h); }} }}
-V1Switch(P(), VC(), I(), E(), CC(), D()) main;
-"#
-    )
-}
+mod common;
+use common::program;
 
 fn refused(src: &str) -> String {
-    match compile(src) {
-        Ok(_) => panic!("compiled, but should have been refused:\n{src}"),
-        Err(e) => e,
-    }
+    common::refused(compile(src), src)
 }
 
 #[test]

@@ -6,39 +6,16 @@ fn compile(src: &str) -> Result<String, String> {
     p4sec_frontend::compile_str("t.p4", src, &Default::default()).map(|p| p4sec_ir::p4info::to_text(&p)).map_err(|e| e.messages.join("\n"))
 }
 
+mod common;
+
 /// A v1model program with `decls` at top level and `ing` in the ingress control (before `apply`), `body` in
 /// its apply block; header `h` has fields `op`, `a` (bit<8>) and `w` (bit<16>).
 fn program(decls: &str, ing: &str, body: &str) -> String {
-    format!(
-        r#"#include <core.p4>
-#include <v1model.p4>
-header h_t {{ bit<8> op; bit<8> a; bit<16> w; }}
-struct hs {{ h_t h; }}
-struct m {{ }}
-{decls}
-parser P(packet_in pk, out hs hdr, inout m meta, inout standard_metadata_t sm) {{
-    state start {{ pk.extract(hdr.h); transition accept; }}
-}}
-control VC(inout hs hdr, inout m meta) {{ apply {{ }} }}
-control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {{
-{ing}
-    apply {{
-{body}
-    }}
-}}
-control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) {{ apply {{ }} }}
-control CC(inout hs hdr, inout m meta) {{ apply {{ }} }}
-control D(packet_out pk, in hs hdr) {{ apply {{ pk.emit(hdr.h); }} }}
-V1Switch(P(), VC(), I(), E(), CC(), D()) main;
-"#
-    )
+    common::program("bit<8> op; bit<8> a; bit<16> w;", decls, ing, body)
 }
 
 fn refused(src: &str) -> String {
-    match compile(src) {
-        Ok(_) => panic!("compiled, but should have been refused:\n{src}"),
-        Err(e) => e,
-    }
+    common::refused(compile(src), src)
 }
 
 #[test]
