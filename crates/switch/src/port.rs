@@ -9,6 +9,7 @@ pub mod io;
 pub mod pcap;
 pub mod tap;
 pub mod tun;
+pub mod txbatch;
 pub mod xdp;
 
 use crate::log::{self, Level};

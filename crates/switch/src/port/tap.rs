@@ -1,21 +1,22 @@
 //! TAP ports (`--port N=tap:NAME`): one queue of a TAP device the switch creates ([`crate::tun`]), which
 //! carries Ethernet frames as they are. Frames are read one `read` each, as many as wait (up to the loop's
-//! batch) per wake-up; frames sent are held during the batch and written when it ends ([`tun::TxBatch`]).
+//! batch) per wake-up; frames sent are held during the batch and written when it ends ([`txbatch::TxBatch`]).
 
 use super::io::{Ctx, PortIo};
+use super::txbatch;
 use crate::pcap::Ts;
 use crate::tun;
 
 /// A queue of a TAP device, as one worker has it.
 pub struct Tap {
     fd: i32,
-    tx: tun::TxBatch,
+    tx: txbatch::TxBatch,
 }
 
 impl Tap {
     /// The port on queue `fd` of a TAP device (from [`tun::open_queue`]); closed when dropped.
     pub fn new(fd: i32) -> Tap {
-        Tap { fd, tx: tun::TxBatch::new() }
+        Tap { fd, tx: txbatch::TxBatch::new() }
     }
 }
 

@@ -2,9 +2,10 @@
 //! carries IP packets: each enters the pipeline with a synthetic Ethernet header and leaves it without one
 //! ([`crate::tun::ip_to_ethernet`], [`crate::tun::ethernet_to_ip`]). Packets are read one `read` each, as
 //! many as wait (up to the loop's batch) per wake-up; packets sent are held during the batch and written when
-//! it ends ([`tun::TxBatch`]).
+//! it ends ([`txbatch::TxBatch`]).
 
 use super::io::{Ctx, PortIo};
+use super::txbatch;
 use crate::log::Level;
 use crate::pcap::Ts;
 use crate::tun;
@@ -13,13 +14,13 @@ use std::sync::atomic::Ordering;
 /// A queue of a TUN device, as one worker has it.
 pub struct Tun {
     fd: i32,
-    tx: tun::TxBatch,
+    tx: txbatch::TxBatch,
 }
 
 impl Tun {
     /// The port on queue `fd` of a TUN device (from [`tun::open_queue`]); closed when dropped.
     pub fn new(fd: i32) -> Tun {
-        Tun { fd, tx: tun::TxBatch::new() }
+        Tun { fd, tx: txbatch::TxBatch::new() }
     }
 }
 
