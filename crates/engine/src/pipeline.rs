@@ -80,9 +80,9 @@ impl Engine {
             w.hdr_off[h] = NO_OFFSET;
         }
         w.slots.copy_from_slice(&item.slots);
-        w.spare.give_words(item.slots);
+        w.spare.words.give(item.slots);
         let old = std::mem::replace(&mut w.payload, item.payload);
-        w.spare.give_bytes(old);
+        w.spare.bytes.give(old);
         w.payload_at = NOT_IN_PKT;
         w.pkt_len = item.pkt_len;
         w.fx = item.fx;
@@ -101,7 +101,7 @@ impl Engine {
         w.own_payload();
         let priority = get(&w.slots, self.std_slots.priority) as u8;
         let fx = w.fx;
-        let (slots, payload) = (w.spare.words_of(&w.slots), w.spare.bytes_of(&w.payload));
+        let (slots, payload) = (w.spare.words.copy_of(&w.slots), w.spare.bytes.copy_of(&w.payload));
         w.tm.queued.push(Queued { port, priority, slots, payload, pkt_len: w.pkt_len, rid, itype, fx });
     }
 
@@ -139,8 +139,8 @@ impl Engine {
                     self.ingress_pass(w, &bytes, port, itype, &preserved, out);
                     // the job's bytes end here
                     w.pkt.reset();
-                    w.spare.give_bytes(bytes);
-                    w.spare.give_fields(preserved);
+                    w.spare.bytes.give(bytes);
+                    w.spare.fields.give(preserved);
                 }
                 Job::Egress { slots, mut payload, pkt_len, port, rid, itype } => {
                     if w.tm.queueing {
@@ -151,8 +151,8 @@ impl Engine {
                     w.slots.copy_from_slice(&slots);
                     // the job's payload becomes the worker's (no copy); the worker's buffer goes to the spares
                     std::mem::swap(&mut w.payload, &mut payload);
-                    w.spare.give_words(slots);
-                    w.spare.give_bytes(payload);
+                    w.spare.words.give(slots);
+                    w.spare.bytes.give(payload);
                     w.payload_at = NOT_IN_PKT;
                     w.pkt_len = pkt_len;
                     self.egress_pass(w, port, rid, itype, out);
@@ -176,7 +176,7 @@ impl Engine {
 
     /// The slots of field list `field_list` and their values now (in a buffer of `w.spare`).
     fn preserved(&self, w: &mut Worker, field_list: Option<u32>) -> Vec<(u32, u64)> {
-        let mut v = w.spare.fields();
+        let mut v = w.spare.fields.take();
         if let Some(id) = field_list {
             if let Some(fl) = self.prog.field_lists.iter().find(|f| f.id == id) {
                 for l in &fl.fields {
@@ -274,8 +274,8 @@ impl Engine {
                 w.own_payload();
                 // the packet's state is kept aside while the clone's is built in the worker (buffers from
                 // `w.spare`: nothing is allocated once the worker has made a few clones)
-                let saved_slots = w.spare.words_of(&w.slots);
-                let empty = w.spare.bytes();
+                let saved_slots = w.spare.words.copy_of(&w.slots);
+                let empty = w.spare.bytes.take();
                 let saved = (saved_slots, std::mem::replace(&mut w.payload, empty), w.pkt_len);
                 // re-parse the original input in a scratch pass to build the clone's state
                 let original_len = w.pkt.len();
@@ -286,7 +286,7 @@ impl Engine {
                 for (s, v) in &keep {
                     w.slots[*s as usize] = *v;
                 }
-                w.spare.give_fields(keep);
+                w.spare.fields.give(keep);
                 self.run_parser(w);
                 self.set(w, sm.parser_error, 0);
                 w.own_payload();
@@ -299,7 +299,7 @@ impl Engine {
         }
         if let Some(fl) = fx.resubmission() {
             let keep = self.preserved(w, fl);
-            let bytes = w.spare.bytes_of(&w.pkt);
+            let bytes = w.spare.bytes.copy_of(&w.pkt);
             w.jobs.push_back(Job::Ingress { bytes, port, itype: 6, preserved: keep });
             return true;
         }
@@ -316,7 +316,7 @@ impl Engine {
             for h in nodes {
                 if let Some(Some((rid, ports))) = pre.nodes.get(*h as usize) {
                     for p in ports {
-                        let (slots, payload) = (w.spare.words_of(&w.slots), w.spare.bytes_of(&w.payload));
+                        let (slots, payload) = (w.spare.words.copy_of(&w.slots), w.spare.bytes.copy_of(&w.payload));
                         w.jobs.push_back(Job::Egress { slots, payload, pkt_len: w.pkt_len, port: *p, rid: *rid, itype: 5 });
                     }
                 }
@@ -416,19 +416,19 @@ impl Engine {
         let Some(&cport) = self.pre.load().mirror.get(&session) else { return };
         w.own_payload();
         let keep = self.preserved(w, fl);
-        let mut slots = w.spare.words_of(&w.initial);
+        let mut slots = w.spare.words.copy_of(&w.initial);
         for &(s, n) in &self.header_ranges {
             slots[s..s + n].copy_from_slice(&w.slots[s..s + n]);
         }
         for &(s, v) in &keep {
             slots[s as usize] = v;
         }
-        w.spare.give_fields(keep);
+        w.spare.fields.give(keep);
         let ip = self.prog.std_meta.ingress_port;
         if ip.width > 0 {
             slots[ip.slot as usize] = w.slots[ip.slot as usize];
         }
-        let payload = w.spare.bytes_of(&w.payload);
+        let payload = w.spare.bytes.copy_of(&w.payload);
         w.jobs.push_back(Job::Egress { slots, payload, pkt_len: w.pkt_len, port: cport, rid: 0, itype: 2 });
     }
 
@@ -437,7 +437,7 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn recirculate(&self, w: &mut Worker, start: usize, fl: Option<u32>, out: &mut Outputs) {
-        let bytes = w.spare.bytes_of(&w.out[start..]);
+        let bytes = w.spare.bytes.copy_of(&w.out[start..]);
         w.out.truncate(start);
         std::mem::swap(&mut w.out, &mut out.data);
         let keep = self.preserved(w, fl);

@@ -297,62 +297,47 @@ impl Worker {
 
 /// The buffers of jobs that were run ([`Job`]: bytes, slots, preserved fields), kept for the jobs to come,
 /// so that clones, resubmissions, recirculations and multicast copies allocate nothing once a worker has
-/// seen a few. At most [`Spare::MAX`] of each kind are kept.
+/// seen a few.
 #[derive(Default)]
 pub(crate) struct Spare {
-    bytes: Vec<Vec<u8>>,
-    words: Vec<Vec<u64>>,
-    fields: Vec<Vec<(u32, u64)>>,
+    pub(crate) bytes: Pool<u8>,
+    pub(crate) words: Pool<u64>,
+    pub(crate) fields: Pool<(u32, u64)>,
 }
 
-impl Spare {
+/// Spare buffers of one kind: at most [`Pool::MAX`] are kept.
+pub(crate) struct Pool<T>(Vec<Vec<T>>);
+
+impl<T> Default for Pool<T> {
+    fn default() -> Self {
+        Pool(Vec::new())
+    }
+}
+
+impl<T: Copy> Pool<T> {
     const MAX: usize = 64;
 
-    /// An empty byte buffer.
+    /// An empty buffer.
     #[inline]
-    pub(crate) fn bytes(&mut self) -> Vec<u8> {
-        let mut v = self.bytes.pop().unwrap_or_default();
+    pub(crate) fn take(&mut self) -> Vec<T> {
+        let mut v = self.0.pop().unwrap_or_default();
         v.clear();
         v
     }
-    /// A copy of `src`.
+
+    /// A buffer holding a copy of `src`.
     #[inline]
-    pub(crate) fn bytes_of(&mut self, src: &[u8]) -> Vec<u8> {
-        let mut v = self.bytes();
+    pub(crate) fn copy_of(&mut self, src: &[T]) -> Vec<T> {
+        let mut v = self.take();
         v.extend_from_slice(src);
         v
     }
-    /// A copy of `src`.
+
+    /// Keep `v` for later (unless enough are kept, or it never held anything).
     #[inline]
-    pub(crate) fn words_of(&mut self, src: &[u64]) -> Vec<u64> {
-        let mut v = self.words.pop().unwrap_or_default();
-        v.clear();
-        v.extend_from_slice(src);
-        v
-    }
-    /// An empty list of preserved fields.
-    #[inline]
-    pub(crate) fn fields(&mut self) -> Vec<(u32, u64)> {
-        let mut v = self.fields.pop().unwrap_or_default();
-        v.clear();
-        v
-    }
-    #[inline]
-    pub(crate) fn give_bytes(&mut self, v: Vec<u8>) {
-        if self.bytes.len() < Self::MAX && v.capacity() > 0 {
-            self.bytes.push(v);
-        }
-    }
-    #[inline]
-    pub(crate) fn give_words(&mut self, v: Vec<u64>) {
-        if self.words.len() < Self::MAX && v.capacity() > 0 {
-            self.words.push(v);
-        }
-    }
-    #[inline]
-    pub(crate) fn give_fields(&mut self, v: Vec<(u32, u64)>) {
-        if self.fields.len() < Self::MAX && v.capacity() > 0 {
-            self.fields.push(v);
+    pub(crate) fn give(&mut self, v: Vec<T>) {
+        if self.0.len() < Self::MAX && v.capacity() > 0 {
+            self.0.push(v);
         }
     }
 }
