@@ -356,8 +356,7 @@ pub(crate) fn worker_loop(
         // it is readable (a round that skipped poll leaves it for the next poll, at most POLL_SKIP_MAX rounds
         // later): a `recv` that finds nothing would cost a system call per batch.
         let packet_out = fds.last().is_some_and(|f| f.revents & libc::POLLIN != 0);
-        if !packet_out {
-        } else if let Some(cpu) = device.cpu_port {
+        if let Some(cpu) = device.cpu_port.filter(|_| packet_out) {
             for _ in 0..64 {
                 let Ok(n) = device.packet_out_rx.recv(&mut buf) else { break };
                 out.clear();
@@ -379,7 +378,7 @@ pub(crate) fn worker_loop(
                     p.flush_tx();
                 }
             }
-        } else {
+        } else if packet_out {
             while device.packet_out_rx.recv(&mut buf).is_ok() {
                 unknown_port += 1;
             }
