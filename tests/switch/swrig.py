@@ -13,8 +13,8 @@ from test_p4runtime import Controller, free_port, ids
 
 
 def make_topo(prefix, queues=None):
-    """Two namespaces, each holding the host end of a veth pair whose switch end stays here (up, no IPv6):
-    [(namespace, host interface, switch interface)] x 2. `queues`: the veths' receive/transmit queue count."""
+    """Two namespaces, each holding the host end of a veth pair whose switch end stays here (up, no IPv6 on
+    either end): [(namespace, host interface, switch interface)] x 2. `queues`: the veths' receive/transmit queue count."""
     tag = uuid.uuid4().hex[:6]
     q = ["numtxqueues", str(queues), "numrxqueues", str(queues)] if queues else []
     links = []
@@ -23,6 +23,9 @@ def make_topo(prefix, queues=None):
         sh("ip", "netns", "add", n)
         sh("ip", "link", "add", host, *q, "type", "veth", "peer", "name", sw, *q)
         sh("ip", "link", "set", host, "netns", n)
+        # no IPv6 on the host end either: its router solicitations and MLD reports would reach the switch as
+        # stray frames (counted in queues, tail drops and port counters the tests compare)
+        sh("ip", "netns", "exec", n, "sysctl", "-qw", f"net.ipv6.conf.{host}.disable_ipv6=1")
         sh("ip", "netns", "exec", n, "ip", "link", "set", host, "up")
         sh("ip", "link", "set", sw, "up")
         sh("sysctl", "-qw", f"net.ipv6.conf.{sw}.disable_ipv6=1")
