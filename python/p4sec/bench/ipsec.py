@@ -64,7 +64,7 @@ def start_switches(a, net, work, mtu):
     for lan, wan in ((net.a1, net.wa), (net.b1, net.wb)):
         port = free_port()
         ports.append(port)
-        procs.append(subprocess.Popen([a.p4sec, "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={lan}", "--port", f"2={wan}"],
+        procs.append(subprocess.Popen([a.p4sec, "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={lan}", "--port", f"2={a.wan_kind}{wan}"],
                                       stderr=subprocess.DEVNULL, env=env))
     time.sleep(0.5)
     switches = [runtime.Switch(f"127.0.0.1:{p}") for p in ports]
@@ -135,9 +135,12 @@ def main(argv=None):
     ap.add_argument("--jumbo", type=int, default=9000, metavar="MTU",
                     help="also measure --jumbo-suites with every link at this MTU (hosts 100 less), a separate row; 0: not")
     ap.add_argument("--jumbo-suites", default="aes-gcm-128")
+    ap.add_argument("--wan", choices=("afpacket", "xdp"), default="afpacket",
+                    help="how the switches open the link between them: packet socket (default) or AF_XDP")
     ap.add_argument("--json")
     ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
     a = ap.parse_args(argv)
+    a.wan_kind = "xdp:" if a.wan == "xdp" else ""
     if os.geteuid() != 0:
         sys.exit("bench.ipsec: needs root (network namespaces)")
     if a.tunnels < 1 or a.seconds <= 0:
