@@ -1,10 +1,13 @@
 """AF_XDP ports (`--port N=xdp:IFACE`): the p4sec switch on veth pairs whose host ends live in network
 namespaces, the IPv4 router program pushed over P4Runtime, scapy sending from one namespace and sniffing in
-the other. Frames of 60, 1500 and 9000 bytes; the fallback to the packet socket, with its reason logged,
-where AF_XDP cannot be used (P4SEC_NO_XDP, or an MTU larger than a UMEM buffer)."""
+the other. Frames of 60, 1500 and 9000 bytes (jumbo frames through multi-buffer sockets and the switch's own
+frags-aware XDP program); the fallback to the packet socket, with its reason logged, where AF_XDP cannot be
+used (P4SEC_NO_XDP, another XDP program on the interface)."""
 import os
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 from p4sec.netns import sh
@@ -108,16 +111,84 @@ def test_xdp_port_carries_frames_up_to_its_largest(p4sec_bin, topo, tmp_path):
     assert "falling back" not in log, log
 
 
-def test_jumbo_frames_fall_back_to_the_packet_socket_with_the_reason(p4sec_bin, topo, tmp_path):
-    """An MTU of 9000 does not fit a UMEM buffer without multi-buffer AF_XDP: the port says why and forwards
-    9000-byte frames (and small ones) through the packet socket."""
+def test_veth_mtu_above_its_single_buffer_limit_takes_multi_buffer(p4sec_bin, topo, tmp_path):
+    """An MTU of 3700 fits one UMEM buffer, but a veth refuses a program that is not frags-aware above about
+    3500: the port takes the multi-buffer path instead of falling back, and 3714-byte frames arrive."""
+    (_, _, s1), (_, _, s2) = topo
+    set_mtu(topo, 3700)
+    log, _ = run_router(p4sec_bin, topo, tmp_path, [60, 3714], n=3)
+    for p, s in ((1, s1), (2, s2)):
+        assert f"port {p}: interface `{s}` (AF_XDP, native XDP, copy mode, multi-buffer" in log, log
+    assert "falling back" not in log, log
+
+
+def xdp_attached(ns, iface):
+    """The id of the XDP program attached to `iface` (in namespace `ns`, or the root one), or None."""
+    cmd = ["ip", "-d", "link", "show", iface] if ns is None else ["ip", "netns", "exec", ns, "ip", "-d", "link", "show", iface]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    m = re.search(r"prog/xdp id (\d+)", out)
+    return int(m.group(1)) if m else None
+
+
+def test_jumbo_frames_through_multi_buffer_xdp_sockets(p4sec_bin, topo, tmp_path):
+    """An MTU of 9000 does not fit one UMEM buffer: the ports become multi-buffer XDP sockets under the switch's
+    frags-aware program, and frames of 60 to 9014 bytes (one, two and three buffers, and a buffer's exact
+    size) arrive whole. The program goes with the switch."""
     (_, _, s1), (_, _, s2) = topo
     set_mtu(topo, 9000)
-    log, metrics = run_router(p4sec_bin, topo, tmp_path, [60, 9014], n=3)
+    sizes = [60, 3838, 4096, 4097, 8192, 9014]
+    log, metrics = run_router(p4sec_bin, topo, tmp_path, sizes, n=3)
     for p, s in ((1, s1), (2, s2)):
-        assert f"port {p}: AF_XDP not used on `{s}` (MTU 9000 does not fit a 4096-byte UMEM buffer" in log, log
-        assert f"port {p}: interface `{s}` (packet socket" in log, log
-    assert metrics[f'p4sec_port_tx_packets_total{{port="2",iface="xdp:{s2}"}}'] >= 6
+        assert f"port {p}: interface `{s}` (AF_XDP, native XDP, copy mode, multi-buffer" in log, log
+    assert "falling back" not in log, log
+    assert metrics[f'p4sec_port_rx_packets_total{{port="1",iface="xdp:{s1}"}}'] >= 3 * len(sizes)
+    assert metrics[f'p4sec_port_tx_packets_total{{port="2",iface="xdp:{s2}"}}'] >= 3 * len(sizes)
+    assert metrics[f'p4sec_port_rx_errors_total{{port="1",iface="xdp:{s1}"}}'] == 0
+    assert metrics[f'p4sec_port_tx_errors_total{{port="2",iface="xdp:{s2}"}}'] == 0
+    # the switch has stopped: its program is no longer on the interfaces
+    assert xdp_attached(None, s1) is None and xdp_attached(None, s2) is None
+
+
+def test_multi_buffer_program_is_removed_when_the_switch_is_killed(p4sec_bin, topo, tmp_path):
+    """The frags-aware program hangs on a BPF link: a switch killed with SIGKILL leaves no program behind that
+    would keep taking the interface's frames."""
+    (_, _, s1), (_, _, s2) = topo
+    set_mtu(topo, 9000)
+    sw, _, logf = start_router(p4sec_bin, tmp_path, ["--port", f"1=xdp:{s1}", "--port", f"2=xdp:{s2}"], env=dict(os.environ))
+    try:
+        assert "multi-buffer" in logf.read_text()
+        assert xdp_attached(None, s1) is not None
+    finally:
+        sw.kill()
+        sw.wait(timeout=10)
+    # the kernel releases the link with the process's last descriptor
+    for _ in range(50):
+        if xdp_attached(None, s1) is None:
+            break
+        time.sleep(0.1)
+    assert xdp_attached(None, s1) is None and xdp_attached(None, s2) is None
+
+
+def test_jumbo_port_falls_back_when_the_interface_has_another_xdp_program(p4sec_bin, topo, tmp_path):
+    """A second switch on an interface whose XDP hook the first one holds: the multi-buffer setup fails with the
+    reason logged, and the port falls back to the packet socket."""
+    (_, _, s1), (_, _, s2) = topo
+    set_mtu(topo, 9000)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, _, _ = start_router(p4sec_bin, tmp_path / "a", ["--port", f"1=xdp:{s1}"], env=dict(os.environ))
+    try:
+        second, _, logf = start_router(p4sec_bin, tmp_path / "b", ["--port", f"1=xdp:{s1}", "--port", f"2={s2}"], env=dict(os.environ))
+        second.terminate()
+        second.wait(timeout=10)
+        log = logf.read_text()
+        assert f"port 1: AF_XDP not used on `{s1}` (MTU 9000 does not fit a 4096-byte UMEM buffer, and multi-buffer AF_XDP " \
+               "cannot be used: cannot attach a multi-buffer XDP program" in log, log
+        assert "another XDP program is attached to it" in log, log
+        assert f"port 1: interface `{s1}` (packet socket" in log, log
+    finally:
+        first.terminate()
+        first.wait(timeout=10)
 
 
 def test_fallback_when_xdp_cannot_be_set_up(p4sec_bin, topo, tmp_path):

@@ -312,6 +312,11 @@ pub(crate) fn worker_loop(
             let mut received = 0u64;
             for _ in 0..64 {
                 let Some((at, n, ts)) = ports[i].recv(&mut buf, std::mem::take(&mut woken)) else { break };
+                if n == 0 {
+                    // a frame the port could not take whole (a broken multi-buffer chain): an error, not a packet
+                    ports[i].stats.rx_errors.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 // SAFETY: the frame is in `buf` or in the port's receive ring, where it stays until the next
                 // `recv` or `release` of the port; neither happens before this iteration ends
                 let frame = unsafe { std::slice::from_raw_parts(at, n) };

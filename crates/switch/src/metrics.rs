@@ -37,6 +37,12 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers:
         "counter",
         port(|s| s.gro.load(Ordering::Relaxed)),
     );
+    family(
+        "p4sec_port_rx_errors_total",
+        "Frames lost on receive: dropped by the kernel for want of room in the port's rings (AF_XDP) or received broken.",
+        "counter",
+        port(|s| s.rx_errors.load(Ordering::Relaxed)),
+    );
     family("p4sec_port_tx_errors_total", "Frames the port failed to transmit.", "counter", port(|s| s.errors.load(Ordering::Relaxed)));
     if let Some(tm) = tm {
         let queue = |f: &dyn Fn(&PortQueue) -> u64| tm.ports().map(|(n, q)| (format!("{{port=\"{n}\"}}"), f(q))).collect::<Vec<_>>();

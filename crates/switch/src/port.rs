@@ -324,9 +324,14 @@ pub fn open_xdp_ports(number: u32, iface: &str, workers: usize, group: u16) -> R
         return Ok(v);
     }
     let mode = if v[0].xdp().is_some_and(|x| x.zero_copy()) { "zero-copy" } else { "copy mode" };
+    let multi = if v[0].xdp().is_some_and(|x| x.multi_buffer()) {
+        format!(", multi-buffer: frames up to {} bytes in several buffers, the switch's frags-aware XDP program", xdp::MAX_SG_FRAME)
+    } else {
+        String::new()
+    };
     p4log!(
         Level::Info,
-        "port {number}: interface `{iface}` (AF_XDP, native XDP, {mode}, {} receive queue(s), {} receive and {} transmit buffers of {} bytes)",
+        "port {number}: interface `{iface}` (AF_XDP, native XDP, {mode}{multi}, {} receive queue(s), {} receive and {} transmit buffers of {} bytes)",
         workers,
         xdp::RX_FRAMES,
         xdp::TX_FRAMES,

@@ -9,7 +9,11 @@ use std::sync::atomic::AtomicU64;
 pub struct PortStats {
     pub rx: AtomicU64,
     pub tx: AtomicU64,
+    /// Frames the port failed to transmit.
     pub errors: AtomicU64,
+    /// Frames lost on receive: dropped by the kernel for want of room in the port's rings (AF_XDP), or
+    /// received broken (a multi-buffer chain that does not make a frame).
+    pub rx_errors: AtomicU64,
     /// GSO super-frames received and segmented (PACKET_VNET_HDR).
     pub gso: AtomicU64,
     /// GSO super-frames sent: TCP segments joined on transmit ([`crate::gro`]); their segments count in `tx`.

@@ -7,9 +7,14 @@
 //! TX ring and handed over with one `sendto` kick per batch.
 //!
 //! Zero-copy mode is asked for first, copy mode next (veth offers only copy mode); the XDP program runs in
-//! the driver (native mode). Without multi-buffer support a frame must fit one UMEM buffer (4096 bytes less
-//! the kernel's headroom), so interfaces whose MTU is larger are refused here with the reason; the caller
-//! ([`crate::start`]) then falls back to the packet-socket port ([`super::afpacket`]) and logs why.
+//! the driver (native mode). A frame that fits one UMEM buffer (4096 bytes less the kernel's headroom) is
+//! one descriptor. Interfaces whose MTU is larger (jumbo frames) get multi-buffer sockets (`XDP_USE_SG`,
+//! Linux 6.6): a frame is a chain of descriptors, gathered into one buffer on receive and cut into buffers
+//! on transmit, and the XDP program is the switch's own frags-aware one ([`prog`]), as libxdp 1.3's is not.
+//! Where none of this works, the error says why; the caller ([`crate::start`]) then falls back to the
+//! packet-socket port ([`super::afpacket`]) and logs it.
+
+mod prog;
 
 use super::io::{Ctx, PortIo};
 use crate::log::Level;
@@ -52,6 +57,14 @@ const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+/// Multi-buffer socket (frames in several descriptors).
+const XDP_USE_SG: u16 = 1 << 4;
+/// `options` of a descriptor: the frame goes on in the next one.
+const XDP_PKT_CONTD: u32 = 1;
+/// `XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD`: libxdp loads no program (the switch's own is attached).
+const INHIBIT_PROG_LOAD: u32 = 1;
+/// The largest frame a multi-buffer port moves (as a packet socket or pcap file does).
+pub const MAX_SG_FRAME: usize = crate::pcap::MAX_FRAME;
 const XDP_RING_NEED_WAKEUP: u32 = 1;
 const SOL_XDP: c_int = 283;
 const XDP_STATISTICS: c_int = 7;
@@ -129,6 +142,14 @@ impl XskRing {
             n = self.cached_prod.wrapping_sub(self.cached_cons);
         }
         n.min(max)
+    }
+
+    /// Consumer side: entries available from `cached_cons` once the producer index is read again (at least
+    /// `have`, which were available before).
+    #[inline]
+    fn cons_more(&mut self, have: u32) -> u32 {
+        self.cached_prod = self.producer().load(Ordering::Acquire);
+        self.cached_prod.wrapping_sub(self.cached_cons).max(have)
     }
 
     /// Consumer side: hand the entries read so far (up to `cached_cons`) back to the kernel.
@@ -338,7 +359,7 @@ impl Drop for Sock {
 
 impl Sock {
     /// A UMEM and a socket bound to `queue` of `iface` with `bind_flags`.
-    fn create(lib: &'static Lib, iface: &CString, queue: u32, bind_flags: u16) -> Result<Sock, String> {
+    fn create(lib: &'static Lib, iface: &CString, queue: u32, bind_flags: u16, libxdp_flags: u32) -> Result<Sock, String> {
         let area_len = ((RX_FRAMES + TX_FRAMES) * FRAME_SIZE) as usize;
         let (map, map_len, area) = umem_area(area_len)?;
         let mut s = Sock {
@@ -362,7 +383,7 @@ impl Sock {
             s.umem = std::ptr::null_mut();
             return Err(format!("UMEM: {}", std::io::Error::from_raw_os_error(-r)));
         }
-        let scfg = SocketConfig { rx_size: RX_FRAMES, tx_size: TX_RING, libxdp_flags: 0, xdp_flags: XDP_FLAGS_DRV_MODE, bind_flags };
+        let scfg = SocketConfig { rx_size: RX_FRAMES, tx_size: TX_RING, libxdp_flags, xdp_flags: XDP_FLAGS_DRV_MODE, bind_flags };
         let r = unsafe { (lib.socket_create)(&mut s.xsk, iface.as_ptr(), queue, s.umem, &mut *s.rx, &mut *s.tx, &scfg) };
         if r != 0 {
             s.xsk = std::ptr::null_mut();
@@ -387,8 +408,9 @@ struct TxState {
     fd: i32,
     area: *mut u8,
     free: Vec<u64>,
-    /// Descriptors written to the TX ring and not yet submitted.
+    /// Descriptors written to the TX ring and not yet submitted, and the frames they make.
     queued: u32,
+    frames: u32,
     /// The kernel stopped before the TX ring was empty: kick again.
     kick: bool,
 }
@@ -405,8 +427,13 @@ pub struct Xdp {
     tx: RefCell<TxState>,
     /// Receive buffers to give back to the fill ring.
     refill: Vec<u64>,
-    /// The kernel's drop counters last read (to count only what is new).
+    /// The kernel's drop counters last read (to count only what is new): receive, invalid transmit descriptors.
     dropped: Cell<u64>,
+    tx_invalid: Cell<u64>,
+    /// A multi-buffer socket: frames may span several descriptors.
+    multi: bool,
+    /// The switch's own XDP program on the interface (multi-buffer ports; dropped after the socket).
+    _prog: Option<std::sync::Arc<prog::FragsProg>>,
 }
 
 // SAFETY: the raw pointers are the socket's own mappings and libxdp's handles, used by one thread at a time
@@ -421,22 +448,47 @@ impl Xdp {
             return Err(format!("{NO_XDP_ENV} is set"));
         }
         let name = CString::new(iface).map_err(|_| format!("bad interface name `{iface}`"))?;
-        if unsafe { libc::if_nametoindex(name.as_ptr()) } == 0 {
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if ifindex == 0 {
             return Err(format!("port {number}: no interface named `{iface}`"));
         }
-        if let Some(mtu) = mtu(iface) {
-            // Ethernet header and a VLAN tag on top of the MTU
-            if mtu as usize + 18 > MAX_FRAME {
-                return Err(format!("MTU {mtu} does not fit a {FRAME_SIZE}-byte UMEM buffer (frames of at most {MAX_FRAME} bytes without multi-buffer)"));
-            }
-        }
+        let mtu = mtu(iface).unwrap_or(1500);
         let lib = lib()?;
-        let sock = match Sock::create(lib, &name, queue, XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP) {
-            Ok(s) => s,
-            Err(_) => Sock::create(lib, &name, queue, XDP_COPY | XDP_USE_NEED_WAKEUP).map_err(|e| {
-                let hint = if e.contains("ermission") { " (needs root or CAP_NET_ADMIN, CAP_BPF)" } else { "" };
-                format!("native XDP with an XDP socket on queue {queue} of `{iface}`: {e}{hint}")
-            })?,
+        let single = || -> Result<Sock, String> {
+            Sock::create(lib, &name, queue, XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP, 0)
+                .or_else(|_| Sock::create(lib, &name, queue, XDP_COPY | XDP_USE_NEED_WAKEUP, 0))
+                .map_err(|e| {
+                    let hint = if e.contains("ermission") { " (needs root or CAP_NET_ADMIN, CAP_BPF)" } else { "" };
+                    format!("native XDP with an XDP socket on queue {queue} of `{iface}`: {e}{hint}")
+                })
+        };
+        let multi = || -> Result<(Sock, std::sync::Arc<prog::FragsProg>), String> {
+            let prog = prog::FragsProg::on(iface, ifindex)?;
+            let sg = XDP_USE_NEED_WAKEUP | XDP_USE_SG;
+            let sock = Sock::create(lib, &name, queue, XDP_ZEROCOPY | sg, INHIBIT_PROG_LOAD)
+                .or_else(|_| Sock::create(lib, &name, queue, XDP_COPY | sg, INHIBIT_PROG_LOAD))
+                .map_err(|e| {
+                    let hint = if e.contains("not supported") || e.contains("nvalid argument") { " (multi-buffer XDP sockets need Linux 6.6)" } else { "" };
+                    format!("a multi-buffer XDP socket on queue {queue} of `{iface}`: {e}{hint}")
+                })?;
+            prog.insert(queue, sock.fd)?;
+            Ok((sock, prog))
+        };
+        // Ethernet header and a VLAN tag on top of the MTU
+        let (sock, prog) = if mtu as usize + 18 > MAX_FRAME {
+            let (sock, prog) =
+                multi().map_err(|e| format!("MTU {mtu} does not fit a {FRAME_SIZE}-byte UMEM buffer, and multi-buffer AF_XDP cannot be used: {e}"))?;
+            (sock, Some(prog))
+        } else {
+            match single() {
+                Ok(sock) => (sock, None),
+                // a driver may take only frags-aware programs above a smaller MTU (a veth above about 3500)
+                Err(e) if mtu > 1500 => {
+                    let (sock, prog) = multi().map_err(|m| format!("{e}; multi-buffer AF_XDP for MTU {mtu}: {m}"))?;
+                    (sock, Some(prog))
+                }
+                Err(e) => return Err(e),
+            }
         };
         let mut x = Xdp {
             sock,
@@ -451,10 +503,14 @@ impl Xdp {
                 area: std::ptr::null_mut(),
                 free: (0..TX_FRAMES).map(|i| ((RX_FRAMES + i) * FRAME_SIZE) as u64).collect(),
                 queued: 0,
+                frames: 0,
                 kick: false,
             }),
             refill: Vec::with_capacity(RX_FRAMES as usize),
             dropped: Cell::new(0),
+            tx_invalid: Cell::new(0),
+            multi: prog.is_some(),
+            _prog: prog,
         };
         {
             let t = x.tx.get_mut();
@@ -479,6 +535,11 @@ impl Xdp {
     /// Zero-copy (the driver's own) or copy mode?
     pub fn zero_copy(&self) -> bool {
         self.sock.zero_copy
+    }
+
+    /// A multi-buffer socket (frames larger than one UMEM buffer)?
+    pub fn multi_buffer(&self) -> bool {
+        self.multi
     }
 
     /// The receive queue the socket is bound to.
@@ -539,6 +600,7 @@ impl Xdp {
         if tx.queued > 0 {
             tx.tx.prod_submit();
             tx.queued = 0;
+            tx.frames = 0;
         }
         let mut busy = false;
         for _ in 0..KICKS_MAX {
@@ -564,6 +626,45 @@ impl Xdp {
         tx.kick = tx.tx.consumer().load(Ordering::Acquire) != tx.tx.cached_prod && tx.tx.needs_wakeup();
         Self::complete(&mut tx.comp, &mut tx.free);
     }
+
+    /// A frame in several descriptors (multi-buffer), the first `first`: its parts copied one after the other
+    /// into `buf`. The kernel writes every descriptor of a frame before it moves the producer index, so the rest
+    /// are in the RX ring, possibly beyond the batch taken: the batch grows to them. A chain that is longer
+    /// than `buf`, or points outside the UMEM, is consumed whole and handed over empty (the loop counts it as
+    /// an error and drops it).
+    fn gather(&mut self, first: XdpDesc, buf: &mut [u8]) -> (*const u8, usize, Option<Ts>) {
+        let mut d = first;
+        let mut len = 0usize;
+        let mut bad = false;
+        loop {
+            let (at, n) = (d.addr as usize, d.len as usize);
+            if bad || at + n > self.sock.area_len || len + n > buf.len() {
+                bad = true;
+            } else {
+                unsafe { std::ptr::copy_nonoverlapping((self.sock.area as *const u8).add(at), buf.as_mut_ptr().add(len), n) };
+                len += n;
+            }
+            if d.options & XDP_PKT_CONTD == 0 {
+                break;
+            }
+            if self.rx_next == self.rx_n {
+                // the rest of the chain is past the batch: take it too
+                let more = self.sock.rx.cons_more(self.rx_n);
+                if more == self.rx_n {
+                    // never seen: the kernel does not publish half a frame
+                    bad = true;
+                    break;
+                }
+                self.rx_n = more;
+            }
+            d = unsafe { *self.sock.rx.desc(self.rx_at.wrapping_add(self.rx_next)) };
+            self.rx_next += 1;
+        }
+        if bad {
+            return (buf.as_ptr(), 0, None);
+        }
+        (buf.as_ptr(), len, None)
+    }
 }
 
 impl PortIo for Xdp {
@@ -575,7 +676,7 @@ impl PortIo for Xdp {
     /// The next frame of the RX ring, where the kernel put it in the UMEM; it stays there until the next
     /// `recv` after the batch taken is used up, or [`PortIo::release`].
     #[inline]
-    fn recv(&mut self, _cx: &Ctx, _buf: &mut [u8], _woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
+    fn recv(&mut self, _cx: &Ctx, buf: &mut [u8], _woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
         if self.rx_next == self.rx_n {
             self.recycle();
             let n = self.sock.rx.cons_avail(RX_BATCH);
@@ -587,6 +688,9 @@ impl PortIo for Xdp {
         }
         let d = unsafe { *self.sock.rx.desc(self.rx_at.wrapping_add(self.rx_next)) };
         self.rx_next += 1;
+        if d.options & XDP_PKT_CONTD != 0 && self.multi {
+            return Some(self.gather(d, buf));
+        }
         // the next frame of the batch into the cache while this one goes through the pipeline (the kernel
         // wrote it on another CPU: its first read would be a cache miss)
         if self.rx_next < self.rx_n {
@@ -615,38 +719,51 @@ impl PortIo for Xdp {
     /// Copied into a free UMEM buffer and queued in the TX ring, counted when flushed.
     #[inline]
     fn send(&self, cx: &Ctx, frame: &[u8], ts: Ts) -> Option<bool> {
-        if frame.len() > MAX_FRAME {
+        let _ = ts;
+        // descriptors the frame takes: one, or (multi-buffer) one per UMEM buffer it fills
+        let parts = if frame.len() <= MAX_FRAME {
+            1
+        } else if self.multi && frame.len() <= MAX_SG_FRAME {
+            frame.len().div_ceil(FRAME_SIZE as usize) as u32
+        } else {
             return Some(false);
-        }
+        };
         let mut tx = self.tx.borrow_mut();
         let tx = &mut *tx;
-        if tx.free.is_empty() {
+        if (tx.free.len() as u32) < parts {
             Self::complete(&mut tx.comp, &mut tx.free);
         }
-        if tx.free.is_empty() || tx.tx.prod_free(1) == 0 {
-            let n = tx.queued;
+        if (tx.free.len() as u32) < parts || tx.tx.prod_free(parts) < parts {
+            let n = tx.frames;
             Self::kick(tx);
             cx.stats.tx.fetch_add(n as u64, Ordering::Relaxed);
-            if tx.free.is_empty() || tx.tx.prod_free(1) == 0 {
-                let _ = ts;
+            if (tx.free.len() as u32) < parts || tx.tx.prod_free(parts) < parts {
                 return Some(false);
             }
         }
-        let Some(addr) = tx.free.pop() else { return Some(false) };
-        let at = tx.tx.cached_prod;
-        unsafe {
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), tx.area.add(addr as usize), frame.len());
-            *tx.tx.desc(at) = XdpDesc { addr, len: frame.len() as u32, options: 0 };
+        let mut at = tx.tx.cached_prod;
+        // (at least `parts` free buffers: counted above)
+        let base = tx.free.len() - parts as usize;
+        let chunk = if frame.len() <= MAX_FRAME { MAX_FRAME } else { FRAME_SIZE as usize };
+        for (k, (chunk, &addr)) in frame.chunks(chunk).zip(&tx.free[base..]).enumerate() {
+            let options = if (k as u32) + 1 < parts { XDP_PKT_CONTD } else { 0 };
+            unsafe {
+                std::ptr::copy_nonoverlapping(chunk.as_ptr(), tx.area.add(addr as usize), chunk.len());
+                *tx.tx.desc(at) = XdpDesc { addr, len: chunk.len() as u32, options };
+            }
+            at = at.wrapping_add(1);
         }
-        tx.tx.cached_prod = at.wrapping_add(1);
-        tx.queued += 1;
+        tx.free.truncate(base);
+        tx.tx.cached_prod = at;
+        tx.queued += parts;
+        tx.frames += 1;
         None
     }
 
     #[inline]
     fn tx_pending(&self) -> usize {
         let tx = self.tx.borrow();
-        tx.queued as usize + tx.kick as usize
+        tx.frames as usize + tx.kick as usize
     }
 
     /// Submit what is queued with one kick (more in copy mode for large batches) and count it as sent.
@@ -655,21 +772,22 @@ impl PortIo for Xdp {
         if tx.queued == 0 && !tx.kick {
             return;
         }
-        let n = tx.queued;
+        let n = tx.frames;
         Self::kick(&mut tx);
         cx.stats.tx.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Once a second: frames the kernel dropped for want of room in the RX ring or of fill buffers count
-    /// as errors of the port.
+    /// as receive errors of the port, invalid transmit descriptors as transmit errors.
     fn refresh_mtu(&self, cx: &Ctx) {
         let mut st = XdpStatistics::default();
         let mut len = std::mem::size_of::<XdpStatistics>() as u32;
         if unsafe { libc::getsockopt(self.sock.fd, SOL_XDP, XDP_STATISTICS, &mut st as *mut _ as *mut c_void, &mut len) } == 0 {
-            let d = st.rx_dropped + st.rx_ring_full + st.rx_invalid_descs + st.tx_invalid_descs;
-            let before = self.dropped.replace(d);
-            if d > before {
-                cx.stats.errors.fetch_add(d - before, Ordering::Relaxed);
+            let (rx, tx) = (st.rx_dropped + st.rx_ring_full + st.rx_invalid_descs, st.tx_invalid_descs);
+            let (rx_before, tx_before) = (self.dropped.replace(rx), self.tx_invalid.replace(tx));
+            cx.stats.errors.fetch_add(tx.saturating_sub(tx_before), Ordering::Relaxed);
+            if rx > rx_before {
+                cx.stats.rx_errors.fetch_add(rx - rx_before, Ordering::Relaxed);
                 p4log!(
                     Level::Debug,
                     "port {}: XDP socket on `{}`: so far {} frames dropped for want of a fill buffer, {} for a full RX ring, {} invalid descriptors (rx {}, tx {}); fill ring empty {} times",
