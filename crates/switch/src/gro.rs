@@ -231,7 +231,7 @@ impl Coalescer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::gso::{segment, VnetHdr};
 
@@ -249,7 +249,7 @@ mod tests {
     }
 
     /// A TCP segment with a timestamp option, checksums right.
-    fn seg(v6: bool, seq: u32, id: u16, flags: u8, payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn seg(v6: bool, seq: u32, id: u16, flags: u8, payload: &[u8]) -> Vec<u8> {
         let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
         let mut t = vec![0x13, 0x89, 0x9c, 0x40];
         t.extend_from_slice(&seq.to_be_bytes());

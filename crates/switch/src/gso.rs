@@ -97,6 +97,54 @@ fn pseudo(f: &[u8], ip: usize, version: u8, proto: u8, len: usize) -> u32 {
     sum
 }
 
+/// The segments of the last GSO super-frame a port received, handed to the packet loop one per `recv` (the
+/// buffers are reused from frame to frame).
+#[derive(Default)]
+pub struct Segments {
+    segs: Vec<Vec<u8>>,
+    count: usize,
+    next: usize,
+}
+
+impl Segments {
+    /// Segments not handed over yet?
+    #[inline]
+    pub fn pending(&self) -> bool {
+        self.next < self.count
+    }
+
+    /// The next segment.
+    #[inline]
+    pub fn next_seg(&mut self) -> Option<(*const u8, usize)> {
+        let s = self.segs.get(self.next).filter(|_| self.next < self.count)?;
+        self.next += 1;
+        Some((s.as_ptr(), s.len()))
+    }
+
+    /// Cut `frame` (a super-frame as `h` describes it) into segments ([`segment_into`]) and hand over the
+    /// first; `Ok(None)` when it makes none. Segments of an earlier frame not handed over are dropped.
+    pub fn cut(&mut self, frame: &[u8], h: &VnetHdr) -> Result<Option<(*const u8, usize)>, String> {
+        self.count = 0;
+        self.next = 0;
+        self.count = segment_into(frame, h, &mut self.segs)?;
+        Ok(self.next_seg())
+    }
+
+    /// A frame read after its virtio-net header `h` (a TUN/TAP queue's): a super-frame is cut into segments
+    /// and the first one handed over; otherwise a checksum left to offload is completed (its `csum_start`
+    /// counted from the frame's byte `csum_base`: a TUN packet's
+    /// offsets are from its IP header, after the Ethernet header the port put in front) and the frame handed over as it is.
+    pub fn offloaded(&mut self, frame: &mut [u8], h: &VnetHdr, csum_base: usize) -> Result<(*const u8, usize), String> {
+        if h.is_gso() {
+            return self.cut(frame, h)?.ok_or_else(|| "a GSO frame without payload".to_string());
+        }
+        if h.flags & F_NEEDS_CSUM != 0 && !complete_csum(frame, csum_base + h.csum_start as usize, h.csum_offset as usize) {
+            return Err(format!("checksum offsets {}+{} outside a frame of {} bytes", h.csum_start, h.csum_offset, frame.len()));
+        }
+        Ok((frame.as_ptr(), frame.len()))
+    }
+}
+
 /// Cut a GSO super-frame into the frames it stands for, each with `h.gso_size` bytes of payload at most
 /// (the last one the rest), appended to `out`: TCP over IPv4 or IPv6 (sequence numbers advanced, FIN and
 /// PSH on the last segment only, CWR on the first only, IPv4 ids counted up) and UDP (GSO_UDP_L4: each

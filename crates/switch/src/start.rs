@@ -123,9 +123,12 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
             PortKind::Tap(name) | PortKind::Tun(name) => {
                 let tap = matches!(s.kind, PortKind::Tap(_));
                 let existed = tun::exists(name);
+                let vnet = tun::offloads_wanted();
+                let mut offloads = vnet;
                 for _ in 0..workers {
-                    let fd = tun::open_queue(name, tap, workers > 1).map_err(|e| format!("port {n}: {e}"))?;
-                    let io = if tap { Io::Tap(Tap::new(fd)) } else { Io::Tun(Tun::new(fd)) };
+                    let (fd, off) = tun::open_queue(name, tap, workers > 1, vnet).map_err(|e| format!("port {n}: {e}"))?;
+                    offloads &= off;
+                    let io = if tap { Io::Tap(Tap::new(fd, vnet)) } else { Io::Tun(Tun::new(fd, vnet)) };
                     v.push(Port::new(n, &s.label, io));
                 }
                 tun::set_up(name).map_err(|e| format!("port {n}: {e}"))?;
@@ -138,7 +141,15 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                         "the device's queue length".into()
                     }
                 };
-                let queues = if workers > 1 { format!("{workers} queues (one per worker), {qlen}") } else { qlen };
+                let mut queues = if workers > 1 { format!("{workers} queues (one per worker), {qlen}") } else { qlen };
+                queues += match (vnet, offloads) {
+                    (true, true) if crate::port::afpacket::gro_wanted() => {
+                        ", checksum and TCP segmentation offloads taken from the host, TCP segments joined into GSO super-frames on transmit"
+                    }
+                    (true, true) => ", checksum and TCP segmentation offloads taken from the host",
+                    (true, false) => ", virtio-net headers but no offloads (the kernel refused them)",
+                    (false, _) => ", no offloads",
+                };
                 if existed {
                     p4log!(Level::Info, "port {n}: {k} device `{name}` (an existing persistent device, left in place at exit; {queues})");
                 } else {

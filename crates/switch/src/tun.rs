@@ -10,6 +10,14 @@
 //! batch buffer is full), one `write` per frame (a TUN/TAP queue takes one packet per `write`). The devices'
 //! transmit queues (the frames the kernel hands to the switch) are made [`TX_QUEUE_LEN`] packets long
 //! ([`set_tx_queue_len`]) so that a burst waits there instead of being dropped while the worker is busy.
+//!
+//! Offloads: the queues are opened with a virtio-net header in front of every packet (`IFF_VNET_HDR`) and
+//! the switch tells the kernel it takes checksums left to offload and TCP super-frames (`TUNSETOFFLOAD`:
+//! TUN_F_CSUM, TSO4, TSO6, TSO_ECN). The device then offers TSO and checksum offload to the host's stack,
+//! which hands a TCP stream over in frames of up to 64 KiB instead of one per MSS-sized segment; the port cuts
+//! them into the segments the wire would carry ([`crate::gso`]) before the pipeline sees them. `P4SEC_NO_OFFLOADS=1`
+//! in the switch's environment opens the queues without the header (every packet its own frame, checksums
+//! computed by the host).
 
 use std::ffi::CString;
 
@@ -17,6 +25,20 @@ const SIOCGIFFLAGS: u64 = 0x8913;
 const SIOCSIFFLAGS: u64 = 0x8914;
 const SIOCGIFTXQLEN: u64 = 0x8942;
 const SIOCSIFTXQLEN: u64 = 0x8943;
+/// `IFF_VNET_HDR` (linux/if_tun.h): a `virtio_net_hdr` in front of every packet.
+const IFF_VNET_HDR: libc::c_int = 0x4000;
+/// `TUNSETOFFLOAD` = `_IOW('T', 208, unsigned int)`.
+const TUNSETOFFLOAD: u64 = 0x4004_54d0;
+/// `TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN`: what the switch takes from the host.
+const OFFLOADS: libc::c_uint = 0x01 | 0x02 | 0x04 | 0x08;
+
+/// Set (to anything but `0`) to open TUN/TAP queues without the virtio-net header and offloads.
+pub const NO_OFFLOADS_ENV: &str = "P4SEC_NO_OFFLOADS";
+
+/// Are TUN/TAP queues opened with the virtio-net header and offloads ([`NO_OFFLOADS_ENV`] not set)?
+pub fn offloads_wanted() -> bool {
+    !matches!(std::env::var(NO_OFFLOADS_ENV), Ok(v) if !v.is_empty() && v != "0")
+}
 
 /// The transmit queue length given to the TUN/TAP devices the switch opens (the kernel's default for them is
 /// 500 packets, per queue): the frames that wait for a busy worker.
@@ -60,8 +82,11 @@ pub fn exists(name: &str) -> bool {
 }
 
 /// Open one queue of the TUN (`tap == false`) or TAP device `name`, creating the device if it does not
-/// exist; a non-blocking descriptor.
-pub fn open_queue(name: &str, tap: bool, multi_queue: bool) -> Result<i32, String> {
+/// exist; a non-blocking descriptor. With `vnet`, every packet read or written has a virtio-net header in
+/// front, and the kernel is told the switch takes checksum and TCP segmentation offloads (see the module's
+/// doc); the second value says whether it took them (without them the header is there, always empty on
+/// receive).
+pub fn open_queue(name: &str, tap: bool, multi_queue: bool, vnet: bool) -> Result<(i32, bool), String> {
     let k = kind(tap);
     let path = b"/dev/net/tun\0";
     let fd = unsafe { libc::open(path.as_ptr() as *const libc::c_char, libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
@@ -79,6 +104,9 @@ pub fn open_queue(name: &str, tap: bool, multi_queue: bool) -> Result<i32, Strin
     if multi_queue {
         flags |= libc::IFF_MULTI_QUEUE;
     }
+    if vnet {
+        flags |= IFF_VNET_HDR;
+    }
     r.flags = flags as libc::c_short;
     let existed = exists(name);
     if unsafe { libc::ioctl(fd, libc::TUNSETIFF as _, &mut r as *mut IfReq) } < 0 {
@@ -92,7 +120,8 @@ pub fn open_queue(name: &str, tap: bool, multi_queue: bool) -> Result<i32, Strin
             _ => format!("cannot create {k} device `{name}`: {e}"),
         });
     }
-    Ok(fd)
+    let offloads = vnet && unsafe { libc::ioctl(fd, TUNSETOFFLOAD as _, OFFLOADS as libc::c_ulong) } == 0;
+    Ok((fd, offloads))
 }
 
 /// Bring the interface up.

@@ -62,11 +62,8 @@ pub struct AfPacket {
     ring: Option<ring::Rings>,
     /// PACKET_VNET_HDR is on (frames come with a `virtio_net_hdr`, and go out with one).
     vnet: bool,
-    /// The segments of the last GSO super-frame received (`segs[..seg_count]`; the buffers are reused), and
-    /// the next to hand over.
-    segs: Vec<Vec<u8>>,
-    seg_count: usize,
-    seg_next: usize,
+    /// The segments of the last GSO super-frame received.
+    segs: gso::Segments,
     /// TCP segments joined on transmit ([`AfPacket::enable_gro`]).
     gro: Option<GroTx>,
 }
@@ -136,7 +133,7 @@ impl AfPacket {
             unsafe { libc::close(fd) };
             return Err(format!("port {number}: cannot bind to `{iface}`: {e}"));
         }
-        Ok(AfPacket { fd, ring, vnet, segs: vec![], seg_count: 0, seg_next: 0, gro: None })
+        Ok(AfPacket { fd, ring, vnet, segs: gso::Segments::default(), gro: None })
     }
     /// Does this port move frames through memory-mapped rings?
     pub fn mmap(&self) -> bool {
@@ -322,10 +319,8 @@ impl PortIo for AfPacket {
     /// the socket's queue.
     fn recv(&mut self, cx: &Ctx, buf: &mut [u8], woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
         // the segments of a GSO super-frame first
-        if self.seg_next < self.seg_count {
-            let s = &self.segs[self.seg_next];
-            self.seg_next += 1;
-            return Some((s.as_ptr(), s.len(), None));
+        if let Some((p, n)) = self.segs.next_seg() {
+            return Some((p, n, None));
         }
         if !self.vnet {
             return self.recv_one(cx, buf, woken).map(|(p, n, ts, _)| (p, n, ts));
@@ -336,18 +331,13 @@ impl PortIo for AfPacket {
             let Some(h) = h.filter(|h| h.is_gso()) else { return Some((ptr, n, ts)) };
             // SAFETY: as in the packet loop, the frame stays where it is until the next `recv_one`/`release`
             let frame = unsafe { std::slice::from_raw_parts(ptr, n) };
-            self.seg_count = 0;
-            self.seg_next = 0;
-            match gso::segment_into(frame, &h, &mut self.segs) {
-                Ok(n) if n > 0 => {
-                    self.seg_count = n;
+            match self.segs.cut(frame, &h) {
+                Ok(Some((p, len))) => {
                     cx.stats.gso.fetch_add(1, Ordering::Relaxed);
                     self.release();
-                    self.seg_next = 1;
-                    let s = &self.segs[0];
-                    return Some((s.as_ptr(), s.len(), ts));
+                    return Some((p, len, ts));
                 }
-                Ok(_) => {}
+                Ok(None) => {}
                 Err(e) => {
                     cx.stats.errors.fetch_add(1, Ordering::Relaxed);
                     p4log!(Level::Debug, "port {}: a GSO frame of {n} bytes from `{}` could not be segmented ({e}); dropped", cx.number, cx.iface);
@@ -366,12 +356,12 @@ impl PortIo for AfPacket {
     /// A frame waiting in the receive ring, or a segment of a super-frame.
     #[inline]
     fn rx_ready(&self) -> bool {
-        self.seg_next < self.seg_count || matches!(&self.ring, Some(r) if r.rx_ready())
+        self.segs.pending() || matches!(&self.ring, Some(r) if r.rx_ready())
     }
 
     #[inline]
     fn segments_pending(&self) -> bool {
-        self.seg_next < self.seg_count
+        self.segs.pending()
     }
 
     /// With rings: into the transmit ring (or joined with other TCP segments), counted when flushed.

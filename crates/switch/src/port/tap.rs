@@ -1,22 +1,31 @@
 //! TAP ports (`--port N=tap:NAME`): one queue of a TAP device the switch creates ([`crate::tun`]), which
 //! carries Ethernet frames as they are. Frames are read one `read` each, as many as wait (up to the loop's
 //! batch) per wake-up; frames sent are held during the batch and written when it ends ([`txbatch::TxBatch`]).
+//! With offloads (the default, [`crate::tun`]), each frame read has a virtio-net header: super-frames from the
+//! host's TSO are cut into segments, checksums left to offload completed ([`gso::Segments::offloaded`]).
 
 use super::io::{Ctx, PortIo};
 use super::txbatch;
+use crate::log::Level;
 use crate::pcap::Ts;
-use crate::tun;
+use crate::{gso, tun};
+use std::sync::atomic::Ordering;
 
 /// A queue of a TAP device, as one worker has it.
 pub struct Tap {
     fd: i32,
     tx: txbatch::TxBatch,
+    /// Opened with `IFF_VNET_HDR`: a virtio-net header in front of every frame.
+    vnet: bool,
+    /// The segments of the last super-frame read.
+    segs: gso::Segments,
 }
 
 impl Tap {
-    /// The port on queue `fd` of a TAP device (from [`tun::open_queue`]); closed when dropped.
-    pub fn new(fd: i32) -> Tap {
-        Tap { fd, tx: txbatch::TxBatch::new() }
+    /// The port on queue `fd` of a TAP device (from [`tun::open_queue`], with the virtio-net header when
+    /// `vnet`); closed when dropped.
+    pub fn new(fd: i32, vnet: bool) -> Tap {
+        Tap { fd, tx: txbatch::TxBatch::with_vnet(vnet, super::afpacket::gro_wanted(), 0), vnet, segs: gso::Segments::default() }
     }
 }
 
@@ -33,14 +42,52 @@ impl PortIo for Tap {
     }
 
     #[inline]
-    fn recv(&mut self, _cx: &Ctx, buf: &mut [u8], _woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
-        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
-        (n > 0).then_some((buf.as_ptr(), n as usize, None))
+    fn recv(&mut self, cx: &Ctx, buf: &mut [u8], _woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
+        if let Some((p, n)) = self.segs.next_seg() {
+            return Some((p, n, None));
+        }
+        loop {
+            let n = unsafe { libc::read(self.fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+            if n <= 0 {
+                return None;
+            }
+            if !self.vnet {
+                return Some((buf.as_ptr(), n as usize, None));
+            }
+            let n = n as usize;
+            let Some(h) = gso::VnetHdr::parse(&buf[..n]) else { continue };
+            let frame = &mut buf[gso::VNET_HDR_LEN..n];
+            match self.segs.offloaded(frame, &h, 0) {
+                Ok((p, len)) => {
+                    if h.is_gso() {
+                        cx.stats.gso.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Some((p, len, None));
+                }
+                Err(e) => {
+                    cx.stats.rx_errors.fetch_add(1, Ordering::Relaxed);
+                    p4log!(Level::Debug, "port {}: a frame of {} bytes from `{}` dropped: {e}", cx.number, n - gso::VNET_HDR_LEN, cx.iface);
+                }
+            }
+        }
     }
 
-    /// Held until the batch ends.
+    #[inline]
+    fn rx_ready(&self) -> bool {
+        self.segs.pending()
+    }
+
+    #[inline]
+    fn segments_pending(&self) -> bool {
+        self.segs.pending()
+    }
+
+    /// Held until the batch ends (TCP segments joined into super-frames, with the virtio-net header).
     #[inline]
     fn send(&self, cx: &Ctx, frame: &[u8], _ts: Ts) -> Option<bool> {
+        if self.tx.coalesce(cx, self.fd, frame) {
+            return None;
+        }
         self.tx.send(cx, self.fd, frame)
     }
 

@@ -8,19 +8,24 @@ use super::io::{Ctx, PortIo};
 use super::txbatch;
 use crate::log::Level;
 use crate::pcap::Ts;
-use crate::tun;
+use crate::{gso, tun};
 use std::sync::atomic::Ordering;
 
 /// A queue of a TUN device, as one worker has it.
 pub struct Tun {
     fd: i32,
     tx: txbatch::TxBatch,
+    /// Opened with `IFF_VNET_HDR`: a virtio-net header in front of every packet.
+    vnet: bool,
+    /// The segments of the last super-frame read.
+    segs: gso::Segments,
 }
 
 impl Tun {
-    /// The port on queue `fd` of a TUN device (from [`tun::open_queue`]); closed when dropped.
-    pub fn new(fd: i32) -> Tun {
-        Tun { fd, tx: txbatch::TxBatch::new() }
+    /// The port on queue `fd` of a TUN device (from [`tun::open_queue`], with the virtio-net header when
+    /// `vnet`); closed when dropped.
+    pub fn new(fd: i32, vnet: bool) -> Tun {
+        Tun { fd, tx: txbatch::TxBatch::with_vnet(vnet, super::afpacket::gro_wanted(), 14), vnet, segs: gso::Segments::default() }
     }
 }
 
@@ -36,24 +41,61 @@ impl PortIo for Tun {
         self.fd
     }
 
-    /// The packet is read after room for its Ethernet header; packets neither IPv4 nor IPv6 are dropped.
+    /// The packet is read after room for its Ethernet header (and its virtio-net header before that, which
+    /// the Ethernet header then overwrites); packets neither IPv4 nor IPv6 are dropped. Super-frames are cut
+    /// into segments, checksums left to offload completed.
     fn recv(&mut self, cx: &Ctx, buf: &mut [u8], _woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
+        if let Some((p, n)) = self.segs.next_seg() {
+            return Some((p, n, None));
+        }
+        let at = if self.vnet { 14 - gso::VNET_HDR_LEN } else { 14 };
         loop {
-            let n = unsafe { libc::read(self.fd, buf[14..].as_mut_ptr() as *mut libc::c_void, buf.len() - 14) };
+            let n = unsafe { libc::read(self.fd, buf[at..].as_mut_ptr() as *mut libc::c_void, buf.len() - at) };
             if n <= 0 {
                 return None;
             }
-            let n = n as usize + 14;
-            if tun::ip_to_ethernet(&mut buf[..n], cx.number) {
-                return Some((buf.as_ptr(), n, None));
+            let n = n as usize + at;
+            if n < 14 {
+                continue;
             }
-            cx.stats.errors.fetch_add(1, Ordering::Relaxed);
-            p4log!(Level::Debug, "port {}: dropped a packet from `{}` that is neither IPv4 nor IPv6", cx.number, cx.iface);
+            let h = if self.vnet { gso::VnetHdr::parse(&buf[at..14]) } else { None };
+            if !tun::ip_to_ethernet(&mut buf[..n], cx.number) {
+                cx.stats.errors.fetch_add(1, Ordering::Relaxed);
+                p4log!(Level::Debug, "port {}: dropped a packet from `{}` that is neither IPv4 nor IPv6", cx.number, cx.iface);
+                continue;
+            }
+            let Some(h) = h else { return Some((buf.as_ptr(), n, None)) };
+            match self.segs.offloaded(&mut buf[..n], &h, 14) {
+                Ok((p, len)) => {
+                    if h.is_gso() {
+                        cx.stats.gso.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Some((p, len, None));
+                }
+                Err(e) => {
+                    cx.stats.rx_errors.fetch_add(1, Ordering::Relaxed);
+                    p4log!(Level::Debug, "port {}: a packet of {} bytes from `{}` dropped: {e}", cx.number, n - 14, cx.iface);
+                }
+            }
         }
+    }
+
+    #[inline]
+    fn rx_ready(&self) -> bool {
+        self.segs.pending()
+    }
+
+    #[inline]
+    fn segments_pending(&self) -> bool {
+        self.segs.pending()
     }
 
     /// Held until the batch ends (the IP packet, without the Ethernet header).
     fn send(&self, cx: &Ctx, frame: &[u8], _ts: Ts) -> Option<bool> {
+        // (the coalescer takes untagged IPv4/IPv6 TCP segments only: their Ethernet header is 14 bytes)
+        if self.tx.coalesce(cx, self.fd, frame) {
+            return None;
+        }
         Some(match tun::ethernet_to_ip(frame) {
             Some(p) => return self.tx.send(cx, self.fd, p),
             None => {
