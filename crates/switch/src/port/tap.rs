@@ -11,6 +11,26 @@ use crate::pcap::Ts;
 use crate::{gso, tun};
 use std::sync::atomic::Ordering;
 
+/// A frame read after its virtio-net header `h` on a TUN/TAP queue ([`gso::Segments::offloaded`]): the frame
+/// (or the first segment of a super-frame) to hand over, counted; `None` when it is dropped, counted as a
+/// receive error and said at `--log debug`.
+pub(super) fn take_offloaded(cx: &Ctx, segs: &mut gso::Segments, frame: &mut [u8], h: &gso::VnetHdr, csum_base: usize) -> Option<(*const u8, usize)> {
+    let n = frame.len();
+    match segs.offloaded(frame, h, csum_base) {
+        Ok(got) => {
+            if h.is_gso() {
+                cx.stats.gso.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(got)
+        }
+        Err(e) => {
+            cx.stats.rx_errors.fetch_add(1, Ordering::Relaxed);
+            p4log!(Level::Debug, "port {}: a frame of {n} bytes from `{}` dropped: {e}", cx.number, cx.iface);
+            None
+        }
+    }
+}
+
 /// A queue of a TAP device, as one worker has it.
 pub struct Tap {
     fd: i32,
@@ -57,17 +77,8 @@ impl PortIo for Tap {
             let n = n as usize;
             let Some(h) = gso::VnetHdr::parse(&buf[..n]) else { continue };
             let frame = &mut buf[gso::VNET_HDR_LEN..n];
-            match self.segs.offloaded(frame, &h, 0) {
-                Ok((p, len)) => {
-                    if h.is_gso() {
-                        cx.stats.gso.fetch_add(1, Ordering::Relaxed);
-                    }
-                    return Some((p, len, None));
-                }
-                Err(e) => {
-                    cx.stats.rx_errors.fetch_add(1, Ordering::Relaxed);
-                    p4log!(Level::Debug, "port {}: a frame of {} bytes from `{}` dropped: {e}", cx.number, n - gso::VNET_HDR_LEN, cx.iface);
-                }
+            if let Some((p, len)) = take_offloaded(cx, &mut self.segs, frame, &h, 0) {
+                return Some((p, len, None));
             }
         }
     }

@@ -65,17 +65,8 @@ impl PortIo for Tun {
                 continue;
             }
             let Some(h) = h else { return Some((buf.as_ptr(), n, None)) };
-            match self.segs.offloaded(&mut buf[..n], &h, 14) {
-                Ok((p, len)) => {
-                    if h.is_gso() {
-                        cx.stats.gso.fetch_add(1, Ordering::Relaxed);
-                    }
-                    return Some((p, len, None));
-                }
-                Err(e) => {
-                    cx.stats.rx_errors.fetch_add(1, Ordering::Relaxed);
-                    p4log!(Level::Debug, "port {}: a packet of {} bytes from `{}` dropped: {e}", cx.number, n - 14, cx.iface);
-                }
+            if let Some((p, len)) = super::tap::take_offloaded(cx, &mut self.segs, &mut buf[..n], &h, 14) {
+                return Some((p, len, None));
             }
         }
     }

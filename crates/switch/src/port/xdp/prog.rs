@@ -115,24 +115,8 @@ struct Bpf {
 fn bpf() -> Result<&'static Bpf, String> {
     static LIB: OnceLock<Result<Bpf, String>> = OnceLock::new();
     LIB.get_or_init(|| {
-        let mut handle = std::ptr::null_mut();
-        for name in [c"libbpf.so.1", c"libbpf.so"] {
-            handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-            if !handle.is_null() {
-                break;
-            }
-        }
-        if handle.is_null() {
-            return Err("libbpf is not installed (Debian: apt-get install libbpf1)".into());
-        }
-        let sym = |name: &std::ffi::CStr| {
-            let p = unsafe { libc::dlsym(handle, name.as_ptr()) };
-            if p.is_null() {
-                Err(format!("libbpf has no `{}` (needs libbpf 0.8 or later)", name.to_string_lossy()))
-            } else {
-                Ok(p)
-            }
-        };
+        let dl = super::Dl::open(&[c"libbpf.so.1", c"libbpf.so"], "libbpf is not installed (Debian: apt-get install libbpf1)")?;
+        let sym = |name: &std::ffi::CStr| dl.sym(name, "libbpf (0.8 or later)");
         // SAFETY: the signatures of libbpf's bpf.h (1.x)
         unsafe {
             Ok(Bpf {
