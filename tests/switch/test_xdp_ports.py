@@ -232,3 +232,18 @@ def test_two_workers_on_two_queue_veths_each_get_an_xdp_socket(p4sec_bin, topo2,
         assert f"port {p}: interface `{s}` (AF_XDP, native XDP, copy mode, 2 receive queue(s)" in log, log
     assert "falling back" not in log, log
     assert metrics[f'p4sec_port_tx_packets_total{{port="2",iface="xdp:{s2}"}}'] >= 10
+
+
+def test_two_workers_share_one_multi_buffer_program(p4sec_bin, topo2, tmp_path):
+    """Two workers on two-queue veths at MTU 9000: one frags-aware program per interface, whose XSK map directs
+    each queue to its worker's socket; jumbo and small frames are forwarded, and the program goes with the
+    switch."""
+    (_, _, s1), (_, _, s2) = topo2
+    set_mtu(topo2, 9000)
+    log, metrics = run_router(p4sec_bin, topo2, tmp_path, [60, 9014], n=4, workers=2)
+    for p, s in ((1, s1), (2, s2)):
+        assert f"port {p}: interface `{s}` (AF_XDP, native XDP, copy mode, multi-buffer" in log and "2 receive queue(s)" in log, log
+    assert "falling back" not in log, log
+    assert metrics[f'p4sec_port_tx_packets_total{{port="2",iface="xdp:{s2}"}}'] >= 8
+    assert xdp_attached(None, s1) is None and xdp_attached(None, s2) is None
+
