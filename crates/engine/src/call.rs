@@ -102,11 +102,12 @@ impl PlannedCall {
 /// extern that only reads it costs no copy; the first write copies it out, `Payload::vec_mut`), and note when
 /// it no longer is.
 #[inline(always)]
-fn with_payload<R>(pkt: &[u8], payload_at: &mut usize, owned: &mut Vec<u8>, f: impl FnOnce(&mut Payload<'_>) -> R) -> R {
-    let mut payload = if *payload_at != crate::NOT_IN_PKT { Payload::in_packet(pkt, *payload_at, owned) } else { Payload::owned(owned) };
+fn with_payload<R>(pkt: &[u8], payload_at: &mut usize, owned: &mut Vec<u8>, skip: &mut usize, f: impl FnOnce(&mut Payload<'_>) -> R) -> R {
+    let mut payload = if *payload_at != crate::NOT_IN_PKT { Payload::in_packet(pkt, *payload_at, owned) } else { Payload::owned_from(owned, *skip) };
     let r = f(&mut payload);
     if !payload.is_in_packet() {
         *payload_at = crate::NOT_IN_PKT;
+        *skip = payload.skip();
     }
     r
 }
@@ -121,8 +122,9 @@ fn call_with_payload(
     pkt: &[u8],
     payload_at: &mut usize,
     owned: &mut Vec<u8>,
+    skip: &mut usize,
 ) -> Result<(), ExternError> {
-    with_payload(pkt, payload_at, owned, |p| obj.call(m, bufs, ret, p))
+    with_payload(pkt, payload_at, owned, skip, |p| obj.call(m, bufs, ret, p))
 }
 
 /// An extern that resized an argument it writes, or the return value, broke the interface: a fault, not a
@@ -381,8 +383,9 @@ impl Engine {
         }
         self.concat_data(w, data);
         if with_payload {
-            let payload = if w.payload_at != crate::NOT_IN_PKT { &w.pkt[w.payload_at.min(w.pkt.len())..] } else { &w.payload[..] };
-            w.scratch.extend_from_slice(payload);
+            let mut scratch = std::mem::take(&mut w.scratch);
+            scratch.extend_from_slice(w.payload_bytes());
+            w.scratch = scratch;
         }
         hash::compute(algo, &w.scratch, &mut w.rng)
     }
@@ -563,7 +566,7 @@ impl Engine {
     /// A call site its extern compiled for itself ([`PlannedCall::bind`]): it reads and writes the slots.
     #[inline(always)]
     pub(crate) fn extern_call_bound(&self, w: &mut Worker, inst: usize, method: u32, b: &dyn BoundCall) -> Flow {
-        let r = with_payload(&w.pkt, &mut w.payload_at, &mut w.payload, |p| b.call(&mut w.slots, p));
+        let r = with_payload(&w.pkt, &mut w.payload_at, &mut w.payload, &mut w.payload_skip, |p| b.call(&mut w.slots, p));
         self.trace_extern(w, inst, method);
         match r {
             Ok(()) => Flow::Next,
@@ -580,7 +583,7 @@ impl Engine {
         let valid = w.slots.get(p.valid).is_some_and(|v| *v != 0);
         let off = w.hdr_off.get(p.header).copied().unwrap_or(crate::NO_OFFSET);
         let vouch = valid && off != crate::NO_OFFSET && off + p.len == w.payload_at;
-        let r = with_payload(&w.pkt, &mut w.payload_at, &mut w.payload, |pl| {
+        let r = with_payload(&w.pkt, &mut w.payload_at, &mut w.payload, &mut w.payload_skip, |pl| {
             if vouch {
                 pl.vouch_prefix(p.len);
             }
@@ -606,6 +609,7 @@ impl Engine {
             &w.pkt,
             &mut w.payload_at,
             &mut w.payload,
+            &mut w.payload_skip,
         );
         self.trace_extern(w, inst, method);
         r
@@ -613,7 +617,16 @@ impl Engine {
 
     /// Call extern method `method` of instance `inst` with argument buffers held apart from the worker.
     fn invoke(&self, w: &mut Worker, inst: usize, method: u32, bufs: &mut [BitBuf], ret: Option<&mut BitBuf>) -> Result<(), ExternError> {
-        let r = call_with_payload(&*self.externs[inst], self.extern_methods[inst][method as usize], bufs, ret, &w.pkt, &mut w.payload_at, &mut w.payload);
+        let r = call_with_payload(
+            &*self.externs[inst],
+            self.extern_methods[inst][method as usize],
+            bufs,
+            ret,
+            &w.pkt,
+            &mut w.payload_at,
+            &mut w.payload,
+            &mut w.payload_skip,
+        );
         self.trace_extern(w, inst, method);
         r
     }

@@ -96,6 +96,17 @@ pub(crate) fn compile(cx: &Cx) -> Code {
                     })
                     .collect(),
             ),
+            (Transition::Select { keys, .. }, Some(cs)) if keys.len() == 2 && keys.iter().all(|k| k.width() <= 64 && !may_fail(k)) => LeanNext::SelectTwo(
+                expr(&keys[0]),
+                expr(&keys[1]),
+                cs.iter()
+                    .map(|(ms, n)| {
+                        let (m0, v0) = ms.first().copied().unwrap_or((0, 0));
+                        let (m1, v1) = ms.get(1).copied().unwrap_or((0, 0));
+                        ([m0, v0, m1, v1], n.clone())
+                    })
+                    .collect(),
+            ),
             _ => LeanNext::General,
         })
         .collect();

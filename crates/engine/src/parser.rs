@@ -46,6 +46,10 @@ impl Engine {
                     Some(n) => n,
                     None => return self.err_no_match,
                 },
+                Some(LeanNext::SelectTwo(k0, k1, cases)) => match self.select_two(w, k0, k1, cases) {
+                    Some(n) => n,
+                    None => return self.err_no_match,
+                },
                 _ => {
                     std::hint::cold_path();
                     return self.parse_general(w, state, steps, true);
@@ -64,6 +68,13 @@ impl Engine {
     fn select_one<'a>(&self, w: &mut Worker, k: &XF, cases: &'a [(u64, u64, Next)]) -> Option<&'a Next> {
         let v = k(self, w);
         cases.iter().find(|(m, x, _)| v & m == *x).map(|(_, _, n)| n)
+    }
+
+    /// The case a select on two narrow keys takes: both keys once, then their (mask, value) pairs per case.
+    #[inline(always)]
+    fn select_two<'a>(&self, w: &mut Worker, k0: &XF, k1: &XF, cases: &'a [([u64; 4], Next)]) -> Option<&'a Next> {
+        let (a, b) = (k0(self, w), k1(self, w));
+        cases.iter().find(|([m0, v0, m1, v1], _)| a & m0 == *v0 && b & m1 == *v1).map(|(_, n)| n)
     }
 
     #[cold]
@@ -103,6 +114,12 @@ impl Engine {
                     Some(n) => n,
                     None => break self.err_no_match,
                 },
+                Transition::Select { .. } if let Some(LeanNext::SelectTwo(k0, k1, cases)) = self.code.lean_next.get(state) => {
+                    match self.select_two(w, k0, k1, cases) {
+                        Some(n) => n,
+                        None => break self.err_no_match,
+                    }
+                }
                 Transition::Select { keys, cases } if self.code.select_keys[state].is_some() => {
                     // fast path: narrow keys as machine words
                     let mut kv = [0u64; 8];

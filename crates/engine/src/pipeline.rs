@@ -84,6 +84,7 @@ impl Engine {
         let old = std::mem::replace(&mut w.payload, item.payload);
         w.spare.bytes.give(old);
         w.payload_at = NOT_IN_PKT;
+        w.payload_skip = 0;
         w.pkt_len = item.pkt_len;
         w.fx = item.fx;
         w.tm.meta = meta;
@@ -154,6 +155,7 @@ impl Engine {
                     w.spare.words.give(slots);
                     w.spare.bytes.give(payload);
                     w.payload_at = NOT_IN_PKT;
+                    w.payload_skip = 0;
                     w.pkt_len = pkt_len;
                     self.egress_pass(w, port, rid, itype, out);
                 }
@@ -294,6 +296,7 @@ impl Engine {
                 let clone_payload = std::mem::replace(&mut w.payload, saved.1);
                 w.jobs.push_back(Job::Egress { slots: clone_slots, payload: clone_payload, pkt_len: original_len, port: cport, rid: 0, itype: 1 });
                 w.payload_at = NOT_IN_PKT;
+                w.payload_skip = 0;
                 w.pkt_len = saved.2;
             }
         }
@@ -391,7 +394,7 @@ impl Engine {
         }
         let mut bw = w.bw;
         bw.finish(&mut w.out);
-        let payload = if w.payload_at != NOT_IN_PKT { &w.pkt[w.payload_at.min(w.pkt.len())..] } else { &w.payload[..] };
+        let payload = if w.payload_at != NOT_IN_PKT { &w.pkt[w.payload_at.min(w.pkt.len())..] } else { &w.payload[w.payload_skip.min(w.payload.len())..] };
         w.out.extend_from_slice(payload);
         if let Some(n) = truncate {
             w.out.truncate(start + n);

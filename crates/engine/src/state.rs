@@ -161,6 +161,9 @@ pub struct Worker {
     /// `payload`): most packets leave the pipeline with their payload untouched, so it is copied to the
     /// output straight from the input bytes.
     pub(crate) payload_at: usize,
+    /// Where the payload starts in `payload` while it lives there (an extern may hand over a buffer whose
+    /// first bytes are not payload: `Payload::swap_in_from`); 0 otherwise.
+    pub(crate) payload_skip: usize,
     /// Per header: the byte offset in `pkt` it was extracted from by the fast path in this pass, or
     /// [`NO_OFFSET`] (kept up to date for the headers `Code::tracked_headers` lists).
     pub(crate) hdr_off: Vec<usize>,
@@ -236,7 +239,8 @@ pub(crate) const NOT_IN_PKT: usize = usize::MAX;
 pub(crate) const NO_OFFSET: usize = usize::MAX;
 
 impl Worker {
-    /// Move the payload out of `pkt` into `payload` (before anything may change or keep it).
+    /// Move the payload out of `pkt` into `payload` (before anything may change or keep it), at the front of
+    /// that buffer.
     #[inline]
     pub(crate) fn own_payload(&mut self) {
         if self.payload_at != NOT_IN_PKT {
@@ -244,6 +248,20 @@ impl Worker {
             let at = self.payload_at.min(self.pkt.len());
             self.payload.extend_from_slice(&self.pkt[at..]);
             self.payload_at = NOT_IN_PKT;
+        } else if self.payload_skip > 0 {
+            std::hint::cold_path();
+            self.payload.drain(..self.payload_skip.min(self.payload.len()));
+        }
+        self.payload_skip = 0;
+    }
+
+    /// The payload bytes, wherever they are.
+    #[inline(always)]
+    pub(crate) fn payload_bytes(&self) -> &[u8] {
+        if self.payload_at != NOT_IN_PKT {
+            &self.pkt[self.payload_at.min(self.pkt.len())..]
+        } else {
+            &self.payload[self.payload_skip.min(self.payload.len())..]
         }
     }
 
@@ -266,6 +284,7 @@ impl Worker {
             cursor: 0,
             payload: Vec::with_capacity(2048),
             payload_at: NOT_IN_PKT,
+            payload_skip: 0,
             hdr_off: vec![NO_OFFSET; engine.prog.headers.len()],
             csum_pending: 0,
             out: Vec::with_capacity(2048),
@@ -457,6 +476,9 @@ pub(crate) enum LeanNext {
     /// A select on one narrow key (that cannot fail) with exact, masked or default cases: the key and
     /// (mask, value, next state) per case.
     SelectOne(XF, Vec<(u64, u64, Next)>),
+    /// The same on two narrow keys (an instance type and an EtherType, a fragment offset and a protocol):
+    /// both keys, then ([mask 0, value 0, mask 1, value 1], next state) per case.
+    SelectTwo(XF, XF, Vec<([u64; 4], Next)>),
     /// Anything else: the general loop takes it.
     General,
 }

@@ -75,11 +75,17 @@ fn mask_top(bytes: &mut [u8], width: u32) {
 /// While nothing has rewritten it, the payload is a read-only view of the received packet, so an extern that
 /// only reads it (a hash over the frame, a DFA scan) costs no copy; the first write copies it into the
 /// worker's own buffer (its `Vec` capacity is kept across packets).
+///
+/// An owned payload may start past the front of its buffer ([`Payload::swap_in_from`]: an extern that
+/// produced a packet and keeps its first header apart, such as ESP decapsulation, hands the rest over without
+/// moving it); the engine keeps that offset with the buffer ([`Payload::owned_from`], [`Payload::skip`]).
 pub struct Payload<'a> {
     /// The received packet and where the payload starts in it, while the payload is still that view.
     pkt: &'a [u8],
     at: Option<usize>,
     owned: &'a mut Vec<u8>,
+    /// Where the payload starts in `owned` (at most its length), when it is owned.
+    skip: usize,
     /// How many bytes in front of the payload the engine vouched for ([`Payload::vouch_prefix`]); 0: none.
     vouched: usize,
 }
@@ -87,40 +93,60 @@ pub struct Payload<'a> {
 impl<'a> Payload<'a> {
     /// A payload held in `owned` (tests, and the engine once something rewrote the payload).
     pub fn owned(owned: &'a mut Vec<u8>) -> Self {
-        Payload { pkt: &[], at: None, owned, vouched: 0 }
+        Payload { pkt: &[], at: None, owned, skip: 0, vouched: 0 }
+    }
+    /// A payload held in `owned` from byte `skip` on (clamped to its length).
+    pub fn owned_from(owned: &'a mut Vec<u8>, skip: usize) -> Self {
+        let skip = skip.min(owned.len());
+        Payload { pkt: &[], at: None, owned, skip, vouched: 0 }
     }
     /// The payload as `pkt[at..]` (clamped to the packet), with `owned` as the buffer for a rewrite.
     pub fn in_packet(pkt: &'a [u8], at: usize, owned: &'a mut Vec<u8>) -> Self {
-        Payload { pkt, at: Some(at.min(pkt.len())), owned, vouched: 0 }
+        Payload { pkt, at: Some(at.min(pkt.len())), owned, skip: 0, vouched: 0 }
     }
     /// The payload bytes.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
         match self.at {
             Some(at) => &self.pkt[at..],
-            None => self.owned,
+            None => &self.owned[self.skip..],
         }
     }
     /// Whether the payload is still the view of the received packet (nothing rewrote it).
     pub fn is_in_packet(&self) -> bool {
         self.at.is_some()
     }
-    /// The payload as a buffer to rewrite in place (copied out of the packet on first use).
+    /// Where an owned payload starts in its buffer (0 while it is in the packet).
+    pub fn skip(&self) -> usize {
+        self.skip
+    }
+    /// The payload as a buffer to rewrite in place (copied out of the packet on first use; an owned payload
+    /// that starts past the front of its buffer is moved to the front first).
     pub fn vec_mut(&mut self) -> &mut Vec<u8> {
         if let Some(at) = self.at.take() {
             self.owned.clear();
             self.owned.extend_from_slice(&self.pkt[at..]);
+        } else if self.skip > 0 {
+            self.owned.drain(..self.skip);
         }
+        self.skip = 0;
         self.owned
     }
     /// Make `v` the payload by swapping buffers (no copy); `v` gets the old buffer back, whatever it holds.
     pub fn swap_in(&mut self, v: &mut Vec<u8>) {
+        self.swap_in_from(v, 0);
+    }
+    /// Make `v[start..]` the payload by swapping buffers (no copy; `start` clamped to `v`'s length); `v` gets
+    /// the old buffer back, whatever it holds.
+    pub fn swap_in_from(&mut self, v: &mut Vec<u8>, start: usize) {
         self.at = None;
+        self.skip = start.min(v.len());
         std::mem::swap(self.owned, v);
     }
     /// Replace the payload with a copy of `bytes`.
     pub fn set(&mut self, bytes: &[u8]) {
         self.at = None;
+        self.skip = 0;
         self.owned.clear();
         self.owned.extend_from_slice(bytes);
     }
@@ -282,5 +308,29 @@ mod tests {
         let p = Payload::owned(&mut v);
         assert!(!p.is_in_packet());
         assert_eq!(p.bytes(), &[1]);
+    }
+
+    #[test]
+    fn an_owned_payload_may_start_past_the_front_of_its_buffer() {
+        let pkt = [1u8, 2, 3, 4];
+        let mut owned = vec![];
+        let mut p = Payload::in_packet(&pkt, 1, &mut owned);
+        let mut made = vec![9u8, 9, 5, 6, 7];
+        p.swap_in_from(&mut made, 2);
+        assert_eq!((p.bytes(), p.skip(), p.is_in_packet()), (&[5u8, 6, 7][..], 2, false));
+        assert!(made.is_empty(), "the old buffer comes back");
+        // a rewrite moves the payload to the front of its buffer
+        p.vec_mut().push(8);
+        assert_eq!((p.bytes(), p.skip()), (&[5u8, 6, 7, 8][..], 0));
+        let mut again = vec![0u8, 1, 2];
+        p.swap_in_from(&mut again, 7);
+        assert_eq!((p.bytes(), p.skip()), (&[] as &[u8], 3), "clamped to the buffer");
+        p.set(&[4]);
+        assert_eq!((p.bytes(), p.skip()), (&[4u8][..], 0));
+        drop(p);
+        // the engine hands the offset back with the buffer
+        let mut buf = vec![1u8, 2, 3];
+        assert_eq!(Payload::owned_from(&mut buf, 1).bytes(), &[2, 3]);
+        assert_eq!(Payload::owned_from(&mut buf, 5).bytes(), &[] as &[u8]);
     }
 }

@@ -19,7 +19,10 @@ enum FieldOp {
     Behind { slot: u32, from: u32, m: u64 },
     /// Whole bytes in an argument too short for any window, or a field wider than 64 bits: word by word.
     Bytes { slot: u32, at: u32, nb: u32 },
-    /// A narrow field off the byte grid: its bits at bit `bit` (MSB first).
+    /// A field of at most 64 bits off the byte grid inside the 8-byte window at byte `at` (`at + 8 <= nbytes`):
+    /// the field is `(window >> sh) & m`.
+    Win { slot: u32, at: u32, sh: u32, m: u64 },
+    /// A narrow field off the byte grid in an argument too short for a window: its bits at bit `bit` (MSB first).
     Bits { slot: u32, bit: u32, width: u32 },
     /// A `bit<0>` field: no bytes; written back as zero.
     Empty { slot: u32 },
@@ -145,7 +148,12 @@ impl ArgLayout {
                         return None;
                     }
                     l.end_slot = l.end_slot.max(slot as usize + (width.div_ceil(64) as usize).max(1));
-                    l.ops.push(if bit % 8 != 0 || width % 8 != 0 {
+                    // the window a field off the byte grid can be moved through: the one starting at its first
+                    // byte, or the argument's last 8 bytes when that one would run past the end
+                    let win_at = (bit / 8).min((nbytes as u32).saturating_sub(8));
+                    l.ops.push(if (bit % 8 != 0 || width % 8 != 0) && width > 0 && nbytes >= 8 && bit + width <= win_at * 8 + 64 {
+                        FieldOp::Win { slot, at: win_at, sh: win_at * 8 + 64 - bit - width, m: mask(width) }
+                    } else if bit % 8 != 0 || width % 8 != 0 {
                         l.covered = false;
                         FieldOp::Bits { slot, bit, width }
                     } else if nb == 0 {
@@ -171,15 +179,28 @@ impl ArgLayout {
             bit += w;
         }
         if l.covered {
-            l.windows = l
-                .ops
-                .iter()
-                .map(|op| match *op {
-                    FieldOp::Ahead { slot, at, sh, .. } => Some((slot, at, sh, u64::MAX)),
-                    FieldOp::Behind { slot, from, m } => Some((slot, from, 0, m)),
-                    _ => None,
-                })
-                .collect();
+            // every field through windows (a wide field of whole words: one window per word, low word last)
+            let mut ws = Vec::with_capacity(l.ops.len());
+            let all = l.ops.iter().all(|op| match *op {
+                FieldOp::Ahead { slot, at, sh, .. } => {
+                    ws.push((slot, at, sh, u64::MAX));
+                    true
+                }
+                FieldOp::Behind { slot, from, m } => {
+                    ws.push((slot, from, 0, m));
+                    true
+                }
+                FieldOp::Win { slot, at, sh, m } => {
+                    ws.push((slot, at, sh, m));
+                    true
+                }
+                FieldOp::Bytes { slot, at, nb } if nb % 8 == 0 => {
+                    ws.extend((0..nb / 8).map(|k| (slot + k, at + nb - 8 * (k + 1), 0, u64::MAX)));
+                    true
+                }
+                _ => false,
+            });
+            l.windows = all.then(|| ws.into_boxed_slice());
         }
         (bit as usize == nbytes * 8).then_some(l)
     }
@@ -241,6 +262,7 @@ impl ArgLayout {
                 // below `end_slot`, checked above)
                 FieldOp::Ahead { slot, at, sh, .. } => unsafe { window_unchecked(bytes, at as usize) >> sh == *slots.get_unchecked(slot as usize) },
                 FieldOp::Behind { slot, from, m } => unsafe { window_unchecked(bytes, from as usize) & m == *slots.get_unchecked(slot as usize) },
+                FieldOp::Win { slot, at, sh, m } => unsafe { (window_unchecked(bytes, at as usize) >> sh) & m == *slots.get_unchecked(slot as usize) & m },
                 FieldOp::Bytes { slot, at, nb } => {
                     let (nb, mut end) = (nb as usize, (at + nb) as usize);
                     (0..nb.div_ceil(8)).all(|k| {
@@ -267,6 +289,19 @@ impl ArgLayout {
     #[inline(always)]
     pub fn read(&self, slots: &[u64], out: &mut [u8]) {
         assert!(out.len() == self.nbytes && slots.len() >= self.end_slot, "argument buffers do not fit the layout");
+        if let Some(ws) = &self.windows {
+            // every byte is some field's (`covered`): each field into its window, the window's other bits kept
+            for &(slot, at, sh, m) in ws.iter() {
+                // SAFETY: every window lies inside `nbytes` and every slot below `end_slot` (`new`), both
+                // checked against the buffers above
+                unsafe {
+                    let at = at as usize;
+                    let v = ((*slots.get_unchecked(slot as usize) & m) << sh) | (window_unchecked(out, at) & !(m << sh));
+                    set_window_unchecked(out, at, v);
+                }
+            }
+            return;
+        }
         if !self.covered {
             if self.nbytes == 1 {
                 // a narrow constant such as an algorithm selector: no memcpy call
@@ -289,6 +324,11 @@ impl ArgLayout {
                     let from = from as usize;
                     let v = (*slots.get_unchecked(slot as usize) & m) | (window_unchecked(out, from) & !m);
                     set_window_unchecked(out, from, v);
+                },
+                FieldOp::Win { slot, at, sh, m } => unsafe {
+                    let at = at as usize;
+                    let v = ((*slots.get_unchecked(slot as usize) & m) << sh) | (window_unchecked(out, at) & !(m << sh));
+                    set_window_unchecked(out, at, v);
                 },
                 FieldOp::Bytes { slot, at, nb } => {
                     let (nb, mut end) = (nb as usize, (at + nb) as usize);
@@ -336,11 +376,19 @@ impl ArgLayout {
             return;
         }
         assert!(slots.len() >= self.end_slot, "slots do not hold the layout's fields");
+        if let Some(ws) = &self.windows {
+            for &(slot, at, sh, m) in ws.iter() {
+                // SAFETY: as in `read`
+                unsafe { *slots.get_unchecked_mut(slot as usize) = (window_unchecked(bytes, at as usize) >> sh) & m }
+            }
+            return;
+        }
         for op in &self.ops {
             // SAFETY: as in `read`
             match *op {
                 FieldOp::Ahead { slot, at, sh, .. } => unsafe { *slots.get_unchecked_mut(slot as usize) = window_unchecked(bytes, at as usize) >> sh },
                 FieldOp::Behind { slot, from, m } => unsafe { *slots.get_unchecked_mut(slot as usize) = window_unchecked(bytes, from as usize) & m },
+                FieldOp::Win { slot, at, sh, m } => unsafe { *slots.get_unchecked_mut(slot as usize) = (window_unchecked(bytes, at as usize) >> sh) & m },
                 FieldOp::Bytes { slot, at, nb } => {
                     let (nb, mut end) = (nb as usize, (at + nb) as usize);
                     for k in 0..nb.div_ceil(8) {
@@ -352,6 +400,27 @@ impl ArgLayout {
                 }
                 FieldOp::Bits { slot, bit, width } => slots[slot as usize] = read_bits(bytes, bit as usize, width) & mask(width),
                 FieldOp::Empty { slot } => slots[slot as usize] = 0,
+            }
+        }
+    }
+}
+
+impl ArgLayout {
+    /// What [`ArgLayout::write`] of all-zero bytes does, without the bytes: every field's slots set to zero.
+    ///
+    /// # Panics
+    /// When `slots` does not hold every field.
+    #[inline]
+    pub fn clear(&self, slots: &mut [u64]) {
+        assert!(slots.len() >= self.end_slot, "slots do not hold the layout's fields");
+        for op in &self.ops {
+            match *op {
+                FieldOp::Ahead { slot, .. }
+                | FieldOp::Behind { slot, .. }
+                | FieldOp::Win { slot, .. }
+                | FieldOp::Bits { slot, .. }
+                | FieldOp::Empty { slot } => slots[slot as usize] = 0,
+                FieldOp::Bytes { slot, nb, .. } => slots[slot as usize..slot as usize + nb.div_ceil(8) as usize].fill(0),
             }
         }
     }
@@ -416,10 +485,11 @@ mod tests {
 
     #[test]
     fn equals_compares_field_by_field() {
-        let parts = [Part::Field { slot: 0, width: 48 }, Part::Field { slot: 1, width: 48 }, Part::Field { slot: 2, width: 16 }, Part::Field { slot: 3, width: 128 }];
+        let parts =
+            [Part::Field { slot: 0, width: 48 }, Part::Field { slot: 1, width: 48 }, Part::Field { slot: 2, width: 16 }, Part::Field { slot: 3, width: 128 }];
         let l = ArgLayout::new(240, &parts).unwrap();
         let slots = vec![0x0102_0304_0506, 0x0708_090a_0b0c, 0x0d0e, 0x1f1e_1d1c_1b1a_1918, 0x1716_1514_1312_1110];
-        assert!(l.windows.is_none(), "a 128-bit field is compared word by word");
+        assert_eq!(l.windows.as_ref().map(|w| w.len()), Some(5), "a 128-bit field is compared as two words");
         assert_equals_exactly(&l, &slots);
         // fields of at most 8 whole bytes only (an Ethernet header): compared through their windows
         let eth = ArgLayout::new(112, &parts[..3]).unwrap();
@@ -435,6 +505,54 @@ mod tests {
         assert_eq!(ArgLayout::new(128, &[Part::Field { slot: 7, width: 128 }]).unwrap().single_field(), Some(7));
         assert_eq!(ArgLayout::new(64, &[Part::Field { slot: 2, width: 64 }]).unwrap().single_field(), Some(2));
         assert_eq!(k.single_field(), None);
+    }
+
+    /// Fields off the byte grid in an argument of 8 bytes or more move through 8-byte windows (an IPv4 header:
+    /// version and IHL, flags and fragment offset); the bits land where the bit string has them, and `clear`
+    /// is a write of zeros.
+    #[test]
+    fn fields_off_the_byte_grid_move_through_windows() {
+        let widths = [4u32, 4, 8, 16, 16, 3, 13, 8, 8, 16, 32, 32];
+        let parts: Vec<Part> = widths.iter().enumerate().map(|(i, w)| Part::Field { slot: i as u32, width: *w }).collect();
+        let l = ArgLayout::new(160, &parts).unwrap();
+        assert!(l.ops.iter().all(|op| !matches!(op, FieldOp::Bits { .. })), "{:?}", l.ops);
+        assert!(l.covered && l.windows.is_some());
+        // the bytes of a header and its fields read bit by bit
+        let hdr: Vec<u8> = (0..20u8).map(|i| i.wrapping_mul(73) ^ 0xa5).collect();
+        let mut bit = 0usize;
+        let fields: Vec<u64> = widths
+            .iter()
+            .map(|w| {
+                let v = read_bits(&hdr, bit, *w);
+                bit += *w as usize;
+                v
+            })
+            .collect();
+        let mut slots = vec![0u64; 12];
+        l.write(&hdr, &mut slots);
+        assert_eq!(slots, fields);
+        let mut out = [0xffu8; 20];
+        l.read(&slots, &mut out);
+        assert_eq!(&out[..], &hdr[..]);
+        assert!(l.equals(&slots, &hdr));
+        let mut other = hdr.clone();
+        other[6] ^= 0x20; // a flag bit
+        assert!(!l.equals(&slots, &other));
+        // `clear` leaves what a write of zeros leaves
+        let mut zeroed = slots.clone();
+        l.write(&[0u8; 20], &mut zeroed);
+        l.clear(&mut slots);
+        assert_eq!(slots, zeroed);
+        assert!(slots.iter().all(|v| *v == 0));
+        // a 60-bit field starting at bit 4 of a 9-byte argument: the window behind it
+        let l = ArgLayout::new(72, &[Part::Field { slot: 0, width: 4 }, Part::Field { slot: 1, width: 60 }, Part::Field { slot: 2, width: 8 }]).unwrap();
+        let bytes: Vec<u8> = (1..=9).collect();
+        let mut s = vec![0u64; 3];
+        l.write(&bytes, &mut s);
+        assert_eq!(s, [0, 0x1_0203_0405_0607_08, 9]);
+        let mut back = [0u8; 9];
+        l.read(&s, &mut back);
+        assert_eq!(&back[..], &bytes[..]);
     }
 
     #[test]

@@ -6,7 +6,28 @@ impl Sa {
     /// Encapsulate an inner IPv4/IPv6 packet. `out` receives the outer IP header (if the SA has tunnel
     /// endpoints), the ESP header, IV, ciphertext and ICV.
     pub fn encapsulate(&self, inner: &[u8], out: &mut Vec<u8>) -> Result<u64, EspError> {
-        let next_header = match inner.first().map(|b| b >> 4) {
+        self.seal(&[], inner, out, None).map(|(seq, _)| seq)
+    }
+
+    /// [`Sa::encapsulate`] of the inner packet `head ++ body`, read where its two parts lie.
+    pub fn encapsulate_parts(&self, head: &[u8], body: &[u8], out: &mut Vec<u8>) -> Result<u64, EspError> {
+        self.seal(head, body, out, None).map(|(seq, _)| seq)
+    }
+
+    /// Encapsulate the inner packet `head ++ body` (e.g. a parsed IP header and the rest of the packet, read
+    /// where they lie: the inner packet is copied once, into `out`, and encrypted there). The outer IP header
+    /// goes to `outer` (the SA's tunnel endpoints: 20 bytes for IPv4, 40 for IPv6, 0 without a tunnel; the
+    /// length is returned with the sequence number); `out` receives the ESP header, IV, ciphertext and ICV.
+    /// The same bytes as [`Sa::encapsulate`] of the concatenation, split after the outer header.
+    pub fn encapsulate_split(&self, head: &[u8], body: &[u8], outer: &mut [u8; 40], out: &mut Vec<u8>) -> Result<(u64, usize), EspError> {
+        self.seal(head, body, out, Some(outer))
+    }
+
+    /// [`Sa::encapsulate`] of `head ++ body`, the outer header into `outer` when given (else in front of the ESP
+    /// in `out`); the sequence number and the outer header's length.
+    fn seal(&self, head: &[u8], body: &[u8], out: &mut Vec<u8>, outer_to: Option<&mut [u8; 40]>) -> Result<(u64, usize), EspError> {
+        let inner_len = head.len() + body.len();
+        let next_header = match head.first().or(body.first()).map(|b| b >> 4) {
             Some(4) => 4u8,
             Some(6) => 41u8,
             _ => return Err(EspError::BadInner),
@@ -17,7 +38,7 @@ impl Sa {
             if !self.cfg.esn && next > u32::MAX as u64 {
                 return Err(EspError::SeqOverflow);
             }
-            self.account(&mut s, inner.len())?;
+            self.account(&mut s, inner_len)?;
             s.seq = next;
             next
         };
@@ -26,17 +47,17 @@ impl Sa {
         let iv_len = c.iv_len();
         let icv_len = if c.is_aead() { 16 } else { self.cfg.integ.icv_len() };
         let blk = c.block();
-        let pad = (blk - (inner.len() + 2) % blk) % blk;
-        let payload_len = inner.len() + pad + 2;
+        let pad = (blk - (inner_len + 2) % blk) % blk;
+        let payload_len = inner_len + pad + 2;
         let esp_len = 8 + iv_len + payload_len + icv_len;
         // outer header
-        let outer = match self.cfg.tunnel {
+        let mut h = [0u8; 40];
+        let outer_len = match self.cfg.tunnel {
             Some((IpAddr::V4(s), IpAddr::V4(d))) => {
                 let total = 20 + esp_len;
                 if total > 65535 {
                     return Err(EspError::BadInner);
                 }
-                let mut h = [0u8; 20];
                 h[0] = 0x45;
                 h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
                 h[6] = 0x40; // DF
@@ -44,28 +65,36 @@ impl Sa {
                 h[9] = 50;
                 h[12..16].copy_from_slice(&s.octets());
                 h[16..20].copy_from_slice(&d.octets());
-                let ck = crate::hash::csum16(&h);
+                let ck = crate::hash::csum16(&h[..20]);
                 h[10..12].copy_from_slice(&ck.to_be_bytes());
-                out.extend_from_slice(&h);
                 20
             }
             Some((IpAddr::V6(s), IpAddr::V6(d))) => {
                 if esp_len > 65535 {
                     return Err(EspError::BadInner);
                 }
-                let mut h = [0u8; 40];
                 h[0] = 0x60;
                 h[4..6].copy_from_slice(&(esp_len as u16).to_be_bytes());
                 h[6] = 50;
                 h[7] = 64;
                 h[8..24].copy_from_slice(&s.octets());
                 h[24..40].copy_from_slice(&d.octets());
-                out.extend_from_slice(&h);
                 40
             }
             _ => 0,
         };
-        let esp = outer;
+        let esp = match outer_to {
+            Some(o) => {
+                *o = h;
+                out.reserve(esp_len);
+                0
+            }
+            None => {
+                out.reserve(outer_len + esp_len);
+                out.extend_from_slice(&h[..outer_len]);
+                outer_len
+            }
+        };
         out.extend_from_slice(&self.cfg.spi.to_be_bytes());
         out.extend_from_slice(&(seq as u32).to_be_bytes());
         // IV: the sequence number for counter-based modes (unique per SA), random for CBC
@@ -80,12 +109,20 @@ impl Sa {
             _ => out.extend_from_slice(&seq.to_be_bytes()),
         }
         let pt_at = out.len();
-        out.extend_from_slice(inner);
-        for i in 1..=pad {
-            out.push(i as u8);
-        }
-        out.push(pad as u8);
-        out.push(next_header);
+        out.extend_from_slice(head);
+        out.extend_from_slice(body);
+        // padding 1, 2, 3, ... (shorter than a cipher block, at most 16 bytes), pad length, next header
+        const PAD: [u8; 16] = {
+            let mut p = [0u8; 16];
+            let mut i = 0;
+            while i < 16 {
+                p[i] = i as u8 + 1;
+                i += 1;
+            }
+            p
+        };
+        out.extend_from_slice(&PAD[..pad]);
+        out.extend_from_slice(&[pad as u8, next_header]);
         let seq_hi = if self.cfg.esn { Some((seq >> 32) as u32) } else { None };
         match &self.keys {
             Keys::Null => {}
@@ -121,7 +158,7 @@ impl Sa {
                     .seal_in_place_separate_tag(ring::aead::Nonce::assume_unique_for_key(nonce), ring::aead::Aad::from(&aad[..n]), &mut out[pt_at..])
                     .map_err(|_| EspError::BadLength)?;
                 out.extend_from_slice(tag.as_ref());
-                return Ok(seq);
+                return Ok((seq, outer_len));
             }
         }
         if icv_len > 0 {
@@ -129,6 +166,6 @@ impl Sa {
             self.icv(&out[esp..], seq_hi, &mut icv[..icv_len]);
             out.extend_from_slice(&icv[..icv_len]);
         }
-        Ok(seq)
+        Ok((seq, outer_len))
     }
 }
