@@ -14,6 +14,7 @@ pub mod log;
 
 pub mod control;
 pub mod datapath;
+pub mod dl;
 pub mod gro;
 pub mod gso;
 pub mod metrics;

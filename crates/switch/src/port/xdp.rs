@@ -237,36 +237,11 @@ struct Lib {
     umem_delete: UmemDelete,
 }
 
-/// A shared library opened with `dlopen` (never closed: its functions are kept for the process's life).
-pub(super) struct Dl(*mut c_void);
-
-impl Dl {
-    /// The first of `names` that opens; `missing` is the error when none does.
-    pub(super) fn open(names: &[&std::ffi::CStr], missing: &str) -> Result<Dl, String> {
-        names
-            .iter()
-            .map(|n| unsafe { libc::dlopen(n.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) })
-            .find(|h| !h.is_null())
-            .map(Dl)
-            .ok_or_else(|| missing.to_string())
-    }
-
-    /// The address of function `name` (`lib` names the library in the error).
-    pub(super) fn sym(&self, name: &std::ffi::CStr, lib: &str) -> Result<*mut c_void, String> {
-        let p = unsafe { libc::dlsym(self.0, name.as_ptr()) };
-        if p.is_null() {
-            Err(format!("{lib} has no `{}`", name.to_string_lossy()))
-        } else {
-            Ok(p)
-        }
-    }
-}
-
 /// libxdp, opened once; the error says why it cannot be used.
 fn lib() -> Result<&'static Lib, String> {
     static LIB: OnceLock<Result<Lib, String>> = OnceLock::new();
     LIB.get_or_init(|| {
-        let dl = Dl::open(&[c"libxdp.so.1", c"libxdp.so"], "libxdp is not installed (Debian: apt-get install libxdp1)")?;
+        let dl = crate::dl::Dl::open(&[c"libxdp.so.1", c"libxdp.so"], "libxdp is not installed (Debian: apt-get install libxdp1)")?;
         let sym = |name: &std::ffi::CStr| dl.sym(name, "libxdp");
         // libxdp and libbpf say what they try (and that they fall back) on stderr: only at `--log debug`
         if !crate::log::enabled(Level::Debug) {

@@ -115,7 +115,7 @@ struct Bpf {
 fn bpf() -> Result<&'static Bpf, String> {
     static LIB: OnceLock<Result<Bpf, String>> = OnceLock::new();
     LIB.get_or_init(|| {
-        let dl = super::Dl::open(&[c"libbpf.so.1", c"libbpf.so"], "libbpf is not installed (Debian: apt-get install libbpf1)")?;
+        let dl = crate::dl::Dl::open(&[c"libbpf.so.1", c"libbpf.so"], "libbpf is not installed (Debian: apt-get install libbpf1)")?;
         let sym = |name: &std::ffi::CStr| dl.sym(name, "libbpf (0.8 or later)");
         // SAFETY: the signatures of libbpf's bpf.h (1.x)
         unsafe {
