@@ -20,7 +20,7 @@ def test_bench_ipsec_runs_and_reports(p4sec_bin, tmp_path):
     assert "tunnel setup" in r.stdout and "SA renewal" in r.stdout
     d = json.loads(out.read_text())
     assert d["tunnels"] == 3 and 0 < d["setup_ms_median"] < 1000 and 0 < d["renewal_ms_median"] < 1000
-    assert (d["link_mtu"], d["host_mtu"], d["offloads"], d["switch_gro"]) == (1500, 1400, True, True)
+    assert (d["link_mtu"], d["host_mtu"], d["offloads"], d["switch_gro"], d["wan"]) == (1500, 1400, True, True, "afpacket")
     assert (d["jumbo_link_mtu"], d["jumbo_host_mtu"]) == (9000, 8900)
     if shutil.which("iperf3"):
         assert d["goodput_mbps"]["aes-gcm-128"] > 1, "TCP crossed the tunnel"
@@ -37,11 +37,13 @@ def test_bench_ipsec_runs_and_reports(p4sec_bin, tmp_path):
 
 def test_bench_ipsec_without_offloads(p4sec_bin, tmp_path):
     out = tmp_path / "b.json"
+    # (and the link between the switches through AF_XDP sockets)
     r = subprocess.run([sys.executable, "-m", "p4sec.bench.ipsec", "--tunnels", "1", "--seconds", "1", "--suites", "bypass", "--no-offloads",
-                        "--jumbo", "0", "--p4sec", str(p4sec_bin), "--json", str(out)], capture_output=True, text=True, timeout=240)
+                        "--jumbo", "0", "--wan", "xdp", "--p4sec", str(p4sec_bin), "--json", str(out)], capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     d = json.loads(out.read_text())
     # the main rows without offloads, and then no separate row for it
     assert d["offloads"] is False and d["goodput_no_offloads_mbps"] == {} and d["goodput_jumbo_mbps"] == {}
+    assert d["wan"] == "xdp"
     if shutil.which("iperf3"):
         assert d["goodput_mbps"]["bypass"] > 1 and "hosts' offloads off" in r.stdout

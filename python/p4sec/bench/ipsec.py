@@ -186,7 +186,7 @@ def main(argv=None):
     out = {"tunnels": a.tunnels, "setup_ms_median": statistics.median(s), "setup_ms_p90": pct(s, 90),
            "renewal_ms_median": statistics.median(r), "renewal_ms_p90": pct(r, 90), "goodput_mbps": res["goodput_mbps"],
            "goodput_retransmits": res["retransmits"], "goodput_no_offloads_mbps": res["goodput_no_offloads_mbps"],
-           "link_mtu": 1500, "host_mtu": 1500 - HOST_MTU_GAP, "offloads": a.offloads, "switch_gro": not a.no_gro,
+           "link_mtu": 1500, "host_mtu": 1500 - HOST_MTU_GAP, "offloads": a.offloads, "switch_gro": not a.no_gro, "wan": a.wan,
            "goodput_jumbo_mbps": res["goodput_jumbo_mbps"], "jumbo_link_mtu": a.jumbo or None,
            "jumbo_host_mtu": (a.jumbo - HOST_MTU_GAP) if a.jumbo else None, "paper": PAPER, "target": TARGET}
     print(f"p4sec IPsec VPN, two p4sec switches + controller on this machine ({a.tunnels} tunnels)")
