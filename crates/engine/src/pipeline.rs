@@ -386,7 +386,7 @@ impl Engine {
         self.run_block(w, &self.code.compute);
         // deparser: headers and payload are appended straight to the output buffer
         std::mem::swap(&mut w.out, &mut out.data);
-        let start = w.out.len();
+        let mut start = w.out.len();
         w.bw = BitWriter::default();
         self.run_block(w, &self.code.deparser);
         if w.csum_pending != 0 {
@@ -394,8 +394,21 @@ impl Engine {
         }
         let mut bw = w.bw;
         bw.finish(&mut w.out);
-        let payload = if w.payload_at != NOT_IN_PKT { &w.pkt[w.payload_at.min(w.pkt.len())..] } else { &w.payload[w.payload_skip.min(w.payload.len())..] };
-        w.out.extend_from_slice(payload);
+        let hl = w.out.len() - start;
+        if start == 0 && recirculate.is_none() && w.payload_at == NOT_IN_PKT && hl <= w.payload_skip && w.payload_skip <= w.payload.len() {
+            // the payload's buffer has room in front of the payload for the headers just emitted (an extern
+            // left it there: `Payload::swap_in_from`): the headers go there and that buffer becomes the output
+            // buffer, the payload not copied again; the frame starts past the room left over
+            start = w.payload_skip - hl;
+            w.payload[start..w.payload_skip].copy_from_slice(&w.out[..hl]);
+            std::mem::swap(&mut w.out, &mut w.payload);
+            // (the old output buffer: the payload is not read again in this pass)
+            w.payload.clear();
+            w.payload_skip = 0;
+        } else {
+            let payload = if w.payload_at != NOT_IN_PKT { &w.pkt[w.payload_at.min(w.pkt.len())..] } else { &w.payload[w.payload_skip.min(w.payload.len())..] };
+            w.out.extend_from_slice(payload);
+        }
         if let Some(n) = truncate {
             w.out.truncate(start + n);
         }

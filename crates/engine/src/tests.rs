@@ -809,3 +809,89 @@ fn a_port_table_follows_inserts_modifies_and_deletes() {
         assert_eq!(run(p), (1, 0xff), "port {p} after the deletes");
     }
 }
+
+/// `extern payload_room { payload_room(); void put(in bit<8> n); }` (tests only): the payload handed back in a
+/// buffer of its own with `n` bytes (0xee) in front of it, as ESP encapsulation and decapsulation do.
+struct RoomType;
+struct RoomObj;
+
+impl p4sec_externs::iface::ExternType for RoomType {
+    fn name(&self) -> &str {
+        "payload_room"
+    }
+    fn instantiate(&self, _name: &str, _args: &[BitBuf]) -> Result<Box<dyn p4sec_externs::iface::ExternObject>, String> {
+        Ok(Box::new(RoomObj))
+    }
+}
+
+impl p4sec_externs::iface::ExternObject for RoomObj {
+    fn resolve(&self, sig: &p4sec_externs::iface::MethodSig) -> Result<u32, String> {
+        match sig.args.as_slice() {
+            [(p4sec_externs::iface::Dir::In, 8)] => Ok(0),
+            _ => Err("payload_room.put takes (in bit<8> n)".into()),
+        }
+    }
+    fn call(
+        &self,
+        _method: u32,
+        args: &mut [BitBuf],
+        _ret: Option<&mut BitBuf>,
+        payload: &mut p4sec_externs::iface::Payload<'_>,
+    ) -> Result<(), p4sec_externs::iface::ExternError> {
+        let n = args[0].as_u64() as usize;
+        let mut v = vec![0xee; n];
+        v.extend_from_slice(payload.bytes());
+        payload.swap_in_from(&mut v, n);
+        Ok(())
+    }
+}
+
+/// A payload an extern hands back with room in front of it: the deparser puts the headers there and sends that
+/// buffer when the room suffices and the frame is the first in its output (else it copies the payload after the
+/// headers as usual); multicast copies and a second frame in the same output see the same bytes.
+#[test]
+fn payload_with_room_in_front_goes_out_unchanged() {
+    let src = r#"#include <v1model.p4>
+extern payload_room { payload_room(); void put(in bit<8> n); }
+header h_t { bit<8> room; bit<8> grp; bit<16> x; }
+struct hs { h_t h; }
+struct m { }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) { state start { p.extract(hdr.h); transition accept; } }
+control V(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
+    payload_room() r;
+    apply {
+        r.put(hdr.h.room);
+        sm.egress_spec = 1;
+        if (hdr.h.grp != 0) { sm.mcast_grp = (bit<16>) hdr.h.grp; }
+    }
+}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { hdr.h.x = hdr.h.x + 1; } }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), V(), D()) main;
+"#;
+    let prog = p4sec_frontend::compile_str("test.p4", src, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let mut reg = test_externs::registry();
+    reg.push(Box::new(RoomType));
+    let e = Engine::new(Arc::new(prog), &reg).unwrap();
+    e.mc_group_set(1, &[(0, 2), (1, 3)]);
+    let mut w = Worker::new(&e);
+    let frame = |room: u8, grp: u8| -> Vec<u8> { [room, grp, 0x12, 0x34].into_iter().chain((0..100u8).map(|i| i ^ 0x5a)).collect() };
+    let want = |f: &[u8]| -> Vec<u8> { [f[0], f[1], 0x12, 0x35].into_iter().chain(f[4..].iter().copied()).collect() };
+    for room in [0u8, 1, 3, 4, 5, 64] {
+        // one frame in the output: the buffer with room becomes the output when the 4 header bytes fit
+        let f = frame(room, 0);
+        let mut out = Outputs::default();
+        e.process(&mut w, 0, &f, &mut out);
+        assert_eq!(out.iter().collect::<Vec<_>>(), vec![(1, &want(&f)[..])], "room {room}");
+        // a second frame into the same output goes after the first
+        let g = frame(room, 0);
+        e.process(&mut w, 0, &g, &mut out);
+        assert_eq!(out.iter().map(|(p, b)| (p, b.to_vec())).collect::<Vec<_>>(), vec![(1, want(&f)), (1, want(&g))], "room {room}, two frames");
+        // multicast: each copy's payload taken from the buffer with room
+        let h = frame(room, 1);
+        let mut out = Outputs::default();
+        e.process(&mut w, 0, &h, &mut out);
+        assert_eq!(out.iter().map(|(p, b)| (p, b.to_vec())).collect::<Vec<_>>(), vec![(2, want(&h)), (3, want(&h))], "room {room}, multicast");
+    }
+}

@@ -105,15 +105,15 @@ impl Sad {
                     Some(h) => (h, payload.bytes()),
                     None => (&[][..], payload.with_bytes_before(vouched).map_or(&[][..], |(_, whole)| whole)),
                 };
-                match sa.encapsulate_split(head, body, &mut outer, &mut out) {
+                match sa.encapsulate_split_at(head, body, &mut outer, &mut out, HEADROOM) {
                     Ok((_, 20)) if outer4.len() == 20 => {
                         outer4.copy_from_slice(&outer[..20]);
-                        payload.swap_in(&mut out);
+                        payload.swap_in_from(&mut out, HEADROOM);
                         (4, OK)
                     }
                     Ok((_, 40)) if outer6.len() == 40 => {
                         outer6.copy_from_slice(&outer);
-                        payload.swap_in(&mut out);
+                        payload.swap_in_from(&mut out, HEADROOM);
                         (6, OK)
                     }
                     // an SA without tunnel endpoints has no outer header to return
@@ -133,26 +133,27 @@ impl Sad {
     fn decap_with(sa: &Sa, payload: &mut Payload<'_>, inner: Option<(&mut [u8], &mut [u8])>) -> (u64, u64) {
         SCRATCH.with(|s| {
             let mut out = s.borrow_mut();
-            match sa.decapsulate(payload.bytes(), &mut out) {
+            match sa.decapsulate_at(payload.bytes(), &mut out, HEADROOM) {
                 Ok(_) => {
-                    let split = match (inner, out.first()) {
-                        (Some((i4, _)), Some(0x45)) if out.len() >= 20 && i4.len() == 20 => {
-                            i4.copy_from_slice(&out[..20]);
+                    let pkt = &out[HEADROOM..];
+                    let split = match (inner, pkt.first()) {
+                        (Some((i4, _)), Some(0x45)) if pkt.len() >= 20 && i4.len() == 20 => {
+                            i4.copy_from_slice(&pkt[..20]);
                             Some((4, 20))
                         }
-                        (Some((_, i6)), Some(b)) if b >> 4 == 6 && out.len() >= 40 && i6.len() == 40 => {
-                            i6.copy_from_slice(&out[..40]);
+                        (Some((_, i6)), Some(b)) if b >> 4 == 6 && pkt.len() >= 40 && i6.len() == 40 => {
+                            i6.copy_from_slice(&pkt[..40]);
                             Some((6, 40))
                         }
                         _ => None,
                     };
                     match split {
                         Some((v, hl)) => {
-                            payload.swap_in_from(&mut out, hl);
+                            payload.swap_in_from(&mut out, HEADROOM + hl);
                             (v, OK)
                         }
                         None => {
-                            payload.swap_in(&mut out);
+                            payload.swap_in_from(&mut out, HEADROOM);
                             (0, OK)
                         }
                     }
@@ -335,6 +336,11 @@ impl ExternObject for EspSad {
         v
     }
 }
+
+/// Bytes left free in front of the payload `encap_split` and `decap_split` make (the buffer they write it into):
+/// the engine's deparser puts the headers it emits there and sends that buffer, without copying the payload
+/// again (Ethernet, VLAN tags and an outer IPv6 header fit).
+const HEADROOM: usize = 64;
 
 /// Largest inner header argument a bound `encap_split` reads onto the stack (larger ones take the general call).
 const BOUND_HEADER_MAX: usize = 64;

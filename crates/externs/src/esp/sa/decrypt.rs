@@ -33,15 +33,22 @@ impl Sa {
     /// Decapsulate an ESP packet that starts at the ESP header. Verifies the ICV before decrypting,
     /// then the padding and next header, then updates the replay window. `out` receives the inner packet.
     pub fn decapsulate(&self, esp: &[u8], out: &mut Vec<u8>) -> Result<u64, EspError> {
-        self.decapsulate_mode(esp, out, true).map(|(seq, _)| seq)
+        self.decapsulate_mode(esp, out, true, 0).map(|(seq, _)| seq)
+    }
+
+    /// [`Sa::decapsulate`] with `headroom` bytes (zeros) in `out` in front of the inner packet: room for the
+    /// headers a switch puts in front of it on the way out.
+    pub fn decapsulate_at(&self, esp: &[u8], out: &mut Vec<u8>, headroom: usize) -> Result<u64, EspError> {
+        self.decapsulate_mode(esp, out, true, headroom).map(|(seq, _)| seq)
     }
 
     /// Like [`Sa::decapsulate`] but for any next header (transport mode); returns (sequence, next header).
     pub fn decapsulate_any(&self, esp: &[u8], out: &mut Vec<u8>) -> Result<(u64, u8), EspError> {
-        self.decapsulate_mode(esp, out, false)
+        self.decapsulate_mode(esp, out, false, 0)
     }
 
-    fn decapsulate_mode(&self, esp: &[u8], out: &mut Vec<u8>, tunnel: bool) -> Result<(u64, u8), EspError> {
+    /// Decapsulate into `out` after `h` bytes of headroom.
+    fn decapsulate_mode(&self, esp: &[u8], out: &mut Vec<u8>, tunnel: bool, h: usize) -> Result<(u64, u8), EspError> {
         let c = self.cfg.cipher;
         let iv_len = c.iv_len();
         let icv_len = if c.is_aead() { 16 } else { self.cfg.integ.icv_len() };
@@ -74,6 +81,7 @@ impl Sa {
         };
         let seq_hi = if self.cfg.esn { Some((seq >> 32) as u32) } else { None };
         out.clear();
+        out.resize(h, 0);
         match &self.keys {
             Keys::Aead(key, salt) => {
                 let mut nonce = [0u8; 12];
@@ -83,10 +91,10 @@ impl Sa {
                 let n = aad_for(spi, seq, self.cfg.esn, &mut aad);
                 out.extend_from_slice(&esp[16..]);
                 let pt = key
-                    .open_in_place(ring::aead::Nonce::assume_unique_for_key(nonce), ring::aead::Aad::from(&aad[..n]), out)
+                    .open_in_place(ring::aead::Nonce::assume_unique_for_key(nonce), ring::aead::Aad::from(&aad[..n]), &mut out[h..])
                     .map_err(|_| EspError::IcvMismatch)?;
                 let l = pt.len();
-                out.truncate(l);
+                out.truncate(h + l);
             }
             _ => {
                 if icv_len > 0 {
@@ -105,10 +113,10 @@ impl Sa {
                         use cbc::cipher::InnerIvInit;
                         let r = match &self.keys {
                             Keys::Cbc128(k) => cbc::Decryptor::<aes::Aes128>::inner_iv_init(k.clone(), (&iv).into())
-                                .decrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(out)
+                                .decrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(&mut out[h..])
                                 .map(|_| ()),
                             Keys::Cbc256(k) => cbc::Decryptor::<aes::Aes256>::inner_iv_init(k.clone(), (&iv).into())
-                                .decrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(out)
+                                .decrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(&mut out[h..])
                                 .map(|_| ()),
                             _ => Ok(()),
                         };
@@ -116,35 +124,36 @@ impl Sa {
                     }
                     Keys::Ctr128(..) | Keys::Ctr256(..) => {
                         let iv: [u8; 8] = esp[8..16].try_into().unwrap();
-                        self.ctr_xor(&iv, out);
+                        self.ctr_xor(&iv, &mut out[h..]);
                     }
                     _ => {}
                 }
             }
         }
         // trailer: padding 1, 2, 3, ..., pad length, next header
-        if out.len() < 2 {
+        let body = &out[h..];
+        if body.len() < 2 {
             return Err(EspError::Truncated);
         }
-        let nh = out[out.len() - 1];
-        let pl = out[out.len() - 2] as usize;
-        if pl + 2 > out.len() {
+        let nh = body[body.len() - 1];
+        let pl = body[body.len() - 2] as usize;
+        if pl + 2 > body.len() {
             return Err(EspError::BadPadding);
         }
-        let pad_start = out.len() - 2 - pl;
-        if out[pad_start..out.len() - 2].iter().enumerate().any(|(i, b)| *b as usize != i + 1) {
+        let pad_start = body.len() - 2 - pl;
+        if body[pad_start..body.len() - 2].iter().enumerate().any(|(i, b)| *b as usize != i + 1) {
             return Err(EspError::BadPadding);
         }
         if tunnel && nh != 4 && nh != 41 {
             return Err(EspError::BadNextHeader);
         }
-        out.truncate(pad_start);
+        out.truncate(h + pad_start);
         let mut s = self.lock();
         if let Some(w) = &s.window {
             // re-check under the lock: another worker may have accepted the same number meanwhile
             w.check(seq)?;
         }
-        self.account(&mut s, out.len())?;
+        self.account(&mut s, out.len() - h)?;
         if let Some(w) = s.window.as_mut() {
             w.update(seq);
         }

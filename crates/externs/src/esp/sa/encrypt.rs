@@ -6,12 +6,12 @@ impl Sa {
     /// Encapsulate an inner IPv4/IPv6 packet. `out` receives the outer IP header (if the SA has tunnel
     /// endpoints), the ESP header, IV, ciphertext and ICV.
     pub fn encapsulate(&self, inner: &[u8], out: &mut Vec<u8>) -> Result<u64, EspError> {
-        self.seal(&[], inner, out, None).map(|(seq, _)| seq)
+        self.seal(&[], inner, out, None, 0).map(|(seq, _)| seq)
     }
 
     /// [`Sa::encapsulate`] of the inner packet `head ++ body`, read where its two parts lie.
     pub fn encapsulate_parts(&self, head: &[u8], body: &[u8], out: &mut Vec<u8>) -> Result<u64, EspError> {
-        self.seal(head, body, out, None).map(|(seq, _)| seq)
+        self.seal(head, body, out, None, 0).map(|(seq, _)| seq)
     }
 
     /// Encapsulate the inner packet `head ++ body` (e.g. a parsed IP header and the rest of the packet, read
@@ -20,12 +20,19 @@ impl Sa {
     /// length is returned with the sequence number); `out` receives the ESP header, IV, ciphertext and ICV.
     /// The same bytes as [`Sa::encapsulate`] of the concatenation, split after the outer header.
     pub fn encapsulate_split(&self, head: &[u8], body: &[u8], outer: &mut [u8; 40], out: &mut Vec<u8>) -> Result<(u64, usize), EspError> {
-        self.seal(head, body, out, Some(outer))
+        self.seal(head, body, out, Some(outer), 0)
+    }
+
+    /// [`Sa::encapsulate_split`] with `headroom` bytes (zeros) in `out` in front of the ESP: room for the
+    /// headers a switch puts in front of it on the way out.
+    pub fn encapsulate_split_at(&self, head: &[u8], body: &[u8], outer: &mut [u8; 40], out: &mut Vec<u8>, headroom: usize) -> Result<(u64, usize), EspError> {
+        self.seal(head, body, out, Some(outer), headroom)
     }
 
     /// [`Sa::encapsulate`] of `head ++ body`, the outer header into `outer` when given (else in front of the ESP
     /// in `out`); the sequence number and the outer header's length.
-    fn seal(&self, head: &[u8], body: &[u8], out: &mut Vec<u8>, outer_to: Option<&mut [u8; 40]>) -> Result<(u64, usize), EspError> {
+    /// `headroom` zero bytes go in front of everything in `out`.
+    fn seal(&self, head: &[u8], body: &[u8], out: &mut Vec<u8>, outer_to: Option<&mut [u8; 40]>, headroom: usize) -> Result<(u64, usize), EspError> {
         let inner_len = head.len() + body.len();
         let next_header = match head.first().or(body.first()).map(|b| b >> 4) {
             Some(4) => 4u8,
@@ -83,16 +90,16 @@ impl Sa {
             }
             _ => 0,
         };
+        out.reserve(headroom + outer_len + esp_len);
+        out.resize(headroom, 0);
         let esp = match outer_to {
             Some(o) => {
                 *o = h;
-                out.reserve(esp_len);
-                0
+                headroom
             }
             None => {
-                out.reserve(outer_len + esp_len);
                 out.extend_from_slice(&h[..outer_len]);
-                outer_len
+                headroom + outer_len
             }
         };
         out.extend_from_slice(&self.cfg.spi.to_be_bytes());
