@@ -122,10 +122,9 @@ def test_veth_mtu_above_its_single_buffer_limit_takes_multi_buffer(p4sec_bin, to
     assert "falling back" not in log, log
 
 
-def xdp_attached(ns, iface):
-    """The id of the XDP program attached to `iface` (in namespace `ns`, or the root one), or None."""
-    cmd = ["ip", "-d", "link", "show", iface] if ns is None else ["ip", "netns", "exec", ns, "ip", "-d", "link", "show", iface]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+def xdp_attached(iface):
+    """The id of the XDP program attached to `iface` (the switch's end, in the root namespace), or None."""
+    out = subprocess.run(["ip", "-d", "link", "show", iface], capture_output=True, text=True, check=True).stdout
     m = re.search(r"prog/xdp id (\d+)", out)
     return int(m.group(1)) if m else None
 
@@ -146,7 +145,7 @@ def test_jumbo_frames_through_multi_buffer_xdp_sockets(p4sec_bin, topo, tmp_path
     assert metrics[f'p4sec_port_rx_errors_total{{port="1",iface="xdp:{s1}"}}'] == 0
     assert metrics[f'p4sec_port_tx_errors_total{{port="2",iface="xdp:{s2}"}}'] == 0
     # the switch has stopped: its program is no longer on the interfaces
-    assert xdp_attached(None, s1) is None and xdp_attached(None, s2) is None
+    assert xdp_attached(s1) is None and xdp_attached(s2) is None
 
 
 def test_multi_buffer_program_is_removed_when_the_switch_is_killed(p4sec_bin, topo, tmp_path):
@@ -157,16 +156,16 @@ def test_multi_buffer_program_is_removed_when_the_switch_is_killed(p4sec_bin, to
     sw, _, logf = start_router(p4sec_bin, tmp_path, ["--port", f"1=xdp:{s1}", "--port", f"2=xdp:{s2}"], env=dict(os.environ))
     try:
         assert "multi-buffer" in logf.read_text()
-        assert xdp_attached(None, s1) is not None
+        assert xdp_attached(s1) is not None
     finally:
         sw.kill()
         sw.wait(timeout=10)
     # the kernel releases the link with the process's last descriptor
     for _ in range(50):
-        if xdp_attached(None, s1) is None:
+        if xdp_attached(s1) is None:
             break
         time.sleep(0.1)
-    assert xdp_attached(None, s1) is None and xdp_attached(None, s2) is None
+    assert xdp_attached(s1) is None and xdp_attached(s2) is None
 
 
 def test_jumbo_port_falls_back_when_the_interface_has_another_xdp_program(p4sec_bin, topo, tmp_path):
@@ -245,5 +244,5 @@ def test_two_workers_share_one_multi_buffer_program(p4sec_bin, topo2, tmp_path):
         assert f"port {p}: interface `{s}` (AF_XDP, native XDP, copy mode, multi-buffer" in log and "2 receive queue(s)" in log, log
     assert "falling back" not in log, log
     assert metrics[f'p4sec_port_tx_packets_total{{port="2",iface="xdp:{s2}"}}'] >= 8
-    assert xdp_attached(None, s1) is None and xdp_attached(None, s2) is None
+    assert xdp_attached(s1) is None and xdp_attached(s2) is None
 

@@ -131,9 +131,9 @@ impl Segments {
     }
 
     /// A frame read after its virtio-net header `h` (a TUN/TAP queue's): a super-frame is cut into segments
-    /// and the first one handed over; otherwise a checksum left to offload is completed (its `csum_start`
-    /// counted from the frame's byte `csum_base`: a TUN packet's
-    /// offsets are from its IP header, after the Ethernet header the port put in front) and the frame handed over as it is.
+    /// and the first one handed over; otherwise a checksum left to offload is completed and the frame handed
+    /// over as it is. `csum_start` counts from the frame's byte `csum_base` (a TUN packet's offsets count from
+    /// its IP header, after the Ethernet header the port put in front: 14).
     pub fn offloaded(&mut self, frame: &mut [u8], h: &VnetHdr, csum_base: usize) -> Result<(*const u8, usize), String> {
         if h.is_gso() {
             return self.cut(frame, h)?.ok_or_else(|| "a GSO frame without payload".to_string());

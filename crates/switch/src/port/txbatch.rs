@@ -102,15 +102,7 @@ impl TxBatch {
         if sup.segs > 1 {
             cx.stats.gro.fetch_add(1, Ordering::Relaxed);
         }
-        if frame.len() > Self::BYTES {
-            self.flush(cx, fd);
-            if write_frame(fd, Some(&vnet), frame) {
-                cx.stats.tx.fetch_add(sup.segs as u64, Ordering::Relaxed);
-            } else {
-                cx.stats.errors.fetch_add(sup.segs as u64, Ordering::Relaxed);
-            }
-            return;
-        }
+        // (a super-frame is at most 64 KiB of IP packet: it always fits the buffer once what is held is written)
         self.hold(cx, fd, Some(&vnet), frame, sup.segs as u32);
     }
 

@@ -644,10 +644,7 @@ impl Xdp {
             d = unsafe { *self.sock.rx.desc(self.rx_at.wrapping_add(self.rx_next)) };
             self.rx_next += 1;
         }
-        if bad {
-            return (buf.as_ptr(), 0, None);
-        }
-        (buf.as_ptr(), len, None)
+        (buf.as_ptr(), if bad { 0 } else { len }, None)
     }
 }
 
@@ -702,8 +699,7 @@ impl PortIo for Xdp {
 
     /// Copied into a free UMEM buffer and queued in the TX ring, counted when flushed.
     #[inline]
-    fn send(&self, cx: &Ctx, frame: &[u8], ts: Ts) -> Option<bool> {
-        let _ = ts;
+    fn send(&self, cx: &Ctx, frame: &[u8], _ts: Ts) -> Option<bool> {
         // descriptors the frame takes: one, or (multi-buffer) one per UMEM buffer it fills
         let parts = if frame.len() <= MAX_FRAME {
             1
