@@ -465,13 +465,13 @@ class IpsecController(HostTunnels):
             # while phase 1 is on the wire.
             t1 = time.perf_counter()
             phase1 = [(dst, self._inbound_updates(src, dst, *pairs[(src.name, dst.name)], sites=sites)) for src, dst in ((a, b), (b, a))]
-            sent1 = [(gw, ups, gw.switch.write_async(ups)) for gw, ups in phase1]
+            sent1 = self._send_writes(phase1)
             phase2 = [(src, self._outbound_updates(src, dst, *pairs[(src.name, dst.name)], sites=sites)) for src, dst in ((a, b), (b, a))]
             done1 = self._wait_writes(sent1)
             if done1 is None:
                 checkpoint("setup:inbound")
             t2 = time.perf_counter()
-            sent2 = [(gw, ups, gw.switch.write_async(ups)) for gw, ups in phase2] if done1 is None else []
+            sent2 = self._send_writes(phase2) if done1 is None else []
             done2 = self._wait_writes(sent2) if done1 is None else None
             t3 = time.perf_counter()
             if done1 is not None or done2 is not None:
@@ -542,12 +542,20 @@ class IpsecController(HostTunnels):
         return (src, dst) + pairs[(src.name, dst.name)]
 
     @staticmethod
+    def _send_writes(writes):
+        """Send each gateway's Write ([(gw, updates)]) at once: [(gw, updates, pending)]. The last one is deferred:
+        `_wait_writes` sends it and waits for it in the calling thread while the others are on the wire."""
+        return [(gw, ups, gw.switch.write_async(ups, deferred=(i == len(writes) - 1))) for i, (gw, ups) in enumerate(writes)]
+
+    @staticmethod
     def _wait_writes(sent):
-        """Wait for every Write in flight; the first error (or None). Each entry's future is replaced by which of
-        its updates the switch applied: all of them, those the switch reports (a Write is not atomic), or none
-        if it said nothing (unreachable)."""
+        """Wait for every Write in flight (a deferred one first: it is sent then); the first error (or None). Each
+        entry's future is replaced by which of its updates the switch applied: all of them, those the switch
+        reports (a Write is not atomic), or none if it said nothing (unreachable)."""
         err = None
-        for i, (gw, ups, fut) in enumerate(sent):
+        order = sorted(range(len(sent)), key=lambda i: not getattr(sent[i][2], "deferred", False))
+        for i in order:
+            gw, ups, fut = sent[i]
             try:
                 fut.result()
                 sent[i] = (gw, ups, [True] * len(ups))

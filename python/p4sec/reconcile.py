@@ -20,74 +20,51 @@ and interrupted before its outbound step). Writing an outbound SA again with its
 sequence numbers, reusing nonces: a gateway that lost an outbound SA the controller had sent before (a restarted
 switch) gets it renewed instead (`Plan.renew`).
 
-The switch's Read answer is decoded here (`decode_table_entries`) for the fields the comparison needs, not
-through the p4runtime package's messages: the installed protobuf is the pure-Python implementation, which parses
-a 20,000-entry answer in seconds. tests/ipsec/test_reconcile.py checks the decoder against the library.
+The switch's Read answer is decoded here (`decode_table_entries`, p4sec.wire with the field numbers of the
+official descriptors) for the fields the comparison needs, not through the p4runtime package's messages: the
+installed protobuf is the pure-Python implementation, which parses a 20,000-entry answer in seconds.
+tests/ipsec/test_reconcile.py checks the decoder against the library.
 """
 import json
 
+from p4.v1 import p4runtime_pb2
+
 from . import gateway as gwp
-from . import runtime
+from . import runtime, wire
 from .ctlbase import sa_selectors
 
 
 # ---------------------------------------------------------------------------------------------- the switch's entries
 
-def _varint(b, i):
-    n = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        n |= (c & 0x7f) << shift
-        if c < 0x80:
-            return n, i
-        shift += 7
-
-
-def _fields(b):
-    """(field number, value) of each field of an encoded message: an int (varint) or bytes (length-delimited)."""
-    i, end = 0, len(b)
-    while i < end:
-        key, i = _varint(b, i)
-        wt = key & 7
-        if wt == 0:
-            v, i = _varint(b, i)
-        elif wt == 2:
-            n, i = _varint(b, i)
-            v, i = b[i:i + n], i + n
-        elif wt == 1:
-            v, i = b[i:i + 8], i + 8
-        elif wt == 5:
-            v, i = b[i:i + 4], i + 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wt}")
-        yield key >> 3, v
-
-
 def _c(b):
     return runtime.canonical(bytes(b))
 
 
-# FieldMatch kinds by field number (p4runtime.proto): 2 exact, 3 ternary, 4 lpm, 6 range, 7 optional
-_KIND = {2: "exact", 3: "ternary", 4: "lpm", 6: "range", 7: "optional"}
+# field numbers from the official descriptors (p4sec.wire.numbers)
+_RESP, _ENT, _TE, _FM = (wire.numbers(m) for m in (p4runtime_pb2.ReadResponse, p4runtime_pb2.Entity,
+                                                   p4runtime_pb2.TableEntry, p4runtime_pb2.FieldMatch))
+_TA, _ACT, _PARAM = (wire.numbers(m) for m in (p4runtime_pb2.TableAction, p4runtime_pb2.Action, p4runtime_pb2.Action.Param))
+_KIND = {_FM[k]: k for k in ("exact", "ternary", "lpm", "range", "optional")}
+# the value fields of each kind, in the order of the comparison key
+_FMK = p4runtime_pb2.FieldMatch
+_KIND_VALUES = {k: [wire.numbers(m)[f] for f in fs] for k, m, fs in (
+    ("exact", _FMK.Exact, ("value",)), ("optional", _FMK.Optional, ("value",)), ("ternary", _FMK.Ternary, ("value", "mask")),
+    ("lpm", _FMK.LPM, ("value", "prefix_len")), ("range", _FMK.Range, ("low", "high")))}
 
 
 def _field_match(b):
     fid, kind, vals = 0, None, ()
-    for f, v in _fields(b):
-        if f == 1:
+    for f, v in wire.fields(b):
+        if f == _FM["field_id"]:
             fid = v
         elif f in _KIND:
             kind = _KIND[f]
-            sub = dict(_fields(v))
-            if kind == "exact" or kind == "optional":
-                vals = (_c(sub.get(1, b"")),)
-            elif kind == "ternary":
-                vals = (_c(sub.get(1, b"")), _c(sub.get(2, b"")))
-            elif kind == "lpm":
-                vals = (_c(sub.get(1, b"")), sub.get(2, 0))
+            sub = dict(wire.fields(v))
+            if kind == "lpm":
+                n_value, n_len = _KIND_VALUES[kind]
+                vals = (_c(sub.get(n_value, b"")), sub.get(n_len, 0))
             else:
-                vals = (_c(sub.get(1, b"")), _c(sub.get(2, b"")))
+                vals = tuple(_c(sub.get(n, b"")) for n in _KIND_VALUES[kind])
     return (fid, kind) + vals
 
 
@@ -96,38 +73,37 @@ def decode_table_entries(read_response):
     params)}, with match a sorted tuple of (field_id, kind, canonical values...) and params a sorted tuple of
     (param_id, canonical value)."""
     out = {}
-    for f, entity in _fields(read_response):
-        if f != 1:
+    for f, entity in wire.fields(read_response):
+        if f != _RESP["entities"]:
             continue
-        for ef, te in _fields(entity):
-            if ef != 2:      # Entity.table_entry
+        for ef, te in wire.fields(entity):
+            if ef != _ENT["table_entry"]:
                 continue
             tid, prio, match, action = 0, 0, [], (0, ())
-            for tf, v in _fields(te):
-                if tf == 1:
+            for tf, v in wire.fields(te):
+                if tf == _TE["table_id"]:
                     tid = v
-                elif tf == 2:
+                elif tf == _TE["match"]:
                     match.append(_field_match(v))
-                elif tf == 3:
-                    for af, av in _fields(v):
-                        if af == 1:          # TableAction.action
+                elif tf == _TE["action"]:
+                    for af, av in wire.fields(v):
+                        if af == _TA["action"]:
                             aid, params = 0, []
-                            for xf, xv in _fields(av):
-                                if xf == 1:
+                            for xf, xv in wire.fields(av):
+                                if xf == _ACT["action_id"]:
                                     aid = xv
-                                elif xf == 4:
-                                    p = dict(_fields(xv))
-                                    params.append((p.get(2, 0), _c(p.get(3, b""))))
+                                elif xf == _ACT["params"]:
+                                    p = dict(wire.fields(xv))
+                                    params.append((p.get(_PARAM["param_id"], 0), _c(p.get(_PARAM["value"], b""))))
                             action = (aid, tuple(sorted(params)))
-                elif tf == 4:
-                    prio = v
+                elif tf == _TE["priority"]:
+                    prio = v if v < (1 << 31) else v - (1 << 64)      # int32
             out[(tid, tuple(sorted(match)), prio)] = action
     return out
 
 
 def read_tables(switch, tables):
     """The entries of `tables` (names) on the switch, decoded (see decode_table_entries)."""
-    from p4.v1 import p4runtime_pb2
     req = p4runtime_pb2.ReadRequest(device_id=switch.device_id)
     for t in tables:
         req.entities.add().table_entry.table_id = switch._named("tables", t)[0].preamble.id

@@ -13,6 +13,8 @@ from google.protobuf import any_pb2, text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from . import wire
+
 
 def ip(addr):
     return ipaddress.IPv4Address(addr).packed
@@ -74,11 +76,12 @@ def write_errors(rpc_error):
 UPDATE_TYPES = {"insert": p4runtime_pb2.Update.INSERT, "modify": p4runtime_pb2.Update.MODIFY, "delete": p4runtime_pb2.Update.DELETE}
 
 
-# Writes are collected as serialized one-update WriteRequests (built and serialized by the p4runtime package's
-# messages) and sent as their concatenation after a serialized head (device id, election id): protobuf parses
-# concatenated encodings of a message as one message whose repeated fields hold all the parts' elements, in
-# order. The installed protobuf is the pure-Python implementation, where copying Update messages into one
-# WriteRequest (`updates.extend`) costs more than building them.
+# Writes are collected as serialized one-update WriteRequests and sent as their concatenation after a
+# serialized head (device id, election id): protobuf parses concatenated encodings of a message as one message
+# whose repeated fields hold all the parts' elements, in order. The table and extern updates of the controller's
+# hot paths are encoded by p4sec.wire from the official descriptors (the installed protobuf is the pure-Python
+# implementation, where building and serializing an update's ten nested messages costs ~0.1 ms); the rarer
+# writes use the p4runtime package's messages.
 def one_update(kind):
     """A new WriteRequest with one Update of `kind` ("insert", "modify", "delete"): (request, update)."""
     req = p4runtime_pb2.WriteRequest()
@@ -86,14 +89,26 @@ def one_update(kind):
 
 
 class _PendingWrite:
-    """A Write request in flight."""
+    """A Write request in flight, or (deferred) one sent, waiting for its answer, when `result()` is called."""
 
-    def __init__(self, future):
-        self.future = future
+    def __init__(self, future, call=None):
+        self.future, self._call, self._error = future, call, None
+        self.deferred = future is None
 
     def result(self):
+        if self._call is not None:
+            # a blocking call: gRPC's client runs it in this thread, without the hand-over from its polling
+            # thread that a future's answer takes (~0.1 ms on 2 cores)
+            call, self._call = self._call, None
+            try:
+                call()
+            except grpc.RpcError as e:
+                self._error = e
         try:
-            self.future.result()
+            if self._error is not None:
+                raise self._error
+            if self.future is not None:
+                self.future.result()
         except grpc.RpcError as e:
             st = write_status(e)
             if any(c for c, _ in st):
@@ -243,17 +258,22 @@ class Switch:
         finally:
             self._batch = None
 
-    def write_async(self, updates):
+    def write_async(self, updates, deferred=False):
         """Send the updates (serialized one-update WriteRequests as collected, or Update messages) as one Write
         request without waiting for the answer; `.result()` of the returned object waits for it and raises
-        WriteError with the switch's messages if it was refused."""
+        WriteError with the switch's messages if it was refused. `deferred`: the request is prepared now and
+        sent by `.result()`, which waits for it there (for the last of several switches' writes: the others are
+        on the wire meanwhile)."""
         if self._write_head is None:
             head = p4runtime_pb2.WriteRequest(device_id=self.device_id)
             head.election_id.low = self.election_id
             self._write_head = head.SerializeToString()
         parts = [self._write_head]
         parts.extend(u if isinstance(u, bytes) else p4runtime_pb2.WriteRequest(updates=[u]).SerializeToString() for u in updates)
-        return _PendingWrite(self._write_raw.future(b"".join(parts)))
+        req = b"".join(parts)
+        if deferred:
+            return _PendingWrite(None, functools.partial(self._write_raw, req))
+        return _PendingWrite(self._write_raw.future(req))
 
     def _write(self, update):
         """Send (or, inside batch() or collect(), collect) one update: a serialized one-update WriteRequest, or an
@@ -264,7 +284,7 @@ class Switch:
         self._send([update])
 
     def _send(self, updates):
-        self.write_async(updates).result()
+        self.write_async(updates, deferred=True).result()
 
     def _named(self, kind, name):
         """The P4Info object of `kind` ("tables", "actions", "counters", "registers", "digests", "externs") called `name`; looked
@@ -287,12 +307,10 @@ class Switch:
             self._names[(kind, name)] = got
         return got
 
-    def _entry(self, table, match, action, params, priority, e=None):
-        """The TableEntry message (filled in place into `e` when given: the pure-Python protobuf copies slowly)."""
+    def _entry_value(self, table, match, action, params, priority):
+        """The TableEntry as a dict of fields (p4sec.wire)."""
         t, fields = self._named("tables", table)
-        if e is None:
-            e = p4runtime_pb2.TableEntry()
-        e.table_id, e.priority = t.preamble.id, priority
+        matches = []
         for name, spec in match.items():
             f = fields.get(name)
             if f is None:
@@ -300,25 +318,37 @@ class Switch:
             kind = spec[0]
             if (kind == "lpm" and spec[2] == 0) or (kind == "ternary" and not any(spec[2])):
                 continue  # matches everything: P4Runtime wants the field omitted (a don't-care)
-            m = e.match.add(field_id=f.id)
             if kind == "exact":
-                m.exact.value = canonical(spec[1])
+                m = {"field_id": f.id, "exact": {"value": canonical(spec[1])}}
             elif kind == "lpm":
-                m.lpm.value, m.lpm.prefix_len = spec[1], spec[2]
+                m = {"field_id": f.id, "lpm": {"value": spec[1], "prefix_len": spec[2]}}
             elif kind == "ternary":
-                m.ternary.value, m.ternary.mask = canonical(bytes(x & y for x, y in zip(spec[1], spec[2].rjust(len(spec[1]), b"\0")))), canonical(spec[2])
+                value = bytes(x & y for x, y in zip(spec[1], spec[2].rjust(len(spec[1]), b"\0")))
+                m = {"field_id": f.id, "ternary": {"value": canonical(value), "mask": canonical(spec[2])}}
             elif kind == "range":
-                m.range.low, m.range.high = canonical(spec[1]), canonical(spec[2])
+                m = {"field_id": f.id, "range": {"low": canonical(spec[1]), "high": canonical(spec[2])}}
             else:
                 raise ValueError(f"unknown match kind {kind!r} for {table}.{name} (exact, lpm, ternary, range)")
+            matches.append(m)
+        e = {"table_id": t.preamble.id, "match": matches}
         if action is None:
+            e["priority"] = priority
             return e
         a = self._named("actions", action)
-        e.action.action.action_id = a.preamble.id
+        ps = []
         for p in a.params:
             v = params[p.name]
             v = v if isinstance(v, bytes) else int(v).to_bytes((p.bitwidth + 7) // 8, "big")
-            e.action.action.params.add(param_id=p.id, value=canonical(v))
+            ps.append({"param_id": p.id, "value": canonical(v)})
+        e["action"] = {"action": {"action_id": a.preamble.id, "params": ps}}
+        e["priority"] = priority         # (in field-number order: nothing to sort)
+        return e
+
+    def _entry(self, table, match, action, params, priority, e=None):
+        """The TableEntry message (merged into `e` when given)."""
+        if e is None:
+            e = p4runtime_pb2.TableEntry()
+        e.MergeFromString(wire.encode(p4runtime_pb2.TableEntry, self._entry_value(table, match, action, params, priority)))
         return e
 
     def table_insert(self, table, match, action, params, priority=0):
@@ -329,19 +359,17 @@ class Switch:
 
     def _table_update(self, kind, table, match, action, params, priority):
         """A one-update WriteRequest with this TableEntry, serialized."""
-        req, u = one_update(kind)
-        self._entry(table, match, action, params, priority, e=u.entity.table_entry)
-        return req.SerializeToString()
+        return wire.encode(p4runtime_pb2.WriteRequest, {"updates": [
+            {"type": UPDATE_TYPES[kind], "entity": {"table_entry": self._entry_value(table, match, action, params, priority)}}]})
 
     def extern_write(self, instance, op, obj, delete=False):
         """A p4sec extern control operation (e.g. esp_sad `add_sa`) as a P4Runtime ExternEntry: its entry an Any
         with type URL `p4sec/TYPE.OP` and the operation's JSON as its value."""
         ext, inst = self._named("externs", instance)
-        req, u = one_update("delete" if delete else "insert")
-        x = u.entity.extern_entry
-        x.extern_type_id, x.extern_id = ext.extern_type_id, inst.preamble.id
-        x.entry.type_url, x.entry.value = f"p4sec/{ext.extern_type_name}.{op}", json.dumps(obj).encode()
-        self._write(req.SerializeToString())
+        x = {"extern_type_id": ext.extern_type_id, "extern_id": inst.preamble.id,
+             "entry": {"type_url": f"p4sec/{ext.extern_type_name}.{op}", "value": json.dumps(obj).encode()}}
+        self._write(wire.encode(p4runtime_pb2.WriteRequest, {"updates": [
+            {"type": UPDATE_TYPES["delete" if delete else "insert"], "entity": {"extern_entry": x}}]}))
 
     def extern_read(self, instance, op, obj):
         """A p4sec extern query (e.g. esp_sad `sa_stats`) as a P4Runtime ExternEntry read; its JSON answer."""

@@ -4,8 +4,10 @@ after the device and election id). Every kind of update must parse back into exa
 says, and a batch into one request with every update in order."""
 import json
 
+import grpc
 import pytest
 from google.protobuf import any_pb2, text_format
+from google.rpc import status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
@@ -124,6 +126,11 @@ class Sent:
         self.requests.append(request)
         return None
 
+    def __call__(self, request):
+        self.requests.append(request)
+        if getattr(self, "refuse", None):
+            raise self.refuse
+
 
 def test_a_batch_is_one_write_request_with_every_update_in_order(sw):
     sw.device_id, sw.election_id, sw._write_head, sw._write_raw = 3, 7, None, Sent()
@@ -145,3 +152,40 @@ def test_a_batch_is_one_write_request_with_every_update_in_order(sw):
     assert json.loads(req.updates[0].entity.extern_entry.entry.value) == {"index": 5, "sa": {"spi": 0x1234abcd}}
     assert req.updates[1] == expected_update(sw.p4info, "insert", "GwIngress.sad_dec", sad_dec, "GwIngress.dec_sa", {"sa_index": 5}, 0)
     assert req.updates[3] == update
+
+
+class Refused(grpc.RpcError):
+    """A refused Write as gRPC raises it: the status details name each update's error."""
+
+    def __init__(self, errors):
+        st = status_pb2.Status(code=2, message="write failed")
+        for code, msg in errors:
+            st.details.add().Pack(p4runtime_pb2.Error(canonical_code=code, message=msg))
+        self._md = (("grpc-status-details-bin", st.SerializeToString()),)
+
+    def trailing_metadata(self):
+        return self._md
+
+    def code(self):
+        return grpc.StatusCode.UNKNOWN
+
+
+def test_a_deferred_write_is_sent_once_when_its_result_is_asked_for(sw):
+    sw.device_id, sw.election_id, sw._write_head, sw._write_raw = 1, 1, None, Sent()
+    with sw.collect() as ups:
+        sw.extern_write("GwIngress.sad", "add_sa", {"index": 5})
+    pending = sw.write_async(ups, deferred=True)
+    assert pending.deferred and sw._write_raw.requests == []
+    pending.result()
+    pending.result()
+    assert len(sw._write_raw.requests) == 1
+    assert json.loads(p4runtime_pb2.WriteRequest.FromString(sw._write_raw.requests[0]).updates[0].entity.extern_entry.entry.value) == {"index": 5}
+    # refused: the switch's messages, every time the result is asked for, and it is not sent again
+    sw._write_raw = Sent()
+    sw._write_raw.refuse = Refused([(0, ""), (6, "no SA in slot 9")])
+    pending = sw.write_async(ups + ups, deferred=True)
+    for _ in range(2):
+        with pytest.raises(runtime.WriteError, match="no SA in slot 9") as e:
+            pending.result()
+        assert e.value.applied == [True, False]
+    assert len(sw._write_raw.requests) == 1
