@@ -27,10 +27,13 @@ _RANGES = {FD.TYPE_INT32: (-(1 << 31), 1 << 31), FD.TYPE_INT64: (-(1 << 63), 1 <
            FD.TYPE_ENUM: (-(1 << 31), 1 << 31)}
 
 
+_SMALL = [bytes((i,)) for i in range(0x80)]
+
+
 def varint(n):
     """The varint encoding of a non-negative integer."""
     if n < 0x80:
-        return bytes((n,))
+        return _SMALL[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7f) | 0x80)
@@ -119,7 +122,7 @@ class _Plan:
                 ordered = ordered and num > last
                 last = num
         if len(parts) > 1:
-            if self.oneofs:
+            if self.oneofs and len(self.oneofs.keys() & value.keys()) > 1:
                 seen = {}
                 for k in value:
                     o = self.oneofs.get(k)
@@ -168,7 +171,8 @@ def _field(f):
             if not plan:
                 plan.append(_plan(sub))
             b = plan[0].encode(v)
-            return tag + varint(len(b)) + b
+            n = len(b)
+            return tag + (_SMALL[n] if n < 0x80 else varint(n)) + b
         if not repeated:
             return enc_msg
         return _repeated(f, enc_msg)
@@ -188,6 +192,25 @@ def _field(f):
             return enc_packed
         return _repeated(f, lambda v, tag=tag, enc=enc: tag + enc(v))
     if f.containing_oneof is None and f.containing_type.syntax == "proto3":
+        # the common cases first: the checks inline, the general encoder for everything else (and its errors)
+        if f.type in (FD.TYPE_UINT32, FD.TYPE_UINT64):
+            hi = _RANGES[f.type][1]
+
+            def enc_unsigned(v, tag=tag, enc=enc, hi=hi):
+                if type(v) is int and 0 <= v < hi:
+                    if v < 0x80:
+                        return tag + _SMALL[v] if v else b""
+                    return tag + varint(v)
+                return enc(v)
+            return enc_unsigned
+        if f.type == FD.TYPE_BYTES:
+            def enc_bytes(v, tag=tag, enc=enc):
+                if type(v) is bytes and len(v) < 0x80:
+                    return tag + _SMALL[len(v)] + v if v else b""
+                b = enc(v)
+                return tag + b if v else b""
+            return enc_bytes
+
         def enc_implicit(v, tag=tag, enc=enc):
             b = enc(v)                  # checks the value's type and range
             return tag + b if v else b""    # no presence: a default (zero, empty) value is not written
