@@ -16,10 +16,7 @@ fn hex_field(v: &Value, name: &str) -> Result<Vec<u8>, String> {
     if s.len() % 2 != 0 {
         return Err(format!("`{name}` has an odd number of hex digits"));
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2).unwrap_or("x"), 16).map_err(|_| format!("`{name}` is not hex")))
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2).unwrap_or("x"), 16).map_err(|_| format!("`{name}` is not hex"))).collect()
 }
 
 fn hex16(v: &Value, name: &str) -> Result<[u8; 16], String> {

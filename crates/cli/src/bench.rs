@@ -115,7 +115,10 @@ pub fn run(routes: u32, seconds: f64, json: Option<&Path>) -> ExitCode {
         let port = (lcg(&mut seed) % 8) as u16 + 1;
         let entry = TableEntry {
             matches: vec![FieldMatch::Lpm { value: Value::new(32, prefix as u64), prefix_len: len }],
-            action: ActionCall { action: set_nhop, args: vec![Value::new(48, 0x0200_0000_0000 | port as u64), Value::new(48, 0x0200_0000_00ff), Value::new(9, port as u64)] },
+            action: ActionCall {
+                action: set_nhop,
+                args: vec![Value::new(48, 0x0200_0000_0000 | port as u64), Value::new(48, 0x0200_0000_00ff), Value::new(9, port as u64)],
+            },
             priority: 0,
         };
         if seen.insert((prefix, len)) {

@@ -288,19 +288,22 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
                 Some(p) => {
                     check(p, a, f)?;
                     let Pipeline { engine, w, out } = p;
-                    Some(1e9 / rate(per, || {
-                        out.clear();
-                        engine.process(w, 0, f, out);
-                    }) - base[j])
+                    Some(
+                        1e9 / rate(per, || {
+                            out.clear();
+                            engine.process(w, 0, f, out);
+                        }) - base[j],
+                    )
                 }
                 None => None,
             };
             let mut d = [0u8; 64];
             let n = if a == HashAlg::Blake2b { 8 } else { a.out_len() };
-            let direct = 1e9 / rate(per, || {
-                hash::compute(a, &key, std::hint::black_box(f), &mut d[..n]).expect("hash");
-                std::hint::black_box(&d);
-            });
+            let direct = 1e9
+                / rate(per, || {
+                    hash::compute(a, &key, std::hint::black_box(f), &mut d[..n]).expect("hash");
+                    std::hint::black_box(&d);
+                });
             row.push((pipe, direct));
         }
         print!("  {:<18}", a.name());

@@ -242,7 +242,13 @@ fn aes_ctr_rfc3686_keystream_through_esp() {
         }
         tested += 1;
         let keymat = hx(&r["esp_keymat"]);
-        let cipher = if keymat.len() == 20 { Cipher::AesCtr128 } else if keymat.len() == 36 { Cipher::AesCtr256 } else { continue };
+        let cipher = if keymat.len() == 20 {
+            Cipher::AesCtr128
+        } else if keymat.len() == 36 {
+            Cipher::AesCtr256
+        } else {
+            continue;
+        };
         let pt = hx(&r["plaintext"]);
         let ct = hx(&r["ciphertext"]);
         // encrypt plaintext || trailer with our SA and check the ciphertext prefix equals the vector's
