@@ -15,6 +15,15 @@
 
 use p4sec_externs::checksum::{fold, ones_sum};
 
+/// Set (to anything but `0`) to send TCP segments to interface, TAP and TUN ports as they come out of the
+/// pipeline, one frame each, instead of joining those of one stream into GSO super-frames.
+pub const NO_GRO_ENV: &str = "P4SEC_NO_GRO";
+
+/// Whether segments are joined on transmit ([`NO_GRO_ENV`] not set).
+pub fn wanted() -> bool {
+    !matches!(std::env::var(NO_GRO_ENV), Ok(v) if !v.is_empty() && v != "0")
+}
+
 /// What one TCP segment looks like, once checked to be a candidate.
 #[derive(Clone, Copy, Debug)]
 pub struct Seg {

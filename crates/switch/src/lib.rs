@@ -28,8 +28,9 @@ pub mod tm;
 pub mod tun;
 
 pub use datapath::{run, run_with, WorkerStats, BUSY_POLL_ENV};
+pub use gro::NO_GRO_ENV;
 pub use gso::complete_l4_checksum;
-pub use port::afpacket::{NO_GRO_ENV, NO_MMAP_ENV};
+pub use port::afpacket::NO_MMAP_ENV;
 pub use port::io::PortStats;
 pub use port::Port;
 pub use ring::RX_RING_ENV;

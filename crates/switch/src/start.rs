@@ -5,7 +5,6 @@
 use crate::datapath::{worker_loop, WorkerStats};
 use crate::log::Level;
 use crate::pcap;
-use crate::port::afpacket::gro_wanted;
 use crate::port::io::PortStats;
 use crate::port::pcap::Pcap;
 use crate::port::tap::Tap;
@@ -105,7 +104,7 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                 for _ in 0..workers {
                     v.push(if workers == 1 { Port::open(n, iface)? } else { Port::open_fanout(n, iface, base.wrapping_add(k as u16))? });
                 }
-                if gro_wanted() {
+                if crate::gro::wanted() {
                     for p in v.iter_mut() {
                         if let Err(e) = p.enable_gro() {
                             p4log!(Level::Debug, "port {n}: TCP segments are not joined on `{iface}`: {e}");
@@ -143,7 +142,7 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                 };
                 let mut queues = if workers > 1 { format!("{workers} queues (one per worker), {qlen}") } else { qlen };
                 queues += match (vnet, offloads) {
-                    (true, true) if crate::port::afpacket::gro_wanted() => {
+                    (true, true) if crate::gro::wanted() => {
                         ", checksum and TCP segmentation offloads taken from the host, TCP segments joined into GSO super-frames on transmit"
                     }
                     (true, true) => ", checksum and TCP segmentation offloads taken from the host",

@@ -27,15 +27,8 @@ struct AuxData {
 /// Set (to anything but `0`) to keep interface ports off memory-mapped rings: one `recvmsg`/`send` per frame.
 pub const NO_MMAP_ENV: &str = "P4SEC_NO_MMAP";
 
-/// Set (to anything but `0`) to send TCP segments to interface ports as they come out of the pipeline,
-/// one frame each, instead of joining those of one stream into GSO super-frames ([`gro`]).
-pub const NO_GRO_ENV: &str = "P4SEC_NO_GRO";
 /// Receive buffer of an interface port's packet socket (see [`AfPacket::open`]).
 const RCVBUF_BYTES: usize = 16 << 20;
-
-pub fn gro_wanted() -> bool {
-    !matches!(std::env::var(NO_GRO_ENV), Ok(v) if !v.is_empty() && v != "0")
-}
 
 fn mmap_wanted() -> bool {
     !matches!(std::env::var(NO_MMAP_ENV), Ok(v) if !v.is_empty() && v != "0")

@@ -45,7 +45,7 @@ impl Tap {
     /// The port on queue `fd` of a TAP device (from [`tun::open_queue`], with the virtio-net header when
     /// `vnet`); closed when dropped.
     pub fn new(fd: i32, vnet: bool) -> Tap {
-        Tap { fd, tx: txbatch::TxBatch::with_vnet(vnet, super::afpacket::gro_wanted(), 0), vnet, segs: gso::Segments::default() }
+        Tap { fd, tx: txbatch::TxBatch::with_vnet(vnet, crate::gro::wanted(), 0), vnet, segs: gso::Segments::default() }
     }
 }
 

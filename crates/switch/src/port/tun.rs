@@ -25,7 +25,7 @@ impl Tun {
     /// The port on queue `fd` of a TUN device (from [`tun::open_queue`], with the virtio-net header when
     /// `vnet`); closed when dropped.
     pub fn new(fd: i32, vnet: bool) -> Tun {
-        Tun { fd, tx: txbatch::TxBatch::with_vnet(vnet, super::afpacket::gro_wanted(), 14), vnet, segs: gso::Segments::default() }
+        Tun { fd, tx: txbatch::TxBatch::with_vnet(vnet, crate::gro::wanted(), 14), vnet, segs: gso::Segments::default() }
     }
 }
 
