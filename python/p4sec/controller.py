@@ -702,7 +702,10 @@ class IpsecController(HostTunnels):
                     self.renew(row[0], reason=f"{'soft' if event == SOFT else 'hard'} lifetime on {gw_name}")
 
     def disconnect(self, name):
-        """Tear a tunnel down: policies, then SAD-enc, then SAD-dec."""
+        """Tear a tunnel down in three phases, each one Write per gateway with both gateways at once: the
+        policies; then the SAs they encrypted with and the SAD-dec entries (and selectors) of the SAs they
+        decrypt with; then those SAs. A removal that fails (an entry already gone) is recorded as an event and
+        the others still go."""
         with self.lock:
             row = self.db.execute("select a, b, suite from tunnel where name = ? and state = 'up'", (name,)).fetchone()
             if not row:
@@ -718,36 +721,79 @@ class IpsecController(HostTunnels):
             self.db.commit()
             checkpoint("delete:recorded")
             failures = []
-
-            def attempt(what, fn):
-                try:
-                    fn()
-                except Exception as e:
-                    failures.append(f"{what}: {e}")
+            # one Write per gateway and phase, both gateways at once; each removal on its own (a Write is not
+            # atomic: what fails is reported and the rest still goes)
             if row[2] == "bypass":
-                for src, dst in ((a, b), (b, a)):
-                    attempt("policy", lambda: self._spd(src, dst, None, insert=False, sites=sites))
-                    attempt("policy", lambda: self._spd(src, dst, None, insert=False, on=dst, sites=sites))
-                    attempt("route", lambda: self._route(src, sites[dst.name], insert=False))
+                self._remove_phase({g: [("policy", lambda g=g, o=o: self._spd(g, o, None, insert=False, sites=sites)),
+                                        ("policy", lambda g=g, o=o: self._spd(o, g, None, insert=False, on=g, sites=sites)),
+                                        ("route", lambda g=g, o=o: self._route(g, sites[o.name], insert=False))]
+                                    for g, o in ((a, b), (b, a))}, failures)
             else:
-                for src, dst in ((a, b), (b, a)):
-                    attempt("policy", lambda: self._spd(src, dst, None, insert=False, sites=sites))
+                self._remove_phase({src: [("policy", lambda src=src, dst=dst: self._spd(src, dst, None, insert=False, sites=sites))]
+                                    for src, dst in ((a, b), (b, a))}, failures)
                 checkpoint("delete:policies")
+                # the SAs it sends with go; so do the SAD-dec entries (and their selectors) of the SAs it receives
+                # under (the peers stopped sending with them in the phase before)
+                phase = {a: [], b: []}
                 for spi, s, d, out_slot, in_slot, state in rows:
+                    src, dst = self.gateways[s], self.gateways[d]
                     if state == "active":
-                        attempt(f"SA {spi:#010x} outbound", lambda: gwp.sa_delete(self.gateways[s].switch, out_slot))
-                        self.gateways[s].free_slots.append(out_slot)
+                        phase[src].append((f"SA {spi:#010x} outbound", lambda src=src, out_slot=out_slot: gwp.sa_delete(src.switch, out_slot)))
+                        src.free_slots.append(out_slot)
+                    sel = sa_selectors(s, dst, self.gateways, sites)
+                    phase[dst].append((f"SA {spi:#010x} SAD-dec", lambda src=src, dst=dst, spi=spi, in_slot=in_slot:
+                                       gwp.sad_dec_write(dst.switch, src.address, dst.address, spi, in_slot, insert=False)))
+                    if sel:
+                        phase[dst].append((None, lambda dst=dst, in_slot=in_slot, sel=sel: gwp.selectors_write(dst.switch, in_slot, *sel, insert=False)))
+                self._remove_phase(phase, failures)
                 checkpoint("delete:outbound")
+                phase = {a: [], b: []}
                 for spi, s, d, out_slot, in_slot, _ in rows:
-                    attempt(f"SA {spi:#010x} SAD-dec", lambda: self._sad_dec(self.gateways[s], self.gateways[d], spi, in_slot,
-                                                                             sa_selectors(s, self.gateways[d], self.gateways, sites), insert=False))
-                    attempt(f"SA {spi:#010x} inbound", lambda: gwp.sa_delete(self.gateways[d].switch, in_slot))
-                    self.gateways[d].free_slots.append(in_slot)
+                    dst = self.gateways[d]
+                    phase[dst].append((f"SA {spi:#010x} inbound", lambda dst=dst, in_slot=in_slot: gwp.sa_delete(dst.switch, in_slot)))
+                    dst.free_slots.append(in_slot)
+                self._remove_phase(phase, failures)
             for f in failures:
                 self._event(name, f"removing {f} failed (reconciliation removes what is left)")
             self._done(iid)
             self._event(name, "down")
             self.db.commit()
+
+    def _remove_phase(self, removals, failures):
+        """Removals ({gateway: [(what, write)]}, each write one call that removes something, collected into one
+        Write per gateway), sent to all gateways at once and waited for. What failed is added to `failures` as
+        "what: message"; a removal whose `what` is None may find its entry gone already (selectors: removed with
+        their entry's removal)."""
+        writes, labels = [], []
+        for gw, items in removals.items():
+            if not items:
+                continue
+            with gw.switch.collect() as ups:
+                names = []
+                for what, write in items:
+                    n = len(ups)
+                    try:
+                        write()
+                    except Exception as e:      # a removal that could not even be written down
+                        failures.append(f"{what or 'selectors'}: {e}")
+                    names += [what] * (len(ups) - n)
+            if ups:
+                writes.append((gw, ups))
+                labels.append(names)
+        if not writes:
+            return
+        sent = self._send_writes(writes)
+        for i in sorted(range(len(sent)), key=lambda i: not sent[i][2].deferred):
+            try:
+                sent[i][2].result()
+            except Exception as e:
+                errors = getattr(e, "errors", None)
+                if errors is None or len(errors) != len(labels[i]):
+                    errors = [str(e)] * len(labels[i])
+                for what, err in zip(labels[i], errors):
+                    if err is None or (what is None and "no entry with this match" in err):
+                        continue
+                    failures.append(f"{what or 'selectors'}: {err}")
 
     def sas(self, tunnel=None):
         q = "select spi, tunnel, src, dst, out_slot, in_slot, state from sa" + (" where tunnel = ?" if tunnel else "") + " order by created"

@@ -47,11 +47,12 @@ def canonical(b):
 
 class WriteError(Exception):
     """A P4Runtime Write failed; the message holds the switch's per-update errors, `applied` which updates of the
-    request the switch did apply (a Write is not atomic), or None if it did not say."""
+    request the switch did apply (a Write is not atomic), or None if it did not say, and `errors` each update's
+    message (None for those applied), or None."""
 
-    def __init__(self, message, applied=None):
+    def __init__(self, message, applied=None, errors=None):
         super().__init__(message)
-        self.applied = applied
+        self.applied, self.errors = applied, errors
 
 
 def write_status(rpc_error):
@@ -112,7 +113,8 @@ class _PendingWrite:
         except grpc.RpcError as e:
             st = write_status(e)
             if any(c for c, _ in st):
-                raise WriteError("; ".join(m or f"code {c}" for c, m in st if c), [not c for c, _ in st]) from e
+                errors = [(m or f"code {c}") if c else None for c, m in st]
+                raise WriteError("; ".join(m for m in errors if m), [not c for c, _ in st], errors) from e
             raise
 
 

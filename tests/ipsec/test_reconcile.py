@@ -18,6 +18,9 @@ from p4sec.controller import Gateway, IpsecController
 from p4sec.netns import free_port
 from test_site_to_site import net  # noqa: F401 (fixture)
 
+# the gateway tables a tunnel writes to
+TABLES = [gwp.spd(4), gwp.sad_dec(4), gwp.sa_selectors(4), gwp.lpm(4)]
+
 
 class Offline(runtime.Switch):
     """A Switch without a connection (names resolved from a P4Info)."""
@@ -193,3 +196,37 @@ def test_rekey_renews_the_named_tunnel_only(two_gateways, tmp_path):
     assert not ({t["name"]: set(t["active_spis"]) for t in ctl.tunnels()}["t2"] & before["t2"])
     with pytest.raises(Exception, match="no tunnel nope is up"):
         ctl.rekey("nope")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+def test_teardown_removes_everything_and_reports_what_was_gone(two_gateways, tmp_path):
+    ctl = two_gateways(str(tmp_path / "a.db"))
+    ctl.connect("A", "B", name="keep", a_prefix="10.1.1.0/24", b_prefix="10.2.1.0/24")
+    a, b = ctl.gateways["A"].switch, ctl.gateways["B"].switch
+    before = {n: (rec.read_sas(s), rec.read_tables(s, TABLES)) for n, s in (("A", a), ("B", b))}
+    ctl.connect("A", "B", name="t", a_prefix="10.1.2.0/24", b_prefix="10.2.2.0/24")
+    spi = next(r["spi"] for r in ctl.sas("t") if r["state"] == "active" and r["src"] == "A")
+    ctl.renew(spi)                      # the old SA retires: its SAD-dec entry and slot are still on B
+    rows = ctl.sas("t")
+    t = {(r["src"], r["state"]): r for r in rows}
+    assert ("A", "retiring") in t and ("A", "active") in t and ("B", "active") in t
+    freed = {"A": set(), "B": set()}
+    for r in rows:
+        freed[r["dst"]].add(r["in_slot"])
+        if r["state"] == "active":
+            freed[r["src"]].add(r["out_slot"])
+    # B's SAD-dec entry of the active A -> B SA is removed behind the controller's back
+    act = t[("A", "active")]
+    gwp.sad_dec_write(b, "192.0.2.1", "198.51.100.1", act["spi"], act["in_slot"], insert=False)
+    ctl.disconnect("t")
+    # everything of t is gone from both switches (the other tunnel's entries and SAs stay) ...
+    for n, s in (("A", a), ("B", b)):
+        assert (rec.read_sas(s), rec.read_tables(s, TABLES)) == before[n], n
+    # ... its slots are free again, and the one removal that found nothing is an event naming the SA
+    assert {n: set(g.free_slots) for n, g in ctl.gateways.items()} == freed
+    assert all(len(g.free_slots) == len(set(g.free_slots)) for g in ctl.gateways.values())
+    events = [e[2] for e in ctl.events("t")]
+    failed = [e for e in events if "failed" in e]
+    assert len(failed) == 1 and f"SA {act['spi']:#010x} SAD-dec" in failed[0] and "no entry" in failed[0], events
+    assert events[-1] == "down"
+    assert all(x["in_sync"] for x in ctl.reconcile(dry_run=True).values())
