@@ -103,7 +103,7 @@ class _PendingWrite:
             call, self._call = self._call, None
             try:
                 call()
-            except grpc.RpcError as e:
+            except Exception as e:      # kept: every later result() raises it too
                 self._error = e
         try:
             if self._error is not None:
