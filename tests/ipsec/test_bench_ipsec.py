@@ -20,6 +20,7 @@ def test_bench_ipsec_runs_and_reports(p4sec_bin, tmp_path):
     assert "tunnel setup" in r.stdout and "SA renewal" in r.stdout
     d = json.loads(out.read_text())
     assert d["tunnels"] == 3 and 0 < d["setup_ms_median"] < 1000 and 0 < d["renewal_ms_median"] < 1000
+    assert 0 < d["teardown_ms_median"] <= d["teardown_ms_p90"] < 1000 and "tunnel teardown" in r.stdout
     assert (d["link_mtu"], d["host_mtu"], d["offloads"], d["switch_gro"], d["wan"]) == (1500, 1400, True, True, "afpacket")
     assert (d["jumbo_link_mtu"], d["jumbo_host_mtu"]) == (9000, 8900)
     if shutil.which("iperf3"):

@@ -7,7 +7,8 @@ gateways per cipher suite, beside the P4-IPsec paper's BMv2 figures, in one run.
 
 Setup: the controller (in process) sets a tunnel up between the two switches (SAD-dec on both, then SAD-enc and
 SPD on both, one Write per switch and phase, both switches at once) and tears it down again, --tunnels times;
-renewal: one direction renewed (new SAD-dec, in-place SAD-enc swap). Goodput: iperf3 TCP from H1 to H2 through
+renewal: one direction renewed (new SAD-dec, in-place SAD-enc swap); teardown: three phases (policies; outbound SAs,
+SAD-dec entries and selectors; inbound SAs), timed too. Goodput: iperf3 TCP from H1 to H2 through
 the tunnel (the topology of python -m p4sec.bench.vpn_demo: links MTU 1500, hosts MTU 1400, the hosts' TSO/GSO/GRO on
 as Linux sets them by default, so the switches receive TCP super-frames and cut them). Needs root; iperf3 for the
 goodput part.
@@ -151,7 +152,7 @@ def main(argv=None):
     sh(a.p4sec, "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(work / "gw"))
     net = Net(offloads=a.offloads)
     procs, switches = [], []
-    res = {"setup_ms": [], "renewal_ms": [], "goodput_mbps": {}, "retransmits": {}, "goodput_no_offloads_mbps": {}, "goodput_jumbo_mbps": {}}
+    res = {"setup_ms": [], "renewal_ms": [], "teardown_ms": [], "goodput_mbps": {}, "retransmits": {}, "goodput_no_offloads_mbps": {}, "goodput_jumbo_mbps": {}}
     try:
         procs, switches, ctl = start_switches(a, net, work, 1500)
         # warm-up (connections, first writes), not measured
@@ -166,7 +167,9 @@ def main(argv=None):
             ctl.renew(spi)
             res["renewal_ms"].append(1000 * (time.perf_counter() - t0))
             time.sleep(0.25)  # the old SAD-dec entry goes after the grace period
+            t0 = time.perf_counter()
             ctl.disconnect(f"t{i}")
+            res["teardown_ms"].append(1000 * (time.perf_counter() - t0))
 
         if shutil.which("iperf3"):
             for suite in a.suites.split(","):
@@ -184,7 +187,8 @@ def main(argv=None):
 
     s, r = res["setup_ms"], res["renewal_ms"]
     out = {"tunnels": a.tunnels, "setup_ms_median": statistics.median(s), "setup_ms_p90": pct(s, 90),
-           "renewal_ms_median": statistics.median(r), "renewal_ms_p90": pct(r, 90), "goodput_mbps": res["goodput_mbps"],
+           "renewal_ms_median": statistics.median(r), "renewal_ms_p90": pct(r, 90),
+           "teardown_ms_median": statistics.median(res["teardown_ms"]), "teardown_ms_p90": pct(res["teardown_ms"], 90), "goodput_mbps": res["goodput_mbps"],
            "goodput_retransmits": res["retransmits"], "goodput_no_offloads_mbps": res["goodput_no_offloads_mbps"],
            "link_mtu": 1500, "host_mtu": 1500 - HOST_MTU_GAP, "offloads": a.offloads, "switch_gro": not a.no_gro, "wan": a.wan,
            "goodput_jumbo_mbps": res["goodput_jumbo_mbps"], "jumbo_link_mtu": a.jumbo or None,
@@ -195,6 +199,7 @@ def main(argv=None):
         med, p90 = out[f"{k}_ms_median"], out[f"{k}_ms_p90"]
         verdict = "PASS" if med <= TARGET[f"{k}_ms"] else "MISS"
         print(f"  {label:<22} {med:>7.2f}ms {p90:>7.2f}ms {PAPER[f'{k}_ms']:>11.2f}ms {TARGET[f'{k}_ms']:>6.1f}ms {verdict}")
+    print(f"  {'tunnel teardown':<22} {out['teardown_ms_median']:>7.2f}ms {out['teardown_ms_p90']:>7.2f}ms {'-':>13} {'-':>8}")
     if res["goodput_mbps"]:
         how = ("hosts' offloads on, the Linux default" if a.offloads else "hosts' offloads off") + (", switch GRO off" if a.no_gro else "")
         print(f"  TCP goodput H1 -> H2 (iperf3, {a.seconds:g} s per suite; links MTU 1500, hosts {1500 - HOST_MTU_GAP}; {how})")
