@@ -201,7 +201,8 @@ def _field(f):
                     if v < 0x80:
                         return tag + _SMALL[v] if v else b""
                     return tag + varint(v)
-                return enc(v)
+                b = enc(v)                  # other int types (an IntEnum), or the error
+                return tag + b if v else b""
             return enc_unsigned
         if f.type == FD.TYPE_BYTES:
             def enc_bytes(v, tag=tag, enc=enc):

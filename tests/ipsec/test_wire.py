@@ -142,6 +142,16 @@ def test_defaults_without_presence_are_left_out_and_oneof_members_are_not():
     assert wire.encode(p4runtime_pb2.Update, {"entity": {}}) == p4runtime_pb2.Update(entity=p4runtime_pb2.Entity()).SerializeToString()
 
 
+def test_int_subclasses_encode_as_their_value():
+    import enum
+
+    class Id(enum.IntEnum):
+        ZERO, SMALL, LARGE = 0, 5, 1 << 20
+    for v in Id:
+        want = p4runtime_pb2.TableEntry(table_id=int(v), priority=int(v)).SerializeToString()
+        assert wire.encode(p4runtime_pb2.TableEntry, {"table_id": v, "priority": v}) == want, v
+
+
 def test_bad_values_get_errors_that_name_the_field():
     with pytest.raises(KeyError, match="p4.v1.TableEntry has no field 'table'"):
         wire.encode(p4runtime_pb2.TableEntry, {"table": 1})
