@@ -548,13 +548,18 @@ class IpsecController(HostTunnels):
         return [(gw, ups, gw.switch.write_async(ups, deferred=(i == len(writes) - 1))) for i, (gw, ups) in enumerate(writes)]
 
     @staticmethod
+    def _answer_order(sent):
+        """The indices of `sent` ([(gw, updates, pending)]) in the order to wait for them: a deferred Write first
+        (it is sent then), the others after it."""
+        return sorted(range(len(sent)), key=lambda i: not sent[i][2].deferred)
+
+    @staticmethod
     def _wait_writes(sent):
         """Wait for every Write in flight (a deferred one first: it is sent then); the first error (or None). Each
         entry's future is replaced by which of its updates the switch applied: all of them, those the switch
         reports (a Write is not atomic), or none if it said nothing (unreachable)."""
         err = None
-        order = sorted(range(len(sent)), key=lambda i: not getattr(sent[i][2], "deferred", False))
-        for i in order:
+        for i in IpsecController._answer_order(sent):
             gw, ups, fut = sent[i]
             try:
                 fut.result()
@@ -783,7 +788,7 @@ class IpsecController(HostTunnels):
         if not writes:
             return
         sent = self._send_writes(writes)
-        for i in sorted(range(len(sent)), key=lambda i: not sent[i][2].deferred):
+        for i in self._answer_order(sent):
             try:
                 sent[i][2].result()
             except Exception as e:

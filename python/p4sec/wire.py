@@ -142,8 +142,12 @@ def _plan(desc):
     if p is not None:
         return p
     p = _PLANS[desc.full_name] = _Plan(desc)     # registered first: message types may nest themselves
-    for f in desc.fields:
-        p.fields[f.name] = (f.number, _field(f))
+    try:
+        for f in desc.fields:
+            p.fields[f.name] = (f.number, _field(f))
+    except Exception:
+        del _PLANS[desc.full_name]      # no half-made plan stays behind
+        raise
     return p
 
 
@@ -153,11 +157,11 @@ def _field(f):
     if f.type == FD.TYPE_MESSAGE:
         tag = varint(f.number << 3 | _LEN)
         sub = f.message_type
+        plan = _plan(sub)
         if repeated and sub.GetOptions().map_entry:
-            def enc_map(v, f=f, tag=tag, sub=sub):
+            def enc_map(v, f=f, tag=tag, plan=plan):
                 if not isinstance(v, dict):
                     raise TypeError(f"{f.full_name}: a map is given as a dict, not {type(v).__name__}")
-                plan = _plan(sub)
                 out = []
                 for key, val in v.items():
                     b = plan.encode({"key": key, "value": val})
@@ -165,12 +169,8 @@ def _field(f):
                 return b"".join(out)
             return enc_map
 
-        plan = []      # resolved at first use: message types may nest themselves
-
-        def enc_msg(v, tag=tag, sub=sub, plan=plan):
-            if not plan:
-                plan.append(_plan(sub))
-            b = plan[0].encode(v)
+        def enc_msg(v, tag=tag, plan=plan):
+            b = plan.encode(v)
             n = len(b)
             return tag + (_SMALL[n] if n < 0x80 else varint(n)) + b
         if not repeated:
