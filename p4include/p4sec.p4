@@ -17,6 +17,8 @@ const bit<8> P4SEC_TOO_OLD         = 8;
 const bit<8> P4SEC_SEQ_OVERFLOW    = 9;
 const bit<8> P4SEC_SA_EXPIRED      = 10;
 const bit<8> P4SEC_BAD_INNER       = 11;
+/* 12 is left to programs (ipsec_gateway.p4: SELECTOR_MISMATCH) */
+const bit<8> P4SEC_WRONG_ENCAP     = 13;   /* ESP in UDP (RFC 3948) for a plain ESP SA, or the other way round */
 
 /* ESP security association database. The control plane installs SAs into slots 0..size-1 (extern
  * control operations `add_sa`, `del_sa`, `sa_stats`); keys never appear in P4 tables.
@@ -27,7 +29,13 @@ const bit<8> P4SEC_BAD_INNER       = 11;
  *   endpoints) + ESP header + IV + ciphertext + ICV.
  * decap: the payload starts at the ESP header (the program extracted and invalidated the outer IP
  *   header). The SA is found by SPI; the ICV is checked before decryption; on success the payload is the
- *   inner IP packet and sa_index is the slot of the SA. */
+ *   inner IP packet and sa_index is the slot of the SA.
+ * ESP in UDP (RFC 3948, NAT traversal): an SA configured with `udp_encap` [source port, destination port]
+ *   puts a UDP header in front of the ESP header (the outer header's protocol is then 17), and expects the
+ *   payload it decapsulates to start at such a UDP header (to its destination port); the program's parser
+ *   recognises the datagrams (a destination port such as 4500, and not the four zero bytes of an IKE
+ *   message after the UDP header) and leaves the UDP header in the payload. A packet whose encapsulation is
+ *   not its SA's gets P4SEC_WRONG_ENCAP. */
 extern esp_sad {
     esp_sad(bit<32> size);
     void encap(in bit<32> sa_index, out bit<8> status);

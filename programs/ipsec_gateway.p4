@@ -12,6 +12,10 @@
 //   forwarded by LPM in the same pass (an inner IPv4 header with options recirculates to be parsed). ESP to
 //   one of the gateway's own addresses (local_addr) without an SA is dropped as NO_SA; other ESP is
 //   forwarded (transit).
+// ESP in UDP (RFC 3948): UDP to port UDP_ENCAP_PORT (4500) is ESP unless the four bytes after the UDP header
+//   are zero (an IKE message: plain UDP); it is looked up and decapsulated as ESP is, the UDP header staying
+//   in the payload for the SA, which is configured with UDP encapsulation (udp_encap) and takes it off; an SA
+//   with udp_encap sends its packets in UDP. A packet whose encapsulation is not its SA's: P4SEC_WRONG_ENCAP.
 // Sides: the ports port_side lists are WAN ports (default: LAN). Clear traffic arriving from the WAN is never
 //   protected: an SPD protect match there is dropped and counted (wan_drops[WAN_SPOOFED]); only ESP and the
 //   SPD's bypass traffic are accepted from the WAN (a discard or no policy: wan_drops[WAN_DENIED]).
@@ -28,6 +32,10 @@
 /* SA slots in the SAD (both directions share them); -D SA_SLOTS=N for large deployments */
 #ifndef SA_SLOTS
 #define SA_SLOTS 1024
+#endif
+/* the UDP port of ESP in UDP (RFC 3948, NAT traversal); -D UDP_ENCAP_PORT=N for another */
+#ifndef UDP_ENCAP_PORT
+#define UDP_ENCAP_PORT 4500
 #endif
 /* SPD entries (per IP version); -D SPD_SIZE=N for many tunnels (one policy per tunnel and direction) */
 #ifndef SPD_SIZE
@@ -106,6 +114,7 @@ struct meta_t {
     @field_list(1) bit<1> encrypted;
     @field_list(1) bit<1> from_wan;     /* arrived on a WAN port (port_side) */
     bit<1>  ports_parsed;               /* sport and dport are the packet's (parse_ports) */
+    bit<1>  esp_in_udp;                 /* UDP to UDP_ENCAP_PORT carrying ESP (meta.esp is its header) */
     bit<16> sel_sport_lo;               /* the port ranges of a selector_ports match */
     bit<16> sel_sport_hi;
     bit<16> sel_dport_lo;
@@ -134,7 +143,7 @@ parser GwParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout stand
         transition select(hdr.ipv6.next_hdr) {
             PROTO_ESP: parse_esp;
             6: parse_ports;
-            17: parse_ports;
+            17: parse_udp;
             default: accept;
         }
     }
@@ -143,7 +152,7 @@ parser GwParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout stand
         transition select(hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
             (_, PROTO_ESP): parse_esp;
             (0, 6): parse_ports;
-            (0, 17): parse_ports;
+            (0, 17): parse_udp;
             default: accept;
         }
     }
@@ -153,6 +162,33 @@ parser GwParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout stand
         meta.sport = ports[31:16];
         meta.dport = ports[15:0];
         meta.ports_parsed = 1;
+        transition accept;
+    }
+    state parse_udp {
+        bit<32> ports = pkt.lookahead<bit<32>>();
+        meta.sport = ports[31:16];
+        meta.dport = ports[15:0];
+        meta.ports_parsed = 1;
+        transition select(ports[15:0]) {
+            UDP_ENCAP_PORT: parse_udp_encap;
+            default: accept;
+        }
+    }
+    state parse_udp_encap {
+        // the UDP header, then an SPI (never 0) or the four zero bytes in front of an IKE message
+        bit<96> u = pkt.lookahead<bit<96>>();
+        transition select(u[31:0]) {
+            0: accept;
+            default: parse_esp_in_udp;
+        }
+    }
+    state parse_esp_in_udp {
+        // the UDP header stays in the payload (the SA takes it off); look at the SPI after it
+        bit<128> u = pkt.lookahead<bit<128>>();
+        meta.esp.setValid();
+        meta.esp.spi = u[63:32];
+        meta.esp.seq = u[31:0];
+        meta.esp_in_udp = 1;
         transition accept;
     }
     state parse_esp {
@@ -386,8 +422,8 @@ control GwIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             port_side.apply();
         }
 
-        /* inbound ESP: SAD-dec on outer source, destination and SPI */
-        bool esp = (v4 && hdr.ipv4.protocol == PROTO_ESP) || (v6 && hdr.ipv6.next_hdr == PROTO_ESP);
+        /* inbound ESP (or ESP in UDP): SAD-dec on outer source, destination and SPI */
+        bool esp = (v4 && hdr.ipv4.protocol == PROTO_ESP) || (v6 && hdr.ipv6.next_hdr == PROTO_ESP) || meta.esp_in_udp == 1;
         if (esp && meta.encrypted == 0 && meta.decrypted == 0) {
             bool found;
             if (v4) {

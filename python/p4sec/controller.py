@@ -31,7 +31,7 @@ import time
 from . import gateway as gwp
 from . import reconcile as rec
 from .ctlbase import (HARD, SA_EVENT_DIGEST, SOFT, SUITES, SWITCH_MAC, ControllerError, Gateway, _lpm,  # noqa: F401 (re-exported)
-                      checkpoint, sa_config, sa_selectors)
+                      UDP_ENCAP_PORTS, checkpoint, sa_config, sa_selectors)
 from .hosts import HostTunnels
 
 log = logging.getLogger("p4sec.controller")
@@ -266,7 +266,8 @@ class IpsecController(HostTunnels):
         for name, a, b, suite, soft, hard in lost:
             if a in self.gateways and b in self.gateways:
                 sites = self._tunnel_sites(name) or {}
-                self.connect(a, b, suite, json.loads(soft), json.loads(hard), name=name, a_prefix=sites.get(a), b_prefix=sites.get(b))
+                self.connect(a, b, suite, json.loads(soft), json.loads(hard), name=name, a_prefix=sites.get(a), b_prefix=sites.get(b),
+                             encap=self._tunnel_encap(name))
 
     def tunnels(self):
         with self.lock:
@@ -282,7 +283,8 @@ class IpsecController(HostTunnels):
             if state == "up" and away:
                 state = "degraded"
             t = {"name": name, "a": a, "b": b, "suite": suite, "soft": json.loads(soft), "hard": json.loads(hard),
-                 "created": created, "state": state, "active_spis": spis, "a_prefix": sites.get(a), "b_prefix": sites.get(b)}
+                 "created": created, "state": state, "active_spis": spis, "a_prefix": sites.get(a), "b_prefix": sites.get(b),
+                 "encap": self._tunnel_encap(name) or "esp"}
             if away:
                 t["unreachable"] = away
             out.append(t)
@@ -332,7 +334,8 @@ class IpsecController(HostTunnels):
     def _make_sa(self, tunnel, src, dst, suite, soft, hard):
         _, _, nkey, nauth = SUITES[suite]
         spi = self._new_spi()
-        cfg = sa_config(spi, suite, os.urandom(nkey), os.urandom(nauth), src.address, dst.address, soft, hard)
+        cfg = sa_config(spi, suite, os.urandom(nkey), os.urandom(nauth), src.address, dst.address, soft, hard,
+                        udp_encap=UDP_ENCAP_PORTS if self._tunnel_encap(tunnel) == "udp" else None)
         return spi, cfg
 
     def _undo_in(self, tunnel, src, dst, spi, in_slot):
@@ -401,12 +404,21 @@ class IpsecController(HostTunnels):
         r = self.db.execute("select value from kv where key = ?", (f"sites:{name}",)).fetchone()
         return json.loads(r[0]) if r else None
 
-    def connect(self, a_name, b_name, suite="aes-gcm-128", soft=None, hard=None, name=None, a_prefix=None, b_prefix=None):
+    def _tunnel_encap(self, name):
+        """"udp" for a tunnel whose SAs send ESP in UDP (RFC 3948), else None (plain ESP)."""
+        r = self.db.execute("select value from kv where key = ?", (f"encap:{name}",)).fetchone()
+        return r[0] if r and r[0] == "udp" else None
+
+    def connect(self, a_name, b_name, suite="aes-gcm-128", soft=None, hard=None, name=None, a_prefix=None, b_prefix=None, encap=None):
         """A site-to-site tunnel between two gateways, for the traffic between a_prefix behind a and b_prefix behind
         b (subnets of their sites; default: the whole sites): many tunnels between the same two gateways, one per
-        pair of subnets. Returns {(src, dst): (spi, outbound slot)}."""
+        pair of subnets. `encap`: "esp" (or None, the default) for plain ESP, "udp" for ESP in UDP (RFC 3948, NAT
+        traversal: UDP port 4500 both ways); it holds for the tunnel's renewed SAs too. Returns {(src, dst): (spi,
+        outbound slot)}."""
         if suite not in SUITES and suite != "bypass":
             raise ControllerError(f"unknown cipher suite {suite!r} (bypass, {', '.join(SUITES)})")
+        if encap not in (None, "esp", "udp"):
+            raise ControllerError(f"unknown encapsulation {encap!r} (esp, udp)")
         with self.lock:
             for g in (a_name, b_name):
                 if g not in self.gateways:
@@ -424,10 +436,12 @@ class IpsecController(HostTunnels):
             if other and other[0] != name:
                 raise ControllerError(f"tunnel {other[0]} already protects {sites[a_name]} <-> {sites[b_name]}")
             prev = (self.db.execute("select * from tunnel where name = ?", (name,)).fetchone(),
-                    self.db.execute("select value from kv where key = ?", (f"sites:{name}",)).fetchone())
+                    self.db.execute("select value from kv where key = ?", (f"sites:{name}",)).fetchone(),
+                    self.db.execute("select value from kv where key = ?", (f"encap:{name}",)).fetchone())
             self.db.execute("insert or replace into tunnel values (?, ?, ?, ?, ?, ?, ?, 'up')",
                             (name, a_name, b_name, suite, json.dumps(soft), json.dumps(hard), time.time()))
             self.db.execute("insert or replace into kv values (?, ?)", (f"sites:{name}", json.dumps(sites)))
+            self.db.execute("insert or replace into kv values (?, ?)", (f"encap:{name}", encap or "esp"))
             self.db.execute("insert or replace into kv values (?, ?)", (pair, name))
             if suite == "bypass":
                 iid = self._intent("setup", name)
@@ -497,11 +511,13 @@ class IpsecController(HostTunnels):
         for spi in spis:
             self.db.execute("delete from sa where spi = ?", (spi,))
         self.db.execute("delete from tunnel where name = ?", (name,))
-        self.db.execute("delete from kv where key = ?", (f"sites:{name}",))
+        self.db.execute("delete from kv where key in (?, ?)", (f"sites:{name}", f"encap:{name}"))
         if prev[0]:
             self.db.execute("insert into tunnel values (?, ?, ?, ?, ?, ?, ?, ?)", prev[0])
         if prev[1]:
             self.db.execute("insert into kv values (?, ?)", (f"sites:{name}", prev[1][0]))
+        if prev[2]:
+            self.db.execute("insert into kv values (?, ?)", (f"encap:{name}", prev[2][0]))
         self.db.execute("delete from kv where key = ? and value = ?", (pair, name))
         self._done(iid)
         self.db.commit()

@@ -59,12 +59,22 @@ class Gateway:
         return slot
 
 
-def sa_config(spi, suite, keymat, authkey, src, dst, soft=None, hard=None):
+# ESP in UDP (RFC 3948): the ports of the UDP datagrams (source, destination); programs/ipsec_gateway.p4 takes UDP
+# to this destination port for ESP (its UDP_ENCAP_PORT)
+UDP_ENCAP_PORTS = (4500, 4500)
+
+
+def sa_config(spi, suite, keymat, authkey, src, dst, soft=None, hard=None, udp_encap=None):
+    """The esp_sad configuration of an SA (add_sa); `udp_encap`: (source, destination) UDP ports to send its
+    packets in, and to expect them in (ESP in UDP), or None for plain ESP."""
     cipher, integ, _, _ = SUITES[suite]
     null = {"packets": None, "bytes": None, "seconds": None}
-    return {"spi": spi, "cipher": cipher, "integ": integ, "enc_key": list(keymat), "auth_key": list(authkey), "esn": True,
-            "replay_window": 1024, "tunnel": [src, dst], "soft": dict(null, **(soft or {})), "hard": dict(null, **(hard or {})),
-            "initial_seq": 0}
+    cfg = {"spi": spi, "cipher": cipher, "integ": integ, "enc_key": list(keymat), "auth_key": list(authkey), "esn": True,
+           "replay_window": 1024, "tunnel": [src, dst], "soft": dict(null, **(soft or {})), "hard": dict(null, **(hard or {})),
+           "initial_seq": 0}
+    if udp_encap:
+        cfg["udp_encap"] = list(udp_encap)
+    return cfg
 
 
 def _lpm(switch, prefix, mac=None, port=None, insert=True):

@@ -31,6 +31,7 @@ CONFIG (YAML):
       - {name: S1-S2, a: S1, b: S2, suite: aes-gcm-128, auto: true,
          soft: {packets: 1000000, seconds: 3600}, hard: {packets: 2000000, seconds: 4000}}
       - {name: S1-S2-lab, a: S1, b: S2, a_prefix: 10.1.7.0/24, b_prefix: 10.2.7.0/24}   # one per subnet pair
+      - {name: S1-S2-nat, a: S1, b: S2, a_prefix: 10.1.8.0/24, b_prefix: 10.2.8.0/24, encap: udp}   # ESP in UDP (RFC 3948, port 4500): across a NAT
 """
 import argparse
 import ipaddress
@@ -99,6 +100,8 @@ def load_config(path):
         suite = t.get("suite", "aes-gcm-128")
         if suite not in SUITES and suite != "bypass":
             raise ConfigError(f"{where}: unknown suite {suite!r} (bypass, {', '.join(SUITES)})")
+        if t.get("encap", "esp") not in ("esp", "udp"):
+            raise ConfigError(f"{where}: unknown encap {t.get('encap')!r} (esp, udp)")
         for k in ("soft", "hard"):
             lim = t.get(k) or {}
             if not isinstance(lim, dict) or set(lim) - LIMIT_KEYS or not all(isinstance(v, int) and v > 0 for v in lim.values()):
@@ -193,7 +196,7 @@ class Service:
         if p is None:
             raise KeyError(name)
         spis = self.ctl.connect(p["a"], p["b"], p.get("suite", "aes-gcm-128"), p.get("soft"), p.get("hard"), name=name,
-                                a_prefix=p.get("a_prefix"), b_prefix=p.get("b_prefix"))
+                                a_prefix=p.get("a_prefix"), b_prefix=p.get("b_prefix"), encap=p.get("encap"))
         return {f"{s}->{d}": f"{v[0]:#010x}" for (s, d), v in spis.items()}
 
     def down(self, name):

@@ -54,6 +54,7 @@ fn sa_config() -> SaConfig {
         soft: Limits::default(),
         hard: Limits::default(),
         initial_seq: 0,
+        udp_encap: None,
     }
 }
 

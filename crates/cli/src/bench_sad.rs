@@ -31,6 +31,7 @@ fn cfg(i: u32) -> SaConfig {
         soft: Limits::default(),
         hard: Limits::default(),
         initial_seq: 0,
+        udp_encap: None,
     }
 }
 

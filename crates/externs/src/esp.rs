@@ -36,6 +36,7 @@ mod tests {
             soft: Limits::default(),
             hard: Limits::default(),
             initial_seq: 0,
+            udp_encap: None,
         }
     }
 
@@ -161,6 +162,76 @@ mod tests {
         assert!(w.check(9_999).is_ok());
         assert_eq!(w.check(10_000), Err(EspError::Replay));
         assert!(ReplayWindow::new(5000).is_err());
+    }
+
+    /// ESP in UDP (RFC 3948): the UDP header sits between the outer header and the ESP header, with the SA's
+    /// ports, its length, checksum 0 over IPv4 and a right one over IPv6; the receiver takes it off; a packet
+    /// whose encapsulation is not its SA's is refused as WrongEncap, whichever way round.
+    #[test]
+    fn esp_in_udp() {
+        use crate::checksum::{fold, ones_sum};
+        for (a, b) in [("10.0.0.1", "10.0.0.2"), ("fd00::1", "fd00::2")] {
+            let v6 = a.contains(':');
+            for (cipher, integ) in [(Cipher::AesGcm128, Integ::None), (Cipher::AesCbc128, Integ::HmacSha256_128)] {
+                let mut c = cfg(cipher, integ, true);
+                c.tunnel = Some((a.parse().unwrap(), b.parse().unwrap()));
+                c.udp_encap = Some((4501, 4500));
+                let tx = Sa::new(c.clone()).unwrap();
+                let rx = Sa::new(c.clone()).unwrap();
+                let mut plain = c.clone();
+                plain.udp_encap = None;
+                let plain_rx = Sa::new(plain).unwrap();
+                for n in [0usize, 1, 100, 1400] {
+                    let p = inner(n);
+                    let mut out = vec![];
+                    let seq = tx.encapsulate(&p, &mut out).unwrap();
+                    let hl = if v6 { 40 } else { 20 };
+                    assert_eq!(out[if v6 { 6 } else { 9 }], 17, "the outer protocol is UDP");
+                    if !v6 {
+                        assert_eq!(u16::from_be_bytes([out[4], out[5]]), seq as u16, "the IPv4 id counts with the sequence number");
+                        assert_eq!(fold(ones_sum(&out[..20]) as u32), 0xffff);
+                    }
+                    let u = &out[hl..];
+                    assert_eq!(&u[..4], &[0x11, 0x95, 0x11, 0x94]);
+                    assert_eq!(u16::from_be_bytes([u[4], u[5]]) as usize, u.len());
+                    assert_eq!(&u[8..12], &0x1234u32.to_be_bytes(), "the ESP header follows the UDP header");
+                    let ck = u16::from_be_bytes([u[6], u[7]]);
+                    if v6 {
+                        let len = u.len() as u32;
+                        let sum = ones_sum(&out[8..40]) as u32 + 17 + (len >> 16) + (len & 0xffff) + ones_sum(u) as u32;
+                        assert_eq!(fold(sum), 0xffff, "the UDP checksum over IPv6 is right");
+                    } else {
+                        assert_eq!(ck, 0, "no UDP checksum over IPv4");
+                    }
+                    let mut d = vec![];
+                    rx.decapsulate(esp_of_ip(&out).unwrap(), &mut d).unwrap();
+                    assert_eq!(d, p);
+                    // Ethernet padding after the datagram is not part of it
+                    let mut padded = u.to_vec();
+                    padded.extend_from_slice(&[0; 7]);
+                    assert_eq!(rx.decapsulate(&padded, &mut d), Err(EspError::Replay), "decrypted (then refused as a replay)");
+                    // an SA without UDP encapsulation refuses it, and the other way round
+                    assert_eq!(plain_rx.decapsulate(u, &mut d), Err(EspError::WrongEncap));
+                    assert_eq!(rx.decapsulate(&u[8..], &mut d), Err(EspError::WrongEncap));
+                    // another destination port, a length beyond the packet or shorter than the UDP header
+                    for (i, v) in [(3usize, 0x95u8), (4, 0xff), (4, 0)] {
+                        let mut bad = u.to_vec();
+                        bad[i] = v;
+                        if i == 4 && v == 0 {
+                            bad[5] = 7;
+                        }
+                        assert_eq!(rx.decapsulate(&bad, &mut d), Err(EspError::WrongEncap), "byte {i} = {v}");
+                    }
+                    assert_eq!(rx.decapsulate(&u[..5], &mut d), Err(EspError::Truncated));
+                }
+            }
+        }
+        // port 0 is refused
+        let mut c = cfg(Cipher::AesGcm128, Integ::None, true);
+        c.udp_encap = Some((0, 4500));
+        assert_eq!(Sa::new(c.clone()).err(), Some(EspError::BadConfig));
+        c.udp_encap = Some((4500, 0));
+        assert_eq!(Sa::new(c).err(), Some(EspError::BadConfig));
     }
 
     #[test]

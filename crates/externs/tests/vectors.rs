@@ -156,6 +156,7 @@ fn rx_sa(cipher: Cipher, integ: Integ, keymat: Vec<u8>, spi: u32, esn: bool, seq
         soft: Limits::default(),
         hard: Limits::default(),
         initial_seq: seq.saturating_sub(1),
+        udp_encap: None,
     })
     .unwrap()
 }
@@ -264,6 +265,7 @@ fn aes_ctr_rfc3686_keystream_through_esp() {
             soft: Limits::default(),
             hard: Limits::default(),
             initial_seq: iv - 1,
+            udp_encap: None,
         })
         .unwrap();
         let mut inner = pt.clone();

@@ -12,6 +12,13 @@
 //! allowed on the last one; no IP options or IPv6 extension headers, no fragments. Segments whose IP or TCP
 //! checksum is wrong are never joined (the kernel computes the super-frame's checksums afresh, which would
 //! hide the damage): they go out as they are, for the receiver to drop.
+//!
+//! UDP datagrams are joined the same way where asked for ([`UDP_GRO_ENV`], interface ports): consecutive
+//! datagrams of one flow (the same headers but for the lengths, IPv4 ids counting up and checksums), every
+//! one but the last of the first one's length, go out as one UDP GSO super-frame (GSO_UDP_L4), which the
+//! kernel, or a switch receiving it, cuts into the same datagrams again. This is what lets ESP in UDP
+//! (RFC 3948) between two gateways cross the link a stream at a time. A datagram sent without a checksum
+//! (0, IPv4) gets one computed when it is cut; a wrong checksum is never joined.
 
 use p4sec_externs::checksum::{fold, ones_sum};
 
@@ -24,9 +31,21 @@ pub fn wanted() -> bool {
     !matches!(std::env::var(NO_GRO_ENV), Ok(v) if !v.is_empty() && v != "0")
 }
 
+/// Set (to anything but `0`) to join the UDP datagrams of a flow too, on interface ports (off by default, as
+/// the kernel's UDP GRO on forwarding is: a capture on the link sees the super-frames, which only a receiver
+/// that takes GSO frames can cut again). Between two switches it carries ESP in UDP a stream at a time.
+pub const UDP_GRO_ENV: &str = "P4SEC_UDP_GRO";
+
+/// Whether UDP datagrams are joined on transmit ([`UDP_GRO_ENV`] set, [`NO_GRO_ENV`] not).
+pub fn udp_wanted() -> bool {
+    wanted() && matches!(std::env::var(UDP_GRO_ENV), Ok(v) if !v.is_empty() && v != "0")
+}
+
 /// What one TCP segment looks like, once checked to be a candidate.
 #[derive(Clone, Copy, Debug)]
 pub struct Seg {
+    /// A UDP datagram (else a TCP segment).
+    udp: bool,
     /// Offsets in the frame: IP header, TCP header, payload; the end of the IP packet.
     ip: usize,
     l4: usize,
@@ -53,53 +72,75 @@ fn be16(f: &[u8], i: usize) -> u16 {
     u16::from_be_bytes([f[i], f[i + 1]])
 }
 
-/// The one's complement sum (not folded) of the pseudo-header of a TCP segment of `len` bytes.
-fn pseudo(f: &[u8], ip: usize, v6: bool, len: usize) -> u32 {
+/// The one's complement sum (not folded) of the pseudo-header of a TCP segment (UDP datagram: `udp`) of `len`
+/// bytes.
+fn pseudo(f: &[u8], ip: usize, v6: bool, udp: bool, len: usize) -> u32 {
     let addrs = if v6 { &f[ip + 8..ip + 40] } else { &f[ip + 12..ip + 20] };
-    ones_sum(addrs) as u32 + 6 + (len as u32 >> 16) + (len as u32 & 0xffff)
+    ones_sum(addrs) as u32 + if udp { 17 } else { 6 } + (len as u32 >> 16) + (len as u32 & 0xffff)
 }
 
-/// Is this frame a TCP segment that could be joined with others? Untagged Ethernet, IPv4 without options
-/// (not a fragment) or IPv6 without extension headers, a payload, both checksums right.
+/// At most this many datagrams in one UDP GSO super-frame (the kernel's UDP_MAX_SEGMENTS).
+const MAX_UDP_SEGS: usize = 64;
+
+/// Is this frame a TCP segment (or UDP datagram) that could be joined with others? Untagged Ethernet, IPv4
+/// without options (not a fragment) or IPv6 without extension headers, a payload, both checksums right (a
+/// UDP datagram over IPv4 may have none: 0).
 pub fn parse(f: &[u8]) -> Option<Seg> {
     if f.len() < 14 + 20 {
         return None;
     }
     let ip = 14;
-    let (v6, l4, end, id) = match be16(f, 12) {
+    let (v6, l4, end, id, proto) = match be16(f, 12) {
         0x0800 => {
-            if f[ip] != 0x45 || f[ip + 9] != 6 || be16(f, ip + 6) & 0x3fff != 0 {
+            let proto = f[ip + 9];
+            if f[ip] != 0x45 || (proto != 6 && proto != 17) || be16(f, ip + 6) & 0x3fff != 0 {
                 return None;
             }
             let end = ip + be16(f, ip + 2) as usize;
-            if end > f.len() || end < ip + 40 || fold(ones_sum(&f[ip..ip + 20]) as u32) != 0xffff {
+            if end > f.len() || end < ip + 28 || fold(ones_sum(&f[ip..ip + 20]) as u32) != 0xffff {
                 return None;
             }
-            (false, ip + 20, end, be16(f, ip + 4))
+            (false, ip + 20, end, be16(f, ip + 4), proto)
         }
         0x86dd => {
-            if f.len() < ip + 60 || f[ip] >> 4 != 6 || f[ip + 6] != 6 {
+            let proto = f[ip + 6];
+            if f.len() < ip + 48 || f[ip] >> 4 != 6 || (proto != 6 && proto != 17) {
                 return None;
             }
             let end = ip + 40 + be16(f, ip + 4) as usize;
-            if end > f.len() || end < ip + 60 {
+            if end > f.len() || end < ip + 48 {
                 return None;
             }
-            (true, ip + 40, end, 0)
+            (true, ip + 40, end, 0, proto)
         }
         _ => return None,
     };
+    if proto == 17 {
+        // UDP: its length is the IP payload's, a payload, the checksum right or (IPv4) none
+        let hdrs = l4 + 8;
+        if hdrs >= end || be16(f, l4 + 4) as usize != end - l4 {
+            return None;
+        }
+        let none = be16(f, l4 + 6) == 0;
+        if (none && v6) || (!none && fold(pseudo(f, ip, v6, true, end - l4) + ones_sum(&f[l4..end]) as u32) != 0xffff) {
+            return None;
+        }
+        return Some(Seg { udp: true, ip, l4, hdrs, end, v6, seq: 0, id, flags: 0 });
+    }
+    if end < l4 + 20 {
+        return None;
+    }
     let doff = (f[l4 + 12] >> 4) as usize * 4;
     let hdrs = l4 + doff;
     if doff < 20 || hdrs >= end {
         return None;
     }
-    let sum = pseudo(f, ip, v6, end - l4) + ones_sum(&f[l4..end]) as u32;
+    let sum = pseudo(f, ip, v6, false, end - l4) + ones_sum(&f[l4..end]) as u32;
     if fold(sum) != 0xffff {
         return None;
     }
     let seq = u32::from_be_bytes([f[l4 + 4], f[l4 + 5], f[l4 + 6], f[l4 + 7]]);
-    Some(Seg { ip, l4, hdrs, end, v6, seq, id, flags: f[l4 + 13] })
+    Some(Seg { udp: false, ip, l4, hdrs, end, v6, seq, id, flags: f[l4 + 13] })
 }
 
 /// A super-frame being built from the segments of one TCP stream.
@@ -119,6 +160,8 @@ pub struct Coalescer {
     psh: bool,
     /// Super-frames made and segments in them (for the port's counters).
     pub made: u64,
+    /// UDP datagrams are joined too (GSO_UDP_L4), not only TCP segments.
+    pub udp: bool,
 }
 
 /// A super-frame ready to go: the frame and its `virtio_net_hdr`.
@@ -130,6 +173,11 @@ pub struct Super<'a> {
 }
 
 impl Coalescer {
+    /// A coalescer that joins UDP datagrams too (`udp`), or only TCP segments.
+    pub fn new(udp: bool) -> Coalescer {
+        Coalescer { udp, ..Default::default() }
+    }
+
     /// Segments held.
     pub fn held(&self) -> usize {
         self.segs
@@ -142,9 +190,11 @@ impl Coalescer {
         let b = &self.buf;
         let pay = s.end - s.hdrs;
         if self.closed
+            || s.udp != h.udp
+            || (s.udp && self.segs >= MAX_UDP_SEGS)
             || s.v6 != h.v6
             || s.hdrs != h.hdrs
-            || s.seq != self.next_seq
+            || (!s.udp && s.seq != self.next_seq)
             || (!s.v6 && s.id != self.next_id)
             || s.flags & !PSH != h.flags
             || pay > self.mss
@@ -161,11 +211,15 @@ impl Coalescer {
             f[ip + 1] == b[ip + 1] && f[ip + 6..ip + 10] == b[ip + 6..ip + 10] && f[ip + 12..ip + 20] == b[ip + 12..ip + 20]
         };
         // ports, ACK number, data offset, window, urgent pointer, options (not the sequence number, flags or checksum)
-        let same_tcp = f[l4..l4 + 4] == b[l4..l4 + 4]
-            && f[l4 + 8..l4 + 13] == b[l4 + 8..l4 + 13]
-            && f[l4 + 14..l4 + 16] == b[l4 + 14..l4 + 16]
-            && f[l4 + 18..h.hdrs] == b[l4 + 18..h.hdrs];
-        if !same_ip || !same_tcp {
+        let same_tcp = || {
+            f[l4..l4 + 4] == b[l4..l4 + 4]
+                && f[l4 + 8..l4 + 13] == b[l4 + 8..l4 + 13]
+                && f[l4 + 14..l4 + 16] == b[l4 + 14..l4 + 16]
+                && f[l4 + 18..h.hdrs] == b[l4 + 18..h.hdrs]
+        };
+        // UDP: the ports (the length and checksum differ)
+        let same_l4 = if s.udp { f[l4..l4 + 4] == b[l4..l4 + 4] } else { same_tcp() };
+        if !same_ip || !same_l4 {
             return false;
         }
         self.buf.extend_from_slice(&f[s.hdrs..s.end]);
@@ -183,9 +237,10 @@ impl Coalescer {
     }
 
     /// Hold `f` as the first segment of a new super-frame (nothing may be held); false if it cannot start
-    /// one (not ACK only, no payload): send it as it is.
+    /// one (not ACK only; a UDP datagram where they are not joined): send it as it is.
     pub fn start(&mut self, f: &[u8], s: &Seg) -> bool {
-        if self.segs != 0 || s.flags & ACK == 0 || s.flags & (FIN | SYN | RST | PSH | URG | CWR) != 0 {
+        let can = if s.udp { self.udp } else { s.flags & ACK != 0 && s.flags & (FIN | SYN | RST | PSH | URG | CWR) == 0 };
+        if self.segs != 0 || !can {
             return false;
         }
         self.buf.clear();
@@ -224,11 +279,17 @@ impl Coalescer {
             if self.psh {
                 b[l4 + 13] |= PSH;
             }
-            // checksum left to the kernel (CHECKSUM_PARTIAL): the field holds the pseudo-header's sum
-            let p = fold(pseudo(b, ip, h.v6, len - l4));
-            b[l4 + 16..l4 + 18].copy_from_slice(&p.to_be_bytes());
-            let gso_type = if h.v6 { crate::gso::GSO_TCPV6 } else { crate::gso::GSO_TCPV4 };
-            let fields = [h.hdrs as u16, self.mss as u16, l4 as u16, 16];
+            // checksum left to the kernel (CHECKSUM_PARTIAL): the field holds the pseudo-header's sum (of a UDP
+            // super-frame: over its whole length, which its UDP length field says too)
+            let p = fold(pseudo(b, ip, h.v6, h.udp, len - l4));
+            let (field, gso_type) = if h.udp {
+                b[l4 + 4..l4 + 6].copy_from_slice(&((len - l4) as u16).to_be_bytes());
+                (6, crate::gso::GSO_UDP_L4)
+            } else {
+                (16, if h.v6 { crate::gso::GSO_TCPV6 } else { crate::gso::GSO_TCPV4 })
+            };
+            b[l4 + field..l4 + field + 2].copy_from_slice(&p.to_be_bytes());
+            let fields = [h.hdrs as u16, self.mss as u16, l4 as u16, field as u16];
             vnet[0] = crate::gso::F_NEEDS_CSUM;
             vnet[1] = gso_type;
             for (i, v) in fields.iter().enumerate() {
@@ -253,7 +314,7 @@ pub(crate) mod tests {
             f[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
         }
         f[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
-        let c = !fold(pseudo(f, ip, v6, f.len() - l4) + ones_sum(&f[l4..]) as u32);
+        let c = !fold(pseudo(f, ip, v6, false, f.len() - l4) + ones_sum(&f[l4..]) as u32);
         f[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
     }
 
@@ -318,7 +379,11 @@ pub(crate) mod tests {
                     // ... which makes the super-frame's own TCP checksum right (the pseudo-header over its length)
                     let (ip, l4) = (14, h.csum_start as usize);
                     let v6 = f[12] == 0x86;
-                    assert_eq!(fold(pseudo(&f, ip, v6, f.len() - l4) + ones_sum(&f[l4..]) as u32), 0xffff);
+                    let udp = h.gso_type == crate::gso::GSO_UDP_L4;
+                    assert_eq!(fold(pseudo(&f, ip, v6, udp, f.len() - l4) + ones_sum(&f[l4..]) as u32), 0xffff);
+                    if udp {
+                        assert_eq!(be16(&f, l4 + 4) as usize, f.len() - l4, "the UDP length is the super-frame's");
+                    }
                     if !v6 {
                         assert_eq!(fold(ones_sum(&f[ip..l4]) as u32), 0xffff);
                     }
@@ -414,6 +479,125 @@ pub(crate) mod tests {
             assert_eq!(out.len(), 2);
             assert!(out[0].1.is_some() && out[1].1.is_none());
         }
+    }
+
+    /// A UDP datagram (checksum computed, or 0: none, over IPv4).
+    pub(crate) fn dgram(v6: bool, id: u16, sport: u16, payload: &[u8], with_csum: bool) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        let mut u = sport.to_be_bytes().to_vec();
+        u.extend_from_slice(&4500u16.to_be_bytes());
+        u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        u.extend_from_slice(&[0, 0]);
+        u.extend_from_slice(payload);
+        if v6 {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            f.extend_from_slice(&(u.len() as u16).to_be_bytes());
+            f.extend_from_slice(&[17, 64]);
+            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        } else {
+            f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+            f.extend_from_slice(&((20 + u.len()) as u16).to_be_bytes());
+            f.extend_from_slice(&id.to_be_bytes());
+            f.extend_from_slice(&[0x40, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2]);
+            let c = !fold(ones_sum(&f[14..34]) as u32);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+        }
+        let l4 = f.len();
+        f.extend_from_slice(&u);
+        if with_csum {
+            let mut c = !fold(pseudo(&f, 14, v6, true, u.len()) + ones_sum(&f[l4..]) as u32);
+            if c == 0 {
+                c = 0xffff;
+            }
+            f[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+        }
+        f
+    }
+
+    fn udp_coalescer() -> Coalescer {
+        Coalescer { udp: true, ..Default::default() }
+    }
+
+    #[test]
+    fn a_udp_flow_is_joined_and_cut_back_into_the_same_datagrams() {
+        let p: Vec<u8> = (0..1400u32).map(|i| (i * 7) as u8).collect();
+        for (v6, with_csum) in [(false, true), (true, true), (false, false)] {
+            let mut input: Vec<Vec<u8>> = (0..5u16).map(|i| dgram(v6, 100 + i, 4500, &p, with_csum)).collect();
+            input.push(dgram(v6, 105, 4500, &p[..333], with_csum));
+            let mut c = udp_coalescer();
+            let mut out = vec![];
+            for f in &input {
+                push(&mut c, f, &mut out);
+            }
+            flush(&mut c, &mut out);
+            assert_eq!(out.len(), 1, "v6 {v6}");
+            let h = out[0].1.unwrap();
+            assert_eq!((h.gso_type, h.gso_size, h.csum_offset), (crate::gso::GSO_UDP_L4, 1400, 6));
+            let w = wire(&out);
+            if with_csum {
+                assert_eq!(w, input, "v6 {v6}");
+            } else {
+                // the same datagrams, with a checksum computed where there was none
+                assert_eq!(w.len(), input.len());
+                for (a, b) in w.iter().zip(&input) {
+                    let l4 = 14 + 20;
+                    assert_ne!(be16(a, l4 + 6), 0);
+                    assert_eq!(fold(pseudo(a, 14, false, true, a.len() - l4) + ones_sum(&a[l4..]) as u32), 0xffff);
+                    assert_eq!((&a[..l4 + 6], &a[l4 + 8..]), (&b[..l4 + 6], &b[l4 + 8..]));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn udp_datagrams_that_do_not_follow_on_are_not_joined() {
+        let p = [3u8; 200];
+        let base = dgram(false, 1, 4500, &p, true);
+        let mut bad = dgram(false, 2, 4500, &p, true);
+        bad[60] ^= 0xff;
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("another source port", dgram(false, 2, 4501, &p, true)),
+            ("an id not counted up", dgram(false, 3, 4500, &p, true)),
+            ("longer than the first", dgram(false, 2, 4500, &[3u8; 201], true)),
+            ("a wrong UDP checksum", bad),
+            ("IPv6", dgram(true, 2, 4500, &p, true)),
+            ("a TCP segment", seg(false, 1, 2, ACK, &p)),
+        ];
+        for (what, f) in cases {
+            let mut c = udp_coalescer();
+            let mut out = vec![];
+            push(&mut c, &base, &mut out);
+            push(&mut c, &f, &mut out);
+            flush(&mut c, &mut out);
+            assert_eq!(out.len(), 2, "{what}");
+            assert!(out.iter().all(|(_, h)| h.is_none()), "{what}");
+            assert_eq!((&out[0].0, &out[1].0), (&base, &f), "{what}");
+        }
+        // no checksum over IPv6 is wrong; a UDP length other than the IP payload's is not joined
+        assert!(parse(&dgram(true, 0, 4500, &p, false)).is_none());
+        let mut len = dgram(false, 1, 4500, &p, false);
+        len[14 + 20 + 5] ^= 1;
+        assert!(parse(&len).is_none());
+        // where UDP is not asked for, datagrams go as they are
+        let mut c = Coalescer::default();
+        let mut out = vec![];
+        for i in 0..3 {
+            push(&mut c, &dgram(false, i, 4500, &p, true), &mut out);
+        }
+        flush(&mut c, &mut out);
+        assert_eq!(out.len(), 3);
+        assert!(out.iter().all(|(_, h)| h.is_none()));
+        // at most 64 datagrams in one super-frame
+        let mut c = udp_coalescer();
+        let mut out = vec![];
+        let input: Vec<Vec<u8>> = (0..100u16).map(|i| dgram(false, i, 4500, &[1u8; 10], true)).collect();
+        for f in &input {
+            push(&mut c, f, &mut out);
+        }
+        flush(&mut c, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(wire(&out), input);
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub mod tm;
 pub mod tun;
 
 pub use datapath::{run, run_with, WorkerStats, BUSY_POLL_ENV};
-pub use gro::NO_GRO_ENV;
+pub use gro::{NO_GRO_ENV, UDP_GRO_ENV};
 pub use gso::complete_l4_checksum;
 pub use port::afpacket::NO_MMAP_ENV;
 pub use port::io::PortStats;

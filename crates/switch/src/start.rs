@@ -111,7 +111,11 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                         }
                     }
                 }
-                let gro = if v[0].packet().is_some_and(|p| p.gro()) { ", TCP segments of a stream joined into GSO super-frames on transmit" } else { "" };
+                let gro = match v[0].packet() {
+                    Some(p) if p.udp_gro() => ", TCP segments of a stream and UDP datagrams of a flow joined into GSO super-frames on transmit",
+                    Some(p) if p.gro() => ", TCP segments of a stream joined into GSO super-frames on transmit",
+                    _ => "",
+                };
                 let how = match v[0].packet().and_then(|p| p.slots()) {
                     Some((rx, tx)) => format!("memory-mapped rings, {rx} receive and {tx} transmit slots{gro}"),
                     _ => "one recvmsg/send per frame".into(),

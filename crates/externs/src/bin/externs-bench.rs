@@ -174,6 +174,7 @@ fn main() {
                 soft: Limits::default(),
                 hard: Limits::default(),
                 initial_seq: 0,
+                udp_encap: None,
             };
             let tx = Sa::new(cfg.clone()).unwrap();
             let rx = Sa::new(cfg).unwrap();

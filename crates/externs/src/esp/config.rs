@@ -119,6 +119,13 @@ pub struct SaConfig {
     pub hard: Limits,
     /// First sequence number to send is `initial_seq + 1`.
     pub initial_seq: u64,
+    /// UDP encapsulation (RFC 3948, for NAT traversal): the (source, destination) ports of the UDP datagrams
+    /// the ESP packets travel in. Sending: a UDP header with these ports goes between the outer IP header and
+    /// the ESP header (checksum 0 over IPv4, as RFC 3948 asks; computed over IPv6). Receiving: the packet must
+    /// start with a UDP header to the destination port, else it is refused as [`EspError::WrongEncap`] (its
+    /// source port is not checked: a NAT may have changed it). Absent: plain ESP (IP protocol 50).
+    #[serde(default)]
+    pub udp_encap: Option<(u16, u16)>,
 }
 
 impl SaConfig {
@@ -151,6 +158,7 @@ impl std::fmt::Debug for SaConfig {
             .field("soft", &self.soft)
             .field("hard", &self.hard)
             .field("initial_seq", &self.initial_seq)
+            .field("udp_encap", &self.udp_encap)
             .finish()
     }
 }

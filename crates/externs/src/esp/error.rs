@@ -27,6 +27,9 @@ pub enum EspError {
     BadInner,
     /// Configuration error (key lengths, window size).
     BadConfig,
+    /// The packet's encapsulation is not its SA's: plain ESP for an SA that receives ESP in UDP (RFC 3948), or
+    /// the other way round, or a UDP header to another port or with a wrong length.
+    WrongEncap,
 }
 
 impl EspError {
@@ -45,6 +48,7 @@ impl EspError {
             EspError::HardExpired => 10,
             EspError::BadInner => 11,
             EspError::BadConfig => 12,
+            EspError::WrongEncap => 13,
         }
     }
 }

@@ -133,6 +133,9 @@ impl Sa {
                 return Err(EspError::BadConfig);
             }
         }
+        if matches!(cfg.udp_encap, Some((0, _) | (_, 0))) {
+            return Err(EspError::BadConfig);
+        }
         let mut seed = [0u8; 16];
         getrandom::getrandom(&mut seed).map_err(|_| EspError::BadConfig)?;
         let iv_key = aes::Aes128::new_from_slice(&seed).map_err(|_| EspError::BadConfig)?;

@@ -515,6 +515,7 @@ mod tests {
             soft: Limits { packets: soft_packets, ..Limits::default() },
             hard: Limits::default(),
             initial_seq: 0,
+            udp_encap: None,
         }
     }
 

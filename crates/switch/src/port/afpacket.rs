@@ -138,6 +138,11 @@ impl AfPacket {
         self.gro.is_some()
     }
 
+    /// Are UDP datagrams joined too ([`gro::UDP_GRO_ENV`])?
+    pub fn udp_gro(&self) -> bool {
+        self.gro.as_ref().is_some_and(|g| g.c.borrow().udp)
+    }
+
     /// The receive and transmit ring slots, with rings.
     pub fn slots(&self) -> Option<(usize, usize)> {
         self.ring.as_ref().map(|r| r.slots())
@@ -158,7 +163,7 @@ impl AfPacket {
         if fd < 0 {
             return Err(format!("packet socket: {}", std::io::Error::last_os_error()));
         }
-        let g = GroTx { fd, c: Default::default() };
+        let g = GroTx { fd, c: std::cell::RefCell::new(gro::Coalescer::new(gro::udp_wanted())) };
         let one: libc::c_int = 1;
         let size: libc::c_int = 4 << 20;
         let set = |level: libc::c_int, name: libc::c_int, v: &libc::c_int| unsafe {

@@ -47,8 +47,23 @@ impl Sa {
         self.decapsulate_mode(esp, out, false, 0)
     }
 
+    /// The ESP packet in `esp`: for an SA with UDP encapsulation, what follows the UDP header in front of it (to
+    /// the SA's destination port, its length within the packet: bytes after it are padding); else `esp` itself.
+    fn unwrap_udp<'a>(&self, esp: &'a [u8]) -> Result<&'a [u8], EspError> {
+        let Some((_, port)) = self.cfg.udp_encap else { return Ok(esp) };
+        if esp.len() < 8 {
+            return Err(EspError::Truncated);
+        }
+        let len = u16::from_be_bytes([esp[4], esp[5]]) as usize;
+        if u16::from_be_bytes([esp[2], esp[3]]) != port || len < 8 || len > esp.len() {
+            return Err(EspError::WrongEncap);
+        }
+        Ok(&esp[8..len])
+    }
+
     /// Decapsulate into `out` after `h` bytes of headroom.
     fn decapsulate_mode(&self, esp: &[u8], out: &mut Vec<u8>, tunnel: bool, h: usize) -> Result<(u64, u8), EspError> {
+        let esp = self.unwrap_udp(esp)?;
         let c = self.cfg.cipher;
         let iv_len = c.iv_len();
         let icv_len = if c.is_aead() { 16 } else { self.cfg.integ.icv_len() };
@@ -57,6 +72,10 @@ impl Sa {
         }
         let spi = u32::from_be_bytes(esp[0..4].try_into().unwrap());
         if spi != self.cfg.spi {
+            // ESP in UDP for a plain ESP SA: this SA's SPI after a UDP header
+            if self.cfg.udp_encap.is_none() && esp.get(8..12) == Some(&self.cfg.spi.to_be_bytes()[..]) {
+                return Err(EspError::WrongEncap);
+            }
             return Err(EspError::WrongSpi);
         }
         let lo = u32::from_be_bytes(esp[4..8].try_into().unwrap());
@@ -161,7 +180,8 @@ impl Sa {
     }
 }
 
-/// Strip an outer IPv4/IPv6 header carrying ESP (protocol 50) and return the ESP part.
+/// Strip an outer IPv4/IPv6 header carrying ESP (protocol 50), or ESP in UDP (17: the SA checks the UDP
+/// header), and return what follows it.
 pub fn esp_of_ip(packet: &[u8]) -> Result<&[u8], EspError> {
     match packet.first().map(|b| b >> 4) {
         Some(4) => {
@@ -169,7 +189,7 @@ pub fn esp_of_ip(packet: &[u8]) -> Result<&[u8], EspError> {
             if packet.len() < 20 || ihl < 20 || packet.len() < ihl {
                 return Err(EspError::Truncated);
             }
-            if packet[9] != 50 {
+            if packet[9] != 50 && packet[9] != 17 {
                 return Err(EspError::BadNextHeader);
             }
             let total = u16::from_be_bytes([packet[2], packet[3]]) as usize;
@@ -179,7 +199,7 @@ pub fn esp_of_ip(packet: &[u8]) -> Result<&[u8], EspError> {
             if packet.len() < 40 {
                 return Err(EspError::Truncated);
             }
-            if packet[6] != 50 {
+            if packet[6] != 50 && packet[6] != 17 {
                 return Err(EspError::BadNextHeader);
             }
             Ok(&packet[40..])

@@ -57,19 +57,27 @@ impl Sa {
         let pad = (blk - (inner_len + 2) % blk) % blk;
         let payload_len = inner_len + pad + 2;
         let esp_len = 8 + iv_len + payload_len + icv_len;
+        // ESP in UDP: a UDP header in front of the ESP header
+        let udp = self.cfg.udp_encap;
+        let udp_len = if udp.is_some() { 8 } else { 0 };
+        let proto = if udp.is_some() { 17 } else { 50 };
         // outer header
         let mut h = [0u8; 40];
         let outer_len = match self.cfg.tunnel {
             Some((IpAddr::V4(s), IpAddr::V4(d))) => {
-                let total = 20 + esp_len;
+                let total = 20 + udp_len + esp_len;
                 if total > 65535 {
                     return Err(EspError::BadInner);
                 }
                 h[0] = 0x45;
                 h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+                // the identification counts up with the sequence number (DF is set: RFC 6864 lets it be
+                // anything), so that consecutive packets of an SA can be joined into GSO super-frames and
+                // cut again into the same packets
+                h[4..6].copy_from_slice(&(seq as u16).to_be_bytes());
                 h[6] = 0x40; // DF
                 h[8] = 64;
-                h[9] = 50;
+                h[9] = proto;
                 h[12..16].copy_from_slice(&s.octets());
                 h[16..20].copy_from_slice(&d.octets());
                 let ck = crate::hash::csum16(&h[..20]);
@@ -77,12 +85,12 @@ impl Sa {
                 20
             }
             Some((IpAddr::V6(s), IpAddr::V6(d))) => {
-                if esp_len > 65535 {
+                if udp_len + esp_len > 65535 {
                     return Err(EspError::BadInner);
                 }
                 h[0] = 0x60;
-                h[4..6].copy_from_slice(&(esp_len as u16).to_be_bytes());
-                h[6] = 50;
+                h[4..6].copy_from_slice(&((udp_len + esp_len) as u16).to_be_bytes());
+                h[6] = proto;
                 h[7] = 64;
                 h[8..24].copy_from_slice(&s.octets());
                 h[24..40].copy_from_slice(&d.octets());
@@ -90,9 +98,9 @@ impl Sa {
             }
             _ => 0,
         };
-        out.reserve(headroom + outer_len + esp_len);
+        out.reserve(headroom + outer_len + udp_len + esp_len);
         out.resize(headroom, 0);
-        let esp = match outer_to {
+        let udp_at = match outer_to {
             Some(o) => {
                 *o = h;
                 headroom
@@ -102,6 +110,13 @@ impl Sa {
                 headroom + outer_len
             }
         };
+        if let Some((sport, dport)) = udp {
+            out.extend_from_slice(&sport.to_be_bytes());
+            out.extend_from_slice(&dport.to_be_bytes());
+            out.extend_from_slice(&((8 + esp_len) as u16).to_be_bytes());
+            out.extend_from_slice(&[0, 0]);
+        }
+        let esp = udp_at + udp_len;
         out.extend_from_slice(&self.cfg.spi.to_be_bytes());
         out.extend_from_slice(&(seq as u32).to_be_bytes());
         // IV: the sequence number for counter-based modes (unique per SA), random for CBC
@@ -165,6 +180,7 @@ impl Sa {
                     .seal_in_place_separate_tag(ring::aead::Nonce::assume_unique_for_key(nonce), ring::aead::Aad::from(&aad[..n]), &mut out[pt_at..])
                     .map_err(|_| EspError::BadLength)?;
                 out.extend_from_slice(tag.as_ref());
+                self.udp_checksum(&h, out, udp_at);
                 return Ok((seq, outer_len));
             }
         }
@@ -173,6 +189,23 @@ impl Sa {
             self.icv(&out[esp..], seq_hi, &mut icv[..icv_len]);
             out.extend_from_slice(&icv[..icv_len]);
         }
+        self.udp_checksum(&h, out, udp_at);
         Ok((seq, outer_len))
+    }
+
+    /// The checksum of the UDP header at `at` in `out` (ESP in UDP), over the rest of `out`, when the outer
+    /// header `h` is IPv6 (UDP over IPv6 must have one); over IPv4 it stays 0 (RFC 3948 3.1.1).
+    fn udp_checksum(&self, h: &[u8; 40], out: &mut [u8], at: usize) {
+        if self.cfg.udp_encap.is_none() || h[0] >> 4 != 6 {
+            return;
+        }
+        use crate::checksum::{fold, ones_sum};
+        let len = (out.len() - at) as u32;
+        let sum = ones_sum(&h[8..40]) as u32 + 17 + (len >> 16) + (len & 0xffff) + ones_sum(&out[at..]) as u32;
+        let c = match !fold(sum) {
+            0 => 0xffff,
+            c => c,
+        };
+        out[at + 6..at + 8].copy_from_slice(&c.to_be_bytes());
     }
 }
