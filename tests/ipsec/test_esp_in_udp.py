@@ -107,6 +107,32 @@ def test_esp_in_udp_tunnel(p4sec_bin, net, tmp_path, wan):  # noqa: F811 (fixtur
         assert sb.counter_read(gwp.ESP_STATUS, WRONG_ENCAP)[0] == before + 1
         assert sb.counter_read(gwp.WAN_DROPS, gwp.WAN_DENIED)[0] >= 1, "the IKE message went to the policy (no bypass: denied)"
 
+        # malformed and hostile datagrams to port 4500: none is delivered, each is counted where it is refused, and
+        # the gateway still decrypts afterwards
+        def status(code):
+            return sb.counter_read(gwp.ESP_STATUS, code)[0]
+        icv, replay, wrong = status(4), status(7), status(WRONG_ENCAP)
+        good = peer.encrypt(IP(src="10.1.0.5", dst="10.2.0.7", ttl=64) / UDP(sport=1, dport=2) / Raw(b"hostile-0"), seq_num=3000)
+        tampered = bytearray(bytes(good))
+        tampered[-20] ^= 0x01
+        long_len = bytearray(bytes(good))
+        hl = 20 if wan == "v4" else 40
+        long_len[hl + 4:hl + 6] = (len(long_len) - hl + 9).to_bytes(2, "big")
+        hostile = [
+            outer(src=gw_a, dst=gw_b) / UDP(sport=4500, dport=4500) / Raw(b"\xff"),            # NAT keepalive
+            outer(src=gw_a, dst=gw_b) / UDP(sport=4500, dport=4500) / Raw(spi.to_bytes(4, "big") + b"\x00\x01"),  # truncated
+            outer(tampered),                                                                       # ICV fails
+            outer(long_len),                                                                       # UDP length beyond the packet
+            mine[0][outer],                                                                        # a replay
+        ]
+        rx = capture(net["ns2"], net["h2"], 1, "hostile-")
+        send(None, net["wa"], [Ether(dst="02:00:00:00:0b:01") / h for h in hostile])
+        assert rx.communicate(timeout=20)[0].split() == [], "nothing hostile is delivered"
+        assert (status(4), status(7), status(WRONG_ENCAP)) == (icv + 1, replay + 1, wrong + 1)
+        rx = capture(net["ns2"], net["h2"], 1, "hostile-0")
+        send(None, net["wa"], [Ether(dst="02:00:00:00:0b:01") / good])
+        assert len(rx.communicate(timeout=20)[0].split()) == 1, "the gateway decrypts after the hostile datagrams"
+
         # renewed SAs keep the tunnel's encapsulation
         new = ctl.rekey("A-B")
         rx = capture(net["ns2"], net["h2"], 2, "natt-secret")
