@@ -219,7 +219,8 @@ class Service:
             p = self.cfg["profiles"].get(name)
             if p is None:
                 raise KeyError(name)
-            t = {"name": name, "a": p["a"], "b": p["b"], "suite": p.get("suite", "aes-gcm-128"), "state": "down", "active_spis": []}
+            t = {"name": name, "a": p["a"], "b": p["b"], "suite": p.get("suite", "aes-gcm-128"), "encap": p.get("encap", "esp"), "state": "down",
+                 "active_spis": []}
         t["sas"] = [dict(s, spi=f"{s['spi']:#010x}") for s in self.ctl.sas(name)]
         t["events"] = [{"t": e[0], "what": e[2]} for e in self.ctl.events(name)]
         return t
@@ -227,8 +228,8 @@ class Service:
     def tunnels(self):
         known = {t["name"]: t for t in self.ctl.tunnels()}
         for name, p in self.cfg["profiles"].items():
-            known.setdefault(name, {"name": name, "a": p["a"], "b": p["b"], "suite": p.get("suite", "aes-gcm-128"), "state": "down",
-                                    "active_spis": []})
+            known.setdefault(name, {"name": name, "a": p["a"], "b": p["b"], "suite": p.get("suite", "aes-gcm-128"),
+                                    "encap": p.get("encap", "esp"), "state": "down", "active_spis": []})
         return list(known.values())
 
     def sas(self, tunnel=None):
@@ -633,9 +634,10 @@ def main(argv=None):
         if a.cmd == "tunnels":
             if a.action == "list":
                 rows = api(a.api, "GET", "/tunnels")
-                print(f"{'name':<16} {'a':<8} {'b':<8} {'suite':<20} {'state':<6} active SPIs")
+                print(f"{'name':<16} {'a':<8} {'b':<8} {'suite':<20} {'encap':<5} {'state':<6} active SPIs")
                 for x in rows:
-                    print(f"{x['name']:<16} {x['a']:<8} {x['b']:<8} {x['suite']:<20} {x['state']:<6} {' '.join(x['active_spis'])}")
+                    print(f"{x['name']:<16} {x['a']:<8} {x['b']:<8} {x['suite']:<20} {x.get('encap', 'esp'):<5} {x['state']:<6} "
+                          f"{' '.join(x['active_spis'])}")
                 return 0
             if a.action == "rekey-pair":
                 if not (a.name and a.other):

@@ -34,6 +34,7 @@ def test_bad_configs_get_precise_errors(tmp_path):
     good = config(tmp_path, 1, 2, 3, "prog").read_text()
     for bad, msg in [(good.replace("suite: aes-gcm-128", "suite: rot13"), "unknown suite 'rot13'"),
                      (good.replace("b: S2", "b: S9"), "unknown gateway 'S9'"),
+                     (good.replace("suite: aes-gcm-128", "suite: aes-gcm-128, encap: gre"), "unknown encap 'gre' (esp, udp)"),
                      (good.replace("address: 192.0.2.1,", ""), "gateways[0]: `address` is missing"),
                      (good.replace("soft: {}", "soft: {packets: -3}"), "positive integers"),
                      ("[1, 2", "ctl.yaml")]:
@@ -42,6 +43,10 @@ def test_bad_configs_get_precise_errors(tmp_path):
         with pytest.raises(ConfigError) as e:
             load_config(p)
         assert msg in str(e.value)
+    # encap: udp is taken
+    p.write_text(good.replace("suite: aes-gcm-128", "suite: aes-gcm-128, encap: udp"))
+    assert load_config(p)["profiles"]["S1-S2"]["encap"] == "udp"
+    p.write_text("[1, 2")
     r = subprocess.run([CONTROLLER, "run", str(p)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "p4sec-controller:" in r.stderr and "Traceback" not in r.stderr
     r = subprocess.run([CONTROLLER, "--api", "http://127.0.0.1:9", "tunnels", "list"], capture_output=True, text=True, timeout=30)
