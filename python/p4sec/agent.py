@@ -238,6 +238,9 @@ def xfrm_state_add(sa_cfg):
            f"aead '{a}' 0x{key} 128 replay-window {sa_cfg['replay_window']}")
     if sa_cfg.get("esn"):
         cmd += " flag esn"
+    if sa_cfg.get("udp_encap"):
+        sport, dport = sa_cfg["udp_encap"]
+        cmd += f" encap espinudp {sport} {dport} 0.0.0.0"
     limits = []
     for kind in ("soft", "hard"):
         lim = sa_cfg.get(kind) or {}
@@ -300,15 +303,34 @@ def expire_socket():
     return s
 
 
+def udp_encap_socket(address, port):
+    """A UDP socket on `port` (of `address`'s family) marked for ESP in UDP (UDP_ENCAP_ESPINUDP): the kernel hands
+    the ESP it receives there to XFRM instead of the socket, as it needs for UDP-encapsulated SAs to receive."""
+    six = ":" in address
+    s = socket.socket(socket.AF_INET6 if six else socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("::" if six else "0.0.0.0", port))
+        s.setsockopt(socket.IPPROTO_UDP, 100, 2)    # UDP_ENCAP, UDP_ENCAP_ESPINUDP (linux/udp.h)
+    except OSError as e:
+        s.close()
+        raise AgentError(f"cannot open the ESP-in-UDP socket on port {port}: {e}") from e
+    return s
+
+
 class Xfrm:
     """The SAs applied to the host's kernel (Linux XFRM), renewed when the kernel reports their soft lifetime.
-    `run` executes one command (default: a shell; tests pass their own, this machine's kernel has no ESP)."""
+    `run` executes one command (default: a shell; tests pass their own, this machine's kernel has no ESP);
+    `open_encap(address, port)` opens the socket ESP in UDP arrives on (default: udp_encap_socket; with `run`
+    given: none unless passed too)."""
 
-    def __init__(self, wan, run=None):
+    def __init__(self, wan, run=None, open_encap=None):
         self.wan = wan
+        self.open_encap = open_encap or (udp_encap_socket if run is None else None)
         self.run = run or self._run
         self.sa = None
         self.sock = None
+        self.encap_sock = None
         self.states = {}    # spi -> SA config of the states installed now
         self.undo = []      # how to undo the policies, address and route applied (in order)
 
@@ -323,6 +345,8 @@ class Xfrm:
         a failure half-way."""
         inner, site = sa["inner"], sa["site"]
         self.sa = {"inner": inner, "site": site, "outbound": sa["outbound"], "inbound": sa["inbound"]}
+        if sa["inbound"].get("udp_encap") and self.open_encap and self.encap_sock is None:
+            self.encap_sock = self.open_encap(sa["inbound"]["tunnel"][1], sa["inbound"]["udp_encap"][1])
         undo = [f"ip xfrm policy delete src {inner} dst {site} dir out", f"ip xfrm policy delete src {site} dst {inner} dir in",
                 f"ip addr del {inner} dev lo", f"ip route del {site} dev {self.wan}"]
         for c in xfrm_commands(sa, self.wan):
@@ -379,6 +403,9 @@ class Xfrm:
             except OSError:
                 pass
             self.sock.close()
+        if self.encap_sock is not None:
+            self.encap_sock.close()
+            self.encap_sock = None
         for cfg in list(self.states.values()):
             try:
                 self._delete_state(cfg)

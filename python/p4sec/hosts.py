@@ -19,12 +19,15 @@ class HostTunnels:
         r = self.db.execute("select src, dst from sa where spi = ?", (spi,)).fetchone()
         return bool(r) and (r[0].startswith(self.HOST) or r[1].startswith(self.HOST))
 
-    def host_up(self, client, profile, gw_name, host_address, host_mac, inner, suite="aes-gcm-128", soft=None, hard=None):
+    def host_up(self, client, profile, gw_name, host_address, host_mac, inner, suite="aes-gcm-128", soft=None, hard=None, encap=None):
         """Phase 1 of a host-to-site tunnel for `client` (an agent) to the site behind gateway `gw_name`: the
         gateway learns the SA the host will send with (SAD-dec) and a route to the host; the host's SAs are
-        returned for the agent to install. The gateway starts sending only after `host_ready`."""
+        returned for the agent to install. The gateway starts sending only after `host_ready`. `encap` "udp": the
+        SAs send ESP in UDP (RFC 3948, port 4500 both ways), also after renewals."""
         if suite not in SUITES:
             raise ControllerError(f"unknown cipher suite {suite!r}")
+        if encap not in (None, "esp", "udp"):
+            raise ControllerError(f"unknown encapsulation {encap!r} (esp, udp)")
         with self.lock:
             gw = self.gateways.get(gw_name)
             if gw is None:
@@ -37,6 +40,7 @@ class HostTunnels:
             t0 = time.perf_counter()
             self.db.execute("insert or replace into tunnel values (?, ?, ?, ?, ?, ?, ?, 'pending')",
                             (name, gw_name, host.name, suite, json.dumps(soft), json.dumps(hard), time.time()))
+            self.db.execute("insert or replace into kv values (?, ?)", (f"encap:{name}", encap or "esp"))
             up_spi, up_cfg = self._make_sa(name, host, gw, suite, soft, hard)        # host -> gateway
             down_spi, down_cfg = self._make_sa(name, gw, host, suite, soft, hard)    # gateway -> host
             out_slot, in_slot = gw.alloc_slot(), gw.alloc_slot()

@@ -119,6 +119,8 @@ def load_config(path):
             ipaddress.ip_network(h["pool"])
         except ValueError as e:
             raise ConfigError(f"{where}: pool: {e}") from e
+        if h.get("encap", "esp") not in ("esp", "udp"):
+            raise ConfigError(f"{where}: unknown encap {h.get('encap')!r} (esp, udp)")
         for k in ("soft", "hard"):
             lim = h.get(k) or {}
             if not isinstance(lim, dict) or set(lim) - LIMIT_KEYS or not all(isinstance(v, int) and v > 0 for v in lim.values()):
@@ -270,7 +272,7 @@ class Service:
             with self.ctl.lock:
                 inner = self._inner_address(client, h["name"])
                 return self.ctl.host_up(client, h["name"], h["gateway"], req["address"], req["mac"], inner, h.get("suite", "aes-gcm-128"),
-                                        h.get("soft"), h.get("hard"))
+                                        h.get("soft"), h.get("hard"), encap=h.get("encap"))
         except ControllerError as e:
             ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
 

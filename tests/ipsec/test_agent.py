@@ -81,7 +81,7 @@ def road_warrior_site(tmp_path):
             sh("ip", "link", "set", sw, "up")
         h1_mac = sh("ip", "netns", "exec", n1, "cat", f"/sys/class/net/{h1}/address").stdout.strip()
         sh("ip", "netns", "exec", n1, "ip", "neigh", "replace", "10.1.255.254", "lladdr", "02:00:00:00:00:01", "dev", h1)
-        sh("ip", "netns", "exec", n1, "ip", "route", "add", "10.9.0.0/24", "via", "10.1.255.254")
+        sh("ip", "netns", "exec", n1, "ip", "route", "add", "10.9.0.0/16", "via", "10.1.255.254")
         cadir = tmp_path / "ca"
         ca.init(cadir)
         ca.issue(cadir, "controller", server=True)
@@ -100,8 +100,9 @@ GATEWAY_S1 = """gateways:
      lan: {{prefix: 10.1.0.0/16, port: 1, mac: "{h1_mac}"}}, wan: {{prefix: 203.0.113.0/24, port: 2, mac: "02:00:00:00:00:99"}}}}
 host_profiles:
   - {{name: office, gateway: S1, pool: 10.9.0.0/24, suite: aes-gcm-128, soft: {{packets: 60}}, hard: {{packets: 100000}}}}
+  - {{name: nat, gateway: S1, pool: 10.9.1.0/24, suite: aes-gcm-128, encap: udp, soft: {{packets: 60}}, hard: {{packets: 100000}}}}
 clients:
-  - {{name: alice, profiles: [office]}}
+  - {{name: alice, profiles: [office, nat]}}
   - {{name: bob, profiles: []}}
 """
 
@@ -255,3 +256,42 @@ def test_host_tunnel_survives_a_controller_restart(site):
     err = up.communicate(timeout=20)[1]
     final = show()
     assert final["state"] != "up", ("the agent took the tunnel down when it stopped", err, final["events"][-3:], site["log"].read_text()[-1500:])
+
+
+def test_road_warrior_with_esp_in_udp(site):
+    """A host profile with encap: udp: the agent's SAs and the gateway's send ESP in UDP (port 4500), the WAN carries
+    no plain ESP, echoes cross both ways, and the renewals (soft limit 60 packets) keep the encapsulation; the XFRM
+    backend's states say `encap espinudp`."""
+    agent = site["agent"]
+    r = agent("alice", "up", "nat", "--wan", site["rw0"], "--backend", "xfrm", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("encap espinudp 4500 4500 0.0.0.0") == 2, r.stdout
+    up = agent("alice", "up", "nat", "--wan", site["rw0"], "--p4sec", site["p4sec"], background=True)
+    line = up.stdout.readline()
+    assert line.startswith("up: nat@alice inner 10.9.1.1/32"), line + up.stderr.read() if not line else line
+    cap = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom scapy.all import AsyncSniffer\n"
+                            "s = AsyncSniffer(iface=sys.argv[1], filter='ip proto 50 or udp port 4500', timeout=8)\n"
+                            "s.start(); time.sleep(0.5); print('ready', flush=True); s.join()\n"
+                            "r = s.results or []\n"
+                            "print(sum(p.haslayer('UDP') and p['UDP'].dport == 4500 for p in r), sum(p['IP'].proto == 50 for p in r))",
+                            site["wa"]], stdout=subprocess.PIPE, text=True)
+    assert cap.stdout.readline().strip() == "ready"
+
+    def show():
+        r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", "nat@alice"], capture_output=True, text=True)
+        return json.loads(r.stdout)
+
+    renewals = []
+    for _ in range(10):
+        ping = subprocess.run(["ip", "netns", "exec", site["rw"], sys.executable, "-c", PING, "10.1.0.1", "100"], capture_output=True, text=True, timeout=120)
+        assert ping.stdout.strip() == "100", ping.stdout + ping.stderr
+        state = show()
+        renewals = [e["what"] for e in state["events"] if "host renewal" in e["what"] and "SAD-enc" in e["what"]]
+        if len(renewals) >= 2:
+            break
+    assert len(renewals) >= 2, state["events"]
+    assert state["encap"] == "udp"
+    udp, esp = map(int, cap.communicate(timeout=30)[0].split())
+    assert udp >= 4 and esp == 0, (udp, esp)
+    up.terminate()
+    up.wait(timeout=20)

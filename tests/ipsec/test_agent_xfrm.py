@@ -145,3 +145,47 @@ def test_a_failure_half_way_is_undone():
     assert sorted(c.split(" spi ")[1] for c in gone if "state delete" in c) == ["0x100", "0x200"]
     assert [c for c in gone if "policy" in c] == ["ip xfrm policy delete src 10.9.0.1/32 dst 10.1.0.0/16 dir out"], "only what was applied"
     assert not any("addr del" in c or "route del" in c for c in gone)
+
+
+def test_esp_in_udp_states_and_the_encap_socket():
+    """A host profile with encap: udp gives SAs with udp_encap: their states carry `encap espinudp`, and the backend
+    opens the socket the kernel receives ESP in UDP on (closed by remove), once, for the inbound SA's port; a real
+    socket marked UDP_ENCAP_ESPINUDP can be opened on this kernel."""
+    c = agent.xfrm_state_add(dict(sa_cfg(0x1001, "198.51.100.7", "203.0.113.1"), udp_encap=[4500, 4500]))
+    assert c.endswith("encap espinudp 4500 4500 0.0.0.0") or " encap espinudp 4500 4500 0.0.0.0 " in c, c
+    assert "encap" not in agent.xfrm_state_add(sa_cfg(0x1001, "198.51.100.7", "203.0.113.1"))
+
+    opened = []
+
+    class Sock:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    def open_encap(address, port):
+        opened.append((address, port))
+        return Sock()
+
+    rec = Recorder()
+    be = agent.Xfrm("rw0", run=rec, open_encap=open_encap)
+    t = tunnel(0x100, 0x200)
+    for d in ("outbound", "inbound"):
+        t[d]["udp_encap"] = [4500, 4500]
+    be.apply(t)
+    assert opened == [("198.51.100.7", 4500)]
+    assert sum("encap espinudp 4500 4500" in c for c in rec.cmds if c.startswith("ip xfrm state add")) == 2
+    sock = be.encap_sock
+    be.remove()
+    assert sock.closed and be.encap_sock is None
+    # plain ESP: no socket
+    be = agent.Xfrm("rw0", run=Recorder(), open_encap=open_encap)
+    be.apply(tunnel(0x300, 0x400))
+    assert len(opened) == 1
+    be.remove()
+
+    s = agent.udp_encap_socket("127.0.0.1", 0)
+    try:
+        assert s.getsockopt(socket.IPPROTO_UDP, 100) == 2
+    finally:
+        s.close()
