@@ -84,8 +84,9 @@ const MAX_UDP_SEGS: usize = 64;
 
 /// Is this frame a TCP segment (or UDP datagram) that could be joined with others? Untagged Ethernet, IPv4
 /// without options (not a fragment) or IPv6 without extension headers, a payload, both checksums right (a
-/// UDP datagram over IPv4 may have none: 0).
-pub fn parse(f: &[u8]) -> Option<Seg> {
+/// UDP datagram over IPv4 may have none: 0). UDP datagrams only with `udp` (a coalescer that joins them:
+/// [`Coalescer::udp`]); otherwise they are not looked at.
+pub fn parse(f: &[u8], udp: bool) -> Option<Seg> {
     if f.len() < 14 + 20 {
         return None;
     }
@@ -93,7 +94,7 @@ pub fn parse(f: &[u8]) -> Option<Seg> {
     let (v6, l4, end, id, proto) = match be16(f, 12) {
         0x0800 => {
             let proto = f[ip + 9];
-            if f[ip] != 0x45 || (proto != 6 && proto != 17) || be16(f, ip + 6) & 0x3fff != 0 {
+            if f[ip] != 0x45 || (proto != 6 && !(udp && proto == 17)) || be16(f, ip + 6) & 0x3fff != 0 {
                 return None;
             }
             let end = ip + be16(f, ip + 2) as usize;
@@ -104,7 +105,7 @@ pub fn parse(f: &[u8]) -> Option<Seg> {
         }
         0x86dd => {
             let proto = f[ip + 6];
-            if f.len() < ip + 48 || f[ip] >> 4 != 6 || (proto != 6 && proto != 17) {
+            if f.len() < ip + 48 || f[ip] >> 4 != 6 || (proto != 6 && !(udp && proto == 17)) {
                 return None;
             }
             let end = ip + 40 + be16(f, ip + 4) as usize;
@@ -344,7 +345,7 @@ pub(crate) mod tests {
     }
 
     fn push(c: &mut Coalescer, f: &[u8], out: &mut Vec<(Vec<u8>, Option<VnetHdr>)>) {
-        let s = parse(f);
+        let s = parse(f, c.udp);
         if let Some(s) = &s {
             if c.join(f, s) {
                 return;
@@ -575,10 +576,13 @@ pub(crate) mod tests {
             assert_eq!((&out[0].0, &out[1].0), (&base, &f), "{what}");
         }
         // no checksum over IPv6 is wrong; a UDP length other than the IP payload's is not joined
-        assert!(parse(&dgram(true, 0, 4500, &p, false)).is_none());
+        assert!(parse(&dgram(true, 0, 4500, &p, false), true).is_none());
         let mut len = dgram(false, 1, 4500, &p, false);
         len[14 + 20 + 5] ^= 1;
-        assert!(parse(&len).is_none());
+        assert!(parse(&len, true).is_none());
+        // a port that does not join UDP does not look at datagrams (no checksum pass for them)
+        assert!(parse(&dgram(false, 1, 4500, &p, true), true).is_some());
+        assert!(parse(&dgram(false, 1, 4500, &p, true), false).is_none());
         // where UDP is not asked for, datagrams go as they are
         let mut c = Coalescer::default();
         let mut out = vec![];
@@ -620,35 +624,35 @@ pub(crate) mod tests {
 
     #[test]
     fn other_frames_and_bad_input_are_left_alone() {
-        assert!(parse(&[]).is_none());
+        assert!(parse(&[], true).is_none());
         let f = seg(false, 1, 1, ACK, &[1, 2, 3]);
         for n in 0..f.len() {
             // truncated: the IP length no longer fits (never a panic)
-            assert!(parse(&f[..n]).is_none(), "{n}");
+            assert!(parse(&f[..n], true).is_none(), "{n}");
         }
         let f6 = seg(true, 1, 1, ACK, &[1, 2, 3]);
         for n in 0..f6.len() {
-            assert!(parse(&f6[..n]).is_none(), "{n}");
+            assert!(parse(&f6[..n], true).is_none(), "{n}");
         }
         // a data offset beyond the packet, a TCP header shorter than 20 bytes, an IP fragment, IP options
         for (i, v) in [(14 + 20 + 12, 0xf0u8), (14 + 20 + 12, 0x40), (14 + 6, 0x20), (14, 0x46)] {
             let mut g = f.clone();
             g[i] = v;
             csum_into(&mut g, false);
-            assert!(parse(&g).is_none());
+            assert!(parse(&g, true).is_none());
         }
         let mut udp = f.clone();
         udp[14 + 9] = 17;
-        assert!(parse(&udp).is_none());
+        assert!(parse(&udp, true).is_none());
         // SYN does not start a super-frame
         let syn = seg(false, 1, 1, SYN | ACK, &[1]);
-        let s = parse(&syn).unwrap();
+        let s = parse(&syn, true).unwrap();
         assert!(!Coalescer::default().start(&syn, &s));
         // Ethernet padding after a short IP packet is not part of the segment
         let mut padded = seg(false, 1, 1, ACK, &[9]);
         padded.extend_from_slice(&[0; 6]);
         let mut c = Coalescer::default();
-        let s = parse(&padded).unwrap();
+        let s = parse(&padded, true).unwrap();
         assert!(c.start(&padded, &s));
         assert_eq!(c.take().unwrap().frame, &padded[..padded.len() - 6]);
     }

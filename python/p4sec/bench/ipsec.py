@@ -130,6 +130,19 @@ def extra_row(a, work, offloads, mtu, suites, tag, encap=None):
     return row
 
 
+def print_row(title, row):
+    """A separate goodput row ({suite: Mbit/s or None}) under its title, each suite with its target verdict."""
+    if not row:
+        return
+    print(title)
+    for suite, g in row.items():
+        line = f"    {suite:<20} {g:>9.0f} Mbit/s" if g is not None else f"    {suite:<20} {'failed':>16}"
+        tgt = TARGET["goodput_mbps"].get(suite)
+        if tgt and g is not None:
+            line += f"   target >= {tgt:.0f} Mbit/s: {'PASS' if g >= tgt else 'MISS'}"
+        print(line)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tunnels", type=int, default=30)
@@ -229,22 +242,10 @@ def main(argv=None):
             if res["retransmits"].get(suite) is not None:
                 line += f"   ({res['retransmits'][suite]} TCP retransmissions)"
             print(line)
-    if res["goodput_no_offloads_mbps"]:
-        print(f"  Hosts' offloads off (TSO/GSO/GRO off: every TCP segment its own frame), links MTU 1500, hosts {1500 - HOST_MTU_GAP}")
-        for suite, g in res["goodput_no_offloads_mbps"].items():
-            line = f"    {suite:<20} {g:>9.0f} Mbit/s" if g is not None else f"    {suite:<20} {'failed':>16}"
-            tgt = TARGET["goodput_mbps"].get(suite)
-            if tgt and g is not None:
-                line += f"   target >= {tgt:.0f} Mbit/s: {'PASS' if g >= tgt else 'MISS'}"
-            print(line)
-    if res["goodput_udp_encap_mbps"]:
-        print(f"  ESP in UDP (RFC 3948, port 4500), the switches joining a flow's datagrams into GSO super-frames (P4SEC_UDP_GRO=1); links MTU 1500, hosts {1500 - HOST_MTU_GAP}")
-        for suite, g in res["goodput_udp_encap_mbps"].items():
-            line = f"    {suite:<20} {g:>9.0f} Mbit/s" if g is not None else f"    {suite:<20} {'failed':>16}"
-            tgt = TARGET["goodput_mbps"].get(suite)
-            if tgt and g is not None:
-                line += f"   target >= {tgt:.0f} Mbit/s: {'PASS' if g >= tgt else 'MISS'}"
-            print(line)
+    print_row(f"  Hosts' offloads off (TSO/GSO/GRO off: every TCP segment its own frame), links MTU 1500, hosts {1500 - HOST_MTU_GAP}",
+              res["goodput_no_offloads_mbps"])
+    print_row(f"  ESP in UDP (RFC 3948, port 4500), the switches joining a flow's datagrams into GSO super-frames (P4SEC_UDP_GRO=1); "
+              f"links MTU 1500, hosts {1500 - HOST_MTU_GAP}", res["goodput_udp_encap_mbps"])
     if res["goodput_jumbo_mbps"]:
         print(f"  Jumbo frames, NOT the standard figure: links MTU {a.jumbo}, hosts {a.jumbo - HOST_MTU_GAP}")
         for suite, g in res["goodput_jumbo_mbps"].items():

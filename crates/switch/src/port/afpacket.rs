@@ -370,7 +370,7 @@ impl PortIo for AfPacket {
                 if let Some(g) = &self.gro {
                     // a TCP segment joins the super-frame held, or starts one (what was held goes first)
                     let mut g = g.c.borrow_mut();
-                    let s = if r.fits(frame) { gro::parse(frame) } else { None };
+                    let s = if r.fits(frame) { gro::parse(frame, g.udp) } else { None };
                     if let Some(s) = &s {
                         if g.join(frame, s) {
                             return None;

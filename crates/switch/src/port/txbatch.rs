@@ -76,7 +76,7 @@ impl TxBatch {
     pub fn coalesce(&self, cx: &Ctx, fd: i32, frame: &[u8]) -> bool {
         let Some(g) = &self.gro else { return false };
         let mut g = g.borrow_mut();
-        let s = gro::parse(frame);
+        let s = gro::parse(frame, false);
         if let Some(s) = &s {
             if g.join(frame, s) {
                 return true;
