@@ -162,7 +162,7 @@ class Switch:
                             cb(name, items)
                         except Exception as e:  # a callback bug must not stop the stream
                             print(f"runtime: digest callback failed: {e!r}", flush=True)
-        except grpc.RpcError:
+        except (grpc.RpcError, ValueError):  # (ValueError: the channel was closed under the reader)
             pass
         cb = self.on_lost
         if not self._closing and cb is not None:

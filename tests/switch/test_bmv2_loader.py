@@ -8,7 +8,6 @@ bytes). The `p4runtime` package does not ship that message, so the test builds i
 import ipaddress
 import json
 import queue
-import socket
 import subprocess
 
 import p4sec  # noqa: F401  (sets the protobuf runtime the p4runtime package needs)
@@ -19,6 +18,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from conftest import ROOT
+from p4sec.netns import free_port
 
 F = descriptor_pb2.FieldDescriptorProto
 
@@ -166,14 +166,6 @@ def program_switch(conn, helper, runtime_json_path):
 
 
 # ---------------------------------------------------------------- the tests
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 @pytest.fixture(scope="module")
 def compiled(p4sec_bin, tmp_path_factory):

@@ -239,3 +239,19 @@ def test_atomic_writes_are_all_or_nothing(switch, compiled, atomicity):
     codes = [e.canonical_code for e in update_errors(err.value)]
     assert codes == [grpc.StatusCode.ABORTED.value[0], grpc.StatusCode.UNIMPLEMENTED.value[0]]
     assert len(read_table(stub, lpm_id)) == 2
+
+
+def test_free_port_is_never_handed_out_twice_and_not_ephemeral():
+    """Two switches started one after the other never get one port (that left a bench waiting on a switch that had
+    not started), and a port is below the kernel's ephemeral range, so a client's connection cannot take it."""
+    import socket
+    lo, hi = (int(x) for x in open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+    if lo >= 12000:
+        assert all(10000 <= p < lo for p in ports)
+    elif hi <= 63535:
+        assert all(p > hi for p in ports)
+    for p in ports[:20]:    # and each could be bound
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))

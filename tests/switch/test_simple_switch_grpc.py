@@ -4,7 +4,6 @@ p4c-style flags, loaded at start or pushed by the client; entries written and re
 ports (root). Unknown flags and a BMv2 JSON get errors that name them."""
 import json
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -17,14 +16,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from conftest import ROOT
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from p4sec.netns import free_port
 
 
 @pytest.fixture(scope="module")

@@ -54,9 +54,10 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
 
 
-def start_switches(a, net, work, mtu, udp_gro=False):
+def start_switches(a, net, work, mtu, udp_gro=False, tag=""):
     """Links (switch-side veths, WAN) at `mtu`, hosts at mtu - HOST_MTU_GAP (before the switches size their rings),
-    two switches (`udp_gro`: joining UDP datagrams on transmit), the controller with both gateways. Returns (procs,
+    two switches (`udp_gro`: joining UDP datagrams on transmit; logs switch1TAG.log, switch2TAG.log in `work`), the controller
+    with both gateways (its own store, ctlTAG.db). Returns (procs,
     switches, controller)."""
     if mtu != 1500:
         for i in (net.a1, net.b1, net.wa, net.wb):
@@ -70,20 +71,41 @@ def start_switches(a, net, work, mtu, udp_gro=False):
         env["P4SEC_NO_GRO"] = "1"
     if udp_gro:
         env["P4SEC_UDP_GRO"] = "1"
-    procs, ports = [], []
-    for lan, wan in ((net.a1, net.wa), (net.b1, net.wb)):
-        port = free_port()
-        ports.append(port)
-        procs.append(subprocess.Popen([a.p4sec, "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={lan}", "--port", f"2={a.wan_kind}{wan}"],
-                                      stderr=subprocess.DEVNULL, env=env))
-    time.sleep(0.5)
-    switches = [runtime.Switch(f"127.0.0.1:{p}") for p in ports]
-    ctl = IpsecController(str(work / f"ctl-{mtu}.db"), grace=0.2)
-    ctl.add_gateway(Gateway("S1", switches[0], "192.0.2.1", "10.1.0.0/16", 1, net.mac_h1, 2, "02:00:00:00:00:01", "198.51.100.0/24"),
-                    work / "gw")
-    ctl.add_gateway(Gateway("S2", switches[1], "198.51.100.1", "10.2.0.0/16", 1, net.mac_h2, 2, "02:00:00:00:00:01", "192.0.2.0/24"),
-                    work / "gw")
+    procs, ports, logs, switches = [], [], [], []
+    try:
+        for k, (lan, wan) in enumerate(((net.a1, net.wa), (net.b1, net.wb)), 1):
+            port = free_port()
+            ports.append(port)
+            logs.append(work / f"switch{k}{tag}.log")
+            with open(logs[-1], "w") as log:
+                # (never the bench's own stdout: a switch left running would hold the pipe of whoever reads it)
+                procs.append(subprocess.Popen([a.p4sec, "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={lan}", "--port",
+                                               f"2={a.wan_kind}{wan}"], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env))
+        time.sleep(0.5)
+        for p, port, log in zip(procs, ports, logs):
+            if p.poll() is not None:
+                raise RuntimeError(f"bench.ipsec: switch on 127.0.0.1:{port} exited at start ({p.returncode}): {tail(log)}")
+            try:
+                switches.append(runtime.Switch(f"127.0.0.1:{port}"))
+            except Exception as e:
+                raise RuntimeError(f"bench.ipsec: cannot connect to the switch on 127.0.0.1:{port} ({e!r}); its log: {tail(log)}") from e
+        ctl = IpsecController(str(work / f"ctl{tag}.db"), grace=0.2)
+        ctl.add_gateway(Gateway("S1", switches[0], "192.0.2.1", "10.1.0.0/16", 1, net.mac_h1, 2, "02:00:00:00:00:01", "198.51.100.0/24"),
+                        work / "gw")
+        ctl.add_gateway(Gateway("S2", switches[1], "198.51.100.1", "10.2.0.0/16", 1, net.mac_h2, 2, "02:00:00:00:00:01", "192.0.2.0/24"),
+                        work / "gw")
+    except BaseException:
+        stop_switches(procs, switches)
+        raise
     return procs, switches, ctl
+
+
+def tail(path, n=600):
+    """The end of a log file (for an error message)."""
+    try:
+        return pathlib.Path(path).read_text(errors="replace")[-n:].strip() or "(empty)"
+    except OSError as e:
+        return f"(unreadable: {e})"
 
 
 def stop_switches(procs, switches):
@@ -91,7 +113,12 @@ def stop_switches(procs, switches):
         s.close()
     for p in procs:
         p.terminate()
-        p.wait(timeout=10)
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def goodput(a, net, ctl, suite, tag="", encap=None):
@@ -101,7 +128,11 @@ def goodput(a, net, ctl, suite, tag="", encap=None):
     ctl.connect("S1", "S2", suite=suite, name=name, encap=encap)
     srv = subprocess.Popen(["ip", "netns", "exec", net.ns2, "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.4)
-    r = ns(net.ns1, "iperf3", "-c", "10.2.0.2", "-t", str(a.seconds), "-J", check=False)
+    try:
+        r = ns(net.ns1, "iperf3", "-c", "10.2.0.2", "-t", str(a.seconds), "-J", "--connect-timeout", "5000", check=False,
+               timeout=a.seconds + 30)
+    except subprocess.TimeoutExpired:
+        r = None
     try:
         srv.wait(timeout=a.seconds + 20)
     except subprocess.TimeoutExpired:
@@ -110,7 +141,7 @@ def goodput(a, net, ctl, suite, tag="", encap=None):
     try:
         end = json.loads(r.stdout)["end"]
         return end["sum_received"]["bits_per_second"] / 1e6, end["sum_sent"].get("retransmits")
-    except (ValueError, KeyError):
+    except (AttributeError, ValueError, KeyError):
         return None, None
 
 
@@ -120,7 +151,7 @@ def extra_row(a, work, offloads, mtu, suites, tag, encap=None):
     net = Net(offloads=offloads)
     procs, switches, row = [], [], {}
     try:
-        procs, switches, ctl = start_switches(a, net, work, mtu, udp_gro=encap == "udp")
+        procs, switches, ctl = start_switches(a, net, work, mtu, udp_gro=encap == "udp", tag=tag)
         for suite in suites.split(","):
             row[suite], _ = goodput(a, net, ctl, suite, tag=tag, encap=encap)
         ctl.close()

@@ -33,7 +33,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,16 +44,11 @@ import urllib.request
 
 from .. import ha
 from ..ctlbase import sa_config
+from ..netns import free_port
 
 
 class BenchError(Exception):
     pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pg_bin():
