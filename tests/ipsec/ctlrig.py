@@ -1,6 +1,8 @@
-"""What the controller tests share to start the two-gateway VPN as processes: the gateway program compiled, the two
-`p4sec switch` processes on the `net` fixture's interfaces, a controller configuration (S1 and S2 with their sites
-and WAN), a controller process started and waited for, and everything stopped again."""
+"""What the controller tests share to start the two-gateway VPN: the gateway program compiled, the two
+`p4sec switch` processes on the `net` fixture's interfaces, either driven by an in-process controller
+(`gateway_pair`) or by a controller process (a configuration with S1 and S2, their sites and WAN, the process
+started and waited for), and everything stopped again."""
+import contextlib
 import signal
 import socket
 import subprocess
@@ -8,6 +10,13 @@ import sys
 import time
 
 from conftest import ROOT
+from p4sec import runtime
+from p4sec.controller import Gateway, IpsecController
+from p4sec.netns import free_port
+
+# gateway A's address, B's, the WAN prefix A reaches B through, and B's towards A
+V4_WAN = ("192.0.2.1", "198.51.100.1", "198.51.100.0/24", "192.0.2.0/24")
+V6_WAN = ("2001:db8:a::1", "2001:db8:b::1", "2001:db8:b::/64", "2001:db8:a::/64")
 
 # the two gateways of the `net` fixture (test_site_to_site.net): S1's site 10.1/16, S2's 10.2/16, a WAN between
 GATEWAYS = """gateways:
@@ -33,8 +42,9 @@ def write_config(path, head, pa, pb, rest, program, tunnel, extra=""):
     return path
 
 
-def switch(p4sec_bin, port, lan, wan, log):
-    """A `p4sec switch` with P4Runtime on 127.0.0.1:port, port 1 `lan`, port 2 `wan`."""
+def switch(p4sec_bin, port, lan, wan, log=None):
+    """A `p4sec switch` with P4Runtime on 127.0.0.1:port, port 1 `lan`, port 2 `wan` (its stderr to `log`; None:
+    this process's)."""
     return subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={lan}", "--port", f"2={wan}"],
                             stderr=log)
 
@@ -82,3 +92,27 @@ def stop(procs):
             p.wait(timeout=10)
         except ProcessLookupError:
             pass
+
+
+@contextlib.contextmanager
+def gateway_pair(p4sec_bin, net, tmp_path, wan=V4_WAN, lans=("10.1.0.0/16", "10.2.0.0/16"), **controller):
+    """Gateways A (LAN port 1 on the `net` fixture's a1, WAN port 2 on wa) and B (b1, wb), two `p4sec switch`
+    processes running programs/ipsec_gateway.p4 under an in-process IpsecController(**controller): yields
+    (controller, switch A, switch B); everything is closed and stopped at the end, also when the setup fails."""
+    out = compile_gateway(p4sec_bin, tmp_path / "gw")
+    pa, pb = free_port(), free_port()
+    procs = [switch(p4sec_bin, pa, net["a1"], net["wa"]), switch(p4sec_bin, pb, net["b1"], net["wb"])]
+    switches, ctl = [], None
+    try:
+        switches = [runtime.Switch(f"127.0.0.1:{pa}"), runtime.Switch(f"127.0.0.1:{pb}")]
+        ctl = IpsecController(**controller)
+        gw_a, gw_b, wan_a, wan_b = wan
+        ctl.add_gateway(Gateway("A", switches[0], gw_a, lans[0], 1, "02:00:00:00:0a:01", 2, "02:00:00:00:0b:02", wan_a), out)
+        ctl.add_gateway(Gateway("B", switches[1], gw_b, lans[1], 1, "02:00:00:00:0b:01", 2, "02:00:00:00:0a:02", wan_b), out)
+        yield ctl, switches[0], switches[1]
+    finally:
+        if ctl is not None:
+            ctl.close()
+        for s in switches:
+            s.close()
+        stop(procs)

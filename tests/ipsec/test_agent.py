@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, console_script
 from p4sec import ca
 from p4sec.netns import sh
-from test_site_to_site import free_port
+from p4sec.netns import free_port
 
 CONTROLLER = console_script("p4sec-controller")
 

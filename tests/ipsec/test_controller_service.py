@@ -16,7 +16,8 @@ from scapy.layers.l2 import Ether
 from conftest import console_script
 from ctlrig import compile_gateway, start_controller, start_switches, stop, write_config
 from p4sec.ipsec_ctl import ConfigError, load_config
-from test_site_to_site import free_port, net  # noqa: F401 (fixture)
+from p4sec.netns import free_port
+from test_site_to_site import net  # noqa: F401 (fixture)
 from test_vpn_suites_and_renewal import STREAM
 
 CONTROLLER = console_script("p4sec-controller")

@@ -14,12 +14,11 @@ from scapy.layers.ipsec import ESP, SecurityAssociation
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from conftest import ROOT
+from ctlrig import gateway_pair
 from p4sec import gateway as gwp
-from p4sec import runtime
-from p4sec.controller import Gateway, IpsecController
+from p4sec.controller import IpsecController
 from test_ipv6_vpn import TOOL, capture
-from test_site_to_site import free_port, net  # noqa: F401 (fixture)
+from test_site_to_site import net  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
@@ -40,18 +39,7 @@ def send(ns, iface, frames):
 def test_esp_in_udp_tunnel(p4sec_bin, net, tmp_path, wan):  # noqa: F811 (fixture)
     gw_a, gw_b, wan_a, wan_b = WANS[wan]
     outer = IPv6 if wan == "v6" else IP
-    out = tmp_path / "gw"
-    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(out)], check=True)
-    pa, pb = free_port(), free_port()
-    procs = [
-        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pa}", "--port", f"1={net['a1']}", "--port", f"2={net['wa']}"]),
-        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pb}", "--port", f"1={net['b1']}", "--port", f"2={net['wb']}"]),
-    ]
-    sa, sb = runtime.Switch(f"127.0.0.1:{pa}"), runtime.Switch(f"127.0.0.1:{pb}")
-    ctl = IpsecController()
-    try:
-        ctl.add_gateway(Gateway("A", sa, gw_a, "10.1.0.0/16", 1, "02:00:00:00:0a:01", 2, "02:00:00:00:0b:02", wan_a), out)
-        ctl.add_gateway(Gateway("B", sb, gw_b, "10.2.0.0/16", 1, "02:00:00:00:0b:01", 2, "02:00:00:00:0a:02", wan_b), out)
+    with gateway_pair(p4sec_bin, net, tmp_path, wan=WANS[wan]) as (ctl, sa, sb):
         spis = ctl.connect("A", "B", encap="udp")
         assert [t["encap"] for t in ctl.tunnels()] == ["udp"]
 
@@ -141,13 +129,6 @@ def test_esp_in_udp_tunnel(p4sec_bin, net, tmp_path, wan):  # noqa: F811 (fixtur
         assert len(rx.communicate(timeout=20)[0].split()) == 2
         seen = [Ether(bytes.fromhex(x)) for x in wire.communicate(timeout=20)[0].split()]
         assert {p[ESP].spi for p in seen if UDP in p and ESP in p} == {new[("A", "B")][0]}
-    finally:
-        ctl.close()
-        sa.close()
-        sb.close()
-        for p in procs:
-            p.terminate()
-            p.wait(timeout=10)
 
 
 def test_encap_is_checked(tmp_path):

@@ -17,11 +17,9 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from scapy.sendrecv import sendp
 
-from conftest import ROOT
+from ctlrig import gateway_pair
 from p4sec import gateway as gwp
-from p4sec import runtime
-from p4sec.controller import Gateway, IpsecController
-from test_site_to_site import free_port, net  # noqa: F401 (fixture)
+from test_site_to_site import net  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
@@ -65,24 +63,8 @@ def send_clear(ns, iface, src, dst, tag):
 
 @pytest.fixture
 def gws(p4sec_bin, net, tmp_path):  # noqa: F811 (the net fixture)
-    out = tmp_path / "gw"
-    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(out)], check=True)
-    pa, pb = free_port(), free_port()
-    procs = [
-        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pa}", "--port", f"1={net['a1']}", "--port", f"2={net['wa']}"]),
-        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pb}", "--port", f"1={net['b1']}", "--port", f"2={net['wb']}"]),
-    ]
-    sa, sb = runtime.Switch(f"127.0.0.1:{pa}"), runtime.Switch(f"127.0.0.1:{pb}")
-    ctl = IpsecController()
-    ctl.add_gateway(Gateway("A", sa, "192.0.2.1", "10.1.0.0/16", 1, "02:00:00:00:0a:01", 2, "02:00:00:00:0b:02", "198.51.100.0/24"), out)
-    ctl.add_gateway(Gateway("B", sb, "198.51.100.1", "10.2.0.0/16", 1, "02:00:00:00:0b:01", 2, "02:00:00:00:0a:02", "192.0.2.0/24"), out)
-    yield ctl, sa, sb
-    ctl.close()
-    sa.close()
-    sb.close()
-    for p in procs:
-        p.terminate()
-        p.wait(timeout=10)
+    with gateway_pair(p4sec_bin, net, tmp_path) as (ctl, sa, sb):
+        yield ctl, sa, sb
 
 
 def legit_both_ways(net):  # noqa: F811

@@ -10,10 +10,8 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.ipsec import ESP, SecurityAssociation
 from scapy.layers.l2 import Ether
 
-from conftest import ROOT
-from p4sec import runtime
-from p4sec.controller import Gateway, IpsecController
-from test_site_to_site import free_port, net  # noqa: F401 (fixture)
+from ctlrig import gateway_pair
+from test_site_to_site import net  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
@@ -57,18 +55,7 @@ def capture(ns, iface, n, want):
 @pytest.mark.parametrize("case", list(CASES))
 def test_ipv6_sites_and_wans(p4sec_bin, net, tmp_path, case):
     lan_a, lan_b, gw_a, gw_b, wan_a, wan_b = CASES[case]
-    out = tmp_path / "gw"
-    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(out)], check=True)
-    pa, pb = free_port(), free_port()
-    procs = [
-        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pa}", "--port", f"1={net['a1']}", "--port", f"2={net['wa']}"]),
-        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pb}", "--port", f"1={net['b1']}", "--port", f"2={net['wb']}"]),
-    ]
-    sa, sb = runtime.Switch(f"127.0.0.1:{pa}"), runtime.Switch(f"127.0.0.1:{pb}")
-    ctl = IpsecController()
-    try:
-        ctl.add_gateway(Gateway("A", sa, gw_a, lan_a, 1, "02:00:00:00:0a:01", 2, "02:00:00:00:0b:02", wan_a), out)
-        ctl.add_gateway(Gateway("B", sb, gw_b, lan_b, 1, "02:00:00:00:0b:01", 2, "02:00:00:00:0a:02", wan_b), out)
+    with gateway_pair(p4sec_bin, net, tmp_path, wan=(gw_a, gw_b, wan_a, wan_b), lans=(lan_a, lan_b)) as (ctl, sa, sb):
         spis = ctl.connect("A", "B", suite="aes-gcm-128")
         six = ":" in lan_a
         src, dst = (lan_a.split("/")[0] + "5", lan_b.split("/")[0] + "7") if six else ("10.1.0.5", "10.2.0.7")
@@ -96,10 +83,3 @@ def test_ipv6_sites_and_wans(p4sec_bin, net, tmp_path, case):
             assert b"six-secret" not in bytes(e)
             inner = rx_sa.decrypt(e[outer_cls])
             assert b"six-secret" in bytes(inner) and (IPv6 in inner) == six
-    finally:
-        ctl.close()
-        sa.close()
-        sb.close()
-        for p in procs:
-            p.terminate()
-            p.wait(timeout=10)

@@ -8,10 +8,8 @@ import uuid
 
 import pytest
 
-from conftest import ROOT
-from p4sec import runtime
-from p4sec.controller import Gateway, IpsecController
-from p4sec.netns import free_port, sh
+from ctlrig import gateway_pair
+from p4sec.netns import sh
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
@@ -76,18 +74,7 @@ def send_and_capture(net, n):
 
 
 def test_site_to_site_vpn_with_rekey(p4sec_bin, net, tmp_path):
-    out = tmp_path / "gw"
-    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(out)], check=True)
-    pa, pb = free_port(), free_port()
-    procs = [
-        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pa}", "--port", f"1={net['a1']}", "--port", f"2={net['wa']}"]),
-        subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{pb}", "--port", f"1={net['b1']}", "--port", f"2={net['wb']}"]),
-    ]
-    try:
-        sa, sb = runtime.Switch(f"127.0.0.1:{pa}"), runtime.Switch(f"127.0.0.1:{pb}")
-        ctl = IpsecController()
-        ctl.add_gateway(Gateway("A", sa, "192.0.2.1", "10.1.0.0/16", 1, "02:00:00:00:0a:01", 2, "02:00:00:00:0b:02", "198.51.100.0/24"), out)
-        ctl.add_gateway(Gateway("B", sb, "198.51.100.1", "10.2.0.0/16", 1, "02:00:00:00:0b:01", 2, "02:00:00:00:0a:02", "192.0.2.0/24"), out)
+    with gateway_pair(p4sec_bin, net, tmp_path) as (ctl, sa, sb):
         spis = ctl.connect("A", "B")
 
         got, esp = send_and_capture(net, 3)
@@ -103,9 +90,3 @@ def test_site_to_site_vpn_with_rekey(p4sec_bin, net, tmp_path):
         got, esp = send_and_capture(net, 3)
         assert len(got) == 3, "traffic flows after the rekey"
         assert {int.from_bytes(e[34:38], "big") for e in esp} == {new[("A", "B")][0]}, "new SPI in use"
-        sa.close()
-        sb.close()
-    finally:
-        for p in procs:
-            p.terminate()
-            p.wait(timeout=10)
