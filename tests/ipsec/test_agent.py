@@ -169,6 +169,35 @@ def _site(p4sec_bin, tmp_path, net):
             p.wait(timeout=10)
 
 
+
+def echoes(site, n):
+    """`n` echoes from the road warrior to 10.1.0.1 (behind the gateway): every one answered."""
+    r = subprocess.run(["ip", "netns", "exec", site["rw"], sys.executable, "-c", PING, "10.1.0.1", str(n)], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == str(n), r.stdout + r.stderr
+
+
+def show(site, tunnel):
+    """`p4sec-controller tunnels show TUNNEL` through the site's REST API, as JSON."""
+    r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", tunnel], capture_output=True, text=True)
+    return json.loads(r.stdout)
+
+
+def host_renewals(state):
+    """The gateway-side renewals (of its outbound SA) among a tunnel's events."""
+    return [e["what"] for e in state["events"] if "host renewal" in e["what"] and "SAD-enc" in e["what"]]
+
+
+def echo_until_renewals(site, tunnel, n, rounds=20):
+    """Echoes in rounds of 100 (none lost) until the tunnel's events show `n` renewals, at most `rounds` rounds
+    (how many packets a renewal takes depends on the machine's load): (the tunnel's state, its renewals)."""
+    for _ in range(rounds):
+        echoes(site, 100)
+        state = show(site, tunnel)
+        renewals = host_renewals(state)
+        if len(renewals) >= n:
+            break
+    return state, renewals
+
 def test_road_warrior_reaches_the_site_and_revocation_locks_it_out(site):
     agent = site["agent"]
     r = agent("alice", "list")
@@ -195,17 +224,7 @@ def test_road_warrior_reaches_the_site_and_revocation_locks_it_out(site):
     assert cap.stdout.readline().strip() == "ready"
     # echoes in rounds of 100 until three renewals are seen: the SAs reach their soft limit (60 packets) again and
     # again; the agent renews them and no echo is lost (how many packets a renewal takes depends on machine load)
-    def show():
-        return json.loads(subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", "office@alice"],
-                                         capture_output=True, text=True).stdout)
-    renewals = []
-    for _ in range(20):
-        ping = subprocess.run(["ip", "netns", "exec", site["rw"], sys.executable, "-c", PING, "10.1.0.1", "100"], capture_output=True, text=True, timeout=120)
-        assert ping.stdout.strip() == "100", ping.stdout + ping.stderr
-        state = show()
-        renewals = [e["what"] for e in state["events"] if "host renewal" in e["what"] and "SAD-enc" in e["what"]]
-        if len(renewals) >= 3:
-            break
+    state, renewals = echo_until_renewals(site, "office@alice", 3)
     assert int(cap.communicate(timeout=20)[0].split()[-1]) >= 4, "the WAN carried ESP both ways"
     assert state["state"] == "up" and any("host phase 2" in e["what"] for e in state["events"])
     assert len(renewals) >= 3, state["events"]
@@ -230,31 +249,18 @@ def test_host_tunnel_survives_a_controller_restart(site):
     line = up.stdout.readline()
     assert line.startswith("up: office@alice"), line + up.stderr.read() if not line else line
 
-    def echoes(n):
-        r = subprocess.run(["ip", "netns", "exec", site["rw"], sys.executable, "-c", PING, "10.1.0.1", str(n)], capture_output=True, text=True, timeout=120)
-        assert r.stdout.strip() == str(n), r.stdout + r.stderr
-
-    def show():
-        r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", "office@alice"], capture_output=True, text=True)
-        return json.loads(r.stdout)
-
-    echoes(30)
+    echoes(site, 30)
     site["restart_controller"]()
     assert "adopted" in site["log"].read_text()
-    state = show()
+    state = show(site, "office@alice")
     assert state["state"] == "up", state
-    before = len([e for e in state["events"] if "host renewal" in e["what"] and "SAD-enc" in e["what"]])
+    before = len(host_renewals(state))
     # renewals after the restart (soft limit 60 packets), each served by the new controller
-    for _ in range(20):
-        echoes(100)
-        state = show()
-        after = len([e for e in state["events"] if "host renewal" in e["what"] and "SAD-enc" in e["what"]])
-        if after >= before + 2:
-            break
-    assert state["state"] == "up" and after >= before + 2, state["events"]
+    state, renewals = echo_until_renewals(site, "office@alice", before + 2)
+    assert state["state"] == "up" and len(renewals) >= before + 2, state["events"]
     up.terminate()
     err = up.communicate(timeout=20)[1]
-    final = show()
+    final = show(site, "office@alice")
     assert final["state"] != "up", ("the agent took the tunnel down when it stopped", err, final["events"][-3:], site["log"].read_text()[-1500:])
 
 
@@ -277,18 +283,7 @@ def test_road_warrior_with_esp_in_udp(site):
                             site["wa"]], stdout=subprocess.PIPE, text=True)
     assert cap.stdout.readline().strip() == "ready"
 
-    def show():
-        r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", "nat@alice"], capture_output=True, text=True)
-        return json.loads(r.stdout)
-
-    renewals = []
-    for _ in range(10):
-        ping = subprocess.run(["ip", "netns", "exec", site["rw"], sys.executable, "-c", PING, "10.1.0.1", "100"], capture_output=True, text=True, timeout=120)
-        assert ping.stdout.strip() == "100", ping.stdout + ping.stderr
-        state = show()
-        renewals = [e["what"] for e in state["events"] if "host renewal" in e["what"] and "SAD-enc" in e["what"]]
-        if len(renewals) >= 2:
-            break
+    state, renewals = echo_until_renewals(site, "nat@alice", 2, rounds=10)
     assert len(renewals) >= 2, state["events"]
     assert state["encap"] == "udp"
     udp, esp = map(int, cap.communicate(timeout=30)[0].split())
