@@ -319,27 +319,36 @@ pub(crate) mod tests {
         f[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
     }
 
+    /// An Ethernet frame (02:..:01 -> 02:..:02) carrying an IPv4 (header checksum right, DF, TTL 64, 10.0.1.1 ->
+    /// 10.0.2.2) or IPv6 (fd00::1 -> fd00::2, hop limit 64) packet of protocol `proto` whose payload is `l4`.
+    pub(crate) fn ip_frame(v6: bool, id: u16, proto: u8, l4: &[u8]) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        if v6 {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            f.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+            f.extend_from_slice(&[proto, 64]);
+            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        } else {
+            f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+            f.extend_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+            f.extend_from_slice(&id.to_be_bytes());
+            f.extend_from_slice(&[0x40, 0, 64, proto, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2]);
+            let c = !fold(ones_sum(&f[14..34]) as u32);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+        }
+        f.extend_from_slice(l4);
+        f
+    }
+
     /// A TCP segment with a timestamp option, checksums right.
     pub(crate) fn seg(v6: bool, seq: u32, id: u16, flags: u8, payload: &[u8]) -> Vec<u8> {
-        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
         let mut t = vec![0x13, 0x89, 0x9c, 0x40];
         t.extend_from_slice(&seq.to_be_bytes());
         t.extend_from_slice(&[0, 0, 0x10, 0, 0x80, flags, 0x01, 0xf5, 0, 0, 0, 0]);
         t.extend_from_slice(&[1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 4]);
         t.extend_from_slice(payload);
-        if v6 {
-            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-            f.extend_from_slice(&(t.len() as u16).to_be_bytes());
-            f.extend_from_slice(&[6, 64]);
-            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-        } else {
-            f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
-            f.extend_from_slice(&((20 + t.len()) as u16).to_be_bytes());
-            f.extend_from_slice(&id.to_be_bytes());
-            f.extend_from_slice(&[0x40, 0, 64, 6, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2]);
-        }
-        f.extend_from_slice(&t);
+        let mut f = ip_frame(v6, id, 6, &t);
         csum_into(&mut f, v6);
         f
     }
@@ -484,29 +493,14 @@ pub(crate) mod tests {
 
     /// A UDP datagram (checksum computed, or 0: none, over IPv4).
     pub(crate) fn dgram(v6: bool, id: u16, sport: u16, payload: &[u8], with_csum: bool) -> Vec<u8> {
-        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
         let mut u = sport.to_be_bytes().to_vec();
         u.extend_from_slice(&4500u16.to_be_bytes());
         u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
         u.extend_from_slice(&[0, 0]);
         u.extend_from_slice(payload);
-        if v6 {
-            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-            f.extend_from_slice(&(u.len() as u16).to_be_bytes());
-            f.extend_from_slice(&[17, 64]);
-            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-        } else {
-            f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
-            f.extend_from_slice(&((20 + u.len()) as u16).to_be_bytes());
-            f.extend_from_slice(&id.to_be_bytes());
-            f.extend_from_slice(&[0x40, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2]);
-            let c = !fold(ones_sum(&f[14..34]) as u32);
-            f[24..26].copy_from_slice(&c.to_be_bytes());
-        }
-        let l4 = f.len();
-        f.extend_from_slice(&u);
+        let mut f = ip_frame(v6, id, 17, &u);
         if with_csum {
+            let l4 = f.len() - u.len();
             let mut c = !fold(pseudo(&f, 14, v6, true, u.len()) + ones_sum(&f[l4..]) as u32);
             if c == 0 {
                 c = 0xffff;

@@ -281,25 +281,9 @@ mod tests {
     }
 
     fn tcp_frame(v6: bool, payload: &[u8], flags: u8) -> Vec<u8> {
-        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
-        let tcp = {
-            let mut t = vec![0x13, 0x89, 0x9c, 0x40, 0, 0, 0x10, 0, 0, 0, 0, 7, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0];
-            t.extend_from_slice(payload);
-            t
-        };
-        if v6 {
-            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-            f.extend_from_slice(&(tcp.len() as u16).to_be_bytes());
-            f.extend_from_slice(&[6, 64]);
-            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-        } else {
-            f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
-            f.extend_from_slice(&((20 + tcp.len()) as u16).to_be_bytes());
-            f.extend_from_slice(&[0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2]);
-        }
-        f.extend_from_slice(&tcp);
-        f
+        let mut tcp = vec![0x13, 0x89, 0x9c, 0x40, 0, 0, 0x10, 0, 0, 0, 0, 7, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0];
+        tcp.extend_from_slice(payload);
+        crate::gro::tests::ip_frame(v6, 0x1234, 6, &tcp)
     }
 
     #[test]
