@@ -65,20 +65,7 @@ impl<'t> Lowerer<'t> {
                 };
                 scope.define(&c.name.name, Binding::Value(Box::new(v)));
             }
-            ast::Decl::Var(v) => {
-                let t = self.resolve_type(scope, &v.ty)?;
-                let p = self.alloc(&t, &v.name.name, v.name.span)?;
-                if let Some(init) = &v.init {
-                    let val = self.expr(scope, init, Some(&t))?;
-                    self.assign(&p, val, init.span)?;
-                } else {
-                    self.uninit(&p);
-                }
-                if let (Some(n), Place::Scalar(ir::LValue::Static(l), _)) = (self.new_type_name(&v.ty), &p) {
-                    self.var_new_types.insert(l.slot, n);
-                }
-                scope.define(&v.name.name, Binding::Var(p));
-            }
+            ast::Decl::Var(v) => self.declare_var(scope, v)?,
             ast::Decl::Aggregate(a) => {
                 if !a.type_params.is_empty() {
                     scope.define(&a.name.name, Binding::GenericAgg(Rc::new(a.clone())));

@@ -44,21 +44,7 @@ impl<'t> Lowerer<'t> {
                 self.emit(ir::Stmt::Break(label));
                 Ok(())
             }
-            StmtKind::Var(v) => {
-                let t = self.resolve_type(scope, &v.ty)?;
-                let p = self.alloc(&t, &v.name.name, v.name.span)?;
-                if let Some(init) = &v.init {
-                    let val = self.expr(scope, init, Some(&t))?;
-                    self.assign(&p, val, init.span)?;
-                } else {
-                    self.uninit(&p);
-                }
-                if let (Some(n), Place::Scalar(ir::LValue::Static(l), _)) = (self.new_type_name(&v.ty), &p) {
-                    self.var_new_types.insert(l.slot, n);
-                }
-                scope.define(&v.name.name, Binding::Var(p));
-                Ok(())
-            }
+            StmtKind::Var(v) => self.declare_var(scope, v),
             StmtKind::Const(c) => {
                 let t = self.resolve_type(scope, &c.ty)?;
                 let v = self.expr(scope, &c.value, Some(&t))?;
@@ -126,6 +112,24 @@ impl<'t> Lowerer<'t> {
                 _ => err(span, "this declaration is not allowed inside a block body"),
             },
         }
+    }
+
+    /// A local variable (in a block, or among a control's or parser's locals): its storage, its initializer or
+    /// (none given) uninitialized storage, its new type's name kept for P4Info, its name bound in `scope`.
+    pub fn declare_var(&mut self, scope: &Rc<Scope>, v: &ast::VarDecl) -> PResult<()> {
+        let t = self.resolve_type(scope, &v.ty)?;
+        let p = self.alloc(&t, &v.name.name, v.name.span)?;
+        if let Some(init) = &v.init {
+            let val = self.expr(scope, init, Some(&t))?;
+            self.assign(&p, val, init.span)?;
+        } else {
+            self.uninit(&p);
+        }
+        if let (Some(n), Place::Scalar(ir::LValue::Static(l), _)) = (self.new_type_name(&v.ty), &p) {
+            self.var_new_types.insert(l.slot, n);
+        }
+        scope.define(&v.name.name, Binding::Var(p));
+        Ok(())
     }
 
     /// Uninitialized storage: headers become invalid (as in BMv2); scalars keep what the slot holds.
