@@ -120,6 +120,19 @@ fn preprocess_named(name: &str, dir: Option<&Path>, text: &str, opts: &Options) 
     Ok(Preprocessed { text: pp.out, lines: pp.lines })
 }
 
+/// The index just past the string literal that starts with the quote at `b[start]` (a backslash escapes the
+/// next byte); the end of `b` when the literal is not closed.
+fn string_end(b: &[u8], start: usize) -> usize {
+    let mut i = start + 1;
+    while i < b.len() && b[i] != b'"' {
+        if b[i] == b'\\' {
+            i += 1;
+        }
+        i += 1;
+    }
+    (i + 1).min(b.len())
+}
+
 /// Replace comments with spaces (keeping newlines), leaving string literals (which may span lines) intact.
 fn strip_comments(text: &str) -> String {
     let b = text.as_bytes();
@@ -128,14 +141,7 @@ fn strip_comments(text: &str) -> String {
     while i < b.len() {
         if b[i] == b'"' {
             let start = i;
-            i += 1;
-            while i < b.len() && b[i] != b'"' {
-                if b[i] == b'\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            i = (i + 1).min(b.len());
+            i = string_end(b, i);
             out.push_str(&text[start..i]);
         } else if b[i] == b'/' && b.get(i + 1) == Some(&b'/') {
             while i < b.len() && b[i] != b'\n' {
@@ -394,14 +400,7 @@ impl<'o> Pp<'o> {
             let c = b[i];
             if c == b'"' {
                 let start = i;
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                i = (i + 1).min(b.len());
+                i = string_end(b, i);
                 out.push_str(&line[start..i]);
             } else if c.is_ascii_alphabetic() || c == b'_' {
                 let start = i;
@@ -695,6 +694,16 @@ mod tests {
         let foo = r.text.lines().position(|l| l == "foo").unwrap();
         assert_eq!(r.lines[foo].line, 3);
         assert_eq!(&*r.lines[foo].file, "t.p4");
+    }
+
+    #[test]
+    fn string_literals_keep_comment_marks_and_macro_names() {
+        assert_eq!(string_end(br#""a\"b" x"#, 0), 6);
+        assert_eq!(string_end(br#""open"#, 0), 5);
+        let src = "#define W 8\nconst string s = \"// W /* \\\" W\"; // gone\nbit<W> x; /* gone */\n";
+        let r = preprocess_str("t.p4", src, &opts()).unwrap();
+        assert!(r.text.contains("\"// W /* \\\" W\""), "the literal is kept whole: {}", r.text);
+        assert!(r.text.contains("bit<8> x;") && !r.text.contains("gone"), "{}", r.text);
     }
 
     #[test]
