@@ -255,3 +255,32 @@ def test_free_port_is_never_handed_out_twice_and_not_ephemeral():
     for p in ports[:20]:    # and each could be bound
         with socket.socket() as s:
             s.bind(("127.0.0.1", p))
+
+
+def test_bad_sa_configurations_get_precise_errors(compiled, switch):
+    """An SA the esp_sad extern cannot make is refused with what is wrong with it (not a bare code), and the slot
+    stays as it was."""
+    from p4sec import gateway as gwp
+    from p4sec import runtime
+    from p4sec.ctlbase import sa_config
+    out, _ = compiled
+    sw = runtime.Switch(f"127.0.0.1:{switch[1]}")
+    try:
+        sw.push(out)
+        good = sa_config(0x1001, "aes-gcm-128", bytes(20), b"", "192.0.2.1", "198.51.100.1", udp_encap=(4500, 4500))
+        gwp.sa_write(sw, 3, good)
+        cases = [
+            (dict(good, enc_key=[0] * 16), "AES-GCM-128 takes 20 bytes of key material, not 16"),
+            (dict(good, udp_encap=[0, 4500]), "UDP encapsulation with port 0"),
+            (dict(good, tunnel=None), "needs tunnel mode"),
+            (dict(good, tunnel=["192.0.2.1", "2001:db8::1"]), "not of one IP version"),
+            (dict(good, replay_window=100000), "at most 4096"),
+            (dict(good, udp_encap=[70000, 4500]), "add_sa: "),     # not a port: the JSON is refused as such
+        ]
+        for bad, why in cases:
+            with pytest.raises(runtime.WriteError, match=why):
+                gwp.sa_write(sw, 3, dict(bad, spi=0x1002))
+        # the SA written first is still in its slot
+        assert sw.extern_read(gwp.SAD, "get_sas", {}) == {"sas": [[3, 0x1001]]}
+    finally:
+        sw.close()

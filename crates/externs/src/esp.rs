@@ -234,6 +234,48 @@ mod tests {
         assert_eq!(Sa::new(c).err(), Some(EspError::BadConfig));
     }
 
+    /// A configuration that cannot make an SA says why, and Sa::new refuses exactly those.
+    #[test]
+    fn bad_configurations_say_why() {
+        let good = || {
+            let mut c = cfg(Cipher::AesGcm128, Integ::None, true);
+            c.tunnel = Some(("192.0.2.1".parse().unwrap(), "198.51.100.1".parse().unwrap()));
+            c
+        };
+        assert_eq!(good().problem(), None);
+        Sa::new(good()).unwrap();
+        let cases: Vec<(Box<dyn Fn(&mut SaConfig)>, &str)> = vec![
+            (Box::new(|c| c.enc_key.truncate(16)), "AES-GCM-128 takes 20 bytes of key material, not 16"),
+            (Box::new(|c| c.auth_key = vec![1; 32]), "AES-GCM-128 authenticates by itself: no integrity key, not 32 bytes"),
+            (
+                Box::new(|c| {
+                    c.cipher = Cipher::AesCbc128;
+                    c.enc_key = vec![1; 16];
+                    c.integ = Integ::HmacSha256_128;
+                    c.auth_key = vec![1; 20];
+                }),
+                "HMAC-SHA-256-128 takes a 32-byte key, not 20",
+            ),
+            (Box::new(|c| c.replay_window = 5000), "an anti-replay window of 5000 packets (at most 4096)"),
+            (Box::new(|c| c.tunnel = Some(("192.0.2.1".parse().unwrap(), "2001:db8::1".parse().unwrap()))), "not of one IP version"),
+            (Box::new(|c| c.udp_encap = Some((0, 4500))), "UDP encapsulation with port 0 (0 -> 4500)"),
+            (
+                Box::new(|c| {
+                    c.tunnel = None;
+                    c.udp_encap = Some((4500, 4500));
+                }),
+                "needs tunnel mode",
+            ),
+        ];
+        for (bad, why) in cases {
+            let mut c = good();
+            bad(&mut c);
+            let got = c.problem().unwrap_or_default();
+            assert!(got.contains(why), "{got:?} should say {why:?}");
+            assert_eq!(Sa::new(c).err(), Some(EspError::BadConfig), "{why}");
+        }
+    }
+
     #[test]
     fn sequence_overflow_without_esn() {
         let mut c = cfg(Cipher::AesGcm128, Integ::None, false);

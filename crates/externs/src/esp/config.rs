@@ -129,6 +129,38 @@ pub struct SaConfig {
 }
 
 impl SaConfig {
+    /// Why this configuration cannot make an SA, in words (for the control plane's error), or `None`: key
+    /// material of the cipher's length, an integrity key of the algorithm's length (none with an AEAD
+    /// cipher), an anti-replay window of at most 4096 packets, tunnel endpoints of one IP version, and UDP
+    /// encapsulation only in tunnel mode, with ports other than 0.
+    pub fn problem(&self) -> Option<String> {
+        let (c, i) = (self.cipher, self.integ);
+        if self.enc_key.len() != c.keymat_len() {
+            return Some(format!("{} takes {} bytes of key material, not {}", c.name(), c.keymat_len(), self.enc_key.len()));
+        }
+        let integ = if c.is_aead() { Integ::None } else { i };
+        if self.auth_key.len() != integ.key_len() {
+            return Some(if c.is_aead() {
+                format!("{} authenticates by itself: no integrity key, not {} bytes", c.name(), self.auth_key.len())
+            } else {
+                format!("{} takes a {}-byte key, not {}", i.name(), i.key_len(), self.auth_key.len())
+            });
+        }
+        if self.replay_window > 4096 {
+            return Some(format!("an anti-replay window of {} packets (at most 4096)", self.replay_window));
+        }
+        if let Some((a, b)) = self.tunnel {
+            if a.is_ipv4() != b.is_ipv4() {
+                return Some(format!("tunnel endpoints {a} and {b} are not of one IP version"));
+            }
+        }
+        match self.udp_encap {
+            Some((s, d)) if s == 0 || d == 0 => Some(format!("UDP encapsulation with port 0 ({s} -> {d})")),
+            Some(_) if self.tunnel.is_none() => Some("UDP encapsulation (ESP in UDP) needs tunnel mode: tunnel endpoints".into()),
+            _ => None,
+        }
+    }
+
     /// Overwrite both keys with zeros and empty them (what dropping the configuration does).
     pub fn wipe_keys(&mut self) {
         use zeroize::Zeroize;

@@ -133,7 +133,7 @@ impl Sa {
                 return Err(EspError::BadConfig);
             }
         }
-        if matches!(cfg.udp_encap, Some((0, _) | (_, 0))) {
+        if cfg.problem().is_some() {
             return Err(EspError::BadConfig);
         }
         let mut seed = [0u8; 16];

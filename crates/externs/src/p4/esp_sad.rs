@@ -286,7 +286,10 @@ impl ExternObject for EspSad {
                 let slot =
                     self.db.slots.get(a.index as usize).ok_or_else(|| format!("SA index {} is out of range ({} slots)", a.index, self.db.slots.len()))?;
                 let spi = a.sa.spi;
-                let sa = Sa::new(a.sa).map_err(|e| format!("add_sa: invalid SA ({e:?})"))?;
+                if let Some(why) = a.sa.problem() {
+                    return Err(format!("add_sa: invalid SA {spi:#x}: {why}"));
+                }
+                let sa = Sa::new(a.sa).map_err(|e| format!("add_sa: invalid SA {spi:#x} ({e:?})"))?;
                 let mut by = self.db.by_spi.write().unwrap_or_else(|p| p.into_inner());
                 if let Some(other) = by.get(&spi) {
                     if *other != a.index {
