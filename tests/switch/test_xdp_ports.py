@@ -210,7 +210,7 @@ def test_xdp_on_a_single_queue_veth_with_two_workers_falls_back(p4sec_bin, topo,
 
 def test_benchmark_prints_both_port_kinds_in_one_run(tmp_path, p4sec_bin):
     """`python -m p4sec.bench.veth --port-kind afpacket,xdp`: one row per port kind in the same run, each with the
-    switch's CPU time per frame, and the xdp row really on AF_XDP. Not a speed test."""
+    switch's CPU time per frame and its workers' heap allocations, and the xdp row really on AF_XDP. Not a speed test."""
     import json
     from p4sec.bench import veth as bench_veth
     out = tmp_path / "veth.json"
@@ -221,6 +221,8 @@ def test_benchmark_prints_both_port_kinds_in_one_run(tmp_path, p4sec_bin):
     for r in rows:
         assert r["p4sec_pps"] > 1000 and r["p4sec_pps"] <= r["offered_pps_p4sec_run"] * 1.05
         assert 0 < r["switch_cpu_ns_per_frame"] < 1e9
+        # the switch's workers, warmed up by the sender's first 0.3 s, allocate nothing in the measured window
+        assert r["heap_allocations"] == 0, r
 
 
 def test_two_workers_on_two_queue_veths_each_get_an_xdp_socket(p4sec_bin, topo2, tmp_path):

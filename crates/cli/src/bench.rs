@@ -1,31 +1,19 @@
 //! `p4sec bench`: the IPv4 LPM router (programs/ipv4_router.p4) over 64-byte packets, in process, on one
 //! core, beside a native Rust implementation of the same forwarding work measured in the same run.
-//! Heap allocations during the measured loop are counted with a counting global allocator.
+//! Heap allocations during the measured loop are counted by the CLI's counting global allocator
+//! ([`p4sec_switch::alloc::CountingAlloc`]).
 
 use p4sec_engine::{Engine, Outputs, Worker};
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-pub struct CountingAlloc;
-pub static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { std::alloc::System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
-        unsafe { std::alloc::System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { std::alloc::System.realloc(p, l, n) }
-    }
+/// Heap allocations of the calling thread so far (the CLI's global allocator counts them per thread).
+pub fn allocs() -> u64 {
+    p4sec_switch::alloc::thread_allocations().unwrap_or(0)
 }
 
 const ROUTER: &str = include_str!("../../../programs/ipv4_router.p4");
@@ -171,7 +159,7 @@ pub fn run(routes: u32, seconds: f64, json: Option<&Path>) -> ExitCode {
         let mut total_pkts = 0;
         for _ in 0..3 {
             let start = Instant::now();
-            let a0 = ALLOCS.load(Ordering::Relaxed);
+            let a0 = allocs();
             let mut n = 0u64;
             while start.elapsed().as_secs_f64() < seconds / 3.0 {
                 for p in &pkts {
@@ -180,7 +168,7 @@ pub fn run(routes: u32, seconds: f64, json: Option<&Path>) -> ExitCode {
                 n += pkts.len() as u64;
             }
             let dt = start.elapsed().as_secs_f64();
-            total_allocs += ALLOCS.load(Ordering::Relaxed) - a0;
+            total_allocs += allocs() - a0;
             total_pkts += n;
             best = best.max(n as f64 / dt);
         }

@@ -15,7 +15,7 @@ mod bench_sad;
 mod stf_runner;
 
 #[global_allocator]
-static GLOBAL: bench::CountingAlloc = bench::CountingAlloc;
+static GLOBAL: p4sec_switch::alloc::CountingAlloc = p4sec_switch::alloc::CountingAlloc;
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};

@@ -128,12 +128,21 @@ fn enqueue_all(engine: &Engine, w: &mut Worker, queues: &mut Queues, pending: &m
 }
 
 /// Counters of one worker (its share of the traffic, and how many frames it takes per round of its loop).
-#[derive(Default, Debug)]
+#[derive(Debug)]
 pub struct WorkerStats {
     /// Frames run through the pipeline (received on its ports, and PacketOut).
     pub packets: AtomicU64,
     /// Rounds of the loop that processed frames: `packets / batches` frames per wake-up.
     pub batches: AtomicU64,
+    /// Heap allocations the worker's thread has made since it started (published once per batch), when the
+    /// process counts them ([`crate::alloc::CountingAlloc`]); `u64::MAX` when it does not, or before its first batch.
+    pub heap_allocations: AtomicU64,
+}
+
+impl Default for WorkerStats {
+    fn default() -> Self {
+        WorkerStats { packets: AtomicU64::new(0), batches: AtomicU64::new(0), heap_allocations: AtomicU64::new(u64::MAX) }
+    }
 }
 
 /// Set (to anything but `0`) to have every worker poll its ports without sleeping: a CPU busy all the time
@@ -423,6 +432,7 @@ pub(crate) fn worker_loop(
         if processed > 0 {
             stats.packets.fetch_add(processed as u64, Ordering::Relaxed);
             stats.batches.fetch_add(1, Ordering::Relaxed);
+            stats.heap_allocations.store(crate::alloc::thread_allocations().unwrap_or(u64::MAX), Ordering::Relaxed);
         }
         if writes && processed + dequeued > 0 {
             for p in &ports {

@@ -12,6 +12,7 @@
 #[macro_use]
 pub mod log;
 
+pub mod alloc;
 pub mod control;
 pub mod datapath;
 pub mod dl;

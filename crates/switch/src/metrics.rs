@@ -69,6 +69,14 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers:
         "counter",
         worker(|w| w.batches.load(Ordering::Relaxed)),
     );
+    if workers.iter().any(|w| w.heap_allocations.load(Ordering::Relaxed) != u64::MAX) {
+        family(
+            "p4sec_worker_heap_allocations_total",
+            "Heap allocations made by a worker's thread, as of its last batch (none per frame in steady state).",
+            "counter",
+            worker(|w| w.heap_allocations.load(Ordering::Relaxed)).into_iter().filter(|(_, v)| *v != u64::MAX).collect(),
+        );
+    }
     family(
         "p4sec_packet_in_dropped_total",
         "PacketIn messages with no primary controller to take them.",

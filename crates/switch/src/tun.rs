@@ -19,8 +19,6 @@
 //! in the switch's environment opens the queues without the header (every packet its own frame, checksums
 //! computed by the host).
 
-use std::ffi::CString;
-
 const SIOCGIFFLAGS: u64 = 0x8913;
 const SIOCSIFFLAGS: u64 = 0x8914;
 const SIOCGIFTXQLEN: u64 = 0x8942;
@@ -75,10 +73,15 @@ fn kind(tap: bool) -> &'static str {
     }
 }
 
-/// Does an interface of this name exist (in the switch's network namespace)?
+/// Does an interface of this name exist (in the switch's network namespace)? Without a heap allocation:
+/// the packet loop asks this of its ports once a second.
 pub fn exists(name: &str) -> bool {
-    let Ok(c) = CString::new(name) else { return false };
-    unsafe { libc::if_nametoindex(c.as_ptr()) != 0 }
+    // a name that is too long or has a NUL byte names no interface
+    if name.len() >= libc::IFNAMSIZ || name.bytes().any(|b| b == 0) {
+        return false;
+    }
+    let r = ifreq(name);
+    unsafe { libc::if_nametoindex(r.name.as_ptr()) != 0 }
 }
 
 /// Open one queue of the TUN (`tap == false`) or TAP device `name`, creating the device if it does not
@@ -233,6 +236,15 @@ pub fn ethernet_to_ip(frame: &[u8]) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exists_knows_loopback_and_refuses_impossible_names() {
+        assert!(exists("lo"));
+        assert!(!exists("p4sec-no-such"));
+        assert!(!exists("lo\0x"));
+        assert!(!exists(&"l".repeat(libc::IFNAMSIZ)));
+        assert!(!exists(""));
+    }
 
     #[test]
     fn tun_headers() {

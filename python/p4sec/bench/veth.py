@@ -17,6 +17,8 @@ worker count, it prints:
 - the switch's CPU time per forwarded frame (the sum over its threads of /proc/PID/task/*/schedstat), split
   into its own code (user) and the kernel's work in its threads (system calls, and the softirqs they run: veth
   transmit and h2's receive) by the threads' user/system ticks, and how busy that kept it (cores);
+- the heap allocations the switch's workers made during the full-speed window (their
+  `p4sec_worker_heap_allocations_total`; none per frame in steady state is the target);
 - the highest rate without loss with an evenly paced sender (trafgen --rate; bisection over
   `--lossless-steps` runs): every frame h1 sent arrived at h2.
 Frames above 1514 bytes (e.g. `--sizes 1500,9000`) raise every link's MTU to carry the largest (jumbo frames:
@@ -48,6 +50,15 @@ sw.table_insert("RouterIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": ("lpm", ip("10.0
                 {"dst_mac": mac(dst_mac), "src_mac": mac(src_mac), "port": 2})
 sw.close()
 print("ok")
+"""
+
+
+# the sum of the workers' heap allocations from the switch's /metrics (port argv[1]); nothing when absent
+METRICS = r"""
+import sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
+got = [int(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith("p4sec_worker_heap_allocations_total{")]
+print(sum(got) if got else "")
 """
 
 
@@ -198,9 +209,17 @@ def cpu_ticks(pid):
     return user, system
 
 
-def full_speed(t, cfg, seconds, pid=None):
+def heap_allocations(netns, mport):
+    """The heap allocations the switch's workers have made so far (its /metrics, served in namespace `netns`;
+    `None` without the figure)."""
+    r = ns(netns, sys.executable, "-c", METRICS, str(mport), check=False, timeout=20)
+    return int(r.stdout) if r.returncode == 0 and r.stdout.strip().isdigit() else None
+
+
+def full_speed(t, cfg, seconds, pid=None, mport=None):
     """The sender at full speed: offered and delivered frames per second, and the switch's CPU nanoseconds
-    over a window of `seconds`. The offered rate is h1's over the window; the delivered rate is that times the
+    over a window of `seconds`, and the heap allocations its workers made in it (with `mport`, its metrics
+    port). The offered rate is h1's over the window; the delivered rate is that times the
     share of all frames sent that reached h2 once the sender stopped and the rings drained (a window of h2's
     counter alone would also count frames a ring held from before it)."""
     tx_a, rx_a = counter(t.a, t.h1, "tx_packets"), counter(t.b, t.h2, "rx_packets")
@@ -208,6 +227,7 @@ def full_speed(t, cfg, seconds, pid=None):
     try:
         time.sleep(0.3)
         s.check()
+        h0 = heap_allocations(t.m, mport) if mport else None
         tx0 = counter(t.a, t.h1, "tx_packets")
         c0, t0 = (cpu_ns(pid) if pid else 0), time.monotonic()
         u0, s0 = cpu_ticks(pid) if pid else (0, 0)
@@ -215,6 +235,7 @@ def full_speed(t, cfg, seconds, pid=None):
         tx1 = counter(t.a, t.h1, "tx_packets")
         c1, t1 = (cpu_ns(pid) if pid else 0), time.monotonic()
         u1, s1 = cpu_ticks(pid) if pid else (0, 0)
+        h1 = heap_allocations(t.m, mport) if mport else None
     finally:
         s.stop()
     time.sleep(0.3)
@@ -223,7 +244,8 @@ def full_speed(t, cfg, seconds, pid=None):
     offered = (tx1 - tx0) / dt
     ticks = (u1 - u0) + (s1 - s0)
     user_share = (u1 - u0) / ticks if ticks else None
-    return offered, offered * min(1.0, got / sent if sent else 0.0), c1 - c0, dt, user_share
+    allocs = h1 - h0 if h0 is not None and h1 is not None else None
+    return offered, offered * min(1.0, got / sent if sent else 0.0), c1 - c0, dt, user_share, allocs
 
 
 def paced(t, cfg, rate, seconds):
@@ -305,12 +327,12 @@ def main(argv=None):
         kern = {s: full_speed(t, cfgs[s], args.seconds)[:2] for s in sizes}
         t.kernel(False)
         for kind, w in [(k, w) for k in kinds for w in workers]:
-            port = free_port()
+            port, mport = free_port(), free_port()
             rt = ["chrt", "-f", "10"] if args.rt else []
             pre = "xdp:" if kind == "xdp" else ""
             log = gen / f"switch-{kind}-{w}.log"
             sw = subprocess.Popen(["ip", "netns", "exec", t.m, "taskset", "-c", switch_cpus, *rt, args.p4sec, "switch", "--grpc",
-                                   f"127.0.0.1:{port}", "--workers", str(w), "--port", f"1={pre}{t.s1}", "--port", f"2={pre}{t.s2}"],
+                                   f"127.0.0.1:{port}", "--metrics", f"127.0.0.1:{mport}", "--workers", str(w), "--port", f"1={pre}{t.s1}", "--port", f"2={pre}{t.s2}"],
                                   stderr=open(log, "w"))
             try:
                 time.sleep(0.5)
@@ -319,7 +341,7 @@ def main(argv=None):
                 # what the ports really are: an xdp port may have fallen back to the packet socket
                 used = "xdp" if "(AF_XDP" in log.read_text() else "afpacket"
                 for s in sizes:
-                    offered, got, cpu, dt, user_share = full_speed(t, cfgs[s], args.seconds, sw.pid)
+                    offered, got, cpu, dt, user_share, allocs = full_speed(t, cfgs[s], args.seconds, sw.pid, mport)
                     per_frame = cpu / (got * dt) if got else None
                     best, reached = lossless(t, cfgs[s], max(got, 1000) * 1.2, pace_seconds, args.lossless_steps) if args.lossless_steps else (None, None)
                     k_off, k_got = kern[s][0], kern[s][1]
@@ -332,6 +354,8 @@ def main(argv=None):
                         "switch_user_ns_per_frame": per_frame * user_share if per_frame and user_share is not None else None,
                         "switch_kernel_ns_per_frame": per_frame * (1 - user_share) if per_frame and user_share is not None else None,
                         "switch_cores_busy": cpu / (dt * 1e9),
+                        "heap_allocations": allocs,
+                        "heap_allocations_per_frame": allocs / (got * dt) if allocs is not None and got else None,
                         "lossless_pps": best, "paced_sender_max_pps": reached,
                     })
             finally:
@@ -342,22 +366,24 @@ def main(argv=None):
     print(f"forwarding between veth pairs in namespaces: sender trafgen -P 1 on CPU 0 ({args.flows} UDP flows), "
           f"switch on CPUs {switch_cpus}{' (SCHED_FIFO)' if args.rt else ''}, {args.seconds:g} s per full-speed cell; "
           f"h2 drops at {t.sink}; load average {os.getloadavg()[0]:.1f}")
-    print(f"  {'frame':>6} {'ports':>14} {'wk':>3} {'kernel':>9} {'offered':>9} {'p4sec':>9} {'ratio':>6} {'ns/frame':>9} {'user':>5} {'kern':>5} {'busy':>5} {'lossless':>9} {'paced max':>9}")
+    print(f"  {'frame':>6} {'ports':>14} {'wk':>3} {'kernel':>9} {'offered':>9} {'p4sec':>9} {'ratio':>6} {'ns/frame':>9} {'user':>5} {'kern':>5} {'busy':>5} {'lossless':>9} {'paced max':>9} {'allocs':>6}")
     for r in rows:
         ns_pf = f"{r['switch_cpu_ns_per_frame']:.0f}" if r["switch_cpu_ns_per_frame"] else "-"
         us = f"{r['switch_user_ns_per_frame']:.0f}" if r["switch_user_ns_per_frame"] else "-"
         ks = f"{r['switch_kernel_ns_per_frame']:.0f}" if r["switch_kernel_ns_per_frame"] else "-"
         ll = f"{r['lossless_pps']/1e3:.0f}k" if r["lossless_pps"] is not None else "-"
         pm = f"{r['paced_sender_max_pps']/1e3:.0f}k" if r["paced_sender_max_pps"] is not None else "-"
+        al = str(r["heap_allocations"]) if r["heap_allocations"] is not None else "-"
         kind = r["port_kind"] if r["port_kind"] == r["port_used"] else f"{r['port_kind']}>{r['port_used']}"
         print(f"  {r['size']:>5}B {kind:>14} {r['workers']:>3} {r['kernel_pps']/1e3:>8.0f}k {r['offered_pps_p4sec_run']/1e3:>8.0f}k "
-              f"{r['p4sec_pps']/1e3:>8.0f}k {r['p4sec_over_kernel']:>6.2f} {ns_pf:>9} {us:>5} {ks:>5} {r['switch_cores_busy']:>5.2f} {ll:>9} {pm:>9}")
+              f"{r['p4sec_pps']/1e3:>8.0f}k {r['p4sec_over_kernel']:>6.2f} {ns_pf:>9} {us:>5} {ks:>5} {r['switch_cores_busy']:>5.2f} {ll:>9} {pm:>9} {al:>6}")
     print("  ports: the switch's port kind (xdp>afpacket: AF_XDP asked for, the packet socket used, see the switch's log)")
     print("  kernel/p4sec: frames per second delivered to h2 (k = thousand) with the sender at full speed; offered: what h1")
     print("  sent in the p4sec run; ratio: p4sec/kernel; ns/frame: the switch's CPU time per forwarded frame, split into")
     print("  user (its own code) and kern (system calls and the softirqs run in its threads: veth transmit and h2's receive);")
     print("  busy: its CPU time per second (cores); lossless: highest evenly paced rate with no frame lost; paced max: the")
-    print("  highest rate the paced sender reached")
+    print("  highest rate the paced sender reached; allocs: heap allocations the switch's workers made during the full-speed")
+    print("  window (target 0: none per frame in steady state)")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"benchmark": "veth_forwarding", "seconds": args.seconds,
                                                        "sender": "trafgen -P 1", "flows": args.flows, "rt": args.rt, "sink": t.sink,
