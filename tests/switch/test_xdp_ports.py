@@ -148,14 +148,20 @@ def test_jumbo_frames_through_multi_buffer_xdp_sockets(p4sec_bin, topo, tmp_path
     assert xdp_attached(s1) is None and xdp_attached(s2) is None
 
 
-def test_multi_buffer_program_is_removed_when_the_switch_is_killed(p4sec_bin, topo, tmp_path):
-    """The frags-aware program hangs on a BPF link: a switch killed with SIGKILL leaves no program behind that
-    would keep taking the interface's frames."""
+@pytest.mark.parametrize("mtu", [1500, 9000])
+def test_xdp_program_is_removed_when_the_switch_is_killed(p4sec_bin, topo, tmp_path, mtu):
+    """The switch's XDP program (frags-aware for jumbo frames) hangs on a BPF link: a switch killed with SIGKILL
+    leaves no program behind that would keep taking the interface's frames, and a switch started again gets
+    AF_XDP with its own program and forwards."""
     (_, _, s1), (_, _, s2) = topo
-    set_mtu(topo, 9000)
-    sw, _, logf = start_router(p4sec_bin, tmp_path, ["--port", f"1=xdp:{s1}", "--port", f"2=xdp:{s2}"], env=dict(os.environ))
+    if mtu != 1500:
+        set_mtu(topo, mtu)
+    (tmp_path / "a").mkdir()
+    sw, _, logf = start_router(p4sec_bin, tmp_path / "a", ["--port", f"1=xdp:{s1}", "--port", f"2=xdp:{s2}"], env=dict(os.environ))
     try:
-        assert "multi-buffer" in logf.read_text()
+        log = logf.read_text()
+        assert ("multi-buffer" in log) == (mtu > 1500), log
+        assert f"port 1: interface `{s1}` (AF_XDP" in log and "the switch's" in log, log
         assert xdp_attached(s1) is not None
     finally:
         sw.kill()
@@ -166,6 +172,26 @@ def test_multi_buffer_program_is_removed_when_the_switch_is_killed(p4sec_bin, to
             break
         time.sleep(0.1)
     assert xdp_attached(s1) is None and xdp_attached(s2) is None
+    log, metrics = run_router(p4sec_bin, topo, tmp_path, [60], n=3)
+    assert f"port 1: interface `{s1}` (AF_XDP" in log and "the switch's" in log, log
+    assert metrics[f'p4sec_port_tx_packets_total{{port="2",iface="xdp:{s2}"}}'] >= 3
+
+
+def test_interface_holding_libxdps_program_gets_it_reused(p4sec_bin, topo, tmp_path):
+    """An interface that still holds libxdp's XSK program (left, e.g., by a switch killed before it had its own
+    program on a BPF link; here attached with `ip link`): the switch's own program cannot be attached next to
+    it, so libxdp takes the socket with its program, and the port forwards on AF_XDP."""
+    obj = next((p for p in ("/usr/lib/x86_64-linux-gnu/bpf/xsk_def_xdp_prog.o", "/usr/lib/aarch64-linux-gnu/bpf/xsk_def_xdp_prog.o",
+                            "/usr/lib/bpf/xsk_def_xdp_prog.o") if os.path.exists(p)), None)
+    if obj is None:
+        pytest.skip("libxdp's xsk_def_xdp_prog.o is not installed (Debian: libxdp1)")
+    (_, _, s1), (_, _, s2) = topo
+    sh("ip", "link", "set", "dev", s1, "xdpdrv", "obj", obj, "sec", "xdp")
+    assert xdp_attached(s1) is not None
+    log, metrics = run_router(p4sec_bin, topo, tmp_path, [60, 1514], n=3)
+    assert f"port 1: interface `{s1}` (AF_XDP, native XDP, copy mode, libxdp's XDP program" in log, log
+    assert f"port 2: interface `{s2}` (AF_XDP, native XDP, copy mode, the switch's XDP program" in log, log
+    assert metrics[f'p4sec_port_rx_packets_total{{port="1",iface="xdp:{s1}"}}'] >= 6
 
 
 def test_jumbo_port_falls_back_when_the_interface_has_another_xdp_program(p4sec_bin, topo, tmp_path):
@@ -230,7 +256,7 @@ def test_two_workers_on_two_queue_veths_each_get_an_xdp_socket(p4sec_bin, topo2,
     (_, _, s1), (_, _, s2) = topo2
     log, metrics = run_router(p4sec_bin, topo2, tmp_path, [60, 1514], n=5, workers=2)
     for p, s in ((1, s1), (2, s2)):
-        assert f"port {p}: interface `{s}` (AF_XDP, native XDP, copy mode, 2 receive queue(s)" in log, log
+        assert f"port {p}: interface `{s}` (AF_XDP, native XDP, copy mode, the switch's XDP program, 2 receive queue(s)" in log, log
     assert "falling back" not in log, log
     assert metrics[f'p4sec_port_tx_packets_total{{port="2",iface="xdp:{s2}"}}'] >= 10
 

@@ -326,8 +326,10 @@ pub fn open_xdp_ports(number: u32, iface: &str, workers: usize, group: u16) -> R
     let mode = if v[0].xdp().is_some_and(|x| x.zero_copy()) { "zero-copy" } else { "copy mode" };
     let multi = if v[0].xdp().is_some_and(|x| x.multi_buffer()) {
         format!(", multi-buffer: frames up to {} bytes in several buffers, the switch's frags-aware XDP program", xdp::MAX_SG_FRAME)
+    } else if v.iter().all(|p| p.xdp().is_some_and(|x| x.own_program())) {
+        ", the switch's XDP program".to_string()
     } else {
-        String::new()
+        ", libxdp's XDP program".to_string()
     };
     p4log!(
         Level::Info,

@@ -1,16 +1,17 @@
-//! AF_XDP ports (`--port N=xdp:IFACE`): a Linux interface through an XDP socket. The system's libxdp
-//! (Debian `libxdp1`, opened at run time with `dlopen`, so the switch builds and runs without it) loads its
-//! default XDP program on the interface, which redirects every frame of the bound receive queue into the
-//! socket through an XSK map, and creates the socket and its UMEM. The UMEM's four rings (fill,
-//! completion, RX, TX) are driven here directly: frames are received where the kernel put them and their
-//! buffers go back to the fill ring once per batch; frames sent are copied into UMEM buffers, queued in the
-//! TX ring and handed over with one `sendto` kick per batch.
+//! AF_XDP ports (`--port N=xdp:IFACE`): a Linux interface through an XDP socket. The switch's own XDP
+//! program ([`prog`], on a BPF link: gone with the switch, even a killed one) redirects every frame of the
+//! bound receive queue into the socket through an XSK map; where it cannot be attached (the interface holds
+//! another program), the system's libxdp loads or reuses its default program instead. libxdp (Debian
+//! `libxdp1`, opened at run time with `dlopen`, so the switch builds and runs without it) creates the socket
+//! and its UMEM. The UMEM's four rings (fill, completion, RX, TX) are driven here directly: frames are
+//! received where the kernel put them and their buffers go back to the fill ring once per batch; frames sent
+//! are copied into UMEM buffers, queued in the TX ring and handed over with one `sendto` kick per batch.
 //!
 //! Zero-copy mode is asked for first, copy mode next (veth offers only copy mode); the XDP program runs in
 //! the driver (native mode). A frame that fits one UMEM buffer (4096 bytes less the kernel's headroom) is
 //! one descriptor. Interfaces whose MTU is larger (jumbo frames) get multi-buffer sockets (`XDP_USE_SG`,
 //! Linux 6.6): a frame is a chain of descriptors, gathered into one buffer on receive and cut into buffers
-//! on transmit, and the XDP program is the switch's own frags-aware one ([`prog`]), as libxdp 1.3's is not.
+//! on transmit, and the switch's program is loaded frags-aware (libxdp 1.3's cannot be: no fallback there).
 //! Where none of this works, the error says why; the caller ([`crate::start`]) then falls back to the
 //! packet-socket port ([`super::afpacket`]) and logs it.
 
@@ -416,8 +417,8 @@ pub struct Xdp {
     tx_invalid: Cell<u64>,
     /// A multi-buffer socket: frames may span several descriptors.
     multi: bool,
-    /// The switch's own XDP program on the interface (multi-buffer ports; dropped after the socket).
-    _prog: Option<std::sync::Arc<prog::FragsProg>>,
+    /// The switch's own XDP program on the interface (dropped after the socket); `None` where libxdp's is used.
+    prog: Option<std::sync::Arc<prog::XskProg>>,
 }
 
 // SAFETY: the raw pointers are the socket's own mappings and libxdp's handles, used by one thread at a time
@@ -438,16 +439,30 @@ impl Xdp {
         }
         let mtu = mtu(iface).unwrap_or(1500);
         let lib = lib()?;
-        let single = || -> Result<Sock, String> {
-            Sock::create(lib, &name, queue, XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP, 0)
-                .or_else(|_| Sock::create(lib, &name, queue, XDP_COPY | XDP_USE_NEED_WAKEUP, 0))
-                .map_err(|e| {
-                    let hint = if e.contains("ermission") { " (needs root or CAP_NET_ADMIN, CAP_BPF)" } else { "" };
-                    format!("native XDP with an XDP socket on queue {queue} of `{iface}`: {e}{hint}")
-                })
+        // The switch's own program, on a BPF link (gone with the switch, even a killed one); where it cannot be
+        // attached (libbpf missing, the interface holding another program, e.g. libxdp's left by a switch
+        // killed before it had its own), libxdp loads (or reuses) its default program.
+        let single = || -> Result<(Sock, Option<std::sync::Arc<prog::XskProg>>), String> {
+            let wake = XDP_USE_NEED_WAKEUP;
+            let own = prog::XskProg::on(iface, ifindex, false).and_then(|prog| {
+                let sock = Sock::create(lib, &name, queue, XDP_ZEROCOPY | wake, INHIBIT_PROG_LOAD)
+                    .or_else(|_| Sock::create(lib, &name, queue, XDP_COPY | wake, INHIBIT_PROG_LOAD))?;
+                prog.insert(queue, sock.fd)?;
+                Ok((sock, Some(prog)))
+            });
+            own.or_else(|why| {
+                p4log!(Level::Debug, "port {number}: queue {queue} of `{iface}`: not the switch's own XDP program ({why}); libxdp's");
+                Sock::create(lib, &name, queue, XDP_ZEROCOPY | wake, 0)
+                    .or_else(|_| Sock::create(lib, &name, queue, XDP_COPY | wake, 0))
+                    .map(|sock| (sock, None))
+            })
+            .map_err(|e| {
+                let hint = if e.contains("ermission") { " (needs root or CAP_NET_ADMIN, CAP_BPF)" } else { "" };
+                format!("native XDP with an XDP socket on queue {queue} of `{iface}`: {e}{hint}")
+            })
         };
-        let multi = || -> Result<(Sock, std::sync::Arc<prog::FragsProg>), String> {
-            let prog = prog::FragsProg::on(iface, ifindex)?;
+        let multi = || -> Result<(Sock, std::sync::Arc<prog::XskProg>), String> {
+            let prog = prog::XskProg::on(iface, ifindex, true)?;
             let sg = XDP_USE_NEED_WAKEUP | XDP_USE_SG;
             let sock = Sock::create(lib, &name, queue, XDP_ZEROCOPY | sg, INHIBIT_PROG_LOAD)
                 .or_else(|_| Sock::create(lib, &name, queue, XDP_COPY | sg, INHIBIT_PROG_LOAD))
@@ -459,17 +474,17 @@ impl Xdp {
             Ok((sock, prog))
         };
         // Ethernet header and a VLAN tag on top of the MTU
-        let (sock, prog) = if mtu as usize + 18 > MAX_FRAME {
+        let (sock, prog, multi) = if mtu as usize + 18 > MAX_FRAME {
             let (sock, prog) =
                 multi().map_err(|e| format!("MTU {mtu} does not fit a {FRAME_SIZE}-byte UMEM buffer, and multi-buffer AF_XDP cannot be used: {e}"))?;
-            (sock, Some(prog))
+            (sock, Some(prog), true)
         } else {
             match single() {
-                Ok(sock) => (sock, None),
+                Ok((sock, prog)) => (sock, prog, false),
                 // a driver may take only frags-aware programs above a smaller MTU (a veth above about 3500)
                 Err(e) if mtu > 1500 => {
                     let (sock, prog) = multi().map_err(|m| format!("{e}; multi-buffer AF_XDP for MTU {mtu}: {m}"))?;
-                    (sock, Some(prog))
+                    (sock, Some(prog), true)
                 }
                 Err(e) => return Err(e),
             }
@@ -493,8 +508,8 @@ impl Xdp {
             refill: Vec::with_capacity(RX_FRAMES as usize),
             dropped: Cell::new(0),
             tx_invalid: Cell::new(0),
-            multi: prog.is_some(),
-            _prog: prog,
+            multi,
+            prog,
         };
         {
             let t = x.tx.get_mut();
@@ -521,7 +536,12 @@ impl Xdp {
         self.sock.zero_copy
     }
 
-    /// A multi-buffer socket (frames larger than one UMEM buffer)?
+    /// The switch's own XDP program on the interface (on a BPF link), rather than libxdp's?
+    pub fn own_program(&self) -> bool {
+        self.prog.is_some()
+    }
+
+    /// Frames may span several descriptors (an interface whose MTU does not fit one buffer)?
     pub fn multi_buffer(&self) -> bool {
         self.multi
     }

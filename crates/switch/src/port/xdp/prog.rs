@@ -1,15 +1,17 @@
-//! The switch's own XDP program for multi-buffer AF_XDP ports: frames larger than one UMEM buffer (jumbo
-//! frames) reach an XDP socket only through a program loaded as frags-aware (`BPF_F_XDP_HAS_FRAGS`), and a
-//! veth refuses a program that is not when its peer's MTU exceeds a page. libxdp 1.3's default program is not
-//! one, so for such interfaces the switch loads its own through the system's libbpf (Debian `libbpf1`, a
-//! dependency of `libxdp1`; opened with `dlopen` as libxdp is): an XSK map and a five-instruction program that
-//! redirects each frame to the socket of its receive queue, or passes it to the kernel's stack where that
-//! queue has none (as libxdp's program does).
+//! The switch's own XDP program for AF_XDP ports: an XSK map and a five-instruction program that redirects
+//! each frame to the socket of its receive queue, or passes it to the kernel's stack where that queue has
+//! none (as libxdp's default program does), loaded through the system's libbpf (Debian `libbpf1`, a
+//! dependency of `libxdp1`; opened with `dlopen` as libxdp is).
 //!
-//! The program is attached through a BPF link, which the kernel removes when its last descriptor closes: when
-//! the port closes, and also when the switch dies, so no program of a dead switch keeps redirecting an
-//! interface's frames. One program serves every worker's queue of an interface; the last port to close
-//! detaches it.
+//! It is attached through a BPF link, which the kernel removes when its last descriptor closes: when the port
+//! closes, and also when the switch dies (SIGKILL, a crash), so no program of a dead switch is left on an
+//! interface (libxdp attaches its program without a link: it stays after a killed switch until someone
+//! removes it). One program serves every worker's queue of an interface; the last port to close detaches it.
+//!
+//! Multi-buffer ports (frames larger than one UMEM buffer: jumbo frames) get it loaded as frags-aware
+//! (`BPF_F_XDP_HAS_FRAGS`): only such a program hands multi-buffer frames to an XDP socket, and a veth refuses
+//! a program that is not when its MTU exceeds a page (libxdp 1.3's default program is not one). Single-buffer
+//! ports get it without the flag, so that the driver keeps refusing an MTU whose frames would not fit a buffer.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
@@ -137,14 +139,14 @@ fn os_err(r: c_int) -> std::io::Error {
 }
 
 /// The program, its XSK map and its link on one interface; detached when the last port holding it drops it.
-pub struct FragsProg {
+pub struct XskProg {
     ifindex: u32,
     map_fd: c_int,
     prog_fd: c_int,
     link_fd: c_int,
 }
 
-impl Drop for FragsProg {
+impl Drop for XskProg {
     fn drop(&mut self) {
         for fd in [self.link_fd, self.prog_fd, self.map_fd] {
             if fd >= 0 {
@@ -162,25 +164,25 @@ fn queues(iface: &str) -> u32 {
     (n as u32).clamp(64, 4096)
 }
 
-impl FragsProg {
-    /// The program on `iface` (index `ifindex`): the one already attached by another port of this switch, or a
-    /// new one. The error says why it cannot be (no libbpf, no permission, another XDP program on the
-    /// interface, the driver refuses native XDP or frags, the verifier's words).
-    pub fn on(iface: &str, ifindex: u32) -> Result<Arc<FragsProg>, String> {
-        static ATTACHED: OnceLock<Mutex<HashMap<u32, Weak<FragsProg>>>> = OnceLock::new();
+impl XskProg {
+    /// The program on `iface` (index `ifindex`), frags-aware or not: the one already attached by another port
+    /// of this switch, or a new one. The error says why it cannot be (no libbpf, no permission, another XDP
+    /// program on the interface, the driver refuses native XDP or frags, the verifier's words).
+    pub fn on(iface: &str, ifindex: u32, frags: bool) -> Result<Arc<XskProg>, String> {
+        static ATTACHED: OnceLock<Mutex<HashMap<(u32, bool), Weak<XskProg>>>> = OnceLock::new();
         let mut attached = ATTACHED.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = attached.get(&ifindex).and_then(Weak::upgrade) {
+        if let Some(p) = attached.get(&(ifindex, frags)).and_then(Weak::upgrade) {
             return Ok(p);
         }
-        let p = Arc::new(FragsProg::attach(iface, ifindex)?);
+        let p = Arc::new(XskProg::attach(iface, ifindex, frags)?);
         attached.retain(|_, w| w.strong_count() > 0);
-        attached.insert(ifindex, Arc::downgrade(&p));
+        attached.insert((ifindex, frags), Arc::downgrade(&p));
         Ok(p)
     }
 
-    fn attach(iface: &str, ifindex: u32) -> Result<FragsProg, String> {
+    fn attach(iface: &str, ifindex: u32, frags: bool) -> Result<XskProg, String> {
         let b = bpf()?;
-        let mut p = FragsProg { ifindex, map_fd: -1, prog_fd: -1, link_fd: -1 };
+        let mut p = XskProg { ifindex, map_fd: -1, prog_fd: -1, link_fd: -1 };
         let r = unsafe { (b.map_create)(BPF_MAP_TYPE_XSKMAP, c"p4sec_xsks".as_ptr(), 4, 4, queues(iface), std::ptr::null()) };
         if r < 0 {
             let e = os_err(r);
@@ -195,7 +197,7 @@ impl FragsProg {
             attempts: 0,
             expected_attach_type: BPF_XDP,
             prog_btf_fd: 0,
-            prog_flags: BPF_F_XDP_HAS_FRAGS,
+            prog_flags: if frags { BPF_F_XDP_HAS_FRAGS } else { 0 },
             prog_ifindex: 0,
             kern_version: 0,
             attach_btf_id: 0,
@@ -218,7 +220,8 @@ impl FragsProg {
             let e = os_err(r);
             let words = String::from_utf8_lossy(&log[..log.iter().position(|&c| c == 0).unwrap_or(0)]).trim().replace('\n', "; ");
             let words = if words.is_empty() { String::new() } else { format!(" (verifier: {words})") };
-            return Err(format!("the kernel refuses a frags-aware XDP program: {e}{words}"));
+            let kind = if frags { "a frags-aware XDP program" } else { "the XDP program" };
+            return Err(format!("the kernel refuses {kind}: {e}{words}"));
         }
         p.prog_fd = r;
         let lopts = LinkCreateOpts { sz: std::mem::size_of::<LinkCreateOpts>(), flags: XDP_FLAGS_DRV_MODE, _pad: 0, rest: [0; 6] };
@@ -229,7 +232,8 @@ impl FragsProg {
                 libc::EOPNOTSUPP => "its driver has no native XDP".to_string(),
                 _ => os_err(r).to_string(),
             };
-            return Err(format!("cannot attach a multi-buffer XDP program to `{iface}`: {why}"));
+            let kind = if frags { "a multi-buffer" } else { "an" };
+            return Err(format!("cannot attach {kind} XDP program to `{iface}`: {why}"));
         }
         p.link_fd = r;
         Ok(p)
