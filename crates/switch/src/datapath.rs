@@ -270,6 +270,7 @@ pub(crate) fn worker_loop(
                 p4log!(Level::Warn, "port {} (`{}`) is gone; frames to it are dropped from now on", p.number, p.iface);
                 fds[i].fd = -1;
                 fds[i].revents = 0;
+                p.set_gone();
                 p.stats.errors.fetch_add(1, Ordering::Relaxed);
             }
             suspect[i] = false;

@@ -112,12 +112,15 @@ pub struct Port {
     pub(crate) io: Io,
     pub stats: Arc<PortStats>,
     pub(crate) capture: Option<Arc<Capture>>,
+    /// The interface is gone (deleted, moved to another namespace): frames to it are dropped and counted as
+    /// transmit errors, not handed to a socket that can no longer send them.
+    gone: std::cell::Cell<bool>,
 }
 
 impl Port {
     /// Port `number` named `iface` moving its frames through `io`, with counters of its own and no capture.
     pub fn new(number: u32, iface: &str, io: Io) -> Port {
-        Port { number, iface: iface.to_string(), io, stats: Arc::default(), capture: None }
+        Port { number, iface: iface.to_string(), io, stats: Arc::default(), capture: None, gone: std::cell::Cell::new(false) }
     }
 
     /// Open `iface` (e.g. a veth) as port `number`: an AF_PACKET socket with memory-mapped receive and
@@ -222,6 +225,11 @@ impl Port {
         self.io.alive(&self.cx())
     }
 
+    /// The interface is gone for good: from now on frames sent to the port are dropped and counted as errors.
+    pub(crate) fn set_gone(&self) {
+        self.gone.set(true);
+    }
+
     /// Receive one frame: where it is (in `buf`, or in the port's receive ring until [`Port::release`] or the
     /// next `recv`), its length and, for pcap input and rings, its timestamp; `None` when nothing is waiting
     /// (or the pcap input is finished). `woken`: poll said the socket is readable, so a ring port whose
@@ -270,6 +278,10 @@ impl Port {
 
     /// Send one frame (and capture it).
     pub(crate) fn send(&self, frame: &[u8], ts: Ts) {
+        if self.gone.get() {
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         if let Some(c) = &self.capture {
             let _ = c.tx.lock().unwrap_or_else(|p| p.into_inner()).write(ts, frame);
         }
