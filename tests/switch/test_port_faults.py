@@ -1,5 +1,6 @@
 """Interface faults under a running switch, for packet-socket and AF_XDP ports on veths in namespaces: both
-switch ends taken down and up again (forwarding resumes), the egress interface's MTU changed, and the egress
+switch ends taken down and up again (forwarding resumes), the egress link down under traffic (frames counted as
+transmit errors, none as sent), the egress interface's MTU changed, and the egress
 interface deleted (reported once; frames routed to it are counted as transmit errors, not as sent; the
 switch keeps receiving)."""
 import os
@@ -51,6 +52,15 @@ def test_down_up_mtu_and_deleted_interface(p4sec_bin, topo, tmp_path, kind):
         time.sleep(1.5)
         m1 = burst(800, 2)
         assert m1[tx] - m0[tx] == 800, "forwarding resumes after down/up"
+        # frames routed to a port whose link is down are dropped and counted as errors, not as sent
+        sh("ip", "link", "set", s2, "down")
+        time.sleep(0.5)
+        md = burst(800, 5)
+        assert md[tx] == m1[tx] and md[err] - m1[err] == 800, (md[tx] - m1[tx], md[err] - m1[err])
+        sh("ip", "link", "set", s2, "up")
+        time.sleep(1.5)
+        m1 = burst(800, 6)
+        assert m1[tx] - md[tx] == 800, "forwarding resumes when the link is back"
         # a smaller MTU on the egress interface: the packet socket refuses larger frames (counted as errors);
         # either way every frame is accounted for
         sh("ip", "link", "set", s2, "mtu", "1400")

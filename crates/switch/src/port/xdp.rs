@@ -396,8 +396,12 @@ struct TxState {
     /// Descriptors written to the TX ring and not yet submitted, and the frames they make.
     queued: u32,
     frames: u32,
-    /// The kernel stopped before the TX ring was empty: kick again.
+    /// The kernel stopped before the TX ring was empty, or the link is down: kick again.
     kick: bool,
+    /// The last kick found the interface down (no carrier, or not running): frames to send are dropped
+    /// (counted as errors) until a kick goes through again, rather than queued in a ring the kernel does
+    /// not read, to leave late, all at once, when the link comes back.
+    down: bool,
 }
 
 /// An interface port's XDP socket, as one worker has it.
@@ -504,6 +508,7 @@ impl Xdp {
                 queued: 0,
                 frames: 0,
                 kick: false,
+                down: false,
             }),
             refill: Vec::with_capacity(RX_FRAMES as usize),
             dropped: Cell::new(0),
@@ -623,11 +628,17 @@ impl Xdp {
                         busy = true;
                         Self::complete(&mut tx.comp, &mut tx.free);
                     }
+                    Some(libc::ENETDOWN) | Some(libc::ENXIO) => {
+                        tx.down = true;
+                        break;
+                    }
                     _ => break,
                 }
+            } else {
+                tx.down = false;
             }
         }
-        tx.kick = tx.tx.consumer().load(Ordering::Acquire) != tx.tx.cached_prod && tx.tx.needs_wakeup();
+        tx.kick = tx.down || (tx.tx.consumer().load(Ordering::Acquire) != tx.tx.cached_prod && tx.tx.needs_wakeup());
         Self::complete(&mut tx.comp, &mut tx.free);
     }
 
@@ -730,14 +741,17 @@ impl PortIo for Xdp {
         };
         let mut tx = self.tx.borrow_mut();
         let tx = &mut *tx;
+        if tx.down {
+            return Some(false);
+        }
         if (tx.free.len() as u32) < parts {
             Self::complete(&mut tx.comp, &mut tx.free);
         }
         if (tx.free.len() as u32) < parts || tx.tx.prod_free(parts) < parts {
             let n = tx.frames;
             Self::kick(tx);
-            cx.stats.tx.fetch_add(n as u64, Ordering::Relaxed);
-            if (tx.free.len() as u32) < parts || tx.tx.prod_free(parts) < parts {
+            (if tx.down { &cx.stats.errors } else { &cx.stats.tx }).fetch_add(n as u64, Ordering::Relaxed);
+            if tx.down || (tx.free.len() as u32) < parts || tx.tx.prod_free(parts) < parts {
                 return Some(false);
             }
         }
@@ -774,7 +788,8 @@ impl PortIo for Xdp {
         }
         let n = tx.frames;
         Self::kick(&mut tx);
-        cx.stats.tx.fetch_add(n as u64, Ordering::Relaxed);
+        // frames queued when the link went down are not sent now (they may leave when it is back)
+        (if tx.down { &cx.stats.errors } else { &cx.stats.tx }).fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Once a second: frames the kernel dropped for want of room in the RX ring or of fill buffers count
