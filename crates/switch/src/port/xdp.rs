@@ -396,12 +396,14 @@ struct TxState {
     /// Descriptors written to the TX ring and not yet submitted, and the frames they make.
     queued: u32,
     frames: u32,
-    /// The kernel stopped before the TX ring was empty, or the link is down: kick again.
+    /// The kernel stopped before the TX ring was empty: kick again.
     kick: bool,
     /// The last kick found the interface down (no carrier, or not running): frames to send are dropped
     /// (counted as errors) until a kick goes through again, rather than queued in a ring the kernel does
-    /// not read, to leave late, all at once, when the link comes back.
+    /// not read, to leave late, all at once, when the link comes back. A frame sent while down probes the
+    /// link with a kick, once per batch (`probed`).
     down: bool,
+    probed: bool,
 }
 
 /// An interface port's XDP socket, as one worker has it.
@@ -509,6 +511,7 @@ impl Xdp {
                 frames: 0,
                 kick: false,
                 down: false,
+                probed: false,
             }),
             refill: Vec::with_capacity(RX_FRAMES as usize),
             dropped: Cell::new(0),
@@ -613,10 +616,11 @@ impl Xdp {
         }
         let mut busy = false;
         for _ in 0..KICKS_MAX {
-            if tx.tx.consumer().load(Ordering::Acquire) == tx.tx.cached_prod {
+            // (a link found down is probed even with nothing to send)
+            if tx.tx.consumer().load(Ordering::Acquire) == tx.tx.cached_prod && !tx.down {
                 break;
             }
-            if !tx.tx.needs_wakeup() && !busy {
+            if !tx.tx.needs_wakeup() && !busy && !tx.down {
                 // the driver picks them up by itself (zero-copy)
                 break;
             }
@@ -638,7 +642,8 @@ impl Xdp {
                 tx.down = false;
             }
         }
-        tx.kick = tx.down || (tx.tx.consumer().load(Ordering::Acquire) != tx.tx.cached_prod && tx.tx.needs_wakeup());
+        // (not while the link is down: the next frame to send probes it, the loop need not wake up for it)
+        tx.kick = !tx.down && tx.tx.consumer().load(Ordering::Acquire) != tx.tx.cached_prod && tx.tx.needs_wakeup();
         Self::complete(&mut tx.comp, &mut tx.free);
     }
 
@@ -742,7 +747,13 @@ impl PortIo for Xdp {
         let mut tx = self.tx.borrow_mut();
         let tx = &mut *tx;
         if tx.down {
-            return Some(false);
+            if !tx.probed {
+                tx.probed = true;
+                Self::kick(tx);
+            }
+            if tx.down {
+                return Some(false);
+            }
         }
         if (tx.free.len() as u32) < parts {
             Self::complete(&mut tx.comp, &mut tx.free);
@@ -783,6 +794,7 @@ impl PortIo for Xdp {
     /// Submit what is queued with one kick (more in copy mode for large batches) and count it as sent.
     fn flush_tx(&self, cx: &Ctx) {
         let mut tx = self.tx.borrow_mut();
+        tx.probed = false;
         if tx.queued == 0 && !tx.kick {
             return;
         }
