@@ -81,7 +81,8 @@ def xdp_drop_object():
 
 
 class Topology:
-    def __init__(self, sink="nft", mtu=1500):
+    def __init__(self, sink="nft", mtu=1500, queues=1):
+        """`queues`: receive and transmit queues of every veth (one AF_XDP socket per worker needs one each)."""
         self.mtu = mtu
         tag = uuid.uuid4().hex[:5]
         self.a, self.m, self.b = f"pbA{tag}", f"pbM{tag}", f"pbB{tag}"
@@ -92,8 +93,9 @@ class Topology:
             # no IPv6 neighbour discovery or MLD frames in the counters
             for c in ("all", "default"):
                 ns(n, "sysctl", "-qw", f"net.ipv6.conf.{c}.disable_ipv6=1")
-        sh("ip", "link", "add", self.h1, "netns", self.a, "type", "veth", "peer", "name", self.s1, "netns", self.m)
-        sh("ip", "link", "add", self.h2, "netns", self.b, "type", "veth", "peer", "name", self.s2, "netns", self.m)
+        q = ["numtxqueues", str(queues), "numrxqueues", str(queues)]
+        sh("ip", "link", "add", self.h1, "netns", self.a, *q, "type", "veth", "peer", "name", self.s1, "netns", self.m, *q)
+        sh("ip", "link", "add", self.h2, "netns", self.b, *q, "type", "veth", "peer", "name", self.s2, "netns", self.m, *q)
         for n, i in ((self.a, self.h1), (self.m, self.s1), (self.m, self.s2), (self.b, self.h2)):
             if mtu != 1500:
                 ns(n, "ip", "link", "set", i, "mtu", str(mtu))
@@ -316,7 +318,8 @@ def main(argv=None):
     switch_cpus = f"1-{cpus() - 1}" if cpus() > 1 else "0"
     pace_seconds = max(0.5, min(args.seconds, 2.0))
     # frames above 1514 bytes (jumbo frames): every link's MTU raised to carry the largest
-    t = Topology(args.sink, mtu=max(1500, max(sizes) - 14))
+    # as many queues per veth as the most workers: each worker's AF_XDP socket takes one receive queue
+    t = Topology(args.sink, mtu=max(1500, max(sizes) - 14), queues=max(workers))
     rows = []
     try:
         cfgs = {}
