@@ -137,6 +137,14 @@ pub fn link_info(fd: i32, name: &str) -> Option<(usize, u16)> {
     Some((mtu.max(0) as usize, family))
 }
 
+/// Does `frame` fit an interface that takes Ethernet frames of up to `max` bytes (its MTU + 14), 4 more with an
+/// 802.1Q tag?
+#[inline]
+pub(crate) fn within_mtu(frame: &[u8], max: usize) -> bool {
+    let tagged = frame.len() >= 14 && frame[12] == 0x81 && frame[13] == 0x00;
+    frame.len() <= max + if tagged { 4 } else { 0 }
+}
+
 pub(crate) fn setopt<T>(fd: i32, level: libc::c_int, name: libc::c_int, v: &T) -> std::io::Result<()> {
     let r = unsafe { libc::setsockopt(fd, level, name, v as *const T as *const libc::c_void, std::mem::size_of::<T>() as u32) };
     if r < 0 {
@@ -370,8 +378,7 @@ impl Rings {
 
     /// Can this frame be sent (not larger than the interface takes)?
     pub fn fits(&self, frame: &[u8]) -> bool {
-        let tagged = frame.len() >= 14 && frame[12] == 0x81 && frame[13] == 0x00;
-        frame.len() <= self.tx_max.get() + if tagged { 4 } else { 0 } && frame.len() + HDR_LEN + self.vnet <= self.tx_slot
+        within_mtu(frame, self.tx_max.get()) && frame.len() + HDR_LEN + self.vnet <= self.tx_slot
     }
 
     /// Copy a frame into the next transmit slot; false if that slot is still in the kernel's hands (flush,

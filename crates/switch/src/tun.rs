@@ -185,6 +185,22 @@ pub fn oper_up(name: &str) -> Option<bool> {
     Some(f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0)
 }
 
+/// The interface's MTU; `None` when there is no interface of that name. (No heap allocation: the packet loop
+/// asks this once a second.)
+pub fn mtu(name: &str) -> Option<usize> {
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return None;
+    }
+    let mut r = IfReqInt { name: [0; libc::IFNAMSIZ], value: 0, _pad: [0; 20] };
+    for (d, c) in r.name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
+        *d = c as libc::c_char;
+    }
+    let res = unsafe { libc::ioctl(s, libc::SIOCGIFMTU as _, &mut r as *mut IfReqInt) };
+    unsafe { libc::close(s) };
+    (res >= 0).then_some(r.value.max(0) as usize)
+}
+
 /// Is the queue still attached to its device (false once the device was deleted)?
 pub fn attached(fd: i32) -> bool {
     let mut r = ifreq("");

@@ -269,11 +269,6 @@ fn lib() -> Result<&'static Lib, String> {
     .map_err(|e| e.clone())
 }
 
-/// The interface's MTU (from sysfs).
-fn mtu(iface: &str) -> Option<u32> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu")).ok()?.trim().parse().ok()
-}
-
 fn forced_off() -> bool {
     matches!(std::env::var(NO_XDP_ENV), Ok(v) if !v.is_empty() && v != "0")
 }
@@ -423,6 +418,9 @@ pub struct Xdp {
     tx_invalid: Cell<u64>,
     /// A multi-buffer socket: frames may span several descriptors.
     multi: bool,
+    /// The largest Ethernet frame (without a VLAN tag) the interface takes, MTU + 14; refreshed once a second.
+    /// A larger one is a transmit error here, as on a packet socket (a veth would drop it silently).
+    tx_max: Cell<usize>,
     /// The switch's own XDP program on the interface (dropped after the socket); `None` where libxdp's is used.
     prog: Option<std::sync::Arc<prog::XskProg>>,
 }
@@ -443,7 +441,7 @@ impl Xdp {
         if ifindex == 0 {
             return Err(format!("port {number}: no interface named `{iface}`"));
         }
-        let mtu = mtu(iface).unwrap_or(1500);
+        let mtu = tun::mtu(iface).unwrap_or(1500) as u32;
         let lib = lib()?;
         // The switch's own program, on a BPF link (gone with the switch, even a killed one); where it cannot be
         // attached (libbpf missing, the interface holding another program, e.g. libxdp's left by a switch
@@ -517,6 +515,7 @@ impl Xdp {
             dropped: Cell::new(0),
             tx_invalid: Cell::new(0),
             multi,
+            tx_max: Cell::new(mtu as usize + 14),
             prog,
         };
         {
@@ -737,6 +736,9 @@ impl PortIo for Xdp {
     #[inline]
     fn send(&self, cx: &Ctx, frame: &[u8], _ts: Ts) -> Option<bool> {
         // descriptors the frame takes: one, or (multi-buffer) one per UMEM buffer it fills
+        if !crate::ring::within_mtu(frame, self.tx_max.get()) {
+            return Some(false);
+        }
         let parts = if frame.len() <= MAX_FRAME {
             1
         } else if self.multi && frame.len() <= MAX_SG_FRAME {
@@ -804,9 +806,12 @@ impl PortIo for Xdp {
         (if tx.down { &cx.stats.errors } else { &cx.stats.tx }).fetch_add(n as u64, Ordering::Relaxed);
     }
 
-    /// Once a second: frames the kernel dropped for want of room in the RX ring or of fill buffers count
-    /// as receive errors of the port, invalid transmit descriptors as transmit errors.
+    /// Once a second: the interface's MTU; frames the kernel dropped for want of room in the RX ring or of
+    /// fill buffers count as receive errors of the port, invalid transmit descriptors as transmit errors.
     fn refresh_mtu(&self, cx: &Ctx) {
+        if let Some(mtu) = tun::mtu(cx.iface) {
+            self.tx_max.set(mtu + 14);
+        }
         let mut st = XdpStatistics::default();
         let mut len = std::mem::size_of::<XdpStatistics>() as u32;
         if unsafe { libc::getsockopt(self.sock.fd, SOL_XDP, XDP_STATISTICS, &mut st as *mut _ as *mut c_void, &mut len) } == 0 {
