@@ -5,6 +5,8 @@ import subprocess
 import time
 import uuid
 
+import pytest
+
 from p4.v1 import p4runtime_pb2
 from p4sec.netns import sh
 
@@ -31,6 +33,23 @@ def make_topo(prefix, queues=None):
         sh("sysctl", "-qw", f"net.ipv6.conf.{sw}.disable_ipv6=1")
         links.append((n, host, sw))
     return links
+
+
+@pytest.fixture
+def topo():
+    """make_topo's two namespaces, veths of one queue each; removed after the test (import it into a test module
+    to use it)."""
+    links = make_topo("t", 1)
+    yield links
+    drop_topo(links)
+
+
+@pytest.fixture
+def topo2():
+    """The same with veths of two receive and two transmit queues (two workers, one XDP socket each)."""
+    links = make_topo("t", 2)
+    yield links
+    drop_topo(links)
 
 
 def drop_topo(links):

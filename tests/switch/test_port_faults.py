@@ -10,17 +10,10 @@ import time
 import pytest
 from p4sec.netns import sh
 
-from swrig import drop_topo, make_topo, metrics_of, start_router, wait_for
+from swrig import metrics_of, start_router, wait_for, topo  # noqa: F401 (fixture)
 from test_steady_alloc import send
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and XDP")
-
-
-@pytest.fixture
-def topo():
-    links = make_topo("f", 1)
-    yield links
-    drop_topo(links)
 
 
 @pytest.mark.parametrize("kind", ["afpacket", "xdp"])

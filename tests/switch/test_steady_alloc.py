@@ -12,7 +12,7 @@ import time
 import pytest
 
 from p4sec.netns import sh
-from swrig import drop_topo, make_topo, metrics_of, start_router, wait_for
+from swrig import metrics_of, start_router, wait_for, topo, topo2  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and XDP")
 
@@ -38,20 +38,6 @@ s.bind((iface, 0))
 for i in range(n):
     s.send(frames[i % len(frames)])
 """
-
-
-@pytest.fixture
-def topo():
-    links = make_topo("a", 1)
-    yield links
-    drop_topo(links)
-
-
-@pytest.fixture
-def topo2():
-    links = make_topo("a", 2)
-    yield links
-    drop_topo(links)
 
 
 def send(ns, iface, n, seed):

@@ -12,7 +12,7 @@ import time
 import pytest
 from p4sec.netns import sh
 
-from swrig import drop_topo, make_topo, metrics_of, start_router
+from swrig import metrics_of, start_router, topo, topo2  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and XDP")
 
@@ -33,21 +33,6 @@ else:
     assert len(bytes(frames[0])) == size, len(bytes(frames[0]))
     sendp(frames, iface=iface, verbose=False)
 """
-
-
-@pytest.fixture
-def topo():
-    links = make_topo("x", 1)
-    yield links
-    drop_topo(links)
-
-
-@pytest.fixture
-def topo2():
-    """veths with two receive and two transmit queues."""
-    links = make_topo("x", 2)
-    yield links
-    drop_topo(links)
 
 
 def set_mtu(topo, mtu):
