@@ -147,7 +147,7 @@ def write_pcap_bytes(path, data):
 
 @pytest.mark.parametrize("case", ["unknown-kind", "missing-file", "not-pcap", "short", "pcapng", "directory", "truncated-record",
                                   "bad-linktype", "dup-number", "dup-name", "dup-name-kinds", "dup-out", "in-is-out", "out-dir-missing",
-                                  "empty-pcap", "bad-pcap-option", "long-name", "bad-number", "cpu-port"])
+                                  "empty-pcap", "bad-pcap-option", "long-name", "bad-number", "cpu-port", "no-such-iface", "no-such-xdp-iface"])
 def test_bad_ports_are_precise_errors(p4sec_bin, fwd, tmp_path, case):
     good = tmp_path / "good.pcap"
     wrpcap(str(good), [udp(0)])
@@ -196,12 +196,20 @@ def test_bad_ports_are_precise_errors(p4sec_bin, fwd, tmp_path, case):
         ports, expect = ["one=pcap:in=x"], "bad port number `one`"
     elif case == "cpu-port":
         ports, extra, expect = [f"7=pcap:in={good}"], ["--cpu-port", "7"], "port 7 is the CPU port"
+    elif case in ("no-such-iface", "no-such-xdp-iface") and os.geteuid() != 0:
+        pytest.skip("without root the packet socket is refused before the interface is looked up")
+    elif case == "no-such-iface":
+        ports, expect = ["1=p4nosuch0"], "port 1: no interface named `p4nosuch0`"
+    elif case == "no-such-xdp-iface":
+        # the same error, without a detour through AF_XDP's fallback
+        ports, expect = ["1=xdp:p4nosuch0"], "port 1: no interface named `p4nosuch0`"
     args = ["--program", fwd, "--grpc", f"127.0.0.1:{free_port()}", *extra]
     for p in ports:
         args += ["--port", p]
     r = switch(p4sec_bin, *args, timeout=20)
     assert r.returncode != 0, r.stderr
     assert expect in r.stderr, r.stderr
+    assert "falling back" not in r.stderr, r.stderr
     assert not os.path.exists("/sys/class/net/p4dup0")
 
 

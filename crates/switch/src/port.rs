@@ -310,6 +310,10 @@ impl Port {
 /// switch forwards either way. A user who wants to know which one it got reads the log line or the
 /// `port N: interface ... (AF_XDP ...)` line at start-up.
 pub fn open_xdp_ports(number: u32, iface: &str, workers: usize, group: u16) -> Result<Vec<Port>, String> {
+    // no interface of that name: neither kind of port can open it (the same error as `N=IFACE` gives)
+    if !crate::tun::exists(iface) {
+        return Err(format!("port {number}: no interface named `{iface}`"));
+    }
     let mut v = vec![];
     let mut why = None;
     for w in 0..workers {
