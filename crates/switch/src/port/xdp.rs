@@ -735,10 +735,10 @@ impl PortIo for Xdp {
     /// Copied into a free UMEM buffer and queued in the TX ring, counted when flushed.
     #[inline]
     fn send(&self, cx: &Ctx, frame: &[u8], _ts: Ts) -> Option<bool> {
-        // descriptors the frame takes: one, or (multi-buffer) one per UMEM buffer it fills
         if !crate::ring::within_mtu(frame, self.tx_max.get()) {
             return Some(false);
         }
+        // descriptors the frame takes: one, or (multi-buffer) one per UMEM buffer it fills
         let parts = if frame.len() <= MAX_FRAME {
             1
         } else if self.multi && frame.len() <= MAX_SG_FRAME {
