@@ -173,6 +173,15 @@ def test_congestion_builds_a_queue_marks_ecn_and_timestamps_count_microseconds(p
         # the other direction is not rate-limited: no queue there
         back = exchange(ns2, h2, ns1, h1, 3, 0, 500, 3, 3)
         assert len(back) == 3 and all(p["enq_qdepth"] == 0 for p in back)
+
+        # 5. the rate removed again (`set_queue_rate 0`, BMv2's "no limit"): a burst goes through unqueued
+        r = subprocess.run([str(cli), "--thrift-port", str(cport)], input="set_queue_rate 0 2\n", capture_output=True,
+                           text=True, timeout=20)
+        assert r.returncode == 0, r.stderr
+        assert metrics_of(mport)['p4sec_port_queue_rate_pps{port="2"}'] == 0
+        got = exchange(ns1, h1, ns2, h2, 30, 0, 600, 30, 3)
+        assert len(got) == 30 and all(p["enq_qdepth"] == 0 and p["deq_timedelta"] == 0 for p in got), got
+        assert metrics_of(mport)['p4sec_port_queue_tail_drops_total{port="2"}'] == drops
     finally:
         sw.terminate()
         sw.wait(timeout=10)
@@ -231,6 +240,8 @@ def test_queue_flags_are_checked(p4sec_bin):
         (["--queue-rate", "fast"], "not a rate"),
         (["--queue-depth", "0"], "at least 1 packet"),
         (["--queue-rate", "3=10"], "no port 3"),
+        (["--queue-rate", "1=-5"], "0 (unlimited) or more, got -5"),
+        (["--queue-rate", "1=inf"], "0 (unlimited) or more, got inf"),
         (["--priority-queues", "9"], "1..8"),
         (["--", "--priority-queues", "x"], "not a number of queues"),
     ]:

@@ -307,7 +307,7 @@ pub(crate) fn worker_loop(
             }
         }
         let w = &mut worker.as_mut().unwrap().1;
-        let queueing = queues.as_ref().is_some_and(|q| q.active());
+        let queueing = queues.as_ref().is_some_and(|q| q.queueing());
         if w.queueing() != queueing {
             w.set_queueing(queueing);
         }

@@ -157,13 +157,21 @@ impl TrafficManager {
                 }
             }
             Setting::Rate(r) => {
-                if !(r.is_finite() && r > 0.0) || r > 1e12 {
-                    return Err(format!("a queue rate must be a positive number of packets per second, got {r}"));
+                if !(r.is_finite() && r >= 0.0) || r > 1e12 {
+                    return Err(format!("a queue rate must be a number of packets per second, 0 (unlimited) or more, got {r}"));
                 }
-                let m = ((r * 1000.0).round() as u64).max(1);
+                // 0: no limit, as in BMv2 (the packets waiting leave at once, before any that come after them)
+                let m = if r == 0.0 { 0 } else { ((r * 1000.0).round() as u64).max(1) };
                 for q in targets {
-                    if q.rate_mpps.swap(m, Ordering::Relaxed) == 0 {
-                        self.rated.fetch_add(1, Ordering::Relaxed);
+                    match (q.rate_mpps.swap(m, Ordering::Relaxed), m) {
+                        (0, 0) => {}
+                        (0, _) => {
+                            self.rated.fetch_add(1, Ordering::Relaxed);
+                        }
+                        (_, 0) => {
+                            self.rated.fetch_sub(1, Ordering::Relaxed);
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -263,11 +271,18 @@ impl Queues {
         self.tm.active()
     }
 
+    /// Does this worker have to keep queueing: a port has a rate, or packets queued while one had still wait
+    /// (those that follow them to the same port must not overtake them)?
+    pub fn queueing(&self) -> bool {
+        self.tm.active() || self.len > 0
+    }
+
     /// Put a packet that ingress sent to `item.port` at the tail of its queue, at `now_us`.
     pub fn enqueue(&mut self, item: Queued, now_us: u64) -> Enqueued {
         let Some(pq) = self.tm.ports.get(&item.port) else { return Enqueued::NoQueue(item) };
-        if pq.rate_mpps.load(Ordering::Relaxed) == 0 {
-            // a port without a rate drains as fast as packets come: nothing waits
+        if pq.rate_mpps.load(Ordering::Relaxed) == 0 && self.waiting.get(&item.port).is_none_or(|w| w.iter().all(|q| q.is_empty())) {
+            // a port without a rate drains as fast as packets come: nothing waits (unless packets queued while
+            // it had one still do: this one leaves after them)
             return Enqueued::NoQueue(item);
         }
         let qi = self.tm.queue_of(item.priority);
@@ -340,7 +355,9 @@ mod tests {
         assert!(!tm.active());
         assert!(tm.set(Some(3), Setting::Rate(10.0)).unwrap_err().contains("no port 3"));
         assert!(tm.set(None, Setting::Depth(0)).unwrap_err().contains("at least 1"));
-        assert!(tm.set(None, Setting::Rate(0.0)).unwrap_err().contains("positive"));
+        assert!(tm.set(None, Setting::Rate(-1.0)).unwrap_err().contains("0 (unlimited) or more"));
+        tm.set(None, Setting::Rate(0.0)).unwrap();
+        assert!(!tm.active());
         assert!(tm.set(None, Setting::Rate(f64::NAN)).is_err());
         assert_eq!(tm.port(1).unwrap().depth(), DEFAULT_DEPTH);
         assert_eq!(tm.port(1).unwrap().rate(), None);
@@ -352,6 +369,39 @@ mod tests {
         assert_eq!((tm.port(1).unwrap().depth(), tm.port(2).unwrap().depth()), (7, 7));
         assert!(TrafficManager::new(&[1], 9).unwrap_err().contains("1..8"));
         assert!(TrafficManager::new(&[1], 0).is_err());
+    }
+
+    #[test]
+    fn removing_a_rate_lets_the_waiting_packets_go_first() {
+        let tm = Arc::new(TrafficManager::new(&[1, 2], 1).unwrap());
+        tm.set(Some(1), Setting::Rate(1.0)).unwrap();
+        tm.set(Some(2), Setting::Rate(1.0)).unwrap();
+        let mut qs = Queues::new(tm.clone());
+        // (one queue per port: the priority only tags the packets)
+        let tagged = |k: u8| q(1, k);
+        // the first leaves at once, the next two wait a second each
+        for k in 0..3 {
+            assert!(matches!(qs.enqueue(tagged(k), 10), Enqueued::Queued));
+        }
+        let mut out = vec![];
+        qs.dequeue_due(20, &mut out);
+        assert_eq!(out.len(), 1);
+        // the rate removed (port 2 keeps its own): the worker still queues while packets wait; one that comes
+        // now waits behind them, and all of them leave at the next look, in order
+        tm.set(Some(1), Setting::Rate(0.0)).unwrap();
+        assert!(tm.active() && qs.queueing());
+        assert_eq!(tm.port(1).unwrap().rate(), None);
+        assert!(matches!(qs.enqueue(tagged(3), 30), Enqueued::Queued));
+        out.clear();
+        assert_eq!(qs.dequeue_due(40, &mut out), None);
+        assert_eq!(out.iter().map(|(i, _)| i.priority).collect::<Vec<_>>(), vec![1, 2, 3]);
+        // drained: nothing waits at port 1 any more
+        assert!(matches!(qs.enqueue(tagged(4), 50), Enqueued::NoQueue(_)));
+        tm.set(Some(2), Setting::Rate(0.0)).unwrap();
+        assert!(!tm.active() && !qs.queueing());
+        // setting 0 again changes nothing
+        tm.set(None, Setting::Rate(0.0)).unwrap();
+        assert!(!tm.active());
     }
 
     #[test]
