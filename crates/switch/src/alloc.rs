@@ -63,7 +63,7 @@ mod tests {
     use super::*;
 
     // The library's unit tests run under the system allocator: only the counting itself is testable here
-    // (the CLI installs it; tests/switch/test_xdp_ports.py reads the workers' figures from a running switch).
+    // (the CLI installs it; tests/switch/test_steady_alloc.py reads the workers' figures from a running switch).
     #[test]
     fn counts_each_allocation_of_its_own_thread_only() {
         let a = CountingAlloc;

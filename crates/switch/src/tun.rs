@@ -192,10 +192,7 @@ pub fn mtu(name: &str) -> Option<usize> {
     if s < 0 {
         return None;
     }
-    let mut r = IfReqInt { name: [0; libc::IFNAMSIZ], value: 0, _pad: [0; 20] };
-    for (d, c) in r.name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
-        *d = c as libc::c_char;
-    }
+    let mut r = IfReqInt { name: ifreq(name).name, value: 0, _pad: [0; 20] };
     let res = unsafe { libc::ioctl(s, libc::SIOCGIFMTU as _, &mut r as *mut IfReqInt) };
     unsafe { libc::close(s) };
     (res >= 0).then_some(r.value.max(0) as usize)

@@ -605,6 +605,12 @@ impl Xdp {
         comp.cons_release();
     }
 
+    /// Count the `n` frames a kick handed over: as sent, or as transmit errors when it found the link down
+    /// (the kernel does not take them then; they may still leave when the link is back).
+    fn count_kicked(cx: &Ctx, tx: &TxState, n: u32) {
+        (if tx.down { &cx.stats.errors } else { &cx.stats.tx }).fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     /// Submit the queued descriptors and kick the kernel until the TX ring is empty (copy mode sends at most
     /// 32 frames per kick) or it says it is busy.
     fn kick(tx: &mut TxState) {
@@ -763,7 +769,7 @@ impl PortIo for Xdp {
         if (tx.free.len() as u32) < parts || tx.tx.prod_free(parts) < parts {
             let n = tx.frames;
             Self::kick(tx);
-            (if tx.down { &cx.stats.errors } else { &cx.stats.tx }).fetch_add(n as u64, Ordering::Relaxed);
+            Self::count_kicked(cx, tx, n);
             if tx.down || (tx.free.len() as u32) < parts || tx.tx.prod_free(parts) < parts {
                 return Some(false);
             }
@@ -802,8 +808,7 @@ impl PortIo for Xdp {
         }
         let n = tx.frames;
         Self::kick(&mut tx);
-        // frames queued when the link went down are not sent now (they may leave when it is back)
-        (if tx.down { &cx.stats.errors } else { &cx.stats.tx }).fetch_add(n as u64, Ordering::Relaxed);
+        Self::count_kicked(cx, &tx, n);
     }
 
     /// Once a second: the interface's MTU; frames the kernel dropped for want of room in the RX ring or of
