@@ -1,4 +1,5 @@
-//! Any byte string as P4 source: the front end must return a program or an error, never panic or hang.
+//! Any byte string as P4 source: the front end must return a program or an error, never panic or
+//! hang.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 

@@ -1,8 +1,10 @@
-//! Any frame on any port through a program with stacks, varbit, unions and checksums: no panic, no hang.
+//! Any frame on any port through a program with stacks, varbit, unions and checksums: no panic, no
+//! hang.
 //!
-//! One engine and one worker serve every input (as in the switch, where a worker lives as long as its thread):
-//! `Worker::new` registers the worker's statistics with the engine for the engine's lifetime, so a worker per
-//! input grew the process by one registration per run until libFuzzer's memory limit (~15 M runs).
+//! One engine and one worker serve every input (as in the switch, where a worker lives as long as
+//! its thread): `Worker::new` registers the worker's statistics with the engine for the engine's
+//! lifetime, so a worker per input grew the process by one registration per run until libFuzzer's
+//! memory limit (~15 M runs).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use p4sec_engine::{Engine, Outputs, Worker};
@@ -12,7 +14,8 @@ use std::sync::{Arc, OnceLock};
 static ENGINE: OnceLock<Engine> = OnceLock::new();
 
 thread_local! {
-    /// The worker and output buffers reused across inputs (libFuzzer runs the inputs on one thread).
+    /// The worker and output buffers reused across inputs (libFuzzer runs the inputs on one
+    /// thread).
     static STATE: RefCell<Option<(Worker, Outputs)>> = const { RefCell::new(None) };
 }
 

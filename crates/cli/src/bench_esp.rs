@@ -1,14 +1,16 @@
-//! `p4sec bench-esp`: the per-packet cost of one ESP tunnel through programs/ipsec_gateway.p4, in process on one
-//! core, in one direction at a time: `enc` pushes plain IPv4/TCP frames into the LAN port of an encrypting
-//! gateway (SPD protect, `encap_split`, AES-GCM-128), `dec` pushes ESP frames into the WAN port of a decrypting
-//! gateway (SAD-dec, `decap_split`, selectors). The ESP frames for `dec` are made outside the pipeline by the
-//! peer's SA, so only the measured direction runs through [`Engine::process`]: under
-//! `valgrind --tool=callgrind --toggle-collect='*Engine*process*'` the instructions collected, divided by
-//! `--packets`, are the instructions per packet of that direction.
+//! `p4sec bench-esp`: the per-packet cost of one ESP tunnel through programs/ipsec_gateway.p4, in
+//! process on one core, in one direction at a time: `enc` pushes plain IPv4/TCP frames into the LAN
+//! port of an encrypting gateway (SPD protect, `encap_split`, AES-GCM-128), `dec` pushes ESP frames
+//! into the WAN port of a decrypting gateway (SAD-dec, `decap_split`, selectors). The ESP frames
+//! for `dec` are made outside the pipeline by the peer's SA, so only the measured direction runs
+//! through [`Engine::process`]: under `valgrind --tool=callgrind
+//! --toggle-collect='*Engine*process*'` the instructions collected, divided by `--packets`, are the
+//! instructions per packet of that direction.
 //!
-//! Every output is checked (an `enc` output decrypts back to the input with its TTL decremented; a `dec` output
-//! is the inner packet), and a digest of every emitted frame (port and bytes) is printed: the same options give
-//! the same digest, so a change to the engine or the externs that alters any emitted packet shows there.
+//! Every output is checked (an `enc` output decrypts back to the input with its TTL decremented; a
+//! `dec` output is the inner packet), and a digest of every emitted frame (port and bytes) is
+//! printed: the same options give the same digest, so a change to the engine or the externs that
+//! alters any emitted packet shows there.
 
 use p4sec_engine::{Engine, Outputs, Worker};
 use p4sec_externs::esp::{Cipher, Integ, Limits, Sa, SaConfig};
@@ -68,7 +70,12 @@ fn add_sa(e: &Engine) -> Result<(), String> {
 }
 
 fn act(e: &Engine, name: &str) -> Result<u32, String> {
-    e.prog.actions.iter().position(|a| a.name == name).map(|i| i as u32).ok_or(format!("no action {name}"))
+    e.prog
+        .actions
+        .iter()
+        .position(|a| a.name == name)
+        .map(|i| i as u32)
+        .ok_or(format!("no action {name}"))
 }
 
 fn table(e: &Engine, name: &str) -> Result<usize, String> {
@@ -76,54 +83,127 @@ fn table(e: &Engine, name: &str) -> Result<usize, String> {
 }
 
 fn entry(matches: Vec<FieldMatch>, action: u32, args: Vec<Value>, priority: i32) -> TableEntry {
-    TableEntry { matches, action: ActionCall { action, args }, priority }
+    TableEntry {
+        matches,
+        action: ActionCall { action, args },
+        priority,
+    }
 }
 
 fn route(e: &Engine, prefix: [u8; 4], len: u32, port: u32) -> Result<(), String> {
-    let args = vec![Value::new(48, 0x0200_0000_00a0 + port as u64), Value::new(48, 0x0200_0000_0001), Value::new(9, port as u64)];
+    let args = vec![
+        Value::new(48, 0x0200_0000_00a0 + port as u64),
+        Value::new(48, 0x0200_0000_0001),
+        Value::new(9, port as u64),
+    ];
     e.table_insert(
         table(e, "GwIngress.ipv4_lpm")?,
-        entry(vec![FieldMatch::Lpm { value: Value::new(32, be(prefix)), prefix_len: len }], act(e, "GwIngress.set_nhop")?, args, 0),
+        entry(
+            vec![FieldMatch::Lpm {
+                value: Value::new(32, be(prefix)),
+                prefix_len: len,
+            }],
+            act(e, "GwIngress.set_nhop")?,
+            args,
+            0,
+        ),
     )
 }
 
 /// The gateway program with the tables of `dir`'s side of the tunnel 10.1.0.0/16 -> 10.2.0.0/16.
 fn gateway(dir: &str) -> Result<Engine, String> {
-    let prog = p4sec_frontend::compile_str("programs/ipsec_gateway.p4", PROGRAM, &p4sec_frontend::CompileOptions::default()).map_err(|e| e.to_string())?;
+    let prog = p4sec_frontend::compile_str(
+        "programs/ipsec_gateway.p4",
+        PROGRAM,
+        &p4sec_frontend::CompileOptions::default(),
+    )
+    .map_err(|e| e.to_string())?;
     let e = Engine::new(Arc::new(prog), &p4sec_externs::p4::registry())?;
     add_sa(&e)?;
-    let net = |a: [u8; 4], m: u64| FieldMatch::Ternary { value: Value::new(32, be(a)), mask: Value::new(32, m) };
+    let net = |a: [u8; 4], m: u64| FieldMatch::Ternary {
+        value: Value::new(32, be(a)),
+        mask: Value::new(32, m),
+    };
     if dir == "enc" {
-        // the WAN port is listed in port_side; the LAN traffic 10.1/16 -> 10.2/16 is protected with SA 0
+        // the WAN port is listed in port_side; the LAN traffic 10.1/16 -> 10.2/16 is protected with
+        // SA 0
         e.table_insert(
             table(&e, "GwIngress.port_side")?,
-            entry(vec![FieldMatch::Exact(Value::new(9, WAN as u64))], act(&e, "GwIngress.from_wan")?, vec![], 0),
+            entry(
+                vec![FieldMatch::Exact(Value::new(9, WAN as u64))],
+                act(&e, "GwIngress.from_wan")?,
+                vec![],
+                0,
+            ),
         )?;
-        let m = vec![net([10, 1, 0, 0], 0xffff_0000), net([10, 2, 0, 0], 0xffff_0000), FieldMatch::Any, FieldMatch::Any, FieldMatch::Any];
-        e.table_insert(table(&e, "GwIngress.spd")?, entry(m, act(&e, "GwIngress.protect")?, vec![Value::new(32, 0)], 10))?;
+        let m = vec![
+            net([10, 1, 0, 0], 0xffff_0000),
+            net([10, 2, 0, 0], 0xffff_0000),
+            FieldMatch::Any,
+            FieldMatch::Any,
+            FieldMatch::Any,
+        ];
+        e.table_insert(
+            table(&e, "GwIngress.spd")?,
+            entry(
+                m,
+                act(&e, "GwIngress.protect")?,
+                vec![Value::new(32, 0)],
+                10,
+            ),
+        )?;
         route(&e, DEC_GW, 24, WAN)?;
     } else {
         e.table_insert(
             table(&e, "GwIngress.port_side")?,
-            entry(vec![FieldMatch::Exact(Value::new(9, WAN as u64))], act(&e, "GwIngress.from_wan")?, vec![], 0),
+            entry(
+                vec![FieldMatch::Exact(Value::new(9, WAN as u64))],
+                act(&e, "GwIngress.from_wan")?,
+                vec![],
+                0,
+            ),
         )?;
-        e.table_insert(table(&e, "GwIngress.local_addr")?, entry(vec![FieldMatch::Exact(Value::new(32, be(DEC_GW)))], act(&e, "GwIngress.to_me")?, vec![], 0))?;
-        let m =
-            vec![FieldMatch::Exact(Value::new(32, be(ENC_GW))), FieldMatch::Exact(Value::new(32, be(DEC_GW))), FieldMatch::Exact(Value::new(32, SPI as u64))];
-        e.table_insert(table(&e, "GwIngress.sad_dec")?, entry(m, act(&e, "GwIngress.dec_sa")?, vec![Value::new(32, 0)], 0))?;
-        let m = vec![FieldMatch::Exact(Value::new(32, 0)), net([10, 1, 0, 0], 0xffff_0000), net([10, 2, 0, 0], 0xffff_0000), FieldMatch::Any];
-        e.table_insert(table(&e, "GwIngress.sa_selectors")?, entry(m, act(&e, "GwIngress.selector_ok")?, vec![], 10))?;
+        e.table_insert(
+            table(&e, "GwIngress.local_addr")?,
+            entry(
+                vec![FieldMatch::Exact(Value::new(32, be(DEC_GW)))],
+                act(&e, "GwIngress.to_me")?,
+                vec![],
+                0,
+            ),
+        )?;
+        let m = vec![
+            FieldMatch::Exact(Value::new(32, be(ENC_GW))),
+            FieldMatch::Exact(Value::new(32, be(DEC_GW))),
+            FieldMatch::Exact(Value::new(32, SPI as u64)),
+        ];
+        e.table_insert(
+            table(&e, "GwIngress.sad_dec")?,
+            entry(m, act(&e, "GwIngress.dec_sa")?, vec![Value::new(32, 0)], 0),
+        )?;
+        let m = vec![
+            FieldMatch::Exact(Value::new(32, 0)),
+            net([10, 1, 0, 0], 0xffff_0000),
+            net([10, 2, 0, 0], 0xffff_0000),
+            FieldMatch::Any,
+        ];
+        e.table_insert(
+            table(&e, "GwIngress.sa_selectors")?,
+            entry(m, act(&e, "GwIngress.selector_ok")?, vec![], 10),
+        )?;
         route(&e, [10, 2, 0, 0], 16, LAN)?;
     }
     Ok(e)
 }
 
-/// Plain frame `i`: Ethernet, IPv4 of `size` bytes (10.1.0.5 -> 10.2.0.7, identification `i`), TCP, a payload
-/// that differs per packet.
+/// Plain frame `i`: Ethernet, IPv4 of `size` bytes (10.1.0.5 -> 10.2.0.7, identification `i`), TCP,
+/// a payload that differs per packet.
 fn plain(size: usize, i: u32) -> Vec<u8> {
     let mut f = vec![0u8; 14 + size];
     f[..14].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0x11, 0x08, 0x00]);
-    let mut h = [0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 1, 0, 5, 10, 2, 0, 7];
+    let mut h = [
+        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 1, 0, 5, 10, 2, 0, 7,
+    ];
     h[2..4].copy_from_slice(&(size as u16).to_be_bytes());
     h[4..6].copy_from_slice(&(i as u16).to_be_bytes());
     let c = p4sec_engine::hash::csum16(&h);
@@ -178,7 +258,8 @@ fn run_inner(o: &Opts) -> Result<(), String> {
         plains
             .iter()
             .map(|p| {
-                peer.encapsulate(&p[14..], &mut buf).map_err(|err| format!("{err:?}"))?;
+                peer.encapsulate(&p[14..], &mut buf)
+                    .map_err(|err| format!("{err:?}"))?;
                 let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0x22, 0x08, 0x00];
                 f.extend_from_slice(&buf);
                 Ok(f)
@@ -187,9 +268,15 @@ fn run_inner(o: &Opts) -> Result<(), String> {
     };
     let in_port = if enc { LAN } else { WAN };
     let mut w = Worker::new(&e);
-    // batches of `BATCH` frames: each timed through the engine, then its outputs checked (not timed)
+    // batches of `BATCH` frames: each timed through the engine, then its outputs checked (not
+    // timed)
     const BATCH: usize = 256;
-    let mut outs: Vec<Outputs> = (0..BATCH).map(|_| Outputs { data: Vec::with_capacity(2048), frames: Vec::with_capacity(2) }).collect();
+    let mut outs: Vec<Outputs> = (0..BATCH)
+        .map(|_| Outputs {
+            data: Vec::with_capacity(2048),
+            frames: Vec::with_capacity(2),
+        })
+        .collect();
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     let mut plain_out = vec![];
     let (mut secs, mut allocs) = (0f64, 0u64);
@@ -212,26 +299,47 @@ fn run_inner(o: &Opts) -> Result<(), String> {
             digest(&mut h, port, f);
             let want_port = if enc { WAN } else { LAN };
             if port != want_port || f.len() < 34 {
-                return Err(format!("packet {i} came out on port {port} ({} bytes)", f.len()));
+                return Err(format!(
+                    "packet {i} came out on port {port} ({} bytes)",
+                    f.len()
+                ));
             }
             let inner = if enc {
-                p4sec_externs::p4::decap_ip(&peer, &f[14..], &mut plain_out).map_err(|err| format!("packet {i}: its ESP does not decrypt: {err:?}"))?;
+                p4sec_externs::p4::decap_ip(&peer, &f[14..], &mut plain_out)
+                    .map_err(|err| format!("packet {i}: its ESP does not decrypt: {err:?}"))?;
                 &plain_out[..]
             } else {
                 &f[14..]
             };
-            // the inner packet as sent but for the TTL and header checksum (the gateway that forwards it routes it)
-            let ok = inner.len() == p.len() - 14 && inner[..8] == p[14..22] && inner[9..10] == p[23..24] && inner[12..] == p[26..];
-            let ttl_ok = if enc { inner[8] == p[22] } else { inner[8] == p[22] - 1 };
+            // the inner packet as sent but for the TTL and header checksum (the gateway that
+            // forwards it routes it)
+            let ok = inner.len() == p.len() - 14
+                && inner[..8] == p[14..22]
+                && inner[9..10] == p[23..24]
+                && inner[12..] == p[26..];
+            let ttl_ok = if enc {
+                inner[8] == p[22]
+            } else {
+                inner[8] == p[22] - 1
+            };
             if !ok || !ttl_ok {
-                return Err(format!("packet {i}: the inner packet out is not the one sent"));
+                return Err(format!(
+                    "packet {i}: the inner packet out is not the one sent"
+                ));
             }
         }
     }
     let ns = secs / n as f64 * 1e9;
-    let what = if enc { "encapsulation (LAN -> WAN)" } else { "decapsulation (WAN -> LAN)" };
+    let what = if enc {
+        "encapsulation (LAN -> WAN)"
+    } else {
+        "decapsulation (WAN -> LAN)"
+    };
     println!("p4sec bench-esp: ESP {what} through programs/ipsec_gateway.p4, AES-GCM-128, {}-byte IP packets", o.size);
-    println!("  packets {n}, {ns:.0} ns/packet, {:.2} Gbit/s of inner IP, heap allocations {allocs}", o.size as f64 * 8.0 / ns);
+    println!(
+        "  packets {n}, {ns:.0} ns/packet, {:.2} Gbit/s of inner IP, heap allocations {allocs}",
+        o.size as f64 * 8.0 / ns
+    );
     println!("  digest of the emitted frames {h:016x}");
     Ok(())
 }

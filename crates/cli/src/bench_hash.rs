@@ -1,6 +1,7 @@
-//! `p4sec bench-hash`: Table III of the cryptographic hashing paper on p4sec — keyed hashing of whole frames
-//! inside the P4 pipeline (programs/hash_frames.p4), in percent of 10 GbE line rate, beside the paper's rows;
-//! and the per-packet cost of every algorithm inside the pipeline versus calling it directly.
+//! `p4sec bench-hash`: Table III of the cryptographic hashing paper on p4sec — keyed hashing of
+//! whole frames inside the P4 pipeline (programs/hash_frames.p4), in percent of 10 GbE line rate,
+//! beside the paper's rows; and the per-packet cost of every algorithm inside the pipeline versus
+//! calling it directly.
 
 use p4sec_engine::{Engine, Outputs, Worker};
 use p4sec_externs::hash::{self, HashAlg};
@@ -11,23 +12,47 @@ use std::sync::Arc;
 use std::time::Instant;
 
 const PROGRAM: &str = include_str!("../../../programs/hash_frames.p4");
-/// Ethernet frame sizes as the paper counts them: on the wire, the 4-byte frame check sequence included (a
-/// 64-byte frame is the minimum, 14.88 Mpps at 10 GbE).
+/// Ethernet frame sizes as the paper counts them: on the wire, the 4-byte frame check sequence
+/// included (a 64-byte frame is the minimum, 14.88 Mpps at 10 GbE).
 const SIZES: [usize; 6] = [64, 96, 128, 512, 1024, 1500];
-/// The frame check sequence: the NIC checks and strips it, so the pipeline sees (and hashes) `size - FCS`
-/// bytes, as DPDK-based targets such as t4p4s do.
+/// The frame check sequence: the NIC checks and strips it, so the pipeline sees (and hashes) `size
+/// - FCS` bytes, as DPDK-based targets such as t4p4s do.
 const FCS: usize = 4;
 const KEY: u128 = 0x000102030405060708090a0b0c0d0e0f;
 
 /// The paper's Table III (percent of 10 GbE line rate).
 const PAPER: [(&str, &str, [f64; 6]); 7] = [
-    ("t4p4s", "Baseline", [95.03, 100.0, 100.0, 100.0, 100.0, 100.0]),
-    ("t4p4s", "SipHash-2-4", [36.09, 46.01, 54.73, 100.0, 99.17, 100.0]),
-    ("t4p4s", "HMAC-SHA512", [8.47, 11.69, 11.11, 24.26, 31.67, 37.80]),
+    (
+        "t4p4s",
+        "Baseline",
+        [95.03, 100.0, 100.0, 100.0, 100.0, 100.0],
+    ),
+    (
+        "t4p4s",
+        "SipHash-2-4",
+        [36.09, 46.01, 54.73, 100.0, 99.17, 100.0],
+    ),
+    (
+        "t4p4s",
+        "HMAC-SHA512",
+        [8.47, 11.69, 11.11, 24.26, 31.67, 37.80],
+    ),
     ("NFP-4000", "Baseline", [100.0; 6]),
-    ("NFP-4000", "SipHash-2-4", [75.60, 80.71, 91.61, 99.15, 1e-6, 1e-6]),
-    ("NetFPGA SUME", "SipHash-2-4", [42.00, 42.18, 42.29, 42.56, 42.61, 42.52]),
-    ("NetFPGA SUME", "SHA3-512", [48.21, 42.53, 54.27, 65.02, 71.78, 76.00]),
+    (
+        "NFP-4000",
+        "SipHash-2-4",
+        [75.60, 80.71, 91.61, 99.15, 1e-6, 1e-6],
+    ),
+    (
+        "NetFPGA SUME",
+        "SipHash-2-4",
+        [42.00, 42.18, 42.29, 42.56, 42.61, 42.52],
+    ),
+    (
+        "NetFPGA SUME",
+        "SHA3-512",
+        [48.21, 42.53, 54.27, 65.02, 71.78, 76.00],
+    ),
 ];
 
 /// P4 enum member of each algorithm (p4sec.p4's p4sec_hash_alg_t).
@@ -47,7 +72,8 @@ fn p4_name(a: HashAlg) -> &'static str {
     }
 }
 
-/// How this binary was built: `scripts/build-release` sets P4SEC_BUILD=pgo for its profile-guided build.
+/// How this binary was built: `scripts/build-release` sets P4SEC_BUILD=pgo for its profile-guided
+/// build.
 fn build_kind() -> &'static str {
     match option_env!("P4SEC_BUILD") {
         Some("pgo") => "profile-guided (scripts/build-release)",
@@ -56,12 +82,13 @@ fn build_kind() -> &'static str {
 }
 
 fn line_rate_pps(size: usize) -> f64 {
-    // `size` includes the FCS; preamble + start delimiter (8 B) and inter-frame gap (12 B) per frame
+    // `size` includes the FCS; preamble + start delimiter (8 B) and inter-frame gap (12 B) per
+    // frame
     10e9 / ((size + 20) as f64 * 8.0)
 }
 
-/// Packets per second: the best of three rounds of `secs / 3` (the machine is shared; the best round is the
-/// least disturbed one).
+/// Packets per second: the best of three rounds of `secs / 3` (the machine is shared; the best
+/// round is the least disturbed one).
 fn rate(secs: f64, mut f: impl FnMut()) -> f64 {
     let mut best: f64 = 0.0;
     for _ in 0..3 {
@@ -84,36 +111,79 @@ struct Pipeline {
     out: Outputs,
 }
 
-/// The pipeline of `alg` with the key in an entry for ingress port 0 (a table hit: what a configuration with a
-/// key per port runs) instead of only in the default action.
+/// The pipeline of `alg` with the key in an entry for ingress port 0 (a table hit: what a
+/// configuration with a key per port runs) instead of only in the default action.
 fn pipeline_with_entry(alg: HashAlg) -> Result<Pipeline, String> {
     let p = pipeline(Some(alg))?;
-    let ti = p.engine.table_index("HfIngress.port_key").ok_or("table HfIngress.port_key missing")?;
+    let ti = p
+        .engine
+        .table_index("HfIngress.port_key")
+        .ok_or("table HfIngress.port_key missing")?;
     let call = p.engine.table_default(ti)?;
-    p.engine.table_insert(ti, TableEntry { matches: vec![FieldMatch::Exact(Value::new(9, 0))], action: call, priority: 0 })?;
+    p.engine.table_insert(
+        ti,
+        TableEntry {
+            matches: vec![FieldMatch::Exact(Value::new(9, 0))],
+            action: call,
+            priority: 0,
+        },
+    )?;
     Ok(p)
 }
 
 fn pipeline(alg: Option<HashAlg>) -> Result<Pipeline, String> {
     let mut opts = p4sec_frontend::CompileOptions::default();
     if let Some(a) = alg {
-        opts.defines.push(("HASH_ALG".into(), Some(p4_name(a).into())));
-        opts.defines.push(("KEY_BITS".into(), Some(if a == HashAlg::HalfSipHash24 { "64" } else { "128" }.into())));
+        opts.defines
+            .push(("HASH_ALG".into(), Some(p4_name(a).into())));
+        opts.defines.push((
+            "KEY_BITS".into(),
+            Some(
+                if a == HashAlg::HalfSipHash24 {
+                    "64"
+                } else {
+                    "128"
+                }
+                .into(),
+            ),
+        ));
     }
-    let prog = p4sec_frontend::compile_str("programs/hash_frames.p4", PROGRAM, &opts).map_err(|e| e.to_string())?;
+    let prog = p4sec_frontend::compile_str("programs/hash_frames.p4", PROGRAM, &opts)
+        .map_err(|e| e.to_string())?;
     let engine = Engine::new(Arc::new(prog), &p4sec_externs::p4::registry())?;
-    let ti = engine.table_index("HfIngress.port_key").ok_or("table HfIngress.port_key missing")?;
-    let fwd = engine.prog.actions.iter().position(|a| a.name == "HfIngress.forward").ok_or("action forward missing")? as u32;
+    let ti = engine
+        .table_index("HfIngress.port_key")
+        .ok_or("table HfIngress.port_key missing")?;
+    let fwd = engine
+        .prog
+        .actions
+        .iter()
+        .position(|a| a.name == "HfIngress.forward")
+        .ok_or("action forward missing")? as u32;
     let key = match alg {
         Some(HashAlg::HalfSipHash24) => Value::new(64, KEY as u64),
-        _ => Value { width: 128, words: vec![KEY as u64, (KEY >> 64) as u64] },
+        _ => Value {
+            width: 128,
+            words: vec![KEY as u64, (KEY >> 64) as u64],
+        },
     };
-    engine.table_set_default(ti, ActionCall { action: fwd, args: vec![Value::new(9, 1), key] })?;
+    engine.table_set_default(
+        ti,
+        ActionCall {
+            action: fwd,
+            args: vec![Value::new(9, 1), key],
+        },
+    )?;
     let w = Worker::new(&engine);
-    Ok(Pipeline { engine, w, out: Outputs::default() })
+    Ok(Pipeline {
+        engine,
+        w,
+        out: Outputs::default(),
+    })
 }
 
-/// The bytes the pipeline receives for a frame of `size` bytes on the wire (everything but the FCS).
+/// The bytes the pipeline receives for a frame of `size` bytes on the wire (everything but the
+/// FCS).
 fn frame(size: usize) -> Vec<u8> {
     let mut f: Vec<u8> = (0..size - FCS).map(|i| (i * 7 + 3) as u8).collect();
     f[12] = 0x88;
@@ -130,7 +200,8 @@ fn key_bytes(alg: HashAlg) -> Vec<u8> {
     }
 }
 
-/// The digest the pipeline writes into the source MAC must equal the extern's own result over the frame.
+/// The digest the pipeline writes into the source MAC must equal the extern's own result over the
+/// frame.
 fn check(p: &mut Pipeline, alg: HashAlg, f: &[u8]) -> Result<(), String> {
     p.out.clear();
     p.engine.process(&mut p.w, 0, f, &mut p.out);
@@ -140,16 +211,29 @@ fn check(p: &mut Pipeline, alg: HashAlg, f: &[u8]) -> Result<(), String> {
         p.out.clear();
         p.engine.process(&mut p.w, 0, f, &mut p.out);
         let path = p.w.trace.take().unwrap_or_default();
-        return Err(format!("{}: the pipeline dropped the frame ({})", alg.name(), path.join("; ")));
+        return Err(format!(
+            "{}: the pipeline dropped the frame ({})",
+            alg.name(),
+            path.join("; ")
+        ));
     };
     // digests shorter than the 64-bit result land in its low bits (the extern right-aligns them)
-    let n = if alg == HashAlg::Blake2b { 8 } else { alg.out_len().min(8) };
+    let n = if alg == HashAlg::Blake2b {
+        8
+    } else {
+        alg.out_len().min(8)
+    };
     let mut raw = [0u8; 8];
     hash::compute(alg, &key_bytes(alg), f, &mut raw[..n]).map_err(|e| e.to_string())?;
     let mut d = [0u8; 8];
     d[8 - n..].copy_from_slice(&raw[..n]);
     if got[6..12] != d[..6] {
-        return Err(format!("{}: pipeline digest {:02x?} differs from the direct computation {:02x?}", alg.name(), &got[6..12], &d[..6]));
+        return Err(format!(
+            "{}: pipeline digest {:02x?} differs from the direct computation {:02x?}",
+            alg.name(),
+            &got[6..12],
+            &d[..6]
+        ));
     }
     Ok(())
 }
@@ -168,7 +252,11 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
     let per = seconds.max(0.3) / 40.0;
     let frames: Vec<Vec<u8>> = SIZES.iter().map(|&s| frame(s)).collect();
     // Table III: baseline, SipHash-2-4, HMAC-SHA-512 inside the pipeline
-    let rows: [(&str, Option<HashAlg>); 3] = [("Baseline", None), ("SipHash-2-4", Some(HashAlg::SipHash24)), ("HMAC-SHA512", Some(HashAlg::HmacSha512))];
+    let rows: [(&str, Option<HashAlg>); 3] = [
+        ("Baseline", None),
+        ("SipHash-2-4", Some(HashAlg::SipHash24)),
+        ("HMAC-SHA512", Some(HashAlg::HmacSha512)),
+    ];
     let mut ours = vec![];
     for (name, alg) in rows {
         let mut p = pipeline(alg)?;
@@ -192,14 +280,19 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
     println!("build: {}", build_kind());
     println!();
     println!("Table III: throughput in percent of 10 GbE line rate (capped at 100); frame sizes on the wire, FCS included");
-    println!("(the pipeline receives and hashes the frame without its 4-byte FCS: {FCS} bytes fewer)");
+    println!(
+        "(the pipeline receives and hashes the frame without its 4-byte FCS: {FCS} bytes fewer)"
+    );
     print!("  {:<28}", "platform / algorithm");
     for s in SIZES {
         print!("{:>9}", format!("{s} B"));
     }
     println!();
     let mut last = "";
-    for (plat, alg, v) in PAPER.iter().map(|(p, a, v)| (*p, *a, v.to_vec())).chain(ours.iter().map(|(a, p, _)| ("p4sec (this machine)", *a, p.clone()))) {
+    for (plat, alg, v) in PAPER.iter().map(|(p, a, v)| (*p, *a, v.to_vec())).chain(
+        ours.iter()
+            .map(|(a, p, _)| ("p4sec (this machine)", *a, p.clone())),
+    ) {
         if plat != last {
             println!("  {plat}");
             last = plat;
@@ -220,12 +313,28 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
         print!("{m:>9.2}");
     }
     println!();
-    // target: SipHash-2-4 ahead of (or, where the paper is at line rate, equal to) every paper row at every size
-    let best_paper: Vec<f64> = (0..SIZES.len()).map(|i| PAPER.iter().filter(|r| r.1 == "SipHash-2-4").map(|r| r.2[i]).fold(0.0, f64::max)).collect();
-    let met = ours[1].1.iter().zip(&best_paper).all(|(o, p)| *o >= 100.0 || o > p);
-    println!("  target: SipHash-2-4 ahead of every SipHash row of the paper at every frame size: {}", if met { "met" } else { "NOT met" });
-    // the same with the key in an entry for the port (a table hit with a 128-bit argument) instead of the default
-    // action: the table lookup and the argument's words cost more than a miss
+    // target: SipHash-2-4 ahead of (or, where the paper is at line rate, equal to) every paper row
+    // at every size
+    let best_paper: Vec<f64> = (0..SIZES.len())
+        .map(|i| {
+            PAPER
+                .iter()
+                .filter(|r| r.1 == "SipHash-2-4")
+                .map(|r| r.2[i])
+                .fold(0.0, f64::max)
+        })
+        .collect();
+    let met = ours[1]
+        .1
+        .iter()
+        .zip(&best_paper)
+        .all(|(o, p)| *o >= 100.0 || o > p);
+    println!(
+        "  target: SipHash-2-4 ahead of every SipHash row of the paper at every frame size: {}",
+        if met { "met" } else { "NOT met" }
+    );
+    // the same with the key in an entry for the port (a table hit with a 128-bit argument) instead
+    // of the default action: the table lookup and the argument's words cost more than a miss
     let mut entry_pcts = vec![];
     {
         let mut p = pipeline_with_entry(HashAlg::SipHash24)?;
@@ -248,7 +357,16 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
     // per-packet cost of each algorithm inside the pipeline versus a direct call
     println!();
     println!("Per-packet cost (ns): inside the pipeline minus the baseline pipeline, versus a direct call of the hash");
-    println!("  {:<18}{:>12}{:>12}{:>12}{:>14}{:>14}{:>14}", "algorithm", "64 B pipe", "64 B direct", "overhead", "1500 B pipe", "1500 B direct", "overhead");
+    println!(
+        "  {:<18}{:>12}{:>12}{:>12}{:>14}{:>14}{:>14}",
+        "algorithm",
+        "64 B pipe",
+        "64 B direct",
+        "overhead",
+        "1500 B pipe",
+        "1500 B direct",
+        "overhead"
+    );
     let base = {
         let mut p = pipeline(None)?;
         let Pipeline { engine, w, out } = &mut p;
@@ -298,7 +416,11 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
                 None => None,
             };
             let mut d = [0u8; 64];
-            let n = if a == HashAlg::Blake2b { 8 } else { a.out_len() };
+            let n = if a == HashAlg::Blake2b {
+                8
+            } else {
+                a.out_len()
+            };
             let direct = 1e9
                 / rate(per, || {
                     hash::compute(a, &key, std::hint::black_box(f), &mut d[..n]).expect("hash");
@@ -321,7 +443,10 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
             "pipeline_ns_1500": row[1].0, "direct_ns_1500": row[1].1,
         }));
     }
-    println!("  (baseline pipeline: {:.1} ns at 64 B, {:.1} ns at 1500 B)", base[0], base[1]);
+    println!(
+        "  (baseline pipeline: {:.1} ns at 64 B, {:.1} ns at 1500 B)",
+        base[0], base[1]
+    );
     if let Some(path) = json {
         let j = serde_json::json!({
             "benchmark": "hash_frames_table3",
@@ -335,7 +460,8 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
             "baseline_ns": {"64": base[0], "1500": base[1]},
             "per_packet_cost": costs,
         });
-        std::fs::write(path, serde_json::to_string_pretty(&j).unwrap()).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&j).unwrap())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
 }

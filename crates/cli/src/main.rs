@@ -1,9 +1,9 @@
 //! `p4sec`: the one binary of the p4sec switch.
 //!
-//! Subcommands: `compile` (P4 → program + P4Info; also with the reference compiler's flags), `stf` (run STF
-//! packet tests), `switch` (also as `simple_switch_grpc`, with BMv2's flags, or through a symlink of that name),
-//! `switch-cli` (run-time queue commands to a running switch; also through a symlink named `simple_switch_CLI`),
-//! the benchmarks.
+//! Subcommands: `compile` (P4 → program + P4Info; also with the reference compiler's flags), `stf`
+//! (run STF packet tests), `switch` (also as `simple_switch_grpc`, with BMv2's flags, or through a
+//! symlink of that name), `switch-cli` (run-time queue commands to a running switch; also through a
+//! symlink named `simple_switch_CLI`), the benchmarks.
 
 mod ascon_serve;
 mod bench;
@@ -22,7 +22,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "p4sec", version, about = "A P4-programmable software switch with security in its data plane")]
+#[command(
+    name = "p4sec",
+    version,
+    about = "A P4-programmable software switch with security in its data plane"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -30,15 +34,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Compile a P4_16 v1model program: writes OUTDIR/program.json and its P4Info (p4info.txtpb, p4info.binpb).
-    /// Takes the reference compiler's flags too (--target bmv2 --arch v1model --std p4-16 --p4runtime-files ...
-    /// -o FILE.json), so a Makefile written for p4c works with P4C set to `p4sec compile`.
+    /// Compile a P4_16 v1model program: writes OUTDIR/program.json and its P4Info (p4info.txtpb,
+    /// p4info.binpb). Takes the reference compiler's flags too (--target bmv2 --arch v1model --std
+    /// p4-16 --p4runtime-files ... -o FILE.json), so a Makefile written for p4c works with P4C set
+    /// to `p4sec compile`.
     Compile {
         /// The P4_16 program (v1model architecture) to compile.
         program: PathBuf,
-        /// The output directory (created when missing): program.json for `p4sec switch --program` and
-        /// `SetForwardingPipelineConfig` (also as NAME.json, the name p4c gives it, after the source NAME.p4),
-        /// p4info.txtpb and p4info.binpb for P4Runtime clients. A name ending in .json: the program file only.
+        /// The output directory (created when missing): program.json for `p4sec switch --program`
+        /// and `SetForwardingPipelineConfig` (also as NAME.json, the name p4c gives it, after the
+        /// source NAME.p4), p4info.txtpb and p4info.binpb for P4Runtime clients. A name ending in
+        /// .json: the program file only.
         #[arg(short = 'o', long = "out", value_name = "OUTDIR|FILE.json")]
         out: PathBuf,
         /// Add an include directory.
@@ -47,9 +53,14 @@ enum Cmd {
         /// Define a preprocessor macro: NAME or NAME=VALUE.
         #[arg(short = 'D', value_name = "NAME[=VALUE]")]
         define: Vec<String>,
-        /// Also write the P4Info to these files, comma-separated (repeatable), the format by extension: .txt,
-        /// .txtpb or .pb.txt text, .json JSON, .bin, .binpb or .pb binary protobuf (p4c's flag).
-        #[arg(long = "p4runtime-files", value_delimiter = ',', value_name = "FILE[,FILE...]")]
+        /// Also write the P4Info to these files, comma-separated (repeatable), the format by
+        /// extension: .txt, .txtpb or .pb.txt text, .json JSON, .bin, .binpb or .pb binary protobuf
+        /// (p4c's flag).
+        #[arg(
+            long = "p4runtime-files",
+            value_delimiter = ',',
+            value_name = "FILE[,FILE...]"
+        )]
         p4runtime_files: Vec<PathBuf>,
         /// Also write the P4Info to FILE, in --p4runtime-format (p4c's older flag).
         #[arg(long = "p4runtime-file", value_name = "FILE")]
@@ -69,7 +80,8 @@ enum Cmd {
         /// The language version as p4c-bm2-ss takes it: 16 only.
         #[arg(long, value_name = "VERSION", value_parser = ["16"])]
         p4v: Option<String>,
-        /// Accepted for p4c's sake and ignored: p4sec's program file always describes the externs it calls.
+        /// Accepted for p4c's sake and ignored: p4sec's program file always describes the externs
+        /// it calls.
         #[arg(long)]
         emit_externs: bool,
     },
@@ -77,12 +89,14 @@ enum Cmd {
     Stf {
         /// The P4_16 program under test (without --suite).
         program: Option<PathBuf>,
-        /// The STF file: table entries to add, packets to send and the packets expected out (without --suite).
+        /// The STF file: table entries to add, packets to send and the packets expected out
+        /// (without --suite).
         test: Option<PathBuf>,
         /// Run every NAME.p4 / NAME.stf pair in DIR.
         #[arg(long)]
         suite: Option<PathBuf>,
-        /// With --suite: write the suite's section of a Markdown report (FILE keeps other suites' sections).
+        /// With --suite: write the suite's section of a Markdown report (FILE keeps other suites'
+        /// sections).
         #[arg(long)]
         report: Option<PathBuf>,
         /// With --report: the reasons for failing programs, lines `PROGRAM: reason`.
@@ -98,31 +112,36 @@ enum Cmd {
         #[arg(short = 'D', value_name = "NAME[=VALUE]")]
         define: Vec<String>,
     },
-    /// Run the switch: ports (Linux interfaces, TUN/TAP devices, pcap files) and a P4Runtime server (gRPC service p4.v1.P4Runtime).
-    /// Also as `p4sec simple_switch_grpc` (or a symlink named simple_switch_grpc) with BMv2's flags:
-    /// `[-i N@IFACE]... [--device-id N] [-L LEVEL] [--pcap DIR] [--no-p4 | PROGRAM.json] [-- --grpc-server-addr ADDR --cpu-port N]`.
+    /// Run the switch: ports (Linux interfaces, TUN/TAP devices, pcap files) and a P4Runtime server
+    /// (gRPC service p4.v1.P4Runtime). Also as `p4sec simple_switch_grpc` (or a symlink named
+    /// simple_switch_grpc) with BMv2's flags: `[-i N@IFACE]... [--device-id N] [-L LEVEL] [--pcap
+    /// DIR] [--no-p4 | PROGRAM.json] [-- --grpc-server-addr ADDR --cpu-port N]`.
     #[command(alias = "simple_switch_grpc")]
     Switch {
-        /// A compiled program (`p4sec compile -o OUTDIR`: the directory, or its program.json) to load at start;
-        /// otherwise the controller pushes one.
+        /// A compiled program (`p4sec compile -o OUTDIR`: the directory, or its program.json) to
+        /// load at start; otherwise the controller pushes one.
         #[arg(long, conflicts_with_all = ["program_file", "no_p4"])]
         program: Option<PathBuf>,
-        /// The program file to load at start (`p4sec compile -o FILE.json`), as BMv2 takes its JSON.
+        /// The program file to load at start (`p4sec compile -o FILE.json`), as BMv2 takes its
+        /// JSON.
         #[arg(value_name = "PROGRAM.json", conflicts_with = "no_p4")]
         program_file: Option<PathBuf>,
-        /// Start without a program: the controller pushes one (BMv2's flag; the default without a program).
+        /// Start without a program: the controller pushes one (BMv2's flag; the default without a
+        /// program).
         #[arg(long)]
         no_p4: bool,
-        /// gRPC listen address [default: 0.0.0.0:9559; a batch run with --program serves none unless given].
+        /// gRPC listen address [default: 0.0.0.0:9559; a batch run with --program serves none
+        /// unless given].
         #[arg(long, value_name = "ADDR")]
         grpc: Option<String>,
         /// P4Runtime device id.
         #[arg(long, default_value_t = 1)]
         device_id: u64,
-        /// A port, repeatable: N=IFACE (a Linux interface, e.g. a veth), N=xdp:IFACE (the same through an
-        /// AF_XDP socket; where AF_XDP cannot work, the packet socket, with the reason logged), N=tap:NAME or N=tun:NAME (a TAP/TUN
-        /// device the switch creates), N=pcap:in=FILE,out=FILE (frames read from / written to pcap files,
-        /// either part optional; with only pcap ports the switch exits once all inputs are processed).
+        /// A port, repeatable: N=IFACE (a Linux interface, e.g. a veth), N=xdp:IFACE (the same
+        /// through an AF_XDP socket; where AF_XDP cannot work, the packet socket, with the reason
+        /// logged), N=tap:NAME or N=tun:NAME (a TAP/TUN device the switch creates),
+        /// N=pcap:in=FILE,out=FILE (frames read from / written to pcap files, either part optional;
+        /// with only pcap ports the switch exits once all inputs are processed).
         #[arg(long = "port", value_name = "N=PORT")]
         ports: Vec<String>,
         /// BMv2's form of a port on a Linux interface, repeatable: N@IFACE is --port N=IFACE.
@@ -131,44 +150,48 @@ enum Cmd {
         /// The -i ports through AF_XDP sockets: N@IFACE is --port N=xdp:IFACE.
         #[arg(long)]
         xdp: bool,
-        /// The CPU port: frames sent to it reach the controller as PacketIn; PacketOut enters on it.
+        /// The CPU port: frames sent to it reach the controller as PacketIn; PacketOut enters on
+        /// it.
         #[arg(long)]
         cpu_port: Option<u32>,
-        /// Packet-processing threads; flows are spread over them by the kernel (PACKET_FANOUT hash).
+        /// Packet-processing threads; flows are spread over them by the kernel (PACKET_FANOUT
+        /// hash).
         #[arg(long, default_value_t = 1)]
         workers: usize,
         /// Serve Prometheus metrics at http://ADDR/metrics.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<String>,
-        /// Log every packet's path through the pipeline (parser states, tables, actions, externs) to stderr.
+        /// Log every packet's path through the pipeline (parser states, tables, actions, externs)
+        /// to stderr.
         #[arg(long)]
         trace: bool,
-        /// Also write every port's received and sent frames to DIR/port<N>-in.pcap and DIR/port<N>-out.pcap
-        /// (also as BMv2's --pcap DIR).
+        /// Also write every port's received and sent frames to DIR/port<N>-in.pcap and
+        /// DIR/port<N>-out.pcap (also as BMv2's --pcap DIR).
         #[arg(long, value_name = "DIR", alias = "pcap")]
         pcap_dir: Option<PathBuf>,
-        /// How much the switch says on stderr: error, warn, info (port events), debug, trace (a line per packet);
-        /// off is error (also as BMv2's -L/--log-level).
+        /// How much the switch says on stderr: error, warn, info (port events), debug, trace (a
+        /// line per packet); off is error (also as BMv2's -L/--log-level).
         #[arg(long, short = 'L', alias = "log-level", value_name = "LEVEL", default_value = "info",
               value_parser = ["error", "warn", "info", "debug", "trace", "off"])]
         log: String,
         /// Accepted for BMv2's sake: the switch always logs to stderr.
         #[arg(long)]
         log_console: bool,
-        /// The run-time control endpoint for `p4sec switch-cli` / `simple_switch_CLI` (set_queue_depth,
-        /// set_queue_rate): a TCP port on 127.0.0.1 (not Thrift: p4sec's own line protocol, see docs/switch.md)
-        /// [default as simple_switch_grpc: 9090; else none].
+        /// The run-time control endpoint for `p4sec switch-cli` / `simple_switch_CLI`
+        /// (set_queue_depth, set_queue_rate): a TCP port on 127.0.0.1 (not Thrift: p4sec's own line
+        /// protocol, see docs/switch.md) [default as simple_switch_grpc: 9090; else none].
         #[arg(long, value_name = "PORT")]
         thrift_port: Option<u16>,
-        /// Queue depth in packets, repeatable: N for every port, PORT=N for one [default: 64, BMv2's].
+        /// Queue depth in packets, repeatable: N for every port, PORT=N for one [default: 64,
+        /// BMv2's].
         #[arg(long, value_name = "[PORT=]N")]
         queue_depth: Vec<String>,
         /// Queue drain rate in packets per second, repeatable: PPS for every port, PORT=PPS for one
         /// [default: unlimited, no queueing].
         #[arg(long, value_name = "[PORT=]PPS")]
         queue_rate: Vec<String>,
-        /// Priority queues per port (1..8; BMv2's --priority-queues): standard_metadata.priority picks the
-        /// queue, the highest priority is served first [default: 1].
+        /// Priority queues per port (1..8; BMv2's --priority-queues): standard_metadata.priority
+        /// picks the queue, the highest priority is served first [default: 1].
         #[arg(long, value_name = "N")]
         priority_queues: Option<usize>,
         /// TLS for the gRPC server: certificate (PEM).
@@ -180,16 +203,18 @@ enum Cmd {
         /// Mutual TLS: clients must present a certificate signed by this CA (PEM).
         #[arg(long, requires = "tls_cert")]
         tls_ca: Option<PathBuf>,
-        /// P4Runtime type translation, repeatable: TYPE=FILE, a JSON object mapping the SDN strings of the
-        /// `@p4runtime_translation` type TYPE (its name or URI) to data-plane values, e.g. {"Ethernet0": 1}.
+        /// P4Runtime type translation, repeatable: TYPE=FILE, a JSON object mapping the SDN strings
+        /// of the `@p4runtime_translation` type TYPE (its name or URI) to data-plane values, e.g.
+        /// {"Ethernet0": 1}.
         #[arg(long, value_name = "TYPE=FILE")]
         translate: Vec<String>,
         /// BMv2's target options, after `--`: --grpc-server-addr ADDR (as --grpc) and --cpu-port N.
         #[arg(last = true, value_name = "TARGET-OPTION")]
         target_options: Vec<String>,
     },
-    /// Send run-time commands to a running switch, one per line on stdin (as BMv2's simple_switch_CLI, also
-    /// run as a program named simple_switch_CLI): set_queue_depth DEPTH [PORT], set_queue_rate RATE_PPS [PORT].
+    /// Send run-time commands to a running switch, one per line on stdin (as BMv2's
+    /// simple_switch_CLI, also run as a program named simple_switch_CLI): set_queue_depth DEPTH
+    /// [PORT], set_queue_rate RATE_PPS [PORT].
     #[command(name = "switch-cli")]
     SwitchCli {
         /// The switch's control endpoint port (its --thrift-port).
@@ -205,7 +230,8 @@ enum Cmd {
         #[arg(long, value_name = "PRE")]
         pre: Option<String>,
     },
-    /// ASCON-AEAD for control-plane tools: JSON requests on stdin, answers on stdout (used by p4sec.inband).
+    /// ASCON-AEAD for control-plane tools: JSON requests on stdin, answers on stdout (used by
+    /// p4sec.inband).
     AsconServe,
     /// Forwarding benchmark: the IPv4 LPM router over 64-byte packets, in process, one core.
     Bench {
@@ -219,7 +245,8 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// SAD benchmark: ESP decapsulation through programs/ipsec_gateway.p4 with 1, 1,000 and 100,000 SAs installed.
+    /// SAD benchmark: ESP decapsulation through programs/ipsec_gateway.p4 with 1, 1,000 and 100,000
+    /// SAs installed.
     BenchSad {
         /// SAD sizes to measure, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "1,1000,100000")]
@@ -228,11 +255,12 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// ESP benchmark: one tunnel through programs/ipsec_gateway.p4 in one direction (encapsulation or
-    /// decapsulation), every output checked, with a digest of the emitted frames (for callgrind: instructions
-    /// collected in `Engine::process` divided by the packets).
+    /// ESP benchmark: one tunnel through programs/ipsec_gateway.p4 in one direction (encapsulation
+    /// or decapsulation), every output checked, with a digest of the emitted frames (for callgrind:
+    /// instructions collected in `Engine::process` divided by the packets).
     BenchEsp {
-        /// The direction measured: enc (plain in on the LAN port, ESP out) or dec (ESP in, plain out).
+        /// The direction measured: enc (plain in on the LAN port, ESP out) or dec (ESP in, plain
+        /// out).
         #[arg(long, default_value = "enc")]
         dir: String,
         /// Size of the plain IP packets (the hosts' MTU).
@@ -242,8 +270,9 @@ enum Cmd {
         #[arg(long, default_value_t = 20_000)]
         packets: u32,
     },
-    /// Mixed traffic and re-keying benchmark (the IPsec gateway paper's Table 3): throughput with k of every 16
-    /// packets ESP to decrypt and the rest plain IP, without and with SAs renewed continuously, in the same run.
+    /// Mixed traffic and re-keying benchmark (the IPsec gateway paper's Table 3): throughput with k
+    /// of every 16 packets ESP to decrypt and the rest plain IP, without and with SAs renewed
+    /// continuously, in the same run.
     BenchMixed {
         /// Frame sizes (the plain and the decrypted frames; 64 to 1518), comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "64,512,1500")]
@@ -257,21 +286,24 @@ enum Cmd {
         /// Seconds of gateway time per measurement.
         #[arg(long, default_value_t = 0.5)]
         seconds: f64,
-        /// Rounds per figure (each: one measurement without and one with re-keying); medians are reported.
+        /// Rounds per figure (each: one measurement without and one with re-keying); medians are
+        /// reported.
         #[arg(long, default_value_t = 3)]
         rounds: u32,
         /// SA renewals per second during re-keying (round robin over the tunnels).
         #[arg(long, default_value_t = 1000.0)]
         rekey_rate: f64,
-        /// Milliseconds an old SAD-dec entry stays after its renewal (and until every packet made under it is through).
+        /// Milliseconds an old SAD-dec entry stays after its renewal (and until every packet made
+        /// under it is through).
         #[arg(long, default_value_t = 10.0)]
         grace_ms: f64,
         /// Write the figures as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// Hashing benchmark: Table III of the cryptographic hashing paper (whole-frame keyed hashing in the
-    /// pipeline, percent of 10 GbE line rate) and the per-packet cost of each hash algorithm.
+    /// Hashing benchmark: Table III of the cryptographic hashing paper (whole-frame keyed hashing
+    /// in the pipeline, percent of 10 GbE line rate) and the per-packet cost of each hash
+    /// algorithm.
     BenchHash {
         /// Seconds to measure in total.
         #[arg(long, default_value_t = 8.0)]
@@ -280,8 +312,8 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// P4EAD benchmark: ASCON-AEAD in plain P4 with recirculation (1-4 rounds per pass) versus the extern,
-    /// throughput and latency per request, beside the P4EAD paper's figures.
+    /// P4EAD benchmark: ASCON-AEAD in plain P4 with recirculation (1-4 rounds per pass) versus the
+    /// extern, throughput and latency per request, beside the P4EAD paper's figures.
     BenchP4ead {
         /// Seconds per measurement group (throughput: median of 5 runs of S/5; latency: S).
         #[arg(long, default_value_t = 2.0)]
@@ -301,8 +333,15 @@ fn parse_defines(defs: &[String]) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-pub fn compile(path: &Path, include: &[PathBuf], defines: &[(String, Option<String>)]) -> Result<p4sec_ir::Program, String> {
-    let opts = p4sec_frontend::CompileOptions { include_dirs: include.to_vec(), defines: defines.to_vec() };
+pub fn compile(
+    path: &Path,
+    include: &[PathBuf],
+    defines: &[(String, Option<String>)],
+) -> Result<p4sec_ir::Program, String> {
+    let opts = p4sec_frontend::CompileOptions {
+        include_dirs: include.to_vec(),
+        defines: defines.to_vec(),
+    };
     p4sec_frontend::compile_file(path, &opts).map_err(|e| e.to_string())
 }
 
@@ -339,20 +378,32 @@ impl P4InfoFormat {
     }
 }
 
-/// Writes what `p4sec compile` produces: the program into `out` (a directory, or a file named *.json) and the
-/// P4Info into `infos`, saying what it wrote.
-fn write_compiled(prog: &p4sec_ir::Program, source: &Path, out: &Path, infos: &[(PathBuf, P4InfoFormat)]) -> ExitCode {
+/// Writes what `p4sec compile` produces: the program into `out` (a directory, or a file named
+/// *.json) and the P4Info into `infos`, saying what it wrote.
+fn write_compiled(
+    prog: &p4sec_ir::Program,
+    source: &Path,
+    out: &Path,
+    infos: &[(PathBuf, P4InfoFormat)],
+) -> ExitCode {
     use p4sec_p4runtime::prost_message::Message;
     let binpb = p4sec_p4runtime::p4info::p4info(prog).encode_to_vec();
     let text = || p4sec_ir::p4info::to_text(prog).into_bytes();
     let json = prog.to_json().into_bytes();
     let mut files: Vec<(PathBuf, Vec<u8>)> = vec![];
-    let is_file = out.extension().is_some_and(|x| x.eq_ignore_ascii_case("json")) && !out.is_dir();
+    let is_file = out
+        .extension()
+        .is_some_and(|x| x.eq_ignore_ascii_case("json"))
+        && !out.is_dir();
     if is_file {
         files.push((out.to_path_buf(), json));
     } else {
-        // p4c names the program after the source (build/NAME.json); p4sec's own tools read program.json
-        let stem = source.file_stem().map(|s| format!("{}.json", s.to_string_lossy())).unwrap_or_else(|| "program.json".into());
+        // p4c names the program after the source (build/NAME.json); p4sec's own tools read
+        // program.json
+        let stem = source
+            .file_stem()
+            .map(|s| format!("{}.json", s.to_string_lossy()))
+            .unwrap_or_else(|| "program.json".into());
         if stem != "program.json" {
             files.push((out.join(stem), json.clone()));
         }
@@ -364,13 +415,15 @@ fn write_compiled(prog: &p4sec_ir::Program, source: &Path, out: &Path, infos: &[
         let bytes = match fmt {
             P4InfoFormat::Text => text(),
             P4InfoFormat::Binary => binpb.clone(),
-            P4InfoFormat::Json => match p4sec_p4runtime::json::to_json("p4.config.v1.P4Info", &binpb) {
-                Ok(j) => j.into_bytes(),
-                Err(e) => {
-                    eprintln!("p4sec compile: the P4Info in JSON: {e}");
-                    return ExitCode::FAILURE;
+            P4InfoFormat::Json => {
+                match p4sec_p4runtime::json::to_json("p4.config.v1.P4Info", &binpb) {
+                    Ok(j) => j.into_bytes(),
+                    Err(e) => {
+                        eprintln!("p4sec compile: the P4Info in JSON: {e}");
+                        return ExitCode::FAILURE;
+                    }
                 }
-            },
+            }
         };
         files.push((path.clone(), bytes));
     }
@@ -390,8 +443,8 @@ fn write_compiled(prog: &p4sec_ir::Program, source: &Path, out: &Path, infos: &[
     ExitCode::SUCCESS
 }
 
-/// BMv2's target options, given after `--`: `--grpc-server-addr ADDR` and `--cpu-port N` (either also as
-/// `--flag=VALUE`).
+/// BMv2's target options, given after `--`: `--grpc-server-addr ADDR` and `--cpu-port N` (either
+/// also as `--flag=VALUE`).
 #[derive(Default)]
 struct TargetOptions {
     grpc_server_addr: Option<String>,
@@ -408,7 +461,12 @@ impl TargetOptions {
                 Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
                 _ => (a.as_str(), None),
             };
-            let mut value = || inline.clone().or_else(|| it.next().cloned()).ok_or_else(|| format!("target option {flag} needs a value"));
+            let mut value = || {
+                inline
+                    .clone()
+                    .or_else(|| it.next().cloned())
+                    .ok_or_else(|| format!("target option {flag} needs a value"))
+            };
             match flag {
                 "--grpc-server-addr" => t.grpc_server_addr = Some(value()?),
                 "--cpu-port" => {
@@ -435,23 +493,40 @@ struct QueueOpts {
     depth: Vec<String>,
     rate: Vec<String>,
     priority_queues: usize,
-    /// The control endpoint's port on 127.0.0.1, and whether it was asked for (a port that cannot be listened
-    /// on is a warning either way; the message differs).
+    /// The control endpoint's port on 127.0.0.1, and whether it was asked for (a port that cannot
+    /// be listened on is a warning either way; the message differs).
     control_port: Option<(u16, bool)>,
 }
 
 /// `[PORT=]VALUE` of --queue-depth / --queue-rate.
-fn port_value<T: std::str::FromStr>(flag: &str, arg: &str, what: &str) -> Result<(Option<u32>, T), String> {
+fn port_value<T: std::str::FromStr>(
+    flag: &str,
+    arg: &str,
+    what: &str,
+) -> Result<(Option<u32>, T), String> {
     let (port, v) = match arg.split_once('=') {
-        Some((p, v)) => (Some(p.trim().parse::<u32>().map_err(|_| format!("{flag} {arg}: `{p}` is not a port number"))?), v),
+        Some((p, v)) => (
+            Some(
+                p.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("{flag} {arg}: `{p}` is not a port number"))?,
+            ),
+            v,
+        ),
         None => (None, arg),
     };
-    let v = v.trim().parse::<T>().map_err(|_| format!("{flag} {arg}: `{v}` is not {what} ({flag} takes [PORT=]VALUE)"))?;
+    let v = v
+        .trim()
+        .parse::<T>()
+        .map_err(|_| format!("{flag} {arg}: `{v}` is not {what} ({flag} takes [PORT=]VALUE)"))?;
     Ok((port, v))
 }
 
 /// The traffic manager for `ports` with the options applied.
-fn traffic_manager(ports: &[u32], q: &QueueOpts) -> Result<p4sec_switch::tm::TrafficManager, String> {
+fn traffic_manager(
+    ports: &[u32],
+    q: &QueueOpts,
+) -> Result<p4sec_switch::tm::TrafficManager, String> {
     use p4sec_switch::tm::{Setting, TrafficManager};
     let tm = TrafficManager::new(ports, q.priority_queues).map_err(|e| e.to_string())?;
     // settings for every port first, then those of one port
@@ -506,10 +581,14 @@ fn run_switch(
             return ExitCode::from(2);
         }
     };
-    // the switch's extern set, assembled once: the device builds every pipeline with it (this program and
-    // those SetForwardingPipelineConfig installs); test externs are not in it (`p4sec stf` only)
+    // the switch's extern set, assembled once: the device builds every pipeline with it (this
+    // program and those SetForwardingPipelineConfig installs); test externs are not in it (`p4sec
+    // stf` only)
     let device = Device::new(device_id, cpu_port, p4sec_externs::p4::registry());
-    *device.translate_maps.write().unwrap_or_else(|p| p.into_inner()) = translate;
+    *device
+        .translate_maps
+        .write()
+        .unwrap_or_else(|p| p.into_inner()) = translate;
     if let Some(path) = program {
         let bytes = match std::fs::read(&path) {
             Ok(t) => t,
@@ -519,7 +598,10 @@ fn run_switch(
             }
         };
         match device.build_pipeline(bytes, None, 0) {
-            Ok(pl) => *device.pipeline.write().unwrap_or_else(|p| p.into_inner()) = Some(std::sync::Arc::new(pl)),
+            Ok(pl) => {
+                *device.pipeline.write().unwrap_or_else(|p| p.into_inner()) =
+                    Some(std::sync::Arc::new(pl))
+            }
             Err(e) => {
                 eprintln!("p4sec switch: {}: {e}", path.display());
                 return ExitCode::FAILURE;
@@ -556,7 +638,13 @@ fn run_switch(
     let (mut port_stats, mut worker_stats) = (vec![], vec![]);
     let mut switch = None;
     if !ports.is_empty() || cpu_port.is_some() {
-        let cfg = p4sec_switch::Config { ports, workers, trace, pcap_dir: pcap_dir.map(Path::to_path_buf), tm: Some(tm.clone()) };
+        let cfg = p4sec_switch::Config {
+            ports,
+            workers,
+            trace,
+            pcap_dir: pcap_dir.map(Path::to_path_buf),
+            tm: Some(tm.clone()),
+        };
         match p4sec_switch::start(device.clone(), &cfg) {
             Ok(s) => {
                 port_stats = s.stats.clone();
@@ -583,7 +671,13 @@ fn run_switch(
                 return ExitCode::from(2);
             }
         };
-        if let Err(e) = p4sec_switch::metrics::serve(addr, device.clone(), port_stats, worker_stats, Some(tm.clone())) {
+        if let Err(e) = p4sec_switch::metrics::serve(
+            addr,
+            device.clone(),
+            port_stats,
+            worker_stats,
+            Some(tm.clone()),
+        ) {
             eprintln!("p4sec switch: {e}");
             stop_switch(switch);
             return ExitCode::FAILURE;
@@ -592,13 +686,26 @@ fn run_switch(
     if let Some((port, asked)) = queue_opts.control_port {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
         match p4sec_switch::control::serve(addr, tm.clone()) {
-            Ok(at) => p4log!(Level::Info, "control endpoint (p4sec switch-cli, simple_switch_CLI) on {at}"),
+            Ok(at) => p4log!(
+                Level::Info,
+                "control endpoint (p4sec switch-cli, simple_switch_CLI) on {at}"
+            ),
             // (the switch forwards all the same: another switch may hold BMv2's default port)
-            Err(e) if asked => p4log!(Level::Warn, "{e}; run-time queue commands are not available"),
-            Err(e) => p4log!(Level::Warn, "{e}; run-time queue commands are not available (give --thrift-port PORT)"),
+            Err(e) if asked => p4log!(
+                Level::Warn,
+                "{e}; run-time queue commands are not available"
+            ),
+            Err(e) => p4log!(
+                Level::Warn,
+                "{e}; run-time queue commands are not available (give --thrift-port PORT)"
+            ),
         }
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("p4sec switch: {e}");
@@ -606,16 +713,20 @@ fn run_switch(
             return ExitCode::FAILURE;
         }
     };
-    // A batch run (pcap inputs only) with its program given needs no P4Runtime server unless asked for.
+    // A batch run (pcap inputs only) with its program given needs no P4Runtime server unless asked
+    // for.
     let mut server = if batch && program.is_some() && !grpc_given {
-        p4log!(Level::Info, "batch run: no P4Runtime server (give --grpc ADDR for one)");
+        p4log!(
+            Level::Info,
+            "batch run: no P4Runtime server (give --grpc ADDR for one)"
+        );
         None
     } else {
         p4log!(Level::Info, "P4Runtime (device {device_id}) on {addr}");
         Some(rt.spawn(serve_tls(addr, device, tls)))
     };
-    // Until the server fails, a batch run is done or SIGINT/SIGTERM arrives; then the ports are closed
-    // cleanly (pcap files flushed, TUN/TAP devices removed).
+    // Until the server fails, a batch run is done or SIGINT/SIGTERM arrives; then the ports are
+    // closed cleanly (pcap files flushed, TUN/TAP devices removed).
     let code = loop {
         if server.as_ref().map(|h| h.is_finished()).unwrap_or(false) {
             let r = rt.block_on(server.take().unwrap());
@@ -653,18 +764,36 @@ fn run_switch(
 fn main() -> ExitCode {
     // a symlink named simple_switch_grpc runs the switch with BMv2's command line
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.first().and_then(|a| Path::new(a).file_name()).is_some_and(|n| n == "simple_switch_grpc") {
+    if args
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .is_some_and(|n| n == "simple_switch_grpc")
+    {
         args.insert(1, "simple_switch_grpc".into());
     }
     // and one named simple_switch_CLI is the control client
-    if args.first().and_then(|a| Path::new(a).file_name()).is_some_and(|n| n == "simple_switch_CLI") {
+    if args
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .is_some_and(|n| n == "simple_switch_CLI")
+    {
         args.insert(1, "switch-cli".into());
     }
     let as_bmv2 = args.get(1).is_some_and(|a| a == "simple_switch_grpc");
     let cli = Cli::parse_from(args);
     match cli.cmd {
-        Cmd::Compile { program, out, include, define, p4runtime_files, p4runtime_file, p4runtime_format, .. } => {
-            // (--target, --arch, --std, --p4v: their one accepted value is checked by the parser; --emit-externs ignored)
+        Cmd::Compile {
+            program,
+            out,
+            include,
+            define,
+            p4runtime_files,
+            p4runtime_file,
+            p4runtime_format,
+            ..
+        } => {
+            // (--target, --arch, --std, --p4v: their one accepted value is checked by the parser;
+            // --emit-externs ignored)
             let mut infos = vec![];
             for f in p4runtime_files {
                 match P4InfoFormat::of(&f) {
@@ -690,12 +819,23 @@ fn main() -> ExitCode {
             };
             write_compiled(&prog, &program, &out, &infos)
         }
-        Cmd::Stf { program, test, suite, report, notes, trace, include, define } => {
+        Cmd::Stf {
+            program,
+            test,
+            suite,
+            report,
+            notes,
+            trace,
+            include,
+            define,
+        } => {
             if let Some(dir) = suite {
                 return stf_runner::run_suite(&dir, report.as_deref(), notes.as_deref());
             }
             match (program, test) {
-                (Some(p), Some(t)) => stf_runner::run_one_cli(&p, &t, &include, &parse_defines(&define), trace),
+                (Some(p), Some(t)) => {
+                    stf_runner::run_one_cli(&p, &t, &include, &parse_defines(&define), trace)
+                }
                 _ => {
                     eprintln!("usage: p4sec stf PROGRAM.p4 TEST.stf | p4sec stf --suite DIR");
                     ExitCode::from(2)
@@ -703,10 +843,24 @@ fn main() -> ExitCode {
             }
         }
         Cmd::AsconServe => ascon_serve::run(),
-        Cmd::SwitchCli { thrift_port, thrift_ip, json: _, pre: _ } => {
-            let addr = if thrift_ip.contains(':') { format!("[{thrift_ip}]:{thrift_port}") } else { format!("{thrift_ip}:{thrift_port}") };
+        Cmd::SwitchCli {
+            thrift_port,
+            thrift_ip,
+            json: _,
+            pre: _,
+        } => {
+            let addr = if thrift_ip.contains(':') {
+                format!("[{thrift_ip}]:{thrift_port}")
+            } else {
+                format!("{thrift_ip}:{thrift_port}")
+            };
             let stdin = std::io::stdin();
-            match p4sec_switch::control::client(&addr, stdin.lock(), &mut std::io::stdout(), &mut std::io::stderr()) {
+            match p4sec_switch::control::client(
+                &addr,
+                stdin.lock(),
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            ) {
                 Ok(0) => ExitCode::SUCCESS,
                 Ok(_) => ExitCode::FAILURE,
                 Err(e) => {
@@ -715,13 +869,37 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Bench { routes, seconds, json } => bench::run(routes, seconds, json.as_deref()),
+        Cmd::Bench {
+            routes,
+            seconds,
+            json,
+        } => bench::run(routes, seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
         Cmd::BenchSad { sas, json } => bench_sad::run(&sas, json.as_deref()),
-        Cmd::BenchEsp { dir, size, packets } => bench_esp::run(&bench_esp::Opts { dir, size, packets }),
-        Cmd::BenchMixed { sizes, ks, tunnels, seconds, rounds, rekey_rate, grace_ms, json } => {
-            bench_mixed::run(&bench_mixed::Opts { sizes, ks, tunnels, seconds, rounds, rekey_rate, grace_ms }, json.as_deref())
+        Cmd::BenchEsp { dir, size, packets } => {
+            bench_esp::run(&bench_esp::Opts { dir, size, packets })
         }
+        Cmd::BenchMixed {
+            sizes,
+            ks,
+            tunnels,
+            seconds,
+            rounds,
+            rekey_rate,
+            grace_ms,
+            json,
+        } => bench_mixed::run(
+            &bench_mixed::Opts {
+                sizes,
+                ks,
+                tunnels,
+                seconds,
+                rounds,
+                rekey_rate,
+                grace_ms,
+            },
+            json.as_deref(),
+        ),
         Cmd::BenchP4ead { seconds, json } => bench_p4ead::run(seconds, json.as_deref()),
         Cmd::Switch {
             program,
@@ -760,12 +938,18 @@ fn main() -> ExitCode {
                 }
             }
             let tls = match (tls_cert, tls_key) {
-                (Some(cert), Some(key)) => Some(p4sec_p4runtime::server::TlsFiles { cert, key, client_ca: tls_ca }),
+                (Some(cert), Some(key)) => Some(p4sec_p4runtime::server::TlsFiles {
+                    cert,
+                    key,
+                    client_ca: tls_ca,
+                }),
                 _ => None,
             };
             for i in &interfaces {
                 match i.split_once('@') {
-                    Some((n, iface)) if !n.is_empty() && !iface.is_empty() => ports.push(format!("{n}={}{iface}", if xdp { "xdp:" } else { "" })),
+                    Some((n, iface)) if !n.is_empty() && !iface.is_empty() => {
+                        ports.push(format!("{n}={}{iface}", if xdp { "xdp:" } else { "" }))
+                    }
                     _ => {
                         eprintln!("p4sec switch: -i takes N@IFACE (a port number and a Linux interface), got `{i}`");
                         return ExitCode::from(2);
@@ -788,7 +972,9 @@ fn main() -> ExitCode {
             };
             let cpu_port = match (cpu_port, target.cpu_port) {
                 (Some(_), Some(_)) => {
-                    eprintln!("p4sec switch: --cpu-port given twice (before and after `--`): give one");
+                    eprintln!(
+                        "p4sec switch: --cpu-port given twice (before and after `--`): give one"
+                    );
                     return ExitCode::from(2);
                 }
                 (a, b) => a.or(b),
@@ -800,16 +986,35 @@ fn main() -> ExitCode {
                 }
                 (a, b) => a.or(b).unwrap_or(1),
             };
-            // the control endpoint: where asked for, and at BMv2's default port as simple_switch_grpc
+            // the control endpoint: where asked for, and at BMv2's default port as
+            // simple_switch_grpc
             let control_port = match thrift_port {
                 Some(p) => Some((p, true)),
                 None if as_bmv2 => Some((9090, false)),
                 None => None,
             };
-            let queue_opts = QueueOpts { depth: queue_depth, rate: queue_rate, priority_queues, control_port };
-            // --program OUTDIR (its program.json) or a program file; BMv2's log level `off` is p4sec's quietest
-            let program = program.map(|p| if p.is_dir() { p.join("program.json") } else { p }).or(program_file);
-            let log = if log == "off" { "error".to_string() } else { log };
+            let queue_opts = QueueOpts {
+                depth: queue_depth,
+                rate: queue_rate,
+                priority_queues,
+                control_port,
+            };
+            // --program OUTDIR (its program.json) or a program file; BMv2's log level `off` is
+            // p4sec's quietest
+            let program = program
+                .map(|p| {
+                    if p.is_dir() {
+                        p.join("program.json")
+                    } else {
+                        p
+                    }
+                })
+                .or(program_file);
+            let log = if log == "off" {
+                "error".to_string()
+            } else {
+                log
+            };
             run_switch(
                 program.as_deref(),
                 grpc.as_deref(),

@@ -1,8 +1,9 @@
-//! Compiler and loader limits (issue 23): no depth or size the input controls goes unbounded. Operator chains up
-//! to the front end's limit compile and their program files load in the switch; longer chains get a located
-//! "nested too deep" error instead of a stack overflow; the preprocessor refuses non-regular and oversized files
-//! and stops runaway macro expansion. The deep and runaway cases run through the `p4sec` binary (with a time
-//! limit), so that a regression fails the test instead of crashing or exhausting the test process.
+//! Compiler and loader limits (issue 23): no depth or size the input controls goes unbounded.
+//! Operator chains up to the front end's limit compile and their program files load in the switch;
+//! longer chains get a located "nested too deep" error instead of a stack overflow; the
+//! preprocessor refuses non-regular and oversized files and stops runaway macro expansion. The deep
+//! and runaway cases run through the `p4sec` binary (with a time limit), so that a regression fails
+//! the test instead of crashing or exhausting the test process.
 
 use p4sec_engine::{Engine, Outputs, Worker};
 use std::path::{Path, PathBuf};
@@ -19,13 +20,17 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
-/// A v1model program whose ingress computes a chain of `n` terms joined by `op` (`+` or `&&`) on line 12:
-/// `+` sums the frame's first byte `n` times, `&&` tests it for 1 `n` times; the result goes out on port 1.
+/// A v1model program whose ingress computes a chain of `n` terms joined by `op` (`+` or `&&`) on
+/// line 12: `+` sums the frame's first byte `n` times, `&&` tests it for 1 `n` times; the result
+/// goes out on port 1.
 fn chain_program(n: usize, op: &str) -> String {
     let stmt = if op == "+" {
         format!("meta.b = {};", vec!["meta.a"; n].join(" + "))
     } else {
-        format!("if ({}) {{ meta.b = 1; }}", vec!["meta.a == 1"; n].join(" && "))
+        format!(
+            "if ({}) {{ meta.b = 1; }}",
+            vec!["meta.a == 1"; n].join(" && ")
+        )
     };
     format!(
         "#include <core.p4>\n#include <v1model.p4>\nheader h_t {{ bit<8> x; }}\nstruct headers_t {{ h_t h; }}\n\
@@ -44,7 +49,12 @@ fn chain_program(n: usize, op: &str) -> String {
 
 /// Run the binary with a time limit: (exit code, or None if killed by a signal; stderr).
 fn p4sec(args: &[&str], limit: Duration) -> (Option<i32>, String) {
-    let mut child = Command::new(BIN).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("p4sec runs");
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("p4sec runs");
     // stderr read while it runs (a long error message would fill the pipe and block it)
     let mut pipe = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -68,7 +78,15 @@ fn p4sec(args: &[&str], limit: Duration) -> (Option<i32>, String) {
 
 fn compile(dir: &Path, src: &str) -> (Option<i32>, String) {
     std::fs::write(dir.join("c.p4"), src).unwrap();
-    p4sec(&["compile", dir.join("c.p4").to_str().unwrap(), "--out", dir.join("out").to_str().unwrap()], Duration::from_secs(120))
+    p4sec(
+        &[
+            "compile",
+            dir.join("c.p4").to_str().unwrap(),
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    )
 }
 
 #[test]
@@ -77,32 +95,55 @@ fn chains_past_the_limit_get_a_located_error_instead_of_a_crash() {
         for n in [300, 3000, 100_000] {
             let d = tmp(&format!("deep{}{n}", op.len()));
             let (code, err) = compile(&d, &chain_program(n, op));
-            assert_eq!(code, Some(1), "{n} `{op}` terms: exit {code:?} (a signal if None): {err}");
-            assert!(err.contains("nested more than 256 levels deep"), "{n} `{op}` terms: {err}");
-            assert!(err.contains("c.p4:12:"), "{n} `{op}` terms: located on the chain's line: {err}");
+            assert_eq!(
+                code,
+                Some(1),
+                "{n} `{op}` terms: exit {code:?} (a signal if None): {err}"
+            );
+            assert!(
+                err.contains("nested more than 256 levels deep"),
+                "{n} `{op}` terms: {err}"
+            );
+            assert!(
+                err.contains("c.p4:12:"),
+                "{n} `{op}` terms: located on the chain's line: {err}"
+            );
         }
     }
     // deep parentheses and deeply nested mixed forms: the parser's own limit, located too
     let d = tmp("parens");
     let expr = format!("{}meta.a{}", "(".repeat(5000), ")".repeat(5000));
-    let (code, err) = compile(&d, &chain_program(1, "+").replace("meta.b = meta.a;", &format!("meta.b = {expr};")));
+    let (code, err) = compile(
+        &d,
+        &chain_program(1, "+").replace("meta.b = meta.a;", &format!("meta.b = {expr};")),
+    );
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("c.p4:12:"), "{err}");
 }
 
-/// 1 + the write of the 60-term chain (which the switch used to refuse: serde_json's recursion limit) and of one
-/// just below the limit: compiled by the binary, loaded by the switch from the program file, and run.
+/// 1 + the write of the 60-term chain (which the switch used to refuse: serde_json's recursion
+/// limit) and of one just below the limit: compiled by the binary, loaded by the switch from the
+/// program file, and run.
 #[test]
 fn chains_below_the_limit_compile_and_their_program_files_load() {
-    for (n, op, input, want) in [(60usize, "+", 3u8, (3 * 60 % 256) as u8), (250, "+", 3, (3 * 250 % 256) as u8), (60, "&&", 1, 1), (250, "&&", 1, 1)] {
+    for (n, op, input, want) in [
+        (60usize, "+", 3u8, (3 * 60 % 256) as u8),
+        (250, "+", 3, (3 * 250 % 256) as u8),
+        (60, "&&", 1, 1),
+        (250, "&&", 1, 1),
+    ] {
         let d = tmp(&format!("ok{}{n}", op.len()));
         let (code, err) = compile(&d, &chain_program(n, op));
         assert_eq!(code, Some(0), "{n} `{op}` terms: {err}");
         let json = std::fs::read_to_string(d.join("out/program.json")).unwrap();
-        // the switch binary loads it and forwards a frame (pcap ports: it exits once the input is done)
+        // the switch binary loads it and forwards a frame (pcap ports: it exits once the input is
+        // done)
         let pcap_in = d.join("in.pcap");
         let mut pcap = vec![];
-        pcap.extend_from_slice(&[0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0]);
+        pcap.extend_from_slice(&[
+            0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0,
+            0,
+        ]);
         pcap.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, input]);
         std::fs::write(&pcap_in, pcap).unwrap();
         let out1 = d.join("out1.pcap");
@@ -118,9 +159,18 @@ fn chains_below_the_limit_compile_and_their_program_files_load() {
             ],
             Duration::from_secs(60),
         );
-        assert_eq!(code, Some(0), "{n} `{op}` terms: the switch refused the program file: {err}");
+        assert_eq!(
+            code,
+            Some(0),
+            "{n} `{op}` terms: the switch refused the program file: {err}"
+        );
         let got = std::fs::read(&out1).unwrap_or_default();
-        assert_eq!(got.last(), Some(&want), "{n} `{op}` terms: the frame out of port 1 ({} bytes of pcap)", got.len());
+        assert_eq!(
+            got.last(),
+            Some(&want),
+            "{n} `{op}` terms: the frame out of port 1 ({} bytes of pcap)",
+            got.len()
+        );
         // in process, on a thread with an ordinary 2 MB stack: the loader and the engine
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
@@ -131,12 +181,17 @@ fn chains_below_the_limit_compile_and_their_program_files_load() {
                 let mut w = Worker::new(&e);
                 let mut out = Outputs::default();
                 e.process(&mut w, 0, &[input], &mut out);
-                tx.send(out.iter().map(|(p, b)| (p, b.to_vec())).collect::<Vec<_>>()).unwrap();
+                tx.send(out.iter().map(|(p, b)| (p, b.to_vec())).collect::<Vec<_>>())
+                    .unwrap();
             })
             .unwrap()
             .join()
             .unwrap();
-        assert_eq!(rx.recv().unwrap(), vec![(1, vec![want])], "{n} `{op}` terms in process");
+        assert_eq!(
+            rx.recv().unwrap(),
+            vec![(1, vec![want])],
+            "{n} `{op}` terms in process"
+        );
     }
 }
 
@@ -144,7 +199,10 @@ fn chains_below_the_limit_compile_and_their_program_files_load() {
 fn program_files_nested_past_the_loader_limit_are_refused_precisely() {
     let deep = "[".repeat(1_000_000);
     let e = p4sec_ir::Program::from_json(&deep).unwrap_err();
-    assert!(e.contains("nested more than") && e.contains("at byte"), "{e}");
+    assert!(
+        e.contains("nested more than") && e.contains("at byte"),
+        "{e}"
+    );
     // brackets inside strings do not count
     let quoted = format!("\"{}\"", "[".repeat(100_000));
     let e = p4sec_ir::Program::from_json(&quoted).unwrap_err();
@@ -157,7 +215,10 @@ fn the_preprocessor_refuses_devices_large_files_and_runaway_expansion() {
     // a device: refused at once, located on the #include
     let (code, err) = compile(&d, "#include <core.p4>\n#include \"/dev/zero\"\n");
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("not a regular file") && err.contains("c.p4:2:"), "{err}");
+    assert!(
+        err.contains("not a regular file") && err.contains("c.p4:2:"),
+        "{err}"
+    );
     // a directory
     let (code, err) = compile(&d, &format!("#include \"{}\"\n", d.display()));
     assert_eq!(code, Some(1), "{err}");
@@ -167,8 +228,19 @@ fn the_preprocessor_refuses_devices_large_files_and_runaway_expansion() {
     std::fs::write(&big, vec![b' '; (16 << 20) + 1]).unwrap();
     let (code, err) = compile(&d, "#include \"big.p4\"\n");
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("larger than the limit") && err.contains("c.p4:1:"), "{err}");
-    let (code, err) = p4sec(&["compile", big.to_str().unwrap(), "--out", d.join("o").to_str().unwrap()], Duration::from_secs(60));
+    assert!(
+        err.contains("larger than the limit") && err.contains("c.p4:1:"),
+        "{err}"
+    );
+    let (code, err) = p4sec(
+        &[
+            "compile",
+            big.to_str().unwrap(),
+            "--out",
+            d.join("o").to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("larger than the limit"), "{err}");
     // an exponential #define chain: each level doubles the text
@@ -179,5 +251,8 @@ fn the_preprocessor_refuses_devices_large_files_and_runaway_expansion() {
     src.push_str("A40\n");
     let (code, err) = compile(&d, &src);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("grows past the limit") && err.contains("c.p4:42:"), "{err}");
+    assert!(
+        err.contains("grows past the limit") && err.contains("c.p4:42:"),
+        "{err}"
+    );
 }

@@ -1,7 +1,7 @@
-//! A deterministic fuzz sweep that runs with `cargo test` (the coverage-guided targets are in fuzz/):
-//! mutated corpus programs must compile or fail with an error (no panic), and random frames through
-//! every corpus program must not panic the engine. The corpus is the reference compiler's, from the shared
-//! corpora (skipped without them: see common/mod.rs).
+//! A deterministic fuzz sweep that runs with `cargo test` (the coverage-guided targets are in
+//! fuzz/): mutated corpus programs must compile or fail with an error (no panic), and random frames
+//! through every corpus program must not panic the engine. The corpus is the reference compiler's,
+//! from the shared corpora (skipped without them: see common/mod.rs).
 
 mod common;
 
@@ -15,7 +15,10 @@ fn corpus() -> Option<Vec<PathBuf>> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("corpus")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().map(|x| x == "p4").unwrap_or(false) && !p.to_string_lossy().contains("skeleton"))
+        .filter(|p| {
+            p.extension().map(|x| x == "p4").unwrap_or(false)
+                && !p.to_string_lossy().contains("skeleton")
+        })
         .collect();
     v.sort();
     Some(v)
@@ -43,7 +46,11 @@ fn mutated_programs_never_panic() {
                     0 => {
                         t.remove(i);
                     }
-                    1 => t.insert(i, ['{', '}', ';', '(', ')', '<', '>', '0', 'x', '#'][(rng(&mut seed) % 10) as usize]),
+                    1 => t.insert(
+                        i,
+                        ['{', '}', ';', '(', ')', '<', '>', '0', 'x', '#']
+                            [(rng(&mut seed) % 10) as usize],
+                    ),
                     2 => {
                         let j = (i + (rng(&mut seed) as usize % 40)).min(t.len());
                         t.drain(i..j);
@@ -55,9 +62,17 @@ fn mutated_programs_never_panic() {
                 }
             }
             let src: String = t.into_iter().collect();
-            let opts = p4sec_frontend::CompileOptions { include_dirs: vec![dir.clone()], defines: vec![] };
-            let r = std::panic::catch_unwind(|| p4sec_frontend::compile_str("mutant.p4", &src, &opts));
-            assert!(r.is_ok(), "front end panicked on a mutant of {}", p.display());
+            let opts = p4sec_frontend::CompileOptions {
+                include_dirs: vec![dir.clone()],
+                defines: vec![],
+            };
+            let r =
+                std::panic::catch_unwind(|| p4sec_frontend::compile_str("mutant.p4", &src, &opts));
+            assert!(
+                r.is_ok(),
+                "front end panicked on a mutant of {}",
+                p.display()
+            );
         }
     }
 }
@@ -68,7 +83,9 @@ fn random_frames_never_panic_the_engine() {
     let mut seed = 12345u64;
     let externs = p4sec_engine::test_externs::registry();
     for p in corpus {
-        let Ok(prog) = p4sec_frontend::compile_file(&p, &Default::default()) else { continue };
+        let Ok(prog) = p4sec_frontend::compile_file(&p, &Default::default()) else {
+            continue;
+        };
         let e = Engine::new(Arc::new(prog), &externs).unwrap();
         let mut w = Worker::new(&e);
         let mut out = Outputs::default();
@@ -80,7 +97,12 @@ fn random_frames_never_panic_the_engine() {
                 out.clear();
                 e.process(&mut w, port, &frame, &mut out);
             }));
-            assert!(r.is_ok(), "engine panicked on {} with frame {:02x?}", p.display(), frame);
+            assert!(
+                r.is_ok(),
+                "engine panicked on {} with frame {:02x?}",
+                p.display(),
+                frame
+            );
         }
     }
 }

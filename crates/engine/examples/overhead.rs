@@ -1,12 +1,17 @@
-//! Per-packet overhead of the pipeline stages (development aid): empty program vs parse-only vs router.
+//! Per-packet overhead of the pipeline stages (development aid): empty program vs parse-only vs
+//! router.
 use p4sec_engine::{Engine, Outputs, Worker};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Fastest of 15 rounds of 200k packets (ns/packet): the machine is shared, so the minimum is the stable figure.
+/// Fastest of 15 rounds of 200k packets (ns/packet): the machine is shared, so the minimum is the
+/// stable figure.
 fn best_of(mut f: impl FnMut()) -> f64 {
     // OVERHEAD_ROUNDS=1 for a single short round (e.g. under valgrind --tool=callgrind)
-    let rounds: usize = std::env::var("OVERHEAD_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(15);
+    let rounds: usize = std::env::var("OVERHEAD_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(15);
     let n = if rounds == 1 { 20_000 } else { 200_000 };
     (0..rounds)
         .map(|_| {
@@ -20,7 +25,9 @@ fn best_of(mut f: impl FnMut()) -> f64 {
 }
 
 fn wanted(name: &str) -> bool {
-    std::env::args().nth(1).map_or(true, |f| name.starts_with(&f))
+    std::env::args()
+        .nth(1)
+        .map_or(true, |f| name.starts_with(&f))
 }
 
 fn time(name: &str, src: &str) {
@@ -57,12 +64,23 @@ fn time_ipv4(name: &str, src: &str) {
         if routed {
             use p4sec_ir::*;
             let t = e.table_index("RouterIngress.ipv4_lpm").unwrap();
-            let a = e.prog.actions.iter().position(|a| a.name == "RouterIngress.set_nhop").unwrap() as u32;
+            let a = e
+                .prog
+                .actions
+                .iter()
+                .position(|a| a.name == "RouterIngress.set_nhop")
+                .unwrap() as u32;
             e.table_insert(
                 t,
                 TableEntry {
-                    matches: vec![FieldMatch::Lpm { value: Value::new(32, 0), prefix_len: 0 }],
-                    action: ActionCall { action: a, args: vec![Value::new(48, 1), Value::new(48, 2), Value::new(9, 3)] },
+                    matches: vec![FieldMatch::Lpm {
+                        value: Value::new(32, 0),
+                        prefix_len: 0,
+                    }],
+                    action: ActionCall {
+                        action: a,
+                        args: vec![Value::new(48, 1), Value::new(48, 2), Value::new(9, 3)],
+                    },
                     priority: 0,
                 },
             )
@@ -72,12 +90,17 @@ fn time_ipv4(name: &str, src: &str) {
             out.clear();
             e.process(&mut w, 0, &pkt, &mut out);
         });
-        println!("{name:<20} {ns:>8.1} ns/packet  {:>6.2} Mpps routed={routed} out={}", 1e3 / ns, out.len());
+        println!(
+            "{name:<20} {ns:>8.1} ns/packet  {:>6.2} Mpps routed={routed} out={}",
+            1e3 / ns,
+            out.len()
+        );
     }
 }
 
-/// programs/hash_frames.p4 with and without SipHash-2-4 over the whole 64-byte frame (extern call cost); with
-/// `entry`, the key comes from an entry for the ingress port (a table hit) instead of the default action.
+/// programs/hash_frames.p4 with and without SipHash-2-4 over the whole 64-byte frame (extern call
+/// cost); with `entry`, the key comes from an entry for the ingress port (a table hit) instead of
+/// the default action.
 fn time_hash(name: &str, alg: Option<&str>, entry: bool) {
     if !wanted(name) {
         return;
@@ -92,10 +115,29 @@ fn time_hash(name: &str, alg: Option<&str>, entry: bool) {
     if entry {
         use p4sec_ir::*;
         let t = e.table_index("HfIngress.port_key").unwrap();
-        let fwd = e.prog.actions.iter().position(|a| a.name == "HfIngress.forward").unwrap() as u32;
-        let key = Value { width: 128, words: vec![0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908] };
+        let fwd = e
+            .prog
+            .actions
+            .iter()
+            .position(|a| a.name == "HfIngress.forward")
+            .unwrap() as u32;
+        let key = Value {
+            width: 128,
+            words: vec![0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908],
+        };
         let m = vec![FieldMatch::Exact(Value::new(9, 0))];
-        e.table_insert(t, TableEntry { matches: m, action: ActionCall { action: fwd, args: vec![Value::new(9, 1), key] }, priority: 0 }).unwrap();
+        e.table_insert(
+            t,
+            TableEntry {
+                matches: m,
+                action: ActionCall {
+                    action: fwd,
+                    args: vec![Value::new(9, 1), key],
+                },
+                priority: 0,
+            },
+        )
+        .unwrap();
     }
     let mut w = Worker::new(&e);
     let mut out = Outputs::default();
@@ -105,7 +147,11 @@ fn time_hash(name: &str, alg: Option<&str>, entry: bool) {
         out.clear();
         e.process(&mut w, 0, &pkt, &mut out);
     });
-    println!("{name:<20} {ns:>8.1} ns/packet  {:>6.2} Mpps out={}", 1e3 / ns, out.len());
+    println!(
+        "{name:<20} {ns:>8.1} ns/packet  {:>6.2} Mpps out={}",
+        1e3 / ns,
+        out.len()
+    );
 }
 
 fn main() {
@@ -123,16 +169,39 @@ control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } 
 control D(packet_out p, in hs hdr) { apply { DEP } }
 V1Switch(P(), C(), I(), E(), C(), D()) main;
 "#;
-    time("empty", &base.replace("PARSE", "").replace("ING", "").replace("DEP", ""));
-    time("parse", &base.replace("PARSE", "p.extract(hdr.h);").replace("ING", "").replace("DEP", ""));
-    time("parse+emit", &base.replace("PARSE", "p.extract(hdr.h);").replace("ING", "").replace("DEP", "p.emit(hdr.h);"));
+    time(
+        "empty",
+        &base
+            .replace("PARSE", "")
+            .replace("ING", "")
+            .replace("DEP", ""),
+    );
+    time(
+        "parse",
+        &base
+            .replace("PARSE", "p.extract(hdr.h);")
+            .replace("ING", "")
+            .replace("DEP", ""),
+    );
+    time(
+        "parse+emit",
+        &base
+            .replace("PARSE", "p.extract(hdr.h);")
+            .replace("ING", "")
+            .replace("DEP", "p.emit(hdr.h);"),
+    );
     let router = include_str!("../../../programs/ipv4_router.p4");
     time_ipv4("router", router);
-    let no_ck = router.replace("verify_checksum(", "if (false) verify_checksum(").replace("update_checksum(", "if (false) update_checksum(");
+    let no_ck = router
+        .replace("verify_checksum(", "if (false) verify_checksum(")
+        .replace("update_checksum(", "if (false) update_checksum(");
     time_ipv4("router-no-checksum", &no_ck);
     time(
         "parse+assign+emit",
-        &base.replace("PARSE", "p.extract(hdr.h);").replace("ING", "hdr.h.a = hdr.h.b + 1; sm.egress_spec = 1;").replace("DEP", "p.emit(hdr.h);"),
+        &base
+            .replace("PARSE", "p.extract(hdr.h);")
+            .replace("ING", "hdr.h.a = hdr.h.b + 1; sm.egress_spec = 1;")
+            .replace("DEP", "p.emit(hdr.h);"),
     );
 }
 

@@ -1,7 +1,7 @@
-//! Fixed-width bit-string arithmetic for values wider than 64 bits (up to `MAX_WIDTH`), without allocation.
-//! Values narrower than 65 bits take the `u64` fast path in the interpreter instead. Also bit strings packed
-//! most significant bit first: [`BitWriter`] (emitted headers, extern arguments, checksum data) and
-//! [`read_wide`].
+//! Fixed-width bit-string arithmetic for values wider than 64 bits (up to `MAX_WIDTH`), without
+//! allocation. Values narrower than 65 bits take the `u64` fast path in the interpreter instead.
+//! Also bit strings packed most significant bit first: [`BitWriter`] (emitted headers, extern
+//! arguments, checksum data) and [`read_wide`].
 
 use p4sec_externs::layout::read_bits;
 use p4sec_ir::MAX_WIDTH;
@@ -202,7 +202,11 @@ impl BitWriter {
     pub fn put_wide(&mut self, out: &mut Vec<u8>, v: &Wide, width: u32) {
         let mut remaining = width;
         while remaining > 0 {
-            let chunk = if remaining % 64 == 0 { 64 } else { remaining % 64 };
+            let chunk = if remaining % 64 == 0 {
+                64
+            } else {
+                remaining % 64
+            };
             let x = slice(v, remaining - 1, remaining - chunk)[0];
             self.put(out, x, chunk);
             remaining -= chunk;

@@ -1,6 +1,7 @@
-//! Calls: the v1model built-ins (drop, clone, resubmit, recirculate, hash and checksum, registers, counters,
-//! meters, digests, ...) and calls of registered extern methods, with their argument planning (layouts
-//! resolved at load time, call sites an extern binds for itself, and the general marshalling path).
+//! Calls: the v1model built-ins (drop, clone, resubmit, recirculate, hash and checksum, registers,
+//! counters, meters, digests, ...) and calls of registered extern methods, with their argument
+//! planning (layouts resolved at load time, call sites an extern binds for itself, and the general
+//! marshalling path).
 
 use crate::bits::{self, mask64 as mask, read_wide, BitWriter};
 use crate::hash;
@@ -12,24 +13,34 @@ use p4sec_externs::layout::{read_bits, ArgLayout, Part};
 use p4sec_ir::*;
 use std::sync::atomic::Ordering;
 
-/// The layout of extern argument `a` ([`ArgLayout`]), if every part is a load of a fixed location or a
-/// narrow constant (and, for `out`/`inout`, every destination is a fixed location) and fields wider than 64
-/// bits sit on byte boundaries.
+/// The layout of extern argument `a` ([`ArgLayout`]), if every part is a load of a fixed location
+/// or a narrow constant (and, for `out`/`inout`, every destination is a fixed location) and fields
+/// wider than 64 bits sit on byte boundaries.
 pub(crate) fn plan_arg(a: &ExternArg) -> Option<ArgLayout> {
-    let field = |l: &Loc| Part::Field { slot: l.slot, width: l.width };
+    let field = |l: &Loc| Part::Field {
+        slot: l.slot,
+        width: l.width,
+    };
     let parts: Vec<Part> = if a.dir == Direction::In {
         let mut parts = vec![];
         for e in &a.parts {
             match e {
                 Expr::Load(LValue::Static(l)) => parts.push(field(l)),
-                Expr::Small { value, width } => parts.push(Part::Const { value: *value, width: *width }),
+                Expr::Small { value, width } => parts.push(Part::Const {
+                    value: *value,
+                    width: *width,
+                }),
                 // a constant wider than 64 bits (a key written in the program): 64-bit pieces, most
                 // significant first
                 Expr::Const(v) => {
                     let n = words_for(v.width);
                     for k in (0..n).rev() {
                         let width = if k + 1 == n { v.width - 64 * k } else { 64 };
-                        parts.push(Part::Const { value: v.words.get(k as usize).copied().unwrap_or(0) & crate::bits::mask64(width), width });
+                        parts.push(Part::Const {
+                            value: v.words.get(k as usize).copied().unwrap_or(0)
+                                & crate::bits::mask64(width),
+                            width,
+                        });
                     }
                 }
                 _ => return None,
@@ -37,7 +48,16 @@ pub(crate) fn plan_arg(a: &ExternArg) -> Option<ArgLayout> {
         }
         parts
     } else {
-        a.dsts.iter().map(|d| if let LValue::Static(l) = d { Some(field(l)) } else { None }).collect::<Option<_>>()?
+        a.dsts
+            .iter()
+            .map(|d| {
+                if let LValue::Static(l) = d {
+                    Some(field(l))
+                } else {
+                    None
+                }
+            })
+            .collect::<Option<_>>()?
     };
     if a.dir == Direction::InOut {
         // the value going in must be the destinations' own
@@ -62,8 +82,9 @@ pub(crate) fn dir_of(d: Direction) -> Dir {
     }
 }
 
-/// An extern call site whose arguments are all planned ([`ArgLayout`]) and whose return value, if any, goes to
-/// a fixed location: what [`Engine::extern_call_planned`] needs per packet, resolved once.
+/// An extern call site whose arguments are all planned ([`ArgLayout`]) and whose return value, if
+/// any, goes to a fixed location: what [`Engine::extern_call_planned`] needs per packet, resolved
+/// once.
 pub(crate) struct PlannedCall {
     inst: usize,
     method: u32,
@@ -73,37 +94,81 @@ pub(crate) struct PlannedCall {
 }
 
 impl PlannedCall {
-    pub(crate) fn new(inst: usize, method: u32, args: &[ExternArg], plans: &[Option<ArgLayout>], ret: Option<&LValue>) -> Option<Self> {
+    pub(crate) fn new(
+        inst: usize,
+        method: u32,
+        args: &[ExternArg],
+        plans: &[Option<ArgLayout>],
+        ret: Option<&LValue>,
+    ) -> Option<Self> {
         let ret = match ret {
             None => None,
             Some(LValue::Static(l)) => Some(*l),
             Some(_) => return None,
         };
-        let args = args.iter().zip(plans).map(|(a, p)| p.clone().map(|p| (p, a.dir))).collect::<Option<Vec<_>>>()?;
-        Some(PlannedCall { inst, method, args, ret })
+        let args = args
+            .iter()
+            .zip(plans)
+            .map(|(a, p)| p.clone().map(|p| (p, a.dir)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(PlannedCall {
+            inst,
+            method,
+            args,
+            ret,
+        })
     }
 
-    /// The call site compiled by its extern, if the extern binds it ([`ExternObject::bind`]); `frame_prefix`:
-    /// the argument the engine may vouch for ([`crate::pristine`]).
-    pub(crate) fn bind(&self, externs: &[Box<dyn ExternObject>], methods: &[Vec<u32>], frame_prefix: Option<usize>) -> Option<Box<dyn BoundCall>> {
+    /// The call site compiled by its extern, if the extern binds it ([`ExternObject::bind`]);
+    /// `frame_prefix`: the argument the engine may vouch for ([`crate::pristine`]).
+    pub(crate) fn bind(
+        &self,
+        externs: &[Box<dyn ExternObject>],
+        methods: &[Vec<u32>],
+        frame_prefix: Option<usize>,
+    ) -> Option<Box<dyn BoundCall>> {
         let obj = externs.get(self.inst)?;
         let m = *methods.get(self.inst)?.get(self.method as usize)?;
-        let args: Vec<BoundArg> =
-            self.args.iter().enumerate().map(|(i, (layout, d))| BoundArg { dir: dir_of(*d), layout, frame_prefix: frame_prefix == Some(i) }).collect();
+        let args: Vec<BoundArg> = self
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, (layout, d))| BoundArg {
+                dir: dir_of(*d),
+                layout,
+                frame_prefix: frame_prefix == Some(i),
+            })
+            .collect();
         let ret = match self.ret {
-            Some(l) => Some(ArgLayout::new(l.width, &[Part::Field { slot: l.slot, width: l.width }])?),
+            Some(l) => Some(ArgLayout::new(
+                l.width,
+                &[Part::Field {
+                    slot: l.slot,
+                    width: l.width,
+                }],
+            )?),
             None => None,
         };
         obj.bind(m, &args, ret.as_ref())
     }
 }
 
-/// Run `f` (an extern method) with the payload as a view of the received packet while it is still there (an
-/// extern that only reads it costs no copy; the first write copies it out, `Payload::vec_mut`), and note when
-/// it no longer is.
+/// Run `f` (an extern method) with the payload as a view of the received packet while it is still
+/// there (an extern that only reads it costs no copy; the first write copies it out,
+/// `Payload::vec_mut`), and note when it no longer is.
 #[inline(always)]
-fn with_payload<R>(pkt: &[u8], payload_at: &mut usize, owned: &mut Vec<u8>, skip: &mut usize, f: impl FnOnce(&mut Payload<'_>) -> R) -> R {
-    let mut payload = if *payload_at != crate::NOT_IN_PKT { Payload::in_packet(pkt, *payload_at, owned) } else { Payload::owned_from(owned, *skip) };
+fn with_payload<R>(
+    pkt: &[u8],
+    payload_at: &mut usize,
+    owned: &mut Vec<u8>,
+    skip: &mut usize,
+    f: impl FnOnce(&mut Payload<'_>) -> R,
+) -> R {
+    let mut payload = if *payload_at != crate::NOT_IN_PKT {
+        Payload::in_packet(pkt, *payload_at, owned)
+    } else {
+        Payload::owned_from(owned, *skip)
+    };
     let r = f(&mut payload);
     if !payload.is_in_packet() {
         *payload_at = crate::NOT_IN_PKT;
@@ -127,16 +192,25 @@ fn call_with_payload(
     with_payload(pkt, payload_at, owned, skip, |p| obj.call(m, bufs, ret, p))
 }
 
-/// An extern that resized an argument it writes, or the return value, broke the interface: a fault, not a
-/// write-back of the wrong bits. `outs`: (width, buffer) of each `out`/`inout` argument.
+/// An extern that resized an argument it writes, or the return value, broke the interface: a fault,
+/// not a write-back of the wrong bits. `outs`: (width, buffer) of each `out`/`inout` argument.
 #[inline(always)]
-fn check_lengths<'a>(mut outs: impl Iterator<Item = (u32, &'a BitBuf)>, ret: Option<(u32, &BitBuf)>) -> Result<(), ExternError> {
+fn check_lengths<'a>(
+    mut outs: impl Iterator<Item = (u32, &'a BitBuf)>,
+    ret: Option<(u32, &BitBuf)>,
+) -> Result<(), ExternError> {
     if let Some((wd, b)) = outs.find(|(wd, b)| b.bytes.len() != wd.div_ceil(8) as usize) {
-        return Err(ExternError::Failed(format!("an out argument of {wd} bits came back as {} bytes", b.bytes.len())));
+        return Err(ExternError::Failed(format!(
+            "an out argument of {wd} bits came back as {} bytes",
+            b.bytes.len()
+        )));
     }
     match ret {
         Some((wd, b)) if b.bytes.len() != wd.div_ceil(8) as usize => {
-            Err(ExternError::Failed(format!("the return value of {wd} bits came back as {} bytes", b.bytes.len())))
+            Err(ExternError::Failed(format!(
+                "the return value of {wd} bits came back as {} bytes",
+                b.bytes.len()
+            )))
         }
         _ => Ok(()),
     }
@@ -156,17 +230,33 @@ impl Engine {
                 self.store(w, sm.egress_spec, 511);
                 self.store(w, sm.mcast_grp, 0);
             }
-            Builtin::Hash { dst, algo, base, data, max } => {
+            Builtin::Hash {
+                dst,
+                algo,
+                base,
+                data,
+                max,
+            } => {
                 self.concat_data(w, data);
                 let h = hash::compute(*algo, &w.scratch, &mut w.rng);
                 let base = self.eval(w, base);
                 let max = self.eval(w, max);
-                let v = if max == 0 { base.wrapping_add(h) } else { base.wrapping_add(h % max) };
+                let v = if max == 0 {
+                    base.wrapping_add(h)
+                } else {
+                    base.wrapping_add(h % max)
+                };
                 if let Some(l) = self.resolve(w, dst) {
                     self.store(w, l, v);
                 }
             }
-            Builtin::VerifyChecksum { cond, data, field, algo, with_payload } => {
+            Builtin::VerifyChecksum {
+                cond,
+                data,
+                field,
+                algo,
+                with_payload,
+            } => {
                 if self.eval(w, cond) != 0 {
                     let h = self.checksum(w, data, *algo, *with_payload) & mask(field.width());
                     if h != self.eval(w, field) {
@@ -174,7 +264,13 @@ impl Engine {
                     }
                 }
             }
-            Builtin::UpdateChecksum { cond, data, dst, algo, with_payload } => {
+            Builtin::UpdateChecksum {
+                cond,
+                data,
+                dst,
+                algo,
+                with_payload,
+            } => {
                 if self.eval(w, cond) != 0 {
                     let h = self.checksum(w, data, *algo, *with_payload);
                     if let Some(l) = self.resolve(w, dst) {
@@ -232,7 +328,14 @@ impl Engine {
                 let m = &self.meters[*meter as usize];
                 let unit = self.prog.meters[*meter as usize].unit;
                 let color = match m.get(i) {
-                    Some(cell) => cell.execute(if unit == CounterUnit::Bytes { w.pkt_len as u64 } else { 1 }, w.pkt_len as u64),
+                    Some(cell) => cell.execute(
+                        if unit == CounterUnit::Bytes {
+                            w.pkt_len as u64
+                        } else {
+                            1
+                        },
+                        w.pkt_len as u64,
+                    ),
                     None => crate::meters::GREEN,
                 };
                 if let Some(l) = self.resolve(w, dst) {
@@ -242,7 +345,14 @@ impl Engine {
             Builtin::DirectMeterRead { meter, dst } => {
                 let unit = self.prog.direct_meters[*meter as usize].unit;
                 let color = match w.cur_meter.clone() {
-                    Some(cell) => cell.execute(if unit == CounterUnit::Bytes { w.pkt_len as u64 } else { 1 }, w.pkt_len as u64),
+                    Some(cell) => cell.execute(
+                        if unit == CounterUnit::Bytes {
+                            w.pkt_len as u64
+                        } else {
+                            1
+                        },
+                        w.pkt_len as u64,
+                    ),
                     None => crate::meters::GREEN,
                 };
                 if let Some(l) = self.resolve(w, dst) {
@@ -250,7 +360,11 @@ impl Engine {
                 }
             }
             Builtin::DirectCounterCount { .. } => {}
-            Builtin::Clone { kind, session, field_list } => {
+            Builtin::Clone {
+                kind,
+                session,
+                field_list,
+            } => {
                 let s = self.eval(w, session) as u32;
                 match kind {
                     CloneKind::I2E => w.fx.clone_i2e(s, *field_list),
@@ -268,7 +382,10 @@ impl Engine {
                 for e in data {
                     let width = e.width();
                     let v = self.eval_wide(w, e);
-                    vals.push(Value { width, words: v[..words_for(width) as usize].to_vec() });
+                    vals.push(Value {
+                        width,
+                        words: v[..words_for(width) as usize].to_vec(),
+                    });
                 }
                 self.push_digest(*digest, vals);
             }
@@ -317,7 +434,8 @@ impl Engine {
     fn put_expr(&self, w: &mut Worker, e: &Expr, buf: &mut Vec<u8>, bw: &mut BitWriter) {
         if let Expr::Load(LValue::Static(l)) = e {
             if l.width % 8 == 0 && bw.n % 8 == 0 {
-                // whole bytes at a byte boundary (header fields, addresses): the slot words' bytes, MSB first
+                // whole bytes at a byte boundary (header fields, addresses): the slot words' bytes,
+                // MSB first
                 bw.finish(buf);
                 let nb = (l.width / 8) as usize;
                 for k in (0..words_for(l.width) as usize).rev() {
@@ -350,8 +468,9 @@ impl Engine {
             _ => e.width() <= 64,
         };
         if algo == HashAlgo::Csum16 && !with_payload && data.iter().all(narrow) {
-            // fast path: one's complement sum of the bit string taken 16 bits at a time, without a buffer;
-            // the tail is padded with zeros to 16 bits, as the byte form pads to a byte and then to a word
+            // fast path: one's complement sum of the bit string taken 16 bits at a time, without a
+            // buffer; the tail is padded with zeros to 16 bits, as the byte form pads to a byte and
+            // then to a word
             let (mut acc, mut n, mut sum) = (0u64, 0u32, 0u64);
             // `acc` holds `n` < 16 pending bits; a piece of at most 48 bits keeps it within 64
             let mut feed = |v: u64, width: u32| {
@@ -397,7 +516,9 @@ impl Engine {
         let mut bw = BitWriter::default();
         for e in data {
             match e {
-                Expr::Load(LValue::Static(l)) if l.width <= 64 => bw.put(&mut buf, w.slots[l.slot as usize], l.width),
+                Expr::Load(LValue::Static(l)) if l.width <= 64 => {
+                    bw.put(&mut buf, w.slots[l.slot as usize], l.width)
+                }
                 _ => {
                     let width = e.width();
                     if width <= 64 {
@@ -442,9 +563,12 @@ impl Engine {
         let nbytes = a.width.div_ceil(8) as usize;
         let mut pos = nbytes * 8 - a.width as usize;
         for d in &a.dsts {
-            let Some(l) = self.resolve(w, d) else { continue };
+            let Some(l) = self.resolve(w, d) else {
+                continue;
+            };
             if pos % 8 == 0 && l.width % 8 == 0 {
-                // whole bytes at a byte boundary: straight into the slot words (least significant first)
+                // whole bytes at a byte boundary: straight into the slot words (least significant
+                // first)
                 let nb = (l.width / 8) as usize;
                 let bytes = &b.bytes[pos / 8..pos / 8 + nb];
                 for k in 0..words_for(l.width) as usize {
@@ -474,9 +598,18 @@ impl Engine {
         }
     }
 
-    /// Call extern method `method` of instance `inst`. `plans[i]`, when there, is argument i's layout
-    /// computed at compile time ([`ArgLayout`]); arguments without one are packed and unpacked the general way.
-    pub(crate) fn extern_call(&self, w: &mut Worker, inst: usize, method: u32, args: &[ExternArg], plans: &[Option<ArgLayout>], ret: Option<&LValue>) -> Flow {
+    /// Call extern method `method` of instance `inst`. `plans[i]`, when there, is argument i's
+    /// layout computed at compile time ([`ArgLayout`]); arguments without one are packed and
+    /// unpacked the general way.
+    pub(crate) fn extern_call(
+        &self,
+        w: &mut Worker,
+        inst: usize,
+        method: u32,
+        args: &[ExternArg],
+        plans: &[Option<ArgLayout>],
+        ret: Option<&LValue>,
+    ) -> Flow {
         let mut bufs = std::mem::take(&mut w.bitbufs);
         if bufs.len() < args.len() {
             bufs.resize_with(args.len(), BitBuf::default);
@@ -498,10 +631,22 @@ impl Engine {
             retbuf.bytes.clear();
             retbuf.bytes.resize(width.div_ceil(8) as usize, 0);
         }
-        let r = self.invoke(w, inst, method, &mut bufs[..args.len()], ret_width.map(|_| &mut retbuf)).and_then(|()| {
-            let outs = args.iter().zip(bufs.iter()).filter(|(a, _)| a.dir != Direction::In).map(|(a, b)| (a.width, b));
-            check_lengths(outs, ret_width.map(|wd| (wd, &retbuf)))
-        });
+        let r = self
+            .invoke(
+                w,
+                inst,
+                method,
+                &mut bufs[..args.len()],
+                ret_width.map(|_| &mut retbuf),
+            )
+            .and_then(|()| {
+                let outs = args
+                    .iter()
+                    .zip(bufs.iter())
+                    .filter(|(a, _)| a.dir != Direction::In)
+                    .map(|(a, b)| (a.width, b));
+                check_lengths(outs, ret_width.map(|wd| (wd, &retbuf)))
+            });
         if let Err(e) = r {
             w.bitbufs = bufs;
             w.retbuf = retbuf;
@@ -518,7 +663,12 @@ impl Engine {
         }
         if let (Some(lv), Some(_)) = (ret, ret_width) {
             if let Some(l) = self.resolve(w, lv) {
-                self.store_bits(w, l, &retbuf.bytes, retbuf.bytes.len() * 8 - l.width as usize);
+                self.store_bits(
+                    w,
+                    l,
+                    &retbuf.bytes,
+                    retbuf.bytes.len() * 8 - l.width as usize,
+                );
             }
         }
         w.bitbufs = bufs;
@@ -526,9 +676,9 @@ impl Engine {
         Flow::Next
     }
 
-    /// [`Engine::extern_call`] for a call site whose arguments are all planned: arguments marshalled straight
-    /// into the worker's buffers (borrowed in place, not moved out and back), only `out`/`inout` arguments
-    /// checked and written back.
+    /// [`Engine::extern_call`] for a call site whose arguments are all planned: arguments
+    /// marshalled straight into the worker's buffers (borrowed in place, not moved out and back),
+    /// only `out`/`inout` arguments checked and written back.
     pub(crate) fn extern_call_planned(&self, w: &mut Worker, pc: &PlannedCall) -> Flow {
         let n = pc.args.len();
         if w.bitbufs.len() < n {
@@ -543,10 +693,17 @@ impl Engine {
             w.retbuf.bytes.clear();
             w.retbuf.bytes.resize(l.width.div_ceil(8) as usize, 0);
         }
-        let r = self.invoke_in_place(w, pc.inst, pc.method, n, pc.ret.is_some()).and_then(|()| {
-            let outs = pc.args.iter().zip(w.bitbufs.iter()).filter(|((_, d), _)| *d != Direction::In).map(|((p, _), b)| (p.width(), b));
-            check_lengths(outs, pc.ret.map(|l| (l.width, &w.retbuf)))
-        });
+        let r = self
+            .invoke_in_place(w, pc.inst, pc.method, n, pc.ret.is_some())
+            .and_then(|()| {
+                let outs = pc
+                    .args
+                    .iter()
+                    .zip(w.bitbufs.iter())
+                    .filter(|((_, d), _)| *d != Direction::In)
+                    .map(|((p, _), b)| (p.width(), b));
+                check_lengths(outs, pc.ret.map(|l| (l.width, &w.retbuf)))
+            });
         if let Err(e) = r {
             return self.extern_fault(w, e);
         }
@@ -563,10 +720,23 @@ impl Engine {
         Flow::Next
     }
 
-    /// A call site its extern compiled for itself ([`PlannedCall::bind`]): it reads and writes the slots.
+    /// A call site its extern compiled for itself ([`PlannedCall::bind`]): it reads and writes the
+    /// slots.
     #[inline(always)]
-    pub(crate) fn extern_call_bound(&self, w: &mut Worker, inst: usize, method: u32, b: &dyn BoundCall) -> Flow {
-        let r = with_payload(&w.pkt, &mut w.payload_at, &mut w.payload, &mut w.payload_skip, |p| b.call(&mut w.slots, p));
+    pub(crate) fn extern_call_bound(
+        &self,
+        w: &mut Worker,
+        inst: usize,
+        method: u32,
+        b: &dyn BoundCall,
+    ) -> Flow {
+        let r = with_payload(
+            &w.pkt,
+            &mut w.payload_at,
+            &mut w.payload,
+            &mut w.payload_skip,
+            |p| b.call(&mut w.slots, p),
+        );
         self.trace_extern(w, inst, method);
         match r {
             Ok(()) => Flow::Next,
@@ -574,21 +744,35 @@ impl Engine {
         }
     }
 
-    /// [`Engine::extern_call_bound`] for a call site whose argument is a header no statement can have written
-    /// before the call ([`crate::pristine`]): vouched for when the header is valid (so extracted in this pass,
-    /// which also wrote its offset, or cleared it on the general path), the fast path recorded its offset, and
-    /// the payload, still the received packet's bytes, starts right after it.
+    /// [`Engine::extern_call_bound`] for a call site whose argument is a header no statement can
+    /// have written before the call ([`crate::pristine`]): vouched for when the header is valid (so
+    /// extracted in this pass, which also wrote its offset, or cleared it on the general path), the
+    /// fast path recorded its offset, and the payload, still the received packet's bytes, starts
+    /// right after it.
     #[inline(always)]
-    pub(crate) fn extern_call_bound_pristine(&self, w: &mut Worker, inst: usize, method: u32, b: &dyn BoundCall, p: crate::pristine::PristineArg) -> Flow {
+    pub(crate) fn extern_call_bound_pristine(
+        &self,
+        w: &mut Worker,
+        inst: usize,
+        method: u32,
+        b: &dyn BoundCall,
+        p: crate::pristine::PristineArg,
+    ) -> Flow {
         let valid = w.slots.get(p.valid).is_some_and(|v| *v != 0);
         let off = w.hdr_off.get(p.header).copied().unwrap_or(crate::NO_OFFSET);
         let vouch = valid && off != crate::NO_OFFSET && off + p.len == w.payload_at;
-        let r = with_payload(&w.pkt, &mut w.payload_at, &mut w.payload, &mut w.payload_skip, |pl| {
-            if vouch {
-                pl.vouch_prefix(p.len);
-            }
-            b.call(&mut w.slots, pl)
-        });
+        let r = with_payload(
+            &w.pkt,
+            &mut w.payload_at,
+            &mut w.payload,
+            &mut w.payload_skip,
+            |pl| {
+                if vouch {
+                    pl.vouch_prefix(p.len);
+                }
+                b.call(&mut w.slots, pl)
+            },
+        );
         self.trace_extern(w, inst, method);
         match r {
             Ok(()) => Flow::Next,
@@ -596,10 +780,17 @@ impl Engine {
         }
     }
 
-    /// Call extern method `method` of instance `inst` with the worker's argument buffers in place (the first
-    /// `n`, and the return buffer when `with_ret`).
+    /// Call extern method `method` of instance `inst` with the worker's argument buffers in place
+    /// (the first `n`, and the return buffer when `with_ret`).
     #[inline]
-    fn invoke_in_place(&self, w: &mut Worker, inst: usize, method: u32, n: usize, with_ret: bool) -> Result<(), ExternError> {
+    fn invoke_in_place(
+        &self,
+        w: &mut Worker,
+        inst: usize,
+        method: u32,
+        n: usize,
+        with_ret: bool,
+    ) -> Result<(), ExternError> {
         let (bufs, retbuf) = (&mut w.bitbufs[..n], &mut w.retbuf);
         let r = call_with_payload(
             &*self.externs[inst],
@@ -615,8 +806,16 @@ impl Engine {
         r
     }
 
-    /// Call extern method `method` of instance `inst` with argument buffers held apart from the worker.
-    fn invoke(&self, w: &mut Worker, inst: usize, method: u32, bufs: &mut [BitBuf], ret: Option<&mut BitBuf>) -> Result<(), ExternError> {
+    /// Call extern method `method` of instance `inst` with argument buffers held apart from the
+    /// worker.
+    fn invoke(
+        &self,
+        w: &mut Worker,
+        inst: usize,
+        method: u32,
+        bufs: &mut [BitBuf],
+        ret: Option<&mut BitBuf>,
+    ) -> Result<(), ExternError> {
         let r = call_with_payload(
             &*self.externs[inst],
             self.extern_methods[inst][method as usize],
@@ -643,7 +842,10 @@ impl Engine {
     fn trace_extern_line(&self, w: &mut Worker, inst: usize, method: u32) {
         if let Some(t) = w.trace.as_mut() {
             let x = &self.prog.externs[inst];
-            t.push(format!("extern {}.{}", x.name, x.methods[method as usize].name));
+            t.push(format!(
+                "extern {}.{}",
+                x.name, x.methods[method as usize].name
+            ));
         }
     }
 

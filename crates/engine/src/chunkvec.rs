@@ -1,6 +1,6 @@
-//! A vector in shared chunks: cloning it (a table version is copied on every write batch) copies one pointer
-//! per chunk of [`CHUNK`] elements instead of every element, and changing an element copies only its chunk
-//! when another version still shares it.
+//! A vector in shared chunks: cloning it (a table version is copied on every write batch) copies
+//! one pointer per chunk of [`CHUNK`] elements instead of every element, and changing an element
+//! copies only its chunk when another version still shares it.
 
 use std::sync::Arc;
 
@@ -14,13 +14,19 @@ pub struct ChunkVec<T> {
 
 impl<T> Clone for ChunkVec<T> {
     fn clone(&self) -> Self {
-        ChunkVec { chunks: self.chunks.clone(), len: self.len }
+        ChunkVec {
+            chunks: self.chunks.clone(),
+            len: self.len,
+        }
     }
 }
 
 impl<T> Default for ChunkVec<T> {
     fn default() -> Self {
-        ChunkVec { chunks: vec![], len: 0 }
+        ChunkVec {
+            chunks: vec![],
+            len: 0,
+        }
     }
 }
 
@@ -89,14 +95,16 @@ impl<T: Clone> std::ops::Index<usize> for ChunkVec<T> {
     type Output = T;
     #[inline]
     fn index(&self, i: usize) -> &T {
-        self.get(i).unwrap_or_else(|| panic!("index {i} out of range (length {})", self.len))
+        self.get(i)
+            .unwrap_or_else(|| panic!("index {i} out of range (length {})", self.len))
     }
 }
 
 impl<T: Clone> std::ops::IndexMut<usize> for ChunkVec<T> {
     fn index_mut(&mut self, i: usize) -> &mut T {
         let len = self.len;
-        self.get_mut(i).unwrap_or_else(|| panic!("index {i} out of range (length {len})"))
+        self.get_mut(i)
+            .unwrap_or_else(|| panic!("index {i} out of range (length {len})"))
     }
 }
 
@@ -119,7 +127,9 @@ mod tests {
         let mut seed = 3u64;
         let mut versions = vec![];
         for round in 0..5000u32 {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             match (seed >> 33) % 5 {
                 0 | 1 => {
                     v.push(round);
@@ -127,7 +137,10 @@ mod tests {
                 }
                 2 if !r.is_empty() => assert_eq!(v.pop(), r.pop()),
                 3 if !r.is_empty() => {
-                    let (i, j) = ((seed >> 8) as usize % r.len(), (seed >> 20) as usize % r.len());
+                    let (i, j) = (
+                        (seed >> 8) as usize % r.len(),
+                        (seed >> 20) as usize % r.len(),
+                    );
                     v.swap(i, j);
                     r.swap(i, j);
                 }

@@ -1,6 +1,6 @@
 //! The control-plane API of the engine: tables (atomic publication of new versions), the packet
-//! replication engine (mirroring, multicast), registers, counters, meters, value sets, extern instances,
-//! digests and statistics. Packet processing never waits for any of these.
+//! replication engine (mirroring, multicast), registers, counters, meters, value sets, extern
+//! instances, digests and statistics. Packet processing never waits for any of these.
 
 use crate::match_action::param_writes;
 use crate::meters::{MeterCell, MeterRates};
@@ -43,7 +43,12 @@ impl Engine {
     /// Packet statistics summed over every worker created for this engine.
     pub fn stats(&self) -> StatsSnapshot {
         let mut t = StatsSnapshot::default();
-        for s in self.worker_stats.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for s in self
+            .worker_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
             t.packets_in += s.packets_in.load(Ordering::Relaxed);
             t.packets_out += s.packets_out.load(Ordering::Relaxed);
             t.dropped += s.dropped.load(Ordering::Relaxed);
@@ -57,7 +62,12 @@ impl Engine {
     /// (hits, misses) of table `ti`, summed over every worker.
     pub fn table_stats(&self, ti: usize) -> (u64, u64) {
         let mut t = (0, 0);
-        for s in self.worker_stats.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for s in self
+            .worker_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
             if let Some((h, m)) = s.tables.get(ti) {
                 t.0 += h.load(Ordering::Relaxed);
                 t.1 += m.load(Ordering::Relaxed);
@@ -103,7 +113,8 @@ impl Engine {
         }
     }
 
-    /// Publish new versions of several tables so that no packet sees some of them without the others.
+    /// Publish new versions of several tables so that no packet sees some of them without the
+    /// others.
     fn publish(&self, versions: Vec<(usize, TableData)>) {
         let versions: Vec<(usize, TableData)> = versions
             .into_iter()
@@ -121,7 +132,11 @@ impl Engine {
     }
 
     /// Apply a batch of changes to one table and publish them as one new version.
-    pub fn table_update(&self, ti: usize, f: impl FnOnce(&Table, &mut TableData) -> Result<(), String>) -> Result<(), String> {
+    pub fn table_update(
+        &self,
+        ti: usize,
+        f: impl FnOnce(&Table, &mut TableData) -> Result<(), String>,
+    ) -> Result<(), String> {
         let (t, rt) = self.table(ti)?;
         let _g = rt.write.lock().unwrap_or_else(|p| p.into_inner());
         let mut d = (**rt.data.load()).clone();
@@ -130,10 +145,14 @@ impl Engine {
         Ok(())
     }
 
-    /// Apply changes to several tables all or nothing: `f` is called once per table (in the order given) on
-    /// a copy of its current contents; if every call succeeds, all the new versions are published together
-    /// (a packet sees either none or all of them), otherwise nothing changes.
-    pub fn tables_update_atomic(&self, tables: &[usize], mut f: impl FnMut(usize, &Table, &mut TableData) -> Result<(), String>) -> Result<(), String> {
+    /// Apply changes to several tables all or nothing: `f` is called once per table (in the order
+    /// given) on a copy of its current contents; if every call succeeds, all the new versions are
+    /// published together (a packet sees either none or all of them), otherwise nothing changes.
+    pub fn tables_update_atomic(
+        &self,
+        tables: &[usize],
+        mut f: impl FnMut(usize, &Table, &mut TableData) -> Result<(), String>,
+    ) -> Result<(), String> {
         let mut order: Vec<usize> = tables.to_vec();
         order.sort_unstable();
         order.dedup();
@@ -141,7 +160,15 @@ impl Engine {
             self.table(ti)?;
         }
         // the write locks in index order (no deadlock with other writers)
-        let guards: Vec<_> = order.iter().map(|&ti| self.tables[ti].write.lock().unwrap_or_else(|p| p.into_inner())).collect();
+        let guards: Vec<_> = order
+            .iter()
+            .map(|&ti| {
+                self.tables[ti]
+                    .write
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+            })
+            .collect();
         let mut versions = vec![];
         for &ti in tables {
             let t = &self.prog.tables[ti];
@@ -160,7 +187,10 @@ impl Engine {
     pub fn table_insert(&self, ti: usize, e: TableEntry) -> Result<(), String> {
         let (t, _) = self.table(ti)?;
         if t.entries_are_const {
-            return Err(format!("table `{}` has const entries and cannot be changed", t.name));
+            return Err(format!(
+                "table `{}` has const entries and cannot be changed",
+                t.name
+            ));
         }
         tables::validate_entry(&self.prog, t, &e)?;
         self.table_update(ti, |t, d| d.insert(t, e))
@@ -169,7 +199,10 @@ impl Engine {
     pub fn table_modify(&self, ti: usize, e: TableEntry) -> Result<(), String> {
         let (t, _) = self.table(ti)?;
         if t.entries_are_const {
-            return Err(format!("table `{}` has const entries and cannot be changed", t.name));
+            return Err(format!(
+                "table `{}` has const entries and cannot be changed",
+                t.name
+            ));
         }
         tables::validate_entry(&self.prog, t, &e)?;
         self.table_update(ti, |t, d| d.modify(t, e))
@@ -178,7 +211,10 @@ impl Engine {
     pub fn table_delete(&self, ti: usize, e: &TableEntry) -> Result<(), String> {
         let (t, _) = self.table(ti)?;
         if t.entries_are_const {
-            return Err(format!("table `{}` has const entries and cannot be changed", t.name));
+            return Err(format!(
+                "table `{}` has const entries and cannot be changed",
+                t.name
+            ));
         }
         self.table_update(ti, |t, d| d.delete(t, e).map(|_| ()))
     }
@@ -203,7 +239,19 @@ impl Engine {
     /// Installed entries with their direct counter values (packets, bytes).
     pub fn table_entries(&self, ti: usize) -> Result<Vec<(TableEntry, u64, u64)>, String> {
         let (_, rt) = self.table(ti)?;
-        Ok(rt.data.load().entries.iter().map(|e| (e.entry.clone(), e.packets.load(Ordering::Relaxed), e.bytes.load(Ordering::Relaxed))).collect())
+        Ok(rt
+            .data
+            .load()
+            .entries
+            .iter()
+            .map(|e| {
+                (
+                    e.entry.clone(),
+                    e.packets.load(Ordering::Relaxed),
+                    e.bytes.load(Ordering::Relaxed),
+                )
+            })
+            .collect())
     }
 
     /// The current contents of table `ti` (installed entries with their counters, meters and action
@@ -213,14 +261,23 @@ impl Engine {
         Ok(rt.data.load_full())
     }
 
-    /// Set the direct counter of one installed entry (no new table version: the counters are shared cells).
-    pub fn table_entry_counters_set(&self, ti: usize, e: &TableEntry, packets: u64, bytes: u64) -> Result<(), String> {
+    /// Set the direct counter of one installed entry (no new table version: the counters are shared
+    /// cells).
+    pub fn table_entry_counters_set(
+        &self,
+        ti: usize,
+        e: &TableEntry,
+        packets: u64,
+        bytes: u64,
+    ) -> Result<(), String> {
         let (t, rt) = self.table(ti)?;
         if t.direct_counter.is_none() {
             return Err(format!("table `{}` has no direct counter", t.name));
         }
         let d = rt.data.load();
-        let i = d.find(t, e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+        let i = d
+            .find(t, e)
+            .ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
         d.entries[i].packets.store(packets, Ordering::Relaxed);
         d.entries[i].bytes.store(bytes, Ordering::Relaxed);
         Ok(())
@@ -243,7 +300,9 @@ impl Engine {
     pub fn mirroring_delete(&self, session: u32) -> Result<(), String> {
         let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
         let mut p = (**self.pre.load()).clone();
-        p.mirror.remove(&session).ok_or_else(|| format!("no mirror session {session}"))?;
+        p.mirror
+            .remove(&session)
+            .ok_or_else(|| format!("no mirror session {session}"))?;
         self.pre.store(Arc::new(p));
         Ok(())
     }
@@ -266,7 +325,10 @@ impl Engine {
     pub fn mc_group_delete(&self, grp: u32) -> Result<(), String> {
         let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
         let mut p = (**self.pre.load()).clone();
-        let old = p.groups.remove(&grp).ok_or_else(|| format!("no multicast group {grp}"))?;
+        let old = p
+            .groups
+            .remove(&grp)
+            .ok_or_else(|| format!("no multicast group {grp}"))?;
         p.release_nodes(&old);
         self.pre.store(Arc::new(p));
         Ok(())
@@ -287,35 +349,59 @@ impl Engine {
         if !matches!(p.nodes.get(node as usize), Some(Some(_))) {
             return Err(format!("no replication node {node}"));
         }
-        p.groups.get_mut(&grp).ok_or_else(|| format!("no multicast group {grp}"))?.push(node);
+        p.groups
+            .get_mut(&grp)
+            .ok_or_else(|| format!("no multicast group {grp}"))?
+            .push(node);
         self.pre.store(Arc::new(p));
         Ok(())
     }
 
-    /// Replace a multicast group's replicas with `(rid, port)` pairs (the P4Runtime view of the PRE).
+    /// Replace a multicast group's replicas with `(rid, port)` pairs (the P4Runtime view of the
+    /// PRE).
     pub fn mc_group_set(&self, grp: u32, replicas: &[(u32, u32)]) {
         let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
         let mut p = (**self.pre.load()).clone();
         let old = p.groups.remove(&grp).unwrap_or_default();
         p.release_nodes(&old);
-        let handles = replicas.iter().map(|(rid, port)| p.add_node(*rid, vec![*port])).collect();
+        let handles = replicas
+            .iter()
+            .map(|(rid, port)| p.add_node(*rid, vec![*port]))
+            .collect();
         p.groups.insert(grp, handles);
         self.pre.store(Arc::new(p));
     }
 
     pub fn register_read(&self, reg: usize, index: usize) -> Result<Value, String> {
-        let r = self.registers.get(reg).ok_or_else(|| format!("no register {reg}"))?;
+        let r = self
+            .registers
+            .get(reg)
+            .ok_or_else(|| format!("no register {reg}"))?;
         if index >= r.size {
-            return Err(format!("register index {index} is out of range (size {})", r.size));
+            return Err(format!(
+                "register index {index} is out of range (size {})",
+                r.size
+            ));
         }
-        let words = (0..r.words).map(|k| r.cells[index * r.words + k].load(Ordering::Relaxed)).collect();
-        Ok(Value { width: r.width, words })
+        let words = (0..r.words)
+            .map(|k| r.cells[index * r.words + k].load(Ordering::Relaxed))
+            .collect();
+        Ok(Value {
+            width: r.width,
+            words,
+        })
     }
 
     pub fn register_write(&self, reg: usize, index: usize, v: &Value) -> Result<(), String> {
-        let r = self.registers.get(reg).ok_or_else(|| format!("no register {reg}"))?;
+        let r = self
+            .registers
+            .get(reg)
+            .ok_or_else(|| format!("no register {reg}"))?;
         if index >= r.size {
-            return Err(format!("register index {index} is out of range (size {})", r.size));
+            return Err(format!(
+                "register index {index} is out of range (size {})",
+                r.size
+            ));
         }
         for k in 0..r.words {
             let mut x = v.words.get(k).copied().unwrap_or(0);
@@ -334,49 +420,107 @@ impl Engine {
 
     /// (packets, bytes) of an indexed counter cell.
     pub fn counter_read(&self, counter: usize, index: usize) -> Result<(u64, u64), String> {
-        let c = self.counters.get(counter).ok_or_else(|| format!("no counter {counter}"))?;
-        let cell = c.get(index).ok_or_else(|| format!("counter index {index} is out of range (size {})", c.len()))?;
-        Ok((cell.0.load(Ordering::Relaxed), cell.1.load(Ordering::Relaxed)))
+        let c = self
+            .counters
+            .get(counter)
+            .ok_or_else(|| format!("no counter {counter}"))?;
+        let cell = c
+            .get(index)
+            .ok_or_else(|| format!("counter index {index} is out of range (size {})", c.len()))?;
+        Ok((
+            cell.0.load(Ordering::Relaxed),
+            cell.1.load(Ordering::Relaxed),
+        ))
     }
 
-    pub fn counter_write(&self, counter: usize, index: usize, packets: u64, bytes: u64) -> Result<(), String> {
-        let c = self.counters.get(counter).ok_or_else(|| format!("no counter {counter}"))?;
-        let cell = c.get(index).ok_or_else(|| format!("counter index {index} is out of range (size {})", c.len()))?;
+    pub fn counter_write(
+        &self,
+        counter: usize,
+        index: usize,
+        packets: u64,
+        bytes: u64,
+    ) -> Result<(), String> {
+        let c = self
+            .counters
+            .get(counter)
+            .ok_or_else(|| format!("no counter {counter}"))?;
+        let cell = c
+            .get(index)
+            .ok_or_else(|| format!("counter index {index} is out of range (size {})", c.len()))?;
         cell.0.store(packets, Ordering::Relaxed);
         cell.1.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 
-    pub fn meter_set_rates(&self, meter: usize, index: usize, rates: Option<MeterRates>) -> Result<(), String> {
-        let m = self.meters.get(meter).ok_or_else(|| format!("no meter {meter}"))?;
-        m.get(index).ok_or_else(|| format!("meter index {index} is out of range"))?.configure(rates);
+    pub fn meter_set_rates(
+        &self,
+        meter: usize,
+        index: usize,
+        rates: Option<MeterRates>,
+    ) -> Result<(), String> {
+        let m = self
+            .meters
+            .get(meter)
+            .ok_or_else(|| format!("no meter {meter}"))?;
+        m.get(index)
+            .ok_or_else(|| format!("meter index {index} is out of range"))?
+            .configure(rates);
         Ok(())
     }
 
     pub fn meter_rates(&self, meter: usize, index: usize) -> Result<Option<MeterRates>, String> {
-        let m = self.meters.get(meter).ok_or_else(|| format!("no meter {meter}"))?;
-        Ok(m.get(index).ok_or_else(|| format!("meter index {index} is out of range"))?.rates())
+        let m = self
+            .meters
+            .get(meter)
+            .ok_or_else(|| format!("no meter {meter}"))?;
+        Ok(m.get(index)
+            .ok_or_else(|| format!("meter index {index} is out of range"))?
+            .rates())
     }
 
     /// Per-colour counters of an indexed meter cell: (packets, bytes) green, yellow, red.
     pub fn meter_counts(&self, meter: usize, index: usize) -> Result<[(u64, u64); 3], String> {
-        let m = self.meters.get(meter).ok_or_else(|| format!("no meter {meter}"))?;
-        Ok(m.get(index).ok_or_else(|| format!("meter index {index} is out of range"))?.counts())
+        let m = self
+            .meters
+            .get(meter)
+            .ok_or_else(|| format!("no meter {meter}"))?;
+        Ok(m.get(index)
+            .ok_or_else(|| format!("meter index {index} is out of range"))?
+            .counts())
     }
 
-    pub fn meter_set_counts(&self, meter: usize, index: usize, c: [(u64, u64); 3]) -> Result<(), String> {
-        let m = self.meters.get(meter).ok_or_else(|| format!("no meter {meter}"))?;
-        m.get(index).ok_or_else(|| format!("meter index {index} is out of range"))?.set_counts(c);
+    pub fn meter_set_counts(
+        &self,
+        meter: usize,
+        index: usize,
+        c: [(u64, u64); 3],
+    ) -> Result<(), String> {
+        let m = self
+            .meters
+            .get(meter)
+            .ok_or_else(|| format!("no meter {meter}"))?;
+        m.get(index)
+            .ok_or_else(|| format!("meter index {index} is out of range"))?
+            .set_counts(c);
         Ok(())
     }
 
-    /// Configure the direct meter of one table entry (`rates`: `None` leaves the configuration, `Some(None)`
-    /// marks everything green); its per-colour counters are kept, or set to `counts` when given.
-    pub fn direct_meter_set(&self, ti: usize, e: &TableEntry, rates: Option<Option<MeterRates>>, counts: Option<[(u64, u64); 3]>) -> Result<(), String> {
+    /// Configure the direct meter of one table entry (`rates`: `None` leaves the configuration,
+    /// `Some(None)` marks everything green); its per-colour counters are kept, or set to `counts`
+    /// when given.
+    pub fn direct_meter_set(
+        &self,
+        ti: usize,
+        e: &TableEntry,
+        rates: Option<Option<MeterRates>>,
+        counts: Option<[(u64, u64); 3]>,
+    ) -> Result<(), String> {
         let cell = {
             let d = self.table_snapshot(ti)?;
             let t = &self.prog.tables[ti];
-            let i = d.find(t, e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+            let i = d
+                .find(t, e)
+                .ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
             d.entries[i].meter.clone()
         };
         if let Some(cell) = cell {
@@ -389,7 +533,9 @@ impl Engine {
             return Ok(());
         }
         self.table_update(ti, |t, d| {
-            let i = d.find(t, e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+            let i = d
+                .find(t, e)
+                .ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
             let old = &d.entries[i];
             let cell = Arc::new(MeterCell::default());
             cell.configure(rates.flatten());
@@ -403,17 +549,30 @@ impl Engine {
         })
     }
 
-    /// Replace the members of a value set: one match per element of the set (exact, ternary, lpm, range,
-    /// optional or any), each fitting the element's width.
+    /// Replace the members of a value set: one match per element of the set (exact, ternary, lpm,
+    /// range, optional or any), each fitting the element's width.
     pub fn value_set_set(&self, vs: usize, members: Vec<Vec<FieldMatch>>) -> Result<(), String> {
-        let s = self.value_sets.get(vs).ok_or_else(|| format!("no value set {vs}"))?;
+        let s = self
+            .value_sets
+            .get(vs)
+            .ok_or_else(|| format!("no value set {vs}"))?;
         let v = &self.prog.value_sets[vs];
         if members.len() > v.size as usize {
-            return Err(format!("value set `{}` holds at most {} members, {} given", v.name, v.size, members.len()));
+            return Err(format!(
+                "value set `{}` holds at most {} members, {} given",
+                v.name,
+                v.size,
+                members.len()
+            ));
         }
         for m in &members {
             if m.len() != v.widths.len() {
-                return Err(format!("value set `{}` has {} elements, a member gives {}", v.name, v.widths.len(), m.len()));
+                return Err(format!(
+                    "value set `{}` has {} elements, a member gives {}",
+                    v.name,
+                    v.widths.len(),
+                    m.len()
+                ));
             }
         }
         s.store(Arc::new(members));
@@ -421,12 +580,22 @@ impl Engine {
     }
 
     pub fn value_set_get(&self, vs: usize) -> Result<Vec<Vec<FieldMatch>>, String> {
-        Ok((**self.value_sets.get(vs).ok_or_else(|| format!("no value set {vs}"))?.load()).clone())
+        Ok((**self
+            .value_sets
+            .get(vs)
+            .ok_or_else(|| format!("no value set {vs}"))?
+            .load())
+        .clone())
     }
 
     /// Control-plane access to a registered extern instance (e.g. installing an SA).
     pub fn extern_control(&self, inst: &str, op: &str, args: &[u8]) -> Result<Vec<u8>, String> {
-        let i = self.prog.externs.iter().position(|e| e.name == inst).ok_or_else(|| format!("no extern instance `{inst}`"))?;
+        let i = self
+            .prog
+            .externs
+            .iter()
+            .position(|e| e.name == inst)
+            .ok_or_else(|| format!("no extern instance `{inst}`"))?;
         self.externs[i].control(op, args)
     }
 

@@ -1,5 +1,6 @@
-//! Side effects a pipeline pass asks for (clone, resubmit, recirculate, truncate, drop). Most packets ask for
-//! none: the pipeline tests one flag per pass and looks at the effects only when it is set.
+//! Side effects a pipeline pass asks for (clone, resubmit, recirculate, truncate, drop). Most
+//! packets ask for none: the pipeline tests one flag per pass and looks at the effects only when it
+//! is set.
 
 /// The effects requested in the current pass. Every request sets `any`.
 #[derive(Default, Clone, Copy, Debug)]
@@ -67,9 +68,15 @@ impl Effects {
         self.truncate
     }
 
-    /// What an egress pass starts with: truncation and recirculation requested in ingress take effect after
-    /// egress (as in BMv2, where they are intrinsic metadata carried with the packet); nothing else carries over.
+    /// What an egress pass starts with: truncation and recirculation requested in ingress take
+    /// effect after egress (as in BMv2, where they are intrinsic metadata carried with the packet);
+    /// nothing else carries over.
     pub(crate) fn for_egress(&self) -> Effects {
-        Effects { any: self.truncate.is_some() || self.recirculate.is_some(), truncate: self.truncate, recirculate: self.recirculate, ..Effects::default() }
+        Effects {
+            any: self.truncate.is_some() || self.recirculate.is_some(),
+            truncate: self.truncate,
+            recirculate: self.recirculate,
+            ..Effects::default()
+        }
     }
 }

@@ -1,7 +1,8 @@
-//! Statements and expressions: the interpreter (a `u64` fast path, a wide path up to `MAX_WIDTH` bits) that
-//! every stage runs its statements with. Their compiled forms (`XF`, `SF`, `CBlock` in `state.rs`) are built by
-//! `compile.rs`. The statements of one stage are in that stage's file: `extract`/`emit` in `headers.rs`, table
-//! applies in `match_action.rs`, built-in and extern calls in `call.rs`.
+//! Statements and expressions: the interpreter (a `u64` fast path, a wide path up to `MAX_WIDTH`
+//! bits) that every stage runs its statements with. Their compiled forms (`XF`, `SF`, `CBlock` in
+//! `state.rs`) are built by `compile.rs`. The statements of one stage are in that stage's file:
+//! `extract`/`emit` in `headers.rs`, table applies in `match_action.rs`, built-in and extern calls
+//! in `call.rs`.
 
 use crate::bits::{self, read_wide, Wide};
 use crate::state::Flow;
@@ -30,10 +31,18 @@ impl Engine {
     pub(crate) fn resolve(&self, w: &mut Worker, lv: &LValue) -> Option<Loc> {
         match lv {
             LValue::Static(l) => Some(*l),
-            LValue::Dynamic { base, stride, count, index } => {
+            LValue::Dynamic {
+                base,
+                stride,
+                count,
+                index,
+            } => {
                 let i = self.eval(w, index);
                 if i < *count as u64 {
-                    Some(Loc { slot: base.slot + stride * i as u32, width: base.width })
+                    Some(Loc {
+                        slot: base.slot + stride * i as u32,
+                        width: base.width,
+                    })
                 } else {
                     None
                 }
@@ -68,7 +77,10 @@ impl Engine {
     #[allow(dead_code)]
     pub(crate) fn load_value(&self, w: &Worker, l: Loc) -> Value {
         let n = words_for(l.width) as usize;
-        Value { width: l.width, words: w.slots[l.slot as usize..l.slot as usize + n].to_vec() }
+        Value {
+            width: l.width,
+            words: w.slots[l.slot as usize..l.slot as usize + n].to_vec(),
+        }
     }
 
     // ------------------------------------------------------------ expressions
@@ -91,20 +103,33 @@ impl Engine {
                     UnOp::Neg => a.wrapping_neg() & mask(*width),
                 }
             }
-            Expr::Binary { op, width, signed, lhs, rhs } => {
+            Expr::Binary {
+                op,
+                width,
+                signed,
+                lhs,
+                rhs,
+            } => {
                 match op {
                     BinOp::And => return (self.eval(w, lhs) != 0 && self.eval(w, rhs) != 0) as u64,
                     BinOp::Or => return (self.eval(w, lhs) != 0 || self.eval(w, rhs) != 0) as u64,
                     _ => {}
                 }
-                let is_cmp = matches!(op, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge);
+                let is_cmp = matches!(
+                    op,
+                    BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+                );
                 let ow = if is_cmp { lhs.width() } else { *width };
                 if ow > 64 {
                     return self.eval_wide_cmp(w, *op, *signed, lhs, rhs);
                 }
                 let a = self.eval(w, lhs);
                 // a shift amount may be wider than the value shifted
-                let b = if matches!(op, BinOp::Shl | BinOp::Shr) && rhs.width() > 64 { self.wide_shift_amount(w, rhs) } else { self.eval(w, rhs) };
+                let b = if matches!(op, BinOp::Shl | BinOp::Shr) && rhs.width() > 64 {
+                    self.wide_shift_amount(w, rhs)
+                } else {
+                    self.eval(w, rhs)
+                };
                 let m = mask(*width);
                 match op {
                     BinOp::Add => a.wrapping_add(b) & m,
@@ -120,7 +145,11 @@ impl Engine {
                             let min = -(1i128 << (width - 1));
                             (r.clamp(min, max) as u64) & m
                         } else {
-                            let r = if *op == BinOp::AddSat { a as u128 + b as u128 } else { (a as u128).saturating_sub(b as u128) };
+                            let r = if *op == BinOp::AddSat {
+                                a as u128 + b as u128
+                            } else {
+                                (a as u128).saturating_sub(b as u128)
+                            };
                             r.min(m as u128) as u64
                         }
                     }
@@ -147,7 +176,11 @@ impl Engine {
                     BinOp::Eq => (a == b) as u64,
                     BinOp::Ne => (a != b) as u64,
                     BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
-                        let ord = if *signed { sext(a, ow).cmp(&sext(b, ow)) } else { a.cmp(&b) };
+                        let ord = if *signed {
+                            sext(a, ow).cmp(&sext(b, ow))
+                        } else {
+                            a.cmp(&b)
+                        };
                         let r = match op {
                             BinOp::Lt => ord.is_lt(),
                             BinOp::Le => ord.is_le(),
@@ -189,7 +222,9 @@ impl Engine {
                     a & mask(*width)
                 }
             }
-            Expr::Cond { cond, then, else_, .. } => {
+            Expr::Cond {
+                cond, then, else_, ..
+            } => {
                 if self.eval(w, cond) != 0 {
                     self.eval(w, then)
                 } else {
@@ -209,7 +244,14 @@ impl Engine {
     }
 
     #[inline(never)]
-    fn eval_wide_cmp(&self, w: &mut Worker, op: BinOp, signed: bool, lhs: &Expr, rhs: &Expr) -> u64 {
+    fn eval_wide_cmp(
+        &self,
+        w: &mut Worker,
+        op: BinOp,
+        signed: bool,
+        lhs: &Expr,
+        rhs: &Expr,
+    ) -> u64 {
         let ow = lhs.width();
         let a = self.eval_wide(w, lhs);
         let b = self.eval_wide(w, rhs);
@@ -231,15 +273,16 @@ impl Engine {
             BinOp::Gt => ord.is_gt(),
             BinOp::Ge => ord.is_ge(),
             _ => {
-                // arithmetic with a narrow result from wide operands cannot occur (widths are equal)
+                // arithmetic with a narrow result from wide operands cannot occur (widths are
+                // equal)
                 let r = self.wide_arith(op, signed, ow, &a, &b);
                 return r[0];
             }
         }) as u64
     }
 
-    /// A shift amount wider than 64 bits, as a `u64` (`u64::MAX` when it does not fit: every such shift
-    /// shifts everything out).
+    /// A shift amount wider than 64 bits, as a `u64` (`u64::MAX` when it does not fit: every such
+    /// shift shifts everything out).
     #[cold]
     #[inline(never)]
     fn wide_shift_amount(&self, w: &mut Worker, e: &Expr) -> u64 {
@@ -261,9 +304,21 @@ impl Engine {
             BinOp::BitAnd => std::array::from_fn(|i| a[i] & b[i]),
             BinOp::BitOr => std::array::from_fn(|i| a[i] | b[i]),
             BinOp::BitXor => std::array::from_fn(|i| a[i] ^ b[i]),
-            BinOp::Shl => bits::shl(a, if b[1..].iter().any(|x| *x != 0) { u32::MAX } else { b[0].min(u32::MAX as u64) as u32 }, width),
+            BinOp::Shl => bits::shl(
+                a,
+                if b[1..].iter().any(|x| *x != 0) {
+                    u32::MAX
+                } else {
+                    b[0].min(u32::MAX as u64) as u32
+                },
+                width,
+            ),
             BinOp::Shr => {
-                let n = if b[1..].iter().any(|x| *x != 0) { u32::MAX } else { b[0].min(u32::MAX as u64) as u32 };
+                let n = if b[1..].iter().any(|x| *x != 0) {
+                    u32::MAX
+                } else {
+                    b[0].min(u32::MAX as u64) as u32
+                };
                 if signed && bits::bit(a, width - 1) {
                     if n >= width {
                         // a negative value shifted right by its width or more: all sign bits
@@ -277,10 +332,19 @@ impl Engine {
             }
             BinOp::AddSat | BinOp::SubSat => {
                 if signed {
-                    // two's complement: the result overflowed when its sign differs from a's while b's sign
-                    // is a's (addition) or the opposite of a's (subtraction); it then saturates towards a's sign
-                    let s = if op == BinOp::AddSat { bits::add(a, b, width) } else { bits::sub(a, b, width) };
-                    let (sa, sb, ss) = (bits::bit(a, width - 1), bits::bit(b, width - 1), bits::bit(&s, width - 1));
+                    // two's complement: the result overflowed when its sign differs from a's while
+                    // b's sign is a's (addition) or the opposite of a's (subtraction); it then
+                    // saturates towards a's sign
+                    let s = if op == BinOp::AddSat {
+                        bits::add(a, b, width)
+                    } else {
+                        bits::sub(a, b, width)
+                    };
+                    let (sa, sb, ss) = (
+                        bits::bit(a, width - 1),
+                        bits::bit(b, width - 1),
+                        bits::bit(&s, width - 1),
+                    );
                     let overflow = ss != sa && ((op == BinOp::AddSat) == (sa == sb));
                     if !overflow {
                         return s;
@@ -336,7 +400,13 @@ impl Engine {
                     UnOp::Neg => bits::neg(&a, *width),
                 }
             }
-            Expr::Binary { op, width, signed, lhs, rhs } => {
+            Expr::Binary {
+                op,
+                width,
+                signed,
+                lhs,
+                rhs,
+            } => {
                 let a = self.eval_wide(w, lhs);
                 let b = self.eval_wide(w, rhs);
                 self.wide_arith(*op, *signed, *width, &a, &b)
@@ -365,7 +435,9 @@ impl Engine {
                     r
                 }
             }
-            Expr::Cond { cond, then, else_, .. } => {
+            Expr::Cond {
+                cond, then, else_, ..
+            } => {
                 if self.eval(w, cond) != 0 {
                     self.eval_wide(w, then)
                 } else {
@@ -439,10 +511,21 @@ impl Engine {
                     self.exec(w, else_)
                 }
             }
-            Stmt::Switch { expr, cases, default } => {
-                let v = if expr.width() <= 64 { bits::from_u64(self.eval(w, expr)) } else { self.eval_wide(w, expr) };
+            Stmt::Switch {
+                expr,
+                cases,
+                default,
+            } => {
+                let v = if expr.width() <= 64 {
+                    bits::from_u64(self.eval(w, expr))
+                } else {
+                    self.eval_wide(w, expr)
+                };
                 for (vals, body) in cases {
-                    if vals.iter().any(|c| c.words.iter().enumerate().all(|(i, x)| *x == v[i])) {
+                    if vals
+                        .iter()
+                        .any(|c| c.words.iter().enumerate().all(|(i, x)| *x == v[i]))
+                    {
                         return self.exec(w, body);
                     }
                 }
@@ -454,7 +537,11 @@ impl Engine {
             },
             Stmt::Break(l) => Flow::Break(*l),
             Stmt::Exit => Flow::Exit,
-            Stmt::ApplyTable { table, hit, action_run } => self.apply_table(w, *table as usize, *hit, *action_run),
+            Stmt::ApplyTable {
+                table,
+                hit,
+                action_run,
+            } => self.apply_table(w, *table as usize, *hit, *action_run),
             Stmt::CallAction { action, args } => {
                 let a = &self.prog.actions[*action as usize];
                 for (p, e) in a.params.iter().zip(args) {
@@ -477,7 +564,12 @@ impl Engine {
                 Flow::Next
             }
             Stmt::Builtin(b) => self.builtin(w, b),
-            Stmt::ExternCall { inst, method, args, ret } => self.extern_call(w, *inst as usize, *method, args, &[], ret.as_ref()),
+            Stmt::ExternCall {
+                inst,
+                method,
+                args,
+                ret,
+            } => self.extern_call(w, *inst as usize, *method, args, &[], ret.as_ref()),
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The v1model hash algorithms over a byte string (the concatenated data fields, MSB first, zero-padded to
-//! a whole byte at the end): CRC-16/ARC, CRC-32 (IEEE), ones'-complement checksum, XOR-16, identity.
+//! The v1model hash algorithms over a byte string (the concatenated data fields, MSB first,
+//! zero-padded to a whole byte at the end): CRC-16/ARC, CRC-32 (IEEE), ones'-complement checksum,
+//! XOR-16, identity.
 
 use p4sec_ir::HashAlgo;
 
@@ -17,7 +18,8 @@ pub fn crc16(data: &[u8]) -> u16 {
     u16::from_be_bytes(o)
 }
 
-/// The 16-bit ones'-complement Internet checksum (RFC 1071) of `data` (odd length padded with zero).
+/// The 16-bit ones'-complement Internet checksum (RFC 1071) of `data` (odd length padded with
+/// zero).
 pub use p4sec_externs::hash::csum16;
 
 pub fn xor16(data: &[u8]) -> u16 {
@@ -35,7 +37,12 @@ pub fn compute(algo: HashAlgo, data: &[u8], rng: &mut u64) -> u64 {
         HashAlgo::Crc16 | HashAlgo::Crc16Custom => crc16(data) as u64,
         HashAlgo::Csum16 => csum16(data) as u64,
         HashAlgo::Xor16 => xor16(data) as u64,
-        HashAlgo::Identity => data.iter().rev().take(8).rev().fold(0u64, |a, &b| (a << 8) | b as u64),
+        HashAlgo::Identity => data
+            .iter()
+            .rev()
+            .take(8)
+            .rev()
+            .fold(0u64, |a, &b| (a << 8) | b as u64),
         HashAlgo::Random => next_random(rng),
     }
 }
@@ -61,7 +68,10 @@ mod tests {
         assert_eq!(crc16(b"123456789"), 0xBB3D);
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
         // RFC 1071 example header checksum
-        let hdr = [0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7];
+        let hdr = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
         assert_eq!(csum16(&hdr), 0xb861);
         assert_eq!(xor16(&[0x12, 0x34, 0x56, 0x78]), 0x1234 ^ 0x5678);
     }

@@ -1,6 +1,6 @@
-//! The headers stage: header extraction (the parser's `extract`), emission (the deparser's `emit`), header
-//! copies, and their compiled fast paths; the deparser's deferred `update_checksum`s, computed from the
-//! emitted bytes.
+//! The headers stage: header extraction (the parser's `extract`), emission (the deparser's `emit`),
+//! header copies, and their compiled fast paths; the deparser's deferred `update_checksum`s,
+//! computed from the emitted bytes.
 
 use crate::bits::{mask64 as mask, read_wide};
 use crate::plans::HeaderPlan;
@@ -10,12 +10,13 @@ use p4sec_externs::checksum;
 use p4sec_externs::layout::read_bits;
 use p4sec_ir::*;
 
-/// `extract` of a fixed header instance whose fields are all narrow: when the header starts on a byte with
-/// 8 bytes to spare after it, one unaligned 64-bit big-endian load per field, the plan resolved here once.
-/// Anything else (a bit-aligned cursor, the end of the packet, wide fields) takes the interpreter's path.
+/// `extract` of a fixed header instance whose fields are all narrow: when the header starts on a
+/// byte with 8 bytes to spare after it, one unaligned 64-bit big-endian load per field, the plan
+/// resolved here once. Anything else (a bit-aligned cursor, the end of the packet, wide fields)
+/// takes the interpreter's path.
 pub(crate) fn extract_static(h: u32) -> SF {
-    /// Per field (slot, byte offset, right shift, mask); the header's bits; the bytes read (the header plus
-    /// 8 bytes of slack); the validity slot; one past the highest slot written.
+    /// Per field (slot, byte offset, right shift, mask); the header's bits; the bytes read (the
+    /// header plus 8 bytes of slack); the validity slot; one past the highest slot written.
     type Plan = (Vec<(usize, usize, u32, u64)>, usize, usize, usize, usize);
     let plan: std::sync::OnceLock<Option<Plan>> = std::sync::OnceLock::new();
     let hr = HeaderRef::Static(h);
@@ -24,15 +25,24 @@ pub(crate) fn extract_static(h: u32) -> SF {
             let layout = e.prog.headers.get(h as usize)?;
             let p = HeaderPlan::new(layout);
             let need = p.fixed.div_ceil(8) + 8;
-            let mut fields: Vec<(usize, usize, u32, u64)> = p.fields.iter().map(|&(slot, off, shift, m, _)| (slot as usize, off as usize, shift, m)).collect();
-            // padded to a multiple of four with repeats of the first field (the same word into the same slot), so
-            // that fields are read four at a time
+            let mut fields: Vec<(usize, usize, u32, u64)> = p
+                .fields
+                .iter()
+                .map(|&(slot, off, shift, m, _)| (slot as usize, off as usize, shift, m))
+                .collect();
+            // padded to a multiple of four with repeats of the first field (the same word into the
+            // same slot), so that fields are read four at a time
             while !fields.is_empty() && fields.len() % 4 != 0 {
                 fields.push(fields[0]);
             }
             // every load stays inside the `need` bytes taken below
             let inside = fields.iter().all(|f| f.1 + 8 <= need);
-            let end = fields.iter().map(|f| f.0 + 1).max().unwrap_or(0).max(layout.valid.slot as usize + 1);
+            let end = fields
+                .iter()
+                .map(|f| f.0 + 1)
+                .max()
+                .unwrap_or(0)
+                .max(layout.valid.slot as usize + 1);
             (p.narrow && inside).then_some((fields, p.fixed, need, layout.valid.slot as usize, end))
         });
         if let Some((fields, fixed, need, valid, end)) = fast {
@@ -42,10 +52,12 @@ pub(crate) fn extract_static(h: u32) -> SF {
                     let slots = &mut w.slots[..];
                     for quad in fields.chunks_exact(4) {
                         for &(slot, off, shift, m) in quad {
-                            // SAFETY: off + 8 <= need == bytes.len() and slot < end <= slots.len(), both checked
-                            // above (the plan's invariants)
+                            // SAFETY: off + 8 <= need == bytes.len() and slot < end <= slots.len(),
+                            // both checked above (the plan's invariants)
                             unsafe {
-                                let word = u64::from_be_bytes(*(bytes.as_ptr().add(off) as *const [u8; 8]));
+                                let word = u64::from_be_bytes(
+                                    *(bytes.as_ptr().add(off) as *const [u8; 8]),
+                                );
                                 *slots.get_unchecked_mut(slot) = (word >> shift) & m;
                             }
                         }
@@ -64,13 +76,21 @@ pub(crate) fn extract_static(h: u32) -> SF {
     })
 }
 
-/// `emit` of a fixed header instance whose fields are all narrow, on a byte boundary: the header's bytes
-/// built as big-endian 64-bit words, a word at a time, straight into the output. Anything else takes the
-/// interpreter's path.
+/// `emit` of a fixed header instance whose fields are all narrow, on a byte boundary: the header's
+/// bytes built as big-endian 64-bit words, a word at a time, straight into the output. Anything
+/// else takes the interpreter's path.
 pub(crate) fn emit_static(h: u32) -> SF {
-    // ops, word ends, length, validity slot, the deferred checksum of this header: (bit, F's offset, F's
-    // slot), and one past the highest slot read
-    type Plan = (Vec<(usize, u64, u32, u32)>, Vec<usize>, usize, usize, Option<(u64, usize, usize)>, usize, Option<Vec<(usize, usize, u32)>>);
+    // ops, word ends, length, validity slot, the deferred checksum of this header: (bit, F's
+    // offset, F's slot), and one past the highest slot read
+    type Plan = (
+        Vec<(usize, u64, u32, u32)>,
+        Vec<usize>,
+        usize,
+        usize,
+        Option<(u64, usize, usize)>,
+        usize,
+        Option<Vec<(usize, usize, u32)>>,
+    );
     let plan: std::sync::OnceLock<Option<Plan>> = std::sync::OnceLock::new();
     let hr = HeaderRef::Static(h);
     Box::new(move |e, w| {
@@ -81,15 +101,32 @@ pub(crate) fn emit_static(h: u32) -> SF {
                 return None;
             }
             // the ops grouped by the word they build: `ends[k]` is where word k's ops end
-            let mut ops: Vec<(u32, (usize, u64, u32, u32))> = p.emit_ops.iter().map(|&(slot, m, r, l, k)| (k, (slot as usize, m, r, l))).collect();
+            let mut ops: Vec<(u32, (usize, u64, u32, u32))> = p
+                .emit_ops
+                .iter()
+                .map(|&(slot, m, r, l, k)| (k, (slot as usize, m, r, l)))
+                .collect();
             ops.sort_by_key(|o| o.0);
             let words = p.fixed.div_ceil(64);
-            let ends = (0..words).map(|k| ops.iter().filter(|o| o.0 as usize <= k).count()).collect();
-            let csum = e.code.deferred.iter().position(|d| d.header == h as usize).map(|i| (1u64 << i, e.code.deferred[i].f_off, e.code.deferred[i].f_slot));
+            let ends = (0..words)
+                .map(|k| ops.iter().filter(|o| o.0 as usize <= k).count())
+                .collect();
+            let csum = e
+                .code
+                .deferred
+                .iter()
+                .position(|d| d.header == h as usize)
+                .map(|i| {
+                    (
+                        1u64 << i,
+                        e.code.deferred[i].f_off,
+                        e.code.deferred[i].f_slot,
+                    )
+                });
             let end = ops.iter().map(|o| o.1 .0 + 1).max().unwrap_or(0);
-            // every field whole bytes on a byte boundary: one 8-byte big-endian store per field at its offset,
-            // in order (each store's spill past the field is overwritten by the next field, or lies beyond the
-            // header's length)
+            // every field whole bytes on a byte boundary: one 8-byte big-endian store per field at
+            // its offset, in order (each store's spill past the field is overwritten by the next
+            // field, or lies beyond the header's length)
             let mut bit = 0u32;
             let mut bytewise = Some(vec![]);
             for f in &layout.fields {
@@ -105,17 +142,27 @@ pub(crate) fn emit_static(h: u32) -> SF {
                 }
                 bit += w;
             }
-            // padded to a multiple of four with repeats of the last field (its bytes stored again, after the
-            // store before it), so that fields are stored four at a time
+            // padded to a multiple of four with repeats of the last field (its bytes stored again,
+            // after the store before it), so that fields are stored four at a time
             if let Some(b) = bytewise.as_mut() {
                 while !b.is_empty() && b.len() % 4 != 0 {
                     b.push(b[b.len() - 1]);
                 }
             }
-            Some((ops.into_iter().map(|o| o.1).collect(), ends, p.fixed / 8, layout.valid.slot as usize, csum, end, bytewise))
+            Some((
+                ops.into_iter().map(|o| o.1).collect(),
+                ends,
+                p.fixed / 8,
+                layout.valid.slot as usize,
+                csum,
+                end,
+                bytewise,
+            ))
         });
         match fast {
-            Some((ops, ends, len, valid, csum, end, bytewise)) if w.bw.n % 8 == 0 && *end <= w.slots.len() => {
+            Some((ops, ends, len, valid, csum, end, bytewise))
+                if w.bw.n % 8 == 0 && *end <= w.slots.len() =>
+            {
                 if w.slots[*valid] == 0 {
                     return Flow::Next;
                 }
@@ -132,9 +179,14 @@ pub(crate) fn emit_static(h: u32) -> SF {
                     Some(fields) => {
                         for quad in fields.chunks_exact(4) {
                             for &(slot, off, shl) in quad {
-                                // SAFETY: slot < the plan's `end` <= slots.len(), checked above; off < len, and
-                                // `reserve` made room for len + 8 bytes past `base`
-                                unsafe { std::ptr::write_unaligned(dst.add(off) as *mut [u8; 8], (*slots.get_unchecked(slot) << shl).to_be_bytes()) };
+                                // SAFETY: slot < the plan's `end` <= slots.len(), checked above;
+                                // off < len, and `reserve` made room for len + 8 bytes past `base`
+                                unsafe {
+                                    std::ptr::write_unaligned(
+                                        dst.add(off) as *mut [u8; 8],
+                                        (*slots.get_unchecked(slot) << shl).to_be_bytes(),
+                                    )
+                                };
                             }
                         }
                     }
@@ -147,7 +199,12 @@ pub(crate) fn emit_static(h: u32) -> SF {
                                 word |= ((unsafe { *slots.get_unchecked(slot) } & m) >> r) << l;
                             }
                             // SAFETY: `reserve` made room for `ends.len()` words past `base`
-                            unsafe { std::ptr::write_unaligned(dst.add(8 * k) as *mut [u8; 8], word.to_be_bytes()) };
+                            unsafe {
+                                std::ptr::write_unaligned(
+                                    dst.add(8 * k) as *mut [u8; 8],
+                                    word.to_be_bytes(),
+                                )
+                            };
                             start = end;
                         }
                     }
@@ -176,8 +233,8 @@ pub(crate) fn emit_static(h: u32) -> SF {
     })
 }
 
-/// Compute the deferred checksums still due from the fields (before an emit that cannot patch its bytes,
-/// and after the deparser for headers it did not emit).
+/// Compute the deferred checksums still due from the fields (before an emit that cannot patch its
+/// bytes, and after the deparser for headers it did not emit).
 #[cold]
 pub(crate) fn settle_checksums(e: &Engine, w: &mut Worker) {
     while w.csum_pending != 0 {
@@ -200,18 +257,29 @@ impl Engine {
             HeaderRef::Dynamic { stack, index } => {
                 let s = &self.prog.stacks[*stack as usize];
                 let i = self.eval(w, index);
-                s.elements.get(i as usize).copied().filter(|h| *h != u32::MAX)
+                s.elements
+                    .get(i as usize)
+                    .copied()
+                    .filter(|h| *h != u32::MAX)
             }
             HeaderRef::Next { stack } => {
                 let s = &self.prog.stacks[*stack as usize];
                 let i = self.load(w, s.next_index);
-                s.elements.get(i as usize).copied().filter(|h| *h != u32::MAX)
+                s.elements
+                    .get(i as usize)
+                    .copied()
+                    .filter(|h| *h != u32::MAX)
             }
         }
     }
 
     #[inline(never)]
-    pub(crate) fn extract(&self, w: &mut Worker, h: &HeaderRef, varbit_bits: Option<&Expr>) -> Flow {
+    pub(crate) fn extract(
+        &self,
+        w: &mut Worker,
+        h: &HeaderRef,
+        varbit_bits: Option<&Expr>,
+    ) -> Flow {
         let Some(hi) = self.header_index(w, h) else {
             return Flow::Reject(self.err_stack_oob);
         };
@@ -240,7 +308,8 @@ impl Engine {
         }
         let mut pos = w.cursor;
         if plan.narrow && pos % 8 == 0 && pos / 8 + fixed.div_ceil(8) + 8 <= w.pkt.len() {
-            // fast path: one unaligned 64-bit big-endian load per field (8 bytes of slack past the header)
+            // fast path: one unaligned 64-bit big-endian load per field (8 bytes of slack past the
+            // header)
             let base = pos / 8;
             let bytes = &w.pkt[base..base + fixed.div_ceil(8) + 8];
             for &(slot, off, shift, m, _) in &plan.fields {
@@ -303,7 +372,9 @@ impl Engine {
 
     #[inline(never)]
     pub(crate) fn emit(&self, w: &mut Worker, h: &HeaderRef) {
-        let Some(hi) = self.header_index(w, h) else { return };
+        let Some(hi) = self.header_index(w, h) else {
+            return;
+        };
         let layout = &self.prog.headers[hi as usize];
         if w.slots[layout.valid.slot as usize] == 0 {
             return;
@@ -313,7 +384,8 @@ impl Engine {
         let mut bw = w.bw;
         let len = plan.fixed.div_ceil(8);
         if plan.narrow && bw.n % 8 == 0 && !plan.emit_ops.is_empty() {
-            // fast path: each field OR-ed into the 64-bit words it overlaps, then the words stored big-endian
+            // fast path: each field OR-ed into the 64-bit words it overlaps, then the words stored
+            // big-endian
             bw.finish(&mut out);
             let base = out.len();
             let mut words = [0u64; 16];
@@ -360,8 +432,13 @@ impl Engine {
 
     #[inline(never)]
     pub(crate) fn copy_header(&self, w: &mut Worker, dst: &HeaderRef, src: &HeaderRef) {
-        let (Some(d), Some(s)) = (self.header_index(w, dst), self.header_index(w, src)) else { return };
-        let (dl, sl) = (&self.prog.headers[d as usize], &self.prog.headers[s as usize]);
+        let (Some(d), Some(s)) = (self.header_index(w, dst), self.header_index(w, src)) else {
+            return;
+        };
+        let (dl, sl) = (
+            &self.prog.headers[d as usize],
+            &self.prog.headers[s as usize],
+        );
         w.slots[dl.valid.slot as usize] = w.slots[sl.valid.slot as usize];
         for (df, sf) in dl.fields.iter().zip(&sl.fields) {
             let n = words_for(df.loc.width) as usize;

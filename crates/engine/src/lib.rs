@@ -1,17 +1,19 @@
-//! The p4sec engine: executes a compiled program (`p4sec_ir::Program`) for the v1model architecture with
-//! the semantics of BMv2 simple_switch.
+//! The p4sec engine: executes a compiled program (`p4sec_ir::Program`) for the v1model architecture
+//! with the semantics of BMv2 simple_switch.
 //!
-//! * [`Engine`] holds the program and all shared state (tables, registers, counters, meters, the packet
-//!   replication engine, extern instances). It is `Sync`: workers share it; table writes publish new
-//!   versions atomically (RCU) so packet processing never waits for the control plane.
+//! * [`Engine`] holds the program and all shared state (tables, registers, counters, meters, the
+//!   packet replication engine, extern instances). It is `Sync`: workers share it; table writes
+//!   publish new versions atomically (RCU) so packet processing never waits for the control plane.
 //! * [`Worker`] holds per-thread, per-packet state that is reset, not reallocated, between packets.
-//! * [`Engine::process`] runs one input packet to quiescence and appends the frames it emits to [`Outputs`].
+//! * [`Engine::process`] runs one input packet to quiescence and appends the frames it emits to
+//!   [`Outputs`].
 //!
-//! The packet's path, stage by stage: `pipeline.rs` (the v1model passes) runs `parser.rs` (parser states and
-//! selects), `headers.rs` (extract, emit, the deparser's checksums), `match_action.rs` (table applies) and
-//! `call.rs` (built-ins and extern calls) over the statements and expressions of `exec.rs`, compiled into
-//! closures at load time by `compile.rs`. `control.rs` is the control-plane API. The types all of them share (the
-//! engine, the worker, the compiled program) are in `state.rs`; `load.rs` builds an engine for a program.
+//! The packet's path, stage by stage: `pipeline.rs` (the v1model passes) runs `parser.rs` (parser
+//! states and selects), `headers.rs` (extract, emit, the deparser's checksums), `match_action.rs`
+//! (table applies) and `call.rs` (built-ins and extern calls) over the statements and expressions
+//! of `exec.rs`, compiled into closures at load time by `compile.rs`. `control.rs` is the
+//! control-plane API. The types all of them share (the engine, the worker, the compiled program)
+//! are in `state.rs`; `load.rs` builds an engine for a program.
 
 pub mod bits;
 mod call;
@@ -32,8 +34,8 @@ mod plans;
 mod pristine;
 mod state;
 pub mod tables;
-/// Externs for tests and the STF runner only (one breaks the extern interface on purpose): never in a
-/// production switch. Enabled by `cfg(test)` or the `test-externs` feature.
+/// Externs for tests and the STF runner only (one breaks the extern interface on purpose): never in
+/// a production switch. Enabled by `cfg(test)` or the `test-externs` feature.
 #[cfg(any(test, feature = "test-externs"))]
 pub mod test_externs;
 pub mod tm;
@@ -42,7 +44,9 @@ mod tss;
 pub use clock::coarse_ms;
 pub use pipeline::{DROP_PORT, MAX_PASSES};
 pub(crate) use state::{bump, NOT_IN_PKT, NO_OFFSET};
-pub use state::{DigestMsg, Engine, Outputs, Pre, RegisterRt, Stats, StatsSnapshot, TableRt, Worker};
+pub use state::{
+    DigestMsg, Engine, Outputs, Pre, RegisterRt, Stats, StatsSnapshot, TableRt, Worker,
+};
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
-//! Building an engine for a program: the tables, registers, counters, meters and value sets, the extern
-//! instances and their methods, the per-header plans, and the program compiled into closures.
+//! Building an engine for a program: the tables, registers, counters, meters and value sets, the
+//! extern instances and their methods, the per-header plans, and the program compiled into
+//! closures.
 
 use crate::meters::MeterCell;
 use crate::plans::{HeaderPlan, StdSlots};
@@ -31,7 +32,10 @@ impl Engine {
             }
             let mut d = TableData::new(t)?;
             d.default_writes = match_action::param_writes(&prog, &d.default);
-            tables.push(TableRt { data: ArcSwap::from_pointee(d), write: Mutex::new(()) });
+            tables.push(TableRt {
+                data: ArcSwap::from_pointee(d),
+                write: Mutex::new(()),
+            });
             let mut off = 0;
             let mut l = vec![];
             for k in &t.keys {
@@ -46,8 +50,20 @@ impl Engine {
             .iter()
             .map(|t| match t.implementation {
                 Implementation::ActionSelector(p) => {
-                    let algo = prog.action_profiles.get(p as usize).and_then(|p| p.selector).unwrap_or(HashAlgo::Crc16);
-                    Some((algo, t.keys.iter().enumerate().filter(|(_, k)| k.kind == MatchKind::Selector).map(|(i, _)| i).collect()))
+                    let algo = prog
+                        .action_profiles
+                        .get(p as usize)
+                        .and_then(|p| p.selector)
+                        .unwrap_or(HashAlgo::Crc16);
+                    Some((
+                        algo,
+                        t.keys
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, k)| k.kind == MatchKind::Selector)
+                            .map(|(i, _)| i)
+                            .collect(),
+                    ))
                 }
                 _ => None,
             })
@@ -57,25 +73,54 @@ impl Engine {
             .iter()
             .map(|r| {
                 let words = words_for(r.width) as usize;
-                RegisterRt { size: r.size as usize, width: r.width, words, cells: (0..r.size as usize * words).map(|_| AtomicU64::new(0)).collect() }
+                RegisterRt {
+                    size: r.size as usize,
+                    width: r.width,
+                    words,
+                    cells: (0..r.size as usize * words)
+                        .map(|_| AtomicU64::new(0))
+                        .collect(),
+                }
             })
             .collect();
-        let counters = prog.counters.iter().map(|c| (0..c.size).map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect()).collect();
-        let meters = prog.meters.iter().map(|m| (0..m.size).map(|_| MeterCell::default()).collect()).collect();
-        let value_sets = prog.value_sets.iter().map(|_| ArcSwap::from_pointee(vec![])).collect();
+        let counters = prog
+            .counters
+            .iter()
+            .map(|c| {
+                (0..c.size)
+                    .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                    .collect()
+            })
+            .collect();
+        let meters = prog
+            .meters
+            .iter()
+            .map(|m| (0..m.size).map(|_| MeterCell::default()).collect())
+            .collect();
+        let value_sets = prog
+            .value_sets
+            .iter()
+            .map(|_| ArcSwap::from_pointee(vec![]))
+            .collect();
         let mut objs = vec![];
         let mut methods = vec![];
         for inst in &prog.externs {
             let ty = externs
                 .iter()
                 .find(|t| t.name() == inst.type_name)
-                .ok_or_else(|| format!("extern `{}` (type `{}`) is not implemented by this switch", inst.name, inst.type_name))?;
+                .ok_or_else(|| {
+                    format!(
+                        "extern `{}` (type `{}`) is not implemented by this switch",
+                        inst.name, inst.type_name
+                    )
+                })?;
             let args: Vec<BitBuf> = inst
                 .ctor_args
                 .iter()
                 .map(|v| {
                     let mut b = BitBuf::zero(v.width);
-                    let bytes: Vec<u8> = v.words.iter().rev().flat_map(|w| w.to_be_bytes()).collect();
+                    let bytes: Vec<u8> =
+                        v.words.iter().rev().flat_map(|w| w.to_be_bytes()).collect();
                     b.set_bytes(&bytes);
                     b
                 })
@@ -83,8 +128,15 @@ impl Engine {
             let obj = ty.instantiate(&inst.name, &args)?;
             let mut ms = vec![];
             for m in &inst.methods {
-                let sig = MethodSig { name: m.name.clone(), args: m.args.iter().map(|(d, w)| (call::dir_of(*d), *w)).collect(), ret: m.ret };
-                ms.push(obj.resolve(&sig).map_err(|e| format!("extern `{}`: method `{}`: {e}", inst.name, m.name))?);
+                let sig = MethodSig {
+                    name: m.name.clone(),
+                    args: m.args.iter().map(|(d, w)| (call::dir_of(*d), *w)).collect(),
+                    ret: m.ret,
+                };
+                ms.push(
+                    obj.resolve(&sig)
+                        .map_err(|e| format!("extern `{}`: method `{}`: {e}", inst.name, m.name))?,
+                );
             }
             objs.push(obj);
             methods.push(ms);
@@ -104,12 +156,33 @@ impl Engine {
         }
         let hplans = prog.headers.iter().map(HeaderPlan::new).collect();
         let pristine = pristine::Pristine::analyse(&prog);
-        let code = compile::compile(&compile::Cx { prog: &prog, externs: &objs, methods: &methods, pristine: &pristine });
-        let one_word_key = prog.tables.iter().map(|t| matches!(&t.keys[..], [k] if k.width <= 64)).collect();
-        let entry_state = prog.tables.iter().map(|t| t.direct_counter.is_some() || t.direct_meter.is_some() || t.support_timeout).collect();
-        // a slot beyond the program's (a malformed program) becomes the worker's sink slot: parameter words are
-        // written unchecked
-        let param_words = prog.actions.iter().map(|a| match_action::param_word_layout(a).map(|(s, m, p, k)| (s.min(prog.slots), m, p, k)).collect()).collect();
+        let code = compile::compile(&compile::Cx {
+            prog: &prog,
+            externs: &objs,
+            methods: &methods,
+            pristine: &pristine,
+        });
+        let one_word_key = prog
+            .tables
+            .iter()
+            .map(|t| matches!(&t.keys[..], [k] if k.width <= 64))
+            .collect();
+        let entry_state = prog
+            .tables
+            .iter()
+            .map(|t| t.direct_counter.is_some() || t.direct_meter.is_some() || t.support_timeout)
+            .collect();
+        // a slot beyond the program's (a malformed program) becomes the worker's sink slot:
+        // parameter words are written unchecked
+        let param_words = prog
+            .actions
+            .iter()
+            .map(|a| {
+                match_action::param_word_layout(a)
+                    .map(|(s, m, p, k)| (s.min(prog.slots), m, p, k))
+                    .collect()
+            })
+            .collect();
         Ok(Engine {
             param_words,
             hplans,

@@ -1,6 +1,6 @@
-//! The match-action stage: a table's key built, looked up (action selectors included), its per-entry state
-//! updated, and the chosen action run with its arguments in its parameters; the layout of action arguments in
-//! parameter slots.
+//! The match-action stage: a table's key built, looked up (action selectors included), its
+//! per-entry state updated, and the chosen action run with its arguments in its parameters; the
+//! layout of action arguments in parameter slots.
 
 use crate::state::Flow;
 use crate::tables::KEY_WORDS;
@@ -8,37 +8,60 @@ use crate::{bits, hash, Engine, Worker};
 use p4sec_ir::*;
 use std::sync::atomic::Ordering;
 
-/// The slot words a call of its default action writes (`TableData::default_writes`): only slots of the program,
-/// which `Engine::process` checks the worker has, so they are written unchecked. Padded to a multiple of four
-/// with writes of zero into the worker's sink slot (the one after the program's), so that they are written
-/// four at a time.
+/// The slot words a call of its default action writes (`TableData::default_writes`): only slots of
+/// the program, which `Engine::process` checks the worker has, so they are written unchecked.
+/// Padded to a multiple of four with writes of zero into the worker's sink slot (the one after the
+/// program's), so that they are written four at a time.
 pub(crate) fn param_writes(p: &Program, call: &ActionCall) -> Vec<(u32, u64)> {
-    let mut v: Vec<(u32, u64)> =
-        p.actions.get(call.action as usize).map(|a| arg_words(a, &call.args).filter(|(s, _)| *s < p.slots).collect()).unwrap_or_default();
+    let mut v: Vec<(u32, u64)> = p
+        .actions
+        .get(call.action as usize)
+        .map(|a| {
+            arg_words(a, &call.args)
+                .filter(|(s, _)| *s < p.slots)
+                .collect()
+        })
+        .unwrap_or_default();
     while v.len() % 4 != 0 {
         v.push((p.slots, 0));
     }
     v
 }
 
-/// The words of `args` for the parameters of `a`: (slot, word), each parameter's top word masked to its width.
-pub(crate) fn arg_words<'a>(a: &'a Action, args: &'a [Value]) -> impl Iterator<Item = (u32, u64)> + 'a {
+/// The words of `args` for the parameters of `a`: (slot, word), each parameter's top word masked to
+/// its width.
+pub(crate) fn arg_words<'a>(
+    a: &'a Action,
+    args: &'a [Value],
+) -> impl Iterator<Item = (u32, u64)> + 'a {
     param_word_layout(a).filter_map(|(s, m, p, k)| arg_word(args, p, k, m).map(|v| (s, v)))
 }
 
-/// Word `k` of argument `p` (0 past the argument's words) under the mask `m`; `None` if there is no such
-/// argument.
+/// Word `k` of argument `p` (0 past the argument's words) under the mask `m`; `None` if there is no
+/// such argument.
 #[inline(always)]
 pub(crate) fn arg_word(args: &[Value], p: u32, k: u32, m: u64) -> Option<u64> {
-    args.get(p as usize).map(|v| v.words.get(k as usize).copied().unwrap_or(0) & m)
+    args.get(p as usize)
+        .map(|v| v.words.get(k as usize).copied().unwrap_or(0) & m)
 }
 
-/// Each word of each parameter of `a`: (slot, mask, parameter, word), low words first, the top word's mask the
-/// parameter's width.
+/// Each word of each parameter of `a`: (slot, mask, parameter, word), low words first, the top
+/// word's mask the parameter's width.
 pub(crate) fn param_word_layout(a: &Action) -> impl Iterator<Item = (u32, u64, u32, u32)> + '_ {
     a.params.iter().enumerate().flat_map(|(pi, prm)| {
         let n = words_for(prm.loc.width);
-        (0..n).map(move |k| (prm.loc.slot + k, if k + 1 == n { bits::mask64(prm.loc.width - 64 * k) } else { u64::MAX }, pi as u32, k))
+        (0..n).map(move |k| {
+            (
+                prm.loc.slot + k,
+                if k + 1 == n {
+                    bits::mask64(prm.loc.width - 64 * k)
+                } else {
+                    u64::MAX
+                },
+                pi as u32,
+                k,
+            )
+        })
     })
 }
 
@@ -48,7 +71,12 @@ impl Engine {
     fn table_key(&self, w: &mut Worker, ti: usize, key: &mut [u64]) {
         let t = &self.prog.tables[ti];
         let layout = &self.key_layouts[ti];
-        for ((k, &(off, words)), ck) in t.keys.iter().zip(layout.iter()).zip(&self.code.table_keys[ti]) {
+        for ((k, &(off, words)), ck) in t
+            .keys
+            .iter()
+            .zip(layout.iter())
+            .zip(&self.code.table_keys[ti])
+        {
             if let Some(f) = ck {
                 key[off] = f(self, w);
             } else if k.width <= 64 {
@@ -60,26 +88,51 @@ impl Engine {
         }
     }
 
-    pub(crate) fn apply_table(&self, w: &mut Worker, ti: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
-        if self.key_layouts[ti].last().is_some_and(|&(off, words)| off + words > KEY_WORDS) {
+    pub(crate) fn apply_table(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) -> Flow {
+        if self.key_layouts[ti]
+            .last()
+            .is_some_and(|&(off, words)| off + words > KEY_WORDS)
+        {
             std::hint::cold_path();
             return self.apply_table_wide(w, ti, hit, action_run);
         }
         self.apply_keyed(w, ti, [0u64; KEY_WORDS], hit, action_run)
     }
 
-    /// [`Engine::apply_table`] for a table whose key takes more than `KEY_WORDS` words (more than 16 fields,
-    /// each in words of its own): the key in a buffer of its size.
+    /// [`Engine::apply_table`] for a table whose key takes more than `KEY_WORDS` words (more than
+    /// 16 fields, each in words of its own): the key in a buffer of its size.
     #[cold]
     #[inline(never)]
-    fn apply_table_wide(&self, w: &mut Worker, ti: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
-        let words = self.key_layouts[ti].last().map_or(0, |&(off, words)| off + words);
+    fn apply_table_wide(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) -> Flow {
+        let words = self.key_layouts[ti]
+            .last()
+            .map_or(0, |&(off, words)| off + words);
         self.apply_keyed(w, ti, vec![0u64; words], hit, action_run)
     }
 
-    /// A table apply with `key` (all zeros, at least as many words as the table's key takes) as the key buffer.
+    /// A table apply with `key` (all zeros, at least as many words as the table's key takes) as the
+    /// key buffer.
     #[inline(always)]
-    fn apply_keyed<K: AsRef<[u64]> + AsMut<[u64]> + Clone>(&self, w: &mut Worker, ti: usize, mut key: K, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+    fn apply_keyed<K: AsRef<[u64]> + AsMut<[u64]> + Clone>(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        mut key: K,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) -> Flow {
         let t = &self.prog.tables[ti];
         let layout = &self.key_layouts[ti];
         let keys = &self.code.table_keys[ti];
@@ -88,8 +141,8 @@ impl Engine {
         } else {
             self.table_key(w, ti, key.as_mut());
         }
-        // action selectors: the selector keys do not match (their words are zero in the lookup key); they
-        // choose a member of a group
+        // action selectors: the selector keys do not match (their words are zero in the lookup
+        // key); they choose a member of a group
         let mut selector_key = None;
         if let Some((_, sel)) = &self.selectors[ti] {
             selector_key = Some(key.clone());
@@ -99,8 +152,8 @@ impl Engine {
                 k[off..off + words].fill(0);
             }
         }
-        // the worker's snapshot of the table (refreshed per packet when the control plane changed a table);
-        // taken out of the worker while the action runs, so no reference count is touched
+        // the worker's snapshot of the table (refreshed per packet when the control plane changed a
+        // table); taken out of the worker while the action runs, so no reference count is touched
         let data = match w.tables.get_mut(ti).and_then(Option::take) {
             Some(d) => d,
             None => self.tables[ti].data.load_full(),
@@ -110,7 +163,10 @@ impl Engine {
         if let (Some(i), Some(full)) = (found, selector_key.as_ref()) {
             if data.hot(i).selects {
                 let h = self.selector_hash(w, ti, full.as_ref());
-                chosen = data.entries[i].indirect.as_deref().and_then(|ind| ind.pick(h));
+                chosen = data.entries[i]
+                    .indirect
+                    .as_deref()
+                    .and_then(|ind| ind.pick(h));
                 if chosen.is_none() {
                     found = None; // an empty group: the table misses
                 }
@@ -124,8 +180,8 @@ impl Engine {
         let mut inline = None;
         let call = match found {
             Some(i) => {
-                // per-entry state is touched only when the table has it (shared atomics cost a locked
-                // instruction and a cache line per hit)
+                // per-entry state is touched only when the table has it (shared atomics cost a
+                // locked instruction and a cache line per hit)
                 if self.entry_state[ti] {
                     let e = &data.entries[i];
                     if t.direct_counter.is_some() {
@@ -135,7 +191,11 @@ impl Engine {
                     if t.support_timeout {
                         e.last_hit.store(crate::coarse_ms(), Ordering::Relaxed);
                     }
-                    w.cur_meter = if t.direct_meter.is_some() { e.meter.clone() } else { None };
+                    w.cur_meter = if t.direct_meter.is_some() {
+                        e.meter.clone()
+                    } else {
+                        None
+                    };
                 } else {
                     w.cur_meter = None;
                 }
@@ -169,29 +229,34 @@ impl Engine {
             (None, Ok(_)) => {}
         }
         if let Some(tr) = w.trace.as_mut() {
-            tr.push(format!("table {} {} -> {}", t.name, if found.is_some() { "hit" } else { "miss" }, action.name));
+            tr.push(format!(
+                "table {} {} -> {}",
+                t.name,
+                if found.is_some() { "hit" } else { "miss" },
+                action.name
+            ));
         }
         self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
     }
 
-    /// A miss: the default action's arguments into its parameters (slot words resolved when the table version
-    /// was published); the action's index.
+    /// A miss: the default action's arguments into its parameters (slot words resolved when the
+    /// table version was published); the action's index.
     #[inline(always)]
     fn default_args(&self, w: &mut Worker, data: &crate::tables::TableData) -> u32 {
         let slots = &mut w.slots[..];
         for quad in data.default_writes.chunks_exact(4) {
             for &(s, v) in quad {
                 debug_assert!((s as usize) < slots.len());
-                // SAFETY: `param_writes` keeps only the program's slots and the sink slot after them, all of
-                // which the worker has (checked on entry to `Engine::process`)
+                // SAFETY: `param_writes` keeps only the program's slots and the sink slot after
+                // them, all of which the worker has (checked on entry to `Engine::process`)
                 unsafe { *slots.get_unchecked_mut(s as usize) = v };
             }
         }
         data.default.action
     }
 
-    /// An entry's arguments, held in the entry, into action `a`'s parameters: their words straight into the
-    /// parameter slots, each top word masked to the width.
+    /// An entry's arguments, held in the entry, into action `a`'s parameters: their words straight
+    /// into the parameter slots, each top word masked to the width.
     #[inline]
     fn entry_args(&self, w: &mut Worker, a: usize, args: &[Value]) {
         let slots = &mut w.slots[..];
@@ -202,25 +267,33 @@ impl Engine {
         }
     }
 
-    /// A hit's arguments held inline in its hot line (their words in parameter order), into action `a`'s
-    /// parameters.
+    /// A hit's arguments held inline in its hot line (their words in parameter order), into action
+    /// `a`'s parameters.
     #[inline(always)]
     fn inline_args(&self, w: &mut Worker, a: usize, hot: &crate::tables::Hot) {
         let words = &hot.args[..(hot.nargs as usize).min(hot.args.len())];
         let ws = &mut w.slots[..];
         for (&(s, m, _, _), v) in self.param_words[a].iter().zip(words) {
             debug_assert!((s as usize) < ws.len());
-            // SAFETY: `param_words` holds only the program's slots and the sink slot after them, all of which the
-            // worker has (checked on entry to `Engine::process`)
+            // SAFETY: `param_words` holds only the program's slots and the sink slot after them,
+            // all of which the worker has (checked on entry to `Engine::process`)
             unsafe { *ws.get_unchecked_mut(s as usize) = *v & m };
         }
     }
 
-    /// [`Engine::apply_table`] for a table with one key of at most 64 bits and no action selector, its key
-    /// `k` computed by the call site: a miss and a hit (arguments inline or not) on a table without per-entry
-    /// state are handled here; anything else (an action profile group, a traced packet) takes the general path.
+    /// [`Engine::apply_table`] for a table with one key of at most 64 bits and no action selector,
+    /// its key `k` computed by the call site: a miss and a hit (arguments inline or not) on a table
+    /// without per-entry state are handled here; anything else (an action profile group, a traced
+    /// packet) takes the general path.
     #[inline(always)]
-    pub(crate) fn apply_one_key(&self, w: &mut Worker, ti: usize, k: u64, hit: Option<Loc>, action_run: Option<Loc>) -> Flow {
+    pub(crate) fn apply_one_key(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        k: u64,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) -> Flow {
         if w.trace.is_some() || self.entry_state[ti] {
             std::hint::cold_path();
             return self.apply_table(w, ti, hit, action_run);
@@ -260,8 +333,8 @@ impl Engine {
         self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
     }
 
-    /// The end of a table apply, once the action's arguments are in its parameters: `hit` and `action_run`
-    /// set, the worker's table snapshot put back, the action run.
+    /// The end of a table apply, once the action's arguments are in its parameters: `hit` and
+    /// `action_run` set, the worker's table snapshot put back, the action run.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn finish_apply(
@@ -290,11 +363,13 @@ impl Engine {
         }
     }
 
-    /// The selector hash of a packet for table `ti`: the table's algorithm over its selector keys (each
-    /// key's value as whole bytes, most significant first, in key order).
+    /// The selector hash of a packet for table `ti`: the table's algorithm over its selector keys
+    /// (each key's value as whole bytes, most significant first, in key order).
     #[inline(never)]
     fn selector_hash(&self, w: &mut Worker, ti: usize, key: &[u64]) -> u64 {
-        let Some((algo, sel)) = &self.selectors[ti] else { return 0 };
+        let Some((algo, sel)) = &self.selectors[ti] else {
+            return 0;
+        };
         let t = &self.prog.tables[ti];
         w.scratch.clear();
         for &k in sel {

@@ -1,6 +1,6 @@
-//! Two-rate three-color meters (RFC 2698). An unconfigured meter marks everything green, as BMv2 does.
-//! Each cell also counts the packets and bytes it marked per colour (P4Runtime's `MeterCounterData`): plain
-//! adds under the cell's lock, which metering takes anyway.
+//! Two-rate three-color meters (RFC 2698). An unconfigured meter marks everything green, as BMv2
+//! does. Each cell also counts the packets and bytes it marked per colour (P4Runtime's
+//! `MeterCounterData`): plain adds under the cell's lock, which metering takes anyway.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -37,7 +37,15 @@ pub struct MeterCell {
 
 impl Default for MeterCell {
     fn default() -> Self {
-        MeterCell { b: Mutex::new(Bucket { rates: None, tc: 0.0, tp: 0.0, last: Instant::now(), counts: [(0, 0); 3] }) }
+        MeterCell {
+            b: Mutex::new(Bucket {
+                rates: None,
+                tc: 0.0,
+                tp: 0.0,
+                last: Instant::now(),
+                counts: [(0, 0); 3],
+            }),
+        }
     }
 }
 
@@ -62,8 +70,8 @@ impl MeterCell {
     pub fn set_counts(&self, c: [(u64, u64); 3]) {
         self.b.lock().unwrap_or_else(|p| p.into_inner()).counts = c;
     }
-    /// Meter `amount` units (1 for packet meters, the byte count for byte meters) of a packet of `bytes`
-    /// bytes; the packet is counted under its colour.
+    /// Meter `amount` units (1 for packet meters, the byte count for byte meters) of a packet of
+    /// `bytes` bytes; the packet is counted under its colour.
     pub fn execute(&self, amount: u64, bytes: u64) -> u64 {
         let mut b = self.b.lock().unwrap_or_else(|p| p.into_inner());
         let color = match b.rates {
@@ -102,7 +110,12 @@ mod tests {
     fn colors() {
         let m = MeterCell::default();
         assert_eq!(m.execute(1, 100), GREEN);
-        m.configure(Some(MeterRates { cir: 1, cbs: 2, pir: 1, pbs: 3 }));
+        m.configure(Some(MeterRates {
+            cir: 1,
+            cbs: 2,
+            pir: 1,
+            pbs: 3,
+        }));
         assert_eq!(m.execute(1, 10), GREEN);
         assert_eq!(m.execute(1, 10), GREEN);
         assert_eq!(m.execute(1, 20), YELLOW);
@@ -114,12 +127,22 @@ mod tests {
     fn per_color_counts() {
         let m = MeterCell::default();
         m.execute(1, 100);
-        m.configure(Some(MeterRates { cir: 1, cbs: 2, pir: 1, pbs: 3 }));
+        m.configure(Some(MeterRates {
+            cir: 1,
+            cbs: 2,
+            pir: 1,
+            pbs: 3,
+        }));
         for n in [10, 10, 20, 30, 40] {
             m.execute(1, n);
         }
         // configuring again keeps the counts
-        m.configure(Some(MeterRates { cir: 1, cbs: 2, pir: 1, pbs: 3 }));
+        m.configure(Some(MeterRates {
+            cir: 1,
+            cbs: 2,
+            pir: 1,
+            pbs: 3,
+        }));
         assert_eq!(m.counts(), [(3, 120), (1, 20), (2, 70)]);
         m.set_counts([(0, 0), (5, 6), (0, 0)]);
         assert_eq!(m.execute(1, 7), GREEN);

@@ -1,5 +1,5 @@
-//! The parser stage: the parser's hot loop over compiled states and one-key selects, the general loop
-//! (every kind of transition, traced), select keys matched against cases and value sets.
+//! The parser stage: the parser's hot loop over compiled states and one-key selects, the general
+//! loop (every kind of transition, traced), select keys matched against cases and value sets.
 
 use crate::bits::{self, Wide};
 use crate::state::{Flow, LeanNext, XF};
@@ -13,19 +13,24 @@ impl Engine {
     #[inline(always)]
     pub(crate) fn run_parser(&self, w: &mut Worker) {
         let start = self.prog.parser.start as usize;
-        let err = if w.trace.is_none() { self.parse_lean(w, start) } else { self.parse_general(w, start, 0, false) };
+        let err = if w.trace.is_none() {
+            self.parse_lean(w, start)
+        } else {
+            self.parse_general(w, start, 0, false)
+        };
         if err != 0 && err != u32::MAX {
             std::hint::cold_path();
             self.parser_error(w, err);
         }
-        // the payload stays where it is in `pkt` until something needs it apart (`Worker::own_payload`)
-        // from the byte that holds the first unparsed bit, as BMv2 does when the parser stops inside a byte
+        // the payload stays where it is in `pkt` until something needs it apart
+        // (`Worker::own_payload`) from the byte that holds the first unparsed bit, as BMv2 does
+        // when the parser stops inside a byte
         w.payload_at = (w.cursor / 8).min(w.pkt.len());
     }
 
     /// The parser's hot loop: states whose transition is a `Goto` or a select on one narrow key
-    /// (`LeanNext`). At any other transition it hands over to [`Engine::parse_general`]. Returns the
-    /// error (0: accepted, `u32::MAX`: rejected without an error).
+    /// (`LeanNext`). At any other transition it hands over to [`Engine::parse_general`]. Returns
+    /// the error (0: accepted, `u32::MAX`: rejected without an error).
     #[inline(always)]
     fn parse_lean(&self, w: &mut Worker, mut state: usize) -> u32 {
         let mut steps = 0u32;
@@ -34,7 +39,9 @@ impl Engine {
             if steps > self.max_parser_steps {
                 return self.err_timeout;
             }
-            let Some(block) = self.code.states.get(state) else { return self.err_no_match };
+            let Some(block) = self.code.states.get(state) else {
+                return self.err_no_match;
+            };
             match block.run(self, w) {
                 Flow::Next | Flow::Break(_) => {}
                 Flow::Reject(e) => return e,
@@ -46,7 +53,8 @@ impl Engine {
                     Some(n) => n,
                     None => return self.err_no_match,
                 },
-                Some(LeanNext::SelectTwo(k0, k1, cases)) => match self.select_two(w, k0, k1, cases) {
+                Some(LeanNext::SelectTwo(k0, k1, cases)) => match self.select_two(w, k0, k1, cases)
+                {
                     Some(n) => n,
                     None => return self.err_no_match,
                 },
@@ -65,16 +73,34 @@ impl Engine {
 
     /// The case a select on one narrow key takes: the key once, then (mask, value) per case.
     #[inline(always)]
-    fn select_one<'a>(&self, w: &mut Worker, k: &XF, cases: &'a [(u64, u64, Next)]) -> Option<&'a Next> {
+    fn select_one<'a>(
+        &self,
+        w: &mut Worker,
+        k: &XF,
+        cases: &'a [(u64, u64, Next)],
+    ) -> Option<&'a Next> {
         let v = k(self, w);
-        cases.iter().find(|(m, x, _)| v & m == *x).map(|(_, _, n)| n)
+        cases
+            .iter()
+            .find(|(m, x, _)| v & m == *x)
+            .map(|(_, _, n)| n)
     }
 
-    /// The case a select on two narrow keys takes: both keys once, then their (mask, value) pairs per case.
+    /// The case a select on two narrow keys takes: both keys once, then their (mask, value) pairs
+    /// per case.
     #[inline(always)]
-    fn select_two<'a>(&self, w: &mut Worker, k0: &XF, k1: &XF, cases: &'a [([u64; 4], Next)]) -> Option<&'a Next> {
+    fn select_two<'a>(
+        &self,
+        w: &mut Worker,
+        k0: &XF,
+        k1: &XF,
+        cases: &'a [([u64; 4], Next)],
+    ) -> Option<&'a Next> {
         let (a, b) = (k0(self, w), k1(self, w));
-        cases.iter().find(|([m0, v0, m1, v1], _)| a & m0 == *v0 && b & m1 == *v1).map(|(_, n)| n)
+        cases
+            .iter()
+            .find(|([m0, v0, m1, v1], _)| a & m0 == *v0 && b & m1 == *v1)
+            .map(|(_, n)| n)
     }
 
     #[cold]
@@ -82,17 +108,32 @@ impl Engine {
     fn parser_error(&self, w: &mut Worker, err: u32) {
         self.store(w, self.prog.std_meta.parser_error, err as u64);
         if let Some(t) = w.trace.as_mut() {
-            t.push(format!("parser error {}", self.prog.errors.get(err as usize).map(|s| s.as_str()).unwrap_or("?")));
+            t.push(format!(
+                "parser error {}",
+                self.prog
+                    .errors
+                    .get(err as usize)
+                    .map(|s| s.as_str())
+                    .unwrap_or("?")
+            ));
         }
     }
 
-    /// The parser from `state` (after `steps` steps) with every kind of transition, and traced; with `ran`, the
-    /// state's statements have run already and its transition is next.
+    /// The parser from `state` (after `steps` steps) with every kind of transition, and traced;
+    /// with `ran`, the state's statements have run already and its transition is next.
     #[inline(never)]
-    fn parse_general(&self, w: &mut Worker, mut state: usize, mut steps: u32, mut ran: bool) -> u32 {
+    fn parse_general(
+        &self,
+        w: &mut Worker,
+        mut state: usize,
+        mut steps: u32,
+        mut ran: bool,
+    ) -> u32 {
         let p = &self.prog.parser;
         loop {
-            let Some(st) = p.states.get(state) else { break self.err_no_match };
+            let Some(st) = p.states.get(state) else {
+                break self.err_no_match;
+            };
             if !std::mem::take(&mut ran) {
                 steps += 1;
                 if steps > self.max_parser_steps {
@@ -109,12 +150,20 @@ impl Engine {
             }
             let next = match &st.transition {
                 Transition::Goto(n) => n,
-                // one narrow key against exact or masked values: the key once, then (mask, value) pairs
-                Transition::Select { .. } if let Some(LeanNext::SelectOne(k, cases)) = self.code.lean_next.get(state) => match self.select_one(w, k, cases) {
-                    Some(n) => n,
-                    None => break self.err_no_match,
-                },
-                Transition::Select { .. } if let Some(LeanNext::SelectTwo(k0, k1, cases)) = self.code.lean_next.get(state) => {
+                // one narrow key against exact or masked values: the key once, then (mask, value)
+                // pairs
+                Transition::Select { .. }
+                    if let Some(LeanNext::SelectOne(k, cases)) = self.code.lean_next.get(state) =>
+                {
+                    match self.select_one(w, k, cases) {
+                        Some(n) => n,
+                        None => break self.err_no_match,
+                    }
+                }
+                Transition::Select { .. }
+                    if let Some(LeanNext::SelectTwo(k0, k1, cases)) =
+                        self.code.lean_next.get(state) =>
+                {
                     match self.select_two(w, k0, k1, cases) {
                         Some(n) => n,
                         None => break self.err_no_match,
@@ -133,7 +182,9 @@ impl Engine {
                         break e;
                     }
                     if let Some(cs) = &self.code.select_cases[state] {
-                        let hit = cs.iter().find(|(ms, _)| ms.iter().zip(&kv).all(|(&(m, v), k)| k & m == v));
+                        let hit = cs
+                            .iter()
+                            .find(|(ms, _)| ms.iter().zip(&kv).all(|(&(m, v), k)| k & m == v));
                         match hit {
                             Some((_, n)) => match n {
                                 Next::Accept => break 0,
@@ -158,7 +209,9 @@ impl Engine {
                             let ok = match m {
                                 KeyMatch::Any => true,
                                 KeyMatch::Exact(a) => a.as_u64() == v,
-                                KeyMatch::Mask { value, mask } => (v & mask.as_u64()) == (value.as_u64() & mask.as_u64()),
+                                KeyMatch::Mask { value, mask } => {
+                                    (v & mask.as_u64()) == (value.as_u64() & mask.as_u64())
+                                }
                                 KeyMatch::Range { lo, hi } => v >= lo.as_u64() && v <= hi.as_u64(),
                                 KeyMatch::ValueSet(id) => {
                                     let mut wk = [bits::ZERO; 8];
@@ -194,7 +247,9 @@ impl Engine {
                     'cases: for (ms, n) in cases {
                         for (i, m) in ms.iter().enumerate() {
                             let ok = match m {
-                                KeyMatch::ValueSet(id) => self.value_set_match(*id, &kv[i.min(7)..]),
+                                KeyMatch::ValueSet(id) => {
+                                    self.value_set_match(*id, &kv[i.min(7)..])
+                                }
                                 _ => self.key_match(&kv[i.min(7)], m),
                             };
                             if !ok {
@@ -219,11 +274,18 @@ impl Engine {
     }
 
     fn key_match(&self, v: &Wide, m: &KeyMatch) -> bool {
-        let eqw = |a: &Value| a.words.iter().enumerate().all(|(i, x)| *x == v[i]) && v[a.words.len()..].iter().all(|x| *x == 0);
+        let eqw = |a: &Value| {
+            a.words.iter().enumerate().all(|(i, x)| *x == v[i])
+                && v[a.words.len()..].iter().all(|x| *x == 0)
+        };
         match m {
             KeyMatch::Any => true,
             KeyMatch::Exact(a) => eqw(a),
-            KeyMatch::Mask { value, mask } => mask.words.iter().enumerate().all(|(i, mw)| (v[i] & mw) == (value.words.get(i).copied().unwrap_or(0) & mw)),
+            KeyMatch::Mask { value, mask } => mask
+                .words
+                .iter()
+                .enumerate()
+                .all(|(i, mw)| (v[i] & mw) == (value.words.get(i).copied().unwrap_or(0) & mw)),
             KeyMatch::Range { lo, hi } => {
                 let mut l = bits::ZERO;
                 let mut h = bits::ZERO;
@@ -239,10 +301,12 @@ impl Engine {
         }
     }
 
-    /// Is the key tuple `keys` (from the select key the value set stands at) a member of value set `id`?
-    /// Each element of a member matches the key at its position.
+    /// Is the key tuple `keys` (from the select key the value set stands at) a member of value set
+    /// `id`? Each element of a member matches the key at its position.
     fn value_set_match(&self, id: u32, keys: &[Wide]) -> bool {
-        let Some(vs) = self.prog.value_sets.get(id as usize) else { return false };
+        let Some(vs) = self.prog.value_sets.get(id as usize) else {
+            return false;
+        };
         let set = self.value_sets[id as usize].load();
         set.iter().any(|member| {
             member.len() <= keys.len()

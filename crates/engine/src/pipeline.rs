@@ -1,6 +1,6 @@
-//! The v1model pipeline: one input frame through parser, verify, ingress, the packet replication engine,
-//! egress, compute and deparser, with the clones, resubmissions, recirculations and multicast copies it
-//! causes run as further passes.
+//! The v1model pipeline: one input frame through parser, verify, ingress, the packet replication
+//! engine, egress, compute and deparser, with the clones, resubmissions, recirculations and
+//! multicast copies it causes run as further passes.
 
 use crate::bits::BitWriter;
 use crate::effects::Effects;
@@ -13,13 +13,14 @@ use std::sync::atomic::Ordering;
 
 /// The drop port of v1model.
 pub const DROP_PORT: u64 = 511;
-/// Bound on resubmit/recirculate/clone passes caused by one input packet: a guard against programs that
-/// never stop recirculating, high enough for programs that recirculate once per payload byte (DeeP4R-style
-/// scanning of a 1500-byte packet with the original waiting alongside takes about 3000 passes).
+/// Bound on resubmit/recirculate/clone passes caused by one input packet: a guard against programs
+/// that never stop recirculating, high enough for programs that recirculate once per payload byte
+/// (DeeP4R-style scanning of a 1500-byte packet with the original waiting alongside takes about
+/// 3000 passes).
 pub const MAX_PASSES: u32 = 8192;
 
-// `put` and `get` run only inside `Engine::process`, which checks on entry that the worker's slots are
-// `Program::slots + 1` words: every `StdSlots` index is below that.
+// `put` and `get` run only inside `Engine::process`, which checks on entry that the worker's slots
+// are `Program::slots + 1` words: every `StdSlots` index is below that.
 #[inline(always)]
 fn put(slots: &mut [u64], (s, m): (usize, u64), v: u64) {
     debug_assert!(s < slots.len());
@@ -37,10 +38,15 @@ fn get(slots: &[u64], (s, m): (usize, u64)) -> u64 {
 impl Engine {
     // ------------------------------------------------------------ the v1model pipeline
 
-    /// Process one frame received on `in_port`, with every copy, resubmission and recirculation it causes.
+    /// Process one frame received on `in_port`, with every copy, resubmission and recirculation it
+    /// causes.
     pub fn process(&self, w: &mut Worker, in_port: u32, frame: &[u8], out: &mut Outputs) {
         // the standard metadata slots (`StdSlots`) are read and written unchecked below this point
-        assert_eq!(w.slots.len(), self.prog.slots as usize + 1, "a worker of another engine");
+        assert_eq!(
+            w.slots.len(),
+            self.prog.slots as usize + 1,
+            "a worker of another engine"
+        );
         if self.tables_version.load(Ordering::Acquire) != w.tables_version {
             std::hint::cold_path();
             self.refresh_tables(w);
@@ -62,10 +68,10 @@ impl Engine {
         }
     }
 
-    /// The egress pass of a packet that waited in a queue (a [`Queued`] item this engine's ingress left in
-    /// a worker in queueing mode), with what its stay was; then the copies, resubmissions and recirculations
-    /// it causes (their packets bound for egress are queued in turn). An item of another engine (the pipeline
-    /// was replaced while it waited) is dropped.
+    /// The egress pass of a packet that waited in a queue (a [`Queued`] item this engine's ingress
+    /// left in a worker in queueing mode), with what its stay was; then the copies, resubmissions
+    /// and recirculations it causes (their packets bound for egress are queued in turn). An item of
+    /// another engine (the pipeline was replaced while it waited) is dropped.
     pub fn egress(&self, w: &mut Worker, item: Queued, meta: QueueMeta, out: &mut Outputs) {
         if w.slots.len() != item.slots.len() || w.slots.len() != self.prog.slots as usize + 1 {
             bump(&w.stats.dropped);
@@ -94,20 +100,32 @@ impl Engine {
         }
     }
 
-    /// Queueing mode: the packet, at the end of ingress (or a copy made for egress), is kept for the
-    /// traffic manager instead of going through egress now.
+    /// Queueing mode: the packet, at the end of ingress (or a copy made for egress), is kept for
+    /// the traffic manager instead of going through egress now.
     #[cold]
     #[inline(never)]
     fn enqueue(&self, w: &mut Worker, port: u32, rid: u32, itype: u32) {
         w.own_payload();
         let priority = get(&w.slots, self.std_slots.priority) as u8;
         let fx = w.fx;
-        let (slots, payload) = (w.spare.words.copy_of(&w.slots), w.spare.bytes.copy_of(&w.payload));
-        w.tm.queued.push(Queued { port, priority, slots, payload, pkt_len: w.pkt_len, rid, itype, fx });
+        let (slots, payload) = (
+            w.spare.words.copy_of(&w.slots),
+            w.spare.bytes.copy_of(&w.payload),
+        );
+        w.tm.queued.push(Queued {
+            port,
+            priority,
+            slots,
+            payload,
+            pkt_len: w.pkt_len,
+            rid,
+            itype,
+            fx,
+        });
     }
 
-    /// The traffic manager's fields of an egress pass: the queue's (inline: the packet "entered the queue"
-    /// at its ingress time, and found it empty) and the egress time.
+    /// The traffic manager's fields of an egress pass: the queue's (inline: the packet "entered the
+    /// queue" at its ingress time, and found it empty) and the egress time.
     #[cold]
     #[inline(never)]
     fn put_queue_fields(&self, w: &mut Worker) {
@@ -136,21 +154,43 @@ impl Engine {
                 break;
             }
             match job {
-                Job::Ingress { bytes, port, itype, preserved } => {
+                Job::Ingress {
+                    bytes,
+                    port,
+                    itype,
+                    preserved,
+                } => {
                     self.ingress_pass(w, &bytes, port, itype, &preserved, out);
                     // the job's bytes end here
                     w.pkt.reset();
                     w.spare.bytes.give(bytes);
                     w.spare.fields.give(preserved);
                 }
-                Job::Egress { slots, mut payload, pkt_len, port, rid, itype } => {
+                Job::Egress {
+                    slots,
+                    mut payload,
+                    pkt_len,
+                    port,
+                    rid,
+                    itype,
+                } => {
                     if w.tm.queueing {
                         let priority = get(&slots, self.std_slots.priority) as u8;
-                        w.tm.queued.push(Queued { port, priority, slots, payload, pkt_len, rid, itype, fx: w.fx.for_egress() });
+                        w.tm.queued.push(Queued {
+                            port,
+                            priority,
+                            slots,
+                            payload,
+                            pkt_len,
+                            rid,
+                            itype,
+                            fx: w.fx.for_egress(),
+                        });
                         continue;
                     }
                     w.slots.copy_from_slice(&slots);
-                    // the job's payload becomes the worker's (no copy); the worker's buffer goes to the spares
+                    // the job's payload becomes the worker's (no copy); the worker's buffer goes to
+                    // the spares
                     std::mem::swap(&mut w.payload, &mut payload);
                     w.spare.words.give(slots);
                     w.spare.bytes.give(payload);
@@ -192,9 +232,18 @@ impl Engine {
     }
 
     #[inline(always)]
-    fn ingress_pass(&self, w: &mut Worker, bytes: &[u8], port: u32, itype: u32, preserved: &[(u32, u64)], out: &mut Outputs) {
+    fn ingress_pass(
+        &self,
+        w: &mut Worker,
+        bytes: &[u8],
+        port: u32,
+        itype: u32,
+        preserved: &[(u32, u64)],
+        out: &mut Outputs,
+    ) {
         w.slots.copy_from_slice(&w.initial);
-        // SAFETY: `bytes` outlives the pass, and `Engine::process` resets the view before it returns
+        // SAFETY: `bytes` outlives the pass, and `Engine::process` resets the view before it
+        // returns
         unsafe { w.pkt.set(bytes) };
         w.pkt_len = bytes.len();
         w.cursor = 0;
@@ -229,7 +278,9 @@ impl Engine {
                 return;
             }
             // 1. ingress-to-egress clone, 3. resubmit (nothing else is sent)
-            if (w.fx.i2e_clone().is_some() || w.fx.resubmission().is_some()) && self.ingress_effects(w, port) {
+            if (w.fx.i2e_clone().is_some() || w.fx.resubmission().is_some())
+                && self.ingress_effects(w, port)
+            {
                 return;
             }
         }
@@ -257,14 +308,22 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn ingress_time(&self, w: &mut Worker) {
-        let now = if self.std_slots.tm.clock { w.tm.now() } else { 0 };
+        let now = if self.std_slots.tm.clock {
+            w.tm.now()
+        } else {
+            0
+        };
         put(&mut w.slots, self.std_slots.ingress_ts, now);
         w.tm.ingress_ts = now;
-        w.tm.meta = QueueMeta { enq_timestamp: now, ..QueueMeta::default() };
+        w.tm.meta = QueueMeta {
+            enq_timestamp: now,
+            ..QueueMeta::default()
+        };
     }
 
-    /// An ingress-to-egress clone (the original bytes, parsed again, metadata reset except the field list)
-    /// and a resubmission the ingress asked for; true when the packet was resubmitted (nothing else is sent).
+    /// An ingress-to-egress clone (the original bytes, parsed again, metadata reset except the
+    /// field list) and a resubmission the ingress asked for; true when the packet was resubmitted
+    /// (nothing else is sent).
     #[cold]
     #[inline(never)]
     fn ingress_effects(&self, w: &mut Worker, port: u32) -> bool {
@@ -274,11 +333,16 @@ impl Engine {
             if let Some(&cport) = self.pre.load().mirror.get(&session) {
                 let keep = self.preserved(w, fl);
                 w.own_payload();
-                // the packet's state is kept aside while the clone's is built in the worker (buffers from
-                // `w.spare`: nothing is allocated once the worker has made a few clones)
+                // the packet's state is kept aside while the clone's is built in the worker
+                // (buffers from `w.spare`: nothing is allocated once the worker has made a few
+                // clones)
                 let saved_slots = w.spare.words.copy_of(&w.slots);
                 let empty = w.spare.bytes.take();
-                let saved = (saved_slots, std::mem::replace(&mut w.payload, empty), w.pkt_len);
+                let saved = (
+                    saved_slots,
+                    std::mem::replace(&mut w.payload, empty),
+                    w.pkt_len,
+                );
                 // re-parse the original input in a scratch pass to build the clone's state
                 let original_len = w.pkt.len();
                 w.slots.copy_from_slice(&w.initial);
@@ -294,7 +358,14 @@ impl Engine {
                 w.own_payload();
                 let clone_slots = std::mem::replace(&mut w.slots, saved.0);
                 let clone_payload = std::mem::replace(&mut w.payload, saved.1);
-                w.jobs.push_back(Job::Egress { slots: clone_slots, payload: clone_payload, pkt_len: original_len, port: cport, rid: 0, itype: 1 });
+                w.jobs.push_back(Job::Egress {
+                    slots: clone_slots,
+                    payload: clone_payload,
+                    pkt_len: original_len,
+                    port: cport,
+                    rid: 0,
+                    itype: 1,
+                });
                 w.payload_at = NOT_IN_PKT;
                 w.payload_skip = 0;
                 w.pkt_len = saved.2;
@@ -303,7 +374,12 @@ impl Engine {
         if let Some(fl) = fx.resubmission() {
             let keep = self.preserved(w, fl);
             let bytes = w.spare.bytes.copy_of(&w.pkt);
-            w.jobs.push_back(Job::Ingress { bytes, port, itype: 6, preserved: keep });
+            w.jobs.push_back(Job::Ingress {
+                bytes,
+                port,
+                itype: 6,
+                preserved: keep,
+            });
             return true;
         }
         false
@@ -319,8 +395,18 @@ impl Engine {
             for h in nodes {
                 if let Some(Some((rid, ports))) = pre.nodes.get(*h as usize) {
                     for p in ports {
-                        let (slots, payload) = (w.spare.words.copy_of(&w.slots), w.spare.bytes.copy_of(&w.payload));
-                        w.jobs.push_back(Job::Egress { slots, payload, pkt_len: w.pkt_len, port: *p, rid: *rid, itype: 5 });
+                        let (slots, payload) = (
+                            w.spare.words.copy_of(&w.slots),
+                            w.spare.bytes.copy_of(&w.payload),
+                        );
+                        w.jobs.push_back(Job::Egress {
+                            slots,
+                            payload,
+                            pkt_len: w.pkt_len,
+                            port: *p,
+                            rid: *rid,
+                            itype: 5,
+                        });
                     }
                 }
             }
@@ -395,10 +481,16 @@ impl Engine {
         let mut bw = w.bw;
         bw.finish(&mut w.out);
         let hl = w.out.len() - start;
-        if start == 0 && recirculate.is_none() && w.payload_at == NOT_IN_PKT && hl <= w.payload_skip && w.payload_skip <= w.payload.len() {
-            // the payload's buffer has room in front of the payload for the headers just emitted (an extern
-            // left it there: `Payload::swap_in_from`): the headers go there and that buffer becomes the output
-            // buffer, the payload not copied again; the frame starts past the room left over
+        if start == 0
+            && recirculate.is_none()
+            && w.payload_at == NOT_IN_PKT
+            && hl <= w.payload_skip
+            && w.payload_skip <= w.payload.len()
+        {
+            // the payload's buffer has room in front of the payload for the headers just emitted
+            // (an extern left it there: `Payload::swap_in_from`): the headers go there and that
+            // buffer becomes the output buffer, the payload not copied again; the frame starts past
+            // the room left over
             start = w.payload_skip - hl;
             w.payload[start..w.payload_skip].copy_from_slice(&w.out[..hl]);
             std::mem::swap(&mut w.out, &mut w.payload);
@@ -406,7 +498,11 @@ impl Engine {
             w.payload.clear();
             w.payload_skip = 0;
         } else {
-            let payload = if w.payload_at != NOT_IN_PKT { &w.pkt[w.payload_at.min(w.pkt.len())..] } else { &w.payload[w.payload_skip.min(w.payload.len())..] };
+            let payload = if w.payload_at != NOT_IN_PKT {
+                &w.pkt[w.payload_at.min(w.pkt.len())..]
+            } else {
+                &w.payload[w.payload_skip.min(w.payload.len())..]
+            };
             w.out.extend_from_slice(payload);
         }
         if let Some(n) = truncate {
@@ -420,16 +516,22 @@ impl Engine {
         bump(&w.stats.packets_out);
         if let Some(t) = w.trace.as_mut() {
             std::hint::cold_path();
-            t.push(format!("emit {} bytes on port {port}", out.data.len() - start));
+            t.push(format!(
+                "emit {} bytes on port {port}",
+                out.data.len() - start
+            ));
         }
         out.frames.push((port, start..out.data.len()));
     }
 
-    /// An egress-to-egress clone: the headers as they are now, metadata reset except the field list.
+    /// An egress-to-egress clone: the headers as they are now, metadata reset except the field
+    /// list.
     #[cold]
     #[inline(never)]
     fn clone_e2e(&self, w: &mut Worker, session: u32, fl: Option<u32>) {
-        let Some(&cport) = self.pre.load().mirror.get(&session) else { return };
+        let Some(&cport) = self.pre.load().mirror.get(&session) else {
+            return;
+        };
         w.own_payload();
         let keep = self.preserved(w, fl);
         let mut slots = w.spare.words.copy_of(&w.initial);
@@ -445,11 +547,18 @@ impl Engine {
             slots[ip.slot as usize] = w.slots[ip.slot as usize];
         }
         let payload = w.spare.bytes.copy_of(&w.payload);
-        w.jobs.push_back(Job::Egress { slots, payload, pkt_len: w.pkt_len, port: cport, rid: 0, itype: 2 });
+        w.jobs.push_back(Job::Egress {
+            slots,
+            payload,
+            pkt_len: w.pkt_len,
+            port: cport,
+            rid: 0,
+            itype: 2,
+        });
     }
 
-    /// The deparsed packet (in `w.out` from `start`, while `w.out` holds the output buffer) goes back to the
-    /// parser instead of out.
+    /// The deparsed packet (in `w.out` from `start`, while `w.out` holds the output buffer) goes
+    /// back to the parser instead of out.
     #[cold]
     #[inline(never)]
     fn recirculate(&self, w: &mut Worker, start: usize, fl: Option<u32>, out: &mut Outputs) {
@@ -458,11 +567,17 @@ impl Engine {
         std::mem::swap(&mut w.out, &mut out.data);
         let keep = self.preserved(w, fl);
         let ip = self.get(w, self.prog.std_meta.ingress_port) as u32;
-        w.jobs.push_back(Job::Ingress { bytes, port: ip, itype: 4, preserved: keep });
+        w.jobs.push_back(Job::Ingress {
+            bytes,
+            port: ip,
+            itype: 4,
+            preserved: keep,
+        });
     }
 
-    /// Take one consistent view of every table (a sequence lock: the version is odd while a publication is
-    /// in progress, and a view is kept only if the version did not move while it was taken).
+    /// Take one consistent view of every table (a sequence lock: the version is odd while a
+    /// publication is in progress, and a view is kept only if the version did not move while it was
+    /// taken).
     #[cold]
     fn refresh_tables(&self, w: &mut Worker) {
         loop {
@@ -484,8 +599,8 @@ impl Engine {
 
 /// The traffic manager's side of a worker (see `tm.rs`): queueing mode and the clock.
 impl Worker {
-    /// Queueing mode on: from now on packets stop after ingress and wait in [`Self::take_queued`] for the
-    /// caller's traffic manager; off: egress runs right after ingress (the default).
+    /// Queueing mode on: from now on packets stop after ingress and wait in [`Self::take_queued`]
+    /// for the caller's traffic manager; off: egress runs right after ingress (the default).
     pub fn set_queueing(&mut self, on: bool) {
         self.tm.queueing = on;
     }
@@ -493,12 +608,14 @@ impl Worker {
     pub fn queueing(&self) -> bool {
         self.tm.queueing
     }
-    /// The packets bound for egress that the last calls left (queueing mode), in the order they were made.
+    /// The packets bound for egress that the last calls left (queueing mode), in the order they
+    /// were made.
     pub fn take_queued(&mut self) -> std::vec::Drain<'_, Queued> {
         self.tm.queued.drain(..)
     }
-    /// A virtual clock for this worker: the time fields read `start` µs for the first frame and move `step`
-    /// µs after every frame [`crate::Engine::process`] takes (deterministic runs, such as the STF runner's).
+    /// A virtual clock for this worker: the time fields read `start` µs for the first frame and
+    /// move `step` µs after every frame [`crate::Engine::process`] takes (deterministic runs, such
+    /// as the STF runner's).
     pub fn set_virtual_clock(&mut self, start: u64, step: u64) {
         self.tm.clock = crate::tm::Clock::Virtual { now: start, step };
     }

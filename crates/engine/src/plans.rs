@@ -1,6 +1,6 @@
-//! Facts about the program's layout computed once when the engine is built: per header type, how to extract
-//! and emit it ([`HeaderPlan`]); where the standard metadata fields the pipeline reads and sets live
-//! ([`StdSlots`]).
+//! Facts about the program's layout computed once when the engine is built: per header type, how to
+//! extract and emit it ([`HeaderPlan`]); where the standard metadata fields the pipeline reads and
+//! sets live ([`StdSlots`]).
 
 use crate::bits::{self, mask64 as mask};
 use p4sec_ir::*;
@@ -14,11 +14,11 @@ pub(crate) struct HeaderPlan {
     pub var_max: u32,
     /// All fields fixed and at most 56 bits wide: each is read with one 64-bit big-endian load.
     pub narrow: bool,
-    /// For narrow headers: per field, (slot, byte offset in the header, right shift after a 64-bit load,
-    /// mask, width).
+    /// For narrow headers: per field, (slot, byte offset in the header, right shift after a 64-bit
+    /// load, mask, width).
     pub fields: Vec<(u32, u32, u32, u64, u32)>,
-    /// For narrow headers of at most 128 bytes: how to build the header's bytes as big-endian 64-bit words,
-    /// one (slot, mask, right shift, left shift, word) per field and word it touches.
+    /// For narrow headers of at most 128 bytes: how to build the header's bytes as big-endian
+    /// 64-bit words, one (slot, mask, right shift, left shift, word) per field and word it touches.
     pub emit_ops: Vec<(u32, u64, u32, u32, u32)>,
 }
 
@@ -42,23 +42,34 @@ impl HeaderPlan {
                 let w = f.loc.width;
                 fields.push((f.loc.slot, pos / 8, 64 - pos % 8 - w, mask(w), w));
                 if w > 0 && fixed <= 1024 {
-                    // the field's bits [pos, pos + w) of the header, in each 64-bit word they overlap
+                    // the field's bits [pos, pos + w) of the header, in each 64-bit word they
+                    // overlap
                     for k in pos / 64..=(pos + w - 1) / 64 {
                         let s = 64 * (k as i64 + 1) - (pos + w) as i64;
-                        let (r, l) = if s >= 0 { (0, s as u32) } else { ((-s) as u32, 0) };
+                        let (r, l) = if s >= 0 {
+                            (0, s as u32)
+                        } else {
+                            ((-s) as u32, 0)
+                        };
                         emit_ops.push((f.loc.slot, mask(w), r, l, k));
                     }
                 }
                 pos += w;
             }
         }
-        HeaderPlan { fixed, var_max, narrow, fields, emit_ops }
+        HeaderPlan {
+            fixed,
+            var_max,
+            narrow,
+            fields,
+            emit_ops,
+        }
     }
 }
 
-/// Where the standard metadata fields the pipeline frame sets and reads per packet live: (slot, mask of the
-/// width). A field the program's standard_metadata_t does not have maps to the worker's sink slot (the one
-/// after the program's slots) with mask 0.
+/// Where the standard metadata fields the pipeline frame sets and reads per packet live: (slot,
+/// mask of the width). A field the program's standard_metadata_t does not have maps to the worker's
+/// sink slot (the one after the program's slots) with mask 0.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StdSlots {
     pub(crate) ingress_port: (usize, u64),
@@ -84,7 +95,13 @@ pub(crate) struct StdSlots {
 impl StdSlots {
     pub(crate) fn new(p: &Program) -> StdSlots {
         let sink = p.slots as usize;
-        let at = |l: Loc| if l.width == 0 { (sink, 0) } else { (l.slot as usize, bits::mask64(l.width)) };
+        let at = |l: Loc| {
+            if l.width == 0 {
+                (sink, 0)
+            } else {
+                (l.slot as usize, bits::mask64(l.width))
+            }
+        };
         let sm = &p.std_meta;
         let tm = p.tm_field_use();
         StdSlots {

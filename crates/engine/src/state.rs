@@ -1,9 +1,10 @@
 //! The engine's and a worker's state, and the compiled form of the program the engine holds.
 //!
-//! [`Engine`] holds the compiled program ([`Code`]), whose closures ([`XF`], [`SF`]) take the engine and a
-//! [`Worker`]: these types refer to each other, so they are defined together here, apart from any stage. What
-//! they do is in the stage modules (`pipeline.rs`, `parser.rs`, `headers.rs`, `match_action.rs`, `call.rs`,
-//! `exec.rs`), how they are built in `load.rs` and `compile.rs`.
+//! [`Engine`] holds the compiled program ([`Code`]), whose closures ([`XF`], [`SF`]) take the
+//! engine and a [`Worker`]: these types refer to each other, so they are defined together here,
+//! apart from any stage. What they do is in the stage modules (`pipeline.rs`, `parser.rs`,
+//! `headers.rs`, `match_action.rs`, `call.rs`, `exec.rs`), how they are built in `load.rs` and
+//! `compile.rs`.
 
 use crate::bits;
 use crate::effects::Effects;
@@ -52,7 +53,8 @@ pub struct Stats {
     pub tables: Vec<(AtomicU64, AtomicU64)>,
 }
 
-/// Adds one to a counter that only its own worker writes: a plain load and store, no locked instruction.
+/// Adds one to a counter that only its own worker writes: a plain load and store, no locked
+/// instruction.
 #[inline]
 pub(crate) fn bump(c: &AtomicU64) {
     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -76,15 +78,16 @@ pub struct Engine {
     pub prog: Arc<Program>,
     pub tables: Vec<TableRt>,
     pub(crate) key_layouts: Vec<Vec<(usize, usize)>>,
-    /// Tables implemented by an action selector: its hash algorithm and the indices of the selector keys.
+    /// Tables implemented by an action selector: its hash algorithm and the indices of the selector
+    /// keys.
     pub(crate) selectors: Vec<Option<(HashAlgo, Vec<usize>)>>,
     /// Per table: its key is one field of at most 64 bits (packed into the first key word).
     pub(crate) one_word_key: Vec<bool>,
     /// Per table: entries carry state a hit updates (direct counter or meter, idle timeout).
     pub(crate) entry_state: Vec<bool>,
-    /// Per action: each word of each parameter, (slot, mask, parameter, word), low words first and the top
-    /// word masked to the width (arguments go word by word into them, inline or not); every slot is the
-    /// program's or the worker's sink slot after them.
+    /// Per action: each word of each parameter, (slot, mask, parameter, word), low words first and
+    /// the top word masked to the width (arguments go word by word into them, inline or not); every
+    /// slot is the program's or the worker's sink slot after them.
     pub(crate) param_words: Vec<Vec<(u32, u64, u32, u32)>>,
     pub(crate) registers: Vec<RegisterRt>,
     pub(crate) counters: Vec<Vec<(AtomicU64, AtomicU64)>>,
@@ -97,13 +100,14 @@ pub struct Engine {
     pub(crate) extern_methods: Vec<Vec<u32>>,
     pub(crate) digests: Mutex<VecDeque<DigestMsg>>,
     pub(crate) digests_pending: std::sync::atomic::AtomicBool,
-    /// Sequence number of table publications (odd while one is in progress); workers refresh their table
-    /// snapshots when it moves.
+    /// Sequence number of table publications (odd while one is in progress); workers refresh their
+    /// table snapshots when it moves.
     pub(crate) tables_version: AtomicU64,
     pub(crate) publish_lock: Mutex<()>,
     /// Each worker's statistics (written only by that worker; summed by [`Engine::stats`]).
     pub(crate) worker_stats: Mutex<Vec<Arc<Stats>>>,
-    /// Word ranges of header state (validity, fields, varbit lengths, stack indices), kept by E2E clones.
+    /// Word ranges of header state (validity, fields, varbit lengths, stack indices), kept by E2E
+    /// clones.
     pub(crate) header_ranges: Vec<(usize, usize)>,
     /// Per header: how to extract and emit it quickly (see [`HeaderPlan`]).
     pub(crate) hplans: Vec<HeaderPlan>,
@@ -119,7 +123,8 @@ pub struct Engine {
     pub(crate) max_parser_steps: u32,
 }
 
-/// Frames emitted by one call of [`Engine::process`]: `(port, bytes)`, stored in one reusable buffer.
+/// Frames emitted by one call of [`Engine::process`]: `(port, bytes)`, stored in one reusable
+/// buffer.
 #[derive(Default, Debug)]
 pub struct Outputs {
     pub data: Vec<u8>,
@@ -151,18 +156,19 @@ impl Outputs {
 pub struct Worker {
     pub(crate) slots: Vec<u64>,
     pub(crate) initial: Vec<u64>,
-    /// The received bytes of the packet in the current pass, read where the caller (or a job) holds them.
+    /// The received bytes of the packet in the current pass, read where the caller (or a job) holds
+    /// them.
     pub(crate) pkt: PktView,
     pub(crate) pkt_len: usize,
     pub(crate) cursor: usize,
     /// The unparsed bytes, when they are not still in place in `pkt` (see `payload_at`).
     pub(crate) payload: Vec<u8>,
-    /// Where the payload starts in `pkt` while it was not copied out ([`NOT_IN_PKT`] once it lives in
-    /// `payload`): most packets leave the pipeline with their payload untouched, so it is copied to the
-    /// output straight from the input bytes.
+    /// Where the payload starts in `pkt` while it was not copied out ([`NOT_IN_PKT`] once it lives
+    /// in `payload`): most packets leave the pipeline with their payload untouched, so it is copied
+    /// to the output straight from the input bytes.
     pub(crate) payload_at: usize,
-    /// Where the payload starts in `payload` while it lives there (an extern may hand over a buffer whose
-    /// first bytes are not payload: `Payload::swap_in_from`); 0 otherwise.
+    /// Where the payload starts in `payload` while it lives there (an extern may hand over a buffer
+    /// whose first bytes are not payload: `Payload::swap_in_from`); 0 otherwise.
     pub(crate) payload_skip: usize,
     /// Per header: the byte offset in `pkt` it was extracted from by the fast path in this pass, or
     /// [`NO_OFFSET`] (kept up to date for the headers `Code::tracked_headers` lists).
@@ -186,35 +192,41 @@ pub struct Worker {
     /// Snapshots of the tables this worker reads, and the engine's table version they belong to.
     pub(crate) tables: Vec<Option<Arc<TableData>>>,
     pub(crate) tables_version: u64,
-    /// When `Some`, every packet's path is recorded here (parser states, tables, externs, decisions).
+    /// When `Some`, every packet's path is recorded here (parser states, tables, externs,
+    /// decisions).
     pub trace: Option<Vec<String>>,
     /// The clock and the queue hand-over (see [`crate::tm`]).
     pub(crate) tm: crate::tm::WorkerTm,
 }
 
-/// A view of the bytes the current pass parses: the frame `Engine::process` was given, or a job's bytes (a
-/// resubmitted or recirculated packet), read where they lie instead of copied into the worker. Outside a pass it
-/// is empty.
+/// A view of the bytes the current pass parses: the frame `Engine::process` was given, or a job's
+/// bytes (a resubmitted or recirculated packet), read where they lie instead of copied into the
+/// worker. Outside a pass it is empty.
 pub(crate) struct PktView {
     ptr: std::ptr::NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: a view only ever points at bytes borrowed for one `Engine::process` call on the thread that runs it
-// (see `set`); a worker moved to another thread between calls holds the empty view.
+// SAFETY: a view only ever points at bytes borrowed for one `Engine::process` call on the thread
+// that runs it (see `set`); a worker moved to another thread between calls holds the empty view.
 unsafe impl Send for PktView {}
 
 impl PktView {
-    pub(crate) const EMPTY: PktView = PktView { ptr: std::ptr::NonNull::dangling(), len: 0 };
+    pub(crate) const EMPTY: PktView = PktView {
+        ptr: std::ptr::NonNull::dangling(),
+        len: 0,
+    };
 
     /// View `bytes`.
     ///
     /// # Safety
-    /// `bytes` must stay alive and unchanged until the view is [`reset`](PktView::reset) or set again.
+    /// `bytes` must stay alive and unchanged until the view is [`reset`](PktView::reset) or set
+    /// again.
     #[inline(always)]
     pub(crate) unsafe fn set(&mut self, bytes: &[u8]) {
         // a slice's pointer is never null
-        self.ptr = std::ptr::NonNull::new(bytes.as_ptr() as *mut u8).unwrap_or(std::ptr::NonNull::dangling());
+        self.ptr = std::ptr::NonNull::new(bytes.as_ptr() as *mut u8)
+            .unwrap_or(std::ptr::NonNull::dangling());
         self.len = bytes.len();
     }
 
@@ -228,7 +240,8 @@ impl std::ops::Deref for PktView {
     type Target = [u8];
     #[inline(always)]
     fn deref(&self) -> &[u8] {
-        // SAFETY: `ptr` and `len` come from a slice that is alive (see `set`), or are the empty view
+        // SAFETY: `ptr` and `len` come from a slice that is alive (see `set`), or are the empty
+        // view
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
@@ -239,8 +252,8 @@ pub(crate) const NOT_IN_PKT: usize = usize::MAX;
 pub(crate) const NO_OFFSET: usize = usize::MAX;
 
 impl Worker {
-    /// Move the payload out of `pkt` into `payload` (before anything may change or keep it), at the front of
-    /// that buffer.
+    /// Move the payload out of `pkt` into `payload` (before anything may change or keep it), at the
+    /// front of that buffer.
     #[inline]
     pub(crate) fn own_payload(&mut self) {
         if self.payload_at != NOT_IN_PKT {
@@ -250,7 +263,8 @@ impl Worker {
             self.payload_at = NOT_IN_PKT;
         } else if self.payload_skip > 0 {
             std::hint::cold_path();
-            self.payload.drain(..self.payload_skip.min(self.payload.len()));
+            self.payload
+                .drain(..self.payload_skip.min(self.payload.len()));
         }
         self.payload_skip = 0;
     }
@@ -274,8 +288,17 @@ impl Worker {
                 *x = *v;
             }
         }
-        let stats = Arc::new(Stats { tables: (0..engine.prog.tables.len()).map(|_| Default::default()).collect(), ..Stats::default() });
-        engine.worker_stats.lock().unwrap_or_else(|p| p.into_inner()).push(stats.clone());
+        let stats = Arc::new(Stats {
+            tables: (0..engine.prog.tables.len())
+                .map(|_| Default::default())
+                .collect(),
+            ..Stats::default()
+        });
+        engine
+            .worker_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(stats.clone());
         Worker {
             slots: initial.clone(),
             initial,
@@ -314,9 +337,9 @@ impl Worker {
     }
 }
 
-/// The buffers of jobs that were run ([`Job`]: bytes, slots, preserved fields), kept for the jobs to come,
-/// so that clones, resubmissions, recirculations and multicast copies allocate nothing once a worker has
-/// seen a few.
+/// The buffers of jobs that were run ([`Job`]: bytes, slots, preserved fields), kept for the jobs
+/// to come, so that clones, resubmissions, recirculations and multicast copies allocate nothing
+/// once a worker has seen a few.
 #[derive(Default)]
 pub(crate) struct Spare {
     pub(crate) bytes: Pool<u8>,
@@ -364,9 +387,21 @@ impl<T: Copy> Pool<T> {
 /// A packet instance waiting to be processed.
 pub(crate) enum Job {
     /// Enter the parser with these bytes.
-    Ingress { bytes: Vec<u8>, port: u32, itype: u32, preserved: Vec<(u32, u64)> },
+    Ingress {
+        bytes: Vec<u8>,
+        port: u32,
+        itype: u32,
+        preserved: Vec<(u32, u64)>,
+    },
     /// Enter egress with this state (multicast copies, I2E/E2E clones).
-    Egress { slots: Vec<u64>, payload: Vec<u8>, pkt_len: usize, port: u32, rid: u32, itype: u32 },
+    Egress {
+        slots: Vec<u64>,
+        payload: Vec<u8>,
+        pkt_len: usize,
+        port: u32,
+        rid: u32,
+        itype: u32,
+    },
 }
 
 // ------------------------------------------------------------ the compiled program
@@ -386,9 +421,9 @@ pub(crate) type XF = Box<dyn Fn(&Engine, &mut Worker) -> u64 + Send + Sync>;
 /// A compiled statement.
 pub(crate) type SF = Box<dyn Fn(&Engine, &mut Worker) -> Flow + Send + Sync>;
 
-/// A compiled statement list. `checks` is false when no statement of the list can leave a parser error
-/// pending (only `lookahead` sets one, and nested blocks report theirs as `Flow::Reject`), so the list runs
-/// without testing for one after every statement.
+/// A compiled statement list. `checks` is false when no statement of the list can leave a parser
+/// error pending (only `lookahead` sets one, and nested blocks report theirs as `Flow::Reject`), so
+/// the list runs without testing for one after every statement.
 pub(crate) struct CBlock {
     stmts: Vec<SF>,
     checks: bool,
@@ -401,8 +436,8 @@ impl CBlock {
     #[inline(always)]
     pub fn run(&self, e: &Engine, w: &mut Worker) -> Flow {
         if !self.checks {
-            // blocks of up to three statements call each from its own call site: a site with a single target
-            // is an indirect call the branch predictor gets right without history
+            // blocks of up to three statements call each from its own call site: a site with a
+            // single target is an indirect call the branch predictor gets right without history
             match &self.stmts[..] {
                 [a] => return a(e, w),
                 [a, b] => {
@@ -450,8 +485,8 @@ pub(crate) struct Code {
     pub states: Vec<CBlock>,
     /// Per parser state: compiled select keys when all are at most 64 bits.
     pub select_keys: Vec<Option<Vec<XF>>>,
-    /// Per parser state: the select cases as (mask, value) per key when they are all exact, masked or
-    /// default (ranges and value sets take the interpreter's path).
+    /// Per parser state: the select cases as (mask, value) per key when they are all exact, masked
+    /// or default (ranges and value sets take the interpreter's path).
     pub select_cases: Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>>,
     /// Per parser state: its transition when the parser's hot loop takes it itself.
     pub lean_next: Vec<LeanNext>,
@@ -473,19 +508,20 @@ pub(crate) struct Code {
 /// A parser state's transition as the parser's hot loop takes it.
 pub(crate) enum LeanNext {
     Goto(Next),
-    /// A select on one narrow key (that cannot fail) with exact, masked or default cases: the key and
-    /// (mask, value, next state) per case.
+    /// A select on one narrow key (that cannot fail) with exact, masked or default cases: the key
+    /// and (mask, value, next state) per case.
     SelectOne(XF, Vec<(u64, u64, Next)>),
-    /// The same on two narrow keys (an instance type and an EtherType, a fragment offset and a protocol):
-    /// both keys, then ([mask 0, value 0, mask 1, value 1], next state) per case.
+    /// The same on two narrow keys (an instance type and an EtherType, a fragment offset and a
+    /// protocol): both keys, then ([mask 0, value 0, mask 1, value 1], next state) per case.
     SelectTwo(XF, XF, Vec<([u64; 4], Next)>),
     /// Anything else: the general loop takes it.
     General,
 }
 
-/// An `update_checksum(cond, {all fields of header H but F}, F, csum16)` whose result nothing reads before
-/// the deparser: when `cond` holds, the deparser computes it from H's emitted bytes and writes it into the
-/// bytes and into F; whatever the deparser did not emit is computed from the fields afterwards.
+/// An `update_checksum(cond, {all fields of header H but F}, F, csum16)` whose result nothing reads
+/// before the deparser: when `cond` holds, the deparser computes it from H's emitted bytes and
+/// writes it into the bytes and into F; whatever the deparser did not emit is computed from the
+/// fields afterwards.
 pub(crate) struct Deferred {
     pub header: usize,
     /// F's byte offset in H.

@@ -1,8 +1,8 @@
-//! Match-action tables built for lookup speed: exact tables are hash maps on the packed key (an array for one
-//! key of at most 10 bits), single-key LPM
-//! tables are hash maps per prefix length probed longest first, everything else (ternary, range, optional,
-//! mixed keys) is a priority-ordered list. A table's contents are immutable once published; writers build a
-//! new version and swap it in (RCU), so lookups never take a lock.
+//! Match-action tables built for lookup speed: exact tables are hash maps on the packed key (an
+//! array for one key of at most 10 bits), single-key LPM tables are hash maps per prefix length
+//! probed longest first, everything else (ternary, range, optional, mixed keys) is a
+//! priority-ordered list. A table's contents are immutable once published; writers build a new
+//! version and swap it in (RCU), so lookups never take a lock.
 
 use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry, Value};
 use rustc_hash::FxHashMap;
@@ -23,15 +23,16 @@ fn hkey(words: &[u64]) -> HKey {
     k
 }
 
-/// Exact tables with one key of at most this many bits (an ingress port has 9) are indexed directly.
+/// Exact tables with one key of at most this many bits (an ingress port has 9) are indexed
+/// directly.
 const DIRECT_BITS: u32 = 10;
 
-/// A hash index from packed keys to entry indices; one-word keys (most tables) are stored compactly, and a
-/// narrow enough one indexes an array.
+/// A hash index from packed keys to entry indices; one-word keys (most tables) are stored
+/// compactly, and a narrow enough one indexes an array.
 #[derive(Clone, Debug)]
 enum KeyMap {
-    /// One key of at most [`DIRECT_BITS`] bits: per key value, the entry index + 1 (0: none), and the number
-    /// of keys present.
+    /// One key of at most [`DIRECT_BITS`] bits: per key value, the entry index + 1 (0: none), and
+    /// the number of keys present.
     Direct(Box<[u32]>, usize),
     /// One key of at most 32 bits: 8-byte buckets, so more of a large table stays in cache.
     Narrow(FxHashMap<u32, u32>),
@@ -53,7 +54,9 @@ impl KeyMap {
     fn get(&self, k: &[u64]) -> Option<usize> {
         match self {
             KeyMap::Direct(a, _) => Self::direct_get(a, k.first().copied().unwrap_or(0)),
-            KeyMap::Narrow(m) => m.get(&(k.first().copied().unwrap_or(0) as u32)).map(|i| *i as usize),
+            KeyMap::Narrow(m) => m
+                .get(&(k.first().copied().unwrap_or(0) as u32))
+                .map(|i| *i as usize),
             KeyMap::One(m) => m.get(&k.first().copied().unwrap_or(0)).map(|i| *i as usize),
             KeyMap::Wide(m) => m.get(&hkey(k)).map(|i| *i as usize),
         }
@@ -85,11 +88,20 @@ impl KeyMap {
                     a[x] = i as u32 + 1;
                     return;
                 }
-                // a key beyond the array (the entry checks keep it from happening): the index becomes a hash
-                // map with every key it holds, then takes this one
+                // a key beyond the array (the entry checks keep it from happening): the index
+                // becomes a hash map with every key it holds, then takes this one
                 None => {
-                    let m: FxHashMap<u32, u32> = a.iter().enumerate().filter(|(_, v)| **v != 0).map(|(x, v)| (x as u32, v - 1)).collect();
-                    *self = if kv <= u32::MAX as u64 { KeyMap::Narrow(m) } else { KeyMap::One(m.into_iter().map(|(x, v)| (x as u64, v)).collect()) };
+                    let m: FxHashMap<u32, u32> = a
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, v)| **v != 0)
+                        .map(|(x, v)| (x as u32, v - 1))
+                        .collect();
+                    *self = if kv <= u32::MAX as u64 {
+                        KeyMap::Narrow(m)
+                    } else {
+                        KeyMap::One(m.into_iter().map(|(x, v)| (x as u64, v)).collect())
+                    };
                 }
             }
         }
@@ -159,35 +171,38 @@ pub struct Installed {
     pub bytes: AtomicU64,
     /// Per-entry meter configuration (direct meters): (cir, cbs, pir, pbs) and its state.
     pub meter: Option<Arc<crate::meters::MeterCell>>,
-    /// The action arguments as machine words held in the entry itself, when all of them together take at most
-    /// [`INLINE_ARGS`] words (saves following a pointer per argument on every hit).
+    /// The action arguments as machine words held in the entry itself, when all of them together
+    /// take at most [`INLINE_ARGS`] words (saves following a pointer per argument on every hit).
     pub inline_args: Option<([u64; INLINE_ARGS], u8)>,
-    /// Entries of tables with an action profile or selector: the member, group or action set the entry
-    /// refers to (the entry's `action` is a member's action; groups and action sets choose per packet).
+    /// Entries of tables with an action profile or selector: the member, group or action set the
+    /// entry refers to (the entry's `action` is a member's action; groups and action sets choose
+    /// per packet).
     pub indirect: Option<Arc<Indirect>>,
     /// Idle timeout (tables with `support_timeout`): 0 for none.
     pub idle_timeout_ns: u64,
-    /// When the entry was last hit ([`crate::coarse_ms`]; its insertion until the first hit). Written only
-    /// for tables with `support_timeout`.
+    /// When the entry was last hit ([`crate::coarse_ms`]; its insertion until the first hit).
+    /// Written only for tables with `support_timeout`.
     pub last_hit: AtomicU64,
-    /// The `last_hit` for which the controller was told the entry is idle (`u64::MAX`: not told): it is
-    /// told once per idle period.
+    /// The `last_hit` for which the controller was told the entry is idle (`u64::MAX`: not told):
+    /// it is told once per idle period.
     pub idle_notified: AtomicU64,
 }
 
 pub const INLINE_ARGS: usize = 3;
 
-/// Scan tables with at most this many entries are searched in order; larger ones by tuple space search.
+/// Scan tables with at most this many entries are searched in order; larger ones by tuple space
+/// search.
 const SCAN_MAX: usize = 8;
 
-/// What a hit needs from an entry, kept contiguously beside the entries (one cache line per hit instead of
-/// following the entry's pointer): the action and its arguments when they are held inline.
+/// What a hit needs from an entry, kept contiguously beside the entries (one cache line per hit
+/// instead of following the entry's pointer): the action and its arguments when they are held
+/// inline.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(32))]
 pub struct Hot {
     pub action: u32,
-    /// Number of inline argument words (all the arguments' words, in parameter order, low words first), or
-    /// [`Hot::NOT_INLINE`] when the entry's `action.args` must be used.
+    /// Number of inline argument words (all the arguments' words, in parameter order, low words
+    /// first), or [`Hot::NOT_INLINE`] when the entry's `action.args` must be used.
     pub nargs: u8,
     /// The entry refers to an action profile group or action set (the action is chosen per packet).
     pub selects: bool,
@@ -198,7 +213,12 @@ impl Hot {
     pub const NOT_INLINE: u8 = u8::MAX;
     fn of(e: &Installed) -> Hot {
         let (args, nargs) = e.inline_args.unwrap_or(([0; INLINE_ARGS], Hot::NOT_INLINE));
-        Hot { action: e.entry.action.action, nargs, selects: e.indirect.as_deref().is_some_and(Indirect::selects), args }
+        Hot {
+            action: e.entry.action.action,
+            nargs,
+            selects: e.indirect.as_deref().is_some_and(Indirect::selects),
+            args,
+        }
     }
 }
 
@@ -211,8 +231,8 @@ pub enum ProfileRef {
     ActionSet,
 }
 
-/// An indirect entry's reference and, for groups and action sets, the weighted actions a packet chooses
-/// from by the hash of the table's selector keys.
+/// An indirect entry's reference and, for groups and action sets, the weighted actions a packet
+/// chooses from by the hash of the table's selector keys.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Indirect {
     pub reference: ProfileRef,
@@ -232,9 +252,14 @@ impl Indirect {
                 sum
             })
             .collect();
-        Indirect { reference, choices, ends }
+        Indirect {
+            reference,
+            choices,
+            ends,
+        }
     }
-    /// Does a packet choose among `choices` (groups and action sets), rather than run the entry's action?
+    /// Does a packet choose among `choices` (groups and action sets), rather than run the entry's
+    /// action?
     #[inline]
     pub fn selects(&self) -> bool {
         !matches!(self.reference, ProfileRef::Member(_))
@@ -256,14 +281,26 @@ impl Installed {
         self.last_hit = AtomicU64::new(old.last_hit.load(Ordering::Relaxed));
         self.idle_notified = AtomicU64::new(old.idle_notified.load(Ordering::Relaxed));
     }
-    pub fn new(entry: TableEntry, seq: u64, packets: u64, bytes: u64, meter: Option<Arc<crate::meters::MeterCell>>) -> Installed {
+    pub fn new(
+        entry: TableEntry,
+        seq: u64,
+        packets: u64,
+        bytes: u64,
+        meter: Option<Arc<crate::meters::MeterCell>>,
+    ) -> Installed {
         let args = &entry.action.args;
-        // the arguments' words in the order of the action's parameter words (`param_word_layout`): each
-        // argument in turn, low words first
-        let nwords: usize = args.iter().map(|v| p4sec_ir::words_for(v.width) as usize).sum();
+        // the arguments' words in the order of the action's parameter words (`param_word_layout`):
+        // each argument in turn, low words first
+        let nwords: usize = args
+            .iter()
+            .map(|v| p4sec_ir::words_for(v.width) as usize)
+            .sum();
         let inline_args = (nwords <= INLINE_ARGS).then(|| {
             let mut a = [0u64; INLINE_ARGS];
-            let words = args.iter().flat_map(|v| (0..p4sec_ir::words_for(v.width) as usize).map(|k| v.words.get(k).copied().unwrap_or(0)));
+            let words = args.iter().flat_map(|v| {
+                (0..p4sec_ir::words_for(v.width) as usize)
+                    .map(|k| v.words.get(k).copied().unwrap_or(0))
+            });
             for (x, wd) in a.iter_mut().zip(words) {
                 *x = wd;
             }
@@ -286,7 +323,13 @@ impl Installed {
 
 impl Clone for Installed {
     fn clone(&self) -> Self {
-        let mut c = Installed::new(self.entry.clone(), self.seq, self.packets.load(Ordering::Relaxed), self.bytes.load(Ordering::Relaxed), self.meter.clone());
+        let mut c = Installed::new(
+            self.entry.clone(),
+            self.seq,
+            self.packets.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+            self.meter.clone(),
+        );
         c.indirect = self.indirect.clone();
         c.keep_idle_state(self);
         c
@@ -300,10 +343,12 @@ fn meter_cell(rates: Option<crate::meters::MeterRates>) -> Arc<crate::meters::Me
     cell
 }
 
-/// Selector keys do not take part in matching (they choose a group member): their matches are stored as
-/// "any", whatever the writer gave.
+/// Selector keys do not take part in matching (they choose a group member): their matches are
+/// stored as "any", whatever the writer gave.
 fn without_selector_keys<'a>(t: &Table, e: &'a TableEntry) -> std::borrow::Cow<'a, TableEntry> {
-    let sel = |(k, m): (&p4sec_ir::TableKey, &FieldMatch)| k.kind == MatchKind::Selector && *m != FieldMatch::Any;
+    let sel = |(k, m): (&p4sec_ir::TableKey, &FieldMatch)| {
+        k.kind == MatchKind::Selector && *m != FieldMatch::Any
+    };
     if !t.keys.iter().zip(&e.matches).any(sel) {
         return std::borrow::Cow::Borrowed(e);
     }
@@ -346,7 +391,8 @@ pub struct TableData {
     exact: KeyMap,
     /// (prefix length, masked key → entry index), longest first.
     lpm: Vec<(u32, KeyMap)>,
-    /// Per `lpm` level: the mask of the whole packed key (the LPM field's prefix, exact fields whole).
+    /// Per `lpm` level: the mask of the whole packed key (the LPM field's prefix, exact fields
+    /// whole).
     lpm_masks: Vec<HKey>,
     /// Entry indices in match order (priority desc, then seq asc).
     order: Vec<usize>,
@@ -355,9 +401,9 @@ pub struct TableData {
     tss: crate::tss::Tss,
 
     pub default: ActionCall,
-    /// The default action's arguments as (slot, word) writes into its parameters, each word masked to the
-    /// parameter's width, padded to a multiple of four with writes into the worker's sink slot; set by the engine
-    /// whenever a version is published (`Engine::publish`).
+    /// The default action's arguments as (slot, word) writes into its parameters, each word masked
+    /// to the parameter's width, padded to a multiple of four with writes into the worker's sink
+    /// slot; set by the engine whenever a version is published (`Engine::publish`).
     pub default_writes: Vec<(u32, u64)>,
     next_seq: u64,
     /// Word layout of the packed key: (offset, words) per key field.
@@ -386,20 +432,38 @@ fn prefix_word_mask(width: u32, plen: u32, j: usize) -> u64 {
     }
     let below = keep_from.saturating_sub(lo);
     let top = hi - lo;
-    let upper = if top >= 64 { u64::MAX } else { (1u64 << top) - 1 };
+    let upper = if top >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << top) - 1
+    };
     upper & !((1u64 << below.min(63)) - 1) & if below >= 64 { 0 } else { u64::MAX }
 }
 
 fn prefix_mask(width: u32, plen: u32, words: usize) -> Vec<u64> {
-    (0..words).map(|j| prefix_word_mask(width, plen, j)).collect()
+    (0..words)
+        .map(|j| prefix_word_mask(width, plen, j))
+        .collect()
 }
 
 impl TableData {
     pub fn new(t: &Table) -> Result<Self, String> {
-        let kinds: Vec<MatchKind> = t.keys.iter().map(|k| k.kind).filter(|k| *k != MatchKind::Selector).collect();
+        let kinds: Vec<MatchKind> = t
+            .keys
+            .iter()
+            .map(|k| k.kind)
+            .filter(|k| *k != MatchKind::Selector)
+            .collect();
         let lpms = kinds.iter().filter(|k| **k == MatchKind::Lpm).count();
-        let others = kinds.iter().filter(|k| !matches!(k, MatchKind::Exact | MatchKind::Lpm)).count();
-        let total_words: usize = t.keys.iter().map(|k| p4sec_ir::words_for(k.width) as usize).sum();
+        let others = kinds
+            .iter()
+            .filter(|k| !matches!(k, MatchKind::Exact | MatchKind::Lpm))
+            .count();
+        let total_words: usize = t
+            .keys
+            .iter()
+            .map(|k| p4sec_ir::words_for(k.width) as usize)
+            .sum();
         let kind = if others > 0 || lpms > 1 || total_words > HKEY_WORDS {
             Kind::Scan
         } else if lpms == 1 {
@@ -487,21 +551,30 @@ impl TableData {
         match self.kind {
             Kind::Exact => {
                 let (k, _) = self.index_key(t, e);
-                self.exact.get(&k).filter(|i| Self::same_match(&self.entries[*i].entry, e))
+                self.exact
+                    .get(&k)
+                    .filter(|i| Self::same_match(&self.entries[*i].entry, e))
             }
             Kind::Lpm => {
                 let (k, plen) = self.index_key(t, e);
                 let plen = plen.unwrap_or(0);
-                self.lpm.iter().find(|(l, _)| *l == plen).and_then(|(_, m)| m.get(&k)).filter(|i| Self::same_match(&self.entries[*i].entry, e))
+                self.lpm
+                    .iter()
+                    .find(|(l, _)| *l == plen)
+                    .and_then(|(_, m)| m.get(&k))
+                    .filter(|i| Self::same_match(&self.entries[*i].entry, e))
             }
             Kind::Scan => {
                 let (mask, k) = self.tss_key(t, e);
-                self.tss.candidates(&mask, &k).find(|&i| Self::same_match(&self.entries[i].entry, e))
+                self.tss
+                    .candidates(&mask, &k)
+                    .find(|&i| Self::same_match(&self.entries[i].entry, e))
             }
         }
     }
 
-    /// The packed-key mask of LPM level `plen`: the LPM field's top `plen` bits, every other field whole.
+    /// The packed-key mask of LPM level `plen`: the LPM field's top `plen` bits, every other field
+    /// whole.
     fn lpm_mask(&self, t: &Table, plen: u32) -> HKey {
         let mut m = [0u64; HKEY_WORDS];
         for (fi, &(off, words)) in self.layout.iter().enumerate() {
@@ -533,12 +606,16 @@ impl TableData {
                 let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
                     Some(p) if self.lpm[p].0 == plen => p,
                     Some(p) => {
-                        self.lpm.insert(p, (plen, KeyMap::new(self.key_words, self.narrow_key, None)));
+                        self.lpm.insert(
+                            p,
+                            (plen, KeyMap::new(self.key_words, self.narrow_key, None)),
+                        );
                         self.lpm_masks.insert(p, self.lpm_mask(t, plen));
                         p
                     }
                     None => {
-                        self.lpm.push((plen, KeyMap::new(self.key_words, self.narrow_key, None)));
+                        self.lpm
+                            .push((plen, KeyMap::new(self.key_words, self.narrow_key, None)));
                         self.lpm_masks.push(self.lpm_mask(t, plen));
                         self.lpm.len() - 1
                     }
@@ -591,10 +668,20 @@ impl TableData {
             let width = t.keys[fi].width;
             for j in 0..words {
                 let (v, mk) = match m {
-                    FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) => (v.words.get(j).copied().unwrap_or(0), u64::MAX),
-                    FieldMatch::Ternary { value, mask } => (value.words.get(j).copied().unwrap_or(0), mask.words.get(j).copied().unwrap_or(0)),
-                    FieldMatch::Lpm { value, prefix_len } => (value.words.get(j).copied().unwrap_or(0), prefix_word_mask(width, *prefix_len, j)),
-                    FieldMatch::Any | FieldMatch::Optional(None) | FieldMatch::Range { .. } => (0, 0),
+                    FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) => {
+                        (v.words.get(j).copied().unwrap_or(0), u64::MAX)
+                    }
+                    FieldMatch::Ternary { value, mask } => (
+                        value.words.get(j).copied().unwrap_or(0),
+                        mask.words.get(j).copied().unwrap_or(0),
+                    ),
+                    FieldMatch::Lpm { value, prefix_len } => (
+                        value.words.get(j).copied().unwrap_or(0),
+                        prefix_word_mask(width, *prefix_len, j),
+                    ),
+                    FieldMatch::Any | FieldMatch::Optional(None) | FieldMatch::Range { .. } => {
+                        (0, 0)
+                    }
                 };
                 mask[off + j] = mk;
                 key[off + j] = v & mk;
@@ -607,20 +694,33 @@ impl TableData {
         self.insert_with(t, e, None, None)
     }
 
-    /// Insert an entry with what it refers to in the table's action profile or selector (if any) and the
-    /// initial configuration of its direct meter (`None`: every packet green).
-    pub fn insert_with(&mut self, t: &Table, e: TableEntry, indirect: Option<Arc<Indirect>>, meter: Option<crate::meters::MeterRates>) -> Result<(), String> {
+    /// Insert an entry with what it refers to in the table's action profile or selector (if any)
+    /// and the initial configuration of its direct meter (`None`: every packet green).
+    pub fn insert_with(
+        &mut self,
+        t: &Table,
+        e: TableEntry,
+        indirect: Option<Arc<Indirect>>,
+        meter: Option<crate::meters::MeterRates>,
+    ) -> Result<(), String> {
         let e = strip_selector_keys(t, e);
         if self.find(t, &e).is_some() {
-            return Err(format!("table `{}`: an entry with this match already exists", t.name));
+            return Err(format!(
+                "table `{}`: an entry with this match already exists",
+                t.name
+            ));
         }
         if self.entries.len() >= t.size as usize {
             return Err(format!("table `{}` is full ({} entries)", t.name, t.size));
         }
         self.next_seq += 1;
-        // entries of tables with a direct meter always have a cell: it counts packets per colour even while
-        // unconfigured (all green)
-        let cell = if t.direct_meter.is_some() { Some(meter_cell(meter)) } else { meter.map(|r| meter_cell(Some(r))) };
+        // entries of tables with a direct meter always have a cell: it counts packets per colour
+        // even while unconfigured (all green)
+        let cell = if t.direct_meter.is_some() {
+            Some(meter_cell(meter))
+        } else {
+            meter.map(|r| meter_cell(Some(r)))
+        };
         let mut inst = Installed::new(e, self.next_seq, 0, 0, cell);
         inst.indirect = indirect;
         self.hot.push(Hot::of(&inst));
@@ -634,9 +734,9 @@ impl TableData {
         self.modify_with(t, e, None, None)
     }
 
-    /// Replace the action of an entry (and what it refers to in the table's action profile or selector),
-    /// keeping its counters; `meter`: `None` keeps the direct meter, `Some(rates)` configures it anew
-    /// (`Some(None)`: back to every packet green).
+    /// Replace the action of an entry (and what it refers to in the table's action profile or
+    /// selector), keeping its counters; `meter`: `None` keeps the direct meter, `Some(rates)`
+    /// configures it anew (`Some(None)`: back to every packet green).
     pub fn modify_with(
         &mut self,
         t: &Table,
@@ -645,7 +745,9 @@ impl TableData {
         meter: Option<Option<crate::meters::MeterRates>>,
     ) -> Result<(), String> {
         let e = strip_selector_keys(t, e);
-        let i = self.find(t, &e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+        let i = self
+            .find(t, &e)
+            .ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
         let old = &self.entries[i];
         // a new configuration is a new cell (the old version stays as it was until the new one is
         // published), with the per-colour counts carried over
@@ -660,7 +762,13 @@ impl TableData {
                 Some(cell)
             }
         };
-        let mut inst = Installed::new(e, old.seq, old.packets.load(Ordering::Relaxed), old.bytes.load(Ordering::Relaxed), meter);
+        let mut inst = Installed::new(
+            e,
+            old.seq,
+            old.packets.load(Ordering::Relaxed),
+            old.bytes.load(Ordering::Relaxed),
+            meter,
+        );
         inst.indirect = indirect;
         inst.keep_idle_state(old);
         self.replace(i, inst);
@@ -682,7 +790,9 @@ impl TableData {
     /// Set the idle timeout of the entry with this match (0: none); its idle period starts anew.
     pub fn set_idle_timeout(&mut self, t: &Table, e: &TableEntry, ns: u64) -> Result<(), String> {
         let e = strip_selector_keys(t, e.clone());
-        let i = self.find(t, &e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+        let i = self
+            .find(t, &e)
+            .ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
         let mut n = (*self.entries[i]).clone();
         n.idle_timeout_ns = ns;
         n.idle_notified = AtomicU64::new(u64::MAX);
@@ -690,19 +800,32 @@ impl TableData {
         Ok(())
     }
 
-    /// Give entry `i` another action and reference (a member or group of its action profile changed),
-    /// keeping its match, counters and meter.
+    /// Give entry `i` another action and reference (a member or group of its action profile
+    /// changed), keeping its match, counters and meter.
     pub fn set_indirect(&mut self, i: usize, action: ActionCall, indirect: Option<Arc<Indirect>>) {
-        let Some(old) = self.entries.get(i) else { return };
-        let e = TableEntry { action, ..old.entry.clone() };
-        let mut inst = Installed::new(e, old.seq, old.packets.load(Ordering::Relaxed), old.bytes.load(Ordering::Relaxed), old.meter.clone());
+        let Some(old) = self.entries.get(i) else {
+            return;
+        };
+        let e = TableEntry {
+            action,
+            ..old.entry.clone()
+        };
+        let mut inst = Installed::new(
+            e,
+            old.seq,
+            old.packets.load(Ordering::Relaxed),
+            old.bytes.load(Ordering::Relaxed),
+            old.meter.clone(),
+        );
         inst.indirect = indirect;
         inst.keep_idle_state(old);
         self.replace(i, inst);
     }
 
     pub fn delete(&mut self, t: &Table, e: &TableEntry) -> Result<TableEntry, String> {
-        let i = self.find(t, e).ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+        let i = self
+            .find(t, e)
+            .ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
         self.index_remove(t, i);
         let last = self.entries.len() - 1;
         if i != last {
@@ -729,8 +852,8 @@ impl TableData {
         self.tss.clear();
     }
 
-    /// [`TableData::lookup`] of a one-word key: an exact table's map probed here (inlined into the caller),
-    /// any other kind through the general lookup.
+    /// [`TableData::lookup`] of a one-word key: an exact table's map probed here (inlined into the
+    /// caller), any other kind through the general lookup.
     #[inline(always)]
     pub fn lookup_one(&self, t: &Table, k: u64) -> Option<usize> {
         if self.entries.is_empty() {
@@ -742,7 +865,8 @@ impl TableData {
         }
     }
 
-    /// Look up a packed key (`key[..key_words]`, each field in its layout words). Returns the entry index.
+    /// Look up a packed key (`key[..key_words]`, each field in its layout words). Returns the entry
+    /// index.
     #[inline]
     pub fn lookup(&self, t: &Table, key: &[u64]) -> Option<usize> {
         match self.kind {
@@ -816,7 +940,10 @@ fn cmp_words(a: &[u64], b: &[u64]) -> std::cmp::Ordering {
 pub(crate) fn field_matches(m: &FieldMatch, k: &[u64], width: u32) -> bool {
     match m {
         FieldMatch::Any => true,
-        FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) => k.iter().enumerate().all(|(i, w)| *w == v.words.get(i).copied().unwrap_or(0)),
+        FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) => k
+            .iter()
+            .enumerate()
+            .all(|(i, w)| *w == v.words.get(i).copied().unwrap_or(0)),
         FieldMatch::Optional(None) => true,
         FieldMatch::Ternary { value, mask } => k.iter().enumerate().all(|(i, w)| {
             let m = mask.words.get(i).copied().unwrap_or(0);
@@ -826,7 +953,10 @@ pub(crate) fn field_matches(m: &FieldMatch, k: &[u64], width: u32) -> bool {
             let m = prefix_word_mask(width, *prefix_len, i);
             (w & m) == (value.words.get(i).copied().unwrap_or(0) & m)
         }),
-        FieldMatch::Range { lo, hi } => cmp_words(k, &lo.words) != std::cmp::Ordering::Less && cmp_words(k, &hi.words) != std::cmp::Ordering::Greater,
+        FieldMatch::Range { lo, hi } => {
+            cmp_words(k, &lo.words) != std::cmp::Ordering::Less
+                && cmp_words(k, &hi.words) != std::cmp::Ordering::Greater
+        }
     }
 }
 
@@ -834,7 +964,12 @@ pub(crate) fn field_matches(m: &FieldMatch, k: &[u64], width: u32) -> bool {
 pub fn validate_entry(prog: &p4sec_ir::Program, t: &Table, e: &TableEntry) -> Result<(), String> {
     let keys: Vec<_> = t.keys.iter().collect();
     if e.matches.len() != keys.len() {
-        return Err(format!("table `{}` has {} key fields, the entry gives {}", t.name, keys.len(), e.matches.len()));
+        return Err(format!(
+            "table `{}` has {} key fields, the entry gives {}",
+            t.name,
+            keys.len(),
+            e.matches.len()
+        ));
     }
     let fits = |v: &Value, w: u32| -> bool {
         v.words.iter().enumerate().all(|(i, x)| {
@@ -851,33 +986,70 @@ pub fn validate_entry(prog: &p4sec_ir::Program, t: &Table, e: &TableEntry) -> Re
     for (m, k) in e.matches.iter().zip(keys) {
         let ok = match (m, k.kind) {
             (FieldMatch::Exact(v), MatchKind::Exact | MatchKind::Selector) => fits(v, k.width),
-            (FieldMatch::Ternary { value, mask }, MatchKind::Ternary) => fits(value, k.width) && fits(mask, k.width),
-            (FieldMatch::Lpm { value, prefix_len }, MatchKind::Lpm) => fits(value, k.width) && *prefix_len <= k.width,
-            (FieldMatch::Range { lo, hi }, MatchKind::Range) => fits(lo, k.width) && fits(hi, k.width),
-            (FieldMatch::Optional(v), MatchKind::Optional) => v.as_ref().map(|v| fits(v, k.width)).unwrap_or(true),
-            (FieldMatch::Any, MatchKind::Ternary | MatchKind::Lpm | MatchKind::Range | MatchKind::Optional | MatchKind::Selector) => true,
+            (FieldMatch::Ternary { value, mask }, MatchKind::Ternary) => {
+                fits(value, k.width) && fits(mask, k.width)
+            }
+            (FieldMatch::Lpm { value, prefix_len }, MatchKind::Lpm) => {
+                fits(value, k.width) && *prefix_len <= k.width
+            }
+            (FieldMatch::Range { lo, hi }, MatchKind::Range) => {
+                fits(lo, k.width) && fits(hi, k.width)
+            }
+            (FieldMatch::Optional(v), MatchKind::Optional) => {
+                v.as_ref().map(|v| fits(v, k.width)).unwrap_or(true)
+            }
+            (
+                FieldMatch::Any,
+                MatchKind::Ternary
+                | MatchKind::Lpm
+                | MatchKind::Range
+                | MatchKind::Optional
+                | MatchKind::Selector,
+            ) => true,
             _ => false,
         };
         if !ok {
-            return Err(format!("table `{}`: the match for key `{}` ({:?}, {} bits) is invalid or does not fit", t.name, k.name, k.kind, k.width));
+            return Err(format!(
+                "table `{}`: the match for key `{}` ({:?}, {} bits) is invalid or does not fit",
+                t.name, k.name, k.kind, k.width
+            ));
         }
     }
     validate_action(prog, t, &e.action, false)
 }
 
-pub fn validate_action(prog: &p4sec_ir::Program, t: &Table, a: &ActionCall, default: bool) -> Result<(), String> {
+pub fn validate_action(
+    prog: &p4sec_ir::Program,
+    t: &Table,
+    a: &ActionCall,
+    default: bool,
+) -> Result<(), String> {
     let Some(ta) = t.actions.iter().find(|x| x.action == a.action) else {
-        return Err(format!("action {} is not an action of table `{}`", a.action, t.name));
+        return Err(format!(
+            "action {} is not an action of table `{}`",
+            a.action, t.name
+        ));
     };
     if !default && ta.default_only {
-        return Err(format!("action `{}` may only be the default action of table `{}`", prog.actions[a.action as usize].name, t.name));
+        return Err(format!(
+            "action `{}` may only be the default action of table `{}`",
+            prog.actions[a.action as usize].name, t.name
+        ));
     }
     if default && ta.table_only {
-        return Err(format!("action `{}` cannot be the default action of table `{}`", prog.actions[a.action as usize].name, t.name));
+        return Err(format!(
+            "action `{}` cannot be the default action of table `{}`",
+            prog.actions[a.action as usize].name, t.name
+        ));
     }
     let act = &prog.actions[a.action as usize];
     if act.params.len() != a.args.len() {
-        return Err(format!("action `{}` takes {} arguments, {} given", act.name, act.params.len(), a.args.len()));
+        return Err(format!(
+            "action `{}` takes {} arguments, {} given",
+            act.name,
+            act.params.len(),
+            a.args.len()
+        ));
     }
     for (p, v) in act.params.iter().zip(&a.args) {
         let w = p.loc.width;
@@ -886,7 +1058,10 @@ pub fn validate_action(prog: &p4sec_ir::Program, t: &Table, a: &ActionCall, defa
             lo >= w && *x == 0 || lo < w && (w - lo >= 64 || *x >> (w - lo) == 0)
         });
         if !ok {
-            return Err(format!("argument `{}` of action `{}` does not fit in {w} bits", p.name, act.name));
+            return Err(format!(
+                "argument `{}` of action `{}` does not fit in {w} bits",
+                p.name, act.name
+            ));
         }
     }
     Ok(())

@@ -1,8 +1,10 @@
 //! Externs used by tests: `extern void extern_func(out bit<32> d, bit<32> s);` copies `s` into `d`
-//! (the test extern the reference compiler's `extern-funcs-bmv2` program expects); `extern_shrink` breaks the
-//! extern interface on purpose.
+//! (the test extern the reference compiler's `extern-funcs-bmv2` program expects); `extern_shrink`
+//! breaks the extern interface on purpose.
 
-use p4sec_externs::iface::{BitBuf, Dir, ExternError, ExternObject, ExternType, MethodSig, Payload};
+use p4sec_externs::iface::{
+    BitBuf, Dir, ExternError, ExternObject, ExternType, MethodSig, Payload,
+};
 
 pub struct ExternFunc;
 
@@ -24,7 +26,13 @@ impl ExternObject for ExternFuncObj {
             _ => Err("extern_func takes (out bit<W> d, in bit<W> s)".into()),
         }
     }
-    fn call(&self, method: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, _p: &mut Payload<'_>) -> Result<(), ExternError> {
+    fn call(
+        &self,
+        method: u32,
+        args: &mut [BitBuf],
+        _ret: Option<&mut BitBuf>,
+        _p: &mut Payload<'_>,
+    ) -> Result<(), ExternError> {
         if method != 0 || args.len() != 2 {
             return Err(ExternError::UnknownMethod(method));
         }
@@ -34,8 +42,8 @@ impl ExternObject for ExternFuncObj {
     }
 }
 
-/// `extern void extern_shrink(out bit<W> d);` breaks the interface on purpose: it hands `d` back empty (the
-/// engine must count a fault and drop the packet, not write back or panic).
+/// `extern void extern_shrink(out bit<W> d);` breaks the interface on purpose: it hands `d` back
+/// empty (the engine must count a fault and drop the packet, not write back or panic).
 pub struct ExternShrink;
 
 struct ExternShrinkObj;
@@ -56,7 +64,13 @@ impl ExternObject for ExternShrinkObj {
             _ => Err("extern_shrink takes (out bit<W> d)".into()),
         }
     }
-    fn call(&self, _method: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, _p: &mut Payload<'_>) -> Result<(), ExternError> {
+    fn call(
+        &self,
+        _method: u32,
+        args: &mut [BitBuf],
+        _ret: Option<&mut BitBuf>,
+        _p: &mut Payload<'_>,
+    ) -> Result<(), ExternError> {
         args.iter_mut().for_each(|a| a.bytes.clear());
         Ok(())
     }

@@ -6,12 +6,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 fn engine(src: &str) -> Engine {
-    let prog = p4sec_frontend::compile_str("test.p4", src, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let prog = p4sec_frontend::compile_str("test.p4", src, &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
     Engine::new(Arc::new(prog), &test_externs::registry()).unwrap()
 }
 
-/// A v1model program with one header `h` of `fields`, extracted and emitted, no metadata, and `ingress` as the
-/// body of control `I` (its actions, tables and `apply` block).
+/// A v1model program with one header `h` of `fields`, extracted and emitted, no metadata, and
+/// `ingress` as the body of control `I` (its actions, tables and `apply` block).
 fn one_header_program(fields: &str, ingress: &str) -> String {
     format!(
         r#"#include <v1model.p4>
@@ -48,12 +49,27 @@ fn ipv4_packet(dst: [u8; 4], ttl: u8) -> Vec<u8> {
 
 fn route(e: &Engine, prefix: u32, len: u32, port: u64) {
     let t = e.table_index("RouterIngress.ipv4_lpm").unwrap();
-    let set_nhop = e.prog.actions.iter().position(|a| a.name == "RouterIngress.set_nhop").unwrap() as u32;
+    let set_nhop = e
+        .prog
+        .actions
+        .iter()
+        .position(|a| a.name == "RouterIngress.set_nhop")
+        .unwrap() as u32;
     e.table_insert(
         t,
         TableEntry {
-            matches: vec![FieldMatch::Lpm { value: Value::new(32, prefix as u64), prefix_len: len }],
-            action: ActionCall { action: set_nhop, args: vec![Value::new(48, 0xaabbccddeeff), Value::new(48, 0x112233445566), Value::new(9, port)] },
+            matches: vec![FieldMatch::Lpm {
+                value: Value::new(32, prefix as u64),
+                prefix_len: len,
+            }],
+            action: ActionCall {
+                action: set_nhop,
+                args: vec![
+                    Value::new(48, 0xaabbccddeeff),
+                    Value::new(48, 0x112233445566),
+                    Value::new(9, port),
+                ],
+            },
             priority: 0,
         },
     )
@@ -129,8 +145,8 @@ fn stats_are_summed_over_workers() {
     assert_eq!((s.packets_in, s.packets_out, s.dropped), (3, 2, 1));
 }
 
-/// The word-at-a-time checksum path must agree with checksumming the concatenated bytes, for field widths
-/// that straddle 16-bit words and a tail that is not a whole word.
+/// The word-at-a-time checksum path must agree with checksumming the concatenated bytes, for field
+/// widths that straddle 16-bit words and a tail that is not a whole word.
 #[test]
 fn csum16_over_odd_width_fields_matches_the_byte_form() {
     let src = r#"#include <v1model.p4>
@@ -152,7 +168,9 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     let mut out = Outputs::default();
     let mut rng = 0x1234_5678u64;
     for _ in 0..200 {
-        let pkt: Vec<u8> = (0..22).map(|_| (hash::next_random(&mut rng) >> 24) as u8).collect();
+        let pkt: Vec<u8> = (0..22)
+            .map(|_| (hash::next_random(&mut rng) >> 24) as u8)
+            .collect();
         out.clear();
         e.process(&mut w, 0, &pkt, &mut out);
         let (_, f) = out.iter().next().unwrap();
@@ -175,8 +193,8 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     }
 }
 
-/// Changes published together by `tables_update_atomic` are seen together: a packet never sees one table's
-/// new entry with the other table's old one, while a writer keeps changing both.
+/// Changes published together by `tables_update_atomic` are seen together: a packet never sees one
+/// table's new entry with the other table's old one, while a writer keeps changing both.
 #[test]
 fn atomic_updates_of_two_tables_are_seen_together() {
     let src = one_header_program(
@@ -188,15 +206,24 @@ fn atomic_updates_of_two_tables_are_seen_together() {
     apply { tb.apply(); tc.apply(); sm.egress_spec = 1; }",
     );
     let e = Arc::new(engine(&src));
-    let (tb, tc) = (e.table_index("I.tb").unwrap(), e.table_index("I.tc").unwrap());
+    let (tb, tc) = (
+        e.table_index("I.tb").unwrap(),
+        e.table_index("I.tc").unwrap(),
+    );
     let act = |n: &str| e.prog.actions.iter().position(|a| a.name == n).unwrap() as u32;
     let (sb, sc) = (act("I.set_b"), act("I.set_c"));
     let entry = |a: u32, v: u64| TableEntry {
         matches: vec![FieldMatch::Exact(Value::new(8, 7))],
-        action: ActionCall { action: a, args: vec![Value::new(32, v)] },
+        action: ActionCall {
+            action: a,
+            args: vec![Value::new(32, v)],
+        },
         priority: 0,
     };
-    e.tables_update_atomic(&[tb, tc], |ti, t, d| d.insert(t, entry(if ti == tb { sb } else { sc }, 0))).unwrap();
+    e.tables_update_atomic(&[tb, tc], |ti, t, d| {
+        d.insert(t, entry(if ti == tb { sb } else { sc }, 0))
+    })
+    .unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
         let (e, stop) = (e.clone(), stop.clone());
@@ -204,7 +231,10 @@ fn atomic_updates_of_two_tables_are_seen_together() {
             let mut v = 0;
             while !stop.load(Ordering::Relaxed) {
                 v += 1;
-                e.tables_update_atomic(&[tb, tc], |ti, t, d| d.modify(t, entry(if ti == tb { sb } else { sc }, v))).unwrap();
+                e.tables_update_atomic(&[tb, tc], |ti, t, d| {
+                    d.modify(t, entry(if ti == tb { sb } else { sc }, v))
+                })
+                .unwrap();
             }
             v
         })
@@ -225,21 +255,36 @@ fn atomic_updates_of_two_tables_are_seen_together() {
     }
     stop.store(true, Ordering::Relaxed);
     let writes = writer.join().unwrap();
-    assert!(writes > 10 && seen.len() > 2, "the writer made {writes} changes, packets saw {} versions", seen.len());
+    assert!(
+        writes > 10 && seen.len() > 2,
+        "the writer made {writes} changes, packets saw {} versions",
+        seen.len()
+    );
     // a failing change leaves both tables as they were
     let before = e.table_entries(tb).unwrap()[0].0.clone();
-    let r = e.tables_update_atomic(&[tb, tc], |ti, t, d| if ti == tb { d.modify(t, entry(sb, 999_999)) } else { d.insert(t, entry(sc, 1)) });
+    let r = e.tables_update_atomic(&[tb, tc], |ti, t, d| {
+        if ti == tb {
+            d.modify(t, entry(sb, 999_999))
+        } else {
+            d.insert(t, entry(sc, 1))
+        }
+    });
     assert!(r.is_err());
     assert_eq!(e.table_entries(tb).unwrap()[0].0, before);
 }
 
-/// LPM tables (one LPM key alone, and an exact key beside it) against a reference model while entries are
-/// inserted, modified and deleted at random: the longest live prefix wins and its current action data is
-/// used (the hot per-entry data stays in step with the entries through swaps on delete).
+/// LPM tables (one LPM key alone, and an exact key beside it) against a reference model while
+/// entries are inserted, modified and deleted at random: the longest live prefix wins and its
+/// current action data is used (the hot per-entry data stays in step with the entries through swaps
+/// on delete).
 #[test]
 fn lpm_lookups_follow_inserts_modifies_and_deletes() {
     for with_exact in [false, true] {
-        let key = if with_exact { "hdr.h.k : exact; hdr.h.a : lpm;" } else { "hdr.h.a : lpm;" };
+        let key = if with_exact {
+            "hdr.h.k : exact; hdr.h.a : lpm;"
+        } else {
+            "hdr.h.a : lpm;"
+        };
         let src = format!(
             r#"#include <v1model.p4>
 header h_t {{ bit<8> k; bit<32> a; bit<32> b; }}
@@ -261,13 +306,28 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         );
         let e = engine(&src);
         let ti = e.table_index("I.t").unwrap();
-        let set = e.prog.actions.iter().position(|a| a.name == "I.set").unwrap() as u32;
+        let set = e
+            .prog
+            .actions
+            .iter()
+            .position(|a| a.name == "I.set")
+            .unwrap() as u32;
         let entry = |k: u8, prefix: u32, len: u32, v: u32| {
-            let mut matches = vec![FieldMatch::Lpm { value: Value::new(32, prefix as u64), prefix_len: len }];
+            let mut matches = vec![FieldMatch::Lpm {
+                value: Value::new(32, prefix as u64),
+                prefix_len: len,
+            }];
             if with_exact {
                 matches.insert(0, FieldMatch::Exact(Value::new(8, k as u64)));
             }
-            TableEntry { matches, action: ActionCall { action: set, args: vec![Value::new(32, v as u64)] }, priority: 0 }
+            TableEntry {
+                matches,
+                action: ActionCall {
+                    action: set,
+                    args: vec![Value::new(32, v as u64)],
+                },
+                priority: 0,
+            }
         };
         // the reference: (k, prefix, len) -> value
         let mut model: std::collections::HashMap<(u8, u32, u32), u32> = Default::default();
@@ -278,7 +338,8 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
             let r = hash::next_random(&mut rng);
             let len = [0, 8, 12, 16, 20, 24, 28, 32][(r % 8) as usize];
             let k = if with_exact { ((r >> 8) % 3) as u8 } else { 0 };
-            let prefix = ((r >> 16) as u32 & 0x0f0f_ff0f) & if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            let prefix = ((r >> 16) as u32 & 0x0f0f_ff0f)
+                & if len == 0 { 0 } else { u32::MAX << (32 - len) };
             let v = round + 1;
             match (r >> 60) % 4 {
                 0 | 1 if !model.contains_key(&(k, prefix, len)) => {
@@ -301,10 +362,15 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
             // look up a few addresses
             for _ in 0..4 {
                 let q = hash::next_random(&mut rng);
-                let (qk, qa) = (if with_exact { (q % 3) as u8 } else { 0 }, (q >> 16) as u32 & 0x0f0f_ff0f);
+                let (qk, qa) = (
+                    if with_exact { (q % 3) as u8 } else { 0 },
+                    (q >> 16) as u32 & 0x0f0f_ff0f,
+                );
                 let want = model
                     .iter()
-                    .filter(|((mk, p, l), _)| *mk == qk && (*l == 0 || qa & (u32::MAX << (32 - l)) == *p))
+                    .filter(|((mk, p, l), _)| {
+                        *mk == qk && (*l == 0 || qa & (u32::MAX << (32 - l)) == *p)
+                    })
                     .max_by_key(|((_, _, l), _)| *l)
                     .map(|(_, v)| *v)
                     .unwrap_or(0);
@@ -314,15 +380,24 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
                 out.clear();
                 e.process(&mut w, 0, &pkt, &mut out);
                 let (_, f) = out.iter().next().unwrap();
-                assert_eq!(u32::from_be_bytes([f[5], f[6], f[7], f[8]]), want, "round {round}, key {qk} {qa:#x} (exact key: {with_exact})");
+                assert_eq!(
+                    u32::from_be_bytes([f[5], f[6], f[7], f[8]]),
+                    want,
+                    "round {round}, key {qk} {qa:#x} (exact key: {with_exact})"
+                );
             }
         }
-        assert!(model.len() > 50, "the table held many entries ({})", model.len());
+        assert!(
+            model.len() > 50,
+            "the table held many entries ({})",
+            model.len()
+        );
     }
 }
 
-/// Ternary + range tables large enough for tuple space search, against a reference model (highest priority
-/// wins, then the earlier insertion) while entries are inserted, modified and deleted at random.
+/// Ternary + range tables large enough for tuple space search, against a reference model (highest
+/// priority wins, then the earlier insertion) while entries are inserted, modified and deleted at
+/// random.
 #[test]
 fn ternary_and_range_lookups_follow_priorities_through_changes() {
     let src = r#"#include <v1model.p4>
@@ -344,16 +419,33 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 "#;
     let e = engine(src);
     let ti = e.table_index("I.t").unwrap();
-    let set = e.prog.actions.iter().position(|a| a.name == "I.set").unwrap() as u32;
+    let set = e
+        .prog
+        .actions
+        .iter()
+        .position(|a| a.name == "I.set")
+        .unwrap() as u32;
     // (k value, k mask, a value, a mask, lo, hi, priority)
     type M = (u8, u8, u32, u32, u16, u16, i32);
     let entry = |m: &M, v: u32| TableEntry {
         matches: vec![
-            FieldMatch::Ternary { value: Value::new(8, m.0 as u64), mask: Value::new(8, m.1 as u64) },
-            FieldMatch::Ternary { value: Value::new(32, m.2 as u64), mask: Value::new(32, m.3 as u64) },
-            FieldMatch::Range { lo: Value::new(16, m.4 as u64), hi: Value::new(16, m.5 as u64) },
+            FieldMatch::Ternary {
+                value: Value::new(8, m.0 as u64),
+                mask: Value::new(8, m.1 as u64),
+            },
+            FieldMatch::Ternary {
+                value: Value::new(32, m.2 as u64),
+                mask: Value::new(32, m.3 as u64),
+            },
+            FieldMatch::Range {
+                lo: Value::new(16, m.4 as u64),
+                hi: Value::new(16, m.5 as u64),
+            },
         ],
-        action: ActionCall { action: set, args: vec![Value::new(32, v as u64)] },
+        action: ActionCall {
+            action: set,
+            args: vec![Value::new(32, v as u64)],
+        },
         priority: m.6,
     };
     let masks_k = [0u8, 0xff, 0xf0];
@@ -369,7 +461,15 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         let r2 = hash::next_random(&mut rng);
         let (km, am) = (masks_k[(r % 3) as usize], masks_a[((r >> 2) % 4) as usize]);
         let lo = (r2 % 4) as u16 * 1000;
-        let m: M = (((r >> 8) & 3) as u8 & km, km, ((r >> 16) as u32 & 0x0003_0303) & am, am, lo, lo + 1500, ((r >> 40) % 6) as i32 + 1);
+        let m: M = (
+            ((r >> 8) & 3) as u8 & km,
+            km,
+            ((r >> 16) as u32 & 0x0003_0303) & am,
+            am,
+            lo,
+            lo + 1500,
+            ((r >> 40) % 6) as i32 + 1,
+        );
         let pos = model.iter().position(|(x, _, _)| *x == m);
         match (r >> 60) % 4 {
             0 | 1 if pos.is_none() => {
@@ -385,15 +485,24 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
                 let (x, _, _) = model.remove((r2 >> 20) as usize % model.len());
                 e.table_delete(ti, &entry(&x, 0)).unwrap();
             }
-            0 | 1 => assert!(e.table_insert(ti, entry(&m, 1)).is_err(), "a duplicate is refused"),
+            0 | 1 => assert!(
+                e.table_insert(ti, entry(&m, 1)).is_err(),
+                "a duplicate is refused"
+            ),
             _ => {}
         }
         for _ in 0..4 {
             let q = hash::next_random(&mut rng);
-            let (qk, qa, qp) = ((q & 3) as u8, (q >> 8) as u32 & 0x0003_0303, ((q >> 40) % 5000) as u16);
+            let (qk, qa, qp) = (
+                (q & 3) as u8,
+                (q >> 8) as u32 & 0x0003_0303,
+                ((q >> 40) % 5000) as u16,
+            );
             let want = model
                 .iter()
-                .filter(|((k, km, a, am, lo, hi, _), _, _)| qk & km == *k && qa & am == *a && (*lo..=*hi).contains(&qp))
+                .filter(|((k, km, a, am, lo, hi, _), _, _)| {
+                    qk & km == *k && qa & am == *a && (*lo..=*hi).contains(&qp)
+                })
                 .min_by_key(|((.., p), s, _)| (std::cmp::Reverse(*p), *s))
                 .map(|(_, _, v)| *v)
                 .unwrap_or(0);
@@ -404,14 +513,22 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
             out.clear();
             e.process(&mut w, 0, &pkt, &mut out);
             let (_, f) = out.iter().next().unwrap();
-            assert_eq!(u32::from_be_bytes([f[7], f[8], f[9], f[10]]), want, "round {round}: key {qk} {qa:#x} {qp}");
+            assert_eq!(
+                u32::from_be_bytes([f[7], f[8], f[9], f[10]]),
+                want,
+                "round {round}: key {qk} {qa:#x} {qp}"
+            );
         }
     }
-    assert!(model.len() > 100, "the table held many entries ({})", model.len());
+    assert!(
+        model.len() > 100,
+        "the table held many entries ({})",
+        model.len()
+    );
 }
 
-/// Replacing a multicast group's replicas again and again (P4Runtime MODIFY) or deleting the group frees its
-/// old replication nodes; a node another group still uses stays.
+/// Replacing a multicast group's replicas again and again (P4Runtime MODIFY) or deleting the group
+/// frees its old replication nodes; a node another group still uses stays.
 #[test]
 fn multicast_group_changes_free_their_nodes() {
     let e = engine(ROUTER);
@@ -421,8 +538,18 @@ fn multicast_group_changes_free_their_nodes() {
     }
     let live = |e: &Engine| e.pre.load().nodes.iter().filter(|n| n.is_some()).count();
     assert_eq!(live(&e), 4, "three replicas of group 1 and one of group 2");
-    assert!(e.pre.load().nodes.len() <= 8, "handles are reused ({} slots)", e.pre.load().nodes.len());
-    assert_eq!(e.pre.load().groups[&1].iter().map(|h| e.pre.load().nodes[*h as usize].clone().unwrap().1[0]).collect::<Vec<_>>(), vec![2, 2, 3]);
+    assert!(
+        e.pre.load().nodes.len() <= 8,
+        "handles are reused ({} slots)",
+        e.pre.load().nodes.len()
+    );
+    assert_eq!(
+        e.pre.load().groups[&1]
+            .iter()
+            .map(|h| e.pre.load().nodes[*h as usize].clone().unwrap().1[0])
+            .collect::<Vec<_>>(),
+        vec![2, 2, 3]
+    );
     // a node shared with another group survives the first group's deletion
     let shared = e.mc_node_create(9, vec![7]);
     e.mc_group_create(3).unwrap();
@@ -436,9 +563,9 @@ fn multicast_group_changes_free_their_nodes() {
     assert!(e.mc_group_delete(2).is_err());
 }
 
-/// verify_checksum over a whole header is computed from the packet bytes when the header came straight
-/// from the packet: every single-bit error in the header must still be detected, and a correct checksum
-/// accepted, including for a header whose other words are nearly all zero.
+/// verify_checksum over a whole header is computed from the packet bytes when the header came
+/// straight from the packet: every single-bit error in the header must still be detected, and a
+/// correct checksum accepted, including for a header whose other words are nearly all zero.
 #[test]
 fn header_checksum_from_bytes_agrees_with_fields() {
     let e = engine(ROUTER);
@@ -447,7 +574,11 @@ fn header_checksum_from_bytes_agrees_with_fields() {
     let good = ipv4_packet([10, 1, 2, 3], 64);
     let mut out = Outputs::default();
     e.process(&mut w, 0, &good, &mut out);
-    assert_eq!(out.len(), 1, "a packet with a correct checksum is forwarded");
+    assert_eq!(
+        out.len(),
+        1,
+        "a packet with a correct checksum is forwarded"
+    );
     // every single-bit error in the IPv4 header makes the checksum wrong (the router then drops)
     for bit in 0..160 {
         let mut p = good.clone();
@@ -457,7 +588,11 @@ fn header_checksum_from_bytes_agrees_with_fields() {
         }
         let mut out = Outputs::default();
         e.process(&mut w, 0, &p, &mut out);
-        assert_eq!(out.len(), 0, "bit {bit} flipped: checksum error not detected");
+        assert_eq!(
+            out.len(),
+            0,
+            "bit {bit} flipped: checksum error not detected"
+        );
     }
     // a header that is zero but for version, ihl and ttl
     let mut z = vec![0u8; 40];
@@ -468,26 +603,40 @@ fn header_checksum_from_bytes_agrees_with_fields() {
     z[24..26].copy_from_slice(&c.to_be_bytes());
     let mut out = Outputs::default();
     e.process(&mut w, 0, &z, &mut out);
-    assert_eq!(out.len(), 1, "correct checksum of a nearly empty header accepted");
+    assert_eq!(
+        out.len(),
+        1,
+        "correct checksum of a nearly empty header accepted"
+    );
 }
 
-/// update_checksum over a whole header is left to the deparser, which sums the emitted bytes; behind a
-/// 4-bit header (not on a byte boundary) the deparser cannot patch its bytes and computes it from the
-/// fields first. Both must give the header a correct checksum, and a false condition none.
+/// update_checksum over a whole header is left to the deparser, which sums the emitted bytes;
+/// behind a 4-bit header (not on a byte boundary) the deparser cannot patch its bytes and computes
+/// it from the fields first. Both must give the header a correct checksum, and a false condition
+/// none.
 #[test]
 fn deferred_header_checksum() {
     let src = |pre: &str| {
         ROUTER
-            .replace("header ipv4_t {", &format!("header nib_t {{ bit<4> x; bit<4> y; }}\nheader ipv4_t {{"))
+            .replace(
+                "header ipv4_t {",
+                &format!("header nib_t {{ bit<4> x; bit<4> y; }}\nheader ipv4_t {{"),
+            )
             .replace("ipv4_t     ipv4;", "ipv4_t     ipv4;\n    nib_t nib;")
-            .replace("pkt.emit(hdr.ethernet);", &format!("pkt.emit(hdr.ethernet); {pre}"))
+            .replace(
+                "pkt.emit(hdr.ethernet);",
+                &format!("pkt.emit(hdr.ethernet); {pre}"),
+            )
     };
     for (pre, nib) in [("", false), ("pkt.emit(hdr.nib);", true)] {
         let mut p = src(pre);
         if nib {
-            // the nibble header becomes valid in ingress and is emitted before IPv4 (4 + 4 bits: IPv4 then
-            // starts on a byte again, so emit the 4-bit part alone: shrink y to nothing)
-            p = p.replace("bit<4> y; ", "").replace("ipv4_lpm.apply();", "ipv4_lpm.apply(); hdr.nib.setValid(); hdr.nib.x = 0xa;");
+            // the nibble header becomes valid in ingress and is emitted before IPv4 (4 + 4 bits:
+            // IPv4 then starts on a byte again, so emit the 4-bit part alone: shrink y to nothing)
+            p = p.replace("bit<4> y; ", "").replace(
+                "ipv4_lpm.apply();",
+                "ipv4_lpm.apply(); hdr.nib.setValid(); hdr.nib.x = 0xa;",
+            );
         }
         let e = engine(&p);
         route(&e, 0, 0, 1);
@@ -496,17 +645,29 @@ fn deferred_header_checksum() {
         e.process(&mut w, 0, &ipv4_packet([10, 1, 2, 3], 64), &mut out);
         let (_, f) = out.iter().next().expect("forwarded");
         if nib {
-            // 14 bytes Ethernet, then the nibble and IPv4 shifted by 4 bits: undo the shift to check
+            // 14 bytes Ethernet, then the nibble and IPv4 shifted by 4 bits: undo the shift to
+            // check
             assert_eq!(f[14] >> 4, 0xa);
-            let ip: Vec<u8> = (0..20).map(|i| (f[14 + i] << 4) | (f[15 + i] >> 4)).collect();
+            let ip: Vec<u8> = (0..20)
+                .map(|i| (f[14 + i] << 4) | (f[15 + i] >> 4))
+                .collect();
             assert_eq!(ip[8], 63, "ttl decremented");
-            assert_eq!(hash::csum16(&ip), 0, "checksum computed from the fields before an unaligned emit");
+            assert_eq!(
+                hash::csum16(&ip),
+                0,
+                "checksum computed from the fields before an unaligned emit"
+            );
         } else {
             assert_eq!(f[22], 63);
-            assert_eq!(hash::csum16(&f[14..34]), 0, "checksum patched into the emitted bytes");
+            assert_eq!(
+                hash::csum16(&f[14..34]),
+                0,
+                "checksum patched into the emitted bytes"
+            );
         }
     }
-    // a false condition (ihl != 5 is not verified either, so it is forwarded) leaves the checksum alone
+    // a false condition (ihl != 5 is not verified either, so it is forwarded) leaves the checksum
+    // alone
     let e = engine(ROUTER);
     route(&e, 0, 0, 1);
     let mut w = Worker::new(&e);
@@ -516,11 +677,15 @@ fn deferred_header_checksum() {
     let mut out = Outputs::default();
     e.process(&mut w, 0, &p, &mut out);
     let (_, f) = out.iter().next().expect("forwarded");
-    assert_eq!(&f[24..26], &p[24..26], "checksum field untouched when the condition is false");
+    assert_eq!(
+        &f[24..26],
+        &p[24..26],
+        "checksum field untouched when the condition is false"
+    );
 }
 
-/// Extern argument layouts resolved at compile time ([`call::plan_arg`]) pack and unpack exactly what the
-/// general path does, for random mixes of narrow, byte-aligned, wide and constant parts.
+/// Extern argument layouts resolved at compile time ([`call::plan_arg`]) pack and unpack exactly
+/// what the general path does, for random mixes of narrow, byte-aligned, wide and constant parts.
 #[test]
 fn planned_extern_arguments_match_the_general_path() {
     let e = engine(include_str!("../../../programs/ipv4_router.p4"));
@@ -548,10 +713,18 @@ fn planned_extern_arguments_match_the_general_path() {
             slot += wd.div_ceil(64);
             for k in 0..wd.div_ceil(64) {
                 let left = wd - 64 * k;
-                w.slots[(l.slot + k) as usize] = rnd() & if left >= 64 { u64::MAX } else { (1u64 << left) - 1 };
+                w.slots[(l.slot + k) as usize] = rnd()
+                    & if left >= 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << left) - 1
+                    };
             }
             if constants && wd > 0 && wd <= 64 && rnd() % 2 == 0 {
-                parts.push(Expr::Small { value: rnd() & (u64::MAX >> (64 - wd)), width: wd });
+                parts.push(Expr::Small {
+                    value: rnd() & (u64::MAX >> (64 - wd)),
+                    width: wd,
+                });
             } else {
                 parts.push(Expr::Load(LValue::Static(l)));
                 locs.push(l);
@@ -559,7 +732,12 @@ fn planned_extern_arguments_match_the_general_path() {
             width += wd;
         }
         // in: the bytes handed to the extern
-        let a = ExternArg { dir: Direction::In, width, parts: parts.clone(), dsts: vec![] };
+        let a = ExternArg {
+            dir: Direction::In,
+            width,
+            parts: parts.clone(),
+            dsts: vec![],
+        };
         let (mut g, mut p) = (BitBuf::default(), BitBuf::default());
         e.marshal_arg(&mut w, &a, &mut g);
         match call::plan_arg(&a) {
@@ -570,7 +748,10 @@ fn planned_extern_arguments_match_the_general_path() {
             }
             None => {
                 // only wide fields off the byte grid have no plan
-                assert!(locs.iter().any(|l| l.width > 64), "round {round}: no plan for {parts:?}");
+                assert!(
+                    locs.iter().any(|l| l.width > 64),
+                    "round {round}: no plan for {parts:?}"
+                );
                 general += 1;
             }
         }
@@ -579,7 +760,12 @@ fn planned_extern_arguments_match_the_general_path() {
             continue;
         }
         let dsts: Vec<LValue> = locs.iter().map(|l| LValue::Static(*l)).collect();
-        let a = ExternArg { dir: Direction::Out, width, parts: vec![], dsts };
+        let a = ExternArg {
+            dir: Direction::Out,
+            width,
+            parts: vec![],
+            dsts,
+        };
         let mut bytes: Vec<u8> = (0..width.div_ceil(8)).map(|_| rnd() as u8).collect();
         if let Some(b0) = bytes.first_mut() {
             *b0 &= 0xffu8 >> (width.div_ceil(8) * 8 - width);
@@ -593,11 +779,15 @@ fn planned_extern_arguments_match_the_general_path() {
             assert_eq!(w.slots, want, "round {round}: write-back of {locs:?}");
         }
     }
-    assert!(planned > 300 && general > 0, "{planned} planned, {general} general");
+    assert!(
+        planned > 300 && general > 0,
+        "{planned} planned, {general} general"
+    );
 }
 
-/// An extern that hands an `out` argument back with the wrong length is a fault: the packet is dropped and
-/// counted, nothing is written back, nothing panics (compiled and interpreted call paths alike).
+/// An extern that hands an `out` argument back with the wrong length is a fault: the packet is
+/// dropped and counted, nothing is written back, nothing panics (compiled and interpreted call
+/// paths alike).
 #[test]
 fn an_extern_that_resizes_its_out_argument_is_a_fault() {
     let src = r#"
@@ -630,9 +820,9 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
     assert_eq!(e.stats().extern_faults, 2);
 }
 
-/// A miss writes the default action's arguments into its parameters, for the lean one-key apply and the
-/// general apply alike: one, three and five parameter words (the published writes come in fours), a 128-bit
-/// parameter, and a default changed at run time.
+/// A miss writes the default action's arguments into its parameters, for the lean one-key apply and
+/// the general apply alike: one, three and five parameter words (the published writes come in
+/// fours), a 128-bit parameter, and a default changed at run time.
 #[test]
 fn actions_get_their_arguments_on_a_miss_and_on_a_hit() {
     let src = r#"#include <v1model.p4>
@@ -656,56 +846,150 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
     let e = engine(src);
     let mut w = Worker::new(&e);
     let mut out = Outputs::default();
-    let action = |n: &str| e.prog.actions.iter().position(|a| a.name == format!("I.{n}")).unwrap() as u32;
+    let action = |n: &str| {
+        e.prog
+            .actions
+            .iter()
+            .position(|a| a.name == format!("I.{n}"))
+            .unwrap() as u32
+    };
     let run = |w: &mut Worker, out: &mut Outputs, e_field: u8| -> (u32, Vec<u8>) {
         out.clear();
-        e.process(w, 0, &[9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, e_field], out);
+        e.process(
+            w,
+            0,
+            &[9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, e_field],
+            out,
+        );
         let (port, bytes) = out.iter().next().expect("a frame out");
         (port, bytes.to_vec())
     };
-    for (ti, e_field) in [(e.table_index("I.lean").unwrap(), 0u8), (e.table_index("I.general").unwrap(), 1u8)] {
-        e.table_set_default(ti, ActionCall { action: action("one"), args: vec![Value::new(9, 5)] }).unwrap();
+    for (ti, e_field) in [
+        (e.table_index("I.lean").unwrap(), 0u8),
+        (e.table_index("I.general").unwrap(), 1u8),
+    ] {
+        e.table_set_default(
+            ti,
+            ActionCall {
+                action: action("one"),
+                args: vec![Value::new(9, 5)],
+            },
+        )
+        .unwrap();
         assert_eq!(run(&mut w, &mut out, e_field).0, 5);
-        let wide = Value { width: 128, words: vec![0x1122_3344_5566_7788, 0x99aa_bbcc_ddee_ff00] };
-        e.table_set_default(ti, ActionCall { action: action("three"), args: vec![Value::new(9, 6), wide] }).unwrap();
+        let wide = Value {
+            width: 128,
+            words: vec![0x1122_3344_5566_7788, 0x99aa_bbcc_ddee_ff00],
+        };
+        e.table_set_default(
+            ti,
+            ActionCall {
+                action: action("three"),
+                args: vec![Value::new(9, 6), wide],
+            },
+        )
+        .unwrap();
         let (port, bytes) = run(&mut w, &mut out, e_field);
         assert_eq!(port, 6);
-        assert_eq!(&bytes[1..5], &[0x55, 0x66, 0x77, 0x88], "b = the low 32 bits");
-        assert_eq!(&bytes[5..13], &[0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00], "c = the high 64 bits");
-        let args = vec![Value::new(9, 7), Value::new(8, 0xa1), Value::new(32, 0xb2b3_b4b5), Value::new(64, 0xc1c2_c3c4_c5c6_c7c8), Value::new(16, 0xd1d2)];
-        e.table_set_default(ti, ActionCall { action: action("five"), args }).unwrap();
+        assert_eq!(
+            &bytes[1..5],
+            &[0x55, 0x66, 0x77, 0x88],
+            "b = the low 32 bits"
+        );
+        assert_eq!(
+            &bytes[5..13],
+            &[0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00],
+            "c = the high 64 bits"
+        );
+        let args = vec![
+            Value::new(9, 7),
+            Value::new(8, 0xa1),
+            Value::new(32, 0xb2b3_b4b5),
+            Value::new(64, 0xc1c2_c3c4_c5c6_c7c8),
+            Value::new(16, 0xd1d2),
+        ];
+        e.table_set_default(
+            ti,
+            ActionCall {
+                action: action("five"),
+                args,
+            },
+        )
+        .unwrap();
         let (port, bytes) = run(&mut w, &mut out, e_field);
         assert_eq!(port, 7);
-        assert_eq!(bytes[..15], [0xa1, 0xb2, 0xb3, 0xb4, 0xb5, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xd1, 0xd2], "table {ti}");
+        assert_eq!(
+            bytes[..15],
+            [
+                0xa1, 0xb2, 0xb3, 0xb4, 0xb5, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xd1,
+                0xd2
+            ],
+            "table {ti}"
+        );
         assert_eq!(bytes[15], e_field);
     }
-    // hits: an entry's arguments, inline (`one`'s word; `three`'s three words, its 128-bit argument two of
-    // them) or not (`five`'s five words), through the lean one-key apply (`lean`) and the general one
-    // (`general`, two keys); the default action stays `five`
-    for (ti, e_field) in [(e.table_index("I.lean").unwrap(), 0u8), (e.table_index("I.general").unwrap(), 1u8)] {
+    // hits: an entry's arguments, inline (`one`'s word; `three`'s three words, its 128-bit argument
+    // two of them) or not (`five`'s five words), through the lean one-key apply (`lean`) and the
+    // general one (`general`, two keys); the default action stays `five`
+    for (ti, e_field) in [
+        (e.table_index("I.lean").unwrap(), 0u8),
+        (e.table_index("I.general").unwrap(), 1u8),
+    ] {
         let matches = if e_field == 0 {
             vec![FieldMatch::Exact(Value::new(8, 0))]
         } else {
-            vec![FieldMatch::Exact(Value::new(8, 1)), FieldMatch::Exact(Value::new(8, 9))]
+            vec![
+                FieldMatch::Exact(Value::new(8, 1)),
+                FieldMatch::Exact(Value::new(8, 9)),
+            ]
         };
-        let entry = |a: &str, args: Vec<Value>| TableEntry { matches: matches.clone(), action: ActionCall { action: action(a), args }, priority: 0 };
-        e.table_insert(ti, entry("one", vec![Value::new(9, 11)])).unwrap();
+        let entry = |a: &str, args: Vec<Value>| TableEntry {
+            matches: matches.clone(),
+            action: ActionCall {
+                action: action(a),
+                args,
+            },
+            priority: 0,
+        };
+        e.table_insert(ti, entry("one", vec![Value::new(9, 11)]))
+            .unwrap();
         assert_eq!(run(&mut w, &mut out, e_field).0, 11);
-        let wide = Value { width: 128, words: vec![0x0102_0304_0506_0708, 0x1112_1314_1516_1718] };
-        e.table_modify(ti, entry("three", vec![Value::new(9, 12), wide])).unwrap();
+        let wide = Value {
+            width: 128,
+            words: vec![0x0102_0304_0506_0708, 0x1112_1314_1516_1718],
+        };
+        e.table_modify(ti, entry("three", vec![Value::new(9, 12), wide]))
+            .unwrap();
         let (port, bytes) = run(&mut w, &mut out, e_field);
         assert_eq!(port, 12);
-        assert_eq!(&bytes[1..13], &[0x05, 0x06, 0x07, 0x08, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18], "table {ti}");
-        let args = vec![Value::new(9, 13), Value::new(8, 0xe1), Value::new(32, 0xe2e3_e4e5), Value::new(64, 0xf1f2_f3f4_f5f6_f7f8), Value::new(16, 0xe9ea)];
+        assert_eq!(
+            &bytes[1..13],
+            &[0x05, 0x06, 0x07, 0x08, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18],
+            "table {ti}"
+        );
+        let args = vec![
+            Value::new(9, 13),
+            Value::new(8, 0xe1),
+            Value::new(32, 0xe2e3_e4e5),
+            Value::new(64, 0xf1f2_f3f4_f5f6_f7f8),
+            Value::new(16, 0xe9ea),
+        ];
         e.table_modify(ti, entry("five", args)).unwrap();
         let (port, bytes) = run(&mut w, &mut out, e_field);
         assert_eq!(port, 13);
-        assert_eq!(bytes[..15], [0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8, 0xe9, 0xea], "table {ti}");
+        assert_eq!(
+            bytes[..15],
+            [
+                0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8, 0xe9,
+                0xea
+            ],
+            "table {ti}"
+        );
     }
 }
 
-/// `t.apply();` as a statement records neither hit nor action run; an apply whose result is read records it,
-/// and the empty table's miss and an installed entry's hit both come out right.
+/// `t.apply();` as a statement records neither hit nor action run; an apply whose result is read
+/// records it, and the empty table's miss and an installed entry's hit both come out right.
 #[test]
 fn apply_records_hit_and_action_run_only_where_they_are_read() {
     let src = one_header_program(
@@ -725,7 +1009,11 @@ fn apply_records_hit_and_action_run_only_where_they_are_read() {
     fn applies(body: &[Stmt], out: &mut Vec<(u32, bool, bool)>) {
         for s in body {
             match s {
-                Stmt::ApplyTable { table, hit, action_run } => out.push((*table, hit.is_some(), action_run.is_some())),
+                Stmt::ApplyTable {
+                    table,
+                    hit,
+                    action_run,
+                } => out.push((*table, hit.is_some(), action_run.is_some())),
                 Stmt::Block { body, .. } => applies(body, out),
                 Stmt::If { then, else_, .. } => {
                     applies(then, out);
@@ -739,8 +1027,16 @@ fn apply_records_hit_and_action_run_only_where_they_are_read() {
     applies(&e.prog.ingress.body, &mut found);
     let t = |n: &str| e.table_index(n).unwrap() as u32;
     assert!(found.contains(&(t("I.plain"), false, false)), "{found:?}");
-    assert!(found.iter().any(|&(ti, hit, _)| ti == t("I.tested") && hit), "{found:?}");
-    assert!(found.iter().any(|&(ti, _, run)| ti == t("I.switched") && run), "{found:?}");
+    assert!(
+        found.iter().any(|&(ti, hit, _)| ti == t("I.tested") && hit),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|&(ti, _, run)| ti == t("I.switched") && run),
+        "{found:?}"
+    );
 
     let mut w = Worker::new(&e);
     let mut out = Outputs::default();
@@ -753,15 +1049,22 @@ fn apply_records_hit_and_action_run_only_where_they_are_read() {
     assert_eq!(run(7), [7, 2, 10]);
     let b = e.prog.actions.iter().position(|a| a.name == "I.b").unwrap() as u32;
     for n in ["I.plain", "I.tested", "I.switched"] {
-        let entry = TableEntry { matches: vec![FieldMatch::Exact(Value::new(8, 7))], action: ActionCall { action: b, args: vec![] }, priority: 0 };
+        let entry = TableEntry {
+            matches: vec![FieldMatch::Exact(Value::new(8, 7))],
+            action: ActionCall {
+                action: b,
+                args: vec![],
+            },
+            priority: 0,
+        };
         e.table_insert(e.table_index(n).unwrap(), entry).unwrap();
     }
     assert_eq!(run(7), [7, 1, 20]);
     assert_eq!(run(8), [8, 2, 10]);
 }
 
-/// An exact table on the ingress port (9 bits, indexed directly): entries found, changed and removed per port,
-/// the other ports missing, across the key's whole range.
+/// An exact table on the ingress port (9 bits, indexed directly): entries found, changed and
+/// removed per port, the other ports missing, across the key's whole range.
 #[test]
 fn a_port_table_follows_inserts_modifies_and_deletes() {
     let src = one_header_program(
@@ -772,10 +1075,18 @@ fn a_port_table_follows_inserts_modifies_and_deletes() {
     );
     let e = engine(&src);
     let ti = e.table_index("I.by_port").unwrap();
-    let to = e.prog.actions.iter().position(|a| a.name == "I.to").unwrap() as u32;
+    let to = e
+        .prog
+        .actions
+        .iter()
+        .position(|a| a.name == "I.to")
+        .unwrap() as u32;
     let entry = |port: u64, out: u64, tag: u64| TableEntry {
         matches: vec![FieldMatch::Exact(Value::new(9, port))],
-        action: ActionCall { action: to, args: vec![Value::new(9, out), Value::new(8, tag)] },
+        action: ActionCall {
+            action: to,
+            args: vec![Value::new(9, out), Value::new(8, tag)],
+        },
         priority: 0,
     };
     let mut w = Worker::new(&e);
@@ -788,10 +1099,15 @@ fn a_port_table_follows_inserts_modifies_and_deletes() {
     };
     let ports = [0u64, 1, 7, 255, 256, 510, 511];
     for &p in &ports {
-        e.table_insert(ti, entry(p, 2 + p % 3, p as u64 & 0x7f)).unwrap();
+        e.table_insert(ti, entry(p, 2 + p % 3, p as u64 & 0x7f))
+            .unwrap();
     }
     for p in 0..512u32 {
-        let want = if ports.contains(&(p as u64)) { (2 + p % 3, (p & 0x7f) as u8) } else { (1, 0xff) };
+        let want = if ports.contains(&(p as u64)) {
+            (2 + p % 3, (p & 0x7f) as u8)
+        } else {
+            (1, 0xff)
+        };
         assert_eq!(run(p), want, "port {p}");
     }
     e.table_modify(ti, entry(7, 9, 0x42)).unwrap();
@@ -799,7 +1115,10 @@ fn a_port_table_follows_inserts_modifies_and_deletes() {
     assert_eq!(run(7), (9, 0x42));
     assert_eq!(run(256), (1, 0xff));
     assert_eq!(run(511), (2 + 511 % 3, 0x7f));
-    assert!(e.table_insert(ti, entry(512, 2, 0)).is_err(), "a key beyond 9 bits is refused");
+    assert!(
+        e.table_insert(ti, entry(512, 2, 0)).is_err(),
+        "a key beyond 9 bits is refused"
+    );
     for &p in &ports {
         if p != 256 {
             e.table_delete(ti, &entry(p, 0, 0)).unwrap();
@@ -810,8 +1129,9 @@ fn a_port_table_follows_inserts_modifies_and_deletes() {
     }
 }
 
-/// `extern payload_room { payload_room(); void put(in bit<8> n); }` (tests only): the payload handed back in a
-/// buffer of its own with `n` bytes (0xee) in front of it, as ESP encapsulation and decapsulation do.
+/// `extern payload_room { payload_room(); void put(in bit<8> n); }` (tests only): the payload
+/// handed back in a buffer of its own with `n` bytes (0xee) in front of it, as ESP encapsulation
+/// and decapsulation do.
 struct RoomType;
 struct RoomObj;
 
@@ -819,7 +1139,11 @@ impl p4sec_externs::iface::ExternType for RoomType {
     fn name(&self) -> &str {
         "payload_room"
     }
-    fn instantiate(&self, _name: &str, _args: &[BitBuf]) -> Result<Box<dyn p4sec_externs::iface::ExternObject>, String> {
+    fn instantiate(
+        &self,
+        _name: &str,
+        _args: &[BitBuf],
+    ) -> Result<Box<dyn p4sec_externs::iface::ExternObject>, String> {
         Ok(Box::new(RoomObj))
     }
 }
@@ -846,9 +1170,10 @@ impl p4sec_externs::iface::ExternObject for RoomObj {
     }
 }
 
-/// A payload an extern hands back with room in front of it: the deparser puts the headers there and sends that
-/// buffer when the room suffices and the frame is the first in its output (else it copies the payload after the
-/// headers as usual); multicast copies and a second frame in the same output see the same bytes.
+/// A payload an extern hands back with room in front of it: the deparser puts the headers there and
+/// sends that buffer when the room suffices and the frame is the first in its output (else it
+/// copies the payload after the headers as usual); multicast copies and a second frame in the same
+/// output see the same bytes.
 #[test]
 fn payload_with_room_in_front_goes_out_unchanged() {
     let src = r#"#include <v1model.p4>
@@ -870,28 +1195,52 @@ control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { hd
 control D(packet_out p, in hs hdr) { apply { p.emit(hdr.h); } }
 V1Switch(P(), V(), I(), E(), V(), D()) main;
 "#;
-    let prog = p4sec_frontend::compile_str("test.p4", src, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let prog = p4sec_frontend::compile_str("test.p4", src, &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut reg = test_externs::registry();
     reg.push(Box::new(RoomType));
     let e = Engine::new(Arc::new(prog), &reg).unwrap();
     e.mc_group_set(1, &[(0, 2), (1, 3)]);
     let mut w = Worker::new(&e);
-    let frame = |room: u8, grp: u8| -> Vec<u8> { [room, grp, 0x12, 0x34].into_iter().chain((0..100u8).map(|i| i ^ 0x5a)).collect() };
-    let want = |f: &[u8]| -> Vec<u8> { [f[0], f[1], 0x12, 0x35].into_iter().chain(f[4..].iter().copied()).collect() };
+    let frame = |room: u8, grp: u8| -> Vec<u8> {
+        [room, grp, 0x12, 0x34]
+            .into_iter()
+            .chain((0..100u8).map(|i| i ^ 0x5a))
+            .collect()
+    };
+    let want = |f: &[u8]| -> Vec<u8> {
+        [f[0], f[1], 0x12, 0x35]
+            .into_iter()
+            .chain(f[4..].iter().copied())
+            .collect()
+    };
     for room in [0u8, 1, 3, 4, 5, 64] {
-        // one frame in the output: the buffer with room becomes the output when the 4 header bytes fit
+        // one frame in the output: the buffer with room becomes the output when the 4 header bytes
+        // fit
         let f = frame(room, 0);
         let mut out = Outputs::default();
         e.process(&mut w, 0, &f, &mut out);
-        assert_eq!(out.iter().collect::<Vec<_>>(), vec![(1, &want(&f)[..])], "room {room}");
+        assert_eq!(
+            out.iter().collect::<Vec<_>>(),
+            vec![(1, &want(&f)[..])],
+            "room {room}"
+        );
         // a second frame into the same output goes after the first
         let g = frame(room, 0);
         e.process(&mut w, 0, &g, &mut out);
-        assert_eq!(out.iter().map(|(p, b)| (p, b.to_vec())).collect::<Vec<_>>(), vec![(1, want(&f)), (1, want(&g))], "room {room}, two frames");
+        assert_eq!(
+            out.iter().map(|(p, b)| (p, b.to_vec())).collect::<Vec<_>>(),
+            vec![(1, want(&f)), (1, want(&g))],
+            "room {room}, two frames"
+        );
         // multicast: each copy's payload taken from the buffer with room
         let h = frame(room, 1);
         let mut out = Outputs::default();
         e.process(&mut w, 0, &h, &mut out);
-        assert_eq!(out.iter().map(|(p, b)| (p, b.to_vec())).collect::<Vec<_>>(), vec![(2, want(&h)), (3, want(&h))], "room {room}, multicast");
+        assert_eq!(
+            out.iter().map(|(p, b)| (p, b.to_vec())).collect::<Vec<_>>(),
+            vec![(2, want(&h)), (3, want(&h))],
+            "room {room}, multicast"
+        );
     }
 }

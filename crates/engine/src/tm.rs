@@ -1,15 +1,16 @@
 //! Time and queues as the v1model architecture shows them to a program: the clock behind
-//! `ingress_global_timestamp`, `egress_global_timestamp` and `enq_timestamp` (microseconds since the switch
-//! started, BMv2's clock), and the hand-over between the ingress and the egress pipeline when a traffic
-//! manager queues packets in between (`enq_qdepth`, `deq_timedelta`, `deq_qdepth`).
+//! `ingress_global_timestamp`, `egress_global_timestamp` and `enq_timestamp` (microseconds since
+//! the switch started, BMv2's clock), and the hand-over between the ingress and the egress pipeline
+//! when a traffic manager queues packets in between (`enq_qdepth`, `deq_timedelta`, `deq_qdepth`).
 //!
-//! By default a worker runs egress right after ingress, in one go ("inline"): the queue fields are 0 and the
-//! clock is read only when the program refers to one of the time fields ([`p4sec_ir::Program::tm_field_use`]).
-//! A worker put in queueing mode ([`crate::Worker::set_queueing`]) stops after ingress instead and keeps each
-//! packet bound for egress as a [`Queued`] item ([`crate::Worker::take_queued`]); the caller's traffic manager
-//! holds it in a port queue and runs [`crate::Engine::egress`] with the [`QueueMeta`] of its stay when it
-//! leaves. A virtual clock ([`crate::Worker::set_virtual_clock`]) makes the time fields deterministic (the
-//! STF runner).
+//! By default a worker runs egress right after ingress, in one go ("inline"): the queue fields are
+//! 0 and the clock is read only when the program refers to one of the time fields
+//! ([`p4sec_ir::Program::tm_field_use`]). A worker put in queueing mode
+//! ([`crate::Worker::set_queueing`]) stops after ingress instead and keeps each packet bound for
+//! egress as a [`Queued`] item ([`crate::Worker::take_queued`]); the caller's traffic manager holds
+//! it in a port queue and runs [`crate::Engine::egress`] with the [`QueueMeta`] of its stay when it
+//! leaves. A virtual clock ([`crate::Worker::set_virtual_clock`]) makes the time fields
+//! deterministic (the STF runner).
 
 use crate::effects::Effects;
 use std::sync::OnceLock;
@@ -57,9 +58,19 @@ pub struct Queued {
 }
 
 impl Queued {
-    /// A packet with no pipeline state, for tests of a traffic manager: [`crate::Engine::egress`] drops it.
+    /// A packet with no pipeline state, for tests of a traffic manager: [`crate::Engine::egress`]
+    /// drops it.
     pub fn bare(port: u32, priority: u8) -> Queued {
-        Queued { port, priority, slots: vec![], payload: vec![], pkt_len: 0, rid: 0, itype: 0, fx: Effects::default() }
+        Queued {
+            port,
+            priority,
+            slots: vec![],
+            payload: vec![],
+            pkt_len: 0,
+            rid: 0,
+            itype: 0,
+            fx: Effects::default(),
+        }
     }
 }
 
@@ -87,7 +98,13 @@ pub(crate) struct WorkerTm {
 
 impl Default for WorkerTm {
     fn default() -> Self {
-        WorkerTm { clock: Clock::Real, queueing: false, queued: vec![], ingress_ts: 0, meta: QueueMeta::default() }
+        WorkerTm {
+            clock: Clock::Real,
+            queueing: false,
+            queued: vec![],
+            ingress_ts: 0,
+            meta: QueueMeta::default(),
+        }
     }
 }
 
@@ -114,8 +131,8 @@ mod tests {
     use crate::{Engine, Outputs, Worker};
     use std::sync::Arc;
 
-    /// Egress copies the time and queue fields into the packet's header; ingress sends to port 2 with the
-    /// priority the packet's last byte gives.
+    /// Egress copies the time and queue fields into the packet's header; ingress sends to port 2
+    /// with the priority the packet's last byte gives.
     const PROG: &str = r#"#include <v1model.p4>
 header h_t { bit<48> its; bit<48> ets; bit<32> enq_ts; bit<32> enq_q; bit<32> deq_td; bit<32> deq_q; bit<8> prio; }
 struct hs { h_t h; }
@@ -138,7 +155,8 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
 "#;
 
     fn engine(src: &str) -> Engine {
-        let prog = p4sec_frontend::compile_str("test.p4", src, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+        let prog = p4sec_frontend::compile_str("test.p4", src, &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
         Engine::new(Arc::new(prog), &crate::test_externs::registry()).unwrap()
     }
 
@@ -148,7 +166,14 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
 
     /// (its, ets, enq_ts, enq_q, deq_td, deq_q) of an emitted frame.
     fn fields(f: &[u8]) -> [u64; 6] {
-        [be(&f[0..6]), be(&f[6..12]), be(&f[12..16]), be(&f[16..20]), be(&f[20..24]), be(&f[24..28])]
+        [
+            be(&f[0..6]),
+            be(&f[6..12]),
+            be(&f[12..16]),
+            be(&f[16..20]),
+            be(&f[20..24]),
+            be(&f[24..28]),
+        ]
     }
 
     fn frame(prio: u8) -> Vec<u8> {
@@ -160,10 +185,26 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
     #[test]
     fn field_use_is_found_in_the_program() {
         let e = engine(PROG);
-        assert_eq!(e.prog.tm_field_use(), p4sec_ir::TmFieldUse { clock: true, queue: true });
-        let only_clock = PROG.replace("hdr.h.enq_ts = sm.enq_timestamp;", "").replace("hdr.h.deq_td = sm.deq_timedelta;", "");
-        let only_clock = only_clock.replace("hdr.h.enq_q = (bit<32>)sm.enq_qdepth;", "").replace("hdr.h.deq_q = (bit<32>)sm.deq_qdepth;", "");
-        assert_eq!(engine(&only_clock).prog.tm_field_use(), p4sec_ir::TmFieldUse { clock: true, queue: false });
+        assert_eq!(
+            e.prog.tm_field_use(),
+            p4sec_ir::TmFieldUse {
+                clock: true,
+                queue: true
+            }
+        );
+        let only_clock = PROG
+            .replace("hdr.h.enq_ts = sm.enq_timestamp;", "")
+            .replace("hdr.h.deq_td = sm.deq_timedelta;", "");
+        let only_clock = only_clock
+            .replace("hdr.h.enq_q = (bit<32>)sm.enq_qdepth;", "")
+            .replace("hdr.h.deq_q = (bit<32>)sm.deq_qdepth;", "");
+        assert_eq!(
+            engine(&only_clock).prog.tm_field_use(),
+            p4sec_ir::TmFieldUse {
+                clock: true,
+                queue: false
+            }
+        );
         let router = engine(include_str!("../../../programs/ipv4_router.p4"));
         assert_eq!(router.prog.tm_field_use(), p4sec_ir::TmFieldUse::default());
     }
@@ -182,7 +223,14 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
             assert_eq!(port, 2);
             seen.push(fields(f));
         }
-        assert_eq!(seen, vec![[5, 5, 5, 0, 0, 0], [1005, 1005, 1005, 0, 0, 0], [2005, 2005, 2005, 0, 0, 0]]);
+        assert_eq!(
+            seen,
+            vec![
+                [5, 5, 5, 0, 0, 0],
+                [1005, 1005, 1005, 0, 0, 0],
+                [2005, 2005, 2005, 0, 0, 0]
+            ]
+        );
     }
 
     #[test]
@@ -209,11 +257,25 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
         let mut out = Outputs::default();
         e.process(&mut w, 1, &frame(5), &mut out);
         e.process(&mut w, 1, &frame(2), &mut out);
-        assert!(out.is_empty(), "nothing leaves before the traffic manager lets it");
+        assert!(
+            out.is_empty(),
+            "nothing leaves before the traffic manager lets it"
+        );
         let items: Vec<Queued> = w.take_queued().collect();
-        assert_eq!(items.iter().map(|q| (q.port, q.priority)).collect::<Vec<_>>(), vec![(2, 5), (2, 2)]);
+        assert_eq!(
+            items
+                .iter()
+                .map(|q| (q.port, q.priority))
+                .collect::<Vec<_>>(),
+            vec![(2, 5), (2, 2)]
+        );
         let mut it = items.into_iter();
-        let meta = QueueMeta { enq_timestamp: 100, enq_qdepth: 3, deq_timedelta: 77, deq_qdepth: 9 };
+        let meta = QueueMeta {
+            enq_timestamp: 100,
+            enq_qdepth: 3,
+            deq_timedelta: 77,
+            deq_qdepth: 9,
+        };
         e.egress(&mut w, it.next().unwrap(), meta, &mut out);
         let (port, f) = out.iter().next().unwrap();
         assert_eq!(port, 2);

@@ -1,11 +1,11 @@
-//! Tuple space search for tables whose entries carry masks (ternary, optional, several LPM keys, range):
-//! entries are grouped by their mask tuple; each group maps the hash of the masked key to a chain of its
-//! entries in match order. A lookup probes one hash map per group, best groups first, and stops as soon as no
-//! group left can hold a better entry. Range fields take no part in the hash (their mask is zero); the caller
-//! checks each candidate's match in full.
+//! Tuple space search for tables whose entries carry masks (ternary, optional, several LPM keys,
+//! range): entries are grouped by their mask tuple; each group maps the hash of the masked key to a
+//! chain of its entries in match order. A lookup probes one hash map per group, best groups first,
+//! and stops as soon as no group left can hold a better entry. Range fields take no part in the
+//! hash (their mask is zero); the caller checks each candidate's match in full.
 //!
-//! Everything is flat (hash maps of integers, per-entry arrays): a table version is copied on every write
-//! batch, and this copy must stay a few memcpys, without an allocation per entry.
+//! Everything is flat (hash maps of integers, per-entry arrays): a table version is copied on every
+//! write batch, and this copy must stay a few memcpys, without an allocation per entry.
 
 use rustc_hash::{FxHashMap, FxHasher};
 use std::cmp::Reverse;
@@ -62,7 +62,12 @@ impl Tss {
         let g = match self.groups.iter().position(|g| &*g.mask == mask) {
             Some(g) => g,
             None => {
-                self.groups.push(Group { mask: mask.into(), heads: FxHashMap::default(), max_prio: rank.0 .0, len: 0 });
+                self.groups.push(Group {
+                    mask: mask.into(),
+                    heads: FxHashMap::default(),
+                    max_prio: rank.0 .0,
+                    len: 0,
+                });
                 self.groups.len() - 1
             }
         };
@@ -72,7 +77,9 @@ impl Tss {
             Some(head) if self.rank[head as usize] < rank => {
                 // after the last entry that ranks before it
                 let mut at = head;
-                while self.next[at as usize] != NONE && self.rank[self.next[at as usize] as usize] < rank {
+                while self.next[at as usize] != NONE
+                    && self.rank[self.next[at as usize] as usize] < rank
+                {
                     at = self.next[at as usize];
                 }
                 self.next[iu] = self.next[at as usize];
@@ -90,10 +97,14 @@ impl Tss {
 
     /// Remove entry `i` (added with this mask and key).
     pub fn remove(&mut self, mask: &[u64], key: &[u64], i: u32) {
-        let Some(g) = self.groups.iter().position(|g| &*g.mask == mask) else { return };
+        let Some(g) = self.groups.iter().position(|g| &*g.mask == mask) else {
+            return;
+        };
         let h = masked_hash(key, mask);
         let grp = &mut self.groups[g];
-        let Some(head) = grp.heads.get(&h).copied() else { return };
+        let Some(head) = grp.heads.get(&h).copied() else {
+            return;
+        };
         if head == i {
             match self.next[i as usize] {
                 NONE => grp.heads.remove(&h),
@@ -115,7 +126,12 @@ impl Tss {
             self.groups.remove(g);
         } else if self.rank[i as usize].0 .0 == grp.max_prio {
             let rank = &self.rank;
-            grp.max_prio = grp.heads.values().map(|&x| rank[x as usize].0 .0).max().unwrap_or(i32::MIN);
+            grp.max_prio = grp
+                .heads
+                .values()
+                .map(|&x| rank[x as usize].0 .0)
+                .max()
+                .unwrap_or(i32::MIN);
             self.sort();
         }
     }
@@ -124,11 +140,18 @@ impl Tss {
         self.groups.sort_by_key(|g| Reverse(g.max_prio));
     }
 
-    /// The entries whose mask is `mask` and whose masked key hashes like `key`'s, in match order (the caller
-    /// checks each one's match).
+    /// The entries whose mask is `mask` and whose masked key hashes like `key`'s, in match order
+    /// (the caller checks each one's match).
     pub fn candidates<'a>(&'a self, mask: &[u64], key: &[u64]) -> impl Iterator<Item = usize> + 'a {
-        let head = self.groups.iter().find(|g| &*g.mask == mask).and_then(|g| g.heads.get(&masked_hash(key, mask)).copied());
-        std::iter::successors(head, move |&i| Some(self.next[i as usize]).filter(|&n| n != NONE)).map(|i| i as usize)
+        let head = self
+            .groups
+            .iter()
+            .find(|g| &*g.mask == mask)
+            .and_then(|g| g.heads.get(&masked_hash(key, mask)).copied());
+        std::iter::successors(head, move |&i| {
+            Some(self.next[i as usize]).filter(|&n| n != NONE)
+        })
+        .map(|i| i as usize)
     }
 
     /// The best entry for `key` (`key_words` long) among those whose full match `matches` confirms.
@@ -141,7 +164,11 @@ impl Tss {
                     break;
                 }
             }
-            let mut at = g.heads.get(&masked_hash(key, &g.mask)).copied().unwrap_or(NONE);
+            let mut at = g
+                .heads
+                .get(&masked_hash(key, &g.mask))
+                .copied()
+                .unwrap_or(NONE);
             while at != NONE {
                 let r = self.rank[at as usize];
                 if best.is_some_and(|(b, _)| b < r) {

@@ -1,10 +1,12 @@
-//! Randomized differential test of expression semantics: random well-typed P4_16 expressions over header
-//! fields of many widths and both signednesses (arithmetic, saturating arithmetic, bitwise operations,
-//! shifts by narrow and wide amounts, slices, concatenation, casts, conditionals, typed and untyped integer
-//! literals), compiled by the frontend and run by the engine, are checked against an independent evaluator of
-//! the spec's semantics written here (values held as `u128`, so widths up to 128 bits).
+//! Randomized differential test of expression semantics: random well-typed P4_16 expressions over
+//! header fields of many widths and both signednesses (arithmetic, saturating arithmetic, bitwise
+//! operations, shifts by narrow and wide amounts, slices, concatenation, casts, conditionals, typed
+//! and untyped integer literals), compiled by the frontend and run by the engine, are checked
+//! against an independent evaluator of the spec's semantics written here (values held as `u128`, so
+//! widths up to 128 bits).
 //!
-//! `P4SEC_EXPR_SEED` and `P4SEC_EXPR_PROGRAMS` choose another seed and more programs for a longer search.
+//! `P4SEC_EXPR_SEED` and `P4SEC_EXPR_PROGRAMS` choose another seed and more programs for a longer
+//! search.
 
 use p4sec_engine::{Engine, Outputs, Worker};
 use std::fmt::Write;
@@ -30,7 +32,8 @@ impl Rng {
     fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
         xs[self.below(xs.len() as u64) as usize]
     }
-    /// A value of `w` bits, often one of the edge values (0, 1, all ones, the sign bit, the largest positive).
+    /// A value of `w` bits, often one of the edge values (0, 1, all ones, the sign bit, the largest
+    /// positive).
     fn value(&mut self, w: u32) -> u128 {
         let m = mask(w);
         let v = match self.below(8) {
@@ -151,7 +154,8 @@ fn ty_of(e: &E, fields: &[Ty]) -> Option<Ty> {
     })
 }
 
-/// The reference semantics (P4_16 spec, section 8): the value of `e` (masked to its width) and its type.
+/// The reference semantics (P4_16 spec, section 8): the value of `e` (masked to its width) and its
+/// type.
 fn eval(e: &E, fields: &[Ty], inputs: &[u128]) -> (u128, Ty) {
     // an operand that may be an untyped literal, converted to type `t` (modulo 2^W)
     let operand = |x: &E, t: Ty| -> u128 {
@@ -177,8 +181,18 @@ fn eval(e: &E, fields: &[Ty], inputs: &[u128]) -> (u128, Ty) {
         }
         E::Bin(op, a, b) => {
             match *op {
-                "&&" => return ((eval(a, fields, inputs).0 & eval(b, fields, inputs).0), Ty::Bool),
-                "||" => return ((eval(a, fields, inputs).0 | eval(b, fields, inputs).0), Ty::Bool),
+                "&&" => {
+                    return (
+                        (eval(a, fields, inputs).0 & eval(b, fields, inputs).0),
+                        Ty::Bool,
+                    )
+                }
+                "||" => {
+                    return (
+                        (eval(a, fields, inputs).0 | eval(b, fields, inputs).0),
+                        Ty::Bool,
+                    )
+                }
                 "<<" | ">>" => {
                     let (x, t) = eval(a, fields, inputs);
                     let n = match &**b {
@@ -205,12 +219,18 @@ fn eval(e: &E, fields: &[Ty], inputs: &[u128]) -> (u128, Ty) {
                     let (x, ta) = eval(a, fields, inputs);
                     let (y, tb) = eval(b, fields, inputs);
                     let w = ta.width() + tb.width();
-                    let t = if matches!(ta, Ty::Int(_)) { Ty::Int(w) } else { Ty::Bit(w) };
+                    let t = if matches!(ta, Ty::Int(_)) {
+                        Ty::Int(w)
+                    } else {
+                        Ty::Bit(w)
+                    };
                     return (((x << tb.width()) | y) & mask(w), t);
                 }
                 _ => {}
             }
-            let t = ty_of(a, fields).or_else(|| ty_of(b, fields)).expect("an operation on two untyped literals");
+            let t = ty_of(a, fields)
+                .or_else(|| ty_of(b, fields))
+                .expect("an operation on two untyped literals");
             let (x, y) = (operand(a, t), operand(b, t));
             let (w, m, signed) = (t.width(), mask(t.width()), matches!(t, Ty::Int(_)));
             let (sx, sy) = (sext(x, w), sext(y, w));
@@ -226,8 +246,16 @@ fn eval(e: &E, fields: &[Ty], inputs: &[u128]) -> (u128, Ty) {
                 "^" => (x ^ y, t),
                 "|+|" | "|-|" => {
                     let r = if signed {
-                        let s = if *op == "|+|" { sx.saturating_add(sy) } else { sx.saturating_sub(sy) };
-                        let (min, max) = if w == 128 { (i128::MIN, i128::MAX) } else { (-(1i128 << (w - 1)), (1i128 << (w - 1)) - 1) };
+                        let s = if *op == "|+|" {
+                            sx.saturating_add(sy)
+                        } else {
+                            sx.saturating_sub(sy)
+                        };
+                        let (min, max) = if w == 128 {
+                            (i128::MIN, i128::MAX)
+                        } else {
+                            (-(1i128 << (w - 1)), (1i128 << (w - 1)) - 1)
+                        };
                         (s.clamp(min, max) as u128) & m
                     } else if *op == "|+|" {
                         x.checked_add(y).map_or(m, |s| s.min(m))
@@ -258,7 +286,9 @@ fn eval(e: &E, fields: &[Ty], inputs: &[u128]) -> (u128, Ty) {
             (r, *t)
         }
         E::Cond(c, a, b) => {
-            let t = ty_of(a, fields).or_else(|| ty_of(b, fields)).expect("typed branch");
+            let t = ty_of(a, fields)
+                .or_else(|| ty_of(b, fields))
+                .expect("typed branch");
             if eval(c, fields, inputs).0 != 0 {
                 (operand(a, t), t)
             } else {
@@ -276,11 +306,14 @@ struct Gen<'a> {
 
 impl Gen<'_> {
     fn field_of(&mut self, t: Ty) -> Option<usize> {
-        let c: Vec<usize> = (0..self.fields.len()).filter(|&i| self.fields[i] == t).collect();
+        let c: Vec<usize> = (0..self.fields.len())
+            .filter(|&i| self.fields[i] == t)
+            .collect();
         (!c.is_empty()).then(|| self.rng.pick(&c))
     }
 
-    /// An untyped literal for an operand of type `t`: small values, -1, and values just outside the range.
+    /// An untyped literal for an operand of type `t`: small values, -1, and values just outside the
+    /// range.
     fn int_lit(&mut self, t: Ty) -> E {
         let w = t.width().min(120);
         E::Int(match self.rng.below(7) {
@@ -306,7 +339,9 @@ impl Gen<'_> {
         if self.rng.chance(70) {
             self.fields[self.rng.below(self.fields.len() as u64) as usize]
         } else {
-            let w = self.rng.pick(&[1, 2, 7, 8, 9, 16, 31, 32, 33, 63, 64, 65, 100, 127, 128]);
+            let w = self
+                .rng
+                .pick(&[1, 2, 7, 8, 9, 16, 31, 32, 33, 63, 64, 65, 100, 127, 128]);
             if self.rng.chance(50) {
                 Ty::Bit(w)
             } else {
@@ -319,7 +354,11 @@ impl Gen<'_> {
         if t == Ty::Bool {
             let ft = self.scalar_type();
             let a = self.leaf(ft);
-            let b = if self.rng.chance(50) { self.int_lit(ft) } else { self.lit(ft) };
+            let b = if self.rng.chance(50) {
+                self.int_lit(ft)
+            } else {
+                self.lit(ft)
+            };
             let op = self.rng.pick(&["==", "!=", "<", "<=", ">", ">="]);
             return E::Bin(op, Box::new(a), Box::new(b));
         }
@@ -360,13 +399,25 @@ impl Gen<'_> {
         if t == Ty::Bool {
             return match self.rng.below(6) {
                 0 => E::Un("!", b(self.expr(Ty::Bool, d))),
-                1 => E::Bin(self.rng.pick(&["&&", "||"]), b(self.expr(Ty::Bool, d)), b(self.expr(Ty::Bool, d))),
+                1 => E::Bin(
+                    self.rng.pick(&["&&", "||"]),
+                    b(self.expr(Ty::Bool, d)),
+                    b(self.expr(Ty::Bool, d)),
+                ),
                 _ => {
                     let ot = self.scalar_type();
                     let x = self.expr(ot, d);
-                    let y = if self.rng.chance(25) { self.int_lit(ot) } else { self.expr(ot, d) };
+                    let y = if self.rng.chance(25) {
+                        self.int_lit(ot)
+                    } else {
+                        self.expr(ot, d)
+                    };
                     let (x, y) = if self.rng.chance(20) { (y, x) } else { (x, y) };
-                    E::Bin(self.rng.pick(&["==", "!=", "<", "<=", ">", ">="]), b(x), b(y))
+                    E::Bin(
+                        self.rng.pick(&["==", "!=", "<", "<=", ">", ">="]),
+                        b(x),
+                        b(y),
+                    )
                 }
             };
         }
@@ -375,7 +426,11 @@ impl Gen<'_> {
             0..=4 => {
                 let op = self.rng.pick(&["+", "-", "*", "&", "|", "^", "|+|", "|-|"]);
                 let x = self.expr(t, d);
-                let y = if self.rng.chance(25) { self.int_lit(t) } else { self.expr(t, d) };
+                let y = if self.rng.chance(25) {
+                    self.int_lit(t)
+                } else {
+                    self.expr(t, d)
+                };
                 let (x, y) = if self.rng.chance(15) { (y, x) } else { (x, y) };
                 E::Bin(op, b(x), b(y))
             }
@@ -402,7 +457,11 @@ impl Gen<'_> {
             9 | 10 => {
                 // a slice of a wider (or as wide) value
                 let w2 = (w + self.rng.below(130 - w as u64) as u32).min(128);
-                let st = if self.rng.chance(50) { Ty::Bit(w2) } else { Ty::Int(w2) };
+                let st = if self.rng.chance(50) {
+                    Ty::Bit(w2)
+                } else {
+                    Ty::Int(w2)
+                };
                 let lo = self.rng.below((w2 - w + 1) as u64) as u32;
                 let s = E::Slice(b(self.expr(st, d)), lo + w - 1, lo);
                 if signed {
@@ -414,16 +473,28 @@ impl Gen<'_> {
             11 if w >= 2 => {
                 let w1 = 1 + self.rng.below(w as u64 - 1) as u32;
                 let lt = if signed { Ty::Int(w1) } else { Ty::Bit(w1) };
-                let rt = if self.rng.chance(50) { Ty::Bit(w - w1) } else { Ty::Int(w - w1) };
+                let rt = if self.rng.chance(50) {
+                    Ty::Bit(w - w1)
+                } else {
+                    Ty::Int(w - w1)
+                };
                 E::Bin("++", b(self.expr(lt, d)), b(self.expr(rt, d)))
             }
             12 | 13 => {
                 let from = self.scalar_type();
-                let from = if w == 1 && !signed && self.rng.chance(20) { Ty::Bool } else { from };
+                let from = if w == 1 && !signed && self.rng.chance(20) {
+                    Ty::Bool
+                } else {
+                    from
+                };
                 let x = self.expr(from, d);
                 self.cast_to(t, x, from).unwrap_or_else(|| self.leaf(t))
             }
-            _ => E::Cond(b(self.expr(Ty::Bool, d)), b(self.expr(t, d)), b(self.expr(t, d))),
+            _ => E::Cond(
+                b(self.expr(Ty::Bool, d)),
+                b(self.expr(t, d)),
+                b(self.expr(t, d)),
+            ),
         }
     }
 }
@@ -436,18 +507,27 @@ fn put_bits(out: &mut Vec<bool>, v: u128, w: u32) {
 }
 
 fn get_bits(bytes: &[u8], pos: usize, w: u32) -> u128 {
-    (0..w as usize).fold(0u128, |acc, i| (acc << 1) | ((bytes[(pos + i) / 8] >> (7 - (pos + i) % 8)) & 1) as u128)
+    (0..w as usize).fold(0u128, |acc, i| {
+        (acc << 1) | ((bytes[(pos + i) / 8] >> (7 - (pos + i) % 8)) & 1) as u128
+    })
 }
 
 fn to_bytes(bits: &[bool]) -> Vec<u8> {
-    bits.chunks(8).map(|c| c.iter().enumerate().fold(0u8, |acc, (i, b)| acc | ((*b as u8) << (7 - i)))).collect()
+    bits.chunks(8)
+        .map(|c| {
+            c.iter()
+                .enumerate()
+                .fold(0u8, |acc, (i, b)| acc | ((*b as u8) << (7 - i)))
+        })
+        .collect()
 }
 
 fn pad(total: u32) -> u32 {
     (8 - total % 8) % 8
 }
 
-/// A program computing `exprs` over input fields `fields` into an output header, compiled and loaded.
+/// A program computing `exprs` over input fields `fields` into an output header, compiled and
+/// loaded.
 struct Program {
     fields: Vec<Ty>,
     exprs: Vec<(E, Ty)>,
@@ -466,9 +546,15 @@ enum Form {
     If,
     /// `r = a; r op= b;` for `e` = `a op b`.
     Compound,
-    /// `r = a; r[hi:lo] = b;` (`e` is the value that leaves), or with `outer` = (H, L) the nested slice
-    /// `r[H:L][hi-L:lo-L] = b;`.
-    SliceSet { a: E, b: E, hi: u32, lo: u32, outer: Option<(u32, u32)> },
+    /// `r = a; r[hi:lo] = b;` (`e` is the value that leaves), or with `outer` = (H, L) the nested
+    /// slice `r[H:L][hi-L:lo-L] = b;`.
+    SliceSet {
+        a: E,
+        b: E,
+        hi: u32,
+        lo: u32,
+        outer: Option<(u32, u32)>,
+    },
 }
 
 /// The statements of `form` writing `r` (of type `t`) with value `e`.
@@ -479,26 +565,62 @@ fn statements(r: &str, e: &E, t: Ty, form: &Form) -> String {
         Form::Assign => format!("{r} = {};", x()),
         Form::If => format!("if ({}) {{ {r} = 1w1; }} else {{ {r} = 1w0; }}", x()),
         Form::Compound => {
-            let E::Bin(op, a, b) = e else { unreachable!("a compound assignment of an operation") };
-            format!("{r} = {}; {r} {op}= {};", p4(a, &field_name), p4(b, &field_name))
+            let E::Bin(op, a, b) = e else {
+                unreachable!("a compound assignment of an operation")
+            };
+            format!(
+                "{r} = {}; {r} {op}= {};",
+                p4(a, &field_name),
+                p4(b, &field_name)
+            )
         }
-        Form::SliceSet { a, b, hi, lo, outer: None } => format!("{r} = {}; {r}[{hi}:{lo}] = {};", p4(a, &field_name), p4(b, &field_name)),
-        Form::SliceSet { a, b, hi, lo, outer: Some((oh, ol)) } => {
-            format!("{r} = {}; {r}[{oh}:{ol}][{}:{}] = {};", p4(a, &field_name), hi - ol, lo - ol, p4(b, &field_name))
+        Form::SliceSet {
+            a,
+            b,
+            hi,
+            lo,
+            outer: None,
+        } => format!(
+            "{r} = {}; {r}[{hi}:{lo}] = {};",
+            p4(a, &field_name),
+            p4(b, &field_name)
+        ),
+        Form::SliceSet {
+            a,
+            b,
+            hi,
+            lo,
+            outer: Some((oh, ol)),
+        } => {
+            format!(
+                "{r} = {}; {r}[{oh}:{ol}][{}:{}] = {};",
+                p4(a, &field_name),
+                hi - ol,
+                lo - ol,
+                p4(b, &field_name)
+            )
         }
     }
 }
 
-/// The value of `r = a; r[hi:lo] = b;` for `a` of type `t`, as an expression: the bits of `a` above and
-/// below the slice around `b`.
+/// The value of `r = a; r[hi:lo] = b;` for `a` of type `t`, as an expression: the bits of `a` above
+/// and below the slice around `b`.
 fn slice_set_value(a: &E, b: &E, t: Ty, hi: u32, lo: u32) -> E {
     let w = t.width();
     let mut v = b.clone();
     if hi + 1 < w {
-        v = E::Bin("++", Box::new(E::Slice(Box::new(a.clone()), w - 1, hi + 1)), Box::new(v));
+        v = E::Bin(
+            "++",
+            Box::new(E::Slice(Box::new(a.clone()), w - 1, hi + 1)),
+            Box::new(v),
+        );
     }
     if lo > 0 {
-        v = E::Bin("++", Box::new(v), Box::new(E::Slice(Box::new(a.clone()), lo - 1, 0)));
+        v = E::Bin(
+            "++",
+            Box::new(v),
+            Box::new(E::Slice(Box::new(a.clone()), lo - 1, 0)),
+        );
     }
     match t {
         Ty::Int(_) => E::Cast(t, Box::new(v)),
@@ -513,7 +635,12 @@ impl Program {
         for (i, t) in fields.iter().enumerate() {
             writeln!(src, "    {} f{i};", t.p4()).unwrap();
         }
-        writeln!(src, "    bit<{}> pad;\n}}\nheader out_t {{", pad(bits_of(fields)) + 8).unwrap();
+        writeln!(
+            src,
+            "    bit<{}> pad;\n}}\nheader out_t {{",
+            pad(bits_of(fields)) + 8
+        )
+        .unwrap();
         for (i, (_, t)) in exprs.iter().enumerate() {
             let t = if *t == Ty::Bool { Ty::Bit(1) } else { *t };
             writeln!(src, "    {} r{i};", t.p4()).unwrap();
@@ -526,7 +653,11 @@ impl Program {
              control V(inout hs hdr, inout m meta) { apply { } }\n\
              control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {\n    apply {\n        sm.egress_spec = 1;\n",
         );
-        let stmts: Vec<String> = outs.iter().enumerate().map(|(i, (e, t, form))| statements(&format!("hdr.o.r{i}"), e, *t, form)).collect();
+        let stmts: Vec<String> = outs
+            .iter()
+            .enumerate()
+            .map(|(i, (e, t, form))| statements(&format!("hdr.o.r{i}"), e, *t, form))
+            .collect();
         for st in &stmts {
             writeln!(src, "        {st}").unwrap();
         }
@@ -535,9 +666,17 @@ impl Program {
              control D(packet_out p, in hs hdr) { apply { p.emit(hdr.i); p.emit(hdr.o); } }\n\
              V1Switch(P(), V(), I(), E(), V(), D()) main;\n",
         );
-        let prog = p4sec_frontend::compile_str("expr.p4", &src, &Default::default()).map_err(|e| format!("does not compile: {e}\n{src}"))?;
-        let engine = Engine::new(Arc::new(prog), &p4sec_engine::test_externs::registry()).map_err(|e| format!("no engine: {e}"))?;
-        Ok(Program { fields: fields.to_vec(), exprs, stmts, src, engine })
+        let prog = p4sec_frontend::compile_str("expr.p4", &src, &Default::default())
+            .map_err(|e| format!("does not compile: {e}\n{src}"))?;
+        let engine = Engine::new(Arc::new(prog), &p4sec_engine::test_externs::registry())
+            .map_err(|e| format!("no engine: {e}"))?;
+        Ok(Program {
+            fields: fields.to_vec(),
+            exprs,
+            stmts,
+            src,
+            engine,
+        })
     }
 
     /// (expected, computed) per expression for one packet carrying `inputs`.
@@ -556,9 +695,15 @@ impl Program {
         let mut worker = Worker::new(&self.engine);
         let mut out = Outputs::default();
         self.engine.process(&mut worker, 0, &pkt, &mut out);
-        let Some((_, got)) = out.iter().next() else { return Err(format!("no output\n{}", self.src)) };
+        let Some((_, got)) = out.iter().next() else {
+            return Err(format!("no output\n{}", self.src));
+        };
         if got.len() != in_len + out_len {
-            return Err(format!("output of {} bytes, {} expected", got.len(), in_len + out_len));
+            return Err(format!(
+                "output of {} bytes, {} expected",
+                got.len(),
+                in_len + out_len
+            ));
         }
         let mut pos = in_len * 8;
         let mut r = vec![];
@@ -603,10 +748,28 @@ fn subterms(e: &E, fields: &[Ty], out: &mut Vec<(E, Ty)>) {
 fn smallest_failing(fields: &[Ty], e: &E, inputs: &[u128]) -> String {
     let mut subs = vec![];
     subterms(e, fields, &mut subs);
-    let Ok(p) = Program::new(fields, subs.into_iter().map(|(e, t)| (e, t, Form::Assign)).collect()) else { return String::new() };
-    let Ok(r) = p.run(inputs) else { return String::new() };
-    match p.exprs.iter().zip(&r).find(|(_, (want, have))| want != have) {
-        Some(((s, t), (want, have))) => format!("\n  smallest failing part: {} of type {}: expected {want:#x}, computed {have:#x}", p4(s, &field_name), t.p4()),
+    let Ok(p) = Program::new(
+        fields,
+        subs.into_iter()
+            .map(|(e, t)| (e, t, Form::Assign))
+            .collect(),
+    ) else {
+        return String::new();
+    };
+    let Ok(r) = p.run(inputs) else {
+        return String::new();
+    };
+    match p
+        .exprs
+        .iter()
+        .zip(&r)
+        .find(|(_, (want, have))| want != have)
+    {
+        Some(((s, t), (want, have))) => format!(
+            "\n  smallest failing part: {} of type {}: expected {want:#x}, computed {have:#x}",
+            p4(s, &field_name),
+            t.p4()
+        ),
         None => String::new(),
     }
 }
@@ -615,8 +778,14 @@ fn smallest_failing(fields: &[Ty], e: &E, inputs: &[u128]) -> String {
 fn check_program(rng: &mut Rng, n: usize, packets: usize) -> Result<(), String> {
     let mut fields: Vec<Ty> = vec![];
     for _ in 0..3 + rng.below(4) {
-        let w = rng.pick(&[1, 2, 3, 5, 8, 12, 16, 24, 31, 32, 33, 48, 63, 64, 65, 80, 96, 127, 128]);
-        let t = if rng.chance(50) { Ty::Bit(w) } else { Ty::Int(w) };
+        let w = rng.pick(&[
+            1, 2, 3, 5, 8, 12, 16, 24, 31, 32, 33, 48, 63, 64, 65, 80, 96, 127, 128,
+        ]);
+        let t = if rng.chance(50) {
+            Ty::Bit(w)
+        } else {
+            Ty::Int(w)
+        };
         fields.push(t);
         fields.push(t);
     }
@@ -628,11 +797,17 @@ fn check_program(rng: &mut Rng, n: usize, packets: usize) -> Result<(), String> 
         let t = if rng.chance(25) {
             Ty::Bool
         } else {
-            let mut g = Gen { rng, fields: &fields };
+            let mut g = Gen {
+                rng,
+                fields: &fields,
+            };
             g.scalar_type()
         };
         let depth = 1 + rng.below(4) as u32;
-        let mut g = Gen { rng, fields: &fields };
+        let mut g = Gen {
+            rng,
+            fields: &fields,
+        };
         let mut e = g.expr(t, depth);
         let w = t.width();
         let form = match g.rng.below(10) {
@@ -645,9 +820,20 @@ fn check_program(rng: &mut Rng, n: usize, packets: usize) -> Result<(), String> 
                 let lo = g.rng.below(hi as u64 + 1) as u32;
                 let a = g.expr(t, depth - 1);
                 let b = g.expr(Ty::Bit(hi - lo + 1), depth - 1);
-                let outer = g.rng.chance(50).then(|| (hi + g.rng.below((w - hi) as u64) as u32, lo - g.rng.below(lo as u64 + 1) as u32));
+                let outer = g.rng.chance(50).then(|| {
+                    (
+                        hi + g.rng.below((w - hi) as u64) as u32,
+                        lo - g.rng.below(lo as u64 + 1) as u32,
+                    )
+                });
                 e = slice_set_value(&a, &b, t, hi, lo);
-                Form::SliceSet { a, b, hi, lo, outer }
+                Form::SliceSet {
+                    a,
+                    b,
+                    hi,
+                    lo,
+                    outer,
+                }
             }
             _ => Form::Assign,
         };
@@ -679,8 +865,14 @@ fn check_program(rng: &mut Rng, n: usize, packets: usize) -> Result<(), String> 
 
 #[test]
 fn random_expressions_match_the_reference_semantics() {
-    let seed = std::env::var("P4SEC_EXPR_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_1234_u64);
-    let programs = std::env::var("P4SEC_EXPR_PROGRAMS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let seed = std::env::var("P4SEC_EXPR_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_1234_u64);
+    let programs = std::env::var("P4SEC_EXPR_PROGRAMS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut failures = vec![];
     for k in 0..programs {
@@ -691,7 +883,12 @@ fn random_expressions_match_the_reference_semantics() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} programs disagree with the reference:\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} programs disagree with the reference:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }
 
 /// The evaluator itself on hand-computed cases, so that a bug in it cannot hide one in the engine.
@@ -717,6 +914,11 @@ fn reference_evaluator_known_values() {
         (E::Un("-", f(0)), 0x10),
     ];
     for (e, want) in cases {
-        assert_eq!(eval(&e, &fields, &inputs).0, want, "{}", p4(&e, &|i| format!("f{i}")));
+        assert_eq!(
+            eval(&e, &fields, &inputs).0,
+            want,
+            "{}",
+            p4(&e, &|i| format!("f{i}"))
+        );
     }
 }

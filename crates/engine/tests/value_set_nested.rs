@@ -1,5 +1,6 @@
-//! A value set whose element is a struct with a nested struct: the leaves, flattened in order, are its
-//! elements; members installed through the engine select the parser state as a select with those keys.
+//! A value set whose element is a struct with a nested struct: the leaves, flattened in order, are
+//! its elements; members installed through the engine select the parser state as a select with
+//! those keys.
 
 use p4sec_engine::{Engine, Outputs, Worker};
 use p4sec_ir::{FieldMatch, Value};
@@ -39,10 +40,14 @@ fn run(engine: &Engine, pkt: &[u8]) -> Vec<u8> {
 
 #[test]
 fn nested_struct_value_set_matches_its_leaves() {
-    let prog = p4sec_frontend::compile_str("vs.p4", SRC, &Default::default()).unwrap_or_else(|e| panic!("{}", e.messages.join("\n")));
+    let prog = p4sec_frontend::compile_str("vs.p4", SRC, &Default::default())
+        .unwrap_or_else(|e| panic!("{}", e.messages.join("\n")));
     let vs = &prog.value_sets[0];
     assert_eq!(vs.widths, vec![8, 8, 4]);
-    assert_eq!(vs.names, vec!["op".to_string(), "inr.a".to_string(), "inr.b".to_string()]);
+    assert_eq!(
+        vs.names,
+        vec!["op".to_string(), "inr.a".to_string(), "inr.b".to_string()]
+    );
     assert_eq!(vs.kind(2), p4sec_ir::MatchKind::Ternary);
     let engine = Engine::new(Arc::new(prog), &vec![]).expect("engine");
     // empty: every packet takes the default branch
@@ -50,13 +55,32 @@ fn nested_struct_value_set_matches_its_leaves() {
     let member = vec![
         FieldMatch::Exact(Value::new(8, 1)),
         FieldMatch::Exact(Value::new(8, 2)),
-        FieldMatch::Ternary { value: Value::new(4, 4), mask: Value::new(4, 0xC) },
+        FieldMatch::Ternary {
+            value: Value::new(4, 4),
+            mask: Value::new(4, 0xC),
+        },
     ];
-    engine.value_set_set(0, vec![member]).expect("member installed");
-    assert_eq!(run(&engine, &[1, 2, 0, 5]), vec![1, 2, 0xFF, 0xFF], "op 1, a 2, low nibble 01xx");
+    engine
+        .value_set_set(0, vec![member])
+        .expect("member installed");
+    assert_eq!(
+        run(&engine, &[1, 2, 0, 5]),
+        vec![1, 2, 0xFF, 0xFF],
+        "op 1, a 2, low nibble 01xx"
+    );
     assert_eq!(run(&engine, &[1, 2, 0x12, 7]), vec![1, 2, 0xFF, 0xFF]);
-    assert_eq!(run(&engine, &[1, 2, 0, 9]), vec![1, 2, 0, 9], "low nibble 10xx is outside the mask");
-    assert_eq!(run(&engine, &[1, 3, 0, 5]), vec![1, 3, 0, 5], "the nested field a differs");
+    assert_eq!(
+        run(&engine, &[1, 2, 0, 9]),
+        vec![1, 2, 0, 9],
+        "low nibble 10xx is outside the mask"
+    );
+    assert_eq!(
+        run(&engine, &[1, 3, 0, 5]),
+        vec![1, 3, 0, 5],
+        "the nested field a differs"
+    );
     // a member must give one match per leaf
-    assert!(engine.value_set_set(0, vec![vec![FieldMatch::Exact(Value::new(8, 1))]]).is_err());
+    assert!(engine
+        .value_set_set(0, vec![vec![FieldMatch::Exact(Value::new(8, 1))]])
+        .is_err());
 }

@@ -1,7 +1,8 @@
-//! The Internet checksum (RFC 1071): the 16-bit one's complement sum of a byte string taken as big-endian
-//! words, an odd last byte padded with zero. The one implementation in the workspace: the `csum16` hash,
-//! the engine's `verify_checksum`/`update_checksum` (compiled and interpreted), the ESP extern's inner headers
-//! and the switch's checksum offload (segmentation, coalescing, partial checksums completed) all use it.
+//! The Internet checksum (RFC 1071): the 16-bit one's complement sum of a byte string taken as
+//! big-endian words, an odd last byte padded with zero. The one implementation in the workspace:
+//! the `csum16` hash, the engine's `verify_checksum`/`update_checksum` (compiled and interpreted),
+//! the ESP extern's inner headers and the switch's checksum offload (segmentation, coalescing,
+//! partial checksums completed) all use it.
 
 /// `sum` folded to 16 bits with end-around carry (zero only when `sum` is).
 #[inline]
@@ -13,10 +14,10 @@ pub fn fold<S: Into<u64>>(sum: S) -> u16 {
     sum as u16
 }
 
-/// The 16-bit one's complement sum of `data` (big-endian words, an odd last byte padded with zero), folded
-/// and not complemented: a partial sum to add to others (a pseudo-header's) before [`fold`].
-/// Eight bytes at a time in native order: the one's complement sum does not depend on the byte order except
-/// for a swap of the result (RFC 1071).
+/// The 16-bit one's complement sum of `data` (big-endian words, an odd last byte padded with zero),
+/// folded and not complemented: a partial sum to add to others (a pseudo-header's) before [`fold`].
+/// Eight bytes at a time in native order: the one's complement sum does not depend on the byte
+/// order except for a swap of the result (RFC 1071).
 #[inline]
 pub fn ones_sum(data: &[u8]) -> u16 {
     let mut acc: u64 = 0;
@@ -39,17 +40,26 @@ pub fn csum16(data: &[u8]) -> u16 {
     !ones_sum(data)
 }
 
-/// The Internet checksum of `data` as if its 16-bit word at byte `skip` were zero (`skip` and `data.len()`
-/// even): what a header's checksum field is computed as, or checked against, without zeroing it first.
-/// Big-endian 32-bit lanes (the last one zero-padded): each 16-bit word counts with weight 1 or 2^16, both 1
-/// modulo 0xffff.
+/// The Internet checksum of `data` as if its 16-bit word at byte `skip` were zero (`skip` and
+/// `data.len()` even): what a header's checksum field is computed as, or checked against, without
+/// zeroing it first. Big-endian 32-bit lanes (the last one zero-padded): each 16-bit word counts
+/// with weight 1 or 2^16, both 1 modulo 0xffff.
 #[inline]
 pub fn csum16_without(data: &[u8], skip: usize) -> u16 {
     let len = data.len();
     let mut sum: u64 = 0;
     let mut i = 0;
     while i + 8 <= len {
-        let x = u64::from_be_bytes([data[i], data[i + 1], data[i + 2], data[i + 3], data[i + 4], data[i + 5], data[i + 6], data[i + 7]]);
+        let x = u64::from_be_bytes([
+            data[i],
+            data[i + 1],
+            data[i + 2],
+            data[i + 3],
+            data[i + 4],
+            data[i + 5],
+            data[i + 6],
+            data[i + 7],
+        ]);
         sum += (x >> 32) + (x & 0xffff_ffff);
         i += 8;
     }
@@ -73,7 +83,10 @@ mod tests {
     #[test]
     fn ones_complement_sums() {
         let simple = |d: &[u8]| {
-            let mut sum: u64 = d.chunks(2).map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u64).sum();
+            let mut sum: u64 = d
+                .chunks(2)
+                .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u64)
+                .sum();
             while sum >> 16 != 0 {
                 sum = (sum & 0xffff) + (sum >> 16);
             }
@@ -87,7 +100,9 @@ mod tests {
             })
             .collect();
         for start in 0..9 {
-            for len in [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1499, 1500, 2991] {
+            for len in [
+                0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1499, 1500, 2991,
+            ] {
                 let d = &data[start..start + len];
                 assert_eq!(ones_sum(d), simple(d), "start {start} len {len}");
                 assert_eq!(csum16(d), !simple(d), "start {start} len {len}");
@@ -101,7 +116,10 @@ mod tests {
     #[test]
     fn rfc1071_header() {
         // an IPv4 header with its checksum field zeroed, and with the checksum in place
-        let mut hdr = [0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7];
+        let mut hdr = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
         assert_eq!(csum16(&hdr), 0xb861);
         hdr[10..12].copy_from_slice(&0xb861u16.to_be_bytes());
         assert_eq!(csum16(&hdr), 0);
@@ -118,10 +136,16 @@ mod tests {
         for len in [2usize, 4, 6, 8, 10, 18, 20, 24, 40, 60] {
             for skip in (0..len).step_by(2) {
                 for zero in [false, true] {
-                    let data: Vec<u8> = (0..len).map(|i| if zero && i != skip { 0 } else { next() }).collect();
+                    let data: Vec<u8> = (0..len)
+                        .map(|i| if zero && i != skip { 0 } else { next() })
+                        .collect();
                     let mut zeroed = data.clone();
                     zeroed[skip..skip + 2].fill(0);
-                    assert_eq!(csum16_without(&data, skip), csum16(&zeroed), "len {len} skip {skip}");
+                    assert_eq!(
+                        csum16_without(&data, skip),
+                        csum16(&zeroed),
+                        "len {len} skip {skip}"
+                    );
                 }
             }
         }

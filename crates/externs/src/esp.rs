@@ -2,9 +2,10 @@
 //! (32-bit and extended), the anti-replay window (RFC 6479 bitmap) and lifetimes.
 //!
 //! Cipher suites: NULL (RFC 2410) with or without authentication; AES-CBC-128/256 (RFC 3602) and
-//! AES-CTR-128/256 (RFC 3686) with HMAC-SHA1-96 (RFC 2404), HMAC-SHA-256-128 (RFC 4868) or HMAC-MD5-96
-//! (RFC 2403); AES-GCM-128/256 with a 16-byte ICV (RFC 4106); ChaCha20-Poly1305 (RFC 7634).
-//! Primitives come from `ring` (AES-GCM, ChaCha20-Poly1305, HMAC-SHA) and RustCrypto (AES-CBC/CTR, MD5).
+//! AES-CTR-128/256 (RFC 3686) with HMAC-SHA1-96 (RFC 2404), HMAC-SHA-256-128 (RFC 4868) or
+//! HMAC-MD5-96 (RFC 2403); AES-GCM-128/256 with a 16-byte ICV (RFC 4106); ChaCha20-Poly1305 (RFC
+//! 7634). Primitives come from `ring` (AES-GCM, ChaCha20-Poly1305, HMAC-SHA) and RustCrypto
+//! (AES-CBC/CTR, MD5).
 //!
 //! `config.rs` holds the suites and an SA's configuration, `sa.rs` the SA with `sa/encrypt.rs` and
 //! `sa/decrypt.rs` its two directions, `replay.rs` the anti-replay window, `error.rs` the errors.
@@ -29,7 +30,9 @@ mod tests {
             cipher,
             integ,
             enc_key: (0..cipher.keymat_len() as u8).collect(),
-            auth_key: (0..if cipher.is_aead() { 0 } else { integ.key_len() } as u8).map(|x| x ^ 0x5a).collect(),
+            auth_key: (0..if cipher.is_aead() { 0 } else { integ.key_len() } as u8)
+                .map(|x| x ^ 0x5a)
+                .collect(),
             esn,
             replay_window: 64,
             tunnel: Some(("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap())),
@@ -70,7 +73,8 @@ mod tests {
                     let mut enc = vec![];
                     tx.encapsulate(&p, &mut enc).unwrap();
                     let mut dec = vec![];
-                    rx.decapsulate(esp_of_ip(&enc).unwrap(), &mut dec).unwrap_or_else(|e| panic!("{c:?}/{i:?} esn={esn} n={n}: {e:?}"));
+                    rx.decapsulate(esp_of_ip(&enc).unwrap(), &mut dec)
+                        .unwrap_or_else(|e| panic!("{c:?}/{i:?} esn={esn} n={n}: {e:?}"));
                     assert_eq!(dec, p);
                 }
             }
@@ -86,12 +90,19 @@ mod tests {
         let esp = esp_of_ip(&enc).unwrap().to_vec();
         let mut out = vec![];
         // truncated
-        assert_eq!(rx.decapsulate(&esp[..20], &mut out), Err(EspError::Truncated));
+        assert_eq!(
+            rx.decapsulate(&esp[..20], &mut out),
+            Err(EspError::Truncated)
+        );
         // every flipped bit fails the ICV and leaves the window alone
         for i in 8..esp.len() {
             let mut bad = esp.clone();
             bad[i] ^= 0x10;
-            assert_eq!(rx.decapsulate(&bad, &mut out), Err(EspError::IcvMismatch), "byte {i}");
+            assert_eq!(
+                rx.decapsulate(&bad, &mut out),
+                Err(EspError::IcvMismatch),
+                "byte {i}"
+            );
         }
         assert_eq!(rx.stats().replay_top, 0);
         // wrong SPI
@@ -121,29 +132,48 @@ mod tests {
             esp
         };
         let mut out = vec![];
-        assert_eq!(rx.decapsulate(&forge(&[1, 3, 2, 4], 1), &mut out), Err(EspError::BadPadding));
-        assert_eq!(rx.decapsulate(&forge(&[1, 2, 2, 17], 2), &mut out), Err(EspError::BadNextHeader));
+        assert_eq!(
+            rx.decapsulate(&forge(&[1, 3, 2, 4], 1), &mut out),
+            Err(EspError::BadPadding)
+        );
+        assert_eq!(
+            rx.decapsulate(&forge(&[1, 2, 2, 17], 2), &mut out),
+            Err(EspError::BadNextHeader)
+        );
         assert_eq!(rx.stats().packets, 0, "failed packets change no state");
         assert!(rx.decapsulate(&forge(&[1, 2, 2, 4], 3), &mut out).is_ok());
     }
 
-    /// Key material stays out of logs and does not outlive the configuration: `Debug` shows the keys' lengths
-    /// only, and wiping (what dropping does) zeroes and empties both keys.
+    /// Key material stays out of logs and does not outlive the configuration: `Debug` shows the
+    /// keys' lengths only, and wiping (what dropping does) zeroes and empties both keys.
     #[test]
     fn sa_keys_are_not_printed_and_are_wiped() {
         let mut c = cfg(Cipher::AesCbc128, Integ::HmacSha256_128, false);
         c.enc_key = vec![0xab; 16];
         c.auth_key = vec![0xcd; 32];
         let shown = format!("{c:?}");
-        assert!(shown.contains("enc_key: <16 bytes>") && shown.contains("auth_key: <32 bytes>"), "{shown}");
-        assert!(!shown.contains("171") && !shown.contains("205") && !shown.to_lowercase().contains("ab, ab"), "{shown}");
+        assert!(
+            shown.contains("enc_key: <16 bytes>") && shown.contains("auth_key: <32 bytes>"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("171")
+                && !shown.contains("205")
+                && !shown.to_lowercase().contains("ab, ab"),
+            "{shown}"
+        );
         let sa = Sa::new(c.clone()).unwrap();
         assert!(format!("{:?}", sa.cfg).contains("<16 bytes>"));
         c.wipe_keys();
         assert!(c.enc_key.is_empty() && c.auth_key.is_empty());
         // the SA built from the configuration keeps working on its own copy
         let mut out = vec![];
-        assert!(sa.encapsulate(&[0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2], &mut out).is_ok());
+        assert!(sa
+            .encapsulate(
+                &[0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2],
+                &mut out
+            )
+            .is_ok());
     }
 
     #[test]
@@ -164,15 +194,19 @@ mod tests {
         assert!(ReplayWindow::new(5000).is_err());
     }
 
-    /// ESP in UDP (RFC 3948): the UDP header sits between the outer header and the ESP header, with the SA's
-    /// ports, its length, checksum 0 over IPv4 and a right one over IPv6; the receiver takes it off; a packet
-    /// whose encapsulation is not its SA's is refused as WrongEncap, whichever way round.
+    /// ESP in UDP (RFC 3948): the UDP header sits between the outer header and the ESP header, with
+    /// the SA's ports, its length, checksum 0 over IPv4 and a right one over IPv6; the receiver
+    /// takes it off; a packet whose encapsulation is not its SA's is refused as WrongEncap,
+    /// whichever way round.
     #[test]
     fn esp_in_udp() {
         use crate::checksum::{fold, ones_sum};
         for (a, b) in [("10.0.0.1", "10.0.0.2"), ("fd00::1", "fd00::2")] {
             let v6 = a.contains(':');
-            for (cipher, integ) in [(Cipher::AesGcm128, Integ::None), (Cipher::AesCbc128, Integ::HmacSha256_128)] {
+            for (cipher, integ) in [
+                (Cipher::AesGcm128, Integ::None),
+                (Cipher::AesCbc128, Integ::HmacSha256_128),
+            ] {
                 let mut c = cfg(cipher, integ, true);
                 c.tunnel = Some((a.parse().unwrap(), b.parse().unwrap()));
                 c.udp_encap = Some((4501, 4500));
@@ -188,17 +222,29 @@ mod tests {
                     let hl = if v6 { 40 } else { 20 };
                     assert_eq!(out[if v6 { 6 } else { 9 }], 17, "the outer protocol is UDP");
                     if !v6 {
-                        assert_eq!(u16::from_be_bytes([out[4], out[5]]), seq as u16, "the IPv4 id counts with the sequence number");
+                        assert_eq!(
+                            u16::from_be_bytes([out[4], out[5]]),
+                            seq as u16,
+                            "the IPv4 id counts with the sequence number"
+                        );
                         assert_eq!(fold(ones_sum(&out[..20]) as u32), 0xffff);
                     }
                     let u = &out[hl..];
                     assert_eq!(&u[..4], &[0x11, 0x95, 0x11, 0x94]);
                     assert_eq!(u16::from_be_bytes([u[4], u[5]]) as usize, u.len());
-                    assert_eq!(&u[8..12], &0x1234u32.to_be_bytes(), "the ESP header follows the UDP header");
+                    assert_eq!(
+                        &u[8..12],
+                        &0x1234u32.to_be_bytes(),
+                        "the ESP header follows the UDP header"
+                    );
                     let ck = u16::from_be_bytes([u[6], u[7]]);
                     if v6 {
                         let len = u.len() as u32;
-                        let sum = ones_sum(&out[8..40]) as u32 + 17 + (len >> 16) + (len & 0xffff) + ones_sum(u) as u32;
+                        let sum = ones_sum(&out[8..40]) as u32
+                            + 17
+                            + (len >> 16)
+                            + (len & 0xffff)
+                            + ones_sum(u) as u32;
                         assert_eq!(fold(sum), 0xffff, "the UDP checksum over IPv6 is right");
                     } else {
                         assert_eq!(ck, 0, "no UDP checksum over IPv4");
@@ -209,18 +255,27 @@ mod tests {
                     // Ethernet padding after the datagram is not part of it
                     let mut padded = u.to_vec();
                     padded.extend_from_slice(&[0; 7]);
-                    assert_eq!(rx.decapsulate(&padded, &mut d), Err(EspError::Replay), "decrypted (then refused as a replay)");
+                    assert_eq!(
+                        rx.decapsulate(&padded, &mut d),
+                        Err(EspError::Replay),
+                        "decrypted (then refused as a replay)"
+                    );
                     // an SA without UDP encapsulation refuses it, and the other way round
                     assert_eq!(plain_rx.decapsulate(u, &mut d), Err(EspError::WrongEncap));
                     assert_eq!(rx.decapsulate(&u[8..], &mut d), Err(EspError::WrongEncap));
-                    // another destination port, a length beyond the packet or shorter than the UDP header
+                    // another destination port, a length beyond the packet or shorter than the UDP
+                    // header
                     for (i, v) in [(3usize, 0x95u8), (4, 0xff), (4, 0)] {
                         let mut bad = u.to_vec();
                         bad[i] = v;
                         if i == 4 && v == 0 {
                             bad[5] = 7;
                         }
-                        assert_eq!(rx.decapsulate(&bad, &mut d), Err(EspError::WrongEncap), "byte {i} = {v}");
+                        assert_eq!(
+                            rx.decapsulate(&bad, &mut d),
+                            Err(EspError::WrongEncap),
+                            "byte {i} = {v}"
+                        );
                     }
                     assert_eq!(rx.decapsulate(&u[..5], &mut d), Err(EspError::Truncated));
                 }
@@ -239,14 +294,23 @@ mod tests {
     fn bad_configurations_say_why() {
         let good = || {
             let mut c = cfg(Cipher::AesGcm128, Integ::None, true);
-            c.tunnel = Some(("192.0.2.1".parse().unwrap(), "198.51.100.1".parse().unwrap()));
+            c.tunnel = Some((
+                "192.0.2.1".parse().unwrap(),
+                "198.51.100.1".parse().unwrap(),
+            ));
             c
         };
         assert_eq!(good().problem(), None);
         Sa::new(good()).unwrap();
         let cases: Vec<(Box<dyn Fn(&mut SaConfig)>, &str)> = vec![
-            (Box::new(|c| c.enc_key.truncate(16)), "AES-GCM-128 takes 20 bytes of key material, not 16"),
-            (Box::new(|c| c.auth_key = vec![1; 32]), "AES-GCM-128 authenticates by itself: no integrity key, not 32 bytes"),
+            (
+                Box::new(|c| c.enc_key.truncate(16)),
+                "AES-GCM-128 takes 20 bytes of key material, not 16",
+            ),
+            (
+                Box::new(|c| c.auth_key = vec![1; 32]),
+                "AES-GCM-128 authenticates by itself: no integrity key, not 32 bytes",
+            ),
             (
                 Box::new(|c| {
                     c.cipher = Cipher::AesCbc128;
@@ -256,9 +320,20 @@ mod tests {
                 }),
                 "HMAC-SHA-256-128 takes a 32-byte key, not 20",
             ),
-            (Box::new(|c| c.replay_window = 5000), "an anti-replay window of 5000 packets (at most 4096)"),
-            (Box::new(|c| c.tunnel = Some(("192.0.2.1".parse().unwrap(), "2001:db8::1".parse().unwrap()))), "not of one IP version"),
-            (Box::new(|c| c.udp_encap = Some((0, 4500))), "UDP encapsulation with port 0 (0 -> 4500)"),
+            (
+                Box::new(|c| c.replay_window = 5000),
+                "an anti-replay window of 5000 packets (at most 4096)",
+            ),
+            (
+                Box::new(|c| {
+                    c.tunnel = Some(("192.0.2.1".parse().unwrap(), "2001:db8::1".parse().unwrap()))
+                }),
+                "not of one IP version",
+            ),
+            (
+                Box::new(|c| c.udp_encap = Some((0, 4500))),
+                "UDP encapsulation with port 0 (0 -> 4500)",
+            ),
             (
                 Box::new(|c| {
                     c.tunnel = None;
@@ -283,7 +358,10 @@ mod tests {
         let tx = Sa::new(c).unwrap();
         let mut out = vec![];
         tx.encapsulate(&inner(1), &mut out).unwrap();
-        assert_eq!(tx.encapsulate(&inner(1), &mut out), Err(EspError::SeqOverflow));
+        assert_eq!(
+            tx.encapsulate(&inner(1), &mut out),
+            Err(EspError::SeqOverflow)
+        );
         let mut c = cfg(Cipher::AesGcm128, Integ::None, true);
         c.initial_seq = u32::MAX as u64;
         let tx = Sa::new(c.clone()).unwrap();
@@ -295,7 +373,10 @@ mod tests {
         // the receiver (window top 0) infers the high bits: 2^32 is ahead of it only with ESN
         let mut d = vec![];
         let r = rx.decapsulate(esp_of_ip(&out).unwrap(), &mut d);
-        assert!(r.is_err(), "high-order bits differ: the receiver infers seq_hi = 0 and the ICV fails");
+        assert!(
+            r.is_err(),
+            "high-order bits differ: the receiver infers seq_hi = 0 and the ICV fails"
+        );
     }
 
     #[test]
@@ -311,7 +392,10 @@ mod tests {
         assert_eq!(tx.take_event(), 1);
         assert_eq!(tx.take_event(), 0, "an event is taken once");
         tx.encapsulate(&inner(1), &mut out).unwrap();
-        assert_eq!(tx.encapsulate(&inner(1), &mut out), Err(EspError::HardExpired));
+        assert_eq!(
+            tx.encapsulate(&inner(1), &mut out),
+            Err(EspError::HardExpired)
+        );
         assert_eq!(tx.drain_events(), vec!["hard spi=0x00001234".to_string()]);
     }
 }

@@ -150,16 +150,17 @@ pub fn halfsiphash24(key: &[u8; 8], data: &[u8]) -> u32 {
     v[1] ^ v[3]
 }
 
-/// SipHash-2-4 of `data` under the key words `k0`, `k1` (the 16-byte key's halves read little-endian, as the
-/// reference implementation does), one-shot over the whole message (the streaming `Hasher::write` path
-/// buffers a tail per call). The digest is the result's 8 bytes little-endian.
+/// SipHash-2-4 of `data` under the key words `k0`, `k1` (the 16-byte key's halves read
+/// little-endian, as the reference implementation does), one-shot over the whole message (the
+/// streaming `Hasher::write` path buffers a tail per call). The digest is the result's 8 bytes
+/// little-endian.
 #[inline]
 pub fn siphash24(k0: u64, k1: u64, data: &[u8]) -> u64 {
     siphasher::sip::SipHasher24::new_with_keys(k0, k1).hash(data)
 }
 
-/// Compute `alg` over `data` with `key` into `out` (its length chooses the output size where that is
-/// variable: BLAKE2b 1..=64 bytes).
+/// Compute `alg` over `data` with `key` into `out` (its length chooses the output size where that
+/// is variable: BLAKE2b 1..=64 bytes).
 pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<(), HashError> {
     match alg {
         HashAlg::Crc16 => put_number(out, &CRC16_ARC.checksum(data).to_be_bytes()),
@@ -167,12 +168,19 @@ pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<
         HashAlg::Crc32c => put_number(out, &crc32c::crc32c(data).to_be_bytes()),
         HashAlg::Csum16 => put_number(out, &csum16(data).to_be_bytes()),
         HashAlg::SipHash24 => {
-            let k: [u8; 16] = key.try_into().map_err(|_| HashError::BadKey("SipHash-2-4 needs a 16-byte key"))?;
-            let (k0, k1) = (u64::from_le_bytes(k[..8].try_into().expect("8 bytes")), u64::from_le_bytes(k[8..].try_into().expect("8 bytes")));
+            let k: [u8; 16] = key
+                .try_into()
+                .map_err(|_| HashError::BadKey("SipHash-2-4 needs a 16-byte key"))?;
+            let (k0, k1) = (
+                u64::from_le_bytes(k[..8].try_into().expect("8 bytes")),
+                u64::from_le_bytes(k[8..].try_into().expect("8 bytes")),
+            );
             put_digest(out, &siphash24(k0, k1, data).to_le_bytes());
         }
         HashAlg::HalfSipHash24 => {
-            let k: [u8; 8] = key.try_into().map_err(|_| HashError::BadKey("HalfSipHash-2-4 needs an 8-byte key"))?;
+            let k: [u8; 8] = key
+                .try_into()
+                .map_err(|_| HashError::BadKey("HalfSipHash-2-4 needs an 8-byte key"))?;
             put_digest(out, &halfsiphash24(&k, data).to_le_bytes());
         }
         HashAlg::Blake2b => {
@@ -181,14 +189,21 @@ pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<
                 return Err(HashError::BadOutput("BLAKE2b output must be 1..=64 bytes"));
             }
             if key.is_empty() {
-                let mut h = blake2::Blake2bVar::new(out.len()).map_err(|_| HashError::BadOutput("BLAKE2b output must be 1..=64 bytes"))?;
+                let mut h = blake2::Blake2bVar::new(out.len())
+                    .map_err(|_| HashError::BadOutput("BLAKE2b output must be 1..=64 bytes"))?;
                 h.update(data);
-                h.finalize_variable(out).map_err(|_| HashError::BadOutput("BLAKE2b output size"))?;
+                h.finalize_variable(out)
+                    .map_err(|_| HashError::BadOutput("BLAKE2b output size"))?;
             } else {
                 if key.len() > 64 {
                     return Err(HashError::BadKey("BLAKE2b keys are at most 64 bytes"));
                 }
-                let mut h = blake2::Blake2bMac::<blake2::digest::consts::U64>::new_with_salt_and_personal(key, &[], &[])
+                let mut h =
+                    blake2::Blake2bMac::<blake2::digest::consts::U64>::new_with_salt_and_personal(
+                        key,
+                        &[],
+                        &[],
+                    )
                     .map_err(|_| HashError::BadKey("BLAKE2b key"))?;
                 if out.len() != 64 {
                     // keyed BLAKE2b with a shorter output: the parameter block encodes the length
@@ -201,9 +216,12 @@ pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<
         HashAlg::Poly1305Aes => {
             use aes::cipher::{BlockEncrypt, KeyInit};
             if key.len() != 48 {
-                return Err(HashError::BadKey("Poly1305-AES needs k (16) || r (16) || nonce (16)"));
+                return Err(HashError::BadKey(
+                    "Poly1305-AES needs k (16) || r (16) || nonce (16)",
+                ));
             }
-            let aes = aes::Aes128::new_from_slice(&key[..16]).map_err(|_| HashError::BadKey("AES key"))?;
+            let aes = aes::Aes128::new_from_slice(&key[..16])
+                .map_err(|_| HashError::BadKey("AES key"))?;
             let mut s = aes::Block::clone_from_slice(&key[32..48]);
             aes.encrypt_block(&mut s);
             let mut otk = [0u8; 32];
@@ -211,7 +229,9 @@ pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<
             otk[16..].copy_from_slice(&s);
             put_digest(out, &poly1305_tag(&otk, data));
         }
-        HashAlg::HmacSha256 | HashAlg::HmacSha512 => with_hmac_key(alg, key, |k| put_digest(out, ring::hmac::sign(k, data).as_ref())),
+        HashAlg::HmacSha256 | HashAlg::HmacSha512 => with_hmac_key(alg, key, |k| {
+            put_digest(out, ring::hmac::sign(k, data).as_ref())
+        }),
         HashAlg::Sha3_512 => {
             use sha3::Digest;
             put_digest(out, &sha3::Sha3_512::digest(data));
@@ -222,7 +242,13 @@ pub fn compute(alg: HashAlg, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<
 
 /// `compute` over the message `head ++ tail` without assembling it, for the algorithms whose
 /// implementations take a message in pieces; `None` for the others (the caller concatenates).
-pub fn compute2(alg: HashAlg, key: &[u8], head: &[u8], tail: &[u8], out: &mut [u8]) -> Option<Result<(), HashError>> {
+pub fn compute2(
+    alg: HashAlg,
+    key: &[u8],
+    head: &[u8],
+    tail: &[u8],
+    out: &mut [u8],
+) -> Option<Result<(), HashError>> {
     let r = match alg {
         HashAlg::Crc32 => {
             let mut h = crc32fast::Hasher::new();
@@ -232,7 +258,9 @@ pub fn compute2(alg: HashAlg, key: &[u8], head: &[u8], tail: &[u8], out: &mut [u
             Ok(())
         }
         HashAlg::SipHash24 => {
-            let Ok(k) = <[u8; 16]>::try_from(key) else { return Some(Err(HashError::BadKey("SipHash-2-4 needs a 16-byte key"))) };
+            let Ok(k) = <[u8; 16]>::try_from(key) else {
+                return Some(Err(HashError::BadKey("SipHash-2-4 needs a 16-byte key")));
+            };
             use std::hash::Hasher;
             let mut h = siphasher::sip::SipHasher24::new_with_key(&k);
             h.write(head);
@@ -262,10 +290,10 @@ pub fn compute2(alg: HashAlg, key: &[u8], head: &[u8], tail: &[u8], out: &mut [u
     Some(r)
 }
 
-/// Run `f` with the HMAC key for (`alg`, `key`). Preparing an HMAC key hashes the padded key twice (the
-/// inner and outer states): as much as the MAC of a short message. Keys change rarely (they are table or
-/// register contents), so each thread keeps its last few prepared keys. The copies of the raw keys it keeps
-/// for comparison are wiped when they leave the cache (`Zeroizing`).
+/// Run `f` with the HMAC key for (`alg`, `key`). Preparing an HMAC key hashes the padded key twice
+/// (the inner and outer states): as much as the MAC of a short message. Keys change rarely (they
+/// are table or register contents), so each thread keeps its last few prepared keys. The copies of
+/// the raw keys it keeps for comparison are wiped when they leave the cache (`Zeroizing`).
 fn with_hmac_key<R>(alg: HashAlg, key: &[u8], f: impl FnOnce(&ring::hmac::Key) -> R) -> R {
     use std::cell::RefCell;
     use zeroize::Zeroizing;
@@ -278,11 +306,19 @@ fn with_hmac_key<R>(alg: HashAlg, key: &[u8], f: impl FnOnce(&ring::hmac::Key) -
         let i = match keys.iter().position(|(a, k, _)| *a == alg && k[..] == *key) {
             Some(i) => i,
             None => {
-                let a = if alg == HashAlg::HmacSha256 { ring::hmac::HMAC_SHA256 } else { ring::hmac::HMAC_SHA512 };
+                let a = if alg == HashAlg::HmacSha256 {
+                    ring::hmac::HMAC_SHA256
+                } else {
+                    ring::hmac::HMAC_SHA512
+                };
                 if keys.len() == KEEP {
                     keys.remove(0);
                 }
-                keys.push((alg, Zeroizing::new(key.to_vec()), ring::hmac::Key::new(a, key)));
+                keys.push((
+                    alg,
+                    Zeroizing::new(key.to_vec()),
+                    ring::hmac::Key::new(a, key),
+                ));
                 keys.len() - 1
             }
         };
@@ -302,7 +338,8 @@ fn keyed_blake2b_var(key: &[u8], data: &[u8], out: &mut [u8]) -> Result<(), Hash
     use blake2::digest::consts::{U16, U20, U28, U32, U48, U8};
     macro_rules! mac {
         ($n:ty) => {{
-            let mut h = blake2::Blake2bMac::<$n>::new_with_salt_and_personal(key, &[], &[]).map_err(|_| HashError::BadKey("BLAKE2b key"))?;
+            let mut h = blake2::Blake2bMac::<$n>::new_with_salt_and_personal(key, &[], &[])
+                .map_err(|_| HashError::BadKey("BLAKE2b key"))?;
             blake2::digest::Mac::update(&mut h, data);
             out.copy_from_slice(&blake2::digest::Mac::finalize(h).into_bytes());
         }};
@@ -314,7 +351,11 @@ fn keyed_blake2b_var(key: &[u8], data: &[u8], out: &mut [u8]) -> Result<(), Hash
         28 => mac!(U28),
         32 => mac!(U32),
         48 => mac!(U48),
-        _ => return Err(HashError::BadOutput("keyed BLAKE2b supports outputs of 8, 16, 20, 28, 32, 48 or 64 bytes")),
+        _ => {
+            return Err(HashError::BadOutput(
+                "keyed BLAKE2b supports outputs of 8, 16, 20, 28, 32, 48 or 64 bytes",
+            ))
+        }
     }
     Ok(())
 }
@@ -344,40 +385,65 @@ mod tests {
         assert!(compute(HashAlg::Blake2b, &[], b"x", &mut big).is_err());
     }
 
-    /// The message in two pieces hashes like the whole message, at every split point (SipHash buffers
-    /// partial 8-byte words, HMAC and SHA3 partial blocks).
+    /// The message in two pieces hashes like the whole message, at every split point (SipHash
+    /// buffers partial 8-byte words, HMAC and SHA3 partial blocks).
     #[test]
     fn pieces_hash_like_the_whole() {
         let msg: Vec<u8> = (0..300u32).map(|i| (i * 31 + 7) as u8).collect();
         let key: Vec<u8> = (0..16u8).collect();
-        for alg in [HashAlg::Crc32, HashAlg::SipHash24, HashAlg::HmacSha256, HashAlg::HmacSha512, HashAlg::Sha3_512] {
+        for alg in [
+            HashAlg::Crc32,
+            HashAlg::SipHash24,
+            HashAlg::HmacSha256,
+            HashAlg::HmacSha512,
+            HashAlg::Sha3_512,
+        ] {
             let n = alg.out_len();
             let mut whole = vec![0u8; n];
             compute(alg, &key, &msg, &mut whole).unwrap();
             for split in [0, 1, 7, 8, 9, 64, 127, 128, 129, 200, 300] {
                 let mut parts = vec![0u8; n];
-                compute2(alg, &key, &msg[..split], &msg[split..], &mut parts).expect("streaming").unwrap();
+                compute2(alg, &key, &msg[..split], &msg[split..], &mut parts)
+                    .expect("streaming")
+                    .unwrap();
                 assert_eq!(parts, whole, "{} split at {split}", alg.name());
             }
         }
         assert!(compute2(HashAlg::Blake2b, &key, b"a", b"b", &mut [0u8; 8]).is_none());
-        assert!(compute2(HashAlg::SipHash24, &[1], b"a", b"b", &mut [0u8; 8]).expect("answered").is_err());
+        assert!(
+            compute2(HashAlg::SipHash24, &[1], b"a", b"b", &mut [0u8; 8])
+                .expect("answered")
+                .is_err()
+        );
     }
 
     #[test]
     fn hmac_keys_kept_per_thread_never_mix() {
-        // more keys than the thread keeps, in rotation, both algorithms, and keys that are prefixes of others
-        let keys: Vec<Vec<u8>> = (0..7u8).map(|i| vec![i; 16 + i as usize % 3]).chain([vec![1u8; 17][..16].to_vec()]).collect();
+        // more keys than the thread keeps, in rotation, both algorithms, and keys that are prefixes
+        // of others
+        let keys: Vec<Vec<u8>> = (0..7u8)
+            .map(|i| vec![i; 16 + i as usize % 3])
+            .chain([vec![1u8; 17][..16].to_vec()])
+            .collect();
         for round in 0..3 {
             for (i, k) in keys.iter().enumerate() {
-                for (alg, ring_alg) in [(HashAlg::HmacSha256, ring::hmac::HMAC_SHA256), (HashAlg::HmacSha512, ring::hmac::HMAC_SHA512)] {
+                for (alg, ring_alg) in [
+                    (HashAlg::HmacSha256, ring::hmac::HMAC_SHA256),
+                    (HashAlg::HmacSha512, ring::hmac::HMAC_SHA512),
+                ] {
                     let msg = [round as u8, i as u8, 42];
                     let want = ring::hmac::sign(&ring::hmac::Key::new(ring_alg, k), &msg);
                     let mut out = vec![0u8; want.as_ref().len()];
                     compute(alg, k, &msg, &mut out).unwrap();
                     assert_eq!(out, want.as_ref(), "{alg:?} key {i} round {round}");
-                    compute2(alg, k, &msg[..1], &msg[1..], &mut out).unwrap().unwrap();
-                    assert_eq!(out, want.as_ref(), "{alg:?} key {i} round {round} in two pieces");
+                    compute2(alg, k, &msg[..1], &msg[1..], &mut out)
+                        .unwrap()
+                        .unwrap();
+                    assert_eq!(
+                        out,
+                        want.as_ref(),
+                        "{alg:?} key {i} round {round} in two pieces"
+                    );
                 }
             }
         }

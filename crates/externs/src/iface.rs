@@ -1,13 +1,16 @@
-//! The one interface between the engine and every extern (v1model's own and p4sec's security externs).
+//! The one interface between the engine and every extern (v1model's own and p4sec's security
+//! externs).
 //!
-//! The engine resolves an extern *type* by the name declared in a P4 include file, instantiates it once per
-//! P4 instance with the constructor arguments, resolves each method call to an index at compile/load time,
-//! and then calls [`ExternObject::call`] per packet. Arguments are fixed-width bit strings; a header or struct
-//! argument is flattened by the engine into one bit string (fields concatenated in declaration order, most
-//! significant bit first). `out`/`inout` arguments are written back by the engine after the call.
+//! The engine resolves an extern *type* by the name declared in a P4 include file, instantiates it
+//! once per P4 instance with the constructor arguments, resolves each method call to an index at
+//! compile/load time, and then calls [`ExternObject::call`] per packet. Arguments are fixed-width
+//! bit strings; a header or struct argument is flattened by the engine into one bit string (fields
+//! concatenated in declaration order, most significant bit first). `out`/`inout` arguments are
+//! written back by the engine after the call.
 //!
-//! Failures that a P4 program must see are reported through `out` arguments (status codes defined by the
-//! extern's P4 declaration); [`ExternError`] is for conditions the engine records as an extern fault.
+//! Failures that a P4 program must see are reported through `out` arguments (status codes defined
+//! by the extern's P4 declaration); [`ExternError`] is for conditions the engine records as an
+//! extern fault.
 
 use crate::layout::ArgLayout;
 use std::fmt;
@@ -20,9 +23,10 @@ pub enum Dir {
     InOut,
 }
 
-/// A fixed-width bit string: the numeric value, big-endian, in `ceil(width/8)` bytes (the unused high bits of
-/// the first byte are zero). For widths that are multiples of 8 this is exactly the wire representation.
-/// The engine reuses these buffers across packets, so an extern must not keep references to them.
+/// A fixed-width bit string: the numeric value, big-endian, in `ceil(width/8)` bytes (the unused
+/// high bits of the first byte are zero). For widths that are multiples of 8 this is exactly the
+/// wire representation. The engine reuses these buffers across packets, so an extern must not keep
+/// references to them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BitBuf {
     pub width: u32,
@@ -31,13 +35,18 @@ pub struct BitBuf {
 
 impl BitBuf {
     pub fn zero(width: u32) -> Self {
-        BitBuf { width, bytes: vec![0; width.div_ceil(8) as usize] }
+        BitBuf {
+            width,
+            bytes: vec![0; width.div_ceil(8) as usize],
+        }
     }
     /// The value as u64 (low 64 bits).
     pub fn as_u64(&self) -> u64 {
         let n = self.bytes.len();
         let start = n.saturating_sub(8);
-        self.bytes[start..].iter().fold(0u64, |a, &b| (a << 8) | b as u64)
+        self.bytes[start..]
+            .iter()
+            .fold(0u64, |a, &b| (a << 8) | b as u64)
     }
     /// Store `v`, truncated to `width` bits.
     pub fn set_u64(&mut self, v: u64) {
@@ -52,8 +61,8 @@ impl BitBuf {
     }
 }
 
-/// Store big-endian `src` as the value of the `width`-bit string `dst` (`ceil(width/8)` bytes): right-aligned,
-/// truncated or zero-extended, the unused high bits of the first byte cleared.
+/// Store big-endian `src` as the value of the `width`-bit string `dst` (`ceil(width/8)` bytes):
+/// right-aligned, truncated or zero-extended, the unused high bits of the first byte cleared.
 pub fn store_be(dst: &mut [u8], width: u32, src: &[u8]) {
     let n = dst.len();
     let take = src.len().min(n);
@@ -69,40 +78,62 @@ fn mask_top(bytes: &mut [u8], width: u32) {
     }
 }
 
-/// The bytes of the packet beyond the headers the parser extracted. An extern may read them and rewrite them
-/// (ESP replaces the payload with ciphertext and vice versa).
+/// The bytes of the packet beyond the headers the parser extracted. An extern may read them and
+/// rewrite them (ESP replaces the payload with ciphertext and vice versa).
 ///
-/// While nothing has rewritten it, the payload is a read-only view of the received packet, so an extern that
-/// only reads it (a hash over the frame, a DFA scan) costs no copy; the first write copies it into the
-/// worker's own buffer (its `Vec` capacity is kept across packets).
+/// While nothing has rewritten it, the payload is a read-only view of the received packet, so an
+/// extern that only reads it (a hash over the frame, a DFA scan) costs no copy; the first write
+/// copies it into the worker's own buffer (its `Vec` capacity is kept across packets).
 ///
-/// An owned payload may start past the front of its buffer ([`Payload::swap_in_from`]: an extern that
-/// produced a packet and keeps its first header apart, such as ESP decapsulation, hands the rest over without
-/// moving it); the engine keeps that offset with the buffer ([`Payload::owned_from`], [`Payload::skip`]).
+/// An owned payload may start past the front of its buffer ([`Payload::swap_in_from`]: an extern
+/// that produced a packet and keeps its first header apart, such as ESP decapsulation, hands the
+/// rest over without moving it); the engine keeps that offset with the buffer
+/// ([`Payload::owned_from`], [`Payload::skip`]).
 pub struct Payload<'a> {
-    /// The received packet and where the payload starts in it, while the payload is still that view.
+    /// The received packet and where the payload starts in it, while the payload is still that
+    /// view.
     pkt: &'a [u8],
     at: Option<usize>,
     owned: &'a mut Vec<u8>,
     /// Where the payload starts in `owned` (at most its length), when it is owned.
     skip: usize,
-    /// How many bytes in front of the payload the engine vouched for ([`Payload::vouch_prefix`]); 0: none.
+    /// How many bytes in front of the payload the engine vouched for ([`Payload::vouch_prefix`]);
+    /// 0: none.
     vouched: usize,
 }
 
 impl<'a> Payload<'a> {
     /// A payload held in `owned` (tests, and the engine once something rewrote the payload).
     pub fn owned(owned: &'a mut Vec<u8>) -> Self {
-        Payload { pkt: &[], at: None, owned, skip: 0, vouched: 0 }
+        Payload {
+            pkt: &[],
+            at: None,
+            owned,
+            skip: 0,
+            vouched: 0,
+        }
     }
     /// A payload held in `owned` from byte `skip` on (clamped to its length).
     pub fn owned_from(owned: &'a mut Vec<u8>, skip: usize) -> Self {
         let skip = skip.min(owned.len());
-        Payload { pkt: &[], at: None, owned, skip, vouched: 0 }
+        Payload {
+            pkt: &[],
+            at: None,
+            owned,
+            skip,
+            vouched: 0,
+        }
     }
-    /// The payload as `pkt[at..]` (clamped to the packet), with `owned` as the buffer for a rewrite.
+    /// The payload as `pkt[at..]` (clamped to the packet), with `owned` as the buffer for a
+    /// rewrite.
     pub fn in_packet(pkt: &'a [u8], at: usize, owned: &'a mut Vec<u8>) -> Self {
-        Payload { pkt, at: Some(at.min(pkt.len())), owned, skip: 0, vouched: 0 }
+        Payload {
+            pkt,
+            at: Some(at.min(pkt.len())),
+            owned,
+            skip: 0,
+            vouched: 0,
+        }
     }
     /// The payload bytes.
     #[inline]
@@ -120,8 +151,8 @@ impl<'a> Payload<'a> {
     pub fn skip(&self) -> usize {
         self.skip
     }
-    /// The payload as a buffer to rewrite in place (copied out of the packet on first use; an owned payload
-    /// that starts past the front of its buffer is moved to the front first).
+    /// The payload as a buffer to rewrite in place (copied out of the packet on first use; an owned
+    /// payload that starts past the front of its buffer is moved to the front first).
     pub fn vec_mut(&mut self) -> &mut Vec<u8> {
         if let Some(at) = self.at.take() {
             self.owned.clear();
@@ -132,12 +163,13 @@ impl<'a> Payload<'a> {
         self.skip = 0;
         self.owned
     }
-    /// Make `v` the payload by swapping buffers (no copy); `v` gets the old buffer back, whatever it holds.
+    /// Make `v` the payload by swapping buffers (no copy); `v` gets the old buffer back, whatever
+    /// it holds.
     pub fn swap_in(&mut self, v: &mut Vec<u8>) {
         self.swap_in_from(v, 0);
     }
-    /// Make `v[start..]` the payload by swapping buffers (no copy; `start` clamped to `v`'s length); `v` gets
-    /// the old buffer back, whatever it holds.
+    /// Make `v[start..]` the payload by swapping buffers (no copy; `start` clamped to `v`'s
+    /// length); `v` gets the old buffer back, whatever it holds.
     pub fn swap_in_from(&mut self, v: &mut Vec<u8>, start: usize) {
         self.at = None;
         self.skip = start.min(v.len());
@@ -150,28 +182,31 @@ impl<'a> Payload<'a> {
         self.owned.clear();
         self.owned.extend_from_slice(bytes);
     }
-    /// `prefix ++ payload` as one slice, when the payload is still in the received packet and the bytes just
-    /// before it are exactly `prefix` (e.g. a header argument the program did not change since it was
-    /// extracted): a hash over headers and payload then reads the frame as it arrived, in one piece.
+    /// `prefix ++ payload` as one slice, when the payload is still in the received packet and the
+    /// bytes just before it are exactly `prefix` (e.g. a header argument the program did not change
+    /// since it was extracted): a hash over headers and payload then reads the frame as it arrived,
+    /// in one piece.
     #[inline]
     pub fn with_prefix(&self, prefix: &[u8]) -> Option<&[u8]> {
         let (before, whole) = self.with_bytes_before(prefix.len())?;
         (before == prefix).then_some(whole)
     }
-    /// The engine's word, for this call only, that the call site's [`BoundArg::frame_prefix`] argument is
-    /// exactly the `n` bytes in front of the payload in the received packet (see [`Payload::prefix_vouched`]).
+    /// The engine's word, for this call only, that the call site's [`BoundArg::frame_prefix`]
+    /// argument is exactly the `n` bytes in front of the payload in the received packet (see
+    /// [`Payload::prefix_vouched`]).
     pub fn vouch_prefix(&mut self, n: usize) {
         self.vouched = n;
     }
-    /// Whether the engine vouched that the call site's [`BoundArg::frame_prefix`] argument, `n` bytes long, is
-    /// the `n` bytes in front of the payload: a bound call may then read them from the packet without comparing
-    /// them with the argument. False once the payload is no longer the received packet's bytes.
+    /// Whether the engine vouched that the call site's [`BoundArg::frame_prefix`] argument, `n`
+    /// bytes long, is the `n` bytes in front of the payload: a bound call may then read them from
+    /// the packet without comparing them with the argument. False once the payload is no longer the
+    /// received packet's bytes.
     #[inline]
     pub fn prefix_vouched(&self, n: usize) -> bool {
         n != 0 && self.vouched == n && self.at.is_some_and(|at| at >= n)
     }
-    /// The `n` bytes in front of the payload in the received packet, and those bytes followed by the payload,
-    /// while the payload is still in the packet.
+    /// The `n` bytes in front of the payload in the received packet, and those bytes followed by
+    /// the payload, while the payload is still in the packet.
     #[inline]
     pub fn with_bytes_before(&self, n: usize) -> Option<(&[u8], &[u8])> {
         let at = self.at?;
@@ -202,7 +237,8 @@ impl fmt::Display for ExternError {
 }
 impl std::error::Error for ExternError {}
 
-/// Signature of a method as the program uses it: the resolved widths and directions of its arguments.
+/// Signature of a method as the program uses it: the resolved widths and directions of its
+/// arguments.
 #[derive(Clone, Debug)]
 pub struct MethodSig {
     pub name: String,
@@ -217,14 +253,15 @@ pub struct BoundArg<'a> {
     pub dir: Dir,
     /// Where the argument's bits are (for `in`) or go (for `out`/`inout`).
     pub layout: &'a ArgLayout,
-    /// An `in` argument the engine may vouch for, call by call ([`Payload::prefix_vouched`]): a whole header
-    /// that, where vouched, still holds the received bytes in front of the payload. At most one per call site.
+    /// An `in` argument the engine may vouch for, call by call ([`Payload::prefix_vouched`]): a
+    /// whole header that, where vouched, still holds the received bytes in front of the payload. At
+    /// most one per call site.
     pub frame_prefix: bool,
 }
 
-/// A call site compiled by its extern ([`ExternObject::bind`]): it reads its arguments straight from the
-/// engine's slots through their [`ArgLayout`]s and writes its results back the same way, with no argument
-/// buffers in between.
+/// A call site compiled by its extern ([`ExternObject::bind`]): it reads its arguments straight
+/// from the engine's slots through their [`ArgLayout`]s and writes its results back the same way,
+/// with no argument buffers in between.
 pub trait BoundCall: Send + Sync {
     /// Run the call on one packet's slots.
     fn call(&self, slots: &mut [u64], payload: &mut Payload<'_>) -> Result<(), ExternError>;
@@ -235,27 +272,44 @@ pub trait ExternType: Send + Sync {
     /// The P4 name of the extern type, e.g. `"esp_sa_table"`.
     fn name(&self) -> &str;
     /// Create one instance. `ctor_args` are the constructor arguments (compile-time constants).
-    fn instantiate(&self, instance_name: &str, ctor_args: &[BitBuf]) -> Result<Box<dyn ExternObject>, String>;
-    /// The control-plane operation ([`ExternObject::control`]) that undoes `op`, if there is one: a P4Runtime
-    /// DELETE of an extern entry written with `op` runs it (e.g. `esp_sad`: `add_sa` is undone by `del_sa`).
-    /// Default: none (a DELETE then runs the operation it names).
+    fn instantiate(
+        &self,
+        instance_name: &str,
+        ctor_args: &[BitBuf],
+    ) -> Result<Box<dyn ExternObject>, String>;
+    /// The control-plane operation ([`ExternObject::control`]) that undoes `op`, if there is one: a
+    /// P4Runtime DELETE of an extern entry written with `op` runs it (e.g. `esp_sad`: `add_sa` is
+    /// undone by `del_sa`). Default: none (a DELETE then runs the operation it names).
     fn undo_op(&self, _op: &str) -> Option<&'static str> {
         None
     }
 }
 
-/// One instance of an extern. Shared by all workers: state must use interior mutability that is safe and
-/// cheap under concurrency (atomics, per-entry locks), never a global lock on the packet path.
+/// One instance of an extern. Shared by all workers: state must use interior mutability that is
+/// safe and cheap under concurrency (atomics, per-entry locks), never a global lock on the packet
+/// path.
 pub trait ExternObject: Send + Sync {
     /// Resolve a method at load time; the returned index is what [`ExternObject::call`] receives.
     fn resolve(&self, sig: &MethodSig) -> Result<u32, String>;
     /// Run one method. `args` are in declaration order; `ret` receives the return value if any.
-    fn call(&self, method: u32, args: &mut [BitBuf], ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError>;
-    /// Compile one call site of `method` whose arguments all have fixed layouts (and whose return value, if
-    /// any, goes to `ret`), or `None` to be called through [`ExternObject::call`] (the default). A bound call
-    /// must do exactly what `call` does with the same bit strings; it is how an extern avoids per-call
-    /// argument buffers, and how a method settles at load time what its constant arguments select.
-    fn bind(&self, _method: u32, _args: &[BoundArg<'_>], _ret: Option<&ArgLayout>) -> Option<Box<dyn BoundCall>> {
+    fn call(
+        &self,
+        method: u32,
+        args: &mut [BitBuf],
+        ret: Option<&mut BitBuf>,
+        payload: &mut Payload<'_>,
+    ) -> Result<(), ExternError>;
+    /// Compile one call site of `method` whose arguments all have fixed layouts (and whose return
+    /// value, if any, goes to `ret`), or `None` to be called through [`ExternObject::call`] (the
+    /// default). A bound call must do exactly what `call` does with the same bit strings; it is how
+    /// an extern avoids per-call argument buffers, and how a method settles at load time what its
+    /// constant arguments select.
+    fn bind(
+        &self,
+        _method: u32,
+        _args: &[BoundArg<'_>],
+        _ret: Option<&ArgLayout>,
+    ) -> Option<Box<dyn BoundCall>> {
         None
     }
     /// Control-plane access for P4Runtime / the CLI (e.g. installing an SA). Default: unsupported.
@@ -283,12 +337,20 @@ mod tests {
         assert_eq!(p.with_prefix(&pkt[10..14]), Some(&pkt[10..]));
         assert_eq!(p.with_prefix(&[]), Some(&pkt[14..]));
         assert_eq!(p.with_prefix(&[10, 11, 12, 14]), None);
-        assert_eq!(p.with_prefix(&pkt[..15]), None, "longer than what precedes the payload");
+        assert_eq!(
+            p.with_prefix(&pkt[..15]),
+            None,
+            "longer than what precedes the payload"
+        );
         // the first write copies the payload out of the packet
         p.vec_mut().push(7);
         assert!(!p.is_in_packet());
         assert_eq!(p.bytes(), &[14, 15, 16, 17, 18, 19, 7]);
-        assert_eq!(p.with_prefix(&pkt[13..14]), None, "an owned payload has nothing in front of it");
+        assert_eq!(
+            p.with_prefix(&pkt[13..14]),
+            None,
+            "an owned payload has nothing in front of it"
+        );
         drop(p);
         assert_eq!(owned, [14, 15, 16, 17, 18, 19, 7]);
     }
@@ -298,7 +360,11 @@ mod tests {
         let pkt = [1u8, 2, 3, 4];
         let mut owned = Vec::new();
         let mut p = Payload::in_packet(&pkt, 9, &mut owned);
-        assert_eq!(p.bytes(), &[] as &[u8], "an offset past the end is an empty payload");
+        assert_eq!(
+            p.bytes(),
+            &[] as &[u8],
+            "an offset past the end is an empty payload"
+        );
         let mut other = vec![5u8, 6];
         p.swap_in(&mut other);
         assert_eq!(p.bytes(), &[5, 6]);
@@ -317,14 +383,21 @@ mod tests {
         let mut p = Payload::in_packet(&pkt, 1, &mut owned);
         let mut made = vec![9u8, 9, 5, 6, 7];
         p.swap_in_from(&mut made, 2);
-        assert_eq!((p.bytes(), p.skip(), p.is_in_packet()), (&[5u8, 6, 7][..], 2, false));
+        assert_eq!(
+            (p.bytes(), p.skip(), p.is_in_packet()),
+            (&[5u8, 6, 7][..], 2, false)
+        );
         assert!(made.is_empty(), "the old buffer comes back");
         // a rewrite moves the payload to the front of its buffer
         p.vec_mut().push(8);
         assert_eq!((p.bytes(), p.skip()), (&[5u8, 6, 7, 8][..], 0));
         let mut again = vec![0u8, 1, 2];
         p.swap_in_from(&mut again, 7);
-        assert_eq!((p.bytes(), p.skip()), (&[] as &[u8], 3), "clamped to the buffer");
+        assert_eq!(
+            (p.bytes(), p.skip()),
+            (&[] as &[u8], 3),
+            "clamped to the buffer"
+        );
         p.set(&[4]);
         assert_eq!((p.bytes(), p.skip()), (&[4u8][..], 0));
         drop(p);

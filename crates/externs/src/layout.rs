@@ -1,28 +1,37 @@
-//! Where an extern argument's bits live in the engine's per-packet state, resolved when a call site is
-//! compiled.
+//! Where an extern argument's bits live in the engine's per-packet state, resolved when a call site
+//! is compiled.
 //!
-//! The engine keeps every field of up to 64 bits in one machine word ("slot"), wider fields in consecutive
-//! words (least significant word first). An argument whose parts are all fixed fields and constants gets an
-//! [`ArgLayout`]: the argument's bytes with the constants already in place, and per field its slot and where
-//! its bits go. The engine uses layouts to hand arguments over without evaluating expressions; an extern that
-//! binds a call site ([`crate::iface::ExternObject::bind`]) uses them to read its inputs straight from the
-//! slots and write its results back, with no per-call buffers at all.
+//! The engine keeps every field of up to 64 bits in one machine word ("slot"), wider fields in
+//! consecutive words (least significant word first). An argument whose parts are all fixed fields
+//! and constants gets an [`ArgLayout`]: the argument's bytes with the constants already in place,
+//! and per field its slot and where its bits go. The engine uses layouts to hand arguments over
+//! without evaluating expressions; an extern that binds a call site
+//! ([`crate::iface::ExternObject::bind`]) uses them to read its inputs straight from the slots and
+//! write its results back, with no per-call buffers at all.
 
 /// How one field moves between its slot words and the argument's bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FieldOp {
-    /// `nb` (1..=8) whole bytes at byte `at`, through the 8-byte window that starts there (`at + 8 <= nbytes`):
-    /// the field is the window's top `64 - sh` bits; `keep` masks the window's other bytes.
-    Ahead { slot: u32, at: u32, sh: u32, keep: u64 },
-    /// `nb` (1..=8) whole bytes that end the 8-byte window at byte `from` (`from + 8 <= nbytes`): the field is
-    /// the window's bits under `m`.
+    /// `nb` (1..=8) whole bytes at byte `at`, through the 8-byte window that starts there (`at + 8
+    /// <= nbytes`): the field is the window's top `64 - sh` bits; `keep` masks the window's other
+    /// bytes.
+    Ahead {
+        slot: u32,
+        at: u32,
+        sh: u32,
+        keep: u64,
+    },
+    /// `nb` (1..=8) whole bytes that end the 8-byte window at byte `from` (`from + 8 <= nbytes`):
+    /// the field is the window's bits under `m`.
     Behind { slot: u32, from: u32, m: u64 },
-    /// Whole bytes in an argument too short for any window, or a field wider than 64 bits: word by word.
+    /// Whole bytes in an argument too short for any window, or a field wider than 64 bits: word by
+    /// word.
     Bytes { slot: u32, at: u32, nb: u32 },
-    /// A field of at most 64 bits off the byte grid inside the 8-byte window at byte `at` (`at + 8 <= nbytes`):
-    /// the field is `(window >> sh) & m`.
+    /// A field of at most 64 bits off the byte grid inside the 8-byte window at byte `at` (`at + 8
+    /// <= nbytes`): the field is `(window >> sh) & m`.
     Win { slot: u32, at: u32, sh: u32, m: u64 },
-    /// A narrow field off the byte grid in an argument too short for a window: its bits at bit `bit` (MSB first).
+    /// A narrow field off the byte grid in an argument too short for a window: its bits at bit
+    /// `bit` (MSB first).
     Bits { slot: u32, bit: u32, width: u32 },
     /// A `bit<0>` field: no bytes; written back as zero.
     Empty { slot: u32 },
@@ -31,28 +40,30 @@ enum FieldOp {
 /// One part of an argument, most significant first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Part {
-    /// A field: its first slot and its width (wider than 64 bits: consecutive slots, low word first).
+    /// A field: its first slot and its width (wider than 64 bits: consecutive slots, low word
+    /// first).
     Field { slot: u32, width: u32 },
     /// A constant of at most 64 bits.
     Const { value: u64, width: u32 },
 }
 
-/// The layout of one argument's bit string (big-endian, `ceil(width/8)` bytes, unused high bits of the first
-/// byte zero): see the module documentation.
+/// The layout of one argument's bit string (big-endian, `ceil(width/8)` bytes, unused high bits of
+/// the first byte zero): see the module documentation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArgLayout {
     width: u32,
     nbytes: usize,
     /// The argument's bytes with its constant parts in place and zeros for the fields.
     base: Vec<u8>,
-    /// Whether the fields alone cover every byte (no constants, no pad bits): then `base` need not be copied.
+    /// Whether the fields alone cover every byte (no constants, no pad bits): then `base` need not
+    /// be copied.
     covered: bool,
     ops: Vec<FieldOp>,
     /// One past the last slot word the fields use.
     end_slot: usize,
-    /// When the fields cover every byte and each is at most 8 whole bytes read through a window: per field
-    /// (slot, window start, right shift, mask), the field being `(window >> shift) & mask`. [`ArgLayout::equals`]
-    /// compares through these without matching on the field kinds.
+    /// When the fields cover every byte and each is at most 8 whole bytes read through a window:
+    /// per field (slot, window start, right shift, mask), the field being `(window >> shift) &
+    /// mask`. [`ArgLayout::equals`] compares through these without matching on the field kinds.
     windows: Option<Box<[(u32, u32, u32, u64)]>>,
 }
 
@@ -88,7 +99,8 @@ pub fn read_bits(data: &[u8], pos: usize, width: u32) -> u64 {
     ((acc >> (total - off - width)) as u64) & mask(width)
 }
 
-/// OR the low `width` (at most 64) bits of `v` into `out` at bit `bit` (MSB first); the bits there are zero.
+/// OR the low `width` (at most 64) bits of `v` into `out` at bit `bit` (MSB first); the bits there
+/// are zero.
 fn put_bits_at(out: &mut [u8], bit: u32, width: u32, v: u64) {
     let v = v & mask(width);
     let (mut rem, mut p) = (width, bit);
@@ -118,7 +130,9 @@ fn set_window(bytes: &mut [u8], at: usize, v: u64) {
 /// `at + 8 <= bytes.len()`.
 #[inline(always)]
 unsafe fn window_unchecked(bytes: &[u8], at: usize) -> u64 {
-    u64::from_be(std::ptr::read_unaligned(bytes.as_ptr().add(at) as *const u64))
+    u64::from_be(std::ptr::read_unaligned(
+        bytes.as_ptr().add(at) as *const u64
+    ))
 }
 
 /// [`set_window`] without the bounds check.
@@ -131,12 +145,21 @@ unsafe fn set_window_unchecked(bytes: &mut [u8], at: usize, v: u64) {
 }
 
 impl ArgLayout {
-    /// The layout of an argument of `width` bits made of `parts`; `None` when a field wider than 64 bits is
-    /// off the byte grid, a constant is wider than 64 bits, or the parts do not add up to `width`.
+    /// The layout of an argument of `width` bits made of `parts`; `None` when a field wider than 64
+    /// bits is off the byte grid, a constant is wider than 64 bits, or the parts do not add up to
+    /// `width`.
     pub fn new(width: u32, parts: &[Part]) -> Option<ArgLayout> {
         let nbytes = width.div_ceil(8) as usize;
         let mut bit = nbytes as u32 * 8 - width;
-        let mut l = ArgLayout { width, nbytes, base: vec![0; nbytes], covered: bit == 0, ops: Vec::with_capacity(parts.len()), end_slot: 0, windows: None };
+        let mut l = ArgLayout {
+            width,
+            nbytes,
+            base: vec![0; nbytes],
+            covered: bit == 0,
+            ops: Vec::with_capacity(parts.len()),
+            end_slot: 0,
+            windows: None,
+        };
         for p in parts {
             let w = match *p {
                 Part::Field { slot, width } => {
@@ -147,24 +170,47 @@ impl ArgLayout {
                     if bit + width > nbytes as u32 * 8 {
                         return None;
                     }
-                    l.end_slot = l.end_slot.max(slot as usize + (width.div_ceil(64) as usize).max(1));
-                    // the window a field off the byte grid can be moved through: the one starting at its first
-                    // byte, or the argument's last 8 bytes when that one would run past the end
+                    l.end_slot = l
+                        .end_slot
+                        .max(slot as usize + (width.div_ceil(64) as usize).max(1));
+                    // the window a field off the byte grid can be moved through: the one starting
+                    // at its first byte, or the argument's last 8 bytes when that one would run
+                    // past the end
                     let win_at = (bit / 8).min((nbytes as u32).saturating_sub(8));
-                    l.ops.push(if (bit % 8 != 0 || width % 8 != 0) && width > 0 && nbytes >= 8 && bit + width <= win_at * 8 + 64 {
-                        FieldOp::Win { slot, at: win_at, sh: win_at * 8 + 64 - bit - width, m: mask(width) }
-                    } else if bit % 8 != 0 || width % 8 != 0 {
-                        l.covered = false;
-                        FieldOp::Bits { slot, bit, width }
-                    } else if nb == 0 {
-                        FieldOp::Empty { slot }
-                    } else if nb <= 8 && at as usize + 8 <= nbytes {
-                        FieldOp::Ahead { slot, at, sh: 64 - 8 * nb, keep: if nb == 8 { 0 } else { u64::MAX >> (8 * nb) } }
-                    } else if nb <= 8 && at + nb >= 8 {
-                        FieldOp::Behind { slot, from: at + nb - 8, m: mask(8 * nb) }
-                    } else {
-                        FieldOp::Bytes { slot, at, nb }
-                    });
+                    l.ops.push(
+                        if (bit % 8 != 0 || width % 8 != 0)
+                            && width > 0
+                            && nbytes >= 8
+                            && bit + width <= win_at * 8 + 64
+                        {
+                            FieldOp::Win {
+                                slot,
+                                at: win_at,
+                                sh: win_at * 8 + 64 - bit - width,
+                                m: mask(width),
+                            }
+                        } else if bit % 8 != 0 || width % 8 != 0 {
+                            l.covered = false;
+                            FieldOp::Bits { slot, bit, width }
+                        } else if nb == 0 {
+                            FieldOp::Empty { slot }
+                        } else if nb <= 8 && at as usize + 8 <= nbytes {
+                            FieldOp::Ahead {
+                                slot,
+                                at,
+                                sh: 64 - 8 * nb,
+                                keep: if nb == 8 { 0 } else { u64::MAX >> (8 * nb) },
+                            }
+                        } else if nb <= 8 && at + nb >= 8 {
+                            FieldOp::Behind {
+                                slot,
+                                from: at + nb - 8,
+                                m: mask(8 * nb),
+                            }
+                        } else {
+                            FieldOp::Bytes { slot, at, nb }
+                        },
+                    );
                     width
                 }
                 Part::Const { value, width } => {
@@ -179,7 +225,8 @@ impl ArgLayout {
             bit += w;
         }
         if l.covered {
-            // every field through windows (a wide field of whole words: one window per word, low word last)
+            // every field through windows (a wide field of whole words: one window per word, low
+            // word last)
             let mut ws = Vec::with_capacity(l.ops.len());
             let all = l.ops.iter().all(|op| match *op {
                 FieldOp::Ahead { slot, at, sh, .. } => {
@@ -220,26 +267,35 @@ impl ArgLayout {
         self.ops.is_empty().then_some(&self.base[..])
     }
 
-    /// The first slot of the one field the argument is, when it is exactly one field of whole bytes (no
-    /// constants, no pad bits): a `bit<64>` result, a `bit<128>` key (low word first).
+    /// The first slot of the one field the argument is, when it is exactly one field of whole bytes
+    /// (no constants, no pad bits): a `bit<64>` result, a `bit<128>` key (low word first).
     pub fn single_field(&self) -> Option<u32> {
         match self.ops[..] {
-            [FieldOp::Ahead { slot, .. } | FieldOp::Behind { slot, .. } | FieldOp::Bytes { slot, .. }] if self.covered => Some(slot),
+            [FieldOp::Ahead { slot, .. }
+            | FieldOp::Behind { slot, .. }
+            | FieldOp::Bytes { slot, .. }]
+                if self.covered =>
+            {
+                Some(slot)
+            }
             _ => None,
         }
     }
 
-    /// Whether `bytes` is what [`ArgLayout::read`] would write for these slots (the argument's current value),
-    /// compared field by field without writing it out.
+    /// Whether `bytes` is what [`ArgLayout::read`] would write for these slots (the argument's
+    /// current value), compared field by field without writing it out.
     #[inline]
     pub fn equals(&self, slots: &[u64], bytes: &[u8]) -> bool {
         if bytes.len() != self.nbytes || slots.len() < self.end_slot {
             return false;
         }
         if let Some(ws) = &self.windows {
-            // SAFETY: every window lies inside `nbytes` (`Ahead`/`Behind`), which is `bytes.len()`, and every slot
-            // is below `end_slot` <= slots.len(), both checked above
-            return ws.iter().all(|&(slot, at, sh, m)| unsafe { (window_unchecked(bytes, at as usize) >> sh) & m == *slots.get_unchecked(slot as usize) });
+            // SAFETY: every window lies inside `nbytes` (`Ahead`/`Behind`), which is `bytes.len()`,
+            // and every slot is below `end_slot` <= slots.len(), both checked above
+            return ws.iter().all(|&(slot, at, sh, m)| unsafe {
+                (window_unchecked(bytes, at as usize) >> sh) & m
+                    == *slots.get_unchecked(slot as usize)
+            });
         }
         if !self.covered {
             // constants or pad bits: compare the whole string
@@ -258,21 +314,34 @@ impl ArgLayout {
         }
         for op in &self.ops {
             let same = match *op {
-                // SAFETY: as in `read` (windows inside `nbytes`, which is `bytes.len()`, checked above; slots
-                // below `end_slot`, checked above)
-                FieldOp::Ahead { slot, at, sh, .. } => unsafe { window_unchecked(bytes, at as usize) >> sh == *slots.get_unchecked(slot as usize) },
-                FieldOp::Behind { slot, from, m } => unsafe { window_unchecked(bytes, from as usize) & m == *slots.get_unchecked(slot as usize) },
-                FieldOp::Win { slot, at, sh, m } => unsafe { (window_unchecked(bytes, at as usize) >> sh) & m == *slots.get_unchecked(slot as usize) & m },
+                // SAFETY: as in `read` (windows inside `nbytes`, which is `bytes.len()`, checked
+                // above; slots below `end_slot`, checked above)
+                FieldOp::Ahead { slot, at, sh, .. } => unsafe {
+                    window_unchecked(bytes, at as usize) >> sh
+                        == *slots.get_unchecked(slot as usize)
+                },
+                FieldOp::Behind { slot, from, m } => unsafe {
+                    window_unchecked(bytes, from as usize) & m
+                        == *slots.get_unchecked(slot as usize)
+                },
+                FieldOp::Win { slot, at, sh, m } => unsafe {
+                    (window_unchecked(bytes, at as usize) >> sh) & m
+                        == *slots.get_unchecked(slot as usize) & m
+                },
                 FieldOp::Bytes { slot, at, nb } => {
                     let (nb, mut end) = (nb as usize, (at + nb) as usize);
                     (0..nb.div_ceil(8)).all(|k| {
                         let take = (nb - 8 * k).min(8);
-                        let v = bytes[end - take..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64);
+                        let v = bytes[end - take..end]
+                            .iter()
+                            .fold(0u64, |x, &y| (x << 8) | y as u64);
                         end -= take;
                         v == slots[slot as usize + k]
                     })
                 }
-                FieldOp::Bits { slot, bit, width } => read_bits(bytes, bit as usize, width) == slots[slot as usize] & mask(width),
+                FieldOp::Bits { slot, bit, width } => {
+                    read_bits(bytes, bit as usize, width) == slots[slot as usize] & mask(width)
+                }
                 FieldOp::Empty { .. } => true,
             };
             if !same {
@@ -288,15 +357,20 @@ impl ArgLayout {
     /// When `out` has another length or `slots` does not hold every field.
     #[inline(always)]
     pub fn read(&self, slots: &[u64], out: &mut [u8]) {
-        assert!(out.len() == self.nbytes && slots.len() >= self.end_slot, "argument buffers do not fit the layout");
+        assert!(
+            out.len() == self.nbytes && slots.len() >= self.end_slot,
+            "argument buffers do not fit the layout"
+        );
         if let Some(ws) = &self.windows {
-            // every byte is some field's (`covered`): each field into its window, the window's other bits kept
+            // every byte is some field's (`covered`): each field into its window, the window's
+            // other bits kept
             for &(slot, at, sh, m) in ws.iter() {
-                // SAFETY: every window lies inside `nbytes` and every slot below `end_slot` (`new`), both
-                // checked against the buffers above
+                // SAFETY: every window lies inside `nbytes` and every slot below `end_slot`
+                // (`new`), both checked against the buffers above
                 unsafe {
                     let at = at as usize;
-                    let v = ((*slots.get_unchecked(slot as usize) & m) << sh) | (window_unchecked(out, at) & !(m << sh));
+                    let v = ((*slots.get_unchecked(slot as usize) & m) << sh)
+                        | (window_unchecked(out, at) & !(m << sh));
                     set_window_unchecked(out, at, v);
                 }
             }
@@ -311,23 +385,26 @@ impl ArgLayout {
             }
         }
         for op in &self.ops {
-            // SAFETY (all `unsafe` below): `new` placed every window and byte range inside `nbytes`, and every
-            // slot below `end_slot`; the assertion above checked both lengths.
+            // SAFETY (all `unsafe` below): `new` placed every window and byte range inside
+            // `nbytes`, and every slot below `end_slot`; the assertion above checked both lengths.
             match *op {
                 // the field's bytes first (or last) in the window, the window's other bytes kept
                 FieldOp::Ahead { slot, at, sh, keep } => unsafe {
                     let at = at as usize;
-                    let v = (*slots.get_unchecked(slot as usize) << sh) | (window_unchecked(out, at) & keep);
+                    let v = (*slots.get_unchecked(slot as usize) << sh)
+                        | (window_unchecked(out, at) & keep);
                     set_window_unchecked(out, at, v);
                 },
                 FieldOp::Behind { slot, from, m } => unsafe {
                     let from = from as usize;
-                    let v = (*slots.get_unchecked(slot as usize) & m) | (window_unchecked(out, from) & !m);
+                    let v = (*slots.get_unchecked(slot as usize) & m)
+                        | (window_unchecked(out, from) & !m);
                     set_window_unchecked(out, from, v);
                 },
                 FieldOp::Win { slot, at, sh, m } => unsafe {
                     let at = at as usize;
-                    let v = ((*slots.get_unchecked(slot as usize) & m) << sh) | (window_unchecked(out, at) & !(m << sh));
+                    let v = ((*slots.get_unchecked(slot as usize) & m) << sh)
+                        | (window_unchecked(out, at) & !(m << sh));
                     set_window_unchecked(out, at, v);
                 },
                 FieldOp::Bytes { slot, at, nb } => {
@@ -344,14 +421,16 @@ impl ArgLayout {
                         end -= take;
                     }
                 }
-                FieldOp::Bits { slot, bit, width } => put_bits_at(out, bit, width, slots[slot as usize]),
+                FieldOp::Bits { slot, bit, width } => {
+                    put_bits_at(out, bit, width, slots[slot as usize])
+                }
                 FieldOp::Empty { .. } => {}
             }
         }
     }
 
-    /// Fill `out` with the argument's bytes (zeros only, when `value` is false: an `out` argument), resizing
-    /// it to [`ArgLayout::nbytes`].
+    /// Fill `out` with the argument's bytes (zeros only, when `value` is false: an `out` argument),
+    /// resizing it to [`ArgLayout::nbytes`].
     #[inline(always)]
     pub fn marshal(&self, slots: &[u64], value: bool, out: &mut Vec<u8>) {
         if out.len() != self.nbytes {
@@ -365,8 +444,9 @@ impl ArgLayout {
         self.read(slots, out);
     }
 
-    /// Split the argument's bytes back into the fields' slots (nothing happens when `bytes` does not have the
-    /// argument's length; an extern that resized an argument is a fault the engine reports).
+    /// Split the argument's bytes back into the fields' slots (nothing happens when `bytes` does
+    /// not have the argument's length; an extern that resized an argument is a fault the engine
+    /// reports).
     #[inline(always)]
     ///
     /// # Panics
@@ -375,30 +455,52 @@ impl ArgLayout {
         if bytes.len() != self.nbytes {
             return;
         }
-        assert!(slots.len() >= self.end_slot, "slots do not hold the layout's fields");
+        assert!(
+            slots.len() >= self.end_slot,
+            "slots do not hold the layout's fields"
+        );
         if let Some(ws) = &self.windows {
             for &(slot, at, sh, m) in ws.iter() {
                 // SAFETY: as in `read`
-                unsafe { *slots.get_unchecked_mut(slot as usize) = (window_unchecked(bytes, at as usize) >> sh) & m }
+                unsafe {
+                    *slots.get_unchecked_mut(slot as usize) =
+                        (window_unchecked(bytes, at as usize) >> sh) & m
+                }
             }
             return;
         }
         for op in &self.ops {
             // SAFETY: as in `read`
             match *op {
-                FieldOp::Ahead { slot, at, sh, .. } => unsafe { *slots.get_unchecked_mut(slot as usize) = window_unchecked(bytes, at as usize) >> sh },
-                FieldOp::Behind { slot, from, m } => unsafe { *slots.get_unchecked_mut(slot as usize) = window_unchecked(bytes, from as usize) & m },
-                FieldOp::Win { slot, at, sh, m } => unsafe { *slots.get_unchecked_mut(slot as usize) = (window_unchecked(bytes, at as usize) >> sh) & m },
+                FieldOp::Ahead { slot, at, sh, .. } => unsafe {
+                    *slots.get_unchecked_mut(slot as usize) =
+                        window_unchecked(bytes, at as usize) >> sh
+                },
+                FieldOp::Behind { slot, from, m } => unsafe {
+                    *slots.get_unchecked_mut(slot as usize) =
+                        window_unchecked(bytes, from as usize) & m
+                },
+                FieldOp::Win { slot, at, sh, m } => unsafe {
+                    *slots.get_unchecked_mut(slot as usize) =
+                        (window_unchecked(bytes, at as usize) >> sh) & m
+                },
                 FieldOp::Bytes { slot, at, nb } => {
                     let (nb, mut end) = (nb as usize, (at + nb) as usize);
                     for k in 0..nb.div_ceil(8) {
                         let take = (nb - 8 * k).min(8);
-                        slots[slot as usize + k] =
-                            if take == 8 { window(bytes, end - 8) } else { bytes[end - take..end].iter().fold(0u64, |x, &y| (x << 8) | y as u64) };
+                        slots[slot as usize + k] = if take == 8 {
+                            window(bytes, end - 8)
+                        } else {
+                            bytes[end - take..end]
+                                .iter()
+                                .fold(0u64, |x, &y| (x << 8) | y as u64)
+                        };
                         end -= take;
                     }
                 }
-                FieldOp::Bits { slot, bit, width } => slots[slot as usize] = read_bits(bytes, bit as usize, width) & mask(width),
+                FieldOp::Bits { slot, bit, width } => {
+                    slots[slot as usize] = read_bits(bytes, bit as usize, width) & mask(width)
+                }
                 FieldOp::Empty { slot } => slots[slot as usize] = 0,
             }
         }
@@ -406,13 +508,17 @@ impl ArgLayout {
 }
 
 impl ArgLayout {
-    /// What [`ArgLayout::write`] of all-zero bytes does, without the bytes: every field's slots set to zero.
+    /// What [`ArgLayout::write`] of all-zero bytes does, without the bytes: every field's slots set
+    /// to zero.
     ///
     /// # Panics
     /// When `slots` does not hold every field.
     #[inline]
     pub fn clear(&self, slots: &mut [u64]) {
-        assert!(slots.len() >= self.end_slot, "slots do not hold the layout's fields");
+        assert!(
+            slots.len() >= self.end_slot,
+            "slots do not hold the layout's fields"
+        );
         for op in &self.ops {
             match *op {
                 FieldOp::Ahead { slot, .. }
@@ -420,7 +526,9 @@ impl ArgLayout {
                 | FieldOp::Win { slot, .. }
                 | FieldOp::Bits { slot, .. }
                 | FieldOp::Empty { slot } => slots[slot as usize] = 0,
-                FieldOp::Bytes { slot, nb, .. } => slots[slot as usize..slot as usize + nb.div_ceil(8) as usize].fill(0),
+                FieldOp::Bytes { slot, nb, .. } => {
+                    slots[slot as usize..slot as usize + nb.div_ceil(8) as usize].fill(0)
+                }
             }
         }
     }
@@ -432,12 +540,19 @@ mod tests {
 
     #[test]
     fn constants_fields_and_pad_bits_land_where_the_bit_string_has_them() {
-        // 4 pad bits, a 4-bit constant, a 16-bit field, a 3-bit field, a 5-bit constant: 28 bits in 4 bytes
+        // 4 pad bits, a 4-bit constant, a 16-bit field, a 3-bit field, a 5-bit constant: 28 bits in
+        // 4 bytes
         let parts = [
-            Part::Const { value: 0xa, width: 4 },
+            Part::Const {
+                value: 0xa,
+                width: 4,
+            },
             Part::Field { slot: 0, width: 16 },
             Part::Field { slot: 1, width: 3 },
-            Part::Const { value: 0x11, width: 5 },
+            Part::Const {
+                value: 0x11,
+                width: 5,
+            },
         ];
         let l = ArgLayout::new(28, &parts).expect("layout");
         assert_eq!((l.width(), l.nbytes()), (28, 4));
@@ -460,14 +575,22 @@ mod tests {
         let l = ArgLayout::new(8, &[Part::Const { value: 4, width: 8 }]).unwrap();
         assert_eq!(l.constant(), Some(&[4u8][..]));
         // a 72-bit field off the byte grid, and parts that do not add up
-        let off_grid = [Part::Const { value: 0, width: 4 }, Part::Field { slot: 0, width: 72 }, Part::Const { value: 0, width: 4 }];
+        let off_grid = [
+            Part::Const { value: 0, width: 4 },
+            Part::Field { slot: 0, width: 72 },
+            Part::Const { value: 0, width: 4 },
+        ];
         assert!(ArgLayout::new(80, &off_grid).is_none());
-        assert!(ArgLayout::new(76, &off_grid[..2]).is_some(), "4 pad bits put the wide field back on the grid");
+        assert!(
+            ArgLayout::new(76, &off_grid[..2]).is_some(),
+            "4 pad bits put the wide field back on the grid"
+        );
         assert!(ArgLayout::new(16, &[Part::Field { slot: 0, width: 8 }]).is_none());
         assert!(ArgLayout::new(8, &[Part::Field { slot: 0, width: 16 }]).is_none());
     }
 
-    /// The argument's own bytes compare equal; any one bit flipped in any byte, or one byte short, does not.
+    /// The argument's own bytes compare equal; any one bit flipped in any byte, or one byte short,
+    /// does not.
     fn assert_equals_exactly(l: &ArgLayout, slots: &[u64]) -> Vec<u8> {
         let mut b = vec![0u8; l.nbytes()];
         l.read(slots, &mut b);
@@ -485,11 +608,28 @@ mod tests {
 
     #[test]
     fn equals_compares_field_by_field() {
-        let parts =
-            [Part::Field { slot: 0, width: 48 }, Part::Field { slot: 1, width: 48 }, Part::Field { slot: 2, width: 16 }, Part::Field { slot: 3, width: 128 }];
+        let parts = [
+            Part::Field { slot: 0, width: 48 },
+            Part::Field { slot: 1, width: 48 },
+            Part::Field { slot: 2, width: 16 },
+            Part::Field {
+                slot: 3,
+                width: 128,
+            },
+        ];
         let l = ArgLayout::new(240, &parts).unwrap();
-        let slots = vec![0x0102_0304_0506, 0x0708_090a_0b0c, 0x0d0e, 0x1f1e_1d1c_1b1a_1918, 0x1716_1514_1312_1110];
-        assert_eq!(l.windows.as_ref().map(|w| w.len()), Some(5), "a 128-bit field is compared as two words");
+        let slots = vec![
+            0x0102_0304_0506,
+            0x0708_090a_0b0c,
+            0x0d0e,
+            0x1f1e_1d1c_1b1a_1918,
+            0x1716_1514_1312_1110,
+        ];
+        assert_eq!(
+            l.windows.as_ref().map(|w| w.len()),
+            Some(5),
+            "a 128-bit field is compared as two words"
+        );
         assert_equals_exactly(&l, &slots);
         // fields of at most 8 whole bytes only (an Ethernet header): compared through their windows
         let eth = ArgLayout::new(112, &parts[..3]).unwrap();
@@ -497,25 +637,59 @@ mod tests {
         let e = assert_equals_exactly(&eth, &slots);
         assert!(!eth.equals(&slots[..2], &e), "too few slots");
         // with a constant and pad bits: the whole string is compared
-        let k = ArgLayout::new(12, &[Part::Const { value: 5, width: 4 }, Part::Field { slot: 0, width: 8 }]).unwrap();
+        let k = ArgLayout::new(
+            12,
+            &[
+                Part::Const { value: 5, width: 4 },
+                Part::Field { slot: 0, width: 8 },
+            ],
+        )
+        .unwrap();
         let mut kb = [0u8; 2];
         k.read(&[0xab], &mut kb);
         assert!(k.equals(&[0xab], &kb) && !k.equals(&[0xac], &kb));
         assert_eq!(l.single_field(), None);
-        assert_eq!(ArgLayout::new(128, &[Part::Field { slot: 7, width: 128 }]).unwrap().single_field(), Some(7));
-        assert_eq!(ArgLayout::new(64, &[Part::Field { slot: 2, width: 64 }]).unwrap().single_field(), Some(2));
+        assert_eq!(
+            ArgLayout::new(
+                128,
+                &[Part::Field {
+                    slot: 7,
+                    width: 128
+                }]
+            )
+            .unwrap()
+            .single_field(),
+            Some(7)
+        );
+        assert_eq!(
+            ArgLayout::new(64, &[Part::Field { slot: 2, width: 64 }])
+                .unwrap()
+                .single_field(),
+            Some(2)
+        );
         assert_eq!(k.single_field(), None);
     }
 
-    /// Fields off the byte grid in an argument of 8 bytes or more move through 8-byte windows (an IPv4 header:
-    /// version and IHL, flags and fragment offset); the bits land where the bit string has them, and `clear`
-    /// is a write of zeros.
+    /// Fields off the byte grid in an argument of 8 bytes or more move through 8-byte windows (an
+    /// IPv4 header: version and IHL, flags and fragment offset); the bits land where the bit string
+    /// has them, and `clear` is a write of zeros.
     #[test]
     fn fields_off_the_byte_grid_move_through_windows() {
         let widths = [4u32, 4, 8, 16, 16, 3, 13, 8, 8, 16, 32, 32];
-        let parts: Vec<Part> = widths.iter().enumerate().map(|(i, w)| Part::Field { slot: i as u32, width: *w }).collect();
+        let parts: Vec<Part> = widths
+            .iter()
+            .enumerate()
+            .map(|(i, w)| Part::Field {
+                slot: i as u32,
+                width: *w,
+            })
+            .collect();
         let l = ArgLayout::new(160, &parts).unwrap();
-        assert!(l.ops.iter().all(|op| !matches!(op, FieldOp::Bits { .. })), "{:?}", l.ops);
+        assert!(
+            l.ops.iter().all(|op| !matches!(op, FieldOp::Bits { .. })),
+            "{:?}",
+            l.ops
+        );
         assert!(l.covered && l.windows.is_some());
         // the bytes of a header and its fields read bit by bit
         let hdr: Vec<u8> = (0..20u8).map(|i| i.wrapping_mul(73) ^ 0xa5).collect();
@@ -545,7 +719,15 @@ mod tests {
         assert_eq!(slots, zeroed);
         assert!(slots.iter().all(|v| *v == 0));
         // a 60-bit field starting at bit 4 of a 9-byte argument: the window behind it
-        let l = ArgLayout::new(72, &[Part::Field { slot: 0, width: 4 }, Part::Field { slot: 1, width: 60 }, Part::Field { slot: 2, width: 8 }]).unwrap();
+        let l = ArgLayout::new(
+            72,
+            &[
+                Part::Field { slot: 0, width: 4 },
+                Part::Field { slot: 1, width: 60 },
+                Part::Field { slot: 2, width: 8 },
+            ],
+        )
+        .unwrap();
         let bytes: Vec<u8> = (1..=9).collect();
         let mut s = vec![0u64; 3];
         l.write(&bytes, &mut s);
@@ -558,7 +740,14 @@ mod tests {
     #[test]
     fn wide_fields_move_word_by_word() {
         // a 128-bit key: low word in the first slot
-        let l = ArgLayout::new(128, &[Part::Field { slot: 2, width: 128 }]).unwrap();
+        let l = ArgLayout::new(
+            128,
+            &[Part::Field {
+                slot: 2,
+                width: 128,
+            }],
+        )
+        .unwrap();
         let slots = vec![0, 0, 0x0809_0a0b_0c0d_0e0f, 0x0001_0203_0405_0607];
         let mut out = [0u8; 16];
         l.read(&slots, &mut out);

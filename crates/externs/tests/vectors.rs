@@ -1,5 +1,6 @@
-//! Published test vectors (NIST LWC KATs for ASCON, RFC vectors for the hashes, MACs and ESP suites), carried in
-//! tests/data/ in the project's table format (see tests/data/README.md), so these tests run on any clone.
+//! Published test vectors (NIST LWC KATs for ASCON, RFC vectors for the hashes, MACs and ESP
+//! suites), carried in tests/data/ in the project's table format (see tests/data/README.md), so
+//! these tests run on any clone.
 
 use p4sec_externs::ascon::{self, Variant};
 use p4sec_externs::esp::{Cipher, Integ, Limits, Sa, SaConfig};
@@ -7,19 +8,47 @@ use p4sec_externs::hash::{self, HashAlg};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-/// The records of `tests/data/NAME`: `#` lines are comments, the first other line names the columns, each later
-/// line is one record of whitespace-separated cells (`-` is an empty value).
+/// The records of `tests/data/NAME`: `#` lines are comments, the first other line names the
+/// columns, each later line is one record of whitespace-separated cells (`-` is an empty value).
 fn table(name: &str) -> Vec<HashMap<String, String>> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
-    let cols: Vec<&str> = lines.next().unwrap_or_else(|| panic!("{name}: no column line")).split_whitespace().collect();
+    let mut lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'));
+    let cols: Vec<&str> = lines
+        .next()
+        .unwrap_or_else(|| panic!("{name}: no column line"))
+        .split_whitespace()
+        .collect();
     lines
         .enumerate()
         .map(|(i, l)| {
             let cells: Vec<&str> = l.split_whitespace().collect();
-            assert_eq!(cells.len(), cols.len(), "{name}: record {} has {} cells, expected {}", i + 1, cells.len(), cols.len());
-            cols.iter().zip(cells).map(|(c, v)| (c.to_string(), if v == "-" { String::new() } else { v.to_string() })).collect()
+            assert_eq!(
+                cells.len(),
+                cols.len(),
+                "{name}: record {} has {} cells, expected {}",
+                i + 1,
+                cells.len(),
+                cols.len()
+            );
+            cols.iter()
+                .zip(cells)
+                .map(|(c, v)| {
+                    (
+                        c.to_string(),
+                        if v == "-" {
+                            String::new()
+                        } else {
+                            v.to_string()
+                        },
+                    )
+                })
+                .collect()
         })
         .collect()
 }
@@ -108,7 +137,13 @@ fn hmac_sha2_rfc4231() {
         let want = hx(&r["mac"]);
         let mut out = vec![0u8; len];
         hash::compute(alg, &hx(&r["key"]), &hx(&r["data"]), &mut out).unwrap();
-        assert_eq!(&out[..want.len()], &want[..], "{} case {}", r["alg"], r["case"]);
+        assert_eq!(
+            &out[..want.len()],
+            &want[..],
+            "{} case {}",
+            r["alg"],
+            r["case"]
+        );
     }
 }
 
@@ -121,7 +156,12 @@ fn hmac_sha1_md5_rfc2202_as_used_by_esp() {
     for r in &recs {
         let want = hx(&r["mac"]);
         let got = match r["alg"].as_str() {
-            "sha1" => ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, &hx(&r["key"])), &hx(&r["data"])).as_ref().to_vec(),
+            "sha1" => ring::hmac::sign(
+                &ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, &hx(&r["key"])),
+                &hx(&r["data"]),
+            )
+            .as_ref()
+            .to_vec(),
             "md5" => {
                 let mut m = <hmac::Hmac<md5::Md5> as Mac>::new_from_slice(&hx(&r["key"])).unwrap();
                 m.update(&hx(&r["data"]));
@@ -129,7 +169,13 @@ fn hmac_sha1_md5_rfc2202_as_used_by_esp() {
             }
             other => panic!("hmac-rfc2202.txt: unknown alg {other}"),
         };
-        assert_eq!(&got[..want.len()], &want[..], "{} case {}", r["alg"], r["case"]);
+        assert_eq!(
+            &got[..want.len()],
+            &want[..],
+            "{} case {}",
+            r["alg"],
+            r["case"]
+        );
     }
 }
 
@@ -139,7 +185,12 @@ fn poly1305_rfc8439() {
     assert!(recs.len() >= 12);
     for r in &recs {
         let key: [u8; 32] = hx(&r["key"]).try_into().unwrap();
-        assert_eq!(hash::poly1305_tag(&key, &hx(&r["msg"])).to_vec(), hx(&r["tag"]), "{}", r["name"]);
+        assert_eq!(
+            hash::poly1305_tag(&key, &hx(&r["msg"])).to_vec(),
+            hx(&r["tag"]),
+            "{}",
+            r["name"]
+        );
     }
 }
 
@@ -180,9 +231,18 @@ fn aes_gcm_esp_draft_mcgrew() {
             n => panic!("case {}: {n}-byte keymat", r["case"]),
         };
         let seq = hex_u64(&r["seq"]);
-        let sa = rx_sa(cipher, Integ::None, keymat, hex_u32(&r["spi"]), r["esn"] == "1", seq);
+        let sa = rx_sa(
+            cipher,
+            Integ::None,
+            keymat,
+            hex_u32(&r["spi"]),
+            r["esn"] == "1",
+            seq,
+        );
         let mut out = vec![];
-        let (got_seq, nh) = sa.decapsulate_any(&hx(&r["esp_packet"]), &mut out).unwrap_or_else(|e| panic!("case {}: {e:?}", r["case"]));
+        let (got_seq, nh) = sa
+            .decapsulate_any(&hx(&r["esp_packet"]), &mut out)
+            .unwrap_or_else(|e| panic!("case {}: {e:?}", r["case"]));
         assert_eq!(got_seq, seq, "case {}", r["case"]);
         let pt = hx(&r["plaintext"]);
         // plaintext = payload || padding || pad length || next header
@@ -200,7 +260,14 @@ fn chacha20_poly1305_esp_rfc7634() {
         let spi = hex_u32(&r["spi"]);
         let seq: u64 = r["seq"].parse().unwrap();
         let esn = hx(&r["aad"]).len() == 12;
-        let sa = rx_sa(Cipher::ChaCha20Poly1305, Integ::None, hx(&r["keymat"]), spi, esn, seq);
+        let sa = rx_sa(
+            Cipher::ChaCha20Poly1305,
+            Integ::None,
+            hx(&r["keymat"]),
+            spi,
+            esn,
+            seq,
+        );
         let mut esp = vec![];
         esp.extend_from_slice(&spi.to_be_bytes());
         esp.extend_from_slice(&(seq as u32).to_be_bytes());
@@ -208,7 +275,9 @@ fn chacha20_poly1305_esp_rfc7634() {
         esp.extend_from_slice(&hx(&r["ciphertext"]));
         esp.extend_from_slice(&hx(&r["icv"]));
         let mut out = vec![];
-        let (s, _) = sa.decapsulate_any(&esp, &mut out).unwrap_or_else(|e| panic!("spi {spi:x}: {e:?}"));
+        let (s, _) = sa
+            .decapsulate_any(&esp, &mut out)
+            .unwrap_or_else(|e| panic!("spi {spi:x}: {e:?}"));
         assert_eq!(s, seq);
         let pt = hx(&r["plaintext"]);
         assert_eq!(&pt[..out.len()], &out[..]);
@@ -221,11 +290,17 @@ fn aes_cbc_esp_rfc3602() {
     assert_eq!(recs.len(), 4);
     for r in &recs {
         let key = hx(&r["key"]);
-        let cipher = if key.len() == 16 { Cipher::AesCbc128 } else { Cipher::AesCbc256 };
+        let cipher = if key.len() == 16 {
+            Cipher::AesCbc128
+        } else {
+            Cipher::AesCbc256
+        };
         let seq: u64 = r["seq"].parse().unwrap();
         let sa = rx_sa(cipher, Integ::None, key, hex_u32(&r["spi"]), false, seq);
         let mut out = vec![];
-        let (_, nh) = sa.decapsulate_any(&hx(&r["esp_packet"]), &mut out).unwrap_or_else(|e| panic!("case {}: {e:?}", r["case"]));
+        let (_, nh) = sa
+            .decapsulate_any(&hx(&r["esp_packet"]), &mut out)
+            .unwrap_or_else(|e| panic!("case {}: {e:?}", r["case"]));
         assert_eq!(out, hx(&r["payload"]), "case {}", r["case"]);
         assert_eq!(nh.to_string(), r["next_header"], "case {}", r["case"]);
     }
@@ -233,8 +308,8 @@ fn aes_cbc_esp_rfc3602() {
 
 #[test]
 fn aes_ctr_rfc3686_keystream_through_esp() {
-    // An ESP packet built around each RFC 3686 vector (the counter block is nonce | IV | 1) decrypts to the
-    // vector's plaintext followed by a valid trailer.
+    // An ESP packet built around each RFC 3686 vector (the counter block is nonce | IV | 1)
+    // decrypts to the vector's plaintext followed by a valid trailer.
     let mut tested = 0;
     for r in &table("esp-aes-ctr.txt") {
         let iv = hex_u64(&r["iv"]);
@@ -252,7 +327,8 @@ fn aes_ctr_rfc3686_keystream_through_esp() {
         };
         let pt = hx(&r["plaintext"]);
         let ct = hx(&r["ciphertext"]);
-        // encrypt plaintext || trailer with our SA and check the ciphertext prefix equals the vector's
+        // encrypt plaintext || trailer with our SA and check the ciphertext prefix equals the
+        // vector's
         let tx = Sa::new(SaConfig {
             spi: 1,
             cipher,

@@ -1,5 +1,5 @@
-//! Compile every `.p4` file given on the command line and print one line per file (a development aid).
-//! `-I DIR` options (anywhere on the line) add include directories for all files.
+//! Compile every `.p4` file given on the command line and print one line per file (a development
+//! aid). `-I DIR` options (anywhere on the line) add include directories for all files.
 fn main() {
     let mut ok = 0;
     let mut bad = 0;
@@ -16,12 +16,22 @@ fn main() {
         }
     }
     for a in files {
-        let r = std::panic::catch_unwind(|| p4sec_frontend::compile_file(std::path::Path::new(&a), &opts));
+        let r = std::panic::catch_unwind(|| {
+            p4sec_frontend::compile_file(std::path::Path::new(&a), &opts)
+        });
         match r {
             Ok(Ok(_)) => ok += 1,
             Ok(Err(e)) => {
                 bad += 1;
-                println!("FAIL {a}\n{}", e.messages.join("\n").lines().take(3).collect::<Vec<_>>().join("\n"));
+                println!(
+                    "FAIL {a}\n{}",
+                    e.messages
+                        .join("\n")
+                        .lines()
+                        .take(3)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                );
             }
             Err(_) => {
                 bad += 1;

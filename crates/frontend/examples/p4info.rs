@@ -1,5 +1,5 @@
-//! Compile one `.p4` file (`-I DIR` options allowed) and print its P4Info text (a development aid that
-//! needs only the front end).
+//! Compile one `.p4` file (`-I DIR` options allowed) and print its P4Info text (a development aid
+//! that needs only the front end).
 fn main() {
     let mut opts = p4sec_frontend::CompileOptions::default();
     let mut file = None;

@@ -1,6 +1,6 @@
-//! The abstract syntax tree of a P4_16 program, as the parser produces it (before name resolution and
-//! type checking). Every node carries a [`Span`] into the preprocessed text, which the source map turns
-//! back into file, line and column.
+//! The abstract syntax tree of a P4_16 program, as the parser produces it (before name resolution
+//! and type checking). Every node carries a [`Span`] into the preprocessed text, which the source
+//! map turns back into file, line and column.
 
 use num_bigint::BigInt;
 
@@ -16,7 +16,10 @@ impl Span {
         Span { lo, hi }
     }
     pub fn to(self, other: Span) -> Span {
-        Span { lo: self.lo.min(other.lo), hi: self.hi.max(other.hi) }
+        Span {
+            lo: self.lo.min(other.lo),
+            hi: self.hi.max(other.hi),
+        }
     }
 }
 
@@ -31,8 +34,8 @@ pub struct Ident {
 pub struct Annotation {
     pub name: Ident,
     pub body: AnnotationBody,
-    /// The body's tokens as written, separated by single spaces (how the reference compiler writes an
-    /// annotation into the P4Info); empty for `@name` alone and for structured annotations.
+    /// The body's tokens as written, separated by single spaces (how the reference compiler writes
+    /// an annotation into the P4Info); empty for `@name` alone and for structured annotations.
     pub text: String,
 }
 
@@ -166,8 +169,15 @@ pub struct FunctionProto {
 
 #[derive(Clone, Debug)]
 pub enum ExternMember {
-    Constructor { annos: Annotations, name: Ident, params: Vec<Param> },
-    Method { proto: FunctionProto, is_abstract: bool },
+    Constructor {
+        annos: Annotations,
+        name: Ident,
+        params: Vec<Param>,
+    },
+    Method {
+        proto: FunctionProto,
+        is_abstract: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -199,7 +209,8 @@ pub enum BlockKind {
     Package,
 }
 
-/// The signature shared by parser/control declarations and parser/control/package type declarations.
+/// The signature shared by parser/control declarations and parser/control/package type
+/// declarations.
 #[derive(Clone, Debug)]
 pub struct BlockTypeDecl {
     pub annos: Annotations,
@@ -240,8 +251,8 @@ pub enum Transition {
 
 #[derive(Clone, Debug)]
 pub struct SelectCase {
-    /// A keyset: an expression, `default`, `_`, `a &&& m`, `a .. b`, a tuple `(k1, k2)` as `ExprKind::List`,
-    /// or the name of a value set.
+    /// A keyset: an expression, `default`, `_`, `a &&& m`, `a .. b`, a tuple `(k1, k2)` as
+    /// `ExprKind::List`, or the name of a value set.
     pub keyset: Expr,
     pub next: Ident,
 }
@@ -330,7 +341,8 @@ pub enum TableProp {
         entries: Vec<TableEntry>,
         span: Span,
     },
-    /// `size`, `implementation`, `counters`, `meters`, `support_timeout`, `largest_priority_wins`, ...
+    /// `size`, `implementation`, `counters`, `meters`, `support_timeout`, `largest_priority_wins`,
+    /// ...
     Other {
         annos: Annotations,
         is_const: bool,
@@ -472,10 +484,11 @@ pub enum ExprKind {
         ty: Type,
         args: Vec<Argument>,
     },
-    /// `{ a, b, c }` (list/tuple/struct/header initializer by position), also a select tuple keyset.
+    /// `{ a, b, c }` (list/tuple/struct/header initializer by position), also a select tuple
+    /// keyset.
     List(Vec<Expr>),
-    /// `{ a, b, ... }` / `{...}` (P4_16 1.2.5 default initializer): the elements given, the other fields of the
-    /// struct or header their default values.
+    /// `{ a, b, ... }` / `{...}` (P4_16 1.2.5 default initializer): the elements given, the other
+    /// fields of the struct or header their default values.
     ListRest(Vec<Expr>),
     /// `{ f1 = e1, f2 = e2 }`; `...` at the end sets `has_rest` (P4 1.2.4 `...`).
     StructInit {
@@ -497,8 +510,8 @@ pub enum ExprKind {
     Default,
     /// `_`.
     DontCare,
-    /// A type used where an expression is expected, e.g. the receiver of a static member `bit<8>.minSizeInBits`
-    /// or a type argument to `sizeof`-style builtins.
+    /// A type used where an expression is expected, e.g. the receiver of a static member
+    /// `bit<8>.minSizeInBits` or a type argument to `sizeof`-style builtins.
     Type(Type),
 }
 
@@ -544,8 +557,8 @@ pub enum StmtKind {
     Switch(Expr, Vec<SwitchCase>),
     Var(VarDecl),
     Const(ConstDecl),
-    /// An instantiation inside a parser state / control body is not legal, but a local declaration of
-    /// other kinds is reported by the checker.
+    /// An instantiation inside a parser state / control body is not legal, but a local declaration
+    /// of other kinds is reported by the checker.
     Decl(Box<Decl>),
     /// `for (init; cond; update) body` (P4_16 1.2.5): `init` declarations/assignments and `update`
     /// assignments/calls, each list comma-separated in the source.
@@ -555,7 +568,8 @@ pub enum StmtKind {
         update: Vec<Stmt>,
         body: Box<Stmt>,
     },
-    /// `for (T x in e) body` / `for (x in e) body`: `e` a range `a .. b` (both ends included) or a header stack.
+    /// `for (T x in e) body` / `for (x in e) body`: `e` a range `a .. b` (both ends included) or a
+    /// header stack.
     ForIn {
         ty: Option<Type>,
         var: Ident,

@@ -23,7 +23,11 @@ impl SourceMap {
                 line_starts.push(i as u32 + 1);
             }
         }
-        SourceMap { text: Arc::from(text), line_starts, origins }
+        SourceMap {
+            text: Arc::from(text),
+            line_starts,
+            origins,
+        }
     }
 
     /// A source map for text that did not pass through the preprocessor.
@@ -40,7 +44,10 @@ impl SourceMap {
             Err(i) => i.saturating_sub(1),
         };
         let start = self.line_starts.get(idx).copied().unwrap_or(0) as usize;
-        let end = self.text[start.min(self.text.len())..].find('\n').map(|e| start + e).unwrap_or(self.text.len());
+        let end = self.text[start.min(self.text.len())..]
+            .find('\n')
+            .map(|e| start + e)
+            .unwrap_or(self.text.len());
         let line_text = self.text.get(start..end).unwrap_or("").to_string();
         let col = offset.saturating_sub(start as u32) + 1;
         let (file, line) = match self.origins.get(idx) {
@@ -60,13 +67,25 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(span: Span, message: impl Into<String>) -> Self {
-        Diagnostic { span, message: message.into() }
+        Diagnostic {
+            span,
+            message: message.into(),
+        }
     }
     pub fn render(&self, map: &SourceMap) -> String {
         let (file, line, col, text) = map.locate(self.span.lo);
-        let caret_len = ((self.span.hi.saturating_sub(self.span.lo)) as usize).clamp(1, text.len().saturating_sub(col as usize - 1).max(1));
-        let pad: String = text.chars().take(col as usize - 1).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
-        format!("{file}:{line}:{col}: error: {}\n  {text}\n  {pad}{}", self.message, "^".repeat(caret_len))
+        let caret_len = ((self.span.hi.saturating_sub(self.span.lo)) as usize)
+            .clamp(1, text.len().saturating_sub(col as usize - 1).max(1));
+        let pad: String = text
+            .chars()
+            .take(col as usize - 1)
+            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .collect();
+        format!(
+            "{file}:{line}:{col}: error: {}\n  {text}\n  {pad}{}",
+            self.message,
+            "^".repeat(caret_len)
+        )
     }
 }
 

@@ -1,6 +1,7 @@
 //! The p4sec P4_16 compiler front end: one module per phase.
 //!
-//! pp (preprocessor) → syntax (lexer, parser → ast) → lower (names, types, constants, inlining → `p4sec_ir::Program`)
+//! pp (preprocessor) → syntax (lexer, parser → ast) → lower (names, types, constants, inlining →
+//! `p4sec_ir::Program`)
 pub mod ast;
 pub mod diag;
 pub mod lower;
@@ -29,25 +30,42 @@ pub struct CompileOptions {
 }
 
 fn pp_options(opts: &CompileOptions) -> pp::Options {
-    pp::Options { include_dirs: opts.include_dirs.clone(), defines: opts.defines.clone(), builtin: builtin_include }
+    pp::Options {
+        include_dirs: opts.include_dirs.clone(),
+        defines: opts.defines.clone(),
+        builtin: builtin_include,
+    }
 }
 
 /// Compile a P4 file to the engine's program.
 pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<p4sec_ir::Program, CompileError> {
-    let pp = pp::preprocess_file(path, &pp_options(opts)).map_err(|e| CompileError { messages: vec![e.to_string()] })?;
+    let pp = pp::preprocess_file(path, &pp_options(opts)).map_err(|e| CompileError {
+        messages: vec![e.to_string()],
+    })?;
     compile_preprocessed(pp, &path.display().to_string())
 }
 
 /// Compile P4 source text (`name` is used in messages and for relative includes).
-pub fn compile_str(name: &str, text: &str, opts: &CompileOptions) -> Result<p4sec_ir::Program, CompileError> {
-    let pp = pp::preprocess_str(name, text, &pp_options(opts)).map_err(|e| CompileError { messages: vec![e.to_string()] })?;
+pub fn compile_str(
+    name: &str,
+    text: &str,
+    opts: &CompileOptions,
+) -> Result<p4sec_ir::Program, CompileError> {
+    let pp = pp::preprocess_str(name, text, &pp_options(opts)).map_err(|e| CompileError {
+        messages: vec![e.to_string()],
+    })?;
     compile_preprocessed(pp, name)
 }
 
-fn compile_preprocessed(pp: pp::Preprocessed, name: &str) -> Result<p4sec_ir::Program, CompileError> {
+fn compile_preprocessed(
+    pp: pp::Preprocessed,
+    name: &str,
+) -> Result<p4sec_ir::Program, CompileError> {
     let origins: Vec<(Arc<str>, u32)> = pp.lines.iter().map(|l| (l.file.clone(), l.line)).collect();
     let map = SourceMap::new(&pp.text, origins);
-    let fail = |d: diag::Diagnostic| CompileError { messages: vec![d.render(&map)] };
+    let fail = |d: diag::Diagnostic| CompileError {
+        messages: vec![d.render(&map)],
+    };
     let prog = syntax::parse_program(&pp.text).map_err(fail)?;
     let mut ir = lower::lower_program(&prog, &pp.text).map_err(fail)?;
     ir.source = name.to_string();

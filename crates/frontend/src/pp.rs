@@ -1,7 +1,8 @@
-//! The C-style preprocessor P4 programs use: `#include` (with `-I` paths and the built-in include files),
-//! object-like and function-like `#define`, `#undef`, `#if`/`#ifdef`/`#ifndef`/`#elif`/`#else`/`#endif`,
-//! `#error`, line continuations. Comments are replaced by whitespace so that line numbers are kept, and
-//! every output line records the file and line it came from.
+//! The C-style preprocessor P4 programs use: `#include` (with `-I` paths and the built-in include
+//! files), object-like and function-like `#define`, `#undef`,
+//! `#if`/`#ifdef`/`#ifndef`/`#elif`/`#else`/`#endif`, `#error`, line continuations. Comments are
+//! replaced by whitespace so that line numbers are kept, and every output line records the file and
+//! line it came from.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -33,11 +34,16 @@ pub struct PpError {
 impl fmt::Display for PpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {
-            // not at a place in the file (the file itself cannot be read): the file and the message only
+            // not at a place in the file (the file itself cannot be read): the file and the message
+            // only
             return write!(f, "{}: error: {}", self.file, self.message);
         }
         if self.source_line.is_empty() {
-            return write!(f, "{}:{}:{}: error: {}", self.file, self.line, self.col, self.message);
+            return write!(
+                f,
+                "{}:{}:{}: error: {}",
+                self.file, self.line, self.col, self.message
+            );
         }
         write!(
             f,
@@ -68,13 +74,14 @@ struct Macro {
 const MAX_INCLUDE_DEPTH: usize = 64;
 /// The largest source file read (the program or an included file), in bytes.
 pub const MAX_FILE_SIZE: u64 = 16 << 20;
-/// The longest a line may grow by macro expansion, in bytes (an exponential `#define` chain stops here).
+/// The longest a line may grow by macro expansion, in bytes (an exponential `#define` chain stops
+/// here).
 pub const MAX_LINE_EXPANSION: usize = 1 << 20;
 /// The largest preprocessed program, in bytes.
 pub const MAX_OUTPUT: usize = 64 << 20;
 
-/// Read a source file: a regular file of at most [`MAX_FILE_SIZE`] bytes of UTF-8 (not a device, a FIFO or a
-/// directory: `#include "/dev/zero"` is refused instead of read forever).
+/// Read a source file: a regular file of at most [`MAX_FILE_SIZE`] bytes of UTF-8 (not a device, a
+/// FIFO or a directory: `#include "/dev/zero"` is refused instead of read forever).
 fn read_source(path: &Path) -> Result<String, String> {
     use std::io::Read;
     let meta = std::fs::metadata(path).map_err(|e| format!("cannot read file: {e}"))?;
@@ -82,14 +89,21 @@ fn read_source(path: &Path) -> Result<String, String> {
         return Err("not a regular file (only regular files are read as source)".into());
     }
     if meta.len() > MAX_FILE_SIZE {
-        return Err(format!("file of {} bytes is larger than the limit of {MAX_FILE_SIZE} bytes", meta.len()));
+        return Err(format!(
+            "file of {} bytes is larger than the limit of {MAX_FILE_SIZE} bytes",
+            meta.len()
+        ));
     }
     let f = std::fs::File::open(path).map_err(|e| format!("cannot read file: {e}"))?;
     // the size may lie (a file growing while read): read at most one byte past the limit
     let mut bytes = vec![];
-    f.take(MAX_FILE_SIZE + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read file: {e}"))?;
+    f.take(MAX_FILE_SIZE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read file: {e}"))?;
     if bytes.len() as u64 > MAX_FILE_SIZE {
-        return Err(format!("file is larger than the limit of {MAX_FILE_SIZE} bytes"));
+        return Err(format!(
+            "file is larger than the limit of {MAX_FILE_SIZE} bytes"
+        ));
     }
     String::from_utf8(bytes).map_err(|e| format!("cannot read file: not UTF-8 ({e})"))
 }
@@ -103,7 +117,13 @@ struct Pp<'o> {
 }
 
 pub fn preprocess_file(path: &Path, opts: &Options) -> Result<Preprocessed, PpError> {
-    let text = read_source(path).map_err(|message| PpError { file: path.display().to_string(), line: 0, col: 0, message, source_line: String::new() })?;
+    let text = read_source(path).map_err(|message| PpError {
+        file: path.display().to_string(),
+        line: 0,
+        col: 0,
+        message,
+        source_line: String::new(),
+    })?;
     preprocess_named(&path.display().to_string(), path.parent(), &text, opts)
 }
 
@@ -111,17 +131,37 @@ pub fn preprocess_str(name: &str, text: &str, opts: &Options) -> Result<Preproce
     preprocess_named(name, Path::new(name).parent(), text, opts)
 }
 
-fn preprocess_named(name: &str, dir: Option<&Path>, text: &str, opts: &Options) -> Result<Preprocessed, PpError> {
-    let mut pp = Pp { opts, macros: HashMap::new(), out: String::new(), lines: vec![], depth: 0 };
+fn preprocess_named(
+    name: &str,
+    dir: Option<&Path>,
+    text: &str,
+    opts: &Options,
+) -> Result<Preprocessed, PpError> {
+    let mut pp = Pp {
+        opts,
+        macros: HashMap::new(),
+        out: String::new(),
+        lines: vec![],
+        depth: 0,
+    };
     for (n, v) in &opts.defines {
-        pp.macros.insert(n.clone(), Macro { params: None, body: v.clone().unwrap_or_else(|| "1".into()) });
+        pp.macros.insert(
+            n.clone(),
+            Macro {
+                params: None,
+                body: v.clone().unwrap_or_else(|| "1".into()),
+            },
+        );
     }
     pp.file(name, dir.map(|d| d.to_path_buf()), text)?;
-    Ok(Preprocessed { text: pp.out, lines: pp.lines })
+    Ok(Preprocessed {
+        text: pp.out,
+        lines: pp.lines,
+    })
 }
 
-/// The index just past the string literal that starts with the quote at `b[start]` (a backslash escapes the
-/// next byte); the end of `b` when the literal is not closed.
+/// The index just past the string literal that starts with the quote at `b[start]` (a backslash
+/// escapes the next byte); the end of `b` when the literal is not closed.
 fn string_end(b: &[u8], start: usize) -> usize {
     let mut i = start + 1;
     while i < b.len() && b[i] != b'"' {
@@ -133,7 +173,8 @@ fn string_end(b: &[u8], start: usize) -> usize {
     (i + 1).min(b.len())
 }
 
-/// Replace comments with spaces (keeping newlines), leaving string literals (which may span lines) intact.
+/// Replace comments with spaces (keeping newlines), leaving string literals (which may span lines)
+/// intact.
 fn strip_comments(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
@@ -214,7 +255,8 @@ impl<'o> Pp<'o> {
                 extra += 1;
                 line.push_str(lines[i + extra]);
             }
-            // a string literal that spans lines (annotation bodies in SAI P4) is kept whole, newlines included
+            // a string literal that spans lines (annotation bodies in SAI P4) is kept whole,
+            // newlines included
             let mut embedded = 0;
             while open_string(&line) && i + extra + 1 < lines.len() {
                 extra += 1;
@@ -234,7 +276,10 @@ impl<'o> Pp<'o> {
             let trimmed = line.trim_start();
             if let Some(d) = trimmed.strip_prefix('#') {
                 let d = d.trim_start();
-                let (kw, rest) = d.split_at(d.find(|c: char| !c.is_ascii_alphanumeric() && c != '_').unwrap_or(d.len()));
+                let (kw, rest) = d.split_at(
+                    d.find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                        .unwrap_or(d.len()),
+                );
                 let rest = rest.trim();
                 match kw {
                     "if" | "ifdef" | "ifndef" => {
@@ -242,15 +287,25 @@ impl<'o> Pp<'o> {
                             false
                         } else {
                             match kw {
-                                "ifdef" => self.macros.contains_key(rest.split_whitespace().next().unwrap_or("")),
-                                "ifndef" => !self.macros.contains_key(rest.split_whitespace().next().unwrap_or("")),
+                                "ifdef" => self
+                                    .macros
+                                    .contains_key(rest.split_whitespace().next().unwrap_or("")),
+                                "ifndef" => !self
+                                    .macros
+                                    .contains_key(rest.split_whitespace().next().unwrap_or("")),
                                 _ => self.eval_cond(rest).map_err(|m| err(0, m))?,
                             }
                         };
-                        conds.push(Cond { active: active && v, taken: v, parent: active });
+                        conds.push(Cond {
+                            active: active && v,
+                            taken: v,
+                            parent: active,
+                        });
                     }
                     "elif" => {
-                        let c = conds.last_mut().ok_or_else(|| err(0, "#elif without #if".into()))?;
+                        let c = conds
+                            .last_mut()
+                            .ok_or_else(|| err(0, "#elif without #if".into()))?;
                         if c.taken || !c.parent {
                             c.active = false;
                         } else {
@@ -263,17 +318,22 @@ impl<'o> Pp<'o> {
                         }
                     }
                     "else" => {
-                        let c = conds.last_mut().ok_or_else(|| err(0, "#else without #if".into()))?;
+                        let c = conds
+                            .last_mut()
+                            .ok_or_else(|| err(0, "#else without #if".into()))?;
                         c.active = c.parent && !c.taken;
                         c.taken = true;
                     }
                     "endif" => {
-                        conds.pop().ok_or_else(|| err(0, "#endif without #if".into()))?;
+                        conds
+                            .pop()
+                            .ok_or_else(|| err(0, "#endif without #if".into()))?;
                     }
                     _ if !active => {}
                     "define" => self.define(rest).map_err(|m| err(0, m))?,
                     "undef" => {
-                        self.macros.remove(rest.split_whitespace().next().unwrap_or(""));
+                        self.macros
+                            .remove(rest.split_whitespace().next().unwrap_or(""));
                     }
                     "include" => {
                         let (target, quoted) = if let Some(r) = rest.strip_prefix('"') {
@@ -284,12 +344,17 @@ impl<'o> Pp<'o> {
                             return Err(err(0, format!("malformed #include: {rest}")));
                         };
                         if self.depth >= MAX_INCLUDE_DEPTH {
-                            return Err(err(0, "#include nested too deeply (include cycle?)".into()));
+                            return Err(err(
+                                0,
+                                "#include nested too deeply (include cycle?)".into(),
+                            ));
                         }
                         let (iname, idir, itext) = self
                             .find_include(target, quoted, dir.as_deref())
                             .map_err(|m| err(0, m))?
-                            .ok_or_else(|| err(0, format!("cannot find include file `{target}`")))?;
+                            .ok_or_else(|| {
+                                err(0, format!("cannot find include file `{target}`"))
+                            })?;
                         self.depth += 1;
                         self.file(&iname, idir, &itext)?;
                         self.depth -= 1;
@@ -298,8 +363,16 @@ impl<'o> Pp<'o> {
                     // line markers: `# 369 "file" flags` (cpp output) and `#line 369 "file"`
                     _ if kw == "line" || kw.bytes().all(|c| c.is_ascii_digit()) => {
                         let spec = if kw == "line" { rest } else { d };
-                        let (num, tail) = spec.split_at(spec.find(|c: char| !c.is_ascii_digit()).unwrap_or(spec.len()));
-                        let n: i64 = num.parse().map_err(|_| err(1, format!("malformed line marker `#{d}`: a line number is expected")))?;
+                        let (num, tail) = spec.split_at(
+                            spec.find(|c: char| !c.is_ascii_digit())
+                                .unwrap_or(spec.len()),
+                        );
+                        let n: i64 = num.parse().map_err(|_| {
+                            err(
+                                1,
+                                format!("malformed line marker `#{d}`: a line number is expected"),
+                            )
+                        })?;
                         // the next physical line is line `n`
                         delta = n - (lineno as i64 + extra as i64 + 1);
                         if let Some(r) = tail.trim().strip_prefix('"') {
@@ -307,7 +380,9 @@ impl<'o> Pp<'o> {
                         }
                     }
                     "warning" | "pragma" | "" => {}
-                    other => return Err(err(1, format!("unknown preprocessor directive `#{other}`"))),
+                    other => {
+                        return Err(err(1, format!("unknown preprocessor directive `#{other}`")))
+                    }
                 }
                 for k in 0..=extra {
                     self.push_line(&cur_file, origin + k as u32, "");
@@ -315,11 +390,19 @@ impl<'o> Pp<'o> {
             } else if active {
                 let expanded = self.expand(&line, 0).map_err(|m| err(0, m))?;
                 if self.out.len() + expanded.len() >= MAX_OUTPUT {
-                    return Err(err(0, format!("the preprocessed program grows past the limit of {MAX_OUTPUT} bytes")));
+                    return Err(err(
+                        0,
+                        format!(
+                            "the preprocessed program grows past the limit of {MAX_OUTPUT} bytes"
+                        ),
+                    ));
                 }
                 self.push_line(&cur_file, origin, &expanded);
                 for k in 1..=embedded {
-                    self.lines.push(LineOrigin { file: cur_file.clone(), line: origin + k as u32 });
+                    self.lines.push(LineOrigin {
+                        file: cur_file.clone(),
+                        line: origin + k as u32,
+                    });
                 }
                 for k in embedded + 1..=extra {
                     self.push_line(&cur_file, origin + k as u32, "");
@@ -332,7 +415,13 @@ impl<'o> Pp<'o> {
             i += 1 + extra;
         }
         if !conds.is_empty() {
-            return Err(PpError { file: name.to_string(), line: lines.len() as u32, col: 1, message: "missing #endif".into(), source_line: String::new() });
+            return Err(PpError {
+                file: name.to_string(),
+                line: lines.len() as u32,
+                col: 1,
+                message: "missing #endif".into(),
+                source_line: String::new(),
+            });
         }
         Ok(())
     }
@@ -340,12 +429,20 @@ impl<'o> Pp<'o> {
     fn push_line(&mut self, file: &Arc<str>, line: u32, text: &str) {
         self.out.push_str(text);
         self.out.push('\n');
-        self.lines.push(LineOrigin { file: file.clone(), line });
+        self.lines.push(LineOrigin {
+            file: file.clone(),
+            line,
+        });
     }
 
-    /// The first candidate file of an `#include` that exists (an error if it is not a regular file or too large),
-    /// else a built-in header of that name.
-    fn find_include(&self, target: &str, quoted: bool, dir: Option<&Path>) -> Result<Option<(String, Option<PathBuf>, String)>, String> {
+    /// The first candidate file of an `#include` that exists (an error if it is not a regular file
+    /// or too large), else a built-in header of that name.
+    fn find_include(
+        &self,
+        target: &str,
+        quoted: bool,
+        dir: Option<&Path>,
+    ) -> Result<Option<(String, Option<PathBuf>, String)>, String> {
         let mut cands = vec![];
         if quoted {
             if let Some(d) = dir {
@@ -358,14 +455,20 @@ impl<'o> Pp<'o> {
         for c in cands {
             if std::fs::metadata(&c).is_ok() {
                 let t = read_source(&c).map_err(|m| format!("#include `{}`: {m}", c.display()))?;
-                return Ok(Some((c.display().to_string(), c.parent().map(|p| p.to_path_buf()), t)));
+                return Ok(Some((
+                    c.display().to_string(),
+                    c.parent().map(|p| p.to_path_buf()),
+                    t,
+                )));
             }
         }
         Ok((self.opts.builtin)(target).map(|t| (format!("<{target}>"), None, t.to_string())))
     }
 
     fn define(&mut self, rest: &str) -> Result<(), String> {
-        let name_end = rest.find(|c: char| !c.is_ascii_alphanumeric() && c != '_').unwrap_or(rest.len());
+        let name_end = rest
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(rest.len());
         let name = &rest[..name_end];
         if name.is_empty() {
             return Err("#define needs a name".into());
@@ -373,10 +476,26 @@ impl<'o> Pp<'o> {
         let after = &rest[name_end..];
         if let Some(p) = after.strip_prefix('(') {
             let close = p.find(')').ok_or("unclosed parameter list in #define")?;
-            let params: Vec<String> = p[..close].split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-            self.macros.insert(name.to_string(), Macro { params: Some(params), body: p[close + 1..].trim().to_string() });
+            let params: Vec<String> = p[..close]
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+            self.macros.insert(
+                name.to_string(),
+                Macro {
+                    params: Some(params),
+                    body: p[close + 1..].trim().to_string(),
+                },
+            );
         } else {
-            self.macros.insert(name.to_string(), Macro { params: None, body: after.trim().to_string() });
+            self.macros.insert(
+                name.to_string(),
+                Macro {
+                    params: None,
+                    body: after.trim().to_string(),
+                },
+            );
         }
         Ok(())
     }
@@ -423,9 +542,18 @@ impl<'o> Pp<'o> {
                             }
                             if j < b.len() && b[j] == b'(' {
                                 let (args, end) = split_args(line, j)?;
-                                let args: Vec<String> = args.iter().map(|a| self.expand_within(a.trim(), depth + 1, limit)).collect::<Result<_, _>>()?;
-                                if args.len() != params.len() && !(params.is_empty() && args.len() == 1 && args[0].is_empty()) {
-                                    return Err(format!("macro `{word}` takes {} arguments, {} given", params.len(), args.len()));
+                                let args: Vec<String> = args
+                                    .iter()
+                                    .map(|a| self.expand_within(a.trim(), depth + 1, limit))
+                                    .collect::<Result<_, _>>()?;
+                                if args.len() != params.len()
+                                    && !(params.is_empty() && args.len() == 1 && args[0].is_empty())
+                                {
+                                    return Err(format!(
+                                        "macro `{word}` takes {} arguments, {} given",
+                                        params.len(),
+                                        args.len()
+                                    ));
                                 }
                                 out.push_str(&substitute(&m.body, params, &args));
                                 i = end;
@@ -472,12 +600,21 @@ impl<'o> Pp<'o> {
             if paren {
                 r = r[1..].trim_start();
             }
-            let end = r.find(|c: char| !c.is_ascii_alphanumeric() && c != '_').unwrap_or(r.len());
+            let end = r
+                .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                .unwrap_or(r.len());
             let name = &r[..end];
-            s.push_str(if self.macros.contains_key(name) { " 1 " } else { " 0 " });
+            s.push_str(if self.macros.contains_key(name) {
+                " 1 "
+            } else {
+                " 0 "
+            });
             let mut r2 = &r[end..];
             if paren {
-                r2 = r2.trim_start().strip_prefix(')').ok_or("missing `)` after defined(")?;
+                r2 = r2
+                    .trim_start()
+                    .strip_prefix(')')
+                    .ok_or("missing `)` after defined(")?;
             }
             rest = r2;
         }
@@ -642,7 +779,10 @@ impl CondParser {
         Ok(l)
     }
     fn unary(&mut self) -> Result<i64, String> {
-        let t = self.peek().ok_or("unexpected end of #if expression")?.to_string();
+        let t = self
+            .peek()
+            .ok_or("unexpected end of #if expression")?
+            .to_string();
         self.pos += 1;
         match t.as_str() {
             "!" => Ok((self.unary()? == 0) as i64),
@@ -659,8 +799,15 @@ impl CondParser {
             _ => {
                 if let Some(h) = t.strip_prefix("0x") {
                     i64::from_str_radix(h, 16).map_err(|_| format!("bad number `{t}` in #if"))
-                } else if t.chars().next().map(|c| c.is_ascii_digit()).unwrap_or(false) {
-                    t.trim_end_matches(['L', 'l', 'U', 'u']).parse().map_err(|_| format!("bad number `{t}` in #if"))
+                } else if t
+                    .chars()
+                    .next()
+                    .map(|c| c.is_ascii_digit())
+                    .unwrap_or(false)
+                {
+                    t.trim_end_matches(['L', 'l', 'U', 'u'])
+                        .parse()
+                        .map_err(|_| format!("bad number `{t}` in #if"))
                 } else {
                     Ok(0) // an undefined identifier is 0
                 }
@@ -674,7 +821,17 @@ mod tests {
     use super::*;
 
     fn opts() -> Options {
-        Options { include_dirs: vec![], defines: vec![], builtin: |n| if n == "x.p4" { Some("const bit<8> X = 1;\n") } else { None } }
+        Options {
+            include_dirs: vec![],
+            defines: vec![],
+            builtin: |n| {
+                if n == "x.p4" {
+                    Some("const bit<8> X = 1;\n")
+                } else {
+                    None
+                }
+            },
+        }
     }
 
     #[test]
@@ -700,18 +857,33 @@ mod tests {
     fn string_literals_keep_comment_marks_and_macro_names() {
         assert_eq!(string_end(br#""a\"b" x"#, 0), 6);
         assert_eq!(string_end(br#""open"#, 0), 5);
-        let src = "#define W 8\nconst string s = \"// W /* \\\" W\"; // gone\nbit<W> x; /* gone */\n";
+        let src =
+            "#define W 8\nconst string s = \"// W /* \\\" W\"; // gone\nbit<W> x; /* gone */\n";
         let r = preprocess_str("t.p4", src, &opts()).unwrap();
-        assert!(r.text.contains("\"// W /* \\\" W\""), "the literal is kept whole: {}", r.text);
-        assert!(r.text.contains("bit<8> x;") && !r.text.contains("gone"), "{}", r.text);
+        assert!(
+            r.text.contains("\"// W /* \\\" W\""),
+            "the literal is kept whole: {}",
+            r.text
+        );
+        assert!(
+            r.text.contains("bit<8> x;") && !r.text.contains("gone"),
+            "{}",
+            r.text
+        );
     }
 
     #[test]
     fn errors() {
-        assert!(preprocess_str("t.p4", "#include <missing.p4>\n", &opts()).unwrap_err().message.contains("missing.p4"));
+        assert!(preprocess_str("t.p4", "#include <missing.p4>\n", &opts())
+            .unwrap_err()
+            .message
+            .contains("missing.p4"));
         assert!(preprocess_str("t.p4", "#if 1\n", &opts()).is_err());
         assert!(preprocess_str("t.p4", "#endif\n", &opts()).is_err());
-        assert!(preprocess_str("t.p4", "#error stop\n", &opts()).unwrap_err().message.contains("stop"));
+        assert!(preprocess_str("t.p4", "#error stop\n", &opts())
+            .unwrap_err()
+            .message
+            .contains("stop"));
     }
 
     #[test]
@@ -726,14 +898,22 @@ mod tests {
         assert_eq!(at("b"), ("dir/acl.p4".into(), 369));
         assert_eq!(at("c"), ("x.p4".into(), 20));
         assert_eq!(at("d"), ("x.p4".into(), 21));
-        assert!(preprocess_str("t.p4", "#line x\n", &opts()).unwrap_err().message.contains("line marker"));
+        assert!(preprocess_str("t.p4", "#line x\n", &opts())
+            .unwrap_err()
+            .message
+            .contains("line marker"));
     }
 
     #[test]
     fn strings_spanning_lines() {
         let src = "#define A 1\n@e(\"\n  // not a comment\n  x == A;\n\") A\nA\n";
         let r = preprocess_str("t.p4", src, &opts()).unwrap();
-        assert!(r.text.contains("@e(\"\n  // not a comment\n  x == A;\n\") 1"), "{}", r.text);
+        assert!(
+            r.text
+                .contains("@e(\"\n  // not a comment\n  x == A;\n\") 1"),
+            "{}",
+            r.text
+        );
         assert_eq!(r.lines.len(), r.text.lines().count());
         let last = r.text.lines().position(|l| l == "1").unwrap();
         assert_eq!(r.lines[last].line, 6);
@@ -741,7 +921,12 @@ mod tests {
 
     #[test]
     fn comments_and_strings() {
-        let r = preprocess_str("t.p4", "#define A 1\nx /* A \n A */ \"A\" A // A\n", &opts()).unwrap();
+        let r = preprocess_str(
+            "t.p4",
+            "#define A 1\nx /* A \n A */ \"A\" A // A\n",
+            &opts(),
+        )
+        .unwrap();
         assert!(r.text.contains("\"A\" 1"), "{}", r.text);
         assert_eq!(r.text.lines().count(), 3);
     }

@@ -93,20 +93,31 @@ impl Ty {
     pub fn is_scalar(&self) -> bool {
         self.scalar_width().is_some()
     }
-    /// True if a header may have a field of this type: `bit<W>`, `int<W>`, `varbit<W>`, `bool`, a serializable
-    /// enum, or a struct whose fields are all of such types except varbit (structs of structs included), as the
-    /// P4_16 spec allows. A struct field is stored flattened, its leaves in declaration (= wire) order.
+    /// True if a header may have a field of this type: `bit<W>`, `int<W>`, `varbit<W>`, `bool`, a
+    /// serializable enum, or a struct whose fields are all of such types except varbit (structs of
+    /// structs included), as the P4_16 spec allows. A struct field is stored flattened, its leaves
+    /// in declaration (= wire) order.
     pub fn fits_in_header(&self) -> bool {
         match self {
             Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool => true,
             Ty::Enum(e) => e.repr.is_some(),
-            Ty::Agg(a) => a.kind == crate::ast::AggregateKind::Struct && a.fields.iter().all(|f| !matches!(f.ty, Ty::Varbit(_)) && f.ty.fits_in_header()),
-            Ty::Stack(e, _) => !e.is_header() && !e.is_union() && !matches!(**e, Ty::Varbit(_)) && e.fits_in_header(),
+            Ty::Agg(a) => {
+                a.kind == crate::ast::AggregateKind::Struct
+                    && a.fields
+                        .iter()
+                        .all(|f| !matches!(f.ty, Ty::Varbit(_)) && f.ty.fits_in_header())
+            }
+            Ty::Stack(e, _) => {
+                !e.is_header()
+                    && !e.is_union()
+                    && !matches!(**e, Ty::Varbit(_))
+                    && e.fits_in_header()
+            }
             _ => false,
         }
     }
-    /// True if a generic array (`T[N]`, P4_16 1.2.5) may have elements of this type besides headers and unions:
-    /// bit-strings, integers, bools, enums, errors, structs and arrays.
+    /// True if a generic array (`T[N]`, P4_16 1.2.5) may have elements of this type besides headers
+    /// and unions: bit-strings, integers, bools, enums, errors, structs and arrays.
     pub fn is_array_element(&self) -> bool {
         match self {
             Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Enum(_) | Ty::Error => true,
@@ -115,17 +126,21 @@ impl Ty {
             _ => false,
         }
     }
-    /// True if a value of this type contains a header or header union (a struct with a header field, a stack, ...).
+    /// True if a value of this type contains a header or header union (a struct with a header
+    /// field, a stack, ...).
     pub fn holds_header(&self) -> bool {
         match self {
-            Ty::Agg(a) => a.kind != crate::ast::AggregateKind::Struct || a.fields.iter().any(|f| f.ty.holds_header()),
+            Ty::Agg(a) => {
+                a.kind != crate::ast::AggregateKind::Struct
+                    || a.fields.iter().any(|f| f.ty.holds_header())
+            }
             Ty::Stack(e, _) => e.holds_header(),
             Ty::Tuple(ts) => ts.iter().any(|t| t.holds_header()),
             _ => false,
         }
     }
-    /// True for a stack of headers or header unions (which has `next`, `push_front`, ... ); false for a generic
-    /// array of other elements.
+    /// True for a stack of headers or header unions (which has `next`, `push_front`, ... ); false
+    /// for a generic array of other elements.
     pub fn is_header_stack(&self) -> bool {
         matches!(self, Ty::Stack(e, _) if e.is_header() || e.is_union())
     }
@@ -150,12 +165,21 @@ impl Ty {
     }
     pub fn same(&self, other: &Ty) -> bool {
         match (self, other) {
-            (Ty::Bool, Ty::Bool) | (Ty::InfInt, Ty::InfInt) | (Ty::Error, Ty::Error) | (Ty::Str, Ty::Str) => true,
-            (Ty::Bit(a), Ty::Bit(b)) | (Ty::Int(a), Ty::Int(b)) | (Ty::Varbit(a), Ty::Varbit(b)) => a == b,
+            (Ty::Bool, Ty::Bool)
+            | (Ty::InfInt, Ty::InfInt)
+            | (Ty::Error, Ty::Error)
+            | (Ty::Str, Ty::Str) => true,
+            (Ty::Bit(a), Ty::Bit(b))
+            | (Ty::Int(a), Ty::Int(b))
+            | (Ty::Varbit(a), Ty::Varbit(b)) => a == b,
             (Ty::Enum(a), Ty::Enum(b)) => Rc::ptr_eq(a, b),
-            (Ty::Agg(a), Ty::Agg(b)) => Rc::ptr_eq(a, b) || (a.name == b.name && a.fields.len() == b.fields.len()),
+            (Ty::Agg(a), Ty::Agg(b)) => {
+                Rc::ptr_eq(a, b) || (a.name == b.name && a.fields.len() == b.fields.len())
+            }
             (Ty::Stack(a, n), Ty::Stack(b, m)) => n == m && a.same(b),
-            (Ty::Tuple(a), Ty::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same(y)),
+            (Ty::Tuple(a), Ty::Tuple(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same(y))
+            }
             (Ty::Any, _) | (_, Ty::Any) => true,
             _ => false,
         }
@@ -252,7 +276,10 @@ pub fn to_words(v: &BigInt, width: u32) -> Vec<u64> {
 }
 
 pub fn to_value(v: &BigInt, width: u32) -> p4sec_ir::Value {
-    p4sec_ir::Value { width, words: to_words(v, width) }
+    p4sec_ir::Value {
+        width,
+        words: to_words(v, width),
+    }
 }
 
 pub fn to_u64(v: &BigInt) -> Option<u64> {

@@ -1,5 +1,6 @@
-//! Language features of issue 21 seen from the front end's output: the flattened layout of struct-typed header
-//! fields, and the located refusals around them (the packet behaviour is in tests/stf/lang-*.p4).
+//! Language features of issue 21 seen from the front end's output: the flattened layout of
+//! struct-typed header fields, and the located refusals around them (the packet behaviour is in
+//! tests/stf/lang-*.p4).
 
 fn program(decls: &str, ingress: &str) -> String {
     format!(
@@ -25,9 +26,29 @@ fn struct_fields_of_headers_are_flattened_in_declaration_order() {
         "apply { }",
     );
     let prog = compile(&src).unwrap();
-    let h = prog.headers.iter().find(|h| h.name == "hdr.h").expect("the header hdr.h");
-    let names: Vec<(&str, u32)> = h.fields.iter().map(|f| (f.name.as_str(), f.loc.width)).collect();
-    assert_eq!(names, vec![("kind", 8), ("row.p0.hi", 4), ("row.p0.lo", 4), ("row.f", 1), ("row.port", 7), ("row.p1.hi", 4), ("row.p1.lo", 4), ("tail", 8)]);
+    let h = prog
+        .headers
+        .iter()
+        .find(|h| h.name == "hdr.h")
+        .expect("the header hdr.h");
+    let names: Vec<(&str, u32)> = h
+        .fields
+        .iter()
+        .map(|f| (f.name.as_str(), f.loc.width))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("kind", 8),
+            ("row.p0.hi", 4),
+            ("row.p0.lo", 4),
+            ("row.f", 1),
+            ("row.port", 7),
+            ("row.p1.hi", 4),
+            ("row.p1.lo", 4),
+            ("tail", 8)
+        ]
+    );
     assert_eq!(h.max_bits, 40);
 }
 
@@ -52,18 +73,35 @@ fn extern_parameters_take_one_instance_per_control_instance() {
     compile(&program(decls, ok)).unwrap();
     let two = "register<bit<8>>(1) r1; register<bit<8>>(1) r2; Sub() s; apply { s.apply(hdr, r1); s.apply(hdr, r2); }";
     let e = compile(&program(decls, two)).unwrap_err();
-    assert!(e.contains("t.p4:") && e.contains("another extern instance for `r`"), "{e}");
+    assert!(
+        e.contains("t.p4:") && e.contains("another extern instance for `r`"),
+        "{e}"
+    );
     let not_extern = "register<bit<8>>(1) r1; Sub() s; apply { s.apply(hdr, hdr.h.a); }";
     let e = compile(&program(decls, not_extern)).unwrap_err();
-    assert!(e.contains("t.p4:") && e.contains("must be an extern instance"), "{e}");
+    assert!(
+        e.contains("t.p4:") && e.contains("must be an extern instance"),
+        "{e}"
+    );
 }
 
 #[test]
 fn casts_to_int_of_run_time_values_are_exact_and_others_refused() {
     let decls = "header h_t { bit<8> a; bool b; }\nstruct hs { h_t h; }";
-    compile(&program(decls, "apply { hdr.h.a = (bit<8>)((int)hdr.h.a + 1); }")).unwrap();
-    let e = compile(&program(decls, "apply { hdr.h.a = (bit<8>)((int)hdr.h.b); }")).unwrap_err();
-    assert!(e.contains("t.p4:") && e.contains("cannot cast bool to int"), "{e}");
+    compile(&program(
+        decls,
+        "apply { hdr.h.a = (bit<8>)((int)hdr.h.a + 1); }",
+    ))
+    .unwrap();
+    let e = compile(&program(
+        decls,
+        "apply { hdr.h.a = (bit<8>)((int)hdr.h.b); }",
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("t.p4:") && e.contains("cannot cast bool to int"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -72,18 +110,38 @@ fn for_loops_that_cannot_be_unrolled_are_refused_with_their_line() {
     let ok = "apply { for (bit<8> i = 0; i < hdr.h.a; i = i + 1) { hdr.h.b = hdr.h.b + i; } for (bit<4> k in 0 .. 15) { if (k == 2) { break; } } }";
     compile(&program(decls, ok)).unwrap();
     // every compound assignment a statement takes is a loop update too (`/=` and `%=` included)
-    for op in ["+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^=", "|+|=", "|-|="] {
+    for op in [
+        "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^=", "|+|=", "|-|=",
+    ] {
         let body = format!("apply {{ for (bit<8> i = 64; i > 1 && i < 200; i {op} 2) {{ hdr.h.b = hdr.h.b + 1; }} }}");
         compile(&program(decls, &body)).unwrap_or_else(|e| panic!("`{op}` as a loop update: {e}"));
     }
     for (body, want) in [
-        ("apply { for (bit<16> i = 0; i < 60000; i = i + 1) { hdr.h.b = 1; } }", "more than 4096 times"),
-        ("apply { for (bit<8> i = hdr.h.a; i < 3; i = i + 1) { } }", "the initial value of `i` must be known at compile time"),
-        ("apply { for (bit<8> i = 0; i < 3; hdr.h.a = 1) { } }", "a loop update must assign a loop variable"),
-        ("apply { for (bit<8> i = 0; ; i = i + 1) { } }", "a loop without a condition"),
+        (
+            "apply { for (bit<16> i = 0; i < 60000; i = i + 1) { hdr.h.b = 1; } }",
+            "more than 4096 times",
+        ),
+        (
+            "apply { for (bit<8> i = hdr.h.a; i < 3; i = i + 1) { } }",
+            "the initial value of `i` must be known at compile time",
+        ),
+        (
+            "apply { for (bit<8> i = 0; i < 3; hdr.h.a = 1) { } }",
+            "a loop update must assign a loop variable",
+        ),
+        (
+            "apply { for (bit<8> i = 0; ; i = i + 1) { } }",
+            "a loop without a condition",
+        ),
         ("apply { break; }", "`break` outside of a `for` loop"),
-        ("action a() { continue; } apply { for (bit<8> i in 1 .. 2) { a(); } }", "`continue` outside of a `for` loop"),
-        ("apply { for (bit<8> i in 1 .. hdr.h.a) { } }", "the ends of the range must be known at compile time"),
+        (
+            "action a() { continue; } apply { for (bit<8> i in 1 .. 2) { a(); } }",
+            "`continue` outside of a `for` loop",
+        ),
+        (
+            "apply { for (bit<8> i in 1 .. hdr.h.a) { } }",
+            "the ends of the range must be known at compile time",
+        ),
     ] {
         let e = compile(&program(decls, body)).unwrap_err();
         assert!(e.contains("t.p4:") && e.contains(want), "{body}:\n{e}");
@@ -93,15 +151,35 @@ fn for_loops_that_cannot_be_unrolled_are_refused_with_their_line() {
 #[test]
 fn default_initializers_and_field_list_names_refuse_what_they_cannot_resolve() {
     let decls = "header h_t { bit<8> a; bit<8> b; }\nstruct hs { h_t h; }";
-    compile(&program(decls, "apply { h_t x = {...}; h_t y = { b = 2, ... }; hdr.h = { 1, ... }; }")).unwrap();
+    compile(&program(
+        decls,
+        "apply { h_t x = {...}; h_t y = { b = 2, ... }; hdr.h = { 1, ... }; }",
+    ))
+    .unwrap();
     let e = compile(&program(decls, "apply { hdr.h.a = {...}; }")).unwrap_err();
-    assert!(e.contains("t.p4:") && e.contains("a `...` initializer needs a struct, header or tuple type"), "{e}");
+    assert!(
+        e.contains("t.p4:")
+            && e.contains("a `...` initializer needs a struct, header or tuple type"),
+        "{e}"
+    );
     let e = compile(&program(decls, "apply { h_t x = { 1, 2, 3, ... }; }")).unwrap_err();
-    assert!(e.contains("t.p4:") && e.contains("initializer has 3 elements"), "{e}");
-    let fl = |ann: &str| format!("header h_t {{ bit<8> a; }}\nstruct hs {{ h_t h; }}\nconst bit<8> FL = 2;\nstruct keep_t {{ {ann} bit<8> k; }}");
+    assert!(
+        e.contains("t.p4:") && e.contains("initializer has 3 elements"),
+        "{e}"
+    );
+    let fl = |ann: &str| {
+        format!("header h_t {{ bit<8> a; }}\nstruct hs {{ h_t h; }}\nconst bit<8> FL = 2;\nstruct keep_t {{ {ann} bit<8> k; }}")
+    };
     compile(&program(&fl("@field_list(FL, 1)"), "keep_t k; apply { }")).unwrap();
     let e = compile(&program(&fl("@field_list(NOPE)"), "apply { }")).unwrap_err();
-    assert!(e.contains("t.p4:") && e.contains("`NOPE` is not declared"), "{e}");
+    assert!(
+        e.contains("t.p4:") && e.contains("`NOPE` is not declared"),
+        "{e}"
+    );
     let e = compile(&program(&fl("@field_list(hdr)"), "apply { }")).unwrap_err();
-    assert!(e.contains("t.p4:") && (e.contains("is not declared") || e.contains("must be an integer constant")), "{e}");
+    assert!(
+        e.contains("t.p4:")
+            && (e.contains("is not declared") || e.contains("must be an integer constant")),
+        "{e}"
+    );
 }

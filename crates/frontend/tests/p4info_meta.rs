@@ -1,7 +1,8 @@
-//! The P4Info the front end's program gives, for what the reference compiler writes beyond names and ids:
-//! `@id`, annotations (free-form and structured), new types, serializable enums, `@pkginfo`, OPTIONAL keys,
-//! initial default actions, and the objects it leaves out (unapplied tables, `@hidden`, actions called only
-//! from actions). Also direct type invocation and line markers, which the production programs use.
+//! The P4Info the front end's program gives, for what the reference compiler writes beyond names
+//! and ids: `@id`, annotations (free-form and structured), new types, serializable enums,
+//! `@pkginfo`, OPTIONAL keys, initial default actions, and the objects it leaves out (unapplied
+//! tables, `@hidden`, actions called only from actions). Also direct type invocation and line
+//! markers, which the production programs use.
 
 const SRC: &str = r#"
 #include <core.p4>
@@ -41,7 +42,8 @@ control D(packet_out pk, in hs hdr) { apply { pk.emit(hdr.h); } }
 "#;
 
 fn p4info() -> String {
-    let prog = p4sec_frontend::compile_str("t.p4", SRC, &Default::default()).unwrap_or_else(|e| panic!("{}", e.messages.join("\n")));
+    let prog = p4sec_frontend::compile_str("t.p4", SRC, &Default::default())
+        .unwrap_or_else(|e| panic!("{}", e.messages.join("\n")));
     p4sec_ir::p4info::to_text(&prog)
 }
 
@@ -58,7 +60,10 @@ fn ids_annotations_and_types() {
     assert!(t.contains("annotations: \"@sai_action(SAI_X , 2)\""), "{t}");
     assert!(t.contains("annotations: \"@refers_to(t , k)\""), "{t}");
     assert!(t.contains("annotations: \"@defaultonly\""), "{t}");
-    assert!(t.contains("key: \"bits\"\n          value {\n            int64_value: 8"), "{t}");
+    assert!(
+        t.contains("key: \"bits\"\n          value {\n            int64_value: 8"),
+        "{t}"
+    );
     assert!(t.contains("bool_value: true"), "{t}");
     assert!(!t.contains("@id("), "@id is an id, not an annotation:\n{t}");
     // new type and serializable enum used by a parameter; the unused enum is not written
@@ -66,8 +71,14 @@ fn ids_annotations_and_types() {
     assert!(t.contains("key: \"port_t\""), "{t}");
     assert!(t.contains("key: \"color_t\""), "{t}");
     assert!(!t.contains("unused_t"), "{t}");
-    assert!(t.contains("name: \"demo.p4\"") && t.contains("version: \"1.2\""), "{t}");
-    assert!(t.contains("initial_default_action {\n    action_id: 21257015"), "{t}");
+    assert!(
+        t.contains("name: \"demo.p4\"") && t.contains("version: \"1.2\""),
+        "{t}"
+    );
+    assert!(
+        t.contains("initial_default_action {\n    action_id: 21257015"),
+        "{t}"
+    );
 }
 
 #[test]
@@ -75,8 +86,14 @@ fn left_out_objects() {
     let t = p4info();
     assert!(!t.contains("never"), "an unapplied table:\n{t}");
     assert!(!t.contains("secret"), "a @hidden action:\n{t}");
-    assert!(!t.contains("\"I.Sub.inner\""), "an action called only from an action:\n{t}");
-    assert!(t.contains("\"I.Sub.outer\""), "an action called from the apply block:\n{t}");
+    assert!(
+        !t.contains("\"I.Sub.inner\""),
+        "an action called only from an action:\n{t}"
+    );
+    assert!(
+        t.contains("\"I.Sub.outer\""),
+        "an action called from the apply block:\n{t}"
+    );
 }
 
 #[test]

@@ -17,10 +17,10 @@ pub enum KeyMatch {
         lo: Value,
         hi: Value,
     },
-    /// Matches if the value is in value set `Program::value_sets[id]` (installed by the control plane). A
-    /// value set of several elements (struct or tuple type) stands for the whole keyset of a select with as
-    /// many keys: it sits at the first key and the other keys' matches are `Any`; a member matches when each
-    /// of its fields matches the key at the same position.
+    /// Matches if the value is in value set `Program::value_sets[id]` (installed by the control
+    /// plane). A value set of several elements (struct or tuple type) stands for the whole keyset
+    /// of a select with as many keys: it sits at the first key and the other keys' matches are
+    /// `Any`; a member matches when each of its fields matches the key at the same position.
     ValueSet(u32),
 }
 

@@ -1,4 +1,5 @@
-//! Storage locations, constants and expressions: [`Loc`], [`LValue`], [`Value`], [`Expr`] and their operators.
+//! Storage locations, constants and expressions: [`Loc`], [`LValue`], [`Value`], [`Expr`] and their
+//! operators.
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +24,12 @@ pub struct Loc {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum LValue {
     Static(Loc),
-    Dynamic { base: Loc, stride: u32, count: u32, index: Box<Expr> },
+    Dynamic {
+        base: Loc,
+        stride: u32,
+        count: u32,
+        index: Box<Expr>,
+    },
 }
 
 /// A compile-time constant of arbitrary width (≤ MAX_WIDTH): words, least significant first.
@@ -36,7 +42,11 @@ pub struct Value {
 impl Value {
     pub fn new(width: u32, v: u64) -> Self {
         let mut words = vec![0; words_for(width) as usize];
-        words[0] = if width >= 64 { v } else { v & ((1u64 << width) - 1) };
+        words[0] = if width >= 64 {
+            v
+        } else {
+            v & ((1u64 << width) - 1)
+        };
         Value { width, words }
     }
     pub fn as_u64(&self) -> u64 {
@@ -89,7 +99,8 @@ pub enum BinOp {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Expr {
     Const(Value),
-    /// A constant of at most 64 bits (the engine's fast form of `Const`; see [`Program::optimize`]).
+    /// A constant of at most 64 bits (the engine's fast form of `Const`; see
+    /// [`Program::optimize`]).
     Small {
         value: u64,
         width: u32,
@@ -148,7 +159,9 @@ impl Expr {
             Expr::Small { width, .. } => *width,
             Expr::Load(LValue::Static(l)) => l.width,
             Expr::Load(LValue::Dynamic { base, .. }) => base.width,
-            Expr::Unary { width, .. } | Expr::Binary { width, .. } | Expr::Cond { width, .. } => *width,
+            Expr::Unary { width, .. } | Expr::Binary { width, .. } | Expr::Cond { width, .. } => {
+                *width
+            }
             Expr::Slice { hi, lo, .. } => hi - lo + 1,
             Expr::Concat { hi, lo } => hi.width() + lo.width(),
             Expr::Cast { width, .. } => *width,

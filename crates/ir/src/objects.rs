@@ -1,4 +1,5 @@
-//! Stateful objects and extern instances: registers, counters, meters, value sets, digests, registered externs.
+//! Stateful objects and extern instances: registers, counters, meters, value sets, digests,
+//! registered externs.
 
 use crate::expr::*;
 use crate::stmt::*;
@@ -48,12 +49,12 @@ pub struct ValueSet {
     pub size: u32,
     /// Widths of the elements (several for a tuple/struct value set).
     pub widths: Vec<u32>,
-    /// Control-plane names of the elements: the field names of a struct value set (`@name` honoured),
-    /// empty for `bit<W>` and tuple value sets.
+    /// Control-plane names of the elements: the field names of a struct value set (`@name`
+    /// honoured), empty for `bit<W>` and tuple value sets.
     #[serde(default)]
     pub names: Vec<String>,
-    /// Match kind of each element (P4Info `match_type`): `@match(ternary)` etc. on a struct field, exact
-    /// otherwise. Empty means all exact.
+    /// Match kind of each element (P4Info `match_type`): `@match(ternary)` etc. on a struct field,
+    /// exact otherwise. Empty means all exact.
     #[serde(default)]
     pub kinds: Vec<MatchKind>,
 }

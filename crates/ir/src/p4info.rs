@@ -1,14 +1,14 @@
-//! P4Info (schema `p4.config.v1.P4Info`) for a compiled program, with the reference compiler's naming and
-//! id rules: ids are `prefix << 24 | jenkins_one_at_a_time(name) & 0xffffff`; aliases are the shortest
-//! dotted suffix of the name that is unique among the program's objects.
+//! P4Info (schema `p4.config.v1.P4Info`) for a compiled program, with the reference compiler's
+//! naming and id rules: ids are `prefix << 24 | jenkins_one_at_a_time(name) & 0xffffff`; aliases
+//! are the shortest dotted suffix of the name that is unique among the program's objects.
 
 pub use crate::p4info_meta::{AnnoValue, Annos, P4InfoMeta, StructuredAnno};
 use crate::{CounterUnit, MatchKind, Program};
 use std::collections::HashMap;
 use std::fmt::Write;
 
-/// A value as a P4Runtime canonical byte string (no leading zero bytes; zero is one zero byte), escaped
-/// for the text format.
+/// A value as a P4Runtime canonical byte string (no leading zero bytes; zero is one zero byte),
+/// escaped for the text format.
 fn canonical_bytes(v: &crate::Value) -> String {
     let mut bytes: Vec<u8> = v.words.iter().rev().flat_map(|w| w.to_be_bytes()).collect();
     while bytes.len() > 1 && bytes[0] == 0 {
@@ -38,7 +38,11 @@ fn write_type_name(o: &mut String, meta: &P4InfoMeta, key: &str) {
 fn write_annos(o: &mut String, a: Option<&Annos>, ind: &str) {
     let Some(a) = a else { return };
     // `@max_group_size` becomes the action profile's field of that name
-    for s in a.annotations.iter().filter(|s| !s.starts_with("@max_group_size(")) {
+    for s in a
+        .annotations
+        .iter()
+        .filter(|s| !s.starts_with("@max_group_size("))
+    {
         let _ = writeln!(o, "{ind}annotations: {}", quote(s));
     }
     if a.brief.is_some() || a.description.is_some() {
@@ -52,7 +56,11 @@ fn write_annos(o: &mut String, a: Option<&Annos>, ind: &str) {
         let _ = writeln!(o, "{ind}}}");
     }
     for sa in &a.structured {
-        let _ = writeln!(o, "{ind}structured_annotations {{\n{ind}  name: {}", quote(&sa.name));
+        let _ = writeln!(
+            o,
+            "{ind}structured_annotations {{\n{ind}  name: {}",
+            quote(&sa.name)
+        );
         if sa.kv {
             let _ = writeln!(o, "{ind}  kv_pair_list {{");
             for (k, v) in &sa.items {
@@ -66,7 +74,11 @@ fn write_annos(o: &mut String, a: Option<&Annos>, ind: &str) {
         } else {
             let _ = writeln!(o, "{ind}  expression_list {{");
             for (_, v) in &sa.items {
-                let _ = writeln!(o, "{ind}    expressions {{\n{ind}      {}\n{ind}    }}", anno_value(v));
+                let _ = writeln!(
+                    o,
+                    "{ind}    expressions {{\n{ind}      {}\n{ind}    }}",
+                    anno_value(v)
+                );
             }
         }
         let _ = writeln!(o, "{ind}  }}\n{ind}}}");
@@ -99,7 +111,8 @@ pub mod prefix {
     pub const DIRECT_METER: u8 = 0x15;
     pub const REGISTER: u8 = 0x16;
     pub const DIGEST: u8 = 0x17;
-    /// p4sec's own extern instances (the P4Runtime range for architecture-specific externs starts at 0x80).
+    /// p4sec's own extern instances (the P4Runtime range for architecture-specific externs starts
+    /// at 0x80).
     pub const P4SEC_EXTERN: u8 = 0x81;
 }
 
@@ -121,7 +134,10 @@ pub fn aliases(names: &[&str]) -> HashMap<String, String> {
         let mut alias = n.to_string();
         for k in 1..=parts.len() {
             let cand = parts[parts.len() - k..].join(".");
-            let clash = names.iter().filter(|m| **m != *n).any(|m| *m == cand || m.ends_with(&format!(".{cand}")));
+            let clash = names
+                .iter()
+                .filter(|m| **m != *n)
+                .any(|m| *m == cand || m.ends_with(&format!(".{cand}")));
             if !clash {
                 alias = cand;
                 break;
@@ -156,8 +172,8 @@ fn unit(u: CounterUnit) -> &'static str {
     }
 }
 
-/// Aliases of every named P4Info object of `p` (tables, actions, profiles, counters, meters, registers,
-/// value sets, digests).
+/// Aliases of every named P4Info object of `p` (tables, actions, profiles, counters, meters,
+/// registers, value sets, digests).
 pub fn program_aliases(p: &Program) -> HashMap<String, String> {
     let mut names: Vec<&str> = vec![];
     names.extend(p.tables.iter().map(|t| t.name.as_str()));
@@ -190,9 +206,11 @@ pub fn to_text(p: &Program) -> String {
     }
     o.push_str("  arch: \"v1model\"\n}\n");
     let meta = &p.p4info;
-    // what the reference compiler leaves out: unused tables, then actions only they refer to, and their
-    // direct resources and profiles
-    let table_out = |t: &crate::Table| meta.unused_tables.contains(&t.name) || meta.hidden(&format!("table {}", t.name));
+    // what the reference compiler leaves out: unused tables, then actions only they refer to, and
+    // their direct resources and profiles
+    let table_out = |t: &crate::Table| {
+        meta.unused_tables.contains(&t.name) || meta.hidden(&format!("table {}", t.name))
+    };
     let mut by_tables = std::collections::HashSet::new();
     let mut by_kept = std::collections::HashSet::new();
     for t in &p.tables {
@@ -203,10 +221,18 @@ pub fn to_text(p: &Program) -> String {
             }
         }
     }
-    let action_out = |a: &crate::Action| meta.hidden(&format!("action {}", a.name)) || (by_tables.contains(&a.id) && !by_kept.contains(&a.id));
+    let action_out = |a: &crate::Action| {
+        meta.hidden(&format!("action {}", a.name))
+            || (by_tables.contains(&a.id) && !by_kept.contains(&a.id))
+    };
     let res_out = |t: Option<u32>| t.is_some_and(|t| table_out(&p.tables[t as usize]));
     let preamble_kind = |o: &mut String, kind: &str, id: u32, name: &str| {
-        let _ = writeln!(o, "  preamble {{\n    id: {id}\n    name: {}\n    alias: {}", quote(name), quote(&alias(name)));
+        let _ = writeln!(
+            o,
+            "  preamble {{\n    id: {id}\n    name: {}\n    alias: {}",
+            quote(name),
+            quote(&alias(name))
+        );
         write_annos(o, meta.get(&format!("{kind} {name}")), "    ");
         o.push_str("  }\n");
     };
@@ -225,9 +251,19 @@ pub fn to_text(p: &Program) -> String {
                 MatchKind::Optional => "match_type: OPTIONAL",
                 MatchKind::Selector => "",
             };
-            let _ = writeln!(o, "  match_fields {{\n    id: {}\n    name: {}\n    bitwidth: {}\n    {mt}", k.id, quote(&k.name), k.width);
+            let _ = writeln!(
+                o,
+                "  match_fields {{\n    id: {}\n    name: {}\n    bitwidth: {}\n    {mt}",
+                k.id,
+                quote(&k.name),
+                k.width
+            );
             write_type_name(&mut o, meta, &format!("key {} {}", t.name, k.id));
-            write_annos(&mut o, meta.get(&format!("key {} {}", t.name, k.id)), "    ");
+            write_annos(
+                &mut o,
+                meta.get(&format!("key {} {}", t.name, k.id)),
+                "    ",
+            );
             o.push_str("  }\n");
         }
         for ta in &t.actions {
@@ -240,29 +276,58 @@ pub fn to_text(p: &Program) -> String {
                 ""
             };
             let _ = writeln!(o, "  action_refs {{\n    id: {}{scope}", a.id);
-            write_annos(&mut o, meta.get(&format!("ref {} {}", t.name, a.id)), "    ");
+            write_annos(
+                &mut o,
+                meta.get(&format!("ref {} {}", t.name, a.id)),
+                "    ",
+            );
             o.push_str("  }\n");
         }
         if t.default_is_const {
-            let _ = writeln!(o, "  const_default_action_id: {}", p.actions[t.default_action.action as usize].id);
+            let _ = writeln!(
+                o,
+                "  const_default_action_id: {}",
+                p.actions[t.default_action.action as usize].id
+            );
         }
         match t.implementation {
             crate::Implementation::ActionProfile(i) | crate::Implementation::ActionSelector(i) => {
-                let _ = writeln!(o, "  implementation_id: {}", p.action_profiles[i as usize].id);
+                let _ = writeln!(
+                    o,
+                    "  implementation_id: {}",
+                    p.action_profiles[i as usize].id
+                );
             }
             crate::Implementation::None => {}
         }
         if let Some(c) = t.direct_counter {
-            let _ = writeln!(o, "  direct_resource_ids: {}", p.direct_counters[c as usize].id);
+            let _ = writeln!(
+                o,
+                "  direct_resource_ids: {}",
+                p.direct_counters[c as usize].id
+            );
         }
         if let Some(m) = t.direct_meter {
-            let _ = writeln!(o, "  direct_resource_ids: {}", p.direct_meters[m as usize].id);
+            let _ = writeln!(
+                o,
+                "  direct_resource_ids: {}",
+                p.direct_meters[m as usize].id
+            );
         }
         let _ = writeln!(o, "  size: {}", t.size);
         let da = &t.default_action;
-        let _ = writeln!(o, "  initial_default_action {{\n    action_id: {}", p.actions[da.action as usize].id);
+        let _ = writeln!(
+            o,
+            "  initial_default_action {{\n    action_id: {}",
+            p.actions[da.action as usize].id
+        );
         for (prm, v) in p.actions[da.action as usize].params.iter().zip(&da.args) {
-            let _ = writeln!(o, "    arguments {{\n      param_id: {}\n      value: \"{}\"\n    }}", prm.id, canonical_bytes(v));
+            let _ = writeln!(
+                o,
+                "    arguments {{\n      param_id: {}\n      value: \"{}\"\n    }}",
+                prm.id,
+                canonical_bytes(v)
+            );
         }
         o.push_str("  }\n");
         if t.support_timeout {
@@ -283,13 +348,23 @@ pub fn to_text(p: &Program) -> String {
         }
         o.push_str("actions {\n");
         preamble_kind(&mut o, "action", a.id, &a.name);
-        // an action only called directly (the reference compiler turns the call into a hidden table that
-        // binds every argument) is listed without parameters
+        // an action only called directly (the reference compiler turns the call into a hidden table
+        // that binds every argument) is listed without parameters
         let direct_only = !by_tables.contains(&a.id);
         for prm in a.params.iter().filter(|_| !direct_only) {
-            let _ = writeln!(o, "  params {{\n    id: {}\n    name: {}\n    bitwidth: {}", prm.id, quote(&prm.name), prm.loc.width);
+            let _ = writeln!(
+                o,
+                "  params {{\n    id: {}\n    name: {}\n    bitwidth: {}",
+                prm.id,
+                quote(&prm.name),
+                prm.loc.width
+            );
             write_type_name(&mut o, meta, &format!("param {} {}", a.name, prm.id));
-            write_annos(&mut o, meta.get(&format!("param {} {}", a.name, prm.id)), "    ");
+            write_annos(
+                &mut o,
+                meta.get(&format!("param {} {}", a.name, prm.id)),
+                "    ",
+            );
             o.push_str("  }\n");
         }
         o.push_str("}\n");
@@ -315,7 +390,12 @@ pub fn to_text(p: &Program) -> String {
     for c in &p.counters {
         o.push_str("counters {\n");
         preamble_kind(&mut o, "counter", c.id, &c.name);
-        let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}\n  size: {}", unit(c.unit), c.size);
+        let _ = writeln!(
+            o,
+            "  spec {{\n    unit: {}\n  }}\n  size: {}",
+            unit(c.unit),
+            c.size
+        );
         o.push_str("}\n");
     }
     for c in &p.direct_counters {
@@ -333,7 +413,12 @@ pub fn to_text(p: &Program) -> String {
     for m in &p.meters {
         o.push_str("meters {\n");
         preamble_kind(&mut o, "meter", m.id, &m.name);
-        let _ = writeln!(o, "  spec {{\n    unit: {}\n  }}\n  size: {}", unit(m.unit), m.size);
+        let _ = writeln!(
+            o,
+            "  spec {{\n    unit: {}\n  }}\n  size: {}",
+            unit(m.unit),
+            m.size
+        );
         o.push_str("}\n");
     }
     for m in &p.direct_meters {
@@ -350,13 +435,27 @@ pub fn to_text(p: &Program) -> String {
     }
     for ch in &p.controller_headers {
         o.push_str("controller_packet_metadata {\n");
-        let _ = writeln!(o, "  preamble {{\n    id: {}\n    name: {}\n    alias: {}", ch.id, quote(&ch.name), quote(&ch.name));
+        let _ = writeln!(
+            o,
+            "  preamble {{\n    id: {}\n    name: {}\n    alias: {}",
+            ch.id,
+            quote(&ch.name),
+            quote(&ch.name)
+        );
         write_annos(&mut o, meta.get(&format!("ctrl {}", ch.name)), "    ");
         o.push_str("  }\n");
         for (n, id, w) in &ch.fields {
-            let _ = writeln!(o, "  metadata {{\n    id: {id}\n    name: {}\n    bitwidth: {w}", quote(n));
+            let _ = writeln!(
+                o,
+                "  metadata {{\n    id: {id}\n    name: {}\n    bitwidth: {w}",
+                quote(n)
+            );
             write_type_name(&mut o, meta, &format!("ctrl_field {} {id}", ch.name));
-            write_annos(&mut o, meta.get(&format!("ctrl_field {} {id}", ch.name)), "    ");
+            write_annos(
+                &mut o,
+                meta.get(&format!("ctrl_field {} {id}", ch.name)),
+                "    ",
+            );
             o.push_str("  }\n");
         }
         o.push_str("}\n");
@@ -366,7 +465,11 @@ pub fn to_text(p: &Program) -> String {
         preamble_kind(&mut o, "value_set", v.id, &v.name);
         for (i, w) in v.widths.iter().enumerate() {
             let name = v.field_name(i);
-            let name = if name.is_empty() { String::new() } else { format!("    name: {}\n", quote(name)) };
+            let name = if name.is_empty() {
+                String::new()
+            } else {
+                format!("    name: {}\n", quote(name))
+            };
             let kind = match v.kind(i) {
                 crate::MatchKind::Ternary => "TERNARY",
                 crate::MatchKind::Lpm => "LPM",
@@ -374,7 +477,11 @@ pub fn to_text(p: &Program) -> String {
                 crate::MatchKind::Optional => "OPTIONAL",
                 _ => "EXACT",
             };
-            let _ = writeln!(o, "  match {{\n    id: {}\n{name}    bitwidth: {w}\n    match_type: {kind}\n  }}", i + 1);
+            let _ = writeln!(
+                o,
+                "  match {{\n    id: {}\n{name}    bitwidth: {w}\n    match_type: {kind}\n  }}",
+                i + 1
+            );
         }
         let _ = writeln!(o, "  size: {}", v.size);
         o.push_str("}\n");
@@ -386,12 +493,18 @@ pub fn to_text(p: &Program) -> String {
         o.push_str("}\n");
     }
     // extern object instances (e.g. esp_sad) reachable through P4Runtime ExternEntry
-    let objs: Vec<&crate::ExternInstance> = p.externs.iter().filter(|e| e.type_name != e.name).collect();
+    let objs: Vec<&crate::ExternInstance> =
+        p.externs.iter().filter(|e| e.type_name != e.name).collect();
     let mut types: Vec<&str> = objs.iter().map(|e| e.type_name.as_str()).collect();
     types.sort();
     types.dedup();
     for ty in types {
-        let _ = writeln!(o, "externs {{\n  extern_type_id: {}\n  extern_type_name: {}", extern_type_id(ty), quote(ty));
+        let _ = writeln!(
+            o,
+            "externs {{\n  extern_type_id: {}\n  extern_type_name: {}",
+            extern_type_id(ty),
+            quote(ty)
+        );
         for e in objs.iter().filter(|e| e.type_name == ty) {
             let _ = writeln!(
                 o,
@@ -422,8 +535,8 @@ pub fn to_text(p: &Program) -> String {
     o.push_str("type_info {\n");
     for (name, (w, annos)) in &meta.new_types {
         let _ = writeln!(o, "  new_types {{\n    key: {}\n    value {{", quote(name));
-        // a translated type is described by its translation (its annotation is not repeated), as the
-        // reference compiler writes it
+        // a translated type is described by its translation (its annotation is not repeated), as
+        // the reference compiler writes it
         let translation = crate::p4info_meta::translation_of(annos);
         match &translation {
             Some((uri, crate::p4info_meta::SdnType::Str)) => {
@@ -439,7 +552,10 @@ pub fn to_text(p: &Program) -> String {
                 );
             }
         }
-        for a in annos.iter().filter(|a| translation.is_none() || !a.starts_with("@p4runtime_translation(")) {
+        for a in annos
+            .iter()
+            .filter(|a| translation.is_none() || !a.starts_with("@p4runtime_translation("))
+        {
             let _ = writeln!(o, "      annotations: {}", quote(a));
         }
         o.push_str("    }\n  }\n");
@@ -455,7 +571,11 @@ pub fn to_text(p: &Program) -> String {
         let _ = writeln!(o, "  serializable_enums {{\n    key: {}\n    value {{\n      underlying_type {{\n        bitwidth: {w}\n      }}", quote(name));
         for (m, v) in members {
             let bytes: String = v.iter().map(|b| format!("\\{b:03o}")).collect();
-            let _ = writeln!(o, "      members {{\n        name: {}\n        value: \"{bytes}\"\n      }}", quote(m));
+            let _ = writeln!(
+                o,
+                "      members {{\n        name: {}\n        value: \"{bytes}\"\n      }}",
+                quote(m)
+            );
         }
         o.push_str("    }\n  }\n");
     }
@@ -470,8 +590,14 @@ mod tests {
     #[test]
     fn reference_ids() {
         // ids from the reference compiler's P4Info for flag_lost-bmv2
-        assert_eq!(0x0100_0000 | jenkins_one_at_a_time(b"NoAction") & 0xff_ffff, 21257015);
-        assert_eq!(0x0200_0000 | jenkins_one_at_a_time(b"ingress.ipv4_lpm") & 0xff_ffff, 43030458);
+        assert_eq!(
+            0x0100_0000 | jenkins_one_at_a_time(b"NoAction") & 0xff_ffff,
+            21257015
+        );
+        assert_eq!(
+            0x0200_0000 | jenkins_one_at_a_time(b"ingress.ipv4_lpm") & 0xff_ffff,
+            43030458
+        );
     }
 
     #[test]

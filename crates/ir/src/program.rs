@@ -1,5 +1,6 @@
-//! A whole program ([`Program`]): header and stack layouts, standard metadata, field lists, its rewriting into
-//! the engine's fast forms, and reading and writing it as JSON (with the nesting limits that keep that safe).
+//! A whole program ([`Program`]): header and stack layouts, standard metadata, field lists, its
+//! rewriting into the engine's fast forms, and reading and writing it as JSON (with the nesting
+//! limits that keep that safe).
 
 use crate::blocks::*;
 use crate::expr::*;
@@ -15,8 +16,9 @@ pub struct HeaderLayout {
     pub name: String,
     /// Validity bit (width 1).
     pub valid: Loc,
-    /// Fields in declaration (= wire) order. A varbit field has `varbit_max` set and its current length
-    /// in `varbit_len` (a 32-bit location, bits); its value is stored right-aligned in `max`-bit storage.
+    /// Fields in declaration (= wire) order. A varbit field has `varbit_max` set and its current
+    /// length in `varbit_len` (a 32-bit location, bits); its value is stored right-aligned in
+    /// `max`-bit storage.
     pub fields: Vec<FieldLayout>,
     /// Sum of the fixed field widths plus the varbit maximum.
     pub max_bits: u32,
@@ -32,8 +34,8 @@ pub struct FieldLayout {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StackLayout {
     pub name: String,
-    /// Header indices of the elements, in order (`Program::headers`); all have the same layout shape, and
-    /// element i's slots are `elements[0]`'s slots + i * `stride`.
+    /// Header indices of the elements, in order (`Program::headers`); all have the same layout
+    /// shape, and element i's slots are `elements[0]`'s slots + i * `stride`.
     pub elements: Vec<u32>,
     pub stride: u32,
     /// The 32-bit `nextIndex` location.
@@ -121,7 +123,15 @@ pub struct Program {
 }
 
 /// Error codes of the core `error` type, by name (their index in `Program::errors` is their value).
-pub const CORE_ERRORS: [&str; 7] = ["NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort", "ParserTimeout", "ParserInvalidArgument"];
+pub const CORE_ERRORS: [&str; 7] = [
+    "NoError",
+    "PacketTooShort",
+    "NoMatch",
+    "StackOutOfBounds",
+    "HeaderTooShort",
+    "ParserTimeout",
+    "ParserInvalidArgument",
+];
 
 impl Program {
     pub fn error_code(&self, name: &str) -> Option<u32> {
@@ -131,9 +141,16 @@ impl Program {
     pub fn optimize(&mut self) {
         fn ex(e: &mut Expr) {
             match e {
-                Expr::Const(v) if v.width <= 64 => *e = Expr::Small { value: v.as_u64(), width: v.width },
+                Expr::Const(v) if v.width <= 64 => {
+                    *e = Expr::Small {
+                        value: v.as_u64(),
+                        width: v.width,
+                    }
+                }
                 Expr::Load(LValue::Dynamic { index, .. }) => ex(index),
-                Expr::Unary { arg, .. } | Expr::Slice { arg, .. } | Expr::Cast { arg, .. } => ex(arg),
+                Expr::Unary { arg, .. } | Expr::Slice { arg, .. } | Expr::Cast { arg, .. } => {
+                    ex(arg)
+                }
                 Expr::Binary { lhs, rhs, .. } => {
                     ex(lhs);
                     ex(rhs);
@@ -142,7 +159,9 @@ impl Program {
                     ex(hi);
                     ex(lo);
                 }
-                Expr::Cond { cond, then, else_, .. } => {
+                Expr::Cond {
+                    cond, then, else_, ..
+                } => {
                     ex(cond);
                     ex(then);
                     ex(else_);
@@ -176,9 +195,15 @@ impl Program {
                     then.iter_mut().for_each(st);
                     else_.iter_mut().for_each(st);
                 }
-                Stmt::Switch { expr, cases, default } => {
+                Stmt::Switch {
+                    expr,
+                    cases,
+                    default,
+                } => {
                     ex(expr);
-                    cases.iter_mut().for_each(|(_, b)| b.iter_mut().for_each(st));
+                    cases
+                        .iter_mut()
+                        .for_each(|(_, b)| b.iter_mut().for_each(st));
                     default.iter_mut().for_each(st);
                 }
                 Stmt::Block { body, .. } => body.iter_mut().for_each(st),
@@ -193,18 +218,28 @@ impl Program {
                 Stmt::Emit { hdr } => hr(hdr),
                 Stmt::Builtin(b) => match b {
                     Builtin::Verify { cond, .. } | Builtin::Assert { cond } => ex(cond),
-                    Builtin::Hash { dst, base, data, max, .. } => {
+                    Builtin::Hash {
+                        dst,
+                        base,
+                        data,
+                        max,
+                        ..
+                    } => {
                         lv(dst);
                         ex(base);
                         ex(max);
                         data.iter_mut().for_each(ex);
                     }
-                    Builtin::VerifyChecksum { cond, data, field, .. } => {
+                    Builtin::VerifyChecksum {
+                        cond, data, field, ..
+                    } => {
                         ex(cond);
                         ex(field);
                         data.iter_mut().for_each(ex);
                     }
-                    Builtin::UpdateChecksum { cond, data, dst, .. } => {
+                    Builtin::UpdateChecksum {
+                        cond, data, dst, ..
+                    } => {
                         ex(cond);
                         lv(dst);
                         data.iter_mut().for_each(ex);
@@ -243,7 +278,9 @@ impl Program {
             body.iter().any(|s| match s {
                 Stmt::Break(l) => *l == label,
                 Stmt::If { then, else_, .. } => breaks_to(then, label) || breaks_to(else_, label),
-                Stmt::Switch { cases, default, .. } => cases.iter().any(|(_, b)| breaks_to(b, label)) || breaks_to(default, label),
+                Stmt::Switch { cases, default, .. } => {
+                    cases.iter().any(|(_, b)| breaks_to(b, label)) || breaks_to(default, label)
+                }
                 Stmt::Block { body, .. } => breaks_to(body, label),
                 _ => false,
             })
@@ -277,16 +314,28 @@ impl Program {
         for s in self.parser.states.iter_mut() {
             flatten(&mut s.body);
         }
-        // start directly in the first state that does something (the entry state is often a bare goto)
+        // start directly in the first state that does something (the entry state is often a bare
+        // goto)
         let mut hops = 0;
-        while let Some(ParserState { body, transition: Transition::Goto(Next::State(n)), .. }) = self.parser.states.get(self.parser.start as usize) {
+        while let Some(ParserState {
+            body,
+            transition: Transition::Goto(Next::State(n)),
+            ..
+        }) = self.parser.states.get(self.parser.start as usize)
+        {
             if !body.is_empty() || hops > self.parser.states.len() {
                 break;
             }
             self.parser.start = *n;
             hops += 1;
         }
-        for c in [&mut self.verify_checksum, &mut self.ingress, &mut self.egress, &mut self.compute_checksum, &mut self.deparser] {
+        for c in [
+            &mut self.verify_checksum,
+            &mut self.ingress,
+            &mut self.egress,
+            &mut self.compute_checksum,
+            &mut self.deparser,
+        ] {
             flatten(&mut c.body);
         }
         for a in self.actions.iter_mut() {
@@ -298,7 +347,13 @@ impl Program {
                 keys.iter_mut().for_each(ex);
             }
         }
-        for c in [&mut self.verify_checksum, &mut self.ingress, &mut self.egress, &mut self.compute_checksum, &mut self.deparser] {
+        for c in [
+            &mut self.verify_checksum,
+            &mut self.ingress,
+            &mut self.egress,
+            &mut self.compute_checksum,
+            &mut self.deparser,
+        ] {
             c.body.iter_mut().for_each(st);
         }
         for a in self.actions.iter_mut() {
@@ -312,10 +367,11 @@ impl Program {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("IR serializes")
     }
-    /// Read a program file (the JSON `to_json` writes), whatever its nesting depth up to [`MAX_JSON_DEPTH`]:
-    /// serde_json's default recursion limit (128 levels, about 60 nested expressions) is lifted, and the
-    /// recursive descent runs on a thread with a stack sized for that depth ([`LOAD_STACK`]). A deeper file is
-    /// refused before it is parsed, with the byte offset where it gets too deep.
+    /// Read a program file (the JSON `to_json` writes), whatever its nesting depth up to
+    /// [`MAX_JSON_DEPTH`]: serde_json's default recursion limit (128 levels, about 60 nested
+    /// expressions) is lifted, and the recursive descent runs on a thread with a stack sized for
+    /// that depth ([`LOAD_STACK`]). A deeper file is refused before it is parsed, with the byte
+    /// offset where it gets too deep.
     pub fn from_json(s: &str) -> Result<Program, String> {
         if let Some(at) = json_too_deep(s.as_bytes(), MAX_JSON_DEPTH) {
             return Err(format!("not a p4sec program file: nested more than {MAX_JSON_DEPTH} levels deep at byte {at}"));
@@ -323,30 +379,43 @@ impl Program {
         let parse = || {
             let mut de = serde_json::Deserializer::from_str(s);
             de.disable_recursion_limit();
-            let p = <Program as serde::Deserialize>::deserialize(&mut de).and_then(|p| de.end().map(|_| p));
+            let p = <Program as serde::Deserialize>::deserialize(&mut de)
+                .and_then(|p| de.end().map(|_| p));
             p.map_err(|e| format!("not a p4sec program file: {e}"))
         };
-        std::thread::scope(|sc| match std::thread::Builder::new().name("p4sec-load".into()).stack_size(LOAD_STACK).spawn_scoped(sc, parse) {
-            Ok(h) => h.join().unwrap_or_else(|_| Err("not a p4sec program file: the reader failed".into())),
-            // no thread to be had: read on this one (the depth check still bounds the recursion)
-            Err(_) => parse(),
+        std::thread::scope(|sc| {
+            match std::thread::Builder::new()
+                .name("p4sec-load".into())
+                .stack_size(LOAD_STACK)
+                .spawn_scoped(sc, parse)
+            {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err("not a p4sec program file: the reader failed".into())),
+                // no thread to be had: read on this one (the depth check still bounds the
+                // recursion)
+                Err(_) => parse(),
+            }
         })
     }
 }
 
-/// The deepest JSON nesting (objects and arrays) a program file may have: room for expressions and statements
-/// nested [`MAX_NESTING`] levels deep (an expression level is two JSON levels, `{"Binary": {"lhs": ...`).
+/// The deepest JSON nesting (objects and arrays) a program file may have: room for expressions and
+/// statements nested [`MAX_NESTING`] levels deep (an expression level is two JSON levels,
+/// `{"Binary": {"lhs": ...`).
 pub const MAX_JSON_DEPTH: usize = 4 * MAX_NESTING + 256;
 
-/// The deepest nesting of expressions (and of statements) the front end compiles; the engine and the loader
-/// handle programs up to it on an ordinary thread's stack.
+/// The deepest nesting of expressions (and of statements) the front end compiles; the engine and
+/// the loader handle programs up to it on an ordinary thread's stack.
 pub const MAX_NESTING: usize = 512;
 
-/// The stack of the thread that reads a program file: enough for [`MAX_JSON_DEPTH`] levels of recursive descent.
+/// The stack of the thread that reads a program file: enough for [`MAX_JSON_DEPTH`] levels of
+/// recursive descent.
 pub const LOAD_STACK: usize = 256 << 20;
 
-/// The byte offset where `text` first nests deeper than `limit` (objects and arrays, outside strings), if it
-/// does. A single pass without recursion, so any input is checked in constant stack space.
+/// The byte offset where `text` first nests deeper than `limit` (objects and arrays, outside
+/// strings), if it does. A single pass without recursion, so any input is checked in constant stack
+/// space.
 pub fn json_too_deep(text: &[u8], limit: usize) -> Option<usize> {
     let (mut depth, mut in_str, mut esc) = (0usize, false, false);
     for (i, &b) in text.iter().enumerate() {
@@ -375,44 +444,68 @@ pub fn json_too_deep(text: &[u8], limit: usize) -> Option<usize> {
     None
 }
 
-/// Which of the traffic manager's `standard_metadata` fields a program refers to (reads, or writes: a write
-/// is counted as a use, which errs on the safe side).
+/// Which of the traffic manager's `standard_metadata` fields a program refers to (reads, or writes:
+/// a write is counted as a use, which errs on the safe side).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TmFieldUse {
-    /// `ingress_global_timestamp`, `egress_global_timestamp`, `enq_timestamp` or `deq_timedelta`: the clock
-    /// must be read for every packet.
+    /// `ingress_global_timestamp`, `egress_global_timestamp`, `enq_timestamp` or `deq_timedelta`:
+    /// the clock must be read for every packet.
     pub clock: bool,
-    /// `enq_qdepth`, `deq_qdepth`, `enq_timestamp` or `deq_timedelta`: the queue's state is looked at.
+    /// `enq_qdepth`, `deq_qdepth`, `enq_timestamp` or `deq_timedelta`: the queue's state is looked
+    /// at.
     pub queue: bool,
 }
 
 impl Program {
-    /// Which traffic-manager fields of `standard_metadata` the program's code (parser, controls, actions,
-    /// tables, extern arguments, digests, field lists) refers to. Every location in the program other than
-    /// the `std_meta` table itself is looked at, so a field passed whole to an extern or copied as part of a
-    /// struct counts too.
+    /// Which traffic-manager fields of `standard_metadata` the program's code (parser, controls,
+    /// actions, tables, extern arguments, digests, field lists) refers to. Every location in the
+    /// program other than the `std_meta` table itself is looked at, so a field passed whole to an
+    /// extern or copied as part of a struct counts too.
     pub fn tm_field_use(&self) -> TmFieldUse {
         let sm = &self.std_meta;
         let slot_of = |l: Loc| (l.width > 0).then_some(l.slot as u64);
-        let clock_fields: Vec<u64> =
-            [sm.ingress_global_timestamp, sm.egress_global_timestamp, sm.enq_timestamp, sm.deq_timedelta].into_iter().filter_map(slot_of).collect();
-        let queue_fields: Vec<u64> = [sm.enq_qdepth, sm.deq_qdepth, sm.enq_timestamp, sm.deq_timedelta].into_iter().filter_map(slot_of).collect();
+        let clock_fields: Vec<u64> = [
+            sm.ingress_global_timestamp,
+            sm.egress_global_timestamp,
+            sm.enq_timestamp,
+            sm.deq_timedelta,
+        ]
+        .into_iter()
+        .filter_map(slot_of)
+        .collect();
+        let queue_fields: Vec<u64> = [
+            sm.enq_qdepth,
+            sm.deq_qdepth,
+            sm.enq_timestamp,
+            sm.deq_timedelta,
+        ]
+        .into_iter()
+        .filter_map(slot_of)
+        .collect();
         let mut used = TmFieldUse::default();
         if clock_fields.is_empty() && queue_fields.is_empty() {
             return used;
         }
         let Ok(serde_json::Value::Object(mut all)) = serde_json::to_value(self) else {
             // (cannot happen: the program is plain data) every field counts as used
-            return TmFieldUse { clock: true, queue: true };
+            return TmFieldUse {
+                clock: true,
+                queue: true,
+            };
         };
-        for k in ["std_meta", "initial", "headers", "stacks", "p4info", "source", "errors"] {
+        for k in [
+            "std_meta", "initial", "headers", "stacks", "p4info", "source", "errors",
+        ] {
             all.remove(k);
         }
         fn walk(v: &serde_json::Value, f: &mut impl FnMut(u64, u64)) {
             match v {
                 serde_json::Value::Object(m) => {
                     if m.len() == 2 {
-                        if let (Some(s), Some(w)) = (m.get("slot").and_then(|x| x.as_u64()), m.get("width").and_then(|x| x.as_u64())) {
+                        if let (Some(s), Some(w)) = (
+                            m.get("slot").and_then(|x| x.as_u64()),
+                            m.get("width").and_then(|x| x.as_u64()),
+                        ) {
                             f(s, w);
                             return;
                         }

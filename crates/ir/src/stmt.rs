@@ -1,4 +1,5 @@
-//! Statements: [`Stmt`], the v1model built-ins ([`Builtin`]), extern call arguments and header references.
+//! Statements: [`Stmt`], the v1model built-ins ([`Builtin`]), extern call arguments and header
+//! references.
 
 use crate::expr::*;
 use serde::{Deserialize, Serialize};
@@ -8,15 +9,16 @@ use serde::{Deserialize, Serialize};
 pub enum HeaderRef {
     /// Index into `Program::headers`.
     Static(u32),
-    /// Element `index` of a header stack (index into `Program::stacks`); out of bounds → the operation
-    /// fails with StackOutOfBounds in the parser and is ignored in controls.
+    /// Element `index` of a header stack (index into `Program::stacks`); out of bounds → the
+    /// operation fails with StackOutOfBounds in the parser and is ignored in controls.
     Dynamic { stack: u32, index: Box<Expr> },
-    /// `stack.next` in a parser: the element at the stack's next index, which is incremented after a
-    /// successful extract. Out of bounds → StackOutOfBounds.
+    /// `stack.next` in a parser: the element at the stack's next index, which is incremented after
+    /// a successful extract. Out of bounds → StackOutOfBounds.
     Next { stack: u32 },
 }
 
-/// v1model / engine built-in operations (fast paths; everything else goes through registered externs).
+/// v1model / engine built-in operations (fast paths; everything else goes through registered
+/// externs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Builtin {
     /// `verify(cond, err)` (parser): if !cond, parser error `err` and go to reject.
@@ -34,7 +36,8 @@ pub enum Builtin {
         data: Vec<Expr>,
         max: Expr,
     },
-    /// `verify_checksum[_with_payload](cond, data, field, algo)`: if cond and mismatch → checksum_error = 1.
+    /// `verify_checksum[_with_payload](cond, data, field, algo)`: if cond and mismatch →
+    /// checksum_error = 1.
     VerifyChecksum {
         cond: Expr,
         data: Vec<Expr>,
@@ -42,7 +45,8 @@ pub enum Builtin {
         algo: HashAlgo,
         with_payload: bool,
     },
-    /// `update_checksum[_with_payload](cond, data, field, algo)`: if cond → field = H(data [+ payload]).
+    /// `update_checksum[_with_payload](cond, data, field, algo)`: if cond → field = H(data [+
+    /// payload]).
     UpdateChecksum {
         cond: Expr,
         data: Vec<Expr>,
@@ -50,8 +54,8 @@ pub enum Builtin {
         algo: HashAlgo,
         with_payload: bool,
     },
-    /// Register read/write on register instance `reg` (index into `Program::registers`). Out-of-range index:
-    /// read gives 0, write is ignored.
+    /// Register read/write on register instance `reg` (index into `Program::registers`).
+    /// Out-of-range index: read gives 0, write is ignored.
     RegisterRead {
         reg: u32,
         dst: LValue,
@@ -100,7 +104,8 @@ pub enum Builtin {
     Truncate {
         length: Expr,
     },
-    /// `digest(receiver, data)`: the fields of digest type `digest` (index into `Program::digests`).
+    /// `digest(receiver, data)`: the fields of digest type `digest` (index into
+    /// `Program::digests`).
     Digest {
         digest: u32,
         data: Vec<Expr>,
@@ -116,7 +121,8 @@ pub enum Builtin {
         format: String,
         args: Vec<Expr>,
     },
-    /// `assert(cond)` / `assume(cond)`: when false, the packet is dropped and the failure is counted.
+    /// `assert(cond)` / `assume(cond)`: when false, the packet is dropped and the failure is
+    /// counted.
     Assert {
         cond: Expr,
     },
@@ -140,17 +146,19 @@ pub enum HashAlgo {
     Xor16,
 }
 
-/// An argument to a registered extern method. `In` values are evaluated before the call; `Out`/`InOut`
-/// locations are written after the call. A header/struct argument is a list of scalars concatenated
-/// (most significant first), with their locations for write-back.
+/// An argument to a registered extern method. `In` values are evaluated before the call;
+/// `Out`/`InOut` locations are written after the call. A header/struct argument is a list of
+/// scalars concatenated (most significant first), with their locations for write-back.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExternArg {
     pub dir: Direction,
     /// Total width of the bit string passed.
     pub width: u32,
-    /// For `In`: the expressions whose concatenation is the value. For `Out`/`InOut`: loads of `dsts`.
+    /// For `In`: the expressions whose concatenation is the value. For `Out`/`InOut`: loads of
+    /// `dsts`.
     pub parts: Vec<Expr>,
-    /// For `Out`/`InOut`: the locations the result is split back into (same order and widths as `parts`).
+    /// For `Out`/`InOut`: the locations the result is split back into (same order and widths as
+    /// `parts`).
     pub dsts: Vec<LValue>,
 }
 
@@ -169,7 +177,8 @@ pub enum Stmt {
         dst: LValue,
         src: Expr,
     },
-    /// Set a header valid or invalid. (Union siblings are handled by the front end with extra statements.)
+    /// Set a header valid or invalid. (Union siblings are handled by the front end with extra
+    /// statements.)
     SetValid {
         hdr: HeaderRef,
         valid: bool,
@@ -197,28 +206,31 @@ pub enum Stmt {
         body: Vec<Stmt>,
     },
     Break(u32),
-    /// Leave the current control (or parser → accept is NOT implied: `exit` in a parser is an error).
+    /// Leave the current control (or parser → accept is NOT implied: `exit` in a parser is an
+    /// error).
     Exit,
-    /// Apply table `table`. If `hit` is given, it receives 1 on hit; `action_run` receives the index
-    /// (into `Program::actions`) of the action that ran.
+    /// Apply table `table`. If `hit` is given, it receives 1 on hit; `action_run` receives the
+    /// index (into `Program::actions`) of the action that ran.
     ApplyTable {
         table: u32,
         hit: Option<Loc>,
         action_run: Option<Loc>,
     },
-    /// Run action `action` with arguments assigned to its parameter locations (used for direct calls of
-    /// actions that are not inlined; the front end normally inlines).
+    /// Run action `action` with arguments assigned to its parameter locations (used for direct
+    /// calls of actions that are not inlined; the front end normally inlines).
     CallAction {
         action: u32,
         args: Vec<Expr>,
     },
-    /// Parser: extract the next `max_bits` (fixed part) of the packet into `hdr` and make it valid; for a
-    /// header with a varbit field, `varbit_bits` gives the length of the varbit field in bits.
+    /// Parser: extract the next `max_bits` (fixed part) of the packet into `hdr` and make it valid;
+    /// for a header with a varbit field, `varbit_bits` gives the length of the varbit field in
+    /// bits.
     Extract {
         hdr: HeaderRef,
         varbit_bits: Option<Expr>,
     },
-    /// Parser: skip `bits` bits (must be a multiple of 8 at run time in bmv2; else ParserInvalidArgument).
+    /// Parser: skip `bits` bits (must be a multiple of 8 at run time in bmv2; else
+    /// ParserInvalidArgument).
     Advance {
         bits: Expr,
     },
@@ -227,8 +239,8 @@ pub enum Stmt {
         hdr: HeaderRef,
     },
     Builtin(Builtin),
-    /// A registered extern method call (`Program::externs[inst]`, method index `method` as resolved by
-    /// the engine from `Program::externs[inst].methods[method]`).
+    /// A registered extern method call (`Program::externs[inst]`, method index `method` as resolved
+    /// by the engine from `Program::externs[inst].methods[method]`).
     ExternCall {
         inst: u32,
         method: u32,

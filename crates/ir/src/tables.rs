@@ -79,7 +79,8 @@ pub struct TableEntry {
     pub matches: Vec<FieldMatch>,
     pub action: ActionCall,
     /// Larger wins (P4Runtime convention). Const entries get priorities from their position
-    /// (earlier = larger) or from their `@priority`/`priority =` annotation, converted to this convention.
+    /// (earlier = larger) or from their `@priority`/`priority =` annotation, converted to this
+    /// convention.
     pub priority: i32,
 }
 
@@ -115,8 +116,8 @@ pub struct Table {
     /// Index into `Program::direct_counters` / `direct_meters`.
     pub direct_counter: Option<u32>,
     pub direct_meter: Option<u32>,
-    /// v1model `support_timeout = true`: entries may have an idle timeout (P4Info `idle_timeout_behavior:
-    /// NOTIFY_CONTROL`), and hits record when they happened.
+    /// v1model `support_timeout = true`: entries may have an idle timeout (P4Info
+    /// `idle_timeout_behavior: NOTIFY_CONTROL`), and hits record when they happened.
     #[serde(default)]
     pub support_timeout: bool,
 }

@@ -1,8 +1,8 @@
-//! Table writes per second through P4Runtime: batched Write requests of LPM entries for the IPv4 router,
-//! from a Rust client (prost-encoded requests built ahead of time, so the client is not the bottleneck).
-//! `cargo run --release -p p4sec-p4runtime --example write_rate -- [--entries N] [--batch B] [--json FILE]`
-//! Reference figures: 0.702 ms per entry for BMv2 in the P4-IPsec paper; ~107,000 entries/s for P4-DPDK
-//! through Stratum; target 200,000 entries/s.
+//! Table writes per second through P4Runtime: batched Write requests of LPM entries for the IPv4
+//! router, from a Rust client (prost-encoded requests built ahead of time, so the client is not the
+//! bottleneck). `cargo run --release -p p4sec-p4runtime --example write_rate -- [--entries N]
+//! [--batch B] [--json FILE]` Reference figures: 0.702 ms per entry for BMv2 in the P4-IPsec paper;
+//! ~107,000 entries/s for P4-DPDK through Stratum; target 200,000 entries/s.
 
 use p4sec_p4runtime::proto::p4::v1 as p4;
 use p4sec_p4runtime::server::{serve, Device};
@@ -10,7 +10,11 @@ use std::time::Instant;
 
 fn arg(name: &str, default: usize) -> usize {
     let a: Vec<String> = std::env::args().collect();
-    a.iter().position(|x| x == name).and_then(|i| a.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+    a.iter()
+        .position(|x| x == name)
+        .and_then(|i| a.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 #[tokio::main]
@@ -18,38 +22,65 @@ async fn main() {
     let entries = arg("--entries", 50_000);
     let batch = arg("--batch", 1000);
     let a: Vec<String> = std::env::args().collect();
-    let json = a.iter().position(|x| x == "--json").and_then(|i| a.get(i + 1)).cloned();
+    let json = a
+        .iter()
+        .position(|x| x == "--json")
+        .and_then(|i| a.get(i + 1))
+        .cloned();
     let src = include_str!("../../../programs/ipv4_router.p4");
-    let prog = p4sec_frontend::compile_str("ipv4_router.p4", src, &Default::default()).expect("compiles");
+    let prog =
+        p4sec_frontend::compile_str("ipv4_router.p4", src, &Default::default()).expect("compiles");
     let info = p4sec_p4runtime::p4info::p4info(&prog);
-    let table = prog.tables.iter().find(|t| t.name == "RouterIngress.ipv4_lpm").unwrap().clone();
-    let action = prog.actions.iter().find(|a| a.name == "RouterIngress.set_nhop").unwrap().clone();
+    let table = prog
+        .tables
+        .iter()
+        .find(|t| t.name == "RouterIngress.ipv4_lpm")
+        .unwrap()
+        .clone();
+    let action = prog
+        .actions
+        .iter()
+        .find(|a| a.name == "RouterIngress.set_nhop")
+        .unwrap()
+        .clone();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
     let device = Device::new(1, None, p4sec_externs::p4::registry());
     tokio::spawn(serve(addr, device));
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let mut client = p4::p4_runtime_client::P4RuntimeClient::connect(format!("http://{addr}")).await.expect("connect");
+    let mut client = p4::p4_runtime_client::P4RuntimeClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect");
     let election = Some(p4::Uint128 { high: 0, low: 1 });
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tx.send(p4::StreamMessageRequest {
-        update: Some(p4::stream_message_request::Update::Arbitration(p4::MasterArbitrationUpdate {
-            device_id: 1,
-            election_id: election,
-            ..Default::default()
-        })),
+        update: Some(p4::stream_message_request::Update::Arbitration(
+            p4::MasterArbitrationUpdate {
+                device_id: 1,
+                election_id: election,
+                ..Default::default()
+            },
+        )),
     })
     .await
     .unwrap();
-    let mut stream = client.stream_channel(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let mut stream = client
+        .stream_channel(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
     let _ = stream.message().await;
     client
         .set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
             device_id: 1,
             election_id: election,
             action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
-            config: Some(p4::ForwardingPipelineConfig { p4info: Some(info), p4_device_config: prog.to_json().into_bytes(), cookie: None }),
+            config: Some(p4::ForwardingPipelineConfig {
+                p4info: Some(info),
+                p4_device_config: prog.to_json().into_bytes(),
+                cookie: None,
+            }),
             ..Default::default()
         })
         .await
@@ -73,18 +104,29 @@ async fn main() {
                                 table_id: table.id,
                                 r#match: vec![p4::FieldMatch {
                                     field_id: 1,
-                                    field_match_type: Some(p4::field_match::FieldMatchType::Lpm(p4::field_match::Lpm {
-                                        value: prefix.to_be_bytes().to_vec(),
-                                        prefix_len: 24,
-                                    })),
+                                    field_match_type: Some(p4::field_match::FieldMatchType::Lpm(
+                                        p4::field_match::Lpm {
+                                            value: prefix.to_be_bytes().to_vec(),
+                                            prefix_len: 24,
+                                        },
+                                    )),
                                 }],
                                 action: Some(p4::TableAction {
                                     r#type: Some(p4::table_action::Type::Action(p4::Action {
                                         action_id: action.id,
                                         params: vec![
-                                            p4::action::Param { param_id: 1, value: vec![2, 0, 0, 0, 0, 2] },
-                                            p4::action::Param { param_id: 2, value: vec![2, 0, 0, 0, 0, 1] },
-                                            p4::action::Param { param_id: 3, value: vec![1] },
+                                            p4::action::Param {
+                                                param_id: 1,
+                                                value: vec![2, 0, 0, 0, 0, 2],
+                                            },
+                                            p4::action::Param {
+                                                param_id: 2,
+                                                value: vec![2, 0, 0, 0, 0, 1],
+                                            },
+                                            p4::action::Param {
+                                                param_id: 3,
+                                                value: vec![1],
+                                            },
                                         ],
                                     })),
                                 }),

@@ -1,5 +1,6 @@
-//! Conversion between P4Runtime messages and the program's IR: byte strings and values, table entries and
-//! their matches, actions, meter configurations, and the controller-header fields of packet-in/out.
+//! Conversion between P4Runtime messages and the program's IR: byte strings and values, table
+//! entries and their matches, actions, meter configurations, and the controller-header fields of
+//! packet-in/out.
 
 use crate::proto::p4::v1 as p4;
 use p4sec_engine::meters::MeterRates;
@@ -30,25 +31,38 @@ pub(crate) fn write_field(b: &mut [u8], pos: usize, width: u32, v: &Value) {
 }
 
 pub(crate) fn eid(e: &Option<p4::Uint128>) -> u128 {
-    e.as_ref().map(|e| ((e.high as u128) << 64) | e.low as u128).unwrap_or(0)
+    e.as_ref()
+        .map(|e| ((e.high as u128) << 64) | e.low as u128)
+        .unwrap_or(0)
 }
 
 pub(crate) fn to_uint128(v: u128) -> p4::Uint128 {
-    p4::Uint128 { high: (v >> 64) as u64, low: v as u64 }
+    p4::Uint128 {
+        high: (v >> 64) as u64,
+        low: v as u64,
+    }
 }
 
-/// P4Runtime byte string → value of `width` bits: the minimal-width string, or one zero-padded up to the
-/// field's whole bytes. Empty strings and longer ones are INVALID_ARGUMENT; a value with more significant bits
-/// than the field is OUT_OF_RANGE (P4Runtime specification, "Bytestrings").
+/// P4Runtime byte string → value of `width` bits: the minimal-width string, or one zero-padded up
+/// to the field's whole bytes. Empty strings and longer ones are INVALID_ARGUMENT; a value with
+/// more significant bits than the field is OUT_OF_RANGE (P4Runtime specification, "Bytestrings").
 pub(crate) fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, Status> {
     if b.is_empty() {
-        return Err(Status::invalid_argument(format!("{what}: the value is an empty byte string (zero is one zero byte)")));
+        return Err(Status::invalid_argument(format!(
+            "{what}: the value is an empty byte string (zero is one zero byte)"
+        )));
     }
     let first = b.iter().position(|x| *x != 0).unwrap_or(b.len());
     let sig = &b[first..];
-    let bits = if sig.is_empty() { 0 } else { (sig.len() as u32 - 1) * 8 + (8 - sig[0].leading_zeros()) };
+    let bits = if sig.is_empty() {
+        0
+    } else {
+        (sig.len() as u32 - 1) * 8 + (8 - sig[0].leading_zeros())
+    };
     if bits > width {
-        return Err(Status::out_of_range(format!("{what}: the value has {bits} significant bits, the field has {width}")));
+        return Err(Status::out_of_range(format!(
+            "{what}: the value has {bits} significant bits, the field has {width}"
+        )));
     }
     let n_bytes = width.div_ceil(8).max(1) as usize;
     if b.len() > n_bytes {
@@ -67,9 +81,17 @@ pub(crate) fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, 
 
 /// An LPM match as the specification requires it: prefix length 1 to the field's width (0 matches
 /// everything: the field is then omitted) and no value bits outside the prefix.
-pub(crate) fn lpm_match(x: &p4::field_match::Lpm, width: u32, what: &str, zero_allowed: bool) -> Result<FieldMatch, Status> {
+pub(crate) fn lpm_match(
+    x: &p4::field_match::Lpm,
+    width: u32,
+    what: &str,
+    zero_allowed: bool,
+) -> Result<FieldMatch, Status> {
     if x.prefix_len < 0 || x.prefix_len as u32 > width {
-        return Err(Status::invalid_argument(format!("lpm field `{what}`: prefix length {} out of range (0 to {width})", x.prefix_len)));
+        return Err(Status::invalid_argument(format!(
+            "lpm field `{what}`: prefix length {} out of range (0 to {width})",
+            x.prefix_len
+        )));
     }
     if x.prefix_len == 0 && !zero_allowed {
         return Err(Status::invalid_argument(format!("lpm field `{what}`: a prefix length of 0 matches everything: omit the field (a don't-care match)")));
@@ -88,9 +110,15 @@ pub(crate) fn lpm_match(x: &p4::field_match::Lpm, width: u32, what: &str, zero_a
         w & mask != 0
     });
     if outside {
-        return Err(Status::invalid_argument(format!("lpm field `{what}`: the value has bits set outside its /{} prefix (not canonical)", x.prefix_len)));
+        return Err(Status::invalid_argument(format!(
+            "lpm field `{what}`: the value has bits set outside its /{} prefix (not canonical)",
+            x.prefix_len
+        )));
     }
-    Ok(FieldMatch::Lpm { value, prefix_len: x.prefix_len as u32 })
+    Ok(FieldMatch::Lpm {
+        value,
+        prefix_len: x.prefix_len as u32,
+    })
 }
 
 /// Value → canonical byte string (no leading zero bytes; zero is one zero byte).
@@ -104,55 +132,117 @@ pub(crate) fn value_to_bytes(v: &Value) -> Vec<u8> {
 }
 
 pub(crate) fn table_of<'a>(prog: &'a Program, id: u32) -> Result<(usize, &'a Table), Status> {
-    prog.tables.iter().enumerate().find(|(_, t)| t.id == id).ok_or_else(|| Status::not_found(format!("no table with id {id}")))
+    prog.tables
+        .iter()
+        .enumerate()
+        .find(|(_, t)| t.id == id)
+        .ok_or_else(|| Status::not_found(format!("no table with id {id}")))
 }
 
-pub(crate) fn action_call(prog: &Program, t: &Table, a: &p4::Action, default: bool) -> Result<ActionCall, Status> {
+pub(crate) fn action_call(
+    prog: &Program,
+    t: &Table,
+    a: &p4::Action,
+    default: bool,
+) -> Result<ActionCall, Status> {
     let ta = t
         .actions
         .iter()
         .find(|x| prog.actions[x.action as usize].id == a.action_id)
-        .ok_or_else(|| Status::invalid_argument(format!("action id {} is not an action of table `{}`", a.action_id, t.name)))?;
+        .ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "action id {} is not an action of table `{}`",
+                a.action_id, t.name
+            ))
+        })?;
     if ta.default_only && !default {
-        return Err(Status::invalid_argument(format!("action `{}` is default-only in `{}`", prog.actions[ta.action as usize].name, t.name)));
+        return Err(Status::invalid_argument(format!(
+            "action `{}` is default-only in `{}`",
+            prog.actions[ta.action as usize].name, t.name
+        )));
     }
     let act = &prog.actions[ta.action as usize];
     if a.params.len() != act.params.len() {
-        return Err(Status::invalid_argument(format!("action `{}` takes {} parameters, {} given", act.name, act.params.len(), a.params.len())));
+        return Err(Status::invalid_argument(format!(
+            "action `{}` takes {} parameters, {} given",
+            act.name,
+            act.params.len(),
+            a.params.len()
+        )));
     }
     let mut args = vec![];
     for p in &act.params {
-        let given =
-            a.params.iter().find(|x| x.param_id == p.id).ok_or_else(|| Status::invalid_argument(format!("missing parameter `{}` (id {})", p.name, p.id)))?;
-        args.push(bytes_to_value(&given.value, p.loc.width, &format!("parameter `{}`", p.name))?);
+        let given = a
+            .params
+            .iter()
+            .find(|x| x.param_id == p.id)
+            .ok_or_else(|| {
+                Status::invalid_argument(format!("missing parameter `{}` (id {})", p.name, p.id))
+            })?;
+        args.push(bytes_to_value(
+            &given.value,
+            p.loc.width,
+            &format!("parameter `{}`", p.name),
+        )?);
     }
-    Ok(ActionCall { action: ta.action, args })
+    Ok(ActionCall {
+        action: ta.action,
+        args,
+    })
 }
 
-pub(crate) fn to_entry(prog: &Program, t: &Table, e: &p4::TableEntry) -> Result<TableEntry, Status> {
+pub(crate) fn to_entry(
+    prog: &Program,
+    t: &Table,
+    e: &p4::TableEntry,
+) -> Result<TableEntry, Status> {
     to_entry_with(prog, t, e, true)
 }
 
-/// The match part of a table entry (for entities that name an entry: direct counters and meters); the
-/// action, if any, is ignored and the table's default action stands in.
-pub(crate) fn to_match(prog: &Program, t: &Table, e: &p4::TableEntry) -> Result<TableEntry, Status> {
+/// The match part of a table entry (for entities that name an entry: direct counters and meters);
+/// the action, if any, is ignored and the table's default action stands in.
+pub(crate) fn to_match(
+    prog: &Program,
+    t: &Table,
+    e: &p4::TableEntry,
+) -> Result<TableEntry, Status> {
     to_entry_with(prog, t, e, false)
 }
 
-fn to_entry_with(prog: &Program, t: &Table, e: &p4::TableEntry, want_action: bool) -> Result<TableEntry, Status> {
+fn to_entry_with(
+    prog: &Program,
+    t: &Table,
+    e: &p4::TableEntry,
+    want_action: bool,
+) -> Result<TableEntry, Status> {
     use p4::field_match::FieldMatchType as M;
     let mut matches = vec![];
     for k in &t.keys {
         let given = e.r#match.iter().find(|m| m.field_id == k.id);
         let m = match (given.and_then(|g| g.field_match_type.as_ref()), k.kind) {
-            (None, MatchKind::Exact) => return Err(Status::invalid_argument(format!("exact field `{}` (id {}) is missing", k.name, k.id))),
+            (None, MatchKind::Exact) => {
+                return Err(Status::invalid_argument(format!(
+                    "exact field `{}` (id {}) is missing",
+                    k.name, k.id
+                )))
+            }
             (None, _) => FieldMatch::Any,
-            (Some(M::Exact(x)), MatchKind::Exact | MatchKind::Selector) => FieldMatch::Exact(bytes_to_value(&x.value, k.width, &k.name)?),
+            (Some(M::Exact(x)), MatchKind::Exact | MatchKind::Selector) => {
+                FieldMatch::Exact(bytes_to_value(&x.value, k.width, &k.name)?)
+            }
             (Some(M::Ternary(x)), MatchKind::Ternary) => {
                 let value = bytes_to_value(&x.value, k.width, &k.name)?;
                 let mask = bytes_to_value(&x.mask, k.width, &k.name)?;
-                if value.words.iter().zip(&mask.words).any(|(v, m)| v & !m != 0) {
-                    return Err(Status::invalid_argument(format!("ternary field `{}`: value has bits outside the mask", k.name)));
+                if value
+                    .words
+                    .iter()
+                    .zip(&mask.words)
+                    .any(|(v, m)| v & !m != 0)
+                {
+                    return Err(Status::invalid_argument(format!(
+                        "ternary field `{}`: value has bits outside the mask",
+                        k.name
+                    )));
                 }
                 if mask.words.iter().all(|m| *m == 0) {
                     return Err(Status::invalid_argument(format!(
@@ -163,28 +253,54 @@ fn to_entry_with(prog: &Program, t: &Table, e: &p4::TableEntry, want_action: boo
                 FieldMatch::Ternary { value, mask }
             }
             (Some(M::Lpm(x)), MatchKind::Lpm) => lpm_match(x, k.width, &k.name, false)?,
-            (Some(M::Range(x)), MatchKind::Range) => {
-                FieldMatch::Range { lo: bytes_to_value(&x.low, k.width, &k.name)?, hi: bytes_to_value(&x.high, k.width, &k.name)? }
+            (Some(M::Range(x)), MatchKind::Range) => FieldMatch::Range {
+                lo: bytes_to_value(&x.low, k.width, &k.name)?,
+                hi: bytes_to_value(&x.high, k.width, &k.name)?,
+            },
+            (Some(M::Optional(x)), MatchKind::Optional) => {
+                FieldMatch::Optional(Some(bytes_to_value(&x.value, k.width, &k.name)?))
             }
-            (Some(M::Optional(x)), MatchKind::Optional) => FieldMatch::Optional(Some(bytes_to_value(&x.value, k.width, &k.name)?)),
-            (Some(_), kind) => return Err(Status::invalid_argument(format!("field `{}` is matched as {kind:?}", k.name))),
+            (Some(_), kind) => {
+                return Err(Status::invalid_argument(format!(
+                    "field `{}` is matched as {kind:?}",
+                    k.name
+                )))
+            }
         };
         matches.push(m);
     }
     for m in &e.r#match {
         if !t.keys.iter().any(|k| k.id == m.field_id) {
-            return Err(Status::invalid_argument(format!("table `{}` has no match field id {}", t.name, m.field_id)));
+            return Err(Status::invalid_argument(format!(
+                "table `{}` has no match field id {}",
+                t.name, m.field_id
+            )));
         }
     }
-    let needs_priority = t.keys.iter().any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range | MatchKind::Optional));
+    let needs_priority = t.keys.iter().any(|k| {
+        matches!(
+            k.kind,
+            MatchKind::Ternary | MatchKind::Range | MatchKind::Optional
+        )
+    });
     if needs_priority && e.priority <= 0 {
-        return Err(Status::invalid_argument(format!("table `{}` needs a positive priority", t.name)));
+        return Err(Status::invalid_argument(format!(
+            "table `{}` needs a positive priority",
+            t.name
+        )));
     }
     if !needs_priority && e.priority != 0 {
-        return Err(Status::invalid_argument(format!("table `{}` has no ternary/range/optional field: priority must be 0", t.name)));
+        return Err(Status::invalid_argument(format!(
+            "table `{}` has no ternary/range/optional field: priority must be 0",
+            t.name
+        )));
     }
     if !want_action {
-        return Ok(TableEntry { matches, action: t.default_action.clone(), priority: e.priority });
+        return Ok(TableEntry {
+            matches,
+            action: t.default_action.clone(),
+            priority: e.priority,
+        });
     }
     let action = match e.action.as_ref().and_then(|a| a.r#type.as_ref()) {
         Some(p4::table_action::Type::Action(a)) => action_call(prog, t, a, false)?,
@@ -196,14 +312,26 @@ fn to_entry_with(prog: &Program, t: &Table, e: &p4::TableEntry, want_action: boo
         }
         None => return Err(Status::invalid_argument("the table entry has no action")),
     };
-    Ok(TableEntry { matches, action, priority: e.priority })
+    Ok(TableEntry {
+        matches,
+        action,
+        priority: e.priority,
+    })
 }
 
-/// The action of a default-entry MODIFY: the given action, or the program's default action when unset.
-pub(crate) fn default_action(prog: &Program, t: &Table, te: &p4::TableEntry) -> Result<ActionCall, Status> {
+/// The action of a default-entry MODIFY: the given action, or the program's default action when
+/// unset.
+pub(crate) fn default_action(
+    prog: &Program,
+    t: &Table,
+    te: &p4::TableEntry,
+) -> Result<ActionCall, Status> {
     match te.action.as_ref().and_then(|a| a.r#type.as_ref()) {
         Some(p4::table_action::Type::Action(a)) => action_call(prog, t, a, true),
-        Some(_) => Err(Status::unimplemented(format!("table `{}`: the default entry takes an action, not a member, group or action set", t.name))),
+        Some(_) => Err(Status::unimplemented(format!(
+            "table `{}`: the default entry takes an action, not a member, group or action set",
+            t.name
+        ))),
         None => Ok(t.default_action.clone()),
     }
 }
@@ -211,48 +339,106 @@ pub(crate) fn default_action(prog: &Program, t: &Table, te: &p4::TableEntry) -> 
 /// An action call as a P4Runtime action.
 pub(crate) fn action_to_p4(prog: &Program, a: &ActionCall) -> p4::Action {
     let act = &prog.actions[a.action as usize];
-    let params = act.params.iter().zip(&a.args).map(|(p, v)| p4::action::Param { param_id: p.id, value: value_to_bytes(v) }).collect();
-    p4::Action { action_id: act.id, params }
+    let params = act
+        .params
+        .iter()
+        .zip(&a.args)
+        .map(|(p, v)| p4::action::Param {
+            param_id: p.id,
+            value: value_to_bytes(v),
+        })
+        .collect();
+    p4::Action {
+        action_id: act.id,
+        params,
+    }
 }
 
 pub(crate) fn meter_rates(c: &p4::MeterConfig, what: &str) -> Result<MeterRates, Status> {
     if c.cir < 0 || c.cburst < 0 || c.pir < 0 || c.pburst < 0 {
-        return Err(Status::invalid_argument(format!("{what}: meter rates and bursts cannot be negative")));
+        return Err(Status::invalid_argument(format!(
+            "{what}: meter rates and bursts cannot be negative"
+        )));
     }
     if c.pir < c.cir {
-        return Err(Status::invalid_argument(format!("{what}: the peak rate ({}) is below the committed rate ({})", c.pir, c.cir)));
+        return Err(Status::invalid_argument(format!(
+            "{what}: the peak rate ({}) is below the committed rate ({})",
+            c.pir, c.cir
+        )));
     }
     if c.eburst != 0 {
-        return Err(Status::invalid_argument(format!("{what}: eburst is for single-rate meters; these are two-rate three-color meters")));
+        return Err(Status::invalid_argument(format!(
+            "{what}: eburst is for single-rate meters; these are two-rate three-color meters"
+        )));
     }
-    Ok(MeterRates { cir: c.cir as u64, cbs: c.cburst as u64, pir: c.pir as u64, pbs: c.pburst as u64 })
+    Ok(MeterRates {
+        cir: c.cir as u64,
+        cbs: c.cburst as u64,
+        pir: c.pir as u64,
+        pbs: c.pburst as u64,
+    })
 }
 
 pub(crate) fn meter_config(r: &MeterRates) -> p4::MeterConfig {
-    p4::MeterConfig { cir: r.cir as i64, cburst: r.cbs as i64, pir: r.pir as i64, pburst: r.pbs as i64, eburst: 0 }
+    p4::MeterConfig {
+        cir: r.cir as i64,
+        cburst: r.cbs as i64,
+        pir: r.pir as i64,
+        pburst: r.pbs as i64,
+        eburst: 0,
+    }
 }
 
-pub(crate) fn from_entry(prog: &Program, t: &Table, e: &TableEntry, packets: u64, bytes: u64) -> p4::TableEntry {
+pub(crate) fn from_entry(
+    prog: &Program,
+    t: &Table,
+    e: &TableEntry,
+    packets: u64,
+    bytes: u64,
+) -> p4::TableEntry {
     use p4::field_match::FieldMatchType as M;
     let mut ms = vec![];
     for (k, m) in t.keys.iter().zip(&e.matches) {
         let fm = match m {
             FieldMatch::Any => continue,
-            FieldMatch::Exact(v) => M::Exact(p4::field_match::Exact { value: value_to_bytes(v) }),
-            FieldMatch::Ternary { value, mask } => M::Ternary(p4::field_match::Ternary { value: value_to_bytes(value), mask: value_to_bytes(mask) }),
-            FieldMatch::Lpm { value, prefix_len } => M::Lpm(p4::field_match::Lpm { value: value_to_bytes(value), prefix_len: *prefix_len as i32 }),
-            FieldMatch::Range { lo, hi } => M::Range(p4::field_match::Range { low: value_to_bytes(lo), high: value_to_bytes(hi) }),
-            FieldMatch::Optional(Some(v)) => M::Optional(p4::field_match::Optional { value: value_to_bytes(v) }),
+            FieldMatch::Exact(v) => M::Exact(p4::field_match::Exact {
+                value: value_to_bytes(v),
+            }),
+            FieldMatch::Ternary { value, mask } => M::Ternary(p4::field_match::Ternary {
+                value: value_to_bytes(value),
+                mask: value_to_bytes(mask),
+            }),
+            FieldMatch::Lpm { value, prefix_len } => M::Lpm(p4::field_match::Lpm {
+                value: value_to_bytes(value),
+                prefix_len: *prefix_len as i32,
+            }),
+            FieldMatch::Range { lo, hi } => M::Range(p4::field_match::Range {
+                low: value_to_bytes(lo),
+                high: value_to_bytes(hi),
+            }),
+            FieldMatch::Optional(Some(v)) => M::Optional(p4::field_match::Optional {
+                value: value_to_bytes(v),
+            }),
             FieldMatch::Optional(None) => continue,
         };
-        ms.push(p4::FieldMatch { field_id: k.id, field_match_type: Some(fm) });
+        ms.push(p4::FieldMatch {
+            field_id: k.id,
+            field_match_type: Some(fm),
+        });
     }
     p4::TableEntry {
         table_id: t.id,
         r#match: ms,
-        action: Some(p4::TableAction { r#type: Some(p4::table_action::Type::Action(action_to_p4(prog, &e.action))) }),
+        action: Some(p4::TableAction {
+            r#type: Some(p4::table_action::Type::Action(action_to_p4(
+                prog, &e.action,
+            ))),
+        }),
         priority: e.priority,
-        counter_data: t.direct_counter.map(|_| p4::CounterData { byte_count: bytes as i64, packet_count: packets as i64 }),
+        counter_data: t.direct_counter.map(|_| p4::CounterData {
+            byte_count: bytes as i64,
+            packet_count: packets as i64,
+        }),
         ..Default::default()
     }
 }
@@ -263,14 +449,25 @@ mod tests {
     use tonic::Code;
 
     fn router() -> Program {
-        p4sec_frontend::compile_str("ipv4_router.p4", include_str!("../../../programs/ipv4_router.p4"), &Default::default()).unwrap()
+        p4sec_frontend::compile_str(
+            "ipv4_router.p4",
+            include_str!("../../../programs/ipv4_router.p4"),
+            &Default::default(),
+        )
+        .unwrap()
     }
 
     fn lpm_entry(value: &[u8], prefix_len: i32) -> p4::TableEntry {
-        let lpm = p4::field_match::Lpm { value: value.to_vec(), prefix_len };
+        let lpm = p4::field_match::Lpm {
+            value: value.to_vec(),
+            prefix_len,
+        };
         p4::TableEntry {
             table_id: 0,
-            r#match: vec![p4::FieldMatch { field_id: 1, field_match_type: Some(p4::field_match::FieldMatchType::Lpm(lpm)) }],
+            r#match: vec![p4::FieldMatch {
+                field_id: 1,
+                field_match_type: Some(p4::field_match::FieldMatchType::Lpm(lpm)),
+            }],
             ..Default::default()
         }
     }
@@ -284,30 +481,59 @@ mod tests {
         assert!(to_match(&prog, t, &lpm_entry(&[10, 0, 0, 0], 8)).is_ok());
         assert!(to_match(&prog, t, &lpm_entry(&[10, 0, 1, 0], 24)).is_ok());
         assert!(to_match(&prog, t, &lpm_entry(&[10, 0, 0, 1], 32)).is_ok());
-        for (v, len) in [(&[10u8, 0, 0, 1][..], 8), (&[10, 255, 0, 0][..], 8), (&[10, 0, 1, 1][..], 31)] {
+        for (v, len) in [
+            (&[10u8, 0, 0, 1][..], 8),
+            (&[10, 255, 0, 0][..], 8),
+            (&[10, 0, 1, 1][..], 31),
+        ] {
             let e = to_match(&prog, t, &lpm_entry(v, len)).unwrap_err();
             assert_eq!(e.code(), Code::InvalidArgument);
             assert!(e.message().contains("outside its"), "{}", e.message());
         }
         let e = to_match(&prog, t, &lpm_entry(&[0], 0)).unwrap_err();
-        assert!(e.code() == Code::InvalidArgument && e.message().contains("omit the field"), "{}", e.message());
+        assert!(
+            e.code() == Code::InvalidArgument && e.message().contains("omit the field"),
+            "{}",
+            e.message()
+        );
         // omitted: a don't-care
-        let any = p4::TableEntry { table_id: 0, ..Default::default() };
-        assert_eq!(to_match(&prog, t, &any).unwrap().matches, vec![FieldMatch::Any]);
+        let any = p4::TableEntry {
+            table_id: 0,
+            ..Default::default()
+        };
+        assert_eq!(
+            to_match(&prog, t, &any).unwrap().matches,
+            vec![FieldMatch::Any]
+        );
     }
 
-    /// Byte strings: empty is refused, zero padding up to the field's bytes is accepted, longer strings are
-    /// refused, and a value wider than the field is OUT_OF_RANGE.
+    /// Byte strings: empty is refused, zero padding up to the field's bytes is accepted, longer
+    /// strings are refused, and a value wider than the field is OUT_OF_RANGE.
     #[test]
     fn byte_strings_follow_the_specification() {
         assert_eq!(bytes_to_value(&[0x01], 9, "p").unwrap(), Value::new(9, 1));
-        assert_eq!(bytes_to_value(&[0x00, 0x01], 9, "p").unwrap(), Value::new(9, 1));
+        assert_eq!(
+            bytes_to_value(&[0x00, 0x01], 9, "p").unwrap(),
+            Value::new(9, 1)
+        );
         assert_eq!(bytes_to_value(&[0x00], 9, "p").unwrap(), Value::new(9, 0));
-        assert_eq!(bytes_to_value(&[], 9, "p").unwrap_err().code(), Code::InvalidArgument);
-        assert_eq!(bytes_to_value(&[0x00, 0x00, 0x01], 9, "p").unwrap_err().code(), Code::InvalidArgument);
+        assert_eq!(
+            bytes_to_value(&[], 9, "p").unwrap_err().code(),
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            bytes_to_value(&[0x00, 0x00, 0x01], 9, "p")
+                .unwrap_err()
+                .code(),
+            Code::InvalidArgument
+        );
         let e = bytes_to_value(&[0x02, 0x00], 9, "p").unwrap_err();
         assert_eq!(e.code(), Code::OutOfRange);
-        assert!(e.message().contains("10 significant bits"), "{}", e.message());
+        assert!(
+            e.message().contains("10 significant bits"),
+            "{}",
+            e.message()
+        );
     }
 
     /// A ternary mask of 0 is a don't-care: the field must be omitted.
@@ -324,15 +550,25 @@ mod tests {
         let prog = p4sec_frontend::compile_str("t.p4", src, &Default::default()).unwrap();
         let t = &prog.tables[0];
         let entry = |mask: &[u8]| {
-            let x = p4::field_match::Ternary { value: vec![0], mask: mask.to_vec() };
+            let x = p4::field_match::Ternary {
+                value: vec![0],
+                mask: mask.to_vec(),
+            };
             p4::TableEntry {
-                r#match: vec![p4::FieldMatch { field_id: 1, field_match_type: Some(p4::field_match::FieldMatchType::Ternary(x)) }],
+                r#match: vec![p4::FieldMatch {
+                    field_id: 1,
+                    field_match_type: Some(p4::field_match::FieldMatchType::Ternary(x)),
+                }],
                 priority: 1,
                 ..Default::default()
             }
         };
         assert!(to_match(&prog, t, &entry(&[0xff])).is_ok());
         let e = to_match(&prog, t, &entry(&[0])).unwrap_err();
-        assert!(e.code() == Code::InvalidArgument && e.message().contains("omit the field"), "{}", e.message());
+        assert!(
+            e.code() == Code::InvalidArgument && e.message().contains("omit the field"),
+            "{}",
+            e.message()
+        );
     }
 }

@@ -1,7 +1,8 @@
-//! The gRPC codec of the P4Runtime service: prost's encoding and decoding, except that a request body that
-//! does not decode as its message is INVALID_ARGUMENT (the P4Runtime specification's code for a malformed
-//! request) with the message type and prost's reason, where tonic's own `ProstCodec` answers INTERNAL.
-//! The generated service and client use it through tonic-build's `codec_path` (see build.rs).
+//! The gRPC codec of the P4Runtime service: prost's encoding and decoding, except that a request
+//! body that does not decode as its message is INVALID_ARGUMENT (the P4Runtime specification's code
+//! for a malformed request) with the message type and prost's reason, where tonic's own
+//! `ProstCodec` answers INTERNAL. The generated service and client use it through tonic-build's
+//! `codec_path` (see build.rs).
 
 use std::marker::PhantomData;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, ProstCodec};
@@ -55,7 +56,12 @@ impl<U: prost::Message + Default> Decoder for P4Decoder<U> {
     type Error = Status;
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
-        U::decode(buf).map(Some).map_err(|e| Status::invalid_argument(format!("the request does not decode as a {}: {e}", message_name::<U>())))
+        U::decode(buf).map(Some).map_err(|e| {
+            Status::invalid_argument(format!(
+                "the request does not decode as a {}: {e}",
+                message_name::<U>()
+            ))
+        })
     }
 
     fn buffer_settings(&self) -> BufferSettings {
@@ -69,6 +75,9 @@ mod tests {
 
     #[test]
     fn names_drop_the_module_path() {
-        assert_eq!(message_name::<crate::proto::p4::v1::WriteRequest>(), "WriteRequest");
+        assert_eq!(
+            message_name::<crate::proto::p4::v1::WriteRequest>(),
+            "WriteRequest"
+        );
     }
 }

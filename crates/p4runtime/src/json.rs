@@ -1,7 +1,8 @@
-//! Protobuf messages in the proto3 JSON mapping, driven by the descriptors the messages were generated from
-//! (`build.rs` keeps them): field names in lowerCamelCase, 64-bit integers as strings, bytes in base64, enums by
-//! name, maps as objects, default values left out. Used for `p4sec compile --p4runtime-files NAME.json` (the
-//! P4Info as the reference compiler writes it in JSON).
+//! Protobuf messages in the proto3 JSON mapping, driven by the descriptors the messages were
+//! generated from (`build.rs` keeps them): field names in lowerCamelCase, 64-bit integers as
+//! strings, bytes in base64, enums by name, maps as objects, default values left out. Used for
+//! `p4sec compile --p4runtime-files NAME.json` (the P4Info as the reference compiler writes it in
+//! JSON).
 
 use prost::Message;
 use prost_types::field_descriptor_proto::{Label, Type};
@@ -20,8 +21,12 @@ struct Schema {
 
 impl Schema {
     fn load() -> Result<Schema, String> {
-        let fds = FileDescriptorSet::decode(DESCRIPTORS).map_err(|e| format!("the P4Runtime descriptors: {e}"))?;
-        let mut s = Schema { messages: HashMap::new(), enums: HashMap::new() };
+        let fds = FileDescriptorSet::decode(DESCRIPTORS)
+            .map_err(|e| format!("the P4Runtime descriptors: {e}"))?;
+        let mut s = Schema {
+            messages: HashMap::new(),
+            enums: HashMap::new(),
+        };
         for f in &fds.file {
             let pkg = f.package();
             for e in &f.enum_type {
@@ -35,7 +40,13 @@ impl Schema {
     }
 
     fn add_enum(&mut self, name: &str, e: &prost_types::EnumDescriptorProto) {
-        self.enums.insert(name.to_string(), e.value.iter().map(|v| (v.number(), v.name().to_string())).collect());
+        self.enums.insert(
+            name.to_string(),
+            e.value
+                .iter()
+                .map(|v| (v.number(), v.name().to_string()))
+                .collect(),
+        );
     }
 
     fn add_message(&mut self, name: &str, m: &DescriptorProto) {
@@ -148,7 +159,9 @@ fn base64(b: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for c in b.chunks(3) {
-        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
         for k in 0..4 {
             if k <= c.len() {
                 out.push(A[((n >> (18 - 6 * k)) & 63) as usize] as char);
@@ -166,11 +179,22 @@ fn indent(out: &mut String, depth: usize) {
 }
 
 /// A scalar of type `ty` (one value; packed repeated values are split by the caller).
-fn scalar(schema: &Schema, f: &prost_types::FieldDescriptorProto, v: &Wire, out: &mut String, depth: usize) -> Result<(), String> {
+fn scalar(
+    schema: &Schema,
+    f: &prost_types::FieldDescriptorProto,
+    v: &Wire,
+    out: &mut String,
+    depth: usize,
+) -> Result<(), String> {
     let ty = f.r#type();
     match (ty, v) {
-        (Type::Message, Wire::Bytes(b)) => message(schema, f.type_name().trim_start_matches('.'), b, out, depth)?,
-        (Type::String, Wire::Bytes(b)) => quote(std::str::from_utf8(b).map_err(|_| format!("{}: not UTF-8", f.name()))?, out),
+        (Type::Message, Wire::Bytes(b)) => {
+            message(schema, f.type_name().trim_start_matches('.'), b, out, depth)?
+        }
+        (Type::String, Wire::Bytes(b)) => quote(
+            std::str::from_utf8(b).map_err(|_| format!("{}: not UTF-8", f.name()))?,
+            out,
+        ),
         (Type::Bytes, Wire::Bytes(b)) => quote(&base64(b), out),
         (Type::Bool, Wire::Varint(x)) => out.push_str(if *x != 0 { "true" } else { "false" }),
         (Type::Int32, Wire::Varint(x)) => {
@@ -209,13 +233,22 @@ fn scalar(schema: &Schema, f: &prost_types::FieldDescriptorProto, v: &Wire, out:
         (Type::Float, Wire::Fixed32(x)) => {
             let _ = write!(out, "{}", f32::from_bits(*x));
         }
-        (Type::Enum, Wire::Varint(x)) => match schema.enums.get(f.type_name().trim_start_matches('.')).and_then(|e| e.get(&(*x as i32))) {
+        (Type::Enum, Wire::Varint(x)) => match schema
+            .enums
+            .get(f.type_name().trim_start_matches('.'))
+            .and_then(|e| e.get(&(*x as i32)))
+        {
             Some(name) => quote(name, out),
             None => {
                 let _ = write!(out, "{}", *x as i32);
             }
         },
-        _ => return Err(format!("field {}: unexpected wire type for {ty:?}", f.name())),
+        _ => {
+            return Err(format!(
+                "field {}: unexpected wire type for {ty:?}",
+                f.name()
+            ))
+        }
     }
     Ok(())
 }
@@ -242,11 +275,20 @@ fn unpack<'a>(ty: Type, b: &'a [u8]) -> Result<Vec<Wire<'a>>, String> {
     Ok(out)
 }
 
-fn message(schema: &Schema, name: &str, b: &[u8], out: &mut String, depth: usize) -> Result<(), String> {
+fn message(
+    schema: &Schema,
+    name: &str,
+    b: &[u8],
+    out: &mut String,
+    depth: usize,
+) -> Result<(), String> {
     if name == "google.protobuf.Any" {
         return any(schema, b, out, depth);
     }
-    let desc = schema.messages.get(name).ok_or_else(|| format!("message type {name} not in the descriptors"))?;
+    let desc = schema
+        .messages
+        .get(name)
+        .ok_or_else(|| format!("message type {name} not in the descriptors"))?;
     // the fields in the order of their first appearance, each with all its values
     let mut order: Vec<u32> = vec![];
     let mut values: HashMap<u32, Vec<Wire>> = HashMap::new();
@@ -257,7 +299,10 @@ fn message(schema: &Schema, name: &str, b: &[u8], out: &mut String, depth: usize
             order.push(num);
         }
         match (f, v) {
-            (Some(f), Wire::Bytes(p)) if f.label() == Label::Repeated && !matches!(f.r#type(), Type::Message | Type::String | Type::Bytes) => {
+            (Some(f), Wire::Bytes(p))
+                if f.label() == Label::Repeated
+                    && !matches!(f.r#type(), Type::Message | Type::String | Type::Bytes) =>
+            {
                 e.extend(unpack(f.r#type(), p)?)
             }
             (_, v) => e.push(v),
@@ -266,7 +311,9 @@ fn message(schema: &Schema, name: &str, b: &[u8], out: &mut String, depth: usize
     out.push('{');
     let mut first = true;
     for num in order {
-        let Some(f) = desc.field.iter().find(|f| f.number() == num as i32) else { continue }; // unknown fields are left out
+        let Some(f) = desc.field.iter().find(|f| f.number() == num as i32) else {
+            continue;
+        }; // unknown fields are left out
         let vals = &values[&num];
         if !first {
             out.push(',');
@@ -303,19 +350,35 @@ fn message(schema: &Schema, name: &str, b: &[u8], out: &mut String, depth: usize
     Ok(())
 }
 
-/// A map field: its entries (messages of a key and a value field) as one object keyed by the key's text.
-fn map(schema: &Schema, entry: &DescriptorProto, vals: &[Wire], out: &mut String, depth: usize) -> Result<(), String> {
-    let (Some(kf), Some(vf)) = (entry.field.iter().find(|f| f.number() == 1), entry.field.iter().find(|f| f.number() == 2)) else {
+/// A map field: its entries (messages of a key and a value field) as one object keyed by the key's
+/// text.
+fn map(
+    schema: &Schema,
+    entry: &DescriptorProto,
+    vals: &[Wire],
+    out: &mut String,
+    depth: usize,
+) -> Result<(), String> {
+    let (Some(kf), Some(vf)) = (
+        entry.field.iter().find(|f| f.number() == 1),
+        entry.field.iter().find(|f| f.number() == 2),
+    ) else {
         return Err(format!("map entry {} without key and value", entry.name()));
     };
     out.push('{');
     for (k, v) in vals.iter().enumerate() {
-        let Wire::Bytes(b) = v else { return Err(format!("map {}: not a message", entry.name())) };
+        let Wire::Bytes(b) = v else {
+            return Err(format!("map {}: not a message", entry.name()));
+        };
         let fs = fields(b)?;
         let mut key = String::new();
         match fs.iter().rev().find(|(n, _)| *n == 1) {
             Some((_, w)) => scalar(schema, kf, w, &mut key, 0)?,
-            None => key.push_str(if kf.r#type() == Type::String { "\"\"" } else { "0" }),
+            None => key.push_str(if kf.r#type() == Type::String {
+                "\"\""
+            } else {
+                "0"
+            }),
         }
         if k > 0 {
             out.push(',');
@@ -330,7 +393,11 @@ fn map(schema: &Schema, entry: &DescriptorProto, vals: &[Wire], out: &mut String
         match fs.iter().rev().find(|(n, _)| *n == 2) {
             Some((_, w)) => scalar(schema, vf, w, out, depth + 1)?,
             None if vf.r#type() == Type::Message => out.push_str("{}"),
-            None => out.push_str(if vf.r#type() == Type::String { "\"\"" } else { "0" }),
+            None => out.push_str(if vf.r#type() == Type::String {
+                "\"\""
+            } else {
+                "0"
+            }),
         }
     }
     if !vals.is_empty() {
@@ -340,13 +407,15 @@ fn map(schema: &Schema, entry: &DescriptorProto, vals: &[Wire], out: &mut String
     Ok(())
 }
 
-/// `google.protobuf.Any`: `{"@type": URL, ...the packed message's fields}` when its type is in the descriptors,
-/// else `{"@type": URL, "value": base64}`.
+/// `google.protobuf.Any`: `{"@type": URL, ...the packed message's fields}` when its type is in the
+/// descriptors, else `{"@type": URL, "value": base64}`.
 fn any(schema: &Schema, b: &[u8], out: &mut String, depth: usize) -> Result<(), String> {
     let (mut url, mut value): (&str, &[u8]) = ("", &[]);
     for (num, v) in fields(b)? {
         match (num, v) {
-            (1, Wire::Bytes(s)) => url = std::str::from_utf8(s).map_err(|_| "Any.type_url: not UTF-8")?,
+            (1, Wire::Bytes(s)) => {
+                url = std::str::from_utf8(s).map_err(|_| "Any.type_url: not UTF-8")?
+            }
             (2, Wire::Bytes(s)) => value = s,
             _ => {}
         }
@@ -370,7 +439,12 @@ fn any(schema: &Schema, b: &[u8], out: &mut String, depth: usize) -> Result<(), 
     } else if inner.len() > 2 {
         // the packed message's fields after "@type"
         out.push(',');
-        out.push_str(inner.trim_start_matches('{').trim_end_matches('}').trim_end());
+        out.push_str(
+            inner
+                .trim_start_matches('{')
+                .trim_end_matches('}')
+                .trim_end(),
+        );
     }
     indent(out, depth);
     out.push('}');

@@ -1,7 +1,8 @@
-//! The switch's stderr messages and their level (`p4sec switch --log LEVEL`): `error` and `warn` for what
-//! went wrong, `info` (the default) for port events and P4Runtime connections, `debug` for per-port
-//! details, `trace` for one line per packet. Pipeline traces (`--trace`) are separate and always written
-//! when asked for. The switch crate re-exports this module and has its own `p4log!` macro.
+//! The switch's stderr messages and their level (`p4sec switch --log LEVEL`): `error` and `warn`
+//! for what went wrong, `info` (the default) for port events and P4Runtime connections, `debug` for
+//! per-port details, `trace` for one line per packet. Pipeline traces (`--trace`) are separate and
+//! always written when asked for. The switch crate re-exports this module and has its own `p4log!`
+//! macro.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -24,7 +25,11 @@ impl std::str::FromStr for Level {
             "info" => Level::Info,
             "debug" => Level::Debug,
             "trace" => Level::Trace,
-            _ => return Err(format!("unknown log level `{s}` (error, warn, info, debug or trace)")),
+            _ => {
+                return Err(format!(
+                    "unknown log level `{s}` (error, warn, info, debug or trace)"
+                ))
+            }
         })
     }
 }
@@ -54,7 +59,8 @@ pub fn write(l: Level, args: std::fmt::Arguments) {
     eprintln!("p4sec switch: {tag}{args}");
 }
 
-/// `rtlog!(Level::Info, "controller {} connected", peer)`: a message on stderr if the level is enabled.
+/// `rtlog!(Level::Info, "controller {} connected", peer)`: a message on stderr if the level is
+/// enabled.
 #[macro_export]
 macro_rules! rtlog {
     ($lvl:expr, $($arg:tt)*) => {

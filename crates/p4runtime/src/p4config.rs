@@ -1,8 +1,9 @@
 //! The device config of SetForwardingPipelineConfig as clients send it: p4sec's program file
-//! (`program.json` from `p4sec compile`), raw or wrapped in `p4.tmp.P4DeviceConfig`, the message BMv2's
-//! clients (`simple_switch_grpc` tutorials and loaders) send. The message is declared here from its layout in
-//! the P4Runtime project's `p4/tmp/p4config.proto` (three fields), since the `p4runtime` package does not ship
-//! it. A BMv2 JSON (`p4c-bm2-ss` output) where the program should be gets an error naming `p4sec compile`.
+//! (`program.json` from `p4sec compile`), raw or wrapped in `p4.tmp.P4DeviceConfig`, the message
+//! BMv2's clients (`simple_switch_grpc` tutorials and loaders) send. The message is declared here
+//! from its layout in the P4Runtime project's `p4/tmp/p4config.proto` (three fields), since the
+//! `p4runtime` package does not ship it. A BMv2 JSON (`p4c-bm2-ss` output) where the program should
+//! be gets an error naming `p4sec compile`.
 
 use p4sec_ir::Program;
 use prost::Message;
@@ -30,8 +31,8 @@ pub struct Extras {
 const NOT_A_PROGRAM: &str = "the device config must be a p4sec program (program.json from `p4sec compile`), as it is or as the \
      device_data of a p4.tmp.P4DeviceConfig";
 
-/// The program in a device config: the config itself when it is JSON text (p4sec's program file), else the
-/// `device_data` of the `P4DeviceConfig` it encodes.
+/// The program in a device config: the config itself when it is JSON text (p4sec's program file),
+/// else the `device_data` of the `P4DeviceConfig` it encodes.
 fn program_bytes(config: &[u8]) -> Result<Cow<'_, [u8]>, String> {
     if config.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
         return Ok(Cow::Borrowed(config));
@@ -45,10 +46,13 @@ fn program_bytes(config: &[u8]) -> Result<Cow<'_, [u8]>, String> {
     }
 }
 
-/// Whether `text` is a BMv2 JSON (the output of `p4c-bm2-ss`: an object with `header_types`, `pipelines`, ...).
+/// Whether `text` is a BMv2 JSON (the output of `p4c-bm2-ss`: an object with `header_types`,
+/// `pipelines`, ...).
 fn is_bmv2_json(text: &str) -> bool {
     match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Object(m)) => m.contains_key("header_types") || m.contains_key("pipelines"),
+        Ok(serde_json::Value::Object(m)) => {
+            m.contains_key("header_types") || m.contains_key("pipelines")
+        }
         _ => false,
     }
 }
@@ -74,11 +78,14 @@ mod tests {
 
     fn program_json() -> Vec<u8> {
         let src = include_str!("../../../programs/ipv4_router.p4");
-        p4sec_frontend::compile_str("ipv4_router.p4", src, &Default::default()).unwrap().to_json().into_bytes()
+        p4sec_frontend::compile_str("ipv4_router.p4", src, &Default::default())
+            .unwrap()
+            .to_json()
+            .into_bytes()
     }
 
-    /// The bytes a BMv2 client sends: reassign = true (field 1), an Extras with one kv pair (field 2), the
-    /// program (field 3), written out by hand from the wire format.
+    /// The bytes a BMv2 client sends: reassign = true (field 1), an Extras with one kv pair (field
+    /// 2), the program (field 3), written out by hand from the wire format.
     fn wrapped(data: &[u8]) -> Vec<u8> {
         let mut v = vec![0x08, 0x01];
         let kv_entry = [&[0x0a, 0x01, b'k', 0x12, 0x01, b'v'][..]].concat();
@@ -104,7 +111,11 @@ mod tests {
         let c = P4DeviceConfig::decode(&w[..]).unwrap();
         assert!(c.reassign);
         assert_eq!(c.extras.unwrap().kv.get("k").map(String::as_str), Some("v"));
-        assert_eq!(program(&w).unwrap(), raw, "the wrapped program is the same program");
+        assert_eq!(
+            program(&w).unwrap(),
+            raw,
+            "the wrapped program is the same program"
+        );
     }
 
     #[test]
@@ -112,11 +123,20 @@ mod tests {
         let bmv2 = br#"{"header_types": [], "headers": [], "parsers": [], "pipelines": [], "program": "basic.p4"}"#;
         for config in [bmv2.to_vec(), wrapped(bmv2)] {
             let e = program(&config).unwrap_err();
-            assert!(e.contains("BMv2 JSON") && e.contains("`p4sec compile"), "{e}");
+            assert!(
+                e.contains("BMv2 JSON") && e.contains("`p4sec compile"),
+                "{e}"
+            );
         }
-        assert!(program(b"").unwrap_err().contains("must be a p4sec program"));
-        assert!(program(&[0xff, 0xfe, 0x00]).unwrap_err().contains("must be a p4sec program"));
-        assert!(program(&wrapped(b"")).unwrap_err().contains("empty device_data"));
+        assert!(program(b"")
+            .unwrap_err()
+            .contains("must be a p4sec program"));
+        assert!(program(&[0xff, 0xfe, 0x00])
+            .unwrap_err()
+            .contains("must be a p4sec program"));
+        assert!(program(&wrapped(b""))
+            .unwrap_err()
+            .contains("empty device_data"));
         // a JSON that is neither keeps the program loader's own error
         assert!(!program(b"{\"tables\": 3}").unwrap_err().contains("BMv2"));
     }

@@ -1,5 +1,5 @@
-//! The `p4.v1.P4Runtime` gRPC service over a [`Device`]: pipeline configuration, Write and Read (delegated
-//! to `write.rs` and `read.rs`), primary arbitration on the stream channel, and TLS.
+//! The `p4.v1.P4Runtime` gRPC service over a [`Device`]: pipeline configuration, Write and Read
+//! (delegated to `write.rs` and `read.rs`), primary arbitration on the stream channel, and TLS.
 
 use crate::codec::{eid, to_uint128};
 use crate::device::{Arbitration, Controller};
@@ -14,12 +14,19 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Request, Response, Status};
 
 /// Log a change of primary controller (from `before` to `after`, as (election id, address)).
-fn log_primary_change(device_id: u64, before: &Option<(u128, String)>, after: &Option<(u128, String)>) {
+fn log_primary_change(
+    device_id: u64,
+    before: &Option<(u128, String)>,
+    after: &Option<(u128, String)>,
+) {
     if before == after {
         return;
     }
     if let Some((id, peer)) = before {
-        rtlog!(crate::log::Level::Info, "P4Runtime: device {device_id}: {peer} (election id {id}) lost primary");
+        rtlog!(
+            crate::log::Level::Info,
+            "P4Runtime: device {device_id}: {peer} (election id {id}) lost primary"
+        );
     }
     match after {
         Some((id, peer)) => rtlog!(crate::log::Level::Info, "P4Runtime: device {device_id}: {peer} (election id {id}) is now the primary controller"),
@@ -30,9 +37,10 @@ fn log_primary_change(device_id: u64, before: &Option<(u128, String)>, after: &O
 /// A Write of at least this many updates is followed by [`release_free_memory`].
 const TRIM_AFTER_UPDATES: usize = 1024;
 
-/// Give the memory freed by a large Write (its decoded request, the per-update state, the replaced table
-/// versions) back to the system. glibc's allocator keeps freed memory in its per-thread arenas: without
-/// this, 60k-entry insert/delete cycles left ~300 MB resident with empty tables (docs/switch.md, Hardening).
+/// Give the memory freed by a large Write (its decoded request, the per-update state, the replaced
+/// table versions) back to the system. glibc's allocator keeps freed memory in its per-thread
+/// arenas: without this, 60k-entry insert/delete cycles left ~300 MB resident with empty tables
+/// (docs/switch.md, Hardening).
 fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists; it takes no pointer.
@@ -41,10 +49,10 @@ fn release_free_memory() {
     }
 }
 
-/// The largest request the server decodes (and response it sends): 64 MiB. A Write of ~1 M exact-match
-/// entries fits; the largest table a program may declare cannot take more entries than that in one batch
-/// anyway. A larger message is refused by gRPC before it is decoded (OUT_OF_RANGE "message length too
-/// large"), so no request costs more memory than this plus its decoded form.
+/// The largest request the server decodes (and response it sends): 64 MiB. A Write of ~1 M
+/// exact-match entries fits; the largest table a program may declare cannot take more entries than
+/// that in one batch anyway. A larger message is refused by gRPC before it is decoded (OUT_OF_RANGE
+/// "message length too large"), so no request costs more memory than this plus its decoded form.
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 
 /// The gRPC service.
@@ -57,7 +65,10 @@ type StreamOut<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'stati
 impl Service {
     fn check_device(&self, id: u64) -> Result<(), Status> {
         if id != self.device.device_id {
-            return Err(Status::not_found(format!("no device with id {id} (this is device {})", self.device.device_id)));
+            return Err(Status::not_found(format!(
+                "no device with id {id} (this is device {})",
+                self.device.device_id
+            )));
         }
         Ok(())
     }
@@ -65,8 +76,12 @@ impl Service {
         let arb = self.device.arb.lock().unwrap_or_else(|p| p.into_inner());
         match arb.primary() {
             Some(p) if p == eid(election) => Ok(()),
-            Some(_) => Err(Status::permission_denied("this client is not the primary controller")),
-            None => Err(Status::permission_denied("no controller has arbitrated on the stream channel")),
+            Some(_) => Err(Status::permission_denied(
+                "this client is not the primary controller",
+            )),
+            None => Err(Status::permission_denied(
+                "no controller has arbitrated on the stream channel",
+            )),
         }
     }
     fn pipeline(&self) -> Result<Arc<Pipeline>, Status> {
@@ -81,7 +96,10 @@ impl Service {
 
 #[tonic::async_trait]
 impl p4::p4_runtime_server::P4Runtime for Service {
-    async fn write(&self, req: Request<p4::WriteRequest>) -> Result<Response<p4::WriteResponse>, Status> {
+    async fn write(
+        &self,
+        req: Request<p4::WriteRequest>,
+    ) -> Result<Response<p4::WriteResponse>, Status> {
         let r = req.into_inner();
         let n = r.updates.len();
         let res = (|| {
@@ -99,7 +117,10 @@ impl p4::p4_runtime_server::P4Runtime for Service {
 
     type ReadStream = StreamOut<p4::ReadResponse>;
 
-    async fn read(&self, req: Request<p4::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
+    async fn read(
+        &self,
+        req: Request<p4::ReadRequest>,
+    ) -> Result<Response<Self::ReadStream>, Status> {
         let r = req.into_inner();
         self.check_device(r.device_id)?;
         let pl = self.pipeline()?;
@@ -112,12 +133,21 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         &self,
         req: Request<p4::SetForwardingPipelineConfigRequest>,
     ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
-        let peer = req.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "a client".into());
+        let peer = req
+            .remote_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "a client".into());
         let r = req.into_inner();
         let (action, election) = (r.action, eid(&r.election_id));
-        let name =
-            p4::set_forwarding_pipeline_config_request::Action::try_from(action).map(|a| a.as_str_name().to_string()).unwrap_or_else(|_| action.to_string());
-        let cookie = r.config.as_ref().and_then(|c| c.cookie.as_ref()).map(|c| c.cookie).unwrap_or(0);
+        let name = p4::set_forwarding_pipeline_config_request::Action::try_from(action)
+            .map(|a| a.as_str_name().to_string())
+            .unwrap_or_else(|_| action.to_string());
+        let cookie = r
+            .config
+            .as_ref()
+            .and_then(|c| c.cookie.as_ref())
+            .map(|c| c.cookie)
+            .unwrap_or(0);
         let res = self.set_pipeline(r);
         match &res {
             Ok(_) => rtlog!(
@@ -145,22 +175,36 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         let r = req.into_inner();
         self.check_device(r.device_id)?;
         let pl = self.pipeline()?;
-        // as BMv2 answers: the cookie always, the P4Info and the device config (the bytes the controller sent)
-        // as the response type asks
+        // as BMv2 answers: the cookie always, the P4Info and the device config (the bytes the
+        // controller sent) as the response type asks
         use p4::get_forwarding_pipeline_config_request::ResponseType as R;
-        let rt = R::try_from(r.response_type).map_err(|_| Status::invalid_argument(format!("unknown response type {}", r.response_type)))?;
+        let rt = R::try_from(r.response_type).map_err(|_| {
+            Status::invalid_argument(format!("unknown response type {}", r.response_type))
+        })?;
         let config = p4::ForwardingPipelineConfig {
             p4info: matches!(rt, R::All | R::P4infoAndCookie).then(|| pl.p4info.clone()),
-            p4_device_config: if matches!(rt, R::All | R::DeviceConfigAndCookie) { pl.device_config.clone() } else { vec![] },
+            p4_device_config: if matches!(rt, R::All | R::DeviceConfigAndCookie) {
+                pl.device_config.clone()
+            } else {
+                vec![]
+            },
             cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie: pl.cookie }),
         };
-        Ok(Response::new(p4::GetForwardingPipelineConfigResponse { config: Some(config) }))
+        Ok(Response::new(p4::GetForwardingPipelineConfigResponse {
+            config: Some(config),
+        }))
     }
 
     type StreamChannelStream = StreamOut<p4::StreamMessageResponse>;
 
-    async fn stream_channel(&self, req: Request<tonic::Streaming<p4::StreamMessageRequest>>) -> Result<Response<Self::StreamChannelStream>, Status> {
-        let peer = req.remote_addr().map(|a| a.to_string()).unwrap_or_else(|| "a client".into());
+    async fn stream_channel(
+        &self,
+        req: Request<tonic::Streaming<p4::StreamMessageRequest>>,
+    ) -> Result<Response<Self::StreamChannelStream>, Status> {
+        let peer = req
+            .remote_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "a client".into());
         let mut inbound = req.into_inner();
         let (tx, rx) = mpsc::channel(64);
         let device = self.device.clone();
@@ -169,18 +213,32 @@ impl p4::p4_runtime_server::P4Runtime for Service {
             a.next += 1;
             a.next
         };
-        rtlog!(crate::log::Level::Info, "P4Runtime: stream channel opened by {peer}");
+        rtlog!(
+            crate::log::Level::Info,
+            "P4Runtime: stream channel opened by {peer}"
+        );
         tokio::spawn(async move {
             while let Some(msg) = inbound.next().await {
                 let Ok(msg) = msg else { break };
                 match msg.update {
                     Some(p4::stream_message_request::Update::Arbitration(arb)) => {
                         let id = eid(&arb.election_id);
-                        let role = arb.role.as_ref().map(|r| r.name.clone()).filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
+                        let role = arb
+                            .role
+                            .as_ref()
+                            .map(|r| r.name.clone())
+                            .filter(|n| !n.is_empty())
+                            .unwrap_or_else(|| "default".into());
                         if arb.device_id != device.device_id {
-                            let arbitrated = device.arb.lock().unwrap_or_else(|p| p.into_inner()).controllers.contains_key(&conn);
+                            let arbitrated = device
+                                .arb
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .controllers
+                                .contains_key(&conn);
                             if arbitrated {
-                                // the specification: a controller cannot move its stream to another device
+                                // the specification: a controller cannot move its stream to another
+                                // device
                                 rtlog!(
                                     crate::log::Level::Info,
                                     "P4Runtime: {peer}: arbitration for device {} refused: the stream belongs to device {}",
@@ -201,18 +259,35 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                                 arb.device_id,
                                 device.device_id
                             );
-                            let _ = tx.send(Err(Status::not_found(format!("no device with id {}", arb.device_id)))).await;
+                            let _ = tx
+                                .send(Err(Status::not_found(format!(
+                                    "no device with id {}",
+                                    arb.device_id
+                                ))))
+                                .await;
                             continue;
                         }
                         let notify = {
                             let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                            if a.controllers.iter().any(|(k, c)| *k != conn && c.election_id == id) {
+                            if a.controllers
+                                .iter()
+                                .any(|(k, c)| *k != conn && c.election_id == id)
+                            {
                                 rtlog!(crate::log::Level::Info, "P4Runtime: {peer}: arbitration refused: another controller uses election id {id}");
-                                let _ = tx.try_send(Err(Status::invalid_argument("another controller uses this election id")));
+                                let _ = tx.try_send(Err(Status::invalid_argument(
+                                    "another controller uses this election id",
+                                )));
                                 continue;
                             }
                             let before = a.primary_info();
-                            a.controllers.insert(conn, Controller { election_id: id, tx: tx.clone(), peer: peer.clone() });
+                            a.controllers.insert(
+                                conn,
+                                Controller {
+                                    election_id: id,
+                                    tx: tx.clone(),
+                                    peer: peer.clone(),
+                                },
+                            );
                             let after = a.primary_info();
                             let primary = after.as_ref().is_some_and(|(p, _)| *p == id);
                             rtlog!(
@@ -235,14 +310,27 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                     Some(p4::stream_message_request::Update::Packet(po)) => {
                         let is_primary = {
                             let a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                            a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false)
+                            a.controllers
+                                .get(&conn)
+                                .map(|c| Some(c.election_id) == a.primary())
+                                .unwrap_or(false)
                         };
-                        let pl = device.pipeline.read().unwrap_or_else(|p| p.into_inner()).clone();
+                        let pl = device
+                            .pipeline
+                            .read()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .clone();
                         let r = match (is_primary, pl) {
-                            (false, _) => Err(Status::permission_denied("only the primary controller may send packets")),
-                            (_, None) => Err(Status::failed_precondition("no forwarding pipeline is configured")),
+                            (false, _) => Err(Status::permission_denied(
+                                "only the primary controller may send packets",
+                            )),
+                            (_, None) => Err(Status::failed_precondition(
+                                "no forwarding pipeline is configured",
+                            )),
                             (true, Some(pl)) => match &pl.translator {
-                                Some(tr) => tr.packet_out(&po).and_then(|po| device.packet_out(&pl.engine.prog, &po)),
+                                Some(tr) => tr
+                                    .packet_out(&po)
+                                    .and_then(|po| device.packet_out(&pl.engine.prog, &po)),
                                 None => device.packet_out(&pl.engine.prog, &po),
                             },
                         };
@@ -252,15 +340,26 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                                 message: st.message().to_string(),
                                 space: String::new(),
                                 code: 0,
-                                details: Some(p4::stream_error::Details::PacketOut(p4::PacketOutError { packet_out: Some(po) })),
+                                details: Some(p4::stream_error::Details::PacketOut(
+                                    p4::PacketOutError {
+                                        packet_out: Some(po),
+                                    },
+                                )),
                             };
-                            let _ = tx.send(Ok(p4::StreamMessageResponse { update: Some(p4::stream_message_response::Update::Error(err)) })).await;
+                            let _ = tx
+                                .send(Ok(p4::StreamMessageResponse {
+                                    update: Some(p4::stream_message_response::Update::Error(err)),
+                                }))
+                                .await;
                         }
                     }
                     Some(p4::stream_message_request::Update::DigestAck(ack)) => {
                         let is_primary = {
                             let a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                            a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false)
+                            a.controllers
+                                .get(&conn)
+                                .map(|c| Some(c.election_id) == a.primary())
+                                .unwrap_or(false)
                         };
                         if is_primary {
                             device.digest_ack(&ack);
@@ -273,7 +372,11 @@ impl p4::p4_runtime_server::P4Runtime for Service {
             // acknowledge may be sent again)
             let notify = {
                 let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                let was_primary = a.controllers.get(&conn).map(|c| Some(c.election_id) == a.primary()).unwrap_or(false);
+                let was_primary = a
+                    .controllers
+                    .get(&conn)
+                    .map(|c| Some(c.election_id) == a.primary())
+                    .unwrap_or(false);
                 let before = a.primary_info();
                 let gone = a.controllers.remove(&conn);
                 match &gone {
@@ -299,37 +402,70 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
-    async fn capabilities(&self, _req: Request<p4::CapabilitiesRequest>) -> Result<Response<p4::CapabilitiesResponse>, Status> {
-        Ok(Response::new(p4::CapabilitiesResponse { p4runtime_api_version: "1.4.1".into() }))
+    async fn capabilities(
+        &self,
+        _req: Request<p4::CapabilitiesRequest>,
+    ) -> Result<Response<p4::CapabilitiesResponse>, Status> {
+        Ok(Response::new(p4::CapabilitiesResponse {
+            p4runtime_api_version: "1.4.1".into(),
+        }))
     }
 }
 
 impl Service {
-    fn set_pipeline(&self, r: p4::SetForwardingPipelineConfigRequest) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
+    fn set_pipeline(
+        &self,
+        r: p4::SetForwardingPipelineConfigRequest,
+    ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
         use p4::set_forwarding_pipeline_config_request::Action as A;
         self.check_device(r.device_id)?;
         self.check_primary(&r.election_id)?;
         let action = A::try_from(r.action).unwrap_or(A::Unspecified);
         if action == A::Commit {
-            // realize the config saved by VERIFY_AND_SAVE (state starts empty, as for VERIFY_AND_COMMIT)
-            let saved = self.device.saved.lock().unwrap_or_else(|p| p.into_inner()).take();
+            // realize the config saved by VERIFY_AND_SAVE (state starts empty, as for
+            // VERIFY_AND_COMMIT)
+            let saved = self
+                .device
+                .saved
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
             return match saved {
                 Some(p) => {
-                    self.device.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                    self.device
+                        .digest_configs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clear();
                     self.device.digest_cache_clear();
-                    *self.device.pipeline.write().unwrap_or_else(|p| p.into_inner()) = Some(p);
+                    *self
+                        .device
+                        .pipeline
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner()) = Some(p);
                     Ok(Response::new(Default::default()))
                 }
-                None => Err(Status::failed_precondition("nothing to commit: no config was saved with VERIFY_AND_SAVE")),
+                None => Err(Status::failed_precondition(
+                    "nothing to commit: no config was saved with VERIFY_AND_SAVE",
+                )),
             };
         }
         if action == A::Unspecified {
-            return Err(Status::invalid_argument("unspecified pipeline config action"));
+            return Err(Status::invalid_argument(
+                "unspecified pipeline config action",
+            ));
         }
-        let config = r.config.ok_or_else(|| Status::invalid_argument("missing config"))?;
-        let p4info = config.p4info.ok_or_else(|| Status::invalid_argument("missing p4info"))?;
+        let config = r
+            .config
+            .ok_or_else(|| Status::invalid_argument("missing config"))?;
+        let p4info = config
+            .p4info
+            .ok_or_else(|| Status::invalid_argument("missing p4info"))?;
         let cookie = config.cookie.map(|c| c.cookie).unwrap_or(0);
-        let new = self.device.build_pipeline(config.p4_device_config, Some(p4info), cookie).map_err(Status::invalid_argument)?;
+        let new = self
+            .device
+            .build_pipeline(config.p4_device_config, Some(p4info), cookie)
+            .map_err(Status::invalid_argument)?;
         if matches!(action, A::Verify) {
             return Ok(Response::new(Default::default()));
         }
@@ -341,24 +477,49 @@ impl Service {
             }
             A::ReconcileAndCommit => {
                 let old = self.pipeline()?;
-                let mut profiles = self.device.profiles.lock().unwrap_or_else(|p| p.into_inner());
-                let st = crate::reconcile::reconcile(&old.engine, &new.engine, profiles.for_engine(&old.engine))?;
+                let mut profiles = self
+                    .device
+                    .profiles
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                let st = crate::reconcile::reconcile(
+                    &old.engine,
+                    &new.engine,
+                    profiles.for_engine(&old.engine),
+                )?;
                 profiles.set(&new.engine, st);
                 let ids: Vec<u32> = new.engine.prog.digests.iter().map(|d| d.id).collect();
-                self.device.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| ids.contains(id));
+                self.device
+                    .digest_configs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .retain(|id, _| ids.contains(id));
             }
-            _ => self.device.digest_configs.lock().unwrap_or_else(|p| p.into_inner()).clear(),
+            _ => self
+                .device
+                .digest_configs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clear(),
         }
         self.device.digest_cache_clear();
         *self.device.saved.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        *self.device.pipeline.write().unwrap_or_else(|p| p.into_inner()) = Some(new);
+        *self
+            .device
+            .pipeline
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(new);
         Ok(Response::new(Default::default()))
     }
 }
 
-type Notify = Vec<(mpsc::Sender<Result<p4::StreamMessageResponse, Status>>, p4::StreamMessageResponse)>;
+type Notify = Vec<(
+    mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
+    p4::StreamMessageResponse,
+)>;
 
-/// Arbitration responses for every connected controller: OK for the primary, ALREADY_EXISTS for backups.
+/// Arbitration responses for every connected controller: OK for the primary, ALREADY_EXISTS for
+/// backups.
 fn arbitration_messages(a: &Arbitration, device_id: u64) -> Notify {
     let primary = a.primary();
     a.controllers
@@ -366,17 +527,27 @@ fn arbitration_messages(a: &Arbitration, device_id: u64) -> Notify {
         .map(|c| {
             let is_primary = Some(c.election_id) == primary;
             let status = rpc::Status {
-                code: if is_primary { Code::Ok as i32 } else { Code::AlreadyExists as i32 },
-                message: if is_primary { "primary".into() } else { "backup".into() },
+                code: if is_primary {
+                    Code::Ok as i32
+                } else {
+                    Code::AlreadyExists as i32
+                },
+                message: if is_primary {
+                    "primary".into()
+                } else {
+                    "backup".into()
+                },
                 details: vec![],
             };
             let m = p4::StreamMessageResponse {
-                update: Some(p4::stream_message_response::Update::Arbitration(p4::MasterArbitrationUpdate {
-                    device_id,
-                    role: None,
-                    election_id: primary.map(to_uint128),
-                    status: Some(status),
-                })),
+                update: Some(p4::stream_message_response::Update::Arbitration(
+                    p4::MasterArbitrationUpdate {
+                        device_id,
+                        role: None,
+                        election_id: primary.map(to_uint128),
+                        status: Some(status),
+                    },
+                )),
             };
             (c.tx.clone(), m)
         })
@@ -388,15 +559,19 @@ pub async fn serve(addr: std::net::SocketAddr, device: Arc<Device>) -> Result<()
     serve_tls(addr, device, None).await
 }
 
-/// PEM files for TLS: the server's certificate and key, and optionally a CA whose certificates clients
-/// must present (mutual TLS).
+/// PEM files for TLS: the server's certificate and key, and optionally a CA whose certificates
+/// clients must present (mutual TLS).
 pub struct TlsFiles {
     pub cert: std::path::PathBuf,
     pub key: std::path::PathBuf,
     pub client_ca: Option<std::path::PathBuf>,
 }
 
-pub async fn serve_tls(addr: std::net::SocketAddr, device: Arc<Device>, tls: Option<TlsFiles>) -> Result<(), String> {
+pub async fn serve_tls(
+    addr: std::net::SocketAddr,
+    device: Arc<Device>,
+    tls: Option<TlsFiles>,
+) -> Result<(), String> {
     // idle timeouts are looked at every 100 ms
     let d = device.clone();
     tokio::spawn(async move {
@@ -411,12 +586,19 @@ pub async fn serve_tls(addr: std::net::SocketAddr, device: Arc<Device>, tls: Opt
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let mut b = tonic::transport::Server::builder();
     if let Some(t) = tls {
-        let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("TLS: cannot read {}: {e}", p.display()));
-        let mut cfg = tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(read(&t.cert)?, read(&t.key)?));
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(|e| format!("TLS: cannot read {}: {e}", p.display()))
+        };
+        let mut cfg = tonic::transport::ServerTlsConfig::new().identity(
+            tonic::transport::Identity::from_pem(read(&t.cert)?, read(&t.key)?),
+        );
         if let Some(ca) = &t.client_ca {
             cfg = cfg.client_ca_root(tonic::transport::Certificate::from_pem(read(ca)?));
         }
         b = b.tls_config(cfg).map_err(|e| format!("TLS: {e}"))?;
     }
-    b.add_service(svc).serve(addr).await.map_err(|e| format!("gRPC server: {e}"))
+    b.add_service(svc)
+        .serve(addr)
+        .await
+        .map_err(|e| format!("gRPC server: {e}"))
 }

@@ -1,12 +1,13 @@
-//! P4Runtime type translation (specification, "Translation of port numbers and other types"): match fields,
-//! action parameters and packet-in/out metadata whose type is a `type bit<W> T` annotated
-//! `@p4runtime_translation("uri", string)` or `(..., N)` are exchanged with the controller as SDN values (a
-//! string's bytes, or an N-bit value) and stored as W-bit data-plane values. The mapping of a type is, in
-//! this order: a map the switch was given for it (`p4sec switch --translate T=FILE`, by type name or URI;
-//! unknown SDN values are refused); for port types (name or URI containing "port") the port number itself
-//! (the decimal string for string types); otherwise an automatic allocation: the first use of an SDN value
-//! in an INSERT or MODIFY takes the lowest free data-plane value from 1 up (0 is left as "unset"), and a
-//! value is freed after a Write once no table entry uses it any more.
+//! P4Runtime type translation (specification, "Translation of port numbers and other types"): match
+//! fields, action parameters and packet-in/out metadata whose type is a `type bit<W> T` annotated
+//! `@p4runtime_translation("uri", string)` or `(..., N)` are exchanged with the controller as SDN
+//! values (a string's bytes, or an N-bit value) and stored as W-bit data-plane values. The mapping
+//! of a type is, in this order: a map the switch was given for it (`p4sec switch --translate
+//! T=FILE`, by type name or URI; unknown SDN values are refused); for port types (name or URI
+//! containing "port") the port number itself (the decimal string for string types); otherwise an
+//! automatic allocation: the first use of an SDN value in an INSERT or MODIFY takes the lowest free
+//! data-plane value from 1 up (0 is left as "unset"), and a value is freed after a Write once no
+//! table entry uses it any more.
 
 use crate::codec::{bytes_to_value, value_to_bytes};
 use crate::proto::p4::v1 as p4;
@@ -23,17 +24,25 @@ type Sdn = SdnType;
 /// Maps given to the switch: type name or URI → (SDN string → data-plane value).
 pub type Maps = HashMap<String, BTreeMap<String, u64>>;
 
-/// `TYPE=FILE` of `p4sec switch --translate`: the type (name or URI) and the JSON object in FILE, SDN string
-/// → data-plane value (a non-negative integer).
+/// `TYPE=FILE` of `p4sec switch --translate`: the type (name or URI) and the JSON object in FILE,
+/// SDN string → data-plane value (a non-negative integer).
 pub fn read_map(flag: &str) -> Result<(String, BTreeMap<String, u64>), String> {
-    let (ty, file) = flag.split_once('=').filter(|(t, f)| !t.is_empty() && !f.is_empty()).ok_or("expected TYPE=FILE")?;
+    let (ty, file) = flag
+        .split_once('=')
+        .filter(|(t, f)| !t.is_empty() && !f.is_empty())
+        .ok_or("expected TYPE=FILE")?;
     let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{file}: not JSON: {e}"))?;
-    let obj = v.as_object().ok_or_else(|| format!("{file}: expected a JSON object {{\"SDN string\": data-plane value, ...}}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{file}: not JSON: {e}"))?;
+    let obj = v.as_object().ok_or_else(|| {
+        format!("{file}: expected a JSON object {{\"SDN string\": data-plane value, ...}}")
+    })?;
     let mut m = BTreeMap::new();
     let mut seen = HashMap::new();
     for (k, x) in obj {
-        let n = x.as_u64().ok_or_else(|| format!("{file}: `{k}` maps to {x}, not a non-negative integer"))?;
+        let n = x
+            .as_u64()
+            .ok_or_else(|| format!("{file}: `{k}` maps to {x}, not a non-negative integer"))?;
         if let Some(other) = seen.insert(n, k.clone()) {
             return Err(format!("{file}: `{other}` and `{k}` both map to {n}"));
         }
@@ -68,8 +77,8 @@ pub struct Translator {
     /// (`packet_in` / `packet_out`, metadata id) → type index.
     ctrl: HashMap<(String, u32), usize>,
     alloc: Mutex<Vec<Alloc>>,
-    /// Held for a whole Write (translation, application, collection), so that a Write never frees a value
-    /// another one has allocated and not installed yet.
+    /// Held for a whole Write (translation, application, collection), so that a Write never frees a
+    /// value another one has allocated and not installed yet.
     pub(crate) writing: Mutex<()>,
 }
 
@@ -80,8 +89,16 @@ impl Translator {
         let mut types = vec![];
         let mut by_name = HashMap::new();
         for (name, (width, annos)) in &meta.new_types {
-            let Some((uri, sdn)) = annos.iter().find_map(|a| parse_annotation(a).transpose()).transpose()? else { continue };
-            let map = maps.get(name).or_else(|| (!uri.is_empty()).then(|| maps.get(&uri)).flatten());
+            let Some((uri, sdn)) = annos
+                .iter()
+                .find_map(|a| parse_annotation(a).transpose())
+                .transpose()?
+            else {
+                continue;
+            };
+            let map = maps
+                .get(name)
+                .or_else(|| (!uri.is_empty()).then(|| maps.get(&uri)).flatten());
             let mut fixed = None;
             if let Some(m) = map {
                 let mut f = HashMap::new();
@@ -93,7 +110,10 @@ impl Translator {
                         Sdn::Str => k.as_bytes().to_vec(),
                         Sdn::Bits(w) => {
                             let n: u128 = k.parse().map_err(|_| format!("--translate {name}: the SDN values of this type are {w}-bit numbers, not `{k}`"))?;
-                            value_to_bytes(&p4sec_ir::Value { width: w, words: vec![n as u64, (n >> 64) as u64] })
+                            value_to_bytes(&p4sec_ir::Value {
+                                width: w,
+                                words: vec![n as u64, (n >> 64) as u64],
+                            })
                         }
                     };
                     f.insert(key, *v);
@@ -102,7 +122,13 @@ impl Translator {
             }
             let port = name.to_lowercase().contains("port") || uri.to_lowercase().contains("port");
             by_name.insert(name.clone(), types.len());
-            types.push(Type { name: name.clone(), sdn, width: *width, fixed, port });
+            types.push(Type {
+                name: name.clone(),
+                sdn,
+                width: *width,
+                fixed,
+                port,
+            });
         }
         if types.is_empty() {
             return Ok(None);
@@ -133,27 +159,50 @@ impl Translator {
             }
         }
         let alloc = Mutex::new(types.iter().map(|_| Alloc::default()).collect());
-        Ok(Some(Translator { types, keys, params, ctrl, alloc, writing: Mutex::new(()) }))
+        Ok(Some(Translator {
+            types,
+            keys,
+            params,
+            ctrl,
+            alloc,
+            writing: Mutex::new(()),
+        }))
     }
 
-    /// SDN value → data-plane value (canonical bytes) of type `ti`; `allocate`: an unknown SDN value of an
-    /// automatically allocated type takes a free data-plane value.
+    /// SDN value → data-plane value (canonical bytes) of type `ti`; `allocate`: an unknown SDN
+    /// value of an automatically allocated type takes a free data-plane value.
     fn to_dp(&self, ti: usize, sdn: &[u8], allocate: bool, what: &str) -> Result<Vec<u8>, Status> {
         let t = &self.types[ti];
         let key = match t.sdn {
             Sdn::Str => {
-                std::str::from_utf8(sdn).map_err(|_| Status::invalid_argument(format!("{what} ({}): the value is not a UTF-8 string", t.name)))?;
+                std::str::from_utf8(sdn).map_err(|_| {
+                    Status::invalid_argument(format!(
+                        "{what} ({}): the value is not a UTF-8 string",
+                        t.name
+                    ))
+                })?;
                 sdn.to_vec()
             }
-            Sdn::Bits(w) => value_to_bytes(&bytes_to_value(sdn, w, &format!("{what} ({}, {w}-bit SDN values)", t.name))?),
+            Sdn::Bits(w) => value_to_bytes(&bytes_to_value(
+                sdn,
+                w,
+                &format!("{what} ({}, {w}-bit SDN values)", t.name),
+            )?),
         };
         let shown = || match t.sdn {
             Sdn::Str => format!("`{}`", String::from_utf8_lossy(sdn)),
-            Sdn::Bits(_) => format!("0x{}", key.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+            Sdn::Bits(_) => format!(
+                "0x{}",
+                key.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            ),
         };
         let fits = |v: u128| t.width >= 128 || v >> t.width == 0;
-        let dp =
-            |v: u64| value_to_bytes(&p4sec_ir::Value { width: t.width.max(1), words: vec![v, 0][..p4sec_ir::words_for(t.width.max(1)) as usize].to_vec() });
+        let dp = |v: u64| {
+            value_to_bytes(&p4sec_ir::Value {
+                width: t.width.max(1),
+                words: vec![v, 0][..p4sec_ir::words_for(t.width.max(1)) as usize].to_vec(),
+            })
+        };
         if let Some(f) = &t.fixed {
             return f.get(&key).map(|v| dp(*v)).ok_or_else(|| {
                 let mut known: Vec<String> = f.keys().map(|k| String::from_utf8_lossy(k).into_owned()).collect();
@@ -185,7 +234,10 @@ impl Translator {
                 Sdn::Bits(_) => key.iter().fold(0u128, |a, b| (a << 8) | *b as u128),
             };
             if !fits(n) {
-                return Err(Status::out_of_range(format!("{what}: port {n} does not fit {} ({} bits)", t.name, t.width)));
+                return Err(Status::out_of_range(format!(
+                    "{what}: port {n} does not fit {} ({} bits)",
+                    t.name, t.width
+                )));
             }
             return Ok(dp(n as u64));
         }
@@ -195,37 +247,64 @@ impl Translator {
             return Ok(dp(*v));
         }
         if !allocate {
-            return Err(Status::not_found(format!("{what}: no entry uses the {} {}", t.name, shown())));
+            return Err(Status::not_found(format!(
+                "{what}: no entry uses the {} {}",
+                t.name,
+                shown()
+            )));
         }
-        let max: u64 = if t.width >= 64 { u64::MAX } else { (1u64 << t.width) - 1 };
-        let v = (1..=max)
-            .find(|v| !a.rev.contains_key(v))
-            .ok_or_else(|| Status::resource_exhausted(format!("{what}: all {max} values of {} are in use; {} cannot be added", t.name, shown())))?;
+        let max: u64 = if t.width >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << t.width) - 1
+        };
+        let v = (1..=max).find(|v| !a.rev.contains_key(v)).ok_or_else(|| {
+            Status::resource_exhausted(format!(
+                "{what}: all {max} values of {} are in use; {} cannot be added",
+                t.name,
+                shown()
+            ))
+        })?;
         a.fwd.insert(key.clone(), v);
         a.rev.insert(v, key);
         Ok(dp(v))
     }
 
-    /// Data-plane value → SDN value of type `ti` (a value with no SDN name reads back as its decimal number).
+    /// Data-plane value → SDN value of type `ti` (a value with no SDN name reads back as its
+    /// decimal number).
     fn to_sdn(&self, ti: usize, dp: &[u8]) -> Vec<u8> {
         let t = &self.types[ti];
         let v = dp.iter().fold(0u128, |a, b| (a << 8) | *b as u128);
         let named = match &t.fixed {
-            Some(f) => f.iter().find(|(_, x)| **x as u128 == v).map(|(k, _)| k.clone()),
+            Some(f) => f
+                .iter()
+                .find(|(_, x)| **x as u128 == v)
+                .map(|(k, _)| k.clone()),
             None if t.port => None,
-            None => self.alloc.lock().unwrap_or_else(|p| p.into_inner())[ti].rev.get(&(v as u64)).cloned(),
+            None => self.alloc.lock().unwrap_or_else(|p| p.into_inner())[ti]
+                .rev
+                .get(&(v as u64))
+                .cloned(),
         };
         match (named, t.sdn) {
             (Some(k), _) => k,
             (None, Sdn::Str) => v.to_string().into_bytes(),
-            (None, Sdn::Bits(w)) => value_to_bytes(&p4sec_ir::Value { width: w, words: vec![v as u64, (v >> 64) as u64] }),
+            (None, Sdn::Bits(w)) => value_to_bytes(&p4sec_ir::Value {
+                width: w,
+                words: vec![v as u64, (v >> 64) as u64],
+            }),
         }
     }
 
     fn action_in(&self, a: &mut p4::Action, allocate: bool) -> Result<(), Status> {
         for p in a.params.iter_mut() {
             if let Some(&ti) = self.params.get(&(a.action_id, p.param_id)) {
-                p.value = self.to_dp(ti, &p.value, allocate, &format!("action parameter id {}", p.param_id))?;
+                p.value = self.to_dp(
+                    ti,
+                    &p.value,
+                    allocate,
+                    &format!("action parameter id {}", p.param_id),
+                )?;
             }
         }
         Ok(())
@@ -239,12 +318,18 @@ impl Translator {
         }
     }
 
-    fn table_action_in(&self, ta: &mut Option<p4::TableAction>, allocate: bool) -> Result<(), Status> {
+    fn table_action_in(
+        &self,
+        ta: &mut Option<p4::TableAction>,
+        allocate: bool,
+    ) -> Result<(), Status> {
         match ta.as_mut().and_then(|t| t.r#type.as_mut()) {
             Some(p4::table_action::Type::Action(a)) => self.action_in(a, allocate),
-            Some(p4::table_action::Type::ActionProfileActionSet(s)) => {
-                s.action_profile_actions.iter_mut().filter_map(|x| x.action.as_mut()).try_for_each(|a| self.action_in(a, allocate))
-            }
+            Some(p4::table_action::Type::ActionProfileActionSet(s)) => s
+                .action_profile_actions
+                .iter_mut()
+                .filter_map(|x| x.action.as_mut())
+                .try_for_each(|a| self.action_in(a, allocate)),
             _ => Ok(()),
         }
     }
@@ -256,7 +341,9 @@ impl Translator {
         match u.entity.as_mut().and_then(|e| e.entity.as_mut()) {
             Some(p4::entity::Entity::TableEntry(te)) => {
                 for m in te.r#match.iter_mut() {
-                    let Some(&ti) = self.keys.get(&(te.table_id, m.field_id)) else { continue };
+                    let Some(&ti) = self.keys.get(&(te.table_id, m.field_id)) else {
+                        continue;
+                    };
                     let what = format!("match field id {}", m.field_id);
                     match m.field_match_type.as_mut() {
                         Some(M::Exact(x)) => x.value = self.to_dp(ti, &x.value, allocate, &what)?,
@@ -271,7 +358,11 @@ impl Translator {
                 }
                 self.table_action_in(&mut te.action, allocate)
             }
-            Some(p4::entity::Entity::ActionProfileMember(m)) => m.action.as_mut().map(|a| self.action_in(a, allocate)).unwrap_or(Ok(())),
+            Some(p4::entity::Entity::ActionProfileMember(m)) => m
+                .action
+                .as_mut()
+                .map(|a| self.action_in(a, allocate))
+                .unwrap_or(Ok(())),
             _ => Ok(()),
         }
     }
@@ -282,7 +373,9 @@ impl Translator {
         match e.entity.as_mut() {
             Some(p4::entity::Entity::TableEntry(te)) => {
                 for m in te.r#match.iter_mut() {
-                    let Some(&ti) = self.keys.get(&(te.table_id, m.field_id)) else { continue };
+                    let Some(&ti) = self.keys.get(&(te.table_id, m.field_id)) else {
+                        continue;
+                    };
                     match m.field_match_type.as_mut() {
                         Some(M::Exact(x)) => x.value = self.to_sdn(ti, &x.value),
                         Some(M::Optional(x)) => x.value = self.to_sdn(ti, &x.value),
@@ -291,9 +384,11 @@ impl Translator {
                 }
                 match te.action.as_mut().and_then(|t| t.r#type.as_mut()) {
                     Some(p4::table_action::Type::Action(a)) => self.action_out(a),
-                    Some(p4::table_action::Type::ActionProfileActionSet(s)) => {
-                        s.action_profile_actions.iter_mut().filter_map(|x| x.action.as_mut()).for_each(|a| self.action_out(a))
-                    }
+                    Some(p4::table_action::Type::ActionProfileActionSet(s)) => s
+                        .action_profile_actions
+                        .iter_mut()
+                        .filter_map(|x| x.action.as_mut())
+                        .for_each(|a| self.action_out(a)),
                     _ => {}
                 }
             }
@@ -311,7 +406,12 @@ impl Translator {
         let mut po = po.clone();
         for m in po.metadata.iter_mut() {
             if let Some(&ti) = self.ctrl.get(&("packet_out".to_string(), m.metadata_id)) {
-                m.value = self.to_dp(ti, &m.value, false, &format!("packet-out metadata id {}", m.metadata_id))?;
+                m.value = self.to_dp(
+                    ti,
+                    &m.value,
+                    false,
+                    &format!("packet-out metadata id {}", m.metadata_id),
+                )?;
             }
         }
         Ok(po)
@@ -326,29 +426,48 @@ impl Translator {
         }
     }
 
-    /// Free the automatically allocated values no table entry and no action profile member (`members`) uses
-    /// any more.
-    pub(crate) fn collect<'a>(&self, engine: &Engine, members: impl Iterator<Item = &'a p4sec_ir::ActionCall>) {
+    /// Free the automatically allocated values no table entry and no action profile member
+    /// (`members`) uses any more.
+    pub(crate) fn collect<'a>(
+        &self,
+        engine: &Engine,
+        members: impl Iterator<Item = &'a p4sec_ir::ActionCall>,
+    ) {
         let prog = &engine.prog;
-        let auto: Vec<bool> = self.types.iter().map(|t| t.fixed.is_none() && !t.port).collect();
+        let auto: Vec<bool> = self
+            .types
+            .iter()
+            .map(|t| t.fixed.is_none() && !t.port)
+            .collect();
         if !auto.iter().any(|x| *x) {
             return;
         }
-        let mut used: Vec<std::collections::HashSet<u64>> = self.types.iter().map(|_| Default::default()).collect();
+        let mut used: Vec<std::collections::HashSet<u64>> =
+            self.types.iter().map(|_| Default::default()).collect();
         let low = |v: &p4sec_ir::Value| v.words.first().copied().unwrap_or(0);
         for (i, t) in prog.tables.iter().enumerate() {
-            let kt: Vec<Option<usize>> = t.keys.iter().map(|k| self.keys.get(&(t.id, k.id)).copied().filter(|ti| auto[*ti])).collect();
-            let any_param = t
-                .actions
+            let kt: Vec<Option<usize>> = t
+                .keys
                 .iter()
-                .any(|ta| prog.actions[ta.action as usize].params.iter().any(|p| self.params.contains_key(&(prog.actions[ta.action as usize].id, p.id))));
+                .map(|k| self.keys.get(&(t.id, k.id)).copied().filter(|ti| auto[*ti]))
+                .collect();
+            let any_param = t.actions.iter().any(|ta| {
+                prog.actions[ta.action as usize].params.iter().any(|p| {
+                    self.params
+                        .contains_key(&(prog.actions[ta.action as usize].id, p.id))
+                })
+            });
             if kt.iter().all(|x| x.is_none()) && !any_param {
                 continue;
             }
-            let Ok(snap) = engine.table_snapshot(i) else { continue };
+            let Ok(snap) = engine.table_snapshot(i) else {
+                continue;
+            };
             for x in &snap.entries {
                 for (m, ti) in x.entry.matches.iter().zip(&kt) {
-                    if let (Some(ti), FieldMatch::Exact(v) | FieldMatch::Optional(Some(v))) = (ti, m) {
+                    if let (Some(ti), FieldMatch::Exact(v) | FieldMatch::Optional(Some(v))) =
+                        (ti, m)
+                    {
                         used[*ti].insert(low(v));
                     }
                 }
@@ -386,9 +505,17 @@ mod tests {
 
     #[test]
     fn annotations_parse() {
-        assert_eq!(parse_annotation("@p4runtime_translation(\"\" , string)").unwrap(), Some((String::new(), Sdn::Str)));
-        assert_eq!(parse_annotation("@p4runtime_translation(\"p4.org/psa/v1/PortId_t\", 32)").unwrap(), Some(("p4.org/psa/v1/PortId_t".into(), Sdn::Bits(32))));
+        assert_eq!(
+            parse_annotation("@p4runtime_translation(\"\" , string)").unwrap(),
+            Some((String::new(), Sdn::Str))
+        );
+        assert_eq!(
+            parse_annotation("@p4runtime_translation(\"p4.org/psa/v1/PortId_t\", 32)").unwrap(),
+            Some(("p4.org/psa/v1/PortId_t".into(), Sdn::Bits(32)))
+        );
         assert_eq!(parse_annotation("@name(\"x\")").unwrap(), None);
-        assert!(parse_annotation("@p4runtime_translation(\"u\", float)").unwrap_err().contains("neither `string` nor a bit width"));
+        assert!(parse_annotation("@p4runtime_translation(\"u\", float)")
+            .unwrap_err()
+            .contains("neither `string` nor a bit width"));
     }
 }

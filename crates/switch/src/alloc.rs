@@ -1,12 +1,13 @@
-//! Counting heap allocations per thread: [`CountingAlloc`], a global allocator over the system's that counts
-//! every `alloc`, `alloc_zeroed` and `realloc` in a counter of the calling thread. A binary that installs it
-//! (`#[global_allocator]`, as the `p4sec` CLI does) lets each worker publish how many allocations its thread
-//! has made ([`WorkerStats`](crate::WorkerStats), `p4sec_worker_heap_allocations_total`), so that "no heap
-//! allocation per frame in steady state" can be checked on a running switch, on every port kind.
+//! Counting heap allocations per thread: [`CountingAlloc`], a global allocator over the system's
+//! that counts every `alloc`, `alloc_zeroed` and `realloc` in a counter of the calling thread. A
+//! binary that installs it (`#[global_allocator]`, as the `p4sec` CLI does) lets each worker
+//! publish how many allocations its thread has made ([`WorkerStats`](crate::WorkerStats),
+//! `p4sec_worker_heap_allocations_total`), so that "no heap allocation per frame in steady state"
+//! can be checked on a running switch, on every port kind.
 //!
-//! The counter is thread-local (no cache line shared between workers; a few instructions per allocation).
-//! [`thread_allocations`] answers `None` until the allocator has counted anything in the process: a binary
-//! without it reports no figure rather than a false zero.
+//! The counter is thread-local (no cache line shared between workers; a few instructions per
+//! allocation). [`thread_allocations`] answers `None` until the allocator has counted anything in
+//! the process: a binary without it reports no figure rather than a false zero.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -48,8 +49,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 }
 
-/// The heap allocations the calling thread has made so far, or `None` when [`CountingAlloc`] is not the
-/// process's allocator.
+/// The heap allocations the calling thread has made so far, or `None` when [`CountingAlloc`] is not
+/// the process's allocator.
 pub fn thread_allocations() -> Option<u64> {
     if ACTIVE.load(Ordering::Relaxed) {
         Some(COUNT.with(|c| c.get()))
@@ -62,8 +63,9 @@ pub fn thread_allocations() -> Option<u64> {
 mod tests {
     use super::*;
 
-    // The library's unit tests run under the system allocator: only the counting itself is testable here
-    // (the CLI installs it; tests/switch/test_steady_alloc.py reads the workers' figures from a running switch).
+    // The library's unit tests run under the system allocator: only the counting itself is testable
+    // here (the CLI installs it; tests/switch/test_steady_alloc.py reads the workers' figures from
+    // a running switch).
     #[test]
     fn counts_each_allocation_of_its_own_thread_only() {
         let a = CountingAlloc;

@@ -1,10 +1,11 @@
 //! The run-time control endpoint for the commands BMv2 users send with `simple_switch_CLI`:
 //! `set_queue_depth DEPTH [PORT]` and `set_queue_rate RATE_PPS [PORT]` (every port without PORT).
 //!
-//! Transport: plain text over TCP (the port `--thrift-port` gives, on the loopback address by default). A
-//! client sends one command per line; the switch answers each with one line, `ok` or `error: WHY`. Blank
-//! lines and lines starting with `#` are answered `ok` and change nothing. `p4sec switch-cli` (also as a
-//! program named `simple_switch_CLI`) is the client: it reads command lines on its standard input.
+//! Transport: plain text over TCP (the port `--thrift-port` gives, on the loopback address by
+//! default). A client sends one command per line; the switch answers each with one line, `ok` or
+//! `error: WHY`. Blank lines and lines starting with `#` are answered `ok` and change nothing.
+//! `p4sec switch-cli` (also as a program named `simple_switch_CLI`) is the client: it reads command
+//! lines on its standard input.
 
 use crate::log::Level;
 use crate::tm::{Setting, TrafficManager};
@@ -16,7 +17,8 @@ use std::time::Duration;
 /// The commands the endpoint knows, for messages.
 pub const COMMANDS: &str = "set_queue_depth DEPTH [PORT], set_queue_rate RATE_PPS [PORT]";
 
-/// One command line: `None` for a blank line or a comment, else the port (none: every port) and the setting.
+/// One command line: `None` for a blank line or a comment, else the port (none: every port) and the
+/// setting.
 pub fn parse(line: &str) -> Result<Option<(Option<u32>, Setting)>, String> {
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {
@@ -27,20 +29,37 @@ pub fn parse(line: &str) -> Result<Option<(Option<u32>, Setting)>, String> {
     let usage = match cmd {
         "set_queue_depth" => "set_queue_depth DEPTH [PORT]",
         "set_queue_rate" => "set_queue_rate RATE_PPS [PORT]",
-        _ => return Err(format!("unknown command `{cmd}` (p4sec's switch takes {COMMANDS})")),
+        _ => {
+            return Err(format!(
+                "unknown command `{cmd}` (p4sec's switch takes {COMMANDS})"
+            ))
+        }
     };
     if args.is_empty() || args.len() > 2 {
         return Err(format!("usage: {usage}"));
     }
     let port = match args.get(1) {
-        Some(p) => Some(p.parse::<u32>().map_err(|_| format!("{cmd}: `{p}` is not a port number (usage: {usage})"))?),
+        Some(p) => Some(
+            p.parse::<u32>()
+                .map_err(|_| format!("{cmd}: `{p}` is not a port number (usage: {usage})"))?,
+        ),
         None => None,
     };
     let setting = if cmd == "set_queue_depth" {
-        let d = args[0].parse::<usize>().map_err(|_| format!("{cmd}: `{}` is not a number of packets (usage: {usage})", args[0]))?;
+        let d = args[0].parse::<usize>().map_err(|_| {
+            format!(
+                "{cmd}: `{}` is not a number of packets (usage: {usage})",
+                args[0]
+            )
+        })?;
         Setting::Depth(d)
     } else {
-        let r = args[0].parse::<f64>().map_err(|_| format!("{cmd}: `{}` is not a rate in packets per second (usage: {usage})", args[0]))?;
+        let r = args[0].parse::<f64>().map_err(|_| {
+            format!(
+                "{cmd}: `{}` is not a rate in packets per second (usage: {usage})",
+                args[0]
+            )
+        })?;
         Setting::Rate(r)
     };
     Ok(Some((port, setting)))
@@ -82,24 +101,34 @@ fn session(c: TcpStream, tm: &TrafficManager) {
 
 /// Serve the control endpoint on `addr` from a background thread (one thread per client).
 pub fn serve(addr: SocketAddr, tm: Arc<TrafficManager>) -> Result<SocketAddr, String> {
-    let l = TcpListener::bind(addr).map_err(|e| format!("control endpoint: cannot listen on {addr}: {e}"))?;
-    let at = l.local_addr().map_err(|e| format!("control endpoint: {e}"))?;
+    let l = TcpListener::bind(addr)
+        .map_err(|e| format!("control endpoint: cannot listen on {addr}: {e}"))?;
+    let at = l
+        .local_addr()
+        .map_err(|e| format!("control endpoint: {e}"))?;
     std::thread::Builder::new()
         .name("p4sec-control".into())
         .spawn(move || {
             for c in l.incoming().flatten() {
                 let tm = tm.clone();
-                let _ = std::thread::Builder::new().name("p4sec-control-client".into()).spawn(move || session(c, &tm));
+                let _ = std::thread::Builder::new()
+                    .name("p4sec-control-client".into())
+                    .spawn(move || session(c, &tm));
             }
         })
         .map_err(|e| format!("control endpoint: {e}"))?;
     Ok(at)
 }
 
-/// The client: send each line of `input` to the endpoint at `addr` and copy the answers; errors go to
-/// `err` (with the line they answer). Returns how many commands failed, or why the endpoint could not be
-/// used.
-pub fn client(addr: &str, input: impl BufRead, out: &mut impl Write, err: &mut impl Write) -> Result<usize, String> {
+/// The client: send each line of `input` to the endpoint at `addr` and copy the answers; errors go
+/// to `err` (with the line they answer). Returns how many commands failed, or why the endpoint
+/// could not be used.
+pub fn client(
+    addr: &str,
+    input: impl BufRead,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<usize, String> {
     let c = TcpStream::connect(addr)
         .map_err(|e| format!("cannot reach the switch's control endpoint at {addr}: {e} (is the switch running with --thrift-port?)"))?;
     let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
@@ -108,9 +137,11 @@ pub fn client(addr: &str, input: impl BufRead, out: &mut impl Write, err: &mut i
     let mut failed = 0;
     for line in input.lines() {
         let line = line.map_err(|e| format!("reading the commands: {e}"))?;
-        writeln!(w, "{line}").map_err(|e| format!("the switch closed the control connection: {e}"))?;
+        writeln!(w, "{line}")
+            .map_err(|e| format!("the switch closed the control connection: {e}"))?;
         let mut answer = String::new();
-        r.read_line(&mut answer).map_err(|e| format!("no answer from the switch: {e}"))?;
+        r.read_line(&mut answer)
+            .map_err(|e| format!("no answer from the switch: {e}"))?;
         let answer = answer.trim_end();
         if answer.is_empty() {
             return Err("the switch closed the control connection".into());
@@ -131,9 +162,18 @@ mod tests {
 
     #[test]
     fn commands_parse_with_precise_errors() {
-        assert_eq!(parse("set_queue_rate 100 1").unwrap(), Some((Some(1), Setting::Rate(100.0))));
-        assert_eq!(parse("  set_queue_depth 8").unwrap(), Some((None, Setting::Depth(8))));
-        assert_eq!(parse("set_queue_rate 0.5").unwrap(), Some((None, Setting::Rate(0.5))));
+        assert_eq!(
+            parse("set_queue_rate 100 1").unwrap(),
+            Some((Some(1), Setting::Rate(100.0)))
+        );
+        assert_eq!(
+            parse("  set_queue_depth 8").unwrap(),
+            Some((None, Setting::Depth(8)))
+        );
+        assert_eq!(
+            parse("set_queue_rate 0.5").unwrap(),
+            Some((None, Setting::Rate(0.5)))
+        );
         assert_eq!(parse("# a comment").unwrap(), None);
         assert_eq!(parse("").unwrap(), None);
         for (bad, msg) in [
@@ -157,13 +197,29 @@ mod tests {
         let (mut out, mut err) = (vec![], vec![]);
         let failed = client(&at.to_string(), input.as_bytes(), &mut out, &mut err).unwrap();
         assert_eq!(failed, 2);
-        let (out, err) = (String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap());
-        assert!(out.contains("set_queue_rate 100 1: ok") && out.contains("set_queue_depth 5: ok"), "{out}");
-        assert!(err.contains("unknown command `bogus`") && err.contains("no port 7"), "{err}");
+        let (out, err) = (
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        );
+        assert!(
+            out.contains("set_queue_rate 100 1: ok") && out.contains("set_queue_depth 5: ok"),
+            "{out}"
+        );
+        assert!(
+            err.contains("unknown command `bogus`") && err.contains("no port 7"),
+            "{err}"
+        );
         assert_eq!(tm.port(1).unwrap().rate(), Some(100.0));
         assert_eq!(tm.port(2).unwrap().rate(), None);
-        assert_eq!((tm.port(1).unwrap().depth(), tm.port(2).unwrap().depth()), (5, 5));
+        assert_eq!(
+            (tm.port(1).unwrap().depth(), tm.port(2).unwrap().depth()),
+            (5, 5)
+        );
         assert!(tm.active());
-        assert!(client("127.0.0.1:1", "x\n".as_bytes(), &mut vec![], &mut vec![]).unwrap_err().contains("cannot reach"));
+        assert!(
+            client("127.0.0.1:1", "x\n".as_bytes(), &mut vec![], &mut vec![])
+                .unwrap_err()
+                .contains("cannot reach")
+        );
     }
 }

@@ -1,8 +1,8 @@
-//! The packet loop of a worker: it waits on its ports' descriptors, receives frames in batches, runs each
-//! through the engine installed on the P4Runtime device (taken afresh for every batch, so a pipeline pushed
-//! by the controller takes effect without restarting the loop), and transmits what the pipeline emits to
-//! ports or, for the CPU port, to the controller; PacketOut frames from the controller enter as received on
-//! the CPU port.
+//! The packet loop of a worker: it waits on its ports' descriptors, receives frames in batches,
+//! runs each through the engine installed on the P4Runtime device (taken afresh for every batch, so
+//! a pipeline pushed by the controller takes effect without restarting the loop), and transmits
+//! what the pipeline emits to ports or, for the CPU port, to the controller; PacketOut frames from
+//! the controller enter as received on the CPU port.
 
 use crate::log::{self, Level};
 use crate::pcap::{self, Ts};
@@ -17,12 +17,18 @@ use std::sync::Arc;
 
 fn log_trace(w: &mut Worker, port: u32, len: usize) {
     let lines = w.take_trace();
-    let name = std::thread::current().name().unwrap_or("worker").to_string();
-    eprintln!("[{name}] packet of {len} bytes on port {port}: {}", lines.join("; "));
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("worker")
+        .to_string();
+    eprintln!(
+        "[{name}] packet of {len} bytes on port {port}: {}",
+        lines.join("; ")
+    );
 }
 
-/// Port number -> index into the worker's ports, looked up for every frame sent: a table indexed by the
-/// number for the usual small numbers (below [`DIRECT_PORTS`]), a hash map for the others.
+/// Port number -> index into the worker's ports, looked up for every frame sent: a table indexed by
+/// the number for the usual small numbers (below [`DIRECT_PORTS`]), a hash map for the others.
 struct PortIndex {
     direct: Vec<u16>,
     other: HashMap<u32, usize>,
@@ -34,8 +40,16 @@ const NO_PORT: u16 = u16::MAX;
 
 impl PortIndex {
     fn new(ports: &[Port]) -> PortIndex {
-        let top = ports.iter().map(|p| p.number).filter(|n| *n < DIRECT_PORTS).max().map_or(0, |n| n as usize + 1);
-        let mut ix = PortIndex { direct: vec![NO_PORT; top], other: HashMap::new() };
+        let top = ports
+            .iter()
+            .map(|p| p.number)
+            .filter(|n| *n < DIRECT_PORTS)
+            .max()
+            .map_or(0, |n| n as usize + 1);
+        let mut ix = PortIndex {
+            direct: vec![NO_PORT; top],
+            other: HashMap::new(),
+        };
         for (i, p) in ports.iter().enumerate() {
             match ix.direct.get_mut(p.number as usize) {
                 Some(d) if i < NO_PORT as usize => *d = i as u16,
@@ -58,7 +72,14 @@ impl PortIndex {
 }
 
 /// The `--log trace` line of one packet: where it came from and where its frames went.
-fn log_packet(port: u32, len: usize, out: &Outputs, cpu: Option<u32>, by_number: &PortIndex, queueing: bool) {
+fn log_packet(
+    port: u32,
+    len: usize,
+    out: &Outputs,
+    cpu: Option<u32>,
+    by_number: &PortIndex,
+    queueing: bool,
+) {
     let mut to = vec![];
     for (p, f) in out.iter() {
         let what = if Some(p) == cpu {
@@ -79,7 +100,15 @@ fn log_packet(port: u32, len: usize, out: &Outputs, cpu: Option<u32>, by_number:
 }
 
 /// Send what one packet produced: to ports, or to the controller for the CPU port.
-fn transmit(device: &Device, engine: &p4sec_engine::Engine, ports: &[Port], by_number: &PortIndex, out: &Outputs, unknown: &mut u64, ts: Ts) {
+fn transmit(
+    device: &Device,
+    engine: &p4sec_engine::Engine,
+    ports: &[Port],
+    by_number: &PortIndex,
+    out: &Outputs,
+    unknown: &mut u64,
+    ts: Ts,
+) {
     for (port, frame) in out.iter() {
         if Some(port) == device.cpu_port {
             device.packet_in(engine, frame);
@@ -92,7 +121,8 @@ fn transmit(device: &Device, engine: &p4sec_engine::Engine, ports: &[Port], by_n
     }
 }
 
-/// Run the packet loop until `stop` is set. Frames sent to ports that do not exist are counted and dropped.
+/// Run the packet loop until `stop` is set. Frames sent to ports that do not exist are counted and
+/// dropped.
 pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
     run_with(device, ports, stop, false)
 }
@@ -102,10 +132,16 @@ pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, tr
     worker_loop(device, ports, stop, trace, None, Arc::default(), None)
 }
 
-/// Queueing mode: the packets the last pipeline calls left for egress go to their port's queue (tail drops
-/// are counted there); those for a port without a queue (the CPU port, a port the switch lacks) go through
-/// egress at once, their frames added to `out`.
-fn enqueue_all(engine: &Engine, w: &mut Worker, queues: &mut Queues, pending: &mut Vec<Queued>, out: &mut Outputs) {
+/// Queueing mode: the packets the last pipeline calls left for egress go to their port's queue
+/// (tail drops are counted there); those for a port without a queue (the CPU port, a port the
+/// switch lacks) go through egress at once, their frames added to `out`.
+fn enqueue_all(
+    engine: &Engine,
+    w: &mut Worker,
+    queues: &mut Queues,
+    pending: &mut Vec<Queued>,
+    out: &mut Outputs,
+) {
     pending.extend(w.take_queued());
     if pending.is_empty() {
         return;
@@ -115,8 +151,19 @@ fn enqueue_all(engine: &Engine, w: &mut Worker, queues: &mut Queues, pending: &m
         let port = item.port;
         match queues.enqueue(item, now) {
             Enqueued::Queued => {}
-            Enqueued::TailDropped => p4log!(Level::Trace, "port {port}: queue full, frame dropped at the tail"),
-            Enqueued::NoQueue(item) => engine.egress(w, item, QueueMeta { enq_timestamp: now, ..QueueMeta::default() }, out),
+            Enqueued::TailDropped => p4log!(
+                Level::Trace,
+                "port {port}: queue full, frame dropped at the tail"
+            ),
+            Enqueued::NoQueue(item) => engine.egress(
+                w,
+                item,
+                QueueMeta {
+                    enq_timestamp: now,
+                    ..QueueMeta::default()
+                },
+                out,
+            ),
         }
     }
     // (egress of those may have made more: recirculations, clones)
@@ -127,38 +174,45 @@ fn enqueue_all(engine: &Engine, w: &mut Worker, queues: &mut Queues, pending: &m
     }
 }
 
-/// Counters of one worker (its share of the traffic, and how many frames it takes per round of its loop).
+/// Counters of one worker (its share of the traffic, and how many frames it takes per round of its
+/// loop).
 #[derive(Debug)]
 pub struct WorkerStats {
     /// Frames run through the pipeline (received on its ports, and PacketOut).
     pub packets: AtomicU64,
     /// Rounds of the loop that processed frames: `packets / batches` frames per wake-up.
     pub batches: AtomicU64,
-    /// Heap allocations the worker's thread has made since it started (published once per batch), when the
-    /// process counts them ([`crate::alloc::CountingAlloc`]); `u64::MAX` when it does not, or before its first batch.
+    /// Heap allocations the worker's thread has made since it started (published once per batch),
+    /// when the process counts them ([`crate::alloc::CountingAlloc`]); `u64::MAX` when it does not,
+    /// or before its first batch.
     pub heap_allocations: AtomicU64,
 }
 
 impl Default for WorkerStats {
     fn default() -> Self {
-        WorkerStats { packets: AtomicU64::new(0), batches: AtomicU64::new(0), heap_allocations: AtomicU64::new(u64::MAX) }
+        WorkerStats {
+            packets: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            heap_allocations: AtomicU64::new(u64::MAX),
+        }
     }
 }
 
-/// Set (to anything but `0`) to have every worker poll its ports without sleeping: a CPU busy all the time
-/// for each worker, and no wake-up to pay per batch.
+/// Set (to anything but `0`) to have every worker poll its ports without sleeping: a CPU busy all
+/// the time for each worker, and no wake-up to pay per batch.
 pub const BUSY_POLL_ENV: &str = "P4SEC_BUSY_POLL";
 
 fn busy_poll_wanted() -> bool {
     matches!(std::env::var(BUSY_POLL_ENV), Ok(v) if !v.is_empty() && v != "0")
 }
 
-/// While frames wait in receive rings, the loop goes on to them without asking `poll` again, at most this
-/// many times in a row (the other descriptors and the ports' errors are looked at in between).
+/// While frames wait in receive rings, the loop goes on to them without asking `poll` again, at
+/// most this many times in a row (the other descriptors and the ports' errors are looked at in
+/// between).
 const POLL_SKIP_MAX: u32 = 16;
 
-/// The packet loop of one worker. With `batch` (only pcap ports, some with input), the loop ends once every
-/// input is consumed and its frames processed, and sets the flag.
+/// The packet loop of one worker. With `batch` (only pcap ports, some with input), the loop ends
+/// once every input is consumed and its frames processed, and sets the flag.
 pub(crate) fn worker_loop(
     device: Arc<Device>,
     mut ports: Vec<Port>,
@@ -174,10 +228,21 @@ pub(crate) fn worker_loop(
     // when the next queued packet may leave (ns from the last look), while packets wait
     let mut next_departure: Option<u64> = None;
     let by_number = PortIndex::new(&ports);
-    let mut fds: Vec<libc::pollfd> = ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
+    let mut fds: Vec<libc::pollfd> = ports
+        .iter()
+        .map(|p| libc::pollfd {
+            fd: p.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     // the last descriptor: PacketOut frames from the controller
     use std::os::fd::AsRawFd;
-    fds.push(libc::pollfd { fd: device.packet_out_rx.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+    fds.push(libc::pollfd {
+        fd: device.packet_out_rx.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    });
     let mut buf = vec![0u8; pcap::MAX_FRAME + 64];
     let mut out = Outputs::default();
     let mut worker: Option<(usize, Worker)> = None;
@@ -191,17 +256,20 @@ pub(crate) fn worker_loop(
     let busy_poll = busy_poll_wanted();
     let mut skipped = 0u32;
     // (the first check at once: port liveness is known from the start)
-    let mut checked_at = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(2)).unwrap_or_else(std::time::Instant::now);
+    let mut checked_at = std::time::Instant::now()
+        .checked_sub(std::time::Duration::from_secs(2))
+        .unwrap_or_else(std::time::Instant::now);
     while !stop.load(Ordering::Relaxed) {
-        // once a second: MTUs of ring ports, and every port's existence (a deleted interface does not always
-        // leave an error on its socket, above all with rings)
+        // once a second: MTUs of ring ports, and every port's existence (a deleted interface does
+        // not always leave an error on its socket, above all with rings)
         if checked_at.elapsed() >= std::time::Duration::from_secs(1) {
             for (i, p) in ports.iter().enumerate() {
                 if rings {
                     p.refresh_mtu();
                 }
                 suspect[i] = true;
-                // port liveness, for the watch ports of selector members (a port that is gone is down)
+                // port liveness, for the watch ports of selector members (a port that is gone is
+                // down)
                 device.set_port_up(p.number, fds[i].fd >= 0 && p.up());
             }
             if let Some(q) = &queues {
@@ -215,11 +283,17 @@ pub(crate) fn worker_loop(
         let pcap_pending = engine.is_some() && ports.iter().any(|p| p.has_input());
         if let Some(done) = &batch {
             if engine.is_none() && !waiting_said {
-                p4log!(Level::Info, "waiting for a pipeline before reading the pcap inputs");
+                p4log!(
+                    Level::Info,
+                    "waiting for a pipeline before reading the pcap inputs"
+                );
                 waiting_said = true;
             }
             if engine.is_some() && !pcap_pending && queues.as_ref().is_none_or(|q| q.is_empty()) {
-                p4log!(Level::Info, "all pcap inputs consumed ({frames_in} frames); stopping");
+                p4log!(
+                    Level::Info,
+                    "all pcap inputs consumed ({frames_in} frames); stopping"
+                );
                 done.store(true, Ordering::Release);
                 break;
             }
@@ -243,7 +317,13 @@ pub(crate) fn worker_loop(
             _ => timeout as u64 * 1_000_000,
         };
         // frames already waiting in a receive ring need no system call to be found
-        let r = if rings && skipped < POLL_SKIP_MAX && ports.iter().enumerate().any(|(i, p)| fds[i].fd >= 0 && p.rx_ready()) {
+        let r = if rings
+            && skipped < POLL_SKIP_MAX
+            && ports
+                .iter()
+                .enumerate()
+                .any(|(i, p)| fds[i].fd >= 0 && p.rx_ready())
+        {
             skipped += 1;
             for f in fds.iter_mut() {
                 f.revents = 0;
@@ -251,12 +331,16 @@ pub(crate) fn worker_loop(
             1
         } else {
             skipped = 0;
-            let ts = libc::timespec { tv_sec: (wake_ns / 1_000_000_000) as libc::time_t, tv_nsec: (wake_ns % 1_000_000_000) as libc::c_long };
+            let ts = libc::timespec {
+                tv_sec: (wake_ns / 1_000_000_000) as libc::time_t,
+                tv_nsec: (wake_ns % 1_000_000_000) as libc::c_long,
+            };
             unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as u64, &ts, std::ptr::null()) }
         };
-        // A socket error (the interface went down or away) is consumed here so that poll does not keep
-        // reporting it, and the port is checked at once; every port is also checked once a second. A port
-        // that is gone (deleted, moved to another namespace) is reported once and no longer polled.
+        // A socket error (the interface went down or away) is consumed here so that poll does not
+        // keep reporting it, and the port is checked at once; every port is also checked once a
+        // second. A port that is gone (deleted, moved to another namespace) is reported once and no
+        // longer polled.
         for (i, p) in ports.iter().enumerate() {
             if fds[i].fd < 0 {
                 continue;
@@ -267,7 +351,12 @@ pub(crate) fn worker_loop(
                 fds[i].revents &= !(libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
             }
             if suspect[i] && !p.alive() {
-                p4log!(Level::Warn, "port {} (`{}`) is gone; frames to it are dropped from now on", p.number, p.iface);
+                p4log!(
+                    Level::Warn,
+                    "port {} (`{}`) is gone; frames to it are dropped from now on",
+                    p.number,
+                    p.iface
+                );
                 fds[i].fd = -1;
                 fds[i].revents = 0;
                 p.set_gone();
@@ -280,7 +369,11 @@ pub(crate) fn worker_loop(
             continue;
         }
         // the pipeline as it is now: one pushed while we waited applies to what woke us up
-        let engine = if pcap_pending { engine } else { device.engine() };
+        let engine = if pcap_pending {
+            engine
+        } else {
+            device.engine()
+        };
         let Some(engine) = engine else {
             // no pipeline yet: drain and drop (pcap inputs wait for one)
             for (i, p) in ports.iter_mut().enumerate() {
@@ -302,7 +395,10 @@ pub(crate) fn worker_loop(
             if let Some(q) = queues.as_mut() {
                 let n = q.clear();
                 if n > 0 {
-                    p4log!(Level::Info, "{n} queued frames dropped: the pipeline was replaced while they waited");
+                    p4log!(
+                        Level::Info,
+                        "{n} queued frames dropped: the pipeline was replaced while they waited"
+                    );
                 }
             }
         }
@@ -314,21 +410,28 @@ pub(crate) fn worker_loop(
         let mut processed = 0usize;
         for i in 0..ports.len() {
             // (a ring is also looked at when frames reached it after poll returned)
-            if fds[i].revents == 0 && !ports[i].has_input() && !(fds[i].fd >= 0 && ports[i].rx_ready()) {
+            if fds[i].revents == 0
+                && !ports[i].has_input()
+                && !(fds[i].fd >= 0 && ports[i].rx_ready())
+            {
                 continue;
             }
             // a batch per port per wake-up keeps one port from starving the others
             let mut woken = fds[i].revents & libc::POLLIN != 0;
             let mut received = 0u64;
             for _ in 0..64 {
-                let Some((at, n, ts)) = ports[i].recv(&mut buf, std::mem::take(&mut woken)) else { break };
+                let Some((at, n, ts)) = ports[i].recv(&mut buf, std::mem::take(&mut woken)) else {
+                    break;
+                };
                 if n == 0 {
-                    // a frame the port could not take whole (a broken multi-buffer chain): an error, not a packet
+                    // a frame the port could not take whole (a broken multi-buffer chain): an
+                    // error, not a packet
                     ports[i].stats.rx_errors.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                // SAFETY: the frame is in `buf` or in the port's receive ring, where it stays until the next
-                // `recv` or `release` of the port; neither happens before this iteration ends
+                // SAFETY: the frame is in `buf` or in the port's receive ring, where it stays until
+                // the next `recv` or `release` of the port; neither happens before this iteration
+                // ends
                 let frame = unsafe { std::slice::from_raw_parts(at, n) };
                 let ts = match ts {
                     Some(t) => t,
@@ -338,7 +441,10 @@ pub(crate) fn worker_loop(
                 let p = &ports[i];
                 received += 1;
                 if let Some(c) = &p.capture {
-                    let _ = c.rx.lock().unwrap_or_else(|p| p.into_inner()).write(ts, frame);
+                    let _ =
+                        c.rx.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .write(ts, frame);
                 }
                 out.clear();
                 engine.process(w, p.number, frame, &mut out);
@@ -351,7 +457,15 @@ pub(crate) fn worker_loop(
                 if packet_lines {
                     log_packet(p.number, n, &out, device.cpu_port, &by_number, queueing);
                 }
-                transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port, ts);
+                transmit(
+                    &device,
+                    &engine,
+                    &ports,
+                    &by_number,
+                    &out,
+                    &mut unknown_port,
+                    ts,
+                );
                 processed += 1;
                 if p.has_input() {
                     frames_in += 1;
@@ -360,20 +474,24 @@ pub(crate) fn worker_loop(
             // (counted once per batch: one atomic add, not one per frame)
             ports[i].stats.rx.fetch_add(received, Ordering::Relaxed);
             ports[i].release();
-            // what this batch produced goes out now: one system call per port with frames in its ring
+            // what this batch produced goes out now: one system call per port with frames in its
+            // ring
             if rings {
                 for p in &ports {
                     p.flush_tx();
                 }
             }
         }
-        // PacketOut: enters the pipeline as received on the CPU port. Its socket is read only when poll said
-        // it is readable (a round that skipped poll leaves it for the next poll, at most POLL_SKIP_MAX rounds
-        // later): a `recv` that finds nothing would cost a system call per batch.
+        // PacketOut: enters the pipeline as received on the CPU port. Its socket is read only when
+        // poll said it is readable (a round that skipped poll leaves it for the next poll, at most
+        // POLL_SKIP_MAX rounds later): a `recv` that finds nothing would cost a system call per
+        // batch.
         let packet_out = fds.last().is_some_and(|f| f.revents & libc::POLLIN != 0);
         if let Some(cpu) = device.cpu_port.filter(|_| packet_out) {
             for _ in 0..64 {
-                let Ok(n) = device.packet_out_rx.recv(&mut buf) else { break };
+                let Ok(n) = device.packet_out_rx.recv(&mut buf) else {
+                    break;
+                };
                 out.clear();
                 engine.process(w, cpu, &buf[..n], &mut out);
                 if let Some(q) = queues.as_mut().filter(|_| queueing) {
@@ -385,7 +503,15 @@ pub(crate) fn worker_loop(
                 if packet_lines {
                     log_packet(cpu, n, &out, device.cpu_port, &by_number, queueing);
                 }
-                transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port, if writes { Ts::now() } else { Ts::default() });
+                transmit(
+                    &device,
+                    &engine,
+                    &ports,
+                    &by_number,
+                    &out,
+                    &mut unknown_port,
+                    if writes { Ts::now() } else { Ts::default() },
+                );
                 processed += 1;
             }
             if rings {
@@ -412,10 +538,21 @@ pub(crate) fn worker_loop(
                     enqueue_all(&engine, w, q, &mut pending, &mut out);
                     if trace {
                         let lines = w.take_trace();
-                        let name = std::thread::current().name().unwrap_or("worker").to_string();
+                        let name = std::thread::current()
+                            .name()
+                            .unwrap_or("worker")
+                            .to_string();
                         eprintln!("[{name}] queued packet for port {port} leaves its queue (waited {} µs): {}", meta.deq_timedelta, lines.join("; "));
                     }
-                    transmit(&device, &engine, &ports, &by_number, &out, &mut unknown_port, if writes { Ts::now() } else { Ts::default() });
+                    transmit(
+                        &device,
+                        &engine,
+                        &ports,
+                        &by_number,
+                        &out,
+                        &mut unknown_port,
+                        if writes { Ts::now() } else { Ts::default() },
+                    );
                     dequeued += 1;
                 }
                 if rings {
@@ -433,7 +570,10 @@ pub(crate) fn worker_loop(
         if processed > 0 {
             stats.packets.fetch_add(processed as u64, Ordering::Relaxed);
             stats.batches.fetch_add(1, Ordering::Relaxed);
-            stats.heap_allocations.store(crate::alloc::thread_allocations().unwrap_or(u64::MAX), Ordering::Relaxed);
+            stats.heap_allocations.store(
+                crate::alloc::thread_allocations().unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
         }
         if writes && processed + dequeued > 0 {
             for p in &ports {

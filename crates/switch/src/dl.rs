@@ -1,9 +1,10 @@
-//! Shared libraries opened at run time with `dlopen` (libxdp and libbpf for AF_XDP ports): the switch builds
-//! and runs without them, and says why a feature that needs one is not available.
+//! Shared libraries opened at run time with `dlopen` (libxdp and libbpf for AF_XDP ports): the
+//! switch builds and runs without them, and says why a feature that needs one is not available.
 
 use std::ffi::c_void;
 
-/// A shared library opened with `dlopen` (never closed: its functions are kept for the process's life).
+/// A shared library opened with `dlopen` (never closed: its functions are kept for the process's
+/// life).
 pub struct Dl(*mut c_void);
 
 impl Dl {

@@ -1,29 +1,32 @@
-//! Coalescing of TCP segments on transmit (GRO in the switch): consecutive segments of one TCP stream that
-//! the pipeline sends to the same interface port within one batch are joined into one GSO super-frame, sent
-//! with a `virtio_net_hdr` (PACKET_VNET_HDR) that tells the kernel how to cut it again. A host behind a veth
-//! then takes the whole stream of a batch as one packet (as after GRO in its own stack): one pass through
-//! veth, IP and TCP instead of one per segment, and one ACK instead of one per two segments. Where the frame
-//! goes on to a device without TSO, the kernel segments it again (the segments it makes are those that went
-//! in: same payloads, sequence numbers, IPv4 ids counted up, checksums computed).
+//! Coalescing of TCP segments on transmit (GRO in the switch): consecutive segments of one TCP
+//! stream that the pipeline sends to the same interface port within one batch are joined into one
+//! GSO super-frame, sent with a `virtio_net_hdr` (PACKET_VNET_HDR) that tells the kernel how to cut
+//! it again. A host behind a veth then takes the whole stream of a batch as one packet (as after
+//! GRO in its own stack): one pass through veth, IP and TCP instead of one per segment, and one ACK
+//! instead of one per two segments. Where the frame goes on to a device without TSO, the kernel
+//! segments it again (the segments it makes are those that went in: same payloads, sequence
+//! numbers, IPv4 ids counted up, checksums computed).
 //!
-//! The rules follow the kernel's `tcp_gro_receive`: the same Ethernet header (no VLAN tag), IP addresses,
-//! TOS/ECN, TTL, DF, ports, ACK number, window and TCP options byte for byte; sequence numbers (and IPv4
-//! ids) following on; every segment but the last of the MSS of the first; only ACK (and ECE) set, PSH
-//! allowed on the last one; no IP options or IPv6 extension headers, no fragments. Segments whose IP or TCP
-//! checksum is wrong are never joined (the kernel computes the super-frame's checksums afresh, which would
-//! hide the damage): they go out as they are, for the receiver to drop.
+//! The rules follow the kernel's `tcp_gro_receive`: the same Ethernet header (no VLAN tag), IP
+//! addresses, TOS/ECN, TTL, DF, ports, ACK number, window and TCP options byte for byte; sequence
+//! numbers (and IPv4 ids) following on; every segment but the last of the MSS of the first; only
+//! ACK (and ECE) set, PSH allowed on the last one; no IP options or IPv6 extension headers, no
+//! fragments. Segments whose IP or TCP checksum is wrong are never joined (the kernel computes the
+//! super-frame's checksums afresh, which would hide the damage): they go out as they are, for the
+//! receiver to drop.
 //!
-//! UDP datagrams are joined the same way where asked for ([`UDP_GRO_ENV`], interface ports): consecutive
-//! datagrams of one flow (the same headers but for the lengths, IPv4 ids counting up and checksums), every
-//! one but the last of the first one's length, go out as one UDP GSO super-frame (GSO_UDP_L4), which the
-//! kernel, or a switch receiving it, cuts into the same datagrams again. This is what lets ESP in UDP
-//! (RFC 3948) between two gateways cross the link a stream at a time. A datagram sent without a checksum
-//! (0, IPv4) gets one computed when it is cut; a wrong checksum is never joined.
+//! UDP datagrams are joined the same way where asked for ([`UDP_GRO_ENV`], interface ports):
+//! consecutive datagrams of one flow (the same headers but for the lengths, IPv4 ids counting up
+//! and checksums), every one but the last of the first one's length, go out as one UDP GSO
+//! super-frame (GSO_UDP_L4), which the kernel, or a switch receiving it, cuts into the same
+//! datagrams again. This is what lets ESP in UDP (RFC 3948) between two gateways cross the link a
+//! stream at a time. A datagram sent without a checksum (0, IPv4) gets one computed when it is cut;
+//! a wrong checksum is never joined.
 
 use p4sec_externs::checksum::{fold, ones_sum};
 
-/// Set (to anything but `0`) to send TCP segments to interface, TAP and TUN ports as they come out of the
-/// pipeline, one frame each, instead of joining those of one stream into GSO super-frames.
+/// Set (to anything but `0`) to send TCP segments to interface, TAP and TUN ports as they come out
+/// of the pipeline, one frame each, instead of joining those of one stream into GSO super-frames.
 pub const NO_GRO_ENV: &str = "P4SEC_NO_GRO";
 
 /// Whether segments are joined on transmit ([`NO_GRO_ENV`] not set).
@@ -31,9 +34,10 @@ pub fn wanted() -> bool {
     !matches!(std::env::var(NO_GRO_ENV), Ok(v) if !v.is_empty() && v != "0")
 }
 
-/// Set (to anything but `0`) to join the UDP datagrams of a flow too, on interface ports (off by default, as
-/// the kernel's UDP GRO on forwarding is: a capture on the link sees the super-frames, which only a receiver
-/// that takes GSO frames can cut again). Between two switches it carries ESP in UDP a stream at a time.
+/// Set (to anything but `0`) to join the UDP datagrams of a flow too, on interface ports (off by
+/// default, as the kernel's UDP GRO on forwarding is: a capture on the link sees the super-frames,
+/// which only a receiver that takes GSO frames can cut again). Between two switches it carries ESP
+/// in UDP a stream at a time.
 pub const UDP_GRO_ENV: &str = "P4SEC_UDP_GRO";
 
 /// Whether UDP datagrams are joined on transmit ([`UDP_GRO_ENV`] set, [`NO_GRO_ENV`] not).
@@ -72,20 +76,24 @@ fn be16(f: &[u8], i: usize) -> u16 {
     u16::from_be_bytes([f[i], f[i + 1]])
 }
 
-/// The one's complement sum (not folded) of the pseudo-header of a TCP segment (UDP datagram: `udp`) of `len`
-/// bytes.
+/// The one's complement sum (not folded) of the pseudo-header of a TCP segment (UDP datagram:
+/// `udp`) of `len` bytes.
 fn pseudo(f: &[u8], ip: usize, v6: bool, udp: bool, len: usize) -> u32 {
-    let addrs = if v6 { &f[ip + 8..ip + 40] } else { &f[ip + 12..ip + 20] };
+    let addrs = if v6 {
+        &f[ip + 8..ip + 40]
+    } else {
+        &f[ip + 12..ip + 20]
+    };
     ones_sum(addrs) as u32 + if udp { 17 } else { 6 } + (len as u32 >> 16) + (len as u32 & 0xffff)
 }
 
 /// At most this many datagrams in one UDP GSO super-frame (the kernel's UDP_MAX_SEGMENTS).
 const MAX_UDP_SEGS: usize = 64;
 
-/// Is this frame a TCP segment (or UDP datagram) that could be joined with others? Untagged Ethernet, IPv4
-/// without options (not a fragment) or IPv6 without extension headers, a payload, both checksums right (a
-/// UDP datagram over IPv4 may have none: 0). UDP datagrams only with `udp` (a coalescer that joins them:
-/// [`Coalescer::udp`]); otherwise they are not looked at.
+/// Is this frame a TCP segment (or UDP datagram) that could be joined with others? Untagged
+/// Ethernet, IPv4 without options (not a fragment) or IPv6 without extension headers, a payload,
+/// both checksums right (a UDP datagram over IPv4 may have none: 0). UDP datagrams only with `udp`
+/// (a coalescer that joins them: [`Coalescer::udp`]); otherwise they are not looked at.
 pub fn parse(f: &[u8], udp: bool) -> Option<Seg> {
     if f.len() < 14 + 20 {
         return None;
@@ -94,7 +102,10 @@ pub fn parse(f: &[u8], udp: bool) -> Option<Seg> {
     let (v6, l4, end, id, proto) = match be16(f, 12) {
         0x0800 => {
             let proto = f[ip + 9];
-            if f[ip] != 0x45 || (proto != 6 && !(udp && proto == 17)) || be16(f, ip + 6) & 0x3fff != 0 {
+            if f[ip] != 0x45
+                || (proto != 6 && !(udp && proto == 17))
+                || be16(f, ip + 6) & 0x3fff != 0
+            {
                 return None;
             }
             let end = ip + be16(f, ip + 2) as usize;
@@ -123,10 +134,23 @@ pub fn parse(f: &[u8], udp: bool) -> Option<Seg> {
             return None;
         }
         let none = be16(f, l4 + 6) == 0;
-        if (none && v6) || (!none && fold(pseudo(f, ip, v6, true, end - l4) + ones_sum(&f[l4..end]) as u32) != 0xffff) {
+        if (none && v6)
+            || (!none
+                && fold(pseudo(f, ip, v6, true, end - l4) + ones_sum(&f[l4..end]) as u32) != 0xffff)
+        {
             return None;
         }
-        return Some(Seg { udp: true, ip, l4, hdrs, end, v6, seq: 0, id, flags: 0 });
+        return Some(Seg {
+            udp: true,
+            ip,
+            l4,
+            hdrs,
+            end,
+            v6,
+            seq: 0,
+            id,
+            flags: 0,
+        });
     }
     if end < l4 + 20 {
         return None;
@@ -141,7 +165,17 @@ pub fn parse(f: &[u8], udp: bool) -> Option<Seg> {
         return None;
     }
     let seq = u32::from_be_bytes([f[l4 + 4], f[l4 + 5], f[l4 + 6], f[l4 + 7]]);
-    Some(Seg { udp: false, ip, l4, hdrs, end, v6, seq, id, flags: f[l4 + 13] })
+    Some(Seg {
+        udp: false,
+        ip,
+        l4,
+        hdrs,
+        end,
+        v6,
+        seq,
+        id,
+        flags: f[l4 + 13],
+    })
 }
 
 /// A super-frame being built from the segments of one TCP stream.
@@ -176,7 +210,10 @@ pub struct Super<'a> {
 impl Coalescer {
     /// A coalescer that joins UDP datagrams too (`udp`), or only TCP segments.
     pub fn new(udp: bool) -> Coalescer {
-        Coalescer { udp, ..Default::default() }
+        Coalescer {
+            udp,
+            ..Default::default()
+        }
     }
 
     /// Segments held.
@@ -209,9 +246,12 @@ impl Coalescer {
             f[ip..ip + 4] == b[ip..ip + 4] && f[ip + 6..ip + 40] == b[ip + 6..ip + 40]
         } else {
             // TOS, DF, TTL, protocol, addresses (not the length, id or checksum)
-            f[ip + 1] == b[ip + 1] && f[ip + 6..ip + 10] == b[ip + 6..ip + 10] && f[ip + 12..ip + 20] == b[ip + 12..ip + 20]
+            f[ip + 1] == b[ip + 1]
+                && f[ip + 6..ip + 10] == b[ip + 6..ip + 10]
+                && f[ip + 12..ip + 20] == b[ip + 12..ip + 20]
         };
-        // ports, ACK number, data offset, window, urgent pointer, options (not the sequence number, flags or checksum)
+        // ports, ACK number, data offset, window, urgent pointer, options (not the sequence number,
+        // flags or checksum)
         let same_tcp = || {
             f[l4..l4 + 4] == b[l4..l4 + 4]
                 && f[l4 + 8..l4 + 13] == b[l4 + 8..l4 + 13]
@@ -219,7 +259,11 @@ impl Coalescer {
                 && f[l4 + 18..h.hdrs] == b[l4 + 18..h.hdrs]
         };
         // UDP: the ports (the length and checksum differ)
-        let same_l4 = if s.udp { f[l4..l4 + 4] == b[l4..l4 + 4] } else { same_tcp() };
+        let same_l4 = if s.udp {
+            f[l4..l4 + 4] == b[l4..l4 + 4]
+        } else {
+            same_tcp()
+        };
         if !same_ip || !same_l4 {
             return false;
         }
@@ -237,10 +281,14 @@ impl Coalescer {
         true
     }
 
-    /// Hold `f` as the first segment of a new super-frame (nothing may be held); false if it cannot start
-    /// one (not ACK only; a UDP datagram where they are not joined): send it as it is.
+    /// Hold `f` as the first segment of a new super-frame (nothing may be held); false if it cannot
+    /// start one (not ACK only; a UDP datagram where they are not joined): send it as it is.
     pub fn start(&mut self, f: &[u8], s: &Seg) -> bool {
-        let can = if s.udp { self.udp } else { s.flags & ACK != 0 && s.flags & (FIN | SYN | RST | PSH | URG | CWR) == 0 };
+        let can = if s.udp {
+            self.udp
+        } else {
+            s.flags & ACK != 0 && s.flags & (FIN | SYN | RST | PSH | URG | CWR) == 0
+        };
         if self.segs != 0 || !can {
             return false;
         }
@@ -256,7 +304,8 @@ impl Coalescer {
         true
     }
 
-    /// What is held, ready to send (headers fixed up for the whole super-frame); nothing is held afterwards.
+    /// What is held, ready to send (headers fixed up for the whole super-frame); nothing is held
+    /// afterwards.
     pub fn take(&mut self) -> Option<Super<'_>> {
         let segs = std::mem::take(&mut self.segs);
         let h = self.first.take()?;
@@ -280,14 +329,22 @@ impl Coalescer {
             if self.psh {
                 b[l4 + 13] |= PSH;
             }
-            // checksum left to the kernel (CHECKSUM_PARTIAL): the field holds the pseudo-header's sum (of a UDP
-            // super-frame: over its whole length, which its UDP length field says too)
+            // checksum left to the kernel (CHECKSUM_PARTIAL): the field holds the pseudo-header's
+            // sum (of a UDP super-frame: over its whole length, which its UDP length field says
+            // too)
             let p = fold(pseudo(b, ip, h.v6, h.udp, len - l4));
             let (field, gso_type) = if h.udp {
                 b[l4 + 4..l4 + 6].copy_from_slice(&((len - l4) as u16).to_be_bytes());
                 (6, crate::gso::GSO_UDP_L4)
             } else {
-                (16, if h.v6 { crate::gso::GSO_TCPV6 } else { crate::gso::GSO_TCPV4 })
+                (
+                    16,
+                    if h.v6 {
+                        crate::gso::GSO_TCPV6
+                    } else {
+                        crate::gso::GSO_TCPV4
+                    },
+                )
             };
             b[l4 + field..l4 + field + 2].copy_from_slice(&p.to_be_bytes());
             let fields = [h.hdrs as u16, self.mss as u16, l4 as u16, field as u16];
@@ -297,7 +354,11 @@ impl Coalescer {
                 vnet[2 + 2 * i..4 + 2 * i].copy_from_slice(&v.to_le_bytes());
             }
         }
-        Some(Super { frame: &self.buf, vnet, segs })
+        Some(Super {
+            frame: &self.buf,
+            vnet,
+            segs,
+        })
     }
 }
 
@@ -319,8 +380,9 @@ pub(crate) mod tests {
         f[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
     }
 
-    /// An Ethernet frame (02:..:01 -> 02:..:02) carrying an IPv4 (header checksum right, DF, TTL 64, 10.0.1.1 ->
-    /// 10.0.2.2) or IPv6 (fd00::1 -> fd00::2, hop limit 64) packet of protocol `proto` whose payload is `l4`.
+    /// An Ethernet frame (02:..:01 -> 02:..:02) carrying an IPv4 (header checksum right, DF, TTL
+    /// 64, 10.0.1.1 -> 10.0.2.2) or IPv6 (fd00::1 -> fd00::2, hop limit 64) packet of protocol
+    /// `proto` whose payload is `l4`.
     pub(crate) fn ip_frame(v6: bool, id: u16, proto: u8, l4: &[u8]) -> Vec<u8> {
         let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
         if v6 {
@@ -377,22 +439,36 @@ pub(crate) mod tests {
         }
     }
 
-    /// What the kernel makes of the output: super-frames cut again (as its GSO does), others as they are.
+    /// What the kernel makes of the output: super-frames cut again (as its GSO does), others as
+    /// they are.
     fn wire(out: &[(Vec<u8>, Option<VnetHdr>)]) -> Vec<Vec<u8>> {
         let mut w = vec![];
         for (f, h) in out {
             match h {
                 Some(h) => {
-                    // the checksum field holds the pseudo-header sum: complete it as the kernel would first
+                    // the checksum field holds the pseudo-header sum: complete it as the kernel
+                    // would first
                     let mut f = f.clone();
-                    assert!(crate::gso::complete_csum(&mut f, h.csum_start as usize, h.csum_offset as usize));
-                    // ... which makes the super-frame's own TCP checksum right (the pseudo-header over its length)
+                    assert!(crate::gso::complete_csum(
+                        &mut f,
+                        h.csum_start as usize,
+                        h.csum_offset as usize
+                    ));
+                    // ... which makes the super-frame's own TCP checksum right (the pseudo-header
+                    // over its length)
                     let (ip, l4) = (14, h.csum_start as usize);
                     let v6 = f[12] == 0x86;
                     let udp = h.gso_type == crate::gso::GSO_UDP_L4;
-                    assert_eq!(fold(pseudo(&f, ip, v6, udp, f.len() - l4) + ones_sum(&f[l4..]) as u32), 0xffff);
+                    assert_eq!(
+                        fold(pseudo(&f, ip, v6, udp, f.len() - l4) + ones_sum(&f[l4..]) as u32),
+                        0xffff
+                    );
                     if udp {
-                        assert_eq!(be16(&f, l4 + 4) as usize, f.len() - l4, "the UDP length is the super-frame's");
+                        assert_eq!(
+                            be16(&f, l4 + 4) as usize,
+                            f.len() - l4,
+                            "the UDP length is the super-frame's"
+                        );
                     }
                     if !v6 {
                         assert_eq!(fold(ones_sum(&f[ip..l4]) as u32), 0xffff);
@@ -438,7 +514,10 @@ pub(crate) mod tests {
             ("a gap in the sequence", seg(false, 300, 2, ACK, &p)),
             ("an id not counted up", seg(false, 200, 5, ACK, &p)),
             ("FIN", seg(false, 200, 2, ACK | FIN, &p)),
-            ("longer than the first", seg(false, 200, 2, ACK, &[5u8; 101])),
+            (
+                "longer than the first",
+                seg(false, 200, 2, ACK, &[5u8; 101]),
+            ),
             ("no payload", seg(false, 200, 2, ACK, &[])),
         ];
         let mut other_port = seg(false, 200, 2, ACK, &p);
@@ -478,7 +557,16 @@ pub(crate) mod tests {
             assert_eq!(out[1].0, f, "{what}");
         }
         // after PSH or a short segment nothing more joins
-        for first_two in [[seg(false, 100, 1, ACK, &p), seg(false, 200, 2, ACK | PSH, &p)], [seg(false, 100, 1, ACK, &p), seg(false, 200, 2, ACK, &p[..50])]] {
+        for first_two in [
+            [
+                seg(false, 100, 1, ACK, &p),
+                seg(false, 200, 2, ACK | PSH, &p),
+            ],
+            [
+                seg(false, 100, 1, ACK, &p),
+                seg(false, 200, 2, ACK, &p[..50]),
+            ],
+        ] {
             let mut c = Coalescer::default();
             let mut out = vec![];
             push(&mut c, &first_two[0], &mut out);
@@ -511,14 +599,19 @@ pub(crate) mod tests {
     }
 
     fn udp_coalescer() -> Coalescer {
-        Coalescer { udp: true, ..Default::default() }
+        Coalescer {
+            udp: true,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn a_udp_flow_is_joined_and_cut_back_into_the_same_datagrams() {
         let p: Vec<u8> = (0..1400u32).map(|i| (i * 7) as u8).collect();
         for (v6, with_csum) in [(false, true), (true, true), (false, false)] {
-            let mut input: Vec<Vec<u8>> = (0..5u16).map(|i| dgram(v6, 100 + i, 4500, &p, with_csum)).collect();
+            let mut input: Vec<Vec<u8>> = (0..5u16)
+                .map(|i| dgram(v6, 100 + i, 4500, &p, with_csum))
+                .collect();
             input.push(dgram(v6, 105, 4500, &p[..333], with_csum));
             let mut c = udp_coalescer();
             let mut out = vec![];
@@ -528,7 +621,10 @@ pub(crate) mod tests {
             flush(&mut c, &mut out);
             assert_eq!(out.len(), 1, "v6 {v6}");
             let h = out[0].1.unwrap();
-            assert_eq!((h.gso_type, h.gso_size, h.csum_offset), (crate::gso::GSO_UDP_L4, 1400, 6));
+            assert_eq!(
+                (h.gso_type, h.gso_size, h.csum_offset),
+                (crate::gso::GSO_UDP_L4, 1400, 6)
+            );
             let w = wire(&out);
             if with_csum {
                 assert_eq!(w, input, "v6 {v6}");
@@ -538,7 +634,10 @@ pub(crate) mod tests {
                 for (a, b) in w.iter().zip(&input) {
                     let l4 = 14 + 20;
                     assert_ne!(be16(a, l4 + 6), 0);
-                    assert_eq!(fold(pseudo(a, 14, false, true, a.len() - l4) + ones_sum(&a[l4..]) as u32), 0xffff);
+                    assert_eq!(
+                        fold(pseudo(a, 14, false, true, a.len() - l4) + ones_sum(&a[l4..]) as u32),
+                        0xffff
+                    );
                     assert_eq!((&a[..l4 + 6], &a[l4 + 8..]), (&b[..l4 + 6], &b[l4 + 8..]));
                 }
             }
@@ -554,7 +653,10 @@ pub(crate) mod tests {
         let cases: Vec<(&str, Vec<u8>)> = vec![
             ("another source port", dgram(false, 2, 4501, &p, true)),
             ("an id not counted up", dgram(false, 3, 4500, &p, true)),
-            ("longer than the first", dgram(false, 2, 4500, &[3u8; 201], true)),
+            (
+                "longer than the first",
+                dgram(false, 2, 4500, &[3u8; 201], true),
+            ),
             ("a wrong UDP checksum", bad),
             ("IPv6", dgram(true, 2, 4500, &p, true)),
             ("a TCP segment", seg(false, 1, 2, ACK, &p)),
@@ -589,7 +691,9 @@ pub(crate) mod tests {
         // at most 64 datagrams in one super-frame
         let mut c = udp_coalescer();
         let mut out = vec![];
-        let input: Vec<Vec<u8>> = (0..100u16).map(|i| dgram(false, i, 4500, &[1u8; 10], true)).collect();
+        let input: Vec<Vec<u8>> = (0..100u16)
+            .map(|i| dgram(false, i, 4500, &[1u8; 10], true))
+            .collect();
         for f in &input {
             push(&mut c, f, &mut out);
         }
@@ -628,8 +732,14 @@ pub(crate) mod tests {
         for n in 0..f6.len() {
             assert!(parse(&f6[..n], true).is_none(), "{n}");
         }
-        // a data offset beyond the packet, a TCP header shorter than 20 bytes, an IP fragment, IP options
-        for (i, v) in [(14 + 20 + 12, 0xf0u8), (14 + 20 + 12, 0x40), (14 + 6, 0x20), (14, 0x46)] {
+        // a data offset beyond the packet, a TCP header shorter than 20 bytes, an IP fragment, IP
+        // options
+        for (i, v) in [
+            (14 + 20 + 12, 0xf0u8),
+            (14 + 20 + 12, 0x40),
+            (14 + 6, 0x20),
+            (14, 0x46),
+        ] {
             let mut g = f.clone();
             g[i] = v;
             csum_into(&mut g, false);

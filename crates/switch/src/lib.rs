@@ -1,13 +1,16 @@
-//! The switch data plane: its ports and the packet loop that feeds received frames to the engine installed
-//! on the P4Runtime device and transmits what it emits. The engine is taken from the device for every
-//! batch, so a new pipeline pushed by the controller takes effect without restarting the loop.
+//! The switch data plane: its ports and the packet loop that feeds received frames to the engine
+//! installed on the P4Runtime device and transmits what it emits. The engine is taken from the
+//! device for every batch, so a new pipeline pushed by the controller takes effect without
+//! restarting the loop.
 //!
-//! Ports ([`PortSpec`], [`spec`]): Linux interfaces through AF_PACKET raw sockets, TUN and TAP devices the
-//! switch creates, and pcap files (frames read from one, frames sent written to another); each kind is a
-//! type of its own in [`port`]. Every port's traffic can also be captured to pcap files (`--pcap-dir`).
-//! The packet loop is in [`datapath`], start-up in [`start`](mod@start), signals in [`signal`].
+//! Ports ([`PortSpec`], [`spec`]): Linux interfaces through AF_PACKET raw sockets, TUN and TAP
+//! devices the switch creates, and pcap files (frames read from one, frames sent written to
+//! another); each kind is a type of its own in [`port`]. Every port's traffic can also be captured
+//! to pcap files (`--pcap-dir`). The packet loop is in [`datapath`], start-up in
+//! [`start`](mod@start), signals in [`signal`].
 //!
-//! This file only declares the modules and re-exports what other crates use; no module refers back to it.
+//! This file only declares the modules and re-exports what other crates use; no module refers back
+//! to it.
 
 #[macro_use]
 pub mod log;

@@ -1,5 +1,6 @@
-//! The switch's stderr messages and their level (`p4sec switch --log LEVEL`): one level for the data plane
-//! and the P4Runtime server, whose log lives in `p4sec_p4runtime::log` (re-exported here).
+//! The switch's stderr messages and their level (`p4sec switch --log LEVEL`): one level for the
+//! data plane and the P4Runtime server, whose log lives in `p4sec_p4runtime::log` (re-exported
+//! here).
 
 pub use p4sec_p4runtime::log::{enabled, set_level, write, Level};
 

@@ -1,6 +1,6 @@
-//! A Prometheus text-format `/metrics` endpoint: port, queue, worker, pipeline, table and controller-channel
-//! counters.
-//! A deliberately small HTTP/1.1 responder (one request per connection) on its own thread.
+//! A Prometheus text-format `/metrics` endpoint: port, queue, worker, pipeline, table and
+//! controller-channel counters. A deliberately small HTTP/1.1 responder (one request per
+//! connection) on its own thread.
 
 use crate::datapath::WorkerStats;
 use crate::port::io::PortStats;
@@ -14,7 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The metrics text for the device and ports (and their queues) as they are now.
-pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers: &[Arc<WorkerStats>], tm: Option<&TrafficManager>) -> String {
+pub fn render(
+    device: &Device,
+    ports: &[(u32, String, Arc<PortStats>)],
+    workers: &[Arc<WorkerStats>],
+    tm: Option<&TrafficManager>,
+) -> String {
     let mut o = String::new();
     let mut family = |name: &str, help: &str, kind: &str, samples: Vec<(String, u64)>| {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -22,9 +27,24 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers:
             let _ = writeln!(o, "{name}{labels} {v}");
         }
     };
-    let port = |f: fn(&PortStats) -> u64| ports.iter().map(|(n, i, s)| (format!("{{port=\"{n}\",iface=\"{}\"}}", escape(i)), f(s))).collect::<Vec<_>>();
-    family("p4sec_port_rx_packets_total", "Frames received on the port.", "counter", port(|s| s.rx.load(Ordering::Relaxed)));
-    family("p4sec_port_tx_packets_total", "Frames transmitted on the port.", "counter", port(|s| s.tx.load(Ordering::Relaxed)));
+    let port = |f: fn(&PortStats) -> u64| {
+        ports
+            .iter()
+            .map(|(n, i, s)| (format!("{{port=\"{n}\",iface=\"{}\"}}", escape(i)), f(s)))
+            .collect::<Vec<_>>()
+    };
+    family(
+        "p4sec_port_rx_packets_total",
+        "Frames received on the port.",
+        "counter",
+        port(|s| s.rx.load(Ordering::Relaxed)),
+    );
+    family(
+        "p4sec_port_tx_packets_total",
+        "Frames transmitted on the port.",
+        "counter",
+        port(|s| s.tx.load(Ordering::Relaxed)),
+    );
     family(
         "p4sec_port_rx_gso_frames_total",
         "GSO/GRO super-frames received on the port and cut into segments (each segment counts as a received frame).",
@@ -43,17 +63,36 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers:
         "counter",
         port(|s| s.rx_errors.load(Ordering::Relaxed)),
     );
-    family("p4sec_port_tx_errors_total", "Frames the port failed to transmit.", "counter", port(|s| s.errors.load(Ordering::Relaxed)));
+    family(
+        "p4sec_port_tx_errors_total",
+        "Frames the port failed to transmit.",
+        "counter",
+        port(|s| s.errors.load(Ordering::Relaxed)),
+    );
     if let Some(tm) = tm {
-        let queue = |f: &dyn Fn(&PortQueue) -> u64| tm.ports().map(|(n, q)| (format!("{{port=\"{n}\"}}"), f(q))).collect::<Vec<_>>();
+        let queue = |f: &dyn Fn(&PortQueue) -> u64| {
+            tm.ports()
+                .map(|(n, q)| (format!("{{port=\"{n}\"}}"), f(q)))
+                .collect::<Vec<_>>()
+        };
         family(
             "p4sec_port_queue_tail_drops_total",
             "Frames dropped because the port's queue was full (traffic manager).",
             "counter",
             queue(&|q| q.tail_drops.load(Ordering::Relaxed)),
         );
-        family("p4sec_port_queue_packets", "Frames waiting in the port's queues.", "gauge", queue(&|q| q.occupancy() as u64));
-        family("p4sec_port_queue_depth", "The depth limit of each of the port's queues (packets).", "gauge", queue(&|q| q.depth() as u64));
+        family(
+            "p4sec_port_queue_packets",
+            "Frames waiting in the port's queues.",
+            "gauge",
+            queue(&|q| q.occupancy() as u64),
+        );
+        family(
+            "p4sec_port_queue_depth",
+            "The depth limit of each of the port's queues (packets).",
+            "gauge",
+            queue(&|q| q.depth() as u64),
+        );
         family(
             "p4sec_port_queue_rate_pps",
             "The port's drain rate in packets per second (0: unlimited).",
@@ -61,15 +100,29 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers:
             queue(&|q| q.rate().map(|r| r.round() as u64).unwrap_or(0)),
         );
     }
-    let worker = |f: fn(&WorkerStats) -> u64| workers.iter().enumerate().map(|(i, w)| (format!("{{worker=\"{i}\"}}"), f(w))).collect::<Vec<_>>();
-    family("p4sec_worker_packets_total", "Frames a worker ran through the pipeline.", "counter", worker(|w| w.packets.load(Ordering::Relaxed)));
+    let worker = |f: fn(&WorkerStats) -> u64| {
+        workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (format!("{{worker=\"{i}\"}}"), f(w)))
+            .collect::<Vec<_>>()
+    };
+    family(
+        "p4sec_worker_packets_total",
+        "Frames a worker ran through the pipeline.",
+        "counter",
+        worker(|w| w.packets.load(Ordering::Relaxed)),
+    );
     family(
         "p4sec_worker_batches_total",
         "Rounds of a worker's loop that processed frames (packets / batches: frames per wake-up).",
         "counter",
         worker(|w| w.batches.load(Ordering::Relaxed)),
     );
-    if workers.iter().any(|w| w.heap_allocations.load(Ordering::Relaxed) != u64::MAX) {
+    if workers
+        .iter()
+        .any(|w| w.heap_allocations.load(Ordering::Relaxed) != u64::MAX)
+    {
         family(
             "p4sec_worker_heap_allocations_total",
             "Heap allocations made by a worker's thread, as of its last batch (none per frame in steady state).",
@@ -81,13 +134,19 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers:
         "p4sec_packet_in_dropped_total",
         "PacketIn messages with no primary controller to take them.",
         "counter",
-        vec![(String::new(), device.packet_in_dropped.load(Ordering::Relaxed))],
+        vec![(
+            String::new(),
+            device.packet_in_dropped.load(Ordering::Relaxed),
+        )],
     );
     family(
         "p4sec_digests_dropped_total",
         "Digest messages not enabled by the controller or not deliverable.",
         "counter",
-        vec![(String::new(), device.digests_dropped.load(Ordering::Relaxed))],
+        vec![(
+            String::new(),
+            device.digests_dropped.load(Ordering::Relaxed),
+        )],
     );
     if let Some(engine) = device.engine() {
         let s = engine.stats();
@@ -102,7 +161,12 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers:
                 ("{outcome=\"pass_limit\"}".into(), s.pass_limit),
             ],
         );
-        family("p4sec_extern_faults_total", "Extern calls that failed (the packet is dropped).", "counter", vec![(String::new(), s.extern_faults)]);
+        family(
+            "p4sec_extern_faults_total",
+            "Extern calls that failed (the packet is dropped).",
+            "counter",
+            vec![(String::new(), s.extern_faults)],
+        );
         let mut hits = vec![];
         let mut entries = vec![];
         for (ti, t) in engine.prog.tables.iter().enumerate() {
@@ -110,34 +174,75 @@ pub fn render(device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers:
             let name = escape(&t.name);
             hits.push((format!("{{table=\"{name}\",result=\"hit\"}}"), h));
             hits.push((format!("{{table=\"{name}\",result=\"miss\"}}"), m));
-            entries.push((format!("{{table=\"{name}\"}}"), engine.table_entries(ti).map(|e| e.len() as u64).unwrap_or(0)));
+            entries.push((
+                format!("{{table=\"{name}\"}}"),
+                engine
+                    .table_entries(ti)
+                    .map(|e| e.len() as u64)
+                    .unwrap_or(0),
+            ));
         }
-        family("p4sec_table_lookups_total", "Table applications by result.", "counter", hits);
-        family("p4sec_table_entries", "Installed entries per table.", "gauge", entries);
+        family(
+            "p4sec_table_lookups_total",
+            "Table applications by result.",
+            "counter",
+            hits,
+        );
+        family(
+            "p4sec_table_entries",
+            "Installed entries per table.",
+            "gauge",
+            entries,
+        );
     }
     o
 }
 
 fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
-fn answer(mut c: TcpStream, device: &Device, ports: &[(u32, String, Arc<PortStats>)], workers: &[Arc<WorkerStats>], tm: Option<&TrafficManager>) {
+fn answer(
+    mut c: TcpStream,
+    device: &Device,
+    ports: &[(u32, String, Arc<PortStats>)],
+    workers: &[Arc<WorkerStats>],
+    tm: Option<&TrafficManager>,
+) {
     let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
     let mut req = [0u8; 2048];
     let n = c.read(&mut req).unwrap_or(0);
-    let line = String::from_utf8_lossy(&req[..n]).lines().next().unwrap_or("").to_string();
+    let line = String::from_utf8_lossy(&req[..n])
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let (status, body, ctype) = match (method, path) {
-        ("GET", "/metrics") => ("200 OK", render(device, ports, workers, tm), "text/plain; version=0.0.4"),
-        ("GET", _) => ("404 Not Found", "only /metrics is served here\n".to_string(), "text/plain"),
-        _ => ("405 Method Not Allowed", "GET only\n".to_string(), "text/plain"),
+        ("GET", "/metrics") => (
+            "200 OK",
+            render(device, ports, workers, tm),
+            "text/plain; version=0.0.4",
+        ),
+        ("GET", _) => (
+            "404 Not Found",
+            "only /metrics is served here\n".to_string(),
+            "text/plain",
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "GET only\n".to_string(),
+            "text/plain",
+        ),
     };
     let _ = write!(c, "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
 }
 
-/// Serve `/metrics` on `addr` from a background thread (with the traffic manager's queues, if given).
+/// Serve `/metrics` on `addr` from a background thread (with the traffic manager's queues, if
+/// given).
 pub fn serve(
     addr: SocketAddr,
     device: Arc<Device>,
@@ -145,7 +250,8 @@ pub fn serve(
     workers: Vec<Arc<WorkerStats>>,
     tm: Option<Arc<TrafficManager>>,
 ) -> Result<(), String> {
-    let l = TcpListener::bind(addr).map_err(|e| format!("metrics: cannot listen on {addr}: {e}"))?;
+    let l =
+        TcpListener::bind(addr).map_err(|e| format!("metrics: cannot listen on {addr}: {e}"))?;
     std::thread::Builder::new()
         .name("p4sec-metrics".into())
         .spawn(move || {

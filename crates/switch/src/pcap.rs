@@ -1,7 +1,7 @@
-//! Classic pcap files (the libpcap format, not pcapng): a reader for `pcap:in=FILE` ports and a writer for
-//! `pcap:out=FILE` ports and `--pcap-dir` captures. Read: either byte order, micro- or nanosecond
-//! timestamps, link types Ethernet (1) and raw IP (101, 228, 229; such packets get the synthetic Ethernet
-//! header of TUN ports). Written: microsecond timestamps, link type Ethernet.
+//! Classic pcap files (the libpcap format, not pcapng): a reader for `pcap:in=FILE` ports and a
+//! writer for `pcap:out=FILE` ports and `--pcap-dir` captures. Read: either byte order, micro- or
+//! nanosecond timestamps, link types Ethernet (1) and raw IP (101, 228, 229; such packets get the
+//! synthetic Ethernet header of TUN ports). Written: microsecond timestamps, link type Ethernet.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
@@ -24,8 +24,13 @@ pub struct Ts {
 
 impl Ts {
     pub fn now() -> Ts {
-        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        Ts { sec: d.as_secs() as u32, usec: d.subsec_micros() }
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Ts {
+            sec: d.as_secs() as u32,
+            usec: d.subsec_micros(),
+        }
     }
 }
 
@@ -49,7 +54,8 @@ fn u32_at(b: &[u8], swap: bool) -> u32 {
     }
 }
 
-/// Fill `buf[..n]` as much as the reader gives; the number of bytes read (short only at the end of the file).
+/// Fill `buf[..n]` as much as the reader gives; the number of bytes read (short only at the end of
+/// the file).
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
@@ -78,36 +84,58 @@ impl Reader {
             return Err(format!("{p} is a pcapng file; only classic pcap files are read (convert it: editcap -F pcap IN OUT)"));
         }
         if n < 24 {
-            return Err(format!("{p} is not a pcap file (only {n} bytes, shorter than a pcap file header)"));
+            return Err(format!(
+                "{p} is not a pcap file (only {n} bytes, shorter than a pcap file header)"
+            ));
         }
         let (swap, nsec) = match u32::from_le_bytes([h[0], h[1], h[2], h[3]]) {
             0xa1b2c3d4 => (false, false),
             0xd4c3b2a1 => (true, false),
             0xa1b23c4d => (false, true),
             0x4d3cb2a1 => (true, true),
-            _ => return Err(format!("{p} is not a pcap file (it starts with {:02x} {:02x} {:02x} {:02x})", h[0], h[1], h[2], h[3])),
+            _ => {
+                return Err(format!(
+                    "{p} is not a pcap file (it starts with {:02x} {:02x} {:02x} {:02x})",
+                    h[0], h[1], h[2], h[3]
+                ))
+            }
         };
         let major = u16::from_le_bytes([h[4], h[5]]);
         let major = if swap { major.swap_bytes() } else { major };
         if major != 2 {
-            return Err(format!("{p}: unsupported pcap format version {major} (2 expected)"));
+            return Err(format!(
+                "{p}: unsupported pcap format version {major} (2 expected)"
+            ));
         }
         let linktype = u32_at(&h[20..24], swap) & 0x0fff_ffff;
         let raw_ip = match linktype {
             LINKTYPE_ETHERNET => false,
             LINKTYPE_RAW | LINKTYPE_IPV4 | LINKTYPE_IPV6 => true,
-            t => return Err(format!("{p}: link type {t} is not supported (Ethernet (1) and raw IP (101, 228, 229) are)")),
+            t => {
+                return Err(format!(
+                "{p}: link type {t} is not supported (Ethernet (1) and raw IP (101, 228, 229) are)"
+            ))
+            }
         };
-        Ok(Reader { r, path: path.to_path_buf(), swap, nsec, raw_ip, frames: 0 })
+        Ok(Reader {
+            r,
+            path: path.to_path_buf(),
+            swap,
+            nsec,
+            raw_ip,
+            frames: 0,
+        })
     }
 
-    /// The next frame into `buf` (at least `MAX_FRAME + 14` bytes): its length and timestamp, `None` at the
-    /// end of the file. Raw IP packets get the synthetic Ethernet header of port `port` (as TUN ports do).
+    /// The next frame into `buf` (at least `MAX_FRAME + 14` bytes): its length and timestamp,
+    /// `None` at the end of the file. Raw IP packets get the synthetic Ethernet header of port
+    /// `port` (as TUN ports do).
     pub fn next(&mut self, buf: &mut [u8], port: u32) -> Result<Option<(usize, Ts)>, String> {
         let p = self.path.display();
         let k = self.frames + 1;
         let mut h = [0u8; 16];
-        let n = read_full(&mut self.r, &mut h).map_err(|e| format!("{p}: cannot read record {k}: {e}"))?;
+        let n = read_full(&mut self.r, &mut h)
+            .map_err(|e| format!("{p}: cannot read record {k}: {e}"))?;
         if n == 0 {
             return Ok(None);
         }
@@ -118,18 +146,28 @@ impl Reader {
         let frac = u32_at(&h[4..8], self.swap);
         let incl = u32_at(&h[8..12], self.swap) as usize;
         if incl > MAX_FRAME {
-            return Err(format!("{p}: record {k} holds {incl} bytes, more than {MAX_FRAME} (corrupt file?)"));
+            return Err(format!(
+                "{p}: record {k} holds {incl} bytes, more than {MAX_FRAME} (corrupt file?)"
+            ));
         }
         let off = if self.raw_ip { 14 } else { 0 };
-        let got = read_full(&mut self.r, &mut buf[off..off + incl]).map_err(|e| format!("{p}: cannot read record {k}: {e}"))?;
+        let got = read_full(&mut self.r, &mut buf[off..off + incl])
+            .map_err(|e| format!("{p}: cannot read record {k}: {e}"))?;
         if got < incl {
-            return Err(format!("{p}: record {k} is truncated ({got} of {incl} bytes)"));
+            return Err(format!(
+                "{p}: record {k} is truncated ({got} of {incl} bytes)"
+            ));
         }
         self.frames += 1;
-        let ts = Ts { sec, usec: if self.nsec { frac / 1000 } else { frac } };
+        let ts = Ts {
+            sec,
+            usec: if self.nsec { frac / 1000 } else { frac },
+        };
         if self.raw_ip {
             if !crate::tun::ip_to_ethernet(&mut buf[..14 + incl], port) {
-                return Err(format!("{p}: record {k} is not an IPv4 or IPv6 packet (link type raw IP)"));
+                return Err(format!(
+                    "{p}: record {k} is not an IPv4 or IPv6 packet (link type raw IP)"
+                ));
             }
             return Ok(Some((14 + incl, ts)));
         }
@@ -157,8 +195,14 @@ impl Writer {
         h.extend_from_slice(&0u32.to_le_bytes());
         h.extend_from_slice(&262_144u32.to_le_bytes());
         h.extend_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
-        w.write_all(&h).and_then(|_| w.flush()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        Ok(Writer { w, path: path.to_path_buf(), failed: false })
+        w.write_all(&h)
+            .and_then(|_| w.flush())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Ok(Writer {
+            w,
+            path: path.to_path_buf(),
+            failed: false,
+        })
     }
 
     /// Append one frame; an error is reported once (at level error) and returned.
@@ -181,7 +225,11 @@ impl Writer {
         if let Err(e) = &r {
             if !self.failed {
                 self.failed = true;
-                p4log!(crate::log::Level::Error, "cannot write {}: {e}", self.path.display());
+                p4log!(
+                    crate::log::Level::Error,
+                    "cannot write {}: {e}",
+                    self.path.display()
+                );
             }
         }
         r
@@ -210,9 +258,15 @@ mod tests {
         }
         let mut r = Reader::open(&f).unwrap();
         let mut buf = vec![0u8; MAX_FRAME + 64];
-        assert_eq!(r.next(&mut buf, 1).unwrap(), Some((3, Ts { sec: 5, usec: 6 })));
+        assert_eq!(
+            r.next(&mut buf, 1).unwrap(),
+            Some((3, Ts { sec: 5, usec: 6 }))
+        );
         assert_eq!(&buf[..3], &[1, 2, 3]);
-        assert_eq!(r.next(&mut buf, 1).unwrap(), Some((60, Ts { sec: 7, usec: 8 })));
+        assert_eq!(
+            r.next(&mut buf, 1).unwrap(),
+            Some((60, Ts { sec: 7, usec: 8 }))
+        );
         assert_eq!(r.next(&mut buf, 1).unwrap(), None);
         std::fs::write(&f, b"hello, this is not a pcap file at all").unwrap();
         assert!(Reader::open(&f).err().unwrap().contains("not a pcap file"));

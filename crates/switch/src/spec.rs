@@ -1,5 +1,6 @@
-//! Port specifications: what a `--port N=...` argument names (an interface, a TAP or TUN device, pcap files),
-//! its parsing with precise errors, and the checks of a whole port list (numbers, names, files written).
+//! Port specifications: what a `--port N=...` argument names (an interface, a TAP or TUN device,
+//! pcap files), its parsing with precise errors, and the checks of a whole port list (numbers,
+//! names, files written).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,16 +10,20 @@ use std::path::{Path, PathBuf};
 pub enum PortKind {
     /// A Linux interface, opened through an AF_PACKET socket.
     Iface(String),
-    /// A Linux interface, opened through an AF_XDP socket (`xdp:IFACE`); where AF_XDP cannot work, through an
-    /// AF_PACKET socket, with the reason logged.
+    /// A Linux interface, opened through an AF_XDP socket (`xdp:IFACE`); where AF_XDP cannot work,
+    /// through an AF_PACKET socket, with the reason logged.
     Xdp(String),
     /// A TAP device the switch creates: Ethernet frames.
     Tap(String),
-    /// A TUN device the switch creates: IP packets, given a synthetic Ethernet header on the way in and
-    /// stripped of it on the way out.
+    /// A TUN device the switch creates: IP packets, given a synthetic Ethernet header on the way in
+    /// and stripped of it on the way out.
     Tun(String),
-    /// pcap files: frames read from `input` enter on the port, frames sent to it are written to `output`.
-    Pcap { input: Option<PathBuf>, output: Option<PathBuf> },
+    /// pcap files: frames read from `input` enter on the port, frames sent to it are written to
+    /// `output`.
+    Pcap {
+        input: Option<PathBuf>,
+        output: Option<PathBuf>,
+    },
 }
 
 /// One `--port N=...` argument.
@@ -35,22 +40,34 @@ fn check_ifname(name: &str, what: &str) -> Result<(), String> {
         return Err(format!("{what}: the interface name is empty"));
     }
     if name.len() >= libc::IFNAMSIZ {
-        return Err(format!("{what}: interface name `{name}` is too long (at most {} bytes)", libc::IFNAMSIZ - 1));
+        return Err(format!(
+            "{what}: interface name `{name}` is too long (at most {} bytes)",
+            libc::IFNAMSIZ - 1
+        ));
     }
-    if name == "." || name == ".." || name.chars().any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control()) {
+    if name == "."
+        || name == ".."
+        || name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+    {
         return Err(format!("{what}: `{name}` is not a valid interface name"));
     }
     Ok(())
 }
 
 impl PortSpec {
-    /// Parse `N=IFACE`, `N=xdp:IFACE`, `N=tap:NAME`, `N=tun:NAME` or `N=pcap:in=FILE,out=FILE` (either part optional).
+    /// Parse `N=IFACE`, `N=xdp:IFACE`, `N=tap:NAME`, `N=tun:NAME` or `N=pcap:in=FILE,out=FILE`
+    /// (either part optional).
     pub fn parse(spec: &str) -> Result<PortSpec, String> {
         let usage = "NUMBER=INTERFACE, NUMBER=xdp:INTERFACE, NUMBER=tap:NAME, NUMBER=tun:NAME or NUMBER=pcap:in=FILE,out=FILE";
         let Some((n, rest)) = spec.split_once('=') else {
             return Err(format!("--port needs {usage}, got `{spec}`"));
         };
-        let number = n.trim().parse::<u32>().map_err(|_| format!("bad port number `{n}` in `--port {spec}`"))?;
+        let number = n
+            .trim()
+            .parse::<u32>()
+            .map_err(|_| format!("bad port number `{n}` in `--port {spec}`"))?;
         let what = format!("port {number}");
         let kind = match rest.split_once(':') {
             None => {
@@ -70,7 +87,8 @@ impl PortSpec {
                 PortKind::Tun(name.to_string())
             }
             Some(("pcap", args)) => {
-                // FILE may hold commas: a new part starts only at `,KEY=` (KEY made of letters and `_`)
+                // FILE may hold commas: a new part starts only at `,KEY=` (KEY made of letters and
+                // `_`)
                 let starts_part =
                     |p: &str| p.split_once('=').map(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphabetic() || c == '_')).unwrap_or(false);
                 let mut parts: Vec<String> = vec![];
@@ -110,10 +128,15 @@ impl PortSpec {
                 ))
             }
         };
-        Ok(PortSpec { number, kind, label: rest.to_string() })
+        Ok(PortSpec {
+            number,
+            kind,
+            label: rest.to_string(),
+        })
     }
 
-    /// A port that can receive frames at any time (an interface, TUN or TAP), as opposed to a pcap port.
+    /// A port that can receive frames at any time (an interface, TUN or TAP), as opposed to a pcap
+    /// port.
     pub fn is_live(&self) -> bool {
         !matches!(self.kind, PortKind::Pcap { .. })
     }
@@ -136,18 +159,28 @@ fn file_key(p: &Path) -> PathBuf {
 
 /// The capture files of port `n` under `--pcap-dir`.
 pub fn capture_paths(dir: &Path, n: u32) -> (PathBuf, PathBuf) {
-    (dir.join(format!("port{n}-in.pcap")), dir.join(format!("port{n}-out.pcap")))
+    (
+        dir.join(format!("port{n}-in.pcap")),
+        dir.join(format!("port{n}-out.pcap")),
+    )
 }
 
-/// Reject port lists that cannot work: a port number given twice or equal to the CPU port, an interface
-/// named twice, a file written by two ports (or the capture) or both read and written.
-pub fn check_ports(specs: &[PortSpec], cpu_port: Option<u32>, pcap_dir: Option<&Path>) -> Result<(), String> {
+/// Reject port lists that cannot work: a port number given twice or equal to the CPU port, an
+/// interface named twice, a file written by two ports (or the capture) or both read and written.
+pub fn check_ports(
+    specs: &[PortSpec],
+    cpu_port: Option<u32>,
+    pcap_dir: Option<&Path>,
+) -> Result<(), String> {
     let mut numbers: HashMap<u32, ()> = HashMap::new();
     let mut names: HashMap<&str, u32> = HashMap::new();
     let mut written: HashMap<PathBuf, String> = HashMap::new();
     for s in specs {
         if Some(s.number) == cpu_port {
-            return Err(format!("port {} is the CPU port (--cpu-port) and cannot also be given with --port", s.number));
+            return Err(format!(
+                "port {} is the CPU port (--cpu-port) and cannot also be given with --port",
+                s.number
+            ));
         }
         if numbers.insert(s.number, ()).is_some() {
             return Err(format!("port {} is given twice", s.number));
@@ -155,12 +188,21 @@ pub fn check_ports(specs: &[PortSpec], cpu_port: Option<u32>, pcap_dir: Option<&
         match &s.kind {
             PortKind::Iface(n) | PortKind::Xdp(n) | PortKind::Tap(n) | PortKind::Tun(n) => {
                 if let Some(other) = names.insert(n, s.number) {
-                    return Err(format!("interface `{n}` is named by two ports ({other} and {})", s.number));
+                    return Err(format!(
+                        "interface `{n}` is named by two ports ({other} and {})",
+                        s.number
+                    ));
                 }
             }
-            PortKind::Pcap { output: Some(f), .. } => {
+            PortKind::Pcap {
+                output: Some(f), ..
+            } => {
                 if let Some(other) = written.insert(file_key(f), format!("port {}", s.number)) {
-                    return Err(format!("{} is written by two ports ({other} and port {})", f.display(), s.number));
+                    return Err(format!(
+                        "{} is written by two ports ({other} and port {})",
+                        f.display(),
+                        s.number
+                    ));
                 }
             }
             PortKind::Pcap { .. } => {}
@@ -171,7 +213,10 @@ pub fn check_ports(specs: &[PortSpec], cpu_port: Option<u32>, pcap_dir: Option<&
             let (i, o) = capture_paths(dir, s.number);
             for f in [i, o] {
                 if let Some(other) = written.insert(file_key(&f), "--pcap-dir".into()) {
-                    return Err(format!("{} is written by {other} and by --pcap-dir", f.display()));
+                    return Err(format!(
+                        "{} is written by {other} and by --pcap-dir",
+                        f.display()
+                    ));
                 }
             }
         }
@@ -180,9 +225,17 @@ pub fn check_ports(specs: &[PortSpec], cpu_port: Option<u32>, pcap_dir: Option<&
         if let PortKind::Pcap { input: Some(f), .. } = &s.kind {
             if let Some(other) = written.get(&file_key(f)) {
                 if *other == format!("port {}", s.number) {
-                    return Err(format!("port {}: {} is both read and written by the port", s.number, f.display()));
+                    return Err(format!(
+                        "port {}: {} is both read and written by the port",
+                        s.number,
+                        f.display()
+                    ));
                 }
-                return Err(format!("port {}: {} is read by the port and written by {other}", s.number, f.display()));
+                return Err(format!(
+                    "port {}: {} is read by the port and written by {other}",
+                    s.number,
+                    f.display()
+                ));
             }
         }
     }
@@ -197,14 +250,34 @@ mod tests {
     fn port_specs() {
         let p = PortSpec::parse("3=tap:t0").unwrap();
         assert_eq!((p.number, p.kind), (3, PortKind::Tap("t0".into())));
-        assert_eq!(PortSpec::parse("4=tun:x").unwrap().kind, PortKind::Tun("x".into()));
-        assert_eq!(PortSpec::parse("1=veth1").unwrap().kind, PortKind::Iface("veth1".into()));
-        assert_eq!(PortSpec::parse("2=xdp:veth2").unwrap().kind, PortKind::Xdp("veth2".into()));
         assert_eq!(
-            PortSpec::parse("5=pcap:in=a,b.pcap,out=c.pcap").unwrap().kind,
-            PortKind::Pcap { input: Some("a,b.pcap".into()), output: Some("c.pcap".into()) }
+            PortSpec::parse("4=tun:x").unwrap().kind,
+            PortKind::Tun("x".into())
         );
-        assert_eq!(PortSpec::parse("5=pcap:out=c.pcap").unwrap().kind, PortKind::Pcap { input: None, output: Some("c.pcap".into()) });
+        assert_eq!(
+            PortSpec::parse("1=veth1").unwrap().kind,
+            PortKind::Iface("veth1".into())
+        );
+        assert_eq!(
+            PortSpec::parse("2=xdp:veth2").unwrap().kind,
+            PortKind::Xdp("veth2".into())
+        );
+        assert_eq!(
+            PortSpec::parse("5=pcap:in=a,b.pcap,out=c.pcap")
+                .unwrap()
+                .kind,
+            PortKind::Pcap {
+                input: Some("a,b.pcap".into()),
+                output: Some("c.pcap".into())
+            }
+        );
+        assert_eq!(
+            PortSpec::parse("5=pcap:out=c.pcap").unwrap().kind,
+            PortKind::Pcap {
+                input: None,
+                output: Some("c.pcap".into())
+            }
+        );
         for (bad, msg) in [
             ("1=foo:bar", "unknown port kind `foo`"),
             ("x=veth1", "bad port number"),
@@ -212,7 +285,10 @@ mod tests {
             ("1=pcap:", "needs in=FILE"),
             ("1=pcap:in=a,in=b", "given twice"),
             ("1=pcap:size=3", "unknown pcap option"),
-            ("1=pcap:in=a.pcap,snaplen=3", "unknown pcap option `snaplen=3`"),
+            (
+                "1=pcap:in=a.pcap,snaplen=3",
+                "unknown pcap option `snaplen=3`",
+            ),
             ("1=tap:", "empty"),
             ("1=xdp:", "empty"),
             ("1=tun:abcdefghijklmnopq", "too long"),
@@ -224,13 +300,37 @@ mod tests {
 
     #[test]
     fn duplicates_are_rejected() {
-        let specs = |v: &[&str]| v.iter().map(|s| PortSpec::parse(s).unwrap()).collect::<Vec<_>>();
-        assert!(check_ports(&specs(&["1=a", "2=xdp:a"]), None, None).unwrap_err().contains("interface `a` is named by two ports"));
-        assert!(check_ports(&specs(&["1=a", "1=b"]), None, None).unwrap_err().contains("port 1 is given twice"));
-        assert!(check_ports(&specs(&["1=a", "2=tap:a"]), None, None).unwrap_err().contains("interface `a` is named by two ports"));
-        assert!(check_ports(&specs(&["1=pcap:out=/tmp/x.pcap", "2=pcap:out=/tmp/x.pcap"]), None, None).unwrap_err().contains("written by two ports"));
-        assert!(check_ports(&specs(&["1=pcap:in=/tmp/x.pcap", "2=pcap:out=/tmp/x.pcap"]), None, None).unwrap_err().contains("read by the port"));
-        assert!(check_ports(&specs(&["1=a"]), Some(1), None).unwrap_err().contains("CPU port"));
+        let specs = |v: &[&str]| {
+            v.iter()
+                .map(|s| PortSpec::parse(s).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert!(check_ports(&specs(&["1=a", "2=xdp:a"]), None, None)
+            .unwrap_err()
+            .contains("interface `a` is named by two ports"));
+        assert!(check_ports(&specs(&["1=a", "1=b"]), None, None)
+            .unwrap_err()
+            .contains("port 1 is given twice"));
+        assert!(check_ports(&specs(&["1=a", "2=tap:a"]), None, None)
+            .unwrap_err()
+            .contains("interface `a` is named by two ports"));
+        assert!(check_ports(
+            &specs(&["1=pcap:out=/tmp/x.pcap", "2=pcap:out=/tmp/x.pcap"]),
+            None,
+            None
+        )
+        .unwrap_err()
+        .contains("written by two ports"));
+        assert!(check_ports(
+            &specs(&["1=pcap:in=/tmp/x.pcap", "2=pcap:out=/tmp/x.pcap"]),
+            None,
+            None
+        )
+        .unwrap_err()
+        .contains("read by the port"));
+        assert!(check_ports(&specs(&["1=a"]), Some(1), None)
+            .unwrap_err()
+            .contains("CPU port"));
         assert!(check_ports(&specs(&["1=a", "2=b"]), Some(3), None).is_ok());
     }
 }

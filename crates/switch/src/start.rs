@@ -1,6 +1,6 @@
-//! Start-up of the data plane: the ports of a [`Config`] opened for every worker (interfaces, TUN/TAP
-//! devices created, pcap files opened, captures), the worker threads started, and the running [`Switch`]
-//! that stops them.
+//! Start-up of the data plane: the ports of a [`Config`] opened for every worker (interfaces,
+//! TUN/TAP devices created, pcap files opened, captures), the worker threads started, and the
+//! running [`Switch`] that stops them.
 
 use crate::datapath::{worker_loop, WorkerStats};
 use crate::log::Level;
@@ -26,7 +26,8 @@ pub struct Config {
     pub workers: usize,
     /// Log every packet's path through the pipeline.
     pub trace: bool,
-    /// Capture every port's received and sent frames to DIR/port<N>-in.pcap and DIR/port<N>-out.pcap.
+    /// Capture every port's received and sent frames to DIR/port<N>-in.pcap and
+    /// DIR/port<N>-out.pcap.
     pub pcap_dir: Option<PathBuf>,
     /// The traffic manager: port queues, their depths and rates (none: no queueing at all).
     pub tm: Option<Arc<TrafficManager>>,
@@ -52,13 +53,19 @@ impl Switch {
 
     /// Has a batch run consumed all its input?
     pub fn finished(&self) -> bool {
-        self.batch.as_ref().map(|d| d.load(Ordering::Acquire)).unwrap_or(false)
+        self.batch
+            .as_ref()
+            .map(|d| d.load(Ordering::Acquire))
+            .unwrap_or(false)
     }
 
-    /// Errors of the pcap ports so far: inputs that could not be read to their end, frames that could not
-    /// be written (a batch run with errors should end with a failure).
+    /// Errors of the pcap ports so far: inputs that could not be read to their end, frames that
+    /// could not be written (a batch run with errors should end with a failure).
     pub fn pcap_errors(&self) -> u64 {
-        self.pcap_stats.iter().map(|s| s.errors.load(Ordering::Relaxed)).sum()
+        self.pcap_stats
+            .iter()
+            .map(|s| s.errors.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Stop the packet threads and wait for them: files are flushed, TUN/TAP devices removed.
@@ -70,12 +77,17 @@ impl Switch {
     }
 }
 
-/// Open all ports (for `cfg.workers` workers) and start the packet threads. Nothing is left open on error.
+/// Open all ports (for `cfg.workers` workers) and start the packet threads. Nothing is left open on
+/// error.
 pub fn start(device: Arc<Device>, cfg: &Config) -> Result<Switch, String> {
     start_with_stop(device, cfg, Arc::new(AtomicBool::new(false)))
 }
 
-fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> Result<Switch, String> {
+fn start_with_stop(
+    device: Arc<Device>,
+    cfg: &Config,
+    stop: Arc<AtomicBool>,
+) -> Result<Switch, String> {
     let workers = cfg.workers;
     if workers == 0 {
         return Err("at least one worker is needed".into());
@@ -84,11 +96,14 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
     // the clock of the timestamps starts with the switch
     p4sec_engine::tm::start_clock();
     crate::ring::rx_ring_bytes()?;
-    // pcap inputs first (nothing to undo when one is bad), then the live ports, then the files written
+    // pcap inputs first (nothing to undo when one is bad), then the live ports, then the files
+    // written
     let mut inputs: Vec<Option<pcap::Reader>> = vec![];
     for s in &cfg.ports {
         inputs.push(match &s.kind {
-            PortKind::Pcap { input: Some(f), .. } => Some(pcap::Reader::open(f).map_err(|e| format!("port {}: {e}", s.number))?),
+            PortKind::Pcap { input: Some(f), .. } => {
+                Some(pcap::Reader::open(f).map_err(|e| format!("port {}: {e}", s.number))?)
+            }
             _ => None,
         });
     }
@@ -102,12 +117,19 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
         match &s.kind {
             PortKind::Iface(iface) => {
                 for _ in 0..workers {
-                    v.push(if workers == 1 { Port::open(n, iface)? } else { Port::open_fanout(n, iface, base.wrapping_add(k as u16))? });
+                    v.push(if workers == 1 {
+                        Port::open(n, iface)?
+                    } else {
+                        Port::open_fanout(n, iface, base.wrapping_add(k as u16))?
+                    });
                 }
                 if crate::gro::wanted() {
                     for p in v.iter_mut() {
                         if let Err(e) = p.enable_gro() {
-                            p4log!(Level::Debug, "port {n}: TCP segments are not joined on `{iface}`: {e}");
+                            p4log!(
+                                Level::Debug,
+                                "port {n}: TCP segments are not joined on `{iface}`: {e}"
+                            );
                         }
                     }
                 }
@@ -117,21 +139,30 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                     _ => "",
                 };
                 let how = match v[0].packet().and_then(|p| p.slots()) {
-                    Some((rx, tx)) => format!("memory-mapped rings, {rx} receive and {tx} transmit slots{gro}"),
+                    Some((rx, tx)) => {
+                        format!("memory-mapped rings, {rx} receive and {tx} transmit slots{gro}")
+                    }
                     _ => "one recvmsg/send per frame".into(),
                 };
                 p4log!(Level::Info, "port {n}: interface `{iface}` ({how})");
             }
-            PortKind::Xdp(iface) => v = crate::port::open_xdp_ports(n, iface, workers, base.wrapping_add(k as u16))?,
+            PortKind::Xdp(iface) => {
+                v = crate::port::open_xdp_ports(n, iface, workers, base.wrapping_add(k as u16))?
+            }
             PortKind::Tap(name) | PortKind::Tun(name) => {
                 let tap = matches!(s.kind, PortKind::Tap(_));
                 let existed = tun::exists(name);
                 let vnet = tun::offloads_wanted();
                 let mut offloads = vnet;
                 for _ in 0..workers {
-                    let (fd, off) = tun::open_queue(name, tap, workers > 1, vnet).map_err(|e| format!("port {n}: {e}"))?;
+                    let (fd, off) = tun::open_queue(name, tap, workers > 1, vnet)
+                        .map_err(|e| format!("port {n}: {e}"))?;
                     offloads &= off;
-                    let io = if tap { Io::Tap(Tap::new(fd, vnet)) } else { Io::Tun(Tun::new(fd, vnet)) };
+                    let io = if tap {
+                        Io::Tap(Tap::new(fd, vnet))
+                    } else {
+                        Io::Tun(Tun::new(fd, vnet))
+                    };
                     v.push(Port::new(n, &s.label, io));
                 }
                 tun::set_up(name).map_err(|e| format!("port {n}: {e}"))?;
@@ -144,7 +175,11 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                         "the device's queue length".into()
                     }
                 };
-                let mut queues = if workers > 1 { format!("{workers} queues (one per worker), {qlen}") } else { qlen };
+                let mut queues = if workers > 1 {
+                    format!("{workers} queues (one per worker), {qlen}")
+                } else {
+                    qlen
+                };
                 queues += match (vnet, offloads) {
                     (true, true) if crate::gro::wanted() => {
                         ", checksum and TCP segmentation offloads taken from the host, TCP segments joined into GSO super-frames on transmit"
@@ -156,7 +191,10 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                 if existed {
                     p4log!(Level::Info, "port {n}: {k} device `{name}` (an existing persistent device, left in place at exit; {queues})");
                 } else {
-                    p4log!(Level::Info, "port {n}: {k} device `{name}` created (removed at exit; {queues})");
+                    p4log!(
+                        Level::Info,
+                        "port {n}: {k} device `{name}` created (removed at exit; {queues})"
+                    );
                 }
             }
             PortKind::Pcap { .. } => {}
@@ -168,7 +206,9 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
         let n = s.number;
         if let PortKind::Pcap { input, output } = &s.kind {
             let w = match output {
-                Some(f) => Some(Arc::new(Mutex::new(pcap::Writer::create(f).map_err(|e| format!("port {n}: {e}"))?))),
+                Some(f) => Some(Arc::new(Mutex::new(
+                    pcap::Writer::create(f).map_err(|e| format!("port {n}: {e}"))?,
+                ))),
                 None => None,
             };
             let mut input_reader = inputs[k].take();
@@ -176,16 +216,26 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
                 let io = Io::Pcap(Pcap::new(input_reader.take(), w.clone()));
                 per_port[k].push(Port::new(n, &s.label, io));
             }
-            let from = input.as_ref().map(|f| format!("frames from {}", f.display())).unwrap_or_else(|| "no input".into());
-            let to = output.as_ref().map(|f| format!("frames sent written to {}", f.display())).unwrap_or_else(|| "frames sent discarded".into());
+            let from = input
+                .as_ref()
+                .map(|f| format!("frames from {}", f.display()))
+                .unwrap_or_else(|| "no input".into());
+            let to = output
+                .as_ref()
+                .map(|f| format!("frames sent written to {}", f.display()))
+                .unwrap_or_else(|| "frames sent discarded".into());
             p4log!(Level::Info, "port {n}: pcap, {from}, {to}");
         }
         if let Some(dir) = &cfg.pcap_dir {
             if written.is_empty() {
-                std::fs::create_dir_all(dir).map_err(|e| format!("--pcap-dir: cannot create {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("--pcap-dir: cannot create {}: {e}", dir.display()))?;
             }
             let (i, o) = capture_paths(dir, n);
-            let c = Arc::new(Capture { rx: Mutex::new(pcap::Writer::create(&i)?), tx: Mutex::new(pcap::Writer::create(&o)?) });
+            let c = Arc::new(Capture {
+                rx: Mutex::new(pcap::Writer::create(&i)?),
+                tx: Mutex::new(pcap::Writer::create(&o)?),
+            });
             for p in per_port[k].iter_mut() {
                 p.capture = Some(c.clone());
             }
@@ -196,9 +246,16 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
         }
     }
     if let Some(dir) = &cfg.pcap_dir {
-        p4log!(Level::Info, "capturing the frames of ports {written:?} to {}", dir.display());
+        p4log!(
+            Level::Info,
+            "capturing the frames of ports {written:?} to {}",
+            dir.display()
+        );
     }
-    let batch_run = cfg.ports.iter().any(|s| matches!(s.kind, PortKind::Pcap { input: Some(_), .. }))
+    let batch_run = cfg
+        .ports
+        .iter()
+        .any(|s| matches!(s.kind, PortKind::Pcap { input: Some(_), .. }))
         && !cfg.ports.iter().any(|s| s.is_live())
         && device.cpu_port.is_none();
     let batch = batch_run.then(|| Arc::new(AtomicBool::new(false)));
@@ -231,14 +288,32 @@ fn start_with_stop(device: Arc<Device>, cfg: &Config, stop: Arc<AtomicBool>) -> 
             }
         }
     }
-    let pcap_stats = cfg.ports.iter().zip(&stats).filter(|(s, _)| !s.is_live()).map(|(_, st)| st.clone()).collect();
-    let stats = cfg.ports.iter().zip(stats).map(|(s, st)| (s.number, s.label.clone(), st)).collect();
-    Ok(Switch { stop, threads, stats, workers: worker_stats, batch, pcap_stats })
+    let pcap_stats = cfg
+        .ports
+        .iter()
+        .zip(&stats)
+        .filter(|(s, _)| !s.is_live())
+        .map(|(_, st)| st.clone())
+        .collect();
+    let stats = cfg
+        .ports
+        .iter()
+        .zip(stats)
+        .map(|(s, st)| (s.number, s.label.clone(), st))
+        .collect();
+    Ok(Switch {
+        stop,
+        threads,
+        stats,
+        workers: worker_stats,
+        batch,
+        pcap_stats,
+    })
 }
 
-/// Run `workers` packet loops, each with its own sockets on every port (joined in a PACKET_FANOUT group per
-/// port, so flows are spread over the workers) and its own engine worker state. The threads run until
-/// `stop` is set.
+/// Run `workers` packet loops, each with its own sockets on every port (joined in a PACKET_FANOUT
+/// group per port, so flows are spread over the workers) and its own engine worker state. The
+/// threads run until `stop` is set.
 pub fn run_workers(
     device: Arc<Device>,
     ports: &[(u32, String)],
@@ -246,8 +321,25 @@ pub fn run_workers(
     stop: Arc<AtomicBool>,
     trace: bool,
 ) -> Result<Vec<(u32, String, Arc<PortStats>)>, String> {
-    let specs = ports.iter().map(|(n, i)| PortSpec { number: *n, kind: PortKind::Iface(i.clone()), label: i.clone() }).collect();
-    let mut sw = start_with_stop(device, &Config { ports: specs, workers, trace, pcap_dir: None, tm: None }, stop)?;
+    let specs = ports
+        .iter()
+        .map(|(n, i)| PortSpec {
+            number: *n,
+            kind: PortKind::Iface(i.clone()),
+            label: i.clone(),
+        })
+        .collect();
+    let mut sw = start_with_stop(
+        device,
+        &Config {
+            ports: specs,
+            workers,
+            trace,
+            pcap_dir: None,
+            tm: None,
+        },
+        stop,
+    )?;
     sw.threads.clear(); // detached: they stop with `stop`
     Ok(std::mem::take(&mut sw.stats))
 }

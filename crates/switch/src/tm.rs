@@ -1,15 +1,18 @@
-//! The traffic manager: per egress port a FIFO queue (or, with priority queues, one per priority served
-//! highest first) of a configurable depth in packets (BMv2's default 64) drained at a configurable rate in
-//! packets per second (unlimited by default), as BMv2's `set_queue_depth` / `set_queue_rate` and
-//! `--priority-queues` set them. Packets that find their queue full are dropped at the tail and counted.
+//! The traffic manager: per egress port a FIFO queue (or, with priority queues, one per priority
+//! served highest first) of a configurable depth in packets (BMv2's default 64) drained at a
+//! configurable rate in packets per second (unlimited by default), as BMv2's `set_queue_depth` /
+//! `set_queue_rate` and `--priority-queues` set them. Packets that find their queue full are
+//! dropped at the tail and counted.
 //!
-//! While no port has a rate, nothing is queued: every worker runs egress right after ingress (the engine's
-//! inline path), and the queue fields read 0. Once a rate is set anywhere, workers stop packets after ingress
-//! and put them in their port's queue, and the egress pipeline runs when they leave.
+//! While no port has a rate, nothing is queued: every worker runs egress right after ingress (the
+//! engine's inline path), and the queue fields read 0. Once a rate is set anywhere, workers stop
+//! packets after ingress and put them in their port's queue, and the egress pipeline runs when they
+//! leave.
 //!
-//! The limits and counters of a port ([`PortQueue`]) are shared by all workers; the packets themselves wait
-//! in per-worker queues ([`Queues`], each worker runs the egress of its own packets), so the depth counts
-//! every worker's packets and the rate paces their departures together.
+//! The limits and counters of a port ([`PortQueue`]) are shared by all workers; the packets
+//! themselves wait in per-worker queues ([`Queues`], each worker runs the egress of its own
+//! packets), so the depth counts every worker's packets and the rate paces their departures
+//! together.
 
 use p4sec_engine::tm::{QueueMeta, Queued};
 use std::collections::{BTreeMap, VecDeque};
@@ -62,10 +65,14 @@ impl PortQueue {
     }
     /// Packets waiting in all the port's queues.
     pub fn occupancy(&self) -> usize {
-        self.occupancy.iter().map(|o| o.load(Ordering::Relaxed)).sum()
+        self.occupancy
+            .iter()
+            .map(|o| o.load(Ordering::Relaxed))
+            .sum()
     }
     /// May a packet leave at `now_ns`? Takes the departure slot if so. A rate paces departures
-    /// `1/rate` apart; a worker that comes late catches up on at most 2 ms (or one interval) of missed departures.
+    /// `1/rate` apart; a worker that comes late catches up on at most 2 ms (or one interval) of
+    /// missed departures.
     fn take_departure(&self, now_ns: u64) -> bool {
         let r = self.rate_mpps.load(Ordering::Relaxed);
         if r == 0 {
@@ -77,8 +84,17 @@ impl PortQueue {
             if cur > now_ns {
                 return false;
             }
-            let base = if now_ns - cur > interval.max(2_000_000) { now_ns } else { cur };
-            match self.next_ns.compare_exchange_weak(cur, base + interval, Ordering::AcqRel, Ordering::Acquire) {
+            let base = if now_ns - cur > interval.max(2_000_000) {
+                now_ns
+            } else {
+                cur
+            };
+            match self.next_ns.compare_exchange_weak(
+                cur,
+                base + interval,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => return true,
                 Err(c) => cur = c,
             }
@@ -108,7 +124,9 @@ impl TrafficManager {
     /// Queues for `ports`, `queues` per port (1, or 2..=8 priority queues).
     pub fn new(ports: &[u32], queues: usize) -> Result<TrafficManager, String> {
         if queues == 0 || queues > MAX_PRIORITY_QUEUES {
-            return Err(format!("--priority-queues must be 1..{MAX_PRIORITY_QUEUES}, got {queues}"));
+            return Err(format!(
+                "--priority-queues must be 1..{MAX_PRIORITY_QUEUES}, got {queues}"
+            ));
         }
         Ok(TrafficManager {
             ports: ports.iter().map(|p| (*p, PortQueue::new(queues))).collect(),
@@ -143,7 +161,9 @@ impl TrafficManager {
         let targets: Vec<&PortQueue> = match port {
             Some(p) => {
                 let known: Vec<String> = self.ports.keys().map(|k| k.to_string()).collect();
-                vec![self.ports.get(&p).ok_or_else(|| format!("no port {p} (the switch has ports {})", known.join(", ")))?]
+                vec![self.ports.get(&p).ok_or_else(|| {
+                    format!("no port {p} (the switch has ports {})", known.join(", "))
+                })?]
             }
             None => self.ports.values().collect(),
         };
@@ -160,8 +180,13 @@ impl TrafficManager {
                 if !(r.is_finite() && r >= 0.0) || r > 1e12 {
                     return Err(format!("a queue rate must be a number of packets per second, 0 (unlimited) or more, got {r}"));
                 }
-                // 0: no limit, as in BMv2 (the packets waiting leave at once, before any that come after them)
-                let m = if r == 0.0 { 0 } else { ((r * 1000.0).round() as u64).max(1) };
+                // 0: no limit, as in BMv2 (the packets waiting leave at once, before any that come
+                // after them)
+                let m = if r == 0.0 {
+                    0
+                } else {
+                    ((r * 1000.0).round() as u64).max(1)
+                };
                 for q in targets {
                     match (q.rate_mpps.swap(m, Ordering::Relaxed), m) {
                         (0, 0) => {}
@@ -183,8 +208,8 @@ impl TrafficManager {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// The queue index of a packet of v1model priority `prio` (the highest priority is served first;
-    /// priorities above the number of queues go to the highest queue).
+    /// The queue index of a packet of v1model priority `prio` (the highest priority is served
+    /// first; priorities above the number of queues go to the highest queue).
     fn queue_of(&self, prio: u8) -> usize {
         (prio as usize).min(self.queues - 1)
     }
@@ -210,8 +235,8 @@ pub enum Enqueued {
     Queued,
     /// Its queue was full: dropped (counted in the port's `tail_drops`).
     TailDropped,
-    /// Its port has no rate (nothing waits there), or the traffic manager has no queue for its port (the CPU
-    /// port, a port the switch lacks): it goes through egress now.
+    /// Its port has no rate (nothing waits there), or the traffic manager has no queue for its port
+    /// (the CPU port, a port the switch lacks): it goes through egress now.
     NoQueue(Queued),
 }
 
@@ -235,8 +260,16 @@ pub struct Queues {
 
 impl Queues {
     pub fn new(tm: Arc<TrafficManager>) -> Queues {
-        let waiting = tm.ports.keys().map(|p| (*p, (0..tm.queues).map(|_| VecDeque::new()).collect())).collect();
-        Queues { tm, waiting, len: 0 }
+        let waiting = tm
+            .ports
+            .keys()
+            .map(|p| (*p, (0..tm.queues).map(|_| VecDeque::new()).collect()))
+            .collect();
+        Queues {
+            tm,
+            waiting,
+            len: 0,
+        }
     }
 
     /// Packets waiting in this worker's queues.
@@ -251,7 +284,9 @@ impl Queues {
     pub fn clear(&mut self) -> usize {
         let n = self.len;
         for (port, qs) in self.waiting.iter_mut() {
-            let Some(pq) = self.tm.ports.get(port) else { continue };
+            let Some(pq) = self.tm.ports.get(port) else {
+                continue;
+            };
             for (qi, q) in qs.iter_mut().enumerate() {
                 pq.occupancy[qi].fetch_sub(q.len(), Ordering::AcqRel);
                 q.clear();
@@ -271,38 +306,60 @@ impl Queues {
         self.tm.active()
     }
 
-    /// Does this worker have to keep queueing: a port has a rate, or packets queued while one had still wait
-    /// (those that follow them to the same port must not overtake them)?
+    /// Does this worker have to keep queueing: a port has a rate, or packets queued while one had
+    /// still wait (those that follow them to the same port must not overtake them)?
     pub fn queueing(&self) -> bool {
         self.tm.active() || self.len > 0
     }
 
     /// Put a packet that ingress sent to `item.port` at the tail of its queue, at `now_us`.
     pub fn enqueue(&mut self, item: Queued, now_us: u64) -> Enqueued {
-        let Some(pq) = self.tm.ports.get(&item.port) else { return Enqueued::NoQueue(item) };
-        if pq.rate_mpps.load(Ordering::Relaxed) == 0 && self.waiting.get(&item.port).is_none_or(|w| w.iter().all(|q| q.is_empty())) {
-            // a port without a rate drains as fast as packets come: nothing waits (unless packets queued while
-            // it had one still do: this one leaves after them)
+        let Some(pq) = self.tm.ports.get(&item.port) else {
+            return Enqueued::NoQueue(item);
+        };
+        if pq.rate_mpps.load(Ordering::Relaxed) == 0
+            && self
+                .waiting
+                .get(&item.port)
+                .is_none_or(|w| w.iter().all(|q| q.is_empty()))
+        {
+            // a port without a rate drains as fast as packets come: nothing waits (unless packets
+            // queued while it had one still do: this one leaves after them)
             return Enqueued::NoQueue(item);
         }
         let qi = self.tm.queue_of(item.priority);
         let depth = pq.depth();
         // (the test and the increment are one step, so workers together never exceed the depth)
         let occ = &pq.occupancy[qi];
-        let Ok(before) = occ.fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| (o < depth).then_some(o + 1)) else {
+        let Ok(before) = occ.fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| {
+            (o < depth).then_some(o + 1)
+        }) else {
             pq.tail_drops.fetch_add(1, Ordering::Relaxed);
             return Enqueued::TailDropped;
         };
-        let others: usize = pq.occupancy.iter().enumerate().filter(|(i, _)| *i != qi).map(|(_, o)| o.load(Ordering::Relaxed)).sum();
+        let others: usize = pq
+            .occupancy
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != qi)
+            .map(|(_, o)| o.load(Ordering::Relaxed))
+            .sum();
         let enq_depth = (before + others) as u32;
-        let Some(w) = self.waiting.get_mut(&item.port) else { return Enqueued::TailDropped };
-        w[qi].push_back(Waiting { item, enq_us: now_us, enq_depth });
+        let Some(w) = self.waiting.get_mut(&item.port) else {
+            return Enqueued::TailDropped;
+        };
+        w[qi].push_back(Waiting {
+            item,
+            enq_us: now_us,
+            enq_depth,
+        });
         self.len += 1;
         Enqueued::Queued
     }
 
-    /// The packets whose departure is due now, each with the queue metadata of its stay, highest priority
-    /// first within a port; and when to look again (ns from now) if packets are left waiting.
+    /// The packets whose departure is due now, each with the queue metadata of its stay, highest
+    /// priority first within a port; and when to look again (ns from now) if packets are left
+    /// waiting.
     pub fn dequeue_due(&mut self, now_us: u64, out: &mut Vec<(Queued, QueueMeta)>) -> Option<u64> {
         if self.len == 0 {
             return None;
@@ -310,9 +367,13 @@ impl Queues {
         let now_ns = self.tm.now_ns();
         let mut next: Option<u64> = None;
         for (port, qs) in self.waiting.iter_mut() {
-            let Some(pq) = self.tm.ports.get(port) else { continue };
+            let Some(pq) = self.tm.ports.get(port) else {
+                continue;
+            };
             loop {
-                let Some(qi) = (0..qs.len()).rev().find(|&i| !qs[i].is_empty()) else { break };
+                let Some(qi) = (0..qs.len()).rev().find(|&i| !qs[i].is_empty()) else {
+                    break;
+                };
                 if !pq.take_departure(now_ns) {
                     let at = pq.next_ns.load(Ordering::Acquire).saturating_sub(now_ns);
                     next = Some(next.map_or(at, |n| n.min(at)));
@@ -325,8 +386,13 @@ impl Queues {
                     enq_timestamp: wt.enq_us,
                     enq_qdepth: wt.enq_depth,
                     deq_timedelta: now_us.saturating_sub(wt.enq_us).min(u32::MAX as u64) as u32,
-                    deq_qdepth: (left + pq.occupancy.iter().enumerate().filter(|(i, _)| *i != qi).map(|(_, o)| o.load(Ordering::Relaxed)).sum::<usize>())
-                        as u32,
+                    deq_qdepth: (left
+                        + pq.occupancy
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| *i != qi)
+                            .map(|(_, o)| o.load(Ordering::Relaxed))
+                            .sum::<usize>()) as u32,
                 };
                 out.push((wt.item, meta));
             }
@@ -353,9 +419,18 @@ mod tests {
     fn settings_are_checked() {
         let tm = TrafficManager::new(&[1, 2], 1).unwrap();
         assert!(!tm.active());
-        assert!(tm.set(Some(3), Setting::Rate(10.0)).unwrap_err().contains("no port 3"));
-        assert!(tm.set(None, Setting::Depth(0)).unwrap_err().contains("at least 1"));
-        assert!(tm.set(None, Setting::Rate(-1.0)).unwrap_err().contains("0 (unlimited) or more"));
+        assert!(tm
+            .set(Some(3), Setting::Rate(10.0))
+            .unwrap_err()
+            .contains("no port 3"));
+        assert!(tm
+            .set(None, Setting::Depth(0))
+            .unwrap_err()
+            .contains("at least 1"));
+        assert!(tm
+            .set(None, Setting::Rate(-1.0))
+            .unwrap_err()
+            .contains("0 (unlimited) or more"));
         tm.set(None, Setting::Rate(0.0)).unwrap();
         assert!(!tm.active());
         assert!(tm.set(None, Setting::Rate(f64::NAN)).is_err());
@@ -366,7 +441,10 @@ mod tests {
         assert_eq!(tm.port(2).unwrap().rate(), Some(2.5));
         assert_eq!(tm.port(1).unwrap().rate(), None);
         tm.set(None, Setting::Depth(7)).unwrap();
-        assert_eq!((tm.port(1).unwrap().depth(), tm.port(2).unwrap().depth()), (7, 7));
+        assert_eq!(
+            (tm.port(1).unwrap().depth(), tm.port(2).unwrap().depth()),
+            (7, 7)
+        );
         assert!(TrafficManager::new(&[1], 9).unwrap_err().contains("1..8"));
         assert!(TrafficManager::new(&[1], 0).is_err());
     }
@@ -386,15 +464,18 @@ mod tests {
         let mut out = vec![];
         qs.dequeue_due(20, &mut out);
         assert_eq!(out.len(), 1);
-        // the rate removed (port 2 keeps its own): the worker still queues while packets wait; one that comes
-        // now waits behind them, and all of them leave at the next look, in order
+        // the rate removed (port 2 keeps its own): the worker still queues while packets wait; one
+        // that comes now waits behind them, and all of them leave at the next look, in order
         tm.set(Some(1), Setting::Rate(0.0)).unwrap();
         assert!(tm.active() && qs.queueing());
         assert_eq!(tm.port(1).unwrap().rate(), None);
         assert!(matches!(qs.enqueue(tagged(3), 30), Enqueued::Queued));
         out.clear();
         assert_eq!(qs.dequeue_due(40, &mut out), None);
-        assert_eq!(out.iter().map(|(i, _)| i.priority).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(
+            out.iter().map(|(i, _)| i.priority).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
         // drained: nothing waits at port 1 any more
         assert!(matches!(qs.enqueue(tagged(4), 50), Enqueued::NoQueue(_)));
         tm.set(Some(2), Setting::Rate(0.0)).unwrap();
@@ -428,9 +509,21 @@ mod tests {
         let mut out = vec![];
         let next = qs.dequeue_due(100, &mut out);
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].1, QueueMeta { enq_timestamp: 10, enq_qdepth: 0, deq_timedelta: 90, deq_qdepth: 2 });
-        assert!(next.is_some_and(|n| n > 900_000_000), "the next departure is about a second away: {next:?}");
-        // nothing else is due; the queues hold what is left, and a cleared worker gives its share back
+        assert_eq!(
+            out[0].1,
+            QueueMeta {
+                enq_timestamp: 10,
+                enq_qdepth: 0,
+                deq_timedelta: 90,
+                deq_qdepth: 2
+            }
+        );
+        assert!(
+            next.is_some_and(|n| n > 900_000_000),
+            "the next departure is about a second away: {next:?}"
+        );
+        // nothing else is due; the queues hold what is left, and a cleared worker gives its share
+        // back
         out.clear();
         qs.dequeue_due(200, &mut out);
         assert!(out.is_empty());
@@ -460,7 +553,11 @@ mod tests {
             depths.extend(out[n..].iter().map(|(_, m)| (m.enq_qdepth, m.deq_qdepth)));
         }
         // 5 departures 1 ms apart take at least 4 ms (no upper bound: the machine may be busy)
-        assert!(start.elapsed() >= std::time::Duration::from_micros(3_900), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() >= std::time::Duration::from_micros(3_900),
+            "{:?}",
+            start.elapsed()
+        );
         assert_eq!(depths, vec![(0, 4), (1, 3), (2, 2), (3, 1), (4, 0)]);
     }
 
@@ -473,7 +570,11 @@ mod tests {
         // (each priority queue has its own depth; priorities above 3 share the highest queue)
         for (i, p) in [0u8, 2, 0, 7, 2, 3, 0, 6].into_iter().enumerate() {
             let r = qs.enqueue(q(1, p), i as u64);
-            assert_eq!(matches!(r, Enqueued::Queued), i < 6, "packet {i} priority {p}: {r:?}");
+            assert_eq!(
+                matches!(r, Enqueued::Queued),
+                i < 6,
+                "packet {i} priority {p}: {r:?}"
+            );
         }
         let mut out = vec![];
         while !qs.is_empty() {
@@ -481,7 +582,10 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_nanos(w));
             }
         }
-        let order: Vec<(u8, u64)> = out.iter().map(|(q, m)| (q.priority, m.enq_timestamp)).collect();
+        let order: Vec<(u8, u64)> = out
+            .iter()
+            .map(|(q, m)| (q.priority, m.enq_timestamp))
+            .collect();
         assert_eq!(order, vec![(7, 3), (3, 5), (2, 1), (2, 4), (0, 0), (0, 2)]);
     }
 }

@@ -1,23 +1,27 @@
-//! TUN and TAP devices made through /dev/net/tun (`--port N=tap:NAME`, `--port N=tun:NAME`). The devices
-//! are not persistent: the kernel removes them when the switch closes its descriptors (at exit, however it
-//! ends). With several workers the device is multi-queue and each worker has its own queue.
+//! TUN and TAP devices made through /dev/net/tun (`--port N=tap:NAME`, `--port N=tun:NAME`). The
+//! devices are not persistent: the kernel removes them when the switch closes its descriptors (at
+//! exit, however it ends). With several workers the device is multi-queue and each worker has its
+//! own queue.
 //!
-//! TUN framing: a TUN device carries IP packets, which enter the pipeline with a synthetic Ethernet header
-//! ([`ip_to_ethernet`]) and leave it without one ([`ethernet_to_ip`]).
+//! TUN framing: a TUN device carries IP packets, which enter the pipeline with a synthetic Ethernet
+//! header ([`ip_to_ethernet`]) and leave it without one ([`ethernet_to_ip`]).
 //!
-//! Batches: the packet loop reads a queue until it is empty, at most a batch per wake-up (one `poll` per
-//! batch); what a batch sends to a queue is held in its [`crate::port::txbatch::TxBatch`] and written when the batch ends (or the
-//! batch buffer is full), one `write` per frame (a TUN/TAP queue takes one packet per `write`). The devices'
-//! transmit queues (the frames the kernel hands to the switch) are made [`TX_QUEUE_LEN`] packets long
-//! ([`set_tx_queue_len`]) so that a burst waits there instead of being dropped while the worker is busy.
+//! Batches: the packet loop reads a queue until it is empty, at most a batch per wake-up (one
+//! `poll` per batch); what a batch sends to a queue is held in its
+//! [`crate::port::txbatch::TxBatch`] and written when the batch ends (or the batch buffer is full),
+//! one `write` per frame (a TUN/TAP queue takes one packet per `write`). The devices' transmit
+//! queues (the frames the kernel hands to the switch) are made [`TX_QUEUE_LEN`] packets long
+//! ([`set_tx_queue_len`]) so that a burst waits there instead of being dropped while the worker is
+//! busy.
 //!
-//! Offloads: the queues are opened with a virtio-net header in front of every packet (`IFF_VNET_HDR`) and
-//! the switch tells the kernel it takes checksums left to offload and TCP super-frames (`TUNSETOFFLOAD`:
-//! TUN_F_CSUM, TSO4, TSO6, TSO_ECN). The device then offers TSO and checksum offload to the host's stack,
-//! which hands a TCP stream over in frames of up to 64 KiB instead of one per MSS-sized segment; the port cuts
-//! them into the segments the wire would carry ([`crate::gso`]) before the pipeline sees them. `P4SEC_NO_OFFLOADS=1`
-//! in the switch's environment opens the queues without the header (every packet its own frame, checksums
-//! computed by the host).
+//! Offloads: the queues are opened with a virtio-net header in front of every packet
+//! (`IFF_VNET_HDR`) and the switch tells the kernel it takes checksums left to offload and TCP
+//! super-frames (`TUNSETOFFLOAD`: TUN_F_CSUM, TSO4, TSO6, TSO_ECN). The device then offers TSO and
+//! checksum offload to the host's stack, which hands a TCP stream over in frames of up to 64 KiB
+//! instead of one per MSS-sized segment; the port cuts them into the segments the wire would carry
+//! ([`crate::gso`]) before the pipeline sees them. `P4SEC_NO_OFFLOADS=1` in the switch's
+//! environment opens the queues without the header (every packet its own frame, checksums computed
+//! by the host).
 
 const SIOCGIFFLAGS: u64 = 0x8913;
 const SIOCSIFFLAGS: u64 = 0x8914;
@@ -38,8 +42,8 @@ pub fn offloads_wanted() -> bool {
     !matches!(std::env::var(NO_OFFLOADS_ENV), Ok(v) if !v.is_empty() && v != "0")
 }
 
-/// The transmit queue length given to the TUN/TAP devices the switch opens (the kernel's default for them is
-/// 500 packets, per queue): the frames that wait for a busy worker.
+/// The transmit queue length given to the TUN/TAP devices the switch opens (the kernel's default
+/// for them is 500 packets, per queue): the frames that wait for a busy worker.
 pub const TX_QUEUE_LEN: u32 = 4096;
 
 #[repr(C)]
@@ -50,7 +54,11 @@ struct IfReq {
 }
 
 fn ifreq(name: &str) -> IfReq {
-    let mut r = IfReq { name: [0; libc::IFNAMSIZ], flags: 0, _pad: [0; 22] };
+    let mut r = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        flags: 0,
+        _pad: [0; 22],
+    };
     for (d, s) in r.name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
         *d = s as libc::c_char;
     }
@@ -73,8 +81,8 @@ fn kind(tap: bool) -> &'static str {
     }
 }
 
-/// Does an interface of this name exist (in the switch's network namespace)? Without a heap allocation:
-/// the packet loop asks this of its ports once a second.
+/// Does an interface of this name exist (in the switch's network namespace)? Without a heap
+/// allocation: the packet loop asks this of its ports once a second.
 pub fn exists(name: &str) -> bool {
     // a name that is too long or has a NUL byte names no interface
     if name.len() >= libc::IFNAMSIZ || name.bytes().any(|b| b == 0) {
@@ -84,23 +92,39 @@ pub fn exists(name: &str) -> bool {
     unsafe { libc::if_nametoindex(r.name.as_ptr()) != 0 }
 }
 
-/// Open one queue of the TUN (`tap == false`) or TAP device `name`, creating the device if it does not
-/// exist; a non-blocking descriptor. With `vnet`, every packet read or written has a virtio-net header in
-/// front, and the kernel is told the switch takes checksum and TCP segmentation offloads (see the module's
-/// doc); the second value says whether it took them (without them the header is there, always empty on
-/// receive).
-pub fn open_queue(name: &str, tap: bool, multi_queue: bool, vnet: bool) -> Result<(i32, bool), String> {
+/// Open one queue of the TUN (`tap == false`) or TAP device `name`, creating the device if it does
+/// not exist; a non-blocking descriptor. With `vnet`, every packet read or written has a virtio-net
+/// header in front, and the kernel is told the switch takes checksum and TCP segmentation offloads
+/// (see the module's doc); the second value says whether it took them (without them the header is
+/// there, always empty on receive).
+pub fn open_queue(
+    name: &str,
+    tap: bool,
+    multi_queue: bool,
+    vnet: bool,
+) -> Result<(i32, bool), String> {
     let k = kind(tap);
     let path = b"/dev/net/tun\0";
-    let fd = unsafe { libc::open(path.as_ptr() as *const libc::c_char, libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr() as *const libc::c_char,
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         let e = std::io::Error::last_os_error();
         let hint = match e.raw_os_error() {
-            Some(libc::EACCES) | Some(libc::EPERM) => " (creating TUN/TAP devices needs root or CAP_NET_ADMIN)",
-            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => " (no TUN/TAP support in this kernel: modprobe tun)",
+            Some(libc::EACCES) | Some(libc::EPERM) => {
+                " (creating TUN/TAP devices needs root or CAP_NET_ADMIN)"
+            }
+            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => {
+                " (no TUN/TAP support in this kernel: modprobe tun)"
+            }
             _ => "",
         };
-        return Err(format!("cannot create {k} device `{name}`: cannot open /dev/net/tun: {e}{hint}"));
+        return Err(format!(
+            "cannot create {k} device `{name}`: cannot open /dev/net/tun: {e}{hint}"
+        ));
     }
     let mut r = ifreq(name);
     let mut flags = if tap { libc::IFF_TAP } else { libc::IFF_TUN } | libc::IFF_NO_PI;
@@ -116,14 +140,17 @@ pub fn open_queue(name: &str, tap: bool, multi_queue: bool, vnet: bool) -> Resul
         let e = std::io::Error::last_os_error();
         unsafe { libc::close(fd) };
         return Err(match e.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => format!("cannot create {k} device `{name}`: {e} (needs root or CAP_NET_ADMIN)"),
+            Some(libc::EPERM) | Some(libc::EACCES) => {
+                format!("cannot create {k} device `{name}`: {e} (needs root or CAP_NET_ADMIN)")
+            }
             Some(libc::EINVAL) | Some(libc::EBUSY) if existed => {
                 format!("cannot create {k} device `{name}`: an interface of that name already exists and is not a free {k} device")
             }
             _ => format!("cannot create {k} device `{name}`: {e}"),
         });
     }
-    let offloads = vnet && unsafe { libc::ioctl(fd, TUNSETOFFLOAD as _, OFFLOADS as libc::c_ulong) } == 0;
+    let offloads =
+        vnet && unsafe { libc::ioctl(fd, TUNSETOFFLOAD as _, OFFLOADS as libc::c_ulong) } == 0;
     Ok((fd, offloads))
 }
 
@@ -131,7 +158,10 @@ pub fn open_queue(name: &str, tap: bool, multi_queue: bool, vnet: bool) -> Resul
 pub fn set_up(name: &str) -> Result<(), String> {
     let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if s < 0 {
-        return Err(format!("cannot bring `{name}` up: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "cannot bring `{name}` up: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     let mut r = ifreq(name);
     let mut res = unsafe { libc::ioctl(s, SIOCGIFFLAGS as _, &mut r as *mut IfReq) };
@@ -147,14 +177,21 @@ pub fn set_up(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Make the transmit queue of interface `name` at least `len` packets long (a longer one is left as it is);
-/// the length it has now.
+/// Make the transmit queue of interface `name` at least `len` packets long (a longer one is left as
+/// it is); the length it has now.
 pub fn set_tx_queue_len(name: &str, len: u32) -> Result<u32, String> {
     let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if s < 0 {
-        return Err(format!("cannot set the transmit queue length of `{name}`: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "cannot set the transmit queue length of `{name}`: {}",
+            std::io::Error::last_os_error()
+        ));
     }
-    let mut r = IfReqInt { name: ifreq(name).name, value: 0, _pad: [0; 20] };
+    let mut r = IfReqInt {
+        name: ifreq(name).name,
+        value: 0,
+        _pad: [0; 20],
+    };
     let mut res = unsafe { libc::ioctl(s, SIOCGIFTXQLEN as _, &mut r as *mut IfReqInt) };
     if res >= 0 && (r.value as u32) < len {
         r.value = len as libc::c_int;
@@ -163,13 +200,15 @@ pub fn set_tx_queue_len(name: &str, len: u32) -> Result<u32, String> {
     let e = std::io::Error::last_os_error();
     unsafe { libc::close(s) };
     if res < 0 {
-        return Err(format!("cannot set the transmit queue length of `{name}` to {len}: {e}"));
+        return Err(format!(
+            "cannot set the transmit queue length of `{name}` to {len}: {e}"
+        ));
     }
     Ok(r.value as u32)
 }
 
-/// Is the interface up and running (administratively up, with carrier: a veth whose peer is down is not)?
-/// `None` when there is no interface of that name.
+/// Is the interface up and running (administratively up, with carrier: a veth whose peer is down is
+/// not)? `None` when there is no interface of that name.
 pub fn oper_up(name: &str) -> Option<bool> {
     let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if s < 0 {
@@ -185,14 +224,18 @@ pub fn oper_up(name: &str) -> Option<bool> {
     Some(f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0)
 }
 
-/// The interface's MTU; `None` when there is no interface of that name. (No heap allocation: the packet loop
-/// asks this once a second.)
+/// The interface's MTU; `None` when there is no interface of that name. (No heap allocation: the
+/// packet loop asks this once a second.)
 pub fn mtu(name: &str) -> Option<usize> {
     let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if s < 0 {
         return None;
     }
-    let mut r = IfReqInt { name: ifreq(name).name, value: 0, _pad: [0; 20] };
+    let mut r = IfReqInt {
+        name: ifreq(name).name,
+        value: 0,
+        _pad: [0; 20],
+    };
     let res = unsafe { libc::ioctl(s, libc::SIOCGIFMTU as _, &mut r as *mut IfReqInt) };
     unsafe { libc::close(s) };
     (res >= 0).then_some(r.value.max(0) as usize)
@@ -208,14 +251,15 @@ pub fn attached(fd: i32) -> bool {
 /// 02:70:34:73:65:63 ("p4sec" in a locally administered address).
 pub const TUN_SWITCH_MAC: [u8; 6] = [0x02, 0x70, 0x34, 0x73, 0x65, 0x63];
 
-/// The source MAC address of frames made from packets of TUN port `port`: 02:74:75:6e:HH:LL ("tun" and the
-/// port number's low 16 bits).
+/// The source MAC address of frames made from packets of TUN port `port`: 02:74:75:6e:HH:LL ("tun"
+/// and the port number's low 16 bits).
 pub fn tun_host_mac(port: u32) -> [u8; 6] {
     [0x02, 0x74, 0x75, 0x6e, (port >> 8) as u8, port as u8]
 }
 
-/// `buf[14..]` holds an IP packet: write an Ethernet header in front of it (destination [`TUN_SWITCH_MAC`],
-/// source [`tun_host_mac`], EtherType from the IP version). False if it is neither IPv4 nor IPv6.
+/// `buf[14..]` holds an IP packet: write an Ethernet header in front of it (destination
+/// [`TUN_SWITCH_MAC`], source [`tun_host_mac`], EtherType from the IP version). False if it is
+/// neither IPv4 nor IPv6.
 pub fn ip_to_ethernet(buf: &mut [u8], port: u32) -> bool {
     if buf.len() < 15 {
         return false;
@@ -231,7 +275,8 @@ pub fn ip_to_ethernet(buf: &mut [u8], port: u32) -> bool {
     true
 }
 
-/// The IP packet inside an Ethernet frame (after any VLAN tags), for a TUN port; `None` if it is not IP.
+/// The IP packet inside an Ethernet frame (after any VLAN tags), for a TUN port; `None` if it is
+/// not IP.
 pub fn ethernet_to_ip(frame: &[u8]) -> Option<&[u8]> {
     let mut off = 12;
     loop {

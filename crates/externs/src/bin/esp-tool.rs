@@ -1,9 +1,9 @@
 //! `esp-tool`: ESP encapsulation/decapsulation over stdin/stdout for interoperability tests.
 //!
-//! Each input line is a JSON request `{"op": "encap"|"decap", "sa": SaConfig, "packets": [hex, ...]}`;
-//! the SA lives for the request, so sequence numbers advance across its packets. Each output line is
-//! `{"results": [{"ok": hex} | {"error": "IcvMismatch"}, ...]}` (or `{"error": "..."}` for a bad request).
-//! `decap` accepts whole IP packets (outer header + ESP).
+//! Each input line is a JSON request `{"op": "encap"|"decap", "sa": SaConfig, "packets": [hex,
+//! ...]}`; the SA lives for the request, so sequence numbers advance across its packets. Each
+//! output line is `{"results": [{"ok": hex} | {"error": "IcvMismatch"}, ...]}` (or `{"error":
+//! "..."}` for a bad request). `decap` accepts whole IP packets (outer header + ESP).
 
 use p4sec_externs::esp::{esp_of_ip, Sa, SaConfig};
 use serde_json::{json, Value};
@@ -35,7 +35,9 @@ fn handle(line: &str) -> Value {
         };
         let r = match op {
             "encap" => sa.encapsulate(&bytes, &mut out).map(|_| ()),
-            "decap" => esp_of_ip(&bytes).and_then(|esp| sa.decapsulate(esp, &mut out)).map(|_| ()),
+            "decap" => esp_of_ip(&bytes)
+                .and_then(|esp| sa.decapsulate(esp, &mut out))
+                .map(|_| ()),
             _ => return json!({"error": format!("unknown op `{op}`")}),
         };
         results.push(match r {

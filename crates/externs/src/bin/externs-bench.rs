@@ -1,11 +1,13 @@
 //! `externs-bench [--json FILE] [--quick]`: benchmarks of the security externs, printed as tables.
 //!
-//! 1. The cryptographic-hashing paper's Table I on this machine: cycles per byte and fixed cycles per packet
-//!    from a least-squares fit over input lengths 2..1500 B (TSC cycles, median of repetitions), and cycles
-//!    for 64 B, beside the paper's figures.
-//! 2. ESP encapsulation and decapsulation per suite for 64, 512 and 1500-byte inner packets (Gbit/s and Mpps,
-//!    one core), beside the raw AES-128-GCM seal of `ring` and `openssl speed -evp` measured in the same run.
-//! 3. ASCON-AEAD128 (SP 800-232) and ASCON-128 v1.2 encryption of 8..64-byte inputs with 4 bytes of AD.
+//! 1. The cryptographic-hashing paper's Table I on this machine: cycles per byte and fixed cycles
+//!    per packet from a least-squares fit over input lengths 2..1500 B (TSC cycles, median of
+//!    repetitions), and cycles for 64 B, beside the paper's figures.
+//! 2. ESP encapsulation and decapsulation per suite for 64, 512 and 1500-byte inner packets (Gbit/s
+//!    and Mpps, one core), beside the raw AES-128-GCM seal of `ring` and `openssl speed -evp`
+//!    measured in the same run.
+//! 3. ASCON-AEAD128 (SP 800-232) and ASCON-128 v1.2 encryption of 8..64-byte inputs with 4 bytes of
+//!    AD.
 
 use p4sec_externs::ascon::{self, Variant};
 use p4sec_externs::esp::{Cipher, Integ, Limits, Sa, SaConfig};
@@ -21,7 +23,10 @@ fn tsc() -> u64 {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
     }
 }
 
@@ -61,10 +66,24 @@ fn fit(xs: &[f64], ys: &[f64]) -> (f64, f64) {
 }
 
 fn openssl_speed(cipher: &str, bytes: usize) -> Option<f64> {
-    let out = std::process::Command::new("openssl").args(["speed", "-evp", cipher, "-seconds", "1", "-bytes", &bytes.to_string()]).output().ok()?;
+    let out = std::process::Command::new("openssl")
+        .args([
+            "speed",
+            "-evp",
+            cipher,
+            "-seconds",
+            "1",
+            "-bytes",
+            &bytes.to_string(),
+        ])
+        .output()
+        .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     // last line: "<cipher>   12345678.90k"
-    let line = text.lines().rev().find(|l| l.trim_start().starts_with(cipher) || l.to_lowercase().contains(cipher))?;
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with(cipher) || l.to_lowercase().contains(cipher))?;
     let v = line.split_whitespace().last()?;
     let k: f64 = v.trim_end_matches('k').parse().ok()?;
     Some(k * 1000.0 * 8.0 / 1e9) // Gbit/s
@@ -72,7 +91,11 @@ fn openssl_speed(cipher: &str, bytes: usize) -> Option<f64> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let json_path = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1)).cloned();
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     let quick = args.iter().any(|a| a == "--quick");
     let reps = if quick { 5 } else { 21 };
     let ghz = tsc_ghz();
@@ -89,7 +112,10 @@ fn main() {
         ("HMAC-SHA-256", 5.57, 959.69, 1462.13),
     ];
     println!("1. Hash latency (paper's Table I: Intel Xeon, 2.4 GHz; here: this CPU, TSC cycles)");
-    println!("{:<16} {:>10} {:>12} {:>10} | {:>10} {:>12} {:>10}", "hash", "cyc/B", "fixed cyc", "cyc@64B", "paper c/B", "paper fixed", "paper@64B");
+    println!(
+        "{:<16} {:>10} {:>12} {:>10} | {:>10} {:>12} {:>10}",
+        "hash", "cyc/B", "fixed cyc", "cyc@64B", "paper c/B", "paper fixed", "paper@64B"
+    );
     let lens: Vec<usize> = (0..=30).map(|i| (2 + i * 50).min(1500)).collect();
     let data = vec![0xa5u8; 1500];
     let mut table1 = vec![];
@@ -105,26 +131,56 @@ fn main() {
         let mut xs = vec![];
         let mut ys = vec![];
         for &n in &lens {
-            let c = cycles(|| hash::compute(alg, black_box(&key), black_box(&data[..n]), &mut out).unwrap(), 50, reps);
+            let c = cycles(
+                || hash::compute(alg, black_box(&key), black_box(&data[..n]), &mut out).unwrap(),
+                50,
+                reps,
+            );
             xs.push(n as f64);
             ys.push(c);
         }
         let (cpb, fixed) = fit(&xs, &ys);
-        let c64 = cycles(|| hash::compute(alg, black_box(&key), black_box(&data[..64]), &mut out).unwrap(), 200, reps);
+        let c64 = cycles(
+            || hash::compute(alg, black_box(&key), black_box(&data[..64]), &mut out).unwrap(),
+            200,
+            reps,
+        );
         let p = paper.iter().find(|p| p.0 == alg.name());
         match p {
-            Some(p) => println!("{:<16} {:>10.2} {:>12.1} {:>10.1} | {:>10.2} {:>12.2} {:>10.2}", alg.name(), cpb, fixed.max(0.0), c64, p.1, p.2, p.3),
-            None => println!("{:<16} {:>10.2} {:>12.1} {:>10.1} | {:>10} {:>12} {:>10}", alg.name(), cpb, fixed.max(0.0), c64, "-", "-", "-"),
+            Some(p) => println!(
+                "{:<16} {:>10.2} {:>12.1} {:>10.1} | {:>10.2} {:>12.2} {:>10.2}",
+                alg.name(),
+                cpb,
+                fixed.max(0.0),
+                c64,
+                p.1,
+                p.2,
+                p.3
+            ),
+            None => println!(
+                "{:<16} {:>10.2} {:>12.1} {:>10.1} | {:>10} {:>12} {:>10}",
+                alg.name(),
+                cpb,
+                fixed.max(0.0),
+                c64,
+                "-",
+                "-",
+                "-"
+            ),
         }
         table1.push(json!({"hash": alg.name(), "cycles_per_byte": cpb, "fixed_cycles": fixed, "cycles_64B": c64,
             "paper": p.map(|p| json!({"cycles_per_byte": p.1, "fixed_cycles": p.2, "cycles_64B": p.3}))}));
     }
 
     // ---- 2. ESP
-    println!("\n2. ESP tunnel mode, one core (encapsulation and decapsulation of an inner IPv4 packet)");
+    println!(
+        "\n2. ESP tunnel mode, one core (encapsulation and decapsulation of an inner IPv4 packet)"
+    );
     let secs = if quick { 0.1 } else { 0.4 };
     let raw_gcm = {
-        let key = ring::aead::LessSafeKey::new(ring::aead::UnboundKey::new(&ring::aead::AES_128_GCM, &[3; 16]).unwrap());
+        let key = ring::aead::LessSafeKey::new(
+            ring::aead::UnboundKey::new(&ring::aead::AES_128_GCM, &[3; 16]).unwrap(),
+        );
         let mut buf = vec![0u8; 1500];
         let start = Instant::now();
         let mut n = 0u64;
@@ -132,7 +188,13 @@ fn main() {
             for i in 0..64u64 {
                 let mut nonce = [0u8; 12];
                 nonce[4..].copy_from_slice(&(n + i).to_be_bytes());
-                let t = key.seal_in_place_separate_tag(ring::aead::Nonce::assume_unique_for_key(nonce), ring::aead::Aad::from(&[1u8; 8]), &mut buf).unwrap();
+                let t = key
+                    .seal_in_place_separate_tag(
+                        ring::aead::Nonce::assume_unique_for_key(nonce),
+                        ring::aead::Aad::from(&[1u8; 8]),
+                        &mut buf,
+                    )
+                    .unwrap();
                 let _ = black_box(t);
             }
             n += 64;
@@ -146,7 +208,10 @@ fn main() {
         ossl.map(|g| format!("{g:.2} Gbit/s")).unwrap_or("n/a".into()),
         ossl_chacha.map(|g| format!("{g:.2} Gbit/s")).unwrap_or("n/a".into())
     );
-    println!("{:<36} {:>6} {:>11} {:>9} {:>11} {:>9}", "suite", "bytes", "encap Gb/s", "Mpps", "decap Gb/s", "Mpps");
+    println!(
+        "{:<36} {:>6} {:>11} {:>9} {:>11} {:>9}",
+        "suite", "bytes", "encap Gb/s", "Mpps", "decap Gb/s", "Mpps"
+    );
     let suites = [
         (Cipher::Null, Integ::HmacSha256_128),
         (Cipher::AesCbc128, Integ::HmacSha1_96),
@@ -209,7 +274,15 @@ fn main() {
                 gcm_encap_1500 = enc_g;
             }
             let name = format!("{} {}", c.name(), if c.is_aead() { "" } else { i.name() });
-            println!("{:<36} {:>6} {:>11.2} {:>9.2} {:>11.2} {:>9.2}", name, size, enc_g, enc_pps / 1e6, dec_g, dec_pps / 1e6);
+            println!(
+                "{:<36} {:>6} {:>11.2} {:>9.2} {:>11.2} {:>9.2}",
+                name,
+                size,
+                enc_g,
+                enc_pps / 1e6,
+                dec_g,
+                dec_pps / 1e6
+            );
             esp_rows.push(json!({"suite": name.trim(), "bytes": size, "encap_gbps": enc_g, "encap_mpps": enc_pps / 1e6, "decap_gbps": dec_g, "decap_mpps": dec_pps / 1e6}));
         }
     }
@@ -251,6 +324,7 @@ fn main() {
         let j = json!({"tsc_ghz": ghz, "table1": table1, "esp": esp_rows, "raw_aes128gcm_ring_gbps": raw_gcm,
             "openssl_aes128gcm_gbps": ossl, "openssl_chacha20poly1305_gbps": ossl_chacha,
             "gcm128_esp_over_fastest_raw": gcm_encap_1500 / fastest, "ascon": ascon_rows});
-        std::fs::write(&p, serde_json::to_string_pretty(&j).unwrap()).unwrap_or_else(|e| eprintln!("cannot write {p}: {e}"));
+        std::fs::write(&p, serde_json::to_string_pretty(&j).unwrap())
+            .unwrap_or_else(|e| eprintln!("cannot write {p}: {e}"));
     }
 }

@@ -1,5 +1,5 @@
-//! An SA's configuration: the cipher suites (ciphers and integrity algorithms, their key and ICV lengths),
-//! lifetimes, and the keys, wiped when the configuration is dropped.
+//! An SA's configuration: the cipher suites (ciphers and integrity algorithms, their key and ICV
+//! lengths), lifetimes, and the keys, wiped when the configuration is dropped.
 
 use std::net::IpAddr;
 
@@ -25,7 +25,10 @@ pub enum Integ {
 
 impl Cipher {
     pub fn is_aead(self) -> bool {
-        matches!(self, Cipher::AesGcm128 | Cipher::AesGcm256 | Cipher::ChaCha20Poly1305)
+        matches!(
+            self,
+            Cipher::AesGcm128 | Cipher::AesGcm256 | Cipher::ChaCha20Poly1305
+        )
     }
     /// Key material length: the cipher key plus the 4-byte salt/nonce for CTR, GCM and ChaCha20.
     pub fn keymat_len(self) -> usize {
@@ -99,8 +102,8 @@ pub struct Limits {
     pub seconds: Option<u64>,
 }
 
-/// An SA's configuration. Its keys are wiped when it is dropped ([`SaConfig::wipe_keys`]) and left out of its
-/// `Debug` form.
+/// An SA's configuration. Its keys are wiped when it is dropped ([`SaConfig::wipe_keys`]) and left
+/// out of its `Debug` form.
 #[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SaConfig {
     pub spi: u32,
@@ -119,44 +122,68 @@ pub struct SaConfig {
     pub hard: Limits,
     /// First sequence number to send is `initial_seq + 1`.
     pub initial_seq: u64,
-    /// UDP encapsulation (RFC 3948, for NAT traversal): the (source, destination) ports of the UDP datagrams
-    /// the ESP packets travel in. Sending: a UDP header with these ports goes between the outer IP header and
-    /// the ESP header (checksum 0 over IPv4, as RFC 3948 asks; computed over IPv6). Receiving: the packet must
-    /// start with a UDP header to the destination port, else it is refused as [`EspError::WrongEncap`] (its
-    /// source port is not checked: a NAT may have changed it). Absent: plain ESP (IP protocol 50).
+    /// UDP encapsulation (RFC 3948, for NAT traversal): the (source, destination) ports of the UDP
+    /// datagrams the ESP packets travel in. Sending: a UDP header with these ports goes between the
+    /// outer IP header and the ESP header (checksum 0 over IPv4, as RFC 3948 asks; computed over
+    /// IPv6). Receiving: the packet must start with a UDP header to the destination port, else it
+    /// is refused as [`EspError::WrongEncap`] (its source port is not checked: a NAT may have
+    /// changed it). Absent: plain ESP (IP protocol 50).
     #[serde(default)]
     pub udp_encap: Option<(u16, u16)>,
 }
 
 impl SaConfig {
-    /// Why this configuration cannot make an SA, in words (for the control plane's error), or `None`: key
-    /// material of the cipher's length, an integrity key of the algorithm's length (none with an AEAD
-    /// cipher), an anti-replay window of at most 4096 packets, tunnel endpoints of one IP version, and UDP
-    /// encapsulation only in tunnel mode, with ports other than 0.
+    /// Why this configuration cannot make an SA, in words (for the control plane's error), or
+    /// `None`: key material of the cipher's length, an integrity key of the algorithm's length
+    /// (none with an AEAD cipher), an anti-replay window of at most 4096 packets, tunnel endpoints
+    /// of one IP version, and UDP encapsulation only in tunnel mode, with ports other than 0.
     pub fn problem(&self) -> Option<String> {
         let (c, i) = (self.cipher, self.integ);
         if self.enc_key.len() != c.keymat_len() {
-            return Some(format!("{} takes {} bytes of key material, not {}", c.name(), c.keymat_len(), self.enc_key.len()));
+            return Some(format!(
+                "{} takes {} bytes of key material, not {}",
+                c.name(),
+                c.keymat_len(),
+                self.enc_key.len()
+            ));
         }
         let integ = if c.is_aead() { Integ::None } else { i };
         if self.auth_key.len() != integ.key_len() {
             return Some(if c.is_aead() {
-                format!("{} authenticates by itself: no integrity key, not {} bytes", c.name(), self.auth_key.len())
+                format!(
+                    "{} authenticates by itself: no integrity key, not {} bytes",
+                    c.name(),
+                    self.auth_key.len()
+                )
             } else {
-                format!("{} takes a {}-byte key, not {}", i.name(), i.key_len(), self.auth_key.len())
+                format!(
+                    "{} takes a {}-byte key, not {}",
+                    i.name(),
+                    i.key_len(),
+                    self.auth_key.len()
+                )
             });
         }
         if self.replay_window > 4096 {
-            return Some(format!("an anti-replay window of {} packets (at most 4096)", self.replay_window));
+            return Some(format!(
+                "an anti-replay window of {} packets (at most 4096)",
+                self.replay_window
+            ));
         }
         if let Some((a, b)) = self.tunnel {
             if a.is_ipv4() != b.is_ipv4() {
-                return Some(format!("tunnel endpoints {a} and {b} are not of one IP version"));
+                return Some(format!(
+                    "tunnel endpoints {a} and {b} are not of one IP version"
+                ));
             }
         }
         match self.udp_encap {
-            Some((s, d)) if s == 0 || d == 0 => Some(format!("UDP encapsulation with port 0 ({s} -> {d})")),
-            Some(_) if self.tunnel.is_none() => Some("UDP encapsulation (ESP in UDP) needs tunnel mode: tunnel endpoints".into()),
+            Some((s, d)) if s == 0 || d == 0 => {
+                Some(format!("UDP encapsulation with port 0 ({s} -> {d})"))
+            }
+            Some(_) if self.tunnel.is_none() => {
+                Some("UDP encapsulation (ESP in UDP) needs tunnel mode: tunnel endpoints".into())
+            }
             _ => None,
         }
     }

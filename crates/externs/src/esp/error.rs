@@ -27,8 +27,8 @@ pub enum EspError {
     BadInner,
     /// Configuration error (key lengths, window size).
     BadConfig,
-    /// The packet's encapsulation is not its SA's: plain ESP for an SA that receives ESP in UDP (RFC 3948), or
-    /// the other way round, or a UDP header to another port or with a wrong length.
+    /// The packet's encapsulation is not its SA's: plain ESP for an SA that receives ESP in UDP
+    /// (RFC 3948), or the other way round, or a UDP header to another port or with a wrong length.
     WrongEncap,
 }
 

@@ -2,8 +2,8 @@
 
 use super::error::EspError;
 
-/// Sliding anti-replay window (RFC 4303 3.4.3) as the RFC 6479 ring of 64-bit blocks: one bit test and
-/// at most `blocks` word clears per packet.
+/// Sliding anti-replay window (RFC 4303 3.4.3) as the RFC 6479 ring of 64-bit blocks: one bit test
+/// and at most `blocks` word clears per packet.
 #[derive(Clone, Debug)]
 pub struct ReplayWindow {
     size: u64,
@@ -18,7 +18,11 @@ impl ReplayWindow {
             return Err(EspError::BadConfig);
         }
         let size = (size as u64).div_ceil(64) * 64;
-        Ok(ReplayWindow { size, top: 0, blocks: vec![0; (size / 64 + 1) as usize] })
+        Ok(ReplayWindow {
+            size,
+            top: 0,
+            blocks: vec![0; (size / 64 + 1) as usize],
+        })
     }
     pub fn top(&self) -> u64 {
         self.top

@@ -1,6 +1,6 @@
-//! A security association: its key schedule, sequence numbers, lifetimes and counters, and the primitives
-//! its packet paths share (IVs, ICVs, the CTR keystream). Encapsulation is in `sa/encrypt.rs`, decapsulation
-//! in `sa/decrypt.rs`.
+//! A security association: its key schedule, sequence numbers, lifetimes and counters, and the
+//! primitives its packet paths share (IVs, ICVs, the CTR keystream). Encapsulation is in
+//! `sa/encrypt.rs`, decapsulation in `sa/decrypt.rs`.
 
 mod decrypt;
 mod encrypt;
@@ -62,7 +62,8 @@ pub struct Sa {
     auth: Auth,
     created: Instant,
     state: Mutex<State>,
-    /// CBC IVs are AES_ivkey(sequence number) under a random per-SA key: unpredictable, never repeated.
+    /// CBC IVs are AES_ivkey(sequence number) under a random per-SA key: unpredictable, never
+    /// repeated.
     iv_key: aes::Aes128,
     /// The lifetime event not yet taken by the data plane (`take_event`): 0 none, 1 soft, 2 hard.
     pending: AtomicU8,
@@ -70,7 +71,13 @@ pub struct Sa {
 
 impl std::fmt::Debug for Sa {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Sa(spi={:#x}, {} / {})", self.cfg.spi, self.cfg.cipher.name(), self.cfg.integ.name())
+        write!(
+            f,
+            "Sa(spi={:#x}, {} / {})",
+            self.cfg.spi,
+            self.cfg.cipher.name(),
+            self.cfg.integ.name()
+        )
     }
 }
 
@@ -92,7 +99,11 @@ impl Sa {
         if cfg.enc_key.len() != cfg.cipher.keymat_len() {
             return Err(EspError::BadConfig);
         }
-        let integ = if cfg.cipher.is_aead() { Integ::None } else { cfg.integ };
+        let integ = if cfg.cipher.is_aead() {
+            Integ::None
+        } else {
+            cfg.integ
+        };
         if cfg.auth_key.len() != integ.key_len() {
             return Err(EspError::BadConfig);
         }
@@ -100,27 +111,47 @@ impl Sa {
         let salt = |k: &[u8]| -> [u8; 4] { k[k.len() - 4..].try_into().unwrap() };
         let keys = match cfg.cipher {
             Cipher::Null => Keys::Null,
-            Cipher::AesCbc128 => Keys::Cbc128(aes::Aes128::new_from_slice(k).map_err(|_| EspError::BadConfig)?),
-            Cipher::AesCbc256 => Keys::Cbc256(aes::Aes256::new_from_slice(k).map_err(|_| EspError::BadConfig)?),
-            Cipher::AesCtr128 => Keys::Ctr128(aes::Aes128::new_from_slice(&k[..16]).map_err(|_| EspError::BadConfig)?, salt(k)),
-            Cipher::AesCtr256 => Keys::Ctr256(aes::Aes256::new_from_slice(&k[..32]).map_err(|_| EspError::BadConfig)?, salt(k)),
+            Cipher::AesCbc128 => {
+                Keys::Cbc128(aes::Aes128::new_from_slice(k).map_err(|_| EspError::BadConfig)?)
+            }
+            Cipher::AesCbc256 => {
+                Keys::Cbc256(aes::Aes256::new_from_slice(k).map_err(|_| EspError::BadConfig)?)
+            }
+            Cipher::AesCtr128 => Keys::Ctr128(
+                aes::Aes128::new_from_slice(&k[..16]).map_err(|_| EspError::BadConfig)?,
+                salt(k),
+            ),
+            Cipher::AesCtr256 => Keys::Ctr256(
+                aes::Aes256::new_from_slice(&k[..32]).map_err(|_| EspError::BadConfig)?,
+                salt(k),
+            ),
             Cipher::AesGcm128 | Cipher::AesGcm256 | Cipher::ChaCha20Poly1305 => {
                 let alg = match cfg.cipher {
                     Cipher::AesGcm128 => &ring::aead::AES_128_GCM,
                     Cipher::AesGcm256 => &ring::aead::AES_256_GCM,
                     _ => &ring::aead::CHACHA20_POLY1305,
                 };
-                let unbound = ring::aead::UnboundKey::new(alg, &k[..k.len() - 4]).map_err(|_| EspError::BadConfig)?;
+                let unbound = ring::aead::UnboundKey::new(alg, &k[..k.len() - 4])
+                    .map_err(|_| EspError::BadConfig)?;
                 Keys::Aead(ring::aead::LessSafeKey::new(unbound), salt(k))
             }
         };
         let auth = match integ {
             Integ::None => Auth::None,
-            Integ::HmacSha1_96 => Auth::Sha1(ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, &cfg.auth_key)),
-            Integ::HmacSha256_128 => Auth::Sha256(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &cfg.auth_key)),
-            Integ::HmacMd5_96 => Auth::Md5(<hmac::Hmac<md5::Md5> as Mac>::new_from_slice(&cfg.auth_key).map_err(|_| EspError::BadConfig)?),
+            Integ::HmacSha1_96 => Auth::Sha1(ring::hmac::Key::new(
+                ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
+                &cfg.auth_key,
+            )),
+            Integ::HmacSha256_128 => {
+                Auth::Sha256(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &cfg.auth_key))
+            }
+            Integ::HmacMd5_96 => Auth::Md5(
+                <hmac::Hmac<md5::Md5> as Mac>::new_from_slice(&cfg.auth_key)
+                    .map_err(|_| EspError::BadConfig)?,
+            ),
         };
-        // a receiving SA's window starts at the initial sequence number (so ESN high bits can be inferred)
+        // a receiving SA's window starts at the initial sequence number (so ESN high bits can be
+        // inferred)
         let window = if cfg.replay_window > 0 {
             let mut w = ReplayWindow::new(cfg.replay_window)?;
             w.top = cfg.initial_seq;
@@ -139,10 +170,22 @@ impl Sa {
         let mut seed = [0u8; 16];
         getrandom::getrandom(&mut seed).map_err(|_| EspError::BadConfig)?;
         let iv_key = aes::Aes128::new_from_slice(&seed).map_err(|_| EspError::BadConfig)?;
-        let state = State { seq: cfg.initial_seq, window, ..Default::default() };
+        let state = State {
+            seq: cfg.initial_seq,
+            window,
+            ..Default::default()
+        };
         let mut cfg = cfg;
         cfg.integ = integ;
-        Ok(Sa { cfg, keys, auth, created: Instant::now(), state: Mutex::new(state), iv_key, pending: AtomicU8::new(0) })
+        Ok(Sa {
+            cfg,
+            keys,
+            auth,
+            created: Instant::now(),
+            state: Mutex::new(state),
+            iv_key,
+            pending: AtomicU8::new(0),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -161,8 +204,8 @@ impl Sa {
         }
     }
 
-    /// The lifetime event reached since the last call, once: 0 none, 1 soft (renew me), 2 hard (stop using
-    /// me). A cheap atomic read when there is none (the per-packet case).
+    /// The lifetime event reached since the last call, once: 0 none, 1 soft (renew me), 2 hard
+    /// (stop using me). A cheap atomic read when there is none (the per-packet case).
     pub fn take_event(&self) -> u8 {
         if self.pending.load(Ordering::Relaxed) == 0 {
             return 0;
@@ -181,7 +224,9 @@ impl Sa {
         let over = |l: &Limits, packets: u64, bytes: u64| {
             l.packets.map(|p| packets >= p).unwrap_or(false)
                 || l.bytes.map(|b| bytes >= b).unwrap_or(false)
-                || l.seconds.map(|t| created.elapsed() >= Duration::from_secs(t)).unwrap_or(false)
+                || l.seconds
+                    .map(|t| created.elapsed() >= Duration::from_secs(t))
+                    .unwrap_or(false)
         };
         if s.hard || over(&self.cfg.hard, s.packets, s.bytes) {
             if !s.hard {
@@ -245,14 +290,22 @@ impl Sa {
         }
         use ctr::cipher::InnerIvInit;
         match &self.keys {
-            Keys::Ctr128(k, _) => {
-                ctr::cipher::StreamCipherCoreWrapper::from_core(ctr::CtrCore::<aes::Aes128, ctr::flavors::Ctr32BE>::inner_iv_init(k.clone(), (&block).into()))
-                    .apply_keystream(data)
-            }
-            Keys::Ctr256(k, _) => {
-                ctr::cipher::StreamCipherCoreWrapper::from_core(ctr::CtrCore::<aes::Aes256, ctr::flavors::Ctr32BE>::inner_iv_init(k.clone(), (&block).into()))
-                    .apply_keystream(data)
-            }
+            Keys::Ctr128(k, _) => ctr::cipher::StreamCipherCoreWrapper::from_core(ctr::CtrCore::<
+                aes::Aes128,
+                ctr::flavors::Ctr32BE,
+            >::inner_iv_init(
+                k.clone(),
+                (&block).into(),
+            ))
+            .apply_keystream(data),
+            Keys::Ctr256(k, _) => ctr::cipher::StreamCipherCoreWrapper::from_core(ctr::CtrCore::<
+                aes::Aes256,
+                ctr::flavors::Ctr32BE,
+            >::inner_iv_init(
+                k.clone(),
+                (&block).into(),
+            ))
+            .apply_keystream(data),
             _ => {}
         }
     }

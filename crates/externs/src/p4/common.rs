@@ -1,5 +1,5 @@
-//! What the extern bindings share: the status codes of `p4sec.p4`, the error for a bad argument and a
-//! per-thread scratch buffer.
+//! What the extern bindings share: the status codes of `p4sec.p4`, the error for a bad argument and
+//! a per-thread scratch buffer.
 
 use crate::iface::ExternError;
 use std::cell::RefCell;

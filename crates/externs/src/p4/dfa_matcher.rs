@@ -1,10 +1,12 @@
-//! `dfa_matcher`: scan the packet payload with a deterministic automaton in one pass (the single-pass variant
-//! of in-network pattern matching that DeeP4R proposes for targets that allow it).
+//! `dfa_matcher`: scan the packet payload with a deterministic automaton in one pass (the
+//! single-pass variant of in-network pattern matching that DeeP4R proposes for targets that allow
+//! it).
 //!
-//! The automaton is data, not code: the control plane loads it (`load`, JSON) and may replace it at run time
-//! without stopping traffic (packets see the old or the new automaton, never a mix). Bytes are first mapped
-//! to symbol classes by one of several class maps (e.g. text and DNS wire format), then each class moves the
-//! automaton through a dense transition table. Accepting states are absorbing for the verdict.
+//! The automaton is data, not code: the control plane loads it (`load`, JSON) and may replace it at
+//! run time without stopping traffic (packets see the old or the new automaton, never a mix). Bytes
+//! are first mapped to symbol classes by one of several class maps (e.g. text and DNS wire format),
+//! then each class moves the automaton through a dense transition table. Accepting states are
+//! absorbing for the verdict.
 
 use crate::iface::{BitBuf, Dir, ExternError, ExternObject, ExternType, MethodSig, Payload};
 use std::sync::{Arc, RwLock};
@@ -36,34 +38,58 @@ struct AutomatonJson {
 
 impl Automaton {
     pub fn from_json(text: &[u8]) -> Result<Automaton, String> {
-        let j: AutomatonJson = serde_json::from_slice(text).map_err(|e| format!("dfa_matcher: bad automaton: {e}"))?;
+        let j: AutomatonJson =
+            serde_json::from_slice(text).map_err(|e| format!("dfa_matcher: bad automaton: {e}"))?;
         if j.states == 0 || j.states > 1 << 26 || j.classes == 0 || j.classes > 256 {
-            return Err(format!("dfa_matcher: {} states of {} classes is out of range", j.states, j.classes));
+            return Err(format!(
+                "dfa_matcher: {} states of {} classes is out of range",
+                j.states, j.classes
+            ));
         }
         let (n, c) = (j.states as usize, j.classes as usize);
         if j.end_class as usize >= c {
-            return Err(format!("dfa_matcher: end class {} is not below {c}", j.end_class));
+            return Err(format!(
+                "dfa_matcher: end class {} is not below {c}",
+                j.end_class
+            ));
         }
         let mut maps = vec![];
         for (i, (m, start)) in j.modes.iter().enumerate() {
-            let arr: [u8; 256] = m.as_slice().try_into().map_err(|_| format!("dfa_matcher: mode {i}: the class map must have 256 entries, not {}", m.len()))?;
+            let arr: [u8; 256] = m.as_slice().try_into().map_err(|_| {
+                format!(
+                    "dfa_matcher: mode {i}: the class map must have 256 entries, not {}",
+                    m.len()
+                )
+            })?;
             if arr.iter().any(|x| *x as usize >= c) || *start as usize >= n {
-                return Err(format!("dfa_matcher: mode {i}: class or start state out of range"));
+                return Err(format!(
+                    "dfa_matcher: mode {i}: class or start state out of range"
+                ));
             }
             maps.push((arr, *start));
         }
         let mut delta = vec![0u32; n * c];
         for (s, cl, t) in &j.transitions {
             if *s as usize >= n || *cl as usize >= c || *t as usize >= n {
-                return Err(format!("dfa_matcher: transition ({s}, {cl}) -> {t} out of range"));
+                return Err(format!(
+                    "dfa_matcher: transition ({s}, {cl}) -> {t} out of range"
+                ));
             }
             delta[*s as usize * c + *cl as usize] = *t;
         }
         let mut accept = vec![false; n];
         for s in &j.accept {
-            *accept.get_mut(*s as usize).ok_or_else(|| format!("dfa_matcher: accepting state {s} out of range"))? = true;
+            *accept
+                .get_mut(*s as usize)
+                .ok_or_else(|| format!("dfa_matcher: accepting state {s} out of range"))? = true;
         }
-        Ok(Automaton { classes: c, maps, delta, accept, end_class: j.end_class })
+        Ok(Automaton {
+            classes: c,
+            maps,
+            delta,
+            accept,
+            end_class: j.end_class,
+        })
     }
 
     /// Scan `data` in `mode`, followed by the end class; true when an accepting state is reached.
@@ -96,7 +122,10 @@ impl ExternType for DfaMatcherType {
         "dfa_matcher"
     }
     fn instantiate(&self, name: &str, _args: &[BitBuf]) -> Result<Box<dyn ExternObject>, String> {
-        Ok(Box::new(DfaMatcher { name: name.to_string(), automaton: RwLock::new(None) }))
+        Ok(Box::new(DfaMatcher {
+            name: name.to_string(),
+            automaton: RwLock::new(None),
+        }))
     }
 }
 
@@ -108,13 +137,25 @@ impl ExternObject for DfaMatcher {
         }
     }
 
-    fn call(&self, _m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
+    fn call(
+        &self,
+        _m: u32,
+        args: &mut [BitBuf],
+        _ret: Option<&mut BitBuf>,
+        payload: &mut Payload<'_>,
+    ) -> Result<(), ExternError> {
         let mode = args[0].as_u64() as usize;
         let off = (args[1].as_u64() as usize).min(payload.bytes().len());
         // no automaton loaded yet: nothing matches
-        let a = self.automaton.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let a = self
+            .automaton
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let hit = match a {
-            Some(a) => a.matches(mode, &payload.bytes()[off..]).ok_or_else(|| ExternError::BadArgument(format!("dfa_matcher: no mode {mode}")))?,
+            Some(a) => a
+                .matches(mode, &payload.bytes()[off..])
+                .ok_or_else(|| ExternError::BadArgument(format!("dfa_matcher: no mode {mode}")))?,
             None => false,
         };
         args[2].set_bytes(&[hit as u8]);
@@ -133,7 +174,10 @@ impl ExternObject for DfaMatcher {
                 *self.automaton.write().unwrap_or_else(|p| p.into_inner()) = None;
                 Ok(vec![])
             }
-            _ => Err(format!("dfa_matcher `{}`: no operation `{op}` (load, clear)", self.name)),
+            _ => Err(format!(
+                "dfa_matcher `{}`: no operation `{op}` (load, clear)",
+                self.name
+            )),
         }
     }
 }
@@ -143,14 +187,26 @@ mod tests {
     use super::*;
 
     fn json(transitions: &str, accept: &str) -> String {
-        let map: Vec<String> = (0..256).map(|b| if b == b'a' as usize { "1".into() } else { "0".into() }).collect();
-        format!(r#"{{"states":3,"classes":2,"end_class":0,"modes":[[[{}],0]],"transitions":{transitions},"accept":{accept}}}"#, map.join(","))
+        let map: Vec<String> = (0..256)
+            .map(|b| {
+                if b == b'a' as usize {
+                    "1".into()
+                } else {
+                    "0".into()
+                }
+            })
+            .collect();
+        format!(
+            r#"{{"states":3,"classes":2,"end_class":0,"modes":[[[{}],0]],"transitions":{transitions},"accept":{accept}}}"#,
+            map.join(",")
+        )
     }
 
     #[test]
     fn scans_and_reports() {
         // "aa" followed by the end class is accepted
-        let a = Automaton::from_json(json("[[0,1,1],[1,1,2],[2,0,2],[2,1,2]]", "[]").as_bytes()).unwrap();
+        let a = Automaton::from_json(json("[[0,1,1],[1,1,2],[2,0,2],[2,1,2]]", "[]").as_bytes())
+            .unwrap();
         assert_eq!(a.matches(0, b"a"), Some(false));
         let b = Automaton::from_json(json("[[0,1,1],[1,1,2]]", "[2]").as_bytes()).unwrap();
         assert_eq!(b.matches(0, b"xaay"), Some(true));

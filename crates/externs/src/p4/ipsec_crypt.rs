@@ -1,5 +1,5 @@
-//! `ipsec_crypt`: the extern interface of the P4-IPsec prototype (BMv2), so that programs written for it run on
-//! p4sec unchanged. The program declares the extern itself:
+//! `ipsec_crypt`: the extern interface of the P4-IPsec prototype (BMv2), so that programs written
+//! for it run on p4sec unchanged. The program declares the extern itself:
 //!
 //! ```p4
 //! extern ipsec_crypt {
@@ -13,14 +13,16 @@
 //! ```
 //!
 //! Wire format, as the prototype produces it (ESP tunnel mode, RFC 4303 framing):
-//! - encrypt: the ESP payload is the parsed IPv4 header (the inner one) + the packet payload, zero padding to a
-//!   multiple of 16 bytes (AES-CTR) or none (NULL), pad length, next header 4. AES-CTR (RFC 3686): `key` is the
-//!   128-bit AES key followed by the 32-bit nonce; counter block nonce | IV | 1; a random 8-byte IV precedes the
-//!   ciphertext. The ICV is HMAC-MD5 over ESP header | IV | ciphertext, truncated to 12 bytes. The payload becomes
-//!   IV | ciphertext | ICV and `ipv4.totalLen` the outer length; the program then rewrites the other IPv4 fields.
-//! - decrypt: the ICV is checked first (in constant time); on a mismatch, a truncated packet or bad padding the
-//!   packet is marked for drop (`egress_spec` = 511) and left as it is (the prototype went on decrypting). Else
-//!   the inner IPv4 header replaces `ipv4` and the payload becomes the inner payload.
+//! - encrypt: the ESP payload is the parsed IPv4 header (the inner one) + the packet payload, zero
+//!   padding to a multiple of 16 bytes (AES-CTR) or none (NULL), pad length, next header 4. AES-CTR
+//!   (RFC 3686): `key` is the 128-bit AES key followed by the 32-bit nonce; counter block nonce |
+//!   IV | 1; a random 8-byte IV precedes the ciphertext. The ICV is HMAC-MD5 over ESP header | IV |
+//!   ciphertext, truncated to 12 bytes. The payload becomes IV | ciphertext | ICV and
+//!   `ipv4.totalLen` the outer length; the program then rewrites the other IPv4 fields.
+//! - decrypt: the ICV is checked first (in constant time); on a mismatch, a truncated packet or bad
+//!   padding the packet is marked for drop (`egress_spec` = 511) and left as it is (the prototype
+//!   went on decrypting). Else the inner IPv4 header replaces `ipv4` and the payload becomes the
+//!   inner payload.
 //!
 //! Crypto: RustCrypto's `aes`/`ctr`, `hmac`/`md-5`; the IV from the OS CSPRNG.
 
@@ -69,7 +71,8 @@ fn aes_ctr(key: &[u8], nonce: &[u8], iv: &[u8], data: &mut [u8]) {
 }
 
 fn icv(key: &[u8], esp: &[u8], body: &[u8]) -> [u8; ICV_LEN] {
-    let mut m = <hmac::Hmac<md5::Md5> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    let mut m =
+        <hmac::Hmac<md5::Md5> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
     m.update(esp);
     m.update(body);
     let full = m.finalize().into_bytes();
@@ -78,15 +81,16 @@ fn icv(key: &[u8], esp: &[u8], body: &[u8]) -> [u8; ICV_LEN] {
     out
 }
 
-/// The outer IPv4 total length: the prototype's 20-byte header + 8-byte ESP header + the ESP payload.
+/// The outer IPv4 total length: the prototype's 20-byte header + 8-byte ESP header + the ESP
+/// payload.
 fn set_total_len(ipv4: &mut BitBuf, payload_len: usize) {
     let v = (payload_len + 28) as u16;
     ipv4.bytes[2..4].copy_from_slice(&v.to_be_bytes());
 }
 
-/// The inner packet after decryption, `payload[from..to]` = inner packet || padding || pad length || next
-/// header: its IPv4 header into `ipv4`, the rest becomes the payload (moved to the front). False when the
-/// padding or the length is impossible.
+/// The inner packet after decryption, `payload[from..to]` = inner packet || padding || pad length
+/// || next header: its IPv4 header into `ipv4`, the rest becomes the payload (moved to the front).
+/// False when the padding or the length is impossible.
 fn take_inner(ipv4: &mut BitBuf, payload: &mut Vec<u8>, from: usize, to: usize) -> bool {
     if to < from + 2 {
         return false;
@@ -117,8 +121,15 @@ impl ExternObject for IpsecCrypt {
         }
     }
 
-    fn call(&self, method: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, payload: &mut Payload<'_>) -> Result<(), ExternError> {
-        // everything happens in the packet's own payload buffer (no allocation once it has grown to size)
+    fn call(
+        &self,
+        method: u32,
+        args: &mut [BitBuf],
+        _ret: Option<&mut BitBuf>,
+        payload: &mut Payload<'_>,
+    ) -> Result<(), ExternError> {
+        // everything happens in the packet's own payload buffer (no allocation once it has grown to
+        // size)
         let (ipv4, rest) = args.split_at_mut(1);
         let ipv4 = &mut ipv4[0];
         let mut esp = [0u8; 8];
@@ -136,7 +147,8 @@ impl ExternObject for IpsecCrypt {
                 Ok(())
             }
             ENCRYPT_CTR => {
-                // IV || AES-CTR(ipv4 header || payload || padding || pad length || next header) || ICV
+                // IV || AES-CTR(ipv4 header || payload || padding || pad length || next header) ||
+                // ICV
                 let n = 20 + p.len();
                 let pad = (16 - n % 16) % 16;
                 let body = IV_LEN + n + pad + 2;
@@ -149,7 +161,9 @@ impl ExternObject for IpsecCrypt {
                 p[body - 1] = NEXT_HEADER_IPV4;
                 let (key, hkey) = (&rest[1].bytes, &rest[2].bytes);
                 let mut iv = [0u8; IV_LEN];
-                getrandom::getrandom(&mut iv).map_err(|e| ExternError::BadArgument(format!("no randomness for the IV: {e}")))?;
+                getrandom::getrandom(&mut iv).map_err(|e| {
+                    ExternError::BadArgument(format!("no randomness for the IV: {e}"))
+                })?;
                 p[..IV_LEN].copy_from_slice(&iv);
                 aes_ctr(&key[..16], &key[16..20], &iv, &mut p[IV_LEN..body]);
                 let tag = icv(hkey, &esp, &p[..body]);
@@ -165,7 +179,8 @@ impl ExternObject for IpsecCrypt {
                     return Ok(());
                 }
                 let body = p.len() - ICV_LEN;
-                let mut m = <hmac::Hmac<md5::Md5> as Mac>::new_from_slice(hkey).expect("HMAC takes any key length");
+                let mut m = <hmac::Hmac<md5::Md5> as Mac>::new_from_slice(hkey)
+                    .expect("HMAC takes any key length");
                 m.update(&esp);
                 m.update(&p[..body]);
                 if m.verify_truncated_left(&p[body..]).is_err() {
@@ -203,7 +218,9 @@ mod tests {
     }
 
     fn ipv4() -> Vec<u8> {
-        let mut h = vec![0x45, 0, 0, 40, 0, 1, 0, 0, 64, 17, 0, 0, 10, 1, 0, 1, 10, 2, 0, 2];
+        let mut h = vec![
+            0x45, 0, 0, 40, 0, 1, 0, 0, 64, 17, 0, 0, 10, 1, 0, 1, 10, 2, 0, 2,
+        ];
         let c = crate::checksum::csum16(&h);
         h[10..12].copy_from_slice(&c.to_be_bytes());
         h
@@ -226,34 +243,71 @@ mod tests {
         let key: Vec<u8> = (0..20).collect();
         let hkey: Vec<u8> = (100..116).collect();
         let inner_payload = b"twenty bytes of udp!".to_vec();
-        let mut args = vec![buf(160, &ipv4()), buf(64, &[0, 0, 1, 0, 0, 0, 0, 1]), buf(160, &key), buf(128, &hkey)];
+        let mut args = vec![
+            buf(160, &ipv4()),
+            buf(64, &[0, 0, 1, 0, 0, 0, 0, 1]),
+            buf(160, &key),
+            buf(128, &hkey),
+        ];
         let mut p = inner_payload.clone();
-        IpsecCrypt.call(ENCRYPT_CTR, &mut args, None, &mut Payload::owned(&mut p)).unwrap();
+        IpsecCrypt
+            .call(ENCRYPT_CTR, &mut args, None, &mut Payload::owned(&mut p))
+            .unwrap();
         // IV + (20 + 20 -> 40, padded to 48) + 2 + ICV
         assert_eq!(p.len(), 8 + 48 + 2 + 12);
-        assert_eq!(u16::from_be_bytes([args[0].bytes[2], args[0].bytes[3]]) as usize, p.len() + 28);
-        assert!(!p.windows(inner_payload.len()).any(|w| w == &inner_payload[..]));
+        assert_eq!(
+            u16::from_be_bytes([args[0].bytes[2], args[0].bytes[3]]) as usize,
+            p.len() + 28
+        );
+        assert!(!p
+            .windows(inner_payload.len())
+            .any(|w| w == &inner_payload[..]));
 
         let wire = p.clone();
-        let mut d = vec![buf(160, &[0; 20]), buf(64, &[0, 0, 1, 0, 0, 0, 0, 1]), sm(), buf(160, &key), buf(128, &hkey)];
-        IpsecCrypt.call(DECRYPT_CTR, &mut d, None, &mut Payload::owned(&mut p)).unwrap();
+        let mut d = vec![
+            buf(160, &[0; 20]),
+            buf(64, &[0, 0, 1, 0, 0, 0, 0, 1]),
+            sm(),
+            buf(160, &key),
+            buf(128, &hkey),
+        ];
+        IpsecCrypt
+            .call(DECRYPT_CTR, &mut d, None, &mut Payload::owned(&mut p))
+            .unwrap();
         assert_eq!(d[0].bytes, ipv4());
         assert_eq!(p, inner_payload);
         assert_eq!(egress_spec(&d[2]), 0);
 
-        // a flipped bit or another sequence number in the ESP header: dropped, the packet left alone
+        // a flipped bit or another sequence number in the ESP header: dropped, the packet left
+        // alone
         for (i, seq) in [(10usize, 1u8), (0, 2)] {
             let mut t = wire.clone();
             t[i] ^= if seq == 1 { 0x01 } else { 0 };
-            let mut d = vec![buf(160, &[0; 20]), buf(64, &[0, 0, 1, 0, 0, 0, 0, seq]), sm(), buf(160, &key), buf(128, &hkey)];
-            IpsecCrypt.call(DECRYPT_CTR, &mut d, None, &mut Payload::owned(&mut t)).unwrap();
+            let mut d = vec![
+                buf(160, &[0; 20]),
+                buf(64, &[0, 0, 1, 0, 0, 0, 0, seq]),
+                sm(),
+                buf(160, &key),
+                buf(128, &hkey),
+            ];
+            IpsecCrypt
+                .call(DECRYPT_CTR, &mut d, None, &mut Payload::owned(&mut t))
+                .unwrap();
             assert_eq!(egress_spec(&d[2]), 511);
             assert_eq!(d[0].bytes, vec![0; 20]);
         }
         // truncated
         let mut t = wire[..15].to_vec();
-        let mut d = vec![buf(160, &[0; 20]), buf(64, &[0; 8]), sm(), buf(160, &key), buf(128, &hkey)];
-        IpsecCrypt.call(DECRYPT_CTR, &mut d, None, &mut Payload::owned(&mut t)).unwrap();
+        let mut d = vec![
+            buf(160, &[0; 20]),
+            buf(64, &[0; 8]),
+            sm(),
+            buf(160, &key),
+            buf(128, &hkey),
+        ];
+        IpsecCrypt
+            .call(DECRYPT_CTR, &mut d, None, &mut Payload::owned(&mut t))
+            .unwrap();
         assert_eq!(egress_spec(&d[2]), 511);
     }
 
@@ -261,11 +315,15 @@ mod tests {
     fn null_round_trip() {
         let mut args = vec![buf(160, &ipv4()), buf(64, &[0; 8])];
         let mut p = b"hello".to_vec();
-        IpsecCrypt.call(ENCRYPT_NULL, &mut args, None, &mut Payload::owned(&mut p)).unwrap();
+        IpsecCrypt
+            .call(ENCRYPT_NULL, &mut args, None, &mut Payload::owned(&mut p))
+            .unwrap();
         assert_eq!(p.len(), 20 + 5 + 2);
         assert_eq!(&p[..20], &ipv4()[..]);
         let mut d = vec![buf(160, &[0; 20]), buf(64, &[0; 8]), sm()];
-        IpsecCrypt.call(DECRYPT_NULL, &mut d, None, &mut Payload::owned(&mut p)).unwrap();
+        IpsecCrypt
+            .call(DECRYPT_NULL, &mut d, None, &mut Payload::owned(&mut p))
+            .unwrap();
         assert_eq!(p, b"hello");
         assert_eq!(d[0].bytes, ipv4());
     }

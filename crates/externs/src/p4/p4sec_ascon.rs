@@ -1,11 +1,13 @@
-//! `p4sec_ascon_encrypt`/`_decrypt` and `p4sec_ascon_seal`/`_open`: ASCON authenticated encryption of fields.
+//! `p4sec_ascon_encrypt`/`_decrypt` and `p4sec_ascon_seal`/`_open`: ASCON authenticated encryption
+//! of fields.
 
 use super::common::{bad, OK, SCRATCH};
 use crate::ascon::{self, Variant};
 use crate::iface::{BitBuf, Dir, ExternError, ExternObject, ExternType, MethodSig, Payload};
 
-/// `p4sec_ascon_encrypt`/`_decrypt` use all of their AD and data arguments; `p4sec_ascon_seal`/`_open`
-/// (`with_len`) only the first `ad_len`/`data_len` bytes and report a status.
+/// `p4sec_ascon_encrypt`/`_decrypt` use all of their AD and data arguments;
+/// `p4sec_ascon_seal`/`_open` (`with_len`) only the first `ad_len`/`data_len` bytes and report a
+/// status.
 pub(super) struct AsconType {
     pub(super) name: &'static str,
     pub(super) decrypt: bool,
@@ -27,7 +29,11 @@ impl ExternType for AsconType {
         self.name
     }
     fn instantiate(&self, _: &str, _: &[BitBuf]) -> Result<Box<dyn ExternObject>, String> {
-        Ok(Box::new(AsconObj { name: self.name, decrypt: self.decrypt, with_len: self.with_len }))
+        Ok(Box::new(AsconObj {
+            name: self.name,
+            decrypt: self.decrypt,
+            with_len: self.with_len,
+        }))
     }
 }
 
@@ -60,11 +66,20 @@ impl ExternObject for AsconObj {
         if ok {
             Ok(0)
         } else {
-            Err(format!("{} needs byte-aligned associated data and data and the signature of p4sec.p4", self.name))
+            Err(format!(
+                "{} needs byte-aligned associated data and data and the signature of p4sec.p4",
+                self.name
+            ))
         }
     }
 
-    fn call(&self, _m: u32, args: &mut [BitBuf], _ret: Option<&mut BitBuf>, _p: &mut Payload<'_>) -> Result<(), ExternError> {
+    fn call(
+        &self,
+        _m: u32,
+        args: &mut [BitBuf],
+        _ret: Option<&mut BitBuf>,
+        _p: &mut Payload<'_>,
+    ) -> Result<(), ExternError> {
         let v = match args[0].as_u64() {
             0 => Variant::Aead128,
             1 => Variant::V12,
@@ -72,9 +87,14 @@ impl ExternObject for AsconObj {
         };
         let key = arr16(&args[1]);
         let nonce = arr16(&args[2]);
-        // (variant, key, nonce, ad, [ad_len,] data, [data_len,] tag, [status]): positions of data, tag, status
+        // (variant, key, nonce, ad, [ad_len,] data, [data_len,] tag, [status]): positions of data,
+        // tag, status
         let (d, t, st) = if self.with_len { (5, 7, 8) } else { (4, 5, 6) };
-        let (alen, dlen) = if self.with_len { (args[4].as_u64() as usize, args[6].as_u64() as usize) } else { (args[3].bytes.len(), args[4].bytes.len()) };
+        let (alen, dlen) = if self.with_len {
+            (args[4].as_u64() as usize, args[6].as_u64() as usize)
+        } else {
+            (args[3].bytes.len(), args[4].bytes.len())
+        };
         if alen > args[3].bytes.len() || dlen > args[d].bytes.len() {
             args[st].set_u64(ASCON_BAD_LENGTH);
             return Ok(());

@@ -1,4 +1,5 @@
-//! Top-level declarations, the v1model package, parser and control instances, tables and instantiations.
+//! Top-level declarations, the v1model package, parser and control instances, tables and
+//! instantiations.
 
 use super::annotations::*;
 use super::env::*;
@@ -28,14 +29,17 @@ impl<'t> Lowerer<'t> {
         Ok(())
     }
 
-    /// The ids of a field's `@field_list(...)` annotations: integer literals, named constants and serializable
-    /// enum members (`@field_list(FL_RESUBMIT)`); a name that is not declared, or not a constant, is an error at
-    /// its place (never an empty list).
+    /// The ids of a field's `@field_list(...)` annotations: integer literals, named constants and
+    /// serializable enum members (`@field_list(FL_RESUBMIT)`); a name that is not declared, or not
+    /// a constant, is an error at its place (never an empty list).
     fn field_list_ids(&mut self, scope: &Rc<Scope>, annos: &ast::Annotations) -> PResult<Vec<u32>> {
         let mut ids = vec![];
         for a in annos.iter().filter(|a| a.name.name == "field_list") {
             let ast::AnnotationBody::Exprs(es) = &a.body else {
-                return err(a.name.span, "`@field_list` takes a comma-separated list of integer constants");
+                return err(
+                    a.name.span,
+                    "`@field_list` takes a comma-separated list of integer constants",
+                );
             };
             for e in es {
                 let (v, pre) = self.capture(|l| l.expr(scope, e, None))?;
@@ -52,7 +56,8 @@ impl<'t> Lowerer<'t> {
         Ok(ids)
     }
 
-    /// Declare one declaration in `scope`. At top level, instantiations other than `main` are created now.
+    /// Declare one declaration in `scope`. At top level, instantiations other than `main` are
+    /// created now.
     pub fn declare(&mut self, scope: &Rc<Scope>, d: &ast::Decl, top: bool) -> PResult<()> {
         match d {
             ast::Decl::Const(c) => {
@@ -60,7 +65,9 @@ impl<'t> Lowerer<'t> {
                 let v = self.expr(scope, &c.value, Some(&t))?;
                 let v = self.convert(v, &t, c.value.span)?;
                 let v = match v {
-                    Val::List(_) | Val::Struct(..) => self.materialize_const(v, &t, c.value.span)?,
+                    Val::List(_) | Val::Struct(..) => {
+                        self.materialize_const(v, &t, c.value.span)?
+                    }
                     other => other,
                 };
                 scope.define(&c.name.name, Binding::Value(Box::new(v)));
@@ -75,7 +82,10 @@ impl<'t> Lowerer<'t> {
                         let ty = self.resolve_type(scope, &f.ty)?;
                         if a.kind == ast::AggregateKind::Header {
                             if !ty.fits_in_header() {
-                                return err(f.name.span, format!("header field `{}` cannot have type {ty}", f.name.name));
+                                return err(
+                                    f.name.span,
+                                    format!("header field `{}` cannot have type {ty}", f.name.name),
+                                );
                             }
                         }
                         fields.push(FieldInfo {
@@ -87,13 +97,23 @@ impl<'t> Lowerer<'t> {
                             new_type: self.new_type_name(&f.ty),
                         });
                     }
-                    let info = AggInfo { name: a.name.name.clone(), kind: a.kind, fields };
+                    let info = AggInfo {
+                        name: a.name.name.clone(),
+                        kind: a.kind,
+                        fields,
+                    };
                     scope.define(&a.name.name, Binding::Type(Ty::Agg(Rc::new(info))));
                     if let Some(kind) = annotation_str(&a.annos, "controller_header") {
-                        // the reference compiler hashes the header type's name, not the annotation's
+                        // the reference compiler hashes the header type's name, not the
+                        // annotation's
                         let id = self.p4info_id_of(&a.annos, 0x04, &a.name.name);
                         if let Some(Binding::Type(Ty::Agg(ag))) = scope.lookup(&a.name.name) {
-                            let fields = ag.fields.iter().enumerate().map(|(i, f)| (f.name.clone(), i as u32 + 1, f.ty.bit_size())).collect();
+                            let fields = ag
+                                .fields
+                                .iter()
+                                .enumerate()
+                                .map(|(i, f)| (f.name.clone(), i as u32 + 1, f.ty.bit_size()))
+                                .collect();
                             self.note_annos(format!("ctrl {kind}"), &a.annos)?;
                             for (i, f) in a.fields.iter().enumerate() {
                                 self.note_annos(format!("ctrl_field {kind} {}", i + 1), &f.annos)?;
@@ -102,7 +122,11 @@ impl<'t> Lowerer<'t> {
                             for f in ag.fields.iter() {
                                 self.note_type(&f.ty);
                             }
-                            self.controller_headers.push(ir::ControllerHeader { name: kind, id, fields });
+                            self.controller_headers.push(ir::ControllerHeader {
+                                name: kind,
+                                id,
+                                fields,
+                            });
                         }
                     }
                 }
@@ -119,7 +143,9 @@ impl<'t> Lowerer<'t> {
                             Val::Const(c, _) => normalize(&c, r),
                             _ => return err(v.span, "enum member values must be constants"),
                         },
-                        (None, Some(_)) => return err(n.span, "members of a serializable enum need values"),
+                        (None, Some(_)) => {
+                            return err(n.span, "members of a serializable enum need values")
+                        }
                         (_, None) => BigInt::from(i),
                     };
                     members.push((n.name.clone(), val));
@@ -139,7 +165,11 @@ impl<'t> Lowerer<'t> {
                     let ms = members.iter().map(|(n, v)| (n.clone(), enc(v))).collect();
                     self.ser_enums.insert(e.name.name.clone(), (w, ms));
                 }
-                let info = EnumInfo { name: e.name.name.clone(), repr, members };
+                let info = EnumInfo {
+                    name: e.name.name.clone(),
+                    repr,
+                    members,
+                };
                 scope.define(&e.name.name, Binding::Type(Ty::Enum(Rc::new(info))));
             }
             ast::Decl::Error(ids) => {
@@ -158,7 +188,8 @@ impl<'t> Lowerer<'t> {
                 let ty = self.resolve_type(scope, &t.ty)?;
                 if t.is_newtype {
                     if let Some(w) = ty.scalar_width() {
-                        self.newtypes.insert(t.name.name.clone(), (w, p4info_annos(&t.annos).annotations));
+                        self.newtypes
+                            .insert(t.name.name.clone(), (w, p4info_annos(&t.annos).annotations));
                     }
                 }
                 scope.define(&t.name.name, Binding::Type(ty));
@@ -166,7 +197,12 @@ impl<'t> Lowerer<'t> {
             ast::Decl::Extern(e) => match e.name.name.as_str() {
                 "packet_in" => scope.define("packet_in", Binding::PacketIn),
                 "packet_out" => scope.define("packet_out", Binding::PacketOut),
-                _ => scope.define(&e.name.name, Binding::ExternType(Rc::new(ExternInfo { decl: Rc::new(e.clone()) }))),
+                _ => scope.define(
+                    &e.name.name,
+                    Binding::ExternType(Rc::new(ExternInfo {
+                        decl: Rc::new(e.clone()),
+                    })),
+                ),
             },
             ast::Decl::ExternFunction(f) => {
                 let mut list = match scope.names.borrow().get(&f.name.name) {
@@ -184,10 +220,21 @@ impl<'t> Lowerer<'t> {
                 list.push(Rc::new(f.clone()));
                 scope.define(&f.proto.name.name, Binding::Functions(list));
             }
-            ast::Decl::Action(a) => scope.define(&a.name.name, Binding::Action(Rc::new(a.clone()), scope.clone())),
-            ast::Decl::Parser(p) => scope.define(&p.sig.name.name, Binding::ParserDecl(Rc::new(p.clone()), scope.clone())),
-            ast::Decl::Control(c) => scope.define(&c.sig.name.name, Binding::ControlDecl(Rc::new(c.clone()), scope.clone())),
-            ast::Decl::BlockType(b) => scope.define(&b.name.name, Binding::BlockType(Rc::new(b.clone()))),
+            ast::Decl::Action(a) => scope.define(
+                &a.name.name,
+                Binding::Action(Rc::new(a.clone()), scope.clone()),
+            ),
+            ast::Decl::Parser(p) => scope.define(
+                &p.sig.name.name,
+                Binding::ParserDecl(Rc::new(p.clone()), scope.clone()),
+            ),
+            ast::Decl::Control(c) => scope.define(
+                &c.sig.name.name,
+                Binding::ControlDecl(Rc::new(c.clone()), scope.clone()),
+            ),
+            ast::Decl::BlockType(b) => {
+                scope.define(&b.name.name, Binding::BlockType(Rc::new(b.clone())))
+            }
             ast::Decl::Instantiation(i) => {
                 if top && i.name.name == "main" {
                     return Ok(());
@@ -200,7 +247,15 @@ impl<'t> Lowerer<'t> {
                         }
                     }
                 }
-                let inst = self.instantiate(scope, &i.ty, &i.args, &i.name.name, &i.annos, i.name.span, None)?;
+                let inst = self.instantiate(
+                    scope,
+                    &i.ty,
+                    &i.args,
+                    &i.name.name,
+                    &i.annos,
+                    i.name.span,
+                    None,
+                )?;
                 scope.define(&i.name.name, Binding::Instance(inst));
             }
             ast::Decl::Table(t) => {
@@ -212,11 +267,14 @@ impl<'t> Lowerer<'t> {
                 let size = self.const_width(scope, &v.size)?;
                 let name = self.cp_name(&v.annos, &v.name.name);
                 let id = self.p4info_id_of(&v.annos, 0x03, &name);
-                let scalar = |t: &Ty| matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Bool) || matches!(t, Ty::Enum(e) if e.repr.is_some());
+                let scalar = |t: &Ty| {
+                    matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Bool)
+                        || matches!(t, Ty::Enum(e) if e.repr.is_some())
+                };
                 let (widths, names, kinds) = match &t {
                     Ty::Agg(a) if a.kind == ast::AggregateKind::Struct => {
-                        // the leaves of the struct, nested structs flattened in order (`inner.a`): one
-                        // element (and P4Info match field) each
+                        // the leaves of the struct, nested structs flattened in order (`inner.a`):
+                        // one element (and P4Info match field) each
                         let mut leaves: Vec<(String, Ty, Option<String>)> = vec![];
                         fn flatten(a: &AggInfo, prefix: &str, out: &mut Vec<(String, Ty, Option<String>)>) -> Result<(), String> {
                             for f in &a.fields {
@@ -273,18 +331,32 @@ impl<'t> Lowerer<'t> {
                     }
                 };
                 if widths.is_empty() {
-                    return err(v.name.span, format!("value set `{}` has no elements", v.name.name));
+                    return err(
+                        v.name.span,
+                        format!("value set `{}` has no elements", v.name.name),
+                    );
                 }
-                self.value_sets.push(ir::ValueSet { name, id, size, widths, names, kinds });
-                scope.define(&v.name.name, Binding::ValueSet(self.value_sets.len() as u32 - 1, t));
+                self.value_sets.push(ir::ValueSet {
+                    name,
+                    id,
+                    size,
+                    widths,
+                    names,
+                    kinds,
+                });
+                scope.define(
+                    &v.name.name,
+                    Binding::ValueSet(self.value_sets.len() as u32 - 1, t),
+                );
             }
         }
         Ok(())
     }
 
     pub(super) fn materialize_const(&mut self, v: Val, t: &Ty, span: Span) -> PResult<Val> {
-        // aggregate constants live in slots initialized at the start of each block that uses them; since
-        // the value never changes, initializing them once in the global statement buffer is enough
+        // aggregate constants live in slots initialized at the start of each block that uses them;
+        // since the value never changes, initializing them once in the global statement buffer is
+        // enough
         let p = self.alloc(t, "const", span)?;
         self.assign(&p, v, span)?;
         Ok(Val::Place(p))
@@ -310,7 +382,9 @@ impl<'t> Lowerer<'t> {
         span: Span,
         applies: Option<usize>,
     ) -> PResult<Rc<Instance>> {
-        let base = self.type_base(scope, ty).ok_or_else(|| Diagnostic::new(ty.span, "unknown type in instantiation"))?;
+        let base = self
+            .type_base(scope, ty)
+            .ok_or_else(|| Diagnostic::new(ty.span, "unknown type in instantiation"))?;
         // `typedef register<T> R; R(N) r;`: a typedef of a specialised extern type
         let (base, alias_targs) = match base {
             Binding::Type(Ty::Extern(info, targs)) => (Binding::ExternType(info), Some(targs)),
@@ -333,8 +407,13 @@ impl<'t> Lowerer<'t> {
         }
         let cint = |i: usize| -> PResult<u64> {
             match consts.get(i) {
-                Some(Val::Const(c, _)) => c.to_u64().ok_or_else(|| Diagnostic::new(span, "constructor argument out of range")),
-                _ => err(span, format!("constructor argument {} must be a constant", i + 1)),
+                Some(Val::Const(c, _)) => c
+                    .to_u64()
+                    .ok_or_else(|| Diagnostic::new(span, "constructor argument out of range")),
+                _ => err(
+                    span,
+                    format!("constructor argument {} must be a constant", i + 1),
+                ),
             }
         };
         let cp = self.cp_name(annos, name);
@@ -453,19 +532,47 @@ impl<'t> Lowerer<'t> {
         self.ctor_arg_annos(scope, e, &vec![])
     }
 
-    /// A constructor argument or table property value; an instantiation in it gets the annotations `annos`.
-    pub(super) fn ctor_arg_annos(&mut self, scope: &Rc<Scope>, e: &ast::Expr, annos: &ast::Annotations) -> PResult<Val> {
+    /// A constructor argument or table property value; an instantiation in it gets the annotations
+    /// `annos`.
+    pub(super) fn ctor_arg_annos(
+        &mut self,
+        scope: &Rc<Scope>,
+        e: &ast::Expr,
+        annos: &ast::Annotations,
+    ) -> PResult<Val> {
         match &e.kind {
             // nested instantiation `Type(args)` as a constructor argument
-            ExprKind::Call { callee, type_args, args } => {
+            ExprKind::Call {
+                callee,
+                type_args,
+                args,
+            } => {
                 if let ExprKind::Name(n) = &callee.kind {
-                    if matches!(scope.lookup(&n.name), Some(Binding::ExternType(_)) | Some(Binding::ControlDecl(..)) | Some(Binding::ParserDecl(..))) {
+                    if matches!(
+                        scope.lookup(&n.name),
+                        Some(Binding::ExternType(_))
+                            | Some(Binding::ControlDecl(..))
+                            | Some(Binding::ParserDecl(..))
+                    ) {
                         let ty = if type_args.is_empty() {
-                            ast::Type { kind: ast::TypeKind::Named { name: n.clone(), dot: false }, span: callee.span }
+                            ast::Type {
+                                kind: ast::TypeKind::Named {
+                                    name: n.clone(),
+                                    dot: false,
+                                },
+                                span: callee.span,
+                            }
                         } else {
-                            ast::Type { kind: ast::TypeKind::Specialized { base: n.clone(), args: type_args.clone() }, span: callee.span }
+                            ast::Type {
+                                kind: ast::TypeKind::Specialized {
+                                    base: n.clone(),
+                                    args: type_args.clone(),
+                                },
+                                span: callee.span,
+                            }
                         };
-                        let inst = self.instantiate(scope, &ty, args, &n.name, annos, e.span, None)?;
+                        let inst =
+                            self.instantiate(scope, &ty, args, &n.name, annos, e.span, None)?;
                         return Ok(Val::Binding(Binding::Instance(inst)));
                     }
                 }
@@ -484,9 +591,22 @@ impl<'t> Lowerer<'t> {
         }
     }
 
-    pub(super) fn bind_ctor(&mut self, scope: &Rc<Scope>, params: &[ast::Param], vals: Vec<Val>, span: Span) -> PResult<()> {
+    pub(super) fn bind_ctor(
+        &mut self,
+        scope: &Rc<Scope>,
+        params: &[ast::Param],
+        vals: Vec<Val>,
+        span: Span,
+    ) -> PResult<()> {
         if vals.len() > params.len() {
-            return err(span, format!("{} constructor arguments given, {} expected", vals.len(), params.len()));
+            return err(
+                span,
+                format!(
+                    "{} constructor arguments given, {} expected",
+                    vals.len(),
+                    params.len()
+                ),
+            );
         }
         let mut vals = vals.into_iter();
         for p in params {
@@ -494,7 +614,12 @@ impl<'t> Lowerer<'t> {
                 Some(v) => v,
                 None => match &p.default {
                     Some(d) => self.expr(scope, d, None)?,
-                    None => return err(span, format!("missing constructor argument `{}`", p.name.name)),
+                    None => {
+                        return err(
+                            span,
+                            format!("missing constructor argument `{}`", p.name.name),
+                        )
+                    }
                 },
             };
             let t = self.resolve_type(scope, &p.ty)?;
@@ -521,14 +646,25 @@ impl<'t> Lowerer<'t> {
                 ast::Decl::Instantiation(i) if i.name.name == "main" => Some(i.clone()),
                 _ => None,
             })
-            .ok_or_else(|| Diagnostic::new(Span::default(), "the program has no `main` package instantiation"))?;
+            .ok_or_else(|| {
+                Diagnostic::new(
+                    Span::default(),
+                    "the program has no `main` package instantiation",
+                )
+            })?;
         let g = self.global.clone();
         let pkg = match self.type_base(&g, &main.ty) {
             Some(Binding::BlockType(b)) if b.kind == ast::BlockKind::Package => b,
             _ => return err(main.ty.span, "`main` must instantiate a package (V1Switch)"),
         };
         if pkg.name.name != "V1Switch" {
-            return err(main.ty.span, format!("p4sec runs the v1model architecture (V1Switch); `{}` is not supported", pkg.name.name));
+            return err(
+                main.ty.span,
+                format!(
+                    "p4sec runs the v1model architecture (V1Switch); `{}` is not supported",
+                    pkg.name.name
+                ),
+            );
         }
         // `V1Switch(p = P(), ig = I(), ...)`: named arguments in any order
         let mut main = main;
@@ -536,8 +672,16 @@ impl<'t> Lowerer<'t> {
             let ordered = self.order_args(&pkg.params, &main.args, main.name.span)?;
             let mut args = vec![];
             for (p, a) in pkg.params.iter().zip(ordered) {
-                let Some(v) = a else { return err(main.name.span, format!("V1Switch argument `{}` is missing", p.name.name)) };
-                args.push(ast::Argument { name: None, value: v.clone() });
+                let Some(v) = a else {
+                    return err(
+                        main.name.span,
+                        format!("V1Switch argument `{}` is missing", p.name.name),
+                    );
+                };
+                args.push(ast::Argument {
+                    name: None,
+                    value: v.clone(),
+                });
             }
             main.args = args;
         }
@@ -554,15 +698,24 @@ impl<'t> Lowerer<'t> {
                 _ => {
                     let toks: Vec<&str> = a.text.split(' ').collect();
                     for w in toks.windows(3) {
-                        if w[1] == "=" && w[2].len() >= 2 && w[2].starts_with('"') && w[2].ends_with('"') {
-                            self.p4meta.pkg_info.push((w[0].to_string(), w[2][1..w[2].len() - 1].to_string()));
+                        if w[1] == "="
+                            && w[2].len() >= 2
+                            && w[2].starts_with('"')
+                            && w[2].ends_with('"')
+                        {
+                            self.p4meta
+                                .pkg_info
+                                .push((w[0].to_string(), w[2][1..w[2].len() - 1].to_string()));
                         }
                     }
                 }
             }
         }
         if main.args.len() != 6 {
-            return err(main.name.span, format!("V1Switch takes 6 blocks, {} given", main.args.len()));
+            return err(
+                main.name.span,
+                format!("V1Switch takes 6 blocks, {} given", main.args.len()),
+            );
         }
         let mut insts = vec![];
         for a in &main.args {
@@ -574,7 +727,10 @@ impl<'t> Lowerer<'t> {
         }
         // global storage from the parser's signature
         let Instance::Parser { decl: pdecl, .. } = &*insts[0] else {
-            return err(main.args[0].value.span, "the first V1Switch argument must be a parser");
+            return err(
+                main.args[0].value.span,
+                "the first V1Switch argument must be a parser",
+            );
         };
         if pdecl.sig.params.len() != 4 {
             return err(pdecl.sig.name.span, "the v1model parser must have 4 parameters (packet_in, out H, inout M, inout standard_metadata_t)");
@@ -592,15 +748,50 @@ impl<'t> Lowerer<'t> {
 
         // parser
         let pnext = ir::Next::Accept;
-        let binds = vec![Binding::PacketIn, Binding::Var(hdr.clone()), Binding::Var(meta.clone()), Binding::Var(std.clone())];
-        let entry = self.lower_parser_instance(&insts[0], binds, pnext, global_init, main.args[0].value.span)?;
-        let parser = ir::Parser { name: pdecl.sig.name.name.clone(), states: std::mem::take(&mut self.pstates), start: entry };
+        let binds = vec![
+            Binding::PacketIn,
+            Binding::Var(hdr.clone()),
+            Binding::Var(meta.clone()),
+            Binding::Var(std.clone()),
+        ];
+        let entry = self.lower_parser_instance(
+            &insts[0],
+            binds,
+            pnext,
+            global_init,
+            main.args[0].value.span,
+        )?;
+        let parser = ir::Parser {
+            name: pdecl.sig.name.name.clone(),
+            states: std::mem::take(&mut self.pstates),
+            start: entry,
+        };
 
         let sigs: [(usize, Vec<Binding>); 5] = [
-            (1, vec![Binding::Var(hdr.clone()), Binding::Var(meta.clone())]),
-            (2, vec![Binding::Var(hdr.clone()), Binding::Var(meta.clone()), Binding::Var(std.clone())]),
-            (3, vec![Binding::Var(hdr.clone()), Binding::Var(meta.clone()), Binding::Var(std.clone())]),
-            (4, vec![Binding::Var(hdr.clone()), Binding::Var(meta.clone())]),
+            (
+                1,
+                vec![Binding::Var(hdr.clone()), Binding::Var(meta.clone())],
+            ),
+            (
+                2,
+                vec![
+                    Binding::Var(hdr.clone()),
+                    Binding::Var(meta.clone()),
+                    Binding::Var(std.clone()),
+                ],
+            ),
+            (
+                3,
+                vec![
+                    Binding::Var(hdr.clone()),
+                    Binding::Var(meta.clone()),
+                    Binding::Var(std.clone()),
+                ],
+            ),
+            (
+                4,
+                vec![Binding::Var(hdr.clone()), Binding::Var(meta.clone())],
+            ),
             (5, vec![Binding::PacketOut, Binding::Var(hdr.clone())]),
         ];
         let mut blocks = vec![];
@@ -609,7 +800,8 @@ impl<'t> Lowerer<'t> {
                 return err(main.args[i].value.span, "expected a control");
             };
             let name = decl.sig.name.name.clone();
-            let (_, body) = self.capture(|l| l.top_control(&insts[i], binds, main.args[i].value.span))?;
+            let (_, body) =
+                self.capture(|l| l.top_control(&insts[i], binds, main.args[i].value.span))?;
             blocks.push(ir::Control { name, body });
         }
         self.pipeline = Some(Pipeline { parser, blocks });
@@ -620,7 +812,10 @@ impl<'t> Lowerer<'t> {
         if let (Ty::Agg(a), Place::Struct { fields, .. }) = (t, p) {
             for (f, (_, fp)) in a.fields.iter().zip(fields.iter()) {
                 for id in &f.field_lists {
-                    self.field_lists.entry(*id).or_default().extend(fp.scalar_locs());
+                    self.field_lists
+                        .entry(*id)
+                        .or_default()
+                        .extend(fp.scalar_locs());
                 }
                 self.collect_field_lists(&f.ty, fp);
             }
@@ -628,10 +823,24 @@ impl<'t> Lowerer<'t> {
     }
 
     /// Elaborate a top-level control bound directly to the global storage.
-    pub(super) fn top_control(&mut self, inst: &Rc<Instance>, binds: Vec<Binding>, span: Span) -> PResult<()> {
-        let Instance::Control { decl, scope, .. } = &**inst else { unreachable!() };
+    pub(super) fn top_control(
+        &mut self,
+        inst: &Rc<Instance>,
+        binds: Vec<Binding>,
+        span: Span,
+    ) -> PResult<()> {
+        let Instance::Control { decl, scope, .. } = &**inst else {
+            unreachable!()
+        };
         if decl.sig.params.len() != binds.len() {
-            return err(decl.sig.name.span, format!("control `{}` must have {} parameters for this V1Switch position", decl.sig.name.name, binds.len()));
+            return err(
+                decl.sig.name.span,
+                format!(
+                    "control `{}` must have {} parameters for this V1Switch position",
+                    decl.sig.name.name,
+                    binds.len()
+                ),
+            );
         }
         let cscope = Scope::child(scope);
         for (p, b) in decl.sig.params.iter().zip(binds) {
@@ -646,7 +855,12 @@ impl<'t> Lowerer<'t> {
         r
     }
 
-    pub(super) fn control_locals_and_apply(&mut self, decl: &Rc<ast::ControlDecl>, cscope: &Rc<Scope>, span: Span) -> PResult<()> {
+    pub(super) fn control_locals_and_apply(
+        &mut self,
+        decl: &Rc<ast::ControlDecl>,
+        cscope: &Rc<Scope>,
+        span: Span,
+    ) -> PResult<()> {
         let (_, init) = self.capture(|l| {
             for d in &decl.locals {
                 l.control_local(cscope, d, decl)?;
@@ -659,17 +873,35 @@ impl<'t> Lowerer<'t> {
         self.apply_body(decl, cscope, span)
     }
 
-    pub(super) fn control_local(&mut self, cscope: &Rc<Scope>, d: &ast::Decl, decl: &ast::ControlDecl) -> PResult<()> {
+    pub(super) fn control_local(
+        &mut self,
+        cscope: &Rc<Scope>,
+        d: &ast::Decl,
+        decl: &ast::ControlDecl,
+    ) -> PResult<()> {
         if let ast::Decl::Instantiation(i) = d {
             let _ = decl;
-            let inst = self.instantiate(cscope, &i.ty, &i.args, &i.name.name, &i.annos, i.name.span, None)?;
+            let inst = self.instantiate(
+                cscope,
+                &i.ty,
+                &i.args,
+                &i.name.name,
+                &i.annos,
+                i.name.span,
+                None,
+            )?;
             cscope.define(&i.name.name, Binding::Instance(inst));
             return Ok(());
         }
         self.declare(cscope, d, false)
     }
 
-    pub(super) fn apply_body(&mut self, decl: &ast::ControlDecl, cscope: &Rc<Scope>, _span: Span) -> PResult<()> {
+    pub(super) fn apply_body(
+        &mut self,
+        decl: &ast::ControlDecl,
+        cscope: &Rc<Scope>,
+        _span: Span,
+    ) -> PResult<()> {
         let label = self.label();
         self.returns.push((label, None));
         let r = self.capture(|l| l.block(cscope, &decl.apply));
@@ -680,10 +912,28 @@ impl<'t> Lowerer<'t> {
     }
 
     /// `c.apply(args)` of a control instance declared inside another control.
-    pub fn apply_control(&mut self, caller: &Rc<Scope>, inst: &Rc<Instance>, args: &[ast::Argument], span: Span) -> PResult<()> {
-        let Instance::Control { decl, scope, name, state } = &**inst else { unreachable!() };
+    pub fn apply_control(
+        &mut self,
+        caller: &Rc<Scope>,
+        inst: &Rc<Instance>,
+        args: &[ast::Argument],
+        span: Span,
+    ) -> PResult<()> {
+        let Instance::Control {
+            decl,
+            scope,
+            name,
+            state,
+        } = &**inst
+        else {
+            unreachable!()
+        };
         self.enter_inline_ctl(span)?;
-        let ordered: Vec<Option<ast::Expr>> = self.order_args(&decl.sig.params, args, span)?.into_iter().map(|o| o.cloned()).collect();
+        let ordered: Vec<Option<ast::Expr>> = self
+            .order_args(&decl.sig.params, args, span)?
+            .into_iter()
+            .map(|o| o.cloned())
+            .collect();
         let first = state.borrow().is_none();
         let saved_path = self.path.clone();
         self.path.push(name.clone());
@@ -712,12 +962,18 @@ impl<'t> Lowerer<'t> {
                 }
                 Ok(())
             })?;
-            *state.borrow_mut() = Some(ControlState { scope: cscope.clone(), params, aliased: false });
+            *state.borrow_mut() = Some(ControlState {
+                scope: cscope.clone(),
+                params,
+                aliased: false,
+            });
             self.copy_in_and_run(caller, decl, &cscope, &ordered, init, span)?;
         } else {
             let cscope = state.borrow().as_ref().unwrap().scope.clone();
             for (p, a) in decl.sig.params.iter().zip(ordered.iter()) {
-                if let Some(Binding::Instance(first)) = cscope.names.borrow().get(&p.name.name).cloned() {
+                if let Some(Binding::Instance(first)) =
+                    cscope.names.borrow().get(&p.name.name).cloned()
+                {
                     let t = self.resolve_type(&cscope, &p.ty)?;
                     let inst = self.extern_argument(caller, p, a.as_ref(), &t, span)?;
                     if !Rc::ptr_eq(&first, &inst) {
@@ -733,13 +989,26 @@ impl<'t> Lowerer<'t> {
     }
 
     /// The extern instance passed for the directionless parameter `p` of extern type `t`.
-    fn extern_argument(&mut self, caller: &Rc<Scope>, p: &ast::Param, a: Option<&ast::Expr>, t: &Ty, span: Span) -> PResult<Rc<Instance>> {
+    fn extern_argument(
+        &mut self,
+        caller: &Rc<Scope>,
+        p: &ast::Param,
+        a: Option<&ast::Expr>,
+        t: &Ty,
+        span: Span,
+    ) -> PResult<Rc<Instance>> {
         let Some(a) = a else {
             return err(span, format!("missing argument for `{}`", p.name.name));
         };
         match self.expr(caller, a, None)? {
             Val::Binding(Binding::Instance(i)) if matches!(&*i, Instance::Extern { .. }) => Ok(i),
-            _ => err(a.span, format!("the argument for `{}` must be an extern instance of type {t}", p.name.name)),
+            _ => err(
+                a.span,
+                format!(
+                    "the argument for `{}` must be an extern instance of type {t}",
+                    p.name.name
+                ),
+            ),
         }
     }
 
@@ -762,7 +1031,9 @@ impl<'t> Lowerer<'t> {
     ) -> PResult<()> {
         let mut outs = vec![];
         for (p, a) in decl.sig.params.iter().zip(ordered.iter()) {
-            let Some(Binding::Var(local)) = cscope.names.borrow().get(&p.name.name).cloned() else { continue };
+            let Some(Binding::Var(local)) = cscope.names.borrow().get(&p.name.name).cloned() else {
+                continue;
+            };
             let Some(a) = a else {
                 return err(span, format!("missing argument for `{}`", p.name.name));
             };

@@ -1,4 +1,5 @@
-//! Calls: functions and actions inlined with copy-in/copy-out, argument order and binding, overloads.
+//! Calls: functions and actions inlined with copy-in/copy-out, argument order and binding,
+//! overloads.
 
 use super::env::*;
 use super::lowerer::{err, Lowerer};
@@ -48,7 +49,15 @@ impl<'t> Lowerer<'t> {
             Val::Method(recv, m) => self.method_call(scope, *recv, &m, &targs, args, hint, span),
             Val::Binding(Binding::Functions(fs)) => {
                 let f = pick_overload(fs.iter().map(|f| (f.clone(), &f.proto.params)), args)
-                    .ok_or_else(|| Diagnostic::new(span, format!("no overload of this function takes {} arguments", args.len())))?;
+                    .ok_or_else(|| {
+                        Diagnostic::new(
+                            span,
+                            format!(
+                                "no overload of this function takes {} arguments",
+                                args.len()
+                            ),
+                        )
+                    })?;
                 self.inline_function(scope, &f, &targs, args, span)
             }
             Val::Binding(Binding::Action(a, ascope)) => {
@@ -56,8 +65,17 @@ impl<'t> Lowerer<'t> {
                 Ok(Val::DontCare)
             }
             Val::Binding(Binding::ExternFunctions(fs)) => {
-                let f = pick_overload(fs.iter().map(|f| (f.clone(), &f.params)), args)
-                    .ok_or_else(|| Diagnostic::new(span, format!("no overload of this function takes {} arguments", args.len())))?;
+                let f = pick_overload(fs.iter().map(|f| (f.clone(), &f.params)), args).ok_or_else(
+                    || {
+                        Diagnostic::new(
+                            span,
+                            format!(
+                                "no overload of this function takes {} arguments",
+                                args.len()
+                            ),
+                        )
+                    },
+                )?;
                 self.extern_function(scope, &f, &targs, args, hint, span)
             }
             Val::Type(t) => {
@@ -69,10 +87,22 @@ impl<'t> Lowerer<'t> {
     }
 
     /// Order arguments by parameter (named or positional); missing ones use defaults or stay None.
-    pub fn order_args<'a>(&self, params: &'a [ast::Param], args: &'a [ast::Argument], span: Span) -> PResult<Vec<Option<&'a ast::Expr>>> {
+    pub fn order_args<'a>(
+        &self,
+        params: &'a [ast::Param],
+        args: &'a [ast::Argument],
+        span: Span,
+    ) -> PResult<Vec<Option<&'a ast::Expr>>> {
         let mut out: Vec<Option<&ast::Expr>> = vec![None; params.len()];
         if args.len() > params.len() {
-            return err(span, format!("too many arguments: {} given, {} expected", args.len(), params.len()));
+            return err(
+                span,
+                format!(
+                    "too many arguments: {} given, {} expected",
+                    args.len(),
+                    params.len()
+                ),
+            );
         }
         for (i, a) in args.iter().enumerate() {
             match &a.name {
@@ -106,11 +136,16 @@ impl<'t> Lowerer<'t> {
         for (p, a) in params.iter().zip(ordered) {
             let t = self.resolve_type(callee, &p.ty)?;
             let Some(a) = a else {
-                return err(span, format!("missing argument for parameter `{}`", p.name.name));
+                return err(
+                    span,
+                    format!("missing argument for parameter `{}`", p.name.name),
+                );
             };
             let t = if matches!(t, Ty::Var(_) | Ty::Any) {
                 let v = self.expr(caller, a, None)?;
-                let vt = v.ty().ok_or_else(|| Diagnostic::new(a.span, "cannot infer the type of this argument"))?;
+                let vt = v.ty().ok_or_else(|| {
+                    Diagnostic::new(a.span, "cannot infer the type of this argument")
+                })?;
                 if let ast::TypeKind::Named { name, .. } = &p.ty.kind {
                     callee.define(&name.name, Binding::Type(vt.clone()));
                 }
@@ -127,7 +162,14 @@ impl<'t> Lowerer<'t> {
                     }
                     let target = self.target(caller, a)?;
                     if !target.ty().same(&t) {
-                        return err(a.span, format!("argument has type {}, parameter `{}` has type {t}", target.ty(), p.name.name));
+                        return err(
+                            a.span,
+                            format!(
+                                "argument has type {}, parameter `{}` has type {t}",
+                                target.ty(),
+                                p.name.name
+                            ),
+                        );
                     }
                     let local = self.alloc(&t, &p.name.name, p.name.span)?;
                     if p.dir == Some(ast::Direction::InOut) {
@@ -140,7 +182,8 @@ impl<'t> Lowerer<'t> {
                     copy_out.push((target, local));
                 }
                 _ => {
-                    // a default value is evaluated where the callee is declared, not at the call site
+                    // a default value is evaluated where the callee is declared, not at the call
+                    // site
                     let escope = if is_default(p, a) { callee } else { caller };
                     let v = self.expr(escope, a, Some(&t))?;
                     if let (Val::Const(..), true) = (&v, t.is_scalar()) {
@@ -160,20 +203,37 @@ impl<'t> Lowerer<'t> {
     pub(super) fn enter_inline(&mut self, span: Span) -> PResult<()> {
         self.inline_depth += 1;
         if self.inline_depth > MAX_INLINE_DEPTH {
-            return err(span, "calls nest too deeply (recursion is not allowed in P4)");
+            return err(
+                span,
+                "calls nest too deeply (recursion is not allowed in P4)",
+            );
         }
         Ok(())
     }
 
-    pub fn inline_function(&mut self, caller: &Rc<Scope>, f: &Rc<ast::FunctionDecl>, targs: &[Ty], args: &[ast::Argument], span: Span) -> PResult<Val> {
+    pub fn inline_function(
+        &mut self,
+        caller: &Rc<Scope>,
+        f: &Rc<ast::FunctionDecl>,
+        targs: &[Ty],
+        args: &[ast::Argument],
+        span: Span,
+    ) -> PResult<Val> {
         self.enter_inline(span)?;
         let fscope = Scope::child(&caller.root_of());
         for (i, tp) in f.proto.type_params.iter().enumerate() {
-            fscope.define(&tp.name, Binding::Type(targs.get(i).cloned().unwrap_or(Ty::Var(tp.name.clone()))));
+            fscope.define(
+                &tp.name,
+                Binding::Type(targs.get(i).cloned().unwrap_or(Ty::Var(tp.name.clone()))),
+            );
         }
         let copy_out = self.bind_params(caller, &fscope, &f.proto.params, args, span)?;
         let rt = self.resolve_type(&fscope, &f.proto.ret)?;
-        let ret = if matches!(rt, Ty::Void) { None } else { Some(self.alloc(&rt, "retval", span)?) };
+        let ret = if matches!(rt, Ty::Void) {
+            None
+        } else {
+            Some(self.alloc(&rt, "retval", span)?)
+        };
         let label = self.label();
         self.returns.push((label, ret.clone()));
         let body = self.capture(|l| l.block(&fscope, &f.body));
@@ -188,15 +248,30 @@ impl<'t> Lowerer<'t> {
         })
     }
 
-    pub fn inline_action(&mut self, caller: &Rc<Scope>, a: &Rc<ast::ActionDecl>, ascope: &Rc<Scope>, args: &[ast::Argument], span: Span) -> PResult<()> {
+    pub fn inline_action(
+        &mut self,
+        caller: &Rc<Scope>,
+        a: &Rc<ast::ActionDecl>,
+        ascope: &Rc<Scope>,
+        args: &[ast::Argument],
+        span: Span,
+    ) -> PResult<()> {
         // directly called actions appear in the P4Info too (as the reference compiler lists them)
         let key = (Rc::as_ptr(a) as usize, ascope.id());
-        if self.in_action == 0 && !self.action_cache.contains_key(&key) && !self.p4info_only.contains(&key) {
+        if self.in_action == 0
+            && !self.action_cache.contains_key(&key)
+            && !self.p4info_only.contains(&key)
+        {
             self.p4info_only.insert(key);
             let ndir = a.params.iter().take_while(|p| p.dir.is_some()).count();
             let bound: Vec<ast::Argument> = args.iter().take(ndir).cloned().collect();
             let saved = self.inline_depth;
-            let r = if bound.len() == ndir { self.table_action_bound(a, ascope, Some(caller), &bound, span).map(|_| ()) } else { Ok(()) };
+            let r = if bound.len() == ndir {
+                self.table_action_bound(a, ascope, Some(caller), &bound, span)
+                    .map(|_| ())
+            } else {
+                Ok(())
+            };
             self.inline_depth = saved;
             r?;
         }
@@ -262,16 +337,36 @@ impl<'t> Lowerer<'t> {
     }
 
     /// `p[hi:lo] = x` (x has width hi-lo+1).
-    pub fn assign_slice(&mut self, p: &Place, hi: u32, lo: u32, v: ir::Expr, span: Span) -> PResult<()> {
+    pub fn assign_slice(
+        &mut self,
+        p: &Place,
+        hi: u32,
+        lo: u32,
+        v: ir::Expr,
+        span: Span,
+    ) -> PResult<()> {
         let Place::Scalar(lv, t) = p else {
             return err(span, "only a bit-string can be sliced");
         };
         let w = t.scalar_width().unwrap_or(0);
         if hi >= w || hi < lo {
-            return err(span, format!("slice [{hi}:{lo}] is outside the {w} bits of {t}"));
+            return err(
+                span,
+                format!("slice [{hi}:{lo}] is outside the {w} bits of {t}"),
+            );
         }
         let sw = hi - lo + 1;
-        let widen = |x: ir::Expr| if sw == w { x } else { ir::Expr::Cast { arg: Box::new(x), width: w, signed: false } };
+        let widen = |x: ir::Expr| {
+            if sw == w {
+                x
+            } else {
+                ir::Expr::Cast {
+                    arg: Box::new(x),
+                    width: w,
+                    signed: false,
+                }
+            }
+        };
         let mask: BigInt = ((BigInt::from(1) << sw) - BigInt::from(1)) << lo;
         let inv = crate::types::wrap_unsigned(&!mask, w);
         let kept = ir::Expr::Binary {
@@ -281,20 +376,40 @@ impl<'t> Lowerer<'t> {
             lhs: Box::new(ir::Expr::Load(lv.clone())),
             rhs: Box::new(ir::Expr::Const(to_value(&inv, w))),
         };
-        let shifted = ir::Expr::Binary { op: ir::BinOp::Shl, width: w, signed: false, lhs: Box::new(widen(v)), rhs: Box::new(ir::Expr::konst(32, lo as u64)) };
-        let src = ir::Expr::Binary { op: ir::BinOp::BitOr, width: w, signed: false, lhs: Box::new(kept), rhs: Box::new(shifted) };
-        self.emit(ir::Stmt::Assign { dst: lv.clone(), src });
+        let shifted = ir::Expr::Binary {
+            op: ir::BinOp::Shl,
+            width: w,
+            signed: false,
+            lhs: Box::new(widen(v)),
+            rhs: Box::new(ir::Expr::konst(32, lo as u64)),
+        };
+        let src = ir::Expr::Binary {
+            op: ir::BinOp::BitOr,
+            width: w,
+            signed: false,
+            lhs: Box::new(kept),
+            rhs: Box::new(shifted),
+        };
+        self.emit(ir::Stmt::Assign {
+            dst: lv.clone(),
+            src,
+        });
         Ok(())
     }
 }
 
-/// True if `a` is `p`'s default value (filled in by [`Lowerer::order_args`] for an omitted argument).
+/// True if `a` is `p`'s default value (filled in by [`Lowerer::order_args`] for an omitted
+/// argument).
 pub(super) fn is_default(p: &ast::Param, a: &ast::Expr) -> bool {
     p.default.as_ref().is_some_and(|d| std::ptr::eq(d, a))
 }
 
-/// Choose the overload whose parameter count fits the arguments (parameters with defaults may be omitted).
-fn pick_overload<'a, T: Clone>(cands: impl Iterator<Item = (T, &'a Vec<ast::Param>)>, args: &[ast::Argument]) -> Option<T> {
+/// Choose the overload whose parameter count fits the arguments (parameters with defaults may be
+/// omitted).
+fn pick_overload<'a, T: Clone>(
+    cands: impl Iterator<Item = (T, &'a Vec<ast::Param>)>,
+    args: &[ast::Argument],
+) -> Option<T> {
     let mut best = None;
     for (c, params) in cands {
         let required = params.iter().filter(|p| p.default.is_none()).count();

@@ -8,8 +8,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-/// A lexical scope. Scopes form a chain to the global scope; declarations capture the scope they were
-/// declared in (actions capture their control instance's scope).
+/// A lexical scope. Scopes form a chain to the global scope; declarations capture the scope they
+/// were declared in (actions capture their control instance's scope).
 pub struct Scope {
     pub parent: Option<Rc<Scope>>,
     pub names: RefCell<HashMap<String, Binding>>,
@@ -17,10 +17,16 @@ pub struct Scope {
 
 impl Scope {
     pub fn root() -> Rc<Scope> {
-        Rc::new(Scope { parent: None, names: RefCell::new(HashMap::new()) })
+        Rc::new(Scope {
+            parent: None,
+            names: RefCell::new(HashMap::new()),
+        })
     }
     pub fn child(parent: &Rc<Scope>) -> Rc<Scope> {
-        Rc::new(Scope { parent: Some(parent.clone()), names: RefCell::new(HashMap::new()) })
+        Rc::new(Scope {
+            parent: Some(parent.clone()),
+            names: RefCell::new(HashMap::new()),
+        })
     }
     pub fn lookup(&self, name: &str) -> Option<Binding> {
         if let Some(b) = self.names.borrow().get(name) {
@@ -115,8 +121,9 @@ pub enum ExternKind {
 
 pub struct TableInfo {
     pub id: u32,
-    /// Statements that compute the table's keys into temporaries before each lookup, when a key has side effects
-    /// (`t2.apply().hit` as a key): the reference compiler hoists such keys, evaluating each once per apply.
+    /// Statements that compute the table's keys into temporaries before each lookup, when a key has
+    /// side effects (`t2.apply().hit` as a key): the reference compiler hoists such keys,
+    /// evaluating each once per apply.
     pub key_prelude: Vec<ir::Stmt>,
     /// IR action indices of the table's actions, by declared name.
     pub actions: Vec<(String, u32)>,
@@ -164,8 +171,12 @@ impl Place {
         match self {
             Place::Scalar(_, t) => t.clone(),
             Place::Varbit { max, .. } => Ty::Varbit(*max),
-            Place::Header { ty, .. } | Place::Struct { ty, .. } | Place::Union { ty, .. } => Ty::Agg(ty.clone()),
-            Place::Stack { elem, elems, .. } => Ty::Stack(Box::new(elem.clone()), elems.len() as u32),
+            Place::Header { ty, .. } | Place::Struct { ty, .. } | Place::Union { ty, .. } => {
+                Ty::Agg(ty.clone())
+            }
+            Place::Stack { elem, elems, .. } => {
+                Ty::Stack(Box::new(elem.clone()), elems.len() as u32)
+            }
             Place::Tuple(ps) => Ty::Tuple(ps.iter().map(|p| p.ty()).collect()),
         }
     }
@@ -177,9 +188,11 @@ impl Place {
     }
     pub fn field(&self, name: &str) -> Option<&Place> {
         match self {
-            Place::Header { fields, .. } | Place::Struct { fields, .. } | Place::Union { members: fields, .. } => {
-                fields.iter().find(|(n, _)| n == name).map(|(_, p)| p)
-            }
+            Place::Header { fields, .. }
+            | Place::Struct { fields, .. }
+            | Place::Union {
+                members: fields, ..
+            } => fields.iter().find(|(n, _)| n == name).map(|(_, p)| p),
             _ => None,
         }
     }
@@ -205,8 +218,13 @@ impl Place {
                 }
                 fields.iter().for_each(|(_, f)| f.walk_locs(v));
             }
-            Place::Struct { fields, .. } | Place::Union { members: fields, .. } => fields.iter().for_each(|(_, f)| f.walk_locs(v)),
-            Place::Stack { elems, next_index, .. } => {
+            Place::Struct { fields, .. }
+            | Place::Union {
+                members: fields, ..
+            } => fields.iter().for_each(|(_, f)| f.walk_locs(v)),
+            Place::Stack {
+                elems, next_index, ..
+            } => {
                 elems.iter().for_each(|e| e.walk_locs(v));
                 v.push(*next_index);
             }
@@ -219,18 +237,38 @@ impl Place {
             Place::Scalar(lv, _) => matches!(lv, ir::LValue::Static(_)),
             Place::Varbit { data, .. } => matches!(data, ir::LValue::Static(_)),
             Place::Header { hdr, .. } => matches!(hdr, ir::HeaderRef::Static(_)),
-            Place::Struct { fields, .. } | Place::Union { members: fields, .. } => fields.iter().all(|(_, f)| f.is_static()),
+            Place::Struct { fields, .. }
+            | Place::Union {
+                members: fields, ..
+            } => fields.iter().all(|(_, f)| f.is_static()),
             Place::Stack { elems, .. } => elems.iter().all(|e| e.is_static()),
             Place::Tuple(ps) => ps.iter().all(|p| p.is_static()),
         }
     }
-    /// The place of the stack element chosen at run time by `index` (`next` = the parser's `.next`).
+    /// The place of the stack element chosen at run time by `index` (`next` = the parser's
+    /// `.next`).
     pub fn stack_element(&self, index: &ir::Expr, next: bool) -> Option<Place> {
-        let Place::Stack { id, elems, stride, member_stacks, .. } = self else { return None };
+        let Place::Stack {
+            id,
+            elems,
+            stride,
+            member_stacks,
+            ..
+        } = self
+        else {
+            return None;
+        };
         let count = elems.len() as u32;
         let fix = |p: &mut Place, sid: u32| {
             if let Place::Header { hdr, .. } = p {
-                *hdr = if next { ir::HeaderRef::Next { stack: sid } } else { ir::HeaderRef::Dynamic { stack: sid, index: Box::new(index.clone()) } };
+                *hdr = if next {
+                    ir::HeaderRef::Next { stack: sid }
+                } else {
+                    ir::HeaderRef::Dynamic {
+                        stack: sid,
+                        index: Box::new(index.clone()),
+                    }
+                };
             }
         };
         match &elems[0] {
@@ -242,7 +280,10 @@ impl Place {
                     fix(&mut d, sid);
                     ms.push((n.clone(), d));
                 }
-                Some(Place::Union { ty: ty.clone(), members: ms })
+                Some(Place::Union {
+                    ty: ty.clone(),
+                    members: ms,
+                })
             }
             e => {
                 let mut d = e.dynamic(*id, *stride, count, index);
@@ -252,42 +293,116 @@ impl Place {
         }
     }
 
-    /// Turn the place of element 0 of a stack into the place of element `index` (chosen at run time).
+    /// Turn the place of element 0 of a stack into the place of element `index` (chosen at run
+    /// time).
     pub fn dynamic(&self, stack: u32, stride: u32, count: u32, index: &ir::Expr) -> Place {
         let dl = |lv: &ir::LValue| match lv {
-            ir::LValue::Static(l) => ir::LValue::Dynamic { base: *l, stride, count, index: Box::new(index.clone()) },
-            // an element of an array that was itself chosen at run time (`a[i][j]`): one index over both levels,
-            // out of range (so the access reads 0 and writes nothing) when either index is
-            ir::LValue::Dynamic { base, stride: s1, count: c1, index: i1 } => {
+            ir::LValue::Static(l) => ir::LValue::Dynamic {
+                base: *l,
+                stride,
+                count,
+                index: Box::new(index.clone()),
+            },
+            // an element of an array that was itself chosen at run time (`a[i][j]`): one index over
+            // both levels, out of range (so the access reads 0 and writes nothing) when either
+            // index is
+            ir::LValue::Dynamic {
+                base,
+                stride: s1,
+                count: c1,
+                index: i1,
+            } => {
                 let k = |v: u32| Box::new(ir::Expr::konst(32, v as u64));
-                let bin = |op, width, lhs, rhs| Box::new(ir::Expr::Binary { op, width, signed: false, lhs, rhs });
-                let inside = bin(ir::BinOp::And, 1, bin(ir::BinOp::Lt, 1, i1.clone(), k(*c1)), bin(ir::BinOp::Lt, 1, Box::new(index.clone()), k(count)));
-                let offset = bin(ir::BinOp::Add, 32, bin(ir::BinOp::Mul, 32, i1.clone(), k(*s1)), bin(ir::BinOp::Mul, 32, Box::new(index.clone()), k(stride)));
+                let bin = |op, width, lhs, rhs| {
+                    Box::new(ir::Expr::Binary {
+                        op,
+                        width,
+                        signed: false,
+                        lhs,
+                        rhs,
+                    })
+                };
+                let inside = bin(
+                    ir::BinOp::And,
+                    1,
+                    bin(ir::BinOp::Lt, 1, i1.clone(), k(*c1)),
+                    bin(ir::BinOp::Lt, 1, Box::new(index.clone()), k(count)),
+                );
+                let offset = bin(
+                    ir::BinOp::Add,
+                    32,
+                    bin(ir::BinOp::Mul, 32, i1.clone(), k(*s1)),
+                    bin(ir::BinOp::Mul, 32, Box::new(index.clone()), k(stride)),
+                );
                 let total = s1 * c1;
-                let index = ir::Expr::Cond { cond: inside, then: offset, else_: k(total), width: 32 };
-                ir::LValue::Dynamic { base: *base, stride: 1, count: total, index: Box::new(index) }
+                let index = ir::Expr::Cond {
+                    cond: inside,
+                    then: offset,
+                    else_: k(total),
+                    width: 32,
+                };
+                ir::LValue::Dynamic {
+                    base: *base,
+                    stride: 1,
+                    count: total,
+                    index: Box::new(index),
+                }
             }
         };
         match self {
             Place::Scalar(lv, t) => Place::Scalar(dl(lv), t.clone()),
-            Place::Varbit { data, len, max } => Place::Varbit { data: dl(data), len: dl(len), max: *max },
-            Place::Header { valid, fields, ty, siblings, .. } => Place::Header {
-                hdr: ir::HeaderRef::Dynamic { stack, index: Box::new(index.clone()) },
+            Place::Varbit { data, len, max } => Place::Varbit {
+                data: dl(data),
+                len: dl(len),
+                max: *max,
+            },
+            Place::Header {
+                valid,
+                fields,
+                ty,
+                siblings,
+                ..
+            } => Place::Header {
+                hdr: ir::HeaderRef::Dynamic {
+                    stack,
+                    index: Box::new(index.clone()),
+                },
                 valid: dl(valid),
-                fields: fields.iter().map(|(n, f)| (n.clone(), f.dynamic(stack, stride, count, index))).collect(),
+                fields: fields
+                    .iter()
+                    .map(|(n, f)| (n.clone(), f.dynamic(stack, stride, count, index)))
+                    .collect(),
                 ty: ty.clone(),
                 siblings: siblings.iter().map(dl).collect(),
             },
-            Place::Struct { ty, fields } => {
-                Place::Struct { ty: ty.clone(), fields: fields.iter().map(|(n, f)| (n.clone(), f.dynamic(stack, stride, count, index))).collect() }
-            }
-            Place::Union { ty, members } => {
-                Place::Union { ty: ty.clone(), members: members.iter().map(|(n, f)| (n.clone(), f.dynamic(stack, stride, count, index))).collect() }
-            }
-            Place::Stack { id, elem, elems, stride: s, next_index, member_stacks } => Place::Stack {
+            Place::Struct { ty, fields } => Place::Struct {
+                ty: ty.clone(),
+                fields: fields
+                    .iter()
+                    .map(|(n, f)| (n.clone(), f.dynamic(stack, stride, count, index)))
+                    .collect(),
+            },
+            Place::Union { ty, members } => Place::Union {
+                ty: ty.clone(),
+                members: members
+                    .iter()
+                    .map(|(n, f)| (n.clone(), f.dynamic(stack, stride, count, index)))
+                    .collect(),
+            },
+            Place::Stack {
+                id,
+                elem,
+                elems,
+                stride: s,
+                next_index,
+                member_stacks,
+            } => Place::Stack {
                 id: *id,
                 elem: elem.clone(),
-                elems: elems.iter().map(|e| e.dynamic(stack, stride, count, index)).collect(),
+                elems: elems
+                    .iter()
+                    .map(|e| e.dynamic(stack, stride, count, index))
+                    .collect(),
                 stride: *s,
                 next_index: *next_index,
                 member_stacks: member_stacks.clone(),

@@ -1,5 +1,5 @@
-//! Types and expressions: type resolution, constants, conversions, names, members, indexing, slices and
-//! conditionals lowered to IR expressions.
+//! Types and expressions: type resolution, constants, conversions, names, members, indexing, slices
+//! and conditionals lowered to IR expressions.
 
 use super::annotations::*;
 use super::env::*;
@@ -41,8 +41,15 @@ impl<'t> Lowerer<'t> {
                     Some(Binding::ExternType(e)) => Ty::Extern(e, vec![]),
                     Some(Binding::PacketIn) => Ty::PacketIn,
                     Some(Binding::PacketOut) => Ty::PacketOut,
-                    Some(Binding::BlockType(_)) | Some(Binding::ParserDecl(..)) | Some(Binding::ControlDecl(..)) => Ty::Any,
-                    Some(Binding::GenericAgg(d)) => return err(t.span, format!("generic type `{}` needs type arguments", d.name.name)),
+                    Some(Binding::BlockType(_))
+                    | Some(Binding::ParserDecl(..))
+                    | Some(Binding::ControlDecl(..)) => Ty::Any,
+                    Some(Binding::GenericAgg(d)) => {
+                        return err(
+                            t.span,
+                            format!("generic type `{}` needs type arguments", d.name.name),
+                        )
+                    }
                     _ => return err(name.span, format!("unknown type `{}`", name.name)),
                 }
             }
@@ -52,9 +59,13 @@ impl<'t> Lowerer<'t> {
                     targs.push(self.resolve_type(scope, a)?);
                 }
                 match scope.lookup(&base.name) {
-                    Some(Binding::GenericAgg(d)) => self.instantiate_generic_agg(scope, &d, targs, t.span)?,
+                    Some(Binding::GenericAgg(d)) => {
+                        self.instantiate_generic_agg(scope, &d, targs, t.span)?
+                    }
                     Some(Binding::ExternType(e)) => Ty::Extern(e, targs),
-                    Some(Binding::BlockType(_)) | Some(Binding::ParserDecl(..)) | Some(Binding::ControlDecl(..)) => Ty::Any,
+                    Some(Binding::BlockType(_))
+                    | Some(Binding::ParserDecl(..))
+                    | Some(Binding::ControlDecl(..)) => Ty::Any,
                     _ => return err(base.span, format!("unknown generic type `{}`", base.name)),
                 }
             }
@@ -68,7 +79,10 @@ impl<'t> Lowerer<'t> {
                     );
                 }
                 if n == 0 || n > 4096 {
-                    return err(size.span, format!("array size {n} is out of range (1..4096)"));
+                    return err(
+                        size.span,
+                        format!("array size {n} is out of range (1..4096)"),
+                    );
                 }
                 Ty::Stack(Box::new(e), n)
             }
@@ -83,9 +97,23 @@ impl<'t> Lowerer<'t> {
         })
     }
 
-    pub fn instantiate_generic_agg(&mut self, scope: &Rc<Scope>, d: &ast::AggregateDecl, targs: Vec<Ty>, span: Span) -> PResult<Ty> {
+    pub fn instantiate_generic_agg(
+        &mut self,
+        scope: &Rc<Scope>,
+        d: &ast::AggregateDecl,
+        targs: Vec<Ty>,
+        span: Span,
+    ) -> PResult<Ty> {
         if targs.len() != d.type_params.len() {
-            return err(span, format!("`{}` takes {} type arguments, {} given", d.name.name, d.type_params.len(), targs.len()));
+            return err(
+                span,
+                format!(
+                    "`{}` takes {} type arguments, {} given",
+                    d.name.name,
+                    d.type_params.len(),
+                    targs.len()
+                ),
+            );
         }
         let inner = Scope::child(scope);
         for (p, a) in d.type_params.iter().zip(targs.iter()) {
@@ -96,14 +124,30 @@ impl<'t> Lowerer<'t> {
             fields.push(FieldInfo {
                 name: f.name.name.clone(),
                 ty: self.resolve_type(&inner, &f.ty)?,
-                field_lists: annotation_ints(&f.annos, "field_list").unwrap_or_default().into_iter().map(|x| x as u32).collect(),
+                field_lists: annotation_ints(&f.annos, "field_list")
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|x| x as u32)
+                    .collect(),
                 match_kind: annotation_ident(&f.annos, "match"),
                 cp_name: annotation_str(&f.annos, "name"),
                 new_type: self.new_type_name(&f.ty),
             });
         }
-        let name = format!("{}<{}>", d.name.name, targs.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "));
-        Ok(Ty::Agg(Rc::new(AggInfo { name, kind: d.kind, fields })))
+        let name = format!(
+            "{}<{}>",
+            d.name.name,
+            targs
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(Ty::Agg(Rc::new(AggInfo {
+            name,
+            kind: d.kind,
+            fields,
+        })))
     }
 
     /// A compile-time non-negative integer (widths, sizes, slice bounds).
@@ -111,7 +155,10 @@ impl<'t> Lowerer<'t> {
         let v = self.const_int(scope, e)?;
         match v.to_u32() {
             Some(w) if w <= 1 << 20 => Ok(w),
-            _ => err(e.span, format!("expected a small non-negative constant, found {v}")),
+            _ => err(
+                e.span,
+                format!("expected a small non-negative constant, found {v}"),
+            ),
         }
     }
 
@@ -124,7 +171,8 @@ impl<'t> Lowerer<'t> {
 
     // ---------------------------------------------------------------- conversions
 
-    /// Convert a value to a scalar IR expression of type `want` (or its own type when `want` is None).
+    /// Convert a value to a scalar IR expression of type `want` (or its own type when `want` is
+    /// None).
     pub fn rvalue(&mut self, v: Val, want: Option<&Ty>, span: Span) -> PResult<(ir::Expr, Ty)> {
         let v = match want {
             Some(t) => self.convert(v, t, span)?,
@@ -142,9 +190,17 @@ impl<'t> Lowerer<'t> {
             }
             Val::Rv(e, t) => Ok((e, t)),
             Val::Place(Place::Scalar(lv, t)) => Ok((ir::Expr::Load(lv), t)),
-            Val::Place(Place::Varbit { data, max, .. }) => Ok((ir::Expr::Load(data), Ty::Varbit(max))),
-            Val::TableResult(..) => err(span, "a table apply result must be used as `.hit`, `.miss` or `.action_run`"),
-            Val::Place(p) => err(span, format!("expected a scalar value, found a value of type {}", p.ty())),
+            Val::Place(Place::Varbit { data, max, .. }) => {
+                Ok((ir::Expr::Load(data), Ty::Varbit(max)))
+            }
+            Val::TableResult(..) => err(
+                span,
+                "a table apply result must be used as `.hit`, `.miss` or `.action_run`",
+            ),
+            Val::Place(p) => err(
+                span,
+                format!("expected a scalar value, found a value of type {}", p.ty()),
+            ),
             _ => err(span, "expected a value"),
         }
     }
@@ -153,10 +209,16 @@ impl<'t> Lowerer<'t> {
     pub fn convert(&mut self, v: Val, t: &Ty, span: Span) -> PResult<Val> {
         match (&v, t) {
             (_, Ty::Any) | (_, Ty::Var(_)) => Ok(v),
-            (Val::Const(c, Ty::InfInt), Ty::Bit(_) | Ty::Int(_)) => Ok(Val::Const(normalize(c, t), t.clone())),
-            (Val::Const(c, Ty::InfInt), Ty::Enum(e)) if e.repr.is_some() => Ok(Val::Const(normalize(c, t), t.clone())),
+            (Val::Const(c, Ty::InfInt), Ty::Bit(_) | Ty::Int(_)) => {
+                Ok(Val::Const(normalize(c, t), t.clone()))
+            }
+            (Val::Const(c, Ty::InfInt), Ty::Enum(e)) if e.repr.is_some() => {
+                Ok(Val::Const(normalize(c, t), t.clone()))
+            }
             (Val::Const(_, Ty::InfInt), Ty::InfInt) => Ok(v),
-            (Val::Const(c, Ty::InfInt), Ty::Bool) => err(span, format!("cannot use the integer {c} as a bool")),
+            (Val::Const(c, Ty::InfInt), Ty::Bool) => {
+                err(span, format!("cannot use the integer {c} as a bool"))
+            }
             _ => {
                 if let Some(vt) = v.ty() {
                     if matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Bool) && !vt.same(t) {
@@ -196,7 +258,10 @@ impl<'t> Lowerer<'t> {
     pub fn place(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> PResult<Place> {
         match self.expr(scope, e, None)? {
             Val::Place(p) => Ok(p),
-            _ => err(e.span, "this expression cannot be assigned to (not an l-value)"),
+            _ => err(
+                e.span,
+                "this expression cannot be assigned to (not an l-value)",
+            ),
         }
     }
 
@@ -205,7 +270,10 @@ impl<'t> Lowerer<'t> {
     pub fn expr(&mut self, scope: &Rc<Scope>, e: &ast::Expr, hint: Option<&Ty>) -> PResult<Val> {
         let span = e.span;
         match &e.kind {
-            ExprKind::Bool(b) => Ok(Val::Const(if *b { BigInt::one() } else { BigInt::zero() }, Ty::Bool)),
+            ExprKind::Bool(b) => Ok(Val::Const(
+                if *b { BigInt::one() } else { BigInt::zero() },
+                Ty::Bool,
+            )),
             ExprKind::Int(lit) => Ok(match lit.width {
                 Some((w, signed)) => {
                     let t = if signed { Ty::Int(w) } else { Ty::Bit(w) };
@@ -262,7 +330,14 @@ impl<'t> Lowerer<'t> {
                     _ => return err(span, "a `...` initializer needs a struct, header or tuple type from its context (a declaration or assignment)"),
                 };
                 if items.len() > tys.len() {
-                    return err(span, format!("initializer has {} elements, the type has {} fields", items.len(), tys.len()));
+                    return err(
+                        span,
+                        format!(
+                            "initializer has {} elements, the type has {} fields",
+                            items.len(),
+                            tys.len()
+                        ),
+                    );
                 }
                 let mut vs = vec![];
                 for (it, t) in items.iter().zip(&tys) {
@@ -277,13 +352,19 @@ impl<'t> Lowerer<'t> {
                 let mut vs = vec![];
                 for (n, x) in fields {
                     let h = match hint {
-                        Some(Ty::Agg(a)) => a.fields.iter().find(|f| f.name == n.name).map(|f| f.ty.clone()),
+                        Some(Ty::Agg(a)) => a
+                            .fields
+                            .iter()
+                            .find(|f| f.name == n.name)
+                            .map(|f| f.ty.clone()),
                         _ => None,
                     };
                     vs.push((n.name.clone(), self.expr(scope, x, h.as_ref())?));
                 }
                 if *has_rest {
-                    let Some(Ty::Agg(a)) = hint.filter(|t| matches!(t, Ty::Agg(a) if a.kind != ast::AggregateKind::HeaderUnion)) else {
+                    let Some(Ty::Agg(a)) = hint.filter(
+                        |t| matches!(t, Ty::Agg(a) if a.kind != ast::AggregateKind::HeaderUnion),
+                    ) else {
                         return err(span, "a `...` initializer needs a struct or header type from its context (a declaration or assignment)");
                     };
                     for f in &a.fields {
@@ -293,26 +374,46 @@ impl<'t> Lowerer<'t> {
                         }
                     }
                 }
-                Ok(Val::Struct(vs, hint.filter(|t| matches!(t, Ty::Agg(_))).cloned()))
+                Ok(Val::Struct(
+                    vs,
+                    hint.filter(|t| matches!(t, Ty::Agg(_))).cloned(),
+                ))
             }
             ExprKind::TypedInit { ty, fields } => {
                 let t = self.resolve_type(scope, ty)?;
-                let inner = ast::Expr { kind: ExprKind::StructInit { fields: fields.clone(), has_rest: false }, span };
+                let inner = ast::Expr {
+                    kind: ExprKind::StructInit {
+                        fields: fields.clone(),
+                        has_rest: false,
+                    },
+                    span,
+                };
                 let v = self.expr(scope, &inner, Some(&t))?;
                 self.materialize(v, &t, span)
             }
-            ExprKind::Call { callee, type_args, args } => self.call(scope, callee, type_args, args, hint, span),
-            ExprKind::Construct { .. } => err(span, "an instantiation is not allowed in an expression here"),
-            ExprKind::Mask(..) | ExprKind::Range(..) => err(span, "`&&&` and `..` may only appear in keysets"),
+            ExprKind::Call {
+                callee,
+                type_args,
+                args,
+            } => self.call(scope, callee, type_args, args, hint, span),
+            ExprKind::Construct { .. } => err(
+                span,
+                "an instantiation is not allowed in an expression here",
+            ),
+            ExprKind::Mask(..) | ExprKind::Range(..) => {
+                err(span, "`&&&` and `..` may only appear in keysets")
+            }
         }
     }
 
-    /// The default value of a type (P4_16 1.2.5 "default values"): 0 for bit-strings, integers and serializable
-    /// enums, `false`, the first member of a plain enum, `error.NoError`, an invalid header or union, and a struct,
-    /// tuple or stack of the defaults of its parts.
+    /// The default value of a type (P4_16 1.2.5 "default values"): 0 for bit-strings, integers and
+    /// serializable enums, `false`, the first member of a plain enum, `error.NoError`, an invalid
+    /// header or union, and a struct, tuple or stack of the defaults of its parts.
     pub(super) fn default_value(&mut self, t: &Ty, span: Span) -> PResult<Val> {
         Ok(match t {
-            Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Enum(_) | Ty::Error => Val::Const(num_bigint::BigInt::from(0), t.clone()),
+            Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Enum(_) | Ty::Error => {
+                Val::Const(num_bigint::BigInt::from(0), t.clone())
+            }
             Ty::Agg(a) if a.kind == ast::AggregateKind::Struct => {
                 let mut vs = vec![];
                 for f in &a.fields {
@@ -321,7 +422,9 @@ impl<'t> Lowerer<'t> {
                 Val::List(vs)
             }
             Ty::Agg(_) => Val::Invalid,
-            Ty::Stack(e, n) if e.is_header() || e.is_union() => Val::List((0..*n).map(|_| Val::Invalid).collect()),
+            Ty::Stack(e, n) if e.is_header() || e.is_union() => {
+                Val::List((0..*n).map(|_| Val::Invalid).collect())
+            }
             Ty::Stack(e, n) => {
                 let d = self.default_value(e, span)?;
                 Val::List((0..*n).map(|_| d.clone()).collect())
@@ -333,7 +436,12 @@ impl<'t> Lowerer<'t> {
                 }
                 Val::List(vs)
             }
-            other => return err(span, format!("p4sec has no default value for type {other} in a `...` initializer")),
+            other => {
+                return err(
+                    span,
+                    format!("p4sec has no default value for type {other} in a `...` initializer"),
+                )
+            }
         })
     }
 
@@ -347,29 +455,54 @@ impl<'t> Lowerer<'t> {
         }
     }
 
-    pub(super) fn member(&mut self, scope: &Rc<Scope>, base: &ast::Expr, m: &ast::Ident, span: Span) -> PResult<Val> {
+    pub(super) fn member(
+        &mut self,
+        scope: &Rc<Scope>,
+        base: &ast::Expr,
+        m: &ast::Ident,
+        span: Span,
+    ) -> PResult<Val> {
         let b = self.expr(scope, base, None)?;
         let name = m.name.as_str();
         match b {
-            Val::Binding(Binding::ErrorNs) | Val::Type(Ty::Error) => match self.errors.iter().position(|e| e == name) {
-                Some(i) => Ok(Val::Const(BigInt::from(i), Ty::Error)),
-                None => err(m.span, format!("`error.{name}` is not declared")),
-            },
+            Val::Binding(Binding::ErrorNs) | Val::Type(Ty::Error) => {
+                match self.errors.iter().position(|e| e == name) {
+                    Some(i) => Ok(Val::Const(BigInt::from(i), Ty::Error)),
+                    None => err(m.span, format!("`error.{name}` is not declared")),
+                }
+            }
             Val::Type(Ty::Enum(en)) => match en.members.iter().find(|(n, _)| n == name) {
                 Some((_, v)) => Ok(Val::Const(v.clone(), Ty::Enum(en.clone()))),
                 None => err(m.span, format!("enum `{}` has no member `{name}`", en.name)),
             },
             Val::Type(t) => match name {
-                "minSizeInBits" | "maxSizeInBits" => Ok(Val::Const(BigInt::from(t.bit_size()), Ty::InfInt)),
-                "minSizeInBytes" | "maxSizeInBytes" => Ok(Val::Const(BigInt::from(t.bit_size().div_ceil(8)), Ty::InfInt)),
+                "minSizeInBits" | "maxSizeInBits" => {
+                    Ok(Val::Const(BigInt::from(t.bit_size()), Ty::InfInt))
+                }
+                "minSizeInBytes" | "maxSizeInBytes" => Ok(Val::Const(
+                    BigInt::from(t.bit_size().div_ceil(8)),
+                    Ty::InfInt,
+                )),
                 _ => err(m.span, format!("type {t} has no member `{name}`")),
             },
             Val::Place(p) => self.place_member(p, name, m.span),
             Val::TableResult(t, hit, run) => match name {
                 "hit" => Ok(Val::Rv(ir::Expr::Load(ir::LValue::Static(hit)), Ty::Bool)),
-                "miss" => Ok(Val::Rv(ir::Expr::Unary { op: ir::UnOp::Not, width: 1, arg: Box::new(ir::Expr::Load(ir::LValue::Static(hit))) }, Ty::Bool)),
+                "miss" => Ok(Val::Rv(
+                    ir::Expr::Unary {
+                        op: ir::UnOp::Not,
+                        width: 1,
+                        arg: Box::new(ir::Expr::Load(ir::LValue::Static(hit))),
+                    },
+                    Ty::Bool,
+                )),
                 "action_run" => Ok(Val::TableResult(t, hit, run)),
-                _ => err(m.span, format!("a table apply result has no member `{name}` (use hit, miss or action_run)")),
+                _ => err(
+                    m.span,
+                    format!(
+                        "a table apply result has no member `{name}` (use hit, miss or action_run)"
+                    ),
+                ),
             },
             Val::Binding(b) => Ok(Val::Method(Box::new(Val::Binding(b)), name.to_string())),
             Val::Struct(fields, _) => match fields.into_iter().find(|(n, _)| n == name) {
@@ -378,7 +511,10 @@ impl<'t> Lowerer<'t> {
             },
             other => {
                 let _ = other;
-                err(span, format!("cannot take member `{name}` of this expression"))
+                err(
+                    span,
+                    format!("cannot take member `{name}` of this expression"),
+                )
             }
         }
     }
@@ -435,19 +571,35 @@ impl<'t> Lowerer<'t> {
         }
     }
 
-    pub(super) fn index(&mut self, scope: &Rc<Scope>, base: &ast::Expr, idx: &ast::Expr, span: Span) -> PResult<Val> {
+    pub(super) fn index(
+        &mut self,
+        scope: &Rc<Scope>,
+        base: &ast::Expr,
+        idx: &ast::Expr,
+        span: Span,
+    ) -> PResult<Val> {
         let b = self.expr(scope, base, None)?;
         let i = self.expr(scope, idx, None)?;
         match b {
             Val::Place(stack @ Place::Stack { .. }) => {
-                let Place::Stack { elems, .. } = &stack else { unreachable!() };
+                let Place::Stack { elems, .. } = &stack else {
+                    unreachable!()
+                };
                 match i {
                     Val::Const(c, _) => match c.to_usize() {
                         Some(k) if k < elems.len() => Ok(Val::Place(elems[k].clone())),
-                        _ => err(idx.span, format!("index {c} is out of bounds for a stack of size {}", elems.len())),
+                        _ => err(
+                            idx.span,
+                            format!(
+                                "index {c} is out of bounds for a stack of size {}",
+                                elems.len()
+                            ),
+                        ),
                     },
                     other => {
-                        let Place::Stack { elem, .. } = &stack else { unreachable!() };
+                        let Place::Stack { elem, .. } = &stack else {
+                            unreachable!()
+                        };
                         if !elems[0].is_static() && (elem.is_header() || elem.is_union()) {
                             return err(
                                 idx.span,
@@ -459,7 +611,11 @@ impl<'t> Lowerer<'t> {
                         }
                         let (x, t) = self.rvalue(other, None, idx.span)?;
                         let x = match t {
-                            Ty::Bit(w) | Ty::Int(w) if w != 32 => ir::Expr::Cast { arg: Box::new(x), width: 32, signed: false },
+                            Ty::Bit(w) | Ty::Int(w) if w != 32 => ir::Expr::Cast {
+                                arg: Box::new(x),
+                                width: 32,
+                                signed: false,
+                            },
                             _ => x,
                         };
                         Ok(Val::Place(stack.stack_element(&x, false).expect("stack")))
@@ -486,17 +642,27 @@ impl<'t> Lowerer<'t> {
 
     pub fn slice(&mut self, b: Val, hi: u32, lo: u32, span: Span) -> PResult<Val> {
         if hi < lo {
-            return err(span, format!("slice [{hi}:{lo}] has its high bound below its low bound"));
+            return err(
+                span,
+                format!("slice [{hi}:{lo}] has its high bound below its low bound"),
+            );
         }
         let w = hi - lo + 1;
         match b {
             Val::Const(c, t) => {
                 if let Some(tw) = t.scalar_width() {
                     if hi >= tw {
-                        return err(span, format!("slice [{hi}:{lo}] is outside the {tw} bits of {t}"));
+                        return err(
+                            span,
+                            format!("slice [{hi}:{lo}] is outside the {tw} bits of {t}"),
+                        );
                     }
                 }
-                let u = if matches!(t, Ty::InfInt) { c } else { wrap_unsigned(&c, t.scalar_width().unwrap_or(0)) };
+                let u = if matches!(t, Ty::InfInt) {
+                    c
+                } else {
+                    wrap_unsigned(&c, t.scalar_width().unwrap_or(0))
+                };
                 let v = (u >> lo) & ((BigInt::one() << w) - 1);
                 Ok(Val::Const(v, Ty::Bit(w)))
             }
@@ -507,22 +673,42 @@ impl<'t> Lowerer<'t> {
                     _ => return err(span, format!("cannot slice a value of type {t}")),
                 };
                 if hi >= tw {
-                    return err(span, format!("slice [{hi}:{lo}] is outside the {tw} bits of {t}"));
+                    return err(
+                        span,
+                        format!("slice [{hi}:{lo}] is outside the {tw} bits of {t}"),
+                    );
                 }
-                Ok(Val::Rv(ir::Expr::Slice { arg: Box::new(x), hi, lo }, Ty::Bit(w)))
+                Ok(Val::Rv(
+                    ir::Expr::Slice {
+                        arg: Box::new(x),
+                        hi,
+                        lo,
+                    },
+                    Ty::Bit(w),
+                ))
             }
         }
     }
 
     /// Slices used as assignment targets: `x[7:0] = v` becomes `x = (x & ~mask) | (v << lo)`.
-    pub fn slice_place(&mut self, scope: &Rc<Scope>, base: &ast::Expr, hi: &ast::Expr, lo: &ast::Expr) -> PResult<(Place, u32, u32)> {
+    pub fn slice_place(
+        &mut self,
+        scope: &Rc<Scope>,
+        base: &ast::Expr,
+        hi: &ast::Expr,
+        lo: &ast::Expr,
+    ) -> PResult<(Place, u32, u32)> {
         let hi = self.const_width(scope, hi)?;
         let lo = self.const_width(scope, lo)?;
         if let ExprKind::Slice(inner, ihi, ilo) = &base.kind {
-            // a slice of a slice (`x[15:0][7:4]`): bits [lo, hi] of the inner slice, counted from its low bit
+            // a slice of a slice (`x[15:0][7:4]`): bits [lo, hi] of the inner slice, counted from
+            // its low bit
             let (p, ihi, ilo) = self.slice_place(scope, inner, ihi, ilo)?;
             if ihi < ilo || hi < lo || hi > ihi - ilo {
-                return err(base.span, format!("slice [{hi}:{lo}] is outside the slice [{ihi}:{ilo}]"));
+                return err(
+                    base.span,
+                    format!("slice [{hi}:{lo}] is outside the slice [{ihi}:{ilo}]"),
+                );
             }
             return Ok((p, ilo + hi, ilo + lo));
         }
@@ -530,17 +716,42 @@ impl<'t> Lowerer<'t> {
         if let Place::Scalar(_, t) = &p {
             let w = t.scalar_width().unwrap_or(0);
             if hi >= w || hi < lo {
-                return err(base.span, format!("slice [{hi}:{lo}] is outside the {w} bits of {t}"));
+                return err(
+                    base.span,
+                    format!("slice [{hi}:{lo}] is outside the {w} bits of {t}"),
+                );
             }
         }
         Ok((p, hi, lo))
     }
 
-    pub(super) fn unary(&mut self, scope: &Rc<Scope>, op: UnOp, a: &ast::Expr, hint: Option<&Ty>, span: Span) -> PResult<Val> {
-        let v = self.expr(scope, a, if op == UnOp::Not { Some(&Ty::Bool) } else { hint })?;
+    pub(super) fn unary(
+        &mut self,
+        scope: &Rc<Scope>,
+        op: UnOp,
+        a: &ast::Expr,
+        hint: Option<&Ty>,
+        span: Span,
+    ) -> PResult<Val> {
+        let v = self.expr(
+            scope,
+            a,
+            if op == UnOp::Not {
+                Some(&Ty::Bool)
+            } else {
+                hint
+            },
+        )?;
         match (op, v) {
             (UnOp::Plus, v) => Ok(v),
-            (UnOp::Not, Val::Const(c, Ty::Bool)) => Ok(Val::Const(if c.is_zero() { BigInt::one() } else { BigInt::zero() }, Ty::Bool)),
+            (UnOp::Not, Val::Const(c, Ty::Bool)) => Ok(Val::Const(
+                if c.is_zero() {
+                    BigInt::one()
+                } else {
+                    BigInt::zero()
+                },
+                Ty::Bool,
+            )),
             (UnOp::Neg, Val::Const(c, t)) => {
                 if matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::InfInt) {
                     Ok(Val::Const(normalize(&(-c), &t), t))
@@ -556,19 +767,52 @@ impl<'t> Lowerer<'t> {
             (op, v) => {
                 let (x, t) = self.rvalue(v, None, span)?;
                 match (op, &t) {
-                    (UnOp::Not, Ty::Bool) => Ok(Val::Rv(ir::Expr::Unary { op: ir::UnOp::Not, width: 1, arg: Box::new(x) }, t)),
-                    (UnOp::BitNot, Ty::Bit(w) | Ty::Int(w)) => Ok(Val::Rv(ir::Expr::Unary { op: ir::UnOp::BitNot, width: *w, arg: Box::new(x) }, t.clone())),
-                    (UnOp::Neg, Ty::Bit(w) | Ty::Int(w)) => Ok(Val::Rv(ir::Expr::Unary { op: ir::UnOp::Neg, width: *w, arg: Box::new(x) }, t.clone())),
+                    (UnOp::Not, Ty::Bool) => Ok(Val::Rv(
+                        ir::Expr::Unary {
+                            op: ir::UnOp::Not,
+                            width: 1,
+                            arg: Box::new(x),
+                        },
+                        t,
+                    )),
+                    (UnOp::BitNot, Ty::Bit(w) | Ty::Int(w)) => Ok(Val::Rv(
+                        ir::Expr::Unary {
+                            op: ir::UnOp::BitNot,
+                            width: *w,
+                            arg: Box::new(x),
+                        },
+                        t.clone(),
+                    )),
+                    (UnOp::Neg, Ty::Bit(w) | Ty::Int(w)) => Ok(Val::Rv(
+                        ir::Expr::Unary {
+                            op: ir::UnOp::Neg,
+                            width: *w,
+                            arg: Box::new(x),
+                        },
+                        t.clone(),
+                    )),
                     _ => err(span, format!("operator {op:?} cannot be applied to {t}")),
                 }
             }
         }
     }
 
-    pub(super) fn ternary(&mut self, scope: &Rc<Scope>, c: &ast::Expr, a: &ast::Expr, b: &ast::Expr, hint: Option<&Ty>, span: Span) -> PResult<Val> {
+    pub(super) fn ternary(
+        &mut self,
+        scope: &Rc<Scope>,
+        c: &ast::Expr,
+        a: &ast::Expr,
+        b: &ast::Expr,
+        hint: Option<&Ty>,
+        span: Span,
+    ) -> PResult<Val> {
         let cv = self.expr(scope, c, Some(&Ty::Bool))?;
         if let Val::Const(k, _) = &cv {
-            return if k.is_zero() { self.expr(scope, b, hint) } else { self.expr(scope, a, hint) };
+            return if k.is_zero() {
+                self.expr(scope, b, hint)
+            } else {
+                self.expr(scope, a, hint)
+            };
         }
         let (cx, _) = self.rvalue(cv, Some(&Ty::Bool), c.span)?;
         let (av, sa) = self.capture(|s| s.expr(scope, a, hint))?;
@@ -576,24 +820,52 @@ impl<'t> Lowerer<'t> {
         let t = match (av.ty(), bv.ty()) {
             (Some(Ty::InfInt), Some(Ty::InfInt)) | (None, None) => match hint {
                 Some(h) => h.clone(),
-                None => return err(span, "cannot infer the type of this conditional expression; add a cast"),
+                None => {
+                    return err(
+                        span,
+                        "cannot infer the type of this conditional expression; add a cast",
+                    )
+                }
             },
-            (Some(Ty::InfInt), Some(t)) | (Some(t), Some(Ty::InfInt)) | (Some(t), _) | (_, Some(t)) => t,
+            (Some(Ty::InfInt), Some(t))
+            | (Some(t), Some(Ty::InfInt))
+            | (Some(t), _)
+            | (_, Some(t)) => t,
         };
         if t.is_scalar() {
             let (ax, _) = self.rvalue(av, Some(&t), a.span)?;
             let (bx, _) = self.rvalue(bv, Some(&t), b.span)?;
             if sa.is_empty() && sb.is_empty() {
                 let w = t.scalar_width().unwrap();
-                return Ok(Val::Rv(ir::Expr::Cond { cond: Box::new(cx), then: Box::new(ax), else_: Box::new(bx), width: w }, t));
+                return Ok(Val::Rv(
+                    ir::Expr::Cond {
+                        cond: Box::new(cx),
+                        then: Box::new(ax),
+                        else_: Box::new(bx),
+                        width: w,
+                    },
+                    t,
+                ));
             }
             let tmp = self.alloc(&t, "tmp", span)?;
-            let Place::Scalar(lv, _) = &tmp else { unreachable!() };
+            let Place::Scalar(lv, _) = &tmp else {
+                unreachable!()
+            };
             let mut then = sa;
-            then.push(ir::Stmt::Assign { dst: lv.clone(), src: ax });
+            then.push(ir::Stmt::Assign {
+                dst: lv.clone(),
+                src: ax,
+            });
             let mut else_ = sb;
-            else_.push(ir::Stmt::Assign { dst: lv.clone(), src: bx });
-            self.emit(ir::Stmt::If { cond: cx, then, else_ });
+            else_.push(ir::Stmt::Assign {
+                dst: lv.clone(),
+                src: bx,
+            });
+            self.emit(ir::Stmt::If {
+                cond: cx,
+                then,
+                else_,
+            });
             return Ok(Val::Place(tmp));
         }
         // aggregates: materialize into a temporary
@@ -604,7 +876,11 @@ impl<'t> Lowerer<'t> {
         let (_, mut else_) = self.capture(|s| s.assign(&tmp, bv, b.span))?;
         let mut e1 = sb;
         e1.append(&mut else_);
-        self.emit(ir::Stmt::If { cond: cx, then: t1, else_: e1 });
+        self.emit(ir::Stmt::If {
+            cond: cx,
+            then: t1,
+            else_: e1,
+        });
         Ok(Val::Place(tmp))
     }
 

@@ -1,4 +1,5 @@
-//! Extern methods (registers, counters, meters, hashes, checksums, ...) and the v1model extern functions.
+//! Extern methods (registers, counters, meters, hashes, checksums, ...) and the v1model extern
+//! functions.
 
 use super::env::*;
 use super::lowerer::{err, std_meta_locs, Lowerer};
@@ -28,14 +29,20 @@ impl<'t> Lowerer<'t> {
         span: Span,
     ) -> PResult<Val> {
         let a = |i: usize| -> PResult<&ast::Expr> {
-            args.get(i).map(|a| &a.value).ok_or_else(|| Diagnostic::new(span, format!("`{m}` needs at least {} argument(s)", i + 1)))
+            args.get(i).map(|a| &a.value).ok_or_else(|| {
+                Diagnostic::new(span, format!("`{m}` needs at least {} argument(s)", i + 1))
+            })
         };
         match (kind, m) {
             (ExternKind::Register, "read") if args.len() == 1 => {
                 let w = self.registers[id as usize].width;
                 let loc = self.alloc_scalar(w);
                 let index = self.index32(scope, a(0)?)?;
-                self.emit(ir::Stmt::Builtin(ir::Builtin::RegisterRead { reg: id, dst: ir::LValue::Static(loc), index }));
+                self.emit(ir::Stmt::Builtin(ir::Builtin::RegisterRead {
+                    reg: id,
+                    dst: ir::LValue::Static(loc),
+                    index,
+                }));
                 let et = itargs.first().cloned().unwrap_or(Ty::Bit(w));
                 Ok(Val::Rv(ir::Expr::Load(ir::LValue::Static(loc)), et))
             }
@@ -43,44 +50,71 @@ impl<'t> Lowerer<'t> {
                 let (dst, t) = self.scalar_place(scope, a(0)?)?;
                 let w = self.registers[id as usize].width;
                 if t.scalar_width() != Some(w) {
-                    return err(a(0)?.span, format!("register `{name}` holds bit<{w}>, the target has type {t}"));
+                    return err(
+                        a(0)?.span,
+                        format!("register `{name}` holds bit<{w}>, the target has type {t}"),
+                    );
                 }
                 let index = self.index32(scope, a(1)?)?;
-                self.emit(ir::Stmt::Builtin(ir::Builtin::RegisterRead { reg: id, dst, index }));
+                self.emit(ir::Stmt::Builtin(ir::Builtin::RegisterRead {
+                    reg: id,
+                    dst,
+                    index,
+                }));
                 Ok(Val::DontCare)
             }
             (ExternKind::Register, "write") => {
                 let index = self.index32(scope, a(0)?)?;
                 let w = self.registers[id as usize].width;
-                // the element type (a typedef's or a new type's underlying bit-string, or `int<W>`) types the value
+                // the element type (a typedef's or a new type's underlying bit-string, or `int<W>`)
+                // types the value
                 let et = itargs.first().cloned().unwrap_or(Ty::Bit(w));
                 let (value, t) = self.scalar_arg(scope, a(1)?, Some(&et))?;
                 let value = if t.scalar_width() == Some(w) {
                     value
                 } else {
-                    return err(a(1)?.span, format!("register `{name}` holds bit<{w}>, the value has type {t}"));
+                    return err(
+                        a(1)?.span,
+                        format!("register `{name}` holds bit<{w}>, the value has type {t}"),
+                    );
                 };
-                self.emit(ir::Stmt::Builtin(ir::Builtin::RegisterWrite { reg: id, index, value }));
+                self.emit(ir::Stmt::Builtin(ir::Builtin::RegisterWrite {
+                    reg: id,
+                    index,
+                    value,
+                }));
                 Ok(Val::DontCare)
             }
             (ExternKind::Counter, "count") => {
                 let index = self.index32(scope, a(0)?)?;
-                self.emit(ir::Stmt::Builtin(ir::Builtin::CounterCount { counter: id, index }));
+                self.emit(ir::Stmt::Builtin(ir::Builtin::CounterCount {
+                    counter: id,
+                    index,
+                }));
                 Ok(Val::DontCare)
             }
             (ExternKind::DirectCounter, "count") => {
-                self.emit(ir::Stmt::Builtin(ir::Builtin::DirectCounterCount { counter: id }));
+                self.emit(ir::Stmt::Builtin(ir::Builtin::DirectCounterCount {
+                    counter: id,
+                }));
                 Ok(Val::DontCare)
             }
             (ExternKind::Meter, "execute_meter") => {
                 let index = self.index32(scope, a(0)?)?;
                 let (dst, _) = self.scalar_place(scope, a(1)?)?;
-                self.emit(ir::Stmt::Builtin(ir::Builtin::MeterExecute { meter: id, index, dst }));
+                self.emit(ir::Stmt::Builtin(ir::Builtin::MeterExecute {
+                    meter: id,
+                    index,
+                    dst,
+                }));
                 Ok(Val::DontCare)
             }
             (ExternKind::DirectMeter, "read") => {
                 let (dst, _) = self.scalar_place(scope, a(0)?)?;
-                self.emit(ir::Stmt::Builtin(ir::Builtin::DirectMeterRead { meter: id, dst }));
+                self.emit(ir::Stmt::Builtin(ir::Builtin::DirectMeterRead {
+                    meter: id,
+                    dst,
+                }));
                 Ok(Val::DontCare)
             }
             (ExternKind::Registered, _) => {
@@ -89,7 +123,9 @@ impl<'t> Lowerer<'t> {
                     .members
                     .iter()
                     .filter_map(|mm| match mm {
-                        ast::ExternMember::Method { proto, .. } if proto.name.name == m => Some(proto),
+                        ast::ExternMember::Method { proto, .. } if proto.name.name == m => {
+                            Some(proto)
+                        }
                         _ => None,
                     })
                     .collect();
@@ -98,7 +134,12 @@ impl<'t> Lowerer<'t> {
                     .find(|p| p.params.len() == args.len())
                     .or(protos.first())
                     .copied()
-                    .ok_or_else(|| Diagnostic::new(span, format!("extern `{}` has no method `{m}`", decl.name.name)))?
+                    .ok_or_else(|| {
+                        Diagnostic::new(
+                            span,
+                            format!("extern `{}` has no method `{m}`", decl.name.name),
+                        )
+                    })?
                     .clone();
                 self.registered_call(scope, id, &proto, args, span)
             }
@@ -107,7 +148,14 @@ impl<'t> Lowerer<'t> {
     }
 
     /// A call through the engine's extern registry.
-    pub(super) fn registered_call(&mut self, scope: &Rc<Scope>, inst: u32, proto: &ast::FunctionProto, args: &[ast::Argument], span: Span) -> PResult<Val> {
+    pub(super) fn registered_call(
+        &mut self,
+        scope: &Rc<Scope>,
+        inst: u32,
+        proto: &ast::FunctionProto,
+        args: &[ast::Argument],
+        span: Span,
+    ) -> PResult<Val> {
         let ordered = self.order_args(&proto.params, args, span)?;
         let tscope = Scope::child(scope);
         for tp in &proto.type_params {
@@ -127,9 +175,18 @@ impl<'t> Lowerer<'t> {
             };
             let (parts, dsts) = if dir == ir::Direction::In {
                 let want = if pt.is_scalar() { Some(&pt) } else { None };
-                // a default value is evaluated where the extern is declared (at top level), not at the call site
-                let v = if super::calls::is_default(p, a) { self.expr(&scope.root_of(), a, want)? } else { self.expr(scope, a, want)? };
-                let v = if let (Val::Const(_, Ty::InfInt), Some(t)) = (&v, want) { self.convert(v, t, a.span)? } else { v };
+                // a default value is evaluated where the extern is declared (at top level), not at
+                // the call site
+                let v = if super::calls::is_default(p, a) {
+                    self.expr(&scope.root_of(), a, want)?
+                } else {
+                    self.expr(scope, a, want)?
+                };
+                let v = if let (Val::Const(_, Ty::InfInt), Some(t)) = (&v, want) {
+                    self.convert(v, t, a.span)?
+                } else {
+                    v
+                };
                 (self.flatten(v, a.span)?, vec![])
             } else {
                 let place = self.place(scope, a)?;
@@ -141,17 +198,29 @@ impl<'t> Lowerer<'t> {
             };
             let width: u32 = parts.iter().map(|e| e.width()).sum();
             sig.push((dir, width));
-            irargs.push(ir::ExternArg { dir, width, parts, dsts });
+            irargs.push(ir::ExternArg {
+                dir,
+                width,
+                parts,
+                dsts,
+            });
         }
         let rt = self.resolve_type(&tscope, &proto.ret)?;
         let (ret, retval) = match rt.scalar_width() {
             Some(w) if !matches!(rt, Ty::Void) => {
                 let loc = self.alloc_scalar(w);
-                (Some(ir::LValue::Static(loc)), Val::Rv(ir::Expr::Load(ir::LValue::Static(loc)), rt.clone()))
+                (
+                    Some(ir::LValue::Static(loc)),
+                    Val::Rv(ir::Expr::Load(ir::LValue::Static(loc)), rt.clone()),
+                )
             }
             _ => (None, Val::DontCare),
         };
-        let method = ir::ExternMethod { name: proto.name.name.clone(), args: sig, ret: ret.as_ref().map(|_| rt.scalar_width().unwrap()) };
+        let method = ir::ExternMethod {
+            name: proto.name.name.clone(),
+            args: sig,
+            ret: ret.as_ref().map(|_| rt.scalar_width().unwrap()),
+        };
         let methods = &mut self.externs[inst as usize].methods;
         let midx = match methods.iter().position(|x| *x == method) {
             Some(i) => i,
@@ -160,7 +229,12 @@ impl<'t> Lowerer<'t> {
                 methods.len() - 1
             }
         } as u32;
-        self.emit(ir::Stmt::ExternCall { inst, method: midx, args: irargs, ret });
+        self.emit(ir::Stmt::ExternCall {
+            inst,
+            method: midx,
+            args: irargs,
+            ret,
+        });
         Ok(retval)
     }
 
@@ -188,13 +262,20 @@ impl<'t> Lowerer<'t> {
 
     pub(super) fn field_list_arg(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> PResult<u32> {
         match self.expr(scope, e, Some(&Ty::Bit(8)))? {
-            Val::Const(c, _) => c.to_u32().ok_or_else(|| Diagnostic::new(e.span, "field list index out of range")),
+            Val::Const(c, _) => c
+                .to_u32()
+                .ok_or_else(|| Diagnostic::new(e.span, "field list index out of range")),
             _ => err(e.span, "the field list index must be a constant"),
         }
     }
 
-    /// Old-style `resubmit(data)`/`recirculate(data)`/`clone3(..., data)`: preserve the fields named in data.
-    pub(super) fn synth_field_list(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> PResult<Option<u32>> {
+    /// Old-style `resubmit(data)`/`recirculate(data)`/`clone3(..., data)`: preserve the fields
+    /// named in data.
+    pub(super) fn synth_field_list(
+        &mut self,
+        scope: &Rc<Scope>,
+        e: &ast::Expr,
+    ) -> PResult<Option<u32>> {
         let v = self.expr(scope, e, None)?;
         let mut locs = vec![];
         let mut add = |p: &Place| locs.extend(p.scalar_locs());
@@ -235,19 +316,29 @@ impl<'t> Lowerer<'t> {
     ) -> PResult<Val> {
         let name = f.name.name.as_str();
         let ordered = self.order_args(&f.params, args, span)?;
-        let a = |i: usize| -> PResult<&ast::Expr> {
-            ordered.get(i).copied().flatten().ok_or_else(|| Diagnostic::new(span, format!("`{name}` needs argument {}", i + 1)))
-        };
+        let a =
+            |i: usize| -> PResult<&ast::Expr> {
+                ordered.get(i).copied().flatten().ok_or_else(|| {
+                    Diagnostic::new(span, format!("`{name}` needs argument {}", i + 1))
+                })
+            };
         let b = |x: ir::Builtin| ir::Stmt::Builtin(x);
         match name {
             "mark_to_drop" => {
-                // The argument may be a copy of the standard metadata (an action's `inout` parameter, copied
-                // back after the body): then its own fields are written, or the copy-out would undo the drop.
+                // The argument may be a copy of the standard metadata (an action's `inout`
+                // parameter, copied back after the body): then its own fields are written, or the
+                // copy-out would undo the drop.
                 let own = match ordered.first().copied().flatten() {
                     None => None,
                     Some(arg) => {
                         let field = |m: &str| ast::Expr {
-                            kind: ast::ExprKind::Member(Box::new(arg.clone()), ast::Ident { name: m.to_string(), span: arg.span }),
+                            kind: ast::ExprKind::Member(
+                                Box::new(arg.clone()),
+                                ast::Ident {
+                                    name: m.to_string(),
+                                    span: arg.span,
+                                },
+                            ),
                             span: arg.span,
                         };
                         let (spec, st) = self.scalar_place(scope, &field("egress_spec"))?;
@@ -265,7 +356,10 @@ impl<'t> Lowerer<'t> {
                     Some(fields) => {
                         for (dst, t, v) in fields {
                             let w = t.scalar_width().unwrap_or(0);
-                            self.emit(ir::Stmt::Assign { dst, src: ir::Expr::konst(w, v) });
+                            self.emit(ir::Stmt::Assign {
+                                dst,
+                                src: ir::Expr::konst(w, v),
+                            });
                         }
                     }
                 }
@@ -278,16 +372,32 @@ impl<'t> Lowerer<'t> {
                         self.emit(b(ir::Builtin::Verify { cond, error }));
                     }
                     v => {
-                        // an error known at run time (a variable, a parameter): one case per declared error
+                        // an error known at run time (a variable, a parameter): one case per
+                        // declared error
                         let (x, t) = self.rvalue(v, Some(&Ty::Error), a(1)?.span)?;
                         if !matches!(t, Ty::Error) {
-                            return err(a(1)?.span, format!("verify needs an error value, not {t}"));
+                            return err(
+                                a(1)?.span,
+                                format!("verify needs an error value, not {t}"),
+                            );
                         }
                         let w = Ty::Error.scalar_width().unwrap_or(32);
                         let cases = (0..self.errors.len() as u32)
-                            .map(|k| (vec![ir::Value::new(w, k as u64)], vec![b(ir::Builtin::Verify { cond: cond.clone(), error: k })]))
+                            .map(|k| {
+                                (
+                                    vec![ir::Value::new(w, k as u64)],
+                                    vec![b(ir::Builtin::Verify {
+                                        cond: cond.clone(),
+                                        error: k,
+                                    })],
+                                )
+                            })
                             .collect();
-                        self.emit(ir::Stmt::Switch { expr: x, cases, default: vec![] });
+                        self.emit(ir::Stmt::Switch {
+                            expr: x,
+                            cases,
+                            default: vec![],
+                        });
                     }
                 }
             }
@@ -300,9 +410,18 @@ impl<'t> Lowerer<'t> {
                 let data = self.flatten(dv, a(3)?.span)?;
                 let (max, _) = self.scalar_arg(scope, a(4)?, None)?;
                 let _ = dt;
-                self.emit(b(ir::Builtin::Hash { dst, algo, base, data, max }));
+                self.emit(b(ir::Builtin::Hash {
+                    dst,
+                    algo,
+                    base,
+                    data,
+                    max,
+                }));
             }
-            "verify_checksum" | "verify_checksum_with_payload" | "update_checksum" | "update_checksum_with_payload" => {
+            "verify_checksum"
+            | "verify_checksum_with_payload"
+            | "update_checksum"
+            | "update_checksum_with_payload" => {
                 self.p4meta.type_specs = true;
                 let cond = self.cond(scope, a(0)?)?;
                 let dv = self.expr(scope, a(1)?, None)?;
@@ -311,13 +430,28 @@ impl<'t> Lowerer<'t> {
                 let with_payload = name.ends_with("_with_payload");
                 if name.starts_with("verify") {
                     let (field, _) = self.scalar_arg(scope, a(2)?, None)?;
-                    self.emit(b(ir::Builtin::VerifyChecksum { cond, data, field, algo, with_payload }));
+                    self.emit(b(ir::Builtin::VerifyChecksum {
+                        cond,
+                        data,
+                        field,
+                        algo,
+                        with_payload,
+                    }));
                 } else {
                     let (dst, _) = self.scalar_place(scope, a(2)?)?;
-                    self.emit(b(ir::Builtin::UpdateChecksum { cond, data, dst, algo, with_payload }));
+                    self.emit(b(ir::Builtin::UpdateChecksum {
+                        cond,
+                        data,
+                        dst,
+                        algo,
+                        with_payload,
+                    }));
                 }
             }
-            "resubmit" | "recirculate" | "resubmit_preserving_field_list" | "recirculate_preserving_field_list" => {
+            "resubmit"
+            | "recirculate"
+            | "resubmit_preserving_field_list"
+            | "recirculate_preserving_field_list" => {
                 let field_list = if name.ends_with("_field_list") {
                     Some(self.field_list_arg(scope, a(0)?)?)
                 } else if let Some(Some(d)) = ordered.first() {
@@ -325,7 +459,11 @@ impl<'t> Lowerer<'t> {
                 } else {
                     None
                 };
-                self.emit(b(if name.starts_with("resubmit") { ir::Builtin::Resubmit { field_list } } else { ir::Builtin::Recirculate { field_list } }));
+                self.emit(b(if name.starts_with("resubmit") {
+                    ir::Builtin::Resubmit { field_list }
+                } else {
+                    ir::Builtin::Recirculate { field_list }
+                }));
             }
             "clone" | "clone3" | "clone_preserving_field_list" => {
                 let kind = match &a(0)?.kind {
@@ -334,7 +472,12 @@ impl<'t> Lowerer<'t> {
                     _ => match self.expr(scope, a(0)?, None)? {
                         Val::Const(c, _) if c.is_zero() => ir::CloneKind::I2E,
                         Val::Const(..) => ir::CloneKind::E2E,
-                        _ => return err(a(0)?.span, "clone type must be CloneType.I2E or CloneType.E2E"),
+                        _ => {
+                            return err(
+                                a(0)?.span,
+                                "clone type must be CloneType.I2E or CloneType.E2E",
+                            )
+                        }
                     },
                 };
                 let session = self.index32(scope, a(1)?)?;
@@ -343,7 +486,11 @@ impl<'t> Lowerer<'t> {
                     "clone3" => self.synth_field_list(scope, a(2)?)?,
                     _ => None,
                 };
-                self.emit(b(ir::Builtin::Clone { kind, session, field_list }));
+                self.emit(b(ir::Builtin::Clone {
+                    kind,
+                    session,
+                    field_list,
+                }));
             }
             "truncate" => {
                 let length = self.index32(scope, a(0)?)?;
@@ -373,11 +520,19 @@ impl<'t> Lowerer<'t> {
                     Some(i) => i as u32,
                     None => {
                         let fields = match &t {
-                            Ty::Agg(ag) => ag.fields.iter().map(|f| (f.name.clone(), f.ty.bit_size())).collect(),
+                            Ty::Agg(ag) => ag
+                                .fields
+                                .iter()
+                                .map(|f| (f.name.clone(), f.ty.bit_size()))
+                                .collect(),
                             other => vec![("value".to_string(), other.bit_size())],
                         };
                         let id = self.p4info_id(0x17, &tname);
-                        self.digests.push(ir::Digest { name: tname, id, fields });
+                        self.digests.push(ir::Digest {
+                            name: tname,
+                            id,
+                            fields,
+                        });
                         self.digests.len() as u32 - 1
                     }
                 };
@@ -417,10 +572,19 @@ impl<'t> Lowerer<'t> {
             }
             _ => {
                 // an extern function implemented by the registry
-                let inst = match self.externs.iter().position(|e| e.name == name && e.type_name == name) {
+                let inst = match self
+                    .externs
+                    .iter()
+                    .position(|e| e.name == name && e.type_name == name)
+                {
                     Some(i) => i as u32,
                     None => {
-                        self.externs.push(ir::ExternInstance { name: name.to_string(), type_name: name.to_string(), ctor_args: vec![], methods: vec![] });
+                        self.externs.push(ir::ExternInstance {
+                            name: name.to_string(),
+                            type_name: name.to_string(),
+                            ctor_args: vec![],
+                            methods: vec![],
+                        });
                         self.externs.len() as u32 - 1
                     }
                 };

@@ -1,10 +1,11 @@
-//! `for` loops (P4_16 1.2.5), unrolled at compile time: the three-clause form whose loop variables are
-//! declared in the header with compile-time values and advanced by compile-time updates, and the `for`-in form
-//! over a range `a .. b` (both ends included), a header stack or a list. Each iteration is a labelled block
-//! (`continue` leaves it), the whole loop another (`break` leaves it). A condition known only at run time
-//! (`i < hdr.n`) is tested before each unrolled iteration, unrolling until the loop variables repeat a state
-//! (a `bit<8>` counter: at most 256 iterations). More than `MAX_ITERATIONS` iterations, or loop variables
-//! that are not known at compile time, are refused with the line.
+//! `for` loops (P4_16 1.2.5), unrolled at compile time: the three-clause form whose loop variables
+//! are declared in the header with compile-time values and advanced by compile-time updates, and
+//! the `for`-in form over a range `a .. b` (both ends included), a header stack or a list. Each
+//! iteration is a labelled block (`continue` leaves it), the whole loop another (`break` leaves
+//! it). A condition known only at run time (`i < hdr.n`) is tested before each unrolled iteration,
+//! unrolling until the loop variables repeat a state (a `bit<8>` counter: at most 256 iterations).
+//! More than `MAX_ITERATIONS` iterations, or loop variables that are not known at compile time, are
+//! refused with the line.
 
 use super::env::*;
 use super::lowerer::{err, Lowerer};
@@ -38,7 +39,9 @@ impl<'t> Lowerer<'t> {
                 return err(st.span, "p4sec unrolls `for` loops at compile time: a loop initializer must declare the loop variable (`bit<8> i = 0`)");
             };
             let t = self.resolve_type(&lscope, &v.ty)?;
-            let Some(e) = &v.init else { return err(st.span, "the loop variable needs an initial value") };
+            let Some(e) = &v.init else {
+                return err(st.span, "the loop variable needs an initial value");
+            };
             let val = self.expr(&lscope, e, Some(&t))?;
             let val = self.convert(val, &t, e.span)?;
             if !matches!(val, Val::Const(..)) {
@@ -61,8 +64,9 @@ impl<'t> Lowerer<'t> {
                 }
                 let state: Vec<BigInt> = vars.iter().map(|(_, _, v)| if let Val::Const(c, _) = v { c.clone() } else { BigInt::zero() }).collect();
                 if !seen.insert(state) {
-                    // the loop variables came back to values they had: the loop never ends unless its run-time
-                    // condition fails, which the test emitted for those values already covers
+                    // the loop variables came back to values they had: the loop never ends unless
+                    // its run-time condition fails, which the test emitted for those values already
+                    // covers
                     break;
                 }
                 match l.expr(&iscope, cond, Some(&Ty::Bool))? {
@@ -116,7 +120,10 @@ impl<'t> Lowerer<'t> {
             }
             Ok(())
         })?;
-        self.emit(ir::Stmt::Block { label: brk, body: stmts });
+        self.emit(ir::Stmt::Block {
+            label: brk,
+            body: stmts,
+        });
         Ok(())
     }
 
@@ -138,9 +145,14 @@ impl<'t> Lowerer<'t> {
         let items: Vec<Val> = match coll {
             ForInColl::Range(a, b) => {
                 let lo = self.expr(scope, a, declared.as_ref())?;
-                let t = declared.clone().or_else(|| lo.ty().filter(|t| !matches!(t, Ty::InfInt))).unwrap_or(Ty::InfInt);
+                let t = declared
+                    .clone()
+                    .or_else(|| lo.ty().filter(|t| !matches!(t, Ty::InfInt)))
+                    .unwrap_or(Ty::InfInt);
                 let hi = self.expr(scope, b, Some(&t))?;
-                let (Val::Const(lo, _), Val::Const(hi, _)) = (self.convert(lo, &t, a.span)?, self.convert(hi, &t, b.span)?) else {
+                let (Val::Const(lo, _), Val::Const(hi, _)) =
+                    (self.convert(lo, &t, a.span)?, self.convert(hi, &t, b.span)?)
+                else {
                     return err(span, "p4sec unrolls `for` loops at compile time: the ends of the range must be known at compile time");
                 };
                 if hi.clone() - lo.clone() >= BigInt::from(MAX_ITERATIONS) {
@@ -155,13 +167,21 @@ impl<'t> Lowerer<'t> {
                 v
             }
             ForInColl::Expr(e) => match self.expr(scope, e, None)? {
-                Val::Place(Place::Stack { elems, .. }) => elems.into_iter().map(Val::Place).collect(),
+                Val::Place(Place::Stack { elems, .. }) => {
+                    elems.into_iter().map(Val::Place).collect()
+                }
                 Val::List(vs) => vs,
-                _ => return err(e.span, "a `for`-in loop runs over a range `a .. b`, a header stack or a list"),
+                _ => {
+                    return err(
+                        e.span,
+                        "a `for`-in loop runs over a range `a .. b`, a header stack or a list",
+                    )
+                }
             },
         };
         let brk = self.label();
-        // a loop variable that holds a run-time value: one local, the element copied in each iteration
+        // a loop variable that holds a run-time value: one local, the element copied in each
+        // iteration
         let mut local: Option<Place> = None;
         let (_, stmts) = self.capture(|l| {
             for item in items {
@@ -176,7 +196,12 @@ impl<'t> Lowerer<'t> {
                         let t = match (&declared, other.ty()) {
                             (Some(t), _) => t.clone(),
                             (None, Some(t)) => t,
-                            (None, None) => return err(var.span, format!("give `{}` a type: the elements have none", var.name)),
+                            (None, None) => {
+                                return err(
+                                    var.span,
+                                    format!("give `{}` a type: the elements have none", var.name),
+                                )
+                            }
                         };
                         let p = match &local {
                             Some(p) => p.clone(),
@@ -194,7 +219,10 @@ impl<'t> Lowerer<'t> {
             }
             Ok(())
         })?;
-        self.emit(ir::Stmt::Block { label: brk, body: stmts });
+        self.emit(ir::Stmt::Block {
+            label: brk,
+            body: stmts,
+        });
         Ok(())
     }
 
@@ -205,7 +233,10 @@ impl<'t> Lowerer<'t> {
         let r = self.capture(|l| l.stmt(scope, body));
         self.loops.pop();
         let (_, b) = r?;
-        self.emit(ir::Stmt::Block { label: cont, body: b });
+        self.emit(ir::Stmt::Block {
+            label: cont,
+            body: b,
+        });
         Ok(())
     }
 }

@@ -1,6 +1,6 @@
-//! The lowering state (`Lowerer`): the program being built, storage allocation, P4Info ids and names, and
-//! the final assembly of the IR program. The stages (blocks, parsers, tables, statements, expressions) extend
-//! `Lowerer` in their own modules; this one names none of them.
+//! The lowering state (`Lowerer`): the program being built, storage allocation, P4Info ids and
+//! names, and the final assembly of the IR program. The stages (blocks, parsers, tables,
+//! statements, expressions) extend `Lowerer` in their own modules; this one names none of them.
 
 use super::annotations::*;
 use super::env::*;
@@ -46,8 +46,8 @@ pub(crate) struct Lowerer<'t> {
     pub out: Vec<Vec<ir::Stmt>>,
     /// Enclosing functions/actions for `return`: (label, return place).
     pub returns: Vec<(u32, Option<Place>)>,
-    /// Enclosing `for` loops: (label `break` leaves, label `continue` leaves, `returns.len()` at the loop, so a
-    /// `break` in a function called from the body does not reach the loop).
+    /// Enclosing `for` loops: (label `break` leaves, label `continue` leaves, `returns.len()` at
+    /// the loop, so a `break` in a function called from the body does not reach the loop).
     pub loops: Vec<(u32, u32, usize)>,
     /// Control-plane name prefix of the instance being elaborated.
     pub path: Vec<String>,
@@ -62,7 +62,8 @@ pub(crate) struct Lowerer<'t> {
     pub pipeline: Option<Pipeline>,
     /// Directly called actions already given a P4Info entry.
     pub p4info_only: std::collections::HashSet<(usize, usize)>,
-    /// Control instances of direct type invocations, by (enclosing instance path, call-site offset).
+    /// Control instances of direct type invocations, by (enclosing instance path, call-site
+    /// offset).
     pub direct_instances: HashMap<(String, u32), Rc<Instance>>,
     /// Annotations and type information for the P4Info.
     pub p4meta: ir::p4info::P4InfoMeta,
@@ -129,7 +130,10 @@ impl<'t> Lowerer<'t> {
     }
 
     /// Run `f` with a fresh statement buffer and return the statements it emitted.
-    pub fn capture<T>(&mut self, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<(T, Vec<ir::Stmt>)> {
+    pub fn capture<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> PResult<T>,
+    ) -> PResult<(T, Vec<ir::Stmt>)> {
         self.out.push(vec![]);
         let r = f(self);
         let stmts = self.out.pop().unwrap_or_default();
@@ -142,12 +146,17 @@ impl<'t> Lowerer<'t> {
     }
 
     /// A P4Info id: `prefix << 24 | jenkins(name) & 0xffffff`, probing on collision (as p4c does).
-    /// The P4Info id of an object: its `@id(N)` annotation if it has one, else the hash of its name.
+    /// The P4Info id of an object: its `@id(N)` annotation if it has one, else the hash of its
+    /// name.
     pub fn p4info_id_of(&mut self, annos: &ast::Annotations, prefix: u8, name: &str) -> u32 {
         match annotation_ints(annos, "id").and_then(|v| v.first().copied()) {
             Some(id) if id > 0 && id <= u32::MAX as i64 => {
                 // an id without the type prefix gets it (as the reference compiler does)
-                let id = if id >> 24 == 0 { ((prefix as u32) << 24) | id as u32 } else { id as u32 };
+                let id = if id >> 24 == 0 {
+                    ((prefix as u32) << 24) | id as u32
+                } else {
+                    id as u32
+                };
                 self.used_ids.insert(id, name.to_string());
                 id
             }
@@ -170,8 +179,8 @@ impl<'t> Lowerer<'t> {
         }
     }
 
-    /// The control-plane name of a declaration: `@name` (absolute with a leading `.`, else relative to the
-    /// enclosing instance path) or the declared name prefixed by the path.
+    /// The control-plane name of a declaration: `@name` (absolute with a leading `.`, else relative
+    /// to the enclosing instance path) or the declared name prefixed by the path.
     pub fn cp_name(&self, annos: &ast::Annotations, name: &str) -> String {
         if let Some(n) = annotation_str(annos, "name") {
             if let Some(abs) = n.strip_prefix('.') {
@@ -193,7 +202,10 @@ impl<'t> Lowerer<'t> {
     // ---------------------------------------------------------------- storage allocation
 
     pub fn alloc_scalar(&mut self, width: u32) -> ir::Loc {
-        let loc = ir::Loc { slot: self.slots, width };
+        let loc = ir::Loc {
+            slot: self.slots,
+            width,
+        };
         self.slots += ir::words_for(width);
         loc
     }
@@ -201,29 +213,54 @@ impl<'t> Lowerer<'t> {
     /// Allocate storage for a value of type `ty`, named `name` (for traces).
     pub fn alloc(&mut self, ty: &Ty, name: &str, span: Span) -> PResult<Place> {
         Ok(match ty {
-            Ty::Agg(a) if a.kind == ast::AggregateKind::Header => self.alloc_header(a, name, span)?,
+            Ty::Agg(a) if a.kind == ast::AggregateKind::Header => {
+                self.alloc_header(a, name, span)?
+            }
             Ty::Agg(a) if a.kind == ast::AggregateKind::HeaderUnion => {
                 let mut members = vec![];
                 for f in &a.fields {
                     let Ty::Agg(h) = &f.ty else {
-                        return Err(Diagnostic::new(span, format!("header_union member `{}` is not a header", f.name)));
+                        return Err(Diagnostic::new(
+                            span,
+                            format!("header_union member `{}` is not a header", f.name),
+                        ));
                     };
-                    members.push((f.name.clone(), self.alloc_header(h, &format!("{name}.{}", f.name), span)?));
+                    members.push((
+                        f.name.clone(),
+                        self.alloc_header(h, &format!("{name}.{}", f.name), span)?,
+                    ));
                 }
-                let valids: Vec<ir::LValue> = members.iter().map(|(_, p)| p.header_valid().unwrap()).collect();
+                let valids: Vec<ir::LValue> = members
+                    .iter()
+                    .map(|(_, p)| p.header_valid().unwrap())
+                    .collect();
                 for (i, (_, m)) in members.iter_mut().enumerate() {
                     if let Place::Header { siblings, .. } = m {
-                        *siblings = valids.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, v)| v.clone()).collect();
+                        *siblings = valids
+                            .iter()
+                            .enumerate()
+                            .filter(|(j, _)| *j != i)
+                            .map(|(_, v)| v.clone())
+                            .collect();
                     }
                 }
-                Place::Union { ty: a.clone(), members }
+                Place::Union {
+                    ty: a.clone(),
+                    members,
+                }
             }
             Ty::Agg(a) => {
                 let mut fields = vec![];
                 for f in &a.fields {
-                    fields.push((f.name.clone(), self.alloc(&f.ty, &format!("{name}.{}", f.name), span)?));
+                    fields.push((
+                        f.name.clone(),
+                        self.alloc(&f.ty, &format!("{name}.{}", f.name), span)?,
+                    ));
                 }
-                Place::Struct { ty: a.clone(), fields }
+                Place::Struct {
+                    ty: a.clone(),
+                    fields,
+                }
             }
             Ty::Stack(elem, n) => {
                 let mut elems = vec![];
@@ -237,11 +274,19 @@ impl<'t> Lowerer<'t> {
                 let next_index = self.alloc_scalar(32);
                 let id = self.stacks.len() as u32;
                 let hid = |p: &Place| match p {
-                    Place::Header { hdr: ir::HeaderRef::Static(h), .. } => *h,
+                    Place::Header {
+                        hdr: ir::HeaderRef::Static(h),
+                        ..
+                    } => *h,
                     _ => u32::MAX,
                 };
                 let elements = elems.iter().map(hid).collect();
-                self.stacks.push(ir::StackLayout { name: name.to_string(), elements, stride, next_index });
+                self.stacks.push(ir::StackLayout {
+                    name: name.to_string(),
+                    elements,
+                    stride,
+                    next_index,
+                });
                 // a stack of unions: one header stack per union member, sharing the next index
                 let mut member_stacks = vec![];
                 if let Some(Place::Union { members, .. }) = elems.first() {
@@ -254,10 +299,22 @@ impl<'t> Lowerer<'t> {
                             })
                             .collect();
                         member_stacks.push(self.stacks.len() as u32);
-                        self.stacks.push(ir::StackLayout { name: format!("{name}.{mname}"), elements, stride, next_index });
+                        self.stacks.push(ir::StackLayout {
+                            name: format!("{name}.{mname}"),
+                            elements,
+                            stride,
+                            next_index,
+                        });
                     }
                 }
-                Place::Stack { id, elem: (**elem).clone(), elems, stride, next_index, member_stacks }
+                Place::Stack {
+                    id,
+                    elem: (**elem).clone(),
+                    elems,
+                    stride,
+                    next_index,
+                    member_stacks,
+                }
             }
             Ty::Tuple(ts) => {
                 let mut ps = vec![];
@@ -269,16 +326,31 @@ impl<'t> Lowerer<'t> {
             Ty::Varbit(max) => {
                 let data = self.alloc_scalar(*max);
                 let len = self.alloc_scalar(32);
-                Place::Varbit { data: ir::LValue::Static(data), len: ir::LValue::Static(len), max: *max }
+                Place::Varbit {
+                    data: ir::LValue::Static(data),
+                    len: ir::LValue::Static(len),
+                    max: *max,
+                }
             }
             t => match t.scalar_width() {
                 Some(w) => {
                     if w > ir::MAX_WIDTH {
-                        return Err(Diagnostic::new(span, format!("type {t} is wider than the {} bits p4sec supports", ir::MAX_WIDTH)));
+                        return Err(Diagnostic::new(
+                            span,
+                            format!(
+                                "type {t} is wider than the {} bits p4sec supports",
+                                ir::MAX_WIDTH
+                            ),
+                        ));
                     }
                     Place::Scalar(ir::LValue::Static(self.alloc_scalar(w.max(1))), t.clone())
                 }
-                None => return Err(Diagnostic::new(span, format!("cannot declare a variable of type {t}"))),
+                None => {
+                    return Err(Diagnostic::new(
+                        span,
+                        format!("cannot declare a variable of type {t}"),
+                    ))
+                }
             },
         })
     }
@@ -293,20 +365,48 @@ impl<'t> Lowerer<'t> {
             fields.push((f.name.clone(), p));
         }
         let id = self.headers.len() as u32;
-        self.headers.push(ir::HeaderLayout { name: name.to_string(), valid, fields: layout, max_bits });
-        Ok(Place::Header { hdr: ir::HeaderRef::Static(id), valid: ir::LValue::Static(valid), fields, ty: a.clone(), siblings: vec![] })
+        self.headers.push(ir::HeaderLayout {
+            name: name.to_string(),
+            valid,
+            fields: layout,
+            max_bits,
+        });
+        Ok(Place::Header {
+            hdr: ir::HeaderRef::Static(id),
+            valid: ir::LValue::Static(valid),
+            fields,
+            ty: a.clone(),
+            siblings: vec![],
+        })
     }
 
-    /// Storage of one header field named `path` (dotted inside a struct-typed field): a struct-typed field is
-    /// flattened, its leaves laid out in declaration (= wire) order as the reference compiler does.
-    fn alloc_header_field(&mut self, a: &Rc<AggInfo>, path: &str, t: &Ty, span: Span, layout: &mut Vec<ir::FieldLayout>, max_bits: &mut u32) -> PResult<Place> {
+    /// Storage of one header field named `path` (dotted inside a struct-typed field): a
+    /// struct-typed field is flattened, its leaves laid out in declaration (= wire) order as the
+    /// reference compiler does.
+    fn alloc_header_field(
+        &mut self,
+        a: &Rc<AggInfo>,
+        path: &str,
+        t: &Ty,
+        span: Span,
+        layout: &mut Vec<ir::FieldLayout>,
+        max_bits: &mut u32,
+    ) -> PResult<Place> {
         Ok(match t {
             Ty::Varbit(max) => {
                 let data = self.alloc_scalar(*max);
                 let len = self.alloc_scalar(32);
-                layout.push(ir::FieldLayout { name: path.to_string(), loc: data, varbit_len: Some(len) });
+                layout.push(ir::FieldLayout {
+                    name: path.to_string(),
+                    loc: data,
+                    varbit_len: Some(len),
+                });
                 *max_bits += max;
-                Place::Varbit { data: ir::LValue::Static(data), len: ir::LValue::Static(len), max: *max }
+                Place::Varbit {
+                    data: ir::LValue::Static(data),
+                    len: ir::LValue::Static(len),
+                    max: *max,
+                }
             }
             Ty::Agg(s) if s.kind == ast::AggregateKind::Struct => {
                 let mut fields = vec![];
@@ -317,37 +417,82 @@ impl<'t> Lowerer<'t> {
                             format!("header field `{}.{path}.{}` is a varbit inside a struct, which headers cannot hold", a.name, f.name),
                         ));
                     }
-                    let p = self.alloc_header_field(a, &format!("{path}.{}", f.name), &f.ty, span, layout, max_bits)?;
+                    let p = self.alloc_header_field(
+                        a,
+                        &format!("{path}.{}", f.name),
+                        &f.ty,
+                        span,
+                        layout,
+                        max_bits,
+                    )?;
                     fields.push((f.name.clone(), p));
                 }
-                Place::Struct { ty: s.clone(), fields }
+                Place::Struct {
+                    ty: s.clone(),
+                    fields,
+                }
             }
             Ty::Stack(e, n) if !e.is_header() && !e.is_union() => {
-                // a generic array in a header: its elements laid out one after the other, element 0 first
+                // a generic array in a header: its elements laid out one after the other, element 0
+                // first
                 let mut elems = vec![];
                 let mut stride = 0;
                 for i in 0..*n {
                     let before = self.slots;
-                    elems.push(self.alloc_header_field(a, &format!("{path}[{i}]"), e, span, layout, max_bits)?);
+                    elems.push(self.alloc_header_field(
+                        a,
+                        &format!("{path}[{i}]"),
+                        e,
+                        span,
+                        layout,
+                        max_bits,
+                    )?);
                     stride = self.slots - before;
                 }
                 let next_index = self.alloc_scalar(32);
                 let id = self.stacks.len() as u32;
-                self.stacks.push(ir::StackLayout { name: format!("{}.{path}", a.name), elements: vec![u32::MAX; *n as usize], stride, next_index });
-                Place::Stack { id, elem: (**e).clone(), elems, stride, next_index, member_stacks: vec![] }
+                self.stacks.push(ir::StackLayout {
+                    name: format!("{}.{path}", a.name),
+                    elements: vec![u32::MAX; *n as usize],
+                    stride,
+                    next_index,
+                });
+                Place::Stack {
+                    id,
+                    elem: (**e).clone(),
+                    elems,
+                    stride,
+                    next_index,
+                    member_stacks: vec![],
+                }
             }
             t => {
                 let w = match t {
                     Ty::Bool => 1,
                     Ty::Bit(w) | Ty::Int(w) => *w,
                     Ty::Enum(e) if e.repr.is_some() => t.scalar_width().unwrap_or(0),
-                    _ => return Err(Diagnostic::new(span, format!("header field `{}.{path}` has type {t}, which headers cannot hold", a.name))),
+                    _ => {
+                        return Err(Diagnostic::new(
+                            span,
+                            format!(
+                                "header field `{}.{path}` has type {t}, which headers cannot hold",
+                                a.name
+                            ),
+                        ))
+                    }
                 };
                 if w > ir::MAX_WIDTH {
-                    return Err(Diagnostic::new(span, format!("field `{path}` is wider than {} bits", ir::MAX_WIDTH)));
+                    return Err(Diagnostic::new(
+                        span,
+                        format!("field `{path}` is wider than {} bits", ir::MAX_WIDTH),
+                    ));
                 }
                 let loc = self.alloc_scalar(w);
-                layout.push(ir::FieldLayout { name: path.to_string(), loc, varbit_len: None });
+                layout.push(ir::FieldLayout {
+                    name: path.to_string(),
+                    loc,
+                    varbit_len: None,
+                });
                 *max_bits += w;
                 Place::Scalar(ir::LValue::Static(loc), t.clone())
             }
@@ -357,11 +502,24 @@ impl<'t> Lowerer<'t> {
     pub(super) fn finish(mut self) -> ir::Program {
         let std = self.std_meta.take();
         let std_meta = std_meta_locs(std.as_ref());
-        let field_lists = self.field_lists.iter().map(|(id, f)| ir::FieldList { id: *id, fields: f.clone() }).collect();
+        let field_lists = self
+            .field_lists
+            .iter()
+            .map(|(id, f)| ir::FieldList {
+                id: *id,
+                fields: f.clone(),
+            })
+            .collect();
         let pl = self.pipeline.take().expect("elaborated");
         let mut blocks = pl.blocks.into_iter();
-        let mut next = || blocks.next().unwrap_or(ir::Control { name: String::new(), body: vec![] });
-        let (verify_checksum, ingress, egress, compute_checksum, deparser) = (next(), next(), next(), next(), next());
+        let mut next = || {
+            blocks.next().unwrap_or(ir::Control {
+                name: String::new(),
+                body: vec![],
+            })
+        };
+        let (verify_checksum, ingress, egress, compute_checksum, deparser) =
+            (next(), next(), next(), next(), next());
         let mut p4meta = std::mem::take(&mut self.p4meta);
         for (i, t) in self.tables.iter().enumerate() {
             if !self.applied_tables.contains(&(i as u32)) {
@@ -418,7 +576,11 @@ pub(super) fn std_meta_locs(p: Option<&Place>) -> ir::StdMeta {
         Some(p) => {
             let locs = p.scalar_locs();
             let lo = locs.iter().map(|l| l.slot).min().unwrap_or(0);
-            let hi = locs.iter().map(|l| l.slot + ir::words_for(l.width)).max().unwrap_or(0);
+            let hi = locs
+                .iter()
+                .map(|l| l.slot + ir::words_for(l.width))
+                .max()
+                .unwrap_or(0);
             (lo, hi - lo)
         }
         None => (0, 0),
@@ -451,7 +613,9 @@ impl<'t> Lowerer<'t> {
     pub fn note_type(&mut self, t: &Ty) {
         if let Ty::Enum(e) = t {
             if let Some(v) = self.ser_enums.get(&e.name) {
-                self.p4meta.serializable_enums.insert(e.name.clone(), v.clone());
+                self.p4meta
+                    .serializable_enums
+                    .insert(e.name.clone(), v.clone());
             }
         }
     }
@@ -459,7 +623,9 @@ impl<'t> Lowerer<'t> {
     /// The name of a declared type that is a new type (`type bit<W> T`).
     pub fn new_type_name(&self, ty: &ast::Type) -> Option<String> {
         match &ty.kind {
-            ast::TypeKind::Named { name, .. } if self.newtypes.contains_key(&name.name) => Some(name.name.clone()),
+            ast::TypeKind::Named { name, .. } if self.newtypes.contains_key(&name.name) => {
+                Some(name.name.clone())
+            }
             _ => None,
         }
     }
@@ -478,8 +644,9 @@ impl<'t> Lowerer<'t> {
         }
     }
 
-    /// Record an object's P4Info annotations; a structured annotation's expressions are evaluated as
-    /// compile-time constants (top-level constants, arithmetic, comparisons), as the reference compiler does.
+    /// Record an object's P4Info annotations; a structured annotation's expressions are evaluated
+    /// as compile-time constants (top-level constants, arithmetic, comparisons), as the reference
+    /// compiler does.
     pub fn note_annos(&mut self, key: String, annos: &ast::Annotations) -> PResult<()> {
         let global = self.global.clone();
         let a = p4info_annos_with(annos, &mut |e| self.annotation_value(&global, e))?;
@@ -489,14 +656,20 @@ impl<'t> Lowerer<'t> {
         Ok(())
     }
 
-    /// The value of an expression in a structured annotation: an integer, a boolean or a string constant.
-    fn annotation_value(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> PResult<ir::p4info::AnnoValue> {
+    /// The value of an expression in a structured annotation: an integer, a boolean or a string
+    /// constant.
+    fn annotation_value(
+        &mut self,
+        scope: &Rc<Scope>,
+        e: &ast::Expr,
+    ) -> PResult<ir::p4info::AnnoValue> {
         use ir::p4info::AnnoValue;
         if let Some(v) = literal_value(e) {
             return Ok(v);
         }
-        let not_const =
-            |why: &str| err(e.span, format!("an expression in a structured annotation must be a compile-time integer, boolean or string constant ({why})"));
+        let not_const = |why: &str| {
+            err(e.span, format!("an expression in a structured annotation must be a compile-time integer, boolean or string constant ({why})"))
+        };
         match self.expr(scope, e, None) {
             Ok(Val::Const(v, Ty::Bool)) => Ok(AnnoValue::Bool(!v.is_zero())),
             Ok(Val::Const(v, Ty::Bit(_) | Ty::Int(_) | Ty::InfInt)) => match v.to_i64() {

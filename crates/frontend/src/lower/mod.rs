@@ -1,8 +1,9 @@
 //! Name resolution, type checking, constant evaluation and lowering of a v1model program to the IR.
 //!
-//! The lowering elaborates the program from `main`: every parser/control instance, function and directly
-//! called action is inlined with its own storage, so the IR refers only to slots, tables and externs.
-//! Types are computed for every expression as it is lowered; mismatches are reported with a span.
+//! The lowering elaborates the program from `main`: every parser/control instance, function and
+//! directly called action is inlined with its own storage, so the IR refers only to slots, tables
+//! and externs. Types are computed for every expression as it is lowered; mismatches are reported
+//! with a span.
 
 mod annotations;
 mod assignment;

@@ -13,7 +13,8 @@ use std::rc::Rc;
 impl<'t> Lowerer<'t> {
     // ---------------------------------------------------------------- parsers
 
-    /// Lower a parser instance into `self.pstates`; returns its entry state. `binds` are the parameter bindings.
+    /// Lower a parser instance into `self.pstates`; returns its entry state. `binds` are the
+    /// parameter bindings.
     pub(super) fn lower_parser_instance(
         &mut self,
         inst: &Rc<Instance>,
@@ -28,7 +29,15 @@ impl<'t> Lowerer<'t> {
         self.enter_inline_ctl(span)?;
         let pscope = Scope::child(scope);
         if decl.sig.params.len() != binds.len() {
-            return err(span, format!("parser `{}` takes {} arguments, {} given", decl.sig.name.name, decl.sig.params.len(), binds.len()));
+            return err(
+                span,
+                format!(
+                    "parser `{}` takes {} arguments, {} given",
+                    decl.sig.name.name,
+                    decl.sig.params.len(),
+                    binds.len()
+                ),
+            );
         }
         for (p, b) in decl.sig.params.iter().zip(binds) {
             pscope.define(&p.name.name, b);
@@ -37,22 +46,45 @@ impl<'t> Lowerer<'t> {
         let mut index = HashMap::new();
         for s in &decl.states {
             let i = self.pstates.len() as u32;
-            self.pstates.push(ir::ParserState { name: format!("{name}.{}", s.name.name), body: vec![], transition: ir::Transition::Goto(ir::Next::Reject) });
+            self.pstates.push(ir::ParserState {
+                name: format!("{name}.{}", s.name.name),
+                body: vec![],
+                transition: ir::Transition::Goto(ir::Next::Reject),
+            });
             if index.insert(s.name.name.clone(), i).is_some() {
-                return err(s.name.span, format!("state `{}` is declared twice", s.name.name));
+                return err(
+                    s.name.span,
+                    format!("state `{}` is declared twice", s.name.name),
+                );
             }
         }
         let Some(&start) = index.get("start") else {
-            return err(decl.sig.name.span, format!("parser `{}` has no `start` state", decl.sig.name.name));
+            return err(
+                decl.sig.name.span,
+                format!("parser `{}` has no `start` state", decl.sig.name.name),
+            );
         };
         let entry = self.pstates.len() as u32;
-        self.pstates.push(ir::ParserState { name: format!("{name}.$entry"), body: vec![], transition: ir::Transition::Goto(ir::Next::State(start)) });
-        // the parser's local objects are named after it in the P4Info (`P.vs`), as the reference compiler names them
+        self.pstates.push(ir::ParserState {
+            name: format!("{name}.$entry"),
+            body: vec![],
+            transition: ir::Transition::Goto(ir::Next::State(start)),
+        });
+        // the parser's local objects are named after it in the P4Info (`P.vs`), as the reference
+        // compiler names them
         let saved_path = std::mem::replace(&mut self.path, vec![name.clone()]);
         let locals = self.capture(|l| {
             for d in &decl.locals {
                 if let ast::Decl::Instantiation(i) = d {
-                    let inst = l.instantiate(&pscope, &i.ty, &i.args, &i.name.name, &i.annos, i.name.span, None)?;
+                    let inst = l.instantiate(
+                        &pscope,
+                        &i.ty,
+                        &i.args,
+                        &i.name.name,
+                        &i.annos,
+                        i.name.span,
+                        None,
+                    )?;
                     pscope.define(&i.name.name, Binding::Instance(inst));
                 } else {
                     l.declare(&pscope, d, false)?;
@@ -72,7 +104,13 @@ impl<'t> Lowerer<'t> {
         Ok(entry)
     }
 
-    pub(super) fn lower_state(&mut self, pscope: &Rc<Scope>, s: &ast::ParserState, index: &HashMap<String, u32>, accept: &ir::Next) -> PResult<()> {
+    pub(super) fn lower_state(
+        &mut self,
+        pscope: &Rc<Scope>,
+        s: &ast::ParserState,
+        index: &HashMap<String, u32>,
+        accept: &ir::Next,
+    ) -> PResult<()> {
         let sscope = Scope::child(pscope);
         let mut cur = index[&s.name.name];
         self.out.push(vec![]);
@@ -87,13 +125,26 @@ impl<'t> Lowerer<'t> {
                     body: vec![],
                     transition: ir::Transition::Goto(ir::Next::Reject),
                 });
-                let Instance::Parser { decl, scope: pdecl_scope, .. } = &*inst else { unreachable!() };
-                let ordered: Vec<Option<ast::Expr>> = self.order_args(&decl.sig.params, &args, st.span)?.into_iter().map(|o| o.cloned()).collect();
+                let Instance::Parser {
+                    decl,
+                    scope: pdecl_scope,
+                    ..
+                } = &*inst
+                else {
+                    unreachable!()
+                };
+                let ordered: Vec<Option<ast::Expr>> = self
+                    .order_args(&decl.sig.params, &args, st.span)?
+                    .into_iter()
+                    .map(|o| o.cloned())
+                    .collect();
                 let mut binds = vec![];
                 let mut outs = vec![];
                 let mut init = vec![];
                 for (p, a) in decl.sig.params.iter().zip(ordered.iter()) {
-                    let a = a.as_ref().ok_or_else(|| Diagnostic::new(st.span, format!("missing argument for `{}`", p.name.name)))?;
+                    let a = a.as_ref().ok_or_else(|| {
+                        Diagnostic::new(st.span, format!("missing argument for `{}`", p.name.name))
+                    })?;
                     match self.expr(&sscope, a, None)? {
                         Val::Binding(b @ (Binding::PacketIn | Binding::PacketOut)) => binds.push(b),
                         Val::Place(place) if place.is_static() => {
@@ -108,7 +159,8 @@ impl<'t> Lowerer<'t> {
                         }
                         v => {
                             let t = match v.ty() {
-                                // an untyped constant (`in bit<8> y = 5`) takes the parameter's type
+                                // an untyped constant (`in bit<8> y = 5`) takes the parameter's
+                                // type
                                 Some(Ty::InfInt) => self.resolve_type(pdecl_scope, &p.ty)?,
                                 Some(t) => t,
                                 None => return err(a.span, format!("the argument for parameter `{}` of the sub-parser has no value type (a type, an instance or a method cannot be passed here)", p.name.name)),
@@ -123,10 +175,12 @@ impl<'t> Lowerer<'t> {
                         }
                     }
                 }
-                let sub_entry = self.lower_parser_instance(&inst, binds, ir::Next::State(cont), init, st.span)?;
+                let sub_entry =
+                    self.lower_parser_instance(&inst, binds, ir::Next::State(cont), init, st.span)?;
                 let body = self.out.pop().unwrap_or_default();
                 self.pstates[cur as usize].body = body;
-                self.pstates[cur as usize].transition = ir::Transition::Goto(ir::Next::State(sub_entry));
+                self.pstates[cur as usize].transition =
+                    ir::Transition::Goto(ir::Next::State(sub_entry));
                 cur = cont;
                 self.out.push(vec![]);
                 for (target, local) in outs {
@@ -154,36 +208,74 @@ impl<'t> Lowerer<'t> {
         Ok(())
     }
 
-    pub(super) fn subparser_call(&mut self, scope: &Rc<Scope>, st: &ast::Stmt) -> Option<(Rc<Instance>, Vec<ast::Argument>)> {
-        let ast::StmtKind::Call(e) = &st.kind else { return None };
-        let ExprKind::Call { callee, args, .. } = &e.kind else { return None };
-        let ExprKind::Member(base, m) = &callee.kind else { return None };
+    pub(super) fn subparser_call(
+        &mut self,
+        scope: &Rc<Scope>,
+        st: &ast::Stmt,
+    ) -> Option<(Rc<Instance>, Vec<ast::Argument>)> {
+        let ast::StmtKind::Call(e) = &st.kind else {
+            return None;
+        };
+        let ExprKind::Call { callee, args, .. } = &e.kind else {
+            return None;
+        };
+        let ExprKind::Member(base, m) = &callee.kind else {
+            return None;
+        };
         if m.name != "apply" {
             return None;
         }
-        let ExprKind::Name(n) = &base.kind else { return None };
+        let ExprKind::Name(n) = &base.kind else {
+            return None;
+        };
         match scope.lookup(&n.name) {
-            Some(Binding::Instance(i)) if matches!(&*i, Instance::Parser { .. }) => Some((i, args.clone())),
-            // direct type invocation `P.apply(...)`: an instance of its own for this call site (named as the type)
+            Some(Binding::Instance(i)) if matches!(&*i, Instance::Parser { .. }) => {
+                Some((i, args.clone()))
+            }
+            // direct type invocation `P.apply(...)`: an instance of its own for this call site
+            // (named as the type)
             Some(Binding::ParserDecl(decl, dscope)) if decl.ctor_params.is_empty() => {
                 let name = decl.sig.name.name.clone();
-                Some((Rc::new(Instance::Parser { decl, scope: Scope::child(&dscope), name }), args.clone()))
+                Some((
+                    Rc::new(Instance::Parser {
+                        decl,
+                        scope: Scope::child(&dscope),
+                        name,
+                    }),
+                    args.clone(),
+                ))
             }
             _ => None,
         }
     }
 
-    pub(super) fn next_of(&self, id: &ast::Ident, index: &HashMap<String, u32>, accept: &ir::Next) -> PResult<ir::Next> {
+    pub(super) fn next_of(
+        &self,
+        id: &ast::Ident,
+        index: &HashMap<String, u32>,
+        accept: &ir::Next,
+    ) -> PResult<ir::Next> {
         match id.name.as_str() {
             "accept" => Ok(accept.clone()),
             "reject" => Ok(ir::Next::Reject),
-            n => index.get(n).map(|i| ir::Next::State(*i)).ok_or_else(|| Diagnostic::new(id.span, format!("no state named `{n}`"))),
+            n => index
+                .get(n)
+                .map(|i| ir::Next::State(*i))
+                .ok_or_else(|| Diagnostic::new(id.span, format!("no state named `{n}`"))),
         }
     }
 
-    pub(super) fn transition(&mut self, scope: &Rc<Scope>, t: &ast::Transition, index: &HashMap<String, u32>, accept: &ir::Next) -> PResult<ir::Transition> {
+    pub(super) fn transition(
+        &mut self,
+        scope: &Rc<Scope>,
+        t: &ast::Transition,
+        index: &HashMap<String, u32>,
+        accept: &ir::Next,
+    ) -> PResult<ir::Transition> {
         match t {
-            ast::Transition::Direct(id) => Ok(ir::Transition::Goto(self.next_of(id, index, accept)?)),
+            ast::Transition::Direct(id) => {
+                Ok(ir::Transition::Goto(self.next_of(id, index, accept)?))
+            }
             ast::Transition::Select { exprs, cases, .. } => {
                 let mut keys = vec![];
                 let mut ktys = vec![];
@@ -216,7 +308,8 @@ impl<'t> Lowerer<'t> {
                 let mut out = vec![];
                 for c in cases {
                     let next = self.next_of(&c.next, index, accept)?;
-                    // a value set of a struct or tuple type is the whole keyset of a select with as many keys
+                    // a value set of a struct or tuple type is the whole keyset of a select with as
+                    // many keys
                     if let ExprKind::Name(n) = &c.keyset.kind {
                         if let Some(Binding::ValueSet(id, _)) = scope.lookup(&n.name) {
                             let vs = &self.value_sets[id as usize];
@@ -224,7 +317,12 @@ impl<'t> Lowerer<'t> {
                                 if vs.widths.len() != keys.len() {
                                     return err(
                                         c.keyset.span,
-                                        format!("value set `{}` has {} elements, select has {} keys", n.name, vs.widths.len(), keys.len()),
+                                        format!(
+                                            "value set `{}` has {} elements, select has {} keys",
+                                            n.name,
+                                            vs.widths.len(),
+                                            keys.len()
+                                        ),
                                     );
                                 }
                                 for (i, (w, t)) in vs.widths.iter().zip(ktys.iter()).enumerate() {
@@ -243,7 +341,9 @@ impl<'t> Lowerer<'t> {
                         }
                     }
                     let elems: Vec<&ast::Expr> = match &c.keyset.kind {
-                        ExprKind::List(items) if keys.len() > 1 || items.len() > 1 => items.iter().collect(),
+                        ExprKind::List(items) if keys.len() > 1 || items.len() > 1 => {
+                            items.iter().collect()
+                        }
                         ExprKind::Default | ExprKind::DontCare => {
                             out.push((vec![ir::KeyMatch::Any; keys.len()], next));
                             continue;
@@ -251,7 +351,14 @@ impl<'t> Lowerer<'t> {
                         _ => vec![&c.keyset],
                     };
                     if elems.len() != keys.len() {
-                        return err(c.keyset.span, format!("keyset has {} elements, select has {} keys", elems.len(), keys.len()));
+                        return err(
+                            c.keyset.span,
+                            format!(
+                                "keyset has {} elements, select has {} keys",
+                                elems.len(),
+                                keys.len()
+                            ),
+                        );
                     }
                     let mut ms = vec![];
                     for (k, (e, t)) in elems.iter().zip(ktys.iter()).enumerate() {

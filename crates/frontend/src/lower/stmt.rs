@@ -1,4 +1,5 @@
-//! Statements: blocks, declarations, assignment, `if`, `switch`, `return`, `exit` and calls as statements.
+//! Statements: blocks, declarations, assignment, `if`, `switch`, `return`, `exit` and calls as
+//! statements.
 
 use super::env::*;
 use super::lowerer::{err, Lowerer};
@@ -38,7 +39,12 @@ impl<'t> Lowerer<'t> {
                         self.assign(&place, v, e.span)?;
                     }
                     (Some(e), None) => return err(e.span, "this `return` cannot return a value"),
-                    (None, Some(_)) => return err(span, "`return` needs a value in a function that returns one"),
+                    (None, Some(_)) => {
+                        return err(
+                            span,
+                            "`return` needs a value in a function that returns one",
+                        )
+                    }
                     (None, None) => {}
                 }
                 self.emit(ir::Stmt::Break(label));
@@ -52,10 +58,24 @@ impl<'t> Lowerer<'t> {
                 scope.define(&c.name.name, Binding::Value(Box::new(v)));
                 Ok(())
             }
-            StmtKind::For { init, cond, update, body } => self.for_loop(scope, init, cond.as_ref(), update, body, span),
-            StmtKind::ForIn { ty, var, coll, body } => self.for_in_loop(scope, ty.as_ref(), var, coll, body, span),
+            StmtKind::For {
+                init,
+                cond,
+                update,
+                body,
+            } => self.for_loop(scope, init, cond.as_ref(), update, body, span),
+            StmtKind::ForIn {
+                ty,
+                var,
+                coll,
+                body,
+            } => self.for_in_loop(scope, ty.as_ref(), var, coll, body, span),
             StmtKind::Break | StmtKind::Continue => {
-                let what = if matches!(s.kind, StmtKind::Break) { "break" } else { "continue" };
+                let what = if matches!(s.kind, StmtKind::Break) {
+                    "break"
+                } else {
+                    "continue"
+                };
                 match self.loops.last() {
                     Some(&(brk, cont, depth)) if depth == self.returns.len() => {
                         self.emit(ir::Stmt::Break(if what == "break" { brk } else { cont }));
@@ -67,14 +87,24 @@ impl<'t> Lowerer<'t> {
             StmtKind::Assign(lhs, rhs) => self.assign_stmt(scope, lhs, rhs, None),
             StmtKind::OpAssign(op, lhs, rhs) => self.assign_stmt(scope, lhs, rhs, Some(*op)),
             StmtKind::Call(e) => {
-                let ExprKind::Call { callee, type_args, args } = &e.kind else {
+                let ExprKind::Call {
+                    callee,
+                    type_args,
+                    args,
+                } = &e.kind
+                else {
                     return err(span, "expected a call");
                 };
                 let v = self.call(scope, callee, type_args, args, None, e.span)?;
                 if let Val::TableResult(_, hit, run) = v {
-                    // `t.apply();` as a statement: nothing reads whether it hit or which action ran, so the
-                    // apply does not record them
-                    if let Some(ir::Stmt::ApplyTable { hit: h @ Some(_), action_run: r @ Some(_), .. }) = self.out.last_mut().and_then(|b| b.last_mut()) {
+                    // `t.apply();` as a statement: nothing reads whether it hit or which action
+                    // ran, so the apply does not record them
+                    if let Some(ir::Stmt::ApplyTable {
+                        hit: h @ Some(_),
+                        action_run: r @ Some(_),
+                        ..
+                    }) = self.out.last_mut().and_then(|b| b.last_mut())
+                    {
                         if *h == Some(hit) && *r == Some(run) {
                             (*h, *r) = (None, None);
                         }
@@ -103,19 +133,26 @@ impl<'t> Lowerer<'t> {
                     Some(e) => self.capture(|l| l.stmt(&Scope::child(scope), e))?,
                     None => ((), vec![]),
                 };
-                self.emit(ir::Stmt::If { cond, then: then_s, else_: else_s });
+                self.emit(ir::Stmt::If {
+                    cond,
+                    then: then_s,
+                    else_: else_s,
+                });
                 Ok(())
             }
             StmtKind::Switch(e, cases) => self.switch(scope, e, cases, span),
             StmtKind::Decl(d) => match &**d {
-                ast::Decl::Instantiation(_) => err(span, "instantiations are not allowed inside a block body"),
+                ast::Decl::Instantiation(_) => {
+                    err(span, "instantiations are not allowed inside a block body")
+                }
                 _ => err(span, "this declaration is not allowed inside a block body"),
             },
         }
     }
 
-    /// A local variable (in a block, or among a control's or parser's locals): its storage, its initializer or
-    /// (none given) uninitialized storage, its new type's name kept for P4Info, its name bound in `scope`.
+    /// A local variable (in a block, or among a control's or parser's locals): its storage, its
+    /// initializer or (none given) uninitialized storage, its new type's name kept for P4Info, its
+    /// name bound in `scope`.
     pub fn declare_var(&mut self, scope: &Rc<Scope>, v: &ast::VarDecl) -> PResult<()> {
         let t = self.resolve_type(scope, &v.ty)?;
         let p = self.alloc(&t, &v.name.name, v.name.span)?;
@@ -125,27 +162,40 @@ impl<'t> Lowerer<'t> {
         } else {
             self.uninit(&p);
         }
-        if let (Some(n), Place::Scalar(ir::LValue::Static(l), _)) = (self.new_type_name(&v.ty), &p) {
+        if let (Some(n), Place::Scalar(ir::LValue::Static(l), _)) = (self.new_type_name(&v.ty), &p)
+        {
             self.var_new_types.insert(l.slot, n);
         }
         scope.define(&v.name.name, Binding::Var(p));
         Ok(())
     }
 
-    /// Uninitialized storage: headers become invalid (as in BMv2); scalars keep what the slot holds.
+    /// Uninitialized storage: headers become invalid (as in BMv2); scalars keep what the slot
+    /// holds.
     pub fn uninit(&mut self, p: &Place) {
         match p {
-            Place::Header { valid, .. } => self.emit(ir::Stmt::Assign { dst: valid.clone(), src: ir::Expr::konst(1, 0) }),
-            Place::Struct { fields, .. } | Place::Union { members: fields, .. } => {
+            Place::Header { valid, .. } => self.emit(ir::Stmt::Assign {
+                dst: valid.clone(),
+                src: ir::Expr::konst(1, 0),
+            }),
+            Place::Struct { fields, .. }
+            | Place::Union {
+                members: fields, ..
+            } => {
                 for (_, f) in fields.clone() {
                     self.uninit(&f);
                 }
             }
-            Place::Stack { elems, next_index, .. } => {
+            Place::Stack {
+                elems, next_index, ..
+            } => {
                 for e in elems.clone() {
                     self.uninit(&e);
                 }
-                self.emit(ir::Stmt::Assign { dst: ir::LValue::Static(*next_index), src: ir::Expr::konst(32, 0) });
+                self.emit(ir::Stmt::Assign {
+                    dst: ir::LValue::Static(*next_index),
+                    src: ir::Expr::konst(32, 0),
+                });
             }
             Place::Tuple(ps) => {
                 for e in ps.clone() {
@@ -156,7 +206,13 @@ impl<'t> Lowerer<'t> {
         }
     }
 
-    pub(super) fn assign_stmt(&mut self, scope: &Rc<Scope>, lhs: &ast::Expr, rhs: &ast::Expr, op: Option<ast::BinOp>) -> PResult<()> {
+    pub(super) fn assign_stmt(
+        &mut self,
+        scope: &Rc<Scope>,
+        lhs: &ast::Expr,
+        rhs: &ast::Expr,
+        op: Option<ast::BinOp>,
+    ) -> PResult<()> {
         // slice targets: x[hi:lo] = v
         if let ExprKind::Slice(base, hi, lo) = &lhs.kind {
             let (p, hi, lo) = self.slice_place(scope, base, hi, lo)?;
@@ -165,12 +221,16 @@ impl<'t> Lowerer<'t> {
             };
             let w = t.scalar_width().unwrap_or(0);
             if hi >= w || hi < lo {
-                return err(lhs.span, format!("slice [{hi}:{lo}] is outside the {w} bits of {t}"));
+                return err(
+                    lhs.span,
+                    format!("slice [{hi}:{lo}] is outside the {w} bits of {t}"),
+                );
             }
             let sw = hi - lo + 1;
             let rv = match op {
                 Some(op) => {
-                    // the target's current value from the place lowered above: its l-value evaluated once
+                    // the target's current value from the place lowered above: its l-value
+                    // evaluated once
                     let cur = self.slice(Val::Place(p.clone()), hi, lo, lhs.span)?;
                     self.binary_with(scope, op, cur, lhs.span, rhs, Some(&Ty::Bit(sw)), rhs.span)?
                 }
@@ -187,13 +247,27 @@ impl<'t> Lowerer<'t> {
         let t = p.ty();
         let v = match op {
             // the target's current value from the place: its l-value (`a[f(x)].y`) evaluated once
-            Some(op) => self.binary_with(scope, op, Val::Place(p.clone()), lhs.span, rhs, Some(&t), rhs.span)?,
+            Some(op) => self.binary_with(
+                scope,
+                op,
+                Val::Place(p.clone()),
+                lhs.span,
+                rhs,
+                Some(&t),
+                rhs.span,
+            )?,
             None => self.expr(scope, rhs, Some(&t))?,
         };
         self.assign(&p, v, rhs.span)
     }
 
-    pub(super) fn switch(&mut self, scope: &Rc<Scope>, e: &ast::Expr, cases: &[ast::SwitchCase], span: Span) -> PResult<()> {
+    pub(super) fn switch(
+        &mut self,
+        scope: &Rc<Scope>,
+        e: &ast::Expr,
+        cases: &[ast::SwitchCase],
+        span: Span,
+    ) -> PResult<()> {
         let v = self.expr(scope, e, None)?;
         let (key, table): (ir::Expr, Option<Rc<TableInfo>>) = match v {
             Val::TableResult(t, _, run) => (ir::Expr::Load(ir::LValue::Static(run)), Some(t)),
@@ -215,14 +289,28 @@ impl<'t> Lowerer<'t> {
                 ast::SwitchLabel::Default => pending_default = true,
                 ast::SwitchLabel::Expr(le) => {
                     let val = match (&table, &le.kind) {
-                        (Some(t), ExprKind::Name(n)) => match t.actions.iter().find(|(a, _)| *a == n.name) {
-                            Some((_, idx)) => ir::Value::new(32, *idx as u64),
-                            None => return err(le.span, format!("`{}` is not an action of this table", n.name)),
-                        },
-                        (Some(_), _) => return err(le.span, "a switch on action_run needs action names as labels"),
+                        (Some(t), ExprKind::Name(n)) => {
+                            match t.actions.iter().find(|(a, _)| *a == n.name) {
+                                Some((_, idx)) => ir::Value::new(32, *idx as u64),
+                                None => {
+                                    return err(
+                                        le.span,
+                                        format!("`{}` is not an action of this table", n.name),
+                                    )
+                                }
+                            }
+                        }
+                        (Some(_), _) => {
+                            return err(
+                                le.span,
+                                "a switch on action_run needs action names as labels",
+                            )
+                        }
                         (None, _) => match self.expr(scope, le, None)? {
                             Val::Const(c, _) => to_value(&c, kt),
-                            _ => return err(le.span, "switch labels must be compile-time constants"),
+                            _ => {
+                                return err(le.span, "switch labels must be compile-time constants")
+                            }
                         },
                     };
                     pending.push(val);
@@ -249,7 +337,11 @@ impl<'t> Lowerer<'t> {
             }
         }
         let _ = span;
-        self.emit(ir::Stmt::Switch { expr: key, cases: out_cases, default: default.unwrap_or_default() });
+        self.emit(ir::Stmt::Switch {
+            expr: key,
+            cases: out_cases,
+            default: default.unwrap_or_default(),
+        });
         Ok(())
     }
 }

@@ -1,4 +1,5 @@
-//! Lowering tables: keys, match kinds, action references and calls, const entries and table externs.
+//! Lowering tables: keys, match kinds, action references and calls, const entries and table
+//! externs.
 
 use super::annotations::*;
 use super::env::*;
@@ -13,7 +14,12 @@ use p4sec_ir as ir;
 use std::rc::Rc;
 
 impl<'t> Lowerer<'t> {
-    pub(super) fn const_of(&mut self, scope: &Rc<Scope>, e: &ast::Expr, t: &Ty) -> PResult<ir::Value> {
+    pub(super) fn const_of(
+        &mut self,
+        scope: &Rc<Scope>,
+        e: &ast::Expr,
+        t: &Ty,
+    ) -> PResult<ir::Value> {
         let w = t.scalar_width().unwrap_or(32);
         match self.expr(scope, e, Some(t))? {
             Val::Const(c, _) => Ok(to_value(&c, w)),
@@ -21,13 +27,26 @@ impl<'t> Lowerer<'t> {
         }
     }
 
-    pub(super) fn key_match(&mut self, scope: &Rc<Scope>, e: &ast::Expr, t: &Ty) -> PResult<ir::KeyMatch> {
+    pub(super) fn key_match(
+        &mut self,
+        scope: &Rc<Scope>,
+        e: &ast::Expr,
+        t: &Ty,
+    ) -> PResult<ir::KeyMatch> {
         Ok(match &e.kind {
             ExprKind::Default | ExprKind::DontCare => ir::KeyMatch::Any,
-            ExprKind::Mask(v, m) => ir::KeyMatch::Mask { value: self.const_of(scope, v, t)?, mask: self.const_of(scope, m, t)? },
-            ExprKind::Range(lo, hi) => ir::KeyMatch::Range { lo: self.const_of(scope, lo, t)?, hi: self.const_of(scope, hi, t)? },
+            ExprKind::Mask(v, m) => ir::KeyMatch::Mask {
+                value: self.const_of(scope, v, t)?,
+                mask: self.const_of(scope, m, t)?,
+            },
+            ExprKind::Range(lo, hi) => ir::KeyMatch::Range {
+                lo: self.const_of(scope, lo, t)?,
+                hi: self.const_of(scope, hi, t)?,
+            },
             ExprKind::Name(n) if matches!(scope.lookup(&n.name), Some(Binding::ValueSet(..))) => {
-                let Some(Binding::ValueSet(id, _)) = scope.lookup(&n.name) else { unreachable!() };
+                let Some(Binding::ValueSet(id, _)) = scope.lookup(&n.name) else {
+                    unreachable!()
+                };
                 let vs = &self.value_sets[id as usize];
                 if vs.widths.len() != 1 {
                     return err(
@@ -44,12 +63,18 @@ impl<'t> Lowerer<'t> {
     // ---------------------------------------------------------------- tables and actions
 
     /// Lower an action for use by a table (params become control-plane data).
-    pub fn table_action(&mut self, decl: &Rc<ast::ActionDecl>, ascope: &Rc<Scope>, span: Span) -> PResult<u32> {
+    pub fn table_action(
+        &mut self,
+        decl: &Rc<ast::ActionDecl>,
+        ascope: &Rc<Scope>,
+        span: Span,
+    ) -> PResult<u32> {
         self.table_action_bound(decl, ascope, None, &[], span)
     }
 
-    /// Lower an action for a table. Directional parameters are bound to `bound` (evaluated in `caller`) with
-    /// copy-in/copy-out around the body; the remaining directionless parameters are control-plane data.
+    /// Lower an action for a table. Directional parameters are bound to `bound` (evaluated in
+    /// `caller`) with copy-in/copy-out around the body; the remaining directionless parameters are
+    /// control-plane data.
     pub fn table_action_bound(
         &mut self,
         decl: &Rc<ast::ActionDecl>,
@@ -89,18 +114,34 @@ impl<'t> Lowerer<'t> {
         };
         for (i, p) in decl.params.iter().enumerate().skip(ndir) {
             if p.dir.is_some() {
-                return err(p.name.span, format!("directional parameter `{}` must come before the directionless ones", p.name.name));
+                return err(
+                    p.name.span,
+                    format!(
+                        "directional parameter `{}` must come before the directionless ones",
+                        p.name.name
+                    ),
+                );
             }
             let t = self.resolve_type(ascope, &p.ty)?;
             let place = self.alloc(&t, &p.name.name, p.name.span)?;
             let Place::Scalar(ir::LValue::Static(loc), _) = &place else {
-                return err(p.name.span, "action data parameters must be bit-strings, bools or serializable enums");
+                return err(
+                    p.name.span,
+                    "action data parameters must be bit-strings, bools or serializable enums",
+                );
             };
-            let pid = annotation_ints(&p.annos, "id").and_then(|v| v.first().copied()).map(|x| x as u32).unwrap_or((i - ndir) as u32 + 1);
+            let pid = annotation_ints(&p.annos, "id")
+                .and_then(|v| v.first().copied())
+                .map(|x| x as u32)
+                .unwrap_or((i - ndir) as u32 + 1);
             self.note_annos(format!("param {name} {pid}"), &p.annos)?;
             self.note_type_name(format!("param {name} {pid}"), &p.ty);
             self.note_type(&t);
-            params.push(ir::Param { name: p.name.name.clone(), id: pid, loc: *loc });
+            params.push(ir::Param {
+                name: p.name.name.clone(),
+                id: pid,
+                loc: *loc,
+            });
             inner.define(&p.name.name, Binding::Var(place));
         }
         let label = self.label();
@@ -117,7 +158,12 @@ impl<'t> Lowerer<'t> {
         super::stmt::exit_with(&mut body, &epilogue);
         all.push(ir::Stmt::Block { label, body });
         all.append(&mut epilogue);
-        self.actions.push(ir::Action { name, id, params, body: all });
+        self.actions.push(ir::Action {
+            name,
+            id,
+            params,
+            body: all,
+        });
         let idx = self.actions.len() as u32 - 1;
         if bound.is_empty() {
             self.action_cache.insert(key, idx);
@@ -125,7 +171,11 @@ impl<'t> Lowerer<'t> {
         Ok(idx)
     }
 
-    pub(super) fn action_ref(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> PResult<(String, u32, Vec<ast::Argument>, Rc<ast::ActionDecl>)> {
+    pub(super) fn action_ref(
+        &mut self,
+        scope: &Rc<Scope>,
+        e: &ast::Expr,
+    ) -> PResult<(String, u32, Vec<ast::Argument>, Rc<ast::ActionDecl>)> {
         let (callee, args) = match &e.kind {
             ExprKind::Call { callee, args, .. } => (&**callee, args.clone()),
             _ => (e, vec![]),
@@ -146,7 +196,13 @@ impl<'t> Lowerer<'t> {
         }
     }
 
-    pub(super) fn action_call(&mut self, scope: &Rc<Scope>, e: &ast::Expr, table: &ir::Table, names: &[(String, u32)]) -> PResult<ir::ActionCall> {
+    pub(super) fn action_call(
+        &mut self,
+        scope: &Rc<Scope>,
+        e: &ast::Expr,
+        table: &ir::Table,
+        names: &[(String, u32)],
+    ) -> PResult<ir::ActionCall> {
         let (callee, args) = match &e.kind {
             ExprKind::Call { callee, args, .. } => (&**callee, args.clone()),
             _ => (e, vec![]),
@@ -156,26 +212,52 @@ impl<'t> Lowerer<'t> {
             _ => return err(e.span, "expected an action name"),
         };
         let Some(&(_, idx)) = names.iter().find(|(n, _)| *n == name) else {
-            return err(e.span, format!("action `{name}` is not in the actions of table `{}`", table.name));
+            return err(
+                e.span,
+                format!(
+                    "action `{name}` is not in the actions of table `{}`",
+                    table.name
+                ),
+            );
         };
-        let decl = match scope.lookup(&name).or_else(|| scope.root_of().lookup(&name)) {
+        let decl = match scope
+            .lookup(&name)
+            .or_else(|| scope.root_of().lookup(&name))
+        {
             Some(Binding::Action(d, _)) => d,
             _ => return err(callee.span, format!("`{name}` is not an action")),
         };
         let ndir = decl.params.iter().take_while(|p| p.dir.is_some()).count();
         let n = decl.params.len();
         if args.len() != n {
-            return err(e.span, format!("action `{name}` takes {n} arguments, {} given", args.len()));
+            return err(
+                e.span,
+                format!("action `{name}` takes {n} arguments, {} given", args.len()),
+            );
         }
         let mut vals = vec![];
-        for (k, (p, a)) in self.actions[idx as usize].params.clone().iter().zip(args.iter().skip(ndir)).enumerate() {
+        for (k, (p, a)) in self.actions[idx as usize]
+            .params
+            .clone()
+            .iter()
+            .zip(args.iter().skip(ndir))
+            .enumerate()
+        {
             let t = self.resolve_type(scope, &decl.params[ndir + k].ty)?;
             match self.expr(scope, &a.value, Some(&t))? {
                 Val::Const(c, _) => vals.push(to_value(&c, p.loc.width)),
-                _ => return err(a.value.span, "action arguments in a table must be compile-time constants"),
+                _ => {
+                    return err(
+                        a.value.span,
+                        "action arguments in a table must be compile-time constants",
+                    )
+                }
             }
         }
-        Ok(ir::ActionCall { action: idx, args: vals })
+        Ok(ir::ActionCall {
+            action: idx,
+            args: vals,
+        })
     }
 
     pub fn lower_table(&mut self, scope: &Rc<Scope>, t: &ast::TableDecl) -> PResult<Rc<TableInfo>> {
@@ -187,7 +269,10 @@ impl<'t> Lowerer<'t> {
             id,
             keys: vec![],
             actions: vec![],
-            default_action: ir::ActionCall { action: 0, args: vec![] },
+            default_action: ir::ActionCall {
+                action: 0,
+                args: vec![],
+            },
             default_is_const: false,
             entries: vec![],
             entries_are_const: false,
@@ -204,7 +289,8 @@ impl<'t> Lowerer<'t> {
         for p in &t.props {
             match p {
                 ast::TableProp::Key { elements, .. } => {
-                    // keys with side effects: every key is computed into a temporary, in order, before the lookup
+                    // keys with side effects: every key is computed into a temporary, in order,
+                    // before the lookup
                     let mut lowered = vec![];
                     for k in elements {
                         let (r, pre) = self.capture(|l| {
@@ -222,7 +308,10 @@ impl<'t> Lowerer<'t> {
                             }
                             let tmp = self.alloc_scalar(w);
                             key_prelude.extend(pre);
-                            key_prelude.push(ir::Stmt::Assign { dst: ir::LValue::Static(tmp), src: x });
+                            key_prelude.push(ir::Stmt::Assign {
+                                dst: ir::LValue::Static(tmp),
+                                src: x,
+                            });
                             ir::Expr::Load(ir::LValue::Static(tmp))
                         } else {
                             x
@@ -234,17 +323,32 @@ impl<'t> Lowerer<'t> {
                             "range" => ir::MatchKind::Range,
                             "optional" => ir::MatchKind::Optional,
                             "selector" => ir::MatchKind::Selector,
-                            other => return err(k.match_kind.span, format!("unknown match kind `{other}`")),
+                            other => {
+                                return err(
+                                    k.match_kind.span,
+                                    format!("unknown match kind `{other}`"),
+                                )
+                            }
                         };
-                        let kname = annotation_str(&k.annos, "name").unwrap_or_else(|| self.source_text(k.expr.span));
+                        let kname = annotation_str(&k.annos, "name")
+                            .unwrap_or_else(|| self.source_text(k.expr.span));
                         let width = x.width();
                         self.note_type(&kt);
-                        let kid = annotation_ints(&k.annos, "id").and_then(|v| v.first().copied()).map(|x| x as u32).unwrap_or(i as u32 + 1);
+                        let kid = annotation_ints(&k.annos, "id")
+                            .and_then(|v| v.first().copied())
+                            .map(|x| x as u32)
+                            .unwrap_or(i as u32 + 1);
                         self.note_annos(format!("key {name} {kid}"), &k.annos)?;
                         if let Some(n) = self.key_new_type(scope, &k.expr) {
                             self.note_new_type(format!("key {name} {kid}"), &n);
                         }
-                        table.keys.push(ir::TableKey { name: kname, id: kid, expr: x, kind, width });
+                        table.keys.push(ir::TableKey {
+                            name: kname,
+                            id: kid,
+                            expr: x,
+                            kind,
+                            width,
+                        });
                     }
                 }
                 ast::TableProp::Actions { actions, .. } => {
@@ -264,15 +368,26 @@ impl<'t> Lowerer<'t> {
                         names.push((aname, idx));
                     }
                 }
-                ast::TableProp::DefaultAction { is_const, action, .. } => {
+                ast::TableProp::DefaultAction {
+                    is_const, action, ..
+                } => {
                     default_expr = Some(action.clone());
                     table.default_is_const = *is_const;
                 }
-                ast::TableProp::Entries { is_const, entries: es, .. } => {
+                ast::TableProp::Entries {
+                    is_const,
+                    entries: es,
+                    ..
+                } => {
                     entries = Some(es.clone());
                     table.entries_are_const = *is_const;
                 }
-                ast::TableProp::Other { name: pn, value, annos, .. } => match pn.name.as_str() {
+                ast::TableProp::Other {
+                    name: pn,
+                    value,
+                    annos,
+                    ..
+                } => match pn.name.as_str() {
                     "size" => table.size = self.const_width(scope, value)?,
                     "support_timeout" => {
                         table.support_timeout = match &value.kind {
@@ -283,17 +398,38 @@ impl<'t> Lowerer<'t> {
                     "implementation" => {
                         let inst = self.table_extern(scope, value, annos)?;
                         match &*inst {
-                            Instance::Extern { kind: ExternKind::ActionProfile, id, .. } => table.implementation = ir::Implementation::ActionProfile(*id),
-                            Instance::Extern { kind: ExternKind::ActionSelector, id, .. } => table.implementation = ir::Implementation::ActionSelector(*id),
-                            _ => return err(value.span, "implementation must be an action_profile or action_selector"),
+                            Instance::Extern {
+                                kind: ExternKind::ActionProfile,
+                                id,
+                                ..
+                            } => table.implementation = ir::Implementation::ActionProfile(*id),
+                            Instance::Extern {
+                                kind: ExternKind::ActionSelector,
+                                id,
+                                ..
+                            } => table.implementation = ir::Implementation::ActionSelector(*id),
+                            _ => {
+                                return err(
+                                    value.span,
+                                    "implementation must be an action_profile or action_selector",
+                                )
+                            }
                         }
                     }
                     "counters" => match &*self.table_extern(scope, value, annos)? {
-                        Instance::Extern { kind: ExternKind::DirectCounter, id, .. } => table.direct_counter = Some(*id),
+                        Instance::Extern {
+                            kind: ExternKind::DirectCounter,
+                            id,
+                            ..
+                        } => table.direct_counter = Some(*id),
                         _ => return err(value.span, "counters must be a direct_counter"),
                     },
                     "meters" => match &*self.table_extern(scope, value, annos)? {
-                        Instance::Extern { kind: ExternKind::DirectMeter, id, .. } => table.direct_meter = Some(*id),
+                        Instance::Extern {
+                            kind: ExternKind::DirectMeter,
+                            id,
+                            ..
+                        } => table.direct_meter = Some(*id),
                         _ => return err(value.span, "meters must be a direct_meter"),
                     },
                     _ => {}
@@ -307,13 +443,26 @@ impl<'t> Lowerer<'t> {
             None => {
                 let na = self.no_action_index(t.name.span)?;
                 if !table.actions.iter().any(|a| a.action == na) {
-                    // the reference compiler adds the implicit default NoAction as a default-only action
-                    table.actions.push(ir::TableAction { action: na, default_only: true, table_only: false });
+                    // the reference compiler adds the implicit default NoAction as a default-only
+                    // action
+                    table.actions.push(ir::TableAction {
+                        action: na,
+                        default_only: true,
+                        table_only: false,
+                    });
                     let aid = self.actions[na as usize].id;
-                    self.p4meta.annos.entry(format!("ref {name} {aid}")).or_default().annotations.push("@defaultonly".into());
+                    self.p4meta
+                        .annos
+                        .entry(format!("ref {name} {aid}"))
+                        .or_default()
+                        .annotations
+                        .push("@defaultonly".into());
                     names.push(("NoAction".to_string(), na));
                 }
-                ir::ActionCall { action: na, args: vec![] }
+                ir::ActionCall {
+                    action: na,
+                    args: vec![],
+                }
             }
         };
         if let Some(es) = entries {
@@ -325,21 +474,34 @@ impl<'t> Lowerer<'t> {
                     _ => vec![&e.keyset],
                 };
                 if keys.len() != table.keys.len() {
-                    return err(e.keyset.span, format!("entry has {} keys, table `{name}` has {}", keys.len(), table.keys.len()));
+                    return err(
+                        e.keyset.span,
+                        format!(
+                            "entry has {} keys, table `{name}` has {}",
+                            keys.len(),
+                            table.keys.len()
+                        ),
+                    );
                 }
                 let mut matches = vec![];
                 for (k, ke) in table.keys.clone().iter().zip(keys) {
                     matches.push(self.entry_match(scope, ke, k)?);
                 }
                 let action = self.action_call(scope, &e.action, &table, &names)?;
-                let priority = if let Some(p) = annotation_ints(&e.annos, "priority").and_then(|v| v.first().copied()) {
+                let priority = if let Some(p) =
+                    annotation_ints(&e.annos, "priority").and_then(|v| v.first().copied())
+                {
                     -(p as i32)
                 } else if let Some(p) = &e.priority {
                     self.const_int(scope, p)?.to_i32().unwrap_or(0)
                 } else {
                     -(i as i32 + 1).min(n)
                 };
-                table.entries.push(ir::TableEntry { matches, action, priority });
+                table.entries.push(ir::TableEntry {
+                    matches,
+                    action,
+                    priority,
+                });
             }
         }
         if let Some(c) = table.direct_counter {
@@ -348,11 +510,17 @@ impl<'t> Lowerer<'t> {
         if let Some(m) = table.direct_meter {
             self.direct_meters[m as usize].table = Some(tidx);
         }
-        if let ir::Implementation::ActionProfile(p) | ir::Implementation::ActionSelector(p) = table.implementation {
+        if let ir::Implementation::ActionProfile(p) | ir::Implementation::ActionSelector(p) =
+            table.implementation
+        {
             self.action_profiles[p as usize].tables.push(tidx);
         }
         self.tables.push(table);
-        Ok(Rc::new(TableInfo { id: tidx, actions: names, key_prelude }))
+        Ok(Rc::new(TableInfo {
+            id: tidx,
+            actions: names,
+            key_prelude,
+        }))
     }
 
     pub(super) fn no_action_index(&mut self, span: Span) -> PResult<u32> {
@@ -369,19 +537,30 @@ impl<'t> Lowerer<'t> {
                 self.no_action = Some(i);
                 Ok(i)
             }
-            _ => err(span, "the table has no default_action and NoAction is not declared (include core.p4)"),
+            _ => err(
+                span,
+                "the table has no default_action and NoAction is not declared (include core.p4)",
+            ),
         }
     }
 
-    pub(super) fn table_extern(&mut self, scope: &Rc<Scope>, value: &ast::Expr, annos: &ast::Annotations) -> PResult<Rc<Instance>> {
+    pub(super) fn table_extern(
+        &mut self,
+        scope: &Rc<Scope>,
+        value: &ast::Expr,
+        annos: &ast::Annotations,
+    ) -> PResult<Rc<Instance>> {
         match &value.kind {
             ExprKind::Name(n) => match scope.lookup(&n.name) {
                 Some(Binding::Instance(i)) => Ok(i),
-                _ => err(value.span, format!("`{}` is not an extern instance", n.name)),
+                _ => err(
+                    value.span,
+                    format!("`{}` is not an extern instance", n.name),
+                ),
             },
             _ => {
-                // `@name("x") counters = direct_counter(...)`: the reference compiler names the instance `x`,
-                // not qualified by the enclosing control
+                // `@name("x") counters = direct_counter(...)`: the reference compiler names the
+                // instance `x`, not qualified by the enclosing control
                 let saved = annotation_str(annos, "name").map(|_| std::mem::take(&mut self.path));
                 let r = self.ctor_arg_annos(scope, value, annos);
                 if let Some(p) = saved {
@@ -395,47 +574,88 @@ impl<'t> Lowerer<'t> {
         }
     }
 
-    pub(super) fn entry_match(&mut self, scope: &Rc<Scope>, e: &ast::Expr, k: &ir::TableKey) -> PResult<ir::FieldMatch> {
+    pub(super) fn entry_match(
+        &mut self,
+        scope: &Rc<Scope>,
+        e: &ast::Expr,
+        k: &ir::TableKey,
+    ) -> PResult<ir::FieldMatch> {
         let t = Ty::Bit(k.width);
         let w = k.width;
         let full = || to_value(&((BigInt::from(1) << w) - 1), w);
         Ok(match (&e.kind, k.kind) {
-            (ExprKind::Default | ExprKind::DontCare, ir::MatchKind::Exact) => return err(e.span, "an exact key cannot be a wildcard"),
+            (ExprKind::Default | ExprKind::DontCare, ir::MatchKind::Exact) => {
+                return err(e.span, "an exact key cannot be a wildcard")
+            }
             (ExprKind::Default | ExprKind::DontCare, _) => ir::FieldMatch::Any,
             (ExprKind::Mask(v, m), ir::MatchKind::Ternary) => {
                 let value = self.const_of(scope, v, &t)?;
                 let mask = self.const_of(scope, m, &t)?;
-                let value = ir::Value { width: w, words: value.words.iter().zip(mask.words.iter()).map(|(a, b)| a & b).collect() };
+                let value = ir::Value {
+                    width: w,
+                    words: value
+                        .words
+                        .iter()
+                        .zip(mask.words.iter())
+                        .map(|(a, b)| a & b)
+                        .collect(),
+                };
                 ir::FieldMatch::Ternary { value, mask }
             }
             (ExprKind::Mask(v, m), ir::MatchKind::Lpm) => {
                 let value = self.const_of(scope, v, &t)?;
                 let mask = self.const_of(scope, m, &t)?;
                 let ones: u32 = mask.words.iter().map(|x| x.count_ones()).sum();
-                ir::FieldMatch::Lpm { value, prefix_len: ones }
+                ir::FieldMatch::Lpm {
+                    value,
+                    prefix_len: ones,
+                }
             }
-            (ExprKind::Range(lo, hi), ir::MatchKind::Range) => ir::FieldMatch::Range { lo: self.const_of(scope, lo, &t)?, hi: self.const_of(scope, hi, &t)? },
-            (_, ir::MatchKind::Exact | ir::MatchKind::Selector) => ir::FieldMatch::Exact(self.const_of(scope, e, &t)?),
-            (_, ir::MatchKind::Ternary) => ir::FieldMatch::Ternary { value: self.const_of(scope, e, &t)?, mask: full() },
-            (_, ir::MatchKind::Lpm) => ir::FieldMatch::Lpm { value: self.const_of(scope, e, &t)?, prefix_len: w },
+            (ExprKind::Range(lo, hi), ir::MatchKind::Range) => ir::FieldMatch::Range {
+                lo: self.const_of(scope, lo, &t)?,
+                hi: self.const_of(scope, hi, &t)?,
+            },
+            (_, ir::MatchKind::Exact | ir::MatchKind::Selector) => {
+                ir::FieldMatch::Exact(self.const_of(scope, e, &t)?)
+            }
+            (_, ir::MatchKind::Ternary) => ir::FieldMatch::Ternary {
+                value: self.const_of(scope, e, &t)?,
+                mask: full(),
+            },
+            (_, ir::MatchKind::Lpm) => ir::FieldMatch::Lpm {
+                value: self.const_of(scope, e, &t)?,
+                prefix_len: w,
+            },
             (_, ir::MatchKind::Range) => {
                 let v = self.const_of(scope, e, &t)?;
-                ir::FieldMatch::Range { lo: v.clone(), hi: v }
+                ir::FieldMatch::Range {
+                    lo: v.clone(),
+                    hi: v,
+                }
             }
-            (_, ir::MatchKind::Optional) => ir::FieldMatch::Optional(Some(self.const_of(scope, e, &t)?)),
+            (_, ir::MatchKind::Optional) => {
+                ir::FieldMatch::Optional(Some(self.const_of(scope, e, &t)?))
+            }
         })
     }
 
     /// The source text of a span with whitespace removed (p4c's key names).
     pub fn source_text(&self, span: Span) -> String {
-        let s: String = self.text.get(span.lo as usize..span.hi as usize).unwrap_or("").chars().filter(|c| !c.is_whitespace()).collect();
+        let s: String = self
+            .text
+            .get(span.lo as usize..span.hi as usize)
+            .unwrap_or("")
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
         // the reference compiler names validity keys `x.$valid$`
         s.replace(".isValid()", ".$valid$")
     }
 }
 
 impl<'t> Lowerer<'t> {
-    /// The new type of a key expression: a cast to a new type, a variable or a field `base.f` declared with one.
+    /// The new type of a key expression: a cast to a new type, a variable or a field `base.f`
+    /// declared with one.
     pub fn key_new_type(&mut self, scope: &Rc<Scope>, e: &ast::Expr) -> Option<String> {
         if let ast::ExprKind::Cast(t, _) = &e.kind {
             return self.new_type_name(t);
@@ -443,11 +663,15 @@ impl<'t> Lowerer<'t> {
         if let ast::ExprKind::Name(_) = &e.kind {
             let (v, _) = self.capture(|l| l.expr(scope, e, None)).ok()?;
             return match v {
-                Val::Place(Place::Scalar(ir::LValue::Static(l), _)) => self.var_new_types.get(&l.slot).cloned(),
+                Val::Place(Place::Scalar(ir::LValue::Static(l), _)) => {
+                    self.var_new_types.get(&l.slot).cloned()
+                }
                 _ => None,
             };
         }
-        let ast::ExprKind::Member(base, f) = &e.kind else { return None };
+        let ast::ExprKind::Member(base, f) = &e.kind else {
+            return None;
+        };
         let (v, _) = self.capture(|l| l.expr(scope, base, None)).ok()?;
         let Val::Place(p) = v else { return None };
         match p.ty() {

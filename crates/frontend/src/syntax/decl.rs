@@ -26,7 +26,12 @@ impl Parser {
                 self.expect("=", "in a constant declaration")?;
                 let value = self.expr()?;
                 self.expect(";", "after the constant declaration")?;
-                Ok(Decl::Const(ConstDecl { annos, ty, name, value }))
+                Ok(Decl::Const(ConstDecl {
+                    annos,
+                    ty,
+                    name,
+                    value,
+                }))
             }
             "header" | "struct" | "header_union" => {
                 self.bump();
@@ -47,15 +52,29 @@ impl Parser {
                     let fname = self.ident("a field name")?;
                     let ty = self.array_suffix(ty)?;
                     self.expect(";", "after the field")?;
-                    fields.push(Field { annos: fa, ty, name: fname });
+                    fields.push(Field {
+                        annos: fa,
+                        ty,
+                        name: fname,
+                    });
                 }
                 self.bump();
                 self.pop_type_scope();
-                Ok(Decl::Aggregate(AggregateDecl { annos, kind, name, type_params, fields }))
+                Ok(Decl::Aggregate(AggregateDecl {
+                    annos,
+                    kind,
+                    name,
+                    type_params,
+                    fields,
+                }))
             }
             "enum" => {
                 self.bump();
-                let repr = if self.is("bit") || self.is("int") { Some(self.ty()?) } else { None };
+                let repr = if self.is("bit") || self.is("int") {
+                    Some(self.ty()?)
+                } else {
+                    None
+                };
                 let name = self.ident("an enum name")?;
                 self.add_type(&name.name);
                 self.expect("{", "opening the enum")?;
@@ -63,14 +82,23 @@ impl Parser {
                 while !self.is("}") {
                     let _ = self.annotations()?;
                     let m = self.ident("an enum member")?;
-                    let v = if self.eat("=") { Some(self.expr()?) } else { None };
+                    let v = if self.eat("=") {
+                        Some(self.expr()?)
+                    } else {
+                        None
+                    };
                     members.push((m, v));
                     if !self.eat(",") {
                         break;
                     }
                 }
                 self.expect("}", "closing the enum")?;
-                Ok(Decl::Enum(EnumDecl { annos, name, repr, members }))
+                Ok(Decl::Enum(EnumDecl {
+                    annos,
+                    name,
+                    repr,
+                    members,
+                }))
             }
             "error" | "match_kind" => {
                 self.bump();
@@ -83,7 +111,11 @@ impl Parser {
                     }
                 }
                 self.expect("}", "closing the list")?;
-                Ok(if kw == "error" { Decl::Error(ids) } else { Decl::MatchKind(ids) })
+                Ok(if kw == "error" {
+                    Decl::Error(ids)
+                } else {
+                    Decl::MatchKind(ids)
+                })
             }
             "typedef" | "type" => {
                 self.bump();
@@ -91,12 +123,18 @@ impl Parser {
                 let name = self.ident("a type name")?;
                 self.add_type(&name.name);
                 self.expect(";", "after the type definition")?;
-                Ok(Decl::Typedef(TypedefDecl { annos, is_newtype: kw == "type", ty, name }))
+                Ok(Decl::Typedef(TypedefDecl {
+                    annos,
+                    is_newtype: kw == "type",
+                    ty,
+                    name,
+                }))
             }
             "extern" => {
                 self.bump();
                 // extern object or extern function
-                let is_object = matches!(self.peek(), Tok::Ident(_)) && (self.is_at(1, "{") || self.is_at(1, "<") && !self.starts_type_at_fn());
+                let is_object = matches!(self.peek(), Tok::Ident(_))
+                    && (self.is_at(1, "{") || self.is_at(1, "<") && !self.starts_type_at_fn());
                 if is_object {
                     let name = self.ident("an extern name")?;
                     self.add_type(&name.name);
@@ -107,11 +145,17 @@ impl Parser {
                     while !self.is("}") {
                         let ma = self.annotations()?;
                         let is_abstract = self.eat("abstract");
-                        if matches!(self.peek(), Tok::Ident(s) if *s == name.name) && self.is_at(1, "(") {
+                        if matches!(self.peek(), Tok::Ident(s) if *s == name.name)
+                            && self.is_at(1, "(")
+                        {
                             let cname = self.ident("a constructor")?;
                             let params = self.params()?;
                             self.expect(";", "after the constructor")?;
-                            members.push(ExternMember::Constructor { annos: ma, name: cname, params });
+                            members.push(ExternMember::Constructor {
+                                annos: ma,
+                                name: cname,
+                                params,
+                            });
                             continue;
                         }
                         let proto = self.function_proto(ma)?;
@@ -120,7 +164,12 @@ impl Parser {
                     }
                     self.bump();
                     self.pop_type_scope();
-                    Ok(Decl::Extern(ExternDecl { annos, name, type_params, members }))
+                    Ok(Decl::Extern(ExternDecl {
+                        annos,
+                        name,
+                        type_params,
+                        members,
+                    }))
                 } else {
                     let proto = self.function_proto(annos)?;
                     self.expect(";", "after the extern function")?;
@@ -132,7 +181,12 @@ impl Parser {
                 let name = self.ident("an action name")?;
                 let params = self.params()?;
                 let body = self.block()?;
-                Ok(Decl::Action(ActionDecl { annos, name, params, body }))
+                Ok(Decl::Action(ActionDecl {
+                    annos,
+                    name,
+                    params,
+                    body,
+                }))
             }
             "parser" | "control" | "package" => {
                 self.bump();
@@ -146,7 +200,13 @@ impl Parser {
                 let type_params = self.type_params()?;
                 self.push_type_scope(&type_params);
                 let params = self.params()?;
-                let sig = BlockTypeDecl { annos, kind, name, type_params, params };
+                let sig = BlockTypeDecl {
+                    annos,
+                    kind,
+                    name,
+                    type_params,
+                    params,
+                };
                 if self.eat(";") {
                     self.pop_type_scope();
                     return Ok(Decl::BlockType(sig));
@@ -157,7 +217,11 @@ impl Parser {
                 }
                 let ctor_params = if self.is("(") { self.params()? } else { vec![] };
                 self.expect("{", "opening the body")?;
-                let r = if kind == BlockKind::Parser { self.parser_body(sig, ctor_params) } else { self.control_body(sig, ctor_params) };
+                let r = if kind == BlockKind::Parser {
+                    self.parser_body(sig, ctor_params)
+                } else {
+                    self.control_body(sig, ctor_params)
+                };
                 self.pop_type_scope();
                 r
             }
@@ -176,7 +240,12 @@ impl Parser {
                 self.expect(")", "after the value set size")?;
                 let name = self.ident("a value set name")?;
                 self.expect(";", "after the value set")?;
-                Ok(Decl::ValueSet(ValueSetDecl { annos, elem, size, name }))
+                Ok(Decl::ValueSet(ValueSetDecl {
+                    annos,
+                    elem,
+                    size,
+                    name,
+                }))
             }
             _ => {
                 // function, variable, or instantiation: all start with a type
@@ -197,7 +266,13 @@ impl Parser {
                         self.bump();
                     }
                     self.expect(";", "after the instantiation")?;
-                    return Ok(Decl::Instantiation(Instantiation { annos, ty, args, name, initializer }));
+                    return Ok(Decl::Instantiation(Instantiation {
+                        annos,
+                        ty,
+                        args,
+                        name,
+                        initializer,
+                    }));
                 }
                 let name = self.ident("a name")?;
                 if self.is("<") || self.is("(") {
@@ -207,12 +282,30 @@ impl Parser {
                     let params = self.params()?;
                     let body = self.block()?;
                     self.pop_type_scope();
-                    return Ok(Decl::Function(FunctionDecl { proto: FunctionProto { annos, ret: ty, name, type_params, params }, body }));
+                    return Ok(Decl::Function(FunctionDecl {
+                        proto: FunctionProto {
+                            annos,
+                            ret: ty,
+                            name,
+                            type_params,
+                            params,
+                        },
+                        body,
+                    }));
                 }
                 let ty = self.array_suffix(ty)?;
-                let init = if self.eat("=") { Some(self.expr()?) } else { None };
+                let init = if self.eat("=") {
+                    Some(self.expr()?)
+                } else {
+                    None
+                };
                 self.expect(";", "after the variable declaration")?;
-                Ok(Decl::Var(VarDecl { annos, ty, name, init }))
+                Ok(Decl::Var(VarDecl {
+                    annos,
+                    ty,
+                    name,
+                    init,
+                }))
             }
         }
     }
@@ -223,13 +316,17 @@ impl Parser {
     }
 
     pub(super) fn function_proto(&mut self, annos: Annotations) -> PResult<FunctionProto> {
-        // return type, then name, type params, params; type params must be in scope for the return type
-        // when the return type is a type parameter (`T lookahead<T>()`): pre-scan for `name <`.
+        // return type, then name, type params, params; type params must be in scope for the return
+        // type when the return type is a type parameter (`T lookahead<T>()`): pre-scan for `name
+        // <`.
         let save = self.pos;
         let mut pre_params = vec![];
         // find the pattern <type> <ident> '<' ... by scanning to the first '(' at depth 0
         let mut k = 0;
-        while !matches!(self.peek_at(k), Tok::Punct("(") | Tok::Punct(";") | Tok::Eof) {
+        while !matches!(
+            self.peek_at(k),
+            Tok::Punct("(") | Tok::Punct(";") | Tok::Eof
+        ) {
             k += 1;
         }
         // if the token before '(' is '>', the type params are right before
@@ -241,7 +338,10 @@ impl Parser {
             let mut m = j + 1;
             while m < k - 1 {
                 if let Tok::Ident(s) = self.peek_at(m) {
-                    pre_params.push(Ident { name: s.clone(), span: self.span() });
+                    pre_params.push(Ident {
+                        name: s.clone(),
+                        span: self.span(),
+                    });
                 }
                 m += 1;
             }
@@ -255,10 +355,20 @@ impl Parser {
         let params = self.params()?;
         self.pop_type_scope();
         self.pop_type_scope();
-        Ok(FunctionProto { annos, ret, name, type_params, params })
+        Ok(FunctionProto {
+            annos,
+            ret,
+            name,
+            type_params,
+            params,
+        })
     }
 
-    pub(super) fn parser_body(&mut self, sig: BlockTypeDecl, ctor_params: Vec<Param>) -> PResult<Decl> {
+    pub(super) fn parser_body(
+        &mut self,
+        sig: BlockTypeDecl,
+        ctor_params: Vec<Param>,
+    ) -> PResult<Decl> {
         let mut locals = vec![];
         let mut states = vec![];
         while !self.is("}") {
@@ -280,14 +390,25 @@ impl Parser {
                     body.push(self.stmt()?);
                 }
                 let end = self.expect("}", "closing the state")?;
-                states.push(ParserState { annos, name, body, transition, span: start.to(end) });
+                states.push(ParserState {
+                    annos,
+                    name,
+                    body,
+                    transition,
+                    span: start.to(end),
+                });
             } else {
                 self.pos = save;
                 locals.push(self.declaration()?);
             }
         }
         self.bump();
-        Ok(Decl::Parser(ParserDecl { sig, ctor_params, locals, states }))
+        Ok(Decl::Parser(ParserDecl {
+            sig,
+            ctor_params,
+            locals,
+            states,
+        }))
     }
 
     pub(super) fn transition(&mut self) -> PResult<Transition> {
@@ -314,7 +435,11 @@ impl Parser {
             }
             let end = self.bump().span;
             self.eat(";");
-            Ok(Transition::Select { exprs, cases, span: start.to(end) })
+            Ok(Transition::Select {
+                exprs,
+                cases,
+                span: start.to(end),
+            })
         } else {
             let id = self.ident("a state name or select")?;
             self.expect(";", "after the transition")?;
@@ -340,7 +465,10 @@ impl Parser {
                 if items.len() == 1 {
                     return Ok(items.pop().unwrap());
                 }
-                return Ok(Expr { kind: ExprKind::List(items), span: start.to(self.prev_span()) });
+                return Ok(Expr {
+                    kind: ExprKind::List(items),
+                    span: start.to(self.prev_span()),
+                });
             }
             self.pos = save;
         }
@@ -350,27 +478,43 @@ impl Parser {
     pub(super) fn simple_keyset(&mut self) -> PResult<Expr> {
         let start = self.span();
         if self.eat("default") {
-            return Ok(Expr { kind: ExprKind::Default, span: start });
+            return Ok(Expr {
+                kind: ExprKind::Default,
+                span: start,
+            });
         }
         if self.is("_") {
             self.bump();
-            return Ok(Expr { kind: ExprKind::DontCare, span: start });
+            return Ok(Expr {
+                kind: ExprKind::DontCare,
+                span: start,
+            });
         }
         let e = self.expr()?;
         if self.eat("&&&") {
             let m = self.expr()?;
             let sp = start.to(m.span);
-            return Ok(Expr { kind: ExprKind::Mask(Box::new(e), Box::new(m)), span: sp });
+            return Ok(Expr {
+                kind: ExprKind::Mask(Box::new(e), Box::new(m)),
+                span: sp,
+            });
         }
         if self.eat("..") {
             let hi = self.expr()?;
             let sp = start.to(hi.span);
-            return Ok(Expr { kind: ExprKind::Range(Box::new(e), Box::new(hi)), span: sp });
+            return Ok(Expr {
+                kind: ExprKind::Range(Box::new(e), Box::new(hi)),
+                span: sp,
+            });
         }
         Ok(e)
     }
 
-    pub(super) fn control_body(&mut self, sig: BlockTypeDecl, ctor_params: Vec<Param>) -> PResult<Decl> {
+    pub(super) fn control_body(
+        &mut self,
+        sig: BlockTypeDecl,
+        ctor_params: Vec<Param>,
+    ) -> PResult<Decl> {
         let mut locals = vec![];
         let mut apply = None;
         while !self.is("}") {
@@ -385,8 +529,18 @@ impl Parser {
             locals.push(self.declaration()?);
         }
         self.bump();
-        let apply = apply.ok_or_else(|| Diagnostic::new(sig.name.span, format!("control `{}` has no apply block", sig.name.name)))?;
-        Ok(Decl::Control(ControlDecl { sig, ctor_params, locals, apply }))
+        let apply = apply.ok_or_else(|| {
+            Diagnostic::new(
+                sig.name.span,
+                format!("control `{}` has no apply block", sig.name.name),
+            )
+        })?;
+        Ok(Decl::Control(ControlDecl {
+            sig,
+            ctor_params,
+            locals,
+            apply,
+        }))
     }
 
     pub(super) fn table_body(&mut self, annos: Annotations, name: Ident) -> PResult<Decl> {
@@ -408,11 +562,19 @@ impl Parser {
                         let match_kind = self.any_name("a match kind")?;
                         let ka = self.annotations()?;
                         self.expect(";", "after the key element")?;
-                        elements.push(KeyElement { annos: ka, expr, match_kind });
+                        elements.push(KeyElement {
+                            annos: ka,
+                            expr,
+                            match_kind,
+                        });
                     }
                     let end = self.bump().span;
                     self.eat(";");
-                    props.push(TableProp::Key { annos: pa, elements, span: start.to(end) });
+                    props.push(TableProp::Key {
+                        annos: pa,
+                        elements,
+                        span: start.to(end),
+                    });
                 }
                 "actions" => {
                     self.expect("=", "after actions")?;
@@ -426,13 +588,22 @@ impl Parser {
                     }
                     let end = self.bump().span;
                     self.eat(";");
-                    props.push(TableProp::Actions { annos: pa, actions, span: start.to(end) });
+                    props.push(TableProp::Actions {
+                        annos: pa,
+                        actions,
+                        span: start.to(end),
+                    });
                 }
                 "default_action" => {
                     self.expect("=", "after default_action")?;
                     let action = self.expr()?;
                     let end = self.expect(";", "after the default action")?;
-                    props.push(TableProp::DefaultAction { annos: pa, is_const, action, span: start.to(end) });
+                    props.push(TableProp::DefaultAction {
+                        annos: pa,
+                        is_const,
+                        action,
+                        span: start.to(end),
+                    });
                 }
                 "entries" => {
                     self.expect("=", "after entries")?;
@@ -457,17 +628,34 @@ impl Parser {
                         let mut trailing = self.annotations()?;
                         ea.append(&mut trailing);
                         let end = self.expect(";", "after the entry")?;
-                        entries.push(TableEntry { annos: ea, is_const: e_const, keyset, action, priority, span: estart.to(end) });
+                        entries.push(TableEntry {
+                            annos: ea,
+                            is_const: e_const,
+                            keyset,
+                            action,
+                            priority,
+                            span: estart.to(end),
+                        });
                     }
                     let end = self.bump().span;
                     self.eat(";");
-                    props.push(TableProp::Entries { annos: pa, is_const, entries, span: start.to(end) });
+                    props.push(TableProp::Entries {
+                        annos: pa,
+                        is_const,
+                        entries,
+                        span: start.to(end),
+                    });
                 }
                 _ => {
                     self.expect("=", "after the table property name")?;
                     let value = self.initializer_expr()?;
                     self.expect(";", "after the table property")?;
-                    props.push(TableProp::Other { annos: pa, is_const, name: pname, value });
+                    props.push(TableProp::Other {
+                        annos: pa,
+                        is_const,
+                        name: pname,
+                        value,
+                    });
                 }
             }
         }
@@ -475,15 +663,18 @@ impl Parser {
         Ok(Decl::Table(TableDecl { annos, name, props }))
     }
 
-    /// A property value, which may be a constructor call like `action_selector(HashAlgorithm.crc16, 32w64, 32w16)`
-    /// or a specialized one `direct_meter<bit<32>>(MeterType.packets)`.
+    /// A property value, which may be a constructor call like `action_selector(HashAlgorithm.crc16,
+    /// 32w64, 32w16)` or a specialized one `direct_meter<bit<32>>(MeterType.packets)`.
     pub(super) fn initializer_expr(&mut self) -> PResult<Expr> {
         if let Tok::Ident(n) = self.peek().clone() {
             if self.is_type_name(&n) && self.is_at(1, "<") {
                 let ty = self.ty()?;
                 let args = self.arguments()?;
                 let sp = ty.span.to(self.prev_span());
-                return Ok(Expr { kind: ExprKind::Construct { ty, args }, span: sp });
+                return Ok(Expr {
+                    kind: ExprKind::Construct { ty, args },
+                    span: sp,
+                });
             }
         }
         self.expr()

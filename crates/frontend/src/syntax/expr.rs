@@ -2,10 +2,11 @@
 
 use super::*;
 
-/// The deepest expression the front end accepts (an operand of an operand of ... `MAX_EXPR_DEPTH` levels, e.g.
-/// a chain of that many `+` or `&&` terms): far above written programs (a few dozen levels), and low enough that
-/// every later pass, all of which recurse over expressions, and the switch's loader run on an ordinary thread's
-/// stack. Deeper expressions get a located error instead of exhausting the stack.
+/// The deepest expression the front end accepts (an operand of an operand of ... `MAX_EXPR_DEPTH`
+/// levels, e.g. a chain of that many `+` or `&&` terms): far above written programs (a few dozen
+/// levels), and low enough that every later pass, all of which recurse over expressions, and the
+/// switch's loader run on an ordinary thread's stack. Deeper expressions get a located error
+/// instead of exhausting the stack.
 pub const MAX_EXPR_DEPTH: u32 = 256;
 
 fn too_deep(span: Span) -> Diagnostic {
@@ -17,8 +18,8 @@ fn too_deep(span: Span) -> Diagnostic {
     )
 }
 
-/// Refuse `e` if it nests deeper than [`MAX_EXPR_DEPTH`] (located at the first node past the limit); measured
-/// with an explicit stack, so the check itself does not recurse.
+/// Refuse `e` if it nests deeper than [`MAX_EXPR_DEPTH`] (located at the first node past the
+/// limit); measured with an explicit stack, so the check itself does not recurse.
 fn check_depth(e: &Expr) -> PResult<()> {
     let mut stack = vec![(e, 1u32)];
     while let Some((e, d)) = stack.pop() {
@@ -27,18 +28,27 @@ fn check_depth(e: &Expr) -> PResult<()> {
         }
         let d = d + 1;
         match &e.kind {
-            ExprKind::Member(a, _) | ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => stack.push((a, d)),
-            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Mask(a, b) | ExprKind::Range(a, b) => {
+            ExprKind::Member(a, _) | ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => {
+                stack.push((a, d))
+            }
+            ExprKind::Index(a, b)
+            | ExprKind::Binary(_, a, b)
+            | ExprKind::Mask(a, b)
+            | ExprKind::Range(a, b) => {
                 stack.extend([(&**a, d), (&**b, d)]);
             }
-            ExprKind::Slice(a, b, c) | ExprKind::Ternary(a, b, c) => stack.extend([(&**a, d), (&**b, d), (&**c, d)]),
+            ExprKind::Slice(a, b, c) | ExprKind::Ternary(a, b, c) => {
+                stack.extend([(&**a, d), (&**b, d), (&**c, d)])
+            }
             ExprKind::Call { callee, args, .. } => {
                 stack.push((callee, d));
                 stack.extend(args.iter().map(|x| (&x.value, d)));
             }
             ExprKind::Construct { args, .. } => stack.extend(args.iter().map(|x| (&x.value, d))),
             ExprKind::List(v) => stack.extend(v.iter().map(|x| (x, d))),
-            ExprKind::StructInit { fields, .. } | ExprKind::TypedInit { fields, .. } => stack.extend(fields.iter().map(|(_, x)| (x, d))),
+            ExprKind::StructInit { fields, .. } | ExprKind::TypedInit { fields, .. } => {
+                stack.extend(fields.iter().map(|(_, x)| (x, d)))
+            }
             _ => {}
         }
     }
@@ -62,13 +72,18 @@ impl Parser {
             self.expect(":", "in the conditional expression")?;
             let b = self.expr()?;
             let sp = c.span.to(b.span);
-            return Ok(Expr { kind: ExprKind::Ternary(Box::new(c), Box::new(a), Box::new(b)), span: sp });
+            return Ok(Expr {
+                kind: ExprKind::Ternary(Box::new(c), Box::new(a), Box::new(b)),
+                span: sp,
+            });
         }
         Ok(c)
     }
 
     pub(super) fn binop(&self) -> Option<(BinOp, u8)> {
-        let Tok::Punct(p) = self.peek() else { return None };
+        let Tok::Punct(p) = self.peek() else {
+            return None;
+        };
         if matches!(*p, "+" | "-") && matches!(self.peek_at(1), Tok::Punct(":")) {
             // `e[lo +: w]` / `e[hi -: w]`: the slice operator, not an addition
             return None;
@@ -101,8 +116,9 @@ impl Parser {
 
     pub(super) fn binary(&mut self, min: u8) -> PResult<Expr> {
         let mut lhs = self.unary()?;
-        // a left-associative chain deepens the tree by one per operator without recursing: stop it at the limit
-        // before it grows (an over-deep tree could not even be dropped without exhausting the stack)
+        // a left-associative chain deepens the tree by one per operator without recursing: stop it
+        // at the limit before it grows (an over-deep tree could not even be dropped without
+        // exhausting the stack)
         let mut chain = 0u32;
         while let Some((op, prec)) = self.binop() {
             if prec <= min {
@@ -115,7 +131,10 @@ impl Parser {
             self.bump();
             let rhs = self.binary(prec)?;
             let sp = lhs.span.to(rhs.span);
-            lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span: sp };
+            lhs = Expr {
+                kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+                span: sp,
+            };
         }
         Ok(lhs)
     }
@@ -140,7 +159,10 @@ impl Parser {
             self.bump();
             let e = self.unary()?;
             let sp = start.to(e.span);
-            return Ok(Expr { kind: ExprKind::Unary(op, Box::new(e)), span: sp });
+            return Ok(Expr {
+                kind: ExprKind::Unary(op, Box::new(e)),
+                span: sp,
+            });
         }
         // cast: ( Type ) expr
         if self.is("(") && self.is_cast() {
@@ -149,7 +171,10 @@ impl Parser {
             self.expect(")", "closing the cast")?;
             let e = self.unary()?;
             let sp = start.to(e.span);
-            return Ok(Expr { kind: ExprKind::Cast(t, Box::new(e)), span: sp });
+            return Ok(Expr {
+                kind: ExprKind::Cast(t, Box::new(e)),
+                span: sp,
+            });
         }
         self.postfix()
     }
@@ -157,7 +182,14 @@ impl Parser {
     pub(super) fn is_cast(&self) -> bool {
         // `(` followed by a type and `)`, and then something that starts an expression
         match self.peek_at(1) {
-            Tok::Ident(s) if matches!(s.as_str(), "bit" | "int" | "varbit" | "bool" | "error" | "tuple") => true,
+            Tok::Ident(s)
+                if matches!(
+                    s.as_str(),
+                    "bit" | "int" | "varbit" | "bool" | "error" | "tuple"
+                ) =>
+            {
+                true
+            }
             Tok::Ident(s) if self.is_type_name(s) => {
                 // `(T) x` vs `(x)`: T is a type name; check the closing paren follows the type
                 let mut k = 2;
@@ -177,7 +209,11 @@ impl Parser {
                         }
                     }
                 }
-                matches!(self.peek_at(k), Tok::Punct(")")) && !matches!(self.peek_at(k + 1), Tok::Punct(".") | Tok::Punct(";") | Tok::Punct(")"))
+                matches!(self.peek_at(k), Tok::Punct(")"))
+                    && !matches!(
+                        self.peek_at(k + 1),
+                        Tok::Punct(".") | Tok::Punct(";") | Tok::Punct(")")
+                    )
             }
             _ => false,
         }
@@ -191,36 +227,74 @@ impl Parser {
                 self.bump();
                 let m = self.any_name("a member name")?;
                 let sp = start.to(m.span);
-                e = Expr { kind: ExprKind::Member(Box::new(e), m), span: sp };
+                e = Expr {
+                    kind: ExprKind::Member(Box::new(e), m),
+                    span: sp,
+                };
             } else if self.is("[") {
                 self.bump();
                 let a = self.expr()?;
                 if (self.is("+") || self.is("-")) && matches!(self.peek_at(1), Tok::Punct(":")) {
-                    // P4_16 1.2.5 indexed slices: `e[L +: W]` is `e[L+W-1 : L]`, `e[H -: W]` is `e[H : H-W+1]`
+                    // P4_16 1.2.5 indexed slices: `e[L +: W]` is `e[L+W-1 : L]`, `e[H -: W]` is
+                    // `e[H : H-W+1]`
                     let up = self.is("+");
                     self.bump();
                     self.bump();
                     let w = self.expr()?;
                     let end = self.expect("]", "closing the slice")?;
                     let sp = a.span.to(w.span);
-                    let bin = |op, x: Expr, y: Expr| Expr { kind: ExprKind::Binary(op, Box::new(x), Box::new(y)), span: sp };
-                    let one = Expr { kind: ExprKind::Int(IntLit { value: 1.into(), width: None }), span: sp };
-                    let (hi, lo) =
-                        if up { (bin(BinOp::Sub, bin(BinOp::Add, a.clone(), w), one), a) } else { (a.clone(), bin(BinOp::Add, bin(BinOp::Sub, a, w), one)) };
-                    e = Expr { kind: ExprKind::Slice(Box::new(e), Box::new(hi), Box::new(lo)), span: start.to(end) };
+                    let bin = |op, x: Expr, y: Expr| Expr {
+                        kind: ExprKind::Binary(op, Box::new(x), Box::new(y)),
+                        span: sp,
+                    };
+                    let one = Expr {
+                        kind: ExprKind::Int(IntLit {
+                            value: 1.into(),
+                            width: None,
+                        }),
+                        span: sp,
+                    };
+                    let (hi, lo) = if up {
+                        (bin(BinOp::Sub, bin(BinOp::Add, a.clone(), w), one), a)
+                    } else {
+                        (a.clone(), bin(BinOp::Add, bin(BinOp::Sub, a, w), one))
+                    };
+                    e = Expr {
+                        kind: ExprKind::Slice(Box::new(e), Box::new(hi), Box::new(lo)),
+                        span: start.to(end),
+                    };
                 } else if self.eat(":") {
                     let b = self.expr()?;
                     let end = self.expect("]", "closing the slice")?;
-                    e = Expr { kind: ExprKind::Slice(Box::new(e), Box::new(a), Box::new(b)), span: start.to(end) };
+                    e = Expr {
+                        kind: ExprKind::Slice(Box::new(e), Box::new(a), Box::new(b)),
+                        span: start.to(end),
+                    };
                 } else {
                     let end = self.expect("]", "closing the index")?;
-                    e = Expr { kind: ExprKind::Index(Box::new(e), Box::new(a)), span: start.to(end) };
+                    e = Expr {
+                        kind: ExprKind::Index(Box::new(e), Box::new(a)),
+                        span: start.to(end),
+                    };
                 }
             } else if self.is("(") {
                 let args = self.arguments()?;
                 let sp = start.to(self.prev_span());
-                e = Expr { kind: ExprKind::Call { callee: Box::new(e), type_args: vec![], args }, span: sp };
-            } else if self.is("<") && matches!(e.kind, ExprKind::Name(_) | ExprKind::DotName(_) | ExprKind::Member(..)) && self.generic_call_ahead() {
+                e = Expr {
+                    kind: ExprKind::Call {
+                        callee: Box::new(e),
+                        type_args: vec![],
+                        args,
+                    },
+                    span: sp,
+                };
+            } else if self.is("<")
+                && matches!(
+                    e.kind,
+                    ExprKind::Name(_) | ExprKind::DotName(_) | ExprKind::Member(..)
+                )
+                && self.generic_call_ahead()
+            {
                 self.bump();
                 let mut targs = vec![];
                 loop {
@@ -232,7 +306,14 @@ impl Parser {
                 self.expect_close_angle()?;
                 let args = self.arguments()?;
                 let sp = start.to(self.prev_span());
-                e = Expr { kind: ExprKind::Call { callee: Box::new(e), type_args: targs, args }, span: sp };
+                e = Expr {
+                    kind: ExprKind::Call {
+                        callee: Box::new(e),
+                        type_args: targs,
+                        args,
+                    },
+                    span: sp,
+                };
             } else {
                 break;
             }
@@ -249,8 +330,19 @@ impl Parser {
                 Tok::Punct("<") => depth += 1,
                 Tok::Punct(">") => depth -= 1,
                 Tok::Punct(">>") => depth -= 2,
-                Tok::Ident(s) if self.is_type_name(s) || matches!(s.as_str(), "bit" | "int" | "varbit" | "bool" | "error" | "tuple") => {}
-                Tok::Int(_) | Tok::Punct(",") | Tok::Punct("_") | Tok::Punct("[") | Tok::Punct("]") | Tok::Punct("(") | Tok::Punct(")") => {}
+                Tok::Ident(s)
+                    if self.is_type_name(s)
+                        || matches!(
+                            s.as_str(),
+                            "bit" | "int" | "varbit" | "bool" | "error" | "tuple"
+                        ) => {}
+                Tok::Int(_)
+                | Tok::Punct(",")
+                | Tok::Punct("_")
+                | Tok::Punct("[")
+                | Tok::Punct("]")
+                | Tok::Punct("(")
+                | Tok::Punct(")") => {}
                 _ => return false,
             }
             k += 1;
@@ -258,7 +350,8 @@ impl Parser {
                 return false;
             }
         }
-        // `a < (b >> c)`: a `>>` closing more than was opened is a shift, not the end of type arguments
+        // `a < (b >> c)`: a `>>` closing more than was opened is a shift, not the end of type
+        // arguments
         depth == 0 && matches!(self.peek_at(k), Tok::Punct("("))
     }
 
@@ -268,27 +361,42 @@ impl Parser {
         match t {
             Tok::Int(i) => {
                 self.bump();
-                Ok(Expr { kind: ExprKind::Int(i), span: start })
+                Ok(Expr {
+                    kind: ExprKind::Int(i),
+                    span: start,
+                })
             }
             Tok::Str(s) => {
                 self.bump();
-                Ok(Expr { kind: ExprKind::Str(s), span: start })
+                Ok(Expr {
+                    kind: ExprKind::Str(s),
+                    span: start,
+                })
             }
             Tok::Punct("(") => {
                 self.bump();
                 let e = self.expr()?;
                 self.expect(")", "closing the parenthesis")?;
-                Ok(Expr { kind: e.kind, span: start.to(self.prev_span()) })
+                Ok(Expr {
+                    kind: e.kind,
+                    span: start.to(self.prev_span()),
+                })
             }
             Tok::Punct("{") => {
                 self.bump();
                 if self.is("#") {
                     self.bump();
                     self.expect("}", "in `{#}`")?;
-                    return Ok(Expr { kind: ExprKind::Invalid, span: start.to(self.prev_span()) });
+                    return Ok(Expr {
+                        kind: ExprKind::Invalid,
+                        span: start.to(self.prev_span()),
+                    });
                 }
                 // struct initializer `{ a = 1, ... }` or list `{ 1, 2 }`
-                if matches!(self.peek(), Tok::Ident(_)) && self.is_at(1, "=") && !self.is_at(1, "==") {
+                if matches!(self.peek(), Tok::Ident(_))
+                    && self.is_at(1, "=")
+                    && !self.is_at(1, "==")
+                {
                     let mut fields = vec![];
                     let mut has_rest = false;
                     while !self.is("}") {
@@ -305,7 +413,10 @@ impl Parser {
                         }
                     }
                     self.expect("}", "closing the initializer")?;
-                    return Ok(Expr { kind: ExprKind::StructInit { fields, has_rest }, span: start.to(self.prev_span()) });
+                    return Ok(Expr {
+                        kind: ExprKind::StructInit { fields, has_rest },
+                        span: start.to(self.prev_span()),
+                    });
                 }
                 let mut items = vec![];
                 let mut rest = false;
@@ -320,43 +431,79 @@ impl Parser {
                     }
                 }
                 self.expect("}", "closing the list")?;
-                let kind = if rest { ExprKind::ListRest(items) } else { ExprKind::List(items) };
-                Ok(Expr { kind, span: start.to(self.prev_span()) })
+                let kind = if rest {
+                    ExprKind::ListRest(items)
+                } else {
+                    ExprKind::List(items)
+                };
+                Ok(Expr {
+                    kind,
+                    span: start.to(self.prev_span()),
+                })
             }
             Tok::Punct(".") => {
                 self.bump();
                 let n = self.any_name("a name")?;
-                Ok(Expr { kind: ExprKind::DotName(n), span: start.to(self.prev_span()) })
+                Ok(Expr {
+                    kind: ExprKind::DotName(n),
+                    span: start.to(self.prev_span()),
+                })
             }
             Tok::Punct("_") => {
                 self.bump();
-                Ok(Expr { kind: ExprKind::DontCare, span: start })
+                Ok(Expr {
+                    kind: ExprKind::DontCare,
+                    span: start,
+                })
             }
             Tok::Ident(s) => match s.as_str() {
                 "true" | "false" => {
                     self.bump();
-                    Ok(Expr { kind: ExprKind::Bool(s == "true"), span: start })
+                    Ok(Expr {
+                        kind: ExprKind::Bool(s == "true"),
+                        span: start,
+                    })
                 }
                 "default" => {
                     self.bump();
-                    Ok(Expr { kind: ExprKind::Default, span: start })
+                    Ok(Expr {
+                        kind: ExprKind::Default,
+                        span: start,
+                    })
                 }
                 "bit" | "int" | "varbit" | "bool" | "tuple" => {
                     let t = self.ty()?;
-                    Ok(Expr { kind: ExprKind::Type(t), span: start.to(self.prev_span()) })
+                    Ok(Expr {
+                        kind: ExprKind::Type(t),
+                        span: start.to(self.prev_span()),
+                    })
                 }
                 _ => {
-                    // a specialized type used as a value: `Type<args>(...)` constructor or `T<..>.member`
-                    if self.is_type_name(&s) && self.is_at(1, "<") && !self.generic_call_ahead_at(1) {
+                    // a specialized type used as a value: `Type<args>(...)` constructor or
+                    // `T<..>.member`
+                    if self.is_type_name(&s) && self.is_at(1, "<") && !self.generic_call_ahead_at(1)
+                    {
                         let t = self.ty()?;
                         if self.is("(") {
                             let args = self.arguments()?;
-                            return Ok(Expr { kind: ExprKind::Construct { ty: t, args }, span: start.to(self.prev_span()) });
+                            return Ok(Expr {
+                                kind: ExprKind::Construct { ty: t, args },
+                                span: start.to(self.prev_span()),
+                            });
                         }
-                        return Ok(Expr { kind: ExprKind::Type(t), span: start.to(self.prev_span()) });
+                        return Ok(Expr {
+                            kind: ExprKind::Type(t),
+                            span: start.to(self.prev_span()),
+                        });
                     }
                     self.bump();
-                    Ok(Expr { kind: ExprKind::Name(Ident { name: s, span: start }), span: start })
+                    Ok(Expr {
+                        kind: ExprKind::Name(Ident {
+                            name: s,
+                            span: start,
+                        }),
+                        span: start,
+                    })
                 }
             },
             _ => Err(self.unexpected("an expression")),

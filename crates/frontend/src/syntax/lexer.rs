@@ -11,8 +11,8 @@ pub enum Tok {
     Int(IntLit),
     Str(String),
     Punct(&'static str),
-    /// A character that is no P4 token: allowed only inside a free-form annotation body `@name(...)`, where
-    /// any tokens may appear (an apostrophe in prose, `$`, ...).
+    /// A character that is no P4 token: allowed only inside a free-form annotation body
+    /// `@name(...)`, where any tokens may appear (an apostrophe in prose, `$`, ...).
     Other(char),
     Eof,
 }
@@ -30,8 +30,10 @@ pub struct Token {
 }
 
 const PUNCTS: &[&str] = &[
-    "&&&", "|+|", "|-|", "<<=", ">>=", "|+|=", "|-|=", "...", "++", "&&", "||", "==", "!=", "<=", ">=", "<<", ">>", "..", "+=", "-=", "*=", "/=", "%=", "&=",
-    "|=", "^=", "{", "}", "(", ")", "[", "]", "<", ">", ";", ":", ",", ".", "=", "+", "-", "*", "/", "%", "&", "|", "^", "~", "!", "?", "@", "_", "#",
+    "&&&", "|+|", "|-|", "<<=", ">>=", "|+|=", "|-|=", "...", "++", "&&", "||", "==", "!=", "<=",
+    ">=", "<<", ">>", "..", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "{", "}", "(", ")",
+    "[", "]", "<", ">", ";", ":", ",", ".", "=", "+", "-", "*", "/", "%", "&", "|", "^", "~", "!",
+    "?", "@", "_", "#",
 ];
 
 pub(super) fn describe(t: &Tok) -> String {
@@ -80,25 +82,40 @@ pub fn lex(text: &str) -> PResult<Vec<Token>> {
                 i += 1;
             }
             if i + 1 >= b.len() {
-                return Err(Diagnostic::new(Span::new(start as u32, start as u32 + 2), "unterminated comment"));
+                return Err(Diagnostic::new(
+                    Span::new(start as u32, start as u32 + 2),
+                    "unterminated comment",
+                ));
             }
             i += 2;
             continue;
         }
         let start = i;
-        if c.is_ascii_alphabetic() || (c == b'_' && b.get(i + 1).map(|x| x.is_ascii_alphanumeric() || *x == b'_').unwrap_or(false)) {
+        if c.is_ascii_alphabetic()
+            || (c == b'_'
+                && b.get(i + 1)
+                    .map(|x| x.is_ascii_alphanumeric() || *x == b'_')
+                    .unwrap_or(false))
+        {
             while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
                 i += 1;
             }
-            out.push(Token { tok: Tok::Ident(text[start..i].to_string()), span: Span::new(start as u32, i as u32) });
+            out.push(Token {
+                tok: Tok::Ident(text[start..i].to_string()),
+                span: Span::new(start as u32, i as u32),
+            });
             continue;
         }
         if c.is_ascii_digit() {
             while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
                 i += 1;
             }
-            let lit = parse_int(&text[start..i]).map_err(|m| Diagnostic::new(Span::new(start as u32, i as u32), m))?;
-            out.push(Token { tok: Tok::Int(lit), span: Span::new(start as u32, i as u32) });
+            let lit = parse_int(&text[start..i])
+                .map_err(|m| Diagnostic::new(Span::new(start as u32, i as u32), m))?;
+            out.push(Token {
+                tok: Tok::Int(lit),
+                span: Span::new(start as u32, i as u32),
+            });
             continue;
         }
         if c == b'"' {
@@ -106,7 +123,12 @@ pub fn lex(text: &str) -> PResult<Vec<Token>> {
             let mut s = String::new();
             loop {
                 match b.get(i) {
-                    None => return Err(Diagnostic::new(Span::new(start as u32, start as u32 + 1), "unterminated string literal")),
+                    None => {
+                        return Err(Diagnostic::new(
+                            Span::new(start as u32, start as u32 + 1),
+                            "unterminated string literal",
+                        ))
+                    }
                     Some(b'"') => {
                         i += 1;
                         break;
@@ -128,30 +150,46 @@ pub fn lex(text: &str) -> PResult<Vec<Token>> {
                     }
                 }
             }
-            out.push(Token { tok: Tok::Str(s), span: Span::new(start as u32, i as u32) });
+            out.push(Token {
+                tok: Tok::Str(s),
+                span: Span::new(start as u32, i as u32),
+            });
             continue;
         }
         let rest = &text[i..];
         match puncts.iter().find(|p| rest.starts_with(**p)) {
             Some(p) => {
                 i += p.len();
-                out.push(Token { tok: Tok::Punct(p), span: Span::new(start as u32, i as u32) });
+                out.push(Token {
+                    tok: Tok::Punct(p),
+                    span: Span::new(start as u32, i as u32),
+                });
             }
             None => {
                 let ch = rest.chars().next().unwrap_or(' ');
                 if depth == 0 {
-                    return Err(Diagnostic::new(Span::new(start as u32, (start + ch.len_utf8()) as u32), format!("unexpected character `{ch}`")));
+                    return Err(Diagnostic::new(
+                        Span::new(start as u32, (start + ch.len_utf8()) as u32),
+                        format!("unexpected character `{ch}`"),
+                    ));
                 }
                 i += ch.len_utf8();
-                out.push(Token { tok: Tok::Other(ch), span: Span::new(start as u32, i as u32) });
+                out.push(Token {
+                    tok: Tok::Other(ch),
+                    span: Span::new(start as u32, i as u32),
+                });
             }
         }
     }
-    out.push(Token { tok: Tok::Eof, span: Span::new(b.len() as u32, b.len() as u32) });
+    out.push(Token {
+        tok: Tok::Eof,
+        span: Span::new(b.len() as u32, b.len() as u32),
+    });
     Ok(out)
 }
 
-/// Follow `@name(` ... `)` through the token stream: `depth` > 0 inside a free-form annotation body.
+/// Follow `@name(` ... `)` through the token stream: `depth` > 0 inside a free-form annotation
+/// body.
 fn track_annotation(t: &Tok, anno: &mut u8, depth: &mut u32) {
     if *depth > 0 {
         match t {
@@ -176,8 +214,14 @@ pub(super) fn parse_int(s: &str) -> Result<IntLit, String> {
     let clean: String = s.chars().filter(|c| *c != '_').collect();
     // width prefix: 8w5, 4s3, 16w0xff
     let (width, body) = match clean.find(['w', 's']) {
-        Some(p) if p > 0 && clean[..p].chars().all(|c| c.is_ascii_digit()) && !clean[..p].starts_with("0x") => {
-            let w: u32 = clean[..p].parse().map_err(|_| format!("bad width in `{s}`"))?;
+        Some(p)
+            if p > 0
+                && clean[..p].chars().all(|c| c.is_ascii_digit())
+                && !clean[..p].starts_with("0x") =>
+        {
+            let w: u32 = clean[..p]
+                .parse()
+                .map_err(|_| format!("bad width in `{s}`"))?;
             (Some((w, &clean[p..p + 1] == "s")), &clean[p + 1..])
         }
         _ => (None, clean.as_str()),
@@ -197,7 +241,8 @@ pub(super) fn parse_int(s: &str) -> Result<IntLit, String> {
     if digits.is_empty() {
         return Err(format!("malformed integer `{s}`"));
     }
-    let value = BigInt::from_str_radix(digits, radix).map_err(|_| format!("malformed integer `{s}`"))?;
+    let value =
+        BigInt::from_str_radix(digits, radix).map_err(|_| format!("malformed integer `{s}`"))?;
     if let Some((w, signed)) = width {
         if w > 4096 {
             return Err(format!("width {w} in `{s}` is too large"));

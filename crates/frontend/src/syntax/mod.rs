@@ -1,5 +1,5 @@
-//! Lexer and recursive-descent parser for P4_16 (the whole grammar of the language specification v1.2.x
-//! that v1model programs use), producing the [`ast`](crate::ast).
+//! Lexer and recursive-descent parser for P4_16 (the whole grammar of the language specification
+//! v1.2.x that v1model programs use), producing the [`ast`](crate::ast).
 //!
 //! The grammar's type/expression ambiguity is resolved by tracking type names while parsing: every
 //! declared type (and the type parameters in scope) is known by the time it is used.
@@ -63,7 +63,14 @@ impl Parser {
         for t in ["packet_in", "packet_out"] {
             base.insert(t.to_string());
         }
-        Parser { toks, pos: 0, types: vec![base], depth: 0, split_gt: false, text: text.to_string() }
+        Parser {
+            toks,
+            pos: 0,
+            types: vec![base],
+            depth: 0,
+            split_gt: false,
+            text: text.to_string(),
+        }
     }
 
     fn peek(&self) -> &Tok {
@@ -89,10 +96,12 @@ impl Parser {
         t
     }
     fn is(&self, p: &str) -> bool {
-        matches!(self.peek(), Tok::Punct(x) if *x == p) || matches!(self.peek(), Tok::Ident(x) if x == p)
+        matches!(self.peek(), Tok::Punct(x) if *x == p)
+            || matches!(self.peek(), Tok::Ident(x) if x == p)
     }
     fn is_at(&self, k: usize, p: &str) -> bool {
-        matches!(self.peek_at(k), Tok::Punct(x) if *x == p) || matches!(self.peek_at(k), Tok::Ident(x) if x == p)
+        matches!(self.peek_at(k), Tok::Punct(x) if *x == p)
+            || matches!(self.peek_at(k), Tok::Ident(x) if x == p)
     }
     fn eat(&mut self, p: &str) -> bool {
         if self.is(p) {
@@ -103,7 +112,10 @@ impl Parser {
         }
     }
     fn unexpected(&self, what: &str) -> Diagnostic {
-        Diagnostic::new(self.span(), format!("expected {what}, found {}", describe(self.peek())))
+        Diagnostic::new(
+            self.span(),
+            format!("expected {what}, found {}", describe(self.peek())),
+        )
     }
     fn expect(&mut self, p: &str, ctx: &str) -> PResult<Span> {
         if self.is(p) {
@@ -144,7 +156,13 @@ impl Parser {
 
     fn ident(&mut self, what: &str) -> PResult<Ident> {
         match self.peek().clone() {
-            Tok::Ident(s) if !is_reserved(&s) || matches!(s.as_str(), "apply" | "key" | "actions" | "state" | "entries" | "type" | "priority") => {
+            Tok::Ident(s)
+                if !is_reserved(&s)
+                    || matches!(
+                        s.as_str(),
+                        "apply" | "key" | "actions" | "state" | "entries" | "type" | "priority"
+                    ) =>
+            {
                 let sp = self.bump().span;
                 Ok(Ident { name: s, span: sp })
             }
@@ -169,7 +187,8 @@ impl Parser {
         self.types[0].insert(n.to_string());
     }
     fn push_type_scope(&mut self, params: &[Ident]) {
-        self.types.push(params.iter().map(|i| i.name.clone()).collect());
+        self.types
+            .push(params.iter().map(|i| i.name.clone()).collect());
     }
     fn pop_type_scope(&mut self) {
         self.types.pop();
@@ -239,25 +258,50 @@ mod tests {
         let toks = lex("@e(\"a\n  b\") x").unwrap();
         assert_eq!(toks[3].tok, Tok::Str("a\n  b".into()));
         let prog = parse_program("@a(X/Y, \"s\") @s[k=\"v\", n=1] @l[1, \"two\"] @free(any \"tokens\" + 3w1 :: ) const bit<8> c = 1;").unwrap();
-        let Decl::Const(c) = &prog.decls[0] else { panic!("a constant") };
-        let a: Vec<(&str, &str)> = c.annos.iter().map(|a| (a.name.name.as_str(), a.text.as_str())).collect();
+        let Decl::Const(c) = &prog.decls[0] else {
+            panic!("a constant")
+        };
+        let a: Vec<(&str, &str)> = c
+            .annos
+            .iter()
+            .map(|a| (a.name.name.as_str(), a.text.as_str()))
+            .collect();
         assert_eq!(a[0], ("a", "X / Y , \"s\""));
         assert_eq!(a[3], ("free", "any \"tokens\" + 3w1 : :"));
-        assert!(matches!(&c.annos[1].body, AnnotationBody::KeyValues(kv) if kv.len() == 2 && kv[1].0.name == "n"));
+        assert!(
+            matches!(&c.annos[1].body, AnnotationBody::KeyValues(kv) if kv.len() == 2 && kv[1].0.name == "n")
+        );
         assert!(matches!(&c.annos[2].body, AnnotationBody::ExprList(es) if es.len() == 2));
     }
 
     #[test]
     fn free_form_annotation_bodies_take_any_characters_and_nothing_else_does() {
-        let prog = parse_program("@scrabble(\n - That's it. (All there is) 0xdeadbeef\n) @b const bit<8> c = 1;").unwrap();
-        let Decl::Const(c) = &prog.decls[0] else { panic!("a constant") };
+        let prog = parse_program(
+            "@scrabble(\n - That's it. (All there is) 0xdeadbeef\n) @b const bit<8> c = 1;",
+        )
+        .unwrap();
+        let Decl::Const(c) = &prog.decls[0] else {
+            panic!("a constant")
+        };
         assert_eq!(c.annos[0].name.name, "scrabble");
-        assert!(c.annos[0].text.contains("That ' s it"), "{}", c.annos[0].text);
-        assert!(matches!(&c.annos[0].body, AnnotationBody::Raw(r) if r.contains("'") && r.contains("3735928559")), "{:?}", c.annos[0].body);
+        assert!(
+            c.annos[0].text.contains("That ' s it"),
+            "{}",
+            c.annos[0].text
+        );
+        assert!(
+            matches!(&c.annos[0].body, AnnotationBody::Raw(r) if r.contains("'") && r.contains("3735928559")),
+            "{:?}",
+            c.annos[0].body
+        );
         assert_eq!(c.annos[1].name.name, "b");
         // outside an annotation body the character is refused, with its place
         let e = parse_program("const bit<8> c = 'a';").unwrap_err();
-        assert!(e.message.contains("unexpected character `'`"), "{}", e.message);
+        assert!(
+            e.message.contains("unexpected character `'`"),
+            "{}",
+            e.message
+        );
         // after the annotation's closing parenthesis the lexer is strict again
         assert!(parse_program("@a(') const bit<8> c = 'a';").is_err());
         assert!(parse_program("@a(x) const bit<8> c = ';").is_err());
@@ -280,8 +324,12 @@ mod tests {
     #[test]
     fn precedence() {
         let e = parse_expr("a + b * c == d && e").unwrap();
-        let ExprKind::Binary(BinOp::And, l, _) = e.kind else { panic!("top is &&") };
-        let ExprKind::Binary(BinOp::Eq, l2, _) = l.kind else { panic!("then ==") };
+        let ExprKind::Binary(BinOp::And, l, _) = e.kind else {
+            panic!("top is &&")
+        };
+        let ExprKind::Binary(BinOp::Eq, l2, _) = l.kind else {
+            panic!("then ==")
+        };
         assert!(matches!(l2.kind, ExprKind::Binary(BinOp::Add, _, _)));
     }
 
@@ -300,7 +348,11 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_an_error_not_a_crash() {
-        let src = format!("const bit<8> x = {}1{};", "(".repeat(5000), ")".repeat(5000));
+        let src = format!(
+            "const bit<8> x = {}1{};",
+            "(".repeat(5000),
+            ")".repeat(5000)
+        );
         assert!(parse_program(&src).is_err());
     }
 }

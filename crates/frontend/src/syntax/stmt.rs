@@ -2,8 +2,8 @@
 
 use super::*;
 
-/// The compound assignment operators (`a op= b` is `a = a op b`, the l-value evaluated once), in statements and
-/// in the clauses of a `for` header.
+/// The compound assignment operators (`a op= b` is `a = a op b`, the l-value evaluated once), in
+/// statements and in the clauses of a `for` header.
 const COMPOUND_ASSIGNMENTS: [(&str, BinOp); 12] = [
     ("+=", BinOp::Add),
     ("-=", BinOp::Sub),
@@ -33,7 +33,11 @@ impl Parser {
             stmts.push(self.stmt()?);
         }
         let end = self.bump().span;
-        Ok(Block { annos, stmts, span: start.to(end) })
+        Ok(Block {
+            annos,
+            stmts,
+            span: start.to(end),
+        })
     }
 
     pub(super) fn stmt(&mut self) -> PResult<Stmt> {
@@ -53,7 +57,10 @@ impl Parser {
                 let mut b = self.block()?;
                 b.annos = annos;
                 let sp = b.span;
-                return Ok(Stmt { kind: StmtKind::Block(b), span: sp });
+                return Ok(Stmt {
+                    kind: StmtKind::Block(b),
+                    span: sp,
+                });
             }
             self.pos = save;
             let _ = self.annotations()?;
@@ -64,15 +71,24 @@ impl Parser {
             Tok::Punct("{") => {
                 let b = self.block()?;
                 let sp = b.span;
-                return Ok(Stmt { kind: StmtKind::Block(b), span: sp });
+                return Ok(Stmt {
+                    kind: StmtKind::Block(b),
+                    span: sp,
+                });
             }
             Tok::Punct(";") => {
                 self.bump();
-                return Ok(Stmt { kind: StmtKind::Empty, span: start });
+                return Ok(Stmt {
+                    kind: StmtKind::Empty,
+                    span: start,
+                });
             }
             _ => String::new(),
         };
-        let mk = |kind, p: &Parser| Stmt { kind, span: start.to(p.prev_span()) };
+        let mk = |kind, p: &Parser| Stmt {
+            kind,
+            span: start.to(p.prev_span()),
+        };
         match kw.as_str() {
             "if" => {
                 self.bump();
@@ -80,13 +96,31 @@ impl Parser {
                 let c = self.expr()?;
                 self.expect(")", "closing the condition")?;
                 let then = self.stmt()?;
-                let else_ = if self.eat("else") { Some(Box::new(self.stmt()?)) } else { None };
+                let else_ = if self.eat("else") {
+                    Some(Box::new(self.stmt()?))
+                } else {
+                    None
+                };
                 Ok(mk(StmtKind::If(c, Box::new(then), else_), self))
             }
             "break" | "continue" => {
                 self.bump();
-                self.expect(";", if kw == "break" { "after break" } else { "after continue" })?;
-                Ok(mk(if kw == "break" { StmtKind::Break } else { StmtKind::Continue }, self))
+                self.expect(
+                    ";",
+                    if kw == "break" {
+                        "after break"
+                    } else {
+                        "after continue"
+                    },
+                )?;
+                Ok(mk(
+                    if kw == "break" {
+                        StmtKind::Break
+                    } else {
+                        StmtKind::Continue
+                    },
+                    self,
+                ))
             }
             "for" => {
                 self.bump();
@@ -107,7 +141,15 @@ impl Parser {
                     }
                     self.expect("=", "initializing the loop variable")?;
                     let e = self.expr()?;
-                    init.push(Stmt { kind: StmtKind::Var(VarDecl { annos: vec![], ty, name, init: Some(e) }), span: ds.to(self.prev_span()) });
+                    init.push(Stmt {
+                        kind: StmtKind::Var(VarDecl {
+                            annos: vec![],
+                            ty,
+                            name,
+                            init: Some(e),
+                        }),
+                        span: ds.to(self.prev_span()),
+                    });
                     if !self.is(";") {
                         self.expect(",", "between the loop initializers")?;
                     }
@@ -119,7 +161,11 @@ impl Parser {
                     }
                 }
                 self.expect(";", "after the loop initializers")?;
-                let cond = if self.is(";") { None } else { Some(self.expr()?) };
+                let cond = if self.is(";") {
+                    None
+                } else {
+                    Some(self.expr()?)
+                };
                 self.expect(";", "after the loop condition")?;
                 let mut update = vec![];
                 while !self.is(")") {
@@ -130,7 +176,15 @@ impl Parser {
                 }
                 self.expect(")", "closing the loop header")?;
                 let body = self.stmt()?;
-                Ok(mk(StmtKind::For { init, cond, update, body: Box::new(body) }, self))
+                Ok(mk(
+                    StmtKind::For {
+                        init,
+                        cond,
+                        update,
+                        body: Box::new(body),
+                    },
+                    self,
+                ))
             }
             "exit" => {
                 self.bump();
@@ -139,7 +193,11 @@ impl Parser {
             }
             "return" => {
                 self.bump();
-                let e = if self.is(";") { None } else { Some(self.expr()?) };
+                let e = if self.is(";") {
+                    None
+                } else {
+                    Some(self.expr()?)
+                };
                 self.expect(";", "after return")?;
                 Ok(mk(StmtKind::Return(e), self))
             }
@@ -152,10 +210,22 @@ impl Parser {
                 let mut cases = vec![];
                 while !self.is("}") {
                     let cs = self.span();
-                    let label = if self.eat("default") { SwitchLabel::Default } else { SwitchLabel::Expr(self.expr()?) };
+                    let label = if self.eat("default") {
+                        SwitchLabel::Default
+                    } else {
+                        SwitchLabel::Expr(self.expr()?)
+                    };
                     self.expect(":", "after the switch label")?;
-                    let body = if self.is("{") { Some(self.block()?) } else { None };
-                    cases.push(SwitchCase { label, body, span: cs.to(self.prev_span()) });
+                    let body = if self.is("{") {
+                        Some(self.block()?)
+                    } else {
+                        None
+                    };
+                    cases.push(SwitchCase {
+                        label,
+                        body,
+                        span: cs.to(self.prev_span()),
+                    });
                 }
                 self.bump();
                 Ok(mk(StmtKind::Switch(e, cases), self))
@@ -167,7 +237,15 @@ impl Parser {
                 self.expect("=", "in the constant declaration")?;
                 let value = self.expr()?;
                 self.expect(";", "after the constant declaration")?;
-                Ok(mk(StmtKind::Const(ConstDecl { annos: vec![], ty, name, value }), self))
+                Ok(mk(
+                    StmtKind::Const(ConstDecl {
+                        annos: vec![],
+                        ty,
+                        name,
+                        value,
+                    }),
+                    self,
+                ))
             }
             _ => {
                 // variable declaration or expression statement
@@ -178,9 +256,21 @@ impl Parser {
                     }
                     let name = self.ident("a variable name")?;
                     let ty = self.array_suffix(ty)?;
-                    let init = if self.eat("=") { Some(self.expr()?) } else { None };
+                    let init = if self.eat("=") {
+                        Some(self.expr()?)
+                    } else {
+                        None
+                    };
                     self.expect(";", "after the variable declaration")?;
-                    return Ok(mk(StmtKind::Var(VarDecl { annos: vec![], ty, name, init }), self));
+                    return Ok(mk(
+                        StmtKind::Var(VarDecl {
+                            annos: vec![],
+                            ty,
+                            name,
+                            init,
+                        }),
+                        self,
+                    ));
                 }
                 let lhs = self.expr()?;
                 for (op, bop) in COMPOUND_ASSIGNMENTS {
@@ -197,7 +287,8 @@ impl Parser {
                 }
                 if matches!(lhs.kind, ExprKind::Call { .. } | ExprKind::Construct { .. }) {
                     if let (Tok::Ident(name), true) = (self.peek().clone(), self.is_at(1, ";")) {
-                        // `Type(args) name;` among statements: an instantiation where the spec allows none
+                        // `Type(args) name;` among statements: an instantiation where the spec
+                        // allows none
                         return Err(Diagnostic::new(
                             self.toks[self.pos].span,
                             format!(
@@ -218,14 +309,26 @@ impl Parser {
     /// The rest of `for (T x in ` ...: a range `a .. b` or an expression, `)`, the body.
     fn for_in(&mut self, ty: Option<Type>, var: Ident, start: Span) -> PResult<Stmt> {
         let e = self.expr()?;
-        let coll = if self.eat("..") { ForInColl::Range(e, self.expr()?) } else { ForInColl::Expr(e) };
+        let coll = if self.eat("..") {
+            ForInColl::Range(e, self.expr()?)
+        } else {
+            ForInColl::Expr(e)
+        };
         self.expect(")", "closing the loop header")?;
         let body = self.stmt()?;
-        Ok(Stmt { kind: StmtKind::ForIn { ty, var, coll, body: Box::new(body) }, span: start.to(self.prev_span()) })
+        Ok(Stmt {
+            kind: StmtKind::ForIn {
+                ty,
+                var,
+                coll,
+                body: Box::new(body),
+            },
+            span: start.to(self.prev_span()),
+        })
     }
 
-    /// One clause of a `for` header: a declaration with an initializer, an assignment (`=` or `op=`) or a call,
-    /// without the terminating `;`.
+    /// One clause of a `for` header: a declaration with an initializer, an assignment (`=` or
+    /// `op=`) or a call, without the terminating `;`.
     fn for_clause(&mut self) -> PResult<Stmt> {
         let start = self.span();
         if self.starts_type() && self.looks_like_decl() {
@@ -233,21 +336,38 @@ impl Parser {
             let name = self.ident("a loop variable")?;
             self.expect("=", "initializing the loop variable")?;
             let e = self.expr()?;
-            return Ok(Stmt { kind: StmtKind::Var(VarDecl { annos: vec![], ty, name, init: Some(e) }), span: start.to(self.prev_span()) });
+            return Ok(Stmt {
+                kind: StmtKind::Var(VarDecl {
+                    annos: vec![],
+                    ty,
+                    name,
+                    init: Some(e),
+                }),
+                span: start.to(self.prev_span()),
+            });
         }
         let lhs = self.expr()?;
         for (op, bop) in COMPOUND_ASSIGNMENTS {
             if self.eat(op) {
                 let rhs = self.expr()?;
-                return Ok(Stmt { kind: StmtKind::OpAssign(bop, lhs, rhs), span: start.to(self.prev_span()) });
+                return Ok(Stmt {
+                    kind: StmtKind::OpAssign(bop, lhs, rhs),
+                    span: start.to(self.prev_span()),
+                });
             }
         }
         if self.eat("=") {
             let rhs = self.expr()?;
-            return Ok(Stmt { kind: StmtKind::Assign(lhs, rhs), span: start.to(self.prev_span()) });
+            return Ok(Stmt {
+                kind: StmtKind::Assign(lhs, rhs),
+                span: start.to(self.prev_span()),
+            });
         }
         if matches!(lhs.kind, ExprKind::Call { .. }) {
-            return Ok(Stmt { kind: StmtKind::Call(lhs), span: start.to(self.prev_span()) });
+            return Ok(Stmt {
+                kind: StmtKind::Call(lhs),
+                span: start.to(self.prev_span()),
+            });
         }
         Err(self.unexpected("an assignment or a call in the `for` header"))
     }
@@ -294,7 +414,10 @@ impl Parser {
         self.expect("(", "opening the arguments")?;
         let mut v = vec![];
         while !self.is(")") {
-            let name = if matches!(self.peek(), Tok::Ident(_)) && self.is_at(1, "=") && !self.is_at(1, "==") {
+            let name = if matches!(self.peek(), Tok::Ident(_))
+                && self.is_at(1, "=")
+                && !self.is_at(1, "==")
+            {
                 let n = self.any_name("an argument name")?;
                 self.bump();
                 Some(n)
@@ -303,7 +426,10 @@ impl Parser {
             };
             let value = if self.is("_") && (self.is_at(1, ",") || self.is_at(1, ")")) {
                 let sp = self.bump().span;
-                Expr { kind: ExprKind::DontCare, span: sp }
+                Expr {
+                    kind: ExprKind::DontCare,
+                    span: sp,
+                }
             } else {
                 self.expr()?
             };

@@ -15,7 +15,11 @@ impl Parser {
                 let first = self.pos + 1;
                 let body = self.annotation_body()?;
                 // the tokens between the parentheses, each as written
-                text = self.toks[first..self.pos - 1].iter().map(|t| self.token_text(t)).collect::<Vec<_>>().join(" ");
+                text = self.toks[first..self.pos - 1]
+                    .iter()
+                    .map(|t| self.token_text(t))
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 body
             } else if self.is("[") {
                 self.bump();
@@ -52,7 +56,11 @@ impl Parser {
     pub(super) fn token_text(&self, t: &Token) -> String {
         match &t.tok {
             Tok::Eof => String::new(),
-            _ => self.text.get(t.span.lo as usize..t.span.hi as usize).unwrap_or("").to_string(),
+            _ => self
+                .text
+                .get(t.span.lo as usize..t.span.hi as usize)
+                .unwrap_or("")
+                .to_string(),
         }
     }
 
@@ -125,7 +133,19 @@ impl Parser {
     pub(super) fn starts_type(&self) -> bool {
         match self.peek() {
             Tok::Ident(s) => {
-                matches!(s.as_str(), "bit" | "int" | "varbit" | "bool" | "error" | "string" | "void" | "tuple" | "match_kind" | "list") || self.is_type_name(s)
+                matches!(
+                    s.as_str(),
+                    "bit"
+                        | "int"
+                        | "varbit"
+                        | "bool"
+                        | "error"
+                        | "string"
+                        | "void"
+                        | "tuple"
+                        | "match_kind"
+                        | "list"
+                ) || self.is_type_name(s)
             }
             Tok::Punct("_") => true,
             Tok::Punct(".") => matches!(self.peek_at(1), Tok::Ident(s) if self.is_type_name(s)),
@@ -140,13 +160,19 @@ impl Parser {
             self.bump();
             let size = self.expr()?;
             self.expect("]", "closing the header stack size")?;
-            t = Type { kind: TypeKind::Stack { elem: Box::new(t), size: Box::new(size) }, span: start.to(self.prev_span()) };
+            t = Type {
+                kind: TypeKind::Stack {
+                    elem: Box::new(t),
+                    size: Box::new(size),
+                },
+                span: start.to(self.prev_span()),
+            };
         }
         Ok(t)
     }
 
-    /// The C-style array suffixes after a declared name (`bit<8> arr[16];`, P4_16 1.2.5): `T a[2][3]` declares an
-    /// array of 2 arrays of 3 `T`, the same type as `T[3][2]`.
+    /// The C-style array suffixes after a declared name (`bit<8> arr[16];`, P4_16 1.2.5): `T
+    /// a[2][3]` declares an array of 2 arrays of 3 `T`, the same type as `T[3][2]`.
     pub(super) fn array_suffix(&mut self, ty: Type) -> PResult<Type> {
         let mut sizes = vec![];
         while self.is("[") {
@@ -159,7 +185,13 @@ impl Parser {
         let mut t = ty;
         for (size, sp) in sizes.into_iter().rev() {
             let span = t.span.to(sp);
-            t = Type { kind: TypeKind::Stack { elem: Box::new(t), size: Box::new(size) }, span };
+            t = Type {
+                kind: TypeKind::Stack {
+                    elem: Box::new(t),
+                    size: Box::new(size),
+                },
+                span,
+            };
         }
         Ok(t)
     }
@@ -221,11 +253,20 @@ impl Parser {
                             _ => TypeKind::Varbit(Box::new(w)),
                         }
                     } else if s == "bit" {
-                        TypeKind::Bit(Box::new(Expr { kind: ExprKind::Int(IntLit { value: 1.into(), width: None }), span: start }))
+                        TypeKind::Bit(Box::new(Expr {
+                            kind: ExprKind::Int(IntLit {
+                                value: 1.into(),
+                                width: None,
+                            }),
+                            span: start,
+                        }))
                     } else if s == "int" {
                         TypeKind::Int
                     } else {
-                        return Err(Diagnostic::new(start, "varbit needs a maximum width: varbit<N>"));
+                        return Err(Diagnostic::new(
+                            start,
+                            "varbit needs a maximum width: varbit<N>",
+                        ));
                     }
                 }
                 "tuple" | "list" => {
@@ -268,13 +309,19 @@ impl Parser {
             },
             _ => return Err(self.unexpected("a type")),
         };
-        Ok(Type { kind, span: start.to(self.prev_span()) })
+        Ok(Type {
+            kind,
+            span: start.to(self.prev_span()),
+        })
     }
 
     pub(super) fn type_arg(&mut self) -> PResult<Type> {
         if self.is("_") {
             let sp = self.bump().span;
-            return Ok(Type { kind: TypeKind::DontCare, span: sp });
+            return Ok(Type {
+                kind: TypeKind::DontCare,
+                span: sp,
+            });
         }
         self.ty()
     }
@@ -309,8 +356,18 @@ impl Parser {
             };
             let ty = self.ty()?;
             let name = self.ident("a parameter name")?;
-            let default = if self.eat("=") { Some(self.expr()?) } else { None };
-            v.push(Param { annos, dir, ty, name, default });
+            let default = if self.eat("=") {
+                Some(self.expr()?)
+            } else {
+                None
+            };
+            v.push(Param {
+                annos,
+                dir,
+                ty,
+                name,
+                default,
+            });
             if !self.eat(",") {
                 break;
             }

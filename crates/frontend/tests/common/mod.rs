@@ -1,10 +1,10 @@
-//! What the front-end test files share: a v1model program skeleton to put the construct under test in, and
-//! the check that a program is refused.
+//! What the front-end test files share: a v1model program skeleton to put the construct under test
+//! in, and the check that a program is refused.
 
 #![allow(dead_code)]
 
-/// A v1model program with `decls` at top level, header `h` with fields `hdr_fields`, `ing` among the ingress
-/// control's locals and `body` in its apply block.
+/// A v1model program with `decls` at top level, header `h` with fields `hdr_fields`, `ing` among
+/// the ingress control's locals and `body` in its apply block.
 pub fn program(hdr_fields: &str, decls: &str, ing: &str, body: &str) -> String {
     format!(
         r#"#include <core.p4>

@@ -1,7 +1,7 @@
-//! AF_PACKET ports: a Linux interface (e.g. a veth) through a raw packet socket, with memory-mapped receive
-//! and transmit rings ([`crate::ring`]) where the kernel gives them, virtio-net headers (GSO super-frames
-//! received are segmented, [`crate::gso`]; TCP segments sent may be joined, [`crate::gro`]), and frames
-//! whose checksum was left to offload completed on the way in.
+//! AF_PACKET ports: a Linux interface (e.g. a veth) through a raw packet socket, with memory-mapped
+//! receive and transmit rings ([`crate::ring`]) where the kernel gives them, virtio-net headers
+//! (GSO super-frames received are segmented, [`crate::gso`]; TCP segments sent may be joined,
+//! [`crate::gro`]), and frames whose checksum was left to offload completed on the way in.
 
 use super::io::{Ctx, PortIo};
 use crate::log::Level;
@@ -24,7 +24,8 @@ struct AuxData {
     vlan_tpid: u16,
 }
 
-/// Set (to anything but `0`) to keep interface ports off memory-mapped rings: one `recvmsg`/`send` per frame.
+/// Set (to anything but `0`) to keep interface ports off memory-mapped rings: one `recvmsg`/`send`
+/// per frame.
 pub const NO_MMAP_ENV: &str = "P4SEC_NO_MMAP";
 
 /// Receive buffer of an interface port's packet socket (see [`AfPacket::open`]).
@@ -34,9 +35,9 @@ fn mmap_wanted() -> bool {
     !matches!(std::env::var(NO_MMAP_ENV), Ok(v) if !v.is_empty() && v != "0")
 }
 
-/// Joining TCP segments on transmit: the super-frame being built, and the socket it is sent on (a packet
-/// socket without rings, as a super-frame does not fit a transmit slot; bound to no protocol, so nothing is
-/// received on it).
+/// Joining TCP segments on transmit: the super-frame being built, and the socket it is sent on (a
+/// packet socket without rings, as a super-frame does not fit a transmit slot; bound to no
+/// protocol, so nothing is received on it).
 struct GroTx {
     fd: i32,
     c: std::cell::RefCell<gro::Coalescer>,
@@ -69,32 +70,53 @@ impl Drop for AfPacket {
 }
 
 impl AfPacket {
-    /// Open `iface` (e.g. a veth) for port `number`: an AF_PACKET socket with memory-mapped receive and
-    /// transmit rings ([`ring`]) on Ethernet interfaces, unless the kernel refuses them or
+    /// Open `iface` (e.g. a veth) for port `number`: an AF_PACKET socket with memory-mapped receive
+    /// and transmit rings ([`ring`]) on Ethernet interfaces, unless the kernel refuses them or
     /// `P4SEC_NO_MMAP` is set ([`AfPacket::mmap`] tells which it got).
     pub fn open(number: u32, iface: &str) -> Result<AfPacket, String> {
-        let name = std::ffi::CString::new(iface).map_err(|_| format!("bad interface name `{iface}`"))?;
+        let name =
+            std::ffi::CString::new(iface).map_err(|_| format!("bad interface name `{iface}`"))?;
         let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
         if index == 0 {
             return Err(format!("port {number}: no interface named `{iface}`"));
         }
         let proto = (libc::ETH_P_ALL as u16).to_be();
         // no protocol until bound: nothing is queued on the socket before its ring is in place
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
         if fd < 0 {
             let e = std::io::Error::last_os_error();
-            let hint = if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) { " (needs root or CAP_NET_RAW)" } else { "" };
-            return Err(format!("port {number}: cannot open a packet socket on `{iface}`: {e}{hint}"));
+            let hint = if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
+                " (needs root or CAP_NET_RAW)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "port {number}: cannot open a packet socket on `{iface}`: {e}{hint}"
+            ));
         }
         let one: libc::c_int = 1;
         let setopt = |name: libc::c_int| unsafe {
-            libc::setsockopt(fd, libc::SOL_PACKET, name, &one as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as u32)
+            libc::setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                name,
+                &one as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
         };
         setopt(PACKET_AUXDATA);
-        // frames others send on the interface are not ours to forward (checked per frame too, for old kernels)
+        // frames others send on the interface are not ours to forward (checked per frame too, for
+        // old kernels)
         setopt(ring::PACKET_IGNORE_OUTGOING);
-        // virtio-net headers (before the rings, which the kernel sizes with them): peers with offloads on
-        // hand over GSO super-frames and partial checksums, which are completed and segmented here
+        // virtio-net headers (before the rings, which the kernel sizes with them): peers with
+        // offloads on hand over GSO super-frames and partial checksums, which are completed and
+        // segmented here
         let vnet = setopt(gso::PACKET_VNET_HDR) == 0;
         let mut ring = None;
         if mmap_wanted() {
@@ -107,10 +129,11 @@ impl AfPacket {
                 None => {}
             }
         }
-        // What the socket queues itself is bounded by its receive buffer: every frame without a ring, and with
-        // one the frames too large for a slot (a TSO/GSO super-frame from a host with offloads on comes whole
-        // through the queue). At the default (~200 KB) a burst of three 64 KB super-frames fills it and the
-        // next ones arrive cut to the slot, i.e. lost: TCP through the switch retransmitted ~5 % of its segments.
+        // What the socket queues itself is bounded by its receive buffer: every frame without a
+        // ring, and with one the frames too large for a slot (a TSO/GSO super-frame from a host
+        // with offloads on comes whole through the queue). At the default (~200 KB) a burst of
+        // three 64 KB super-frames fills it and the next ones arrive cut to the slot, i.e. lost:
+        // TCP through the switch retransmitted ~5 % of its segments.
         let rcv = RCVBUF_BYTES as libc::c_int;
         if ring::setopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcv).is_err() {
             let _ = ring::setopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcv);
@@ -119,14 +142,26 @@ impl AfPacket {
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = proto;
         sll.sll_ifindex = index as i32;
-        let r = unsafe { libc::bind(fd, &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+        let r = unsafe {
+            libc::bind(
+                fd,
+                &sll as *const _ as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
         if r < 0 {
             let e = std::io::Error::last_os_error();
             drop(ring);
             unsafe { libc::close(fd) };
             return Err(format!("port {number}: cannot bind to `{iface}`: {e}"));
         }
-        Ok(AfPacket { fd, ring, vnet, segs: gso::Segments::default(), gro: None })
+        Ok(AfPacket {
+            fd,
+            ring,
+            vnet,
+            segs: gso::Segments::default(),
+            gro: None,
+        })
     }
     /// Does this port move frames through memory-mapped rings?
     pub fn mmap(&self) -> bool {
@@ -148,8 +183,9 @@ impl AfPacket {
         self.ring.as_ref().map(|r| r.slots())
     }
 
-    /// Join consecutive TCP segments sent to this port in one batch into GSO super-frames ([`gro`]). Only
-    /// with rings and PACKET_VNET_HDR; an error says why not (the port works as before).
+    /// Join consecutive TCP segments sent to this port in one batch into GSO super-frames
+    /// ([`gro`]). Only with rings and PACKET_VNET_HDR; an error says why not (the port works as
+    /// before).
     pub fn enable_gro(&mut self, iface: &str) -> Result<(), String> {
         if !self.vnet || !self.mmap() {
             return Err("needs memory-mapped rings and PACKET_VNET_HDR".into());
@@ -159,18 +195,39 @@ impl AfPacket {
         if index == 0 {
             return Err(format!("no interface named `{iface}`"));
         }
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
         if fd < 0 {
-            return Err(format!("packet socket: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "packet socket: {}",
+                std::io::Error::last_os_error()
+            ));
         }
-        let g = GroTx { fd, c: std::cell::RefCell::new(gro::Coalescer::new(gro::udp_wanted())) };
+        let g = GroTx {
+            fd,
+            c: std::cell::RefCell::new(gro::Coalescer::new(gro::udp_wanted())),
+        };
         let one: libc::c_int = 1;
         let size: libc::c_int = 4 << 20;
         let set = |level: libc::c_int, name: libc::c_int, v: &libc::c_int| unsafe {
-            libc::setsockopt(fd, level, name, v as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as u32)
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                v as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
         };
         if set(libc::SOL_PACKET, gso::PACKET_VNET_HDR, &one) < 0 {
-            return Err(format!("PACKET_VNET_HDR: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "PACKET_VNET_HDR: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         if set(libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &size) < 0 {
             set(libc::SOL_SOCKET, libc::SO_SNDBUF, &size);
@@ -179,38 +236,64 @@ impl AfPacket {
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = 0;
         sll.sll_ifindex = index as i32;
-        if unsafe { libc::bind(fd, &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32) } < 0 {
+        if unsafe {
+            libc::bind(
+                fd,
+                &sll as *const _ as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        } < 0
+        {
             return Err(format!("bind: {}", std::io::Error::last_os_error()));
         }
         self.gro = Some(g);
         Ok(())
     }
 
-    /// Open `iface` as one of several sockets of a PACKET_FANOUT group: the kernel spreads received frames
-    /// over the group's sockets by flow hash, so each worker gets whole flows (packet order within a flow
-    /// is kept).
+    /// Open `iface` as one of several sockets of a PACKET_FANOUT group: the kernel spreads received
+    /// frames over the group's sockets by flow hash, so each worker gets whole flows (packet order
+    /// within a flow is kept).
     pub fn open_fanout(number: u32, iface: &str, group: u16) -> Result<AfPacket, String> {
         let p = AfPacket::open(number, iface)?;
-        let arg: libc::c_int = (group as libc::c_int) | ((libc::PACKET_FANOUT_HASH as libc::c_int) << 16);
+        let arg: libc::c_int =
+            (group as libc::c_int) | ((libc::PACKET_FANOUT_HASH as libc::c_int) << 16);
         let r = unsafe {
-            libc::setsockopt(p.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as u32)
+            libc::setsockopt(
+                p.fd,
+                libc::SOL_PACKET,
+                libc::PACKET_FANOUT,
+                &arg as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
         };
         if r < 0 {
-            return Err(format!("port {number}: cannot join fanout group {group} on `{iface}`: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "port {number}: cannot join fanout group {group} on `{iface}`: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         Ok(p)
     }
 
     /// Receive one frame as the kernel hands it over, with its virtio-net header (PACKET_VNET_HDR).
-    fn recv_one(&mut self, cx: &Ctx, buf: &mut [u8], woken: bool) -> Option<(*const u8, usize, Option<Ts>, Option<gso::VnetHdr>)> {
+    fn recv_one(
+        &mut self,
+        cx: &Ctx,
+        buf: &mut [u8],
+        woken: bool,
+    ) -> Option<(*const u8, usize, Option<Ts>, Option<gso::VnetHdr>)> {
         let vnet = self.vnet;
-        let at = |(start, n, h): (usize, usize, Option<gso::VnetHdr>), buf: &[u8]| (buf[start..].as_ptr(), n, None, h);
+        let at = |(start, n, h): (usize, usize, Option<gso::VnetHdr>), buf: &[u8]| {
+            (buf[start..].as_ptr(), n, None, h)
+        };
         let fd = self.fd;
         match &mut self.ring {
             None => packet_recv(fd, buf, vnet).map(|r| at(r, buf)),
             Some(r) => loop {
                 match r.next_rx() {
-                    Some(ring::Rx::Frame { ptr, len, ts, vnet }) => return Some((ptr, len, Some(ts), vnet)),
+                    Some(ring::Rx::Frame { ptr, len, ts, vnet }) => {
+                        return Some((ptr, len, Some(ts), vnet))
+                    }
                     Some(ring::Rx::FromQueue) => match packet_recv(fd, buf, vnet) {
                         Some(got) => return Some(at(got, buf)),
                         None => {
@@ -230,11 +313,13 @@ impl AfPacket {
         }
     }
 
-    /// Send what the coalescer holds: one segment into the ring as it is; a super-frame, after the frames
-    /// already in the ring (order is kept), with its virtio-net header on the port's GRO socket; should the
-    /// kernel refuse it, its segments, cut again here, into the ring.
+    /// Send what the coalescer holds: one segment into the ring as it is; a super-frame, after the
+    /// frames already in the ring (order is kept), with its virtio-net header on the port's GRO
+    /// socket; should the kernel refuse it, its segments, cut again here, into the ring.
     fn send_held(&self, cx: &Ctx, g: &mut gro::Coalescer) {
-        let (Some(r), Some(gt)) = (&self.ring, &self.gro) else { return };
+        let (Some(r), Some(gt)) = (&self.ring, &self.gro) else {
+            return;
+        };
         let fd = self.fd;
         let Some(s) = g.take() else { return };
         if s.segs == 1 {
@@ -243,8 +328,14 @@ impl AfPacket {
         }
         self.flush_ring(cx);
         let mut iov = [
-            libc::iovec { iov_base: s.vnet.as_ptr() as *mut _, iov_len: s.vnet.len() },
-            libc::iovec { iov_base: s.frame.as_ptr() as *mut _, iov_len: s.frame.len() },
+            libc::iovec {
+                iov_base: s.vnet.as_ptr() as *mut _,
+                iov_len: s.vnet.len(),
+            },
+            libc::iovec {
+                iov_base: s.frame.as_ptr() as *mut _,
+                iov_len: s.frame.len(),
+            },
         ];
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_mut_ptr();
@@ -255,7 +346,13 @@ impl AfPacket {
             return;
         }
         let e = std::io::Error::last_os_error();
-        p4log!(Level::Debug, "port {}: a GSO frame of {} segments not taken on `{}` ({e}); sent as segments", cx.number, s.segs, cx.iface);
+        p4log!(
+            Level::Debug,
+            "port {}: a GSO frame of {} segments not taken on `{}` ({e}); sent as segments",
+            cx.number,
+            s.segs,
+            cx.iface
+        );
         let mut segs = vec![];
         let h = gso::VnetHdr::parse(&s.vnet).unwrap_or_default();
         if gso::segment(s.frame, &h, &mut segs).is_err() || segs.len() != s.segs {
@@ -276,15 +373,23 @@ impl AfPacket {
         let f = r.flush(self.fd);
         cx.stats.tx.fetch_add(f.sent as u64, Ordering::Relaxed);
         if f.dropped > 0 {
-            cx.stats.errors.fetch_add(f.dropped as u64, Ordering::Relaxed);
+            cx.stats
+                .errors
+                .fetch_add(f.dropped as u64, Ordering::Relaxed);
         }
         if let Some(e) = f.error {
-            p4log!(Level::Debug, "port {}: cannot send {} frames on `{}`: {e}", cx.number, f.dropped + r.pending(), cx.iface);
+            p4log!(
+                Level::Debug,
+                "port {}: cannot send {} frames on `{}`: {e}",
+                cx.number,
+                f.dropped + r.pending(),
+                cx.iface
+            );
         }
     }
 
-    /// Copy a frame into the transmit ring (counted as sent when flushed): first its size is checked against
-    /// the interface's MTU, and a full ring is flushed.
+    /// Copy a frame into the transmit ring (counted as sent when flushed): first its size is
+    /// checked against the interface's MTU, and a full ring is flushed.
     fn ring_queue(&self, cx: &Ctx, fd: i32, r: &ring::Rings, frame: &[u8]) {
         if !r.fits(frame) {
             if let Some((mtu, _)) = ring::link_info(fd, cx.iface) {
@@ -293,14 +398,26 @@ impl AfPacket {
         }
         if !r.fits(frame) {
             cx.stats.errors.fetch_add(1, Ordering::Relaxed);
-            p4log!(Level::Debug, "port {}: cannot send a frame of {} bytes on `{}`: larger than its MTU", cx.number, frame.len(), cx.iface);
+            p4log!(
+                Level::Debug,
+                "port {}: cannot send a frame of {} bytes on `{}`: larger than its MTU",
+                cx.number,
+                frame.len(),
+                cx.iface
+            );
             return;
         }
         if !r.queue(frame) {
             self.flush_ring(cx);
             if !r.queue(frame) {
                 cx.stats.errors.fetch_add(1, Ordering::Relaxed);
-                p4log!(Level::Debug, "port {}: transmit ring of `{}` full; a frame of {} bytes dropped", cx.number, cx.iface, frame.len());
+                p4log!(
+                    Level::Debug,
+                    "port {}: transmit ring of `{}` full; a frame of {} bytes dropped",
+                    cx.number,
+                    cx.iface,
+                    frame.len()
+                );
             }
         }
     }
@@ -312,22 +429,32 @@ impl PortIo for AfPacket {
         self.fd
     }
 
-    /// The segments of a GSO super-frame received come first, one per call; then what the socket or its
-    /// ring holds (for rings, with its timestamp). `woken`: a ring port whose ring is empty also looks at
-    /// the socket's queue.
-    fn recv(&mut self, cx: &Ctx, buf: &mut [u8], woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
+    /// The segments of a GSO super-frame received come first, one per call; then what the socket or
+    /// its ring holds (for rings, with its timestamp). `woken`: a ring port whose ring is empty
+    /// also looks at the socket's queue.
+    fn recv(
+        &mut self,
+        cx: &Ctx,
+        buf: &mut [u8],
+        woken: bool,
+    ) -> Option<(*const u8, usize, Option<Ts>)> {
         // the segments of a GSO super-frame first
         if let Some((p, n)) = self.segs.next_seg() {
             return Some((p, n, None));
         }
         if !self.vnet {
-            return self.recv_one(cx, buf, woken).map(|(p, n, ts, _)| (p, n, ts));
+            return self
+                .recv_one(cx, buf, woken)
+                .map(|(p, n, ts, _)| (p, n, ts));
         }
         let mut woken = woken;
         loop {
             let (ptr, n, ts, h) = self.recv_one(cx, buf, std::mem::take(&mut woken))?;
-            let Some(h) = h.filter(|h| h.is_gso()) else { return Some((ptr, n, ts)) };
-            // SAFETY: as in the packet loop, the frame stays where it is until the next `recv_one`/`release`
+            let Some(h) = h.filter(|h| h.is_gso()) else {
+                return Some((ptr, n, ts));
+            };
+            // SAFETY: as in the packet loop, the frame stays where it is until the next
+            // `recv_one`/`release`
             let frame = unsafe { std::slice::from_raw_parts(ptr, n) };
             match self.segs.cut(frame, &h) {
                 Ok(Some((p, len))) => {
@@ -362,15 +489,21 @@ impl PortIo for AfPacket {
         self.segs.pending()
     }
 
-    /// With rings: into the transmit ring (or joined with other TCP segments), counted when flushed.
+    /// With rings: into the transmit ring (or joined with other TCP segments), counted when
+    /// flushed.
     fn send(&self, cx: &Ctx, frame: &[u8], _ts: Ts) -> Option<bool> {
         let fd = self.fd;
         Some(match &self.ring {
             Some(r) => {
                 if let Some(g) = &self.gro {
-                    // a TCP segment joins the super-frame held, or starts one (what was held goes first)
+                    // a TCP segment joins the super-frame held, or starts one (what was held goes
+                    // first)
                     let mut g = g.c.borrow_mut();
-                    let s = if r.fits(frame) { gro::parse(frame, g.udp) } else { None };
+                    let s = if r.fits(frame) {
+                        gro::parse(frame, g.udp)
+                    } else {
+                        None
+                    };
                     if let Some(s) = &s {
                         if g.join(frame, s) {
                             return None;
@@ -390,8 +523,14 @@ impl PortIo for AfPacket {
                 // a zero virtio-net header in front: nothing for the kernel to do
                 let hdr = [0u8; gso::VNET_HDR_LEN];
                 let mut iov = [
-                    libc::iovec { iov_base: hdr.as_ptr() as *mut _, iov_len: hdr.len() },
-                    libc::iovec { iov_base: frame.as_ptr() as *mut _, iov_len: frame.len() },
+                    libc::iovec {
+                        iov_base: hdr.as_ptr() as *mut _,
+                        iov_len: hdr.len(),
+                    },
+                    libc::iovec {
+                        iov_base: frame.as_ptr() as *mut _,
+                        iov_len: frame.len(),
+                    },
                 ];
                 let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
                 msg.msg_iov = iov.as_mut_ptr();
@@ -412,7 +551,8 @@ impl PortIo for AfPacket {
         }
     }
 
-    /// Hand what is held to be joined and the frames queued in the transmit ring to the kernel and count them.
+    /// Hand what is held to be joined and the frames queued in the transmit ring to the kernel and
+    /// count them.
     fn flush_tx(&self, cx: &Ctx) {
         if let Some(g) = &self.gro {
             self.send_held(cx, &mut g.c.borrow_mut());
@@ -432,7 +572,15 @@ impl PortIo for AfPacket {
     fn take_error(&self) {
         let mut e: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as u32;
-        unsafe { libc::getsockopt(self.fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut e as *mut _ as *mut libc::c_void, &mut len) };
+        unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                &mut e as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
+        };
     }
 
     /// The interface exists, is up and has its carrier.
@@ -445,17 +593,25 @@ impl PortIo for AfPacket {
     }
 }
 
-/// Receive one frame from an AF_PACKET socket (not our own transmissions) into `buf`: where it starts and its
-/// length; `None` when nothing is waiting. Frames whose TCP/UDP checksum the sender left to offload (veths
-/// and other virtual devices hand such frames to packet sockets with only the pseudo-header sum in place)
-/// get their checksum completed here, as a NIC would, and a VLAN tag the kernel took out is put back.
-fn packet_recv(fd: i32, buf: &mut [u8], vnet: bool) -> Option<(usize, usize, Option<gso::VnetHdr>)> {
+/// Receive one frame from an AF_PACKET socket (not our own transmissions) into `buf`: where it
+/// starts and its length; `None` when nothing is waiting. Frames whose TCP/UDP checksum the sender
+/// left to offload (veths and other virtual devices hand such frames to packet sockets with only
+/// the pseudo-header sum in place) get their checksum completed here, as a NIC would, and a VLAN
+/// tag the kernel took out is put back.
+fn packet_recv(
+    fd: i32,
+    buf: &mut [u8],
+    vnet: bool,
+) -> Option<(usize, usize, Option<gso::VnetHdr>)> {
     // with PACKET_VNET_HDR the frame follows its virtio-net header
     let h_len = if vnet { gso::VNET_HDR_LEN } else { 0 };
     loop {
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         // 4 bytes of room in front for a VLAN tag
-        let mut iov = libc::iovec { iov_base: buf[4..].as_mut_ptr() as *mut _, iov_len: buf.len() - 4 };
+        let mut iov = libc::iovec {
+            iov_base: buf[4..].as_mut_ptr() as *mut _,
+            iov_len: buf.len() - 4,
+        };
         let mut ctrl = [0u64; 16];
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_name = &mut sll as *mut _ as *mut libc::c_void;
@@ -475,7 +631,11 @@ fn packet_recv(fd: i32, buf: &mut [u8], vnet: bool) -> Option<(usize, usize, Opt
         if n < h_len {
             continue;
         }
-        let h = if vnet { gso::VnetHdr::parse(&buf[4..4 + h_len]) } else { None };
+        let h = if vnet {
+            gso::VnetHdr::parse(&buf[4..4 + h_len])
+        } else {
+            None
+        };
         // the frame: buf[f..f + n]
         let (f, n) = (4 + h_len, n - h_len);
         let mut aux: Option<AuxData> = None;
@@ -483,12 +643,16 @@ fn packet_recv(fd: i32, buf: &mut [u8], vnet: bool) -> Option<(usize, usize, Opt
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
                 if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
-                    aux = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const AuxData));
+                    aux = Some(std::ptr::read_unaligned(
+                        libc::CMSG_DATA(c) as *const AuxData
+                    ));
                 }
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
-        let Some(aux) = aux else { return Some((f, n, h)) };
+        let Some(aux) = aux else {
+            return Some((f, n, h));
+        };
         // (super-frames get their checksums computed per segment)
         if aux.status & ring::TP_STATUS_CSUMNOTREADY != 0 && !h.is_some_and(|h| h.is_gso()) {
             gso::complete_l4_checksum(&mut buf[f..f + n]);

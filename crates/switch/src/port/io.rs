@@ -1,5 +1,5 @@
-//! What every port kind implements ([`PortIo`]), what its methods are told about the port they serve
-//! ([`Ctx`]), and the counters of a port ([`PortStats`]).
+//! What every port kind implements ([`PortIo`]), what its methods are told about the port they
+//! serve ([`Ctx`]), and the counters of a port ([`PortStats`]).
 
 use crate::pcap::Ts;
 use std::sync::atomic::AtomicU64;
@@ -11,12 +11,13 @@ pub struct PortStats {
     pub tx: AtomicU64,
     /// Frames the port failed to transmit.
     pub errors: AtomicU64,
-    /// Frames lost on receive: dropped by the kernel for want of room in the port's rings (AF_XDP), or
-    /// received broken (a multi-buffer chain that does not make a frame).
+    /// Frames lost on receive: dropped by the kernel for want of room in the port's rings (AF_XDP),
+    /// or received broken (a multi-buffer chain that does not make a frame).
     pub rx_errors: AtomicU64,
     /// GSO super-frames received and segmented (PACKET_VNET_HDR).
     pub gso: AtomicU64,
-    /// GSO super-frames sent: TCP segments joined on transmit ([`crate::gro`]); their segments count in `tx`.
+    /// GSO super-frames sent: TCP segments joined on transmit ([`crate::gro`]); their segments
+    /// count in `tx`.
     pub gro: AtomicU64,
 }
 
@@ -28,17 +29,23 @@ pub struct Ctx<'a> {
     pub stats: &'a PortStats,
 }
 
-/// How frames enter and leave through one kind of port (an AF_PACKET socket, a TAP or TUN queue, pcap
-/// files), as one worker has it. The packet loop sees every kind through this interface; the methods with
-/// a default are those only some kinds need.
+/// How frames enter and leave through one kind of port (an AF_PACKET socket, a TAP or TUN queue,
+/// pcap files), as one worker has it. The packet loop sees every kind through this interface; the
+/// methods with a default are those only some kinds need.
 pub trait PortIo {
-    /// The descriptor to poll; -1 when there is none (pcap ports: their input is read without waiting).
+    /// The descriptor to poll; -1 when there is none (pcap ports: their input is read without
+    /// waiting).
     fn fd(&self) -> i32;
 
-    /// Receive one frame: where it is (in `buf`, or in the port's receive ring until [`PortIo::release`]
-    /// or the next `recv`), its length and, where known, its timestamp; `None` when nothing is waiting.
-    /// `woken`: poll said the descriptor is readable.
-    fn recv(&mut self, cx: &Ctx, buf: &mut [u8], woken: bool) -> Option<(*const u8, usize, Option<Ts>)>;
+    /// Receive one frame: where it is (in `buf`, or in the port's receive ring until
+    /// [`PortIo::release`] or the next `recv`), its length and, where known, its timestamp; `None`
+    /// when nothing is waiting. `woken`: poll said the descriptor is readable.
+    fn recv(
+        &mut self,
+        cx: &Ctx,
+        buf: &mut [u8],
+        woken: bool,
+    ) -> Option<(*const u8, usize, Option<Ts>)>;
 
     /// Give the ring slot of the frame last received back to the kernel.
     fn release(&mut self) {}
@@ -53,8 +60,8 @@ pub trait PortIo {
         false
     }
 
-    /// Send one frame: `Some(ok)` when it went out or failed at once (the caller counts it), `None` when it
-    /// was queued, to be counted when flushed ([`PortIo::flush_tx`]).
+    /// Send one frame: `Some(ok)` when it went out or failed at once (the caller counts it), `None`
+    /// when it was queued, to be counted when flushed ([`PortIo::flush_tx`]).
     fn send(&self, cx: &Ctx, frame: &[u8], ts: Ts) -> Option<bool>;
 
     /// Frames queued for transmission and not yet handed to the kernel.

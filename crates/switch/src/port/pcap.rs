@@ -1,5 +1,5 @@
-//! pcap ports (`--port N=pcap:in=FILE,out=FILE`): frames read from a file enter on the port (the first
-//! worker reads it), frames sent to the port are written to another (shared by the workers).
+//! pcap ports (`--port N=pcap:in=FILE,out=FILE`): frames read from a file enter on the port (the
+//! first worker reads it), frames sent to the port are written to another (shared by the workers).
 
 use super::io::{Ctx, PortIo};
 use crate::log::Level;
@@ -25,18 +25,34 @@ impl PortIo for Pcap {
         -1
     }
 
-    /// The next frame of the input, with its timestamp; `None` once the input is finished (or unreadable).
-    fn recv(&mut self, cx: &Ctx, buf: &mut [u8], _woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
+    /// The next frame of the input, with its timestamp; `None` once the input is finished (or
+    /// unreadable).
+    fn recv(
+        &mut self,
+        cx: &Ctx,
+        buf: &mut [u8],
+        _woken: bool,
+    ) -> Option<(*const u8, usize, Option<Ts>)> {
         let r = self.input.as_mut()?;
         match r.next(buf, cx.number) {
             Ok(Some((n, ts))) => Some((buf.as_ptr(), n, Some(ts))),
             Ok(None) => {
-                p4log!(Level::Info, "port {}: end of {} ({} frames)", cx.number, r.path.display(), r.frames);
+                p4log!(
+                    Level::Info,
+                    "port {}: end of {} ({} frames)",
+                    cx.number,
+                    r.path.display(),
+                    r.frames
+                );
                 self.input = None;
                 None
             }
             Err(e) => {
-                p4log!(Level::Error, "port {}: {e}; no more frames are read from it", cx.number);
+                p4log!(
+                    Level::Error,
+                    "port {}: {e}; no more frames are read from it",
+                    cx.number
+                );
                 cx.stats.errors.fetch_add(1, Ordering::Relaxed);
                 self.input = None;
                 None
@@ -47,7 +63,11 @@ impl PortIo for Pcap {
     /// Written to the output (discarded without one).
     fn send(&self, _cx: &Ctx, frame: &[u8], ts: Ts) -> Option<bool> {
         Some(match &self.output {
-            Some(w) => w.lock().unwrap_or_else(|p| p.into_inner()).write(ts, frame).is_ok(),
+            Some(w) => w
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .write(ts, frame)
+                .is_ok(),
             None => true,
         })
     }

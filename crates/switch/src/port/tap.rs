@@ -1,8 +1,9 @@
-//! TAP ports (`--port N=tap:NAME`): one queue of a TAP device the switch creates ([`crate::tun`]), which
-//! carries Ethernet frames as they are. Frames are read one `read` each, as many as wait (up to the loop's
-//! batch) per wake-up; frames sent are held during the batch and written when it ends ([`txbatch::TxBatch`]).
-//! With offloads (the default, [`crate::tun`]), each frame read has a virtio-net header: super-frames from the
-//! host's TSO are cut into segments, checksums left to offload completed ([`gso::Segments::offloaded`]).
+//! TAP ports (`--port N=tap:NAME`): one queue of a TAP device the switch creates ([`crate::tun`]),
+//! which carries Ethernet frames as they are. Frames are read one `read` each, as many as wait (up
+//! to the loop's batch) per wake-up; frames sent are held during the batch and written when it ends
+//! ([`txbatch::TxBatch`]). With offloads (the default, [`crate::tun`]), each frame read has a
+//! virtio-net header: super-frames from the host's TSO are cut into segments, checksums left to
+//! offload completed ([`gso::Segments::offloaded`]).
 
 use super::io::{Ctx, PortIo};
 use super::txbatch;
@@ -11,10 +12,16 @@ use crate::pcap::Ts;
 use crate::{gso, tun};
 use std::sync::atomic::Ordering;
 
-/// A frame read after its virtio-net header `h` on a TUN/TAP queue ([`gso::Segments::offloaded`]): the frame
-/// (or the first segment of a super-frame) to hand over, counted; `None` when it is dropped, counted as a
-/// receive error and said at `--log debug`.
-pub(super) fn take_offloaded(cx: &Ctx, segs: &mut gso::Segments, frame: &mut [u8], h: &gso::VnetHdr, csum_base: usize) -> Option<(*const u8, usize)> {
+/// A frame read after its virtio-net header `h` on a TUN/TAP queue ([`gso::Segments::offloaded`]):
+/// the frame (or the first segment of a super-frame) to hand over, counted; `None` when it is
+/// dropped, counted as a receive error and said at `--log debug`.
+pub(super) fn take_offloaded(
+    cx: &Ctx,
+    segs: &mut gso::Segments,
+    frame: &mut [u8],
+    h: &gso::VnetHdr,
+    csum_base: usize,
+) -> Option<(*const u8, usize)> {
     let n = frame.len();
     match segs.offloaded(frame, h, csum_base) {
         Ok(got) => {
@@ -25,7 +32,12 @@ pub(super) fn take_offloaded(cx: &Ctx, segs: &mut gso::Segments, frame: &mut [u8
         }
         Err(e) => {
             cx.stats.rx_errors.fetch_add(1, Ordering::Relaxed);
-            p4log!(Level::Debug, "port {}: a frame of {n} bytes from `{}` dropped: {e}", cx.number, cx.iface);
+            p4log!(
+                Level::Debug,
+                "port {}: a frame of {n} bytes from `{}` dropped: {e}",
+                cx.number,
+                cx.iface
+            );
             None
         }
     }
@@ -42,10 +54,15 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// The port on queue `fd` of a TAP device (from [`tun::open_queue`], with the virtio-net header when
-    /// `vnet`); closed when dropped.
+    /// The port on queue `fd` of a TAP device (from [`tun::open_queue`], with the virtio-net header
+    /// when `vnet`); closed when dropped.
     pub fn new(fd: i32, vnet: bool) -> Tap {
-        Tap { fd, tx: txbatch::TxBatch::with_vnet(vnet, crate::gro::wanted(), 0), vnet, segs: gso::Segments::default() }
+        Tap {
+            fd,
+            tx: txbatch::TxBatch::with_vnet(vnet, crate::gro::wanted(), 0),
+            vnet,
+            segs: gso::Segments::default(),
+        }
     }
 }
 
@@ -62,12 +79,18 @@ impl PortIo for Tap {
     }
 
     #[inline]
-    fn recv(&mut self, cx: &Ctx, buf: &mut [u8], _woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
+    fn recv(
+        &mut self,
+        cx: &Ctx,
+        buf: &mut [u8],
+        _woken: bool,
+    ) -> Option<(*const u8, usize, Option<Ts>)> {
         if let Some((p, n)) = self.segs.next_seg() {
             return Some((p, n, None));
         }
         loop {
-            let n = unsafe { libc::read(self.fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+            let n =
+                unsafe { libc::read(self.fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
             if n <= 0 {
                 return None;
             }
@@ -75,7 +98,9 @@ impl PortIo for Tap {
                 return Some((buf.as_ptr(), n as usize, None));
             }
             let n = n as usize;
-            let Some(h) = gso::VnetHdr::parse(&buf[..n]) else { continue };
+            let Some(h) = gso::VnetHdr::parse(&buf[..n]) else {
+                continue;
+            };
             let frame = &mut buf[gso::VNET_HDR_LEN..n];
             if let Some((p, len)) = take_offloaded(cx, &mut self.segs, frame, &h, 0) {
                 return Some((p, len, None));
@@ -93,7 +118,8 @@ impl PortIo for Tap {
         self.segs.pending()
     }
 
-    /// Held until the batch ends (TCP segments joined into super-frames, with the virtio-net header).
+    /// Held until the batch ends (TCP segments joined into super-frames, with the virtio-net
+    /// header).
     #[inline]
     fn send(&self, cx: &Ctx, frame: &[u8], _ts: Ts) -> Option<bool> {
         if self.tx.coalesce(cx, self.fd, frame) {

@@ -1,8 +1,8 @@
-//! TUN ports (`--port N=tun:NAME`): one queue of a TUN device the switch creates ([`crate::tun`]), which
-//! carries IP packets: each enters the pipeline with a synthetic Ethernet header and leaves it without one
-//! ([`crate::tun::ip_to_ethernet`], [`crate::tun::ethernet_to_ip`]). Packets are read one `read` each, as
-//! many as wait (up to the loop's batch) per wake-up; packets sent are held during the batch and written when
-//! it ends ([`txbatch::TxBatch`]).
+//! TUN ports (`--port N=tun:NAME`): one queue of a TUN device the switch creates ([`crate::tun`]),
+//! which carries IP packets: each enters the pipeline with a synthetic Ethernet header and leaves
+//! it without one ([`crate::tun::ip_to_ethernet`], [`crate::tun::ethernet_to_ip`]). Packets are
+//! read one `read` each, as many as wait (up to the loop's batch) per wake-up; packets sent are
+//! held during the batch and written when it ends ([`txbatch::TxBatch`]).
 
 use super::io::{Ctx, PortIo};
 use super::txbatch;
@@ -22,10 +22,15 @@ pub struct Tun {
 }
 
 impl Tun {
-    /// The port on queue `fd` of a TUN device (from [`tun::open_queue`], with the virtio-net header when
-    /// `vnet`); closed when dropped.
+    /// The port on queue `fd` of a TUN device (from [`tun::open_queue`], with the virtio-net header
+    /// when `vnet`); closed when dropped.
     pub fn new(fd: i32, vnet: bool) -> Tun {
-        Tun { fd, tx: txbatch::TxBatch::with_vnet(vnet, crate::gro::wanted(), 14), vnet, segs: gso::Segments::default() }
+        Tun {
+            fd,
+            tx: txbatch::TxBatch::with_vnet(vnet, crate::gro::wanted(), 14),
+            vnet,
+            segs: gso::Segments::default(),
+        }
     }
 }
 
@@ -41,16 +46,31 @@ impl PortIo for Tun {
         self.fd
     }
 
-    /// The packet is read after room for its Ethernet header (and its virtio-net header before that, which
-    /// the Ethernet header then overwrites); packets neither IPv4 nor IPv6 are dropped. Super-frames are cut
-    /// into segments, checksums left to offload completed.
-    fn recv(&mut self, cx: &Ctx, buf: &mut [u8], _woken: bool) -> Option<(*const u8, usize, Option<Ts>)> {
+    /// The packet is read after room for its Ethernet header (and its virtio-net header before
+    /// that, which the Ethernet header then overwrites); packets neither IPv4 nor IPv6 are dropped.
+    /// Super-frames are cut into segments, checksums left to offload completed.
+    fn recv(
+        &mut self,
+        cx: &Ctx,
+        buf: &mut [u8],
+        _woken: bool,
+    ) -> Option<(*const u8, usize, Option<Ts>)> {
         if let Some((p, n)) = self.segs.next_seg() {
             return Some((p, n, None));
         }
-        let at = if self.vnet { 14 - gso::VNET_HDR_LEN } else { 14 };
+        let at = if self.vnet {
+            14 - gso::VNET_HDR_LEN
+        } else {
+            14
+        };
         loop {
-            let n = unsafe { libc::read(self.fd, buf[at..].as_mut_ptr() as *mut libc::c_void, buf.len() - at) };
+            let n = unsafe {
+                libc::read(
+                    self.fd,
+                    buf[at..].as_mut_ptr() as *mut libc::c_void,
+                    buf.len() - at,
+                )
+            };
             if n <= 0 {
                 return None;
             }
@@ -58,14 +78,27 @@ impl PortIo for Tun {
             if n < 14 {
                 continue;
             }
-            let h = if self.vnet { gso::VnetHdr::parse(&buf[at..14]) } else { None };
+            let h = if self.vnet {
+                gso::VnetHdr::parse(&buf[at..14])
+            } else {
+                None
+            };
             if !tun::ip_to_ethernet(&mut buf[..n], cx.number) {
                 cx.stats.errors.fetch_add(1, Ordering::Relaxed);
-                p4log!(Level::Debug, "port {}: dropped a packet from `{}` that is neither IPv4 nor IPv6", cx.number, cx.iface);
+                p4log!(
+                    Level::Debug,
+                    "port {}: dropped a packet from `{}` that is neither IPv4 nor IPv6",
+                    cx.number,
+                    cx.iface
+                );
                 continue;
             }
-            let Some(h) = h else { return Some((buf.as_ptr(), n, None)) };
-            if let Some((p, len)) = super::tap::take_offloaded(cx, &mut self.segs, &mut buf[..n], &h, 14) {
+            let Some(h) = h else {
+                return Some((buf.as_ptr(), n, None));
+            };
+            if let Some((p, len)) =
+                super::tap::take_offloaded(cx, &mut self.segs, &mut buf[..n], &h, 14)
+            {
                 return Some((p, len, None));
             }
         }
@@ -83,7 +116,8 @@ impl PortIo for Tun {
 
     /// Held until the batch ends (the IP packet, without the Ethernet header).
     fn send(&self, cx: &Ctx, frame: &[u8], _ts: Ts) -> Option<bool> {
-        // (the coalescer takes untagged IPv4/IPv6 TCP segments only: their Ethernet header is 14 bytes)
+        // (the coalescer takes untagged IPv4/IPv6 TCP segments only: their Ethernet header is 14
+        // bytes)
         if self.tx.coalesce(cx, self.fd, frame) {
             return None;
         }

@@ -1,8 +1,8 @@
-//! What TUN/TAP ports send during a batch of the packet loop ([`TxBatch`]), written to the device's queue
-//! when the batch ends: one `write` per frame, as a TUN/TAP queue takes one packet per `write`. On queues with
-//! a virtio-net header, consecutive TCP segments of one stream are joined into one GSO super-frame
-//! ([`crate::gro`], as on interface ports): the host behind the device takes them in one pass through its
-//! stack.
+//! What TUN/TAP ports send during a batch of the packet loop ([`TxBatch`]), written to the device's
+//! queue when the batch ends: one `write` per frame, as a TUN/TAP queue takes one packet per
+//! `write`. On queues with a virtio-net header, consecutive TCP segments of one stream are joined
+//! into one GSO super-frame ([`crate::gro`], as on interface ports): the host behind the device
+//! takes them in one pass through its stack.
 
 use super::io::Ctx;
 use crate::gro;
@@ -10,21 +10,24 @@ use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 
 /// Frames held for one TUN/TAP queue during a batch of the packet loop, written when the batch ends
-/// ([`TxBatch::flush`]) or when the buffer is full. Its buffers are allocated once, when the port opens.
+/// ([`TxBatch::flush`]) or when the buffer is full. Its buffers are allocated once, when the port
+/// opens.
 pub struct TxBatch {
     held: RefCell<Held>,
-    /// Each frame is written with a virtio-net header in front (a queue opened with `IFF_VNET_HDR`): a zero
-    /// one, or a super-frame's.
+    /// Each frame is written with a virtio-net header in front (a queue opened with
+    /// `IFF_VNET_HDR`): a zero one, or a super-frame's.
     vnet: bool,
     /// TCP segments being joined (queues with the header, unless `P4SEC_NO_GRO` is set).
     gro: Option<RefCell<gro::Coalescer>>,
-    /// Bytes of Ethernet header the device does not take (14 for TUN: the coalescer works on Ethernet frames).
+    /// Bytes of Ethernet header the device does not take (14 for TUN: the coalescer works on
+    /// Ethernet frames).
     strip: usize,
 }
 
 struct Held {
     data: Vec<u8>,
-    /// Each frame's end in `data` (frames follow each other, each after its virtio-net header if any).
+    /// Each frame's end in `data` (frames follow each other, each after its virtio-net header if
+    /// any).
     ends: Vec<usize>,
     /// The segments each frame stands for (1, or a super-frame's count).
     segs: Vec<u32>,
@@ -40,13 +43,17 @@ impl TxBatch {
         Self::with_vnet(false, false, 0)
     }
 
-    /// A batch for a queue that takes a virtio-net header in front of every frame (`vnet`); with `join`, TCP
-    /// segments offered through [`TxBatch::coalesce`] are joined; `strip`: bytes of Ethernet header the
-    /// device does not take.
+    /// A batch for a queue that takes a virtio-net header in front of every frame (`vnet`); with
+    /// `join`, TCP segments offered through [`TxBatch::coalesce`] are joined; `strip`: bytes of
+    /// Ethernet header the device does not take.
     pub fn with_vnet(vnet: bool, join: bool, strip: usize) -> TxBatch {
         let room = Self::BYTES + Self::FRAMES * crate::gso::VNET_HDR_LEN;
         TxBatch {
-            held: RefCell::new(Held { data: Vec::with_capacity(room), ends: Vec::with_capacity(Self::FRAMES), segs: Vec::with_capacity(Self::FRAMES) }),
+            held: RefCell::new(Held {
+                data: Vec::with_capacity(room),
+                ends: Vec::with_capacity(Self::FRAMES),
+                segs: Vec::with_capacity(Self::FRAMES),
+            }),
             vnet,
             gro: (vnet && join).then(|| RefCell::new(gro::Coalescer::default())),
             strip,
@@ -58,21 +65,31 @@ impl TxBatch {
         self.gro.is_some()
     }
 
-    /// Hold `frame` for queue `fd` (what is held is written first when there is no room for it; a frame
-    /// larger than the buffer is written at once). `Some(ok)` when it was written now (the caller counts
-    /// it), `None` when it is held, to be counted when written.
+    /// Hold `frame` for queue `fd` (what is held is written first when there is no room for it; a
+    /// frame larger than the buffer is written at once). `Some(ok)` when it was written now (the
+    /// caller counts it), `None` when it is held, to be counted when written.
     pub fn send(&self, cx: &Ctx, fd: i32, frame: &[u8]) -> Option<bool> {
         if frame.len() > Self::BYTES {
             self.flush(cx, fd);
-            return Some(write_frame(fd, self.vnet.then_some(&[0; crate::gso::VNET_HDR_LEN]), frame));
+            return Some(write_frame(
+                fd,
+                self.vnet.then_some(&[0; crate::gso::VNET_HDR_LEN]),
+                frame,
+            ));
         }
-        self.hold(cx, fd, self.vnet.then_some(&[0; crate::gso::VNET_HDR_LEN]), frame, 1);
+        self.hold(
+            cx,
+            fd,
+            self.vnet.then_some(&[0; crate::gso::VNET_HDR_LEN]),
+            frame,
+            1,
+        );
         None
     }
 
-    /// Offer an Ethernet frame to the coalescer: true when it was taken (joined to the super-frame held, or
-    /// the start of a new one), false when it is no TCP segment to join and must be sent as usual (what was
-    /// held has then been moved into the batch, before it: order is kept).
+    /// Offer an Ethernet frame to the coalescer: true when it was taken (joined to the super-frame
+    /// held, or the start of a new one), false when it is no TCP segment to join and must be sent
+    /// as usual (what was held has then been moved into the batch, before it: order is kept).
     pub fn coalesce(&self, cx: &Ctx, fd: i32, frame: &[u8]) -> bool {
         let Some(g) = &self.gro else { return false };
         let mut g = g.borrow_mut();
@@ -98,16 +115,26 @@ impl TxBatch {
                 vnet[at..at + 2].copy_from_slice(&v.to_le_bytes());
             }
         }
-        let Some(frame) = sup.frame.get(strip..) else { return };
+        let Some(frame) = sup.frame.get(strip..) else {
+            return;
+        };
         if sup.segs > 1 {
             cx.stats.gro.fetch_add(1, Ordering::Relaxed);
         }
-        // (a super-frame is at most 64 KiB of IP packet: it always fits the buffer once what is held is written)
+        // (a super-frame is at most 64 KiB of IP packet: it always fits the buffer once what is
+        // held is written)
         self.hold(cx, fd, Some(&vnet), frame, sup.segs as u32);
     }
 
     /// Into the buffer (written first when full), after `vnet`.
-    fn hold(&self, cx: &Ctx, fd: i32, vnet: Option<&[u8; crate::gso::VNET_HDR_LEN]>, frame: &[u8], segs: u32) {
+    fn hold(
+        &self,
+        cx: &Ctx,
+        fd: i32,
+        vnet: Option<&[u8; crate::gso::VNET_HDR_LEN]>,
+        frame: &[u8],
+        segs: u32,
+    ) {
         let mut h = self.held.borrow_mut();
         if h.ends.len() == Self::FRAMES || h.data.len() + frame.len() > Self::BYTES {
             drop(h);
@@ -128,8 +155,8 @@ impl TxBatch {
         self.held.borrow().ends.len() + self.gro.as_ref().map_or(0, |g| g.borrow().held())
     }
 
-    /// Write the frames held to queue `fd` (the super-frame being joined last), one `write` each, and count
-    /// them (sent, or failed; a super-frame as its segments).
+    /// Write the frames held to queue `fd` (the super-frame being joined last), one `write` each,
+    /// and count them (sent, or failed; a super-frame as its segments).
     pub fn flush(&self, cx: &Ctx, fd: i32) {
         if let Some(g) = &self.gro {
             self.hold_super(cx, fd, &mut g.borrow_mut());
@@ -176,12 +203,19 @@ impl Default for TxBatch {
     }
 }
 
-/// One packet to a TUN/TAP queue (retried when a signal interrupts it), after the virtio-net header `vnet`.
+/// One packet to a TUN/TAP queue (retried when a signal interrupts it), after the virtio-net header
+/// `vnet`.
 fn write_frame(fd: i32, vnet: Option<&[u8; crate::gso::VNET_HDR_LEN]>, frame: &[u8]) -> bool {
     let hdr = vnet.copied().unwrap_or_default();
     let iov = [
-        libc::iovec { iov_base: hdr.as_ptr() as *mut libc::c_void, iov_len: if vnet.is_some() { hdr.len() } else { 0 } },
-        libc::iovec { iov_base: frame.as_ptr() as *mut libc::c_void, iov_len: frame.len() },
+        libc::iovec {
+            iov_base: hdr.as_ptr() as *mut libc::c_void,
+            iov_len: if vnet.is_some() { hdr.len() } else { 0 },
+        },
+        libc::iovec {
+            iov_base: frame.as_ptr() as *mut libc::c_void,
+            iov_len: frame.len(),
+        },
     ];
     loop {
         let n = unsafe { libc::writev(fd, iov.as_ptr(), 2) };
@@ -199,23 +233,55 @@ mod tests {
     use super::*;
     use crate::port::io::PortStats;
 
-    /// A batch held for one end of a SOCK_SEQPACKET pair (one message per write, as a TUN/TAP queue takes
-    /// one packet per write): nothing is written until the batch is flushed or full, then everything in order,
-    /// counted once; a frame larger than the buffer goes at once, after what was held.
+    /// A batch held for one end of a SOCK_SEQPACKET pair (one message per write, as a TUN/TAP queue
+    /// takes one packet per write): nothing is written until the batch is flushed or full, then
+    /// everything in order, counted once; a frame larger than the buffer goes at once, after what
+    /// was held.
     #[test]
     fn tx_batch_holds_then_writes_in_order() {
         let mut sv = [0i32; 2];
-        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK, 0, sv.as_mut_ptr()) }, 0);
+        assert_eq!(
+            unsafe {
+                libc::socketpair(
+                    libc::AF_UNIX,
+                    libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK,
+                    0,
+                    sv.as_mut_ptr(),
+                )
+            },
+            0
+        );
         let big = 1 << 20;
         for fd in sv {
-            unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &big as *const i32 as *const libc::c_void, 4) };
-            unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &big as *const i32 as *const libc::c_void, 4) };
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_SNDBUF,
+                    &big as *const i32 as *const libc::c_void,
+                    4,
+                )
+            };
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVBUF,
+                    &big as *const i32 as *const libc::c_void,
+                    4,
+                )
+            };
         }
         let stats = PortStats::default();
-        let cx = Ctx { number: 7, iface: "test", stats: &stats };
+        let cx = Ctx {
+            number: 7,
+            iface: "test",
+            stats: &stats,
+        };
         let mut buf = vec![0u8; TxBatch::BYTES + 100];
         let recv = |buf: &mut [u8]| -> Option<usize> {
-            let n = unsafe { libc::recv(sv[1], buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
+            let n =
+                unsafe { libc::recv(sv[1], buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
             (n >= 0).then_some(n as usize)
         };
         let frame = |i: usize| vec![i as u8; 60 + i % 7];
@@ -235,7 +301,10 @@ mod tests {
         for i in 0..TxBatch::FRAMES + 1 {
             assert_eq!(b.send(&cx, sv[0], &frame(i)), None);
         }
-        assert_eq!((b.pending(), stats.tx.load(Ordering::Relaxed)), (1, 10 + TxBatch::FRAMES as u64));
+        assert_eq!(
+            (b.pending(), stats.tx.load(Ordering::Relaxed)),
+            (1, 10 + TxBatch::FRAMES as u64)
+        );
         // a frame larger than the buffer: what is held first, then it
         let large = vec![0xab; TxBatch::BYTES + 1];
         assert_eq!(b.send(&cx, sv[0], &large), Some(true));
@@ -253,34 +322,66 @@ mod tests {
         unsafe { libc::close(sv[0]) };
     }
 
-    /// TCP segments of one stream offered to a TAP batch (with the header) and a TUN batch (which strips the
-    /// Ethernet header): one write each, a super-frame whose virtio-net header cuts it back into exactly the
-    /// segments that went in (for TUN: the IP packets), counted as that many frames sent; a frame that is not a
-    /// TCP segment goes after it, with a zero header.
+    /// TCP segments of one stream offered to a TAP batch (with the header) and a TUN batch (which
+    /// strips the Ethernet header): one write each, a super-frame whose virtio-net header cuts it
+    /// back into exactly the segments that went in (for TUN: the IP packets), counted as that many
+    /// frames sent; a frame that is not a TCP segment goes after it, with a zero header.
     #[test]
     fn tcp_segments_are_joined_on_queues_with_the_header() {
         use crate::gso::{segment, VnetHdr, GSO_TCPV4, VNET_HDR_LEN};
         for strip in [0usize, 14] {
             let mut sv = [0i32; 2];
-            assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK, 0, sv.as_mut_ptr()) }, 0);
+            assert_eq!(
+                unsafe {
+                    libc::socketpair(
+                        libc::AF_UNIX,
+                        libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK,
+                        0,
+                        sv.as_mut_ptr(),
+                    )
+                },
+                0
+            );
             let stats = PortStats::default();
-            let cx = Ctx { number: 3, iface: "test", stats: &stats };
+            let cx = Ctx {
+                number: 3,
+                iface: "test",
+                stats: &stats,
+            };
             let b = TxBatch::with_vnet(true, true, strip);
             assert!(b.joins());
             let mss = 1000;
-            let segs: Vec<Vec<u8>> = (0..4u32).map(|i| crate::gro::tests::seg(false, 1000 + i * mss as u32, 7 + i as u16, 0x10, &vec![i as u8; mss])).collect();
+            let segs: Vec<Vec<u8>> = (0..4u32)
+                .map(|i| {
+                    crate::gro::tests::seg(
+                        false,
+                        1000 + i * mss as u32,
+                        7 + i as u16,
+                        0x10,
+                        &vec![i as u8; mss],
+                    )
+                })
+                .collect();
             for s in &segs {
-                assert!(b.coalesce(&cx, sv[0], s), "a segment of the stream is taken");
+                assert!(
+                    b.coalesce(&cx, sv[0], s),
+                    "a segment of the stream is taken"
+                );
             }
             let other = vec![0x55u8; 60];
             assert!(!b.coalesce(&cx, sv[0], &other), "not a TCP segment");
             assert_eq!(b.send(&cx, sv[0], &other[strip..]), None);
             assert_eq!(b.pending(), 2);
             b.flush(&cx, sv[0]);
-            assert_eq!(stats.tx.load(Ordering::Relaxed), 5, "four segments and the other frame");
+            assert_eq!(
+                stats.tx.load(Ordering::Relaxed),
+                5,
+                "four segments and the other frame"
+            );
             assert_eq!(stats.gro.load(Ordering::Relaxed), 1);
             let mut buf = vec![0u8; 1 << 16];
-            let n = unsafe { libc::recv(sv[1], buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
+            let n =
+                unsafe { libc::recv(sv[1], buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
             assert!(n > 0);
             let h = VnetHdr::parse(&buf[..VNET_HDR_LEN]).unwrap();
             assert_eq!((h.gso_type, h.gso_size as usize), (GSO_TCPV4, mss));
@@ -288,11 +389,19 @@ mod tests {
             // cut it back (as an Ethernet frame: put back what was stripped) and compare
             let mut sup = segs[0][..strip].to_vec();
             sup.extend_from_slice(&buf[VNET_HDR_LEN..n as usize]);
-            let h = VnetHdr { hdr_len: h.hdr_len + strip as u16, csum_start: h.csum_start + strip as u16, ..h };
+            let h = VnetHdr {
+                hdr_len: h.hdr_len + strip as u16,
+                csum_start: h.csum_start + strip as u16,
+                ..h
+            };
             let mut back = vec![];
             segment(&sup, &h, &mut back).unwrap();
-            assert_eq!(back, segs, "the super-frame stands for exactly the segments sent (strip {strip})");
-            let n = unsafe { libc::recv(sv[1], buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
+            assert_eq!(
+                back, segs,
+                "the super-frame stands for exactly the segments sent (strip {strip})"
+            );
+            let n =
+                unsafe { libc::recv(sv[1], buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
             assert_eq!(&buf[..VNET_HDR_LEN], &[0; VNET_HDR_LEN]);
             assert_eq!(&buf[VNET_HDR_LEN..n as usize], &other[strip..]);
             unsafe { libc::close(sv[0]) };

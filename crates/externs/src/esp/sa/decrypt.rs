@@ -1,5 +1,5 @@
-//! Inbound: the full sequence number from its low bits, the ICV and the replay check, decryption, the padding
-//! and the next header checked; and finding the ESP part of an IP packet.
+//! Inbound: the full sequence number from its low bits, the ICV and the replay check, decryption,
+//! the padding and the next header checked; and finding the ESP part of an IP packet.
 
 use super::*;
 
@@ -31,26 +31,37 @@ impl Sa {
     }
 
     /// Decapsulate an ESP packet that starts at the ESP header. Verifies the ICV before decrypting,
-    /// then the padding and next header, then updates the replay window. `out` receives the inner packet.
+    /// then the padding and next header, then updates the replay window. `out` receives the inner
+    /// packet.
     pub fn decapsulate(&self, esp: &[u8], out: &mut Vec<u8>) -> Result<u64, EspError> {
         self.decapsulate_mode(esp, out, true, 0).map(|(seq, _)| seq)
     }
 
-    /// [`Sa::decapsulate`] with `headroom` bytes (zeros) in `out` in front of the inner packet: room for the
-    /// headers a switch puts in front of it on the way out.
-    pub fn decapsulate_at(&self, esp: &[u8], out: &mut Vec<u8>, headroom: usize) -> Result<u64, EspError> {
-        self.decapsulate_mode(esp, out, true, headroom).map(|(seq, _)| seq)
+    /// [`Sa::decapsulate`] with `headroom` bytes (zeros) in `out` in front of the inner packet:
+    /// room for the headers a switch puts in front of it on the way out.
+    pub fn decapsulate_at(
+        &self,
+        esp: &[u8],
+        out: &mut Vec<u8>,
+        headroom: usize,
+    ) -> Result<u64, EspError> {
+        self.decapsulate_mode(esp, out, true, headroom)
+            .map(|(seq, _)| seq)
     }
 
-    /// Like [`Sa::decapsulate`] but for any next header (transport mode); returns (sequence, next header).
+    /// Like [`Sa::decapsulate`] but for any next header (transport mode); returns (sequence, next
+    /// header).
     pub fn decapsulate_any(&self, esp: &[u8], out: &mut Vec<u8>) -> Result<(u64, u8), EspError> {
         self.decapsulate_mode(esp, out, false, 0)
     }
 
-    /// The ESP packet in `esp`: for an SA with UDP encapsulation, what follows the UDP header in front of it (to
-    /// the SA's destination port, its length within the packet: bytes after it are padding); else `esp` itself.
+    /// The ESP packet in `esp`: for an SA with UDP encapsulation, what follows the UDP header in
+    /// front of it (to the SA's destination port, its length within the packet: bytes after it are
+    /// padding); else `esp` itself.
     fn unwrap_udp<'a>(&self, esp: &'a [u8]) -> Result<&'a [u8], EspError> {
-        let Some((_, port)) = self.cfg.udp_encap else { return Ok(esp) };
+        let Some((_, port)) = self.cfg.udp_encap else {
+            return Ok(esp);
+        };
         if esp.len() < 8 {
             return Err(EspError::Truncated);
         }
@@ -62,18 +73,30 @@ impl Sa {
     }
 
     /// Decapsulate into `out` after `h` bytes of headroom.
-    fn decapsulate_mode(&self, esp: &[u8], out: &mut Vec<u8>, tunnel: bool, h: usize) -> Result<(u64, u8), EspError> {
+    fn decapsulate_mode(
+        &self,
+        esp: &[u8],
+        out: &mut Vec<u8>,
+        tunnel: bool,
+        h: usize,
+    ) -> Result<(u64, u8), EspError> {
         let esp = self.unwrap_udp(esp)?;
         let c = self.cfg.cipher;
         let iv_len = c.iv_len();
-        let icv_len = if c.is_aead() { 16 } else { self.cfg.integ.icv_len() };
+        let icv_len = if c.is_aead() {
+            16
+        } else {
+            self.cfg.integ.icv_len()
+        };
         if esp.len() < 8 + iv_len + 2 + icv_len {
             return Err(EspError::Truncated);
         }
         let spi = u32::from_be_bytes(esp[0..4].try_into().unwrap());
         if spi != self.cfg.spi {
             // ESP in UDP for a plain ESP SA: this SA's SPI after a UDP header
-            if self.cfg.udp_encap.is_none() && esp.get(8..12) == Some(&self.cfg.spi.to_be_bytes()[..]) {
+            if self.cfg.udp_encap.is_none()
+                && esp.get(8..12) == Some(&self.cfg.spi.to_be_bytes()[..])
+            {
                 return Err(EspError::WrongEncap);
             }
             return Err(EspError::WrongSpi);
@@ -98,7 +121,11 @@ impl Sa {
             }
             seq
         };
-        let seq_hi = if self.cfg.esn { Some((seq >> 32) as u32) } else { None };
+        let seq_hi = if self.cfg.esn {
+            Some((seq >> 32) as u32)
+        } else {
+            None
+        };
         out.clear();
         out.resize(h, 0);
         match &self.keys {
@@ -110,7 +137,11 @@ impl Sa {
                 let n = aad_for(spi, seq, self.cfg.esn, &mut aad);
                 out.extend_from_slice(&esp[16..]);
                 let pt = key
-                    .open_in_place(ring::aead::Nonce::assume_unique_for_key(nonce), ring::aead::Aad::from(&aad[..n]), &mut out[h..])
+                    .open_in_place(
+                        ring::aead::Nonce::assume_unique_for_key(nonce),
+                        ring::aead::Aad::from(&aad[..n]),
+                        &mut out[h..],
+                    )
                     .map_err(|_| EspError::IcvMismatch)?;
                 let l = pt.len();
                 out.truncate(h + l);
@@ -119,7 +150,10 @@ impl Sa {
                 if icv_len > 0 {
                     let mut want = [0u8; 16];
                     self.icv(&esp[..body_end], seq_hi, &mut want[..icv_len]);
-                    let diff = want[..icv_len].iter().zip(&esp[body_end..]).fold(0u8, |a, (x, y)| a | (x ^ y));
+                    let diff = want[..icv_len]
+                        .iter()
+                        .zip(&esp[body_end..])
+                        .fold(0u8, |a, (x, y)| a | (x ^ y));
                     if diff != 0 {
                         return Err(EspError::IcvMismatch);
                     }
@@ -131,12 +165,22 @@ impl Sa {
                         let iv: [u8; 16] = esp[8..24].try_into().unwrap();
                         use cbc::cipher::InnerIvInit;
                         let r = match &self.keys {
-                            Keys::Cbc128(k) => cbc::Decryptor::<aes::Aes128>::inner_iv_init(k.clone(), (&iv).into())
-                                .decrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(&mut out[h..])
-                                .map(|_| ()),
-                            Keys::Cbc256(k) => cbc::Decryptor::<aes::Aes256>::inner_iv_init(k.clone(), (&iv).into())
-                                .decrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(&mut out[h..])
-                                .map(|_| ()),
+                            Keys::Cbc128(k) => cbc::Decryptor::<aes::Aes128>::inner_iv_init(
+                                k.clone(),
+                                (&iv).into(),
+                            )
+                            .decrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(
+                                &mut out[h..],
+                            )
+                            .map(|_| ()),
+                            Keys::Cbc256(k) => cbc::Decryptor::<aes::Aes256>::inner_iv_init(
+                                k.clone(),
+                                (&iv).into(),
+                            )
+                            .decrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(
+                                &mut out[h..],
+                            )
+                            .map(|_| ()),
                             _ => Ok(()),
                         };
                         r.map_err(|_| EspError::BadLength)?;
@@ -160,7 +204,11 @@ impl Sa {
             return Err(EspError::BadPadding);
         }
         let pad_start = body.len() - 2 - pl;
-        if body[pad_start..body.len() - 2].iter().enumerate().any(|(i, b)| *b as usize != i + 1) {
+        if body[pad_start..body.len() - 2]
+            .iter()
+            .enumerate()
+            .any(|(i, b)| *b as usize != i + 1)
+        {
             return Err(EspError::BadPadding);
         }
         if tunnel && nh != 4 && nh != 41 {
@@ -180,8 +228,8 @@ impl Sa {
     }
 }
 
-/// Strip an outer IPv4/IPv6 header carrying ESP (protocol 50), or ESP in UDP (17: the SA checks the UDP
-/// header), and return what follows it.
+/// Strip an outer IPv4/IPv6 header carrying ESP (protocol 50), or ESP in UDP (17: the SA checks the
+/// UDP header), and return what follows it.
 pub fn esp_of_ip(packet: &[u8]) -> Result<&[u8], EspError> {
     match packet.first().map(|b| b >> 4) {
         Some(4) => {

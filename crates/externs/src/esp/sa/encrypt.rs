@@ -1,38 +1,65 @@
-//! Outbound: encapsulating an inner packet into ESP (tunnel mode), with padding, encryption and the ICV.
+//! Outbound: encapsulating an inner packet into ESP (tunnel mode), with padding, encryption and the
+//! ICV.
 
 use super::*;
 
 impl Sa {
-    /// Encapsulate an inner IPv4/IPv6 packet. `out` receives the outer IP header (if the SA has tunnel
-    /// endpoints), the ESP header, IV, ciphertext and ICV.
+    /// Encapsulate an inner IPv4/IPv6 packet. `out` receives the outer IP header (if the SA has
+    /// tunnel endpoints), the ESP header, IV, ciphertext and ICV.
     pub fn encapsulate(&self, inner: &[u8], out: &mut Vec<u8>) -> Result<u64, EspError> {
         self.seal(&[], inner, out, None, 0).map(|(seq, _)| seq)
     }
 
     /// [`Sa::encapsulate`] of the inner packet `head ++ body`, read where its two parts lie.
-    pub fn encapsulate_parts(&self, head: &[u8], body: &[u8], out: &mut Vec<u8>) -> Result<u64, EspError> {
+    pub fn encapsulate_parts(
+        &self,
+        head: &[u8],
+        body: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<u64, EspError> {
         self.seal(head, body, out, None, 0).map(|(seq, _)| seq)
     }
 
-    /// Encapsulate the inner packet `head ++ body` (e.g. a parsed IP header and the rest of the packet, read
-    /// where they lie: the inner packet is copied once, into `out`, and encrypted there). The outer IP header
-    /// goes to `outer` (the SA's tunnel endpoints: 20 bytes for IPv4, 40 for IPv6, 0 without a tunnel; the
-    /// length is returned with the sequence number); `out` receives the ESP header, IV, ciphertext and ICV.
-    /// The same bytes as [`Sa::encapsulate`] of the concatenation, split after the outer header.
-    pub fn encapsulate_split(&self, head: &[u8], body: &[u8], outer: &mut [u8; 40], out: &mut Vec<u8>) -> Result<(u64, usize), EspError> {
+    /// Encapsulate the inner packet `head ++ body` (e.g. a parsed IP header and the rest of the
+    /// packet, read where they lie: the inner packet is copied once, into `out`, and encrypted
+    /// there). The outer IP header goes to `outer` (the SA's tunnel endpoints: 20 bytes for IPv4,
+    /// 40 for IPv6, 0 without a tunnel; the length is returned with the sequence number); `out`
+    /// receives the ESP header, IV, ciphertext and ICV. The same bytes as [`Sa::encapsulate`] of
+    /// the concatenation, split after the outer header.
+    pub fn encapsulate_split(
+        &self,
+        head: &[u8],
+        body: &[u8],
+        outer: &mut [u8; 40],
+        out: &mut Vec<u8>,
+    ) -> Result<(u64, usize), EspError> {
         self.seal(head, body, out, Some(outer), 0)
     }
 
-    /// [`Sa::encapsulate_split`] with `headroom` bytes (zeros) in `out` in front of the ESP: room for the
-    /// headers a switch puts in front of it on the way out.
-    pub fn encapsulate_split_at(&self, head: &[u8], body: &[u8], outer: &mut [u8; 40], out: &mut Vec<u8>, headroom: usize) -> Result<(u64, usize), EspError> {
+    /// [`Sa::encapsulate_split`] with `headroom` bytes (zeros) in `out` in front of the ESP: room
+    /// for the headers a switch puts in front of it on the way out.
+    pub fn encapsulate_split_at(
+        &self,
+        head: &[u8],
+        body: &[u8],
+        outer: &mut [u8; 40],
+        out: &mut Vec<u8>,
+        headroom: usize,
+    ) -> Result<(u64, usize), EspError> {
         self.seal(head, body, out, Some(outer), headroom)
     }
 
-    /// [`Sa::encapsulate`] of `head ++ body`, the outer header into `outer` when given (else in front of the ESP
-    /// in `out`); the sequence number and the outer header's length.
-    /// `headroom` zero bytes go in front of everything in `out`.
-    fn seal(&self, head: &[u8], body: &[u8], out: &mut Vec<u8>, outer_to: Option<&mut [u8; 40]>, headroom: usize) -> Result<(u64, usize), EspError> {
+    /// [`Sa::encapsulate`] of `head ++ body`, the outer header into `outer` when given (else in
+    /// front of the ESP in `out`); the sequence number and the outer header's length. `headroom`
+    /// zero bytes go in front of everything in `out`.
+    fn seal(
+        &self,
+        head: &[u8],
+        body: &[u8],
+        out: &mut Vec<u8>,
+        outer_to: Option<&mut [u8; 40]>,
+        headroom: usize,
+    ) -> Result<(u64, usize), EspError> {
         let inner_len = head.len() + body.len();
         let next_header = match head.first().or(body.first()).map(|b| b >> 4) {
             Some(4) => 4u8,
@@ -52,7 +79,11 @@ impl Sa {
         out.clear();
         let c = self.cfg.cipher;
         let iv_len = c.iv_len();
-        let icv_len = if c.is_aead() { 16 } else { self.cfg.integ.icv_len() };
+        let icv_len = if c.is_aead() {
+            16
+        } else {
+            self.cfg.integ.icv_len()
+        };
         let blk = c.block();
         let pad = (blk - (inner_len + 2) % blk) % blk;
         let payload_len = inner_len + pad + 2;
@@ -71,9 +102,9 @@ impl Sa {
                 }
                 h[0] = 0x45;
                 h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-                // the identification counts up with the sequence number (DF is set: RFC 6864 lets it be
-                // anything), so that consecutive packets of an SA can be joined into GSO super-frames and
-                // cut again into the same packets
+                // the identification counts up with the sequence number (DF is set: RFC 6864 lets
+                // it be anything), so that consecutive packets of an SA can be joined into GSO
+                // super-frames and cut again into the same packets
                 h[4..6].copy_from_slice(&(seq as u16).to_be_bytes());
                 h[6] = 0x40; // DF
                 h[8] = 64;
@@ -133,7 +164,8 @@ impl Sa {
         let pt_at = out.len();
         out.extend_from_slice(head);
         out.extend_from_slice(body);
-        // padding 1, 2, 3, ... (shorter than a cipher block, at most 16 bytes), pad length, next header
+        // padding 1, 2, 3, ... (shorter than a cipher block, at most 16 bytes), pad length, next
+        // header
         const PAD: [u8; 16] = {
             let mut p = [0u8; 16];
             let mut i = 0;
@@ -145,7 +177,11 @@ impl Sa {
         };
         out.extend_from_slice(&PAD[..pad]);
         out.extend_from_slice(&[pad as u8, next_header]);
-        let seq_hi = if self.cfg.esn { Some((seq >> 32) as u32) } else { None };
+        let seq_hi = if self.cfg.esn {
+            Some((seq >> 32) as u32)
+        } else {
+            None
+        };
         match &self.keys {
             Keys::Null => {}
             Keys::Cbc128(_) | Keys::Cbc256(_) => {
@@ -155,12 +191,16 @@ impl Sa {
                 let n = buf.len();
                 use cbc::cipher::InnerIvInit;
                 let r = match &self.keys {
-                    Keys::Cbc128(k) => cbc::Encryptor::<aes::Aes128>::inner_iv_init(k.clone(), (&iv).into())
-                        .encrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(buf, n)
-                        .map(|_| ()),
-                    Keys::Cbc256(k) => cbc::Encryptor::<aes::Aes256>::inner_iv_init(k.clone(), (&iv).into())
-                        .encrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(buf, n)
-                        .map(|_| ()),
+                    Keys::Cbc128(k) => {
+                        cbc::Encryptor::<aes::Aes128>::inner_iv_init(k.clone(), (&iv).into())
+                            .encrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(buf, n)
+                            .map(|_| ())
+                    }
+                    Keys::Cbc256(k) => {
+                        cbc::Encryptor::<aes::Aes256>::inner_iv_init(k.clone(), (&iv).into())
+                            .encrypt_padded_mut::<cbc::cipher::block_padding::NoPadding>(buf, n)
+                            .map(|_| ())
+                    }
                     _ => Ok(()),
                 };
                 r.map_err(|_| EspError::BadLength)?;
@@ -177,7 +217,11 @@ impl Sa {
                 let mut aad = [0u8; 12];
                 let n = aad_for(self.cfg.spi, seq, self.cfg.esn, &mut aad);
                 let tag = key
-                    .seal_in_place_separate_tag(ring::aead::Nonce::assume_unique_for_key(nonce), ring::aead::Aad::from(&aad[..n]), &mut out[pt_at..])
+                    .seal_in_place_separate_tag(
+                        ring::aead::Nonce::assume_unique_for_key(nonce),
+                        ring::aead::Aad::from(&aad[..n]),
+                        &mut out[pt_at..],
+                    )
                     .map_err(|_| EspError::BadLength)?;
                 out.extend_from_slice(tag.as_ref());
                 self.udp_checksum(&h, out, udp_at);
@@ -193,15 +237,20 @@ impl Sa {
         Ok((seq, outer_len))
     }
 
-    /// The checksum of the UDP header at `at` in `out` (ESP in UDP), over the rest of `out`, when the outer
-    /// header `h` is IPv6 (UDP over IPv6 must have one); over IPv4 it stays 0 (RFC 3948 3.1.1).
+    /// The checksum of the UDP header at `at` in `out` (ESP in UDP), over the rest of `out`, when
+    /// the outer header `h` is IPv6 (UDP over IPv6 must have one); over IPv4 it stays 0 (RFC 3948
+    /// 3.1.1).
     fn udp_checksum(&self, h: &[u8; 40], out: &mut [u8], at: usize) {
         if self.cfg.udp_encap.is_none() || h[0] >> 4 != 6 {
             return;
         }
         use crate::checksum::{fold, ones_sum};
         let len = (out.len() - at) as u32;
-        let sum = ones_sum(&h[8..40]) as u32 + 17 + (len >> 16) + (len & 0xffff) + ones_sum(&out[at..]) as u32;
+        let sum = ones_sum(&h[8..40]) as u32
+            + 17
+            + (len >> 16)
+            + (len & 0xffff)
+            + ones_sum(&out[at..]) as u32;
         let c = match !fold(sum) {
             0 => 0xffff,
             c => c,

@@ -1,17 +1,19 @@
-//! The switch's own XDP program for AF_XDP ports: an XSK map and a five-instruction program that redirects
-//! each frame to the socket of its receive queue, or passes it to the kernel's stack where that queue has
-//! none (as libxdp's default program does), loaded through the system's libbpf (Debian `libbpf1`, a
-//! dependency of `libxdp1`; opened with `dlopen` as libxdp is).
+//! The switch's own XDP program for AF_XDP ports: an XSK map and a five-instruction program that
+//! redirects each frame to the socket of its receive queue, or passes it to the kernel's stack
+//! where that queue has none (as libxdp's default program does), loaded through the system's libbpf
+//! (Debian `libbpf1`, a dependency of `libxdp1`; opened with `dlopen` as libxdp is).
 //!
-//! It is attached through a BPF link, which the kernel removes when its last descriptor closes: when the port
-//! closes, and also when the switch dies (SIGKILL, a crash), so no program of a dead switch is left on an
-//! interface (libxdp attaches its program without a link: it stays after a killed switch until someone
-//! removes it). One program serves every worker's queue of an interface; the last port to close detaches it.
+//! It is attached through a BPF link, which the kernel removes when its last descriptor closes:
+//! when the port closes, and also when the switch dies (SIGKILL, a crash), so no program of a dead
+//! switch is left on an interface (libxdp attaches its program without a link: it stays after a
+//! killed switch until someone removes it). One program serves every worker's queue of an
+//! interface; the last port to close detaches it.
 //!
-//! Multi-buffer ports (frames larger than one UMEM buffer: jumbo frames) get it loaded as frags-aware
-//! (`BPF_F_XDP_HAS_FRAGS`): only such a program hands multi-buffer frames to an XDP socket, and a veth refuses
-//! a program that is not when its MTU exceeds a page (libxdp 1.3's default program is not one). Single-buffer
-//! ports get it without the flag, so that the driver keeps refusing an MTU whose frames would not fit a buffer.
+//! Multi-buffer ports (frames larger than one UMEM buffer: jumbo frames) get it loaded as
+//! frags-aware (`BPF_F_XDP_HAS_FRAGS`): only such a program hands multi-buffer frames to an XDP
+//! socket, and a veth refuses a program that is not when its MTU exceeds a page (libxdp 1.3's
+//! default program is not one). Single-buffer ports get it without the flag, so that the driver
+//! keeps refusing an MTU whose frames would not fit a buffer.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
@@ -44,10 +46,16 @@ pub struct Insn {
 }
 
 const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-    Insn { code, regs: (src << 4) | (dst & 0xf), off, imm }
+    Insn {
+        code,
+        regs: (src << 4) | (dst & 0xf),
+        off,
+        imm,
+    }
 }
 
-/// The program: `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);` with the map `map_fd`.
+/// The program: `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);` with the map
+/// `map_fd`.
 pub fn program(map_fd: i32) -> [Insn; 6] {
     [
         // r2 = *(u32 *)(r1 + 16): struct xdp_md's rx_queue_index
@@ -90,19 +98,27 @@ struct ProgLoadOpts {
     log_buf: *mut c_char,
 }
 
-/// `struct bpf_link_create_opts` of libbpf 1.x, as far as an XDP link uses it (the size and the flags;
-/// the rest is a union of other link kinds' fields, left zero).
+/// `struct bpf_link_create_opts` of libbpf 1.x, as far as an XDP link uses it (the size and the
+/// flags; the rest is a union of other link kinds' fields, left zero).
 #[repr(C)]
 struct LinkCreateOpts {
     sz: usize,
     flags: u32,
-    /// (explicit: libbpf refuses options whose bytes after `flags` are not all zero, padding included)
+    /// (explicit: libbpf refuses options whose bytes after `flags` are not all zero, padding
+    /// included)
     _pad: u32,
     rest: [u64; 6],
 }
 
 type MapCreate = unsafe extern "C" fn(c_int, *const c_char, u32, u32, u32, *const c_void) -> c_int;
-type ProgLoad = unsafe extern "C" fn(c_int, *const c_char, *const c_char, *const Insn, usize, *mut ProgLoadOpts) -> c_int;
+type ProgLoad = unsafe extern "C" fn(
+    c_int,
+    *const c_char,
+    *const c_char,
+    *const Insn,
+    usize,
+    *mut ProgLoadOpts,
+) -> c_int;
 type LinkCreate = unsafe extern "C" fn(c_int, c_int, c_int, *const LinkCreateOpts) -> c_int;
 type MapUpdate = unsafe extern "C" fn(c_int, *const c_void, *const c_void, u64) -> c_int;
 
@@ -117,15 +133,22 @@ struct Bpf {
 fn bpf() -> Result<&'static Bpf, String> {
     static LIB: OnceLock<Result<Bpf, String>> = OnceLock::new();
     LIB.get_or_init(|| {
-        let dl = crate::dl::Dl::open(&[c"libbpf.so.1", c"libbpf.so"], "libbpf is not installed (Debian: apt-get install libbpf1)")?;
+        let dl = crate::dl::Dl::open(
+            &[c"libbpf.so.1", c"libbpf.so"],
+            "libbpf is not installed (Debian: apt-get install libbpf1)",
+        )?;
         let sym = |name: &std::ffi::CStr| dl.sym(name, "libbpf (0.8 or later)");
         // SAFETY: the signatures of libbpf's bpf.h (1.x)
         unsafe {
             Ok(Bpf {
                 map_create: std::mem::transmute::<*mut c_void, MapCreate>(sym(c"bpf_map_create")?),
                 prog_load: std::mem::transmute::<*mut c_void, ProgLoad>(sym(c"bpf_prog_load")?),
-                link_create: std::mem::transmute::<*mut c_void, LinkCreate>(sym(c"bpf_link_create")?),
-                map_update: std::mem::transmute::<*mut c_void, MapUpdate>(sym(c"bpf_map_update_elem")?),
+                link_create: std::mem::transmute::<*mut c_void, LinkCreate>(sym(
+                    c"bpf_link_create",
+                )?),
+                map_update: std::mem::transmute::<*mut c_void, MapUpdate>(sym(
+                    c"bpf_map_update_elem",
+                )?),
             })
         }
     })
@@ -138,7 +161,8 @@ fn os_err(r: c_int) -> std::io::Error {
     std::io::Error::from_raw_os_error(if r < 0 { -r } else { libc::EIO })
 }
 
-/// The program, its XSK map and its link on one interface; detached when the last port holding it drops it.
+/// The program, its XSK map and its link on one interface; detached when the last port holding it
+/// drops it.
 pub struct XskProg {
     ifindex: u32,
     map_fd: c_int,
@@ -159,18 +183,26 @@ impl Drop for XskProg {
 /// Receive queues the map has room for: the interface's (from sysfs), at least 64.
 fn queues(iface: &str) -> u32 {
     let n = std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
-        .map(|d| d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count()
+        })
         .unwrap_or(0);
     (n as u32).clamp(64, 4096)
 }
 
 impl XskProg {
-    /// The program on `iface` (index `ifindex`), frags-aware or not: the one already attached by another port
-    /// of this switch, or a new one. The error says why it cannot be (no libbpf, no permission, another XDP
-    /// program on the interface, the driver refuses native XDP or frags, the verifier's words).
+    /// The program on `iface` (index `ifindex`), frags-aware or not: the one already attached by
+    /// another port of this switch, or a new one. The error says why it cannot be (no libbpf, no
+    /// permission, another XDP program on the interface, the driver refuses native XDP or frags,
+    /// the verifier's words).
     pub fn on(iface: &str, ifindex: u32, frags: bool) -> Result<Arc<XskProg>, String> {
         static ATTACHED: OnceLock<Mutex<HashMap<(u32, bool), Weak<XskProg>>>> = OnceLock::new();
-        let mut attached = ATTACHED.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        let mut attached = ATTACHED
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(p) = attached.get(&(ifindex, frags)).and_then(Weak::upgrade) {
             return Ok(p);
         }
@@ -182,11 +214,29 @@ impl XskProg {
 
     fn attach(iface: &str, ifindex: u32, frags: bool) -> Result<XskProg, String> {
         let b = bpf()?;
-        let mut p = XskProg { ifindex, map_fd: -1, prog_fd: -1, link_fd: -1 };
-        let r = unsafe { (b.map_create)(BPF_MAP_TYPE_XSKMAP, c"p4sec_xsks".as_ptr(), 4, 4, queues(iface), std::ptr::null()) };
+        let mut p = XskProg {
+            ifindex,
+            map_fd: -1,
+            prog_fd: -1,
+            link_fd: -1,
+        };
+        let r = unsafe {
+            (b.map_create)(
+                BPF_MAP_TYPE_XSKMAP,
+                c"p4sec_xsks".as_ptr(),
+                4,
+                4,
+                queues(iface),
+                std::ptr::null(),
+            )
+        };
         if r < 0 {
             let e = os_err(r);
-            let hint = if r == -libc::EPERM { " (needs root or CAP_BPF, CAP_NET_ADMIN)" } else { "" };
+            let hint = if r == -libc::EPERM {
+                " (needs root or CAP_BPF, CAP_NET_ADMIN)"
+            } else {
+                ""
+            };
             return Err(format!("cannot create an XSK map: {e}{hint}"));
         }
         p.map_fd = r;
@@ -215,16 +265,41 @@ impl XskProg {
             log_size: log.len() as u32,
             log_buf: log.as_mut_ptr() as *mut c_char,
         };
-        let r = unsafe { (b.prog_load)(BPF_PROG_TYPE_XDP, c"p4sec_xsk".as_ptr(), c"GPL".as_ptr(), insns.as_ptr(), insns.len(), &mut opts) };
+        let r = unsafe {
+            (b.prog_load)(
+                BPF_PROG_TYPE_XDP,
+                c"p4sec_xsk".as_ptr(),
+                c"GPL".as_ptr(),
+                insns.as_ptr(),
+                insns.len(),
+                &mut opts,
+            )
+        };
         if r < 0 {
             let e = os_err(r);
-            let words = String::from_utf8_lossy(&log[..log.iter().position(|&c| c == 0).unwrap_or(0)]).trim().replace('\n', "; ");
-            let words = if words.is_empty() { String::new() } else { format!(" (verifier: {words})") };
-            let kind = if frags { "a frags-aware XDP program" } else { "the XDP program" };
+            let words =
+                String::from_utf8_lossy(&log[..log.iter().position(|&c| c == 0).unwrap_or(0)])
+                    .trim()
+                    .replace('\n', "; ");
+            let words = if words.is_empty() {
+                String::new()
+            } else {
+                format!(" (verifier: {words})")
+            };
+            let kind = if frags {
+                "a frags-aware XDP program"
+            } else {
+                "the XDP program"
+            };
             return Err(format!("the kernel refuses {kind}: {e}{words}"));
         }
         p.prog_fd = r;
-        let lopts = LinkCreateOpts { sz: std::mem::size_of::<LinkCreateOpts>(), flags: XDP_FLAGS_DRV_MODE, _pad: 0, rest: [0; 6] };
+        let lopts = LinkCreateOpts {
+            sz: std::mem::size_of::<LinkCreateOpts>(),
+            flags: XDP_FLAGS_DRV_MODE,
+            _pad: 0,
+            rest: [0; 6],
+        };
         let r = unsafe { (b.link_create)(p.prog_fd, ifindex as c_int, BPF_XDP, &lopts) };
         if r < 0 {
             let why = match -r {
@@ -233,7 +308,9 @@ impl XskProg {
                 _ => os_err(r).to_string(),
             };
             let kind = if frags { "a multi-buffer" } else { "an" };
-            return Err(format!("cannot attach {kind} XDP program to `{iface}`: {why}"));
+            return Err(format!(
+                "cannot attach {kind} XDP program to `{iface}`: {why}"
+            ));
         }
         p.link_fd = r;
         Ok(p)
@@ -242,9 +319,20 @@ impl XskProg {
     /// Direct the frames of receive queue `queue` to the XDP socket `xsk_fd`.
     pub fn insert(&self, queue: u32, xsk_fd: c_int) -> Result<(), String> {
         let b = bpf()?;
-        let r = unsafe { (b.map_update)(self.map_fd, &queue as *const u32 as *const c_void, &xsk_fd as *const c_int as *const c_void, 0) };
+        let r = unsafe {
+            (b.map_update)(
+                self.map_fd,
+                &queue as *const u32 as *const c_void,
+                &xsk_fd as *const c_int as *const c_void,
+                0,
+            )
+        };
         if r < 0 {
-            return Err(format!("cannot put the socket of queue {queue} into the XSK map of interface {}: {}", self.ifindex, os_err(r)));
+            return Err(format!(
+                "cannot put the socket of queue {queue} into the XSK map of interface {}: {}",
+                self.ifindex,
+                os_err(r)
+            ));
         }
         Ok(())
     }
@@ -258,11 +346,35 @@ mod tests {
     fn program_encoding() {
         let p = program(7);
         // a load of rx_queue_index into r2 from r1
-        assert_eq!(p[0], Insn { code: 0x61, regs: 0x12, off: 16, imm: 0 });
+        assert_eq!(
+            p[0],
+            Insn {
+                code: 0x61,
+                regs: 0x12,
+                off: 16,
+                imm: 0
+            }
+        );
         // the map's fd as a pseudo map-fd immediate into r1, in two slots
         assert_eq!((p[1].code, p[1].regs, p[1].imm), (0x18, 0x11, 7));
-        assert_eq!(p[2], Insn { code: 0, regs: 0, off: 0, imm: 0 });
-        assert_eq!(p[3], Insn { code: 0xb7, regs: 0x03, off: 0, imm: XDP_PASS });
+        assert_eq!(
+            p[2],
+            Insn {
+                code: 0,
+                regs: 0,
+                off: 0,
+                imm: 0
+            }
+        );
+        assert_eq!(
+            p[3],
+            Insn {
+                code: 0xb7,
+                regs: 0x03,
+                off: 0,
+                imm: XDP_PASS
+            }
+        );
         assert_eq!(p[4].imm, HELPER_REDIRECT_MAP);
         assert_eq!(p[5].code, 0x95);
         assert_eq!(std::mem::size_of::<Insn>(), 8);
