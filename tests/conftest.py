@@ -7,6 +7,9 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+# the benchmarks and demos (bench/, outside the installed package) import as `bench.NAME` from the checkout
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 
 def shared_root():

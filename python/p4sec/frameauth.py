@@ -28,7 +28,7 @@ import argparse
 import json
 import sys
 
-from p4sec.runtime import Switch
+from p4sec.infra.runtime import Switch
 
 ALGS = {"siphash": 0, "hmac-sha256": 1, "blake2b": 2}
 # the cells of counter FaIngress.fa_stats, in order

@@ -243,7 +243,7 @@ def main(argv=None):
         elif a.cmd == "provision":
             from google.protobuf import text_format
             from p4.config.v1 import p4info_pb2
-            from p4sec.runtime import Switch
+            from p4sec.infra.runtime import Switch
             sw = Switch(a.grpc, device_id=a.device_id)
             info = p4info_pb2.P4Info()
             text_format.Parse(pathlib.Path(a.p4info).read_text(), info)

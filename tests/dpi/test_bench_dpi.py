@@ -1,4 +1,4 @@
-"""Smoke test of the URL-filter benchmark (python -m p4sec.bench.dpi, issue #7) with tiny parameters: it runs to
+"""Smoke test of the URL-filter benchmark (python -m bench.dpi, issue #7) with tiny parameters: it runs to
 the end, every system forwards unlisted requests in every cell and drops listed ones, the JSON and the plot are
 written, and nothing is left behind. Properties only, no timing targets."""
 import json
@@ -17,7 +17,7 @@ needs_iptables = pytest.mark.skipif(not shutil.which("iptables-restore"), reason
 
 
 def bench(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "p4sec.bench.dpi", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "bench.dpi", *args], capture_output=True, text=True,
                           timeout=timeout, env=ENV, cwd=ROOT)
 
 

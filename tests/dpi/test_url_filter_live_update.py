@@ -11,7 +11,7 @@ import time
 import pytest
 
 from p4sec import dpi
-from p4sec.netns import free_port
+from p4sec.infra.netns import free_port
 from tests.dpi.test_url_filter_namespaces import net  # noqa: F401 (fixture)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ def test_list_updates_lose_no_allowed_packet(p4sec_bin, net, tmp_path):
     srv = None
     try:
         time.sleep(0.5)
-        from p4sec.runtime import Switch
+        from p4sec.infra.runtime import Switch
         ctl = Switch(f"127.0.0.1:{port}")
         ctl.push(out)
         ctl.table_insert("UfIngress.uf_port", {"sm.ingress_port": ("exact", b"\x01")}, "UfIngress.forward", {"port": 2})

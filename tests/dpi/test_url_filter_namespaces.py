@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from p4sec import dpi
-from p4sec.netns import free_port, sh
+from p4sec.infra.netns import free_port, sh
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
@@ -108,7 +108,7 @@ def test_real_traffic_through_the_filter(p4sec_bin, net, tmp_path):
     srv = subprocess.Popen(["ip", "netns", "exec", n2, sys.executable, "-c", SERVER, str(log)], stdout=subprocess.PIPE, text=True)
     try:
         assert srv.stdout.readline().strip() == "ready"
-        from p4sec.runtime import Switch
+        from p4sec.infra.runtime import Switch
         ctl = Switch(f"127.0.0.1:{port}")
         ctl.push(out)
         ctl.table_insert("UfIngress.uf_port", {"sm.ingress_port": ("exact", b"\x01")}, "UfIngress.forward", {"port": 2})
@@ -179,7 +179,7 @@ def test_real_traffic_through_the_recirculating_filter(p4sec_bin, net, tmp_path)
     srv = subprocess.Popen(["ip", "netns", "exec", n2, sys.executable, "-c", SERVER, str(log)], stdout=subprocess.PIPE, text=True)
     try:
         assert srv.stdout.readline().strip() == "ready"
-        from p4sec.runtime import Switch
+        from p4sec.infra.runtime import Switch
         ctl = Switch(f"127.0.0.1:{port}")
         ctl.push(out)
         program_recirculating(ctl, ["evil.com", "ads.tracker.net"])

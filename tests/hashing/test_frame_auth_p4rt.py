@@ -14,8 +14,8 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from p4sec.frameauth import FrameAuth, FrameAuthError
-from p4sec.netns import free_port, ns, sh
-from p4sec.runtime import Switch
+from p4sec.infra.netns import free_port, ns, sh
+from p4sec.infra.runtime import Switch
 
 from .test_frame_auth import PROGRAM, protected
 

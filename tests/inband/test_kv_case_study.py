@@ -1,4 +1,4 @@
-"""The P4EAD case study end to end in namespaces (python -m p4sec.bench.kvcase): client, switch, server and controller;
+"""The P4EAD case study end to end in namespaces (python -m bench.kvcase): client, switch, server and controller;
 the in-band updates of the authenticated build all verify, and the cache recovers after every shift of the hot set."""
 import json
 import os
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for networ
 
 def test_case_study_with_and_without_authentication(p4sec_bin, tmp_path):
     out, png = tmp_path / "kv.json", tmp_path / "kv.png"
-    r = subprocess.run([sys.executable, "-m", "p4sec.bench.kvcase", "--builds", "noauth,rpp1", "--duration", "4", "--shift-every", "2",
+    r = subprocess.run([sys.executable, "-m", "bench.kvcase", "--builds", "noauth,rpp1", "--duration", "4", "--shift-every", "2",
                         "--rate", "1000", "--p4sec", str(p4sec_bin), "--json", str(out), "--plot", str(png)],
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr

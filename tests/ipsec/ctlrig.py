@@ -10,9 +10,9 @@ import sys
 import time
 
 from conftest import ROOT
-from p4sec import runtime
-from p4sec.controller import Gateway, IpsecController
-from p4sec.netns import free_port
+from p4sec.infra import runtime
+from p4sec.ipsec.controller import Gateway, IpsecController
+from p4sec.infra.netns import free_port
 
 # gateway A's address, B's, the WAN prefix A reaches B through, and B's towards A
 V4_WAN = ("192.0.2.1", "198.51.100.1", "198.51.100.0/24", "192.0.2.0/24")
@@ -69,9 +69,9 @@ def listening(port, timeout=10):
 
 
 def start_controller(cfg, log_path, command=None, env=None):
-    """`p4sec-controller run cfg` (default: this Python's `-m p4sec.ipsec_ctl`), its stderr appended to
+    """`p4sec-controller run cfg` (default: this Python's `-m p4sec.ipsec.cli`), its stderr appended to
     `log_path`, once it says it is ready (its log's end is the assertion's message otherwise)."""
-    cmd = (command or [sys.executable, "-m", "p4sec.ipsec_ctl"]) + ["run", str(cfg)]
+    cmd = (command or [sys.executable, "-m", "p4sec.ipsec.cli"]) + ["run", str(cfg)]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(log_path, "a"), text=True, env=env)
     line = p.stdout.readline()
     assert "ready" in line, open(log_path).read()[-3000:]

@@ -12,9 +12,9 @@ import uuid
 import pytest
 
 from conftest import ROOT, console_script
-from p4sec import ca
-from p4sec.netns import sh
-from p4sec.netns import free_port
+from p4sec.ipsec import ca
+from p4sec.infra.netns import sh
+from p4sec.infra.netns import free_port
 
 CONTROLLER = console_script("p4sec-controller")
 
@@ -110,7 +110,7 @@ clients:
 def agent_command(net, sock, client, *args):
     """`p4sec-agent` in the road warrior's namespace with `client`'s certificate, to the endpoint at unix:`sock`."""
     cadir = net["cadir"]
-    return ["ip", "netns", "exec", net["rw"], sys.executable, "-m", "p4sec.agent", "--controller", f"unix:{sock}", "--ca", str(cadir / "ca.crt"),
+    return ["ip", "netns", "exec", net["rw"], sys.executable, "-m", "p4sec.ipsec.agent", "--controller", f"unix:{sock}", "--ca", str(cadir / "ca.crt"),
             "--cert", str(cadir / f"{client}.crt"), "--key", str(cadir / f"{client}.key"), *args]
 
 

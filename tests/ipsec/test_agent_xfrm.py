@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from p4sec import agent
+from p4sec.ipsec import agent
 
 
 def sa_cfg(spi, src, dst, soft=None, hard=None):

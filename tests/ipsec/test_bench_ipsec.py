@@ -1,4 +1,4 @@
-"""Smoke test of the IPsec benchmark (python -m p4sec.bench.ipsec): it runs, measures and writes its JSON."""
+"""Smoke test of the IPsec benchmark (python -m bench.ipsec): it runs, measures and writes its JSON."""
 import json
 import os
 import shutil
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for networ
 
 def test_bench_ipsec_runs_and_reports(p4sec_bin, tmp_path):
     out = tmp_path / "b.json"
-    r = subprocess.run([sys.executable, "-m", "p4sec.bench.ipsec", "--tunnels", "3", "--seconds", "1", "--suites", "aes-gcm-128",
+    r = subprocess.run([sys.executable, "-m", "bench.ipsec", "--tunnels", "3", "--seconds", "1", "--suites", "aes-gcm-128",
                         "--jumbo", "9000", "--jumbo-suites", "bypass",
                         "--offloads-off-suites", "null", "--p4sec", str(p4sec_bin), "--json", str(out)],
                        capture_output=True, text=True, timeout=240)
@@ -32,14 +32,14 @@ def test_bench_ipsec_runs_and_reports(p4sec_bin, tmp_path):
         assert d["goodput_no_offloads_mbps"]["null"] > 1 and "null" not in d["goodput_mbps"]
         assert "Hosts' offloads off" in r.stdout
         assert isinstance(d["goodput_retransmits"]["aes-gcm-128"], int)
-    r = subprocess.run([sys.executable, "-m", "p4sec.bench.ipsec", "--tunnels", "0"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "bench.ipsec", "--tunnels", "0"], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "--tunnels" in r.stderr
 
 
 def test_bench_ipsec_without_offloads(p4sec_bin, tmp_path):
     out = tmp_path / "b.json"
     # (and the link between the switches through AF_XDP sockets)
-    r = subprocess.run([sys.executable, "-m", "p4sec.bench.ipsec", "--tunnels", "1", "--seconds", "1", "--suites", "bypass", "--no-offloads",
+    r = subprocess.run([sys.executable, "-m", "bench.ipsec", "--tunnels", "1", "--seconds", "1", "--suites", "bypass", "--no-offloads",
                         "--jumbo", "0", "--wan", "xdp", "--p4sec", str(p4sec_bin), "--json", str(out)], capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     d = json.loads(out.read_text())

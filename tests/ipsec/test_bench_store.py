@@ -1,4 +1,4 @@
-"""The store benchmark (python -m p4sec.bench.store) in its quick mode: a throwaway PostgreSQL and a throwaway etcd
+"""The store benchmark (python -m bench.store) in its quick mode: a throwaway PostgreSQL and a throwaway etcd
 started, the controller's operations measured on both, the figures written as JSON. Skipped with one line where
 PostgreSQL, etcd or psycopg2 is missing (./scripts/setup installs them); under CI=true that is a failure."""
 import json
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from p4sec.bench import store
+from bench import store
 
 OPS = ("commit_ms", "renew_ms", "takeover_ms", "read_state_ms")
 
@@ -29,7 +29,7 @@ def require_stores():
 def test_store_benchmark_quick(tmp_path):
     require_stores()
     out = tmp_path / "store.json"
-    r = subprocess.run([sys.executable, "-m", "p4sec.bench.store", "--quick", "--json", str(out)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-m", "bench.store", "--quick", "--json", str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     d = json.loads(out.read_text())
     assert set(d) >= {"date", "machine", "params", "postgres", "etcd", "etcd_over_postgres"}
@@ -48,5 +48,5 @@ def test_store_benchmark_quick(tmp_path):
 
 def test_store_benchmark_refuses_bad_arguments():
     for args, word in ((["--lease", "0.5"], "--lease"), (["--tunnels", "0"], "--tunnels")):
-        r = subprocess.run([sys.executable, "-m", "p4sec.bench.store", *args], capture_output=True, text=True, timeout=60)
+        r = subprocess.run([sys.executable, "-m", "bench.store", *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and word in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -1,4 +1,4 @@
-"""Many tunnels (python -m p4sec.bench.tunnels) with a small N through two real p4sec switches: every tunnel's entries
+"""Many tunnels (python -m bench.tunnels) with a small N through two real p4sec switches: every tunnel's entries
 are read back from the switches, sampled tunnels carry traffic that their own inbound SA counts, a subnet pair
 without a tunnel carries nothing; and the controller's per-subnet tunnels refuse bad prefixes precisely."""
 import json
@@ -9,16 +9,16 @@ import sys
 import pytest
 
 from conftest import ROOT
-from p4sec import runtime
-from p4sec.controller import ControllerError, Gateway, IpsecController
-from p4sec.netns import free_port
+from p4sec.infra import runtime
+from p4sec.ipsec.controller import ControllerError, Gateway, IpsecController
+from p4sec.infra.netns import free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
 
 def test_bench_tunnels_sets_up_and_verifies_200_tunnels(p4sec_bin, tmp_path):
     out = tmp_path / "t.json"
-    r = subprocess.run([sys.executable, "-m", "p4sec.bench.tunnels", "--tunnels", "200", "--sample", "6", "--p4sec", str(p4sec_bin),
+    r = subprocess.run([sys.executable, "-m", "bench.tunnels", "--tunnels", "200", "--sample", "6", "--p4sec", str(p4sec_bin),
                         "--json", str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     d = json.loads(out.read_text())
@@ -31,7 +31,7 @@ def test_bench_tunnels_sets_up_and_verifies_200_tunnels(p4sec_bin, tmp_path):
     for s in d["sample"]:
         assert s["arrived"] and s["sa_packets"] == 1, s
     assert d["sample_ok"] == 6 and d["stray_arrived"] is False
-    r = subprocess.run([sys.executable, "-m", "p4sec.bench.tunnels", "--tunnels", "0"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "bench.tunnels", "--tunnels", "0"], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "--tunnels" in r.stderr
 
 

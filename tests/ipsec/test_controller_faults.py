@@ -21,7 +21,7 @@ import pytest
 
 from conftest import ROOT
 from ctlrig import compile_gateway, listening, start_controller, start_switches, stop, switch, write_config
-from p4sec.netns import free_port
+from p4sec.infra.netns import free_port
 from test_site_to_site import net  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for networ
 def steps():
     """Every checkpoint name in the controller's source (every module of the package that calls checkpoint())."""
     found = set()
-    for f in sorted((ROOT / "python" / "p4sec").glob("*.py")):
+    for f in sorted((ROOT / "python" / "p4sec").rglob("*.py")):
         tree = ast.parse(f.read_text())
         found |= {n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "checkpoint"
                   and n.args and isinstance(n.args[0], ast.Constant)}
@@ -54,9 +54,10 @@ SCENARIOS = {
 
 DRIVER = r"""
 import json, sys, time, sqlite3
-from p4sec import ipsec_ctl, reconcile as rec
-cfg = ipsec_ctl.load_config(sys.argv[1])
-svc = ipsec_ctl.Service(cfg)
+from p4sec.ipsec import config as ipsec_config, service as ipsec_service
+from p4sec.ipsec import reconcile as rec
+cfg = ipsec_config.load_config(sys.argv[1])
+svc = ipsec_service.Service(cfg)
 ctl = svc.ctl
 for op in sys.argv[2:]:
     if op == "up":
@@ -208,7 +209,7 @@ def test_switch_restart_traffic_back_within_3s(rig, tmp_path, p4sec_bin):
         s2.wait(timeout=10)
         killed = time.time()
         time.sleep(1.0)
-        state = json.loads(subprocess.run([sys.executable, "-m", "p4sec.ipsec_ctl", "--api", f"http://127.0.0.1:{rest}", "tunnels", "show", "S1-S2"],
+        state = json.loads(subprocess.run([sys.executable, "-m", "p4sec.ipsec.cli", "--api", f"http://127.0.0.1:{rest}", "tunnels", "show", "S1-S2"],
                                           capture_output=True, text=True, timeout=30).stdout)
         assert state["state"] == "degraded" and state.get("unreachable") == ["S2"], state["state"]
         rig["procs"]["S2"] = switch(p4sec_bin, rig["pb"], net["b1"], net["wb"], rig["log"])
@@ -222,7 +223,7 @@ def test_switch_restart_traffic_back_within_3s(rig, tmp_path, p4sec_bin):
         gap = after[0] - back
         print(f"traffic back {gap:.2f} s after the restarted switch listened")
         assert gap <= 3.0, f"traffic back only {gap:.2f} s after the switch listened"
-        show = json.loads(subprocess.run([sys.executable, "-m", "p4sec.ipsec_ctl", "--api", f"http://127.0.0.1:{rest}", "tunnels", "show", "S1-S2"],
+        show = json.loads(subprocess.run([sys.executable, "-m", "p4sec.ipsec.cli", "--api", f"http://127.0.0.1:{rest}", "tunnels", "show", "S1-S2"],
                                          capture_output=True, text=True, timeout=30).stdout)
         events = [e["what"] for e in show["events"]]
         assert show["state"] == "up", show["state"]

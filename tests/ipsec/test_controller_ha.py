@@ -16,8 +16,8 @@ import urllib.request
 import pytest
 
 from ctlrig import compile_gateway, listening, start_controller, start_switches, stop, switch, write_config
-from p4sec.bench import store
-from p4sec.netns import free_port
+from bench import store
+from p4sec.infra.netns import free_port
 from test_site_to_site import net  # noqa: F401 (fixture)
 from test_vpn_suites_and_renewal import STREAM
 
@@ -81,7 +81,7 @@ def write_as(port, election_id):
 
 COMMIT_AS = r"""
 import sys
-from p4sec import ha
+from p4sec.ipsec import ha
 db = ha.PgDb(sys.argv[1], sys.argv[2], int(sys.argv[3]))
 db.execute("insert or replace into kv values (?, ?)", ("fencing-probe", sys.argv[2]))
 db.commit()
@@ -195,7 +195,7 @@ def test_an_agent_pointed_at_a_follower(p4sec_bin, tmp_path, postgres):
     """The agents' endpoint answers on every replica: a road warrior whose agent knows only the follower gets its
     SAs (phase 1 and 2) and its renewals, the follower admitting each call (certificate, revocation, profile) and
     forwarding it to the leader without leading itself; a client cannot pose as a forwarding replica."""
-    from p4sec import ca
+    from p4sec.ipsec import ca
     from test_agent import GATEWAY_S1, PING, agent_command, echo_server, road_warrior_site
     with road_warrior_site(tmp_path) as net:
         program = compile_gateway(p4sec_bin, tmp_path / "gw")

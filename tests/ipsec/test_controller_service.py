@@ -15,8 +15,8 @@ from scapy.layers.l2 import Ether
 
 from conftest import console_script
 from ctlrig import compile_gateway, start_controller, start_switches, stop, write_config
-from p4sec.ipsec_ctl import ConfigError, load_config
-from p4sec.netns import free_port
+from p4sec.ipsec.config import ConfigError, load_config
+from p4sec.infra.netns import free_port
 from test_site_to_site import net  # noqa: F401 (fixture)
 from test_vpn_suites_and_renewal import STREAM
 

@@ -15,8 +15,8 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from ctlrig import gateway_pair
-from p4sec import gateway as gwp
-from p4sec.controller import IpsecController
+from p4sec.ipsec import gateway as gwp
+from p4sec.ipsec.controller import IpsecController
 from test_ipv6_vpn import TOOL, capture
 from test_site_to_site import net  # noqa: F401 (fixture)
 

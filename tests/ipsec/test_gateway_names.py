@@ -6,7 +6,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
 from conftest import ROOT
-from p4sec import gateway as gwp
+from p4sec.ipsec import gateway as gwp
 
 
 def test_every_name_exists_in_the_gateway_program(p4sec_bin, tmp_path):

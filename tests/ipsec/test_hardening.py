@@ -18,7 +18,7 @@ from scapy.packet import Raw
 from scapy.sendrecv import sendp
 
 from ctlrig import gateway_pair
-from p4sec import gateway as gwp
+from p4sec.ipsec import gateway as gwp
 from test_site_to_site import net  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")

@@ -14,8 +14,8 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from conftest import ROOT
-from p4sec import runtime
-from p4sec.netns import free_port
+from p4sec.infra import runtime
+from p4sec.infra.netns import free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for veth interfaces")
 KEY = bytes(range(1, 21))       # AES-128 key | 4-byte nonce (RFC 3686)

@@ -11,11 +11,11 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from conftest import ROOT
-from p4sec import gateway as gwp
-from p4sec import reconcile as rec
-from p4sec import runtime
-from p4sec.controller import Gateway, IpsecController
-from p4sec.netns import free_port
+from p4sec.ipsec import gateway as gwp
+from p4sec.ipsec import reconcile as rec
+from p4sec.infra import runtime
+from p4sec.ipsec.controller import Gateway, IpsecController
+from p4sec.infra.netns import free_port
 from test_site_to_site import net  # noqa: F401 (fixture)
 
 # the gateway tables a tunnel writes to

@@ -7,8 +7,8 @@ import os
 import grpc
 import pytest
 
-from p4sec import ca
-from p4sec.ipsec_ctl import Service
+from p4sec.ipsec import ca
+from p4sec.ipsec.service import Service
 
 
 class Aborted(Exception):

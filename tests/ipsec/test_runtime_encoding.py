@@ -12,7 +12,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from conftest import ROOT
-from p4sec import runtime
+from p4sec.infra import runtime
 
 
 class Offline(runtime.Switch):

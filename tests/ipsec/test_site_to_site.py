@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from ctlrig import gateway_pair
-from p4sec.netns import sh
+from p4sec.infra.netns import sh
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 

@@ -1,4 +1,4 @@
-"""The README's demo (python -m p4sec.bench.vpn_demo) runs end to end: a tunnel, ESP on the wire decrypted with the
+"""The README's demo (python -m bench.vpn_demo) runs end to end: a tunnel, ESP on the wire decrypted with the
 controller's keys, a renewal, goodput; with the hosts' offloads on (the default) and off."""
 import os
 import subprocess
@@ -11,7 +11,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for networ
 
 @pytest.mark.parametrize("extra", [[], ["--no-offloads"]])
 def test_vpn_demo_runs_end_to_end(p4sec_bin, extra):
-    r = subprocess.run([sys.executable, "-m", "p4sec.bench.vpn_demo", "--seconds", "1", "--p4sec", str(p4sec_bin), *extra],
+    r = subprocess.run([sys.executable, "-m", "bench.vpn_demo", "--seconds", "1", "--p4sec", str(p4sec_bin), *extra],
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "VPN demo: OK" in r.stdout

@@ -11,7 +11,7 @@ from scapy.layers.ipsec import ESP, SecurityAssociation
 from scapy.layers.l2 import Ether
 
 from ctlrig import gateway_pair
-from p4sec import runtime
+from p4sec.infra import runtime
 from test_site_to_site import net, send_and_capture  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")

@@ -8,7 +8,7 @@ from google.protobuf.descriptor import FieldDescriptor as FD
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from p4sec import wire
+from p4sec.infra import wire
 
 INT_RANGES = {FD.TYPE_INT32: (-(1 << 31), (1 << 31) - 1), FD.TYPE_INT64: (-(1 << 63), (1 << 63) - 1),
               FD.TYPE_UINT32: (0, (1 << 32) - 1), FD.TYPE_UINT64: (0, (1 << 64) - 1),

@@ -11,8 +11,8 @@ import uuid
 import pytest
 
 from p4sec import dpi
-from p4sec.netns import free_port, sh
-from p4sec.runtime import Switch, ip, mac
+from p4sec.infra.netns import free_port, sh
+from p4sec.infra.runtime import Switch, ip, mac
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PTF = pathlib.Path(sys.executable).parent / "ptf"      # the command of the environment running the tests (.venv)

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from p4.v1 import p4runtime_pb2
-from p4sec.netns import sh
+from p4sec.infra.netns import sh
 
 from conftest import ROOT
 from test_p4runtime import Controller, free_port, ids

@@ -14,7 +14,7 @@ import urllib.request
 import uuid
 
 import pytest
-from p4sec.netns import ns as nsx, sh
+from p4sec.infra.netns import ns as nsx, sh
 from scapy.all import IP, UDP, Dot1Q, Ether, Raw, rdpcap
 
 from conftest import ROOT

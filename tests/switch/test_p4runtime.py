@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
-from p4sec.netns import free_port
+from p4sec.infra.netns import free_port
 
 from conftest import ROOT
 
@@ -260,9 +260,9 @@ def test_free_port_is_never_handed_out_twice_and_not_ephemeral():
 def test_bad_sa_configurations_get_precise_errors(compiled, switch):
     """An SA the esp_sad extern cannot make is refused with what is wrong with it (not a bare code), and the slot
     stays as it was."""
-    from p4sec import gateway as gwp
-    from p4sec import runtime
-    from p4sec.ctlbase import sa_config
+    from p4sec.ipsec import gateway as gwp
+    from p4sec.infra import runtime
+    from p4sec.ipsec.ctlbase import sa_config
     out, _ = compiled
     sw = runtime.Switch(f"127.0.0.1:{switch[1]}")
     try:

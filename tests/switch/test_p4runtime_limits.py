@@ -6,7 +6,7 @@ import subprocess
 import grpc
 import pytest
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
-from p4sec.netns import free_port
+from p4sec.infra.netns import free_port
 
 from test_p4runtime import Controller, compiled, ids, lpm_update, push_pipeline, read_table  # noqa: F401
 

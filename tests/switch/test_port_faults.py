@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from p4sec.netns import sh
+from p4sec.infra.netns import sh
 
 from swrig import metrics_of, start_router, wait_for, topo  # noqa: F401 (fixture)
 from test_steady_alloc import send

@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from p4sec.netns import ns as nsx, sh
+from p4sec.infra.netns import ns as nsx, sh
 from scapy.all import ARP, IP, UDP, Ether, Raw, rdpcap, wrpcap
 
 from conftest import ROOT
@@ -293,7 +293,7 @@ def hosts():
 @ROOT_ONLY
 @pytest.mark.parametrize("workers", [1, 2])
 def test_tap_and_tun_ports_carry_traffic(p4sec_bin, router, hosts, tmp_path, workers):
-    from p4sec.runtime import Switch, ip, mac
+    from p4sec.infra.runtime import Switch, ip, mac
     ns, tap, tun = hosts["ns"], hosts["tap"], hosts["tun"]
     port = free_port()
     cap = tmp_path / "cap"

@@ -16,7 +16,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from conftest import ROOT
-from p4sec.netns import free_port
+from p4sec.infra.netns import free_port
 
 
 @pytest.fixture(scope="module")

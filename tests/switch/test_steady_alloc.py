@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from p4sec.netns import sh
+from p4sec.infra.netns import sh
 from swrig import metrics_of, start_router, wait_for, topo, topo2  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and XDP")

@@ -11,7 +11,7 @@ import sys
 import uuid
 
 import pytest
-from p4sec.netns import ns as nsx, sh
+from p4sec.infra.netns import ns as nsx, sh
 
 from conftest import ROOT
 from swrig import metrics_of, wait_for
@@ -119,7 +119,7 @@ def check_order(got, flows, n, what):
 def start(p4sec_bin, router, net, tmp_path, kind, workers, env=None):
     """The switch with port 2 on the veth and port 3 a `kind` device (moved into namespace `tap`, 10.0.1.1/24), the
     router pushed and both routes in: (switch process, P4Runtime client, metrics port, log path)."""
-    from p4sec.runtime import Switch, ip, mac
+    from p4sec.infra.runtime import Switch, ip, mac
     ns, tap = net["ns"], net["tap"]
     port, mport = free_port(), free_port()
     log = tmp_path / "switch.log"

@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
-from p4sec.netns import free_port
+from p4sec.infra.netns import free_port
 
 from conftest import ROOT, require_shared
 from test_p4runtime import Controller, update_errors

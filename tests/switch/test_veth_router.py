@@ -73,11 +73,11 @@ def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, 
 
 
 def test_forwarding_benchmark_runs_and_reports(tmp_path, p4sec_bin):
-    """The veth forwarding benchmark (python -m p4sec.bench.veth, trafgen as the sender): a short run must forward
+    """The veth forwarding benchmark (python -m bench.veth, trafgen as the sender): a short run must forward
     traffic both ways (kernel and p4sec), measure the switch's CPU time and a paced run, and write its figures as
     JSON. Not a speed test."""
     import json
-    from p4sec.bench import veth as bench_veth
+    from bench import veth as bench_veth
     out = tmp_path / "veth.json"
     bench_veth.main(["--seconds", "0.5", "--sizes", "64", "--workers", "1", "--lossless-steps", "1", "--json", str(out),
                      "--p4sec", str(p4sec_bin)])

@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from p4sec.netns import ns as nsx, sh
+from p4sec.infra.netns import ns as nsx, sh
 
 from swrig import metrics_of, start_router
 

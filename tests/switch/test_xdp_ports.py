@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from p4sec.netns import sh
+from p4sec.infra.netns import sh
 
 from swrig import metrics_of, start_router, topo, topo2  # noqa: F401 (fixtures)
 
@@ -220,10 +220,10 @@ def test_xdp_on_a_single_queue_veth_with_two_workers_falls_back(p4sec_bin, topo,
 
 
 def test_benchmark_prints_both_port_kinds_in_one_run(tmp_path, p4sec_bin):
-    """`python -m p4sec.bench.veth --port-kind afpacket,xdp`: one row per port kind in the same run, each with the
+    """`python -m bench.veth --port-kind afpacket,xdp`: one row per port kind in the same run, each with the
     switch's CPU time per frame and its workers' heap allocations, and the xdp row really on AF_XDP. Not a speed test."""
     import json
-    from p4sec.bench import veth as bench_veth
+    from bench import veth as bench_veth
     out = tmp_path / "veth.json"
     bench_veth.main(["--seconds", "0.5", "--sizes", "64", "--workers", "1", "--lossless-steps", "0", "--port-kind", "afpacket,xdp",
                      "--json", str(out), "--p4sec", str(p4sec_bin)])

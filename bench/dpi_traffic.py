@@ -1,12 +1,12 @@
-"""URL filtering benchmark (`python -m p4sec.bench.dpi`): the HTTP request frames it sends and the traffic
+"""URL filtering benchmark (`python -m bench.dpi`): the HTTP request frames it sends and the traffic
 generator that sends them and measures latency, blocking and throughput."""
 import select
 import socket
 import struct
 import time
-from .. import dpi
-from ..netns import in_netns
-from .dpi_common import GOOD_HOSTS, SRC_IP, DST_IP, SO_TIMESTAMPNS, ETH_P_ALL, BenchError, LinkStats
+from p4sec import dpi
+from p4sec.infra.netns import in_netns
+from bench.dpi_common import GOOD_HOSTS, SRC_IP, DST_IP, SO_TIMESTAMPNS, ETH_P_ALL, BenchError, LinkStats
 
 
 def _csum(data):

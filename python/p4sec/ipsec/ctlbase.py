@@ -4,7 +4,7 @@ its multi-step operations."""
 import os
 import signal
 
-from . import gateway as gwp
+from p4sec.ipsec import gateway as gwp
 
 CRASH_AT = os.environ.get("P4SEC_CRASH_AT")
 

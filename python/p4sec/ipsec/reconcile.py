@@ -29,9 +29,9 @@ import json
 
 from p4.v1 import p4runtime_pb2
 
-from . import gateway as gwp
-from . import runtime, wire
-from .ctlbase import sa_selectors
+from p4sec.ipsec import gateway as gwp
+from p4sec.infra import runtime, wire
+from p4sec.ipsec.ctlbase import sa_selectors
 
 
 # ---------------------------------------------------------------------------------------------- the switch's entries

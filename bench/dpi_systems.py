@@ -1,4 +1,4 @@
-"""URL filtering benchmark (`python -m p4sec.bench.dpi`): the systems under test (netfilter, the p4sec fast
+"""URL filtering benchmark (`python -m bench.dpi`): the systems under test (netfilter, the p4sec fast
 filter, the recirculating DeeP4R filter) and the p4sec switch with its control client."""
 import contextlib
 import json
@@ -7,16 +7,16 @@ import socket
 import subprocess
 import sys
 import time
-from .. import dpi
-from ..netns import in_netns, ns
-from .dpi_common import ROOT, BenchError
+from p4sec import dpi
+from p4sec.infra.netns import in_netns, ns
+from bench.dpi_common import ROOT, BenchError
 
 
 CONTROL = r"""
 import itertools, json, pathlib, sys, time
 from p4.v1 import p4runtime_pb2
 from p4sec import dpi
-from p4sec.runtime import Switch
+from p4sec.infra.runtime import Switch
 
 sw = Switch(sys.argv[1])
 

@@ -13,7 +13,7 @@ from google.protobuf import any_pb2, text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from . import wire
+from p4sec.infra import wire
 
 
 def ip(addr):

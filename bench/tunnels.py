@@ -7,7 +7,7 @@ time is reported) and checks that a sample of tunnels carries
 traffic: a frame sent for each sampled subnet pair arrives at the far host decrypted, counted by that tunnel's own
 inbound SA, while a frame for a subnet pair without a tunnel does not arrive.
 
-    python -m p4sec.bench.tunnels [--tunnels 10000] [--sample 16] [--suite aes-gcm-128] [--json FILE] [--p4sec PATH]
+    python -m bench.tunnels [--tunnels 10000] [--sample 16] [--suite aes-gcm-128] [--json FILE] [--p4sec PATH]
 
 The program is compiled with -D SA_SLOTS and -D SPD_SIZE large enough for N tunnels (each gateway holds 2N SAs,
 N SAD-dec entries and N policies). Needs root (network namespaces for the traffic check).
@@ -23,14 +23,14 @@ import sys
 import tempfile
 import time
 
-from .. import gateway as gwp
-from .. import reconcile as rec
-from .. import runtime
-from ..controller import SUITES, ControllerError, Gateway, IpsecController
-from ..netns import free_port, sh
-from .vpn_demo import Net
+from p4sec.ipsec import gateway as gwp
+from p4sec.ipsec import reconcile as rec
+from p4sec.infra import runtime
+from p4sec.ipsec.controller import SUITES, ControllerError, Gateway, IpsecController
+from p4sec.infra.netns import free_port, sh
+from bench.vpn_demo import Net
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAX_TUNNELS = 256 * 64
 PAPER = {"setup_ms": 5.02}
 TARGET = {"setup_ms": 2.0, "reconcile_s": 10.0}

@@ -1,4 +1,4 @@
-"""Benchmarks and demos of p4sec, run with `python -m p4sec.bench.NAME` (most need root: network namespaces).
+"""Benchmarks and demos of p4sec, run with `python -m bench.NAME` (most need root: network namespaces).
 
 - `vpn_demo`: the IPsec VPN end to end (two switches, the controller, a tunnel, ESP on the wire decrypted);
 - `ipsec`: IPsec goodput through two p4sec gateways per cipher suite;

@@ -6,7 +6,7 @@ the program's P4Info (tests/ipsec/test_gateway_names.py).
 Tables and actions that exist once per IP version are functions of the version (4 or 6)."""
 import functools
 
-from . import runtime
+from p4sec.infra import runtime
 
 CONTROL = "GwIngress"
 

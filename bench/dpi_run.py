@@ -1,4 +1,4 @@
-"""URL filtering benchmark (`python -m p4sec.bench.dpi`): one run over every system, domain count and flow
+"""URL filtering benchmark (`python -m bench.dpi`): one run over every system, domain count and flow
 count, in a fresh work directory."""
 import contextlib
 import os
@@ -7,12 +7,12 @@ import shutil
 import statistics
 import tempfile
 import time
-from .. import dpi
-from ..netns import sh
-from .dpi_common import ROOT, LABEL, DFA_TABLE_SIZE, SEQ_LAT, SEQ_BLOCK, SEQ_GOOD, SEQ_LOAD, NICE, BenchError, Topology
-from .dpi_traffic import http_frame, flow_tuple, choose_good_host, Traffic
-from .dpi_systems import Netfilter, Fast, Recirc
-from .dpi_report import cell
+from p4sec import dpi
+from p4sec.infra.netns import sh
+from bench.dpi_common import ROOT, LABEL, DFA_TABLE_SIZE, SEQ_LAT, SEQ_BLOCK, SEQ_GOOD, SEQ_LOAD, NICE, BenchError, Topology
+from bench.dpi_traffic import http_frame, flow_tuple, choose_good_host, Traffic
+from bench.dpi_systems import Netfilter, Fast, Recirc
+from bench.dpi_report import cell
 
 
 def pct(xs, q):

@@ -28,9 +28,9 @@ import tempfile
 import threading
 import time
 
-from .netns import CommandError, free_port, sh
+from p4sec.infra.netns import CommandError, free_port, sh
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 HOST_MAC = "02:00:00:00:00:01"
 
 
@@ -128,8 +128,8 @@ class Userspace:
         self.switch = None
 
     def apply(self, sa):
-        from . import gateway as gwp
-        from . import runtime
+        from p4sec.ipsec import gateway as gwp
+        from p4sec.infra import runtime
         work = pathlib.Path(tempfile.mkdtemp(prefix="p4sec-agent-"))
         r = subprocess.run([self.p4sec, "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(work / "gw")], capture_output=True, text=True)
         if r.returncode:
@@ -172,7 +172,7 @@ class Userspace:
 
     def _sad_dec(self, spi, slot, insert=True):
         """The SAD-dec entry of an inbound SA and its selectors (inserted before the entry, deleted after it)."""
-        from . import gateway as gwp
+        from p4sec.ipsec import gateway as gwp
         if insert:
             gwp.selectors_write(self.switch, slot, *self.selectors)
         gwp.sad_dec_write(self.switch, self.gw, self.me, spi, slot, insert)
@@ -183,7 +183,7 @@ class Userspace:
         """Renew when the local SAs report their soft (or hard) lifetime: renew() asks the controller and calls
         install_renewal with its answer."""
         import queue
-        from . import gateway as gwp
+        from p4sec.ipsec import gateway as gwp
         self.events = queue.Queue()
 
         def on_digest(name, items):
@@ -197,7 +197,7 @@ class Userspace:
     def install_renewal(self, sa):
         """The new inbound SA first (a new slot and SAD-dec entry), then the outbound SA swapped in place. Returns
         the removal of the old inbound SA, for the caller to run once the gateway sends under the new one."""
-        from . import gateway as gwp
+        from p4sec.ipsec import gateway as gwp
         slot = self.next_slot
         self.next_slot = 2 + (self.next_slot - 1) % 30
         with self.switch.batch():

@@ -11,7 +11,7 @@ several controller replicas.
   duration. The term is the leader's P4Runtime election id, so a deposed leader's writes are refused by the
   switches (a higher election id is primary) as well as by the store.
 
-PostgreSQL rather than etcd, measured (`python -m p4sec.bench.store`, medians, 2026-11-26, a 2-core Intel Xeon VM
+PostgreSQL rather than etcd, measured (`python -m bench.store`, medians, 2026-11-26, a 2-core Intel Xeon VM
 shared with other builds, PostgreSQL 15.18 and etcd 3.4.23 from Debian, both durable): a fenced commit of one tunnel
 setup 4.0 ms on PostgreSQL, 1.5 ms on etcd (one txn comparing the leader key's mod revision); a lease renewal 4.0
 against 0.44 ms; a takeover after the lease ended 72 against 530 ms (etcd revokes expired leases about every

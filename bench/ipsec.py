@@ -1,7 +1,7 @@
 """IPsec VPN benchmarks: tunnel setup and renewal time through the controller, and TCP goodput through two p4sec
 gateways per cipher suite, beside the P4-IPsec paper's BMv2 figures, in one run.
 
-    python -m p4sec.bench.ipsec [--tunnels 30] [--seconds 3] [--suites bypass,null,...] [--json FILE] [--p4sec PATH]
+    python -m bench.ipsec [--tunnels 30] [--seconds 3] [--suites bypass,null,...] [--json FILE] [--p4sec PATH]
                                  [--no-offloads] [--no-gro] [--offloads-off-suites aes-gcm-128]
                                  [--jumbo 9000] [--jumbo-suites aes-gcm-128] [--udp-encap-suites aes-gcm-128]
 
@@ -9,7 +9,7 @@ Setup: the controller (in process) sets a tunnel up between the two switches (SA
 SPD on both, one Write per switch and phase, both switches at once) and tears it down again, --tunnels times;
 renewal: one direction renewed (new SAD-dec, in-place SAD-enc swap); teardown: three phases (policies; outbound SAs,
 SAD-dec entries and selectors; inbound SAs), timed too. Goodput: iperf3 TCP from H1 to H2 through
-the tunnel (the topology of python -m p4sec.bench.vpn_demo: links MTU 1500, hosts MTU 1400, the hosts' TSO/GSO/GRO on
+the tunnel (the topology of python -m bench.vpn_demo: links MTU 1500, hosts MTU 1400, the hosts' TSO/GSO/GRO on
 as Linux sets them by default, so the switches receive TCP super-frames and cut them). Needs root; iperf3 for the
 goodput part.
 
@@ -36,12 +36,12 @@ import sys
 import tempfile
 import time
 
-from .. import runtime
-from ..controller import Gateway, IpsecController
-from ..netns import free_port, ns, sh
-from .vpn_demo import Net
+from p4sec.infra import runtime
+from p4sec.ipsec.controller import Gateway, IpsecController
+from p4sec.infra.netns import free_port, ns, sh
+from bench.vpn_demo import Net
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAPER = {"setup_ms": 5.02, "renewal_ms": 4.38, "goodput_mbps": {"bypass": 48.90, "null": 47.25, "aes-ctr-hmac-md5": 47.21}}
 TARGET = {"setup_ms": 2.0, "renewal_ms": 2.0, "goodput_mbps": {"aes-gcm-128": 2000.0}}
 

@@ -28,11 +28,11 @@ import sqlite3
 import threading
 import time
 
-from . import gateway as gwp
-from . import reconcile as rec
-from .ctlbase import (HARD, SA_EVENT_DIGEST, SOFT, SUITES, SWITCH_MAC, ControllerError, Gateway, _lpm,  # noqa: F401 (re-exported)
+from p4sec.ipsec import gateway as gwp
+from p4sec.ipsec import reconcile as rec
+from p4sec.ipsec.ctlbase import (HARD, SA_EVENT_DIGEST, SOFT, SUITES, SWITCH_MAC, ControllerError, Gateway, _lpm,  # noqa: F401 (re-exported)
                       UDP_ENCAP_PORTS, checkpoint, sa_config, sa_selectors)
-from .hosts import HostTunnels
+from p4sec.ipsec.hosts import HostTunnels
 
 log = logging.getLogger("p4sec.controller")
 
@@ -151,7 +151,7 @@ class IpsecController(HostTunnels):
         threading.Thread(target=self._reconnect, args=(name,), daemon=True, name=f"reconnect-{name}").start()
 
     def _reconnect(self, name):
-        from . import runtime
+        from p4sec.infra import runtime
         gw = self.gateways[name]
         old = gw.switch
         while not self._closed.is_set():

@@ -1,7 +1,7 @@
 """Forwarding between two veth pairs in network namespaces: the p4sec switch running the IPv4 router
 program against the Linux kernel forwarding the same frames between the same namespaces, in one run.
 
-    python -m p4sec.bench.veth [--seconds S] [--sizes 64,1500] [--workers 1,2] [--flows 16]
+    python -m bench.veth [--seconds S] [--sizes 64,1500] [--workers 1,2] [--flows 16]
                                [--port-kind afpacket,xdp] [--lossless-steps 6] [--json FILE] [--p4sec PATH]
 
 Topology: namespace A (h1, 10.0.1.1) -- veth -- namespace M (s1 | s2) -- veth -- namespace B (h2, 10.0.2.2).
@@ -36,13 +36,13 @@ import sys
 import time
 import uuid
 
-from ..netns import free_port, ns, sh  # noqa: F401 (free_port: used by tests)
+from p4sec.infra.netns import free_port, ns, sh  # noqa: F401 (free_port: used by tests)
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CONTROL = r"""
 import pathlib, sys
-from p4sec.runtime import Switch, ip, mac
+from p4sec.infra.runtime import Switch, ip, mac
 addr, out, dst_mac, src_mac = sys.argv[1:5]
 sw = Switch(addr)
 sw.push(pathlib.Path(out))

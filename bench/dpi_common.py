@@ -1,14 +1,14 @@
-"""URL filtering benchmark (`python -m p4sec.bench.dpi`): its constants, errors, and the network it runs on
+"""URL filtering benchmark (`python -m bench.dpi`): its constants, errors, and the network it runs on
 (namespaces M/C/S and their links, link statistics)."""
 import os
 import pathlib
 import socket
 import struct
 import uuid
-from ..netns import in_netns, ns, sh
+from p4sec.infra.netns import in_netns, ns, sh
 
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 SYSTEMS = ("netfilter", "fast", "recirc")
 LABEL = {"netfilter": "netfilter (iptables -m string)", "fast": "p4sec fast (dfa_matcher)",
          "recirc": "p4sec recirculating (DeeP4R)"}

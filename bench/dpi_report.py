@@ -1,8 +1,8 @@
-"""URL filtering benchmark (`python -m p4sec.bench.dpi`): the report of a run (tables, targets) and its plot."""
+"""URL filtering benchmark (`python -m bench.dpi`): the report of a run (tables, targets) and its plot."""
 import os
 import platform
-from .dpi_common import LABEL
-from .dpi_traffic import http_request
+from bench.dpi_common import LABEL
+from bench.dpi_traffic import http_request
 
 
 def cell(res, system, n):

@@ -1,6 +1,6 @@
 """URL filtering benchmark (DeeP4R, issue #7): p4sec's URL filters against a netfilter baseline in the same run.
 
-    python -m p4sec.bench.dpi [--domains 1,10,100,1000,5000] [--flows 1,10,100,1000,10000] [--seconds S]
+    python -m bench.dpi [--domains 1,10,100,1000,5000] [--flows 1,10,100,1000,10000] [--seconds S]
                                [--samples N] [--rounds R] [--systems netfilter,fast,recirc] [--flow-domains N]
                                [--json FILE] [--plot FILE.png] [--p4sec PATH]
 
@@ -46,22 +46,22 @@ import platform
 import shutil
 import sys
 import time
-from ..netns import CommandError
+from p4sec.infra.netns import CommandError
 
-from .dpi_common import (  # noqa: F401 (re-exported: the names this module always had)
+from bench.dpi_common import (  # noqa: F401 (re-exported: the names this module always had)
     ROOT, SYSTEMS, LABEL, DFA_TABLE_SIZE, GOOD_HOSTS, SRC_IP, DST_IP, SEQ_LAT, SEQ_BLOCK, SEQ_GOOD, SEQ_LOAD,
     NICE, SO_TIMESTAMPNS, ETH_P_ALL, BenchError, LinkStats, Topology,
 )
-from .dpi_traffic import (  # noqa: F401 (re-exported: the names this module always had)
+from bench.dpi_traffic import (  # noqa: F401 (re-exported: the names this module always had)
     _csum, http_request, http_frame, flow_tuple, seq_of, choose_good_host, Traffic,
 )
-from .dpi_systems import (  # noqa: F401 (re-exported: the names this module always had)
+from bench.dpi_systems import (  # noqa: F401 (re-exported: the names this module always had)
     CONTROL, P4secSwitch, free_port_in, Netfilter, Fast, Recirc,
 )
-from .dpi_report import (  # noqa: F401 (re-exported: the names this module always had)
+from bench.dpi_report import (  # noqa: F401 (re-exported: the names this module always had)
     cell, targets, report, plot,
 )
-from .dpi_run import (  # noqa: F401 (re-exported: the names this module always had)
+from bench.dpi_run import (  # noqa: F401 (re-exported: the names this module always had)
     pct, combine_throughput, recirc_entries, run, run_in,
 )
 
@@ -79,7 +79,7 @@ def int_list(text, name, lo):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m p4sec.bench.dpi", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.dpi", description=__doc__.splitlines()[0])
     ap.add_argument("--domains", default="1,10,100,1000,5000", help="list sizes (comma-separated)")
     ap.add_argument("--flows", default="1,10,100,1000,10000", help="parallel flow counts (comma-separated)")
     ap.add_argument("--flow-domains", type=int, help="list size for the flow runs (default: the largest --domains)")

@@ -3,7 +3,7 @@ programs/ipsec_gateway.p4, p4sec-controller setting up a site-to-site tunnel ove
 the ESP on the WAN link captured and shown decrypted with scapy (an independent ESP implementation), a renewal,
 and TCP goodput with iperf3 when it is installed.
 
-    python -m p4sec.bench.vpn_demo [--suite aes-gcm-128] [--seconds 3] [--p4sec PATH]      (needs root)
+    python -m bench.vpn_demo [--suite aes-gcm-128] [--seconds 3] [--p4sec PATH]      (needs root)
 
     H1 10.1.0.1 --- [S1 192.0.2.1] ===== WAN (ESP) ===== [S2 198.51.100.1] --- H2 10.2.0.2
 """
@@ -19,9 +19,9 @@ import tempfile
 import time
 import uuid
 
-from ..netns import free_port, ns, sh
+from p4sec.infra.netns import free_port, ns, sh
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 GW_MAC = "02:00:00:00:00:01"  # the gateways' own MAC (the src MAC they write)
 SCAPY_ALGOS = {"AesGcm128": ("AES-GCM", None), "AesGcm256": ("AES-GCM", None), "ChaCha20Poly1305": ("CHACHA20-POLY1305", None),
                "AesCtr128": ("AES-CTR", None), "AesCbc128": ("AES-CBC", None), "Null": ("NULL", None)}
@@ -129,7 +129,7 @@ def show_decrypted(frames, db, suite_cipher):
 
 
 def main(argv=None):
-    from ..controller import SUITES
+    from p4sec.ipsec.controller import SUITES
     ap = argparse.ArgumentParser(description="The IPsec VPN end to end on one machine: two hosts in network namespaces, two p4sec "
                                  "switches running programs/ipsec_gateway.p4, p4sec-controller setting up a site-to-site "
                                  "tunnel over P4Runtime, traffic through it, the ESP on the WAN link shown decrypted with "
@@ -171,12 +171,12 @@ tunnels:
 """)
         step("p4sec-controller: pushes the program, sets the tunnel up (SAD-dec, SAD-enc, SPD)")
         log = open(work / "controller.log", "w")
-        ctl = subprocess.Popen([sys.executable, "-m", "p4sec.ipsec_ctl", "--api", f"http://127.0.0.1:{rest}", "run", str(cfg)],
+        ctl = subprocess.Popen([sys.executable, "-m", "p4sec.ipsec.cli", "--api", f"http://127.0.0.1:{rest}", "run", str(cfg)],
                                stdout=subprocess.PIPE, stderr=log, text=True)
         procs.append(ctl)
         if "ready" not in ctl.stdout.readline():
             sys.exit("vpn_demo: the controller did not start:\n" + (work / "controller.log").read_text()[-2000:])
-        cli = [sys.executable, "-m", "p4sec.ipsec_ctl", "--api", f"http://127.0.0.1:{rest}"]
+        cli = [sys.executable, "-m", "p4sec.ipsec.cli", "--api", f"http://127.0.0.1:{rest}"]
         print(sh(*cli, "tunnels", "list").stdout.rstrip())
 
         step("ping H1 -> H2 through the tunnel")

@@ -5,8 +5,8 @@ import json
 import threading
 import time
 
-from . import gateway as gwp
-from .ctlbase import SUITES, ControllerError, Gateway, _lpm, checkpoint
+from p4sec.ipsec import gateway as gwp
+from p4sec.ipsec.ctlbase import SUITES, ControllerError, Gateway, _lpm, checkpoint
 
 
 class HostTunnels:

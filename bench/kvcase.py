@@ -1,7 +1,7 @@
 """The P4EAD case study: an in-network key-value cache (programs/inband_kv_cache.p4) kept up to date by in-band
 control packets, with and without authentication, in network namespaces.
 
-    python -m p4sec.bench.kvcase [--builds noauth,rpp1,extern] [--duration 20] [--shift-every 5] [--json F] [--plot F.png]
+    python -m bench.kvcase [--builds noauth,rpp1,extern] [--duration 20] [--shift-every 5] [--json F] [--plot F.png]
 
 Topology: namespace C (client 10.0.0.1) -- veth -- namespace M (p4sec switch, ports 1 and 2) -- veth --
 namespace S (server and controller, 10.0.0.2). The client sends GETs at a fixed rate over a Zipf-skewed key
@@ -25,9 +25,9 @@ import time
 import uuid
 
 from p4sec import inband
-from p4sec.netns import free_port, ns, sh
+from p4sec.infra.netns import free_port, ns, sh
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILDS = {"noauth": ["-D", "INBAND_NO_AUTH"], "rpp1": ["-D", "P4EAD_RPP=1"], "rpp2": ["-D", "P4EAD_RPP=2"],
           "rpp4": ["-D", "P4EAD_RPP=4"], "extern": ["-D", "INBAND_EXTERN"]}
 LABEL = {"noauth": "no authentication", "rpp1": "P4EAD, plain P4, 1 round/pass", "rpp2": "P4EAD, plain P4, 2 rounds/pass",
@@ -131,7 +131,7 @@ def server(a):
 
 SETUP = r"""
 import pathlib, sys
-from p4sec.runtime import Switch, mac
+from p4sec.infra.runtime import Switch, mac
 from p4sec import inband
 addr, out, mac_c, mac_s, key, variant = sys.argv[1:7]
 sw = Switch(addr)
@@ -147,7 +147,7 @@ STATS = r"""
 import json, pathlib, sys
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
-from p4sec.runtime import Switch
+from p4sec.infra.runtime import Switch
 from p4sec import inband
 sw = Switch(sys.argv[1], election_id=2)
 sw.p4info = p4info_pb2.P4Info()
@@ -204,11 +204,11 @@ def run_build(build, a, p4sec_bin):
                   "--rate", str(a.rate), "--zipf", str(a.zipf), "--bin", str(a.bin), "--period", str(a.period),
                   "--threshold", str(a.threshold), "--variant", a.variant, "--build", build, "--key", key]
         env = dict(os.environ, P4SEC_BIN=p4sec_bin)
-        srv = subprocess.Popen(["ip", "netns", "exec", t.s, sys.executable, "-m", "p4sec.bench.kvcase", "--role", "server", *common],
-                               stdout=subprocess.PIPE, text=True, env=env)
+        srv = subprocess.Popen(["ip", "netns", "exec", t.s, sys.executable, "-m", "bench.kvcase", "--role", "server", *common],
+                               stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
         time.sleep(0.3)
-        cli = subprocess.run(["ip", "netns", "exec", t.c, sys.executable, "-m", "p4sec.bench.kvcase", "--role", "client", *common],
-                             capture_output=True, text=True, timeout=a.duration + 60)
+        cli = subprocess.run(["ip", "netns", "exec", t.c, sys.executable, "-m", "bench.kvcase", "--role", "client", *common],
+                             capture_output=True, text=True, timeout=a.duration + 60, cwd=ROOT, env=env)
         srv_out, _ = srv.communicate(timeout=a.duration + 30)
         stats = json.loads(ns(t.m, sys.executable, "-c", STATS, f"127.0.0.1:{port}", str(out)).stdout)
     finally:

@@ -19,8 +19,8 @@ and measures, for each:
 etcd is spoken to through its v3 JSON gateway (POST /v3/kv/range, /v3/kv/txn, /v3/lease/grant,
 /v3/lease/keepalive) with the standard library: the `etcd3` Python client is not maintained.
 
-    python -m p4sec.bench.store [--iterations 200] [--tunnels 10000] [--takeovers 5] [--lease 2] [--json FILE]
-    python -m p4sec.bench.store --quick        # 30 iterations, 1,000 tunnels, 2 takeovers (the test's mode)
+    python -m bench.store [--iterations 200] [--tunnels 10000] [--takeovers 5] [--lease 2] [--json FILE]
+    python -m bench.store --quick        # 30 iterations, 1,000 tunnels, 2 takeovers (the test's mode)
 
 Needs PostgreSQL's server binaries (/usr/lib/postgresql/*/bin, Debian's `postgresql`), etcd (`etcd-server`) and
 psycopg2; as root, PostgreSQL runs as the `postgres` user.
@@ -42,9 +42,9 @@ import time
 import urllib.error
 import urllib.request
 
-from .. import ha
-from ..ctlbase import sa_config
-from ..netns import free_port
+from p4sec.ipsec import ha
+from p4sec.ipsec.ctlbase import sa_config
+from p4sec.infra.netns import free_port
 
 
 class BenchError(Exception):
@@ -398,7 +398,7 @@ def run(iterations, tunnels, takeovers, lease_s):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m p4sec.bench.store", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.store", description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=200, help="commits and renewals timed per store")
     ap.add_argument("--tunnels", type=int, default=10000, help="tunnels in the state read back")
     ap.add_argument("--takeovers", type=int, default=5)
