@@ -2,8 +2,8 @@
 //! replication engine (mirroring, multicast), registers, counters, meters, value sets, extern
 //! instances, digests and statistics. Packet processing never waits for any of these.
 
-use crate::match_action::param_writes;
 use crate::meters::{MeterCell, MeterRates};
+use crate::pipeline::match_action::param_writes;
 use crate::tables::{self, TableData};
 use crate::{bits, DigestMsg, Engine, Pre, StatsSnapshot, TableRt};
 use p4sec_ir::*;
@@ -81,22 +81,22 @@ impl Engine {
     }
 
     pub(crate) fn push_digest(&self, id: u32, vals: Vec<Value>) {
-        let mut q = self.digests.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = self.digests.queue.lock().unwrap_or_else(|p| p.into_inner());
         if q.len() < 65536 {
             q.push_back((id, vals));
-            self.digests_pending.store(true, Ordering::Release);
+            self.digests.pending.store(true, Ordering::Release);
         }
     }
 
     /// Are digest messages waiting? (One atomic load: cheap to ask after every packet.)
     pub fn has_digests(&self) -> bool {
-        self.digests_pending.load(Ordering::Acquire)
+        self.digests.pending.load(Ordering::Acquire)
     }
 
     /// Take the digest messages produced so far.
     pub fn drain_digests(&self) -> Vec<DigestMsg> {
-        let mut q = self.digests.lock().unwrap_or_else(|p| p.into_inner());
-        self.digests_pending.store(false, Ordering::Release);
+        let mut q = self.digests.queue.lock().unwrap_or_else(|p| p.into_inner());
+        self.digests.pending.store(false, Ordering::Release);
         q.drain(..).collect()
     }
 
@@ -107,7 +107,7 @@ impl Engine {
     }
 
     fn table(&self, ti: usize) -> Result<(&Table, &TableRt), String> {
-        match (self.prog.tables.get(ti), self.tables.get(ti)) {
+        match (self.prog.tables.get(ti), self.match_action.tables.get(ti)) {
             (Some(t), Some(rt)) => Ok((t, rt)),
             _ => Err(format!("no table with index {ti}")),
         }
@@ -123,12 +123,16 @@ impl Engine {
                 (ti, d)
             })
             .collect();
-        let _g = self.publish_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.tables_version.fetch_add(1, Ordering::AcqRel);
+        let _g = self
+            .match_action
+            .publish_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.match_action.version.fetch_add(1, Ordering::AcqRel);
         for (ti, d) in versions {
-            self.tables[ti].data.store(Arc::new(d));
+            self.match_action.tables[ti].data.store(Arc::new(d));
         }
-        self.tables_version.fetch_add(1, Ordering::Release);
+        self.match_action.version.fetch_add(1, Ordering::Release);
     }
 
     /// Apply a batch of changes to one table and publish them as one new version.
@@ -163,7 +167,7 @@ impl Engine {
         let guards: Vec<_> = order
             .iter()
             .map(|&ti| {
-                self.tables[ti]
+                self.match_action.tables[ti]
                     .write
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -174,7 +178,7 @@ impl Engine {
             let t = &self.prog.tables[ti];
             let mut d = match versions.iter().position(|(x, _)| *x == ti) {
                 Some(p) => versions.remove(p).1,
-                None => (**self.tables[ti].data.load()).clone(),
+                None => (**self.match_action.tables[ti].data.load()).clone(),
             };
             f(ti, t, &mut d)?;
             versions.push((ti, d));
@@ -291,61 +295,85 @@ impl Engine {
     }
 
     pub fn mirroring_add(&self, session: u32, port: u32) {
-        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
-        let mut p = (**self.pre.load()).clone();
+        let _g = self
+            .replication
+            .write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.replication.config.load()).clone();
         p.mirror.insert(session, port);
-        self.pre.store(Arc::new(p));
+        self.replication.config.store(Arc::new(p));
     }
 
     pub fn mirroring_delete(&self, session: u32) -> Result<(), String> {
-        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
-        let mut p = (**self.pre.load()).clone();
+        let _g = self
+            .replication
+            .write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.replication.config.load()).clone();
         p.mirror
             .remove(&session)
             .ok_or_else(|| format!("no mirror session {session}"))?;
-        self.pre.store(Arc::new(p));
+        self.replication.config.store(Arc::new(p));
         Ok(())
     }
 
     pub fn pre(&self) -> Arc<Pre> {
-        self.pre.load_full()
+        self.replication.config.load_full()
     }
 
     pub fn mc_group_create(&self, grp: u32) -> Result<(), String> {
-        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
-        let mut p = (**self.pre.load()).clone();
+        let _g = self
+            .replication
+            .write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.replication.config.load()).clone();
         if p.groups.contains_key(&grp) {
             return Err(format!("multicast group {grp} already exists"));
         }
         p.groups.insert(grp, vec![]);
-        self.pre.store(Arc::new(p));
+        self.replication.config.store(Arc::new(p));
         Ok(())
     }
 
     pub fn mc_group_delete(&self, grp: u32) -> Result<(), String> {
-        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
-        let mut p = (**self.pre.load()).clone();
+        let _g = self
+            .replication
+            .write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.replication.config.load()).clone();
         let old = p
             .groups
             .remove(&grp)
             .ok_or_else(|| format!("no multicast group {grp}"))?;
         p.release_nodes(&old);
-        self.pre.store(Arc::new(p));
+        self.replication.config.store(Arc::new(p));
         Ok(())
     }
 
     /// Create a replication node; returns its handle (0, 1, 2, ... in creation order).
     pub fn mc_node_create(&self, rid: u32, ports: Vec<u32>) -> u32 {
-        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
-        let mut p = (**self.pre.load()).clone();
+        let _g = self
+            .replication
+            .write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.replication.config.load()).clone();
         let h = p.add_node(rid, ports);
-        self.pre.store(Arc::new(p));
+        self.replication.config.store(Arc::new(p));
         h
     }
 
     pub fn mc_node_associate(&self, grp: u32, node: u32) -> Result<(), String> {
-        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
-        let mut p = (**self.pre.load()).clone();
+        let _g = self
+            .replication
+            .write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.replication.config.load()).clone();
         if !matches!(p.nodes.get(node as usize), Some(Some(_))) {
             return Err(format!("no replication node {node}"));
         }
@@ -353,15 +381,19 @@ impl Engine {
             .get_mut(&grp)
             .ok_or_else(|| format!("no multicast group {grp}"))?
             .push(node);
-        self.pre.store(Arc::new(p));
+        self.replication.config.store(Arc::new(p));
         Ok(())
     }
 
     /// Replace a multicast group's replicas with `(rid, port)` pairs (the P4Runtime view of the
     /// PRE).
     pub fn mc_group_set(&self, grp: u32, replicas: &[(u32, u32)]) {
-        let _g = self.pre_write.lock().unwrap_or_else(|p| p.into_inner());
-        let mut p = (**self.pre.load()).clone();
+        let _g = self
+            .replication
+            .write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut p = (**self.replication.config.load()).clone();
         let old = p.groups.remove(&grp).unwrap_or_default();
         p.release_nodes(&old);
         let handles = replicas
@@ -369,11 +401,12 @@ impl Engine {
             .map(|(rid, port)| p.add_node(*rid, vec![*port]))
             .collect();
         p.groups.insert(grp, handles);
-        self.pre.store(Arc::new(p));
+        self.replication.config.store(Arc::new(p));
     }
 
     pub fn register_read(&self, reg: usize, index: usize) -> Result<Value, String> {
         let r = self
+            .externs
             .registers
             .get(reg)
             .ok_or_else(|| format!("no register {reg}"))?;
@@ -394,6 +427,7 @@ impl Engine {
 
     pub fn register_write(&self, reg: usize, index: usize, v: &Value) -> Result<(), String> {
         let r = self
+            .externs
             .registers
             .get(reg)
             .ok_or_else(|| format!("no register {reg}"))?;
@@ -415,12 +449,13 @@ impl Engine {
     }
 
     pub fn register_size(&self, reg: usize) -> Option<usize> {
-        self.registers.get(reg).map(|r| r.size)
+        self.externs.registers.get(reg).map(|r| r.size)
     }
 
     /// (packets, bytes) of an indexed counter cell.
     pub fn counter_read(&self, counter: usize, index: usize) -> Result<(u64, u64), String> {
         let c = self
+            .externs
             .counters
             .get(counter)
             .ok_or_else(|| format!("no counter {counter}"))?;
@@ -441,6 +476,7 @@ impl Engine {
         bytes: u64,
     ) -> Result<(), String> {
         let c = self
+            .externs
             .counters
             .get(counter)
             .ok_or_else(|| format!("no counter {counter}"))?;
@@ -459,6 +495,7 @@ impl Engine {
         rates: Option<MeterRates>,
     ) -> Result<(), String> {
         let m = self
+            .externs
             .meters
             .get(meter)
             .ok_or_else(|| format!("no meter {meter}"))?;
@@ -470,6 +507,7 @@ impl Engine {
 
     pub fn meter_rates(&self, meter: usize, index: usize) -> Result<Option<MeterRates>, String> {
         let m = self
+            .externs
             .meters
             .get(meter)
             .ok_or_else(|| format!("no meter {meter}"))?;
@@ -481,6 +519,7 @@ impl Engine {
     /// Per-colour counters of an indexed meter cell: (packets, bytes) green, yellow, red.
     pub fn meter_counts(&self, meter: usize, index: usize) -> Result<[(u64, u64); 3], String> {
         let m = self
+            .externs
             .meters
             .get(meter)
             .ok_or_else(|| format!("no meter {meter}"))?;
@@ -496,6 +535,7 @@ impl Engine {
         c: [(u64, u64); 3],
     ) -> Result<(), String> {
         let m = self
+            .externs
             .meters
             .get(meter)
             .ok_or_else(|| format!("no meter {meter}"))?;
@@ -553,6 +593,7 @@ impl Engine {
     /// range, optional or any), each fitting the element's width.
     pub fn value_set_set(&self, vs: usize, members: Vec<Vec<FieldMatch>>) -> Result<(), String> {
         let s = self
+            .parser
             .value_sets
             .get(vs)
             .ok_or_else(|| format!("no value set {vs}"))?;
@@ -581,6 +622,7 @@ impl Engine {
 
     pub fn value_set_get(&self, vs: usize) -> Result<Vec<Vec<FieldMatch>>, String> {
         Ok((**self
+            .parser
             .value_sets
             .get(vs)
             .ok_or_else(|| format!("no value set {vs}"))?
@@ -596,12 +638,12 @@ impl Engine {
             .iter()
             .position(|e| e.name == inst)
             .ok_or_else(|| format!("no extern instance `{inst}`"))?;
-        self.externs[i].control(op, args)
+        self.externs.instances[i].control(op, args)
     }
 
     pub fn extern_events(&self) -> Vec<(String, String)> {
         let mut v = vec![];
-        for (i, e) in self.externs.iter().enumerate() {
+        for (i, e) in self.externs.instances.iter().enumerate() {
             for ev in e.drain_events() {
                 v.push((self.prog.externs[i].name.clone(), ev));
             }

@@ -8,45 +8,50 @@
 //! * [`Engine::process`] runs one input packet to quiescence and appends the frames it emits to
 //!   [`Outputs`].
 //!
-//! The packet's path, stage by stage: `pipeline.rs` (the v1model passes) runs `parser.rs` (parser
-//! states and selects), `headers.rs` (extract, emit, the deparser's checksums), `match_action.rs`
-//! (table applies) and `call.rs` (built-ins and extern calls) over the statements and expressions
-//! of `exec.rs`, compiled into closures at load time by `compile.rs`. `control.rs` is the
-//! control-plane API. The types all of them share (the engine, the worker, the compiled program)
-//! are in `state.rs`; `load.rs` builds an engine for a program.
+//! The engine is the composition of its stages, each a type with its own state (the fields of
+//! [`Engine`], defined in `engine.rs`): `Layout` (where the program's data lives
+//! in a worker's slots), the parser, the controls, match-action, the externs, the deparser, the
+//! packet replication engine and the digest queue. Code is in folders by when it runs:
+//!
+//! * `load/` builds an engine for a program (`mod.rs`), compiling its blocks into closures
+//!   (`compile.rs`; the closure and block types are in `code.rs`) with the plans of `plans.rs`
+//!   (header layouts) and `pristine.rs` (which extern arguments are headers as extracted);
+//! * `pipeline/` runs a packet, stage by stage: `mod.rs` (the v1model passes: parser, verify,
+//!   ingress, traffic manager, egress, compute, deparser; clone, resubmit, recirculate, multicast)
+//!   runs `parser.rs`, `match_action.rs` (table apply), `call.rs` (built-ins and extern calls),
+//!   `exec.rs` (statements and expressions), `headers.rs` (extract, emit, the deparser's
+//!   checksums), `effects.rs` (what the v1model built-ins ask of the pass) and `tm.rs` (queues and
+//!   the clock);
+//! * `tables/` is the tables' storage (`mod.rs`, `tss.rs`), `meters.rs` the meters' state;
+//! * `control.rs` is the control-plane API (tables, registers, counters, meters, the replication
+//!   engine, digests), apart from the pipeline.
+//!
+//! A worker's per-packet state is `worker.rs`.
 
 pub mod bits;
-mod call;
 pub mod chunkvec;
 mod clock;
-mod compile;
+mod code;
 mod control;
-mod effects;
-mod exec;
+mod engine;
 pub mod hash;
-mod headers;
 mod load;
-mod match_action;
 pub mod meters;
-mod parser;
 mod pipeline;
-mod plans;
-mod pristine;
-mod state;
 pub mod tables;
 /// Externs for tests and the STF runner only (one breaks the extern interface on purpose): never in
 /// a production switch. Enabled by `cfg(test)` or the `test-externs` feature.
 #[cfg(any(test, feature = "test-externs"))]
 pub mod test_externs;
-pub mod tm;
-mod tss;
+mod worker;
 
 pub use clock::coarse_ms;
+pub(crate) use engine::bump;
+pub use engine::{DigestMsg, Engine, Outputs, Pre, RegisterRt, StatsSnapshot, TableRt};
+pub use pipeline::tm;
 pub use pipeline::{DROP_PORT, MAX_PASSES};
-pub(crate) use state::{bump, NOT_IN_PKT, NO_OFFSET};
-pub use state::{
-    DigestMsg, Engine, Outputs, Pre, RegisterRt, Stats, StatsSnapshot, TableRt, Worker,
-};
+pub use worker::{Stats, Worker};
+pub(crate) use worker::{NOT_IN_PKT, NO_OFFSET};
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! Engine tests on programs compiled from P4 source.
 use super::*;
+use crate::pipeline::call;
 use p4sec_externs::iface::BitBuf;
 use p4sec_ir::*;
 use std::sync::atomic::Ordering;
@@ -536,17 +537,28 @@ fn multicast_group_changes_free_their_nodes() {
         e.mc_group_set(1, &[(0, 1 + round % 3), (1, 2), (2, 3)]);
         e.mc_group_set(2, &[(0, 4)]);
     }
-    let live = |e: &Engine| e.pre.load().nodes.iter().filter(|n| n.is_some()).count();
+    let live = |e: &Engine| {
+        e.replication
+            .config
+            .load()
+            .nodes
+            .iter()
+            .filter(|n| n.is_some())
+            .count()
+    };
     assert_eq!(live(&e), 4, "three replicas of group 1 and one of group 2");
     assert!(
-        e.pre.load().nodes.len() <= 8,
+        e.replication.config.load().nodes.len() <= 8,
         "handles are reused ({} slots)",
-        e.pre.load().nodes.len()
+        e.replication.config.load().nodes.len()
     );
     assert_eq!(
-        e.pre.load().groups[&1]
+        e.replication.config.load().groups[&1]
             .iter()
-            .map(|h| e.pre.load().nodes[*h as usize].clone().unwrap().1[0])
+            .map(|h| e.replication.config.load().nodes[*h as usize]
+                .clone()
+                .unwrap()
+                .1[0])
             .collect::<Vec<_>>(),
         vec![2, 2, 3]
     );
@@ -556,7 +568,7 @@ fn multicast_group_changes_free_their_nodes() {
     e.mc_node_associate(3, shared).unwrap();
     e.mc_node_associate(2, shared).unwrap();
     e.mc_group_delete(3).unwrap();
-    assert!(e.pre.load().nodes[shared as usize].is_some());
+    assert!(e.replication.config.load().nodes[shared as usize].is_some());
     e.mc_group_delete(1).unwrap();
     e.mc_group_delete(2).unwrap();
     assert_eq!(live(&e), 0);

@@ -8,9 +8,10 @@
 //! one definition and the compiled forms are checked against it by the whole STF corpus. The
 //! compiled fast paths of `extract` and `emit` are in `headers.rs`.
 
-use crate::call::{plan_arg, PlannedCall};
-use crate::headers::{emit_static, extract_static};
-use crate::state::{CBlock, Code, Deferred, Flow, LeanNext, SF, XF};
+use crate::code::Flow;
+use crate::engine::{CBlock, Deferred, LeanNext, SF, XF};
+use crate::pipeline::call::{plan_arg, PlannedCall};
+use crate::pipeline::headers::{emit_static, extract_static};
 use crate::{Engine, Worker};
 use p4sec_externs::checksum;
 use p4sec_externs::iface::ExternObject;
@@ -61,8 +62,8 @@ pub(crate) struct Cx<'a> {
     pub prog: &'a Program,
     pub externs: &'a [Box<dyn ExternObject>],
     pub methods: &'a [Vec<u32>],
-    /// Call sites whose header argument the engine may vouch for ([`crate::pristine`]).
-    pub pristine: &'a crate::pristine::Pristine,
+    /// Call sites whose header argument the engine may vouch for ([`crate::load::pristine`]).
+    pub pristine: &'a crate::load::pristine::Pristine,
 }
 
 pub(crate) fn compile(cx: &Cx) -> Code {
@@ -536,15 +537,15 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
                     block(
                         &Cx {
                             prog: &e.prog,
-                            externs: &e.externs,
-                            methods: &e.extern_methods,
+                            externs: &e.externs.instances,
+                            methods: &e.externs.methods,
                             pristine: &Default::default(),
                         },
                         &assigns,
                     )
                 });
                 match set.run(e, w) {
-                    Flow::Next => e.code.actions[a].run(e, w),
+                    Flow::Next => e.match_action.actions[a].run(e, w),
                     f => f,
                 }
             })
@@ -581,7 +582,7 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
             let (c, i) = (*counter as usize, expr(index));
             Box::new(move |e, w| {
                 let idx = i(e, w) as usize;
-                if let Some(cell) = e.counters[c].get(idx) {
+                if let Some(cell) = e.externs.counters[c].get(idx) {
                     cell.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     cell.1
                         .fetch_add(w.pkt_len as u64, std::sync::atomic::Ordering::Relaxed);
@@ -1101,4 +1102,29 @@ pub(crate) fn expr(x: &Expr) -> XF {
         }
         _ => interp_expr(x),
     }
+}
+
+/// Everything the pipeline runs, compiled.
+pub(crate) struct Code {
+    pub states: Vec<CBlock>,
+    /// Per parser state: compiled select keys when all are at most 64 bits.
+    pub select_keys: Vec<Option<Vec<XF>>>,
+    /// Per parser state: the select cases as (mask, value) per key when they are all exact, masked
+    /// or default (ranges and value sets take the interpreter's path).
+    pub select_cases: Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>>,
+    /// Per parser state: its transition when the parser's hot loop takes it itself.
+    pub lean_next: Vec<LeanNext>,
+    pub verify: CBlock,
+    /// Headers whose extraction offset `verify` reads (reset at the start of every ingress pass).
+    pub tracked_headers: Vec<usize>,
+    /// `update_checksum`s over a whole header left to the deparser (see [`Deferred`]); bit i of
+    /// `Worker::csum_pending` says entry i is due.
+    pub deferred: Vec<Deferred>,
+    pub ingress: CBlock,
+    pub egress: CBlock,
+    pub compute: CBlock,
+    pub deparser: CBlock,
+    pub actions: Vec<CBlock>,
+    /// Per table, per key: the compiled key expression when it is at most 64 bits.
+    pub table_keys: Vec<Vec<Option<XF>>>,
 }

@@ -4,8 +4,8 @@
 //! marshalling path).
 
 use crate::bits::{self, mask64 as mask, read_wide, BitWriter};
+use crate::code::Flow;
 use crate::hash;
-use crate::state::Flow;
 use crate::{Engine, Worker};
 use p4sec_externs::checksum;
 use p4sec_externs::iface::{BitBuf, BoundArg, BoundCall, Dir, ExternError, ExternObject, Payload};
@@ -120,7 +120,7 @@ impl PlannedCall {
     }
 
     /// The call site compiled by its extern, if the extern binds it ([`ExternObject::bind`]);
-    /// `frame_prefix`: the argument the engine may vouch for ([`crate::pristine`]).
+    /// `frame_prefix`: the argument the engine may vouch for ([`crate::load::pristine`]).
     pub(crate) fn bind(
         &self,
         externs: &[Box<dyn ExternObject>],
@@ -280,7 +280,7 @@ impl Engine {
             }
             Builtin::RegisterRead { reg, dst, index } => {
                 let i = self.eval(w, index) as usize;
-                let r = &self.registers[*reg as usize];
+                let r = &self.externs.registers[*reg as usize];
                 if let Some(l) = self.resolve(w, dst) {
                     let words = r.words;
                     if i < r.size {
@@ -301,7 +301,7 @@ impl Engine {
             }
             Builtin::RegisterWrite { reg, index, value } => {
                 let i = self.eval(w, index) as usize;
-                let r = &self.registers[*reg as usize];
+                let r = &self.externs.registers[*reg as usize];
                 if i < r.size {
                     if r.words == 1 {
                         let v = self.eval(w, value) & mask(r.width);
@@ -317,7 +317,7 @@ impl Engine {
             }
             Builtin::CounterCount { counter, index } => {
                 let i = self.eval(w, index) as usize;
-                let c = &self.counters[*counter as usize];
+                let c = &self.externs.counters[*counter as usize];
                 if let Some(cell) = c.get(i) {
                     cell.0.fetch_add(1, Ordering::Relaxed);
                     cell.1.fetch_add(w.pkt_len as u64, Ordering::Relaxed);
@@ -325,7 +325,7 @@ impl Engine {
             }
             Builtin::MeterExecute { meter, index, dst } => {
                 let i = self.eval(w, index) as usize;
-                let m = &self.meters[*meter as usize];
+                let m = &self.externs.meters[*meter as usize];
                 let unit = self.prog.meters[*meter as usize].unit;
                 let color = match m.get(i) {
                     Some(cell) => cell.execute(
@@ -745,7 +745,7 @@ impl Engine {
     }
 
     /// [`Engine::extern_call_bound`] for a call site whose argument is a header no statement can
-    /// have written before the call ([`crate::pristine`]): vouched for when the header is valid (so
+    /// have written before the call ([`crate::load::pristine`]): vouched for when the header is valid (so
     /// extracted in this pass, which also wrote its offset, or cleared it on the general path), the
     /// fast path recorded its offset, and the payload, still the received packet's bytes, starts
     /// right after it.
@@ -756,7 +756,7 @@ impl Engine {
         inst: usize,
         method: u32,
         b: &dyn BoundCall,
-        p: crate::pristine::PristineArg,
+        p: crate::load::pristine::PristineArg,
     ) -> Flow {
         let valid = w.slots.get(p.valid).is_some_and(|v| *v != 0);
         let off = w.hdr_off.get(p.header).copied().unwrap_or(crate::NO_OFFSET);
@@ -793,8 +793,8 @@ impl Engine {
     ) -> Result<(), ExternError> {
         let (bufs, retbuf) = (&mut w.bitbufs[..n], &mut w.retbuf);
         let r = call_with_payload(
-            &*self.externs[inst],
-            self.extern_methods[inst][method as usize],
+            &*self.externs.instances[inst],
+            self.externs.methods[inst][method as usize],
             bufs,
             with_ret.then_some(retbuf),
             &w.pkt,
@@ -817,8 +817,8 @@ impl Engine {
         ret: Option<&mut BitBuf>,
     ) -> Result<(), ExternError> {
         let r = call_with_payload(
-            &*self.externs[inst],
-            self.extern_methods[inst][method as usize],
+            &*self.externs.instances[inst],
+            self.externs.methods[inst][method as usize],
             bufs,
             ret,
             &w.pkt,

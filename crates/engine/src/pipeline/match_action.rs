@@ -2,7 +2,7 @@
 //! per-entry state updated, and the chosen action run with its arguments in its parameters; the
 //! layout of action arguments in parameter slots.
 
-use crate::state::Flow;
+use crate::code::Flow;
 use crate::tables::KEY_WORDS;
 use crate::{bits, hash, Engine, Worker};
 use p4sec_ir::*;
@@ -70,12 +70,12 @@ impl Engine {
     /// Pack table `ti`'s key for this packet into `key` (each field in its layout words).
     fn table_key(&self, w: &mut Worker, ti: usize, key: &mut [u64]) {
         let t = &self.prog.tables[ti];
-        let layout = &self.key_layouts[ti];
+        let layout = &self.match_action.key_layouts[ti];
         for ((k, &(off, words)), ck) in t
             .keys
             .iter()
             .zip(layout.iter())
-            .zip(&self.code.table_keys[ti])
+            .zip(&self.match_action.table_keys[ti])
         {
             if let Some(f) = ck {
                 key[off] = f(self, w);
@@ -95,7 +95,7 @@ impl Engine {
         hit: Option<Loc>,
         action_run: Option<Loc>,
     ) -> Flow {
-        if self.key_layouts[ti]
+        if self.match_action.key_layouts[ti]
             .last()
             .is_some_and(|&(off, words)| off + words > KEY_WORDS)
         {
@@ -116,7 +116,7 @@ impl Engine {
         hit: Option<Loc>,
         action_run: Option<Loc>,
     ) -> Flow {
-        let words = self.key_layouts[ti]
+        let words = self.match_action.key_layouts[ti]
             .last()
             .map_or(0, |&(off, words)| off + words);
         self.apply_keyed(w, ti, vec![0u64; words], hit, action_run)
@@ -134,9 +134,9 @@ impl Engine {
         action_run: Option<Loc>,
     ) -> Flow {
         let t = &self.prog.tables[ti];
-        let layout = &self.key_layouts[ti];
-        let keys = &self.code.table_keys[ti];
-        if let (true, Some(Some(f))) = (self.one_word_key[ti], keys.first()) {
+        let layout = &self.match_action.key_layouts[ti];
+        let keys = &self.match_action.table_keys[ti];
+        if let (true, Some(Some(f))) = (self.match_action.one_word_key[ti], keys.first()) {
             key.as_mut()[0] = f(self, w);
         } else {
             self.table_key(w, ti, key.as_mut());
@@ -144,7 +144,7 @@ impl Engine {
         // action selectors: the selector keys do not match (their words are zero in the lookup
         // key); they choose a member of a group
         let mut selector_key = None;
-        if let Some((_, sel)) = &self.selectors[ti] {
+        if let Some((_, sel)) = &self.match_action.selectors[ti] {
             selector_key = Some(key.clone());
             let k = key.as_mut();
             for &s in sel {
@@ -156,7 +156,7 @@ impl Engine {
         // table); taken out of the worker while the action runs, so no reference count is touched
         let data = match w.tables.get_mut(ti).and_then(Option::take) {
             Some(d) => d,
-            None => self.tables[ti].data.load_full(),
+            None => self.match_action.tables[ti].data.load_full(),
         };
         let mut found = data.lookup(t, key.as_ref());
         let mut chosen = None;
@@ -182,7 +182,7 @@ impl Engine {
             Some(i) => {
                 // per-entry state is touched only when the table has it (shared atomics cost a
                 // locked instruction and a cache line per hit)
-                if self.entry_state[ti] {
+                if self.match_action.entry_state[ti] {
                     let e = &data.entries[i];
                     if t.direct_counter.is_some() {
                         e.packets.fetch_add(1, Ordering::Relaxed);
@@ -260,7 +260,7 @@ impl Engine {
     #[inline]
     fn entry_args(&self, w: &mut Worker, a: usize, args: &[Value]) {
         let slots = &mut w.slots[..];
-        for &(s, m, p, k) in &self.param_words[a] {
+        for &(s, m, p, k) in &self.match_action.param_words[a] {
             if let Some(v) = arg_word(args, p, k, m) {
                 slots[s as usize] = v;
             }
@@ -273,7 +273,7 @@ impl Engine {
     fn inline_args(&self, w: &mut Worker, a: usize, hot: &crate::tables::Hot) {
         let words = &hot.args[..(hot.nargs as usize).min(hot.args.len())];
         let ws = &mut w.slots[..];
-        for (&(s, m, _, _), v) in self.param_words[a].iter().zip(words) {
+        for (&(s, m, _, _), v) in self.match_action.param_words[a].iter().zip(words) {
             debug_assert!((s as usize) < ws.len());
             // SAFETY: `param_words` holds only the program's slots and the sink slot after them,
             // all of which the worker has (checked on entry to `Engine::process`)
@@ -294,13 +294,13 @@ impl Engine {
         hit: Option<Loc>,
         action_run: Option<Loc>,
     ) -> Flow {
-        if w.trace.is_some() || self.entry_state[ti] {
+        if w.trace.is_some() || self.match_action.entry_state[ti] {
             std::hint::cold_path();
             return self.apply_table(w, ti, hit, action_run);
         }
         let data = match w.tables.get_mut(ti).and_then(Option::take) {
             Some(d) => d,
-            None => self.tables[ti].data.load_full(),
+            None => self.match_action.tables[ti].data.load_full(),
         };
         // an empty table misses without a lookup
         let found = data.lookup_one(&self.prog.tables[ti], k);
@@ -356,7 +356,7 @@ impl Engine {
         if let Some(slot) = w.tables.get_mut(ti) {
             *slot = Some(data);
         }
-        match self.code.actions[a].run(self, w) {
+        match self.match_action.actions[a].run(self, w) {
             Flow::Exit => Flow::Exit,
             Flow::Reject(e) => Flow::Reject(e),
             _ => Flow::Next,
@@ -367,13 +367,13 @@ impl Engine {
     /// (each key's value as whole bytes, most significant first, in key order).
     #[inline(never)]
     fn selector_hash(&self, w: &mut Worker, ti: usize, key: &[u64]) -> u64 {
-        let Some((algo, sel)) = &self.selectors[ti] else {
+        let Some((algo, sel)) = &self.match_action.selectors[ti] else {
             return 0;
         };
         let t = &self.prog.tables[ti];
         w.scratch.clear();
         for &k in sel {
-            let (off, _) = self.key_layouts[ti][k];
+            let (off, _) = self.match_action.key_layouts[ti][k];
             let nbytes = t.keys[k].width.div_ceil(8) as usize;
             for b in (0..nbytes).rev() {
                 w.scratch.push((key[off + b / 8] >> ((b % 8) * 8)) as u8);

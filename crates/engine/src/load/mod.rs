@@ -2,11 +2,19 @@
 //! extern instances and their methods, the per-header plans, and the program compiled into
 //! closures.
 
+pub(crate) mod compile;
+pub(crate) mod plans;
+pub(crate) mod pristine;
+
+use crate::engine::{
+    Controls, Deparser, Digests, Engine, ErrorCodes, Externs, Layout, MatchAction, Parser, Pre,
+    RegisterRt, Replication, TableRt,
+};
+use crate::load::compile::Code;
+use crate::load::plans::{HeaderPlan, StdSlots};
 use crate::meters::MeterCell;
-use crate::plans::{HeaderPlan, StdSlots};
-use crate::state::{Engine, Pre, RegisterRt, TableRt};
+use crate::pipeline::{call, match_action};
 use crate::tables::{self, TableData};
-use crate::{call, compile, match_action, pristine};
 use arc_swap::ArcSwap;
 use p4sec_externs::iface::{BitBuf, ExternType, MethodSig};
 use p4sec_ir::*;
@@ -183,38 +191,83 @@ impl Engine {
                     .collect()
             })
             .collect();
+        let Code {
+            states,
+            select_keys,
+            select_cases,
+            lean_next,
+            verify,
+            tracked_headers,
+            deferred,
+            ingress,
+            egress,
+            compute,
+            deparser,
+            actions,
+            table_keys,
+        } = code;
         Ok(Engine {
-            param_words,
-            hplans,
-            std_slots: StdSlots::new(&prog),
-            code,
-            err_too_short: err_code(&prog, "PacketTooShort"),
-            err_no_match: err_code(&prog, "NoMatch"),
-            err_stack_oob: err_code(&prog, "StackOutOfBounds"),
-            err_header_too_short: err_code(&prog, "HeaderTooShort"),
-            err_timeout: err_code(&prog, "ParserTimeout"),
-            err_invalid_arg: err_code(&prog, "ParserInvalidArgument"),
-            max_parser_steps: 10_000,
-            prog,
-            tables,
-            key_layouts,
-            one_word_key,
-            entry_state,
-            selectors,
-            registers,
-            counters,
-            meters,
-            value_sets,
-            pre: ArcSwap::from_pointee(Pre::default()),
-            pre_write: Mutex::new(()),
-            externs: objs,
-            extern_methods: methods,
-            digests: Mutex::new(VecDeque::new()),
-            digests_pending: std::sync::atomic::AtomicBool::new(false),
+            layout: Layout {
+                headers: hplans,
+                header_ranges,
+                std: StdSlots::new(&prog),
+                errors: ErrorCodes {
+                    too_short: err_code(&prog, "PacketTooShort"),
+                    no_match: err_code(&prog, "NoMatch"),
+                    stack_oob: err_code(&prog, "StackOutOfBounds"),
+                    header_too_short: err_code(&prog, "HeaderTooShort"),
+                    timeout: err_code(&prog, "ParserTimeout"),
+                    invalid_arg: err_code(&prog, "ParserInvalidArgument"),
+                },
+            },
+            parser: Parser {
+                states,
+                select_keys,
+                select_cases,
+                lean_next,
+                value_sets,
+                max_steps: 10_000,
+            },
+            controls: Controls {
+                verify,
+                tracked_headers,
+                ingress,
+                egress,
+                compute,
+            },
+            match_action: MatchAction {
+                tables,
+                key_layouts,
+                table_keys,
+                selectors,
+                one_word_key,
+                entry_state,
+                actions,
+                param_words,
+                version: AtomicU64::new(0),
+                publish_lock: Mutex::new(()),
+            },
+            externs: Externs {
+                instances: objs,
+                methods,
+                registers,
+                counters,
+                meters,
+            },
+            deparser: Deparser {
+                block: deparser,
+                deferred,
+            },
+            replication: Replication {
+                config: ArcSwap::from_pointee(Pre::default()),
+                write: Mutex::new(()),
+            },
+            digests: Digests {
+                queue: Mutex::new(VecDeque::new()),
+                pending: std::sync::atomic::AtomicBool::new(false),
+            },
             worker_stats: Mutex::new(vec![]),
-            tables_version: AtomicU64::new(0),
-            publish_lock: Mutex::new(()),
-            header_ranges,
+            prog,
         })
     }
 }

@@ -5,7 +5,7 @@
 //! in `call.rs`.
 
 use crate::bits::{self, read_wide, Wide};
-use crate::state::Flow;
+use crate::code::Flow;
 use crate::{Engine, Worker};
 use p4sec_externs::layout::read_bits;
 use p4sec_ir::*;
@@ -233,7 +233,7 @@ impl Engine {
             }
             Expr::Lookahead { width } => {
                 if w.cursor + *width as usize > w.pkt.len() * 8 {
-                    w.perr = self.err_too_short;
+                    w.perr = self.layout.errors.too_short;
                     0
                 } else {
                     read_bits(&w.pkt, w.cursor, *width)
@@ -446,7 +446,7 @@ impl Engine {
             }
             Expr::Lookahead { width } => {
                 if w.cursor + *width as usize > w.pkt.len() * 8 {
-                    w.perr = self.err_too_short;
+                    w.perr = self.layout.errors.too_short;
                     bits::ZERO
                 } else {
                     read_wide(&w.pkt, w.cursor, *width)
@@ -554,7 +554,7 @@ impl Engine {
             Stmt::Advance { bits } => {
                 let n = self.eval(w, bits) as usize;
                 if w.cursor + n > w.pkt.len() * 8 {
-                    return Flow::Reject(self.err_too_short);
+                    return Flow::Reject(self.layout.errors.too_short);
                 }
                 w.cursor += n;
                 Flow::Next

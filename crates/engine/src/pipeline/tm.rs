@@ -12,7 +12,7 @@
 //! leaves. A virtual clock ([`crate::Worker::set_virtual_clock`]) makes the time fields
 //! deterministic (the STF runner).
 
-use crate::effects::Effects;
+use crate::pipeline::effects::Effects;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -205,7 +205,7 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
                 queue: false
             }
         );
-        let router = engine(include_str!("../../../programs/ipv4_router.p4"));
+        let router = engine(include_str!("../../../../programs/ipv4_router.p4"));
         assert_eq!(router.prog.tm_field_use(), p4sec_ir::TmFieldUse::default());
     }
 

@@ -2,7 +2,8 @@
 //! loop (every kind of transition, traced), select keys matched against cases and value sets.
 
 use crate::bits::{self, Wide};
-use crate::state::{Flow, LeanNext, XF};
+use crate::code::Flow;
+use crate::engine::{LeanNext, XF};
 use crate::{Engine, Worker};
 use p4sec_ir::*;
 
@@ -36,27 +37,27 @@ impl Engine {
         let mut steps = 0u32;
         loop {
             steps += 1;
-            if steps > self.max_parser_steps {
-                return self.err_timeout;
+            if steps > self.parser.max_steps {
+                return self.layout.errors.timeout;
             }
-            let Some(block) = self.code.states.get(state) else {
-                return self.err_no_match;
+            let Some(block) = self.parser.states.get(state) else {
+                return self.layout.errors.no_match;
             };
             match block.run(self, w) {
                 Flow::Next | Flow::Break(_) => {}
                 Flow::Reject(e) => return e,
                 Flow::Exit => return 0,
             }
-            let next = match self.code.lean_next.get(state) {
+            let next = match self.parser.lean_next.get(state) {
                 Some(LeanNext::Goto(n)) => n,
                 Some(LeanNext::SelectOne(k, cases)) => match self.select_one(w, k, cases) {
                     Some(n) => n,
-                    None => return self.err_no_match,
+                    None => return self.layout.errors.no_match,
                 },
                 Some(LeanNext::SelectTwo(k0, k1, cases)) => match self.select_two(w, k0, k1, cases)
                 {
                     Some(n) => n,
-                    None => return self.err_no_match,
+                    None => return self.layout.errors.no_match,
                 },
                 _ => {
                     std::hint::cold_path();
@@ -132,17 +133,17 @@ impl Engine {
         let p = &self.prog.parser;
         loop {
             let Some(st) = p.states.get(state) else {
-                break self.err_no_match;
+                break self.layout.errors.no_match;
             };
             if !std::mem::take(&mut ran) {
                 steps += 1;
-                if steps > self.max_parser_steps {
-                    break self.err_timeout;
+                if steps > self.parser.max_steps {
+                    break self.layout.errors.timeout;
                 }
                 if let Some(t) = w.trace.as_mut() {
                     t.push(format!("parser state {}", st.name));
                 }
-                match self.code.states[state].run(self, w) {
+                match self.parser.states[state].run(self, w) {
                     Flow::Next | Flow::Break(_) => {}
                     Flow::Reject(e) => break e,
                     Flow::Exit => break 0,
@@ -153,26 +154,27 @@ impl Engine {
                 // one narrow key against exact or masked values: the key once, then (mask, value)
                 // pairs
                 Transition::Select { .. }
-                    if let Some(LeanNext::SelectOne(k, cases)) = self.code.lean_next.get(state) =>
+                    if let Some(LeanNext::SelectOne(k, cases)) =
+                        self.parser.lean_next.get(state) =>
                 {
                     match self.select_one(w, k, cases) {
                         Some(n) => n,
-                        None => break self.err_no_match,
+                        None => break self.layout.errors.no_match,
                     }
                 }
                 Transition::Select { .. }
                     if let Some(LeanNext::SelectTwo(k0, k1, cases)) =
-                        self.code.lean_next.get(state) =>
+                        self.parser.lean_next.get(state) =>
                 {
                     match self.select_two(w, k0, k1, cases) {
                         Some(n) => n,
-                        None => break self.err_no_match,
+                        None => break self.layout.errors.no_match,
                     }
                 }
-                Transition::Select { keys, cases } if self.code.select_keys[state].is_some() => {
+                Transition::Select { keys, cases } if self.parser.select_keys[state].is_some() => {
                     // fast path: narrow keys as machine words
                     let mut kv = [0u64; 8];
-                    for (i, k) in self.code.select_keys[state].iter().flatten().enumerate() {
+                    for (i, k) in self.parser.select_keys[state].iter().flatten().enumerate() {
                         kv[i] = k(self, w);
                     }
                     let _ = keys;
@@ -181,7 +183,7 @@ impl Engine {
                         w.perr = 0;
                         break e;
                     }
-                    if let Some(cs) = &self.code.select_cases[state] {
+                    if let Some(cs) = &self.parser.select_cases[state] {
                         let hit = cs
                             .iter()
                             .find(|(ms, _)| ms.iter().zip(&kv).all(|(&(m, v), k)| k & m == v));
@@ -194,7 +196,7 @@ impl Engine {
                                     continue;
                                 }
                             },
-                            None => break self.err_no_match,
+                            None => break self.layout.errors.no_match,
                         }
                     }
                     if w.perr != 0 {
@@ -230,7 +232,7 @@ impl Engine {
                     }
                     match found {
                         Some(n) => n,
-                        None => break self.err_no_match,
+                        None => break self.layout.errors.no_match,
                     }
                 }
                 Transition::Select { keys, cases } => {
@@ -261,7 +263,7 @@ impl Engine {
                     }
                     match found {
                         Some(n) => n,
-                        None => break self.err_no_match,
+                        None => break self.layout.errors.no_match,
                     }
                 }
             };
@@ -307,7 +309,7 @@ impl Engine {
         let Some(vs) = self.prog.value_sets.get(id as usize) else {
             return false;
         };
-        let set = self.value_sets[id as usize].load();
+        let set = self.parser.value_sets[id as usize].load();
         set.iter().any(|member| {
             member.len() <= keys.len()
                 && member.iter().zip(keys).zip(&vs.widths).all(|((m, k), w)| {

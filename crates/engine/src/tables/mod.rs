@@ -4,6 +4,8 @@
 //! priority-ordered list. A table's contents are immutable once published; writers build a new
 //! version and swap it in (RCU), so lookups never take a lock.
 
+mod tss;
+
 use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry, Value};
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -398,7 +400,7 @@ pub struct TableData {
     order: Vec<usize>,
     /// Scan tables: the same entries grouped by mask tuple (searched once the table holds more than
     /// [`SCAN_MAX`] entries).
-    tss: crate::tss::Tss,
+    tss: tss::Tss,
 
     pub default: ActionCall,
     /// The default action's arguments as (slot, word) writes into its parameters, each word masked

@@ -3,8 +3,9 @@
 //! computed from the emitted bytes.
 
 use crate::bits::{mask64 as mask, read_wide};
-use crate::plans::HeaderPlan;
-use crate::state::{Flow, SF};
+use crate::code::Flow;
+use crate::engine::SF;
+use crate::load::plans::HeaderPlan;
 use crate::{Engine, Worker};
 use p4sec_externs::checksum;
 use p4sec_externs::layout::read_bits;
@@ -112,15 +113,15 @@ pub(crate) fn emit_static(h: u32) -> SF {
                 .map(|k| ops.iter().filter(|o| o.0 as usize <= k).count())
                 .collect();
             let csum = e
-                .code
+                .deparser
                 .deferred
                 .iter()
                 .position(|d| d.header == h as usize)
                 .map(|i| {
                     (
                         1u64 << i,
-                        e.code.deferred[i].f_off,
-                        e.code.deferred[i].f_slot,
+                        e.deparser.deferred[i].f_off,
+                        e.deparser.deferred[i].f_slot,
                     )
                 });
             let end = ops.iter().map(|o| o.1 .0 + 1).max().unwrap_or(0);
@@ -240,7 +241,7 @@ pub(crate) fn settle_checksums(e: &Engine, w: &mut Worker) {
     while w.csum_pending != 0 {
         let i = w.csum_pending.trailing_zeros() as usize;
         w.csum_pending &= !(1u64 << i);
-        if let Some(d) = e.code.deferred.get(i) {
+        if let Some(d) = e.deparser.deferred.get(i) {
             let v = (d.sum)(e, w) & d.m;
             w.slots[d.f_slot] = v;
         }
@@ -281,10 +282,10 @@ impl Engine {
         varbit_bits: Option<&Expr>,
     ) -> Flow {
         let Some(hi) = self.header_index(w, h) else {
-            return Flow::Reject(self.err_stack_oob);
+            return Flow::Reject(self.layout.errors.stack_oob);
         };
         let layout = &self.prog.headers[hi as usize];
-        let plan = &self.hplans[hi as usize];
+        let plan = &self.layout.headers[hi as usize];
         let (fixed, var_max) = (plan.fixed, plan.var_max);
         // the header's fields no longer come from a recorded offset (see `Worker::hdr_off`)
         if let Some(o) = w.hdr_off.get_mut(hi as usize) {
@@ -294,17 +295,17 @@ impl Engine {
             Some(e) => {
                 let n = self.eval(w, e);
                 if n > var_max as u64 {
-                    return Flow::Reject(self.err_header_too_short);
+                    return Flow::Reject(self.layout.errors.header_too_short);
                 }
                 if n % 8 != 0 {
-                    return Flow::Reject(self.err_invalid_arg);
+                    return Flow::Reject(self.layout.errors.invalid_arg);
                 }
                 n as usize
             }
             None => 0,
         };
         if w.cursor + fixed + var > w.pkt.len() * 8 {
-            return Flow::Reject(self.err_too_short);
+            return Flow::Reject(self.layout.errors.too_short);
         }
         let mut pos = w.cursor;
         if plan.narrow && pos % 8 == 0 && pos / 8 + fixed.div_ceil(8) + 8 <= w.pkt.len() {
@@ -379,7 +380,7 @@ impl Engine {
         if w.slots[layout.valid.slot as usize] == 0 {
             return;
         }
-        let plan = &self.hplans[hi as usize];
+        let plan = &self.layout.headers[hi as usize];
         let mut out = std::mem::take(&mut w.out);
         let mut bw = w.bw;
         let len = plan.fixed.div_ceil(8);

@@ -2,11 +2,21 @@
 //! engine, egress, compute and deparser, with the clones, resubmissions, recirculations and
 //! multicast copies it causes run as further passes.
 
+pub(crate) mod call;
+pub(crate) mod effects;
+pub(crate) mod exec;
+pub(crate) mod headers;
+pub(crate) mod match_action;
+pub(crate) mod parser;
+pub mod tm;
+
 use crate::bits::BitWriter;
-use crate::effects::Effects;
-use crate::headers::settle_checksums;
-use crate::state::{CBlock, Flow, Job};
+use crate::code::Flow;
+use crate::engine::CBlock;
+use crate::pipeline::effects::Effects;
+use crate::pipeline::headers::settle_checksums;
 use crate::tm::{QueueMeta, Queued};
+use crate::worker::Job;
 use crate::{bump, Engine, Outputs, Worker, NOT_IN_PKT, NO_OFFSET};
 use p4sec_ir::*;
 use std::sync::atomic::Ordering;
@@ -47,7 +57,7 @@ impl Engine {
             self.prog.slots as usize + 1,
             "a worker of another engine"
         );
-        if self.tables_version.load(Ordering::Acquire) != w.tables_version {
+        if self.match_action.version.load(Ordering::Acquire) != w.tables_version {
             std::hint::cold_path();
             self.refresh_tables(w);
         }
@@ -63,7 +73,7 @@ impl Engine {
         }
         // `frame` ends here
         w.pkt.reset();
-        if self.std_slots.tm_any {
+        if self.layout.std.tm_any {
             w.tm.tick();
         }
     }
@@ -77,12 +87,12 @@ impl Engine {
             bump(&w.stats.dropped);
             return;
         }
-        if self.tables_version.load(Ordering::Acquire) != w.tables_version {
+        if self.match_action.version.load(Ordering::Acquire) != w.tables_version {
             self.refresh_tables(w);
         }
         w.jobs.clear();
         w.pkt.reset();
-        for &h in &self.code.tracked_headers {
+        for &h in &self.controls.tracked_headers {
             w.hdr_off[h] = NO_OFFSET;
         }
         w.slots.copy_from_slice(&item.slots);
@@ -106,7 +116,7 @@ impl Engine {
     #[inline(never)]
     fn enqueue(&self, w: &mut Worker, port: u32, rid: u32, itype: u32) {
         w.own_payload();
-        let priority = get(&w.slots, self.std_slots.priority) as u8;
+        let priority = get(&w.slots, self.layout.std.priority) as u8;
         let fx = w.fx;
         let (slots, payload) = (
             w.spare.words.copy_of(&w.slots),
@@ -129,7 +139,7 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn put_queue_fields(&self, w: &mut Worker) {
-        let ss = self.std_slots;
+        let ss = self.layout.std;
         let m = w.tm.meta;
         put(&mut w.slots, ss.enq_timestamp, m.enq_timestamp);
         put(&mut w.slots, ss.enq_qdepth, m.enq_qdepth as u64);
@@ -175,7 +185,7 @@ impl Engine {
                     itype,
                 } => {
                     if w.tm.queueing {
-                        let priority = get(&slots, self.std_slots.priority) as u8;
+                        let priority = get(&slots, self.layout.std.priority) as u8;
                         w.tm.queued.push(Queued {
                             port,
                             priority,
@@ -251,10 +261,10 @@ impl Engine {
         if w.fx.any() {
             w.fx = Effects::default();
         }
-        for &h in &self.code.tracked_headers {
+        for &h in &self.controls.tracked_headers {
             w.hdr_off[h] = NO_OFFSET;
         }
-        let ss = self.std_slots;
+        let ss = self.layout.std;
         put(&mut w.slots, ss.ingress_port, port as u64);
         put(&mut w.slots, ss.instance_type, itype as u64);
         put(&mut w.slots, ss.packet_length, bytes.len() as u64);
@@ -266,12 +276,12 @@ impl Engine {
             self.ingress_time(w);
         }
         self.run_parser(w);
-        self.run_block(w, &self.code.verify);
+        self.run_block(w, &self.controls.verify);
         if let Some(t) = w.trace.as_mut() {
             std::hint::cold_path();
             t.push(format!("ingress (port {port}, instance_type {itype})"));
         }
-        self.run_block(w, &self.code.ingress);
+        self.run_block(w, &self.controls.ingress);
         if w.fx.any() {
             if w.fx.dropped() {
                 self.drop_packet(w, "dropped in ingress");
@@ -308,12 +318,12 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn ingress_time(&self, w: &mut Worker) {
-        let now = if self.std_slots.tm.clock {
+        let now = if self.layout.std.tm.clock {
             w.tm.now()
         } else {
             0
         };
-        put(&mut w.slots, self.std_slots.ingress_ts, now);
+        put(&mut w.slots, self.layout.std.ingress_ts, now);
         w.tm.ingress_ts = now;
         w.tm.meta = QueueMeta {
             enq_timestamp: now,
@@ -330,7 +340,7 @@ impl Engine {
         let sm = &self.prog.std_meta;
         let fx = w.fx;
         if let Some((session, fl)) = fx.i2e_clone() {
-            if let Some(&cport) = self.pre.load().mirror.get(&session) {
+            if let Some(&cport) = self.replication.config.load().mirror.get(&session) {
                 let keep = self.preserved(w, fl);
                 w.own_payload();
                 // the packet's state is kept aside while the clone's is built in the worker
@@ -390,7 +400,7 @@ impl Engine {
     #[inline(never)]
     fn multicast(&self, w: &mut Worker, grp: u32) {
         w.own_payload();
-        let pre = self.pre.load();
+        let pre = self.replication.config.load();
         if let Some(nodes) = pre.groups.get(&grp) {
             for h in nodes {
                 if let Some(Some((rid, ports))) = pre.nodes.get(*h as usize) {
@@ -436,7 +446,7 @@ impl Engine {
 
     #[inline(always)]
     fn egress_pass(&self, w: &mut Worker, port: u32, rid: u32, itype: u32, out: &mut Outputs) {
-        let ss = self.std_slots;
+        let ss = self.layout.std;
         put(&mut w.slots, ss.egress_port, port as u64);
         put(&mut w.slots, ss.egress_spec, 0);
         put(&mut w.slots, ss.egress_rid, rid as u64);
@@ -452,7 +462,7 @@ impl Engine {
             std::hint::cold_path();
             t.push(format!("egress (port {port}, instance_type {itype})"));
         }
-        self.run_block(w, &self.code.egress);
+        self.run_block(w, &self.controls.egress);
         let (mut truncate, mut recirculate) = (None, None);
         if w.fx.any() {
             if w.fx.dropped() {
@@ -469,12 +479,12 @@ impl Engine {
             return;
         }
         w.csum_pending = 0;
-        self.run_block(w, &self.code.compute);
+        self.run_block(w, &self.controls.compute);
         // deparser: headers and payload are appended straight to the output buffer
         std::mem::swap(&mut w.out, &mut out.data);
         let mut start = w.out.len();
         w.bw = BitWriter::default();
-        self.run_block(w, &self.code.deparser);
+        self.run_block(w, &self.deparser.block);
         if w.csum_pending != 0 {
             settle_checksums(self, w);
         }
@@ -529,13 +539,13 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn clone_e2e(&self, w: &mut Worker, session: u32, fl: Option<u32>) {
-        let Some(&cport) = self.pre.load().mirror.get(&session) else {
+        let Some(&cport) = self.replication.config.load().mirror.get(&session) else {
             return;
         };
         w.own_payload();
         let keep = self.preserved(w, fl);
         let mut slots = w.spare.words.copy_of(&w.initial);
-        for &(s, n) in &self.header_ranges {
+        for &(s, n) in &self.layout.header_ranges {
             slots[s..s + n].copy_from_slice(&w.slots[s..s + n]);
         }
         for &(s, v) in &keep {
@@ -581,15 +591,15 @@ impl Engine {
     #[cold]
     fn refresh_tables(&self, w: &mut Worker) {
         loop {
-            let v = self.tables_version.load(Ordering::Acquire);
+            let v = self.match_action.version.load(Ordering::Acquire);
             if v & 1 == 1 {
                 std::hint::spin_loop();
                 continue;
             }
-            for (snap, rt) in w.tables.iter_mut().zip(&self.tables) {
+            for (snap, rt) in w.tables.iter_mut().zip(&self.match_action.tables) {
                 *snap = Some(rt.data.load_full());
             }
-            if self.tables_version.load(Ordering::Acquire) == v {
+            if self.match_action.version.load(Ordering::Acquire) == v {
                 w.tables_version = v;
                 return;
             }
