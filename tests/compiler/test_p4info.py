@@ -84,7 +84,9 @@ def test_bad_source_gives_located_error(p4sec_bin, tmp_path, src, needle):
 
 
 def test_binary_p4info_equals_text_p4info(p4sec_bin, shared, tmp_path):
-    """p4info.binpb (from the official package's message types) and p4info.txtpb hold the same message."""
+    """p4info.txtpb is p4info.binpb (the one P4Info message) in the text format: the same message, written
+    exactly as the official protobuf library prints it."""
+    from google.protobuf import text_format
     from conftest import ROOT
     programs = [ROOT / "programs" / "ipsec_gateway.p4", ROOT / "programs" / "ipv4_router.p4"]
     programs += sorted((shared / "conformance" / "p4c-stf").glob("*-bmv2.p4"))[:40]
@@ -94,3 +96,4 @@ def test_binary_p4info_equals_text_p4info(p4sec_bin, shared, tmp_path):
         assert r.returncode == 0, r.stderr
         binary = p4info_pb2.P4Info.FromString((out / "p4info.binpb").read_bytes())
         assert binary == load(out / "p4info.txtpb"), prog.name
+        assert (out / "p4info.txtpb").read_text() == text_format.MessageToString(binary), prog.name

@@ -388,7 +388,14 @@ fn write_compiled(
 ) -> ExitCode {
     use p4sec_p4runtime::prost_message::Message;
     let binpb = p4sec_p4runtime::p4info::p4info(prog).encode_to_vec();
-    let text = || p4sec_ir::p4info::to_text(prog).into_bytes();
+    // the one P4Info message, written in each format from its bytes
+    let text = match p4sec_p4runtime::text::to_text("p4.config.v1.P4Info", &binpb) {
+        Ok(t) => t.into_bytes(),
+        Err(e) => {
+            eprintln!("p4sec compile: cannot write the P4Info in the text format: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let json = prog.to_json().into_bytes();
     let mut files: Vec<(PathBuf, Vec<u8>)> = vec![];
     let is_file = out
@@ -408,12 +415,12 @@ fn write_compiled(
             files.push((out.join(stem), json.clone()));
         }
         files.push((out.join("program.json"), json));
-        files.push((out.join("p4info.txtpb"), text()));
+        files.push((out.join("p4info.txtpb"), text.clone()));
         files.push((out.join("p4info.binpb"), binpb.clone()));
     }
     for (path, fmt) in infos {
         let bytes = match fmt {
-            P4InfoFormat::Text => text(),
+            P4InfoFormat::Text => text.clone(),
             P4InfoFormat::Binary => binpb.clone(),
             P4InfoFormat::Json => {
                 match p4sec_p4runtime::json::to_json("p4.config.v1.P4Info", &binpb) {

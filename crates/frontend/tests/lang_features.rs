@@ -3,9 +3,16 @@
 //! targets, value sets of nested structs, extern-typed locals; and the located refusals where a
 //! program is wrong.
 
+/// The program's P4Info in the text format, as `p4sec compile` writes it.
+fn p4info_text(p: &p4sec_ir::Program) -> String {
+    use p4sec_p4runtime::prost_message::Message;
+    let bytes = p4sec_p4runtime::p4info::p4info(p).encode_to_vec();
+    p4sec_p4runtime::text::to_text("p4.config.v1.P4Info", &bytes).expect("a P4Info")
+}
+
 fn compile(src: &str) -> Result<String, String> {
     p4sec_frontend::compile_str("t.p4", src, &Default::default())
-        .map(|p| p4sec_ir::p4info::to_text(&p))
+        .map(|p| p4info_text(&p))
         .map_err(|e| e.messages.join("\n"))
 }
 

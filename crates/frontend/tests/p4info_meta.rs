@@ -4,6 +4,13 @@
 //! tables, `@hidden`, actions called only from actions). Also direct type invocation and line
 //! markers, which the production programs use.
 
+/// The program's P4Info in the text format, as `p4sec compile` writes it.
+fn p4info_text(p: &p4sec_ir::Program) -> String {
+    use p4sec_p4runtime::prost_message::Message;
+    let bytes = p4sec_p4runtime::p4info::p4info(p).encode_to_vec();
+    p4sec_p4runtime::text::to_text("p4.config.v1.P4Info", &bytes).expect("a P4Info")
+}
+
 const SRC: &str = r#"
 #include <core.p4>
 #include <v1model.p4>
@@ -44,7 +51,7 @@ control D(packet_out pk, in hs hdr) { apply { pk.emit(hdr.h); } }
 fn p4info() -> String {
     let prog = p4sec_frontend::compile_str("t.p4", SRC, &Default::default())
         .unwrap_or_else(|e| panic!("{}", e.messages.join("\n")));
-    p4sec_ir::p4info::to_text(&prog)
+    p4info_text(&prog)
 }
 
 #[test]

@@ -20,6 +20,7 @@ pub mod proto {
 #[macro_use]
 pub mod log;
 mod codec;
+mod descriptors;
 pub mod device;
 mod entities;
 pub mod grpc_codec;
@@ -30,6 +31,7 @@ mod profiles;
 mod read;
 mod reconcile;
 pub mod server;
+pub mod text;
 pub mod translate;
 mod write;
 

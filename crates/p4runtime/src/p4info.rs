@@ -1,7 +1,7 @@
-//! The P4Info of a compiled program as the protobuf message (`p4.config.v1.P4Info`), for
-//! `p4info.binpb` and for the switch's `--program` start-up. It mirrors `p4sec_ir::p4info::to_text`
-//! (ids, names, aliases); `tests/compiler/test_p4info.py` checks that the two encodings hold the
-//! same message.
+//! The P4Info of a compiled program: the one builder of the protobuf message
+//! (`p4.config.v1.P4Info`), for the switch's `--program` start-up, the P4Runtime server and every
+//! file `p4sec compile` writes (binary as it is; text and JSON from its bytes by `text.rs` and
+//! `json.rs`). Ids, names and aliases follow the reference compiler's rules (`p4sec_ir::p4info`).
 
 use crate::proto::p4::config::v1 as cfg;
 use p4sec_ir::p4info::{extern_id, extern_type_id, program_aliases};
@@ -280,9 +280,8 @@ pub fn p4info(p: &Program) -> cfg::P4Info {
     info
 }
 
-/// What `p4sec_ir::p4info::to_text` writes beyond names and ids (annotations, type info, left-out
-/// objects, initial default actions), applied to the message so that both encodings stay the same
-/// message.
+/// What the P4Info holds beyond names and ids (annotations, type info, left-out objects, initial
+/// default actions), applied to the message.
 fn apply_meta(p: &Program, info: &mut cfg::P4Info) {
     use std::collections::HashSet;
     let meta = &p.p4info;
