@@ -26,7 +26,8 @@ def controller_metrics():
     """(metric names, label names) of the controller's /metrics, from rendering a snapshot with one tunnel, both of
     its SAs counted."""
     sa = lambda s, d: {"spi": "0x00001000", "src": s, "dst": d, "state": "active", "age": 3.0, "out": {"packets": 5, "bytes": 500, "seq": 5},
-                       "in": {"packets": 4, "bytes": 400}, "unreceived": 1, "next_renewal": {"in_seconds": 10.0, "packets_left": 95}}
+                       "in": {"packets": 4, "bytes": 400}, "unreceived": 1,
+                       "dropped": {"out": {}, "in": {"replay": 2}}, "next_renewal": {"in_seconds": 10.0, "packets_left": 95}}
     snap = {"controller": {"term": 3}, "gateways": [{"name": "S1", "connected": True}],
             "tunnels": [{"name": "S1-S2", "state": "up", "renewals": 2, "renewal_failures": 0, "sas": [sa("S1", "S2"), sa("S2", "S1")]}]}
     text = status_metrics.render(snap, {"name": "r1"})

@@ -153,6 +153,8 @@ ACTIVE_SPIS = ("return [...document.querySelectorAll('[data-tunnel=\"S1-S2\"] tr
                ".map(e => e.textContent).sort().join(' ')")
 SENT = ("return [...document.querySelectorAll('[data-tunnel=\"S1-S2\"] tr[data-sa-state=\"active\"][data-src=\"S1\"] [data-role=\"sent\"]')]"
         ".map(e => e.textContent).join(' ')")
+DROPPED = ("return [...document.querySelectorAll('[data-tunnel=\"S1-S2\"] tr[data-sa-state=\"active\"][data-src=\"S1\"] [data-role=\"dropped\"]')]"
+           ".map(e => e.textContent).join(' ')")
 LEADER = "return [document.getElementById('leader').dataset.leader, document.getElementById('term').dataset.term]"
 
 
@@ -166,6 +168,25 @@ def status_cfg(tmp_path, extra=""):
     tf = tmp_path / "status.token"
     tf.write_text(TOKEN + "\n")
     return f"status: {{token_file: {tf}, interval: 0.3}}\n{extra}"
+
+
+# captures one ESP frame the switch sends out of the WAN interface, then sends it again n times on that interface
+# (the peer receives it as a replay)
+REPLAY = r"""
+import socket, sys
+iface, n = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((iface, 0))
+s.settimeout(20)
+print("ready", flush=True)
+while True:
+    f, addr = s.recvfrom(4096)
+    if addr[2] == socket.PACKET_OUTGOING and f[12:14] == b"\x08\x00" and f[23] == 50:
+        break
+for _ in range(n):
+    s.send(f)
+print("replayed", n, flush=True)
+"""
 
 
 def send(net, n, rate=500):
@@ -198,10 +219,16 @@ def test_page_shows_the_tunnel_up_its_traffic_and_a_renewal_live(p4sec_bin, net,
         assert gws == ["S1=true", "S2=true"]
         spis = wait_for(browser, "two active SAs", lambda d: (lambda s: s if len(s.split()) == 2 else None)(js(d, ACTIVE_SPIS)))
         assert sorted(spis.split()) == sorted(json.loads(http(rest, "/tunnels/S1-S2")[1])["active_spis"])
-        # traffic: the sender's counter of the S1 -> S2 SA on the page counts what crossed
+        # traffic: the sender's counter of the S1 -> S2 SA on the page counts what crossed; 5 of its ESP packets
+        # sent again on the WAN are dropped by S2 as replays, counted on the SA
+        replay = subprocess.Popen([sys.executable, "-c", REPLAY, net["wa"], "5"], stdout=subprocess.PIPE, text=True)
+        assert replay.stdout.readline().strip() == "ready"
         got = send(net, 200)
         assert got == 200
+        assert replay.communicate(timeout=30)[0].strip() == "replayed 5"
         wait_for(browser, "at least 200 packets sent on S1 -> S2", lambda d: int((js(d, SENT).split() or ["0"])[0]) >= 200)
+        wait_for(browser, "5 replays dropped on S1 -> S2", lambda d: js(d, DROPPED) == "replay 5")
+        assert js(browser, DROPPED.replace('"S1"', '"S2"')) == "0"
         # a renewal, live: the new SPIs replace the old ones, and the history shows the renewals
         code, body, _ = http(rest, "/tunnels/S1-S2/rekey", method="POST")
         assert code == 200, body

@@ -1,6 +1,7 @@
 """The controller's live status: who may see it (`StatusAccess`, from the `status:` section of the configuration)
 and what it shows (`snapshot`): the gateways and their switch connections, every tunnel with its SAs (SPIs, key
-age, the next renewal, packets and bytes each switch counted, packets sent but not accepted), its renewal history
+age, the next renewal, packets and bytes each switch counted, packets sent but not accepted, packets dropped by
+reason on either end), its renewal history
 and failures, and which replica leads with which term. The leader builds it; the status page (status_http) and
 the Prometheus endpoint (status_metrics) serve it.
 
@@ -13,6 +14,7 @@ CONFIG (YAML, in the controller's configuration; absent: no status page, no /met
 import concurrent.futures
 import hmac
 import pathlib
+import threading
 import time
 
 from p4sec.ipsec import gateway as gwp
@@ -80,11 +82,45 @@ def event_kind(what):
     return "info"
 
 
+# the program's per-SA drop reasons: sa_counters[slot * 16 + status] (p4include/p4sec.p4, programs/ipsec_gateway.p4)
+DROP_REASONS = {1: "no_sa", 2: "truncated", 3: "wrong_spi", 4: "icv_fail", 5: "bad_padding", 6: "bad_next_header", 7: "replay",
+                8: "too_old", 9: "seq_overflow", 10: "sa_expired", 11: "bad_inner", 12: "selector_mismatch", 13: "wrong_encap"}
+
+
 class Counters:
-    """Reads SA counters from the switches on a small pool of its own (never the controller's lock)."""
+    """Reads SA counters from the switches on a small pool of its own (never the controller's lock).
+
+    Drops are counted by the program per SA slot, and a slot is used by one SA after another: an SA's drops are
+    what its slot counted since this process first saw the SA in it (the counts then are its baseline)."""
 
     def __init__(self, workers=4):
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="p4sec-status")
+        self.baselines = {}     # (gateway, slot) -> (spi, {reason: packets} when first seen)
+        self.lock = threading.Lock()
+
+    def drops(self, slots):
+        """slots: {gateway name: (switch, {slot: spi})} -> {(gateway, slot): {reason: packets since first seen}}
+        (one Read per gateway; a gateway that does not answer is left out)."""
+        def one(sw, by_slot):
+            idx = [slot * 16 + r for slot in by_slot for r in DROP_REASONS]
+            try:
+                return sw.counter_cells(gwp.SA_COUNTERS, idx)
+            except Exception:
+                return None
+        futs = {g: self.pool.submit(one, sw, by_slot) for g, (sw, by_slot) in slots.items()}
+        out = {}
+        with self.lock:
+            for g, f in futs.items():
+                cells = f.result()
+                if cells is None:
+                    continue
+                for slot, spi in slots[g][1].items():
+                    now = {name: cells.get(slot * 16 + r, (0, 0))[0] for r, name in DROP_REASONS.items()}
+                    seen = self.baselines.get((g, slot))
+                    if seen is None or seen[0] != spi:
+                        seen = self.baselines[(g, slot)] = (spi, now)
+                    out[(g, slot)] = {k: v - seen[1][k] for k, v in now.items() if v > seen[1][k]}
+        return out
 
     def read(self, reads):
         """reads: {key: (switch, slot)} -> {key: stats dict or None}; errors count as None."""
@@ -143,8 +179,9 @@ def snapshot(svc, replica=None, counters=_COUNTERS):
         gateways = dict(ctl.gateways)
         away = set(ctl.away)
     # the counters, outside the controller's lock: (spi, "out") on the sender's slot, (spi, "in") on the receiver's
-    reads = {}
+    reads, src_of, dst_of = {}, {}, {}
     for spi, _, src, dst, out_slot, in_slot, state, _ in rows:
+        src_of[spi], dst_of[spi] = src, dst
         if len(reads) >= MAX_COUNTER_READS:
             break
         if state == "active" and src in gateways and src not in away and out_slot is not None and out_slot >= 0:
@@ -152,6 +189,11 @@ def snapshot(svc, replica=None, counters=_COUNTERS):
         if state in ("inbound", "active", "retiring") and dst in gateways and dst not in away and in_slot is not None and in_slot >= 0:
             reads[(spi, "in")] = (gateways[dst].switch, in_slot)
     stats = counters.read(reads)
+    slots = {}
+    for (spi, side), (sw, slot) in reads.items():
+        g = (src_of if side == "out" else dst_of)[spi]
+        slots.setdefault(g, (sw, {}))[1][slot] = spi
+    drops = counters.drops(slots)
     sas = {}
     for spi, tunnel, src, dst, out_slot, in_slot, state, created in rows:
         out, inn = stats.get((spi, "out")), stats.get((spi, "in"))
@@ -160,6 +202,8 @@ def snapshot(svc, replica=None, counters=_COUNTERS):
               "out": None if out is None else {k: out.get(k, 0) for k in ("packets", "bytes", "seq")},
               "in": None if inn is None else {k: inn.get(k, 0) for k in ("packets", "bytes")},
               "unreceived": max(0, out.get("packets", 0) - inn.get("packets", 0)) if out is not None and inn is not None else None,
+              "dropped": {"out": drops.get((src, out_slot)) if out is not None else None,
+                          "in": drops.get((dst, in_slot)) if inn is not None else None},
               "next_renewal": _next_renewal(soft, created, out, now) if state == "active" else {}}
         sas.setdefault(tunnel, []).append(sa)
     out_tunnels = []

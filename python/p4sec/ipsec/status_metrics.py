@@ -1,7 +1,7 @@
 """The controller's Prometheus metrics (text format 0.0.4), from a status snapshot (p4sec.ipsec.status): which
 replica leads and its term, the gateways' switch connections, each tunnel's state and renewals, and per active SA
 (labelled by tunnel and direction, so that a renewal continues the same series: a counter restarts at 0 with the
-new SA) its packets and bytes, the packets sent but not accepted, its key age and the time to its next renewal.
+new SA) its packets and bytes, the packets sent but not accepted, the packets dropped by reason, its key age and the time to its next renewal.
 
 A follower replica exports only its own replica metrics: the tunnels' come from the leader alone (no duplicates
 to add up in a query)."""
@@ -19,6 +19,8 @@ METRICS = {
     "p4sec_controller_sa_bytes_total": ("counter", "Bytes the active SA protected: side=out on the sender, in on the receiver."),
     "p4sec_controller_sa_unreceived_packets": ("gauge", "Packets of the active SA sent but not (yet) accepted by the receiver: in flight, "
                                                         "lost on the way or refused there."),
+    "p4sec_controller_sa_dropped_packets_total": ("counter", "Packets the active SA's slot dropped since the controller first saw the SA there, by "
+                                                             "reason (replay, icv_fail, ...): side=out on the sender, in on the receiver."),
     "p4sec_controller_sa_key_age_seconds": ("gauge", "Seconds since the active SA's keys were made."),
     "p4sec_controller_sa_next_renewal_seconds": ("gauge", "Seconds until the active SA's soft lifetime in seconds is reached (its renewal)."),
     "p4sec_controller_sa_renewal_packets_left": ("gauge", "Packets the active SA may still send before its soft packet limit (its renewal)."),
@@ -56,6 +58,9 @@ def render(snap, replica=None):
                     if sa[side] is not None:
                         samples["p4sec_controller_sa_packets_total"].append((_labels(**d, side=side), sa[side]["packets"]))
                         samples["p4sec_controller_sa_bytes_total"].append((_labels(**d, side=side), sa[side]["bytes"]))
+                for side, reasons in (sa.get("dropped") or {}).items():
+                    for reason, n in sorted((reasons or {}).items()):
+                        samples["p4sec_controller_sa_dropped_packets_total"].append((_labels(**d, side=side, reason=reason), n))
                 if sa["unreceived"] is not None:
                     samples["p4sec_controller_sa_unreceived_packets"].append((_labels(**d), sa["unreceived"]))
                 samples["p4sec_controller_sa_key_age_seconds"].append((_labels(**d), round(sa["age"], 3)))

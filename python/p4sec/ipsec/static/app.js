@@ -117,6 +117,15 @@ function nextRenewal(nr) {
   return parts.length ? parts.join(", ") : "–";
 }
 
+function dropped(d) {
+  if (!d || (!d.in && !d.out)) return "–";
+  const parts = [];
+  for (const side of ["out", "in"]) {
+    for (const [reason, n] of Object.entries(d[side] || {})) parts.push(`${reason} ${n}${side === "out" ? " (sender)" : ""}`);
+  }
+  return parts.length ? parts.join(", ") : "0";
+}
+
 function drawTunnel(t, snap) {
   const side = (gw, prefix) => prefix ? `${gw} (${prefix})` : gw;
   const head = el("div", {class: "head"},
@@ -136,9 +145,10 @@ function drawTunnel(t, snap) {
     el("td", {}, sa.state === "active" ? nextRenewal(sa.next_renewal || {}) : "–"),
     el("td", {"data-role": "sent"}, sa.out ? `${sa.out.packets} pkts, ${bytes(sa.out.bytes)}${rate(t.name, sa, "out", snap)}` : "–"),
     el("td", {"data-role": "accepted"}, sa.in ? `${sa.in.packets} pkts, ${bytes(sa.in.bytes)}${rate(t.name, sa, "in", snap)}` : "–"),
-    el("td", {class: sa.unreceived ? "warn" : ""}, sa.unreceived ?? "–")));
+    el("td", {class: sa.unreceived ? "warn" : ""}, sa.unreceived ?? "–"),
+    el("td", {"data-role": "dropped", class: dropped(sa.dropped).match(/[a-z] \d/) ? "bad" : ""}, dropped(sa.dropped))));
   const table = rows.length ? el("table", {class: "sas"},
-    el("thead", {}, el("tr", {}, ...["Direction", "SPI", "SA", "Key age", "Next renewal", "Sent", "Accepted", "Not accepted"]
+    el("thead", {}, el("tr", {}, ...["Direction", "SPI", "SA", "Key age", "Next renewal", "Sent", "Accepted", "Not accepted", "Dropped"]
       .map((h) => el("th", {}, h)))),
     el("tbody", {}, ...rows)) : el("p", {class: "none"}, "no SAs");
   const history = el("details", {class: "history", open: openHistory.has(t.name)},
