@@ -105,6 +105,13 @@ def test_status_is_off_unless_configured_and_needs_the_token():
         httpd.shutdown()
 
 
+def test_a_bad_status_section_stops_the_controller_with_a_precise_error(tmp_path):
+    cfg = write_config(tmp_path / "ctl.yaml", f"db: {tmp_path / 'ctl.db'}", 1, 2, 3, "prog", "name: S1-S2, a: S1, b: S2",
+                       extra=f"status: {{token_file: {tmp_path / 'missing.token'}}}")
+    r = subprocess.run([sys.executable, "-m", "p4sec.ipsec.cli", "run", str(cfg)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "status: token_file" in r.stderr and "missing.token" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 # ------------------------------------------------------------------------------ the browser
 
 @pytest.fixture
@@ -207,18 +214,22 @@ def test_page_shows_the_tunnel_up_its_traffic_and_a_renewal_live(p4sec_bin, net,
     pa, pb, rest = free_port(), free_port(), free_port()
     switches = start_switches(p4sec_bin, net, pa, pb, open(tmp_path / "switches.log", "w"))
     cfg = write_config(tmp_path / "ctl.yaml", f"db: {tmp_path / 'ctl.db'}", pa, pb, rest, program,
-                       "name: S1-S2, a: S1, b: S2, suite: aes-gcm-128, auto: true, soft: {packets: 100000, seconds: 3600}",
+                       "name: S1-S2, a: S1, b: S2, suite: aes-gcm-128, soft: {packets: 100000, seconds: 3600}",
                        extra=status_cfg(tmp_path, "grace: 0.5"))
     ctl = None
     try:
         ctl = start_controller(cfg, tmp_path / "controller.log")
         open_page(browser, rest)
+        # the tunnel going up, live
+        wait_for(browser, "the tunnel S1-S2 down", lambda d: js(d, STATE) == "down")
+        code, body, _ = http(rest, "/tunnels/S1-S2/up", method="POST")
+        assert code == 200, body
         wait_for(browser, "the tunnel S1-S2 up", lambda d: js(d, STATE) == "up")
         assert js(browser, "return document.getElementById('leader').textContent").startswith("this controller")
         gws = js(browser, "return [...document.querySelectorAll('#gateways tr[data-gateway]')].map(r => r.dataset.gateway + '=' + r.dataset.connected)")
         assert gws == ["S1=true", "S2=true"]
         spis = wait_for(browser, "two active SAs", lambda d: (lambda s: s if len(s.split()) == 2 else None)(js(d, ACTIVE_SPIS)))
-        assert sorted(spis.split()) == sorted(json.loads(http(rest, "/tunnels/S1-S2")[1])["active_spis"])
+        assert sorted(spis.split()) == sorted(json.loads(body).values())
         # traffic: the sender's counter of the S1 -> S2 SA on the page counts what crossed; 5 of its ESP packets
         # sent again on the WAN are dropped by S2 as replays, counted on the SA
         replay = subprocess.Popen([sys.executable, "-c", REPLAY, net["wa"], "5"], stdout=subprocess.PIPE, text=True)

@@ -11,16 +11,16 @@ CONFIG (YAML, in the controller's configuration; absent: no status page, no /met
       token_file: /etc/p4sec/status.token   # a bearer token (at least 16 characters; the first line of the file)
       interval: 1.0                         # seconds between two updates of the live page (0.2 .. 60)
 """
-import concurrent.futures
 import hmac
+import json
 import pathlib
-import threading
 import time
 
-from p4sec.ipsec import gateway as gwp
 from p4sec.ipsec.config import ConfigError
+from p4sec.ipsec.status_reads import Counters, StoreReader
 
 EVENTS_PER_TUNNEL = 12      # the renewal history the page shows, newest first
+DETAILED = 200              # tunnels shown with their SAs, counters and history; the others with their state only
 MAX_COUNTER_READS = 512     # SA counter reads per snapshot (two per SA): beyond, the counters are left out
 MIN_TOKEN = 16
 
@@ -82,61 +82,6 @@ def event_kind(what):
     return "info"
 
 
-# the program's per-SA drop reasons: sa_counters[slot * 16 + status] (p4include/p4sec.p4, programs/ipsec_gateway.p4)
-DROP_REASONS = {1: "no_sa", 2: "truncated", 3: "wrong_spi", 4: "icv_fail", 5: "bad_padding", 6: "bad_next_header", 7: "replay",
-                8: "too_old", 9: "seq_overflow", 10: "sa_expired", 11: "bad_inner", 12: "selector_mismatch", 13: "wrong_encap"}
-
-
-class Counters:
-    """Reads SA counters from the switches on a small pool of its own (never the controller's lock).
-
-    Drops are counted by the program per SA slot, and a slot is used by one SA after another: an SA's drops are
-    what its slot counted since this process first saw the SA in it (the counts then are its baseline)."""
-
-    def __init__(self, workers=4):
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="p4sec-status")
-        self.baselines = {}     # (gateway, slot) -> (spi, {reason: packets} when first seen)
-        self.lock = threading.Lock()
-
-    def drops(self, slots):
-        """slots: {gateway name: (switch, {slot: spi})} -> {(gateway, slot): {reason: packets since first seen}}
-        (one Read per gateway; a gateway that does not answer is left out)."""
-        def one(sw, by_slot):
-            idx = [slot * 16 + r for slot in by_slot for r in DROP_REASONS]
-            try:
-                return sw.counter_cells(gwp.SA_COUNTERS, idx)
-            except Exception:
-                return None
-        futs = {g: self.pool.submit(one, sw, by_slot) for g, (sw, by_slot) in slots.items()}
-        out = {}
-        with self.lock:
-            for g, f in futs.items():
-                cells = f.result()
-                if cells is None:
-                    continue
-                for slot, spi in slots[g][1].items():
-                    now = {name: cells.get(slot * 16 + r, (0, 0))[0] for r, name in DROP_REASONS.items()}
-                    seen = self.baselines.get((g, slot))
-                    if seen is None or seen[0] != spi:
-                        seen = self.baselines[(g, slot)] = (spi, now)
-                    out[(g, slot)] = {k: v - seen[1][k] for k, v in now.items() if v > seen[1][k]}
-        return out
-
-    def read(self, reads):
-        """reads: {key: (switch, slot)} -> {key: stats dict or None}; errors count as None."""
-        def one(sw, slot):
-            try:
-                st = gwp.sa_stats(sw, slot)
-                return st if isinstance(st, dict) else None
-            except Exception:
-                return None
-        futs = {k: self.pool.submit(one, sw, slot) for k, (sw, slot) in reads.items()}
-        return {k: f.result() for k, f in futs.items()}
-
-
-_COUNTERS = Counters()
-
-
 def _next_renewal(soft, created, out, now):
     """When the SA reaches its soft lifetime (the renewal): the time if limited in seconds, what is left of the
     packets and bytes if limited in those (from the sender's counters)."""
@@ -152,92 +97,99 @@ def _next_renewal(soft, created, out, now):
     return nr
 
 
-def _controller(svc, replica):
+def _events(rows):
+    return [{"t": t, "what": w, "kind": event_kind(w)} for t, w in rows]
+
+
+class Source:
+    """The status of one running Service (the leader's): its store read on a connection of its own, its switches'
+    counters read on a pool of its own; the controller's lock is taken only to copy its gateways."""
+
+    def __init__(self, svc):
+        self.svc, self.store, self.counters = svc, StoreReader(svc), Counters()
+
+    def close(self):
+        self.store.close()
+        self.counters.close()
+
+    def _tunnels(self, away):
+        """Every tunnel in the store (and every profile not in it, down), in the order of their creation."""
+        st, cfg = self.store, self.svc.cfg
+        kv = dict(st.query("select key, value from kv where key like ? or key like ?", ("sites:%", "encap:%")))
+        out = []
+        for name, a, b, suite, soft, hard, created, state in st.query(
+                "select name, a, b, suite, soft, hard, created, state from tunnel order by created"):
+            sites = json.loads(kv.get(f"sites:{name}") or "{}")
+            gone = sorted({a, b} & away)
+            out.append({"name": name, "a": a, "b": b, "a_prefix": sites.get(a), "b_prefix": sites.get(b), "suite": suite,
+                        "encap": "udp" if kv.get(f"encap:{name}") == "udp" else "esp", "state": "degraded" if state == "up" and gone else state,
+                        "unreachable": gone, "created": created, "soft": json.loads(soft or "null"), "hard": json.loads(hard or "null")})
+        known = {t["name"] for t in out}
+        for name, p in cfg.get("profiles", {}).items():
+            if name not in known:
+                out.append({"name": name, "a": p["a"], "b": p["b"], "a_prefix": p.get("a_prefix"), "b_prefix": p.get("b_prefix"),
+                            "suite": p.get("suite", "aes-gcm-128"), "encap": p.get("encap", "esp"), "state": "down", "unreachable": [],
+                            "created": None, "soft": p.get("soft"), "hard": p.get("hard")})
+        return out
+
+    def snapshot(self, replica=None):
+        """The status as the leading controller sees it now (a JSON-able dict)."""
+        ctl, now = self.svc.ctl, time.time()
+        with ctl.lock:
+            gateways, away = dict(ctl.gateways), set(ctl.away)
+        tunnels = self._tunnels(away)
+        detailed = {t["name"] for t in tunnels[:DETAILED]}
+        rows = [r for r in self.store.query("select spi, tunnel, src, dst, out_slot, in_slot, state, created from sa "
+                                            "where state != 'deleted' order by created") if r[1] in detailed]
+        totals = self.store.renewal_totals()
+        # the counters: (spi, "out") on the sender's slot, (spi, "in") on the receiver's
+        reads, slots = {}, {}
+        for spi, _, src, dst, out_slot, in_slot, state, _ in rows:
+            if len(reads) >= MAX_COUNTER_READS:
+                break
+            for side, gw, slot, live in (("out", src, out_slot, state == "active"),
+                                         ("in", dst, in_slot, state in ("inbound", "active", "retiring"))):
+                if live and gw in gateways and gw not in away and slot is not None and slot >= 0:
+                    reads[(spi, side)] = (gateways[gw].switch, slot)
+                    slots.setdefault(gw, (gateways[gw].switch, {}))[1][slot] = spi
+        stats, drops = self.counters.stats(reads), self.counters.drops(slots)
+        soft = {t["name"]: t["soft"] for t in tunnels}
+        sas = {}
+        for spi, tunnel, src, dst, out_slot, in_slot, state, created in rows:
+            out, inn = stats.get((spi, "out")), stats.get((spi, "in"))
+            sas.setdefault(tunnel, []).append({
+                "spi": f"{spi:#010x}", "src": src, "dst": dst, "state": state, "created": created, "age": max(0.0, now - created),
+                "out": None if out is None else {k: out.get(k, 0) for k in ("packets", "bytes", "seq")},
+                "in": None if inn is None else {k: inn.get(k, 0) for k in ("packets", "bytes")},
+                "unreceived": max(0, out.get("packets", 0) - inn.get("packets", 0)) if out is not None and inn is not None else None,
+                "dropped": {"out": drops.get((src, out_slot)) if out is not None else None,
+                            "in": drops.get((dst, in_slot)) if inn is not None else None},
+                "next_renewal": _next_renewal(soft.get(tunnel), created, out, now) if state == "active" else {}})
+        for t in tunnels:
+            renewals, failures = totals.get(t["name"], (0, 0))
+            evs = _events(self.store.events(t["name"], EVENTS_PER_TUNNEL)) if t["name"] in detailed else []
+            t.update(keying=t.get("keying", "ike-less"), kind="host-to-site" if str(t["b"]).startswith("host:") else "site-to-site",
+                     renewals=renewals, renewal_failures=failures, last_renewal=next((e["t"] for e in evs if e["kind"] == "renewal"), None),
+                     detailed=t["name"] in detailed, sas=sas.get(t["name"], []), events=evs)
+        out_gateways = []
+        for g in self.svc.cfg.get("gateways", []):
+            gw = gateways.get(g["name"])
+            sw = gw.switch if gw is not None else None
+            arb = getattr(sw, "arbitration", None)
+            connected = gw is not None and g["name"] not in away
+            out_gateways.append({
+                "name": g["name"], "address": g["address"], "grpc": g["grpc"], "lan": g["lan"]["prefix"], "wan": g["wan"]["prefix"],
+                "device_id": getattr(sw, "device_id", None), "election_id": getattr(sw, "election_id", None), "connected": connected,
+                "primary": connected and arb is not None and arb.status.code == 0,
+                "events": _events(self.store.events(g["name"], EVENTS_PER_TUNNEL))})
+        return {"now": now, "controller": _controller(replica), "gateways": out_gateways, "tunnels": tunnels,
+                "renewals_total": sum(r for r, _ in totals.values()), "renewal_failures_total": sum(f for _, f in totals.values()),
+                "counters": {"read": sum(1 for v in stats.values() if v is not None), "failed": sum(1 for v in stats.values() if v is None),
+                             "complete": len(reads) < MAX_COUNTER_READS and len(detailed) == len(tunnels)}}
+
+
+def _controller(replica):
     if not replica:
         return {"mode": "single", "leader": None, "term": None, "served_by": None, "serving_leads": True}
     return {"mode": "replicated", "leader": replica["name"], "term": replica.get("term"), "served_by": replica["name"],
             "serving_leads": True}
-
-
-def snapshot(svc, replica=None, counters=_COUNTERS):
-    """The status as the leading controller (`svc`, a Service) sees it now (a JSON-able dict)."""
-    ctl = svc.ctl
-    now = time.time()
-    with ctl.lock:
-        tunnels = {t["name"]: t for t in ctl.tunnels()}
-        rows = ctl.db.execute("select spi, tunnel, src, dst, out_slot, in_slot, state, created from sa where state != 'deleted' "
-                              "order by created").fetchall()
-        events = {}
-        names = list(tunnels) + [n for n in svc.cfg.get("profiles", {}) if n not in tunnels] + list(ctl.gateways)
-        for name in names:
-            events[name] = ctl.db.execute("select t, what from event where tunnel = ? order by rowid desc limit ?",
-                                          (name, EVENTS_PER_TUNNEL)).fetchall()
-        totals = {}
-        for tunnel, what in ctl.db.execute("select tunnel, what from event where what like 'renew %'").fetchall():
-            r = totals.setdefault(tunnel, [0, 0])
-            r[1 if "failed" in what else 0] += 1
-        gateways = dict(ctl.gateways)
-        away = set(ctl.away)
-    # the counters, outside the controller's lock: (spi, "out") on the sender's slot, (spi, "in") on the receiver's
-    reads, src_of, dst_of = {}, {}, {}
-    for spi, _, src, dst, out_slot, in_slot, state, _ in rows:
-        src_of[spi], dst_of[spi] = src, dst
-        if len(reads) >= MAX_COUNTER_READS:
-            break
-        if state == "active" and src in gateways and src not in away and out_slot is not None and out_slot >= 0:
-            reads[(spi, "out")] = (gateways[src].switch, out_slot)
-        if state in ("inbound", "active", "retiring") and dst in gateways and dst not in away and in_slot is not None and in_slot >= 0:
-            reads[(spi, "in")] = (gateways[dst].switch, in_slot)
-    stats = counters.read(reads)
-    slots = {}
-    for (spi, side), (sw, slot) in reads.items():
-        g = (src_of if side == "out" else dst_of)[spi]
-        slots.setdefault(g, (sw, {}))[1][slot] = spi
-    drops = counters.drops(slots)
-    sas = {}
-    for spi, tunnel, src, dst, out_slot, in_slot, state, created in rows:
-        out, inn = stats.get((spi, "out")), stats.get((spi, "in"))
-        soft = (tunnels.get(tunnel) or {}).get("soft")
-        sa = {"spi": f"{spi:#010x}", "src": src, "dst": dst, "state": state, "created": created, "age": max(0.0, now - created),
-              "out": None if out is None else {k: out.get(k, 0) for k in ("packets", "bytes", "seq")},
-              "in": None if inn is None else {k: inn.get(k, 0) for k in ("packets", "bytes")},
-              "unreceived": max(0, out.get("packets", 0) - inn.get("packets", 0)) if out is not None and inn is not None else None,
-              "dropped": {"out": drops.get((src, out_slot)) if out is not None else None,
-                          "in": drops.get((dst, in_slot)) if inn is not None else None},
-              "next_renewal": _next_renewal(soft, created, out, now) if state == "active" else {}}
-        sas.setdefault(tunnel, []).append(sa)
-    out_tunnels = []
-    for name in names:
-        if name in gateways:
-            continue
-        t = tunnels.get(name)
-        if t is None:
-            p = svc.cfg["profiles"][name]
-            t = {"name": name, "a": p["a"], "b": p["b"], "suite": p.get("suite", "aes-gcm-128"), "encap": p.get("encap", "esp"),
-                 "state": "down", "a_prefix": p.get("a_prefix"), "b_prefix": p.get("b_prefix"), "soft": p.get("soft"),
-                 "hard": p.get("hard"), "created": None}
-        renewals, failures = totals.get(name, (0, 0))
-        evs = [{"t": t_, "what": w, "kind": event_kind(w)} for t_, w in events.get(name, [])]
-        last = next((e["t"] for e in evs if e["kind"] == "renewal"), None)
-        out_tunnels.append({
-            "name": name, "a": t["a"], "b": t["b"], "a_prefix": t.get("a_prefix"), "b_prefix": t.get("b_prefix"),
-            "suite": t.get("suite"), "encap": t.get("encap") or "esp", "keying": t.get("keying", "ike-less"),
-            "kind": "host-to-site" if "@" in name or str(t["b"]).startswith("host:") else "site-to-site",
-            "state": t["state"], "unreachable": t.get("unreachable", []), "created": t.get("created"),
-            "soft": t.get("soft"), "hard": t.get("hard"), "renewals": renewals, "renewal_failures": failures,
-            "last_renewal": last, "sas": sas.get(name, []), "events": evs})
-    out_gateways = []
-    for g in svc.cfg.get("gateways", []):
-        gw = gateways.get(g["name"])
-        sw = gw.switch if gw is not None else None
-        arb = getattr(sw, "arbitration", None)
-        out_gateways.append({
-            "name": g["name"], "address": g["address"], "grpc": g["grpc"], "lan": g["lan"]["prefix"], "wan": g["wan"]["prefix"],
-            "device_id": getattr(sw, "device_id", None), "election_id": getattr(sw, "election_id", None),
-            "connected": gw is not None and g["name"] not in away,
-            "primary": bool(arb is not None and arb.status.code == 0) and g["name"] not in away,
-            "events": [{"t": t_, "what": w, "kind": event_kind(w)} for t_, w in events.get(g["name"], [])]})
-    return {"now": now, "controller": _controller(svc, replica), "gateways": out_gateways, "tunnels": out_tunnels,
-            "renewals_total": sum(r for r, _ in totals.values()), "renewal_failures_total": sum(f for _, f in totals.values()),
-            "counters": {"read": sum(1 for v in stats.values() if v is not None), "failed": sum(1 for v in stats.values() if v is None),
-                         "complete": len(reads) < MAX_COUNTER_READS}}

@@ -44,13 +44,21 @@ class StatusServer:
         self.access, self.current, self.replica = access, current, replica
         self._lock = threading.Lock()
         self._snap, self._at = None, 0.0
+        self._source = None     # the status of the Service this process runs (p4sec.ipsec.status.Source)
 
     def snapshot(self, authorization):
         with self._lock:
             if self._snap is not None and time.monotonic() - self._at < self.access.interval / 2:
                 return self._snap
             svc = self.current()
-            snap = st.snapshot(svc, self.replica) if svc is not None else self._from_leader(authorization)
+            if svc is None:
+                snap = self._from_leader(authorization)
+            else:
+                if self._source is None or self._source.svc is not svc:
+                    if self._source is not None:
+                        self._source.close()
+                    self._source = st.Source(svc)
+                snap = self._source.snapshot(self.replica)
             self._snap, self._at = snap, time.monotonic()
             return snap
 

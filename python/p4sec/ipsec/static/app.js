@@ -147,7 +147,8 @@ function drawTunnel(t, snap) {
     el("td", {"data-role": "accepted"}, sa.in ? `${sa.in.packets} pkts, ${bytes(sa.in.bytes)}${rate(t.name, sa, "in", snap)}` : "–"),
     el("td", {class: sa.unreceived ? "warn" : ""}, sa.unreceived ?? "–"),
     el("td", {"data-role": "dropped", class: dropped(sa.dropped).match(/[a-z] \d/) ? "bad" : ""}, dropped(sa.dropped))));
-  const table = rows.length ? el("table", {class: "sas"},
+  const table = !t.detailed ? el("p", {class: "none"}, "SAs, counters and history left out (more tunnels than the page details)") :
+    rows.length ? el("table", {class: "sas"},
     el("thead", {}, el("tr", {}, ...["Direction", "SPI", "SA", "Key age", "Next renewal", "Sent", "Accepted", "Not accepted", "Dropped"]
       .map((h) => el("th", {}, h)))),
     el("tbody", {}, ...rows)) : el("p", {class: "none"}, "no SAs");
@@ -155,7 +156,7 @@ function drawTunnel(t, snap) {
     el("summary", {}, `history (latest ${t.events.length})`),
     el("ol", {}, ...t.events.map((e) => el("li", {class: `ev-${e.kind}`, "data-kind": e.kind}, `${clock(e.t)} ${e.what}`))));
   history.addEventListener("toggle", () => { if (history.open) openHistory.add(t.name); else openHistory.delete(t.name); });
-  return el("div", {class: "tunnel", "data-tunnel": t.name, "data-state": t.state}, head, renewals, table, history);
+  return el("div", {class: "tunnel", "data-tunnel": t.name, "data-state": t.state}, head, renewals, table, t.detailed ? history : null);
 }
 
 function draw(snap) {
