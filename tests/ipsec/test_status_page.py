@@ -257,6 +257,15 @@ def test_page_shows_the_tunnel_up_its_traffic_and_a_renewal_live(p4sec_bin, net,
         assert 'p4sec_controller_sa_packets_total{tunnel="S1-S2",src="S1",dst="S2",side="out"} 0' in text
         assert http(rest, "/metrics")[0] == 401
         browser.save_screenshot(str(tmp_path / "status.png"))
+        # a gateway lost: its switch unreachable, the tunnel degraded, the loss in the history as a failure
+        switches["S2"].kill()
+        switches["S2"].wait(timeout=10)
+        wait_for(browser, "S2 unreachable and S1-S2 degraded", lambda d: js(d, STATE) == "degraded" and js(
+            d, "return document.querySelector('#gateways tr[data-gateway=\"S2\"]').dataset.connected") == "false")
+        failures = wait_for(browser, "the loss in the history", lambda d: js(
+            d, "return [...document.querySelectorAll('[data-tunnel=\"S1-S2\"] .history li[data-kind=\"failure\"]')].map(e => e.textContent)"))
+        assert any("gateway S2 is unreachable" in f for f in failures), failures
+        assert js(browser, "return window.__p4secMark") == "same-document"
     finally:
         stop([ctl] + list(switches.values()))
 
