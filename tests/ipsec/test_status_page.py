@@ -57,7 +57,7 @@ def test_status_settings_get_precise_errors(tmp_path):
                     ({"token_file": str(tf), "interval": 0}, "`interval` must be a number of seconds from 0.2 to 60, not 0"),
                     ({"token_file": str(tf), "interval": "fast"}, "not 'fast'"),
                     ({"token_file": str(tf), "tokn": 1}, "unknown setting(s) tokn"),
-                    ("on", "expected a mapping")]:
+                    ("on", "expected a mapping"), (None, "expected a mapping")]:
         with pytest.raises(ConfigError) as e:
             StatusAccess.from_config({"status": st}, "ctl.yaml")
         assert msg in str(e.value) and str(e.value).startswith("ctl.yaml: status:"), str(e.value)
@@ -169,6 +169,26 @@ def open_page(drv, rest, token=TOKEN):
     drv.get(f"http://127.0.0.1:{rest}/status#token={token}")
     # a mark in this document: still there later means the page was never reloaded
     js(drv, "window.__p4secMark = 'same-document'")
+
+
+def test_page_asks_for_the_token_and_refuses_a_wrong_one(browser):
+    replica = {"name": "r9", "lease": NoLeaderLease(), "term": None}
+    port, httpd = serve(StatusServer(StatusAccess(TOKEN, 0.3), lambda: None, replica))
+    try:
+        browser.get(f"http://127.0.0.1:{port}/status")
+        wait_for(browser, "the token form", lambda d: js(d, "return !document.getElementById('login').hidden"))
+        form = lambda d: js(d, "return [document.getElementById('login').hidden, document.getElementById('login-error').textContent]")
+        browser.find_element("id", "token").send_keys("not-the-token-at-all")
+        browser.find_element("css selector", "#login-form button").click()
+        wait_for(browser, "the refusal", lambda d: form(d) == [False, "the controller refused this token"])
+        browser.find_element("id", "token").send_keys(TOKEN)
+        browser.find_element("css selector", "#login-form button").click()
+        wait_for(browser, "the follower's view with no leader", lambda d: js(d, "return document.getElementById('error').textContent")
+                 .startswith("no leader right now"))
+        assert js(browser, "return document.getElementById('served-by').textContent") == "r9 (a follower: the leader's view)"
+        assert js(browser, "return document.body.textContent").count(TOKEN) == 0     # the token is never shown
+    finally:
+        httpd.shutdown()
 
 
 def status_cfg(tmp_path, extra=""):

@@ -35,9 +35,9 @@ class StatusAccess:
     @classmethod
     def from_config(cls, cfg, where="config"):
         """The access of the `status:` section of `cfg`, or None (the status page is off). Precise ConfigErrors."""
-        st = cfg.get("status")
-        if st is None:
+        if "status" not in cfg:
             return None
+        st = cfg["status"]
         if not isinstance(st, dict):
             raise ConfigError(f"{where}: status: expected a mapping {{token_file: FILE, interval: SECONDS}}")
         unknown = set(st) - {"token_file", "interval"}
