@@ -1,7 +1,8 @@
 """The controller's Prometheus metrics (text format 0.0.4), from a status snapshot (p4sec.ipsec.status): which
 replica leads and its term, the gateways' switch connections, each tunnel's state and renewals, and per active SA
 (labelled by tunnel and direction, so that a renewal continues the same series: a counter restarts at 0 with the
-new SA) its packets and bytes, the packets sent but not accepted, the packets dropped by reason, its key age and the time to its next renewal.
+new SA) its packets and bytes, the packets sent but not accepted, the packets dropped by reason, its key age and
+the time to its next renewal.
 
 A follower replica exports only its own replica metrics: the tunnels' come from the leader alone (no duplicates
 to add up in a query)."""
