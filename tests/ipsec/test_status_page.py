@@ -333,5 +333,6 @@ def test_page_on_a_follower_shows_the_new_leader_after_a_failover(p4sec_bin, net
                      js(d, "return document.getElementById('served-by').textContent"))
             assert js(browser, ACTIVE_SPIS) == old      # the new leader adopted the tunnel: same SAs
             assert js(browser, "return window.__p4secMark") == "same-document"
+            browser.save_screenshot(str(tmp_path / "failover.png"))
         finally:
             stop(list(reps.values()) + list(switches.values()))
