@@ -275,6 +275,9 @@ def test_page_shows_the_tunnel_up_its_traffic_and_a_renewal_live(p4sec_bin, net,
         assert code == 200 and 'p4sec_controller_tunnel_up{tunnel="S1-S2"} 1' in text
         assert 'p4sec_controller_tunnel_renewals_total{tunnel="S1-S2"} 2' in text
         assert 'p4sec_controller_sa_packets_total{tunnel="S1-S2",src="S1",dst="S2",side="out"} 0' in text
+        from prometheus_client.parser import text_string_to_metric_families
+        families = {f.name: f for f in text_string_to_metric_families(text)}     # valid text format
+        assert families["p4sec_controller_sa_key_age_seconds"].type == "gauge" and len(families["p4sec_controller_sa_key_age_seconds"].samples) == 2
         assert http(rest, "/metrics")[0] == 401
         browser.save_screenshot(str(tmp_path / "status.png"))
         # a gateway lost: its switch unreachable, the tunnel degraded, the loss in the history as a failure
