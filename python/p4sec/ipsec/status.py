@@ -17,11 +17,10 @@ import pathlib
 import time
 
 from p4sec.ipsec.config import ConfigError
-from p4sec.ipsec.status_reads import Counters, StoreReader
+from p4sec.ipsec.status_reads import IN_REASONS, OUT_REASONS, Counters, StoreReader
 
 EVENTS_PER_TUNNEL = 12      # the renewal history the page shows, newest first
 DETAILED = 200              # tunnels shown with their SAs, counters and history; the others with their state only
-MAX_COUNTER_READS = 512     # SA counter reads per snapshot (two per SA): beyond, the counters are left out
 MIN_TOKEN = 16
 
 
@@ -142,28 +141,29 @@ class Source:
         rows = [r for r in self.store.query("select spi, tunnel, src, dst, out_slot, in_slot, state, created from sa "
                                             "where state != 'deleted' order by created") if r[1] in detailed]
         totals = self.store.renewal_totals()
-        # the counters: (spi, "out") on the sender's slot, (spi, "in") on the receiver's
-        reads, slots = {}, {}
+        # the counters: the sender's slot (out) and the receiver's (in) of each SA, within the reads' budget
+        stat_units, drop_units = {}, {}
         for spi, _, src, dst, out_slot, in_slot, state, _ in rows:
-            if len(reads) >= MAX_COUNTER_READS:
-                break
-            for side, gw, slot, live in (("out", src, out_slot, state == "active"),
-                                         ("in", dst, in_slot, state in ("inbound", "active", "retiring"))):
+            for side, gw, slot, live, reasons in (("out", src, out_slot, state == "active", OUT_REASONS),
+                                                  ("in", dst, in_slot, state in ("inbound", "active", "retiring"), IN_REASONS)):
                 if live and gw in gateways and gw not in away and slot is not None and slot >= 0:
-                    reads[(spi, side)] = (gateways[gw].switch, slot)
-                    slots.setdefault(gw, (gateways[gw].switch, {}))[1][slot] = spi
-        stats, drops = self.counters.stats(reads), self.counters.drops(slots)
+                    stat_units.setdefault(spi, {})[side] = (gateways[gw].switch, slot)
+                    drop_units[(gw, slot)] = (gateways[gw].switch, spi, reasons)
+        stats, drops = self.counters.stats(stat_units), self.counters.drops(drop_units)
         soft = {t["name"]: t["soft"] for t in tunnels}
         sas = {}
         for spi, tunnel, src, dst, out_slot, in_slot, state, created in rows:
-            out, inn = stats.get((spi, "out")), stats.get((spi, "in"))
+            counted_at, st = stats.get(spi, (None, {}))
+            out, inn = st.get("out"), st.get("in")
+            sides = stat_units.get(spi, {})
             sas.setdefault(tunnel, []).append({
                 "spi": f"{spi:#010x}", "src": src, "dst": dst, "state": state, "created": created, "age": max(0.0, now - created),
+                "counted_at": counted_at,
                 "out": None if out is None else {k: out.get(k, 0) for k in ("packets", "bytes", "seq")},
                 "in": None if inn is None else {k: inn.get(k, 0) for k in ("packets", "bytes")},
                 "unreceived": max(0, out.get("packets", 0) - inn.get("packets", 0)) if out is not None and inn is not None else None,
-                "dropped": {"out": drops.get((src, out_slot)) if out is not None else None,
-                            "in": drops.get((dst, in_slot)) if inn is not None else None},
+                "dropped": {"out": drops.get((src, out_slot), (0, None))[1] if "out" in sides else None,
+                            "in": drops.get((dst, in_slot), (0, None))[1] if "in" in sides else None},
                 "next_renewal": _next_renewal(soft.get(tunnel), created, out, now) if state == "active" else {}})
         for t in tunnels:
             renewals, failures = totals.get(t["name"], (0, 0))
@@ -184,8 +184,8 @@ class Source:
                 "events": _events(self.store.events(g["name"], EVENTS_PER_TUNNEL))})
         return {"now": now, "controller": _controller(replica), "gateways": out_gateways, "tunnels": tunnels,
                 "renewals_total": sum(r for r, _ in totals.values()), "renewal_failures_total": sum(f for _, f in totals.values()),
-                "counters": {"read": sum(1 for v in stats.values() if v is not None), "failed": sum(1 for v in stats.values() if v is None),
-                             "complete": len(reads) < MAX_COUNTER_READS and len(detailed) == len(tunnels)}}
+                "counters": {"sas": len(stat_units), "counted": len(stats), "oldest": min((t for t, _ in stats.values()), default=None),
+                             "complete": len(detailed) == len(tunnels)}}
 
 
 def _controller(replica):

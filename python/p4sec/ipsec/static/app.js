@@ -100,13 +100,19 @@ function drawGateways(gateways) {
   }));
 }
 
-function rate(tunnel, sa, side, snap) {
-  if (!previous || !sa[side]) return "";
+const rates = new Map();         // SPI and side -> the last packet rate shown (an SA's counters may be read less often)
+
+function rate(tunnel, sa, side) {
+  if (!previous || !sa[side] || !sa.counted_at) return "";
   const t = (previous.tunnels || []).find((x) => x.name === tunnel);
   const p = t && t.sas.find((x) => x.spi === sa.spi);
-  const dt = snap.now - previous.now;
-  if (!p || !p[side] || dt <= 0) return "";
-  return ` (${Math.max(0, (sa[side].packets - p[side].packets) / dt).toFixed(0)}/s)`;
+  if (!p || !p[side] || !p.counted_at) return "";
+  const key = `${sa.spi} ${side}`;
+  const dt = sa.counted_at - p.counted_at;
+  if (dt <= 0) return rates.get(key) || "";
+  const text = ` (${Math.max(0, (sa[side].packets - p[side].packets) / dt).toFixed(0)}/s)`;
+  rates.set(key, text);
+  return text;
 }
 
 function nextRenewal(nr) {
@@ -143,8 +149,8 @@ function drawTunnel(t, snap) {
     el("td", {class: `sa-${sa.state}`}, sa.state),
     el("td", {}, ago(sa.age)),
     el("td", {}, sa.state === "active" ? nextRenewal(sa.next_renewal || {}) : "–"),
-    el("td", {"data-role": "sent"}, sa.out ? `${sa.out.packets} pkts, ${bytes(sa.out.bytes)}${rate(t.name, sa, "out", snap)}` : "–"),
-    el("td", {"data-role": "accepted"}, sa.in ? `${sa.in.packets} pkts, ${bytes(sa.in.bytes)}${rate(t.name, sa, "in", snap)}` : "–"),
+    el("td", {"data-role": "sent"}, sa.out ? `${sa.out.packets} pkts, ${bytes(sa.out.bytes)}${rate(t.name, sa, "out")}` : "–"),
+    el("td", {"data-role": "accepted"}, sa.in ? `${sa.in.packets} pkts, ${bytes(sa.in.bytes)}${rate(t.name, sa, "in")}` : "–"),
     el("td", {class: sa.unreceived ? "warn" : ""}, sa.unreceived ?? "–"),
     el("td", {"data-role": "dropped", class: dropped(sa.dropped).match(/[a-z] \d/) ? "bad" : ""}, dropped(sa.dropped))));
   const table = !t.detailed ? el("p", {class: "none"}, "SAs, counters and history left out (more tunnels than the page details)") :
@@ -167,6 +173,8 @@ function draw(snap) {
   if (snap.gateways) drawGateways(snap.gateways);
   if (snap.tunnels) {
     $("tunnels").replaceChildren(...snap.tunnels.map((t) => drawTunnel(t, snap)));
+    const live = new Set(snap.tunnels.flatMap((t) => t.sas.map((sa) => sa.spi)));
+    for (const key of rates.keys()) if (!live.has(key.split(" ")[0])) rates.delete(key);
     previous = snap;
   }
 }
