@@ -328,6 +328,10 @@ def test_page_on_a_follower_shows_the_new_leader_after_a_failover(p4sec_bin, net
             assert leader == "r1" and int(term) >= 1
             assert "r2 (a follower" in js(browser, "return document.getElementById('served-by').textContent")
             old = js(browser, ACTIVE_SPIS)
+            # a follower's metrics: only that it does not lead (the tunnels' series come from the leader alone)
+            text = http(rests["r2"], "/metrics", TOKEN)[1].decode()
+            assert 'p4sec_controller_leader{replica="r2"} 0' in text and "p4sec_controller_tunnel_up{" not in text
+            assert 'p4sec_controller_tunnel_up{tunnel="S1-S2"} 1' in http(rests["r1"], "/metrics", TOKEN)[1].decode()
             reps["r1"].send_signal(signal.SIGKILL)
             reps["r1"].wait(timeout=10)
             wait_for(browser, "r2 leading with a higher term",
@@ -336,6 +340,8 @@ def test_page_on_a_follower_shows_the_new_leader_after_a_failover(p4sec_bin, net
                      js(d, "return document.getElementById('served-by').textContent"))
             assert js(browser, ACTIVE_SPIS) == old      # the new leader adopted the tunnel: same SAs
             assert js(browser, "return window.__p4secMark") == "same-document"
+            text = http(rests["r2"], "/metrics", TOKEN)[1].decode()
+            assert 'p4sec_controller_leader{replica="r2"} 1' in text and 'p4sec_controller_tunnel_up{tunnel="S1-S2"} 1' in text
             browser.save_screenshot(str(tmp_path / "failover.png"))
         finally:
             stop(list(reps.values()) + list(switches.values()))
