@@ -1,9 +1,8 @@
 """The controller's live status: who may see it (`StatusAccess`, from the `status:` section of the configuration)
-and what it shows (`snapshot`): the gateways and their switch connections, every tunnel with its SAs (SPIs, key
-age, the next renewal, packets and bytes each switch counted, packets sent but not accepted, packets dropped by
-reason on either end), its renewal history
-and failures, and which replica leads with which term. The leader builds it; the status page (status_http) and
-the Prometheus endpoint (status_metrics) serve it.
+and what it shows (`Source.snapshot`): the gateways and their switch connections, every tunnel with its SAs (SPIs,
+key age, the next renewal, packets and bytes each switch counted, packets sent but not accepted, packets dropped
+by reason on either end), its renewal history and failures, and which replica leads with which term. The leader
+builds it; the status page (status_http) and the Prometheus endpoint (status_metrics) serve it.
 
 CONFIG (YAML, in the controller's configuration; absent: no status page, no /metrics):
 
