@@ -10,6 +10,8 @@ CONFIG (YAML):
     #                                 # a follower forwards to the leader at the address it advertises
     program: out/ipsec_gateway        # the compiled programs/ipsec_gateway.p4 (p4sec compile ... -o DIR)
     rest: 127.0.0.1:8080              # northbound REST API (OpenAPI description at /openapi.json)
+    # status: {token_file: status.token, interval: 1.0}   # the live status page at /status and /metrics, their data
+    #                                 # behind this bearer token (p4sec.ipsec.status); absent: off
     grace: 1.0                        # seconds an old SAD-dec entry stays after a renewal
     reconcile_interval: 10            # seconds between reconciliations of every switch (0: only on start/reconnect)
     gateways:

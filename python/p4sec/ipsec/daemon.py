@@ -10,10 +10,12 @@ from p4sec.ipsec.agent_endpoint import AgentEndpoint
 from p4sec.ipsec.config import load_config
 from p4sec.ipsec.rest import make_handler
 from p4sec.ipsec.service import Service
+from p4sec.ipsec.status import StatusAccess
+from p4sec.ipsec.status_http import StatusServer
 
 
 
-def run_replica(cfg):
+def run_replica(cfg, access=None):
     """One replica of a highly available controller (state in PostgreSQL): REST at once (forwarding to the leader),
     the controller itself once this replica holds the lease, with the lease's term as its election id."""
     from p4sec.ipsec import ha
@@ -23,7 +25,8 @@ def run_replica(cfg):
     lease = ha.Lease(cfg["store"]["postgres"], rcfg["name"], float(rcfg.get("lease", 2.0)), rest=f"{host}:{port}",
                      agents=(ag.get("advertise") or ag["listen"]) if ag else None)
     replica = {"name": rcfg["name"], "lease": lease, "svc": None, "term": None}
-    httpd = ThreadingHTTPServer((host, int(port)), make_handler(lambda: replica["svc"], replica))
+    status = StatusServer(access, lambda: replica["svc"], replica) if access else None
+    httpd = ThreadingHTTPServer((host, int(port)), make_handler(lambda: replica["svc"], replica, status))
     # the agents' endpoint answers on every replica: a follower forwards to the leader's
     agents = AgentEndpoint(cfg, lambda: replica["svc"], lambda: lease.leader("agents")[2]).start() if ag else None
     stop = threading.Event()
@@ -52,15 +55,16 @@ def run_replica(cfg):
 
 def run(config_path):
     cfg = load_config(config_path)
+    access = StatusAccess.from_config(cfg, config_path)
     if cfg.get("store", {}).get("postgres"):
-        return run_replica(cfg)
+        return run_replica(cfg, access)
     svc = Service(cfg)
     agents = None
     if cfg.get("agents"):
         agents = AgentEndpoint(cfg, lambda: svc).start()
         logging.info("p4sec-controller: agents' endpoint on %s (mutual TLS)", cfg["agents"]["listen"])
     host, port = cfg.get("rest", "127.0.0.1:8080").rsplit(":", 1)
-    httpd = ThreadingHTTPServer((host, int(port)), make_handler(svc))
+    httpd = ThreadingHTTPServer((host, int(port)), make_handler(svc, status=StatusServer(access, lambda: svc) if access else None))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

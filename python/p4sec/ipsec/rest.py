@@ -6,6 +6,7 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler
 
+from p4sec.ipsec import status_http
 from p4sec.ipsec.controller import ControllerError
 
 
@@ -29,9 +30,10 @@ OPENAPI = {
     },
 }
 
-def make_handler(svc, replica=None):
+def make_handler(svc, replica=None, status=None):
     """The REST handler of `svc` (a Service, or a callable giving the Service while this replica leads and None
-    while it follows: a follower forwards every request to the leader's REST API)."""
+    while it follows: a follower forwards every request to the leader's REST API). `status`: the status page's
+    server (p4sec.ipsec.status_http.StatusServer), None when it is off; its paths are answered by every replica."""
     current = svc if callable(svc) else (lambda: svc)
 
     class Handler(BaseHTTPRequestHandler):
@@ -64,6 +66,8 @@ def make_handler(svc, replica=None):
             u = urlparse(self.path)
             parts = [p for p in u.path.split("/") if p]
             q = parse_qs(u.query)
+            if status_http.owns(u.path):
+                return status_http.handle(self, method, u.path, status)
             svc = current()
             if parts == ["replica"] and method == "GET":
                 return self._send(200, {"name": replica["name"] if replica else None, "leader": svc is not None,
