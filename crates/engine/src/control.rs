@@ -651,3 +651,6 @@ impl Engine {
         v
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -34,13 +34,14 @@ mod clock;
 mod code;
 mod control;
 mod engine;
+pub mod harness_externs;
 pub mod hash;
 mod load;
 pub mod meters;
 mod pipeline;
 pub mod tables;
-/// Externs for tests and the STF runner only (one breaks the extern interface on purpose): never in
-/// a production switch. Enabled by `cfg(test)` or the `test-externs` feature.
+/// Externs for tests only (one breaks the extern interface on purpose): never in a shipped binary.
+/// Enabled by `cfg(test)` or the `test-externs` feature (the crates' dev-dependencies set it).
 #[cfg(any(test, feature = "test-externs"))]
 pub mod test_externs;
 mod worker;
@@ -54,4 +55,4 @@ pub use worker::{Stats, Worker};
 pub(crate) use worker::{NOT_IN_PKT, NO_OFFSET};
 
 #[cfg(test)]
-mod tests;
+mod testutil;

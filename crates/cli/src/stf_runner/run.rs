@@ -273,9 +273,8 @@ pub fn run_stf(prog: Program, stf: &str, trace: bool) -> StfResult {
         Ok(c) => c,
         Err(e) => return fail(format!("bad STF file: {e}")),
     };
-    // the STF runner's extern set: the switch's and the test externs (which only tests and this
-    // runner load)
-    let mut externs = p4sec_engine::test_externs::registry();
+    // the STF runner's extern set: the switch's and the harness's (which only this runner loads)
+    let mut externs = p4sec_engine::harness_externs::registry();
     externs.extend(p4sec_externs::p4::registry());
     let engine = match Engine::new(Arc::new(prog), &externs) {
         Ok(e) => e,

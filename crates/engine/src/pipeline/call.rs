@@ -860,3 +860,6 @@ impl Engine {
         Flow::Exit
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -452,3 +452,6 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -382,3 +382,6 @@ impl Engine {
         hash::compute(*algo, &w.scratch, &mut w.rng)
     }
 }
+
+#[cfg(test)]
+mod tests;

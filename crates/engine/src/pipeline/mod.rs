@@ -634,3 +634,6 @@ impl Worker {
         self.tm.now()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -319,3 +319,6 @@ impl Engine {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
