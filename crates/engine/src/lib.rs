@@ -43,6 +43,11 @@ mod tss;
 
 pub use clock::coarse_ms;
 pub use pipeline::{DROP_PORT, MAX_PASSES};
+
+/// The most loop iterations (all run-time loops together) one pass of a packet may run; past it the
+/// packet is dropped and counted in `Stats::loop_limit`, so a loop that never ends cannot hang a
+/// worker. About ten milliseconds of a small loop body.
+pub const MAX_LOOP_STEPS: u32 = 1 << 20;
 pub(crate) use state::{bump, NOT_IN_PKT, NO_OFFSET};
 pub use state::{
     DigestMsg, Engine, Outputs, Pre, RegisterRt, Stats, StatsSnapshot, TableRt, Worker,

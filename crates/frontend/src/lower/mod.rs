@@ -17,6 +17,7 @@ mod lowerer;
 mod methods;
 mod operators;
 mod parsers;
+mod runloops;
 mod stmt;
 mod tables;
 
