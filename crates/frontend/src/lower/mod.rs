@@ -16,6 +16,7 @@ mod loops;
 mod lowerer;
 mod methods;
 mod operators;
+mod order;
 mod parsers;
 mod runloops;
 mod stmt;
