@@ -270,9 +270,10 @@ impl<'o> Pp<'o> {
                 line.push_str(lines[i + extra]);
             }
             // a string literal that spans lines (annotation bodies in SAI P4) is kept whole,
-            // newlines included
+            // newlines included; in a skipped `#if` branch a quote opens nothing (as in cpp)
+            let skipping = !conds.last().map(|c| c.active).unwrap_or(true);
             let mut embedded = 0;
-            while open_string(&line) && i + extra + 1 < lines.len() {
+            while !skipping && open_string(&line) && i + extra + 1 < lines.len() {
                 extra += 1;
                 embedded += 1;
                 line.push('\n');
@@ -951,6 +952,13 @@ mod tests {
         assert!(e.message.contains("unterminated comment"), "{e}");
         // inside a string literal `/*` opens nothing
         assert!(preprocess_str("t.p4", "@a(\"/*\") x\n", &opts()).is_ok());
+        // in a skipped branch, a lone quote does not swallow the `#endif`
+        let r = preprocess_str("t.p4", "#if 0\n\"open\n#endif\nb\n", &opts()).unwrap();
+        assert!(
+            r.text.contains('b') && !r.text.contains("open"),
+            "{}",
+            r.text
+        );
     }
 
     #[test]

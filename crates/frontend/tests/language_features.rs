@@ -206,3 +206,22 @@ fn default_initializers_and_field_list_names_refuse_what_they_cannot_resolve() {
         "{e}"
     );
 }
+
+/// An unterminated `/*` comment or string literal is a located error, not the rest of the file
+/// silently swallowed; a lone quote in a skipped `#if 0` branch is not one.
+#[test]
+fn unterminated_comments_and_string_literals_are_refused_with_their_place() {
+    let decls = "header h_t { bit<8> a; bit<8> b; }\nstruct hs { h_t h; }";
+    let ok = program(decls, "apply { }");
+    let e = compile(&format!("{ok}/* never closed\nconst bit<8> X = 1;\n")).unwrap_err();
+    assert!(
+        e.contains("t.p4:14:1") && e.contains("unterminated comment"),
+        "{e}"
+    );
+    let e = compile(&program(decls, "@name(\"open apply { }")).unwrap_err();
+    assert!(
+        e.contains("t.p4:9:7") && e.contains("unterminated string literal"),
+        "{e}"
+    );
+    compile(&format!("#if 0\n\"lone\n#endif\n{ok}")).unwrap();
+}
