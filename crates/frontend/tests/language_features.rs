@@ -124,9 +124,16 @@ fn has_runtime_loop(p: &p4sec_ir::Program) -> bool {
 #[test]
 fn for_loops_unroll_when_they_can_and_run_at_run_time_otherwise() {
     let decls = "header h_t { bit<8> a; bit<8> b; }\nstruct hs { h_t h; }";
-    let unrolled = "apply { for (bit<8> i = 0; i < hdr.h.a; i = i + 1) { hdr.h.b = hdr.h.b + i; } for (bit<4> k in 0 .. 15) { if (k == 2) { break; } } }";
+    let unrolled = "apply { for (bit<8> i = 0; i < 200; i = i + 1) { hdr.h.b = hdr.h.b + i; } for (bit<4> k in 0 .. 15) { if (k == 2) { break; } } }";
     assert!(!has_runtime_loop(
         &compile(&program(decls, unrolled)).unwrap()
+    ));
+    // a run-time condition whose body needs the variable as a constant (a slice): unrolled, the
+    // condition tested before each iteration
+    let sliced =
+        "apply { for (bit<3> i = 0; i < hdr.h.a[2:0]; i = i + 1) { hdr.h.b[i:i] = 1w1; } }";
+    assert!(!has_runtime_loop(
+        &compile(&program(decls, sliced)).unwrap()
     ));
     // every compound assignment a statement takes is a loop update too (`/=` and `%=` included)
     for op in [
@@ -137,6 +144,7 @@ fn for_loops_unroll_when_they_can_and_run_at_run_time_otherwise() {
     }
     // the loops unrolling cannot take run at run time
     for body in [
+        "apply { for (bit<8> i = 0; i < hdr.h.a; i = i + 1) { hdr.h.b = hdr.h.b + i; } }",
         "apply { for (bit<16> i = 0; i < 60000; i = i + 1) { hdr.h.b = 1; } }",
         "apply { for (bit<8> i = hdr.h.a; i < 3; i = i + 1) { } }",
         "apply { for (bit<8> i = 0; i < 3; hdr.h.a = 1) { } }",

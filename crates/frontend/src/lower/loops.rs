@@ -3,11 +3,12 @@
 //! advanced by compile-time updates and not written by the body, and the `for`-in form over a
 //! range `a .. b` with compile-time ends (both included), a header stack or a list. Each unrolled
 //! iteration is a labelled block (`continue` leaves it), the whole loop another (`break` leaves
-//! it); a condition known only at run time (`i < hdr.n`) is tested before each unrolled iteration,
-//! unrolling until the loop variables repeat a state (a `bit<8>` counter: at most 256 iterations).
-//! Every other loop (a variable declared before the loop, assigned in the body or advanced by a
-//! run-time value, run-time range ends, more than `MAX_ITERATIONS` iterations) becomes a run-time
-//! `ir::Stmt::Loop` (`runloops.rs`), which the engine bounds per packet.
+//! it). Every other loop (a condition known only at run time, a variable declared before the loop,
+//! assigned in the body or advanced by a run-time value, run-time range ends, more than
+//! `MAX_ITERATIONS` iterations) becomes a run-time `ir::Stmt::Loop` (`runloops.rs`), which the
+//! engine bounds per packet. Only when that fails too (a body that needs the variable as a
+//! constant) is a loop with a run-time condition unrolled, the condition tested before each
+//! iteration, until the loop variables repeat a state (a `bit<8>` counter: at most 256).
 
 use super::env::*;
 use super::lowerer::{err, Lowerer};
@@ -33,16 +34,36 @@ impl<'t> Lowerer<'t> {
         body: &ast::Stmt,
         span: Span,
     ) -> PResult<()> {
-        match self.capture(|l| l.unroll_for(scope, init, cond, update, body, span)) {
+        // a loop whose iterations are all known at compile time is unrolled; one whose condition
+        // is known only at run time runs as a loop (unrolled, a `bit<8>` counter would copy the body
+        // 256 times, and nested loops multiply); unrolled with run-time tests only when its body
+        // needs the loop variable as a constant (`x[i:i]`)
+        match self.capture(|l| l.unroll_for(scope, init, cond, update, body, span, true)) {
             Ok(((), stmts)) => {
                 stmts.into_iter().for_each(|s| self.emit(s));
                 Ok(())
             }
-            Err(_) => self.run_for(scope, init, cond, update, body),
+            Err(_) => match self.capture(|l| l.run_for(scope, init, cond, update, body)) {
+                Ok(((), stmts)) => {
+                    stmts.into_iter().for_each(|s| self.emit(s));
+                    Ok(())
+                }
+                Err(e) => match self
+                    .capture(|l| l.unroll_for(scope, init, cond, update, body, span, false))
+                {
+                    Ok(((), stmts)) => {
+                        stmts.into_iter().for_each(|s| self.emit(s));
+                        Ok(())
+                    }
+                    Err(_) => Err(e),
+                },
+            },
         }
     }
 
     /// The unrolled form of a three-clause loop (an error when it cannot be unrolled).
+    /// With `all_known`, a condition known only at run time is an error too.
+    #[allow(clippy::too_many_arguments)]
     fn unroll_for(
         &mut self,
         scope: &Rc<Scope>,
@@ -51,6 +72,7 @@ impl<'t> Lowerer<'t> {
         update: &[ast::Stmt],
         body: &ast::Stmt,
         span: Span,
+        all_known: bool,
     ) -> PResult<()> {
         // the loop variables and their current compile-time values
         let mut vars: Vec<(String, Ty, Val)> = vec![];
@@ -95,6 +117,9 @@ impl<'t> Lowerer<'t> {
                         if c.is_zero() {
                             break;
                         }
+                    }
+                    _ if all_known => {
+                        return err(cond.span, "the loop condition is known only at run time");
                     }
                     v => {
                         // a run-time condition (`i < hdr.n`): tested before each unrolled iteration
