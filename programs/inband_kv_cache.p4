@@ -35,6 +35,8 @@ const bit<8> KV_PUT = 2;
 const bit<8> KV_REPLY = 3;
 const bit<8> KV_HIT = 1;
 const bit<8> CTL_VERSION = 1;
+/* UDP length of a control packet: UDP header, 16 bytes of associated data, 32 of data, 16 of tag */
+const bit<16> CTL_UDP_LEN = 8 + 16 + 32 + 16;
 const bit<8> CTL_UPDATE = 1;
 
 const bit<32> C_ACCEPTED = 0;
@@ -179,6 +181,17 @@ control KvIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                 drop_ctl(C_MALFORMED);
                 return;
             }
+#ifndef INBAND_NO_AUTH
+            /* exactly the bytes the tag covers: not a first fragment (MF set: the rest of the datagram would come
+               unauthenticated), the whole tag present, no bytes after it in the UDP payload, the IP datagram or the
+               frame as received */
+            if (hdr.ipv4.flags[0:0] == 1 || !hdr.tag.isValid() || hdr.udp.length != CTL_UDP_LEN
+                    || hdr.ipv4.total_len != 20 + CTL_UDP_LEN
+                    || (sm.instance_type == 0 && sm.packet_length != 14 + 20 + (bit<32>) CTL_UDP_LEN)) {
+                drop_ctl(C_MALFORMED);
+                return;
+            }
+#endif
 #ifdef INBAND_NO_AUTH
             apply_updates();
 #else

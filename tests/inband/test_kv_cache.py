@@ -1,5 +1,5 @@
 """programs/inband_kv_cache.p4: cache hits and misses, and in-band control packets that only change the cache when
-they are authentic and new (plain-P4 P4EAD at 1 and 4 rounds per pass, and the extern); the unauthenticated
+they are authentic, new and exactly what their tag covers (no first fragments, no trailing bytes) (plain-P4 P4EAD at 1 and 4 rounds per pass, and the extern); the unauthenticated
 baseline build, by contrast, takes forged updates."""
 import pathlib
 import struct
@@ -95,6 +95,19 @@ def test_only_authentic_new_control_packets_change_the_cache(p4sec_bin, tmp_path
     stats["bad_tag"] += 1
     stf.packet(2, control(pay(2, [(k1, 668)], key=bytes(16), sender=SENDER + 1)))
     stats["unknown_sender"] += 1
+    # a genuine fresh packet (seq 2, k1 := 669), but not exactly what the tag covers: sent as a first fragment
+    # (MF set), with 8 bytes after the tag in the UDP payload, with the IP datagram longer than the UDP datagram,
+    # and with 4 bytes after the IP datagram in the frame
+    fresh = pay(2, [(k1, 669)])
+    frag = Ether(src=SERVER_MAC, dst=SWITCH_MAC) / IP(src=SERVER_IP, dst="10.0.0.254", id=3, flags="MF") / \
+        UDP(sport=40001, dport=inband.CTL_PORT, chksum=0) / fresh
+    stf.packet(2, frag)
+    stf.packet(2, control(fresh + bytes(8)))
+    longer_ip = control(fresh)
+    longer_ip[IP].len = 20 + 8 + len(fresh) + 4
+    stf.packet(2, bytes(longer_ip) + bytes(4))
+    stf.packet(2, bytes(control(fresh)) + bytes(4))
+    stats["malformed"] += 4
     stf.packet(1, get(k1, 4))
     stf.expect(1, hit(k1, 100, 4))
 

@@ -1,5 +1,6 @@
 """P4Runtime input rules of the specification, over gRPC (issue 23): canonical LPM values, `prefix_len 0`
-written as an omitted field, empty byte strings refused, OUT_OF_RANGE for values wider than their field, and
+written as an omitted field, empty byte strings refused, zero-padded ones of any length accepted and read back in
+canonical form, OUT_OF_RANGE for values wider than their field, and
 FAILED_PRECONDITION for a controller that changes its device id."""
 import queue
 
@@ -57,6 +58,29 @@ def test_empty_and_too_wide_values(switch, compiled):
     errs = update_errors(e.value)
     assert errs[0].canonical_code == INVALID_ARGUMENT and "empty byte string" in errs[0].message, errs[0].message
     assert errs[1].canonical_code == OUT_OF_RANGE and "10 significant bits" in errs[1].message, errs[1].message
+
+
+def test_zero_padded_values_of_any_length_are_accepted_and_read_back_canonical(switch, compiled):
+    stub, _ = switch
+    ctl = primary(stub)
+    push_pipeline(ctl, compiled)
+    info = compiled[1]
+    padded = lpm_update(info, [10, 3, 0, 0], 16, 1)
+    # port 1 of a bit<9> parameter in 6 bytes (the field has 2): the specification limits the value, not the string
+    padded.entity.table_entry.action.action.params[2].value = b"\x00" * 5 + b"\x01"
+    padded.entity.table_entry.match[0].lpm.value = b"\x00\x00" + bytes([10, 3, 0, 0])
+    ctl.write(padded)
+    t, _ = ids(info)
+    [got] = read_table(stub, t["GwIngress.ipv4_lpm"].preamble.id)
+    assert bytes(got.match[0].lpm.value) == bytes([10, 3, 0, 0])
+    assert bytes(got.action.action.params[2].value) == b"\x01"
+    # padding does not hide a value too wide for its field: 0x0200 in 4 bytes for a bit<9>
+    wide = lpm_update(info, [10, 4, 0, 0], 16, 1)
+    wide.entity.table_entry.action.action.params[2].value = b"\x00\x00\x02\x00"
+    with pytest.raises(grpc.RpcError) as e:
+        ctl.write(wide)
+    [err] = update_errors(e.value)
+    assert err.canonical_code == OUT_OF_RANGE and "10 significant bits" in err.message, err.message
 
 
 def test_a_controller_cannot_change_its_device_id(switch):

@@ -1,6 +1,7 @@
 //! Compiler and loader limits (issue 23): no depth or size the input controls goes unbounded.
-//! Operator chains up to the front end's limit compile and their program files load in the switch;
-//! longer chains get a located "nested too deep" error instead of a stack overflow; the
+//! Operator chains compile (long chains of an associative operator regrouped by the parser) and
+//! their program files load in the switch; chains the parser cannot regroup get a located "nested
+//! too deep" error past the front end's limit instead of a stack overflow; the
 //! preprocessor refuses non-regular and oversized files and stops runaway macro expansion. The deep
 //! and runaway cases run through the `p4sec` binary (with a time limit), so that a regression fails
 //! the test instead of crashing or exhausting the test process.
@@ -20,12 +21,12 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
-/// A v1model program whose ingress computes a chain of `n` terms joined by `op` (`+` or `&&`) on
-/// line 12: `+` sums the frame's first byte `n` times, `&&` tests it for 1 `n` times; the result
-/// goes out on port 1.
+/// A v1model program whose ingress computes a chain of `n` terms joined by `op` on line 12: `+` or
+/// `|+|` sums the frame's first byte `n` times (`|+|` saturating), `&&` tests it for 1 `n` times;
+/// the result goes out on port 1.
 fn chain_program(n: usize, op: &str) -> String {
-    let stmt = if op == "+" {
-        format!("meta.b = {};", vec!["meta.a"; n].join(" + "))
+    let stmt = if op != "&&" {
+        format!("meta.b = {};", vec!["meta.a"; n].join(&format!(" {op} ")))
     } else {
         format!(
             "if ({}) {{ meta.b = 1; }}",
@@ -89,9 +90,11 @@ fn compile(dir: &Path, src: &str) -> (Option<i32>, String) {
     )
 }
 
+/// Chains of an operator the parser cannot regroup (`|+|` is not associative) deepen the tree by
+/// one per operator: past the limit, a located error.
 #[test]
 fn chains_past_the_limit_get_a_located_error_instead_of_a_crash() {
-    for op in ["+", "&&"] {
+    for op in ["|+|"] {
         for n in [300, 3000, 100_000] {
             let d = tmp(&format!("deep{}{n}", op.len()));
             let (code, err) = compile(&d, &chain_program(n, op));
@@ -122,15 +125,20 @@ fn chains_past_the_limit_get_a_located_error_instead_of_a_crash() {
 }
 
 /// 1 + the write of the 60-term chain (which the switch used to refuse: serde_json's recursion
-/// limit) and of one just below the limit: compiled by the binary, loaded by the switch from the
-/// program file, and run.
+/// limit), of chains the parser regroups into balanced trees (`+` and `&&` of up to 100,000
+/// terms; p4c compiles them) and of a `|+|` chain just below the limit: compiled by the binary,
+/// loaded by the switch from the program file, and run.
 #[test]
-fn chains_below_the_limit_compile_and_their_program_files_load() {
+fn chains_compile_and_their_program_files_load() {
     for (n, op, input, want) in [
         (60usize, "+", 3u8, (3 * 60 % 256) as u8),
         (250, "+", 3, (3 * 250 % 256) as u8),
+        (500, "+", 3, (3 * 500 % 256) as u8),
+        (100_000, "+", 3, (3 * 100_000 % 256) as u8),
         (60, "&&", 1, 1),
         (250, "&&", 1, 1),
+        (3000, "&&", 1, 1),
+        (250, "|+|", 3, 255),
     ] {
         let d = tmp(&format!("ok{}{n}", op.len()));
         let (code, err) = compile(&d, &chain_program(n, op));

@@ -55,6 +55,7 @@ impl Engine {
             t.pass_limit += s.pass_limit.load(Ordering::Relaxed);
             t.assert_failures += s.assert_failures.load(Ordering::Relaxed);
             t.extern_faults += s.extern_faults.load(Ordering::Relaxed);
+            t.loop_limit += s.loop_limit.load(Ordering::Relaxed);
         }
         t
     }

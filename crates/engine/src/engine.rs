@@ -52,6 +52,7 @@ pub struct StatsSnapshot {
     pub pass_limit: u64,
     pub assert_failures: u64,
     pub extern_faults: u64,
+    pub loop_limit: u64,
 }
 
 /// A digest message: the digest's index in `Program::digests` and the values of its fields.

@@ -54,5 +54,10 @@ pub use pipeline::{DROP_PORT, MAX_PASSES};
 pub use worker::{Stats, Worker};
 pub(crate) use worker::{NOT_IN_PKT, NO_OFFSET};
 
+/// The most loop iterations (all run-time loops together) one pass of a packet may run; past it the
+/// packet is dropped and counted in `Stats::loop_limit`, so a loop that never ends cannot hang a
+/// worker. About ten milliseconds of a small loop body.
+pub const MAX_LOOP_STEPS: u32 = 1 << 20;
+
 #[cfg(test)]
 mod testutil;

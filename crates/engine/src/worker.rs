@@ -47,6 +47,8 @@ pub struct Worker {
     pub(crate) spare: Spare,
     pub(crate) rng: u64,
     pub(crate) perr: u32,
+    /// Loop iterations run in this pass (bounded by [`crate::MAX_LOOP_STEPS`]).
+    pub(crate) loop_steps: u32,
     pub(crate) cur_meter: Option<Arc<MeterCell>>,
     pub(crate) stats: Arc<Stats>,
     /// Snapshots of the tables this worker reads, and the engine's table version they belong to.
@@ -168,6 +170,7 @@ impl Worker {
             spare: Spare::default(),
             rng: 0x1234_5678_9abc_def1,
             perr: 0,
+            loop_steps: 0,
             cur_meter: None,
             stats,
             tables: vec![None; tables],
@@ -261,6 +264,8 @@ pub struct Stats {
     pub pass_limit: AtomicU64,
     pub assert_failures: AtomicU64,
     pub extern_faults: AtomicU64,
+    /// Passes whose loops ran more than [`crate::MAX_LOOP_STEPS`] iterations (the packet dropped).
+    pub loop_limit: AtomicU64,
     /// Per table: (hits, misses).
     pub tables: Vec<(AtomicU64, AtomicU64)>,
 }

@@ -174,8 +174,8 @@ fn string_end(b: &[u8], start: usize) -> usize {
 }
 
 /// Replace comments with spaces (keeping newlines), leaving string literals (which may span lines)
-/// intact.
-fn strip_comments(text: &str) -> String {
+/// intact. A `/*` without its `*/` is an error: the byte offset of the `/*`.
+fn strip_comments(text: &str) -> Result<String, usize> {
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -189,6 +189,7 @@ fn strip_comments(text: &str) -> String {
                 i += 1;
             }
         } else if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+            let open = i;
             i += 2;
             out.push(' ');
             while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
@@ -197,14 +198,17 @@ fn strip_comments(text: &str) -> String {
                 }
                 i += 1;
             }
-            i = (i + 2).min(b.len());
+            if i >= b.len() {
+                return Err(open);
+            }
+            i += 2;
         } else {
             let ch = text[i..].chars().next().unwrap();
             out.push(ch);
             i += ch.len_utf8();
         }
     }
-    out
+    Ok(out)
 }
 
 /// The line ends inside a string literal.
@@ -235,7 +239,17 @@ struct Cond {
 impl<'o> Pp<'o> {
     fn file(&mut self, name: &str, dir: Option<PathBuf>, text: &str) -> Result<(), PpError> {
         let file: Arc<str> = Arc::from(name);
-        let clean = strip_comments(text);
+        let clean = strip_comments(text).map_err(|at| {
+            let line = text[..at].matches('\n').count();
+            let start = text[..at].rfind('\n').map_or(0, |k| k + 1);
+            PpError {
+                file: name.to_string(),
+                line: line as u32 + 1,
+                col: text[start..at].chars().count() as u32 + 1,
+                message: "unterminated comment: this `/*` has no `*/`".into(),
+                source_line: text.lines().nth(line).unwrap_or("").to_string(),
+            }
+        })?;
         let raw_lines: Vec<&str> = text.lines().collect();
         let mut lines: Vec<&str> = clean.split('\n').collect();
         if clean.ends_with('\n') {
@@ -256,9 +270,10 @@ impl<'o> Pp<'o> {
                 line.push_str(lines[i + extra]);
             }
             // a string literal that spans lines (annotation bodies in SAI P4) is kept whole,
-            // newlines included
+            // newlines included; in a skipped `#if` branch a quote opens nothing (as in cpp)
+            let skipping = !conds.last().map(|c| c.active).unwrap_or(true);
             let mut embedded = 0;
-            while open_string(&line) && i + extra + 1 < lines.len() {
+            while !skipping && open_string(&line) && i + extra + 1 < lines.len() {
                 extra += 1;
                 embedded += 1;
                 line.push('\n');
@@ -361,7 +376,9 @@ impl<'o> Pp<'o> {
                     }
                     "error" => return Err(err(0, format!("#error {rest}"))),
                     // line markers: `# 369 "file" flags` (cpp output) and `#line 369 "file"`
-                    _ if kw == "line" || kw.bytes().all(|c| c.is_ascii_digit()) => {
+                    _ if kw == "line"
+                        || (!kw.is_empty() && kw.bytes().all(|c| c.is_ascii_digit())) =>
+                    {
                         let spec = if kw == "line" { rest } else { d };
                         let (num, tail) = spec.split_at(
                             spec.find(|c: char| !c.is_ascii_digit())
@@ -379,6 +396,7 @@ impl<'o> Pp<'o> {
                             cur_file = Arc::from(r.split('"').next().unwrap_or(""));
                         }
                     }
+                    // `#` alone is the null directive (C11 6.10.7): it does nothing
                     "warning" | "pragma" | "" => {}
                     other => {
                         return Err(err(1, format!("unknown preprocessor directive `#{other}`")))
@@ -917,6 +935,30 @@ mod tests {
         assert_eq!(r.lines.len(), r.text.lines().count());
         let last = r.text.lines().position(|l| l == "1").unwrap();
         assert_eq!(r.lines[last].line, 6);
+    }
+
+    #[test]
+    fn null_directive_and_unterminated_comment() {
+        // `#` alone (with blanks or a comment after it) is cpp's null directive
+        let r = preprocess_str("t.p4", "a\n#\n  #  \n# /* c */\nb\n", &opts()).unwrap();
+        assert_eq!(
+            r.text.lines().filter(|l| !l.trim().is_empty()).count(),
+            2,
+            "{}",
+            r.text
+        );
+        let e = preprocess_str("t.p4", "a\nb /* open\nc\n", &opts()).unwrap_err();
+        assert_eq!((e.line, e.col), (2, 3), "{e}");
+        assert!(e.message.contains("unterminated comment"), "{e}");
+        // inside a string literal `/*` opens nothing
+        assert!(preprocess_str("t.p4", "@a(\"/*\") x\n", &opts()).is_ok());
+        // in a skipped branch, a lone quote does not swallow the `#endif`
+        let r = preprocess_str("t.p4", "#if 0\n\"open\n#endif\nb\n", &opts()).unwrap();
+        assert!(
+            r.text.contains('b') && !r.text.contains("open"),
+            "{}",
+            r.text
+        );
     }
 
     #[test]

@@ -104,11 +104,37 @@ fn casts_to_int_of_run_time_values_are_exact_and_others_refused() {
     );
 }
 
+/// Does any statement of the program's controls or parser states run a run-time loop?
+fn has_runtime_loop(p: &p4sec_ir::Program) -> bool {
+    fn any(b: &[p4sec_ir::Stmt]) -> bool {
+        use p4sec_ir::Stmt;
+        b.iter().any(|s| match s {
+            Stmt::Loop { .. } => true,
+            Stmt::If { then, else_, .. } => any(then) || any(else_),
+            Stmt::Block { body, .. } => any(body),
+            Stmt::Switch { cases, default, .. } => {
+                cases.iter().any(|(_, c)| any(c)) || any(default)
+            }
+            _ => false,
+        })
+    }
+    any(&p.ingress.body) || p.parser.states.iter().any(|s| any(&s.body))
+}
+
 #[test]
-fn for_loops_that_cannot_be_unrolled_are_refused_with_their_line() {
+fn for_loops_unroll_when_they_can_and_run_at_run_time_otherwise() {
     let decls = "header h_t { bit<8> a; bit<8> b; }\nstruct hs { h_t h; }";
-    let ok = "apply { for (bit<8> i = 0; i < hdr.h.a; i = i + 1) { hdr.h.b = hdr.h.b + i; } for (bit<4> k in 0 .. 15) { if (k == 2) { break; } } }";
-    compile(&program(decls, ok)).unwrap();
+    let unrolled = "apply { for (bit<8> i = 0; i < 200; i = i + 1) { hdr.h.b = hdr.h.b + i; } for (bit<4> k in 0 .. 15) { if (k == 2) { break; } } }";
+    assert!(!has_runtime_loop(
+        &compile(&program(decls, unrolled)).unwrap()
+    ));
+    // a run-time condition whose body needs the variable as a constant (a slice): unrolled, the
+    // condition tested before each iteration
+    let sliced =
+        "apply { for (bit<3> i = 0; i < hdr.h.a[2:0]; i = i + 1) { hdr.h.b[i:i] = 1w1; } }";
+    assert!(!has_runtime_loop(
+        &compile(&program(decls, sliced)).unwrap()
+    ));
     // every compound assignment a statement takes is a loop update too (`/=` and `%=` included)
     for op in [
         "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^=", "|+|=", "|-|=",
@@ -116,32 +142,37 @@ fn for_loops_that_cannot_be_unrolled_are_refused_with_their_line() {
         let body = format!("apply {{ for (bit<8> i = 64; i > 1 && i < 200; i {op} 2) {{ hdr.h.b = hdr.h.b + 1; }} }}");
         compile(&program(decls, &body)).unwrap_or_else(|e| panic!("`{op}` as a loop update: {e}"));
     }
+    // the loops unrolling cannot take run at run time
+    for body in [
+        "apply { for (bit<8> i = 0; i < hdr.h.a; i = i + 1) { hdr.h.b = hdr.h.b + i; } }",
+        "apply { for (bit<16> i = 0; i < 60000; i = i + 1) { hdr.h.b = 1; } }",
+        "apply { for (bit<8> i = hdr.h.a; i < 3; i = i + 1) { } }",
+        "apply { for (bit<8> i = 0; i < 3; hdr.h.a = 1) { } }",
+        "apply { for (bit<8> i = 0; ; i = i + 1) { if (i == hdr.h.a) { break; } } }",
+        "apply { for (bit<8> i in 1 .. hdr.h.a) { } }",
+        "apply { bit<8> i; for (i = 0; i < 3; i = i + 1) { } hdr.h.b = i; }",
+        "apply { for (bit<8> i = 0; i < 8; i = i + 1) { i = i + 1; } }",
+    ] {
+        let p = compile(&program(decls, body)).unwrap_or_else(|e| panic!("{body}:\n{e}"));
+        assert!(has_runtime_loop(&p), "{body}: no run-time loop");
+    }
+    // a loop variable the body writes, over constants: copies, still unrolled
+    let copies = "apply { for (bit<8> x in {1, 2}) { x = x + 1; hdr.h.b = x; } }";
+    assert!(!has_runtime_loop(
+        &compile(&program(decls, copies)).unwrap()
+    ));
     for (body, want) in [
-        (
-            "apply { for (bit<16> i = 0; i < 60000; i = i + 1) { hdr.h.b = 1; } }",
-            "more than 4096 times",
-        ),
-        (
-            "apply { for (bit<8> i = hdr.h.a; i < 3; i = i + 1) { } }",
-            "the initial value of `i` must be known at compile time",
-        ),
-        (
-            "apply { for (bit<8> i = 0; i < 3; hdr.h.a = 1) { } }",
-            "a loop update must assign a loop variable",
-        ),
-        (
-            "apply { for (bit<8> i = 0; ; i = i + 1) { } }",
-            "a loop without a condition",
-        ),
         ("apply { break; }", "`break` outside of a `for` loop"),
         (
             "action a() { continue; } apply { for (bit<8> i in 1 .. 2) { a(); } }",
             "`continue` outside of a `for` loop",
         ),
+        ("apply { for (bit<8> i = 0; i + 1; i = i + 1) { } }", "bool"),
         (
-            "apply { for (bit<8> i in 1 .. hdr.h.a) { } }",
-            "the ends of the range must be known at compile time",
+            "apply { for (bit<8> i = 0; i < 3; i = i + 1) { hdr.h.b = nope; } }",
+            "nope",
         ),
+        ("apply { for (x in 1 .. 2) { x = 3; } }", "give `x` a type"),
     ] {
         let e = compile(&program(decls, body)).unwrap_err();
         assert!(e.contains("t.p4:") && e.contains(want), "{body}:\n{e}");
@@ -182,4 +213,23 @@ fn default_initializers_and_field_list_names_refuse_what_they_cannot_resolve() {
             && (e.contains("is not declared") || e.contains("must be an integer constant")),
         "{e}"
     );
+}
+
+/// An unterminated `/*` comment or string literal is a located error, not the rest of the file
+/// silently swallowed; a lone quote in a skipped `#if 0` branch is not one.
+#[test]
+fn unterminated_comments_and_string_literals_are_refused_with_their_place() {
+    let decls = "header h_t { bit<8> a; bit<8> b; }\nstruct hs { h_t h; }";
+    let ok = program(decls, "apply { }");
+    let e = compile(&format!("{ok}/* never closed\nconst bit<8> X = 1;\n")).unwrap_err();
+    assert!(
+        e.contains("t.p4:14:1") && e.contains("unterminated comment"),
+        "{e}"
+    );
+    let e = compile(&program(decls, "@name(\"open apply { }")).unwrap_err();
+    assert!(
+        e.contains("t.p4:9:7") && e.contains("unterminated string literal"),
+        "{e}"
+    );
+    compile(&format!("#if 0\n\"lone\n#endif\n{ok}")).unwrap();
 }

@@ -206,7 +206,7 @@ impl Program {
                         .for_each(|(_, b)| b.iter_mut().for_each(st));
                     default.iter_mut().for_each(st);
                 }
-                Stmt::Block { body, .. } => body.iter_mut().for_each(st),
+                Stmt::Block { body, .. } | Stmt::Loop { body, .. } => body.iter_mut().for_each(st),
                 Stmt::CallAction { args, .. } => args.iter_mut().for_each(ex),
                 Stmt::Extract { hdr, varbit_bits } => {
                     hr(hdr);
@@ -281,7 +281,7 @@ impl Program {
                 Stmt::Switch { cases, default, .. } => {
                     cases.iter().any(|(_, b)| breaks_to(b, label)) || breaks_to(default, label)
                 }
-                Stmt::Block { body, .. } => breaks_to(body, label),
+                Stmt::Block { body, .. } | Stmt::Loop { body, .. } => breaks_to(body, label),
                 _ => false,
             })
         }
@@ -298,6 +298,7 @@ impl Program {
                         cases.iter_mut().for_each(|(_, b)| flatten(b));
                         flatten(default);
                     }
+                    Stmt::Loop { body, .. } => flatten(body),
                     Stmt::Block { label, body } => {
                         flatten(body);
                         if !breaks_to(body, *label) {

@@ -206,6 +206,13 @@ pub enum Stmt {
         body: Vec<Stmt>,
     },
     Break(u32),
+    /// A run-time loop: `body` runs again and again until a `Break(label)` inside it ends the loop
+    /// (other `Break`s, `Exit` and parser errors leave it as they leave a block). The engine bounds
+    /// the iterations of a packet's pass (a loop that would never end drops the packet).
+    Loop {
+        label: u32,
+        body: Vec<Stmt>,
+    },
     /// Leave the current control (or parser → accept is NOT implied: `exit` in a parser is an
     /// error).
     Exit,

@@ -43,9 +43,10 @@ pub(crate) fn to_uint128(v: u128) -> p4::Uint128 {
     }
 }
 
-/// P4Runtime byte string → value of `width` bits: the minimal-width string, or one zero-padded up
-/// to the field's whole bytes. Empty strings and longer ones are INVALID_ARGUMENT; a value with
-/// more significant bits than the field is OUT_OF_RANGE (P4Runtime specification, "Bytestrings").
+/// P4Runtime byte string → value of `width` bits (P4Runtime specification, "Bytestrings"): the
+/// receiver puts no limit on the string's length, only on the value it encodes, so leading zero
+/// bytes are accepted however many there are; a value with more significant bits than the field is
+/// OUT_OF_RANGE. An empty string encodes no value: INVALID_ARGUMENT (zero is one zero byte).
 pub(crate) fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, Status> {
     if b.is_empty() {
         return Err(Status::invalid_argument(format!(
@@ -57,18 +58,11 @@ pub(crate) fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, 
     let bits = if sig.is_empty() {
         0
     } else {
-        (sig.len() as u32 - 1) * 8 + (8 - sig[0].leading_zeros())
+        (sig.len() as u64 - 1) * 8 + (8 - sig[0].leading_zeros()) as u64
     };
-    if bits > width {
+    if bits > width as u64 {
         return Err(Status::out_of_range(format!(
             "{what}: the value has {bits} significant bits, the field has {width}"
-        )));
-    }
-    let n_bytes = width.div_ceil(8).max(1) as usize;
-    if b.len() > n_bytes {
-        return Err(Status::invalid_argument(format!(
-            "{what}: the byte string has {} bytes, more than the field's {n_bytes} (only the minimal form or zero padding to the field's bytes)",
-            b.len()
         )));
     }
     let n = p4sec_ir::words_for(width) as usize;
@@ -507,8 +501,9 @@ mod tests {
         );
     }
 
-    /// Byte strings: empty is refused, zero padding up to the field's bytes is accepted, longer
-    /// strings are refused, and a value wider than the field is OUT_OF_RANGE.
+    /// Byte strings: empty is refused; any number of leading zero bytes is accepted (the
+    /// specification limits the value, not the string); a value wider than the field is
+    /// OUT_OF_RANGE however it is padded; the canonical form written back has no leading zeros.
     #[test]
     fn byte_strings_follow_the_specification() {
         assert_eq!(bytes_to_value(&[0x01], 9, "p").unwrap(), Value::new(9, 1));
@@ -518,15 +513,26 @@ mod tests {
         );
         assert_eq!(bytes_to_value(&[0x00], 9, "p").unwrap(), Value::new(9, 0));
         assert_eq!(
-            bytes_to_value(&[], 9, "p").unwrap_err().code(),
-            Code::InvalidArgument
+            bytes_to_value(&[0x00, 0x00, 0x00], 9, "p").unwrap(),
+            Value::new(9, 0)
         );
+        let e = bytes_to_value(&[], 9, "p").unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("empty byte string"), "{}", e.message());
+        // longer than the field's two bytes, zero padded: the value 1
         assert_eq!(
-            bytes_to_value(&[0x00, 0x00, 0x01], 9, "p")
-                .unwrap_err()
-                .code(),
-            Code::InvalidArgument
+            bytes_to_value(&[0x00, 0x00, 0x01], 9, "p").unwrap(),
+            Value::new(9, 1)
         );
+        let mut long = vec![0u8; 1000];
+        long.push(0x01);
+        long.push(0xFF);
+        assert_eq!(bytes_to_value(&long, 9, "p").unwrap(), Value::new(9, 0x1FF));
+        // a 128-bit field written in 20 bytes
+        let mut wide = vec![0u8; 4];
+        wide.extend_from_slice(&[0xAB; 16]);
+        let v = bytes_to_value(&wide, 128, "k").unwrap();
+        assert_eq!(value_to_bytes(&v), vec![0xAB; 16]);
         let e = bytes_to_value(&[0x02, 0x00], 9, "p").unwrap_err();
         assert_eq!(e.code(), Code::OutOfRange);
         assert!(
@@ -534,6 +540,18 @@ mod tests {
             "{}",
             e.message()
         );
+        // padding does not hide a value too wide: 0x010000 for a bit<16>
+        let e = bytes_to_value(&[0x00, 0x01, 0x00, 0x00], 16, "k").unwrap_err();
+        assert_eq!(e.code(), Code::OutOfRange);
+        assert!(
+            e.message().contains("17 significant bits"),
+            "{}",
+            e.message()
+        );
+        // reads give the canonical form: no leading zero bytes, zero as one zero byte
+        assert_eq!(value_to_bytes(&Value::new(9, 1)), vec![0x01]);
+        assert_eq!(value_to_bytes(&Value::new(9, 0)), vec![0x00]);
+        assert_eq!(value_to_bytes(&Value::new(16, 0x100)), vec![0x01, 0x00]);
     }
 
     /// A ternary mask of 0 is a don't-care: the field must be omitted.

@@ -248,11 +248,9 @@ fn counts_of(d: &p4::MeterCounterData) -> Result<[(u64, u64); 3], Status> {
 fn replica_port(r: &p4::Replica) -> Result<u32, Status> {
     match &r.port_kind {
         Some(p4::replica::PortKind::EgressPort(p)) => Ok(*p),
+        // a byte string as the specification's "Bytestrings" rules read it (of at most 32 bits)
         Some(p4::replica::PortKind::Port(b)) => {
-            if b.len() > 4 {
-                return Err(Status::invalid_argument("replica port: at most 4 bytes"));
-            }
-            Ok(b.iter().fold(0u32, |a, x| (a << 8) | *x as u32))
+            Ok(bytes_to_value(b, 32, "replica port")?.words[0] as u32)
         }
         None => Err(Status::invalid_argument("replica without a port")),
     }

@@ -399,7 +399,8 @@ pub(super) fn parse_add(rest: &str) -> Result<Cmd, String> {
 pub(super) fn parse_stf(text: &str) -> Result<Vec<(usize, Cmd)>, String> {
     let mut out = vec![];
     for (ln, raw) in text.lines().enumerate() {
-        let line = match raw.find('#') {
+        // `#` starts a comment outside double quotes only (a quoted name may hold one)
+        let line = match find_unquoted(raw, '#') {
             Some(p) => &raw[..p],
             None => raw,
         }
@@ -458,13 +459,12 @@ pub(super) fn parse_stf(text: &str) -> Result<Vec<(usize, Cmd)>, String> {
             "remove" => Cmd::RemoveAll,
             "check_counter" => {
                 // check_counter name(index) [packets|bytes op value]
-                let open = rest
-                    .find('(')
+                let open = find_unquoted(rest, '(')
                     .ok_or_else(|| ctx("check_counter needs name(index)".into()))?;
-                let close = rest
-                    .find(')')
+                let close = find_unquoted(&rest[open..], ')')
+                    .map(|c| open + c)
                     .ok_or_else(|| ctx("check_counter needs name(index)".into()))?;
-                let name = rest[..open].trim().to_string();
+                let name = unquote(&rest[..open]);
                 let index = rest[open + 1..close].trim().to_string();
                 let tail: Vec<&str> = rest[close + 1..].split_whitespace().collect();
                 let (what, op, value) = match tail.as_slice() {
@@ -534,13 +534,13 @@ pub(super) fn parse_stf(text: &str) -> Result<Vec<(usize, Cmd)>, String> {
                 Cmd::McNodeAssociate(v[0], v[1])
             }
             "register_write" => {
-                let v: Vec<&str> = rest.split_whitespace().collect();
+                let v = tokens(rest).map_err(ctx)?;
                 if v.len() != 3 {
                     return Err(ctx("register_write needs NAME INDEX VALUE".into()));
                 }
                 Cmd::RegisterWrite(
-                    v[0].to_string(),
-                    parse_u32(v[1], "index").map_err(ctx)? as usize,
+                    unquote(&v[0]),
+                    parse_u32(&v[1], "index").map_err(ctx)? as usize,
                     v[2].to_string(),
                 )
             }
@@ -646,6 +646,47 @@ mod tests {
             matches!(&c[0].1, Cmd::Add { action, args, .. } if action == "a" && args.len() == 2)
         );
         assert!(parse_stf("add \"t k:1 a()\n").is_err());
+    }
+
+    /// The characters STF reserves (`#` comments, blanks, `(`, `)`, `:`, `,`, `=`) are plain
+    /// characters inside a quoted name, in every command that takes names.
+    #[test]
+    fn reserved_characters_in_quoted_names() {
+        let c = parse_stf(
+            "add \"t#1 (x)\" 2 \"k:#,=\":0x1 \"a#b\"(\"p(1),#\":0x2) # a real comment\n\
+             setdefault \"t#1 (x)\" \"a#b\"()\n\
+             check_counter \"c#(x)\"(3) packets == 1\n\
+             register_write \"r# 1\" 4 5 # comment\n",
+        )
+        .unwrap();
+        let Cmd::Add {
+            table,
+            priority,
+            keys,
+            action,
+            args,
+        } = &c[0].1
+        else {
+            panic!("not an add: {:?}", c[0])
+        };
+        assert_eq!(
+            (table.as_str(), *priority, action.as_str()),
+            ("t#1 (x)", Some(2), "a#b")
+        );
+        assert_eq!(keys, &[("k:#,=".to_string(), "0x1".to_string())]);
+        assert_eq!(args, &[("p(1),#".to_string(), "0x2".to_string())]);
+        assert!(
+            matches!(&c[1].1, Cmd::SetDefault { table, action, .. } if table == "t#1 (x)" && action == "a#b")
+        );
+        assert!(
+            matches!(&c[2].1, Cmd::CheckCounter { name, index, value: 1, .. } if name == "c#(x)" && index == "3")
+        );
+        assert!(matches!(&c[3].1, Cmd::RegisterWrite(name, 4, v) if name == "r# 1" && v == "5"));
+        // an unquoted `#` still starts a comment
+        assert!(matches!(
+            parse_stf("add t k:1 a() # \"x\n").unwrap()[0].1,
+            Cmd::Add { .. }
+        ));
     }
 
     #[test]

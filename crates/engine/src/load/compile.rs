@@ -469,6 +469,19 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
                 f => f,
             })
         }
+        Stmt::Loop { label, body } => {
+            let (l, b) = (*label, block(cx, body));
+            Box::new(move |e, w| loop {
+                if !e.loop_step(w) {
+                    break Flow::Exit;
+                }
+                match b.run(e, w) {
+                    Flow::Next => {}
+                    Flow::Break(x) if x == l => break Flow::Next,
+                    f => break f,
+                }
+            })
+        }
         Stmt::Break(l) => {
             let l = *l;
             Box::new(move |_, _| Flow::Break(l))
@@ -790,7 +803,9 @@ fn writes_only_outside(s: &Stmt, slots: &[u32]) -> bool {
             .iter()
             .chain(else_)
             .all(|s| writes_only_outside(s, slots)),
-        Stmt::Block { body, .. } => body.iter().all(|s| writes_only_outside(s, slots)),
+        Stmt::Block { body, .. } | Stmt::Loop { body, .. } => {
+            body.iter().all(|s| writes_only_outside(s, slots))
+        }
         Stmt::Switch { cases, default, .. } => cases
             .iter()
             .flat_map(|(_, b)| b)

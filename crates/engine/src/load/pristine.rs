@@ -187,7 +187,7 @@ fn walk_all<'p>(b: &'p [Stmt], f: &mut impl FnMut(&'p Stmt)) {
                 }
                 walk_all(default, f);
             }
-            Stmt::Block { body, .. } => walk_all(body, f),
+            Stmt::Block { body, .. } | Stmt::Loop { body, .. } => walk_all(body, f),
             _ => {}
         }
     }
@@ -253,6 +253,7 @@ fn writes(s: &Stmt) -> Writes<'_> {
         Stmt::If { .. }
         | Stmt::Switch { .. }
         | Stmt::Block { .. }
+        | Stmt::Loop { .. }
         | Stmt::ApplyTable { .. }
         | Stmt::CallAction { .. } => Writes::Everything,
     }
@@ -298,7 +299,7 @@ impl Analysis<'_> {
     /// The parser's writes other than `extract`, anywhere in `b`.
     fn parser_writes(&self, b: &[Stmt], dirty: &mut [bool]) {
         walk_all(b, &mut |s| match s {
-            Stmt::If { .. } | Stmt::Switch { .. } | Stmt::Block { .. } => {}
+            Stmt::If { .. } | Stmt::Switch { .. } | Stmt::Block { .. } | Stmt::Loop { .. } => {}
             _ => self.mark(s, dirty, false),
         });
     }
@@ -329,6 +330,16 @@ impl Analysis<'_> {
                 }
             }
             Stmt::Block { body, .. } => self.seq(body, dirty),
+            // the state at the loop's head: the entry state joined with the state after each
+            // iteration, until it stops growing (each round adds at least one header, or stops)
+            Stmt::Loop { body, .. } => loop {
+                let head = dirty.clone();
+                self.seq(body, dirty);
+                join(dirty, &head);
+                if *dirty == head {
+                    break;
+                }
+            },
             Stmt::ApplyTable {
                 table,
                 hit,

@@ -487,6 +487,31 @@ impl Engine {
         Flow::Next
     }
 
+    /// Counts one loop iteration of this pass. Past [`crate::MAX_LOOP_STEPS`] the pass is over: the
+    /// packet is dropped, counted in `loop_limit` and traced, and the caller leaves with
+    /// `Flow::Exit` (false).
+    #[inline]
+    pub(crate) fn loop_step(&self, w: &mut Worker) -> bool {
+        w.loop_steps += 1;
+        if w.loop_steps <= crate::MAX_LOOP_STEPS {
+            return true;
+        }
+        self.loop_limit_hit(w);
+        false
+    }
+
+    #[cold]
+    fn loop_limit_hit(&self, w: &mut Worker) {
+        crate::bump(&w.stats.loop_limit);
+        if let Some(t) = w.trace.as_mut() {
+            t.push(format!(
+                "loop limit: more than {} loop iterations in one pass, packet dropped",
+                crate::MAX_LOOP_STEPS
+            ));
+        }
+        w.fx.drop();
+    }
+
     pub(crate) fn exec_one(&self, w: &mut Worker, s: &Stmt) -> Flow {
         match s {
             Stmt::Assign { dst, src } => {
@@ -534,6 +559,16 @@ impl Engine {
             Stmt::Block { label, body } => match self.exec(w, body) {
                 Flow::Break(l) if l == *label => Flow::Next,
                 f => f,
+            },
+            Stmt::Loop { label, body } => loop {
+                if !self.loop_step(w) {
+                    break Flow::Exit;
+                }
+                match self.exec(w, body) {
+                    Flow::Next => {}
+                    Flow::Break(l) if l == *label => break Flow::Next,
+                    f => break f,
+                }
             },
             Stmt::Break(l) => Flow::Break(*l),
             Stmt::Exit => Flow::Exit,

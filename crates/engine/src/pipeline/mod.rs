@@ -258,6 +258,7 @@ impl Engine {
         w.pkt_len = bytes.len();
         w.cursor = 0;
         w.perr = 0;
+        w.loop_steps = 0;
         if w.fx.any() {
             w.fx = Effects::default();
         }

@@ -315,12 +315,11 @@ impl<'t> Lowerer<'t> {
                     Some(Ty::Tuple(ts)) => ts.iter().map(|t| Some(t.clone())).collect(),
                     _ => vec![],
                 };
-                let mut vs = vec![];
-                for (i, it) in items.iter().enumerate() {
+                let vs = self.ordered_elements(items.len(), span, |l, i| {
                     let h = hints.get(i).cloned().flatten();
-                    vs.push(self.expr(scope, it, h.as_ref())?);
-                }
-                Ok(Val::List(vs))
+                    Ok(((), l.expr(scope, &items[i], h.as_ref())?))
+                })?;
+                Ok(Val::List(vs.into_iter().map(|(_, v)| v).collect()))
             }
             ExprKind::ListRest(items) => {
                 // `{a, b, ...}`: the fields after the given ones take their default values
@@ -339,18 +338,21 @@ impl<'t> Lowerer<'t> {
                         ),
                     );
                 }
-                let mut vs = vec![];
-                for (it, t) in items.iter().zip(&tys) {
-                    vs.push(self.expr(scope, it, Some(t))?);
-                }
+                let mut vs: Vec<Val> = self
+                    .ordered_elements(items.len(), span, |l, i| {
+                        Ok(((), l.expr(scope, &items[i], Some(&tys[i]))?))
+                    })?
+                    .into_iter()
+                    .map(|(_, v)| v)
+                    .collect();
                 for t in &tys[items.len()..] {
                     vs.push(self.default_value(t, span)?);
                 }
                 Ok(Val::List(vs))
             }
             ExprKind::StructInit { fields, has_rest } => {
-                let mut vs = vec![];
-                for (n, x) in fields {
+                let mut vs = self.ordered_elements(fields.len(), span, |l, i| {
+                    let (n, x) = &fields[i];
                     let h = match hint {
                         Some(Ty::Agg(a)) => a
                             .fields
@@ -359,8 +361,8 @@ impl<'t> Lowerer<'t> {
                             .map(|f| f.ty.clone()),
                         _ => None,
                     };
-                    vs.push((n.name.clone(), self.expr(scope, x, h.as_ref())?));
-                }
+                    Ok((n.name.clone(), l.expr(scope, x, h.as_ref())?))
+                })?;
                 if *has_rest {
                     let Some(Ty::Agg(a)) = hint.filter(
                         |t| matches!(t, Ty::Agg(a) if a.kind != ast::AggregateKind::HeaderUnion),

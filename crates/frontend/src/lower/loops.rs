@@ -1,11 +1,14 @@
-//! `for` loops (P4_16 1.2.5), unrolled at compile time: the three-clause form whose loop variables
-//! are declared in the header with compile-time values and advanced by compile-time updates, and
-//! the `for`-in form over a range `a .. b` (both ends included), a header stack or a list. Each
+//! `for` loops (P4_16 1.2.5). A loop whose iterations are known at compile time is unrolled: the
+//! three-clause form whose loop variables are declared in the header with compile-time values,
+//! advanced by compile-time updates and not written by the body, and the `for`-in form over a
+//! range `a .. b` with compile-time ends (both included), a header stack or a list. Each unrolled
 //! iteration is a labelled block (`continue` leaves it), the whole loop another (`break` leaves
-//! it). A condition known only at run time (`i < hdr.n`) is tested before each unrolled iteration,
-//! unrolling until the loop variables repeat a state (a `bit<8>` counter: at most 256 iterations).
-//! More than `MAX_ITERATIONS` iterations, or loop variables that are not known at compile time, are
-//! refused with the line.
+//! it). Every other loop (a condition known only at run time, a variable declared before the loop,
+//! assigned in the body or advanced by a run-time value, run-time range ends, more than
+//! `MAX_ITERATIONS` iterations) becomes a run-time `ir::Stmt::Loop` (`runloops.rs`), which the
+//! engine bounds per packet. Only when that fails too (a body that needs the variable as a
+//! constant) is a loop with a run-time condition unrolled, the condition tested before each
+//! iteration, until the loop variables repeat a state (a `bit<8>` counter: at most 256).
 
 use super::env::*;
 use super::lowerer::{err, Lowerer};
@@ -21,7 +24,7 @@ use std::rc::Rc;
 const MAX_ITERATIONS: u32 = 4096;
 
 impl<'t> Lowerer<'t> {
-    /// `for (init; cond; update) body`.
+    /// `for (init; cond; update) body`: unrolled when it can be, else a run-time loop.
     pub(super) fn for_loop(
         &mut self,
         scope: &Rc<Scope>,
@@ -30,6 +33,46 @@ impl<'t> Lowerer<'t> {
         update: &[ast::Stmt],
         body: &ast::Stmt,
         span: Span,
+    ) -> PResult<()> {
+        // a loop whose iterations are all known at compile time is unrolled; one whose condition
+        // is known only at run time runs as a loop (unrolled, a `bit<8>` counter would copy the body
+        // 256 times, and nested loops multiply); unrolled with run-time tests only when its body
+        // needs the loop variable as a constant (`x[i:i]`)
+        match self.capture(|l| l.unroll_for(scope, init, cond, update, body, span, true)) {
+            Ok(((), stmts)) => {
+                stmts.into_iter().for_each(|s| self.emit(s));
+                Ok(())
+            }
+            Err(_) => match self.capture(|l| l.run_for(scope, init, cond, update, body)) {
+                Ok(((), stmts)) => {
+                    stmts.into_iter().for_each(|s| self.emit(s));
+                    Ok(())
+                }
+                Err(e) => match self
+                    .capture(|l| l.unroll_for(scope, init, cond, update, body, span, false))
+                {
+                    Ok(((), stmts)) => {
+                        stmts.into_iter().for_each(|s| self.emit(s));
+                        Ok(())
+                    }
+                    Err(_) => Err(e),
+                },
+            },
+        }
+    }
+
+    /// The unrolled form of a three-clause loop (an error when it cannot be unrolled).
+    /// With `all_known`, a condition known only at run time is an error too.
+    #[allow(clippy::too_many_arguments)]
+    fn unroll_for(
+        &mut self,
+        scope: &Rc<Scope>,
+        init: &[ast::Stmt],
+        cond: Option<&ast::Expr>,
+        update: &[ast::Stmt],
+        body: &ast::Stmt,
+        span: Span,
+        all_known: bool,
     ) -> PResult<()> {
         // the loop variables and their current compile-time values
         let mut vars: Vec<(String, Ty, Val)> = vec![];
@@ -74,6 +117,9 @@ impl<'t> Lowerer<'t> {
                         if c.is_zero() {
                             break;
                         }
+                    }
+                    _ if all_known => {
+                        return err(cond.span, "the loop condition is known only at run time");
                     }
                     v => {
                         // a run-time condition (`i < hdr.n`): tested before each unrolled iteration
@@ -127,7 +173,8 @@ impl<'t> Lowerer<'t> {
         Ok(())
     }
 
-    /// `for (T x in coll) body`.
+    /// `for (T x in coll) body`: unrolled when its collection is known at compile time (the loop
+    /// variable a copy when the body writes it), else a run-time loop over the range.
     pub(super) fn for_in_loop(
         &mut self,
         scope: &Rc<Scope>,
@@ -136,6 +183,35 @@ impl<'t> Lowerer<'t> {
         coll: &ForInColl,
         body: &ast::Stmt,
         span: Span,
+    ) -> PResult<()> {
+        let mut last = None;
+        for copy in [false, true] {
+            match self.capture(|l| l.unroll_for_in(scope, ty, var, coll, body, span, copy)) {
+                Ok(((), stmts)) => {
+                    stmts.into_iter().for_each(|s| self.emit(s));
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        match coll {
+            ForInColl::Range(a, b) => self.run_for_range(scope, ty, var, (a, b), body),
+            ForInColl::Expr(_) => Err(last.expect("an unrolling attempt ran")),
+        }
+    }
+
+    /// The unrolled form of a `for`-in loop; with `copy`, the loop variable is a local assigned
+    /// each element even when the element is a compile-time value (so the body may write it).
+    #[allow(clippy::too_many_arguments)]
+    fn unroll_for_in(
+        &mut self,
+        scope: &Rc<Scope>,
+        ty: Option<&ast::Type>,
+        var: &ast::Ident,
+        coll: &ForInColl,
+        body: &ast::Stmt,
+        span: Span,
+        copy: bool,
     ) -> PResult<()> {
         let declared = match ty {
             Some(t) => Some(self.resolve_type(scope, t)?),
@@ -187,12 +263,19 @@ impl<'t> Lowerer<'t> {
             for item in items {
                 let iscope = Scope::child(scope);
                 match item {
-                    Val::Const(c, t) => {
+                    Val::Const(c, t) if !copy => {
                         let t = declared.clone().unwrap_or(t);
                         let v = l.convert(Val::Const(c, Ty::InfInt), &t, var.span)?;
                         iscope.define(&var.name, Binding::Value(Box::new(v)));
                     }
                     other => {
+                        let other = match other {
+                            Val::Const(c, t) => {
+                                let t = declared.clone().unwrap_or(t);
+                                l.convert(Val::Const(c, Ty::InfInt), &t, var.span)?
+                            }
+                            v => v,
+                        };
                         let t = match (&declared, other.ty()) {
                             (Some(t), _) => t.clone(),
                             (None, Some(t)) => t,
@@ -227,7 +310,12 @@ impl<'t> Lowerer<'t> {
     }
 
     /// One unrolled iteration: the body in a block `continue` leaves, `break` leaving `brk`.
-    fn iteration(&mut self, scope: &Rc<Scope>, body: &ast::Stmt, brk: u32) -> PResult<()> {
+    pub(super) fn iteration(
+        &mut self,
+        scope: &Rc<Scope>,
+        body: &ast::Stmt,
+        brk: u32,
+    ) -> PResult<()> {
         let cont = self.label();
         self.loops.push((brk, cont, self.returns.len()));
         let r = self.capture(|l| l.stmt(scope, body));

@@ -16,7 +16,9 @@ mod loops;
 mod lowerer;
 mod methods;
 mod operators;
+mod order;
 mod parsers;
+mod runloops;
 mod stmt;
 mod tables;
 

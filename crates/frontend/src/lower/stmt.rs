@@ -258,7 +258,7 @@ impl<'t> Lowerer<'t> {
             )?,
             None => self.expr(scope, rhs, Some(&t))?,
         };
-        self.assign(&p, v, rhs.span)
+        self.assign_whole(&p, v, rhs.span)
     }
 
     pub(super) fn switch(

@@ -55,6 +55,80 @@ fn check_depth(e: &Expr) -> PResult<()> {
     Ok(())
 }
 
+/// Operators whose long chains may be regrouped without changing the value: `+` and `-` together
+/// (modular arithmetic), and each of `*`, `&`, `|`, `^`, `++`, `&&`, `||` alone. `None`: not
+/// regrouped (a chain of it deepens the tree by one per operator).
+fn group(op: BinOp) -> Option<u8> {
+    Some(match op {
+        BinOp::Add | BinOp::Sub => 0,
+        BinOp::Mul => 1,
+        BinOp::BitAnd => 2,
+        BinOp::BitOr => 3,
+        BinOp::BitXor => 4,
+        BinOp::Concat => 5,
+        BinOp::And => 6,
+        BinOp::Or => 7,
+        _ => return None,
+    })
+}
+
+/// Chains up to this many operators keep the left-nested tree the grammar gives; longer ones of a
+/// regroupable operator become balanced trees (depth about log2 of the length), so a generated
+/// `a + b + ...` of thousands of terms compiles.
+const REBALANCE_OVER: usize = 64;
+
+/// One run of operators of one group at one precedence level: `terms[0] ops[0] terms[1] ...`.
+struct Run {
+    terms: Vec<Expr>,
+    ops: Vec<BinOp>,
+}
+
+fn node(op: BinOp, a: Expr, b: Expr) -> Expr {
+    let span = a.span.to(b.span);
+    Expr {
+        kind: ExprKind::Binary(op, Box::new(a), Box::new(b)),
+        span,
+    }
+}
+
+impl Run {
+    fn build(self) -> Expr {
+        let Run { terms, ops } = self;
+        if ops.len() <= REBALANCE_OVER || ops.first().and_then(|o| group(*o)).is_none() {
+            let mut it = terms.into_iter();
+            let first = it.next().expect("a run has a first term");
+            return ops
+                .into_iter()
+                .zip(it)
+                .fold(first, |a, (op, b)| node(op, a, b));
+        }
+        let mut terms: Vec<Option<Expr>> = terms.into_iter().map(Some).collect();
+        balanced(&mut terms, &ops, false)
+    }
+}
+
+/// `terms[0] ops[0] terms[1] ... ops[n-2] terms[n-1]` as a balanced tree, the terms kept in order
+/// (so they are still evaluated left to right). `flip`: the segment's written `+`/`-` are swapped
+/// (it is the right operand of a `-`: `a - (b + c)` for `a - b - c`).
+fn balanced(terms: &mut [Option<Expr>], ops: &[BinOp], flip: bool) -> Expr {
+    if terms.len() == 1 {
+        return terms[0].take().expect("each term is used once");
+    }
+    let k = terms.len() / 2;
+    let join = ops[k - 1];
+    let (l, r) = terms.split_at_mut(k);
+    let lhs = balanced(l, &ops[..k - 1], flip);
+    let op = match (join, flip) {
+        (BinOp::Add, true) => BinOp::Sub,
+        (BinOp::Sub, true) => BinOp::Add,
+        (o, _) => o,
+    };
+    // `x - (y ...)`: the right part's own signs are swapped relative to the written ones exactly
+    // when the written operator joining it is `-` (whatever `flip` was)
+    let rhs = balanced(r, &ops[k..], join == BinOp::Sub);
+    node(op, lhs, rhs)
+}
+
 impl Parser {
     pub fn expr(&mut self) -> PResult<Expr> {
         self.enter()?;
@@ -115,28 +189,39 @@ impl Parser {
     }
 
     pub(super) fn binary(&mut self, min: u8) -> PResult<Expr> {
-        let mut lhs = self.unary()?;
-        // a left-associative chain deepens the tree by one per operator without recursing: stop it
-        // at the limit before it grows (an over-deep tree could not even be dropped without
+        let lhs = self.unary()?;
+        // the operators at this level come left to right in runs of one group (`+`/`-`, or one
+        // associative operator); a run is built once it ends, without recursing per operator
+        let mut run = Run {
+            terms: vec![lhs],
+            ops: vec![],
+        };
+        // operators of runs that cannot be rebalanced, which deepen the tree by one each: stopped
+        // at the limit before the tree grows (an over-deep tree could not even be dropped without
         // exhausting the stack)
-        let mut chain = 0u32;
+        let mut deep = 0u32;
         while let Some((op, prec)) = self.binop() {
             if prec <= min {
                 break;
             }
-            chain += 1;
-            if chain >= MAX_EXPR_DEPTH {
-                return Err(too_deep(self.span()));
+            if run.ops.last().is_some_and(|last| group(*last) != group(op)) {
+                run = Run {
+                    terms: vec![run.build()],
+                    ops: vec![],
+                };
+            }
+            if group(op).is_none() {
+                deep += 1;
+                if deep >= MAX_EXPR_DEPTH {
+                    return Err(too_deep(self.span()));
+                }
             }
             self.bump();
             let rhs = self.binary(prec)?;
-            let sp = lhs.span.to(rhs.span);
-            lhs = Expr {
-                kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
-                span: sp,
-            };
+            run.ops.push(op);
+            run.terms.push(rhs);
         }
-        Ok(lhs)
+        Ok(run.build())
     }
 
     pub(super) fn unary(&mut self) -> PResult<Expr> {

@@ -146,7 +146,10 @@ impl Parser {
     fn enter(&mut self) -> PResult<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(Diagnostic::new(self.span(), "program nests too deeply"));
+            return Err(Diagnostic::new(
+                self.span(),
+                format!("program nests too deeply: more than {MAX_DEPTH} levels of blocks, statements or parenthesised expressions"),
+            ));
         }
         Ok(())
     }

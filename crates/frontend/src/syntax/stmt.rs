@@ -125,6 +125,11 @@ impl Parser {
             "for" => {
                 self.bump();
                 self.expect("(", "after for")?;
+                // `for (@anno T x in e)`: annotations on the loop variable (they change nothing here)
+                let var_annos = self.is("@");
+                if var_annos {
+                    self.annotations()?;
+                }
                 // `for (x in e)` / `for (T x in e)`
                 if matches!(self.peek(), Tok::Ident(_)) && self.is_at(1, "in") {
                     let var = self.ident("a loop variable")?;
@@ -138,6 +143,11 @@ impl Parser {
                     let name = self.ident("a loop variable")?;
                     if self.eat("in") {
                         return self.for_in(Some(ty), name, start);
+                    }
+                    if var_annos {
+                        return Err(self.unexpected(
+                            "`in` (annotations come before the variable of a `for`-in loop only)",
+                        ));
                     }
                     self.expect("=", "initializing the loop variable")?;
                     let e = self.expr()?;
