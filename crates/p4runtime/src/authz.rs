@@ -1,0 +1,219 @@
+//! Who may use the P4Runtime server under mutual TLS: the identities of client certificates (the
+//! subject's common name and the DNS and URI subject alternative names) checked against the
+//! switch's `--tls-writers` and `--tls-readers` lists. A writer may arbitrate as primary, write and
+//! set the pipeline (and read); a reader may only read (Read, GetForwardingPipelineConfig,
+//! Capabilities); any other certificate is refused every call.
+
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::GeneralName;
+use x509_parser::prelude::FromDer;
+
+/// A list of certificate identities, or every certificate the client CA signed (`*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Names {
+    Any,
+    Only(Vec<String>),
+}
+
+impl Names {
+    /// Parse the values of a repeatable comma-separated flag (`--tls-writers a,b --tls-writers c`);
+    /// `*` alone means any certificate. `flag` names the flag in errors.
+    pub fn parse(flag: &str, values: &[String]) -> Result<Names, String> {
+        let mut names = vec![];
+        for v in values {
+            for n in v.split(',') {
+                let n = n.trim();
+                if n.is_empty() {
+                    return Err(format!(
+                        "{flag}: empty name in `{v}` (expected NAME[,NAME...] or `*`)"
+                    ));
+                }
+                if n.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                    return Err(format!("{flag}: `{n}` is not a certificate name (it holds a space or control character)"));
+                }
+                names.push(n.to_string());
+            }
+        }
+        if names.iter().any(|n| n == "*") {
+            if names.len() > 1 {
+                return Err(format!(
+                    "{flag}: `*` (any certificate the CA signed) cannot be combined with names"
+                ));
+            }
+            return Ok(Names::Any);
+        }
+        Ok(Names::Only(names))
+    }
+
+    fn admits(&self, id: &Identity) -> bool {
+        match self {
+            Names::Any => true,
+            Names::Only(list) => id.names.iter().any(|n| list.contains(n)),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        matches!(self, Names::Only(l) if l.is_empty())
+    }
+}
+
+impl std::fmt::Display for Names {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Names::Any => write!(f, "any certificate the CA signed"),
+            Names::Only(l) if l.is_empty() => write!(f, "nobody"),
+            Names::Only(l) => write!(f, "{}", l.join(", ")),
+        }
+    }
+}
+
+/// What a client may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Arbitrate (primary or backup), Write, SetForwardingPipelineConfig, and everything a reader
+    /// may.
+    Write,
+    /// Read, GetForwardingPipelineConfig, Capabilities.
+    Read,
+    /// Nothing.
+    Denied,
+}
+
+/// The switch's authorization policy (given with `--tls-ca`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    pub writers: Names,
+    pub readers: Names,
+}
+
+impl Policy {
+    /// The policy from the flags' values; at least one writer is required (a switch nobody may
+    /// program is a configuration mistake).
+    pub fn new(writers: &[String], readers: &[String]) -> Result<Policy, String> {
+        let writers = Names::parse("--tls-writers", writers)?;
+        let readers = Names::parse("--tls-readers", readers)?;
+        if writers.is_empty() {
+            return Err(
+                "--tls-ca needs --tls-writers NAME[,NAME...]: the certificate names \
+                        allowed to program this switch (the controller's), or `*` for any \
+                        certificate the CA signed"
+                    .into(),
+            );
+        }
+        Ok(Policy { writers, readers })
+    }
+
+    /// What a client with this certificate identity may do.
+    pub fn access(&self, id: &Identity) -> Access {
+        if self.writers.admits(id) {
+            Access::Write
+        } else if self.readers.admits(id) {
+            Access::Read
+        } else {
+            Access::Denied
+        }
+    }
+}
+
+/// A client certificate's identity: its names, and its DER bytes (a primary controller's later
+/// calls must come with the very certificate its stream arbitrated with).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The subject's common names, then the DNS and URI subject alternative names.
+    pub names: Vec<String>,
+    pub der: Vec<u8>,
+}
+
+impl Identity {
+    /// The identity of a DER certificate (the TLS layer verified it against the client CA).
+    pub fn from_der(der: &[u8]) -> Result<Identity, String> {
+        let (_, cert) = X509Certificate::from_der(der)
+            .map_err(|e| format!("the client certificate cannot be parsed: {e}"))?;
+        let mut names = vec![];
+        for cn in cert.subject().iter_common_name() {
+            if let Ok(s) = cn.as_str() {
+                names.push(s.to_string());
+            }
+        }
+        if let Ok(Some(san)) = cert.subject_alternative_name() {
+            for g in &san.value.general_names {
+                match g {
+                    GeneralName::DNSName(s) | GeneralName::URI(s) => names.push(s.to_string()),
+                    _ => {}
+                }
+            }
+        }
+        names.dedup();
+        Ok(Identity {
+            names,
+            der: der.to_vec(),
+        })
+    }
+
+    /// The names for messages and the log ("a certificate without names" if it has none).
+    pub fn describe(&self) -> String {
+        if self.names.is_empty() {
+            "a certificate without names".into()
+        } else {
+            format!("certificate {}", self.names.join("/"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(names: &[&str]) -> Identity {
+        Identity {
+            names: names.iter().map(|s| s.to_string()).collect(),
+            der: names.join(",").into_bytes(),
+        }
+    }
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn writers_readers_and_strangers() {
+        let p = Policy::new(&v(&["controller"]), &v(&["monitor,audit"])).unwrap();
+        assert_eq!(p.access(&id(&["controller"])), Access::Write);
+        assert_eq!(p.access(&id(&["monitor"])), Access::Read);
+        assert_eq!(p.access(&id(&["audit"])), Access::Read);
+        assert_eq!(p.access(&id(&["alice"])), Access::Denied);
+        assert_eq!(p.access(&id(&[])), Access::Denied);
+        // a SAN naming the controller is the controller; a name is matched whole, not as a prefix
+        assert_eq!(p.access(&id(&["x", "controller"])), Access::Write);
+        assert_eq!(p.access(&id(&["controller2"])), Access::Denied);
+        assert_eq!(p.access(&id(&["Controller"])), Access::Denied);
+        // no readers: only writers get in
+        let p = Policy::new(&v(&["a", "b"]), &[]).unwrap();
+        assert_eq!(p.access(&id(&["b"])), Access::Write);
+        assert_eq!(p.access(&id(&["monitor"])), Access::Denied);
+        // `*` readers: every certificate may read, only the writers write
+        let p = Policy::new(&v(&["controller"]), &v(&["*"])).unwrap();
+        assert_eq!(p.access(&id(&["anyone"])), Access::Read);
+        assert_eq!(p.access(&id(&["controller"])), Access::Write);
+        let p = Policy::new(&v(&["*"]), &[]).unwrap();
+        assert_eq!(p.access(&id(&["anyone"])), Access::Write);
+    }
+
+    #[test]
+    fn bad_lists_are_refused_with_the_flag() {
+        let e = Policy::new(&[], &v(&["monitor"])).unwrap_err();
+        assert!(e.contains("--tls-writers"), "{e}");
+        let e = Policy::new(&v(&["a,,b"]), &[]).unwrap_err();
+        assert!(e.contains("--tls-writers: empty name"), "{e}");
+        let e = Policy::new(&v(&["a"]), &v(&["*,b"])).unwrap_err();
+        assert!(e.contains("--tls-readers") && e.contains("`*`"), "{e}");
+        let e = Policy::new(&v(&["a b"]), &[]).unwrap_err();
+        assert!(e.contains("`a b`"), "{e}");
+    }
+
+    #[test]
+    fn a_garbage_certificate_is_an_error() {
+        assert!(Identity::from_der(b"not a certificate")
+            .unwrap_err()
+            .contains("cannot be parsed"));
+    }
+}
