@@ -7,6 +7,7 @@ and the switch's tables and SAs read afterwards with the controller's identity e
 namespaces: the switches run without ports."""
 import json
 import subprocess
+import sys
 
 import grpc
 import pytest
@@ -61,7 +62,8 @@ def site(p4sec_bin, tmp_path_factory):
             keys += [bytes(c["enc_key"]), bytes(c["auth_key"])]
         keys = [k for k in keys if k]
         assert keys, "the tunnel has keyed SAs"
-        yield {"ctl": ctl, "switch": switches[0], "d": d, "port": ports[0], "keys": keys, "other": other, "log": tmp / "switches.log"}
+        yield {"ctl": ctl, "switch": switches[0], "d": d, "port": ports[0], "keys": keys, "other": other, "log": tmp / "switches.log",
+               "program": out}
     finally:
         if ctl is not None:
             ctl.close()
@@ -229,6 +231,21 @@ def test_a_second_controller_cannot_borrow_the_primary_election_id(site):
     w = p4runtime_pb2.WriteRequest(device_id=1)
     w.election_id.low = sw.election_id
     sw.stub.Write(w, timeout=5)
+
+
+def test_a_controller_with_a_read_only_certificate_says_so_and_stops(site, tmp_path):
+    """p4sec-controller configured with the monitor's certificate: the switch refuses its arbitration, the
+    controller exits 1 with the switch's answer (no traceback), and nothing changed."""
+    before = snapshot(site["switch"])
+    cfg = tmp_path / "ctl.yaml"
+    cfg.write_text(f"db: {tmp_path / 'ctl.db'}\nprogram: {site['program']}\nrest: 127.0.0.1:{free_port()}\n"
+                   f"switch_tls: {{ca: {site['d']}, cert: monitor}}\n"
+                   f"gateways:\n  - {{name: S1, grpc: '127.0.0.1:{site['port']}', address: 192.0.2.1, "
+                   "lan: {prefix: 10.1.0.0/16, port: 1, mac: '02:00:00:00:0a:01'}, wan: {prefix: 198.51.100.0/24, port: 2, mac: '02:00:00:00:0b:02'}}\n")
+    r = subprocess.run([sys.executable, "-m", "p4sec.ipsec.cli", "run", str(cfg)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "refused this client's arbitration" in r.stderr and "PERMISSION_DENIED" in r.stderr and "may only read" in r.stderr, r.stderr
+    assert snapshot(site["switch"]) == before
 
 
 def test_switch_tls_settings_are_required_and_checked(tmp_path):

@@ -28,8 +28,10 @@ impl Names {
                         "{flag}: empty name in `{v}` (expected NAME[,NAME...] or `*`)"
                     ));
                 }
-                if n.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                    return Err(format!("{flag}: `{n}` is not a certificate name (it holds a space or control character)"));
+                if n.chars().any(|c| c.is_control()) {
+                    return Err(format!(
+                        "{flag}: {n:?} is not a certificate name (it holds a control character)"
+                    ));
                 }
                 names.push(n.to_string());
             }
@@ -206,8 +208,31 @@ mod tests {
         assert!(e.contains("--tls-writers: empty name"), "{e}");
         let e = Policy::new(&v(&["a"]), &v(&["*,b"])).unwrap_err();
         assert!(e.contains("--tls-readers") && e.contains("`*`"), "{e}");
-        let e = Policy::new(&v(&["a b"]), &[]).unwrap_err();
-        assert!(e.contains("`a b`"), "{e}");
+        let e = Policy::new(&v(&["a\tb"]), &[]).unwrap_err();
+        assert!(e.contains("control character"), "{e}");
+        // a common name may hold spaces; the spaces around a list's names are not part of them
+        let p = Policy::new(&v(&[" p4sec ops , b"]), &[]).unwrap();
+        assert_eq!(p.writers, Names::Only(v(&["p4sec ops", "b"])));
+    }
+
+    /// A certificate (made with Python's `cryptography`: O=p4sec tests, CN=controller, SANs DNS
+    /// ctl.example, URI spiffe://p4sec/controller, IP 192.0.2.5) is named by its CN, DNS and URI
+    /// names; not by its organization or IP address.
+    #[test]
+    fn names_of_a_real_certificate() {
+        let der = include_bytes!("../tests/data/client-cert.der");
+        let id = Identity::from_der(der).unwrap();
+        assert_eq!(
+            id.names,
+            ["controller", "ctl.example", "spiffe://p4sec/controller"]
+        );
+        assert_eq!(id.der, der.to_vec());
+        let p = Policy::new(&v(&["spiffe://p4sec/controller"]), &v(&["p4sec tests"])).unwrap();
+        assert_eq!(p.access(&id), Access::Write);
+        let p = Policy::new(&v(&["ctl.example"]), &[]).unwrap();
+        assert_eq!(p.access(&id), Access::Write);
+        let p = Policy::new(&v(&["nobody"]), &v(&["p4sec tests", "192.0.2.5"])).unwrap();
+        assert_eq!(p.access(&id), Access::Denied);
     }
 
     #[test]

@@ -168,7 +168,12 @@ class Switch:
         req.arbitration.device_id = device_id
         req.arbitration.election_id.low = election_id
         self._requests.put(req)
-        self.arbitration = next(self.stream).arbitration
+        try:
+            self.arbitration = next(self.stream).arbitration
+        except grpc.RpcError as e:
+            self.channel.close()
+            raise ConnectionError(f"{address}: the switch refused this client's arbitration (election id {election_id}): "
+                                  f"{e.code().name}: {e.details()}") from None
         self.on_digest = None
         self._batch = None
         threading.Thread(target=self._drain, daemon=True).start()
