@@ -48,9 +48,9 @@ def pki(d):
 
 def switch_tls_args(d):
     """`p4sec switch` flags for mutual TLS with the certificates of `pki(d)`: the controller may program the switch,
-    the monitor may read it."""
+    the monitor may read it, a certificate revoked with p4sec-ca is refused."""
     return ["--tls-cert", str(d / "switch.crt"), "--tls-key", str(d / "switch.key"), "--tls-ca", str(d / "ca.crt"),
-            "--tls-writers", "controller", "--tls-readers", "monitor"]
+            "--tls-writers", "controller", "--tls-readers", "monitor", "--tls-revoked", str(d / "revoked.json")]
 
 
 def controller_tls(d):

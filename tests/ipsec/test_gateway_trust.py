@@ -24,10 +24,10 @@ from p4sec.ipsec.controller import Gateway, IpsecController
 WRITERS = "controller,standby"     # the controller and a second replica (HA) with its own certificate
 
 
-def tls_switch(p4sec_bin, port, d, log):
+def tls_switch(p4sec_bin, port, d, log, writers=WRITERS):
     return subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--tls-cert", str(d / "switch.crt"),
-                             "--tls-key", str(d / "switch.key"), "--tls-ca", str(d / "ca.crt"), "--tls-writers", WRITERS,
-                             "--tls-readers", "monitor"], stderr=log)
+                             "--tls-key", str(d / "switch.key"), "--tls-ca", str(d / "ca.crt"), "--tls-writers", writers,
+                             "--tls-readers", "monitor", "--tls-revoked", str(d / "revoked.json")], stderr=log)
 
 
 @pytest.fixture(scope="module")
@@ -246,6 +246,53 @@ def test_a_controller_with_a_read_only_certificate_says_so_and_stops(site, tmp_p
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "refused this client's arbitration" in r.stderr and "PERMISSION_DENIED" in r.stderr and "may only read" in r.stderr, r.stderr
     assert snapshot(site["switch"]) == before
+
+
+def test_a_revoked_certificate_is_refused_from_its_next_call(p4sec_bin, tmp_path):
+    """p4sec-ca revoke takes effect on a running switch: the revoked controller's next Write is refused
+    (UNAUTHENTICATED), the monitor still reads; a broken revocation list refuses everyone (UNAVAILABLE) until it is
+    fixed."""
+    d = pki(tmp_path / "ca")
+    port = free_port()
+    proc = tls_switch(p4sec_bin, port, d, open(tmp_path / "switch.log", "w"), writers="controller")
+    sw = None
+    try:
+        listening(port)
+        sw = runtime.Switch(f"127.0.0.1:{port}", tls=controller_tls(d))    # primary, election id 1
+        mon, ch = stub({"port": port, "d": d}, "monitor")
+        caps = lambda s: s.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=5)
+        empty = p4runtime_pb2.WriteRequest(device_id=1)
+        empty.election_id.low = 1
+
+        def write_code():
+            # the switch has no pipeline: a Write that passes the checks of who may write gets FAILED_PRECONDITION
+            with pytest.raises(grpc.RpcError) as e:
+                sw.stub.Write(empty, timeout=5)
+            return e.value.code(), e.value.details()
+        assert write_code()[0] == grpc.StatusCode.FAILED_PRECONDITION
+        caps(mon)
+        ca.revoke(d, "controller")
+        code, details = write_code()
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "revoked" in details
+        caps(mon)
+        (d / "revoked.json").write_text('["12')          # truncated: nobody is admitted
+        with pytest.raises(grpc.RpcError) as e:
+            caps(mon)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "not JSON" in e.value.details()
+        (d / "revoked.json").write_text("[]")
+        caps(mon)
+        assert write_code()[0] == grpc.StatusCode.FAILED_PRECONDITION     # (its stream stayed primary)
+        ch.close()
+    finally:
+        if sw is not None:
+            sw.close()
+        stop([proc])
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = subprocess.run([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{free_port()}", "--tls-cert", str(d / "switch.crt"),
+                        "--tls-key", str(d / "switch.key"), "--tls-ca", str(d / "ca.crt"), "--tls-writers", "controller",
+                        "--tls-revoked", str(bad)], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "--tls-revoked" in r.stderr and "a JSON object, not a list of serials" in r.stderr, r.stderr
 
 
 def test_switch_tls_settings_are_required_and_checked(tmp_path):

@@ -214,6 +214,11 @@ enum Cmd {
         /// refused every call (PERMISSION_DENIED).
         #[arg(long, value_name = "NAME[,NAME...]", requires = "tls_ca")]
         tls_readers: Vec<String>,
+        /// Mutual TLS: the client CA's revocation list (`p4sec-ca`'s DIR/revoked.json, a JSON list
+        /// of serials), read again when it changes: a revoked certificate is refused from its next
+        /// call on; while the list cannot be read, every client is.
+        #[arg(long, value_name = "FILE", requires = "tls_ca")]
+        tls_revoked: Option<PathBuf>,
         /// P4Runtime type translation, repeatable: TYPE=FILE, a JSON object mapping the SDN strings
         /// of the `@p4runtime_translation` type TYPE (its name or URI) to data-plane values, e.g.
         /// {"Ethernet0": 1}.
@@ -937,6 +942,7 @@ fn main() -> ExitCode {
             tls_ca,
             tls_writers,
             tls_readers,
+            tls_revoked,
             translate,
             target_options,
         } => {
@@ -966,6 +972,7 @@ fn main() -> ExitCode {
                     key,
                     client_ca: tls_ca,
                     authz,
+                    revoked: tls_revoked,
                 }),
                 _ => None,
             };

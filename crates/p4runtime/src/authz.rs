@@ -2,7 +2,9 @@
 //! subject's common name and the DNS and URI subject alternative names) checked against the
 //! switch's `--tls-writers` and `--tls-readers` lists. A writer may arbitrate as primary, write and
 //! set the pipeline (and read); a reader may only read (Read, GetForwardingPipelineConfig,
-//! Capabilities); any other certificate is refused every call.
+//! Capabilities); any other certificate is refused every call. With `--tls-revoked FILE` (the
+//! revocation list `p4sec-ca revoke` keeps: a JSON list of serials) a revoked certificate is
+//! refused from its next call on, and an unreadable list refuses everyone (fail closed).
 
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
@@ -124,6 +126,8 @@ pub struct Identity {
     /// The subject's common names, then the DNS and URI subject alternative names.
     pub names: Vec<String>,
     pub der: Vec<u8>,
+    /// The serial number, in decimal (as `p4sec-ca` lists revoked ones).
+    pub serial: String,
 }
 
 impl Identity {
@@ -149,6 +153,7 @@ impl Identity {
         Ok(Identity {
             names,
             der: der.to_vec(),
+            serial: cert.tbs_certificate.serial.to_string(),
         })
     }
 
@@ -162,6 +167,103 @@ impl Identity {
     }
 }
 
+/// The serials of revoked client certificates, read from a JSON list (integers or decimal
+/// strings, as `p4sec-ca revoke` writes it) and read again whenever the file changes.
+pub struct Revoked {
+    path: std::path::PathBuf,
+    /// (the file's modification time and length when read, the serials or why the list is unusable)
+    state: std::sync::Mutex<(
+        Option<(std::time::SystemTime, u64)>,
+        Result<Vec<String>, String>,
+    )>,
+}
+
+/// The serials of a revocation list's text.
+pub fn parse_revoked(text: &str) -> Result<Vec<String>, String> {
+    let v: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| format!("not JSON (truncated? an empty list is written []): {e}"))?;
+    let items = v
+        .as_array()
+        .ok_or_else(|| format!("a JSON {}, not a list of serials", json_kind(&v)))?;
+    items
+        .iter()
+        .map(|x| match x {
+            serde_json::Value::Number(n) if n.is_u64() => Ok(n.to_string()),
+            serde_json::Value::String(s)
+                if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                Ok(s.trim_start_matches('0').to_string()).map(|t| {
+                    if t.is_empty() {
+                        "0".into()
+                    } else {
+                        t
+                    }
+                })
+            }
+            other => Err(format!("{other} is not a certificate serial")),
+        })
+        .collect()
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Object(_) => "object",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Null => "null",
+        serde_json::Value::Array(_) => "list",
+    }
+}
+
+impl Revoked {
+    /// The list at `path`; an error if it cannot be read now (a switch does not start with it).
+    pub fn load(path: &std::path::Path) -> Result<Revoked, String> {
+        let r = Revoked {
+            path: path.to_path_buf(),
+            state: std::sync::Mutex::new((None, Err(String::new()))),
+        };
+        r.refresh();
+        let st = r.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = &st.1 {
+            return Err(e.clone());
+        }
+        drop(st);
+        Ok(r)
+    }
+
+    /// Read the list again if the file changed (its modification time or length).
+    fn refresh(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let stamp = std::fs::metadata(&self.path)
+            .and_then(|m| Ok((m.modified()?, m.len())))
+            .ok();
+        if stamp.is_some() && stamp == st.0 {
+            return;
+        }
+        let where_ = self.path.display();
+        st.1 = match std::fs::read_to_string(&self.path) {
+            Ok(text) => parse_revoked(&text).map_err(|e| format!("revocation list {where_}: {e}")),
+            Err(e) => Err(format!("revocation list {where_} cannot be read: {e}")),
+        };
+        st.0 = stamp;
+    }
+
+    /// Ok if the certificate with this serial is not revoked; Err(true, why) if it is, Err(false,
+    /// why) if the list is unusable (nobody is admitted then).
+    pub fn check(&self, serial: &str) -> Result<(), (bool, String)> {
+        self.refresh();
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &st.1 {
+            Ok(list) if list.iter().any(|s| s == serial) => {
+                Err((true, format!("certificate serial {serial} is revoked")))
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err((false, e.clone())),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +272,7 @@ mod tests {
         Identity {
             names: names.iter().map(|s| s.to_string()).collect(),
             der: names.join(",").into_bytes(),
+            serial: "1".into(),
         }
     }
     fn v(s: &[&str]) -> Vec<String> {
@@ -227,12 +330,49 @@ mod tests {
             ["controller", "ctl.example", "spiffe://p4sec/controller"]
         );
         assert_eq!(id.der, der.to_vec());
+        assert_eq!(id.serial, "1");
         let p = Policy::new(&v(&["spiffe://p4sec/controller"]), &v(&["p4sec tests"])).unwrap();
         assert_eq!(p.access(&id), Access::Write);
         let p = Policy::new(&v(&["ctl.example"]), &[]).unwrap();
         assert_eq!(p.access(&id), Access::Write);
         let p = Policy::new(&v(&["nobody"]), &v(&["p4sec tests", "192.0.2.5"])).unwrap();
         assert_eq!(p.access(&id), Access::Denied);
+    }
+
+    #[test]
+    fn revocation_lists_as_p4sec_ca_writes_them() {
+        assert_eq!(
+            parse_revoked(r#"["123", 45, "0077", "340282366920938463463374607431768211455"]"#)
+                .unwrap(),
+            ["123", "45", "77", "340282366920938463463374607431768211455"]
+        );
+        assert_eq!(parse_revoked("[]").unwrap(), Vec::<String>::new());
+        for (bad, why) in [
+            ("", "not JSON"),
+            ("[\"12", "not JSON"),
+            ("{}", "a JSON object"),
+            ("[-1]", "-1 is not a certificate serial"),
+            ("[\"12a\"]", "\"12a\" is not a certificate serial"),
+            ("[true]", "true is not"),
+        ] {
+            let e = parse_revoked(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let dir = std::env::temp_dir().join(format!("p4sec-revoked-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("revoked.json");
+        assert!(Revoked::load(&f).err().unwrap().contains("cannot be read"));
+        std::fs::write(&f, "[\"5\"]").unwrap();
+        let r = Revoked::load(&f).unwrap();
+        assert!(r.check("4").is_ok());
+        assert!(r.check("5").unwrap_err().0);
+        // a list that breaks later refuses everyone until it is fixed (a longer file: seen as changed)
+        std::fs::write(&f, "[\"5\", ").unwrap();
+        let (revoked, why) = r.check("4").unwrap_err();
+        assert!(!revoked && why.contains("not JSON"), "{why}");
+        std::fs::write(&f, "[\"5\", \"4\"]").unwrap();
+        assert!(r.check("4").unwrap_err().0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! (delegated to `write.rs` and `read.rs`), primary arbitration on the stream channel, and TLS
 //! with the client certificates' authorization (`authz.rs`).
 
-use crate::authz::{Access, Identity, Policy};
+use crate::authz::{Access, Identity, Policy, Revoked};
 use crate::codec::{eid, to_uint128};
 use crate::device::{Arbitration, Controller};
 pub use crate::device::{Device, Pipeline};
@@ -63,6 +63,8 @@ pub struct Service {
     /// Under mutual TLS: who may write and who may only read. None: every client that reaches the
     /// server may do everything (plaintext or server-only TLS).
     pub authz: Option<Arc<Policy>>,
+    /// Under mutual TLS: the revoked client certificates (`--tls-revoked`).
+    pub revoked: Option<Arc<Revoked>>,
 }
 
 /// The client of one call, as the authorization sees it.
@@ -89,6 +91,7 @@ impl Service {
     fn caller<T>(&self, req: &Request<T>, what: &str) -> Result<Caller, Status> {
         caller_of(
             self.authz.as_deref(),
+            self.revoked.as_deref(),
             req.peer_certs()
                 .as_ref()
                 .and_then(|c| c.first())
@@ -631,10 +634,12 @@ fn refuse(c: &Caller, peer: &str, what: &str) -> Status {
 }
 
 /// The authorization decision for one call: `policy` None lets everything through; otherwise the
-/// leaf client certificate `cert` (DER) must be there (UNAUTHENTICATED) and named by the policy
+/// leaf client certificate `cert` (DER) must be there (UNAUTHENTICATED), not `revoked`
+/// (UNAUTHENTICATED; UNAVAILABLE while the list is unusable) and named by the policy
 /// (PERMISSION_DENIED); what it may do is in the answer.
 pub(crate) fn caller_of(
     policy: Option<&Policy>,
+    revoked: Option<&Revoked>,
     cert: Option<&[u8]>,
     peer: &str,
     what: &str,
@@ -655,6 +660,19 @@ pub(crate) fn caller_of(
         ));
     };
     let identity = Identity::from_der(der).map_err(Status::unauthenticated)?;
+    if let Some(Err((is_revoked, why))) = revoked.map(|r| r.check(&identity.serial)) {
+        rtlog!(
+            crate::log::Level::Info,
+            "P4Runtime: {peer} ({}): {what} refused: {why}",
+            identity.describe()
+        );
+        return Err(if is_revoked {
+            Status::unauthenticated(why)
+        } else {
+            // fail closed: while the list cannot be read, nobody is admitted
+            Status::unavailable(format!("the switch admits nobody now: {why}"))
+        });
+    }
     let c = Caller {
         access: policy.access(&identity),
         identity: Some(identity),
@@ -678,6 +696,8 @@ pub struct TlsFiles {
     pub client_ca: Option<std::path::PathBuf>,
     /// Who may write and read (required with `client_ca`).
     pub authz: Option<Policy>,
+    /// The revocation list of the client CA (`p4sec-ca`'s revoked.json), read again when it changes.
+    pub revoked: Option<std::path::PathBuf>,
 }
 
 pub async fn serve_tls(
@@ -705,7 +725,7 @@ pub async fn serve_tls(
             authz: None,
             ..
         }) => return Err("mutual TLS (--tls-ca) needs an authorization policy (--tls-writers)".into()),
-        Some(TlsFiles { authz: Some(_), .. }) => {
+        Some(TlsFiles { authz: Some(_), .. }) | Some(TlsFiles { revoked: Some(_), .. }) => {
             return Err("--tls-writers/--tls-readers need --tls-ca (clients without certificates have no identity)".into())
         }
         _ => None,
@@ -718,9 +738,19 @@ pub async fn serve_tls(
             p.readers
         );
     }
-    let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service { device, authz })
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let revoked = match tls.as_ref().and_then(|t| t.revoked.as_ref()) {
+        Some(p) => Some(Arc::new(
+            Revoked::load(p).map_err(|e| format!("--tls-revoked: {e}"))?,
+        )),
+        None => None,
+    };
+    let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service {
+        device,
+        authz,
+        revoked,
+    })
+    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let mut b = tonic::transport::Server::builder();
     if let Some(t) = tls {
         let read = |p: &std::path::Path| {
@@ -753,6 +783,7 @@ mod tests {
             identity: Some(Identity {
                 names: vec![name.into()],
                 der: format!("cert of {name}").into_bytes(),
+                serial: "1".into(),
             }),
         }
     }
@@ -760,13 +791,13 @@ mod tests {
     #[test]
     fn without_a_policy_everyone_writes_and_with_one_a_certificate_is_needed() {
         assert_eq!(
-            caller_of(None, None, "p", "Write").unwrap().access,
+            caller_of(None, None, None, "p", "Write").unwrap().access,
             Access::Write
         );
         let p = policy();
-        let e = caller_of(Some(&p), None, "p", "Write").err().unwrap();
+        let e = caller_of(Some(&p), None, None, "p", "Write").err().unwrap();
         assert_eq!(e.code(), Code::Unauthenticated);
-        let e = caller_of(Some(&p), Some(b"junk"), "p", "Write")
+        let e = caller_of(Some(&p), None, Some(b"junk"), "p", "Write")
             .err()
             .unwrap();
         assert_eq!(e.code(), Code::Unauthenticated);
@@ -790,10 +821,12 @@ mod tests {
         let svc = Service {
             device: device.clone(),
             authz: Some(Arc::new(policy())),
+            revoked: None,
         };
         let open = Service {
             device: device.clone(),
             authz: None,
+            revoked: None,
         };
         let ctl = caller("controller", Access::Write);
         let other = caller("controller-b", Access::Write);
