@@ -8,6 +8,7 @@ namespaces: the switches run without ports."""
 import json
 import subprocess
 import sys
+import threading
 
 import grpc
 import pytest
@@ -250,7 +251,7 @@ def test_a_controller_with_a_read_only_certificate_says_so_and_stops(site, tmp_p
 
 def test_a_revoked_certificate_is_refused_from_its_next_call(p4sec_bin, tmp_path):
     """p4sec-ca revoke takes effect on a running switch: the revoked controller's next Write is refused
-    (UNAUTHENTICATED), the monitor still reads; a broken revocation list refuses everyone (UNAVAILABLE) until it is
+    (UNAUTHENTICATED) and its stream is ended (it is primary no more), the monitor still reads; a broken revocation list refuses everyone (UNAVAILABLE) until it is
     fixed."""
     d = pki(tmp_path / "ca")
     port = free_port()
@@ -271,9 +272,13 @@ def test_a_revoked_certificate_is_refused_from_its_next_call(p4sec_bin, tmp_path
             return e.value.code(), e.value.details()
         assert write_code()[0] == grpc.StatusCode.FAILED_PRECONDITION
         caps(mon)
+        lost = threading.Event()
+        sw.on_lost = lost.set
         ca.revoke(d, "controller")
         code, details = write_code()
         assert code == grpc.StatusCode.UNAUTHENTICATED and "revoked" in details
+        # its open stream is ended too: it is primary no more
+        assert lost.wait(10), "the revoked controller's stream is still open"
         caps(mon)
         (d / "revoked.json").write_text('["12')          # truncated: nobody is admitted
         with pytest.raises(grpc.RpcError) as e:
@@ -281,7 +286,11 @@ def test_a_revoked_certificate_is_refused_from_its_next_call(p4sec_bin, tmp_path
         assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "not JSON" in e.value.details()
         (d / "revoked.json").write_text("[]")
         caps(mon)
-        assert write_code()[0] == grpc.StatusCode.FAILED_PRECONDITION     # (its stream stayed primary)
+        code, details = write_code()
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "no controller has arbitrated" in details
+        sw.close()
+        sw = runtime.Switch(f"127.0.0.1:{port}", tls=controller_tls(d))    # arbitrates again
+        assert write_code()[0] == grpc.StatusCode.FAILED_PRECONDITION
         ch.close()
     finally:
         if sw is not None:

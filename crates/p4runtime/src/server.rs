@@ -254,6 +254,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         let mut inbound = req.into_inner();
         let (tx, rx) = mpsc::channel(64);
         let device = self.device.clone();
+        let revoked = self.revoked.clone();
         let conn = {
             let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
             a.next += 1;
@@ -266,6 +267,19 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         tokio::spawn(async move {
             while let Some(msg) = inbound.next().await {
                 let Ok(msg) = msg else { break };
+                // a certificate revoked while its stream is open: the stream ends at its next
+                // message (and the periodic check below takes it out of the arbitration)
+                if let (Some(r), Some(id)) = (&revoked, &caller.identity) {
+                    if let Err((_, why)) = r.check(&id.serial) {
+                        rtlog!(
+                            crate::log::Level::Info,
+                            "P4Runtime: {peer} ({}): stream closed: {why}",
+                            id.describe()
+                        );
+                        let _ = tx.send(Err(Status::unauthenticated(why))).await;
+                        break;
+                    }
+                }
                 match msg.update {
                     Some(p4::stream_message_request::Update::Arbitration(arb)) => {
                         let id = eid(&arb.election_id);
@@ -603,6 +617,53 @@ fn arbitration_messages(a: &Arbitration, device_id: u64) -> Notify {
         .collect()
 }
 
+/// Take the controllers whose certificates are revoked (all of them while the list is unusable)
+/// out of the arbitration: each gets UNAUTHENTICATED on its stream (which ends it), the others the
+/// new arbitration state. The messages to send.
+fn drop_revoked(
+    device: &Device,
+    revoked: &Revoked,
+) -> Vec<(
+    mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
+    Result<p4::StreamMessageResponse, Status>,
+)> {
+    let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+    let gone: Vec<(u64, String)> = a
+        .controllers
+        .iter()
+        .filter_map(|(k, c)| {
+            let id = c.identity.as_ref()?;
+            revoked.check(&id.serial).err().map(|(_, why)| (*k, why))
+        })
+        .collect();
+    if gone.is_empty() {
+        return vec![];
+    }
+    let before = a.primary_info();
+    let mut out = vec![];
+    for (k, why) in gone {
+        if let Some(c) = a.controllers.remove(&k) {
+            rtlog!(
+                crate::log::Level::Info,
+                "P4Runtime: {} (election id {}): out of the arbitration: {why}",
+                c.peer,
+                c.election_id
+            );
+            out.push((c.tx, Err(Status::unauthenticated(why))));
+        }
+    }
+    if before != a.primary_info() {
+        device.digest_cache_clear();
+    }
+    log_primary_change(device.device_id, &before, &a.primary_info());
+    out.extend(
+        arbitration_messages(&a, device.device_id)
+            .into_iter()
+            .map(|(t, m)| (t, Ok(m))),
+    );
+    out
+}
+
 /// The client's address for messages and the log.
 fn peer_of<T>(req: &Request<T>) -> String {
     req.remote_addr()
@@ -705,15 +766,6 @@ pub async fn serve_tls(
     device: Arc<Device>,
     tls: Option<TlsFiles>,
 ) -> Result<(), String> {
-    // idle timeouts are looked at every 100 ms
-    let d = device.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
-        loop {
-            tick.tick().await;
-            d.check_idle();
-        }
-    });
     let authz = match &tls {
         Some(TlsFiles {
             client_ca: Some(_),
@@ -744,6 +796,21 @@ pub async fn serve_tls(
         )),
         None => None,
     };
+    // idle timeouts, and the revocation of connected controllers' certificates, are looked at every
+    // 100 ms
+    let (d, r) = (device.clone(), revoked.clone());
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+        loop {
+            tick.tick().await;
+            d.check_idle();
+            if let Some(r) = &r {
+                for (t, m) in drop_revoked(&d, r) {
+                    let _ = t.send(m).await;
+                }
+            }
+        }
+    });
     let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service {
         device,
         authz,
