@@ -234,6 +234,20 @@ def test_a_second_controller_cannot_borrow_the_primary_election_id(site):
     sw.stub.Write(w, timeout=5)
 
 
+def test_the_controller_checks_the_switch_name(site):
+    """The controller verifies whom it talks to: the switch's certificate must carry the expected name (here it
+    carries `switch` and 127.0.0.1), so a host presenting another name from the same CA is not taken for it."""
+    d = site["d"]
+    addr = f"127.0.0.1:{site['port']}"
+    # (the monitor's certificate: the TLS handshake succeeds, then the switch refuses it the stream)
+    with pytest.raises(ConnectionError) as e:
+        runtime.Switch(addr, tls=runtime.Tls.from_ca_dir(d, "monitor", server_name="switch"))
+    assert "refused this client's arbitration" in str(e.value)
+    with pytest.raises(ConnectionError) as e:
+        runtime.Switch(addr, timeout=3, tls=runtime.Tls.from_ca_dir(d, "monitor", server_name="s9"))
+    assert "no P4Runtime server answered" in str(e.value) and "mutual TLS" in str(e.value)
+
+
 def test_a_controller_with_a_read_only_certificate_says_so_and_stops(site, tmp_path):
     """p4sec-controller configured with the monitor's certificate: the switch refuses its arbitration, the
     controller exits 1 with the switch's answer (no traceback), and nothing changed."""
