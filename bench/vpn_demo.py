@@ -152,15 +152,22 @@ def main(argv=None):
     procs = []
     try:
         pa, pb, rest = free_port(), free_port(), free_port()
-        step("two p4sec switches (S1, S2) with P4Runtime servers")
+        step("certificates (p4sec-ca): the CA, the controller's, the switches'")
+        cadir = work / "ca"
+        for args in (["init", cadir], ["issue", cadir, "controller", "--server"], ["issue", cadir, "switch", "--server", "--san", "127.0.0.1"]):
+            sh(sys.executable, "-m", "p4sec.ipsec.ca", *map(str, args))
+        step("two p4sec switches (S1, S2) with P4Runtime servers (mutual TLS; only the controller's certificate may program them)")
+        tls = ["--tls-cert", str(cadir / "switch.crt"), "--tls-key", str(cadir / "switch.key"), "--tls-ca", str(cadir / "ca.crt"),
+               "--tls-writers", "controller"]
         for port, lan, wan in ((pa, net.a1, net.wa), (pb, net.b1, net.wb)):
-            procs.append(subprocess.Popen([a.p4sec, "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={lan}", "--port", f"2={wan}"],
+            procs.append(subprocess.Popen([a.p4sec, "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={lan}", "--port", f"2={wan}"] + tls,
                                           stderr=subprocess.DEVNULL))
         time.sleep(0.5)
         cfg = work / "controller.yaml"
         cfg.write_text(f"""db: {work / 'controller.db'}
 program: {work / 'gw'}
 rest: 127.0.0.1:{rest}
+switch_tls: {{ca: {cadir}, cert: controller}}
 gateways:
   - {{name: S1, grpc: "127.0.0.1:{pa}", address: 192.0.2.1,
      lan: {{prefix: 10.1.0.0/16, port: 1, mac: "{net.mac_h1}"}}, wan: {{prefix: 198.51.100.0/24, port: 2, mac: "02:00:00:00:00:01"}}}}

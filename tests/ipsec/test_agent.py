@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from conftest import ROOT, console_script
+from ctlrig import switch_tls_args
 from p4sec.ipsec import ca
 from p4sec.infra.netns import sh
 from p4sec.infra.netns import free_port
@@ -135,9 +136,12 @@ def _site(p4sec_bin, tmp_path, net):
     sock = tmp_path / "agents.sock"
     cfg = tmp_path / "ctl.yaml"
     cfg.write_text(f"db: {tmp_path / 'ctl.db'}\nprogram: {out}\nrest: 127.0.0.1:{rest}\n" + GATEWAY_S1.format(port=port, h1_mac=h1_mac)
-                   + f'agents: {{listen: "unix:{sock}", ca: {cadir}, cert: controller}}\n')
-    procs = [subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={a1}", "--port", f"2={wa}"],
-                              stderr=subprocess.DEVNULL)]
+                   + f'agents: {{listen: "unix:{sock}", ca: {cadir}, cert: controller}}\n'
+                   + f"switch_tls: {{ca: {cadir}, cert: controller}}\n")
+    # the switch takes P4Runtime from the controller's certificate only (the agents' come from the same CA)
+    ca.issue(cadir, "switch", server=True, sans=["127.0.0.1"])
+    procs = [subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={a1}", "--port", f"2={wa}"]
+                              + switch_tls_args(cadir), stderr=subprocess.DEVNULL)]
     time.sleep(0.5)
     log = open(tmp_path / "controller.log", "a")
 

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from ctlrig import compile_gateway, listening, start_controller, start_switches, stop, switch, write_config
+from ctlrig import compile_gateway, listening, pki, start_controller, start_switches, stop, switch, write_config
 from p4sec.infra.netns import free_port
 from test_site_to_site import net  # noqa: F401 (fixture)
 
@@ -124,9 +124,9 @@ def frame():
     return bytes(Ether(dst="02:00:00:00:00:01") / IP(src="10.1.0.1", dst="10.2.0.2", ttl=64) / UDP(sport=4242, dport=4242) / (b"x" * 60))
 
 
-def config(tmp_path, pa, pb, rest, program, db):
+def config(tmp_path, pa, pb, rest, program, db, pki_dir):
     return write_config(tmp_path / "ctl.yaml", f"db: {db}", pa, pb, rest, program, "name: S1-S2, a: S1, b: S2, suite: aes-gcm-128",
-                        extra="grace: 0.3\nreconcile_interval: 0")
+                        extra="grace: 0.3\nreconcile_interval: 0", pki_dir=pki_dir)
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +138,9 @@ def program(p4sec_bin, tmp_path_factory):
 def rig(p4sec_bin, net, program, tmp_path):  # noqa: F811
     pa, pb = free_port(), free_port()
     log = open(tmp_path / "switches.log", "w")
-    procs = start_switches(p4sec_bin, net, pa, pb, log)
-    yield {"net": net, "pa": pa, "pb": pb, "procs": procs, "log": log, "program": program}
+    d = pki(tmp_path / "ca")      # mutual TLS, as docs/ipsec.md sets a gateway up (a restarted switch too)
+    procs = start_switches(p4sec_bin, net, pa, pb, log, pki_dir=d)
+    yield {"net": net, "pa": pa, "pb": pb, "procs": procs, "log": log, "program": program, "pki": d}
     stop(procs.values())
 
 
@@ -170,7 +171,7 @@ def test_every_operation_has_checkpoints():
 def test_controller_killed_at_every_step(rig, tmp_path, step):
     op = step.split(":")[0]
     ops, expect = SCENARIOS[op]
-    cfg = config(tmp_path, rig["pa"], rig["pb"], free_port(), rig["program"], tmp_path / "ctl.db")
+    cfg = config(tmp_path, rig["pa"], rig["pb"], free_port(), rig["program"], tmp_path / "ctl.db", rig["pki"])
     r = drive(cfg, *ops, crash_at=step)
     assert r.returncode == -signal.SIGKILL, f"the controller did not die at {step}: rc {r.returncode}\n{r.stderr[-3000:]}"
     r = drive(cfg, "check")
@@ -191,7 +192,7 @@ def test_controller_killed_at_every_step(rig, tmp_path, step):
 
 def test_switch_restart_traffic_back_within_3s(rig, tmp_path, p4sec_bin):
     rest = free_port()
-    cfg = config(tmp_path, rig["pa"], rig["pb"], rest, rig["program"], tmp_path / "ctl.db")
+    cfg = config(tmp_path, rig["pa"], rig["pb"], rest, rig["program"], tmp_path / "ctl.db", rig["pki"])
     cfg.write_text(cfg.read_text().replace("suite: aes-gcm-128}", "suite: aes-gcm-128, auto: true}"))
     ctl = start_controller(cfg, tmp_path / "controller.log")
     net = rig["net"]
@@ -212,7 +213,7 @@ def test_switch_restart_traffic_back_within_3s(rig, tmp_path, p4sec_bin):
         state = json.loads(subprocess.run([sys.executable, "-m", "p4sec.ipsec.cli", "--api", f"http://127.0.0.1:{rest}", "tunnels", "show", "S1-S2"],
                                           capture_output=True, text=True, timeout=30).stdout)
         assert state["state"] == "degraded" and state.get("unreachable") == ["S2"], state["state"]
-        rig["procs"]["S2"] = switch(p4sec_bin, rig["pb"], net["b1"], net["wb"], rig["log"])
+        rig["procs"]["S2"] = switch(p4sec_bin, rig["pb"], net["b1"], net["wb"], rig["log"], pki_dir=rig["pki"])
         back = listening(rig["pb"])
         tx.communicate(timeout=30)
         arrivals = [tuple(map(float, x.split())) for x in rx.communicate(timeout=30)[0].splitlines() if x.strip()]

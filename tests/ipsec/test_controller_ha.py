@@ -200,7 +200,9 @@ def test_an_agent_pointed_at_a_follower(p4sec_bin, tmp_path, postgres):
     with road_warrior_site(tmp_path) as net:
         program = compile_gateway(p4sec_bin, tmp_path / "gw")
         port = free_port()
-        procs = [switch(p4sec_bin, port, net["a1"], net["wa"], open(tmp_path / "switch.log", "w"))]
+        # the switch takes P4Runtime from the replicas' certificate (`controller`) only
+        ca.issue(net["cadir"], "switch", server=True, sans=["127.0.0.1"])
+        procs = [switch(p4sec_bin, port, net["a1"], net["wa"], open(tmp_path / "switch.log", "w"), pki_dir=net["cadir"])]
         listening(port)
         rests = {"r1": free_port(), "r2": free_port()}
         socks = {n: tmp_path / f"{n}.sock" for n in rests}
@@ -210,7 +212,8 @@ def test_an_agent_pointed_at_a_follower(p4sec_bin, tmp_path, postgres):
                 cfg = tmp_path / f"{name}.yaml"
                 cfg.write_text(f'store: {{postgres: "{postgres}"}}\nha: {{name: {name}, lease: 1.5}}\nprogram: {program}\nrest: 127.0.0.1:{rest}\n'
                                + GATEWAY_S1.format(port=port, h1_mac=net["h1_mac"])
-                               + f'agents: {{listen: "unix:{socks[name]}", ca: {net["cadir"]}, cert: controller}}\n')
+                               + f'agents: {{listen: "unix:{socks[name]}", ca: {net["cadir"]}, cert: controller}}\n'
+                               + f'switch_tls: {{ca: {net["cadir"]}, cert: controller}}\n')
                 procs.append(start_controller(cfg, tmp_path / f"{name}.log"))
                 if name == "r1":
                     assert wait_leader({"r1": rest}, 20)[0] == "r1", log("r1")

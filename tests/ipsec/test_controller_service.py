@@ -14,7 +14,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from conftest import console_script
-from ctlrig import compile_gateway, start_controller, start_switches, stop, write_config
+from ctlrig import compile_gateway, pki, start_controller, start_switches, stop, write_config
 from p4sec.ipsec.config import ConfigError, load_config
 from p4sec.infra.netns import free_port
 from test_site_to_site import net  # noqa: F401 (fixture)
@@ -25,10 +25,11 @@ CONTROLLER = console_script("p4sec-controller")
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
 
-def config(tmp_path, pa, pb, rest, program, soft=None, hard=None, suite="aes-gcm-128"):
+def config(tmp_path, pa, pb, rest, program, soft=None, hard=None, suite="aes-gcm-128", pki_dir=None):
     lim = lambda d: "{" + ", ".join(f"{k}: {v}" for k, v in (d or {}).items()) + "}"
     return write_config(tmp_path / "ctl.yaml", f"db: {tmp_path / 'ctl.db'}", pa, pb, rest, program,
-                        f"name: S1-S2, a: S1, b: S2, suite: {suite}, auto: true, soft: {lim(soft)}, hard: {lim(hard)}", extra="grace: 0.5")
+                        f"name: S1-S2, a: S1, b: S2, suite: {suite}, auto: true, soft: {lim(soft)}, hard: {lim(hard)}", extra="grace: 0.5",
+                        pki_dir=pki_dir)
 
 
 def test_bad_configs_get_precise_errors(tmp_path):
@@ -64,9 +65,10 @@ def cli(rest, *args):
 def test_controller_restart_under_load_loses_no_tunnel_and_no_packet(p4sec_bin, net, tmp_path):
     program = compile_gateway(p4sec_bin, tmp_path / "gw")
     pa, pb, rest = free_port(), free_port(), free_port()
-    switches = start_switches(p4sec_bin, net, pa, pb, None)
+    d = pki(tmp_path / "ca")      # the switches take P4Runtime over mutual TLS, from the controller's certificate only
+    switches = start_switches(p4sec_bin, net, pa, pb, None, pki_dir=d)
     # the soft limit comes every 0.4 s of traffic; the hard limit leaves 5.6 s, longer than the controller is away
-    cfg = config(tmp_path, pa, pb, rest, program, soft={"packets": 400}, hard={"packets": 6000})
+    cfg = config(tmp_path, pa, pb, rest, program, soft={"packets": 400}, hard={"packets": 6000}, pki_dir=d)
     log = tmp_path / "controller.log"
     ctl = None
     try:

@@ -41,7 +41,8 @@ def tls_switch(p4sec_bin, tmp_path):
         (tmp_path / name).write_bytes(data)
     port = free_port()
     proc = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--tls-cert", str(tmp_path / "srv.pem"),
-                             "--tls-key", str(tmp_path / "srv.key"), "--tls-ca", str(tmp_path / "ca.pem")], stderr=subprocess.PIPE)
+                             "--tls-key", str(tmp_path / "srv.key"), "--tls-ca", str(tmp_path / "ca.pem"),
+                             "--tls-writers", "controller"], stderr=subprocess.PIPE)
     yield port, ca_pem, cli_pem, cli_key
     proc.terminate()
     proc.wait(timeout=10)

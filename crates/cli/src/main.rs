@@ -200,9 +200,25 @@ enum Cmd {
         /// TLS: private key (PEM).
         #[arg(long, requires = "tls_cert")]
         tls_key: Option<PathBuf>,
-        /// Mutual TLS: clients must present a certificate signed by this CA (PEM).
+        /// Mutual TLS: clients must present a certificate signed by this CA (PEM); needs
+        /// --tls-writers.
         #[arg(long, requires = "tls_cert")]
         tls_ca: Option<PathBuf>,
+        /// Mutual TLS: the client certificates (subject CN, DNS or URI subject alternative name)
+        /// that may arbitrate, write and set the pipeline, comma-separated, repeatable; `*`: any
+        /// certificate the CA signed.
+        #[arg(long, value_name = "NAME[,NAME...]", requires = "tls_ca")]
+        tls_writers: Vec<String>,
+        /// Mutual TLS: the client certificates that may only read (Read, GetForwardingPipelineConfig,
+        /// Capabilities), comma-separated, repeatable; `*`: any certificate the CA signed. Others are
+        /// refused every call (PERMISSION_DENIED).
+        #[arg(long, value_name = "NAME[,NAME...]", requires = "tls_ca")]
+        tls_readers: Vec<String>,
+        /// Mutual TLS: the client CA's revocation list (`p4sec-ca`'s DIR/revoked.json, a JSON list
+        /// of serials), read again when it changes: a revoked certificate is refused from its next
+        /// call on; while the list cannot be read, every client is.
+        #[arg(long, value_name = "FILE", requires = "tls_ca")]
+        tls_revoked: Option<PathBuf>,
         /// P4Runtime type translation, repeatable: TYPE=FILE, a JSON object mapping the SDN strings
         /// of the `@p4runtime_translation` type TYPE (its name or URI) to data-plane values, e.g.
         /// {"Ethernet0": 1}.
@@ -931,6 +947,9 @@ fn main() -> ExitCode {
             tls_cert,
             tls_key,
             tls_ca,
+            tls_writers,
+            tls_readers,
+            tls_revoked,
             translate,
             target_options,
         } => {
@@ -944,11 +963,23 @@ fn main() -> ExitCode {
                     }
                 }
             }
+            let authz = match &tls_ca {
+                Some(_) => match p4sec_p4runtime::authz::Policy::new(&tls_writers, &tls_readers) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        eprintln!("p4sec switch: {e}");
+                        return ExitCode::from(2);
+                    }
+                },
+                None => None,
+            };
             let tls = match (tls_cert, tls_key) {
                 (Some(cert), Some(key)) => Some(p4sec_p4runtime::server::TlsFiles {
                     cert,
                     key,
                     client_ca: tls_ca,
+                    authz,
+                    revoked: tls_revoked,
                 }),
                 _ => None,
             };

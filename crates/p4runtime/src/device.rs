@@ -30,6 +30,9 @@ pub(crate) struct Controller {
     pub(crate) tx: mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
     /// The client's address (for the log).
     pub(crate) peer: String,
+    /// Its certificate under mutual TLS: the primary's Write and SetForwardingPipelineConfig must
+    /// come with the same one.
+    pub(crate) identity: Option<crate::authz::Identity>,
 }
 
 #[derive(Default)]
@@ -48,6 +51,13 @@ impl Arbitration {
             .values()
             .max_by_key(|c| c.election_id)
             .map(|c| (c.election_id, c.peer.clone()))
+    }
+    /// The primary controller's certificate (None: no primary, or no mutual TLS).
+    pub(crate) fn primary_identity(&self) -> Option<&crate::authz::Identity> {
+        self.controllers
+            .values()
+            .max_by_key(|c| c.election_id)
+            .and_then(|c| c.identity.as_ref())
     }
 }
 

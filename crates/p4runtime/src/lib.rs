@@ -19,6 +19,7 @@ pub mod proto {
 
 #[macro_use]
 pub mod log;
+pub mod authz;
 mod codec;
 mod descriptors;
 pub mod device;

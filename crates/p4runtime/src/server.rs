@@ -1,6 +1,8 @@
 //! The `p4.v1.P4Runtime` gRPC service over a [`Device`]: pipeline configuration, Write and Read
-//! (delegated to `write.rs` and `read.rs`), primary arbitration on the stream channel, and TLS.
+//! (delegated to `write.rs` and `read.rs`), primary arbitration on the stream channel, and TLS
+//! with the client certificates' authorization (`authz.rs`).
 
+use crate::authz::{Access, Identity, Policy, Revoked};
 use crate::codec::{eid, to_uint128};
 use crate::device::{Arbitration, Controller};
 pub use crate::device::{Device, Pipeline};
@@ -58,6 +60,18 @@ pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// The gRPC service.
 pub struct Service {
     pub device: Arc<Device>,
+    /// Under mutual TLS: who may write and who may only read. None: every client that reaches the
+    /// server may do everything (plaintext or server-only TLS).
+    pub authz: Option<Arc<Policy>>,
+    /// Under mutual TLS: the revoked client certificates (`--tls-revoked`).
+    pub revoked: Option<Arc<Revoked>>,
+}
+
+/// The client of one call, as the authorization sees it.
+pub(crate) struct Caller {
+    pub(crate) access: Access,
+    /// Its certificate (under mutual TLS with a policy).
+    pub(crate) identity: Option<Identity>,
 }
 
 type StreamOut<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -72,10 +86,42 @@ impl Service {
         }
         Ok(())
     }
-    fn check_primary(&self, election: &Option<p4::Uint128>) -> Result<(), Status> {
+    /// Who is calling, and what it may do; UNAUTHENTICATED without a client certificate, and
+    /// PERMISSION_DENIED for a certificate no list names, when a policy is in force.
+    fn caller<T>(&self, req: &Request<T>, what: &str) -> Result<Caller, Status> {
+        caller_of(
+            self.authz.as_deref(),
+            self.revoked.as_deref(),
+            req.peer_certs()
+                .as_ref()
+                .and_then(|c| c.first())
+                .map(|c| c.as_ref()),
+            &peer_of(req),
+            what,
+        )
+    }
+    /// The caller may write: a writer (PERMISSION_DENIED for a reader).
+    fn writer<T>(&self, req: &Request<T>, what: &str) -> Result<Caller, Status> {
+        let c = self.caller(req, what)?;
+        if c.access != Access::Write {
+            return Err(refuse(&c, &peer_of(req), what));
+        }
+        Ok(c)
+    }
+    /// The request comes from the primary controller: its election id is the primary's and, under
+    /// a policy, its certificate is the one the primary's stream arbitrated with (another client
+    /// cannot borrow the primary's election id).
+    fn check_primary(&self, election: &Option<p4::Uint128>, caller: &Caller) -> Result<(), Status> {
         let arb = self.device.arb.lock().unwrap_or_else(|p| p.into_inner());
+        let primary_cert = arb.primary_identity().map(|i| i.der.as_slice());
         match arb.primary() {
-            Some(p) if p == eid(election) => Ok(()),
+            Some(p)
+                if p == eid(election)
+                    && (self.authz.is_none()
+                        || primary_cert == caller.identity.as_ref().map(|i| i.der.as_slice())) =>
+            {
+                Ok(())
+            }
             Some(_) => Err(Status::permission_denied(
                 "this client is not the primary controller",
             )),
@@ -100,11 +146,12 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         &self,
         req: Request<p4::WriteRequest>,
     ) -> Result<Response<p4::WriteResponse>, Status> {
+        let caller = self.writer(&req, "Write")?;
         let r = req.into_inner();
         let n = r.updates.len();
         let res = (|| {
             self.check_device(r.device_id)?;
-            self.check_primary(&r.election_id)?;
+            self.check_primary(&r.election_id, &caller)?;
             let pl = self.pipeline()?;
             crate::write::write(&self.device, &pl, &r).map(Response::new)
         })();
@@ -121,6 +168,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         &self,
         req: Request<p4::ReadRequest>,
     ) -> Result<Response<Self::ReadStream>, Status> {
+        self.caller(&req, "Read")?;
         let r = req.into_inner();
         self.check_device(r.device_id)?;
         let pl = self.pipeline()?;
@@ -133,10 +181,8 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         &self,
         req: Request<p4::SetForwardingPipelineConfigRequest>,
     ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
-        let peer = req
-            .remote_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|| "a client".into());
+        let peer = peer_of(&req);
+        let caller = self.writer(&req, "SetForwardingPipelineConfig")?;
         let r = req.into_inner();
         let (action, election) = (r.action, eid(&r.election_id));
         let name = p4::set_forwarding_pipeline_config_request::Action::try_from(action)
@@ -148,7 +194,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
             .and_then(|c| c.cookie.as_ref())
             .map(|c| c.cookie)
             .unwrap_or(0);
-        let res = self.set_pipeline(r);
+        let res = self.set_pipeline(r, &caller);
         match &res {
             Ok(_) => rtlog!(
                 crate::log::Level::Info,
@@ -172,6 +218,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         &self,
         req: Request<p4::GetForwardingPipelineConfigRequest>,
     ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
+        self.caller(&req, "GetForwardingPipelineConfig")?;
         let r = req.into_inner();
         self.check_device(r.device_id)?;
         let pl = self.pipeline()?;
@@ -201,13 +248,13 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         &self,
         req: Request<tonic::Streaming<p4::StreamMessageRequest>>,
     ) -> Result<Response<Self::StreamChannelStream>, Status> {
-        let peer = req
-            .remote_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|| "a client".into());
+        let peer = peer_of(&req);
+        // a stream is for controllers: a reader or a stranger may not arbitrate at all
+        let caller = self.writer(&req, "StreamChannel (arbitration)")?;
         let mut inbound = req.into_inner();
         let (tx, rx) = mpsc::channel(64);
         let device = self.device.clone();
+        let revoked = self.revoked.clone();
         let conn = {
             let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
             a.next += 1;
@@ -220,6 +267,19 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         tokio::spawn(async move {
             while let Some(msg) = inbound.next().await {
                 let Ok(msg) = msg else { break };
+                // a certificate revoked while its stream is open: the stream ends at its next
+                // message (and the periodic check below takes it out of the arbitration)
+                if let (Some(r), Some(id)) = (&revoked, &caller.identity) {
+                    if let Err((_, why)) = r.check(&id.serial) {
+                        rtlog!(
+                            crate::log::Level::Info,
+                            "P4Runtime: {peer} ({}): stream closed: {why}",
+                            id.describe()
+                        );
+                        let _ = tx.send(Err(Status::unauthenticated(why))).await;
+                        break;
+                    }
+                }
                 match msg.update {
                     Some(p4::stream_message_request::Update::Arbitration(arb)) => {
                         let id = eid(&arb.election_id);
@@ -286,6 +346,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                                     election_id: id,
                                     tx: tx.clone(),
                                     peer: peer.clone(),
+                                    identity: caller.identity.clone(),
                                 },
                             );
                             let after = a.primary_info();
@@ -404,8 +465,9 @@ impl p4::p4_runtime_server::P4Runtime for Service {
 
     async fn capabilities(
         &self,
-        _req: Request<p4::CapabilitiesRequest>,
+        req: Request<p4::CapabilitiesRequest>,
     ) -> Result<Response<p4::CapabilitiesResponse>, Status> {
+        self.caller(&req, "Capabilities")?;
         Ok(Response::new(p4::CapabilitiesResponse {
             p4runtime_api_version: "1.4.1".into(),
         }))
@@ -416,10 +478,11 @@ impl Service {
     fn set_pipeline(
         &self,
         r: p4::SetForwardingPipelineConfigRequest,
+        caller: &Caller,
     ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
         use p4::set_forwarding_pipeline_config_request::Action as A;
         self.check_device(r.device_id)?;
-        self.check_primary(&r.election_id)?;
+        self.check_primary(&r.election_id, caller)?;
         let action = A::try_from(r.action).unwrap_or(A::Unspecified);
         if action == A::Commit {
             // realize the config saved by VERIFY_AND_SAVE (state starts empty, as for
@@ -554,6 +617,133 @@ fn arbitration_messages(a: &Arbitration, device_id: u64) -> Notify {
         .collect()
 }
 
+/// Take the controllers whose certificates are revoked (all of them while the list is unusable)
+/// out of the arbitration: each gets UNAUTHENTICATED on its stream (which ends it), the others the
+/// new arbitration state. The messages to send.
+fn drop_revoked(
+    device: &Device,
+    revoked: &Revoked,
+) -> Vec<(
+    mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
+    Result<p4::StreamMessageResponse, Status>,
+)> {
+    let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
+    let gone: Vec<(u64, String)> = a
+        .controllers
+        .iter()
+        .filter_map(|(k, c)| {
+            let id = c.identity.as_ref()?;
+            revoked.check(&id.serial).err().map(|(_, why)| (*k, why))
+        })
+        .collect();
+    if gone.is_empty() {
+        return vec![];
+    }
+    let before = a.primary_info();
+    let mut out = vec![];
+    for (k, why) in gone {
+        if let Some(c) = a.controllers.remove(&k) {
+            rtlog!(
+                crate::log::Level::Info,
+                "P4Runtime: {} (election id {}): out of the arbitration: {why}",
+                c.peer,
+                c.election_id
+            );
+            out.push((c.tx, Err(Status::unauthenticated(why))));
+        }
+    }
+    if before != a.primary_info() {
+        device.digest_cache_clear();
+    }
+    log_primary_change(device.device_id, &before, &a.primary_info());
+    out.extend(
+        arbitration_messages(&a, device.device_id)
+            .into_iter()
+            .map(|(t, m)| (t, Ok(m))),
+    );
+    out
+}
+
+/// The client's address for messages and the log.
+fn peer_of<T>(req: &Request<T>) -> String {
+    req.remote_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| "a client".into())
+}
+
+/// The refusal of a call `what` a client with `c`'s access may not make (logged).
+fn refuse(c: &Caller, peer: &str, what: &str) -> Status {
+    let who = c
+        .identity
+        .as_ref()
+        .map(|i| i.describe())
+        .unwrap_or_else(|| "no certificate".into());
+    rtlog!(
+        crate::log::Level::Info,
+        "P4Runtime: {peer} ({who}): {what} refused: {}",
+        match c.access {
+            Access::Read => "a reader may not write or arbitrate",
+            _ => "not among the switch's --tls-writers or --tls-readers",
+        }
+    );
+    Status::permission_denied(match c.access {
+        Access::Read => {
+            format!("{who} may only read this switch ({what} needs an identity in --tls-writers)")
+        }
+        _ => format!("{who} is not allowed to use this switch"),
+    })
+}
+
+/// The authorization decision for one call: `policy` None lets everything through; otherwise the
+/// leaf client certificate `cert` (DER) must be there (UNAUTHENTICATED), not `revoked`
+/// (UNAUTHENTICATED; UNAVAILABLE while the list is unusable) and named by the policy
+/// (PERMISSION_DENIED); what it may do is in the answer.
+pub(crate) fn caller_of(
+    policy: Option<&Policy>,
+    revoked: Option<&Revoked>,
+    cert: Option<&[u8]>,
+    peer: &str,
+    what: &str,
+) -> Result<Caller, Status> {
+    let Some(policy) = policy else {
+        return Ok(Caller {
+            access: Access::Write,
+            identity: None,
+        });
+    };
+    let Some(der) = cert else {
+        rtlog!(
+            crate::log::Level::Info,
+            "P4Runtime: {peer}: {what} refused: no client certificate"
+        );
+        return Err(Status::unauthenticated(
+            "this switch serves clients with a certificate from its CA only",
+        ));
+    };
+    let identity = Identity::from_der(der).map_err(Status::unauthenticated)?;
+    if let Some(Err((is_revoked, why))) = revoked.map(|r| r.check(&identity.serial)) {
+        rtlog!(
+            crate::log::Level::Info,
+            "P4Runtime: {peer} ({}): {what} refused: {why}",
+            identity.describe()
+        );
+        return Err(if is_revoked {
+            Status::unauthenticated(why)
+        } else {
+            // fail closed: while the list cannot be read, nobody is admitted
+            Status::unavailable(format!("the switch admits nobody now: {why}"))
+        });
+    }
+    let c = Caller {
+        access: policy.access(&identity),
+        identity: Some(identity),
+    };
+    if c.access == Access::Denied {
+        return Err(refuse(&c, peer, what));
+    }
+    Ok(c)
+}
+
 /// Serve P4Runtime on `addr` until the process ends.
 pub async fn serve(addr: std::net::SocketAddr, device: Arc<Device>) -> Result<(), String> {
     serve_tls(addr, device, None).await
@@ -565,6 +755,10 @@ pub struct TlsFiles {
     pub cert: std::path::PathBuf,
     pub key: std::path::PathBuf,
     pub client_ca: Option<std::path::PathBuf>,
+    /// Who may write and read (required with `client_ca`).
+    pub authz: Option<Policy>,
+    /// The revocation list of the client CA (`p4sec-ca`'s revoked.json), read again when it changes.
+    pub revoked: Option<std::path::PathBuf>,
 }
 
 pub async fn serve_tls(
@@ -572,18 +766,58 @@ pub async fn serve_tls(
     device: Arc<Device>,
     tls: Option<TlsFiles>,
 ) -> Result<(), String> {
-    // idle timeouts are looked at every 100 ms
-    let d = device.clone();
+    let authz = match &tls {
+        Some(TlsFiles {
+            client_ca: Some(_),
+            authz: Some(p),
+            ..
+        }) => Some(Arc::new(p.clone())),
+        Some(TlsFiles {
+            client_ca: Some(_),
+            authz: None,
+            ..
+        }) => return Err("mutual TLS (--tls-ca) needs an authorization policy (--tls-writers)".into()),
+        Some(TlsFiles { authz: Some(_), .. }) | Some(TlsFiles { revoked: Some(_), .. }) => {
+            return Err("--tls-writers/--tls-readers need --tls-ca (clients without certificates have no identity)".into())
+        }
+        _ => None,
+    };
+    if let Some(p) = &authz {
+        rtlog!(
+            crate::log::Level::Info,
+            "P4Runtime: mutual TLS: may program the switch: {}; may only read: {}",
+            p.writers,
+            p.readers
+        );
+    }
+    let revoked = match tls.as_ref().and_then(|t| t.revoked.as_ref()) {
+        Some(p) => Some(Arc::new(
+            Revoked::load(p).map_err(|e| format!("--tls-revoked: {e}"))?,
+        )),
+        None => None,
+    };
+    // idle timeouts, and the revocation of connected controllers' certificates, are looked at every
+    // 100 ms
+    let (d, r) = (device.clone(), revoked.clone());
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
         loop {
             tick.tick().await;
             d.check_idle();
+            if let Some(r) = &r {
+                for (t, m) in drop_revoked(&d, r) {
+                    let _ = t.send(m).await;
+                }
+            }
         }
     });
-    let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service { device })
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service {
+        device,
+        authz,
+        revoked,
+    })
+    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let mut b = tonic::transport::Server::builder();
     if let Some(t) = tls {
         let read = |p: &std::path::Path| {
@@ -601,4 +835,90 @@ pub async fn serve_tls(
         .serve(addr)
         .await
         .map_err(|e| format!("gRPC server: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> Policy {
+        Policy::new(&["controller".into()], &["monitor".into()]).unwrap()
+    }
+    fn caller(name: &str, access: Access) -> Caller {
+        Caller {
+            access,
+            identity: Some(Identity {
+                names: vec![name.into()],
+                der: format!("cert of {name}").into_bytes(),
+                serial: "1".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn without_a_policy_everyone_writes_and_with_one_a_certificate_is_needed() {
+        assert_eq!(
+            caller_of(None, None, None, "p", "Write").unwrap().access,
+            Access::Write
+        );
+        let p = policy();
+        let e = caller_of(Some(&p), None, None, "p", "Write").err().unwrap();
+        assert_eq!(e.code(), Code::Unauthenticated);
+        let e = caller_of(Some(&p), None, Some(b"junk"), "p", "Write")
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), Code::Unauthenticated);
+    }
+
+    #[test]
+    fn refusals_name_what_the_client_may_do() {
+        let e = refuse(&caller("monitor", Access::Read), "p", "Write");
+        assert_eq!(e.code(), Code::PermissionDenied);
+        assert!(e.message().contains("may only read"), "{}", e.message());
+        let e = refuse(&caller("eve", Access::Denied), "p", "Read");
+        assert_eq!(e.code(), Code::PermissionDenied);
+        assert!(e.message().contains("not allowed"), "{}", e.message());
+    }
+
+    /// The primary's election id alone does not make a request the primary's: under a policy the
+    /// certificate must be the one its stream arbitrated with.
+    #[test]
+    fn the_primary_election_id_is_bound_to_the_primary_certificate() {
+        let device = Device::new(1, None, vec![]);
+        let svc = Service {
+            device: device.clone(),
+            authz: Some(Arc::new(policy())),
+            revoked: None,
+        };
+        let open = Service {
+            device: device.clone(),
+            authz: None,
+            revoked: None,
+        };
+        let ctl = caller("controller", Access::Write);
+        let other = caller("controller-b", Access::Write);
+        let election = Some(to_uint128(1));
+        // nobody arbitrated
+        let e = svc.check_primary(&election, &ctl).unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied);
+        let (tx, _rx) = mpsc::channel(1);
+        device.arb.lock().unwrap().controllers.insert(
+            7,
+            Controller {
+                election_id: 1,
+                tx,
+                peer: "p".into(),
+                identity: ctl.identity.clone(),
+            },
+        );
+        svc.check_primary(&election, &ctl).unwrap();
+        // another writer certificate with the primary's election id, and the primary's
+        // certificate with another election id: refused
+        let e = svc.check_primary(&election, &other).unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied);
+        let e = svc.check_primary(&Some(to_uint128(2)), &ctl).unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied);
+        // without a policy (plaintext) the election id is all there is
+        open.check_primary(&election, &other).unwrap();
+    }
 }

@@ -118,13 +118,42 @@ class _PendingWrite:
             raise
 
 
+class Tls:
+    """Mutual TLS towards a switch: `ca` the PEM certificate of the CA that signed the switch's certificate,
+    `cert` and `key` this client's PEM certificate and key (its identity for the switch's --tls-writers or
+    --tls-readers), `server_name` the name the switch's certificate must carry (None: the host of the address)."""
+
+    def __init__(self, ca, cert, key, server_name=None):
+        self.ca, self.cert, self.key, self.server_name = ca, cert, key, server_name
+
+    @classmethod
+    def from_ca_dir(cls, ca_dir, name, server_name=None):
+        """From a `p4sec-ca` directory: DIR/ca.crt, and the client certificate DIR/NAME.crt with its key DIR/NAME.key."""
+        d = pathlib.Path(ca_dir)
+        return cls((d / "ca.crt").read_bytes(), (d / f"{name}.crt").read_bytes(), (d / f"{name}.key").read_bytes(), server_name)
+
+    def channel(self, address):
+        creds = grpc.ssl_channel_credentials(root_certificates=self.ca, private_key=self.key, certificate_chain=self.cert)
+        opts = [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+        return grpc.secure_channel(address, creds, options=opts)
+
+
 class Switch:
-    def __init__(self, address, device_id=1, election_id=1, timeout=20):
-        self.address = address
+    """The P4Runtime client of one switch: arbitrates on connecting (`election_id`), then writes and reads.
+    `tls`: a `Tls` for mutual TLS; None: plaintext."""
+
+    def __init__(self, address, device_id=1, election_id=1, timeout=20, tls=None):
+        self.address, self.tls = address, tls
         self.on_lost = None       # called (from the stream's thread) when the stream ends without close()
         self._closing = False
-        self.channel = grpc.insecure_channel(address)
-        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        self.channel = tls.channel(address) if tls is not None else grpc.insecure_channel(address)
+        try:
+            grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            self.channel.close()
+            raise ConnectionError(f"{address}: no P4Runtime server answered within {timeout:g} s"
+                                  + (" (over mutual TLS: is the switch started with --tls-cert/--tls-key/--tls-ca, and do "
+                                     "its certificate and this client's come from the same CA?)" if tls is not None else "")) from None
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         # Write with the request already serialized (see write_async)
         self._write_raw = self.channel.unary_unary("/p4.v1.P4Runtime/Write", request_serializer=None,
@@ -139,7 +168,12 @@ class Switch:
         req.arbitration.device_id = device_id
         req.arbitration.election_id.low = election_id
         self._requests.put(req)
-        self.arbitration = next(self.stream).arbitration
+        try:
+            self.arbitration = next(self.stream).arbitration
+        except grpc.RpcError as e:
+            self.channel.close()
+            raise ConnectionError(f"{address}: the switch refused this client's arbitration (election id {election_id}): "
+                                  f"{e.code().name}: {e.details()}") from None
         self.on_digest = None
         self._batch = None
         threading.Thread(target=self._drain, daemon=True).start()

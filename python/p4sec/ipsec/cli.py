@@ -89,7 +89,7 @@ def main(argv=None):
             for x in rows:
                 print(f"{x['spi']:<12} {x['tunnel']:<16} {x['src']:<8} {x['dst']:<8} {x['out_slot']:>4} {x['in_slot']:>4} {x['state']}")
             return 0
-    except (ConfigError, ControllerError) as e:
+    except (ConfigError, ControllerError, ConnectionError) as e:    # (ConnectionError: a switch unreachable or refusing)
         print(f"p4sec-controller: {e}", file=sys.stderr)
         return 1
     return 0

@@ -5,6 +5,8 @@ CONFIG (YAML):
     db: controller.db                 # SQLite state; a restart with the same file adopts running switches
     # store: {postgres: "host=/run/postgresql dbname=p4sec"}   # instead of db: replicas share the state (HA)
     # ha: {name: r1, lease: 2.0}      # this replica's name; the leader lease in seconds
+    switch_tls: {ca: ca/, cert: controller}   # P4Runtime to the switches over mutual TLS (switch_tls.py; required,
+                                      # or {insecure: true} for plaintext test switches)
     # agents: {listen: "0.0.0.0:50051", ca: ca/, cert: controller, advertise: "10.0.0.11:50051"}
     #                                 # road warriors' endpoint (mutual TLS); with HA it answers on every replica,
     #                                 # a follower forwards to the leader at the address it advertises
@@ -27,6 +29,7 @@ CONFIG (YAML):
 import ipaddress
 import pathlib
 
+from p4sec.ipsec import switch_tls
 from p4sec.ipsec.controller import SUITES
 
 
@@ -126,4 +129,8 @@ def load_config(path):
         if not isinstance(st, dict) or not isinstance(st.get("postgres"), str):
             raise ConfigError(f"{path}: store: expected {{postgres: DSN}}")
         _req(cfg.get("ha"), "name", f"{path}: ha", str)
+    try:
+        switch_tls.check(cfg, path)
+    except switch_tls.SwitchTlsError as e:
+        raise ConfigError(str(e)) from None
     return cfg

@@ -156,7 +156,7 @@ class IpsecController(HostTunnels):
         old = gw.switch
         while not self._closed.is_set():
             try:
-                sw = runtime.Switch(old.address, device_id=old.device_id, election_id=old.election_id, timeout=0.5)
+                sw = runtime.Switch(old.address, device_id=old.device_id, election_id=old.election_id, timeout=0.5, tls=old.tls)
             except Exception:
                 time.sleep(0.05)
                 continue

@@ -7,6 +7,7 @@ import pathlib
 from p4sec.infra import runtime
 from p4sec.ipsec.controller import ControllerError, Gateway, IpsecController
 from p4sec.ipsec.admission import admit_client, allowed_profile
+from p4sec.ipsec.switch_tls import tls_for
 
 
 class Service:
@@ -18,7 +19,8 @@ class Service:
         self.switches = []
         program = pathlib.Path(cfg["program"])
         for g in cfg["gateways"]:
-            sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(election_id or g.get("election_id", 1)))
+            sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(election_id or g.get("election_id", 1)),
+                                tls=tls_for(cfg, g))
             self.switches.append(sw)
             gw = Gateway(g["name"], sw, g["address"], g["lan"]["prefix"], int(g["lan"]["port"]), g["lan"]["mac"], int(g["wan"]["port"]),
                          g["wan"]["mac"], g["wan"]["prefix"])
