@@ -8,6 +8,7 @@ from http.server import ThreadingHTTPServer
 
 from p4sec.ipsec.agent_endpoint import AgentEndpoint
 from p4sec.ipsec.config import load_config
+from p4sec.ipsec.controller import ControllerError
 from p4sec.ipsec.rest import make_handler
 from p4sec.ipsec.service import Service
 
@@ -50,17 +51,42 @@ def run_replica(cfg):
     svc.close()
 
 
+def _rest_server(cfg, handler):
+    """The REST API's server, bound (not serving yet); a precise error if the address cannot be had."""
+    addr = cfg.get("rest", "127.0.0.1:8080")
+    host, port = addr.rsplit(":", 1)
+    try:
+        return ThreadingHTTPServer((host.strip("[]"), int(port)), handler), host, port
+    except OSError as e:
+        raise ControllerError(f"rest: {addr!r}: cannot listen there ({e.strerror or e}): expected a free local address") from None
+
+
+def _agents(cfg, service, leader=None):
+    """The agents' endpoint, started; a precise error if it cannot listen."""
+    try:
+        return AgentEndpoint(cfg, service, leader).start()
+    except RuntimeError as e:
+        raise ControllerError(f"agents.listen: {cfg['agents']['listen']!r}: cannot listen there ({e}): expected a free local address") from None
+
+
 def run(config_path):
     cfg = load_config(config_path)
     if cfg.get("store", {}).get("postgres"):
         return run_replica(cfg)
-    svc = Service(cfg)
+    holder = {"svc": None}
+    httpd, host, port = _rest_server(cfg, make_handler(lambda: holder["svc"]))
     agents = None
-    if cfg.get("agents"):
-        agents = AgentEndpoint(cfg, lambda: svc).start()
+    try:
+        if cfg.get("agents"):
+            agents = _agents(cfg, lambda: holder["svc"])
+        svc = holder["svc"] = Service(cfg)
+    except BaseException:
+        httpd.server_close()
+        if agents is not None:
+            agents.stop()
+        raise
+    if agents is not None:
         logging.info("p4sec-controller: agents' endpoint on %s (mutual TLS)", cfg["agents"]["listen"])
-    host, port = cfg.get("rest", "127.0.0.1:8080").rsplit(":", 1)
-    httpd = ThreadingHTTPServer((host, int(port)), make_handler(svc))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -17,12 +17,27 @@ class Service:
         self.ctl = IpsecController(db or cfg.get("db", ":memory:"), grace=float(cfg.get("grace", 1.0)))
         self.switches = []
         program = pathlib.Path(cfg["program"])
-        for g in cfg["gateways"]:
-            sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(election_id or g.get("election_id", 1)))
+        timeout = float(cfg.get("switch_timeout", 20))
+        for i, g in enumerate(cfg["gateways"]):
+            try:
+                sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(election_id or g.get("election_id", 1)),
+                                    timeout=timeout)
+            except Exception as e:
+                self.close()
+                raise ControllerError(f"gateways[{i}].grpc: {g['grpc']!r}: no P4Runtime server answered within {timeout:g} s "
+                                      f"({type(e).__name__}): expected a running switch") from None
             self.switches.append(sw)
             gw = Gateway(g["name"], sw, g["address"], g["lan"]["prefix"], int(g["lan"]["port"]), g["lan"]["mac"], int(g["wan"]["port"]),
                          g["wan"]["mac"], g["wan"]["prefix"])
-            adopted = self.ctl.add_gateway(gw, program)
+            try:
+                adopted = self.ctl.add_gateway(gw, program)
+            except ControllerError:
+                self.close()
+                raise
+            except Exception as e:
+                self.close()
+                raise ControllerError(f"gateways[{i}]: the switch at {g['grpc']} did not take the program {program}: "
+                                      f"{' '.join(str(e).split())[:200]}") from None
             logging.info("gateway %s: %s", g["name"], "adopted" if adopted else "pipeline pushed")
         self.ctl.resume()
         interval = float(cfg.get("reconcile_interval", 10))
