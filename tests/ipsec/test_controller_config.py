@@ -194,3 +194,27 @@ def test_command_start_up_faults_are_one_line(tmp_path):
     cfg["gateways"][0]["grpc"] = f"127.0.0.1:{port}"
     line = one_line_error(run_cli(write(tmp_path, cfg)))
     assert line.startswith(f"p4sec-controller: gateways[0].grpc: '127.0.0.1:{port}': no P4Runtime server answered within 0.5 s"), line
+
+
+@pytest.mark.parametrize("body,why", [(b"{not json", "Expecting property name"), (b"[1, 2]", "a JSON list"), (b"\xff\xfe", "Expecting value")])
+def test_agent_endpoint_malformed_json_is_invalid_argument(tmp_path, body, why):
+    """The agents' endpoint answers a body that is not a JSON object with INVALID_ARGUMENT (not INTERNAL/UNKNOWN)."""
+    import grpc
+    from p4sec.ipsec.agent_endpoint import AgentEndpoint
+    cfg = base(tmp_path)
+    ca.issue(tmp_path / "ca", "alice")
+    sock = tmp_path / "agents.sock"
+    cfg["agents"]["listen"] = f"unix:{sock}"
+    cfg = load_config(write(tmp_path, cfg))
+    ep = AgentEndpoint(cfg, lambda: None).start()
+    try:
+        d = tmp_path / "ca"
+        creds = grpc.ssl_channel_credentials((d / "ca.crt").read_bytes(), (d / "alice.key").read_bytes(), (d / "alice.crt").read_bytes())
+        with grpc.secure_channel(f"unix:{sock}", creds, options=[("grpc.ssl_target_name_override", "controller")]) as ch:
+            rpc = ch.unary_unary("/p4sec.Agent/Up", request_serializer=None, response_deserializer=None)
+            with pytest.raises(grpc.RpcError) as e:
+                rpc(body, timeout=10)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (e.value.code(), e.value.details())
+        assert e.value.details().startswith("the request is not a JSON object: ") and why in e.value.details(), e.value.details()
+    finally:
+        ep.stop()
