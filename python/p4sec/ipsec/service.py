@@ -7,6 +7,7 @@ import pathlib
 from p4sec.infra import runtime
 from p4sec.ipsec.controller import ControllerError, Gateway, IpsecController
 from p4sec.ipsec.admission import admit_client, allowed_profile
+from p4sec.ipsec.store import StoreError
 
 
 class Service:
@@ -78,9 +79,18 @@ class Service:
                 raise KeyError(name)
             t = {"name": name, "a": p["a"], "b": p["b"], "suite": p.get("suite", "aes-gcm-128"), "encap": p.get("encap", "esp"), "state": "down",
                  "active_spis": []}
-        t["sas"] = [dict(s, spi=f"{s['spi']:#010x}") for s in self.ctl.sas(name)]
-        t["events"] = [{"t": e[0], "what": e[2]} for e in self.ctl.events(name)]
+        try:
+            t["sas"] = [dict(s, spi=f"{s['spi']:#010x}") for s in self.ctl.sas(name)]
+            t["events"] = [{"t": e[0], "what": e[2]} for e in self.ctl.events(name)]
+        except StoreError as e:     # the state as last read, without its SAs and events
+            t["store"] = str(e)
         return t
+
+    def health(self):
+        return self.ctl.health()
+
+    def metrics(self):
+        return self.ctl.metrics()
 
     def tunnels(self):
         known = {t["name"]: t for t in self.ctl.tunnels()}

@@ -1,0 +1,170 @@
+"""The controller's store fails under traffic that renews its SAs continuously with a short hard limit (issue 36):
+the one controller's SQLite store on a full disk; the highly available controller's PostgreSQL store with the
+leader's data connection killed, read-only, and unreachable when the replicas start. In each, no packet is lost
+(counted one by one), the tunnel is reported degraded while its renewals fail (REST, /health, /metrics), the
+renewals resume once the store is back, no SA stays `retiring`, and the switches hold exactly the recorded state
+at the end."""
+import contextlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from bench import store
+from ctlrig import compile_gateway, start_controller, start_switches, stop, write_config
+from p4sec.infra.netns import free_port
+from test_site_to_site import net  # noqa: F401 (fixture)
+from test_vpn_suites_and_renewal import STREAM
+
+try:
+    import psycopg2
+except ImportError:
+    psycopg2 = None
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and mounts")
+needs_pg = [pytest.mark.skipif(not store.pg_bin(), reason="PostgreSQL is not installed (./scripts/setup installs it)"),
+            pytest.mark.skipif(psycopg2 is None, reason="psycopg2 is not installed (./scripts/setup installs it)")]
+pytestmark = [root_only]
+
+RATE = 1000
+# a renewal every 0.4 s of traffic; the hard limit 8 s of traffic away: the store is away for 3 s of it
+SOFT, HARD = 400, 8000
+
+
+def get(rest, path, timeout=10):
+    """(status, body) of GET path (JSON, or text for /metrics)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{rest}{path}", timeout=timeout) as r:
+            code, body = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        code, body = e.code, e.read()
+    return code, (body.decode() if path == "/metrics" else json.loads(body))
+
+
+@contextlib.contextmanager
+def stream(net, n):  # noqa: F811
+    """n numbered frames from S1's host to S2's at RATE; yields a dict that gets "missing" (sorted) at the end."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    frame = bytes(Ether(dst="02:00:00:00:00:01") / IP(src="10.1.0.1", dst="10.2.0.2", ttl=64) / UDP(sport=4242, dport=4242) / (b"x" * 60))
+    rx = subprocess.Popen(["ip", "netns", "exec", net["ns2"], sys.executable, "-c", STREAM, "recv", net["h2"], str(n)], stdout=subprocess.PIPE, text=True)
+    assert rx.stdout.readline().strip() == "ready"
+    tx = subprocess.Popen(["ip", "netns", "exec", net["ns1"], sys.executable, "-c", STREAM, "send", net["h1"], frame.hex(), str(n), str(RATE)],
+                          stdout=subprocess.PIPE, text=True)
+    out = {}
+    try:
+        yield out
+        assert tx.communicate(timeout=120)[0].strip() == str(n)
+        got = {int(x) for x in rx.communicate(timeout=60)[0].split()}
+        out["missing"] = sorted(set(range(n)) - got)
+    finally:
+        stop([tx, rx])
+
+
+def renewal_times(show):
+    return [e["t"] for e in show["events"] if e["what"].startswith("renew ") and "SAD-enc" in e["what"]]
+
+
+def wait_for(fn, timeout, step=0.1):
+    """fn()'s first true value within timeout (else its last value)."""
+    end = time.time() + timeout
+    while True:
+        v = fn()
+        if v or time.time() > end:
+            return v
+        time.sleep(step)
+
+
+def settled(rest, grace):
+    """After the traffic: the tunnel up and in sync with the store, no SA left `retiring`."""
+    time.sleep(grace + 1.5)
+    code, show = get(rest, "/tunnels/S1-S2")
+    assert code == 200 and show["state"] == "up", show
+    states = {s["state"] for s in show["sas"]}
+    assert states <= {"active", "deleted"}, show["sas"]
+    assert len([s for s in show["sas"] if s["state"] == "active"]) == 2, show["sas"]
+    code, check = get(rest, "/reconcile")
+    assert code == 200 and all(x["in_sync"] for x in check.values()), check
+    code, health = get(rest, "/health")
+    assert code == 200 and health["ok"] and health["renewals_pending"] == 0, health
+    return show
+
+
+@pytest.fixture(scope="module")
+def program(p4sec_bin, tmp_path_factory):
+    return compile_gateway(p4sec_bin, tmp_path_factory.mktemp("gw"))
+
+
+@contextlib.contextmanager
+def small_disk(path, size="16m"):
+    """A tmpfs of `size` mounted at path."""
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def fill(path):
+    """Fill the file system of `path` (a file `fill` in it) until it is full."""
+    with open(path / "fill", "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+
+
+def test_sqlite_store_disk_full_loses_no_packet(p4sec_bin, net, tmp_path, program):  # noqa: F811
+    pa, pb, rest = free_port(), free_port(), free_port()
+    switches = start_switches(p4sec_bin, net, pa, pb, open(tmp_path / "switches.log", "w"))
+    ctl = None
+    with small_disk(tmp_path / "disk") as disk:
+        try:
+            cfg = write_config(tmp_path / "ctl.yaml", f"db: {disk / 'ctl.db'}", pa, pb, rest, program,
+                               f"name: S1-S2, a: S1, b: S2, auto: true, soft: {{packets: {SOFT}}}, hard: {{packets: {HARD}}}",
+                               extra="grace: 0.3\nreconcile_interval: 0")
+            ctl = start_controller(cfg, tmp_path / "ctl.log")
+            n = 12000
+            with stream(net, n) as result:
+                time.sleep(2.0)
+                fill(disk)
+                full = time.time()
+                # the renewals fail: the tunnel says so (REST, health, metrics) instead of "up"
+                degraded = wait_for(lambda: (lambda s: s if s["state"] == "degraded" else None)(get(rest, "/tunnels/S1-S2")[1]), 2.5)
+                code, health = get(rest, "/health")
+                _, metrics = get(rest, "/metrics")
+                time.sleep(max(0.0, full + 3.0 - time.time()))
+                os.unlink(disk / "fill")
+                freed = time.time()
+            assert degraded, "the tunnel was never reported degraded while the disk was full"
+            assert any("store" in w or "renewal of SA" in w for w in degraded["degraded_by"]), degraded["degraded_by"]
+            assert code == 503 and not health["ok"] and "full" in health["store"], health
+            assert "p4sec_controller_store_up 0" in metrics and 'p4sec_controller_tunnels{state="degraded"} 1' in metrics, metrics
+            assert not result["missing"], f"{len(result['missing'])} of {n} lost: {result['missing'][:20]}"
+            show = settled(rest, 0.3)
+            times = renewal_times(show)
+            assert [t for t in times if t < full], "renewals before the disk was full"
+            after = [t for t in times if t > freed]
+            assert len(after) >= 4, f"renewals did not resume after the disk was freed: {times}"
+            print(f"first renewal {after[0] - freed:.2f} s after the disk was freed")
+            log = (tmp_path / "ctl.log").read_text()
+            assert "renewal of SA" in log and "landed after" in log, log[-3000:]
+            assert "Traceback" not in log, log[-3000:]
+            stop([ctl])
+            # the store is whole: integrity intact, no operation left half-recorded, no SA left retiring
+            db = sqlite3.connect(disk / "ctl.db")
+            assert db.execute("pragma integrity_check").fetchone()[0] == "ok"
+            assert db.execute("select count(*) from intent").fetchone()[0] == 0
+            assert db.execute("select count(*) from sa where state = 'retiring'").fetchone()[0] == 0
+            db.close()
+        finally:
+            stop([ctl, *switches.values()])
