@@ -11,7 +11,8 @@ tunnels at risk say so.
   the first probe that lands.
 - A tunnel is `degraded` while a renewal of its SAs is pending, while the store fails, or while a gateway of it
   is unreachable, with the reasons (`degraded_by`) in its status, the REST API, the metrics and the log. When
-  the store cannot even be read, the last state read is shown, every tunnel that was up as degraded.
+  the store cannot even be read, the last state read (every second while it can be) is shown, every tunnel that
+  was up as degraded.
 
 Used as a base of p4sec.ipsec.controller.IpsecController (it needs its `db`, `lock`, `renew` and `_retire`)."""
 import logging
@@ -24,6 +25,7 @@ log = logging.getLogger("p4sec.controller")
 
 RETRY_MIN, RETRY_MAX = 0.1, 1.0
 WARN_EVERY = 5.0
+SNAPSHOT_EVERY = 1.0
 
 
 class StoreFaults:
@@ -36,6 +38,7 @@ class StoreFaults:
         self.renewals_failed = 0
         self._snapshot = []         # the tunnels as last read (shown while the store cannot be read)
         self._store_was_ok = True
+        self._snapshot_due = 0.0
         threading.Thread(target=self._retry_loop, daemon=True, name="store-retry").start()
 
     # ------------------------------------------------------------------ renewals
@@ -93,6 +96,12 @@ class StoreFaults:
                     self.db.commit()
                 except StoreError:
                     return
+        if time.monotonic() >= self._snapshot_due:      # the state to show if the store cannot be read later
+            self._snapshot_due = time.monotonic() + SNAPSHOT_EVERY
+            try:
+                self.tunnels()
+            except StoreError:
+                pass
         if not self._store_was_ok:
             log.warning("store works again: retrying %d renewal(s), %d retirement(s), %d unfinished operation(s)",
                         len(self.pending), len(self._retire_later), len(self._unfinished))

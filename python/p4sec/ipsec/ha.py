@@ -150,10 +150,12 @@ class _PgConn:
 
 
 def _pg_errors():
-    """The psycopg2 errors that mean the store failed (lost connection, server gone, read-only, disk full), not
-    the caller."""
+    """(the psycopg2 errors that mean the store failed: a lost connection, the server gone, read-only, a full disk;
+    those that are the caller's: a constraint, a malformed statement). A connection the server closed is reported
+    as the base DatabaseError."""
     import psycopg2
-    return (psycopg2.OperationalError, psycopg2.InterfaceError, psycopg2.InternalError)
+    return ((psycopg2.DatabaseError, psycopg2.InterfaceError),
+            (psycopg2.IntegrityError, psycopg2.ProgrammingError, psycopg2.DataError, psycopg2.NotSupportedError))
 
 
 class PgDb(FailSafe):
@@ -162,8 +164,9 @@ class PgDb(FailSafe):
     lease on this connection (`renew_lease`): a leader whose data connection does not work cannot keep it."""
 
     def __init__(self, dsn, holder=None, term=None, idle_timeout=2.0):
-        super().__init__(lambda: _PgConn(dsn, holder, term, idle_timeout, f"p4sec-data-{holder or 'reader'}"), _pg_errors(),
-                         "the store (PostgreSQL)")
+        store_errors, caller_errors = _pg_errors()
+        super().__init__(lambda: _PgConn(dsn, holder, term, idle_timeout, f"p4sec-data-{holder or 'reader'}"), store_errors,
+                         "the store (PostgreSQL)", caller_errors)
         self.holder, self.term = holder, term
 
     def renew_lease(self, seconds):
