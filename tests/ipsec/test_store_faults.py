@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from bench import store
+from bench import pgha, store
 from ctlrig import compile_gateway, start_controller, start_switches, stop, write_config
 from p4sec.infra.netns import free_port
 from test_site_to_site import net  # noqa: F401 (fixture)
@@ -346,3 +346,45 @@ def test_store_unreachable_at_start_up(p4sec_bin, net, tmp_path, program, postgr
         assert not result["missing"], f"{len(result['missing'])} of {n} lost"
         for name in rig["rests"]:
             assert "Traceback" not in rig["log"](name), rig["log"](name)[-3000:]
+
+
+@pytest.mark.skipif(not pgha.available(), reason="pg_auto_failover is not installed (./scripts/setup installs it)")
+@pg_only
+def test_store_primary_killed(p4sec_bin, net, tmp_path, program):  # noqa: F811
+    """The store replicated (PostgreSQL with a synchronous standby, pg_auto_failover): its primary node killed under
+    renewals. The monitor promotes the standby; the leader, which cannot renew its lease meanwhile, steps down and
+    leads again on the new primary (or the other replica does); no committed SA is lost, no packet either (a hard
+    limit of 15 s of traffic)."""
+    global HARD
+    with pgha.cluster() as c:
+        hard, HARD = HARD, 15000
+        try:
+            with replicas(p4sec_bin, net, tmp_path, program, c.dsn) as rig:
+                rig["dsn"] = c.dsn
+                first = leader(rig, 5)
+                n = 15000
+                with stream(net, n) as result:
+                    time.sleep(3.0)
+                    committed = {s["spi"] for s in get(first, "/sas")[1]}
+                    fault_at = time.time()
+                    killed = c.kill_primary()
+                    writable = wait_for(lambda: _writable(c), 30, 0.05)
+                    back_at = time.time()
+                    new = leader(rig, 15)
+                    led_at = time.time()
+                assert writable, "the standby was not promoted"
+                assert new, "no replica leads after the failover"
+                print(f"store primary {killed} killed: commits land {back_at - fault_at:.2f} s later on {c.primary()}, "
+                      f"a replica leads {led_at - fault_at:.2f} s after the kill")
+                after = {s["spi"] for s in get(new, "/sas")[1]}
+                assert committed <= after, f"committed SAs lost in the failover: {sorted(committed - after)}"
+                final_checks(rig, result, n, fault_at, back_at)
+        finally:
+            HARD = hard
+
+
+def _writable(c):
+    try:
+        return c.writable()
+    except Exception:
+        return False
