@@ -162,9 +162,14 @@ class StoreFaults:
             self._snapshot = out
             return out
         except StoreError as e:
-            err = f"store unreadable: {e}"
-            return [dict(t, state="degraded" if t["state"] in ("up", "degraded") else t["state"],
-                         degraded_by=list(dict.fromkeys(t.get("degraded_by", []) + [err])), stale=True) for t in self._snapshot]
+            out = []
+            for t in self._snapshot:
+                t = dict(t, stale=True)
+                if t["state"] in ("up", "degraded"):
+                    spis = [int(x, 16) for x in t["active_spis"]]
+                    t["state"], t["degraded_by"] = "degraded", self._degraded_by(t["name"], t["a"], t["b"], spis, False, f"unreadable: {e}")
+                out.append(t)
+            return out
 
     def health(self):
         """The controller's health: the store's, the pending renewals, the degraded tunnels, unreachable switches."""
