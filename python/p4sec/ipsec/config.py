@@ -321,9 +321,9 @@ def _validate(cfg):
                 raise ConfigError(f"{lst}[{i}].name: {_show(item['name'])}: expected a name not used before in {lst}")
             seen.add(item["name"])
     if cfg.get("db") is not None and cfg.get("store") is not None:
-        raise ConfigError(f"store: expected either db (one controller) or store (replicas), not both")
+        raise ConfigError("store: expected either db (one controller) or store (replicas), not both")
     if cfg.get("store") is not None and cfg.get("ha") is None:
-        raise ConfigError(f"ha is missing: expected {{name, lease}} with store")
+        raise ConfigError("ha is missing: expected {name, lease} with store")
     names = {g["name"] for g in cfg["gateways"]}
     profiles = {}
     for i, t in enumerate(cfg.get("tunnels") or []):

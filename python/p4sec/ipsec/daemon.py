@@ -64,12 +64,21 @@ def _lead(cfg, lease, term, t0, replica, stop):
         return
 
     def keep():
-        """Renew the lease on the data connection every third of the lease (every 0.1 s while it fails)."""
+        """Renew the lease on the data connection every third of the lease (every 0.1 s while it fails); lost if
+        a whole lease passes without a renewal."""
         deadline = t0 + seconds
         while not stop.is_set() and not lost.is_set():
             t = time.monotonic()
             try:
-                if not db.renew_lease(seconds):
+                ok = db.renew_lease(seconds)
+                if ok is None:          # the controller is in the middle of a transaction: in a moment
+                    if time.monotonic() >= deadline:
+                        why.append("a transaction stayed open for the whole lease")
+                        lost.set()
+                        return
+                    stop.wait(0.01)
+                    continue
+                if not ok:
                     ha.exit_deposed(f"{name} no longer holds the lease of term {term}")
                 deadline = t + seconds
                 stop.wait(seconds / 3)

@@ -131,14 +131,16 @@ class _PgConn:
         self.dirty = False
 
     def renew_lease(self, seconds):
-        """Extend this holder's lease by `seconds` from now (the store's clock) on this connection: in a
-        transaction of its own, or inside the one open (its commit carries it). False if the lease is another's."""
+        """Extend this holder's lease by `seconds` from now (the store's clock) on this connection, in a
+        transaction of its own: True, or False if the lease is another's; None if the controller has a transaction
+        open here (ask again in a moment: the lease row is never locked across the controller's transactions)."""
+        if self.dirty:
+            return None
         with self.conn.cursor() as c:
             c.execute("update lease set expires = extract(epoch from clock_timestamp()) + %s where id = 1 and holder = %s and term = %s "
                       "returning 1", (seconds, self.holder, self.term))
             ok = c.fetchone() is not None
-        if not self.dirty:
-            self.conn.commit()
+        self.conn.commit()
         return ok
 
     def rollback(self):
@@ -170,8 +172,8 @@ class PgDb(FailSafe):
         self.holder, self.term = holder, term
 
     def renew_lease(self, seconds):
-        """True if this holder's lease now runs `seconds` more; False if another holds it; StoreError if the
-        store failed."""
+        """True if this holder's lease now runs `seconds` more; False if another holds it; None if a transaction
+        of the controller is open (ask again); StoreError if the store failed."""
         return self._run(lambda c: c.renew_lease(seconds), commits=True)
 
 

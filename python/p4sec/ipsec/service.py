@@ -138,6 +138,8 @@ class Service:
                 inner = self._inner_address(client, h["name"])
                 return self.ctl.host_up(client, h["name"], h["gateway"], req["address"], req["mac"], inner, h.get("suite", "aes-gcm-128"),
                                         h.get("soft"), h.get("hard"), encap=h.get("encap"))
+        except StoreError as e:     # agents ask again on UNAVAILABLE
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, f"the controller's store fails; try again: {e}")
         except ControllerError as e:
             ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
 
@@ -147,6 +149,8 @@ class Service:
         h = self._allowed(client, req, ctx)
         try:
             return op(client, h["name"]), f"{h['name']}@{client}"
+        except StoreError as e:     # agents ask again on UNAVAILABLE
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, f"the controller's store fails; try again: {e}")
         except ControllerError as e:
             ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
 
