@@ -217,8 +217,8 @@ def postgres():
 
 
 @contextlib.contextmanager
-def replicas(p4sec_bin, net, tmp_path, program, dsn, names=("r1", "r2"), wait_ready=True):  # noqa: F811
-    """The two switches and replicas `names` of a controller on `dsn` (lease 1.5 s, S1-S2 with SOFT/HARD);
+def replicas(p4sec_bin, net, tmp_path, program, dsn, names=("r1", "r2"), wait_ready=True, hard=HARD):  # noqa: F811
+    """The two switches and replicas `names` of a controller on `dsn` (lease 1.5 s, S1-S2 with SOFT and `hard`);
     yields {"rests": name -> REST port, "procs": name -> process, "log": name -> its log's text}."""
     pa, pb = free_port(), free_port()
     switches = start_switches(p4sec_bin, net, pa, pb, open(tmp_path / "switches.log", "w"))
@@ -226,7 +226,7 @@ def replicas(p4sec_bin, net, tmp_path, program, dsn, names=("r1", "r2"), wait_re
     try:
         for n in names:
             cfg = write_config(tmp_path / f"{n}.yaml", f'store: {{postgres: "{dsn}"}}\nha: {{name: {n}, lease: 1.5}}', pa, pb, rig["rests"][n],
-                               program, f"name: S1-S2, a: S1, b: S2, auto: true, soft: {{packets: {SOFT}}}, hard: {{packets: {HARD}}}",
+                               program, f"name: S1-S2, a: S1, b: S2, auto: true, soft: {{packets: {SOFT}}}, hard: {{packets: {hard}}}",
                                extra="grace: 0.3\nreconcile_interval: 0")
             rig["procs"][n] = start_controller(cfg, tmp_path / f"{n}.log")
             if wait_ready and n == names[0]:
@@ -355,32 +355,27 @@ def test_store_primary_killed(p4sec_bin, net, tmp_path, program):  # noqa: F811
     renewals. The monitor promotes the standby; the leader, which cannot renew its lease meanwhile, steps down and
     leads again on the new primary (or the other replica does); no committed SA is lost, no packet either (a hard
     limit of 15 s of traffic)."""
-    global HARD
     with pgha.cluster() as c:
-        hard, HARD = HARD, 15000
-        try:
-            with replicas(p4sec_bin, net, tmp_path, program, c.dsn) as rig:
-                rig["dsn"] = c.dsn
-                first = leader(rig, 5)
-                n = 15000
-                with stream(net, n) as result:
-                    time.sleep(3.0)
-                    committed = {s["spi"] for s in get(first, "/sas")[1]}
-                    fault_at = time.time()
-                    killed = c.kill_primary()
-                    writable = wait_for(lambda: _writable(c), 30, 0.05)
-                    back_at = time.time()
-                    new = leader(rig, 15)
-                    led_at = time.time()
-                assert writable, "the standby was not promoted"
-                assert new, "no replica leads after the failover"
-                print(f"store primary {killed} killed: commits land {back_at - fault_at:.2f} s later on {c.primary()}, "
-                      f"a replica leads {led_at - fault_at:.2f} s after the kill")
-                after = {s["spi"] for s in get(new, "/sas")[1]}
-                assert committed <= after, f"committed SAs lost in the failover: {sorted(committed - after)}"
-                final_checks(rig, result, n, fault_at, back_at)
-        finally:
-            HARD = hard
+        with replicas(p4sec_bin, net, tmp_path, program, c.dsn, hard=15000) as rig:
+            rig["dsn"] = c.dsn
+            first = leader(rig, 5)
+            n = 15000
+            with stream(net, n) as result:
+                time.sleep(3.0)
+                committed = {s["spi"] for s in get(first, "/sas")[1]}
+                fault_at = time.time()
+                killed = c.kill_primary()
+                writable = wait_for(lambda: _writable(c), 30, 0.05)
+                back_at = time.time()
+                new = leader(rig, 15)
+                led_at = time.time()
+            assert writable, "the standby was not promoted"
+            assert new, "no replica leads after the failover"
+            print(f"store primary {killed} killed: commits land {back_at - fault_at:.2f} s later on {c.primary()}, "
+                  f"a replica leads {led_at - fault_at:.2f} s after the kill")
+            after = {s["spi"] for s in get(new, "/sas")[1]}
+            assert committed <= after, f"committed SAs lost in the failover: {sorted(committed - after)}"
+            final_checks(rig, result, n, fault_at, back_at)
 
 
 def _writable(c):

@@ -113,10 +113,12 @@ class StoreFaults:
                     fn()
                 except StoreError:
                     return
+                except Exception as e:      # not the store's doing: retrying would not help
+                    log.warning("finishing an operation's record failed for good: %s", e)
             self._unfinished.pop(0)
         now = time.monotonic()
         for key, p in list(self.pending.items()):
-            if self._closed.is_set() or now < p.get("next", 0):
+            if self._closed.is_set() or now < p.get("next", 0) or self._waits_for_switch(key):
                 continue
             t0 = p["since"]
             self._renew_or_retry(key, p["reason"] + f" (retried, attempt {p['attempts'] + 1})")
@@ -127,6 +129,17 @@ class StoreFaults:
             if now >= due and not self._closed.is_set():
                 self._retire_later.pop(spi, None)
                 self._retire(spi, attempts)
+
+    def _waits_for_switch(self, key):
+        """Whether the pending renewal's SA runs through an unreachable gateway (its reconnection reconciles and
+        renews what it must; retrying meanwhile would only fail)."""
+        if not self.away or isinstance(key, tuple):
+            return bool(self.away) and isinstance(key, tuple) and key[0] in self.away
+        try:
+            row = self.db.execute("select src, dst from sa where spi = ?", (key,)).fetchone()
+        except StoreError:
+            return False
+        return bool(row) and bool({row[0], row[1]} & self.away)
 
     def _retire_failed(self, spi, attempts, e):
         attempts += 1
