@@ -105,6 +105,9 @@ def _lead(cfg, lease, term, t0, replica, stop):
     print(f"p4sec-controller: replica {name} leads (term {term})", flush=True)
     while not stop.wait(0.05):
         if lost.is_set():
+            holder, current, _ = lease.leader()
+            if holder is not None and (holder, current) != (name, term):
+                ha.exit_deposed(f"{holder} holds the lease of term {current}")     # as a commit would have found
             print(f"p4sec-controller: replica {name}: the lease could not be renewed for {seconds:g} s ({why[0] if why else ''}); "
                   "stepping down", flush=True)
             logging.warning("replica %s steps down: lease not renewed (%s)", name, why[0] if why else "")
