@@ -176,6 +176,12 @@ def _sqlite(v, base):
     return v
 
 
+def _mapping(v, _):
+    if not isinstance(v, dict):
+        raise _Bad()
+    return v
+
+
 def _store(v, _):
     if not isinstance(v, dict) or set(v) != {"postgres"} or not isinstance(v["postgres"], str) or not v["postgres"].strip():
         raise _Bad()
@@ -249,6 +255,7 @@ TOP = {
     "grace": Field(_number(0), SECONDS),
     "reconcile_interval": Field(_number(0), SECONDS + " (0: only at start and on reconnection)"),
     "switch_timeout": Field(_number(0, strict=True), "a number of seconds > 0"),
+    "status": Field(_mapping, "a mapping {token_file, interval} (the status page's own checks follow)"),
     "gateways": Field([GATEWAY], "a list of gateways", True),
     "tunnels": Field([TUNNEL], "a list of tunnel profiles"),
     "host_profiles": Field([HOST_PROFILE], "a list of host profiles"),
