@@ -132,8 +132,10 @@ def test_renewal_and_retirement_retried_tunnel_degraded_meanwhile(tmp_path):
         disk.set_read_only(ctl.db, False)
         # the store works again: the retirement lands, the renewal is retried (this SA's gateways are not under
         # control here, so renew() finds nothing to do and the renewal is settled), the tunnel is up again
-        assert wait(lambda: not ctl.pending and not ctl._retire_later), (ctl.pending, ctl._retire_later)
-        assert ctl.db.execute("select state from sa where spi = ?", (0x2222,)).fetchone()[0] == "deleted"
+        assert wait(lambda: not ctl.pending), ctl.pending
+        assert wait(lambda: ctl.db.execute("select state from sa where spi = ?", (0x2222,)).fetchone()[0] == "deleted"), \
+            ctl.db.execute("select state from sa where spi = ?", (0x2222,)).fetchone()
+        assert not ctl._retire_later
         assert ctl.db.execute("select count(*) from intent").fetchone()[0] == 0
         assert wait(lambda: ctl.tunnels()[0]["state"] == "up"), ctl.tunnels()
         assert ctl.health()["ok"] and "p4sec_controller_store_up 1" in ctl.metrics()
