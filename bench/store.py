@@ -318,10 +318,7 @@ def bench_postgres(dsn, iterations, tunnels, takeovers, lease_s):
         if n != 4 * tunnels:
             raise BenchError(f"PostgreSQL read {n} rows of {4 * tunnels}")
     res["read_state_ms"] = median_ms(timed(read, 5 if tunnels >= 5000 else 3))
-    with db.conn.cursor() as c:
-        c.execute("select version()")
-        res["version"] = c.fetchone()[0].split(" on ")[0]
-    db.conn.commit()
+    res["version"] = db.execute("select version()").fetchone()[0].split(" on ")[0]
     for x in (db, reader):
         x.close()
     return res

@@ -33,11 +33,16 @@ def config(tmp_path, pa, pb, rest, program, soft=None, hard=None, suite="aes-gcm
 
 
 def test_bad_configs_get_precise_errors(tmp_path):
-    good = config(tmp_path, 1, 2, 3, "prog").read_text()
-    for bad, msg in [(good.replace("suite: aes-gcm-128", "suite: rot13"), "unknown suite 'rot13'"),
-                     (good.replace("b: S2", "b: S9"), "unknown gateway 'S9'"),
-                     (good.replace("suite: aes-gcm-128", "suite: aes-gcm-128, encap: gre"), "unknown encap 'gre' (esp, udp)"),
-                     (good.replace("address: 192.0.2.1,", ""), "gateways[0]: `address` is missing"),
+    prog = tmp_path / "prog"
+    prog.mkdir()
+    (prog / "program.json").write_text("{}")
+    (prog / "p4info.txtpb").write_text("")
+    good = config(tmp_path, 1, 2, 3, prog).read_text()
+    # (the full table of malformed configurations is in test_controller_config.py)
+    for bad, msg in [(good.replace("suite: aes-gcm-128", "suite: rot13"), "tunnels[0].suite: 'rot13': expected one of bypass"),
+                     (good.replace("b: S2", "b: S9"), "tunnels[0].b: 'S9': expected a gateway's name (S1, S2)"),
+                     (good.replace("suite: aes-gcm-128", "suite: aes-gcm-128, encap: gre"), "tunnels[0].encap: 'gre': expected esp or udp"),
+                     (good.replace("address: 192.0.2.1,", ""), "gateways[0].address is missing"),
                      (good.replace("soft: {}", "soft: {packets: -3}"), "positive integers"),
                      ("[1, 2", "ctl.yaml")]:
         p = tmp_path / "ctl.yaml"

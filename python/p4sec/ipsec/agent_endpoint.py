@@ -8,6 +8,22 @@ from p4sec.ipsec.admission import AGENT_METHODS, FORWARDED_CLIENT, FORWARDED_SER
 
 
 
+class _Malformed:
+    """A request body that is not a JSON object (answered INVALID_ARGUMENT)."""
+
+    def __init__(self, why):
+        self.why = why
+
+
+def _request(body):
+    """An agent's request: a JSON object (an empty body is {}), or _Malformed."""
+    try:
+        req = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError) as e:
+        return _Malformed(str(e))
+    return req if isinstance(req, dict) else _Malformed(f"a JSON {type(req).__name__}")
+
+
 class AgentEndpoint:
     """The agents' gRPC endpoint (service p4sec.Agent, JSON messages, mutual TLS), on every replica.
 
@@ -39,7 +55,7 @@ class AgentEndpoint:
         creds = grpc.ssl_server_credentials([(self.key, self.crt)], root_certificates=self.root, require_client_auth=True)
         self.server = grpc.server(ThreadPoolExecutor(max_workers=8))
         handlers = {m: grpc.unary_unary_rpc_method_handler(lambda req, ctx, m=m: self.call(m, req, ctx),
-                                                           request_deserializer=lambda b: json.loads(b or b"{}"),
+                                                           request_deserializer=_request,
                                                            response_serializer=lambda o: json.dumps(o).encode())
                     for m in AGENT_METHODS}
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("p4sec.Agent", handlers),))
@@ -73,6 +89,8 @@ class AgentEndpoint:
     def call(self, method, req, ctx):
         import grpc
         from p4sec.ipsec import ca
+        if isinstance(req, _Malformed):
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a JSON object: {req.why}")
         client, forwarded = self._admit(ctx)
         if method == "List":
             return {"client": client, "profiles": self.cfg["clients"][client]}

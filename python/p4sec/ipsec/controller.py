@@ -24,26 +24,25 @@ import ipaddress
 import json
 import logging
 import os
-import sqlite3
 import threading
 import time
 
 from p4sec.ipsec import gateway as gwp
 from p4sec.ipsec import reconcile as rec
+from p4sec.ipsec import store
+from p4sec.ipsec.store import StoreError
 from p4sec.ipsec.ctlbase import (HARD, SA_EVENT_DIGEST, SOFT, SUITES, SWITCH_MAC, ControllerError, Gateway, _lpm,  # noqa: F401 (re-exported)
                       UDP_ENCAP_PORTS, checkpoint, sa_config, sa_selectors)
+from p4sec.ipsec.failsafe import StoreFaults
 from p4sec.ipsec.hosts import HostTunnels
 
 log = logging.getLogger("p4sec.controller")
 
 
-class IpsecController(HostTunnels):
+class IpsecController(StoreFaults, HostTunnels):
     def __init__(self, db=":memory:", grace=1.0):
         if isinstance(db, str):
-            self.db = sqlite3.connect(db, check_same_thread=False)
-            # WAL: a commit is an append, not a rewrite with two fsyncs (tunnel setup and renewal commit each time)
-            self.db.execute("pragma journal_mode = wal")
-            self.db.execute("pragma synchronous = normal")
+            self.db = store.sqlite(db)      # fail-safe (p4sec.ipsec.store)
         else:
             self.db = db        # a replicated store with the same interface (p4sec.ha.PgDb)
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="p4sec-ctl")
@@ -64,6 +63,7 @@ class IpsecController(HostTunnels):
         self.away = set()           # gateways whose switch is unreachable (reconnecting)
         self.programs = {}          # gateway name -> program dir
         self._closed = threading.Event()
+        self._init_faults()         # renewals and retirements retried while the store fails (p4sec.ipsec.failsafe)
 
     # ------------------------------------------------------------------ intents
 
@@ -144,10 +144,14 @@ class IpsecController(HostTunnels):
             if name in self.away:
                 return
             self.away.add(name)
-            self._event(name, "switch unreachable (P4Runtime stream lost): its tunnels are degraded; reconnecting")
-            for (t,) in self.db.execute("select name from tunnel where state in ('up', 'pending') and (a = ? or b = ?)", (name, name)):
-                self._event(t, f"degraded: gateway {name} is unreachable")
-            self.db.commit()
+            try:
+                self._event(name, "switch unreachable (P4Runtime stream lost): its tunnels are degraded; reconnecting")
+                for (t,) in self.db.execute("select name from tunnel where state in ('up', 'pending') and (a = ? or b = ?)",
+                                            (name, name)).fetchall():
+                    self._event(t, f"degraded: gateway {name} is unreachable")
+                self.db.commit()
+            except StoreError as e:
+                log.warning("%s unreachable; its events not recorded: %s", name, e)
         threading.Thread(target=self._reconnect, args=(name,), daemon=True, name=f"reconnect-{name}").start()
 
     def _reconnect(self, name):
@@ -269,24 +273,25 @@ class IpsecController(HostTunnels):
                 self.connect(a, b, suite, json.loads(soft), json.loads(hard), name=name, a_prefix=sites.get(a), b_prefix=sites.get(b),
                              encap=self._tunnel_encap(name))
 
-    def tunnels(self):
-        with self.lock:
-            return self._tunnels()
-
     def _tunnels(self):
         rows = self.db.execute("select name, a, b, suite, soft, hard, created, state from tunnel order by created").fetchall()
+        store_ok, store_why = self.db.health()
         out = []
         for name, a, b, suite, soft, hard, created, state in rows:
-            spis = [f"{r[0]:#010x}" for r in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall()]
+            active = [r[0] for r in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall()]
+            spis = [f"{spi:#010x}" for spi in active]
             sites = self._tunnel_sites(name) or {}
             away = sorted({a, b} & self.away)
-            if state == "up" and away:
+            why = self._degraded_by(name, a, b, active, store_ok, store_why) if state == "up" else []
+            if why:
                 state = "degraded"
             t = {"name": name, "a": a, "b": b, "suite": suite, "soft": json.loads(soft), "hard": json.loads(hard),
                  "created": created, "state": state, "active_spis": spis, "a_prefix": sites.get(a), "b_prefix": sites.get(b),
                  "encap": self._tunnel_encap(name) or "esp"}
             if away:
                 t["unreachable"] = away
+            if why:
+                t["degraded_by"] = why
             out.append(t)
         return out
 
@@ -619,11 +624,15 @@ class IpsecController(HostTunnels):
             t0 = time.perf_counter()
             new_spi, cfg = self._make_sa(tunnel, src, dst, suite, json.loads(soft), json.loads(hard))
             in_slot = dst.alloc_slot()
-            self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-                            (new_spi, tunnel, src_name, dst_name, out_slot, in_slot, json.dumps(cfg), time.time()))
-            self.db.execute("update sa set state = 'retiring' where spi = ?", (spi,))
-            iid = self._intent("renew", tunnel, fresh=[new_spi], old=spi)
-            self.db.commit()
+            try:
+                self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
+                                (new_spi, tunnel, src_name, dst_name, out_slot, in_slot, json.dumps(cfg), time.time()))
+                self.db.execute("update sa set state = 'retiring' where spi = ?", (spi,))
+                iid = self._intent("renew", tunnel, fresh=[new_spi], old=spi)
+                self.db.commit()
+            except StoreError:      # rolled back: nothing was written to a switch, the old SA stays
+                dst.free_slots.append(in_slot)
+                raise
             checkpoint("renew:recorded")
             try:
                 with dst.switch.batch():
@@ -635,40 +644,68 @@ class IpsecController(HostTunnels):
             except Exception as e:
                 # nothing half-installed stays: the new SAD-dec (and its SA) go again; the old SA keeps working
                 self._undo_in(tunnel, src, dst, new_spi, in_slot)
-                self.db.execute("delete from sa where spi = ?", (new_spi,))
-                self.db.execute("update sa set state = 'active' where spi = ?", (spi,))
-                self._done(iid)
-                self._event(tunnel, f"renew {src_name}->{dst_name} ({reason}) failed, the old SA {spi:#010x} stays: {e}")
-                self.db.commit()
+
+                def forget(e=e):
+                    self.db.execute("delete from sa where spi = ?", (new_spi,))
+                    self.db.execute("update sa set state = 'active' where spi = ? and state = 'retiring'", (spi,))
+                    self._done(iid)
+                    self._event(tunnel, f"renew {src_name}->{dst_name} ({reason}) failed, the old SA {spi:#010x} stays: {e}")
+                    self.db.commit()
+                try:
+                    forget()
+                except StoreError as se:
+                    self._finish_later(f"failed renewal of {spi:#010x}", forget, se)
                 raise
             checkpoint("renew:outbound")
             t2 = time.perf_counter()
-            self._done(iid)
             self.renewals += 1
-            self._event(tunnel, f"renew {src_name}->{dst_name} ({reason}): SAD-dec {new_spi:#010x} on {dst_name} slot {in_slot} "
-                                f"({1000 * (t1 - t0):.2f} ms), SAD-enc {spi:#010x} -> {new_spi:#010x} on {src_name} slot {out_slot} "
-                                f"({1000 * (t2 - t1):.2f} ms); old SAD-dec removed in {self.grace:g} s")
-            self.db.commit()
+            what = (f"renew {src_name}->{dst_name} ({reason}): SAD-dec {new_spi:#010x} on {dst_name} slot {in_slot} "
+                    f"({1000 * (t1 - t0):.2f} ms), SAD-enc {spi:#010x} -> {new_spi:#010x} on {src_name} slot {out_slot} "
+                    f"({1000 * (t2 - t1):.2f} ms); old SAD-dec removed in {self.grace:g} s")
+
+            def finish():
+                self._done(iid)
+                self._event(tunnel, what)
+                self.db.commit()
+            try:
+                finish()
+            except StoreError as e:     # the switches use the new SA: only its record's end waits for the store
+                self._finish_later(f"renewal {spi:#010x} -> {new_spi:#010x}", finish, e)
             timer = threading.Timer(self.grace, self._retire, (spi,))
             timer.daemon = True
             timer.start()
             self._timers.append(timer)
             return new_spi
 
-    def _retire(self, spi):
+    def _retire(self, spi, attempts=0):
+        """Remove the old SA `spi` after its grace period; a store that fails makes it retried (StoreFaults)."""
+        if self._closed.is_set():
+            return
         with self.lock:
-            row = self.db.execute("select tunnel, src, dst, in_slot, state, config from sa where spi = ?", (spi,)).fetchone()
-            if not row or row[4] != "retiring":
-                return
-            tunnel, src_name, dst_name, in_slot, _, cfg = row
-            dst = self.gateways.get(dst_name)
-            self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
-            iid = self._intent("retire", tunnel, spi=spi)
-            self.db.commit()
-            checkpoint("retire:recorded")
-            if dst is None or dst_name in self.away:
-                self._done(iid)
+            try:
+                row = self.db.execute("select tunnel, src, dst, in_slot, state, config from sa where spi = ?", (spi,)).fetchone()
+                if not row or row[4] != "retiring":
+                    return
+                tunnel, src_name, dst_name, in_slot, _, cfg = row
+                dst = self.gateways.get(dst_name)
+                self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
+                iid = self._intent("retire", tunnel, spi=spi)
                 self.db.commit()
+            except StoreError as e:
+                self._retire_failed(spi, attempts, e)
+                return
+            checkpoint("retire:recorded")
+
+            def finish(what=None):
+                self._done(iid)
+                if what:
+                    self._event(tunnel, what)
+                self.db.commit()
+            if dst is None or dst_name in self.away:
+                try:
+                    finish()
+                except StoreError as e:
+                    self._finish_later(f"retirement of {spi:#010x}", finish, e)
                 return      # reconciliation removes it when the switch is back
             # a road warrior's SA: the source is the host, known only by its address
             src = self.gateways.get(src_name) or Gateway(src_name, None, json.loads(cfg)["tunnel"][0], "", 0, "", 0, "", "")
@@ -678,11 +715,13 @@ class IpsecController(HostTunnels):
                 gwp.sa_delete(dst.switch, in_slot)
                 dst.free_slots.append(in_slot)
             except Exception as e:
-                self._event(tunnel, f"removing old SAD-dec {spi:#010x} on {dst_name} failed ({e}); reconciliation removes it")
+                what = f"removing old SAD-dec {spi:#010x} on {dst_name} failed ({e}); reconciliation removes it"
             else:
-                self._event(tunnel, f"old SAD-dec {spi:#010x} removed from {dst_name}")
-            self._done(iid)
-            self.db.commit()
+                what = f"old SAD-dec {spi:#010x} removed from {dst_name}"
+            try:
+                finish(what)
+            except StoreError as e:
+                self._finish_later(f"retirement of {spi:#010x}", lambda: finish(what), e)
 
     def rekey(self, name):
         """Renew both directions of tunnel `name` now. Returns {(src, dst): (spi, slot)} of its active SAs."""
@@ -710,17 +749,24 @@ class IpsecController(HostTunnels):
             slot, event = item[0], item[1]
             with self.lock:
                 # by SPI when the program reports it (a slot is reused by the next SA), else by slot
-                if len(item) > 2 and item[2]:
-                    row = self.db.execute("select spi from sa where state = 'active' and spi = ?", (item[2],)).fetchone()
-                else:
-                    row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or (dst = ? and in_slot = ?))",
-                                          (gw_name, slot, gw_name, slot)).fetchone()
-                if row:
-                    if self._is_host_sa(row[0]):
+                key = item[2] if len(item) > 2 and item[2] else (gw_name, slot)
+                reason = f"{'soft' if event == SOFT else 'hard'} lifetime on {gw_name}"
+                try:
+                    if len(item) > 2 and item[2]:
+                        row = self.db.execute("select spi from sa where state = 'active' and spi = ?", (item[2],)).fetchone()
+                    else:
+                        row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or "
+                                              "(dst = ? and in_slot = ?))", (gw_name, slot, gw_name, slot)).fetchone()
+                    if row and self._is_host_sa(row[0]):
                         self._event(gw_name, f"{'soft' if event == SOFT else 'hard'} lifetime of host-to-site SA {row[0]:#010x}: "
                                              "its agent renews it")
+                        self.db.commit()
                         continue
-                    self.renew(row[0], reason=f"{'soft' if event == SOFT else 'hard'} lifetime on {gw_name}")
+                except StoreError as e:     # the store cannot say which SA: the retries will
+                    self._renewal_failed(key, reason, e)
+                    continue
+                if row:
+                    self._renew_or_retry(row[0], reason)
 
     def disconnect(self, name):
         """Tear a tunnel down in three phases, each one Write per gateway with both gateways at once: the

@@ -2,13 +2,18 @@
 several controller replicas.
 
 - `PgDb` gives the controller the same small interface as its SQLite connection (`execute`, `commit`,
-  `rollback`), translating the few SQLite-only forms it uses. Every commit is fenced: it first locks the lease row
-  and checks that this replica still holds the lease with its term; a replica that lost the lease (paused, cut
-  off) cannot commit anything: the process exits at once (a supervisor starts it again as a follower).
+  `rollback`), translating the few SQLite-only forms it uses, and fails safe as p4sec.ipsec.store describes (a
+  failed statement or commit rolls back; the connection is opened again with backoff). Every commit is fenced: it
+  first locks the lease row and checks that this replica still holds the lease with its term; a replica that lost
+  the lease (paused, cut off) cannot commit anything: the process exits at once (a supervisor starts it again as a
+  follower).
 - `Lease`: the leader lease in the store (one row: holder, term, expiry by the store's clock, the leader's REST
-  address and agents' endpoint, where followers forward what they receive). A
-  follower takes it when it has expired and increments the term; the leader renews it every third of its
-  duration. The term is the leader's P4Runtime election id, so a deposed leader's writes are refused by the
+  address and agents' endpoint, where followers forward what they receive). A follower takes it when it has
+  expired and increments the term, on a connection of its own that it opens again whenever the store fails (a
+  replica that cannot reach the store stays up and says so). The leader renews it on its data connection
+  (`PgDb.renew_lease`, every third of the lease): a leader that cannot commit cannot renew either, and steps
+  down once a whole lease passed without a renewal (p4sec.ipsec.daemon), so a follower that reaches the store
+  takes over. The term is the leader's P4Runtime election id, so a deposed leader's writes are refused by the
   switches (a higher election id is primary) as well as by the store.
 
 PostgreSQL rather than etcd, measured (`python -m bench.store`, medians, 2026-11-26, a 2-core Intel Xeon VM
@@ -21,10 +26,15 @@ also keeps the state relational (tunnels, SAs, intents, events, as in the SQLite
 in the commit's own transaction, and has a maintained client (psycopg2; the `etcd3` package's last release is
 from 2020).
 """
+import logging
 import os
 import re
 import threading
 import time
+
+from p4sec.ipsec.store import FailSafe, StoreError
+
+CONNECT_TIMEOUT = 2      # seconds: a store that does not answer is reported, not waited for
 
 SCHEMA = """
 create table if not exists tunnel (name text primary key, a text, b text, suite text, soft text, hard text, created double precision, state text);
@@ -68,63 +78,103 @@ def translate(sql):
     return sql.replace("%", "%%").replace("?", "%s")
 
 
-class PgDb:
-    """The controller's store on PostgreSQL, fenced by the lease (holder, term)."""
+class _PgConn:
+    """One PostgreSQL connection with the interface of the controller's SQLite connection; its commits are fenced
+    by the lease (holder, term) when it has one."""
 
-    def __init__(self, dsn, holder=None, term=None, idle_timeout=2.0):
+    def __init__(self, dsn, holder, term, idle_timeout, app):
         import psycopg2
-        self.conn = psycopg2.connect(dsn)
+        self.conn = psycopg2.connect(dsn, application_name=app, connect_timeout=CONNECT_TIMEOUT)
         self.holder, self.term = holder, term
-        self.lock = threading.RLock()
         self.dirty = False
-        with self.conn.cursor() as c:
-            c.execute(SCHEMA)
-            # a replica paused in the middle of a write transaction does not keep its row locks from the next leader
-            c.execute(f"set idle_in_transaction_session_timeout = {int(idle_timeout * 1000)}")
-        self.conn.commit()
+        try:
+            with self.conn.cursor() as c:
+                c.execute(SCHEMA)
+                # a replica paused in the middle of a write transaction does not keep its row locks from the next leader
+                c.execute(f"set idle_in_transaction_session_timeout = {int(idle_timeout * 1000)}")
+            self.conn.commit()
+        except Exception:
+            self.conn.close()
+            raise
 
     def execute(self, sql, args=()):
         s = sql.strip().lower()
         if s.startswith("pragma"):
             return _Cursor(None)
-        with self.lock:
-            cur = self.conn.cursor()
-            q = translate(sql)
-            if s.startswith("insert into intent"):
-                cur.execute(q + " returning id", args)
-                self.dirty = True
-                return _Cursor(cur, cur.fetchone()[0])
-            cur.execute(q, args)
-            if cur.description is None:
-                self.dirty = True
-                return _Cursor(_Empty())
-            out = _Cursor(_Rows(cur.fetchall()))
-            if not self.dirty:
-                self.conn.rollback()    # a read outside a write: no transaction left open
-            return out
+        cur = self.conn.cursor()
+        q = translate(sql)
+        if s.startswith("insert into intent"):
+            cur.execute(q + " returning id", args)
+            self.dirty = True
+            return _Cursor(cur, cur.fetchone()[0])
+        cur.execute(q, args)
+        if cur.description is None:
+            self.dirty = True
+            return _Cursor(_Empty())
+        out = _Cursor(_Rows(cur.fetchall()))
+        if not self.dirty:
+            self.conn.rollback()    # a read outside a write: no transaction left open
+        return out
 
     def executescript(self, script):
         pass    # the schema is PostgreSQL's own (SCHEMA)
 
     def commit(self):
-        with self.lock:
-            if self.holder is not None:
-                with self.conn.cursor() as c:
-                    c.execute("select 1 from lease where id = 1 and holder = %s and term = %s for share", (self.holder, self.term))
-                    ok = c.fetchone()
-                if not ok:
-                    self.conn.rollback()
-                    exit_deposed(f"{self.holder} no longer holds the lease of term {self.term}")
-            self.conn.commit()
-            self.dirty = False
+        if self.holder is not None:
+            with self.conn.cursor() as c:
+                c.execute("select 1 from lease where id = 1 and holder = %s and term = %s for share", (self.holder, self.term))
+                ok = c.fetchone()
+            if not ok:
+                self.conn.rollback()
+                exit_deposed(f"{self.holder} no longer holds the lease of term {self.term}")
+        self.conn.commit()
+        self.dirty = False
+
+    def renew_lease(self, seconds):
+        """Extend this holder's lease by `seconds` from now (the store's clock) on this connection, in a
+        transaction of its own: True, or False if the lease is another's; None if the controller has a transaction
+        open here (ask again in a moment: the lease row is never locked across the controller's transactions)."""
+        if self.dirty:
+            return None
+        with self.conn.cursor() as c:
+            c.execute("update lease set expires = extract(epoch from clock_timestamp()) + %s where id = 1 and holder = %s and term = %s "
+                      "returning 1", (seconds, self.holder, self.term))
+            ok = c.fetchone() is not None
+        self.conn.commit()
+        return ok
 
     def rollback(self):
-        with self.lock:
-            self.conn.rollback()
-            self.dirty = False
+        self.conn.rollback()
+        self.dirty = False
 
     def close(self):
         self.conn.close()
+
+
+def _pg_errors():
+    """(the psycopg2 errors that mean the store failed: a lost connection, the server gone, read-only, a full disk;
+    those that are the caller's: a constraint, a malformed statement). A connection the server closed is reported
+    as the base DatabaseError."""
+    import psycopg2
+    return ((psycopg2.DatabaseError, psycopg2.InterfaceError),
+            (psycopg2.IntegrityError, psycopg2.ProgrammingError, psycopg2.DataError, psycopg2.NotSupportedError))
+
+
+class PgDb(FailSafe):
+    """The controller's store on PostgreSQL, fenced by the lease (holder, term), fail-safe (p4sec.ipsec.store: a
+    failed statement or commit rolls back, the connection is opened again with backoff). The leader renews its
+    lease on this connection (`renew_lease`): a leader whose data connection does not work cannot keep it."""
+
+    def __init__(self, dsn, holder=None, term=None, idle_timeout=2.0):
+        store_errors, caller_errors = _pg_errors()
+        super().__init__(lambda: _PgConn(dsn, holder, term, idle_timeout, f"p4sec-data-{holder or 'reader'}"), store_errors,
+                         "the store (PostgreSQL)", caller_errors)
+        self.holder, self.term = holder, term
+
+    def renew_lease(self, seconds):
+        """True if this holder's lease now runs `seconds` more; False if another holds it; None if a transaction
+        of the controller is open (ask again); StoreError if the store failed."""
+        return self._run(lambda c: c.renew_lease(seconds), commits=True)
 
 
 class _Rows:
@@ -148,29 +198,70 @@ class _Empty:
 
 
 class Lease:
-    """The leader lease of replica `name` (see the module's description)."""
+    """The leader lease of replica `name` (see the module's description), on a connection of its own that is
+    opened when needed: a replica that cannot reach the store stays up, says so (`health`), and keeps trying."""
 
     def __init__(self, dsn, name, seconds=2.0, rest=None, agents=None):
-        import psycopg2
-        self.conn = psycopg2.connect(dsn)
-        self.name, self.seconds, self.rest, self.agents = name, seconds, rest, agents
+        self.dsn, self.name, self.seconds, self.rest, self.agents = dsn, name, seconds, rest, agents
         self.term = None
-        self.lock = threading.Lock()     # one transaction at a time on the connection (renewals, REST, agents)
-        with self.conn.cursor() as c:
-            c.execute(SCHEMA)
-        self.conn.commit()
+        self.conn = None
+        self.error, self.failing_since = None, None
+        self.lock = threading.Lock()     # one transaction at a time on the connection (acquisition, REST, agents)
+
+    def _conn(self):
+        import psycopg2
+        if self.conn is None:
+            conn = psycopg2.connect(self.dsn, application_name=f"p4sec-lease-{self.name}", connect_timeout=CONNECT_TIMEOUT)
+            try:
+                with conn.cursor() as c:
+                    c.execute(SCHEMA)
+                conn.commit()
+            except Exception:
+                conn.close()
+                raise
+            self.conn = conn
+        return self.conn
+
+    def _guarded(self, fn):
+        """fn(connection) under the lock; a store failure drops the connection and raises StoreError."""
+        import psycopg2
+        with self.lock:
+            try:
+                out = fn(self._conn())
+            except psycopg2.Error as e:
+                if self.conn is not None:
+                    try:
+                        self.conn.close()
+                    except Exception:
+                        pass
+                    self.conn = None
+                self.error = " ".join(str(e).split()) or type(e).__name__
+                if self.failing_since is None:
+                    self.failing_since = time.time()
+                raise StoreError(f"the store (PostgreSQL) is unreachable: {self.error}") from None
+            self.error, self.failing_since = None, None
+            return out
+
+    def health(self):
+        """(ok, message) of this replica's own connection to the store (a trivial read)."""
+        try:
+            self._guarded(lambda conn: self._now(conn.cursor()))
+            self.conn.rollback()
+            return True, "ok"
+        except StoreError as e:
+            return False, f"failing since {time.strftime('%H:%M:%S', time.localtime(self.failing_since))}: {e}"
 
     def _now(self, c):
         c.execute("select extract(epoch from clock_timestamp())::double precision")
         return c.fetchone()[0]
 
     def try_acquire(self):
-        """Take the lease if it is free or expired (a new term) or renew it if it is ours; the term, or None."""
-        with self.lock:
-            return self._try_acquire()
+        """Take the lease if it is free or expired (a new term) or renew it if it is ours; the term, or None
+        (StoreError if the store cannot be reached)."""
+        return self._guarded(self._try_acquire)
 
-    def _try_acquire(self):
-        with self.conn.cursor() as c:
+    def _try_acquire(self, conn):
+        with conn.cursor() as c:
             c.execute("select holder, term, expires from lease where id = 1 for update")
             holder, term, expires = c.fetchone()
             now = self._now(c)
@@ -182,43 +273,52 @@ class Lease:
                           (self.name, term, now + self.seconds, self.rest, self.agents))
                 self.term = term
             else:
-                self.conn.commit()
+                conn.commit()
                 return None
-        self.conn.commit()
+        conn.commit()
         return self.term
 
     def leader(self, endpoint="rest"):
         """(holder, term, address) of the current lease: the leader's REST API or (endpoint "agents") its agents'
-        endpoint."""
-        with self.lock, self.conn.cursor() as c:
-            c.execute(f"select holder, term, {'agents' if endpoint == 'agents' else 'rest'}, "
-                      "expires > extract(epoch from clock_timestamp()) from lease where id = 1")
-            holder, term, address, valid = c.fetchone()
-            self.conn.commit()
+        endpoint; (None, None, None) if there is none or the store cannot be reached."""
+        def read(conn):
+            with conn.cursor() as c:
+                c.execute(f"select holder, term, {'agents' if endpoint == 'agents' else 'rest'}, "
+                          "expires > extract(epoch from clock_timestamp()) from lease where id = 1")
+                row = c.fetchone()
+            conn.commit()
+            return row
+        try:
+            holder, term, address, valid = self._guarded(read)
+        except StoreError:
+            return None, None, None
         return (holder, term, address) if valid else (None, term, None)
 
     def wait(self, stop):
-        """Block until this replica leads (polling a few times per lease); its term."""
+        """Block until this replica leads (polling a few times per lease; while the store cannot be reached, with a
+        backoff up to a second, saying so once); (its term, the monotonic time it started the acquisition)."""
+        delay = 0.1
         while not stop.is_set():
-            term = self.try_acquire()
+            t0 = time.monotonic()
+            try:
+                term = self.try_acquire()
+            except StoreError as e:
+                if delay == 0.1:
+                    log.warning("replica %s: %s; waiting for it (REST and health answer meanwhile)", self.name, e)
+                    print(f"p4sec-controller: replica {self.name}: {e}; waiting for it", flush=True)
+                stop.wait(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            if delay > 0.1:
+                log.warning("replica %s: the store answers again", self.name)
+                delay = 0.1
             if term is not None:
-                return term
+                return term, t0
             stop.wait(self.seconds / 8)
-        return None
+        return None, None
 
-    def keep(self, on_lost):
-        """Renew the lease every third of its duration in a thread; on_lost() if it cannot be renewed."""
-        def run():
-            while True:
-                time.sleep(self.seconds / 3)
-                try:
-                    if self.try_acquire() != self.term:
-                        on_lost()
-                        return
-                except Exception:
-                    on_lost()
-                    return
-        threading.Thread(target=run, daemon=True, name="lease").start()
+
+log = logging.getLogger("p4sec.ha")
 
 
 def exit_deposed(why):

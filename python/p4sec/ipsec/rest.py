@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler
 
 from p4sec.ipsec import status_http
 from p4sec.ipsec.controller import ControllerError
+from p4sec.ipsec.store import StoreError
 
 
 OPENAPI = {
@@ -26,6 +27,9 @@ OPENAPI = {
                        "post": {"summary": "converge every reachable switch to the recorded state", "responses": {"200": {"description": "per gateway"}}}},
         "/sas": {"get": {"summary": "security associations", "parameters": [{"name": "tunnel", "in": "query", "schema": {"type": "string"}}],
                          "responses": {"200": {"description": "SAs (no keys)"}}}},
+        "/health": {"get": {"summary": "this controller's health: the store, pending renewals, degraded tunnels (answered by every replica)",
+                            "responses": {"200": {"description": "healthy"}, "503": {"description": "degraded, or the store fails"}}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics: the store, renewals, tunnels by state", "responses": {"200": {"description": "text"}}}},
         "/openapi.json": {"get": {"summary": "this description", "responses": {"200": {"description": "OpenAPI 3"}}}},
     },
 }
@@ -47,6 +51,22 @@ def make_handler(svc, replica=None, status=None):
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def _send_text(self, code, text):
+            body = text.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _replica_health(self, svc):
+            """A replica that does not lead (or does not run its controller yet): whether it reaches the store."""
+            lease = replica["lease"] if replica else None
+            store_ok, why = lease.health() if lease is not None else (False, "starting")
+            holder = lease.leader()[0] if lease is not None and store_ok else None
+            h = {"ok": store_ok, "replica": replica["name"] if replica else None, "leader": False, "store": why, "current_leader": holder}
+            return self._send(200 if store_ok else 503, h)
 
         def _forward(self, method):
             holder, term, rest = replica["lease"].leader() if replica else (None, None, None)
@@ -72,6 +92,8 @@ def make_handler(svc, replica=None, status=None):
             if parts == ["replica"] and method == "GET":
                 return self._send(200, {"name": replica["name"] if replica else None, "leader": svc is not None,
                                         "term": replica.get("term") if replica else None})
+            if parts == ["health"] and method == "GET" and (svc is None or not hasattr(svc, "health")):
+                return self._replica_health(svc)
             if svc is None:
                 return self._forward(method)
             try:
@@ -85,6 +107,11 @@ def make_handler(svc, replica=None, status=None):
                     return self._send(200, getattr(svc, parts[2])(parts[1]))
                 if method == "POST" and len(parts) == 4 and parts[0] == "pairs" and parts[3] == "rekey":
                     return self._send(200, svc.rekey_pair(parts[1], parts[2]))
+                if method == "GET" and parts == ["health"]:
+                    h = dict(svc.health(), **({"replica": replica["name"], "leader": True} if replica else {}))
+                    return self._send(200 if h["ok"] else 503, h)
+                if method == "GET" and parts == ["metrics"]:
+                    return self._send_text(200, svc.metrics())
                 if parts == ["reconcile"]:
                     return self._send(200, svc.reconcile(dry_run=method == "GET"))
                 if method == "GET" and parts == ["sas"]:
@@ -92,6 +119,8 @@ def make_handler(svc, replica=None, status=None):
                 return self._send(404, {"error": f"no such resource: {method} {u.path}"})
             except KeyError as e:
                 return self._send(404, {"error": f"no tunnel profile {e.args[0]!r}"})
+            except StoreError as e:
+                return self._send(503, {"error": str(e)})
             except ControllerError as e:
                 return self._send(409, {"error": str(e)})
             except Exception as e:  # a switch refused something: report it, keep serving

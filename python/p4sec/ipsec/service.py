@@ -7,6 +7,7 @@ import pathlib
 from p4sec.infra import runtime
 from p4sec.ipsec.controller import ControllerError, Gateway, IpsecController
 from p4sec.ipsec.admission import admit_client, allowed_profile
+from p4sec.ipsec.store import StoreError
 from p4sec.ipsec.switch_tls import tls_for
 
 
@@ -18,13 +19,32 @@ class Service:
         self.ctl = IpsecController(db or cfg.get("db", ":memory:"), grace=float(cfg.get("grace", 1.0)))
         self.switches = []
         program = pathlib.Path(cfg["program"])
-        for g in cfg["gateways"]:
-            sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(election_id or g.get("election_id", 1)),
-                                tls=tls_for(cfg, g))
+        timeout = float(cfg.get("switch_timeout", 20))
+        for i, g in enumerate(cfg["gateways"]):
+            try:
+                sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(election_id or g.get("election_id", 1)),
+                                    timeout=timeout, tls=tls_for(cfg, g))
+            except ConnectionError as e:
+                # the client's own account: no answer (and, over TLS, what to check) or arbitration refused
+                self.close()
+                why = str(e).removeprefix(f"{g['grpc']}: ")
+                raise ControllerError(f"gateways[{i}].grpc: {g['grpc']!r}: {why}") from None
+            except Exception as e:
+                self.close()
+                raise ControllerError(f"gateways[{i}].grpc: {g['grpc']!r}: no P4Runtime server answered within {timeout:g} s "
+                                      f"({type(e).__name__}): expected a running switch") from None
             self.switches.append(sw)
             gw = Gateway(g["name"], sw, g["address"], g["lan"]["prefix"], int(g["lan"]["port"]), g["lan"]["mac"], int(g["wan"]["port"]),
                          g["wan"]["mac"], g["wan"]["prefix"])
-            adopted = self.ctl.add_gateway(gw, program)
+            try:
+                adopted = self.ctl.add_gateway(gw, program)
+            except ControllerError:
+                self.close()
+                raise
+            except Exception as e:
+                self.close()
+                raise ControllerError(f"gateways[{i}]: the switch at {g['grpc']} did not take the program {program}: "
+                                      f"{' '.join(str(e).split())[:200]}") from None
             logging.info("gateway %s: %s", g["name"], "adopted" if adopted else "pipeline pushed")
         self.ctl.resume()
         interval = float(cfg.get("reconcile_interval", 10))
@@ -65,9 +85,18 @@ class Service:
                 raise KeyError(name)
             t = {"name": name, "a": p["a"], "b": p["b"], "suite": p.get("suite", "aes-gcm-128"), "encap": p.get("encap", "esp"), "state": "down",
                  "active_spis": []}
-        t["sas"] = [dict(s, spi=f"{s['spi']:#010x}") for s in self.ctl.sas(name)]
-        t["events"] = [{"t": e[0], "what": e[2]} for e in self.ctl.events(name)]
+        try:
+            t["sas"] = [dict(s, spi=f"{s['spi']:#010x}") for s in self.ctl.sas(name)]
+            t["events"] = [{"t": e[0], "what": e[2]} for e in self.ctl.events(name)]
+        except StoreError as e:     # the state as last read, without its SAs and events
+            t["store"] = str(e)
         return t
+
+    def health(self):
+        return self.ctl.health()
+
+    def metrics(self):
+        return self.ctl.metrics()
 
     def tunnels(self):
         known = {t["name"]: t for t in self.ctl.tunnels()}
@@ -115,6 +144,8 @@ class Service:
                 inner = self._inner_address(client, h["name"])
                 return self.ctl.host_up(client, h["name"], h["gateway"], req["address"], req["mac"], inner, h.get("suite", "aes-gcm-128"),
                                         h.get("soft"), h.get("hard"), encap=h.get("encap"))
+        except StoreError as e:     # agents ask again on UNAVAILABLE
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, f"the controller's store fails; try again: {e}")
         except ControllerError as e:
             ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
 
@@ -124,6 +155,8 @@ class Service:
         h = self._allowed(client, req, ctx)
         try:
             return op(client, h["name"]), f"{h['name']}@{client}"
+        except StoreError as e:     # agents ask again on UNAVAILABLE
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, f"the controller's store fails; try again: {e}")
         except ControllerError as e:
             ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
 
