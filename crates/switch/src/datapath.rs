@@ -129,7 +129,20 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
 
 /// The packet loop; with `trace`, every packet's path through the pipeline is written to stderr.
 pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool) {
-    worker_loop(device, ports, stop, trace, None, Arc::default(), None)
+    let opts = LoopOpts {
+        trace,
+        ..LoopOpts::default()
+    };
+    worker_loop(device, ports, stop, opts, None, Arc::default(), None)
+}
+
+/// How a worker's loop reports packets.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LoopOpts {
+    /// p4sec's pipeline trace (`--trace`): a line per packet on stderr.
+    pub trace: bool,
+    /// BMv2's per-packet log ([`crate::bmv2log`]).
+    pub bmv2_log: Option<crate::bmv2log::Options>,
 }
 
 /// Queueing mode: the packets the last pipeline calls left for egress go to their port's queue
@@ -217,11 +230,13 @@ pub(crate) fn worker_loop(
     device: Arc<Device>,
     mut ports: Vec<Port>,
     stop: Arc<AtomicBool>,
-    trace: bool,
+    opts: LoopOpts,
     batch: Option<Arc<AtomicBool>>,
     stats: Arc<WorkerStats>,
     tm: Option<Arc<TrafficManager>>,
 ) {
+    let trace = opts.trace;
+    let mut bmv2_log = opts.bmv2_log.map(crate::bmv2log::Logger::new);
     let mut queues = tm.map(Queues::new);
     let mut pending: Vec<Queued> = vec![];
     let mut due: Vec<(Queued, QueueMeta)> = vec![];
@@ -249,7 +264,7 @@ pub(crate) fn worker_loop(
     let mut unknown_port = 0u64;
     let mut suspect = vec![false; ports.len()];
     let writes = ports.iter().any(|p| p.writes());
-    let packet_lines = log::enabled(Level::Trace);
+    let packet_lines = log::enabled(Level::Trace) && opts.bmv2_log.is_none();
     let mut waiting_said = false;
     let mut frames_in = 0u64;
     let rings = ports.iter().any(|p| p.batched());
@@ -389,7 +404,7 @@ pub(crate) fn worker_loop(
         let key = Arc::as_ptr(&engine) as usize;
         if worker.as_ref().map(|(k, _)| *k != key).unwrap_or(true) {
             let mut w = Worker::new(&engine);
-            w.set_trace(trace);
+            w.set_trace(trace || bmv2_log.is_some());
             worker = Some((key, w));
             // packets queued by the pipeline that was replaced cannot go through this one's egress
             if let Some(q) = queues.as_mut() {
@@ -454,6 +469,11 @@ pub(crate) fn worker_loop(
                 if trace {
                     log_trace(w, p.number, n);
                 }
+                if let Some(lg) = bmv2_log.as_mut() {
+                    std::hint::cold_path();
+                    let lines = w.take_trace();
+                    lg.packet(p.number, frame, &lines, out.iter(), device.cpu_port);
+                }
                 if packet_lines {
                     log_packet(p.number, n, &out, device.cpu_port, &by_number, queueing);
                 }
@@ -500,6 +520,10 @@ pub(crate) fn worker_loop(
                 if trace {
                     log_trace(w, cpu, n);
                 }
+                if let Some(lg) = bmv2_log.as_mut() {
+                    let lines = w.take_trace();
+                    lg.packet(cpu, &buf[..n], &lines, out.iter(), device.cpu_port);
+                }
                 if packet_lines {
                     log_packet(cpu, n, &out, device.cpu_port, &by_number, queueing);
                 }
@@ -543,6 +567,10 @@ pub(crate) fn worker_loop(
                             .unwrap_or("worker")
                             .to_string();
                         eprintln!("[{name}] queued packet for port {port} leaves its queue (waited {} µs): {}", meta.deq_timedelta, lines.join("; "));
+                    }
+                    if let Some(lg) = bmv2_log.as_mut() {
+                        let lines = w.take_trace();
+                        lg.dequeued(port, meta.deq_timedelta as u64, &lines, out.iter());
                     }
                     transmit(
                         &device,
