@@ -99,6 +99,43 @@ fn log_packet(
     p4log!(Level::Trace, "port {port}: {len} bytes in -> {to}");
 }
 
+/// After the transmit rings were flushed: a port whose link refused frames (they wait in its ring)
+/// is blocked, its packets held in its egress queue until the link takes frames again
+/// ([`crate::tm`]: backpressure); a port that took everything is not. True when the worker's
+/// queueing changed.
+#[inline]
+fn note_blocked(ports: &[Port], queues: &mut Option<Queues>, w: &mut Worker) -> bool {
+    let Some(q) = queues.as_mut() else {
+        return false;
+    };
+    let mut changed = false;
+    for p in ports {
+        let b = p.tx_blocked();
+        if b != q.is_blocked(p.number) {
+            std::hint::cold_path();
+            q.set_blocked(p.number, b);
+            changed = true;
+            p4log!(
+                Level::Debug,
+                "port {}: {}",
+                p.number,
+                if b {
+                    "the link refuses frames; its packets wait in its egress queue"
+                } else {
+                    "the link takes frames again"
+                }
+            );
+        }
+    }
+    if changed {
+        let on = q.queueing();
+        if w.queueing() != on {
+            w.set_queueing(on);
+        }
+    }
+    changed
+}
+
 /// Send what one packet produced: to ports, or to the controller for the CPU port.
 fn transmit(
     device: &Device,
@@ -320,6 +357,15 @@ pub(crate) fn worker_loop(
             for p in &ports {
                 p.flush_tx();
             }
+            if let Some((_, w)) = worker.as_mut() {
+                note_blocked(&ports, &mut queues, w);
+            }
+            1
+        } else if rings && queues.as_ref().is_some_and(|q| q.any_blocked()) {
+            // a blocked port is looked at again soon (its frames in flight leave the qdisc)
+            if let Some((_, w)) = worker.as_mut() {
+                note_blocked(&ports, &mut queues, w);
+            }
             1
         } else if busy_poll {
             0
@@ -418,7 +464,7 @@ pub(crate) fn worker_loop(
             }
         }
         let w = &mut worker.as_mut().unwrap().1;
-        let queueing = queues.as_ref().is_some_and(|q| q.queueing());
+        let mut queueing = queues.as_ref().is_some_and(|q| q.queueing());
         if w.queueing() != queueing {
             w.set_queueing(queueing);
         }
@@ -500,6 +546,9 @@ pub(crate) fn worker_loop(
                 for p in &ports {
                     p.flush_tx();
                 }
+                if note_blocked(&ports, &mut queues, w) {
+                    queueing = w.queueing();
+                }
             }
         }
         // PacketOut: enters the pipeline as received on the CPU port. Its socket is read only when
@@ -542,6 +591,7 @@ pub(crate) fn worker_loop(
                 for p in &ports {
                     p.flush_tx();
                 }
+                note_blocked(&ports, &mut queues, w);
             }
         } else if packet_out {
             while device.packet_out_rx.recv(&mut buf).is_ok() {
@@ -589,10 +639,14 @@ pub(crate) fn worker_loop(
                     }
                 }
                 if !q.is_empty() && next_departure.is_none() {
-                    // (due now: what was dequeued made room for more at once)
-                    next_departure = Some(0);
+                    // (due now: what was dequeued made room for more at once; behind a blocked
+                    // port, when its ring is retried)
+                    next_departure = Some(if q.any_blocked() { 1_000_000 } else { 0 });
                 }
             }
+        }
+        if rings && (dequeued > 0 || queues.as_ref().is_some_and(|q| q.any_blocked())) {
+            note_blocked(&ports, &mut queues, w);
         }
         device.deliver_digests(&engine);
         if processed > 0 {
