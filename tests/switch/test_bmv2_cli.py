@@ -167,3 +167,20 @@ def test_p4c_by_name_writes_what_p4c_writes(tmp_path, p4sec_bin):
     assert [p.name for p in (tmp_path / "d").iterdir()] == ["router.json"]
     r = subprocess.run([str(tmp_path / "p4c"), "--target", "tofino", str(src)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "tofino" in r.stderr
+
+
+def test_p4_tmp_p4config_sits_beside_the_official_p4runtime_package():
+    """`from p4.tmp import p4config_pb2` (the tutorials' and guides' clients) works after scripts/setup, inside the
+    official `p4runtime` package's `p4` directory, whose own modules stay its own."""
+    import pathlib
+    import p4
+    from p4.v1 import p4runtime_pb2
+    from p4.tmp import p4config_pb2
+    base = pathlib.Path(p4.__file__).parent
+    assert pathlib.Path(p4runtime_pb2.__file__).parent == base / "v1"
+    assert pathlib.Path(p4config_pb2.__file__).parent == base / "tmp"
+    c = p4config_pb2.P4DeviceConfig(reassign=True, device_data=b"{}")
+    c.extras.kv["k"] = "v"
+    back = p4config_pb2.P4DeviceConfig.FromString(c.SerializeToString())
+    assert back.reassign and back.device_data == b"{}" and dict(back.extras.kv) == {"k": "v"}
+    assert p4config_pb2.P4DeviceConfig.DESCRIPTOR.full_name == "p4.tmp.P4DeviceConfig"
