@@ -184,3 +184,26 @@ def test_p4_tmp_p4config_sits_beside_the_official_p4runtime_package():
     back = p4config_pb2.P4DeviceConfig.FromString(c.SerializeToString())
     assert back.reassign and back.device_data == b"{}" and dict(back.extras.kv) == {"k": "v"}
     assert p4config_pb2.P4DeviceConfig.DESCRIPTOR.full_name == "p4.tmp.P4DeviceConfig"
+
+
+def test_use_files_reads_and_writes_the_interfaces_pcap_files(p4sec_bin, tmp_path):
+    """`--use-files 0 -i 1@veth0 -i 2@veth1`: as BMv2, port 1 reads veth0_in.pcap and writes veth0_out.pcap (no
+    interface is opened); tests/switch/programs/queue_ecn.p4 sends what comes in on port 1 out of port 2; with only
+    file ports the run ends once the input is processed."""
+    from scapy.all import Ether, IP, UDP, rdpcap, wrpcap
+    out = tmp_path / "ecn.json"
+    subprocess.run([str(p4sec_bin), "compile", str(ROOT / "tests" / "switch" / "programs" / "queue_ecn.p4"), "-o", str(out)],
+                   check=True, capture_output=True)
+    frames = [Ether(dst="02:00:00:00:02:02") / IP(src="10.0.1.1", dst="10.0.2.2", tos=1) / UDP(sport=7, dport=9) / bytes(40)
+              for _ in range(3)]
+    wrpcap(str(tmp_path / "veth0_in.pcap"), frames)
+    wrpcap(str(tmp_path / "veth1_in.pcap"), [])
+    link = tmp_path / "simple_switch_grpc"
+    link.symlink_to(p4sec_bin)
+    r = subprocess.run([str(link), "--use-files", "0", "-i", "1@veth0", "-i", "2@veth1", "--log-console", "-L", "info",
+                        str(out)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "--use-files" in r.stderr
+    sent = [f for f in rdpcap(str(tmp_path / "veth1_out.pcap")) if UDP in f and f[UDP].dport == 9]
+    assert len(sent) == 3 and all(f[IP].dst == "10.0.2.2" for f in sent)
+    assert len(rdpcap(str(tmp_path / "veth0_out.pcap"))) == 0
