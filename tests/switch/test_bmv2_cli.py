@@ -11,8 +11,8 @@ import uuid
 import pytest
 
 from conftest import ROOT
-from p4sec.netns import free_port
-from test_simple_switch_grpc import Client, start, stop, build  # noqa: F401  (build: the fixture)
+# (free_port through the neighbouring test module: one place names where the helper lives)
+from test_simple_switch_grpc import Client, build, free_port, start, stop  # noqa: F401  (build: the fixture)
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for veth pairs")
 

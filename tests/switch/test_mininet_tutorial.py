@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from p4sec.netns import free_port
+from test_p4runtime import free_port
 from test_backpressure import BIG
 from test_queues import parse
 
