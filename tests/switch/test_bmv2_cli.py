@@ -75,7 +75,7 @@ def test_the_tutorials_command_line_logs_every_packet_and_captures_per_interface
     for needle in ("[bmv2] [D]", "Processing packet received on port 1", "Parser state 'RouterParser.parse_ipv4'",
                    "Extracting header 'hdr.ipv4'", "Applying table 'RouterIngress.ipv4_lpm'",
                    "* hdr.ipv4.dst_addr", ": 0a020009", "Table 'RouterIngress.ipv4_lpm': hit",
-                   "Action entry is RouterIngress.set_nhop", "Egress port is 2",
+                   "Action entry is RouterIngress.set_nhop - 200000000aa,20000000001,2,", "Egress port is 2",
                    f"Transmitting packet of size {len(sent)} out of port 2"):
         assert needle in text, f"{needle!r} not in the log:\n{text[-3000:]}"
     caps = sorted(p.name for p in (tmp_path / "pcaps").iterdir())

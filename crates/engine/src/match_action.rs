@@ -250,9 +250,32 @@ impl Engine {
             let hex = &hex[hex.len().saturating_sub(digits)..];
             fields.push(format!("{}={hex}", k.name));
         }
+        // the action's arguments, as written into its parameters (low words first per parameter)
+        let mut args: Vec<Vec<u64>> = vec![];
+        for &(slot, _, p, k) in &self.param_words[a] {
+            let (p, k) = (p as usize, k as usize);
+            if args.len() <= p {
+                args.resize(p + 1, vec![]);
+            }
+            if args[p].len() <= k {
+                args[p].resize(k + 1, 0);
+            }
+            args[p][k] = w.slots.get(slot as usize).copied().unwrap_or(0);
+        }
+        let args: Vec<String> = args
+            .iter()
+            .map(|words| {
+                let hex: String = words.iter().rev().map(|v| format!("{v:016x}")).collect();
+                let t = hex.trim_start_matches('0');
+                if t.is_empty() { "0" } else { t }.to_string()
+            })
+            .collect();
         if let Some(tr) = w.trace.as_mut() {
             if !fields.is_empty() {
                 tr.push(format!("lookup {} key {}", t.name, fields.join(", ")));
+            }
+            if !args.is_empty() {
+                tr.push(format!("arguments {}", args.join(",")));
             }
             tr.push(format!(
                 "table {} {} -> {}",

@@ -143,7 +143,13 @@ impl Logger {
     /// The engine's trace lines in BMv2's words.
     fn steps(&mut self, trace: &[String]) {
         let mut in_parser = true;
+        // the arguments of the action a table apply runs (the line before its outcome)
+        let mut args = "";
         for t in trace {
+            if let Some(a) = t.strip_prefix("arguments ") {
+                args = a;
+                continue;
+            }
             let (l, msg) = translate(t);
             if in_parser && (t.starts_with("ingress ") || t.starts_with("drop")) {
                 in_parser = false;
@@ -172,8 +178,14 @@ impl Logger {
                             "miss, the default action"
                         };
                         self.line(Level::Debug, &format!("Table '{table}': {what}"));
-                        self.line(Level::Debug, &format!("Action entry is {action}"));
+                        let shown = if args.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" - {args},")
+                        };
+                        self.line(Level::Debug, &format!("Action entry is {action}{shown}"));
                         self.line(Level::Trace, &format!("Action {action}"));
+                        args = "";
                         continue;
                     }
                 }
@@ -272,6 +284,7 @@ mod tests {
             "extract hdr.ethernet",
             "ingress (port 1, instance_type 0)",
             "lookup I.fwd key hdr.ethernet.dst=0a0b, sm.ingress_port=001",
+            "arguments 2,a0b",
             "table I.fwd hit -> I.send",
             "egress (port 2, instance_type 0)",
         ]
@@ -293,7 +306,7 @@ mod tests {
         assert!(t.contains("* hdr.ethernet.dst"), "{t}");
         assert!(t.contains(": 0a0b\n"), "{t}");
         assert!(t.contains("Table 'I.fwd': hit"), "{t}");
-        assert!(t.contains("Action entry is I.send"), "{t}");
+        assert!(t.contains("Action entry is I.send - 2,a0b,\n"), "{t}");
         assert!(t.contains("Parser 'parser': end"), "{t}");
         assert!(t.contains("Sent packet data: 09080706\n"), "{t}");
     }
