@@ -3,7 +3,8 @@
 The loader below follows the tutorials' structure (a switch connection with a queue-fed stream channel, a
 P4Info helper that builds entries by name, entries read from a runtime JSON file) and sends the device config
 as BMv2 clients do: the program wrapped in `p4.tmp.P4DeviceConfig` (reassign = true, device_data = the file's
-bytes). The `p4runtime` package does not ship that message, so the test builds it from a descriptor.
+bytes), imported as they import it (`p4.tmp.p4config_pb2`, which scripts/setup installs beside the official
+`p4runtime` package).
 """
 import ipaddress
 import json
@@ -13,38 +14,14 @@ import subprocess
 import p4sec  # noqa: F401  (sets the protobuf runtime the p4runtime package needs)
 import grpc
 import pytest
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from conftest import ROOT
 from p4sec.infra.netns import free_port
 
-F = descriptor_pb2.FieldDescriptorProto
-
-
-def p4_device_config_class():
-    """`p4.tmp.P4DeviceConfig { bool reassign = 1; Extras extras = 2; bytes device_data = 3; }` with
-    `message Extras { map<string, string> kv = 1; }`, from a descriptor built here."""
-    fdp = descriptor_pb2.FileDescriptorProto(name="p4/tmp/p4config.proto", package="p4.tmp", syntax="proto3")
-    msg = fdp.message_type.add(name="P4DeviceConfig")
-    extras = msg.nested_type.add(name="Extras")
-    entry = extras.nested_type.add(name="KvEntry")
-    entry.options.map_entry = True
-    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-    entry.field.add(name="value", number=2, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-    extras.field.add(name="kv", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
-                     type_name=".p4.tmp.P4DeviceConfig.Extras.KvEntry")
-    msg.field.add(name="reassign", number=1, type=F.TYPE_BOOL, label=F.LABEL_OPTIONAL)
-    msg.field.add(name="extras", number=2, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
-                  type_name=".p4.tmp.P4DeviceConfig.Extras")
-    msg.field.add(name="device_data", number=3, type=F.TYPE_BYTES, label=F.LABEL_OPTIONAL)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.MessageFactory(pool).GetPrototype(pool.FindMessageTypeByName("p4.tmp.P4DeviceConfig"))
-
-
-P4DeviceConfig = p4_device_config_class()
+from p4.tmp.p4config_pb2 import P4DeviceConfig  # (BMv2's device config message: scripts/setup installs it)
 
 
 # ---------------------------------------------------------------- the loader, tutorial style

@@ -169,7 +169,7 @@ def test_interfaces_given_with_i_forward_packets(p4sec_bin, build):
                            "--", "--grpc-server-addr", f"127.0.0.1:{port}"], port)
     c = None
     try:
-        c = Client(channel, 1)
+        c = Client(channel, 0)  # (BMv2's default device id)
         c.route(info, [10, 2, 0, 0], 16, 2)
         sniffer = AsyncSniffer(iface=b + "p", lfilter=lambda p: IP in p and p[IP].dst == "10.2.0.9")
         sniffer.start()

@@ -62,3 +62,28 @@ def test_mutual_tls(tls_switch):
         capabilities(grpc.secure_channel(f"127.0.0.1:{port}", no_client_cert), timeout=2)
     with pytest.raises((grpc.RpcError, grpc.FutureTimeoutError)):
         capabilities(grpc.insecure_channel(f"127.0.0.1:{port}"), timeout=2)
+
+
+def test_bmv2_target_options_turn_on_mutual_tls(p4sec_bin, tmp_path):
+    """simple_switch_grpc's own TLS options after `--` (--grpc-server-ssl, -cert, -key, -cacert,
+    --grpc-server-with-client-auth) do what --tls-cert/--tls-key/--tls-ca do."""
+    ca, ca_key, ca_pem, _ = cert("p4sec test CA", ca=True)
+    _, _, srv_pem, srv_key = cert("switch", ca, ca_key, san_ip="127.0.0.1")
+    _, _, cli_pem, cli_key = cert("controller", ca, ca_key)
+    for name, data in [("ca.pem", ca_pem), ("srv.pem", srv_pem), ("srv.key", srv_key)]:
+        (tmp_path / name).write_bytes(data)
+    port = free_port()
+    proc = subprocess.Popen([str(p4sec_bin), "simple_switch_grpc", "--no-p4", "--thrift-port", str(free_port()), "--",
+                             "--grpc-server-addr", f"127.0.0.1:{port}", "--grpc-server-ssl",
+                             "--grpc-server-cert", str(tmp_path / "srv.pem"), "--grpc-server-key", str(tmp_path / "srv.key"),
+                             "--grpc-server-cacert", str(tmp_path / "ca.pem"), "--grpc-server-with-client-auth"],
+                            stderr=subprocess.PIPE)
+    try:
+        good = grpc.ssl_channel_credentials(root_certificates=ca_pem, private_key=cli_key, certificate_chain=cli_pem)
+        assert capabilities(grpc.secure_channel(f"127.0.0.1:{port}", good)).p4runtime_api_version.startswith("1.")
+        with pytest.raises((grpc.RpcError, grpc.FutureTimeoutError)):
+            capabilities(grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(root_certificates=ca_pem)),
+                         timeout=2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -3,7 +3,8 @@
 //! Subcommands: `compile` (P4 → program + P4Info; also with the reference compiler's flags), `stf`
 //! (run STF packet tests), `switch` (also as `simple_switch_grpc`, with BMv2's flags, or through a
 //! symlink of that name), `switch-cli` (run-time queue commands to a running switch; also through a
-//! symlink named `simple_switch_CLI`), the benchmarks.
+//! symlink named `simple_switch_CLI`), the benchmarks. Run as `p4c` or `p4c-bm2-ss` (a symlink of
+//! that name), it is the compiler with p4c's flags ([`bmv2`]).
 
 mod ascon_serve;
 mod bench;
@@ -12,6 +13,7 @@ mod bench_hash;
 mod bench_mixed;
 mod bench_p4ead;
 mod bench_sad;
+mod bmv2;
 mod stf_runner;
 
 #[global_allocator]
@@ -45,8 +47,17 @@ enum Cmd {
         /// and `SetForwardingPipelineConfig` (also as NAME.json, the name p4c gives it, after the
         /// source NAME.p4), p4info.txtpb and p4info.binpb for P4Runtime clients. A name ending in
         /// .json: the program file only.
-        #[arg(short = 'o', long = "out", value_name = "OUTDIR|FILE.json")]
-        out: PathBuf,
+        #[arg(
+            short = 'o',
+            long = "out",
+            value_name = "OUTDIR|FILE.json",
+            required_unless_present = "as_p4c"
+        )]
+        out: Option<PathBuf>,
+        /// Run as `p4c`/`p4c-bm2-ss` (by that name): write what p4c writes, OUTDIR/NAME.json (-o
+        /// default: .) and the P4Info files asked for.
+        #[arg(long = "as-p4c", hide = true)]
+        as_p4c: bool,
         /// Add an include directory.
         #[arg(short = 'I', value_name = "DIR")]
         include: Vec<PathBuf>,
@@ -69,10 +80,10 @@ enum Cmd {
         #[arg(long = "p4runtime-format", value_name = "FORMAT", value_parser = ["text", "json", "binary"], default_value = "text")]
         p4runtime_format: String,
         /// The target (p4c's flag): bmv2 only, the target whose v1model p4sec runs.
-        #[arg(long, value_name = "TARGET", value_parser = ["bmv2"])]
+        #[arg(long, short = 'b', value_name = "TARGET", value_parser = ["bmv2"])]
         target: Option<String>,
         /// The architecture (p4c's flag): v1model only.
-        #[arg(long, value_name = "ARCH", value_parser = ["v1model"])]
+        #[arg(long, short = 'a', value_name = "ARCH", value_parser = ["v1model"])]
         arch: Option<String>,
         /// The language version (p4c's flag): p4-16 only.
         #[arg(long, value_name = "STD", value_parser = ["p4-16"])]
@@ -84,6 +95,17 @@ enum Cmd {
         /// it calls.
         #[arg(long)]
         emit_externs: bool,
+        /// Accepted for p4c's sake (debug information): p4sec's program file keeps the names of
+        /// tables, actions and parser states always.
+        #[arg(short = 'g')]
+        debug_info: bool,
+        /// Accepted for p4c's sake: p4c's verbosity (p4sec's compiler says only what is wrong).
+        #[arg(short = 'v', long = "verbose", value_name = "N", num_args = 0..=1, default_missing_value = "1")]
+        verbose: Option<u32>,
+        /// Accepted for p4c's sake: p4c's diagnostics to silence or demote (p4sec's compiler
+        /// issues errors only).
+        #[arg(long = "Wdisable", alias = "Wwarn", value_name = "DIAG", num_args = 0..=1, default_missing_value = "")]
+        wdisable: Vec<String>,
     },
     /// Run STF packet tests: `p4sec stf PROGRAM.p4 TEST.stf` or `p4sec stf --suite DIR`.
     Stf {
@@ -114,8 +136,9 @@ enum Cmd {
     },
     /// Run the switch: ports (Linux interfaces, TUN/TAP devices, pcap files) and a P4Runtime server
     /// (gRPC service p4.v1.P4Runtime). Also as `p4sec simple_switch_grpc` (or a symlink named
-    /// simple_switch_grpc) with BMv2's flags: `[-i N@IFACE]... [--device-id N] [-L LEVEL] [--pcap
-    /// DIR] [--no-p4 | PROGRAM.json] [-- --grpc-server-addr ADDR --cpu-port N]`.
+    /// simple_switch_grpc or simple_switch) with BMv2's command line: `[-i N@IFACE]... [--device-id
+    /// N] [--log-console | --log-file F] [-L LEVEL] [--pcap DIR] [--no-p4 | PROGRAM.json] [--
+    /// --grpc-server-addr ADDR --cpu-port N]` and BMv2's other options (docs/switch.md).
     #[command(alias = "simple_switch_grpc")]
     Switch {
         /// A compiled program (`p4sec compile -o OUTDIR`: the directory, or its program.json) to
@@ -134,9 +157,9 @@ enum Cmd {
         /// unless given].
         #[arg(long, value_name = "ADDR")]
         grpc: Option<String>,
-        /// P4Runtime device id.
-        #[arg(long, default_value_t = 1)]
-        device_id: u64,
+        /// P4Runtime device id [default: 1; as simple_switch_grpc 0, BMv2's].
+        #[arg(long)]
+        device_id: Option<u64>,
         /// A port, repeatable: N=IFACE (a Linux interface, e.g. a veth), N=xdp:IFACE (the same
         /// through an AF_XDP socket; where AF_XDP cannot work, the packet socket, with the reason
         /// logged), N=tap:NAME or N=tun:NAME (a TAP/TUN device the switch creates),
@@ -166,17 +189,17 @@ enum Cmd {
         #[arg(long)]
         trace: bool,
         /// Also write every port's received and sent frames to DIR/port<N>-in.pcap and
-        /// DIR/port<N>-out.pcap (also as BMv2's --pcap DIR).
-        #[arg(long, value_name = "DIR", alias = "pcap")]
+        /// DIR/port<N>-out.pcap (BMv2's --pcap DIR names them after the interfaces).
+        #[arg(long, value_name = "DIR")]
         pcap_dir: Option<PathBuf>,
         /// How much the switch says on stderr: error, warn, info (port events), debug, trace (a
-        /// line per packet); off is error (also as BMv2's -L/--log-level).
-        #[arg(long, short = 'L', alias = "log-level", value_name = "LEVEL", default_value = "info",
+        /// line per packet); off is error (also as BMv2's -L/--log-level) [default: info; with
+        /// --log-console or --log-file trace, BMv2's].
+        #[arg(long, short = 'L', alias = "log-level", value_name = "LEVEL",
               value_parser = ["error", "warn", "info", "debug", "trace", "off"])]
-        log: String,
-        /// Accepted for BMv2's sake: the switch always logs to stderr.
-        #[arg(long)]
-        log_console: bool,
+        log: Option<String>,
+        #[command(flatten)]
+        bmv2: bmv2::Bmv2Opts,
         /// The run-time control endpoint for `p4sec switch-cli` / `simple_switch_CLI`
         /// (set_queue_depth, set_queue_rate): a TCP port on 127.0.0.1 (not Thrift: p4sec's own line
         /// protocol, see docs/switch.md) [default as simple_switch_grpc: 9090; else none].
@@ -224,7 +247,9 @@ enum Cmd {
         /// {"Ethernet0": 1}.
         #[arg(long, value_name = "TYPE=FILE")]
         translate: Vec<String>,
-        /// BMv2's target options, after `--`: --grpc-server-addr ADDR (as --grpc) and --cpu-port N.
+        /// BMv2's target options, after `--`: --grpc-server-addr ADDR (as --grpc), --cpu-port N,
+        /// --priority-queues N, --grpc-server-ssl with --grpc-server-cert/-key/-cacert and
+        /// --grpc-server-with-client-auth (as --tls-*), --drop-port 511, --enable-swap.
         #[arg(last = true, value_name = "TARGET-OPTION")]
         target_options: Vec<String>,
     },
@@ -401,6 +426,7 @@ fn write_compiled(
     source: &Path,
     out: &Path,
     infos: &[(PathBuf, P4InfoFormat)],
+    as_p4c: bool,
 ) -> ExitCode {
     use p4sec_p4runtime::prost_message::Message;
     let binpb = p4sec_p4runtime::p4info::p4info(prog).encode_to_vec();
@@ -427,12 +453,17 @@ fn write_compiled(
             .file_stem()
             .map(|s| format!("{}.json", s.to_string_lossy()))
             .unwrap_or_else(|| "program.json".into());
-        if stem != "program.json" {
-            files.push((out.join(stem), json.clone()));
+        if as_p4c {
+            // (as p4c: its one output in the directory)
+            files.push((out.join(stem), json));
+        } else {
+            if stem != "program.json" {
+                files.push((out.join(stem), json.clone()));
+            }
+            files.push((out.join("program.json"), json));
+            files.push((out.join("p4info.txtpb"), text.clone()));
+            files.push((out.join("p4info.binpb"), binpb.clone()));
         }
-        files.push((out.join("program.json"), json));
-        files.push((out.join("p4info.txtpb"), text.clone()));
-        files.push((out.join("p4info.binpb"), binpb.clone()));
     }
     for (path, fmt) in infos {
         let bytes = match fmt {
@@ -464,51 +495,6 @@ fn write_compiled(
         println!("wrote {}", path.display());
     }
     ExitCode::SUCCESS
-}
-
-/// BMv2's target options, given after `--`: `--grpc-server-addr ADDR` and `--cpu-port N` (either
-/// also as `--flag=VALUE`).
-#[derive(Default)]
-struct TargetOptions {
-    grpc_server_addr: Option<String>,
-    cpu_port: Option<u32>,
-    priority_queues: Option<usize>,
-}
-
-impl TargetOptions {
-    fn parse(args: &[String]) -> Result<TargetOptions, String> {
-        let mut t = TargetOptions::default();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let (flag, inline) = match a.split_once('=') {
-                Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-                _ => (a.as_str(), None),
-            };
-            let mut value = || {
-                inline
-                    .clone()
-                    .or_else(|| it.next().cloned())
-                    .ok_or_else(|| format!("target option {flag} needs a value"))
-            };
-            match flag {
-                "--grpc-server-addr" => t.grpc_server_addr = Some(value()?),
-                "--cpu-port" => {
-                    let v = value()?;
-                    t.cpu_port = Some(v.parse().map_err(|_| format!("target option --cpu-port: `{v}` is not a port number"))?);
-                }
-                "--priority-queues" => {
-                    let v = value()?;
-                    t.priority_queues = Some(v.parse().map_err(|_| format!("target option --priority-queues: `{v}` is not a number of queues"))?);
-                }
-                _ => {
-                    return Err(format!(
-                        "unknown target option `{a}` after `--` (p4sec takes --grpc-server-addr ADDR, --cpu-port N and --priority-queues N there)"
-                    ))
-                }
-            }
-        }
-        Ok(t)
-    }
 }
 
 /// The traffic manager's options of `p4sec switch`.
@@ -579,7 +565,8 @@ fn run_switch(
     workers: usize,
     metrics: Option<&str>,
     trace: bool,
-    pcap_dir: Option<&Path>,
+    capture: Option<(&Path, p4sec_switch::CaptureNames)>,
+    bmv2_log: Option<p4sec_switch::bmv2log::Options>,
     log: &str,
     tls: Option<p4sec_p4runtime::server::TlsFiles>,
     queue_opts: &QueueOpts,
@@ -641,7 +628,7 @@ fn run_switch(
             }
         }
     }
-    if let Err(e) = p4sec_switch::check_ports(&ports, cpu_port, pcap_dir) {
+    if let Err(e) = p4sec_switch::check_ports(&ports, cpu_port, capture) {
         eprintln!("p4sec switch: {e}");
         return ExitCode::from(2);
     }
@@ -665,7 +652,9 @@ fn run_switch(
             ports,
             workers,
             trace,
-            pcap_dir: pcap_dir.map(Path::to_path_buf),
+            pcap_dir: capture.map(|(d, _)| d.to_path_buf()),
+            pcap_names: capture.map(|(_, n)| n).unwrap_or_default(),
+            bmv2_log,
             tm: Some(tm.clone()),
         };
         match p4sec_switch::start(device.clone(), &cfg) {
@@ -781,27 +770,14 @@ fn run_switch(
     };
     stop_switch(switch);
     rt.shutdown_timeout(std::time::Duration::from_millis(500));
+    p4sec_switch::log::flush();
     code
 }
 
 fn main() -> ExitCode {
-    // a symlink named simple_switch_grpc runs the switch with BMv2's command line
-    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args
-        .first()
-        .and_then(|a| Path::new(a).file_name())
-        .is_some_and(|n| n == "simple_switch_grpc")
-    {
-        args.insert(1, "simple_switch_grpc".into());
-    }
-    // and one named simple_switch_CLI is the control client
-    if args
-        .first()
-        .and_then(|a| Path::new(a).file_name())
-        .is_some_and(|n| n == "simple_switch_CLI")
-    {
-        args.insert(1, "switch-cli".into());
-    }
+    // symlinks named simple_switch_grpc, simple_switch_CLI, p4c, ... run the subcommand they stand
+    // for
+    let args = bmv2::subcommand_args(std::env::args_os().collect());
     let as_bmv2 = args.get(1).is_some_and(|a| a == "simple_switch_grpc");
     let cli = Cli::parse_from(args);
     match cli.cmd {
@@ -813,6 +789,7 @@ fn main() -> ExitCode {
             p4runtime_files,
             p4runtime_file,
             p4runtime_format,
+            as_p4c,
             ..
         } => {
             // (--target, --arch, --std, --p4v: their one accepted value is checked by the parser;
@@ -840,7 +817,8 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            write_compiled(&prog, &program, &out, &infos)
+            let out = out.unwrap_or_else(|| PathBuf::from("."));
+            write_compiled(&prog, &program, &out, &infos, as_p4c)
         }
         Cmd::Stf {
             program,
@@ -939,7 +917,7 @@ fn main() -> ExitCode {
             trace,
             pcap_dir,
             log,
-            log_console: _,
+            bmv2,
             thrift_port,
             queue_depth,
             queue_rate,
@@ -963,6 +941,17 @@ fn main() -> ExitCode {
                     }
                 }
             }
+            if bmv2.version {
+                println!(
+                    "p4sec {} (BMv2's simple_switch_grpc command line)",
+                    env!("CARGO_PKG_VERSION")
+                );
+                return ExitCode::SUCCESS;
+            }
+            if bmv2.json_version {
+                println!("none: p4sec runs its own program files (`p4sec compile`, or p4c by that name), not BMv2 JSON");
+                return ExitCode::SUCCESS;
+            }
             let authz = match &tls_ca {
                 Some(_) => match p4sec_p4runtime::authz::Policy::new(&tls_writers, &tls_readers) {
                     Ok(p) => Some(p),
@@ -983,18 +972,15 @@ fn main() -> ExitCode {
                 }),
                 _ => None,
             };
-            for i in &interfaces {
-                match i.split_once('@') {
-                    Some((n, iface)) if !n.is_empty() && !iface.is_empty() => {
-                        ports.push(format!("{n}={}{iface}", if xdp { "xdp:" } else { "" }))
-                    }
-                    _ => {
-                        eprintln!("p4sec switch: -i takes N@IFACE (a port number and a Linux interface), got `{i}`");
-                        return ExitCode::from(2);
-                    }
+            let device_id = device_id.unwrap_or(if as_bmv2 { 0 } else { 1 });
+            let plan = match bmv2.plan(&interfaces, &mut ports, xdp, as_bmv2) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("p4sec switch: {e}");
+                    return ExitCode::from(2);
                 }
-            }
-            let target = match TargetOptions::parse(&target_options) {
+            };
+            let target = match bmv2::TargetOptions::parse(&target_options) {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("p4sec switch: {e}");
@@ -1048,11 +1034,47 @@ fn main() -> ExitCode {
                     }
                 })
                 .or(program_file);
+            // BMv2 logs at trace level by default once a log is asked for; its `off` is p4sec's
+            // quietest
+            let log =
+                log.unwrap_or_else(|| if plan.packet_log { "trace" } else { "info" }.to_string());
             let log = if log == "off" {
                 "error".to_string()
             } else {
                 log
             };
+            let tls = match (tls, target.tls) {
+                (Some(_), Some(_)) => {
+                    eprintln!(
+                        "p4sec switch: --tls-cert and --grpc-server-ssl both given: give one"
+                    );
+                    return ExitCode::from(2);
+                }
+                (a, b) => a.or(b),
+            };
+            if let Some(f) = &bmv2.log_file {
+                if let Err(e) = p4sec_switch::log::set_file(f, bmv2.log_flush) {
+                    eprintln!("p4sec switch: --log-file: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            if let Ok(l) = log.parse::<p4sec_switch::log::Level>() {
+                p4sec_switch::log::set_level(l);
+            }
+            for n in plan.notes.iter().chain(&target.notes) {
+                p4sec_switch::p4log!(p4sec_switch::log::Level::Info, "{n}");
+            }
+            if let Some(d) = plan.wait {
+                std::thread::sleep(d);
+            }
+            let capture = match (pcap_dir, bmv2.pcap) {
+                (Some(d), _) => Some((d, p4sec_switch::CaptureNames::PortNumber)),
+                (None, Some(d)) => Some((d, p4sec_switch::CaptureNames::Interface)),
+                (None, None) => None,
+            };
+            let bmv2_log = plan.packet_log.then_some(p4sec_switch::bmv2log::Options {
+                dump_bytes: bmv2.dump_packet_data.unwrap_or(0),
+            });
             run_switch(
                 program.as_deref(),
                 grpc.as_deref(),
@@ -1062,7 +1084,8 @@ fn main() -> ExitCode {
                 workers,
                 metrics.as_deref(),
                 trace,
-                pcap_dir.as_deref(),
+                capture.as_ref().map(|(d, n)| (d.as_path(), *n)),
+                bmv2_log,
                 &log,
                 tls,
                 &queue_opts,

@@ -2,9 +2,11 @@
 //! for what went wrong, `info` (the default) for port events and P4Runtime connections, `debug` for
 //! per-port details, `trace` for one line per packet. Pipeline traces (`--trace`) are separate and
 //! always written when asked for. The switch crate re-exports this module and has its own `p4log!`
-//! macro.
+//! macro. Messages go to stderr, or to a file ([`set_file`], BMv2's `--log-file`).
 
+use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Mutex;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
@@ -47,6 +49,43 @@ pub fn enabled(l: Level) -> bool {
     l as u8 <= LEVEL.load(Ordering::Relaxed)
 }
 
+/// The log file, when messages go to one, and whether it is flushed after every message.
+static FILE: Mutex<Option<(std::io::BufWriter<std::fs::File>, bool)>> = Mutex::new(None);
+
+/// Send the messages to `path` (created or truncated) instead of stderr; with `flush`, the file is
+/// flushed after every message (BMv2's `--log-flush`), else when its buffer fills and at [`flush`].
+pub fn set_file(path: &std::path::Path, flush: bool) -> Result<(), String> {
+    let f = std::fs::File::create(path)
+        .map_err(|e| format!("cannot create the log file {}: {e}", path.display()))?;
+    *FILE.lock().unwrap_or_else(|p| p.into_inner()) =
+        Some((std::io::BufWriter::with_capacity(64 << 10, f), flush));
+    Ok(())
+}
+
+/// Flush the log file, if any (before the process exits).
+pub fn flush() {
+    if let Some((f, _)) = FILE.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        let _ = f.flush();
+    }
+}
+
+/// Write text (whole lines, each ending in a newline) to the log: the file, or stderr.
+pub fn write_lines(text: &str) {
+    let mut file = FILE.lock().unwrap_or_else(|p| p.into_inner());
+    match file.as_mut() {
+        Some((f, flush)) => {
+            let _ = f.write_all(text.as_bytes());
+            if *flush {
+                let _ = f.flush();
+            }
+        }
+        None => {
+            drop(file);
+            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        }
+    }
+}
+
 /// Write one message (use the `p4log!` macro, which checks the level first).
 pub fn write(l: Level, args: std::fmt::Arguments) {
     let tag = match l {
@@ -56,7 +95,7 @@ pub fn write(l: Level, args: std::fmt::Arguments) {
         Level::Debug => "debug: ",
         Level::Trace => "trace: ",
     };
-    eprintln!("p4sec switch: {tag}{args}");
+    write_lines(&format!("p4sec switch: {tag}{args}\n"));
 }
 
 /// `rtlog!(Level::Info, "controller {} connected", peer)`: a message on stderr if the level is

@@ -99,6 +99,43 @@ fn log_packet(
     p4log!(Level::Trace, "port {port}: {len} bytes in -> {to}");
 }
 
+/// After the transmit rings were flushed: a port whose link refused frames (they wait in its ring)
+/// is blocked, its packets held in its egress queue until the link takes frames again
+/// ([`crate::tm`]: backpressure); a port that took everything is not. True when the worker's
+/// queueing changed.
+#[inline]
+fn note_blocked(ports: &[Port], queues: &mut Option<Queues>, w: &mut Worker) -> bool {
+    let Some(q) = queues.as_mut() else {
+        return false;
+    };
+    let mut changed = false;
+    for p in ports {
+        let b = p.tx_blocked();
+        if b != q.is_blocked(p.number) {
+            std::hint::cold_path();
+            q.set_blocked(p.number, b);
+            changed = true;
+            p4log!(
+                Level::Debug,
+                "port {}: {}",
+                p.number,
+                if b {
+                    "the link refuses frames; its packets wait in its egress queue"
+                } else {
+                    "the link takes frames again"
+                }
+            );
+        }
+    }
+    if changed {
+        let on = q.queueing();
+        if w.queueing() != on {
+            w.set_queueing(on);
+        }
+    }
+    changed
+}
+
 /// Send what one packet produced: to ports, or to the controller for the CPU port.
 fn transmit(
     device: &Device,
@@ -129,7 +166,20 @@ pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
 
 /// The packet loop; with `trace`, every packet's path through the pipeline is written to stderr.
 pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool) {
-    worker_loop(device, ports, stop, trace, None, Arc::default(), None)
+    let opts = LoopOpts {
+        trace,
+        ..LoopOpts::default()
+    };
+    worker_loop(device, ports, stop, opts, None, Arc::default(), None)
+}
+
+/// How a worker's loop reports packets.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LoopOpts {
+    /// p4sec's pipeline trace (`--trace`): a line per packet on stderr.
+    pub trace: bool,
+    /// BMv2's per-packet log ([`crate::bmv2log`]).
+    pub bmv2_log: Option<crate::bmv2log::Options>,
 }
 
 /// Queueing mode: the packets the last pipeline calls left for egress go to their port's queue
@@ -217,11 +267,13 @@ pub(crate) fn worker_loop(
     device: Arc<Device>,
     mut ports: Vec<Port>,
     stop: Arc<AtomicBool>,
-    trace: bool,
+    opts: LoopOpts,
     batch: Option<Arc<AtomicBool>>,
     stats: Arc<WorkerStats>,
     tm: Option<Arc<TrafficManager>>,
 ) {
+    let trace = opts.trace;
+    let mut bmv2_log = opts.bmv2_log.map(crate::bmv2log::Logger::new);
     let mut queues = tm.map(Queues::new);
     let mut pending: Vec<Queued> = vec![];
     let mut due: Vec<(Queued, QueueMeta)> = vec![];
@@ -249,7 +301,7 @@ pub(crate) fn worker_loop(
     let mut unknown_port = 0u64;
     let mut suspect = vec![false; ports.len()];
     let writes = ports.iter().any(|p| p.writes());
-    let packet_lines = log::enabled(Level::Trace);
+    let packet_lines = log::enabled(Level::Trace) && opts.bmv2_log.is_none();
     let mut waiting_said = false;
     let mut frames_in = 0u64;
     let rings = ports.iter().any(|p| p.batched());
@@ -304,6 +356,15 @@ pub(crate) fn worker_loop(
         } else if rings && ports.iter().any(|p| p.tx_pending() > 0) {
             for p in &ports {
                 p.flush_tx();
+            }
+            if let Some((_, w)) = worker.as_mut() {
+                note_blocked(&ports, &mut queues, w);
+            }
+            1
+        } else if rings && queues.as_ref().is_some_and(|q| q.any_blocked()) {
+            // a blocked port is looked at again soon (its frames in flight leave the qdisc)
+            if let Some((_, w)) = worker.as_mut() {
+                note_blocked(&ports, &mut queues, w);
             }
             1
         } else if busy_poll {
@@ -389,7 +450,7 @@ pub(crate) fn worker_loop(
         let key = Arc::as_ptr(&engine) as usize;
         if worker.as_ref().map(|(k, _)| *k != key).unwrap_or(true) {
             let mut w = Worker::new(&engine);
-            w.set_trace(trace);
+            w.set_trace(trace || bmv2_log.is_some());
             worker = Some((key, w));
             // packets queued by the pipeline that was replaced cannot go through this one's egress
             if let Some(q) = queues.as_mut() {
@@ -403,7 +464,7 @@ pub(crate) fn worker_loop(
             }
         }
         let w = &mut worker.as_mut().unwrap().1;
-        let queueing = queues.as_ref().is_some_and(|q| q.queueing());
+        let mut queueing = queues.as_ref().is_some_and(|q| q.queueing());
         if w.queueing() != queueing {
             w.set_queueing(queueing);
         }
@@ -454,6 +515,11 @@ pub(crate) fn worker_loop(
                 if trace {
                     log_trace(w, p.number, n);
                 }
+                if let Some(lg) = bmv2_log.as_mut() {
+                    std::hint::cold_path();
+                    let lines = w.take_trace();
+                    lg.packet(p.number, frame, &lines, out.iter(), device.cpu_port);
+                }
                 if packet_lines {
                     log_packet(p.number, n, &out, device.cpu_port, &by_number, queueing);
                 }
@@ -480,6 +546,9 @@ pub(crate) fn worker_loop(
                 for p in &ports {
                     p.flush_tx();
                 }
+                if note_blocked(&ports, &mut queues, w) {
+                    queueing = w.queueing();
+                }
             }
         }
         // PacketOut: enters the pipeline as received on the CPU port. Its socket is read only when
@@ -500,6 +569,10 @@ pub(crate) fn worker_loop(
                 if trace {
                     log_trace(w, cpu, n);
                 }
+                if let Some(lg) = bmv2_log.as_mut() {
+                    let lines = w.take_trace();
+                    lg.packet(cpu, &buf[..n], &lines, out.iter(), device.cpu_port);
+                }
                 if packet_lines {
                     log_packet(cpu, n, &out, device.cpu_port, &by_number, queueing);
                 }
@@ -518,6 +591,7 @@ pub(crate) fn worker_loop(
                 for p in &ports {
                     p.flush_tx();
                 }
+                note_blocked(&ports, &mut queues, w);
             }
         } else if packet_out {
             while device.packet_out_rx.recv(&mut buf).is_ok() {
@@ -544,6 +618,10 @@ pub(crate) fn worker_loop(
                             .to_string();
                         eprintln!("[{name}] queued packet for port {port} leaves its queue (waited {} µs): {}", meta.deq_timedelta, lines.join("; "));
                     }
+                    if let Some(lg) = bmv2_log.as_mut() {
+                        let lines = w.take_trace();
+                        lg.dequeued(port, meta.deq_timedelta as u64, &lines, out.iter());
+                    }
                     transmit(
                         &device,
                         &engine,
@@ -561,10 +639,14 @@ pub(crate) fn worker_loop(
                     }
                 }
                 if !q.is_empty() && next_departure.is_none() {
-                    // (due now: what was dequeued made room for more at once)
-                    next_departure = Some(0);
+                    // (due now: what was dequeued made room for more at once; behind a blocked
+                    // port, when its ring is retried)
+                    next_departure = Some(if q.any_blocked() { 1_000_000 } else { 0 });
                 }
             }
+        }
+        if rings && (dequeued > 0 || queues.as_ref().is_some_and(|q| q.any_blocked())) {
+            note_blocked(&ports, &mut queues, w);
         }
         device.deliver_digests(&engine);
         if processed > 0 {

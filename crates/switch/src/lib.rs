@@ -16,6 +16,7 @@
 pub mod log;
 
 pub mod alloc;
+pub mod bmv2log;
 pub mod control;
 pub mod datapath;
 pub mod dl;
@@ -39,6 +40,6 @@ pub use port::io::PortStats;
 pub use port::Port;
 pub use ring::RX_RING_ENV;
 pub use signal::{install_signal_handlers, signalled};
-pub use spec::{capture_paths, check_ports, PortKind, PortSpec};
+pub use spec::{capture_files, capture_paths, check_ports, CaptureNames, PortKind, PortSpec};
 pub use start::{run_workers, start, Config, Switch};
 pub use tun::{ethernet_to_ip, ip_to_ethernet, tun_host_mac, TUN_SWITCH_MAC};

@@ -2,7 +2,7 @@
 //! data plane and the P4Runtime server, whose log lives in `p4sec_p4runtime::log` (re-exported
 //! here).
 
-pub use p4sec_p4runtime::log::{enabled, set_level, write, Level};
+pub use p4sec_p4runtime::log::{enabled, flush, set_file, set_level, write, write_lines, Level};
 
 /// `p4log!(Level::Info, "port {} is up", n)`: a message on stderr if the level is enabled.
 #[macro_export]

@@ -83,6 +83,10 @@ impl PortIo for Io {
         each!(self, p => p.tx_pending())
     }
     #[inline]
+    fn tx_blocked(&self) -> bool {
+        each!(self, p => p.tx_blocked())
+    }
+    #[inline]
     fn flush_tx(&self, cx: &Ctx) {
         each!(self, p => p.flush_tx(cx))
     }
@@ -302,6 +306,12 @@ impl Port {
     #[inline]
     pub(crate) fn tx_pending(&self) -> usize {
         self.io.tx_pending()
+    }
+
+    /// Are frames waiting in the transmit ring because the kernel refused them (a slow link)?
+    #[inline]
+    pub(crate) fn tx_blocked(&self) -> bool {
+        self.io.tx_blocked()
     }
 
     /// Hand what is held to be joined and the frames queued in the transmit ring to the kernel and

@@ -465,6 +465,19 @@ impl Rings {
 
     /// Copy a frame into the next transmit slot; false if that slot is still in the kernel's hands
     /// (flush, then try again). Check [`Rings::fits`] first.
+    /// Are at least `n` frames handed to the kernel still in its hands (queued in its qdisc, not yet
+    /// on the wire), or waiting to be handed over? The slot `n` behind the next one is not free
+    /// again. One load from the ring: no system call.
+    #[inline]
+    pub fn tx_in_flight(&self, n: usize) -> bool {
+        let slots = self.tx_slots;
+        if n == 0 || n >= slots {
+            return false;
+        }
+        let i = (self.tx_next.get() + slots - n) % slots;
+        slot_status(self.tx_at(i)).load(Ordering::Acquire) != TP_STATUS_AVAILABLE
+    }
+
     pub fn queue(&self, frame: &[u8]) -> bool {
         let i = self.tx_next.get();
         let slot = self.tx_at(i);

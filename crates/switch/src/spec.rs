@@ -165,12 +165,41 @@ pub fn capture_paths(dir: &Path, n: u32) -> (PathBuf, PathBuf) {
     )
 }
 
+/// How the capture files of the ports are named.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CaptureNames {
+    /// p4sec's `--pcap-dir`: `port<N>-in.pcap`, `port<N>-out.pcap`.
+    #[default]
+    PortNumber,
+    /// BMv2's `--pcap`: after the interface, `<IFACE>_in.pcap`, `<IFACE>_out.pcap` (so switches
+    /// sharing a directory do not overwrite each other); a pcap-file port is `port<N>`.
+    Interface,
+}
+
+/// The capture files of port `s` in `dir`, named as `names` says.
+pub fn capture_files(dir: &Path, s: &PortSpec, names: CaptureNames) -> (PathBuf, PathBuf) {
+    match (names, &s.kind) {
+        (CaptureNames::PortNumber, _) => capture_paths(dir, s.number),
+        (
+            CaptureNames::Interface,
+            PortKind::Iface(n) | PortKind::Xdp(n) | PortKind::Tap(n) | PortKind::Tun(n),
+        ) => (
+            dir.join(format!("{n}_in.pcap")),
+            dir.join(format!("{n}_out.pcap")),
+        ),
+        (CaptureNames::Interface, PortKind::Pcap { .. }) => (
+            dir.join(format!("port{}_in.pcap", s.number)),
+            dir.join(format!("port{}_out.pcap", s.number)),
+        ),
+    }
+}
+
 /// Reject port lists that cannot work: a port number given twice or equal to the CPU port, an
 /// interface named twice, a file written by two ports (or the capture) or both read and written.
 pub fn check_ports(
     specs: &[PortSpec],
     cpu_port: Option<u32>,
-    pcap_dir: Option<&Path>,
+    pcap_dir: Option<(&Path, CaptureNames)>,
 ) -> Result<(), String> {
     let mut numbers: HashMap<u32, ()> = HashMap::new();
     let mut names: HashMap<&str, u32> = HashMap::new();
@@ -208,9 +237,9 @@ pub fn check_ports(
             PortKind::Pcap { .. } => {}
         }
     }
-    if let Some(dir) = pcap_dir {
+    if let Some((dir, names)) = pcap_dir {
         for s in specs {
-            let (i, o) = capture_paths(dir, s.number);
+            let (i, o) = capture_files(dir, s, names);
             for f in [i, o] {
                 if let Some(other) = written.insert(file_key(&f), "--pcap-dir".into()) {
                     return Err(format!(

@@ -2,7 +2,7 @@
 //! TUN/TAP devices created, pcap files opened, captures), the worker threads started, and the
 //! running [`Switch`] that stops them.
 
-use crate::datapath::{worker_loop, WorkerStats};
+use crate::datapath::{worker_loop, LoopOpts, WorkerStats};
 use crate::log::Level;
 use crate::pcap;
 use crate::port::io::PortStats;
@@ -10,7 +10,7 @@ use crate::port::pcap::Pcap;
 use crate::port::tap::Tap;
 use crate::port::tun::Tun;
 use crate::port::{Capture, Io, Port};
-use crate::spec::{capture_paths, check_ports, PortKind, PortSpec};
+use crate::spec::{capture_files, check_ports, CaptureNames, PortKind, PortSpec};
 use crate::tm::TrafficManager;
 use crate::tun;
 use p4sec_p4runtime::server::Device;
@@ -27,8 +27,13 @@ pub struct Config {
     /// Log every packet's path through the pipeline.
     pub trace: bool,
     /// Capture every port's received and sent frames to DIR/port<N>-in.pcap and
-    /// DIR/port<N>-out.pcap.
+    /// DIR/port<N>-out.pcap (or as `pcap_names` says).
     pub pcap_dir: Option<PathBuf>,
+    /// How the capture files are named (BMv2's `--pcap`: after the interfaces).
+    pub pcap_names: CaptureNames,
+    /// BMv2's per-packet log (`--log-console`/`--log-file` as `simple_switch_grpc`): every packet's
+    /// path through the pipeline in BMv2's words, at the levels BMv2 logs them ([`crate::bmv2log`]).
+    pub bmv2_log: Option<crate::bmv2log::Options>,
     /// The traffic manager: port queues, their depths and rates (none: no queueing at all).
     pub tm: Option<Arc<TrafficManager>>,
 }
@@ -92,7 +97,11 @@ fn start_with_stop(
     if workers == 0 {
         return Err("at least one worker is needed".into());
     }
-    check_ports(&cfg.ports, device.cpu_port, cfg.pcap_dir.as_deref())?;
+    check_ports(
+        &cfg.ports,
+        device.cpu_port,
+        cfg.pcap_dir.as_deref().map(|d| (d, cfg.pcap_names)),
+    )?;
     // the clock of the timestamps starts with the switch
     p4sec_engine::tm::start_clock();
     crate::ring::rx_ring_bytes()?;
@@ -231,7 +240,7 @@ fn start_with_stop(
                 std::fs::create_dir_all(dir)
                     .map_err(|e| format!("--pcap-dir: cannot create {}: {e}", dir.display()))?;
             }
-            let (i, o) = capture_paths(dir, n);
+            let (i, o) = capture_files(dir, &cfg.ports[k], cfg.pcap_names);
             let c = Arc::new(Capture {
                 rx: Mutex::new(pcap::Writer::create(&i)?),
                 tx: Mutex::new(pcap::Writer::create(&o)?),
@@ -270,12 +279,15 @@ fn start_with_stop(
     for (i, set) in sets.into_iter().enumerate() {
         let (d, st) = (device.clone(), stop.clone());
         let b = if i == 0 { batch.clone() } else { None };
-        let trace = cfg.trace;
+        let opts = LoopOpts {
+            trace: cfg.trace,
+            bmv2_log: cfg.bmv2_log,
+        };
         let ws = worker_stats[i].clone();
         let tm = cfg.tm.clone();
         let t = std::thread::Builder::new()
             .name(format!("p4sec-worker-{i}"))
-            .spawn(move || worker_loop(d, set, st, trace, b, ws, tm))
+            .spawn(move || worker_loop(d, set, st, opts, b, ws, tm))
             .map_err(|e| format!("cannot start a worker thread: {e}"));
         match t {
             Ok(t) => threads.push(t),
@@ -335,8 +347,7 @@ pub fn run_workers(
             ports: specs,
             workers,
             trace,
-            pcap_dir: None,
-            tm: None,
+            ..Config::default()
         },
         stop,
     )?;

@@ -9,6 +9,14 @@
 //! packets after ingress and put them in their port's queue, and the egress pipeline runs when they
 //! leave.
 //!
+//! Backpressure: a port whose link cannot take frames as fast as they come (the kernel refuses
+//! them: its send buffer is full) is *blocked* for the worker that sends on it ([`Queues::set_blocked`]);
+//! while it is, that worker queues its packets for the port as if it had a rate, and none leave
+//! until the link takes frames again. So the queue fills up to its depth (tail drops past it) and
+//! `enq_qdepth`, `deq_timedelta` and ECN marking see the congestion as on BMv2, whose transmit
+//! waits for the link, instead of the kernel dropping frames unseen. Without a blocked port and a
+//! rate nothing is queued (no cost on the fast path).
+//!
 //! The limits and counters of a port ([`PortQueue`]) are shared by all workers; the packets
 //! themselves wait in per-worker queues ([`Queues`], each worker runs the egress of its own
 //! packets), so the depth counts every worker's packets and the rate paces their departures
@@ -256,6 +264,8 @@ pub struct Queues {
     /// Per port: one FIFO per priority.
     waiting: BTreeMap<u32, Vec<VecDeque<Waiting>>>,
     len: usize,
+    /// This worker's ports whose link refuses frames now (few: a list).
+    blocked: Vec<u32>,
 }
 
 impl Queues {
@@ -269,6 +279,7 @@ impl Queues {
             tm,
             waiting,
             len: 0,
+            blocked: vec![],
         }
     }
 
@@ -309,7 +320,33 @@ impl Queues {
     /// Does this worker have to keep queueing: a port has a rate, or packets queued while one had
     /// still wait (those that follow them to the same port must not overtake them)?
     pub fn queueing(&self) -> bool {
-        self.tm.active() || self.len > 0
+        self.tm.active() || self.len > 0 || !self.blocked.is_empty()
+    }
+
+    /// Mark `port` blocked (its link refuses frames: its packets wait in its queue) or not; true
+    /// when that changed.
+    pub fn set_blocked(&mut self, port: u32, blocked: bool) -> bool {
+        match (self.blocked.iter().position(|&p| p == port), blocked) {
+            (None, true) if self.tm.ports.contains_key(&port) => {
+                self.blocked.push(port);
+                true
+            }
+            (Some(i), false) => {
+                self.blocked.swap_remove(i);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Is any port blocked?
+    pub fn any_blocked(&self) -> bool {
+        !self.blocked.is_empty()
+    }
+
+    /// Is `port` blocked?
+    pub fn is_blocked(&self, port: u32) -> bool {
+        self.blocked.contains(&port)
     }
 
     /// Put a packet that ingress sent to `item.port` at the tail of its queue, at `now_us`.
@@ -318,6 +355,7 @@ impl Queues {
             return Enqueued::NoQueue(item);
         };
         if pq.rate_mpps.load(Ordering::Relaxed) == 0
+            && !self.blocked.contains(&item.port)
             && self
                 .waiting
                 .get(&item.port)
@@ -370,6 +408,10 @@ impl Queues {
             let Some(pq) = self.tm.ports.get(port) else {
                 continue;
             };
+            if self.blocked.contains(port) {
+                // (its link takes nothing now: the worker looks again when it retries the ring)
+                continue;
+            }
             loop {
                 let Some(qi) = (0..qs.len()).rev().find(|&i| !qs[i].is_empty()) else {
                     break;
@@ -413,6 +455,38 @@ mod tests {
 
     fn q(port: u32, prio: u8) -> Queued {
         Queued::bare(port, prio)
+    }
+
+    #[test]
+    fn a_blocked_port_queues_its_packets_until_its_link_takes_frames() {
+        let tm = Arc::new(TrafficManager::new(&[1, 2], 1).unwrap());
+        tm.set(Some(1), Setting::Depth(2)).unwrap();
+        let mut qs = Queues::new(tm.clone());
+        // no rate and nothing blocked: no queueing at all
+        assert!(!qs.queueing());
+        assert!(matches!(qs.enqueue(q(1, 0), 1), Enqueued::NoQueue(_)));
+        assert!(qs.set_blocked(1, true) && !qs.set_blocked(1, true));
+        assert!(
+            !qs.set_blocked(7, true),
+            "a port without a queue is never blocked"
+        );
+        assert!(qs.queueing() && qs.is_blocked(1));
+        assert!(matches!(qs.enqueue(q(1, 0), 10), Enqueued::Queued));
+        assert!(matches!(qs.enqueue(q(1, 0), 11), Enqueued::Queued));
+        assert!(matches!(qs.enqueue(q(1, 0), 12), Enqueued::TailDropped));
+        // the other port is not held back
+        assert!(matches!(qs.enqueue(q(2, 0), 12), Enqueued::NoQueue(_)));
+        let mut out = vec![];
+        assert_eq!(qs.dequeue_due(50, &mut out), None);
+        assert!(out.is_empty(), "nothing leaves a blocked port");
+        assert!(qs.set_blocked(1, false));
+        qs.dequeue_due(60, &mut out);
+        let metas: Vec<_> = out
+            .iter()
+            .map(|(_, m)| (m.enq_qdepth, m.deq_timedelta))
+            .collect();
+        assert_eq!(metas, vec![(0, 50), (1, 49)]);
+        assert!(!qs.queueing());
     }
 
     #[test]

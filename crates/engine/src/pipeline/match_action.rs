@@ -221,22 +221,69 @@ impl Engine {
             Ok(a) => a,
             Err(c) => c.action,
         } as usize;
-        let action = &self.prog.actions[a];
         match (inline, call) {
             (Some(hot), _) => self.inline_args(w, a, hot),
             // arguments not inline (wide arguments, a selected member)
             (None, Err(c)) => self.entry_args(w, a, &c.args),
             (None, Ok(_)) => {}
         }
+        if w.trace.is_some() {
+            let k = selector_key.as_ref().unwrap_or(&key);
+            self.trace_apply(w, ti, k.as_ref(), found.is_some(), a);
+        }
+        self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
+    }
+
+    /// The trace lines of a table apply: the key looked up (each field in hex, as wide as the
+    /// field) and the outcome.
+    #[cold]
+    #[inline(never)]
+    fn trace_apply(&self, w: &mut Worker, ti: usize, key: &[u64], hit: bool, a: usize) {
+        let t = &self.prog.tables[ti];
+        let mut fields = vec![];
+        for (k, &(off, words)) in t.keys.iter().zip(&self.match_action.key_layouts[ti]) {
+            let digits = (k.width as usize).div_ceil(4).max(1);
+            let mut hex = String::new();
+            for i in (0..words).rev() {
+                hex.push_str(&format!("{:016x}", key.get(off + i).copied().unwrap_or(0)));
+            }
+            let hex = &hex[hex.len().saturating_sub(digits)..];
+            fields.push(format!("{}={hex}", k.name));
+        }
+        // the action's arguments, as written into its parameters (low words first per parameter)
+        let mut args: Vec<Vec<u64>> = vec![];
+        for &(slot, _, p, k) in &self.match_action.param_words[a] {
+            let (p, k) = (p as usize, k as usize);
+            if args.len() <= p {
+                args.resize(p + 1, vec![]);
+            }
+            if args[p].len() <= k {
+                args[p].resize(k + 1, 0);
+            }
+            args[p][k] = w.slots.get(slot as usize).copied().unwrap_or(0);
+        }
+        let args: Vec<String> = args
+            .iter()
+            .map(|words| {
+                let hex: String = words.iter().rev().map(|v| format!("{v:016x}")).collect();
+                let t = hex.trim_start_matches('0');
+                if t.is_empty() { "0" } else { t }.to_string()
+            })
+            .collect();
         if let Some(tr) = w.trace.as_mut() {
+            if !fields.is_empty() {
+                tr.push(format!("lookup {} key {}", t.name, fields.join(", ")));
+            }
+            if !args.is_empty() {
+                tr.push(format!("arguments {}", args.join(",")));
+            }
             tr.push(format!(
                 "table {} {} -> {}",
                 t.name,
-                if found.is_some() { "hit" } else { "miss" },
-                action.name
+                if hit { "hit" } else { "miss" },
+                self.prog.actions[a].name
             ));
         }
-        self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
     }
 
     /// A miss: the default action's arguments into its parameters (slot words resolved when the

@@ -31,6 +31,11 @@ pub const NO_MMAP_ENV: &str = "P4SEC_NO_MMAP";
 /// Receive buffer of an interface port's packet socket (see [`AfPacket::open`]).
 const RCVBUF_BYTES: usize = 16 << 20;
 
+/// Frames a port hands to the kernel before it counts as blocked (backpressure, `crate::tm`):
+/// about what BMv2's packet socket has in flight with the default send buffer (212,992 bytes) at
+/// full-size frames, so a slow link builds the switch's egress queue about as soon as BMv2's.
+const TX_IN_FLIGHT_MAX: usize = 96;
+
 fn mmap_wanted() -> bool {
     !matches!(std::env::var(NO_MMAP_ENV), Ok(v) if !v.is_empty() && v != "0")
 }
@@ -549,6 +554,15 @@ impl PortIo for AfPacket {
             Some(r) => r.pending() + held,
             None => 0,
         }
+    }
+
+    /// The link cannot take frames as fast as they come: frames the kernel refused wait in the
+    /// transmit ring, or [`TX_IN_FLIGHT_MAX`] frames handed over are still waiting in its qdisc.
+    #[inline]
+    fn tx_blocked(&self) -> bool {
+        self.ring
+            .as_ref()
+            .is_some_and(|r| r.pending() > 0 || r.tx_in_flight(TX_IN_FLIGHT_MAX))
     }
 
     /// Hand what is held to be joined and the frames queued in the transmit ring to the kernel and

@@ -72,6 +72,12 @@ pub trait PortIo {
     /// Hand the frames queued for transmission to the kernel and count them.
     fn flush_tx(&self, _cx: &Ctx) {}
 
+    /// Did the kernel refuse frames at the last flush (the socket's send buffer full: the link
+    /// cannot take frames as fast as they come)? Those frames wait in the transmit ring.
+    fn tx_blocked(&self) -> bool {
+        false
+    }
+
     /// Look at the interface's MTU again.
     fn refresh_mtu(&self, _cx: &Ctx) {}
 
