@@ -7,12 +7,6 @@
 //! that name), it is the compiler with p4c's flags ([`bmv2`]).
 
 mod ascon_serve;
-mod bench;
-mod bench_esp;
-mod bench_hash;
-mod bench_mixed;
-mod bench_p4ead;
-mod bench_sad;
 mod bmv2;
 mod stf_runner;
 
@@ -874,11 +868,11 @@ fn main() -> ExitCode {
             routes,
             seconds,
             json,
-        } => bench::run(routes, seconds, json.as_deref()),
-        Cmd::BenchHash { seconds, json } => bench_hash::run(seconds, json.as_deref()),
-        Cmd::BenchSad { sas, json } => bench_sad::run(&sas, json.as_deref()),
+        } => p4sec_bench::router::run(routes, seconds, json.as_deref()),
+        Cmd::BenchHash { seconds, json } => p4sec_bench::hash::run(seconds, json.as_deref()),
+        Cmd::BenchSad { sas, json } => p4sec_bench::sad::run(&sas, json.as_deref()),
         Cmd::BenchEsp { dir, size, packets } => {
-            bench_esp::run(&bench_esp::Opts { dir, size, packets })
+            p4sec_bench::esp::run(&p4sec_bench::esp::Opts { dir, size, packets })
         }
         Cmd::BenchMixed {
             sizes,
@@ -889,8 +883,8 @@ fn main() -> ExitCode {
             rekey_rate,
             grace_ms,
             json,
-        } => bench_mixed::run(
-            &bench_mixed::Opts {
+        } => p4sec_bench::mixed::run(
+            &p4sec_bench::mixed::Opts {
                 sizes,
                 ks,
                 tunnels,
@@ -901,7 +895,7 @@ fn main() -> ExitCode {
             },
             json.as_deref(),
         ),
-        Cmd::BenchP4ead { seconds, json } => bench_p4ead::run(seconds, json.as_deref()),
+        Cmd::BenchP4ead { seconds, json } => p4sec_bench::p4ead::run(seconds, json.as_deref()),
         Cmd::Switch {
             program,
             program_file,

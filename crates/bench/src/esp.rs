@@ -281,14 +281,14 @@ fn run_inner(o: &Opts) -> Result<(), String> {
     let mut plain_out = vec![];
     let (mut secs, mut allocs) = (0f64, 0u64);
     for (b, chunk) in inputs.chunks(BATCH).enumerate() {
-        let a0 = crate::bench::allocs();
+        let a0 = crate::router::allocs();
         let t0 = Instant::now();
         for (f, out) in chunk.iter().zip(outs.iter_mut()) {
             out.clear();
             e.process(&mut w, in_port, f, out);
         }
         secs += t0.elapsed().as_secs_f64();
-        allocs += crate::bench::allocs() - a0;
+        allocs += crate::router::allocs() - a0;
         for (k, out) in outs.iter().take(chunk.len()).enumerate() {
             let i = b * BATCH + k;
             let p = &plains[i];
