@@ -107,3 +107,23 @@ def test_a_known_cycle_is_listed_and_only_it_passes(tmp_path):
     assert rc == 0, out
     assert "besides 2 known one(s)" in out
     assert "listed cycle is gone (remove its line from the known list): crates/a/src/x.rs crates/a/src/y.rs" in out
+
+
+def test_a_crate_depending_on_a_later_layer_fails(tmp_path):
+    """[dependencies] follow the workspace's layers (CRATE_ORDER); a dev-dependency may reach back."""
+    for name, deps, dev in (("engine", ["ir"], ["switch"]), ("switch", ["engine"], []), ("ir", [], [])):
+        d = tmp_path / "crates" / name
+        (d / "src").mkdir(parents=True)
+        (d / "src" / "lib.rs").write_text(f"//! {name}\n")
+        text = f'[package]\nname = "p4sec-{name}"\n\n[dependencies]\n'
+        text += "".join(f'p4sec-{x} = {{ path = "../{x}" }}\n' for x in deps)
+        text += "\n[dev-dependencies]\n" + "".join(f'p4sec-{x} = {{ path = "../{x}" }}\n' for x in dev)
+        (d / "Cargo.toml").write_text(text)
+    rc, out = run(tmp_path)
+    assert rc == 0, out
+    # the engine comes to depend on the switch, a later layer
+    cargo = tmp_path / "crates" / "engine" / "Cargo.toml"
+    cargo.write_text(cargo.read_text().replace("[dependencies]\n", '[dependencies]\np4sec-switch = { path = "../switch" }\n'))
+    rc, out = run(tmp_path)
+    assert rc == 1, out
+    assert "crate order: crates/engine depends on crates/switch" in out

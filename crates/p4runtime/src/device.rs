@@ -669,6 +669,35 @@ impl Device {
     }
 }
 
+/// The data path's view of its control plane (the switch's seam, `p4sec_switch::control_plane`).
+impl p4sec_switch::control_plane::ControlPlane for Device {
+    fn engine(&self) -> Option<Arc<Engine>> {
+        Device::engine(self)
+    }
+    fn cpu_port(&self) -> Option<u32> {
+        self.cpu_port
+    }
+    fn packet_in(&self, engine: &Engine, frame: &[u8]) {
+        Device::packet_in(self, engine, frame)
+    }
+    fn packet_out(&self) -> &std::os::unix::net::UnixDatagram {
+        &self.packet_out_rx
+    }
+    fn set_port_up(&self, port: u32, up: bool) {
+        Device::set_port_up(self, port, up)
+    }
+    fn deliver_digests(&self, engine: &Engine) {
+        Device::deliver_digests(self, engine)
+    }
+    fn dropped(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.packet_in_dropped.load(Relaxed),
+            self.digests_dropped.load(Relaxed),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,13 +4,13 @@
 //! what the pipeline emits to ports or, for the CPU port, to the controller; PacketOut frames from
 //! the controller enter as received on the CPU port.
 
+use crate::control_plane::ControlPlane;
 use crate::log::{self, Level};
 use crate::pcap::{self, Ts};
 use crate::port::Port;
 use crate::tm::{Enqueued, Queues, TrafficManager};
 use p4sec_engine::tm::{QueueMeta, Queued};
 use p4sec_engine::{Engine, Outputs, Worker};
-use p4sec_p4runtime::server::Device;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -138,7 +138,7 @@ fn note_blocked(ports: &[Port], queues: &mut Option<Queues>, w: &mut Worker) -> 
 
 /// Send what one packet produced: to ports, or to the controller for the CPU port.
 fn transmit(
-    device: &Device,
+    device: &dyn ControlPlane,
     engine: &p4sec_engine::Engine,
     ports: &[Port],
     by_number: &PortIndex,
@@ -147,7 +147,7 @@ fn transmit(
     ts: Ts,
 ) {
     for (port, frame) in out.iter() {
-        if Some(port) == device.cpu_port {
+        if Some(port) == device.cpu_port() {
             device.packet_in(engine, frame);
             continue;
         }
@@ -160,12 +160,17 @@ fn transmit(
 
 /// Run the packet loop until `stop` is set. Frames sent to ports that do not exist are counted and
 /// dropped.
-pub fn run(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
+pub fn run(device: Arc<dyn ControlPlane>, ports: Vec<Port>, stop: Arc<AtomicBool>) {
     run_with(device, ports, stop, false)
 }
 
 /// The packet loop; with `trace`, every packet's path through the pipeline is written to stderr.
-pub fn run_with(device: Arc<Device>, ports: Vec<Port>, stop: Arc<AtomicBool>, trace: bool) {
+pub fn run_with(
+    device: Arc<dyn ControlPlane>,
+    ports: Vec<Port>,
+    stop: Arc<AtomicBool>,
+    trace: bool,
+) {
     let opts = LoopOpts {
         trace,
         ..LoopOpts::default()
@@ -264,7 +269,7 @@ const POLL_SKIP_MAX: u32 = 16;
 /// The packet loop of one worker. With `batch` (only pcap ports, some with input), the loop ends
 /// once every input is consumed and its frames processed, and sets the flag.
 pub(crate) fn worker_loop(
-    device: Arc<Device>,
+    device: Arc<dyn ControlPlane>,
     mut ports: Vec<Port>,
     stop: Arc<AtomicBool>,
     opts: LoopOpts,
@@ -291,7 +296,7 @@ pub(crate) fn worker_loop(
     // the last descriptor: PacketOut frames from the controller
     use std::os::fd::AsRawFd;
     fds.push(libc::pollfd {
-        fd: device.packet_out_rx.as_raw_fd(),
+        fd: device.packet_out().as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     });
@@ -444,7 +449,7 @@ pub(crate) fn worker_loop(
                     p.release();
                 }
             }
-            while device.packet_out_rx.recv(&mut buf).is_ok() {}
+            while device.packet_out().recv(&mut buf).is_ok() {}
             continue;
         };
         let key = Arc::as_ptr(&engine) as usize;
@@ -518,13 +523,13 @@ pub(crate) fn worker_loop(
                 if let Some(lg) = bmv2_log.as_mut() {
                     std::hint::cold_path();
                     let lines = w.take_trace();
-                    lg.packet(p.number, frame, &lines, out.iter(), device.cpu_port);
+                    lg.packet(p.number, frame, &lines, out.iter(), device.cpu_port());
                 }
                 if packet_lines {
-                    log_packet(p.number, n, &out, device.cpu_port, &by_number, queueing);
+                    log_packet(p.number, n, &out, device.cpu_port(), &by_number, queueing);
                 }
                 transmit(
-                    &device,
+                    &*device,
                     &engine,
                     &ports,
                     &by_number,
@@ -556,9 +561,9 @@ pub(crate) fn worker_loop(
         // POLL_SKIP_MAX rounds later): a `recv` that finds nothing would cost a system call per
         // batch.
         let packet_out = fds.last().is_some_and(|f| f.revents & libc::POLLIN != 0);
-        if let Some(cpu) = device.cpu_port.filter(|_| packet_out) {
+        if let Some(cpu) = device.cpu_port().filter(|_| packet_out) {
             for _ in 0..64 {
-                let Ok(n) = device.packet_out_rx.recv(&mut buf) else {
+                let Ok(n) = device.packet_out().recv(&mut buf) else {
                     break;
                 };
                 out.clear();
@@ -571,13 +576,13 @@ pub(crate) fn worker_loop(
                 }
                 if let Some(lg) = bmv2_log.as_mut() {
                     let lines = w.take_trace();
-                    lg.packet(cpu, &buf[..n], &lines, out.iter(), device.cpu_port);
+                    lg.packet(cpu, &buf[..n], &lines, out.iter(), device.cpu_port());
                 }
                 if packet_lines {
-                    log_packet(cpu, n, &out, device.cpu_port, &by_number, queueing);
+                    log_packet(cpu, n, &out, device.cpu_port(), &by_number, queueing);
                 }
                 transmit(
-                    &device,
+                    &*device,
                     &engine,
                     &ports,
                     &by_number,
@@ -594,7 +599,7 @@ pub(crate) fn worker_loop(
                 note_blocked(&ports, &mut queues, w);
             }
         } else if packet_out {
-            while device.packet_out_rx.recv(&mut buf).is_ok() {
+            while device.packet_out().recv(&mut buf).is_ok() {
                 unknown_port += 1;
             }
         }
@@ -623,7 +628,7 @@ pub(crate) fn worker_loop(
                         lg.dequeued(port, meta.deq_timedelta as u64, &lines, out.iter());
                     }
                     transmit(
-                        &device,
+                        &*device,
                         &engine,
                         &ports,
                         &by_number,

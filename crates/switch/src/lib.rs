@@ -18,6 +18,7 @@ pub mod log;
 pub mod alloc;
 pub mod bmv2log;
 pub mod control;
+pub mod control_plane;
 pub mod datapath;
 pub mod dl;
 pub mod gro;

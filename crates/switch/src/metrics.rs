@@ -2,10 +2,10 @@
 //! controller-channel counters. A deliberately small HTTP/1.1 responder (one request per
 //! connection) on its own thread.
 
+use crate::control_plane::ControlPlane;
 use crate::datapath::WorkerStats;
 use crate::port::io::PortStats;
 use crate::tm::{PortQueue, TrafficManager};
-use p4sec_p4runtime::server::Device;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// The metrics text for the device and ports (and their queues) as they are now.
 pub fn render(
-    device: &Device,
+    device: &dyn ControlPlane,
     ports: &[(u32, String, Arc<PortStats>)],
     workers: &[Arc<WorkerStats>],
     tm: Option<&TrafficManager>,
@@ -134,19 +134,13 @@ pub fn render(
         "p4sec_packet_in_dropped_total",
         "PacketIn messages with no primary controller to take them.",
         "counter",
-        vec![(
-            String::new(),
-            device.packet_in_dropped.load(Ordering::Relaxed),
-        )],
+        vec![(String::new(), device.dropped().0)],
     );
     family(
         "p4sec_digests_dropped_total",
         "Digest messages not enabled by the controller or not deliverable.",
         "counter",
-        vec![(
-            String::new(),
-            device.digests_dropped.load(Ordering::Relaxed),
-        )],
+        vec![(String::new(), device.dropped().1)],
     );
     if let Some(engine) = device.engine() {
         let s = engine.stats();
@@ -206,7 +200,7 @@ fn escape(s: &str) -> String {
 
 fn answer(
     mut c: TcpStream,
-    device: &Device,
+    device: &dyn ControlPlane,
     ports: &[(u32, String, Arc<PortStats>)],
     workers: &[Arc<WorkerStats>],
     tm: Option<&TrafficManager>,
@@ -245,7 +239,7 @@ fn answer(
 /// given).
 pub fn serve(
     addr: SocketAddr,
-    device: Arc<Device>,
+    device: Arc<dyn ControlPlane>,
     ports: Vec<(u32, String, Arc<PortStats>)>,
     workers: Vec<Arc<WorkerStats>>,
     tm: Option<Arc<TrafficManager>>,
@@ -256,7 +250,7 @@ pub fn serve(
         .name("p4sec-metrics".into())
         .spawn(move || {
             for c in l.incoming().flatten() {
-                answer(c, &device, &ports, &workers, tm.as_deref());
+                answer(c, &*device, &ports, &workers, tm.as_deref());
             }
         })
         .map_err(|e| format!("metrics: {e}"))?;

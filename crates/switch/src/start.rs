@@ -2,6 +2,7 @@
 //! TUN/TAP devices created, pcap files opened, captures), the worker threads started, and the
 //! running [`Switch`] that stops them.
 
+use crate::control_plane::ControlPlane;
 use crate::datapath::{worker_loop, LoopOpts, WorkerStats};
 use crate::log::Level;
 use crate::pcap;
@@ -13,7 +14,6 @@ use crate::port::{Capture, Io, Port};
 use crate::spec::{capture_files, check_ports, CaptureNames, PortKind, PortSpec};
 use crate::tm::TrafficManager;
 use crate::tun;
-use p4sec_p4runtime::server::Device;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -84,12 +84,12 @@ impl Switch {
 
 /// Open all ports (for `cfg.workers` workers) and start the packet threads. Nothing is left open on
 /// error.
-pub fn start(device: Arc<Device>, cfg: &Config) -> Result<Switch, String> {
+pub fn start(device: Arc<dyn ControlPlane>, cfg: &Config) -> Result<Switch, String> {
     start_with_stop(device, cfg, Arc::new(AtomicBool::new(false)))
 }
 
 fn start_with_stop(
-    device: Arc<Device>,
+    device: Arc<dyn ControlPlane>,
     cfg: &Config,
     stop: Arc<AtomicBool>,
 ) -> Result<Switch, String> {
@@ -99,7 +99,7 @@ fn start_with_stop(
     }
     check_ports(
         &cfg.ports,
-        device.cpu_port,
+        device.cpu_port(),
         cfg.pcap_dir.as_deref().map(|d| (d, cfg.pcap_names)),
     )?;
     // the clock of the timestamps starts with the switch
@@ -266,7 +266,7 @@ fn start_with_stop(
         .iter()
         .any(|s| matches!(s.kind, PortKind::Pcap { input: Some(_), .. }))
         && !cfg.ports.iter().any(|s| s.is_live())
-        && device.cpu_port.is_none();
+        && device.cpu_port().is_none();
     let batch = batch_run.then(|| Arc::new(AtomicBool::new(false)));
     let mut sets: Vec<Vec<Port>> = (0..workers).map(|_| vec![]).collect();
     for v in per_port {
@@ -327,7 +327,7 @@ fn start_with_stop(
 /// group per port, so flows are spread over the workers) and its own engine worker state. The
 /// threads run until `stop` is set.
 pub fn run_workers(
-    device: Arc<Device>,
+    device: Arc<dyn ControlPlane>,
     ports: &[(u32, String)],
     workers: usize,
     stop: Arc<AtomicBool>,
