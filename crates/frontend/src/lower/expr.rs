@@ -304,6 +304,15 @@ impl<'t> Lowerer<'t> {
             ExprKind::Binary(op, a, b) => self.binary(scope, *op, a, b, hint, span),
             ExprKind::Ternary(c, a, b) => self.ternary(scope, c, a, b, hint, span),
             ExprKind::Cast(t, a) => {
+                // `(list<T>) {a, b}`: the elements converted to `T`
+                if let (ast::TypeKind::List(et), ExprKind::List(items)) = (&t.kind, &a.kind) {
+                    let et = self.resolve_type(scope, et)?;
+                    let vs = self.ordered_elements(items.len(), span, |l, i| {
+                        let v = l.expr(scope, &items[i], Some(&et))?;
+                        Ok(((), l.convert(v, &et, items[i].span)?))
+                    })?;
+                    return Ok(Val::List(vs.into_iter().map(|(_, v)| v).collect()));
+                }
                 let t = self.resolve_type(scope, t)?;
                 let v = self.expr(scope, a, Some(&t))?;
                 self.cast(v, &t, span)

@@ -69,7 +69,10 @@ impl<'t> Lowerer<'t> {
                 // the element type (a typedef's or a new type's underlying bit-string, or `int<W>`)
                 // types the value
                 let et = itargs.first().cloned().unwrap_or(Ty::Bit(w));
+                let at = self.out_len();
                 let (value, t) = self.scalar_arg(scope, a(1)?, Some(&et))?;
+                // the index is read before the value's effects (`r.write(c, f(c))`)
+                let index = self.snapshot_at(at, index);
                 let value = if t.scalar_width() == Some(w) {
                     value
                 } else {

@@ -147,6 +147,31 @@ impl<'t> Lowerer<'t> {
         Ok(vs)
     }
 
+    /// Where the next statement goes in the current buffer (for [`Lowerer::snapshot_at`]).
+    pub(super) fn out_len(&self) -> usize {
+        self.out.last().map_or(0, |b| b.len())
+    }
+
+    /// `x`, an argument evaluated before the statements emitted since `at` (a later argument's
+    /// effects): copied into a temporary at `at` when there are such statements, so it keeps the
+    /// value it had when it was evaluated.
+    pub(super) fn snapshot_at(&mut self, at: usize, x: ir::Expr) -> ir::Expr {
+        if self.out_len() <= at || matches!(x, ir::Expr::Const(_) | ir::Expr::Small { .. }) {
+            return x;
+        }
+        let tmp = self.alloc_scalar(x.width());
+        if let Some(b) = self.out.last_mut() {
+            b.insert(
+                at,
+                ir::Stmt::Assign {
+                    dst: ir::LValue::Static(tmp),
+                    src: x,
+                },
+            );
+        }
+        ir::Expr::Load(ir::LValue::Static(tmp))
+    }
+
     /// `v` with every part that reads storage copied into a temporary now.
     fn freeze(&mut self, v: Val, span: Span) -> PResult<Val> {
         Ok(match v {

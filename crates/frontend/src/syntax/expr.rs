@@ -270,7 +270,7 @@ impl Parser {
             Tok::Ident(s)
                 if matches!(
                     s.as_str(),
-                    "bit" | "int" | "varbit" | "bool" | "error" | "tuple"
+                    "bit" | "int" | "varbit" | "bool" | "error" | "tuple" | "list"
                 ) =>
             {
                 true
