@@ -2,13 +2,13 @@
 BMv2, instead of the kernel dropping frames the switch never sees.
 
 How congestion is produced: no queue rate is set in the switch (no `--queue-rate`, no `set_queue_rate`); the
-switch's egress interface gets a token-bucket qdisc (`tc qdisc ... tbf rate 1mbit`, with a limit far above the
-packet socket's send buffer), so the link drains ~90 frames of 1400 bytes a second while a burst of 400 comes
-at once. (The kernel here lacks netem, which mininet's TCLink adds for link bandwidth, so the test sets the
-shaping itself.) The kernel's send buffer fills, the transmit ring keeps what it refuses, the port is blocked
-and its packets wait in its queue (`--queue-depth 2=20`), tail-dropped past it: tests/switch/programs/
-queue_ecn.p4 copies enq_qdepth into each frame and marks ECN at depth 10, so the frames show the queue. Every
-frame sent is either received or counted as a tail drop: none is lost in the kernel or the ring."""
+switch's egress interface gets a token-bucket qdisc (`tc qdisc ... tbf rate 1mbit`, its limit far above what is
+in flight), so the link drains ~90 frames of 1400 bytes a second while a burst of 600 comes at once
+(tests/switch/test_mininet_tutorial.py produces the same with mininet's own link shaping, htb). Once 96 frames
+the port handed to the kernel wait in the qdisc, the port is blocked and its packets wait in its queue
+(`--queue-depth 2=20`), tail-dropped past it: tests/switch/programs/queue_ecn.p4 copies enq_qdepth into each
+frame and marks ECN at depth 10, so the frames show the queue. Every frame sent is either received or counted
+as a tail drop: none is lost in the kernel or the ring."""
 import os
 import struct
 import subprocess

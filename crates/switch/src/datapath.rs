@@ -181,7 +181,8 @@ pub fn run_with(
 /// How a worker's loop reports packets.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct LoopOpts {
-    /// p4sec's pipeline trace (`--trace`): a line per packet on stderr.
+    /// p4sec's pipeline trace (`--trace`): a line per packet on stderr (with BMv2's log on, that
+    /// log shows the same path instead).
     pub trace: bool,
     /// BMv2's per-packet log ([`crate::bmv2log`]).
     pub bmv2_log: Option<crate::bmv2log::Options>,
@@ -517,7 +518,7 @@ pub(crate) fn worker_loop(
                 if let Some(q) = queues.as_mut().filter(|_| queueing) {
                     enqueue_all(&engine, w, q, &mut pending, &mut out);
                 }
-                if trace {
+                if trace && bmv2_log.is_none() {
                     log_trace(w, p.number, n);
                 }
                 if let Some(lg) = bmv2_log.as_mut() {
@@ -571,7 +572,7 @@ pub(crate) fn worker_loop(
                 if let Some(q) = queues.as_mut().filter(|_| queueing) {
                     enqueue_all(&engine, w, q, &mut pending, &mut out);
                 }
-                if trace {
+                if trace && bmv2_log.is_none() {
                     log_trace(w, cpu, n);
                 }
                 if let Some(lg) = bmv2_log.as_mut() {
@@ -615,7 +616,7 @@ pub(crate) fn worker_loop(
                     let port = item.port;
                     engine.egress(w, item, meta, &mut out);
                     enqueue_all(&engine, w, q, &mut pending, &mut out);
-                    if trace {
+                    if trace && bmv2_log.is_none() {
                         let lines = w.take_trace();
                         let name = std::thread::current()
                             .name()
