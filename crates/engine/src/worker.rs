@@ -12,14 +12,49 @@ use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-/// Per-thread packet state, reused across packets.
+/// Per-thread packet state, reused across packets. Each part belongs to the stage that uses it:
+/// the slots to every stage (the packet's headers and metadata), `packet` to the parser (and the
+/// deparser, which copies the payload), `emit` to the deparser, `calls` to the extern calls,
+/// `fx` to the v1model passes, `jobs` to replication (clones, resubmissions, recirculations,
+/// multicast), `tables` to match-action, `tm` to the traffic manager.
 pub struct Worker {
+    /// The packet's headers and metadata, one word per slot (the program's slots and a sink).
     pub(crate) slots: Vec<u64>,
+    /// The slots' values at the start of every packet.
     pub(crate) initial: Vec<u64>,
+    /// The bytes of the packet in the current pass.
+    pub(crate) packet: Packet,
+    /// What the deparser writes.
+    pub(crate) emit: Emit,
+    /// The extern calls' argument buffers and state.
+    pub(crate) calls: Calls,
+    /// What the v1model built-ins asked of this pass (drop, clone, resubmit, ...).
+    pub(crate) fx: Effects,
+    /// A parser error raised by a statement (`lookahead`), taken by the block that runs it.
+    pub(crate) perr: u32,
+    /// Loop iterations run in this pass (bounded by [`crate::MAX_LOOP_STEPS`]).
+    pub(crate) loop_steps: u32,
+    /// Packet instances waiting to be processed, and the buffers of finished ones.
+    pub(crate) jobs: Jobs,
+    /// Snapshots of the tables this worker reads.
+    pub(crate) tables: TableSnapshots,
+    pub(crate) stats: Arc<Stats>,
+    /// When `Some`, every packet's path is recorded here (parser states, tables, externs,
+    /// decisions).
+    pub trace: Option<Vec<String>>,
+    /// The clock and the queue hand-over (see [`crate::pipeline::tm`]).
+    pub(crate) tm: crate::pipeline::tm::WorkerTm,
+}
+
+/// The bytes of the packet in the current pass: where the parser reads, and the payload the
+/// deparser appends.
+pub(crate) struct Packet {
     /// The received bytes of the packet in the current pass, read where the caller (or a job) holds
     /// them.
     pub(crate) pkt: PktView,
-    pub(crate) pkt_len: usize,
+    /// The packet's length as the pipeline sees it (`standard_metadata.packet_length`).
+    pub(crate) len: usize,
+    /// Where the parser is in `pkt`.
     pub(crate) cursor: usize,
     /// The unparsed bytes, when they are not still in place in `pkt` (see `payload_at`).
     pub(crate) payload: Vec<u8>,
@@ -31,34 +66,45 @@ pub struct Worker {
     /// whose first bytes are not payload: `Payload::swap_in_from`); 0 otherwise.
     pub(crate) payload_skip: usize,
     /// Per header: the byte offset in `pkt` it was extracted from by the fast path in this pass, or
-    /// [`NO_OFFSET`] (kept up to date for the headers `Code::tracked_headers` lists).
+    /// [`NO_OFFSET`] (kept up to date for the headers `Controls::tracked_headers` lists).
     pub(crate) hdr_off: Vec<usize>,
-    /// Deferred `update_checksum`s due in this egress pass (bits of `Code::deferred`).
-    pub(crate) csum_pending: u64,
+}
+
+/// The deparser's output and scratch.
+pub(crate) struct Emit {
+    /// The frame being emitted.
     pub(crate) out: Vec<u8>,
     pub(crate) bw: bits::BitWriter,
     pub(crate) scratch: Vec<u8>,
+    /// Deferred `update_checksum`s due in this egress pass (bits of `Deparser::deferred`).
+    pub(crate) csum_pending: u64,
+}
+
+/// The extern calls' buffers and state.
+pub(crate) struct Calls {
+    /// The arguments of the call being made (reused across calls).
     pub(crate) bitbufs: Vec<BitBuf>,
     /// An extern method's return value (reused across calls).
     pub(crate) retbuf: BitBuf,
-    pub(crate) fx: Effects,
-    pub(crate) jobs: VecDeque<Job>,
+    /// The meter cell an `execute_meter` of this action reads.
+    pub(crate) cur_meter: Option<Arc<MeterCell>>,
+    /// The state of `random()`.
+    pub(crate) rng: u64,
+}
+
+/// Packet instances waiting to be processed (clones, resubmissions, recirculations, multicast
+/// copies) and the buffers of finished ones.
+pub(crate) struct Jobs {
+    pub(crate) queue: VecDeque<Job>,
     /// The buffers of finished jobs, for the next ones.
     pub(crate) spare: Spare,
-    pub(crate) rng: u64,
-    pub(crate) perr: u32,
-    /// Loop iterations run in this pass (bounded by [`crate::MAX_LOOP_STEPS`]).
-    pub(crate) loop_steps: u32,
-    pub(crate) cur_meter: Option<Arc<MeterCell>>,
-    pub(crate) stats: Arc<Stats>,
-    /// Snapshots of the tables this worker reads, and the engine's table version they belong to.
-    pub(crate) tables: Vec<Option<Arc<TableData>>>,
-    pub(crate) tables_version: u64,
-    /// When `Some`, every packet's path is recorded here (parser states, tables, externs,
-    /// decisions).
-    pub trace: Option<Vec<String>>,
-    /// The clock and the queue hand-over (see [`crate::pipeline::tm`]).
-    pub(crate) tm: crate::pipeline::tm::WorkerTm,
+}
+
+/// The tables this worker reads, as of one publication of the engine's tables.
+pub(crate) struct TableSnapshots {
+    pub(crate) snapshots: Vec<Option<Arc<TableData>>>,
+    /// The engine's table version they belong to.
+    pub(crate) version: u64,
 }
 
 /// A view of the bytes the current pass parses: the frame `Engine::process` was given, or a job's
@@ -118,26 +164,29 @@ impl Worker {
     /// front of that buffer.
     #[inline]
     pub(crate) fn own_payload(&mut self) {
-        if self.payload_at != NOT_IN_PKT {
-            self.payload.clear();
-            let at = self.payload_at.min(self.pkt.len());
-            self.payload.extend_from_slice(&self.pkt[at..]);
-            self.payload_at = NOT_IN_PKT;
-        } else if self.payload_skip > 0 {
+        if self.packet.payload_at != NOT_IN_PKT {
+            self.packet.payload.clear();
+            let at = self.packet.payload_at.min(self.packet.pkt.len());
+            self.packet
+                .payload
+                .extend_from_slice(&self.packet.pkt[at..]);
+            self.packet.payload_at = NOT_IN_PKT;
+        } else if self.packet.payload_skip > 0 {
             std::hint::cold_path();
-            self.payload
-                .drain(..self.payload_skip.min(self.payload.len()));
+            self.packet
+                .payload
+                .drain(..self.packet.payload_skip.min(self.packet.payload.len()));
         }
-        self.payload_skip = 0;
+        self.packet.payload_skip = 0;
     }
 
     /// The payload bytes, wherever they are.
     #[inline(always)]
     pub(crate) fn payload_bytes(&self) -> &[u8] {
-        if self.payload_at != NOT_IN_PKT {
-            &self.pkt[self.payload_at.min(self.pkt.len())..]
+        if self.packet.payload_at != NOT_IN_PKT {
+            &self.packet.pkt[self.packet.payload_at.min(self.packet.pkt.len())..]
         } else {
-            &self.payload[self.payload_skip.min(self.payload.len())..]
+            &self.packet.payload[self.packet.payload_skip.min(self.packet.payload.len())..]
         }
     }
 
@@ -152,29 +201,39 @@ impl Worker {
         Worker {
             slots: initial.clone(),
             initial,
-            pkt: PktView::EMPTY,
-            pkt_len: 0,
-            cursor: 0,
-            payload: Vec::with_capacity(2048),
-            payload_at: NOT_IN_PKT,
-            payload_skip: 0,
-            hdr_off: vec![NO_OFFSET; headers],
-            csum_pending: 0,
-            out: Vec::with_capacity(2048),
-            bw: bits::BitWriter::default(),
-            scratch: Vec::with_capacity(256),
-            bitbufs: vec![],
-            retbuf: BitBuf::default(),
+            packet: Packet {
+                pkt: PktView::EMPTY,
+                len: 0,
+                cursor: 0,
+                payload: Vec::with_capacity(2048),
+                payload_at: NOT_IN_PKT,
+                payload_skip: 0,
+                hdr_off: vec![NO_OFFSET; headers],
+            },
+            emit: Emit {
+                out: Vec::with_capacity(2048),
+                bw: bits::BitWriter::default(),
+                scratch: Vec::with_capacity(256),
+                csum_pending: 0,
+            },
+            calls: Calls {
+                bitbufs: vec![],
+                retbuf: BitBuf::default(),
+                cur_meter: None,
+                rng: 0x1234_5678_9abc_def1,
+            },
             fx: Effects::default(),
-            jobs: VecDeque::new(),
-            spare: Spare::default(),
-            rng: 0x1234_5678_9abc_def1,
             perr: 0,
             loop_steps: 0,
-            cur_meter: None,
+            jobs: Jobs {
+                queue: VecDeque::new(),
+                spare: Spare::default(),
+            },
+            tables: TableSnapshots {
+                snapshots: vec![None; tables],
+                version: u64::MAX,
+            },
             stats,
-            tables: vec![None; tables],
-            tables_version: u64::MAX,
             trace: None,
             tm: crate::pipeline::tm::WorkerTm::default(),
         }

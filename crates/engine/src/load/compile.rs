@@ -205,7 +205,7 @@ pub(crate) fn compile(cx: &Cx) -> Code {
                         let c = expr(cond);
                         Box::new(move |e: &Engine, w: &mut Worker| {
                             if c(e, w) != 0 {
-                                w.csum_pending |= bit;
+                                w.emit.csum_pending |= bit;
                             }
                             Flow::Next
                         }) as SF
@@ -598,7 +598,7 @@ fn stmt(cx: &Cx, s: &Stmt) -> SF {
                 if let Some(cell) = e.externs.counters[c].get(idx) {
                     cell.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     cell.1
-                        .fetch_add(w.pkt_len as u64, std::sync::atomic::Ordering::Relaxed);
+                        .fetch_add(w.packet.len as u64, std::sync::atomic::Ordering::Relaxed);
                 }
                 Flow::Next
             })
@@ -830,11 +830,11 @@ fn verify_from_bytes(cx: &Cx, s: &Stmt, h: usize, (f_off, len): (usize, usize)) 
     };
     let (c, f) = (expr(cond), expr(field));
     Box::new(move |e, w| {
-        let at = w.hdr_off.get(h).copied().unwrap_or(crate::NO_OFFSET);
+        let at = w.packet.hdr_off.get(h).copied().unwrap_or(crate::NO_OFFSET);
         if at == crate::NO_OFFSET {
             return slow(e, w);
         }
-        let Some(bytes) = w.pkt.get(at..at + len) else {
+        let Some(bytes) = w.packet.pkt.get(at..at + len) else {
             return slow(e, w);
         };
         let csum = checksum::csum16_without(bytes, f_off) as u64;

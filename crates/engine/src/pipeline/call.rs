@@ -238,7 +238,7 @@ impl Engine {
                 max,
             } => {
                 self.concat_data(w, data);
-                let h = hash::compute(*algo, &w.scratch, &mut w.rng);
+                let h = hash::compute(*algo, &w.emit.scratch, &mut w.calls.rng);
                 let base = self.eval(w, base);
                 let max = self.eval(w, max);
                 let v = if max == 0 {
@@ -320,7 +320,7 @@ impl Engine {
                 let c = &self.externs.counters[*counter as usize];
                 if let Some(cell) = c.get(i) {
                     cell.0.fetch_add(1, Ordering::Relaxed);
-                    cell.1.fetch_add(w.pkt_len as u64, Ordering::Relaxed);
+                    cell.1.fetch_add(w.packet.len as u64, Ordering::Relaxed);
                 }
             }
             Builtin::MeterExecute { meter, index, dst } => {
@@ -330,11 +330,11 @@ impl Engine {
                 let color = match m.get(i) {
                     Some(cell) => cell.execute(
                         if unit == CounterUnit::Bytes {
-                            w.pkt_len as u64
+                            w.packet.len as u64
                         } else {
                             1
                         },
-                        w.pkt_len as u64,
+                        w.packet.len as u64,
                     ),
                     None => crate::meters::GREEN,
                 };
@@ -344,14 +344,14 @@ impl Engine {
             }
             Builtin::DirectMeterRead { meter, dst } => {
                 let unit = self.prog.direct_meters[*meter as usize].unit;
-                let color = match w.cur_meter.clone() {
+                let color = match w.calls.cur_meter.clone() {
                     Some(cell) => cell.execute(
                         if unit == CounterUnit::Bytes {
-                            w.pkt_len as u64
+                            w.packet.len as u64
                         } else {
                             1
                         },
-                        w.pkt_len as u64,
+                        w.packet.len as u64,
                     ),
                     None => crate::meters::GREEN,
                 };
@@ -392,7 +392,7 @@ impl Engine {
             Builtin::Random { dst, lo, hi } => {
                 let lo = self.eval(w, lo);
                 let hi = self.eval(w, hi);
-                let r = hash::next_random(&mut w.rng);
+                let r = hash::next_random(&mut w.calls.rng);
                 let v = if hi <= lo { lo } else { lo + r % (hi - lo + 1) };
                 if let Some(l) = self.resolve(w, dst) {
                     self.store(w, l, v);
@@ -502,16 +502,16 @@ impl Engine {
         }
         self.concat_data(w, data);
         if with_payload {
-            let mut scratch = std::mem::take(&mut w.scratch);
+            let mut scratch = std::mem::take(&mut w.emit.scratch);
             scratch.extend_from_slice(w.payload_bytes());
-            w.scratch = scratch;
+            w.emit.scratch = scratch;
         }
-        hash::compute(algo, &w.scratch, &mut w.rng)
+        hash::compute(algo, &w.emit.scratch, &mut w.calls.rng)
     }
 
-    /// Concatenate data expressions into `w.scratch` as bytes (zero-padded at the end).
+    /// Concatenate data expressions into `w.emit.scratch` as bytes (zero-padded at the end).
     fn concat_data(&self, w: &mut Worker, data: &[Expr]) {
-        let mut buf = std::mem::take(&mut w.scratch);
+        let mut buf = std::mem::take(&mut w.emit.scratch);
         buf.clear();
         let mut bw = BitWriter::default();
         for e in data {
@@ -532,7 +532,7 @@ impl Engine {
             }
         }
         bw.finish(&mut buf);
-        w.scratch = buf;
+        w.emit.scratch = buf;
     }
 
     #[inline(never)]
@@ -610,7 +610,7 @@ impl Engine {
         plans: &[Option<ArgLayout>],
         ret: Option<&LValue>,
     ) -> Flow {
-        let mut bufs = std::mem::take(&mut w.bitbufs);
+        let mut bufs = std::mem::take(&mut w.calls.bitbufs);
         if bufs.len() < args.len() {
             bufs.resize_with(args.len(), BitBuf::default);
         }
@@ -621,7 +621,7 @@ impl Engine {
                 _ => self.marshal_arg(w, a, b),
             }
         }
-        let mut retbuf = std::mem::take(&mut w.retbuf);
+        let mut retbuf = std::mem::take(&mut w.calls.retbuf);
         let ret_width = ret.map(|lv| match lv {
             LValue::Static(l) => l.width,
             LValue::Dynamic { base, .. } => base.width,
@@ -648,8 +648,8 @@ impl Engine {
                 check_lengths(outs, ret_width.map(|wd| (wd, &retbuf)))
             });
         if let Err(e) = r {
-            w.bitbufs = bufs;
-            w.retbuf = retbuf;
+            w.calls.bitbufs = bufs;
+            w.calls.retbuf = retbuf;
             return self.extern_fault(w, e);
         }
         for (i, (a, b)) in args.iter().zip(bufs.iter()).enumerate() {
@@ -671,8 +671,8 @@ impl Engine {
                 );
             }
         }
-        w.bitbufs = bufs;
-        w.retbuf = retbuf;
+        w.calls.bitbufs = bufs;
+        w.calls.retbuf = retbuf;
         Flow::Next
     }
 
@@ -681,17 +681,17 @@ impl Engine {
     /// only `out`/`inout` arguments checked and written back.
     pub(crate) fn extern_call_planned(&self, w: &mut Worker, pc: &PlannedCall) -> Flow {
         let n = pc.args.len();
-        if w.bitbufs.len() < n {
-            w.bitbufs.resize_with(n, BitBuf::default);
+        if w.calls.bitbufs.len() < n {
+            w.calls.bitbufs.resize_with(n, BitBuf::default);
         }
-        for ((plan, dir), b) in pc.args.iter().zip(w.bitbufs.iter_mut()) {
+        for ((plan, dir), b) in pc.args.iter().zip(w.calls.bitbufs.iter_mut()) {
             b.width = plan.width();
             plan.marshal(&w.slots, *dir != Direction::Out, &mut b.bytes);
         }
         if let Some(l) = pc.ret {
-            w.retbuf.width = l.width;
-            w.retbuf.bytes.clear();
-            w.retbuf.bytes.resize(l.width.div_ceil(8) as usize, 0);
+            w.calls.retbuf.width = l.width;
+            w.calls.retbuf.bytes.clear();
+            w.calls.retbuf.bytes.resize(l.width.div_ceil(8) as usize, 0);
         }
         let r = self
             .invoke_in_place(w, pc.inst, pc.method, n, pc.ret.is_some())
@@ -699,23 +699,23 @@ impl Engine {
                 let outs = pc
                     .args
                     .iter()
-                    .zip(w.bitbufs.iter())
+                    .zip(w.calls.bitbufs.iter())
                     .filter(|((_, d), _)| *d != Direction::In)
                     .map(|((p, _), b)| (p.width(), b));
-                check_lengths(outs, pc.ret.map(|l| (l.width, &w.retbuf)))
+                check_lengths(outs, pc.ret.map(|l| (l.width, &w.calls.retbuf)))
             });
         if let Err(e) = r {
             return self.extern_fault(w, e);
         }
-        for ((plan, dir), b) in pc.args.iter().zip(w.bitbufs.iter()) {
+        for ((plan, dir), b) in pc.args.iter().zip(w.calls.bitbufs.iter()) {
             if *dir != Direction::In {
                 plan.write(&b.bytes, &mut w.slots);
             }
         }
         if let Some(l) = pc.ret {
-            let bytes = std::mem::take(&mut w.retbuf.bytes);
+            let bytes = std::mem::take(&mut w.calls.retbuf.bytes);
             self.store_bits(w, l, &bytes, bytes.len() * 8 - l.width as usize);
-            w.retbuf.bytes = bytes;
+            w.calls.retbuf.bytes = bytes;
         }
         Flow::Next
     }
@@ -731,10 +731,10 @@ impl Engine {
         b: &dyn BoundCall,
     ) -> Flow {
         let r = with_payload(
-            &w.pkt,
-            &mut w.payload_at,
-            &mut w.payload,
-            &mut w.payload_skip,
+            &w.packet.pkt,
+            &mut w.packet.payload_at,
+            &mut w.packet.payload,
+            &mut w.packet.payload_skip,
             |p| b.call(&mut w.slots, p),
         );
         self.trace_extern(w, inst, method);
@@ -759,13 +759,18 @@ impl Engine {
         p: crate::load::pristine::PristineArg,
     ) -> Flow {
         let valid = w.slots.get(p.valid).is_some_and(|v| *v != 0);
-        let off = w.hdr_off.get(p.header).copied().unwrap_or(crate::NO_OFFSET);
-        let vouch = valid && off != crate::NO_OFFSET && off + p.len == w.payload_at;
+        let off = w
+            .packet
+            .hdr_off
+            .get(p.header)
+            .copied()
+            .unwrap_or(crate::NO_OFFSET);
+        let vouch = valid && off != crate::NO_OFFSET && off + p.len == w.packet.payload_at;
         let r = with_payload(
-            &w.pkt,
-            &mut w.payload_at,
-            &mut w.payload,
-            &mut w.payload_skip,
+            &w.packet.pkt,
+            &mut w.packet.payload_at,
+            &mut w.packet.payload,
+            &mut w.packet.payload_skip,
             |pl| {
                 if vouch {
                     pl.vouch_prefix(p.len);
@@ -791,16 +796,16 @@ impl Engine {
         n: usize,
         with_ret: bool,
     ) -> Result<(), ExternError> {
-        let (bufs, retbuf) = (&mut w.bitbufs[..n], &mut w.retbuf);
+        let (bufs, retbuf) = (&mut w.calls.bitbufs[..n], &mut w.calls.retbuf);
         let r = call_with_payload(
             &*self.externs.instances[inst],
             self.externs.methods[inst][method as usize],
             bufs,
             with_ret.then_some(retbuf),
-            &w.pkt,
-            &mut w.payload_at,
-            &mut w.payload,
-            &mut w.payload_skip,
+            &w.packet.pkt,
+            &mut w.packet.payload_at,
+            &mut w.packet.payload,
+            &mut w.packet.payload_skip,
         );
         self.trace_extern(w, inst, method);
         r
@@ -821,10 +826,10 @@ impl Engine {
             self.externs.methods[inst][method as usize],
             bufs,
             ret,
-            &w.pkt,
-            &mut w.payload_at,
-            &mut w.payload,
-            &mut w.payload_skip,
+            &w.packet.pkt,
+            &mut w.packet.payload_at,
+            &mut w.packet.payload,
+            &mut w.packet.payload_skip,
         );
         self.trace_extern(w, inst, method);
         r

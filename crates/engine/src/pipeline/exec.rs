@@ -232,14 +232,14 @@ impl Engine {
                 }
             }
             Expr::Lookahead { width } => {
-                if w.cursor + *width as usize > w.pkt.len() * 8 {
+                if w.packet.cursor + *width as usize > w.packet.pkt.len() * 8 {
                     w.perr = self.layout.errors.too_short;
                     0
                 } else {
-                    read_bits(&w.pkt, w.cursor, *width)
+                    read_bits(&w.packet.pkt, w.packet.cursor, *width)
                 }
             }
-            Expr::PacketLength => w.pkt.len() as u64,
+            Expr::PacketLength => w.packet.pkt.len() as u64,
         }
     }
 
@@ -445,14 +445,14 @@ impl Engine {
                 }
             }
             Expr::Lookahead { width } => {
-                if w.cursor + *width as usize > w.pkt.len() * 8 {
+                if w.packet.cursor + *width as usize > w.packet.pkt.len() * 8 {
                     w.perr = self.layout.errors.too_short;
                     bits::ZERO
                 } else {
-                    read_wide(&w.pkt, w.cursor, *width)
+                    read_wide(&w.packet.pkt, w.packet.cursor, *width)
                 }
             }
-            Expr::PacketLength => bits::from_u64(w.pkt.len() as u64),
+            Expr::PacketLength => bits::from_u64(w.packet.pkt.len() as u64),
         }
     }
 
@@ -588,10 +588,10 @@ impl Engine {
             Stmt::Extract { hdr, varbit_bits } => self.extract(w, hdr, varbit_bits.as_ref()),
             Stmt::Advance { bits } => {
                 let n = self.eval(w, bits) as usize;
-                if w.cursor + n > w.pkt.len() * 8 {
+                if w.packet.cursor + n > w.packet.pkt.len() * 8 {
                     return Flow::Reject(self.layout.errors.too_short);
                 }
-                w.cursor += n;
+                w.packet.cursor += n;
                 Flow::Next
             }
             Stmt::Emit { hdr } => {

@@ -47,9 +47,9 @@ pub(crate) fn extract_static(h: u32) -> SF {
             (p.narrow && inside).then_some((fields, p.fixed, need, layout.valid.slot as usize, end))
         });
         if let Some((fields, fixed, need, valid, end)) = fast {
-            let pos = w.cursor;
+            let pos = w.packet.cursor;
             if pos % 8 == 0 && w.trace.is_none() && *end <= w.slots.len() {
-                if let Some(bytes) = w.pkt.get(pos / 8..pos / 8 + need) {
+                if let Some(bytes) = w.packet.pkt.get(pos / 8..pos / 8 + need) {
                     let slots = &mut w.slots[..];
                     for quad in fields.chunks_exact(4) {
                         for &(slot, off, shift, m) in quad {
@@ -63,9 +63,9 @@ pub(crate) fn extract_static(h: u32) -> SF {
                             }
                         }
                     }
-                    w.cursor = pos + fixed;
+                    w.packet.cursor = pos + fixed;
                     w.slots[*valid] = 1;
-                    if let Some(o) = w.hdr_off.get_mut(h as usize) {
+                    if let Some(o) = w.packet.hdr_off.get_mut(h as usize) {
                         *o = pos / 8;
                     }
                     return Flow::Next;
@@ -162,17 +162,17 @@ pub(crate) fn emit_static(h: u32) -> SF {
         });
         match fast {
             Some((ops, ends, len, valid, csum, end, bytewise))
-                if w.bw.n % 8 == 0 && *end <= w.slots.len() =>
+                if w.emit.bw.n % 8 == 0 && *end <= w.slots.len() =>
             {
                 if w.slots[*valid] == 0 {
                     return Flow::Next;
                 }
-                if w.bw.n != 0 {
-                    let mut bw = w.bw;
-                    bw.finish(&mut w.out);
-                    w.bw = bw;
+                if w.emit.bw.n != 0 {
+                    let mut bw = w.emit.bw;
+                    bw.finish(&mut w.emit.out);
+                    w.emit.bw = bw;
                 }
-                let (slots, out) = (&w.slots[..], &mut w.out);
+                let (slots, out) = (&w.slots[..], &mut w.emit.out);
                 let base = out.len();
                 out.reserve(ends.len() * 8 + 8);
                 let dst = out.spare_capacity_mut().as_mut_ptr() as *mut u8;
@@ -213,9 +213,9 @@ pub(crate) fn emit_static(h: u32) -> SF {
                 // SAFETY: the first `len` (<= 8 * ends.len()) bytes past `base` were written above
                 unsafe { out.set_len(base + len) };
                 if let Some((bit, f_off, f_slot)) = *csum {
-                    if w.csum_pending & bit != 0 {
-                        w.csum_pending &= !bit;
-                        let bytes = &mut w.out[base..base + len];
+                    if w.emit.csum_pending & bit != 0 {
+                        w.emit.csum_pending &= !bit;
+                        let bytes = &mut w.emit.out[base..base + len];
                         let c = checksum::csum16_without(bytes, f_off) as u64;
                         bytes[f_off..f_off + 2].copy_from_slice(&(c as u16).to_be_bytes());
                         w.slots[f_slot] = c;
@@ -224,7 +224,7 @@ pub(crate) fn emit_static(h: u32) -> SF {
             }
             _ => {
                 std::hint::cold_path();
-                if w.csum_pending != 0 {
+                if w.emit.csum_pending != 0 {
                     settle_checksums(e, w);
                 }
                 e.emit(w, &hr)
@@ -238,9 +238,9 @@ pub(crate) fn emit_static(h: u32) -> SF {
 /// bytes, and after the deparser for headers it did not emit).
 #[cold]
 pub(crate) fn settle_checksums(e: &Engine, w: &mut Worker) {
-    while w.csum_pending != 0 {
-        let i = w.csum_pending.trailing_zeros() as usize;
-        w.csum_pending &= !(1u64 << i);
+    while w.emit.csum_pending != 0 {
+        let i = w.emit.csum_pending.trailing_zeros() as usize;
+        w.emit.csum_pending &= !(1u64 << i);
         if let Some(d) = e.deparser.deferred.get(i) {
             let v = (d.sum)(e, w) & d.m;
             w.slots[d.f_slot] = v;
@@ -288,7 +288,7 @@ impl Engine {
         let plan = &self.layout.headers[hi as usize];
         let (fixed, var_max) = (plan.fixed, plan.var_max);
         // the header's fields no longer come from a recorded offset (see `Worker::hdr_off`)
-        if let Some(o) = w.hdr_off.get_mut(hi as usize) {
+        if let Some(o) = w.packet.hdr_off.get_mut(hi as usize) {
             *o = crate::NO_OFFSET;
         }
         let var = match varbit_bits {
@@ -304,15 +304,15 @@ impl Engine {
             }
             None => 0,
         };
-        if w.cursor + fixed + var > w.pkt.len() * 8 {
+        if w.packet.cursor + fixed + var > w.packet.pkt.len() * 8 {
             return Flow::Reject(self.layout.errors.too_short);
         }
-        let mut pos = w.cursor;
-        if plan.narrow && pos % 8 == 0 && pos / 8 + fixed.div_ceil(8) + 8 <= w.pkt.len() {
+        let mut pos = w.packet.cursor;
+        if plan.narrow && pos % 8 == 0 && pos / 8 + fixed.div_ceil(8) + 8 <= w.packet.pkt.len() {
             // fast path: one unaligned 64-bit big-endian load per field (8 bytes of slack past the
             // header)
             let base = pos / 8;
-            let bytes = &w.pkt[base..base + fixed.div_ceil(8) + 8];
+            let bytes = &w.packet.pkt[base..base + fixed.div_ceil(8) + 8];
             for &(slot, off, shift, m, _) in &plan.fields {
                 let i = off as usize;
                 let word = u64::from_be_bytes(bytes[i..i + 8].try_into().unwrap());
@@ -321,7 +321,7 @@ impl Engine {
             pos += fixed;
         } else if plan.narrow && pos % 8 == 0 {
             // byte-aligned header of narrow fields near the end of the packet: a 64-bit accumulator
-            let bytes = &w.pkt[pos / 8..(pos + fixed).div_ceil(8)];
+            let bytes = &w.packet.pkt[pos / 8..(pos + fixed).div_ceil(8)];
             let mut acc: u64 = 0;
             let mut n: u32 = 0;
             let mut i = 0;
@@ -340,17 +340,17 @@ impl Engine {
             for f in &layout.fields {
                 match f.varbit_len {
                     Some(len) => {
-                        let v = read_wide(&w.pkt, pos, var as u32);
+                        let v = read_wide(&w.packet.pkt, pos, var as u32);
                         self.store_wide(w, f.loc, &v);
                         self.store(w, len, var as u64);
                         pos += var;
                     }
                     None => {
                         if f.loc.width <= 64 {
-                            let v = read_bits(&w.pkt, pos, f.loc.width);
+                            let v = read_bits(&w.packet.pkt, pos, f.loc.width);
                             w.slots[f.loc.slot as usize] = v;
                         } else {
-                            let v = read_wide(&w.pkt, pos, f.loc.width);
+                            let v = read_wide(&w.packet.pkt, pos, f.loc.width);
                             self.store_wide(w, f.loc, &v);
                         }
                         pos += f.loc.width as usize;
@@ -358,7 +358,7 @@ impl Engine {
                 }
             }
         }
-        w.cursor = pos;
+        w.packet.cursor = pos;
         w.slots[layout.valid.slot as usize] = 1;
         if let HeaderRef::Next { stack } = h {
             let ni = self.prog.stacks[*stack as usize].next_index;
@@ -381,8 +381,8 @@ impl Engine {
             return;
         }
         let plan = &self.layout.headers[hi as usize];
-        let mut out = std::mem::take(&mut w.out);
-        let mut bw = w.bw;
+        let mut out = std::mem::take(&mut w.emit.out);
+        let mut bw = w.emit.bw;
         let len = plan.fixed.div_ceil(8);
         if plan.narrow && bw.n % 8 == 0 && !plan.emit_ops.is_empty() {
             // fast path: each field OR-ed into the 64-bit words it overlaps, then the words stored
@@ -406,8 +406,8 @@ impl Engine {
                 bw.acc = (last >> (8 - tail)) as u128;
                 bw.n = tail as u32;
             }
-            w.bw = bw;
-            w.out = out;
+            w.emit.bw = bw;
+            w.emit.out = out;
             return;
         }
         for f in &layout.fields {
@@ -427,8 +427,8 @@ impl Engine {
                 }
             }
         }
-        w.bw = bw;
-        w.out = out;
+        w.emit.bw = bw;
+        w.emit.out = out;
     }
 
     #[inline(never)]

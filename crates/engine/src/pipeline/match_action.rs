@@ -154,7 +154,7 @@ impl Engine {
         }
         // the worker's snapshot of the table (refreshed per packet when the control plane changed a
         // table); taken out of the worker while the action runs, so no reference count is touched
-        let data = match w.tables.get_mut(ti).and_then(Option::take) {
+        let data = match w.tables.snapshots.get_mut(ti).and_then(Option::take) {
             Some(d) => d,
             None => self.match_action.tables[ti].data.load_full(),
         };
@@ -175,7 +175,7 @@ impl Engine {
         if let Some((h, m)) = w.stats.tables.get(ti) {
             crate::bump(if found.is_some() { h } else { m });
         }
-        let len = w.pkt_len as u64;
+        let len = w.packet.len as u64;
         // the action and its arguments: inline in the entry's hot line when possible
         let mut inline = None;
         let call = match found {
@@ -191,13 +191,13 @@ impl Engine {
                     if t.support_timeout {
                         e.last_hit.store(crate::coarse_ms(), Ordering::Relaxed);
                     }
-                    w.cur_meter = if t.direct_meter.is_some() {
+                    w.calls.cur_meter = if t.direct_meter.is_some() {
                         e.meter.clone()
                     } else {
                         None
                     };
                 } else {
-                    w.cur_meter = None;
+                    w.calls.cur_meter = None;
                 }
                 match chosen {
                     Some(c) => Err(c),
@@ -213,7 +213,7 @@ impl Engine {
                 }
             }
             None => {
-                w.cur_meter = None;
+                w.calls.cur_meter = None;
                 Ok(self.default_args(w, &data))
             }
         };
@@ -345,7 +345,7 @@ impl Engine {
             std::hint::cold_path();
             return self.apply_table(w, ti, hit, action_run);
         }
-        let data = match w.tables.get_mut(ti).and_then(Option::take) {
+        let data = match w.tables.snapshots.get_mut(ti).and_then(Option::take) {
             Some(d) => d,
             None => self.match_action.tables[ti].data.load_full(),
         };
@@ -354,7 +354,7 @@ impl Engine {
         let hot = found.map(|i| *data.hot(i));
         if hot.is_some_and(|h| h.selects) {
             std::hint::cold_path();
-            if let Some(slot) = w.tables.get_mut(ti) {
+            if let Some(slot) = w.tables.snapshots.get_mut(ti) {
                 *slot = Some(data);
             }
             return self.apply_table(w, ti, hit, action_run);
@@ -362,7 +362,7 @@ impl Engine {
         if let Some((h, m)) = w.stats.tables.get(ti) {
             crate::bump(if found.is_some() { h } else { m });
         }
-        w.cur_meter = None;
+        w.calls.cur_meter = None;
         let a = match (&hot, found) {
             (Some(h), _) if h.nargs != crate::tables::Hot::NOT_INLINE => {
                 let a = h.action as usize;
@@ -400,7 +400,7 @@ impl Engine {
         if let Some(r) = action_run {
             self.store(w, r, a as u64);
         }
-        if let Some(slot) = w.tables.get_mut(ti) {
+        if let Some(slot) = w.tables.snapshots.get_mut(ti) {
             *slot = Some(data);
         }
         match self.match_action.actions[a].run(self, w) {
@@ -418,15 +418,17 @@ impl Engine {
             return 0;
         };
         let t = &self.prog.tables[ti];
-        w.scratch.clear();
+        w.emit.scratch.clear();
         for &k in sel {
             let (off, _) = self.match_action.key_layouts[ti][k];
             let nbytes = t.keys[k].width.div_ceil(8) as usize;
             for b in (0..nbytes).rev() {
-                w.scratch.push((key[off + b / 8] >> ((b % 8) * 8)) as u8);
+                w.emit
+                    .scratch
+                    .push((key[off + b / 8] >> ((b % 8) * 8)) as u8);
             }
         }
-        hash::compute(*algo, &w.scratch, &mut w.rng)
+        hash::compute(*algo, &w.emit.scratch, &mut w.calls.rng)
     }
 }
 

@@ -57,22 +57,22 @@ impl Engine {
             self.prog.slots as usize + 1,
             "a worker of another engine"
         );
-        if self.match_action.version.load(Ordering::Acquire) != w.tables_version {
+        if self.match_action.version.load(Ordering::Acquire) != w.tables.version {
             std::hint::cold_path();
             self.refresh_tables(w);
         }
         bump(&w.stats.packets_in);
-        if !w.jobs.is_empty() {
+        if !w.jobs.queue.is_empty() {
             std::hint::cold_path();
-            w.jobs.clear();
+            w.jobs.queue.clear();
         }
         self.ingress_pass(w, frame, in_port, 0, &[], out);
-        if !w.jobs.is_empty() {
+        if !w.jobs.queue.is_empty() {
             std::hint::cold_path();
             self.run_jobs(w, out);
         }
         // `frame` ends here
-        w.pkt.reset();
+        w.packet.pkt.reset();
         if self.layout.std.tm_any {
             w.tm.tick();
         }
@@ -87,25 +87,25 @@ impl Engine {
             bump(&w.stats.dropped);
             return;
         }
-        if self.match_action.version.load(Ordering::Acquire) != w.tables_version {
+        if self.match_action.version.load(Ordering::Acquire) != w.tables.version {
             self.refresh_tables(w);
         }
-        w.jobs.clear();
-        w.pkt.reset();
+        w.jobs.queue.clear();
+        w.packet.pkt.reset();
         for &h in &self.controls.tracked_headers {
-            w.hdr_off[h] = NO_OFFSET;
+            w.packet.hdr_off[h] = NO_OFFSET;
         }
         w.slots.copy_from_slice(&item.slots);
-        w.spare.words.give(item.slots);
-        let old = std::mem::replace(&mut w.payload, item.payload);
-        w.spare.bytes.give(old);
-        w.payload_at = NOT_IN_PKT;
-        w.payload_skip = 0;
-        w.pkt_len = item.pkt_len;
+        w.jobs.spare.words.give(item.slots);
+        let old = std::mem::replace(&mut w.packet.payload, item.payload);
+        w.jobs.spare.bytes.give(old);
+        w.packet.payload_at = NOT_IN_PKT;
+        w.packet.payload_skip = 0;
+        w.packet.len = item.pkt_len;
         w.fx = item.fx;
         w.tm.meta = meta;
         self.egress_pass(w, item.port, item.rid, item.itype, out);
-        if !w.jobs.is_empty() {
+        if !w.jobs.queue.is_empty() {
             self.run_jobs(w, out);
         }
     }
@@ -119,15 +119,15 @@ impl Engine {
         let priority = get(&w.slots, self.layout.std.priority) as u8;
         let fx = w.fx;
         let (slots, payload) = (
-            w.spare.words.copy_of(&w.slots),
-            w.spare.bytes.copy_of(&w.payload),
+            w.jobs.spare.words.copy_of(&w.slots),
+            w.jobs.spare.bytes.copy_of(&w.packet.payload),
         );
         w.tm.queued.push(Queued {
             port,
             priority,
             slots,
             payload,
-            pkt_len: w.pkt_len,
+            pkt_len: w.packet.len,
             rid,
             itype,
             fx,
@@ -156,11 +156,11 @@ impl Engine {
     #[inline(never)]
     fn run_jobs(&self, w: &mut Worker, out: &mut Outputs) {
         let mut passes = 0u32;
-        while let Some(job) = w.jobs.pop_front() {
+        while let Some(job) = w.jobs.queue.pop_front() {
             passes += 1;
             if passes > MAX_PASSES {
                 bump(&w.stats.pass_limit);
-                w.jobs.clear();
+                w.jobs.queue.clear();
                 break;
             }
             match job {
@@ -172,9 +172,9 @@ impl Engine {
                 } => {
                     self.ingress_pass(w, &bytes, port, itype, &preserved, out);
                     // the job's bytes end here
-                    w.pkt.reset();
-                    w.spare.bytes.give(bytes);
-                    w.spare.fields.give(preserved);
+                    w.packet.pkt.reset();
+                    w.jobs.spare.bytes.give(bytes);
+                    w.jobs.spare.fields.give(preserved);
                 }
                 Job::Egress {
                     slots,
@@ -201,12 +201,12 @@ impl Engine {
                     w.slots.copy_from_slice(&slots);
                     // the job's payload becomes the worker's (no copy); the worker's buffer goes to
                     // the spares
-                    std::mem::swap(&mut w.payload, &mut payload);
-                    w.spare.words.give(slots);
-                    w.spare.bytes.give(payload);
-                    w.payload_at = NOT_IN_PKT;
-                    w.payload_skip = 0;
-                    w.pkt_len = pkt_len;
+                    std::mem::swap(&mut w.packet.payload, &mut payload);
+                    w.jobs.spare.words.give(slots);
+                    w.jobs.spare.bytes.give(payload);
+                    w.packet.payload_at = NOT_IN_PKT;
+                    w.packet.payload_skip = 0;
+                    w.packet.len = pkt_len;
                     self.egress_pass(w, port, rid, itype, out);
                 }
             }
@@ -226,9 +226,9 @@ impl Engine {
         }
     }
 
-    /// The slots of field list `field_list` and their values now (in a buffer of `w.spare`).
+    /// The slots of field list `field_list` and their values now (in a buffer of `w.jobs.spare`).
     fn preserved(&self, w: &mut Worker, field_list: Option<u32>) -> Vec<(u32, u64)> {
-        let mut v = w.spare.fields.take();
+        let mut v = w.jobs.spare.fields.take();
         if let Some(id) = field_list {
             if let Some(fl) = self.prog.field_lists.iter().find(|f| f.id == id) {
                 for l in &fl.fields {
@@ -254,16 +254,16 @@ impl Engine {
         w.slots.copy_from_slice(&w.initial);
         // SAFETY: `bytes` outlives the pass, and `Engine::process` resets the view before it
         // returns
-        unsafe { w.pkt.set(bytes) };
-        w.pkt_len = bytes.len();
-        w.cursor = 0;
+        unsafe { w.packet.pkt.set(bytes) };
+        w.packet.len = bytes.len();
+        w.packet.cursor = 0;
         w.perr = 0;
         w.loop_steps = 0;
         if w.fx.any() {
             w.fx = Effects::default();
         }
         for &h in &self.controls.tracked_headers {
-            w.hdr_off[h] = NO_OFFSET;
+            w.packet.hdr_off[h] = NO_OFFSET;
         }
         let ss = self.layout.std;
         put(&mut w.slots, ss.ingress_port, port as u64);
@@ -345,31 +345,31 @@ impl Engine {
                 let keep = self.preserved(w, fl);
                 w.own_payload();
                 // the packet's state is kept aside while the clone's is built in the worker
-                // (buffers from `w.spare`: nothing is allocated once the worker has made a few
+                // (buffers from `w.jobs.spare`: nothing is allocated once the worker has made a few
                 // clones)
-                let saved_slots = w.spare.words.copy_of(&w.slots);
-                let empty = w.spare.bytes.take();
+                let saved_slots = w.jobs.spare.words.copy_of(&w.slots);
+                let empty = w.jobs.spare.bytes.take();
                 let saved = (
                     saved_slots,
-                    std::mem::replace(&mut w.payload, empty),
-                    w.pkt_len,
+                    std::mem::replace(&mut w.packet.payload, empty),
+                    w.packet.len,
                 );
                 // re-parse the original input in a scratch pass to build the clone's state
-                let original_len = w.pkt.len();
+                let original_len = w.packet.pkt.len();
                 w.slots.copy_from_slice(&w.initial);
-                w.cursor = 0;
+                w.packet.cursor = 0;
                 self.set(w, sm.ingress_port, port as u64);
                 self.set(w, sm.packet_length, original_len as u64);
                 for (s, v) in &keep {
                     w.slots[*s as usize] = *v;
                 }
-                w.spare.fields.give(keep);
+                w.jobs.spare.fields.give(keep);
                 self.run_parser(w);
                 self.set(w, sm.parser_error, 0);
                 w.own_payload();
                 let clone_slots = std::mem::replace(&mut w.slots, saved.0);
-                let clone_payload = std::mem::replace(&mut w.payload, saved.1);
-                w.jobs.push_back(Job::Egress {
+                let clone_payload = std::mem::replace(&mut w.packet.payload, saved.1);
+                w.jobs.queue.push_back(Job::Egress {
                     slots: clone_slots,
                     payload: clone_payload,
                     pkt_len: original_len,
@@ -377,15 +377,15 @@ impl Engine {
                     rid: 0,
                     itype: 1,
                 });
-                w.payload_at = NOT_IN_PKT;
-                w.payload_skip = 0;
-                w.pkt_len = saved.2;
+                w.packet.payload_at = NOT_IN_PKT;
+                w.packet.payload_skip = 0;
+                w.packet.len = saved.2;
             }
         }
         if let Some(fl) = fx.resubmission() {
             let keep = self.preserved(w, fl);
-            let bytes = w.spare.bytes.copy_of(&w.pkt);
-            w.jobs.push_back(Job::Ingress {
+            let bytes = w.jobs.spare.bytes.copy_of(&w.packet.pkt);
+            w.jobs.queue.push_back(Job::Ingress {
                 bytes,
                 port,
                 itype: 6,
@@ -407,13 +407,13 @@ impl Engine {
                 if let Some(Some((rid, ports))) = pre.nodes.get(*h as usize) {
                     for p in ports {
                         let (slots, payload) = (
-                            w.spare.words.copy_of(&w.slots),
-                            w.spare.bytes.copy_of(&w.payload),
+                            w.jobs.spare.words.copy_of(&w.slots),
+                            w.jobs.spare.bytes.copy_of(&w.packet.payload),
                         );
-                        w.jobs.push_back(Job::Egress {
+                        w.jobs.queue.push_back(Job::Egress {
                             slots,
                             payload,
-                            pkt_len: w.pkt_len,
+                            pkt_len: w.packet.len,
                             port: *p,
                             rid: *rid,
                             itype: 5,
@@ -479,51 +479,51 @@ impl Engine {
             self.drop_packet(w, "marked to drop in egress");
             return;
         }
-        w.csum_pending = 0;
+        w.emit.csum_pending = 0;
         self.run_block(w, &self.controls.compute);
         // deparser: headers and payload are appended straight to the output buffer
-        std::mem::swap(&mut w.out, &mut out.data);
-        let mut start = w.out.len();
-        w.bw = BitWriter::default();
+        std::mem::swap(&mut w.emit.out, &mut out.data);
+        let mut start = w.emit.out.len();
+        w.emit.bw = BitWriter::default();
         self.run_block(w, &self.deparser.block);
-        if w.csum_pending != 0 {
+        if w.emit.csum_pending != 0 {
             settle_checksums(self, w);
         }
-        let mut bw = w.bw;
-        bw.finish(&mut w.out);
-        let hl = w.out.len() - start;
+        let mut bw = w.emit.bw;
+        bw.finish(&mut w.emit.out);
+        let hl = w.emit.out.len() - start;
         if start == 0
             && recirculate.is_none()
-            && w.payload_at == NOT_IN_PKT
-            && hl <= w.payload_skip
-            && w.payload_skip <= w.payload.len()
+            && w.packet.payload_at == NOT_IN_PKT
+            && hl <= w.packet.payload_skip
+            && w.packet.payload_skip <= w.packet.payload.len()
         {
             // the payload's buffer has room in front of the payload for the headers just emitted
             // (an extern left it there: `Payload::swap_in_from`): the headers go there and that
             // buffer becomes the output buffer, the payload not copied again; the frame starts past
             // the room left over
-            start = w.payload_skip - hl;
-            w.payload[start..w.payload_skip].copy_from_slice(&w.out[..hl]);
-            std::mem::swap(&mut w.out, &mut w.payload);
+            start = w.packet.payload_skip - hl;
+            w.packet.payload[start..w.packet.payload_skip].copy_from_slice(&w.emit.out[..hl]);
+            std::mem::swap(&mut w.emit.out, &mut w.packet.payload);
             // (the old output buffer: the payload is not read again in this pass)
-            w.payload.clear();
-            w.payload_skip = 0;
+            w.packet.payload.clear();
+            w.packet.payload_skip = 0;
         } else {
-            let payload = if w.payload_at != NOT_IN_PKT {
-                &w.pkt[w.payload_at.min(w.pkt.len())..]
+            let payload = if w.packet.payload_at != NOT_IN_PKT {
+                &w.packet.pkt[w.packet.payload_at.min(w.packet.pkt.len())..]
             } else {
-                &w.payload[w.payload_skip.min(w.payload.len())..]
+                &w.packet.payload[w.packet.payload_skip.min(w.packet.payload.len())..]
             };
-            w.out.extend_from_slice(payload);
+            w.emit.out.extend_from_slice(payload);
         }
         if let Some(n) = truncate {
-            w.out.truncate(start + n);
+            w.emit.out.truncate(start + n);
         }
         if let Some(fl) = recirculate {
             self.recirculate(w, start, fl, out);
             return;
         }
-        std::mem::swap(&mut w.out, &mut out.data);
+        std::mem::swap(&mut w.emit.out, &mut out.data);
         bump(&w.stats.packets_out);
         if let Some(t) = w.trace.as_mut() {
             std::hint::cold_path();
@@ -545,40 +545,40 @@ impl Engine {
         };
         w.own_payload();
         let keep = self.preserved(w, fl);
-        let mut slots = w.spare.words.copy_of(&w.initial);
+        let mut slots = w.jobs.spare.words.copy_of(&w.initial);
         for &(s, n) in &self.layout.header_ranges {
             slots[s..s + n].copy_from_slice(&w.slots[s..s + n]);
         }
         for &(s, v) in &keep {
             slots[s as usize] = v;
         }
-        w.spare.fields.give(keep);
+        w.jobs.spare.fields.give(keep);
         let ip = self.prog.std_meta.ingress_port;
         if ip.width > 0 {
             slots[ip.slot as usize] = w.slots[ip.slot as usize];
         }
-        let payload = w.spare.bytes.copy_of(&w.payload);
-        w.jobs.push_back(Job::Egress {
+        let payload = w.jobs.spare.bytes.copy_of(&w.packet.payload);
+        w.jobs.queue.push_back(Job::Egress {
             slots,
             payload,
-            pkt_len: w.pkt_len,
+            pkt_len: w.packet.len,
             port: cport,
             rid: 0,
             itype: 2,
         });
     }
 
-    /// The deparsed packet (in `w.out` from `start`, while `w.out` holds the output buffer) goes
+    /// The deparsed packet (in `w.emit.out` from `start`, while `w.emit.out` holds the output buffer) goes
     /// back to the parser instead of out.
     #[cold]
     #[inline(never)]
     fn recirculate(&self, w: &mut Worker, start: usize, fl: Option<u32>, out: &mut Outputs) {
-        let bytes = w.spare.bytes.copy_of(&w.out[start..]);
-        w.out.truncate(start);
-        std::mem::swap(&mut w.out, &mut out.data);
+        let bytes = w.jobs.spare.bytes.copy_of(&w.emit.out[start..]);
+        w.emit.out.truncate(start);
+        std::mem::swap(&mut w.emit.out, &mut out.data);
         let keep = self.preserved(w, fl);
         let ip = self.get(w, self.prog.std_meta.ingress_port) as u32;
-        w.jobs.push_back(Job::Ingress {
+        w.jobs.queue.push_back(Job::Ingress {
             bytes,
             port: ip,
             itype: 4,
@@ -597,11 +597,11 @@ impl Engine {
                 std::hint::spin_loop();
                 continue;
             }
-            for (snap, rt) in w.tables.iter_mut().zip(&self.match_action.tables) {
+            for (snap, rt) in w.tables.snapshots.iter_mut().zip(&self.match_action.tables) {
                 *snap = Some(rt.data.load_full());
             }
             if self.match_action.version.load(Ordering::Acquire) == v {
-                w.tables_version = v;
+                w.tables.version = v;
                 return;
             }
         }

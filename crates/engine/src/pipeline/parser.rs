@@ -10,7 +10,7 @@ use p4sec_ir::*;
 impl Engine {
     // ------------------------------------------------------------ parser
 
-    /// Run the parser over `w.pkt`; on return the unparsed bytes start at `w.payload_at`.
+    /// Run the parser over `w.packet.pkt`; on return the unparsed bytes start at `w.packet.payload_at`.
     #[inline(always)]
     pub(crate) fn run_parser(&self, w: &mut Worker) {
         let start = self.prog.parser.start as usize;
@@ -26,7 +26,7 @@ impl Engine {
         // the payload stays where it is in `pkt` until something needs it apart
         // (`Worker::own_payload`) from the byte that holds the first unparsed bit, as BMv2 does
         // when the parser stops inside a byte
-        w.payload_at = (w.cursor / 8).min(w.pkt.len());
+        w.packet.payload_at = (w.packet.cursor / 8).min(w.packet.pkt.len());
     }
 
     /// The parser's hot loop: states whose transition is a `Goto` or a select on one narrow key
