@@ -3,6 +3,7 @@
 
 use prost::Message;
 use prost_types::field_descriptor_proto::Type;
+use prost_types::FieldDescriptorProto;
 use prost_types::{DescriptorProto, FileDescriptorSet};
 use std::collections::HashMap;
 
@@ -124,4 +125,71 @@ pub(crate) fn unpack<'a>(ty: Type, b: &'a [u8]) -> Result<Vec<Wire<'a>>, String>
         });
     }
     Ok(out)
+}
+
+/// One field value decoded by its declared type: what the JSON and text writers format, each in
+/// its own syntax.
+pub(crate) enum Scalar<'a> {
+    /// An embedded message (its type name without the leading dot, its bytes).
+    Message(&'a str, &'a [u8]),
+    Str(&'a str),
+    Bytes(&'a [u8]),
+    Bool(bool),
+    /// Any integer type of 32 bits or fewer.
+    Int(i64),
+    /// A 64-bit integer (the JSON mapping writes it as a string).
+    Int64(i64),
+    Uint64(u64),
+    Float(f64),
+    Float32(f32),
+    /// An enum value: its name when the descriptors have it, and its number.
+    Enum(Option<&'a str>, i32),
+}
+
+/// Field `f`'s value `v` decoded by the field's declared type; an error when the wire type does
+/// not fit the declared one.
+pub(crate) fn scalar<'a>(
+    schema: &'a Schema,
+    f: &'a FieldDescriptorProto,
+    v: &Wire<'a>,
+) -> Result<Scalar<'a>, String> {
+    let ty = f.r#type();
+    Ok(match (ty, v) {
+        (Type::Message, Wire::Bytes(b)) => {
+            Scalar::Message(f.type_name().trim_start_matches('.'), b)
+        }
+        (Type::String, Wire::Bytes(b)) => {
+            Scalar::Str(std::str::from_utf8(b).map_err(|_| format!("{}: not UTF-8", f.name()))?)
+        }
+        (Type::Bytes, Wire::Bytes(b)) => Scalar::Bytes(b),
+        (Type::Bool, Wire::Varint(x)) => Scalar::Bool(*x != 0),
+        (Type::Int32, Wire::Varint(x)) => Scalar::Int(i64::from(*x as i32)),
+        (Type::Uint32, Wire::Varint(x)) => Scalar::Int(i64::from(*x as u32)),
+        (Type::Sint32, Wire::Varint(x)) => {
+            Scalar::Int(i64::from(((*x as u32) >> 1) as i32 ^ -((*x & 1) as i32)))
+        }
+        (Type::Int64, Wire::Varint(x)) | (Type::Sfixed64, Wire::Fixed64(x)) => {
+            Scalar::Int64(*x as i64)
+        }
+        (Type::Uint64, Wire::Varint(x)) | (Type::Fixed64, Wire::Fixed64(x)) => Scalar::Uint64(*x),
+        (Type::Sint64, Wire::Varint(x)) => Scalar::Int64((*x >> 1) as i64 ^ -((*x & 1) as i64)),
+        (Type::Double, Wire::Fixed64(x)) => Scalar::Float(f64::from_bits(*x)),
+        (Type::Fixed32, Wire::Fixed32(x)) => Scalar::Int(i64::from(*x)),
+        (Type::Sfixed32, Wire::Fixed32(x)) => Scalar::Int(i64::from(*x as i32)),
+        (Type::Float, Wire::Fixed32(x)) => Scalar::Float32(f32::from_bits(*x)),
+        (Type::Enum, Wire::Varint(x)) => Scalar::Enum(
+            schema
+                .enums
+                .get(f.type_name().trim_start_matches('.'))
+                .and_then(|e| e.get(&(*x as i32)))
+                .map(String::as_str),
+            *x as i32,
+        ),
+        _ => {
+            return Err(format!(
+                "field {}: unexpected wire type for {ty:?}",
+                f.name()
+            ))
+        }
+    })
 }

@@ -4,7 +4,7 @@
 //! `p4sec compile --p4runtime-files NAME.json` (the P4Info as the reference compiler writes it in
 //! JSON).
 
-use crate::descriptors::{fields, unpack, Schema, Wire};
+use crate::descriptors::{self, fields, unpack, Scalar, Schema, Wire};
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::DescriptorProto;
 use std::collections::HashMap;
@@ -88,68 +88,30 @@ fn scalar(
     out: &mut String,
     depth: usize,
 ) -> Result<(), String> {
-    let ty = f.r#type();
-    match (ty, v) {
-        (Type::Message, Wire::Bytes(b)) => {
-            message(schema, f.type_name().trim_start_matches('.'), b, out, depth)?
-        }
-        (Type::String, Wire::Bytes(b)) => quote(
-            std::str::from_utf8(b).map_err(|_| format!("{}: not UTF-8", f.name()))?,
-            out,
-        ),
-        (Type::Bytes, Wire::Bytes(b)) => quote(&base64(b), out),
-        (Type::Bool, Wire::Varint(x)) => out.push_str(if *x != 0 { "true" } else { "false" }),
-        (Type::Int32, Wire::Varint(x)) => {
-            let _ = write!(out, "{}", *x as i32);
-        }
-        (Type::Uint32, Wire::Varint(x)) => {
-            let _ = write!(out, "{}", *x as u32);
-        }
-        (Type::Sint32, Wire::Varint(x)) => {
-            let _ = write!(out, "{}", ((*x as u32) >> 1) as i32 ^ -((*x & 1) as i32));
-        }
-        (Type::Int64, Wire::Varint(x)) => {
-            let _ = write!(out, "\"{}\"", *x as i64);
-        }
-        (Type::Uint64, Wire::Varint(x)) => {
-            let _ = write!(out, "\"{x}\"");
-        }
-        (Type::Sint64, Wire::Varint(x)) => {
-            let _ = write!(out, "\"{}\"", (*x >> 1) as i64 ^ -((*x & 1) as i64));
-        }
-        (Type::Fixed64, Wire::Fixed64(x)) => {
-            let _ = write!(out, "\"{x}\"");
-        }
-        (Type::Sfixed64, Wire::Fixed64(x)) => {
-            let _ = write!(out, "\"{}\"", *x as i64);
-        }
-        (Type::Double, Wire::Fixed64(x)) => {
-            let _ = write!(out, "{}", f64::from_bits(*x));
-        }
-        (Type::Fixed32, Wire::Fixed32(x)) => {
+    match descriptors::scalar(schema, f, v)? {
+        Scalar::Message(name, b) => message(schema, name, b, out, depth)?,
+        Scalar::Str(s) => quote(s, out),
+        Scalar::Bytes(b) => quote(&base64(b), out),
+        Scalar::Bool(x) => out.push_str(if x { "true" } else { "false" }),
+        Scalar::Int(x) => {
             let _ = write!(out, "{x}");
         }
-        (Type::Sfixed32, Wire::Fixed32(x)) => {
-            let _ = write!(out, "{}", *x as i32);
+        // the proto3 JSON mapping writes 64-bit integers as strings
+        Scalar::Int64(x) => {
+            let _ = write!(out, "\"{x}\"");
         }
-        (Type::Float, Wire::Fixed32(x)) => {
-            let _ = write!(out, "{}", f32::from_bits(*x));
+        Scalar::Uint64(x) => {
+            let _ = write!(out, "\"{x}\"");
         }
-        (Type::Enum, Wire::Varint(x)) => match schema
-            .enums
-            .get(f.type_name().trim_start_matches('.'))
-            .and_then(|e| e.get(&(*x as i32)))
-        {
-            Some(name) => quote(name, out),
-            None => {
-                let _ = write!(out, "{}", *x as i32);
-            }
-        },
-        _ => {
-            return Err(format!(
-                "field {}: unexpected wire type for {ty:?}",
-                f.name()
-            ))
+        Scalar::Float(x) => {
+            let _ = write!(out, "{x}");
+        }
+        Scalar::Float32(x) => {
+            let _ = write!(out, "{x}");
+        }
+        Scalar::Enum(Some(name), _) => quote(name, out),
+        Scalar::Enum(None, x) => {
+            let _ = write!(out, "{x}");
         }
     }
     Ok(())

@@ -3,7 +3,7 @@
 //! were generated from. With the JSON writer (`json.rs`), it makes the one P4Info message
 //! (`p4info.rs`) into each file format `p4sec compile` writes.
 
-use crate::descriptors::{fields, unpack, Schema, Wire};
+use crate::descriptors::{fields, scalar, unpack, Scalar, Schema, Wire};
 use prost_types::field_descriptor_proto::{Label, Type};
 use std::fmt::Write;
 
@@ -45,75 +45,39 @@ fn value(
     out: &mut String,
     depth: usize,
 ) -> Result<(), String> {
-    let ty = f.r#type();
-    match (ty, v) {
-        (Type::Message, Wire::Bytes(b)) => {
+    match scalar(schema, f, v)? {
+        Scalar::Message(name, b) => {
             out.push_str(" {\n");
-            message(
-                schema,
-                f.type_name().trim_start_matches('.'),
-                b,
-                out,
-                depth + 1,
-            )?;
+            message(schema, name, b, out, depth + 1)?;
             out.push_str(&"  ".repeat(depth));
             out.push('}');
         }
-        (Type::String | Type::Bytes, Wire::Bytes(b)) => {
+        Scalar::Str(s) => {
+            out.push_str(": ");
+            quote(s.as_bytes(), out);
+        }
+        Scalar::Bytes(b) => {
             out.push_str(": ");
             quote(b, out);
         }
-        (Type::Bool, Wire::Varint(x)) => out.push_str(if *x != 0 { ": true" } else { ": false" }),
-        (Type::Int32, Wire::Varint(x)) => {
-            let _ = write!(out, ": {}", *x as i32);
-        }
-        (Type::Uint32, Wire::Varint(x)) => {
-            let _ = write!(out, ": {}", *x as u32);
-        }
-        (Type::Sint32, Wire::Varint(x)) => {
-            let _ = write!(out, ": {}", ((*x as u32) >> 1) as i32 ^ -((*x & 1) as i32));
-        }
-        (Type::Int64, Wire::Varint(x)) => {
-            let _ = write!(out, ": {}", *x as i64);
-        }
-        (Type::Uint64, Wire::Varint(x)) | (Type::Fixed64, Wire::Fixed64(x)) => {
+        Scalar::Bool(x) => out.push_str(if x { ": true" } else { ": false" }),
+        Scalar::Int(x) | Scalar::Int64(x) => {
             let _ = write!(out, ": {x}");
         }
-        (Type::Sint64, Wire::Varint(x)) => {
-            let _ = write!(out, ": {}", (*x >> 1) as i64 ^ -((*x & 1) as i64));
-        }
-        (Type::Sfixed64, Wire::Fixed64(x)) => {
-            let _ = write!(out, ": {}", *x as i64);
-        }
-        (Type::Double, Wire::Fixed64(x)) => {
-            let _ = write!(out, ": {}", f64::from_bits(*x));
-        }
-        (Type::Fixed32, Wire::Fixed32(x)) => {
+        Scalar::Uint64(x) => {
             let _ = write!(out, ": {x}");
         }
-        (Type::Sfixed32, Wire::Fixed32(x)) => {
-            let _ = write!(out, ": {}", *x as i32);
+        Scalar::Float(x) => {
+            let _ = write!(out, ": {x}");
         }
-        (Type::Float, Wire::Fixed32(x)) => {
-            let _ = write!(out, ": {}", f32::from_bits(*x));
+        Scalar::Float32(x) => {
+            let _ = write!(out, ": {x}");
         }
-        (Type::Enum, Wire::Varint(x)) => match schema
-            .enums
-            .get(f.type_name().trim_start_matches('.'))
-            .and_then(|e| e.get(&(*x as i32)))
-        {
-            Some(name) => {
-                let _ = write!(out, ": {name}");
-            }
-            None => {
-                let _ = write!(out, ": {}", *x as i32);
-            }
-        },
-        _ => {
-            return Err(format!(
-                "field {}: unexpected wire type for {ty:?}",
-                f.name()
-            ))
+        Scalar::Enum(Some(name), _) => {
+            let _ = write!(out, ": {name}");
+        }
+        Scalar::Enum(None, x) => {
+            let _ = write!(out, ": {x}");
         }
     }
     Ok(())
