@@ -13,6 +13,25 @@ from p4sec.ipsec.service import Service
 
 
 
+def _stop_on_signals():
+    """An Event set by SIGINT (Ctrl-C) or SIGTERM, saying so on stdout."""
+    stop = threading.Event()
+
+    def handler(sig, _frame):
+        if not stop.is_set():
+            print(f"p4sec-controller: {signal.Signals(sig).name} received: stopping (the switches keep their SAs and "
+                  "forward; renewals resume when the controller runs again with the same state)", flush=True)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
+    return stop
+
+
+def _stopped():
+    print("p4sec-controller: stopped", flush=True)
+
+
 def run_replica(cfg):
     """One replica of a highly available controller (state in PostgreSQL): REST at once (forwarding to the leader),
     the controller itself once this replica holds the lease, with the lease's term as its election id."""
@@ -26,9 +45,7 @@ def run_replica(cfg):
     httpd = ThreadingHTTPServer((host, int(port)), make_handler(lambda: replica["svc"], replica))
     # the agents' endpoint answers on every replica: a follower forwards to the leader's
     agents = AgentEndpoint(cfg, lambda: replica["svc"], lambda: lease.leader("agents")[2]).start() if ag else None
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = _stop_on_signals()
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     print(f"p4sec-controller: replica {rcfg['name']} ready, REST API on http://{host}:{port}", flush=True)
     term = lease.wait(stop)
@@ -36,6 +53,7 @@ def run_replica(cfg):
         httpd.shutdown()
         if agents is not None:
             agents.stop()
+        _stopped()
         return
     lease.keep(lambda: ha.exit_deposed("the lease could not be renewed"))
     t0 = time.time()
@@ -48,6 +66,7 @@ def run_replica(cfg):
     if agents is not None:
         agents.stop()
     svc.close()
+    _stopped()
 
 
 def run(config_path):
@@ -61,9 +80,7 @@ def run(config_path):
         logging.info("p4sec-controller: agents' endpoint on %s (mutual TLS)", cfg["agents"]["listen"])
     host, port = cfg.get("rest", "127.0.0.1:8080").rsplit(":", 1)
     httpd = ThreadingHTTPServer((host, int(port)), make_handler(svc))
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = _stop_on_signals()
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     logging.info("p4sec-controller: REST API on http://%s:%s (OpenAPI: /openapi.json)", host, port)
     print(f"p4sec-controller: ready, REST API on http://{host}:{port}", flush=True)
@@ -72,3 +89,4 @@ def run(config_path):
     if agents is not None:
         agents.stop()
     svc.close()
+    _stopped()

@@ -60,9 +60,10 @@ def make_handler(svc, replica=None):
                 return self._send(503, {"error": f"the leader {holder} at {rest} does not answer: {e.reason}"})
 
         def _route(self, method):
-            from urllib.parse import parse_qs, urlparse
+            from urllib.parse import parse_qs, unquote, urlparse
             u = urlparse(self.path)
-            parts = [p for p in u.path.split("/") if p]
+            # each segment URL-decoded after the split: a name may hold `/`, `?` or any character
+            parts = [unquote(p) for p in u.path.split("/") if p]
             q = parse_qs(u.query)
             svc = current()
             if parts == ["replica"] and method == "GET":

@@ -1,7 +1,6 @@
 """The running controller as a service: gateways from the config, auto tunnels up, the operations the REST API
 and the agents' endpoint call."""
 import ipaddress
-import logging
 import pathlib
 
 from p4sec.infra import runtime
@@ -22,8 +21,7 @@ class Service:
             self.switches.append(sw)
             gw = Gateway(g["name"], sw, g["address"], g["lan"]["prefix"], int(g["lan"]["port"]), g["lan"]["mac"], int(g["wan"]["port"]),
                          g["wan"]["mac"], g["wan"]["prefix"])
-            adopted = self.ctl.add_gateway(gw, program)
-            logging.info("gateway %s: %s", g["name"], "adopted" if adopted else "pipeline pushed")
+            self.ctl.add_gateway(gw, program)   # (it logs "NAME: adopted" or "NAME: pipeline pushed")
         self.ctl.resume()
         interval = float(cfg.get("reconcile_interval", 10))
         if interval > 0:
