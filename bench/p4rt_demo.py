@@ -6,6 +6,8 @@ second, rewritten by the program (next hop's MAC, TTL - 1).
     python -m bench.p4rt_demo [--p4sec PATH] [--summary FILE]      (needs root: TAP devices)
 """
 import argparse
+import contextlib
+import io
 import json
 import os
 import pathlib
@@ -51,7 +53,8 @@ def main(argv=None):
     result = {"compiled": False, "forwarded": False}
     step("p4sec compile programs/ipv4_router.p4 -o out/router")
     t = time.time()
-    subprocess.run([a.p4sec, "compile", str(ROOT / "programs" / "ipv4_router.p4"), "-o", str(work / "router")], check=True)
+    subprocess.run([a.p4sec, "compile", str(ROOT / "programs" / "ipv4_router.p4"), "-o", str(work / "router")], check=True,
+                   stdout=subprocess.DEVNULL)
     result["compiled"] = True
     result["compile_ms"] = round((time.time() - t) * 1000)
     print(f"   {', '.join(sorted(p.name for p in (work / 'router').iterdir()))} in {result['compile_ms']} ms")
@@ -63,13 +66,16 @@ def main(argv=None):
         step("p4runtime-shell: FwdPipeConfig (the program), then one route: 10.2.0.0/16 -> port 2")
         sh.setup(device_id=1, grpc_addr=f"localhost:{port}", election_id=(0, 1),
                  config=sh.FwdPipeConfig(str(work / "router" / "p4info.txtpb"), str(work / "router" / "program.json")))
-        te = sh.TableEntry("RouterIngress.ipv4_lpm")(action="RouterIngress.set_nhop")
-        te.match["hdr.ipv4.dst_addr"] = "10.2.0.0/16"
-        te.action["dst_mac"] = "02:00:00:00:00:02"
-        te.action["src_mac"] = "02:00:00:00:00:01"
-        te.action["port"] = "2"
-        te.insert()
-        print("   " + str(te).replace("\n", "\n   ").rstrip())
+        with contextlib.redirect_stdout(io.StringIO()):    # (p4runtime-shell echoes each field it is given)
+            te = sh.TableEntry("RouterIngress.ipv4_lpm")(action="RouterIngress.set_nhop")
+            te.match["hdr.ipv4.dst_addr"] = "10.2.0.0/16"
+            te.action["dst_mac"] = "02:00:00:00:00:02"
+            te.action["src_mac"] = "02:00:00:00:00:01"
+            te.action["port"] = "2"
+            te.insert()
+        n = len(list(sh.TableEntry("RouterIngress.ipv4_lpm").read()))
+        print(f"   RouterIngress.ipv4_lpm: hdr.ipv4.dst_addr 10.2.0.0/16 -> set_nhop(dst_mac 02:00:00:00:00:02, "
+              f"src_mac 02:00:00:00:00:01, port 2); read back: {n} entry")
         step(f"a UDP packet into {tap1} (10.1.0.1 -> 10.2.0.2, TTL 64); what comes out of {tap2}")
         sniff = AsyncSniffer(iface=tap2, filter="udp", count=1, timeout=5)
         sniff.start()

@@ -178,7 +178,7 @@ def echoes(site, n):
 
 def show(site, tunnel):
     """`p4sec-controller tunnels show TUNNEL` through the site's REST API, as JSON."""
-    r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", tunnel], capture_output=True, text=True)
+    r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", tunnel, "--json"], capture_output=True, text=True)
     return json.loads(r.stdout)
 
 
