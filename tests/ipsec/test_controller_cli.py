@@ -159,6 +159,32 @@ def test_every_command_and_option_has_help():
     assert r.returncode == 0 and "CA's certificate" in r.stdout and "private key" in r.stdout
 
 
+def undocumented(help_text):
+    """The entries (options, positionals, commands) of an argparse --help output that have no text."""
+    lines = help_text.splitlines()
+    out = []
+    section = False
+    for i, line in enumerate(lines):
+        if line and not line[0].isspace():         # a heading: only the arguments' sections list entries
+            section = line in ("positional arguments:", "options:", "optional arguments:")
+            continue
+        m = re.match(r"^  (\S.*?)(\s{2,}\S.*)?$", line)
+        if not section or not m or m.group(1) in ("COMMAND", "ACTION"):
+            continue
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if m.group(2) is None and not re.match(r"^ {6,}\S", nxt):
+            out.append(m.group(1))
+    return out
+
+
+@pytest.mark.parametrize("cmd,subs", [("p4sec-agent", ["list", "up", "down"]), ("p4sec-ca", ["init", "issue", "revoke", "list"]),
+                                      ("p4sec-controller", ["run", "tunnels", "tunnels show", "sas list", "reconcile"])])
+def test_road_warrior_and_ca_commands_have_help(cmd, subs):
+    for sub in [""] + subs:
+        r = subprocess.run([console_script(cmd), *sub.split(), "--help"], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0 and not undocumented(r.stdout), (cmd, sub, undocumented(r.stdout), r.stdout)
+
+
 def test_events_logged_once_and_ctrl_c_ends_cleanly(ctl, p4sec_bin):
     log = ctl["log"].read_text()
     assert "p4sec.controller: S1-S2: up (aes-gcm-128)" in log and "p4sec.controller: S1: pipeline pushed" in log, log[-2000:]

@@ -436,7 +436,9 @@ def main(argv=None):
     u.add_argument("--wan", required=True, help="the interface towards the site's gateway")
     u.add_argument("--gateway-mac", default="02:00:00:00:00:01", help="next-hop MAC towards the gateway")
     u.add_argument("--tun", default="p4sec0", help="userspace backend: the TUN device to create [default: p4sec0]")
-    u.add_argument("--backend", choices=["userspace", "xfrm"], default="userspace")
+    u.add_argument("--backend", choices=["userspace", "xfrm"], default="userspace",
+                   help="userspace: a p4sec switch on a TUN device (any kernel); xfrm: the kernel's IPsec (ip xfrm) "
+                        "[default: userspace]")
     u.add_argument("--dry-run", action="store_true", help="xfrm: print the commands instead of running them")
     u.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"),
                    help="userspace backend: the p4sec binary [default: the checkout's target/release/p4sec]")
