@@ -63,3 +63,20 @@ def test_bad_tls_files_are_named(p4sec_bin, tmp_path):
     r = run(p4sec_bin, "--grpc", f"127.0.0.1:{free_port()}", "--tls-cert", str(junk), "--tls-key", str(junk))
     assert r.returncode != 0 and "not a PEM certificate (--tls-cert)" in r.stderr, r.stderr
     assert "P4Runtime (device" not in r.stderr
+
+
+def test_a_pcap_port_is_up(p4sec_bin, tmp_path):
+    """A pcap port has no descriptor to poll; it was once reported down (to the log and to watch ports)."""
+    import time
+    log = tmp_path / "switch.log"
+    p = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", "127.0.0.1:0", "--log", "debug",
+                          "--port", f"1=pcap:out={tmp_path / 'out.pcap'}"], stderr=open(log, "w"))
+    try:
+        deadline = time.time() + 30      # the datapath looks at every port once a second
+        while "port 1 is " not in log.read_text() and time.time() < deadline and p.poll() is None:
+            time.sleep(0.1)
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    err = log.read_text()
+    assert "port 1 is up" in err and "port 1 is down" not in err, err
