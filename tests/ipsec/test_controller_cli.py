@@ -185,6 +185,27 @@ def test_road_warrior_and_ca_commands_have_help(cmd, subs):
         assert r.returncode == 0 and not undocumented(r.stdout), (cmd, sub, undocumented(r.stdout), r.stdout)
 
 
+def test_run_errors_name_the_field(ctl, tmp_path):
+    """`run` with the REST address in use (by the running controller), a malformed `rest:`, and a gateway whose
+    switch does not answer: one line each, naming the address and the configuration field, exit status 1."""
+    text = ctl["cfg"].read_text(encoding="utf-8").replace(f"db: {ctl['cfg'].parent / 'ctl.db'}", f"db: {tmp_path / 'other.db'}")
+    cfg = tmp_path / "ctl.yaml"
+
+    def run_cfg(t, timeout=60):
+        cfg.write_text(t, encoding="utf-8")
+        return subprocess.run([CONTROLLER, "run", str(cfg)], capture_output=True, text=True, timeout=timeout)
+
+    one_line_error(run_cfg(text), f"127.0.0.1:{ctl['rest']} is in use", "`rest: HOST:PORT`")
+    one_line_error(run_cfg(text.replace(f"rest: 127.0.0.1:{ctl['rest']}", "rest: localhost")), "rest: expected HOST:PORT", "'localhost'")
+    # a second controller for the same switches: S1 is the running controller's
+    other = text.replace(f"rest: 127.0.0.1:{ctl['rest']}", f"rest: 127.0.0.1:{free_port()}")
+    one_line_error(run_cfg(other), "gateway S1: the switch at localhost:", "another controller is connected to it with this "
+                   "election id", "`election_id:`")
+    port = free_port()
+    dead = re.sub(r'grpc: "localhost:\d+"', f'grpc: "127.0.0.1:{port}"', other)
+    one_line_error(run_cfg(dead), f"gateway S1: no P4Runtime server answers at 127.0.0.1:{port}", "`grpc:`")
+
+
 def test_events_logged_once_and_ctrl_c_ends_cleanly(ctl, p4sec_bin):
     log = ctl["log"].read_text()
     assert "p4sec.controller: S1-S2: up (aes-gcm-128)" in log and "p4sec.controller: S1: pipeline pushed" in log, log[-2000:]

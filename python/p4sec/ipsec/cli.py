@@ -31,6 +31,7 @@ CONFIG is a YAML file (an example in docs/vpn-two-machines.md):
     name                  the gateway's name in tunnels and commands
     grpc: HOST:PORT       the switch's P4Runtime address (its --grpc)
     device_id             the switch's --device-id [default: 1]
+    election_id           the P4Runtime election id to connect with [default: 1]
     address               the gateway's own WAN address: the outer source of the ESP it sends
     lan: {prefix, port, mac}
                           prefix: the site behind the gateway; port: the switch port towards it;

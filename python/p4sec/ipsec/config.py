@@ -53,6 +53,10 @@ def load_config(path):
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: expected a mapping at the top")
     _req(cfg, "program", path, str)
+    rest = cfg.get("rest", "127.0.0.1:8080")
+    host, _, port = str(rest).rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"{path}: rest: expected HOST:PORT (e.g. 127.0.0.1:8080), got {rest!r}")
     names = set()
     for i, g in enumerate(_req(cfg, "gateways", path, list)):
         where = f"{path}: gateways[{i}]"

@@ -1,5 +1,6 @@
 """`p4sec-controller run`: the controller process, one controller (SQLite) or one replica of a highly available
 controller (PostgreSQL), with its REST API and agents' endpoint."""
+import errno
 import logging
 import signal
 import threading
@@ -8,6 +9,7 @@ from http.server import ThreadingHTTPServer
 
 from p4sec.ipsec.agent_endpoint import AgentEndpoint
 from p4sec.ipsec.config import load_config
+from p4sec.ipsec.controller import ControllerError
 from p4sec.ipsec.rest import make_handler
 from p4sec.ipsec.service import Service
 
@@ -28,6 +30,18 @@ def _stop_on_signals():
     return stop
 
 
+def _rest_server(cfg, handler):
+    """The REST API's HTTP server, bound to the config's `rest:` (checked HOST:PORT); an address that cannot be
+    bound is a ControllerError naming it and the field to change."""
+    host, port = cfg.get("rest", "127.0.0.1:8080").rsplit(":", 1)
+    try:
+        return ThreadingHTTPServer((host.strip("[]"), int(port)), handler), host, port
+    except OSError as e:
+        why = "is in use (another controller?)" if e.errno == errno.EADDRINUSE else f"cannot be bound: {e.strerror or e}"
+        raise ControllerError(f"the REST address {host}:{port} {why}: give another with `rest: HOST:PORT` in the "
+                              "configuration") from None
+
+
 def _stopped():
     print("p4sec-controller: stopped", flush=True)
 
@@ -42,7 +56,7 @@ def run_replica(cfg):
     lease = ha.Lease(cfg["store"]["postgres"], rcfg["name"], float(rcfg.get("lease", 2.0)), rest=f"{host}:{port}",
                      agents=(ag.get("advertise") or ag["listen"]) if ag else None)
     replica = {"name": rcfg["name"], "lease": lease, "svc": None, "term": None}
-    httpd = ThreadingHTTPServer((host, int(port)), make_handler(lambda: replica["svc"], replica))
+    httpd, _, _ = _rest_server(cfg, make_handler(lambda: replica["svc"], replica))
     # the agents' endpoint answers on every replica: a follower forwards to the leader's
     agents = AgentEndpoint(cfg, lambda: replica["svc"], lambda: lease.leader("agents")[2]).start() if ag else None
     stop = _stop_on_signals()
@@ -73,13 +87,18 @@ def run(config_path):
     cfg = load_config(config_path)
     if cfg.get("store", {}).get("postgres"):
         return run_replica(cfg)
-    svc = Service(cfg)
+    # the REST address first: one in use stops the controller before it writes to any switch
+    current = {}
+    httpd, host, port = _rest_server(cfg, make_handler(lambda: current.get("svc")))
+    try:
+        svc = current["svc"] = Service(cfg)
+    except BaseException:
+        httpd.server_close()
+        raise
     agents = None
     if cfg.get("agents"):
         agents = AgentEndpoint(cfg, lambda: svc).start()
         logging.info("p4sec-controller: agents' endpoint on %s (mutual TLS)", cfg["agents"]["listen"])
-    host, port = cfg.get("rest", "127.0.0.1:8080").rsplit(":", 1)
-    httpd = ThreadingHTTPServer((host, int(port)), make_handler(svc))
     stop = _stop_on_signals()
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     logging.info("p4sec-controller: REST API on http://%s:%s (OpenAPI: /openapi.json)", host, port)

@@ -3,6 +3,8 @@ and the agents' endpoint call."""
 import ipaddress
 import pathlib
 
+import grpc
+
 from p4sec.infra import runtime
 from p4sec.ipsec.controller import ControllerError, Gateway, IpsecController
 from p4sec.ipsec.admission import admit_client, allowed_profile
@@ -17,7 +19,18 @@ class Service:
         self.switches = []
         program = pathlib.Path(cfg["program"])
         for g in cfg["gateways"]:
-            sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(election_id or g.get("election_id", 1)))
+            try:
+                sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(election_id or g.get("election_id", 1)))
+            except grpc.FutureTimeoutError:
+                self.close_switches()
+                raise ControllerError(f"gateway {g['name']}: no P4Runtime server answers at {g['grpc']} within 20 s (is its "
+                                      f"`p4sec switch --grpc {g['grpc']}` running and reachable? `grpc:` in the configuration)") from None
+            except grpc.RpcError as e:
+                self.close_switches()
+                hint = (" (another controller is connected to it with this election id: stop that one, or give this one "
+                        "another `election_id:` for the gateway)" if "election id" in (e.details() or "") else "")
+                raise ControllerError(f"gateway {g['name']}: the switch at {g['grpc']} refused the connection: "
+                                      f"{e.code().name}: {e.details()}{hint}") from None
             self.switches.append(sw)
             gw = Gateway(g["name"], sw, g["address"], g["lan"]["prefix"], int(g["lan"]["port"]), g["lan"]["mac"], int(g["wan"]["port"]),
                          g["wan"]["mac"], g["wan"]["prefix"])
@@ -30,6 +43,14 @@ class Service:
         for name, p in cfg["profiles"].items():
             if p.get("auto") and name not in up:
                 self.up(name)
+
+    def close_switches(self):
+        """Close the connections to the switches opened so far (a start that failed)."""
+        for sw in self.switches:
+            try:
+                sw.close()
+            except Exception:  # noqa: BLE001 (closing what may be half open)
+                pass
 
     def up(self, name):
         p = self.cfg["profiles"].get(name)
