@@ -124,6 +124,8 @@ def test_readable_output_and_json(ctl):
     show = run("tunnels", "show", "S1-S2", rest=rest).stdout
     assert "tunnel S1-S2: up" in show and " ago)" in show and "events (" in show
     assert not re.search(r"\b1[0-9]{9}(\.[0-9]+)?\b", show), show      # no epoch seconds for people
+    down = run("tunnels", "show", PLAIN, rest=rest)
+    assert down.returncode == 0 and "tunnel x: down" in down.stdout and "SAs (0)" in down.stdout, down.stdout + down.stderr
     ev = json.loads(run("tunnels", "show", "S1-S2", "--json", rest=rest).stdout)["events"]
     assert ev and all(isinstance(e["t"], float) for e in ev)
     assert len(json.loads(run("sas", "list", "--json", rest=rest).stdout)) >= 2
