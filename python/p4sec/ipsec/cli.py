@@ -35,12 +35,13 @@ CONFIG is a YAML file (an example in docs/vpn-two-machines.md):
     address               the gateway's own WAN address: the outer source of the ESP it sends
     lan: {prefix, port, mac}
                           prefix: the site behind the gateway; port: the switch port towards it;
-                          mac: the MAC address frames to the site are sent to (the site's hosts or router)
+                          mac: the MAC address frames to the site are sent to (the site's one host, or
+                          its router)
     wan: {prefix, port, mac}
                           prefix: addresses reached over the WAN (the peer gateway's address at least);
                           port: the switch port towards the WAN; mac: the next hop's MAC address on the WAN
-                          (the peer gateway's WAN interface, or the router between them): the gateway
-                          does no ARP
+                          (gateways connected directly: 02:00:00:00:00:01, a p4sec gateway's MAC; else the
+                          router between them): the gateway does no ARP
   tunnels:              tunnel profiles: {name, a, b, suite, auto, a_prefix, b_prefix, encap, soft, hard}
     a, b                  the two gateways; a_prefix/b_prefix: the subnets protected [default: their lan]
     suite                 aes-gcm-128 (default), aes-gcm-256, chacha20-poly1305, aes-cbc-hmac-sha256,
