@@ -573,7 +573,7 @@ fn run_switch(
     }
     let grpc_given = grpc.is_some();
     let grpc = grpc.unwrap_or("0.0.0.0:9559");
-    if let Err(e) = p4sec_p4runtime::server::resolve(grpc, "--grpc") {
+    if let Err(e) = p4sec_p4runtime::listen::resolve(grpc, "--grpc") {
         eprintln!("p4sec switch: {e}");
         return ExitCode::from(2);
     }
@@ -672,7 +672,7 @@ fn run_switch(
         }
     };
     if let Some(m) = metrics {
-        let addr = match p4sec_p4runtime::server::resolve(m, "--metrics") {
+        let addr = match p4sec_p4runtime::listen::resolve(m, "--metrics") {
             Ok(a) => a,
             Err(e) => {
                 eprintln!("p4sec switch: {e}");
@@ -732,7 +732,7 @@ fn run_switch(
         None
     } else {
         // bound (and TLS read) before saying so: a port in use or a bad certificate is named
-        match p4sec_p4runtime::server::listen(grpc, "--grpc", tls) {
+        match p4sec_p4runtime::listen::listen(grpc, "--grpc", tls) {
             Ok(l) => {
                 let at = l.local_addr();
                 p4log!(Level::Info, "P4Runtime (device {device_id}) on {at}");
