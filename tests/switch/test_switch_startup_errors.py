@@ -25,6 +25,15 @@ def test_grpc_address_in_use_names_the_flag(p4sec_bin):
     assert "P4Runtime (device" not in r.stderr and "transport error" not in r.stderr
 
 
+def test_metrics_address_in_use_names_the_flag(p4sec_bin):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run(p4sec_bin, "--grpc", "127.0.0.1:0", "--metrics", f"localhost:{port}")
+    assert r.returncode != 0 and f"127.0.0.1:{port}" in r.stderr and "--metrics ADDR" in r.stderr, r.stderr
+
+
 def test_grpc_hostname_is_accepted(p4sec_bin):
     port = free_port()
     p = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"localhost:{port}"], stderr=subprocess.PIPE, text=True)
