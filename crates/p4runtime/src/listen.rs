@@ -128,3 +128,42 @@ pub fn listen(addr: &str, flag: &str, tls: Option<TlsFiles>) -> Result<Listener,
         .map_err(|e| format!("{flag} {addr}: {e}"))?;
     Ok(Listener { socket, builder })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_takes_names_and_names_what_is_wrong() {
+        assert_eq!(resolve("127.0.0.1:9559", "--grpc").unwrap().port(), 9559);
+        assert!(resolve("localhost:9559", "--grpc")
+            .unwrap()
+            .ip()
+            .is_loopback());
+        assert!(resolve("[::1]:9559", "--grpc").unwrap().is_ipv6());
+        for (bad, why) in [
+            ("9559", "no port"),
+            ("localhost:http", "not a port number"),
+            (":9559", "no host"),
+        ] {
+            let e = resolve(bad, "--grpc").unwrap_err();
+            assert!(
+                e.starts_with("--grpc takes HOST:PORT") && e.contains(why),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_address_in_use_names_the_flag() {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = held.local_addr().unwrap().to_string();
+        let e = listen(&at, "--grpc-server-addr", None).err().unwrap();
+        assert!(
+            e.contains("is in use") && e.contains("--grpc-server-addr ADDR") && e.contains(&at),
+            "{e}"
+        );
+        let l = listen("localhost:0", "--grpc", None).unwrap();
+        assert!(l.local_addr().ip().is_loopback() && l.local_addr().port() != 0);
+    }
+}
