@@ -483,12 +483,14 @@ def main(argv=None):
 
             be.watch_lifetimes(renew)
             stop.wait()
+            print(f"p4sec-agent: stopping (signal): taking {a.profile} down", flush=True)
         finally:
             be.remove()
             try:
                 ctl.call("Down", profile=a.profile)
             except AgentError:
                 pass
+        print(f"p4sec-agent: {a.profile} is down", flush=True)
         return 0
     except (AgentError, CommandError) as e:
         print(f"p4sec-agent: {e}", file=sys.stderr)
