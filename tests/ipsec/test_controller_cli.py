@@ -133,6 +133,13 @@ def test_readable_output_and_json(ctl):
     assert r.returncode == 0 and r.stdout.startswith("renewed S1-S2: ") and "SPI 0x" in r.stdout
 
 
+def test_the_state_file_is_its_owners_only(ctl):
+    """The controller's SQLite file holds the SAs' keys: created readable by its owner only, its WAL too."""
+    import stat
+    files = sorted(ctl["cfg"].parent.glob("ctl.db*"))
+    assert files and all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files), [(f.name, oct(f.stat().st_mode)) for f in files]
+
+
 def test_age_unit():
     assert cli.age(100, now=142) == "42 s"
     assert cli.age(0, now=5 * 60) == "5 min"

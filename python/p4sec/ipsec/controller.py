@@ -40,6 +40,9 @@ log = logging.getLogger("p4sec.controller")
 class IpsecController(HostTunnels):
     def __init__(self, db=":memory:", grace=1.0):
         if isinstance(db, str):
+            if db != ":memory:" and not db.startswith("file:") and not os.path.exists(db):
+                # it holds the SAs' keys: readable by its owner only (SQLite gives its WAL the same mode)
+                os.close(os.open(db, os.O_WRONLY | os.O_CREAT, 0o600))
             self.db = sqlite3.connect(db, check_same_thread=False)
             # WAL: a commit is an append, not a rewrite with two fsyncs (tunnel setup and renewal commit each time)
             self.db.execute("pragma journal_mode = wal")
