@@ -18,18 +18,18 @@ class Service:
         self.ctl = IpsecController(db or cfg.get("db", ":memory:"), grace=float(cfg.get("grace", 1.0)))
         self.switches = []
         program = pathlib.Path(cfg["program"])
-        for g in cfg["gateways"]:
+        for i, g in enumerate(cfg["gateways"]):
             try:
                 sw = runtime.Switch(g["grpc"], device_id=int(g.get("device_id", 1)), election_id=int(election_id or g.get("election_id", 1)))
             except grpc.FutureTimeoutError:
                 self.close_switches()
-                raise ControllerError(f"gateway {g['name']}: no P4Runtime server answers at {g['grpc']} within 20 s (is its "
-                                      f"`p4sec switch --grpc {g['grpc']}` running and reachable? `grpc:` in the configuration)") from None
+                raise ControllerError(f"gateways[{i}].grpc: {g['grpc']!r}: no P4Runtime server answers there within 20 s (is "
+                                      f"gateway {g['name']}'s `p4sec switch --grpc {g['grpc']}` running and reachable?)") from None
             except grpc.RpcError as e:
                 self.close_switches()
                 hint = (" (another controller is connected to it with this election id: stop that one, or give this one "
                         "another `election_id:` for the gateway)" if "election id" in (e.details() or "") else "")
-                raise ControllerError(f"gateway {g['name']}: the switch at {g['grpc']} refused the connection: "
+                raise ControllerError(f"gateways[{i}].grpc: {g['grpc']!r}: gateway {g['name']}'s switch refused the connection: "
                                       f"{e.code().name}: {e.details()}{hint}") from None
             self.switches.append(sw)
             gw = Gateway(g["name"], sw, g["address"], g["lan"]["prefix"], int(g["lan"]["port"]), g["lan"]["mac"], int(g["wan"]["port"]),
