@@ -205,7 +205,7 @@ def test_run_errors_name_the_field(ctl, tmp_path):
         cfg.write_text(t, encoding="utf-8")
         return subprocess.run([CONTROLLER, "run", str(cfg)], capture_output=True, text=True, timeout=timeout)
 
-    one_line_error(run_cfg(text), f"127.0.0.1:{ctl['rest']} is in use", "`rest: HOST:PORT`")
+    one_line_error(run_cfg(text), f"127.0.0.1:{ctl['rest']}", "rest", "in use")
     one_line_error(run_cfg(text.replace(f"rest: 127.0.0.1:{ctl['rest']}", "rest: localhost")), "rest", "HOST:PORT")
     # a second controller for the same switches: S1 is the running controller's
     other = text.replace(f"rest: 127.0.0.1:{ctl['rest']}", f"rest: 127.0.0.1:{free_port()}")
