@@ -3,7 +3,7 @@ programs/ipsec_gateway.p4, p4sec-controller setting up a site-to-site tunnel ove
 the ESP on the WAN link captured and shown decrypted with scapy (an independent ESP implementation), a renewal,
 and TCP goodput with iperf3 when it is installed.
 
-    python -m bench.vpn_demo [--suite aes-gcm-128] [--seconds 3] [--p4sec PATH]      (needs root)
+    python -m bench.vpn_demo [--suite aes-gcm-128] [--seconds 3] [--p4sec PATH] [--summary FILE]   (needs root)
 
     H1 10.1.0.1 --- [S1 192.0.2.1] ===== WAN (ESP) ===== [S2 198.51.100.1] --- H2 10.2.0.2
 """
@@ -104,10 +104,12 @@ for _ in range(int(sys.argv[1])):
 
 
 def show_decrypted(frames, db, suite_cipher):
+    """Print each captured ESP frame and its decryption; the number decrypted."""
     from scapy.layers.inet import IP
     from scapy.layers.ipsec import ESP, SecurityAssociation
     from scapy.layers.l2 import Ether
     con = sqlite3.connect(db)
+    n = 0
     for raw in frames:
         outer = Ether(bytes.fromhex(raw))[IP]
         esp = outer[ESP]
@@ -125,7 +127,9 @@ def show_decrypted(frames, db, suite_cipher):
         print(f"   on the wire: {outer.src} > {outer.dst} ESP spi={esp.spi:#010x} seq={esp.seq} {len(body)} bytes "
               f"{body[:24].hex()}...")
         print(f"   decrypted:   {inner.summary()}  payload {bytes(inner.payload.payload)[:60]!r}")
+        n += b"through the p4sec IPsec tunnel" in bytes(inner.payload.payload)
     con.close()
+    return n
 
 
 def main(argv=None):
@@ -142,6 +146,7 @@ def main(argv=None):
                          "cut the super-frames.")
     ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"),
                     help="The p4sec binary to run the switches with (default: the checkout's target/release/p4sec).")
+    ap.add_argument("--summary", metavar="FILE", help="Write the outcome as JSON to FILE (scripts/demo's summary).")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
         sys.exit("vpn_demo: needs root (network namespaces)")
@@ -199,19 +204,22 @@ tunnels:
         received = rx.communicate(timeout=20)[0].strip().splitlines()
         frames = [x.strip() for x in cap.communicate(timeout=20)[0].splitlines() if x.strip()]
         print(f"   H2 received: {received}")
-        show_decrypted(frames, work / "controller.db", a.suite)
+        decrypted = show_decrypted(frames, work / "controller.db", a.suite)
 
         step("renew the SAs (new SPIs and keys, loss-free order) and send again")
         print("   " + sh(*cli, "tunnels", "rekey", "S1-S2").stdout.strip())
         rx = subprocess.Popen(["ip", "netns", "exec", net.ns2, sys.executable, "-c", UDP_RECV, "1"], stdout=subprocess.PIPE, text=True)
         rx.stdout.readline()
         ns(net.ns1, sys.executable, "-c", UDP_SEND, "10.2.0.2", "1")
-        print(f"   H2 received: {rx.communicate(timeout=20)[0].strip()}")
-        show = json.loads(sh(*cli, "tunnels", "show", "S1-S2").stdout)
-        for e in show["events"]:
-            print(f"   event: {e['what']}")
+        after = rx.communicate(timeout=20)[0].strip()
+        print(f"   H2 received: {after}")
+        step("p4sec-controller tunnels show S1-S2: the SAs and the event log (each setup and renewal step)")
+        print("   " + sh(*cli, "tunnels", "show", "S1-S2").stdout.rstrip().replace("\n", "\n   "))
+        show = json.loads(sh(*cli, "tunnels", "show", "S1-S2", "--json").stdout)
+        renewed = bool(after) and sum(e["what"].startswith("renew ") and "failed" not in e["what"] for e in show["events"]) > 0
 
         step("TCP goodput H1 -> H2 through the tunnel (iperf3)")
+        mbps = None
         if shutil.which("iperf3"):
             srv = subprocess.Popen(["ip", "netns", "exec", net.ns2, "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)
@@ -219,14 +227,18 @@ tunnels:
             srv.wait(timeout=30)
             try:
                 bps = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"]
+                mbps = round(bps / 1e6)
                 hosts = "hosts' offloads on" if a.offloads else "hosts' offloads off"
                 print(f"   {a.suite}: {bps / 1e6:.0f} Mbit/s ({hosts}; the paper's BMv2: 47-49 Mbit/s)")
             except (ValueError, KeyError):
                 print(f"   iperf3 failed: {r.stdout[-300:]} {r.stderr[-300:]}")
         else:
             print("   (iperf3 is not installed)")
-        ok = len(received) == 2 and len(frames) >= 1
+        ok = len(received) == 2 and decrypted >= 1 and renewed
         print("\nVPN demo:", "OK" if ok else "FAILED")
+        if a.summary:
+            pathlib.Path(a.summary).write_text(json.dumps({"ok": ok, "suite": a.suite, "received": len(received),
+                                                           "decrypted": decrypted, "renewed": renewed, "goodput_mbps": mbps}))
         return 0 if ok else 1
     finally:
         for p in reversed(procs):

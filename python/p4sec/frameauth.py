@@ -158,8 +158,9 @@ class FrameAuth:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="p4sec-frameauth", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--grpc", default="127.0.0.1:9559")
-    ap.add_argument("--device-id", type=int, default=1)
+    ap.add_argument("--grpc", default="127.0.0.1:9559", metavar="HOST:PORT",
+                    help="the switch's P4Runtime address (its --grpc) [default: 127.0.0.1:9559]")
+    ap.add_argument("--device-id", type=int, default=1, help="the switch's --device-id [default: 1]")
     ap.add_argument("--election-id", type=int, default=1, help="P4Runtime election id (above any other controller's to write)")
     ap.add_argument("--program", required=True, help="the compiled frame_auth.p4 (p4sec compile ... -o OUTDIR)")
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -182,7 +182,7 @@ def echoes(site, n):
 
 def show(site, tunnel):
     """`p4sec-controller tunnels show TUNNEL` through the site's REST API, as JSON."""
-    r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", tunnel], capture_output=True, text=True)
+    r = subprocess.run([CONTROLLER, "--api", f"http://127.0.0.1:{site['rest']}", "tunnels", "show", tunnel, "--json"], capture_output=True, text=True)
     return json.loads(r.stdout)
 
 
@@ -263,7 +263,8 @@ def test_host_tunnel_survives_a_controller_restart(site):
     state, renewals = echo_until_renewals(site, "office@alice", before + 2)
     assert state["state"] == "up" and len(renewals) >= before + 2, state["events"]
     up.terminate()
-    err = up.communicate(timeout=20)[1]
+    out, err = up.communicate(timeout=20)
+    assert "stopping (signal): taking office down" in out and "p4sec-agent: office is down" in out, out + err
     final = show(site, "office@alice")
     assert final["state"] != "up", ("the agent took the tunnel down when it stopped", err, final["events"][-3:], site["log"].read_text()[-1500:])
 

@@ -210,7 +210,7 @@ def test_switch_restart_traffic_back_within_3s(rig, tmp_path, p4sec_bin):
         s2.wait(timeout=10)
         killed = time.time()
         time.sleep(1.0)
-        state = json.loads(subprocess.run([sys.executable, "-m", "p4sec.ipsec.cli", "--api", f"http://127.0.0.1:{rest}", "tunnels", "show", "S1-S2"],
+        state = json.loads(subprocess.run([sys.executable, "-m", "p4sec.ipsec.cli", "--api", f"http://127.0.0.1:{rest}", "tunnels", "show", "S1-S2", "--json"],
                                           capture_output=True, text=True, timeout=30).stdout)
         assert state["state"] == "degraded" and state.get("unreachable") == ["S2"], state["state"]
         rig["procs"]["S2"] = switch(p4sec_bin, rig["pb"], net["b1"], net["wb"], rig["log"], pki_dir=rig["pki"])
@@ -224,7 +224,7 @@ def test_switch_restart_traffic_back_within_3s(rig, tmp_path, p4sec_bin):
         gap = after[0] - back
         print(f"traffic back {gap:.2f} s after the restarted switch listened")
         assert gap <= 3.0, f"traffic back only {gap:.2f} s after the switch listened"
-        show = json.loads(subprocess.run([sys.executable, "-m", "p4sec.ipsec.cli", "--api", f"http://127.0.0.1:{rest}", "tunnels", "show", "S1-S2"],
+        show = json.loads(subprocess.run([sys.executable, "-m", "p4sec.ipsec.cli", "--api", f"http://127.0.0.1:{rest}", "tunnels", "show", "S1-S2", "--json"],
                                          capture_output=True, text=True, timeout=30).stdout)
         events = [e["what"] for e in show["events"]]
         assert show["state"] == "up", show["state"]

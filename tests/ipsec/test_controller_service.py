@@ -98,7 +98,7 @@ def test_controller_restart_under_load_loses_no_tunnel_and_no_packet(p4sec_bin, 
         got = {int(x) for x in rx.communicate(timeout=30)[0].split()}
         missing = sorted(set(range(n)) - got)
 
-        show = json.loads(cli(rest, "tunnels", "show", "S1-S2"))
+        show = json.loads(cli(rest, "tunnels", "show", "S1-S2", "--json"))
         events = [e["what"] for e in show["events"]]
         assert show["state"] == "up"
         log_text = open(tmp_path / "controller.log").read()

@@ -566,7 +566,6 @@ fn run_switch(
     queue_opts: &QueueOpts,
     translate: p4sec_p4runtime::translate::Maps,
 ) -> ExitCode {
-    use p4sec_p4runtime::server::serve_tls;
     use p4sec_p4runtime::Device;
     use p4sec_switch::{log::Level, p4log};
     match log.parse::<Level>() {
@@ -578,13 +577,22 @@ fn run_switch(
     }
     let grpc_given = grpc.is_some();
     let grpc = grpc.unwrap_or("0.0.0.0:9559");
-    let addr: std::net::SocketAddr = match grpc.parse() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("p4sec switch: bad --grpc address `{grpc}`: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    if let Err(e) = p4sec_p4runtime::listen::resolve(grpc, "--grpc") {
+        eprintln!("p4sec switch: {e}");
+        return ExitCode::from(2);
+    }
+    // `--port 1 veth1` (a space for the `=`): the interface would be read as the program file
+    if let Some(n) = port_specs.iter().find(|p| !p.contains('=')) {
+        let after = program
+            .filter(|p| !p.exists())
+            .map(|p| format!(" (and `{}` was read as the program file)", p.display()))
+            .unwrap_or_default();
+        eprintln!(
+            "p4sec switch: --port takes N=PORT in one word, e.g. --port {n}=veth1 or \
+             --port {n}=tap:p4tap0; got `--port {n}`{after}"
+        );
+        return ExitCode::from(2);
+    }
     // the switch's extern set, assembled once: the device builds every pipeline with it (this
     // program and those SetForwardingPipelineConfig installs); test externs are not in it (`p4sec
     // stf` only)
@@ -670,10 +678,11 @@ fn run_switch(
         }
     };
     if let Some(m) = metrics {
-        let addr: std::net::SocketAddr = match m.parse() {
+        let addr = match p4sec_p4runtime::listen::resolve(m, "--metrics") {
             Ok(a) => a,
             Err(e) => {
-                eprintln!("p4sec switch: bad --metrics address `{m}`: {e}");
+                eprintln!("p4sec switch: {e}");
+                stop_switch(switch);
                 return ExitCode::from(2);
             }
         };
@@ -728,8 +737,19 @@ fn run_switch(
         );
         None
     } else {
-        p4log!(Level::Info, "P4Runtime (device {device_id}) on {addr}");
-        Some(rt.spawn(serve_tls(addr, device, tls)))
+        // bound (and TLS read) before saying so: a port in use or a bad certificate is named
+        match p4sec_p4runtime::listen::listen(grpc, "--grpc", tls) {
+            Ok(l) => {
+                let at = l.local_addr();
+                p4log!(Level::Info, "P4Runtime (device {device_id}) on {at}");
+                Some(rt.spawn(p4sec_p4runtime::server::serve_on(l, device)))
+            }
+            Err(e) => {
+                eprintln!("p4sec switch: {e}");
+                stop_switch(switch);
+                return ExitCode::FAILURE;
+            }
+        }
     };
     // Until the server fails, a batch run is done or SIGINT/SIGTERM arrives; then the ports are
     // closed cleanly (pcap files flushed, TUN/TAP devices removed).

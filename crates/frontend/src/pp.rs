@@ -368,7 +368,21 @@ impl<'o> Pp<'o> {
                             .find_include(target, quoted, dir.as_deref())
                             .map_err(|m| err(0, m))?
                             .ok_or_else(|| {
-                                err(0, format!("cannot find include file `{target}`"))
+                                let hint = match target {
+                                    "psa.p4" | "pna.p4" | "tna.p4" | "t2na.p4" | "ebpf_model.p4"
+                                    | "xdp_model.p4" | "ubpf_model.p4" => format!(
+                                        ": p4sec runs the v1model architecture only \
+                                         (#include <v1model.p4>), not {}",
+                                        target.trim_end_matches(".p4")
+                                    ),
+                                    _ if quoted => "; searched the including file's directory and \
+                                                   the -I directories: add its directory with -I DIR"
+                                        .to_string(),
+                                    _ => "; searched the -I directories and p4sec's own core.p4 \
+                                          and v1model.p4: add its directory with -I DIR"
+                                        .to_string(),
+                                };
+                                err(0, format!("cannot find include file `{target}`{hint}"))
                             })?;
                         self.depth += 1;
                         self.file(&iname, idir, &itext)?;

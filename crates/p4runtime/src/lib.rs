@@ -26,6 +26,7 @@ pub mod device;
 mod entities;
 pub mod grpc_codec;
 pub mod json;
+pub mod listen;
 pub mod p4config;
 pub mod p4info;
 mod profiles;

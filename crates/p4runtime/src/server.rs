@@ -200,7 +200,10 @@ impl p4::p4_runtime_server::P4Runtime for Service {
                 crate::log::Level::Info,
                 "P4Runtime: SetForwardingPipelineConfig {name} from {peer} (election id {election}, cookie {cookie}): done{}",
                 match self.device.pipeline.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
-                    Some(pl) => format!("; the pipeline has {} tables (cookie {})", pl.engine.prog.tables.len(), pl.cookie),
+                    Some(pl) => {
+                        let n = pl.engine.prog.tables.len();
+                        format!("; the pipeline has {n} table{} (cookie {})", if n == 1 { "" } else { "s" }, pl.cookie)
+                    }
                     None => String::new(),
                 }
             ),
@@ -766,39 +769,16 @@ pub async fn serve_tls(
     device: Arc<Device>,
     tls: Option<TlsFiles>,
 ) -> Result<(), String> {
-    let authz = match &tls {
-        Some(TlsFiles {
-            client_ca: Some(_),
-            authz: Some(p),
-            ..
-        }) => Some(Arc::new(p.clone())),
-        Some(TlsFiles {
-            client_ca: Some(_),
-            authz: None,
-            ..
-        }) => return Err("mutual TLS (--tls-ca) needs an authorization policy (--tls-writers)".into()),
-        Some(TlsFiles { authz: Some(_), .. }) | Some(TlsFiles { revoked: Some(_), .. }) => {
-            return Err("--tls-writers/--tls-readers need --tls-ca (clients without certificates have no identity)".into())
-        }
-        _ => None,
-    };
-    if let Some(p) = &authz {
-        rtlog!(
-            crate::log::Level::Info,
-            "P4Runtime: mutual TLS: may program the switch: {}; may only read: {}",
-            p.writers,
-            p.readers
-        );
-    }
-    let revoked = match tls.as_ref().and_then(|t| t.revoked.as_ref()) {
-        Some(p) => Some(Arc::new(
-            Revoked::load(p).map_err(|e| format!("--tls-revoked: {e}"))?,
-        )),
-        None => None,
-    };
+    let l = crate::listen::listen(&addr.to_string(), "--grpc", tls)?;
+    serve_on(l, device).await
+}
+
+/// Serve P4Runtime on a [`Listener`](crate::listen::Listener) until the process ends (inside a
+/// Tokio runtime).
+pub async fn serve_on(l: crate::listen::Listener, device: Arc<Device>) -> Result<(), String> {
     // idle timeouts, and the revocation of connected controllers' certificates, are looked at every
     // 100 ms
-    let (d, r) = (device.clone(), revoked.clone());
+    let (d, r) = (device.clone(), l.revoked.clone());
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
         loop {
@@ -813,28 +793,20 @@ pub async fn serve_tls(
     });
     let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service {
         device,
-        authz,
-        revoked,
+        authz: l.authz,
+        revoked: l.revoked,
     })
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let mut b = tonic::transport::Server::builder();
-    if let Some(t) = tls {
-        let read = |p: &std::path::Path| {
-            std::fs::read(p).map_err(|e| format!("TLS: cannot read {}: {e}", p.display()))
-        };
-        let mut cfg = tonic::transport::ServerTlsConfig::new().identity(
-            tonic::transport::Identity::from_pem(read(&t.cert)?, read(&t.key)?),
-        );
-        if let Some(ca) = &t.client_ca {
-            cfg = cfg.client_ca_root(tonic::transport::Certificate::from_pem(read(ca)?));
-        }
-        b = b.tls_config(cfg).map_err(|e| format!("TLS: {e}"))?;
-    }
+    let socket =
+        tokio::net::TcpListener::from_std(l.socket).map_err(|e| format!("gRPC server: {e}"))?;
+    let incoming = tonic::transport::server::TcpIncoming::from_listener(socket, true, None)
+        .map_err(|e| format!("gRPC server: {e}"))?;
+    let mut b = l.builder;
     b.add_service(svc)
-        .serve(addr)
+        .serve_with_incoming(incoming)
         .await
-        .map_err(|e| format!("gRPC server: {e}"))
+        .map_err(|e| format!("gRPC server: {}", crate::listen::chain(&e)))
 }
 
 #[cfg(test)]

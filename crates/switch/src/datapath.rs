@@ -327,8 +327,8 @@ pub(crate) fn worker_loop(
                 }
                 suspect[i] = true;
                 // port liveness, for the watch ports of selector members (a port that is gone is
-                // down)
-                device.set_port_up(p.number, fds[i].fd >= 0 && p.up());
+                // down; a pcap port has no descriptor to poll and is always up)
+                device.set_port_up(p.number, (fds[i].fd >= 0 || p.is_pcap()) && p.up());
             }
             if let Some(q) = &queues {
                 for (port, n) in q.tail_drops_to_report() {

@@ -244,8 +244,9 @@ pub fn serve(
     workers: Vec<Arc<WorkerStats>>,
     tm: Option<Arc<TrafficManager>>,
 ) -> Result<(), String> {
-    let l =
-        TcpListener::bind(addr).map_err(|e| format!("metrics: cannot listen on {addr}: {e}"))?;
+    let l = TcpListener::bind(addr).map_err(|e| {
+        format!("metrics: cannot listen on {addr}: {e}; give another address with --metrics ADDR")
+    })?;
     std::thread::Builder::new()
         .name("p4sec-metrics".into())
         .spawn(move || {

@@ -420,24 +420,30 @@ class Xfrm:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="p4sec-agent", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--controller", required=True, help="the controller's agent endpoint (host:port or unix:PATH)")
-    ap.add_argument("--ca", required=True)
-    ap.add_argument("--cert", required=True)
-    ap.add_argument("--key", required=True)
-    ap.add_argument("--server-name", default="controller", help="the name in the controller's certificate")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list")
-    u = sub.add_parser("up")
-    u.add_argument("profile")
+    ap = argparse.ArgumentParser(prog="p4sec-agent", description=__doc__.split("\n\n")[0],
+                                 epilog="example: p4sec-agent --controller gw.example:50051 --ca ca/ca.crt --cert "
+                                        "alice.crt --key alice.key up office --wan eth0 (docs/ipsec.md, road warriors)")
+    ap.add_argument("--controller", required=True, metavar="ADDR",
+                    help="the controller's agent endpoint (its config's agents.listen): HOST:PORT or unix:PATH")
+    ap.add_argument("--ca", required=True, metavar="FILE", help="the p4sec CA's certificate (p4sec-ca init DIR: DIR/ca.crt)")
+    ap.add_argument("--cert", required=True, metavar="FILE", help="this client's certificate (p4sec-ca issue DIR NAME: NAME.crt)")
+    ap.add_argument("--key", required=True, metavar="FILE", help="this client's private key (NAME.key, next to its certificate)")
+    ap.add_argument("--server-name", default="controller", help="the name in the controller's certificate [default: controller]")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    sub.add_parser("list", help="the host profiles this client may use")
+    u = sub.add_parser("up", help="bring a host profile up and keep it up (renewals) until Ctrl-C")
+    u.add_argument("profile", help="the host profile (controller config: host_profiles)")
     u.add_argument("--wan", required=True, help="the interface towards the site's gateway")
     u.add_argument("--gateway-mac", default="02:00:00:00:00:01", help="next-hop MAC towards the gateway")
-    u.add_argument("--tun", default="p4sec0")
-    u.add_argument("--backend", choices=["userspace", "xfrm"], default="userspace")
+    u.add_argument("--tun", default="p4sec0", help="userspace backend: the TUN device to create [default: p4sec0]")
+    u.add_argument("--backend", choices=["userspace", "xfrm"], default="userspace",
+                   help="userspace: a p4sec switch on a TUN device (any kernel); xfrm: the kernel's IPsec (ip xfrm) "
+                        "[default: userspace]")
     u.add_argument("--dry-run", action="store_true", help="xfrm: print the commands instead of running them")
-    u.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
-    d = sub.add_parser("down")
-    d.add_argument("profile")
+    u.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"),
+                   help="userspace backend: the p4sec binary [default: the checkout's target/release/p4sec]")
+    d = sub.add_parser("down", help="tear a host profile down (the gateway's SAs for this host)")
+    d.add_argument("profile", help="the host profile")
     a = ap.parse_args(argv)
     ctl = None
     try:
@@ -477,12 +483,14 @@ def main(argv=None):
 
             be.watch_lifetimes(renew)
             stop.wait()
+            print(f"p4sec-agent: stopping (signal): taking {a.profile} down", flush=True)
         finally:
             be.remove()
             try:
                 ctl.call("Down", profile=a.profile)
             except AgentError:
                 pass
+        print(f"p4sec-agent: {a.profile} is down", flush=True)
         return 0
     except (AgentError, CommandError) as e:
         print(f"p4sec-agent: {e}", file=sys.stderr)

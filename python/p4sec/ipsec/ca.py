@@ -145,17 +145,19 @@ def identity(pem):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="p4sec-ca", description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("init").add_argument("dir")
-    i = sub.add_parser("issue")
-    i.add_argument("dir")
-    i.add_argument("name")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    d = "the CA's directory (ca.key, ca.crt, revoked.json and the issued NAME.key/NAME.crt)"
+    sub.add_parser("init", help="create the CA's key and certificate in DIR").add_argument("dir", metavar="DIR", help=d)
+    i = sub.add_parser("issue", help="issue a key and certificate NAME (DIR/NAME.key, DIR/NAME.crt; CN = NAME)")
+    i.add_argument("dir", metavar="DIR", help=d)
+    i.add_argument("name", metavar="NAME", help="the certificate's name: a client's name (controller config: clients) "
+                                               "or the controller's (agents.cert)")
     i.add_argument("--server", action="store_true", help="a server certificate (the controller's agent endpoint)")
     i.add_argument("--san", action="append", default=[], help="extra subject alternative name (host or IP)")
-    r = sub.add_parser("revoke")
-    r.add_argument("dir")
-    r.add_argument("name")
-    sub.add_parser("list").add_argument("dir")
+    r = sub.add_parser("revoke", help="revoke NAME's certificate: refused from the controller's next call on")
+    r.add_argument("dir", metavar="DIR", help=d)
+    r.add_argument("name", metavar="NAME", help="the certificate to revoke")
+    sub.add_parser("list", help="the issued certificates and whether each is revoked").add_argument("dir", metavar="DIR", help=d)
     a = ap.parse_args(argv)
     try:
         if a.cmd == "init":

@@ -42,6 +42,9 @@ log = logging.getLogger("p4sec.controller")
 class IpsecController(StoreFaults, HostTunnels):
     def __init__(self, db=":memory:", grace=1.0):
         if isinstance(db, str):
+            if db != ":memory:" and not db.startswith("file:") and not os.path.exists(db):
+                # it holds the SAs' keys: readable by its owner only (SQLite gives its WAL the same mode)
+                os.close(os.open(db, os.O_WRONLY | os.O_CREAT, 0o600))
             self.db = store.sqlite(db)      # fail-safe (p4sec.ipsec.store)
         else:
             self.db = db        # a replicated store with the same interface (p4sec.ha.PgDb)

@@ -1,5 +1,6 @@
 """`p4sec-controller run`: the controller process, one controller (SQLite) or one replica of a highly available
 controller (PostgreSQL), with its REST API and agents' endpoint."""
+import errno
 import logging
 import signal
 import threading
@@ -15,6 +16,25 @@ from p4sec.ipsec.status import StatusAccess
 from p4sec.ipsec.status_http import StatusServer
 from p4sec.ipsec.store import StoreError
 
+
+
+def _stop_on_signals():
+    """An Event set by SIGINT (Ctrl-C) or SIGTERM, saying so on stdout."""
+    stop = threading.Event()
+
+    def handler(sig, _frame):
+        if not stop.is_set():
+            print(f"p4sec-controller: {signal.Signals(sig).name} received: stopping (the switches keep their SAs and "
+                  "forward; renewals resume when the controller runs again with the same state)", flush=True)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
+    return stop
+
+
+def _stopped():
+    print("p4sec-controller: stopped", flush=True)
 
 
 def run_replica(cfg, access=None):
@@ -36,9 +56,7 @@ def run_replica(cfg, access=None):
     except BaseException:
         httpd.server_close()
         raise
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = _stop_on_signals()
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     print(f"p4sec-controller: replica {rcfg['name']} ready, REST API on http://{host}:{port}", flush=True)
     while not stop.is_set():
@@ -51,6 +69,7 @@ def run_replica(cfg, access=None):
     httpd.shutdown()
     if agents is not None:
         agents.stop()
+    _stopped()
 
 
 def _lead(cfg, lease, term, t0, replica, stop):
@@ -159,9 +178,7 @@ def run(config_path):
         raise
     if agents is not None:
         logging.info("p4sec-controller: agents' endpoint on %s (mutual TLS)", cfg["agents"]["listen"])
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = _stop_on_signals()
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     logging.info("p4sec-controller: REST API on http://%s:%s (OpenAPI: /openapi.json)", host, port)
     print(f"p4sec-controller: ready, REST API on http://{host}:{port}", flush=True)
@@ -170,3 +187,4 @@ def run(config_path):
     if agents is not None:
         agents.stop()
     svc.close()
+    _stopped()

@@ -82,9 +82,10 @@ def make_handler(svc, replica=None, status=None):
                 return self._send(503, {"error": f"the leader {holder} at {rest} does not answer: {e.reason}"})
 
         def _route(self, method):
-            from urllib.parse import parse_qs, urlparse
+            from urllib.parse import parse_qs, unquote, urlparse
             u = urlparse(self.path)
-            parts = [p for p in u.path.split("/") if p]
+            # each segment URL-decoded after the split: a name may hold `/`, `?` or any character
+            parts = [unquote(p) for p in u.path.split("/") if p]
             q = parse_qs(u.query)
             if status_http.owns(u.path):
                 return status_http.handle(self, method, u.path, status)

@@ -1,7 +1,6 @@
 """The running controller as a service: gateways from the config, auto tunnels up, the operations the REST API
 and the agents' endpoint call."""
 import ipaddress
-import logging
 import pathlib
 
 from p4sec.infra import runtime
@@ -37,7 +36,7 @@ class Service:
             gw = Gateway(g["name"], sw, g["address"], g["lan"]["prefix"], int(g["lan"]["port"]), g["lan"]["mac"], int(g["wan"]["port"]),
                          g["wan"]["mac"], g["wan"]["prefix"])
             try:
-                adopted = self.ctl.add_gateway(gw, program)
+                self.ctl.add_gateway(gw, program)
             except ControllerError:
                 self.close()
                 raise
@@ -45,7 +44,7 @@ class Service:
                 self.close()
                 raise ControllerError(f"gateways[{i}]: the switch at {g['grpc']} did not take the program {program}: "
                                       f"{' '.join(str(e).split())[:200]}") from None
-            logging.info("gateway %s: %s", g["name"], "adopted" if adopted else "pipeline pushed")
+            # (add_gateway logs "NAME: adopted" or "NAME: pipeline pushed")
         self.ctl.resume()
         interval = float(cfg.get("reconcile_interval", 10))
         if interval > 0:
