@@ -106,7 +106,11 @@ def test_status_is_off_unless_configured_and_needs_the_token():
 
 
 def test_a_bad_status_section_stops_the_controller_with_a_precise_error(tmp_path):
-    cfg = write_config(tmp_path / "ctl.yaml", f"db: {tmp_path / 'ctl.db'}", 1, 2, 3, "prog", "name: S1-S2, a: S1, b: S2",
+    prog = tmp_path / "prog"        # (the configuration's check wants a program directory that exists)
+    prog.mkdir()
+    (prog / "program.json").write_text("{}")
+    (prog / "p4info.txtpb").write_text("")
+    cfg = write_config(tmp_path / "ctl.yaml", f"db: {tmp_path / 'ctl.db'}", 1, 2, 3, prog, "name: S1-S2, a: S1, b: S2",
                        extra=f"status: {{token_file: {tmp_path / 'missing.token'}}}")
     r = subprocess.run([sys.executable, "-m", "p4sec.ipsec.cli", "run", str(cfg)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "status: token_file" in r.stderr and "missing.token" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -141,9 +141,11 @@ def test_sqlite_store_disk_full_loses_no_packet(p4sec_bin, net, tmp_path, progra
     ctl = None
     with small_disk(tmp_path / "disk") as disk:
         try:
+            token = "t0ken-" + "x" * 24
+            (tmp_path / "status.token").write_text(token + "\n")
             cfg = write_config(tmp_path / "ctl.yaml", f"db: {disk / 'ctl.db'}", pa, pb, rest, program,
                                f"name: S1-S2, a: S1, b: S2, auto: true, soft: {{packets: {SOFT}}}, hard: {{packets: {HARD}}}",
-                               extra="grace: 0.3\nreconcile_interval: 0")
+                               extra=f"grace: 0.3\nreconcile_interval: 0\nstatus: {{token_file: {tmp_path / 'status.token'}}}")
             ctl = start_controller(cfg, tmp_path / "ctl.log")
             n = 12000
             with stream(net, n) as result:
@@ -153,14 +155,17 @@ def test_sqlite_store_disk_full_loses_no_packet(p4sec_bin, net, tmp_path, progra
                 # the renewals fail: the tunnel says so (REST, health, metrics) instead of "up"
                 degraded = wait_for(lambda: (lambda s: s if s["state"] == "degraded" else None)(get(rest, "/tunnels/S1-S2")[1]), 2.5)
                 code, health = get(rest, "/health")
-                _, metrics = get(rest, "/metrics")
+                req = urllib.request.Request(f"http://127.0.0.1:{rest}/metrics", headers={"Authorization": f"Bearer {token}"})
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    metrics = r.read().decode()     # (the status page's metrics)
                 time.sleep(max(0.0, full + 3.0 - time.time()))
                 os.unlink(disk / "fill")
                 freed = time.time()
             assert degraded, "the tunnel was never reported degraded while the disk was full"
             assert any("store" in w or "renewal of SA" in w for w in degraded["degraded_by"]), degraded["degraded_by"]
             assert code == 503 and not health["ok"] and "full" in health["store"], health
-            assert "p4sec_controller_store_up 0" in metrics and 'p4sec_controller_tunnels{state="degraded"} 1' in metrics, metrics
+            assert 'p4sec_controller_store_up{replica="controller"} 0' in metrics, metrics
+            assert 'p4sec_controller_tunnel_state{tunnel="S1-S2",state="degraded"} 1' in metrics, metrics
             assert not result["missing"], f"{len(result['missing'])} of {n} lost: {result['missing'][:20]}"
             show = settled(rest, 0.3)
             times = renewal_times(show)

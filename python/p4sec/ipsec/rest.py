@@ -29,7 +29,6 @@ OPENAPI = {
                          "responses": {"200": {"description": "SAs (no keys)"}}}},
         "/health": {"get": {"summary": "this controller's health: the store, pending renewals, degraded tunnels (answered by every replica)",
                             "responses": {"200": {"description": "healthy"}, "503": {"description": "degraded, or the store fails"}}}},
-        "/metrics": {"get": {"summary": "Prometheus metrics: the store, renewals, tunnels by state", "responses": {"200": {"description": "text"}}}},
         "/openapi.json": {"get": {"summary": "this description", "responses": {"200": {"description": "OpenAPI 3"}}}},
     },
 }
@@ -48,14 +47,6 @@ def make_handler(svc, replica=None, status=None):
             body = json.dumps(obj, indent=1).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _send_text(self, code, text):
-            body = text.encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -111,8 +102,6 @@ def make_handler(svc, replica=None, status=None):
                 if method == "GET" and parts == ["health"]:
                     h = dict(svc.health(), **({"replica": replica["name"], "leader": True} if replica else {}))
                     return self._send(200 if h["ok"] else 503, h)
-                if method == "GET" and parts == ["metrics"]:
-                    return self._send_text(200, svc.metrics())
                 if parts == ["reconcile"]:
                     return self._send(200, svc.reconcile(dry_run=method == "GET"))
                 if method == "GET" and parts == ["sas"]:

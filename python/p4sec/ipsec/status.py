@@ -112,16 +112,22 @@ class Source:
 
     def _tunnels(self, away):
         """Every tunnel in the store (and every profile not in it, down), in the order of their creation."""
-        st, cfg = self.store, self.svc.cfg
+        st, cfg, ctl = self.store, self.svc.cfg, self.svc.ctl
         kv = dict(st.query("select key, value from kv where key like ? or key like ?", ("sites:%", "encap:%")))
+        store_ok, store_why = ctl.db.health()
         out = []
         for name, a, b, suite, soft, hard, created, state in st.query(
                 "select name, a, b, suite, soft, hard, created, state from tunnel order by created"):
             sites = json.loads(kv.get(f"sites:{name}") or "{}")
             gone = sorted({a, b} & away)
+            why = []
+            if state == "up":       # degraded while a gateway is away, a renewal is pending or the store fails (p4sec.ipsec.failsafe)
+                active = [r[0] for r in st.query("select spi from sa where tunnel = ? and state = 'active'", (name,))]
+                why = ctl._degraded_by(name, a, b, active, store_ok, store_why)
             out.append({"name": name, "a": a, "b": b, "a_prefix": sites.get(a), "b_prefix": sites.get(b), "suite": suite,
-                        "encap": "udp" if kv.get(f"encap:{name}") == "udp" else "esp", "state": "degraded" if state == "up" and gone else state,
-                        "unreachable": gone, "created": created, "soft": json.loads(soft or "null"), "hard": json.loads(hard or "null")})
+                        "encap": "udp" if kv.get(f"encap:{name}") == "udp" else "esp", "state": "degraded" if why else state,
+                        "degraded_by": why, "unreachable": gone, "created": created, "soft": json.loads(soft or "null"),
+                        "hard": json.loads(hard or "null")})
         known = {t["name"] for t in out}
         for name, p in cfg.get("profiles", {}).items():
             if name not in known:
@@ -181,7 +187,9 @@ class Source:
                 "device_id": getattr(sw, "device_id", None), "election_id": getattr(sw, "election_id", None), "connected": connected,
                 "primary": connected and arb is not None and arb.status.code == 0,
                 "events": _events(self.store.events(g["name"], EVENTS_PER_TUNNEL))})
+        store_ok, store_why = ctl.db.health()
         return {"now": now, "controller": _controller(replica), "gateways": out_gateways, "tunnels": tunnels,
+                "store": {"ok": store_ok, "health": store_why, "renewals_pending": len(ctl.pending)},
                 "renewals_total": sum(r for r, _ in totals.values()), "renewal_failures_total": sum(f for _, f in totals.values()),
                 "counters": {"sas": len(stat_units), "counted": len(stats), "oldest": min((t for t, _ in stats.values()), default=None),
                              "complete": len(detailed) == len(tunnels)}}

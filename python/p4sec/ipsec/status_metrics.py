@@ -11,6 +11,8 @@ to add up in a query)."""
 METRICS = {
     "p4sec_controller_leader": ("gauge", "1 if this controller process leads (a single controller always does), else 0."),
     "p4sec_controller_term": ("gauge", "The leader's lease term (its P4Runtime election id); 0 for a single controller."),
+    "p4sec_controller_store_up": ("gauge", "1 while the controller's store commits (0: renewals wait for it, its tunnels are degraded)."),
+    "p4sec_controller_renewals_pending": ("gauge", "SA renewals that failed and are retried until they land."),
     "p4sec_controller_gateway_connected": ("gauge", "1 while the controller's P4Runtime stream to the gateway's switch is up."),
     "p4sec_controller_tunnel_up": ("gauge", "1 if the tunnel is up (degraded counts as up: its SAs still work where reachable)."),
     "p4sec_controller_tunnel_state": ("gauge", "1 for the tunnel's current state (up, degraded, pending, down, lost)."),
@@ -42,6 +44,9 @@ def render(snap, replica=None):
     samples["p4sec_controller_leader"].append((_labels(replica=me), int(leads)))
     if leads:
         samples["p4sec_controller_term"].append((_labels(replica=me), (snap["controller"].get("term") or 0)))
+        if "store" in snap:
+            samples["p4sec_controller_store_up"].append((_labels(replica=me), int(snap["store"]["ok"])))
+            samples["p4sec_controller_renewals_pending"].append((_labels(replica=me), snap["store"]["renewals_pending"]))
         for g in snap.get("gateways", []):
             samples["p4sec_controller_gateway_connected"].append((_labels(gateway=g["name"]), int(bool(g["connected"]))))
         for t in snap.get("tunnels", []):
