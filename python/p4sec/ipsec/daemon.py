@@ -1,6 +1,5 @@
 """`p4sec-controller run`: the controller process, one controller (SQLite) or one replica of a highly available
 controller (PostgreSQL), with its REST API and agents' endpoint."""
-import errno
 import logging
 import signal
 import threading
