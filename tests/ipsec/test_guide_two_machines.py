@@ -29,6 +29,7 @@ def commands(block, p4sec_bin=None):
     """The shell commands of a code block: comments dropped, `sudo` and the checkout-relative .venv made absolute
     (.venv/bin/p4sec: the p4sec binary under test)."""
     out = []
+    block = block.replace("\\\n", " ")      # a command continued on the next line is one command
     for line in block.splitlines():
         line = line.split("  #")[0].strip()
         if not line or line.startswith("#"):
@@ -92,14 +93,17 @@ def test_the_two_machine_guide_as_written(machines, p4sec_bin, tmp_path):
         return r.stdout
 
     try:
-        # 2. the interfaces, then the switch (gateway B: its own management address)
+        # 2. the certificates (made on A; B reads the same directory here, as if copied), the interfaces,
+        # then the switch (gateway B: its own management address and certificate)
+        for c in commands(find(sh_blocks, "p4sec-ca init ca")):
+            run("A", c)
         for g in ("A", "B"):
             for c in commands(find(sh_blocks, "promisc on")):
                 run(g, c)
         switch = commands(find(sh_blocks, "p4sec switch --port 1=eth1"), p4sec_bin)[0]
         for g, addr in (("A", "203.0.113.1"), ("B", "203.0.113.2")):
             log = open(tmp_path / f"switch{g}.log", "w")
-            procs.append(subprocess.Popen(["ip", "netns", "exec", n[g], "bash", "-c", switch.replace("203.0.113.1", addr)],
+            procs.append(subprocess.Popen(["ip", "netns", "exec", n[g], "bash", "-c", switch.replace("203.0.113.1", addr).replace("gw-a", f"gw-{g.lower()}")],
                                           stderr=log, cwd=tmp_path, env=env))
         # 3. compile and run the controller on A, with the guide's controller.yaml
         (tmp_path / "programs").symlink_to(ROOT / "programs")
