@@ -64,6 +64,8 @@ class IpsecController(HostTunnels):
         self.away = set()           # gateways whose switch is unreachable (reconnecting)
         self.programs = {}          # gateway name -> program dir
         self._closed = threading.Event()
+        self.desired_hooks = []         # fn(desired, switch_mac): more desired entries (p4sec.ipsec.ike)
+        self.sa_event_listeners = []    # fn(gateway, spi, event) -> True if it handled the SA's lifetime event
 
     # ------------------------------------------------------------------ intents
 
@@ -716,6 +718,8 @@ class IpsecController(HostTunnels):
                     row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or (dst = ? and in_slot = ?))",
                                           (gw_name, slot, gw_name, slot)).fetchone()
                 if row:
+                    if any(listener(gw_name, row[0], event) for listener in self.sa_event_listeners):
+                        continue
                     if self._is_host_sa(row[0]):
                         self._event(gw_name, f"{'soft' if event == SOFT else 'hard'} lifetime of host-to-site SA {row[0]:#010x}: "
                                              "its agent renews it")

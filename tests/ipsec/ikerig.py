@@ -1,0 +1,244 @@
+"""What the IKEv2 interop tests share: a p4sec gateway (programs/ipsec_gateway.p4 under an in-process
+IpsecController with its IKE endpoint) whose charon runs in a namespace on a switch port, and stock strongSwan
+(charon with kernel-libipsec: userspace ESP over a TUN device, always in UDP 4500) as the remote site in another
+namespace. Each charon runs in its own mount namespace with a private /run, its strongswan.conf given by
+STRONGSWAN_CONF and its swanctl directory by SWANCTL_DIR; swanctl talks to it over a per-test vici socket.
+
+Addresses (IPv4; the IPv6 variant in V6): the p4sec site 10.1.0.0/16 (host 10.1.0.1 in `lan`, switch port 1), the
+gateway's WAN address 192.0.2.1 (its charon in `ike`, switch port 3), the strongSwan site 10.2.0.0/16 (10.2.0.1 on
+the loopback of `remote`, whose WAN address 198.51.100.1 is on switch port 2)."""
+import contextlib
+import os
+import pathlib
+import shutil
+import subprocess
+import time
+import uuid
+
+from ctlrig import listening, stop
+from p4sec.infra import runtime
+from p4sec.infra.netns import free_port, sh
+from p4sec.ipsec.controller import Gateway, IpsecController
+from p4sec.ipsec.ike import IkeEndpoint
+
+from conftest import ROOT
+
+CHARON = "/usr/lib/ipsec/charon"
+SWANCTL = shutil.which("swanctl") or "/usr/sbin/swanctl"
+PLUGIN = "/usr/lib/ipsec/plugins/libstrongswan-p4sec.so"
+SWITCH_MAC = "02:00:00:00:00:01"
+LAN_MAC, WAN_MAC, IKE_MAC = "02:00:00:00:0a:01", "02:00:00:00:0b:02", "02:00:00:00:0c:01"
+
+V4 = {"lan": "10.1.0.0/16", "host": "10.1.0.1", "rlan": "10.2.0.0/16", "rhost": "10.2.0.1",
+      "gw": "192.0.2.1", "peer": "198.51.100.1", "wan": "198.51.100.0/24", "plen": 24, "gwhop": "169.254.0.1"}
+V6 = {"lan": "2001:db8:1::/64", "host": "2001:db8:1::1", "rlan": "2001:db8:2::/64", "rhost": "2001:db8:2::1",
+      "gw": "2001:db8:a::1", "peer": "2001:db8:b::1", "wan": "2001:db8:b::/64", "plen": 64, "gwhop": "fe80::1"}
+
+# the crypto and network plugins both charons load (kernel-ipsec first: p4sec or kernel-libipsec)
+COMMON = "random nonce openssl pem pkcs1 pkcs8 x509 revocation constraints pubkey aes sha1 sha2 hmac gcm kdf"
+
+
+def missing():
+    """Why the IKEv2 tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root for network namespaces"
+    for f in (CHARON, SWANCTL, PLUGIN, "/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so"):
+        if not os.path.exists(f):
+            return f"{f} is missing: run scripts/setup (it installs strongSwan and builds the p4sec plugin)"
+    return None
+
+
+class Charon:
+    """One charon in namespace `ns` with its own /run, configuration and vici socket under `workdir`."""
+
+    def __init__(self, ns, workdir, kernel_ipsec, settings="", install_routes=True):
+        self.ns, self.dir = ns, pathlib.Path(workdir)
+        (self.dir / "swanctl").mkdir(parents=True, exist_ok=True)
+        for sub in ("x509", "x509ca", "x509crl", "private", "rsa", "ecdsa", "pkcs8"):
+            (self.dir / "swanctl" / sub).mkdir(exist_ok=True)
+        self.vici = f"unix://{self.dir}/charon.vici"
+        self.log = self.dir / "charon.log"
+        conf = f"""charon {{
+  load = {COMMON} {kernel_ipsec} kernel-netlink socket-default vici
+  install_routes = {'yes' if install_routes else 'no'}
+  retransmit_timeout = 1.0
+  retransmit_base = 1.4
+  retransmit_tries = 3
+  plugins {{
+    vici {{
+      socket = {self.vici}
+    }}
+    {settings}
+  }}
+  filelog {{
+    file {{
+      path = {self.log}
+      default = 1
+      ike = 2
+      knl = 2
+      cfg = 2
+      time_format = %H:%M:%S
+    }}
+  }}
+}}
+"""
+        (self.dir / "strongswan.conf").write_text(conf)
+        self.proc = None
+
+    def start(self):
+        env = dict(os.environ, STRONGSWAN_CONF=str(self.dir / "strongswan.conf"))
+        self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns, "unshare", "-m", "sh", "-c",
+                                      f"mount -t tmpfs tmpfs /run && mkdir -p /run/strongswan && exec {CHARON}"],
+                                     env=env, stdout=subprocess.DEVNULL, stderr=open(self.dir / "charon.err", "w"))
+        end = time.time() + 15
+        while time.time() < end:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"charon in {self.ns} ended: {self.logtext()[-3000:]}")
+            if os.path.exists(self.vici[len("unix://"):]) and self.swanctl("--stats", check=False).returncode == 0:
+                return self
+            time.sleep(0.1)
+        raise AssertionError(f"charon in {self.ns} did not come up: {self.logtext()[-3000:]}")
+
+    def swanctl(self, *args, check=True, timeout=60):
+        env = dict(os.environ, SWANCTL_DIR=str(self.dir / "swanctl"))
+        r = subprocess.run([SWANCTL, *args, "--uri", self.vici], capture_output=True, text=True, env=env, timeout=timeout)
+        if check and r.returncode:
+            raise AssertionError(f"swanctl {' '.join(args)}: {r.stdout}{r.stderr}\n--- charon log:\n{self.logtext()[-4000:]}")
+        return r
+
+    def load(self, swanctl_conf):
+        (self.dir / "swanctl" / "swanctl.conf").write_text(swanctl_conf)
+        return self.swanctl("--load-all", "--noprompt")
+
+    def logtext(self):
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self):
+        stop([self.proc])
+
+
+def conn(local_addr, remote_addr, local_id, remote_id, local_ts, remote_ts, esp="aes128gcm16", auth="psk",
+         extra="", child_extra="", children=None, cert=None):
+    """A swanctl.conf connection `site` with one CHILD_SA `net` (or `children`: {name: (local_ts, remote_ts)})."""
+    local_auth = f"auth = pubkey\n      certs = {cert}" if auth == "pubkey" else "auth = psk"
+    kids = children or {"net": (local_ts, remote_ts)}
+    body = "".join(f"""      {name} {{
+        local_ts = {lt}
+        remote_ts = {rt}
+        esp_proposals = {esp}
+        {child_extra}
+      }}
+""" for name, (lt, rt) in kids.items())
+    return f"""connections {{
+  site {{
+    version = 2
+    local_addrs = {local_addr}
+    remote_addrs = {remote_addr}
+    {extra}
+    local {{
+      {local_auth}
+      id = {local_id}
+    }}
+    remote {{
+      auth = {'pubkey' if auth == 'pubkey' else 'psk'}
+      id = {remote_id}
+    }}
+    children {{
+{body}    }}
+  }}
+}}
+"""
+
+
+def psk(a, b, secret):
+    return f"""secrets {{
+  ike-site {{
+    id-a = {a}
+    id-b = {b}
+    secret = "{secret}"
+  }}
+}}
+"""
+
+
+@contextlib.contextmanager
+def sites(p4sec_bin, tmp_path, addrs=V4):
+    """The two sites and the p4sec gateway with its controller and IKE endpoint; yields a dict with the
+    namespaces, the controller `ctl`, the endpoint `ike`, the switch and the two charons (not started:
+    `p4sec_charon` and `remote_charon`)."""
+    t = uuid.uuid4().hex[:6]
+    n = {"lan": f"il{t}", "remote": f"ir{t}", "ike": f"ii{t}", "h1": f"ih{t}", "a1": f"ia{t}", "wb": f"iw{t}",
+         "wa": f"ix{t}", "i0": f"ic{t}", "ik": f"ik{t}"}
+    v6 = ":" in addrs["gw"]
+    procs, sw, ctl, ike, charons = [], None, None, None, []
+    try:
+        for ns in ("lan", "remote", "ike"):
+            sh("ip", "netns", "add", n[ns])
+            sh("ip", "netns", "exec", n[ns], "ip", "link", "set", "lo", "up")
+        for inner, outer, ns, mac in (("h1", "a1", "lan", LAN_MAC), ("wb", "wa", "remote", WAN_MAC), ("i0", "ik", "ike", IKE_MAC)):
+            sh("ip", "link", "add", n[inner], "type", "veth", "peer", "name", n[outer])
+            sh("ip", "link", "set", n[inner], "netns", n[ns])
+            ex = ["ip", "netns", "exec", n[ns]]
+            sh(*ex, "ip", "link", "set", n[inner], "address", mac)
+            if not v6:
+                subprocess.run(ex + ["sysctl", "-qw", f"net.ipv6.conf.{n[inner]}.disable_ipv6=1"], capture_output=True)
+            else:
+                subprocess.run(ex + ["sysctl", "-qw", f"net.ipv6.conf.{n[inner]}.accept_dad=0"], capture_output=True)
+            sh(*ex, "ip", "link", "set", n[inner], "up")
+            sh("ip", "link", "set", n[outer], "up")
+            subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{n[outer]}.disable_ipv6=1"], capture_output=True)
+        fam = ["-6"] if v6 else []
+        hop = addrs["gwhop"]
+        lan = ["ip", "netns", "exec", n["lan"], "ip"] + fam
+        sh(*lan, "addr", "add", f"{addrs['host']}/{addrs['lan'].split('/')[1]}", "dev", n["h1"], *(["nodad"] if v6 else []))
+        sh(*lan, "neigh", "replace", hop, "lladdr", SWITCH_MAC, "dev", n["h1"], "nud", "permanent")
+        sh(*lan, "route", "add", addrs["rlan"], "via", hop, "dev", n["h1"], "onlink")
+        rem = ["ip", "netns", "exec", n["remote"], "ip"] + fam
+        # the strongSwan site: one address of it on the loopback (this kernel has no dummy interfaces)
+        sh(*rem, "addr", "add", f"{addrs['rhost']}/{128 if v6 else 32}", "dev", "lo")
+        sh(*rem, "addr", "add", f"{addrs['peer']}/{addrs['plen']}", "dev", n["wb"], *(["nodad"] if v6 else []))
+        sh(*rem, "neigh", "replace", hop, "lladdr", SWITCH_MAC, "dev", n["wb"], "nud", "permanent")
+        sh(*rem, "route", "add", addrs["gw"], "via", hop, "dev", n["wb"], "onlink")
+        ik = ["ip", "netns", "exec", n["ike"], "ip"] + fam
+        sh(*ik, "addr", "add", f"{addrs['gw']}/{128 if v6 else 32}", "dev", n["i0"], *(["nodad"] if v6 else []))
+        sh(*ik, "neigh", "replace", hop, "lladdr", SWITCH_MAC, "dev", n["i0"], "nud", "permanent")
+        sh(*ik, "route", "add", "default", "via", hop, "dev", n["i0"], "onlink")
+
+        out = tmp_path / "gw"
+        subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(out)], check=True)
+        port = free_port()
+        procs.append(subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={n['a1']}",
+                                       "--port", f"2={n['wa']}", "--port", f"3={n['ik']}"],
+                                      stderr=open(tmp_path / "switch.log", "w")))
+        listening(port)
+        sw = runtime.Switch(f"127.0.0.1:{port}")
+        ctl = IpsecController(db=str(tmp_path / "ctl.db"))
+        ctl.add_gateway(Gateway("A", sw, addrs["gw"], addrs["lan"], 1, LAN_MAC, 2, WAN_MAC, addrs["wan"]), out)
+        ike = IkeEndpoint(ctl, str(tmp_path / "ike.sock"))
+        ike.attach("A", 3, IKE_MAC)
+        mine = Charon(n["ike"], tmp_path / "charon-p4sec", "p4sec",
+                      settings=f"p4sec {{\n      socket = {tmp_path / 'ike.sock'}\n      gateway = A\n    }}", install_routes=False)
+        theirs = Charon(n["remote"], tmp_path / "charon-remote", "kernel-libipsec")
+        charons = [mine, theirs]
+        yield {"ns": n, "ctl": ctl, "ike": ike, "switch": sw, "p4sec_charon": mine, "remote_charon": theirs,
+               "addrs": addrs, "program": out, "tmp": tmp_path, "switch_port": port}
+    finally:
+        for c in charons:
+            c.stop()
+        if ike is not None:
+            ike.close()
+        if ctl is not None:
+            ctl.close()
+        if sw is not None:
+            sw.close()
+        stop(procs)
+        for k in ("a1", "wa", "ik"):
+            subprocess.run(["ip", "link", "del", n[k]], capture_output=True)
+        for ns in ("lan", "remote", "ike"):
+            subprocess.run(["ip", "netns", "del", n[ns]], capture_output=True)
+
+
+def ping(ns, dst, src=None, count=3, timeout=20):
+    """ping from namespace `ns` (from address `src`); the CompletedProcess (returncode 0: all answered)."""
+    cmd = ["ip", "netns", "exec", ns, "ping", "-c", str(count), "-i", "0.2", "-W", "2"] + (["-I", src] if src else []) + [dst]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
