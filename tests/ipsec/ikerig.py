@@ -78,6 +78,7 @@ class Charon:
       knl = 2
       cfg = 2
       time_format = %H:%M:%S
+      flush_line = yes
     }}
   }}
 }}
@@ -207,10 +208,17 @@ def sites(p4sec_bin, tmp_path, addrs=V4):
         out = tmp_path / "gw"
         subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(out)], check=True)
         port = free_port()
-        procs.append(subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={n['a1']}",
-                                       "--port", f"2={n['wa']}", "--port", f"3={n['ik']}"],
-                                      stderr=open(tmp_path / "switch.log", "w")))
+        switch_cmd = [str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={n['a1']}",
+                      "--port", f"2={n['wa']}", "--port", f"3={n['ik']}"]
+        procs.append(subprocess.Popen(switch_cmd, stderr=open(tmp_path / "switch.log", "a")))
         listening(port)
+
+        def restart_switch():
+            """The switch process killed and started again (all its state lost)."""
+            procs[0].kill()
+            procs[0].wait()
+            procs[0] = subprocess.Popen(switch_cmd, stderr=open(tmp_path / "switch.log", "a"))
+            listening(port)
         sw = runtime.Switch(f"127.0.0.1:{port}")
         ctl = IpsecController(db=str(tmp_path / "ctl.db"))
         ctl.add_gateway(Gateway("A", sw, addrs["gw"], addrs["lan"], 1, LAN_MAC, 2, WAN_MAC, addrs["wan"]), out)
@@ -221,7 +229,7 @@ def sites(p4sec_bin, tmp_path, addrs=V4):
         theirs = Charon(n["remote"], tmp_path / "charon-remote", "kernel-libipsec")
         charons = [mine, theirs]
         yield {"ns": n, "ctl": ctl, "ike": ike, "switch": sw, "p4sec_charon": mine, "remote_charon": theirs,
-               "addrs": addrs, "program": out, "tmp": tmp_path, "switch_port": port}
+               "addrs": addrs, "program": out, "tmp": tmp_path, "restart_switch": restart_switch}
     finally:
         for c in charons:
             c.stop()

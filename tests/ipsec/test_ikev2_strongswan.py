@@ -83,3 +83,107 @@ def test_ikev2_strongswan_psk_site_to_site_and_rekey(p4sec_bin, tmp_path):
         s["remote_charon"].swanctl("--terminate", "--ike", "site", "--timeout", "20")
         assert settle(lambda: ike_tunnels(s["ctl"]) == []), ike_tunnels(s["ctl"])
         assert ping(n["lan"], a["rhost"], count=1).returncode != 0
+
+
+def establish(s, initiator="remote_charon"):
+    r = s[initiator].swanctl("--initiate", "--child", "net", "--timeout", "20", check=False)
+    assert "initiate completed successfully" in r.stdout, r.stdout + s["p4sec_charon"].logtext()[-3000:]
+
+
+def both_ways(s, count=3):
+    a, n = s["addrs"], s["ns"]
+    r = ping(n["lan"], a["rhost"], count=count)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = ping(n["remote"], a["host"], src=a["rhost"], count=count)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("esp,suite", [("aes256gcm16", "AesGcm256"), ("aes128-sha256", "AesCbc128/HmacSha256_128"),
+                                       ("aes256-sha256", "AesCbc256/HmacSha256_128")])
+def test_ikev2_strongswan_proposals(p4sec_bin, tmp_path, esp, suite):
+    with sites(p4sec_bin, tmp_path, V4) as s:
+        configure(s, esp=esp)
+        establish(s, "p4sec_charon")        # the p4sec side initiates this time
+        tun = ike_tunnels(s["ctl"])
+        assert [t["suite"] for t in tun] == [suite]
+        both_ways(s)
+
+
+def test_ikev2_strongswan_refusals(p4sec_bin, tmp_path):
+    """Each refusal leaves no tunnel on the gateway and a log line that says why."""
+    with sites(p4sec_bin, tmp_path, V4) as s:
+        a = s["addrs"]
+        mine, theirs = s["p4sec_charon"], s["remote_charon"]
+        configure(s, remote_secret="not-the-shared-secret-at-all")
+        r = theirs.swanctl("--initiate", "--child", "net", "--timeout", "20", check=False)
+        assert r.returncode != 0
+        assert settle(lambda: "MAC mismatched" in mine.logtext()), mine.logtext()[-3000:]
+        assert ike_tunnels(s["ctl"]) == []
+
+        # the proposal: the p4sec side offers AES-CBC/SHA-256 only, the peer AES-GCM only
+        theirs.load(conn(a["peer"], a["gw"], "site-b.example", "gw-a.p4sec", a["rlan"], a["lan"], esp="aes128gcm16")
+                     + psk("site-b.example", "gw-a.p4sec", SECRET))
+        mine.load(conn(a["gw"], a["peer"], "gw-a.p4sec", "site-b.example", a["lan"], a["rlan"], esp="aes128-sha256")
+                  + psk("gw-a.p4sec", "site-b.example", SECRET))
+        r = theirs.swanctl("--initiate", "--child", "net", "--timeout", "20", check=False)
+        assert r.returncode != 0 and "NO_PROPOSAL_CHOSEN" in r.stdout, r.stdout
+        assert "no acceptable proposal found" in mine.logtext()
+        assert ike_tunnels(s["ctl"]) == []
+        theirs.swanctl("--terminate", "--ike", "site", "--timeout", "10", check=False)
+
+        # traffic selectors outside what the p4sec side allows: refused by charon
+        theirs.load(conn(a["peer"], a["gw"], "site-b.example", "gw-a.p4sec", a["rlan"], "10.9.0.0/16")
+                    + psk("site-b.example", "gw-a.p4sec", SECRET))
+        mine.load(conn(a["gw"], a["peer"], "gw-a.p4sec", "site-b.example", a["lan"], a["rlan"])
+                  + psk("gw-a.p4sec", "site-b.example", SECRET))
+        r = theirs.swanctl("--initiate", "--child", "net", "--timeout", "20", check=False)
+        assert r.returncode != 0 and "TS_UNACCEPTABLE" in r.stdout, r.stdout
+        assert "traffic selectors 10.9.0.0/16 === 10.2.0.0/16 unacceptable" in mine.logtext()
+        assert ike_tunnels(s["ctl"]) == []
+        theirs.swanctl("--terminate", "--ike", "site", "--timeout", "10", check=False)
+
+        # selectors the gateway cannot enforce (a protocol): the controller refuses the SA, charon says why
+        theirs.load(conn(a["peer"], a["gw"], "site-b.example", "gw-a.p4sec", a["rlan"] + "[tcp]", a["lan"] + "[tcp]")
+                    + psk("site-b.example", "gw-a.p4sec", SECRET))
+        mine.load(conn(a["gw"], a["peer"], "gw-a.p4sec", "site-b.example", a["lan"] + "[tcp]", a["rlan"] + "[tcp]")
+                  + psk("gw-a.p4sec", "site-b.example", SECRET))
+        r = theirs.swanctl("--initiate", "--child", "net", "--timeout", "20", check=False)
+        assert "CHILD_SA net{" not in r.stdout or r.returncode != 0, r.stdout
+        assert settle(lambda: "the p4sec controller refused" in mine.logtext() and "limits protocol 6" in mine.logtext()), \
+            mine.logtext()[-3000:]
+        assert ike_tunnels(s["ctl"]) == []
+
+
+def test_ikev2_strongswan_narrowed_selectors(p4sec_bin, tmp_path):
+    """The peer proposes a wider p4sec-side selector than configured: charon narrows it, and the gateway protects
+    exactly the narrowed prefix."""
+    with sites(p4sec_bin, tmp_path, V4) as s:
+        a = s["addrs"]
+        s["p4sec_charon"].start().load(conn(a["gw"], a["peer"], "gw-a.p4sec", "site-b.example", "10.1.0.0/24", a["rlan"])
+                                       + psk("gw-a.p4sec", "site-b.example", SECRET))
+        s["remote_charon"].start().load(conn(a["peer"], a["gw"], "site-b.example", "gw-a.p4sec", a["rlan"], "10.1.0.0/16")
+                                        + psk("site-b.example", "gw-a.p4sec", SECRET))
+        establish(s)
+        tun = ike_tunnels(s["ctl"])
+        assert [t["a_prefix"] for t in tun] == ["10.1.0.0/24"], tun
+        both_ways(s)        # 10.1.0.1 is inside the narrowed selector
+
+
+def test_ikev2_strongswan_reconciled_after_switch_restart(p4sec_bin, tmp_path):
+    """The controller's store holds the IKE tunnel: reconciliation leaves it alone while it is in place, and a
+    switch that restarted (all state lost) gets it back; its outbound SA cannot be written again with the old keys
+    (nonces), so charon is told to rekey it, and traffic flows again."""
+    with sites(p4sec_bin, tmp_path, V4) as s:
+        configure(s)
+        establish(s)
+        both_ways(s)
+        ctl = s["ctl"]
+        assert ctl.reconcile(dry_run=True)["A"]["in_sync"], ctl.reconcile(dry_run=True)
+        spis = set(ike_tunnels(ctl)[0]["active_spis"])
+        s["restart_switch"]()
+        assert settle(lambda: any("up again" in e[2] or "switch back" in e[2] for e in ctl.events())), ctl.events()[-10:]
+        assert settle(lambda: ping(s["ns"]["lan"], s["addrs"]["rhost"], count=1).returncode == 0, timeout=30)
+        both_ways(s)
+        assert "p4sec: soft lifetime of SA" in s["p4sec_charon"].logtext()
+        assert not set(ike_tunnels(ctl)[0]["active_spis"]) & spis
+        assert ctl.reconcile(dry_run=True)["A"]["in_sync"]

@@ -615,7 +615,10 @@ class IpsecController(HostTunnels):
                 return None  # already renewed (both ends report the same SA) or gone
             tunnel, src_name, dst_name, out_slot, old_in, _ = row
             if src_name not in self.gateways or dst_name not in self.gateways:
-                return None  # a road warrior's SA: its agent renews it
+                # a road warrior's SA: its agent renews it; an IKE SA: charon is told (sa_event_listeners)
+                any(listener(src_name if src_name in self.gateways else dst_name, spi, SOFT)
+                    for listener in self.sa_event_listeners)
+                return None
             suite, soft, hard = self.db.execute("select suite, soft, hard from tunnel where name = ?", (tunnel,)).fetchone()
             src, dst = self.gateways[src_name], self.gateways[dst_name]
             t0 = time.perf_counter()
