@@ -33,6 +33,8 @@ V4 = {"lan": "10.1.0.0/16", "host": "10.1.0.1", "rlan": "10.2.0.0/16", "rhost": 
       "gw": "192.0.2.1", "peer": "198.51.100.1", "wan": "198.51.100.0/24", "plen": 24, "gwhop": "169.254.0.1"}
 V6 = {"lan": "2001:db8:1::/64", "host": "2001:db8:1::1", "rlan": "2001:db8:2::/64", "rhost": "2001:db8:2::1",
       "gw": "2001:db8:a::1", "peer": "2001:db8:b::1", "wan": "2001:db8:b::/64", "plen": 64, "gwhop": "fe80::1"}
+V4_IN_V6 = dict(V6, **{k: V4[k] for k in ("lan", "host", "rlan", "rhost")})
+V6_IN_V4 = dict(V4, **{k: V6[k] for k in ("lan", "host", "rlan", "rhost")})
 
 # the crypto and network plugins both charons load (kernel-ipsec first: p4sec or kernel-libipsec)
 COMMON = "random nonce openssl pem pkcs1 pkcs8 x509 revocation constraints pubkey aes sha1 sha2 hmac gcm kdf"
@@ -190,13 +192,17 @@ def sites(p4sec_bin, tmp_path, addrs=V4):
             subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{n[outer]}.disable_ipv6=1"], capture_output=True)
         fam = ["-6"] if v6 else []
         hop = addrs["gwhop"]
-        lan = ["ip", "netns", "exec", n["lan"], "ip"] + fam
-        sh(*lan, "addr", "add", f"{addrs['host']}/{addrs['lan'].split('/')[1]}", "dev", n["h1"], *(["nodad"] if v6 else []))
-        sh(*lan, "neigh", "replace", hop, "lladdr", SWITCH_MAC, "dev", n["h1"], "nud", "permanent")
-        sh(*lan, "route", "add", addrs["rlan"], "via", hop, "dev", n["h1"], "onlink")
+        in6 = ":" in addrs["host"]
+        ifam, ihop = (["-6"], "fe80::1") if in6 else ([], "169.254.0.1")
+        lan = ["ip", "netns", "exec", n["lan"], "ip"] + ifam
+        if in6 and not v6:
+            subprocess.run(["ip", "netns", "exec", n["lan"], "sysctl", "-qw", f"net.ipv6.conf.{n['h1']}.disable_ipv6=0"], capture_output=True)
+        sh(*lan, "addr", "add", f"{addrs['host']}/{addrs['lan'].split('/')[1]}", "dev", n["h1"], *(["nodad"] if in6 else []))
+        sh(*lan, "neigh", "replace", ihop, "lladdr", SWITCH_MAC, "dev", n["h1"], "nud", "permanent")
+        sh(*lan, "route", "add", addrs["rlan"], "via", ihop, "dev", n["h1"], "onlink")
         rem = ["ip", "netns", "exec", n["remote"], "ip"] + fam
         # the strongSwan site: one address of it on the loopback (this kernel has no dummy interfaces)
-        sh(*rem, "addr", "add", f"{addrs['rhost']}/{128 if v6 else 32}", "dev", "lo")
+        sh("ip", "netns", "exec", n["remote"], "ip", *ifam, "addr", "add", f"{addrs['rhost']}/{128 if in6 else 32}", "dev", "lo")
         sh(*rem, "addr", "add", f"{addrs['peer']}/{addrs['plen']}", "dev", n["wb"], *(["nodad"] if v6 else []))
         sh(*rem, "neigh", "replace", hop, "lladdr", SWITCH_MAC, "dev", n["wb"], "nud", "permanent")
         sh(*rem, "route", "add", addrs["gw"], "via", hop, "dev", n["wb"], "onlink")

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ikerig import V4, conn, missing, ping, psk, sites
+from ikerig import V4, V4_IN_V6, V6, V6_IN_V4, conn, missing, ping, psk, sites
 
 pytestmark = pytest.mark.skipif(missing() is not None and os.environ.get("CI", "").lower() not in ("true", "1"),
                                 reason=missing() or "")
@@ -187,3 +187,13 @@ def test_ikev2_strongswan_reconciled_after_switch_restart(p4sec_bin, tmp_path):
         assert "p4sec: soft lifetime of SA" in s["p4sec_charon"].logtext()
         assert not set(ike_tunnels(ctl)[0]["active_spis"]) & spis
         assert ctl.reconcile(dry_run=True)["A"]["in_sync"]
+
+
+@pytest.mark.parametrize("addrs", [V6, V4_IN_V6, V6_IN_V4], ids=["v6", "v4-in-v6", "v6-in-v4"])
+def test_ikev2_strongswan_ipv6(p4sec_bin, tmp_path, addrs):
+    with sites(p4sec_bin, tmp_path, addrs) as s:
+        configure(s)
+        establish(s)
+        tun = ike_tunnels(s["ctl"])
+        assert [(t["a_prefix"], t["b"]) for t in tun] == [(addrs["lan"], f"ike:{addrs['peer']}")]
+        both_ways(s)
