@@ -3,6 +3,7 @@ the SAs and policies to the controller's IKE endpoint, which installs them on th
 with its own userspace ESP (kernel-libipsec) as the remote site. Site-to-site traffic both ways, the SAs in the
 controller's store and status, rekeying under traffic, deletion."""
 import os
+import shutil
 import re
 import subprocess
 import time
@@ -197,3 +198,89 @@ def test_ikev2_strongswan_ipv6(p4sec_bin, tmp_path, addrs):
         tun = ike_tunnels(s["ctl"])
         assert [(t["a_prefix"], t["b"]) for t in tun] == [(addrs["lan"], f"ike:{addrs['peer']}")]
         both_ways(s)
+
+
+def foreign_ca(d, leaf):
+    """A CA that is not p4sec's (made with the openssl command) and a certificate for `leaf` from it: (ca.crt,
+    leaf.crt, leaf.key)."""
+    d.mkdir(parents=True, exist_ok=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    subprocess.run(["openssl", "req", "-x509", *ec, "-keyout", d / "ca.key", "-out", d / "ca.crt", "-days", "30",
+                    "-subj", "/O=Example Corp/CN=Example Root CA", "-addext", "basicConstraints=critical,CA:TRUE",
+                    "-addext", "keyUsage=critical,keyCertSign,cRLSign"], check=True, capture_output=True)
+    subprocess.run(["openssl", "req", "-new", *ec, "-keyout", d / f"{leaf}.key", "-out", d / f"{leaf}.csr",
+                    "-subj", f"/O=Example Corp/CN={leaf}"], check=True, capture_output=True)
+    (d / "ext.cnf").write_text(f"subjectAltName=DNS:{leaf}\nbasicConstraints=CA:FALSE\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", d / f"{leaf}.csr", "-CA", d / "ca.crt", "-CAkey", d / "ca.key",
+                    "-CAcreateserial", "-days", "30", "-out", d / f"{leaf}.crt", "-extfile", d / "ext.cnf"],
+                   check=True, capture_output=True)
+    return d / "ca.crt", d / f"{leaf}.crt", d / f"{leaf}.key"
+
+
+def install(charon, cas=(), cert=None, key=None, crls=()):
+    sw = charon.dir / "swanctl"
+    for sub in ("x509ca", "x509", "private", "x509crl"):
+        for f in (sw / sub).iterdir():
+            f.unlink()
+    for i, c in enumerate(cas):
+        shutil.copy(c, sw / "x509ca" / f"ca{i}.crt")
+    if cert:
+        shutil.copy(cert, sw / "x509" / "me.crt")
+        shutil.copy(key, sw / "private" / "me.key")
+    for i, c in enumerate(crls):
+        shutil.copy(c, sw / "x509crl" / f"crl{i}.pem")
+
+
+def cert_conns(s, remote_cn):
+    a = s["addrs"]
+    rid = f'"O=Example Corp, CN={remote_cn}"' if remote_cn.startswith("site-b") else f'"CN={remote_cn}"'
+    mine = conn(a["gw"], a["peer"], '"CN=gw-a.p4sec"', rid, a["lan"], a["rlan"], auth="pubkey", cert="me.crt")
+    theirs = conn(a["peer"], a["gw"], rid, '"CN=gw-a.p4sec"', a["rlan"], a["lan"], auth="pubkey", cert="me.crt")
+    return mine, theirs
+
+
+def test_ikev2_strongswan_certificates(p4sec_bin, tmp_path):
+    """X.509: the p4sec gateway's certificate from p4sec-ca, the strongSwan site's from a foreign CA; then the
+    refusals: a certificate from a CA the gateway does not trust, and a p4sec-ca certificate revoked (CRL)."""
+    from p4sec.ipsec import ca, ikeca
+    cadir = tmp_path / "p4sec-ca"
+    ca.init(cadir)
+    ca.issue(cadir, "gw-a.p4sec", sans=["192.0.2.1"])
+    fca, fcert, fkey = foreign_ca(tmp_path / "foreign", "site-b.example")
+    with sites(p4sec_bin, tmp_path, V4) as s:
+        mine, theirs = s["p4sec_charon"].start(), s["remote_charon"].start()
+        install(mine, cas=[cadir / "ca.crt", fca], cert=cadir / "gw-a.p4sec.crt", key=cadir / "gw-a.p4sec.key")
+        install(theirs, cas=[cadir / "ca.crt"], cert=fcert, key=fkey)
+        m, t = cert_conns(s, "site-b.example")
+        mine.load(m)
+        theirs.load(t)
+        establish(s)
+        assert "authentication of 'O=Example Corp, CN=site-b.example' with ECDSA_WITH_SHA256_DER successful" in mine.logtext()
+        both_ways(s)
+        theirs.swanctl("--terminate", "--ike", "site", "--timeout", "20")
+        assert settle(lambda: ike_tunnels(s["ctl"]) == [])
+
+        # untrusted: the gateway no longer trusts the foreign CA
+        install(mine, cas=[cadir / "ca.crt"], cert=cadir / "gw-a.p4sec.crt", key=cadir / "gw-a.p4sec.key")
+        mine.swanctl("--load-creds", "--clear", "--noprompt")
+        r = theirs.swanctl("--initiate", "--child", "net", "--timeout", "20", check=False)
+        assert r.returncode != 0
+        assert settle(lambda: "no trusted ECDSA public key found for 'O=Example Corp, CN=site-b.example'" in mine.logtext()), \
+            mine.logtext()[-3000:]
+        assert ike_tunnels(s["ctl"]) == []
+
+        # revoked: a p4sec-ca certificate for the site, revoked, the CRL given to the gateway's charon
+        ca.issue(cadir, "site-c.example")
+        ca.revoke(cadir, "site-c.example")
+        crl = ikeca.crl(cadir)
+        install(mine, cas=[cadir / "ca.crt"], cert=cadir / "gw-a.p4sec.crt", key=cadir / "gw-a.p4sec.key", crls=[crl])
+        m, t = cert_conns(s, "site-c.example")
+        mine.load(m)
+        theirs.load(t)
+        mine.swanctl("--load-creds", "--clear", "--noprompt")
+        install(theirs, cas=[cadir / "ca.crt"], cert=cadir / "site-c.example.crt", key=cadir / "site-c.example.key")
+        theirs.swanctl("--load-creds", "--clear", "--noprompt")
+        r = theirs.swanctl("--initiate", "--child", "net", "--timeout", "20", check=False)
+        assert r.returncode != 0
+        assert settle(lambda: "certificate was revoked" in mine.logtext()), mine.logtext()[-3000:]
+        assert ike_tunnels(s["ctl"]) == []
