@@ -165,20 +165,23 @@ def psk(a, b, secret):
 
 
 @contextlib.contextmanager
-def sites(p4sec_bin, tmp_path, addrs=V4):
+def sites(p4sec_bin, tmp_path, addrs=V4, nat=False):
     """The two sites and the p4sec gateway with its controller and IKE endpoint; yields a dict with the
     namespaces, the controller `ctl`, the endpoint `ike`, the switch and the two charons (not started:
-    `p4sec_charon` and `remote_charon`)."""
+    `p4sec_charon` and `remote_charon`). With `nat` (IPv4), the strongSwan site sits behind a masquerading
+    namespace `nat` that owns the public address (198.51.100.1) and maps UDP to source ports 31000-31999; the
+    strongSwan host's own WAN address is then 10.99.0.2 (`s["remote_addr"]`)."""
     t = uuid.uuid4().hex[:6]
     n = {"lan": f"il{t}", "remote": f"ir{t}", "ike": f"ii{t}", "h1": f"ih{t}", "a1": f"ia{t}", "wb": f"iw{t}",
          "wa": f"ix{t}", "i0": f"ic{t}", "ik": f"ik{t}"}
     v6 = ":" in addrs["gw"]
     procs, sw, ctl, ike, charons = [], None, None, None, []
     try:
-        for ns in ("lan", "remote", "ike"):
+        n["nat"], n["no"], n["ni"] = f"in{t}", f"io{t}", f"iq{t}"
+        for ns in ("lan", "remote", "ike") + (("nat",) if nat else ()):
             sh("ip", "netns", "add", n[ns])
             sh("ip", "netns", "exec", n[ns], "ip", "link", "set", "lo", "up")
-        for inner, outer, ns, mac in (("h1", "a1", "lan", LAN_MAC), ("wb", "wa", "remote", WAN_MAC), ("i0", "ik", "ike", IKE_MAC)):
+        for inner, outer, ns, mac in (("h1", "a1", "lan", LAN_MAC), ("wb", "wa", "nat" if nat else "remote", WAN_MAC), ("i0", "ik", "ike", IKE_MAC)):
             sh("ip", "link", "add", n[inner], "type", "veth", "peer", "name", n[outer])
             sh("ip", "link", "set", n[inner], "netns", n[ns])
             ex = ["ip", "netns", "exec", n[ns]]
@@ -203,9 +206,25 @@ def sites(p4sec_bin, tmp_path, addrs=V4):
         rem = ["ip", "netns", "exec", n["remote"], "ip"] + fam
         # the strongSwan site: one address of it on the loopback (this kernel has no dummy interfaces)
         sh("ip", "netns", "exec", n["remote"], "ip", *ifam, "addr", "add", f"{addrs['rhost']}/{128 if in6 else 32}", "dev", "lo")
-        sh(*rem, "addr", "add", f"{addrs['peer']}/{addrs['plen']}", "dev", n["wb"], *(["nodad"] if v6 else []))
-        sh(*rem, "neigh", "replace", hop, "lladdr", SWITCH_MAC, "dev", n["wb"], "nud", "permanent")
-        sh(*rem, "route", "add", addrs["gw"], "via", hop, "dev", n["wb"], "onlink")
+        edge = ["ip", "netns", "exec", n["nat"], "ip"] if nat else rem
+        sh(*edge, "addr", "add", f"{addrs['peer']}/{addrs['plen']}", "dev", n["wb"], *(["nodad"] if v6 else []))
+        sh(*edge, "neigh", "replace", hop, "lladdr", SWITCH_MAC, "dev", n["wb"], "nud", "permanent")
+        sh(*edge, "route", "add", addrs["gw"], "via", hop, "dev", n["wb"], "onlink")
+        remote_addr = addrs["peer"]
+        if nat:
+            sh("ip", "link", "add", n["no"], "type", "veth", "peer", "name", n["ni"])
+            sh("ip", "link", "set", n["no"], "netns", n["nat"])
+            sh("ip", "link", "set", n["ni"], "netns", n["remote"])
+            ex = ["ip", "netns", "exec", n["nat"]]
+            sh(*ex, "ip", "addr", "add", "10.99.0.1/24", "dev", n["no"])
+            sh(*ex, "ip", "link", "set", n["no"], "up")
+            sh(*ex, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            sh(*ex, "iptables", "-t", "nat", "-A", "POSTROUTING", "-o", n["wb"], "-p", "udp", "-j", "MASQUERADE", "--to-ports", "31000-31999")
+            sh(*ex, "iptables", "-t", "nat", "-A", "POSTROUTING", "-o", n["wb"], "-j", "MASQUERADE")
+            sh(*rem, "addr", "add", "10.99.0.2/24", "dev", n["ni"])
+            sh(*rem, "link", "set", n["ni"], "up")
+            sh(*rem, "route", "add", "default", "via", "10.99.0.1")
+            remote_addr = "10.99.0.2"
         ik = ["ip", "netns", "exec", n["ike"], "ip"] + fam
         sh(*ik, "addr", "add", f"{addrs['gw']}/{128 if v6 else 32}", "dev", n["i0"], *(["nodad"] if v6 else []))
         sh(*ik, "neigh", "replace", hop, "lladdr", SWITCH_MAC, "dev", n["i0"], "nud", "permanent")
@@ -235,7 +254,8 @@ def sites(p4sec_bin, tmp_path, addrs=V4):
         theirs = Charon(n["remote"], tmp_path / "charon-remote", "kernel-libipsec")
         charons = [mine, theirs]
         yield {"ns": n, "ctl": ctl, "ike": ike, "switch": sw, "p4sec_charon": mine, "remote_charon": theirs,
-               "addrs": addrs, "program": out, "tmp": tmp_path, "restart_switch": restart_switch}
+               "addrs": addrs, "program": out, "tmp": tmp_path, "restart_switch": restart_switch,
+               "remote_addr": remote_addr}
     finally:
         for c in charons:
             c.stop()
@@ -248,7 +268,7 @@ def sites(p4sec_bin, tmp_path, addrs=V4):
         stop(procs)
         for k in ("a1", "wa", "ik"):
             subprocess.run(["ip", "link", "del", n[k]], capture_output=True)
-        for ns in ("lan", "remote", "ike"):
+        for ns in ("lan", "remote", "ike", "nat"):
             subprocess.run(["ip", "netns", "del", n[ns]], capture_output=True)
 
 

@@ -2,6 +2,7 @@
 the SAs and policies to the controller's IKE endpoint, which installs them on the switch) against stock strongSwan
 with its own userspace ESP (kernel-libipsec) as the remote site. Site-to-site traffic both ways, the SAs in the
 controller's store and status, rekeying under traffic, deletion."""
+import json
 import os
 import shutil
 import re
@@ -28,7 +29,7 @@ def configure(s, esp="aes128gcm16", child_extra="", extra="", secret=SECRET, rem
     a = s["addrs"]
     s["p4sec_charon"].start().load(conn(a["gw"], a["peer"], "gw-a.p4sec", "site-b.example", a["lan"], a["rlan"], esp=esp,
                                         child_extra=child_extra, extra=extra) + psk("gw-a.p4sec", "site-b.example", secret))
-    s["remote_charon"].start().load(conn(a["peer"], a["gw"], "site-b.example", "gw-a.p4sec", a["rlan"], a["lan"], esp=esp,
+    s["remote_charon"].start().load(conn(s["remote_addr"], a["gw"], "site-b.example", "gw-a.p4sec", a["rlan"], a["lan"], esp=esp,
                                          child_extra=child_extra, extra=extra)
                                     + psk("site-b.example", "gw-a.p4sec", remote_secret or secret))
 
@@ -284,3 +285,39 @@ def test_ikev2_strongswan_certificates(p4sec_bin, tmp_path):
         assert r.returncode != 0
         assert settle(lambda: "certificate was revoked" in mine.logtext()), mine.logtext()[-3000:]
         assert ike_tunnels(s["ctl"]) == []
+
+
+def test_ikev2_strongswan_nat_traversal(p4sec_bin, tmp_path):
+    """The strongSwan site behind a masquerading NAT that also rewrites UDP ports: IKE moves to 4500, ESP goes in
+    UDP both ways between the gateway's port 4500 and the NAT's mapped port, and a rekey under traffic loses
+    nothing."""
+    with sites(p4sec_bin, tmp_path, V4, nat=True) as s:
+        configure(s)
+        establish(s)
+        mine = s["p4sec_charon"]
+        assert "remote host is behind NAT" in mine.logtext()
+        m = re.search(r"received packet: from 198\.51\.100\.1\[(\d+)\] to 192\.0\.2\.1\[4500\]", mine.logtext())
+        assert m and 31000 <= int(m.group(1)) <= 31999, mine.logtext()[-2000:]
+        cfgs = [json.loads(r[0]) for r in s["ctl"].db.execute("select config from sa where state = 'active'")]
+        assert sorted(c["udp_encap"][0] if c["tunnel"][0] != "192.0.2.1" else c["udp_encap"][1] for c in cfgs) == [int(m.group(1))] * 2
+        both_ways(s)
+        flood = subprocess.Popen(["ip", "netns", "exec", s["ns"]["lan"], "ping", "-c", "40", "-i", "0.05", "-W", "2", s["addrs"]["rhost"]],
+                                 stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        mine.swanctl("--rekey", "--child", "net")
+        out = flood.communicate(timeout=60)[0]
+        assert " 0% packet loss" in out, out
+
+
+def test_ikev2_strongswan_dpd_notices_dead_peer(p4sec_bin, tmp_path):
+    """Dead peer detection: the strongSwan site's charon dies; the p4sec side's charon notices it (DPD) and its
+    SAs and policy leave the gateway."""
+    with sites(p4sec_bin, tmp_path, V4) as s:
+        configure(s, extra="dpd_delay = 2s")
+        establish(s)
+        both_ways(s)
+        s["remote_charon"].proc.kill()        # ip netns exec, unshare and sh exec: this is charon itself
+        assert settle(lambda: ike_tunnels(s["ctl"]) == [], timeout=40), ike_tunnels(s["ctl"])
+        log = s["p4sec_charon"].logtext()
+        assert "sending DPD request" in log and "giving up after 3 retransmits" in log, log[-3000:]
+        assert ping(s["ns"]["lan"], s["addrs"]["rhost"], count=1).returncode != 0
