@@ -165,12 +165,13 @@ def psk(a, b, secret):
 
 
 @contextlib.contextmanager
-def sites(p4sec_bin, tmp_path, addrs=V4, nat=False):
+def sites(p4sec_bin, tmp_path, addrs=V4, nat=False, controller=True):
     """The two sites and the p4sec gateway with its controller and IKE endpoint; yields a dict with the
     namespaces, the controller `ctl`, the endpoint `ike`, the switch and the two charons (not started:
     `p4sec_charon` and `remote_charon`). With `nat` (IPv4), the strongSwan site sits behind a masquerading
     namespace `nat` that owns the public address (198.51.100.1) and maps UDP to source ports 31000-31999; the
-    strongSwan host's own WAN address is then 10.99.0.2 (`s["remote_addr"]`)."""
+    strongSwan host's own WAN address is then 10.99.0.2 (`s["remote_addr"]`). Without `controller`, no
+    controller is made: the test runs one (`s["grpc"]` is the switch's P4Runtime address)."""
     t = uuid.uuid4().hex[:6]
     n = {"lan": f"il{t}", "remote": f"ir{t}", "ike": f"ii{t}", "h1": f"ih{t}", "a1": f"ia{t}", "wb": f"iw{t}",
          "wa": f"ix{t}", "i0": f"ic{t}", "ik": f"ik{t}"}
@@ -244,18 +245,19 @@ def sites(p4sec_bin, tmp_path, addrs=V4, nat=False):
             procs[0].wait()
             procs[0] = subprocess.Popen(switch_cmd, stderr=open(tmp_path / "switch.log", "a"))
             listening(port)
-        sw = runtime.Switch(f"127.0.0.1:{port}")
-        ctl = IpsecController(db=str(tmp_path / "ctl.db"))
-        ctl.add_gateway(Gateway("A", sw, addrs["gw"], addrs["lan"], 1, LAN_MAC, 2, WAN_MAC, addrs["wan"]), out)
-        ike = IkeEndpoint(ctl, str(tmp_path / "ike.sock"))
-        ike.attach("A", 3, IKE_MAC)
+        if controller:
+            sw = runtime.Switch(f"127.0.0.1:{port}")
+            ctl = IpsecController(db=str(tmp_path / "ctl.db"))
+            ctl.add_gateway(Gateway("A", sw, addrs["gw"], addrs["lan"], 1, LAN_MAC, 2, WAN_MAC, addrs["wan"]), out)
+            ike = IkeEndpoint(ctl, str(tmp_path / "ike.sock"))
+            ike.attach("A", 3, IKE_MAC)
         mine = Charon(n["ike"], tmp_path / "charon-p4sec", "p4sec",
                       settings=f"p4sec {{\n      socket = {tmp_path / 'ike.sock'}\n      gateway = A\n    }}", install_routes=False)
         theirs = Charon(n["remote"], tmp_path / "charon-remote", "kernel-libipsec")
         charons = [mine, theirs]
         yield {"ns": n, "ctl": ctl, "ike": ike, "switch": sw, "p4sec_charon": mine, "remote_charon": theirs,
                "addrs": addrs, "program": out, "tmp": tmp_path, "restart_switch": restart_switch,
-               "remote_addr": remote_addr}
+               "remote_addr": remote_addr, "grpc": f"127.0.0.1:{port}"}
     finally:
         for c in charons:
             c.stop()

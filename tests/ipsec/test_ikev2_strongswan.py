@@ -321,3 +321,56 @@ def test_ikev2_strongswan_dpd_notices_dead_peer(p4sec_bin, tmp_path):
         log = s["p4sec_charon"].logtext()
         assert "sending DPD request" in log and "giving up after 3 retransmits" in log, log[-3000:]
         assert ping(s["ns"]["lan"], s["addrs"]["rhost"], count=1).returncode != 0
+
+
+def test_ikev2_strongswan_controller_service_and_restart(p4sec_bin, tmp_path):
+    """`p4sec-controller run` with an `ike:` section: charon's plugin reaches it, the CLI lists the IKE tunnel
+    beside the IKE-less ones and refuses to drive it; a controller killed and started again adopts the switch,
+    keeps the IKE tunnel (traffic flows throughout) and serves charon's next rekey."""
+    from ctlrig import start_controller, stop
+    from conftest import console_script
+    from p4sec.infra.netns import free_port
+    with sites(p4sec_bin, tmp_path, V4, controller=False) as s:
+        a = s["addrs"]
+        rest = free_port()
+        cfg = tmp_path / "ctl.yaml"
+        cfg.write_text(f"""db: {tmp_path / 'ctl.db'}
+program: {s['program']}
+rest: 127.0.0.1:{rest}
+reconcile_interval: 1
+ike:
+  socket: {tmp_path / 'ike.sock'}
+  gateways:
+    A: {{port: 3, mac: "02:00:00:00:0c:01"}}
+gateways:
+  - {{name: A, grpc: "{s['grpc']}", address: {a['gw']},
+     lan: {{prefix: {a['lan']}, port: 1, mac: "02:00:00:00:0a:01"}}, wan: {{prefix: {a['wan']}, port: 2, mac: "02:00:00:00:0b:02"}}}}
+""")
+        ctl = start_controller(cfg, tmp_path / "controller.log")
+        try:
+            configure(s)
+            establish(s)
+            both_ways(s)
+            cli = [console_script("p4sec-controller"), "--api", f"http://127.0.0.1:{rest}"]
+            out = subprocess.run(cli + ["tunnels", "list"], capture_output=True, text=True, check=True).stdout
+            assert "ike-A-1" in out and "ike:198.51.100.1" in out, out
+            r = subprocess.run(cli + ["tunnels", "down", "ike-A-1"], capture_output=True, text=True)
+            assert r.returncode != 0 and "negotiated by IKEv2" in r.stderr, r.stdout + r.stderr
+            time.sleep(2.5)         # periodic reconciliations (every second) leave the IKE tunnel alone
+            both_ways(s)
+
+            flood = subprocess.Popen(["ip", "netns", "exec", s["ns"]["lan"], "ping", "-c", "60", "-i", "0.05", "-W", "2", a["rhost"]],
+                                     stdout=subprocess.PIPE, text=True)
+            time.sleep(0.5)
+            ctl.kill()
+            ctl.wait()
+            ctl = start_controller(cfg, tmp_path / "controller.log")
+            out = flood.communicate(timeout=60)[0]
+            assert " 0% packet loss" in out, out + open(tmp_path / "controller.log").read()[-3000:]
+            # the plugin reconnects: charon's rekey goes to the new controller process
+            s["p4sec_charon"].swanctl("--rekey", "--child", "net")
+            assert settle(lambda: "outbound SA" in open(tmp_path / "controller.log").read().split("adopted")[-1]), \
+                open(tmp_path / "controller.log").read()[-3000:]
+            both_ways(s)
+        finally:
+            stop([ctl])

@@ -29,6 +29,7 @@ import threading
 import time
 
 from p4sec.ipsec import gateway as gwp
+from p4sec.ipsec import ike
 from p4sec.ipsec import reconcile as rec
 from p4sec.ipsec.ctlbase import (HARD, SA_EVENT_DIGEST, SOFT, SUITES, SWITCH_MAC, ControllerError, Gateway, _lpm,  # noqa: F401 (re-exported)
                       UDP_ENCAP_PORTS, checkpoint, sa_config, sa_selectors)
@@ -64,7 +65,8 @@ class IpsecController(HostTunnels):
         self.away = set()           # gateways whose switch is unreachable (reconnecting)
         self.programs = {}          # gateway name -> program dir
         self._closed = threading.Event()
-        self.desired_hooks = []         # fn(desired, switch_mac): more desired entries (p4sec.ipsec.ike)
+        # fn(desired, switch_mac): more desired entries (the IKEv2 tunnels' policies and IKE punting, from the store)
+        self.desired_hooks = [lambda out, mac: ike.desired(self, out, mac)]
         self.sa_event_listeners = []    # fn(gateway, spi, event) -> True if it handled the SA's lifetime event
 
     # ------------------------------------------------------------------ intents
@@ -694,6 +696,7 @@ class IpsecController(HostTunnels):
         with self.lock:
             if not self.db.execute("select 1 from tunnel where name = ? and state = 'up'", (name,)).fetchone():
                 raise ControllerError(f"no tunnel {name} is up")
+            self._not_ike(name, "rekeys")
             for (spi,) in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall():
                 self.renew(spi)
             return {(s, d): (spi, slot) for spi, s, d, slot in self.db.execute(
@@ -707,6 +710,13 @@ class IpsecController(HostTunnels):
             if not names:
                 raise ControllerError(f"no tunnel between {a_name} and {b_name} is up")
             return {n: self.rekey(n) for n in names}
+
+    def _not_ike(self, name, what):
+        """IKEv2-negotiated tunnels (p4sec.ipsec.ike) belong to their charon: refuse to drive them from here."""
+        r = self.db.execute("select b from tunnel where name = ?", (name,)).fetchone()
+        if r and r[0].startswith("ike:"):
+            raise ControllerError(f"tunnel {name} is negotiated by IKEv2 with {r[0][4:]}: its charon {what} it "
+                                  "(swanctl --rekey / --terminate on the gateway's charon)")
 
     def _on_digest(self, gw_name, name, items):
         if name != SA_EVENT_DIGEST:
@@ -738,6 +748,7 @@ class IpsecController(HostTunnels):
             row = self.db.execute("select a, b, suite from tunnel where name = ? and state = 'up'", (name,)).fetchone()
             if not row:
                 raise ControllerError(f"no tunnel {name} is up")
+            self._not_ike(name, "deletes")
             a, b = self.gateways[row[0]], self.gateways[row[1]]
             sites = self._tunnel_sites(name) or {a.name: a.lan_prefix, b.name: b.lan_prefix}
             rows = self.db.execute("select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'",

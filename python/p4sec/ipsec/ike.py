@@ -118,6 +118,94 @@ def suite_name(cfg):
     return cfg["cipher"] + ("" if cfg["integ"] == "None" else "/" + cfg["integ"])
 
 
+def punt_entries(gw, port, mac):
+    """The entries that punt IKE for gateway `gw` to its charon (switch `port`, interface `mac`): UDP 500/4500 to
+    the gateway's address out of that port (a route), and SPD bypass both ways for those ports."""
+    v = gwp.version(gw.address)
+    host = f"{gw.address}/{128 if v == 6 else 32}"
+    any_ = "::/0" if v == 6 else "0.0.0.0/0"
+    out = [_Route(host, mac, port)]
+    for p in IKE_PORTS:
+        for src, dst, sport, dport in ((any_, host, (0, 65535), (p, p)), (host, any_, (p, p), (0, 65535))):
+            m = gwp.spd_match(src, dst)
+            m[gwp.proto(v)] = ("ternary", b"\x11", b"\xff")
+            m["meta.sport"] = ("range", sport[0].to_bytes(2, "big"), sport[1].to_bytes(2, "big"))
+            m["meta.dport"] = ("range", dport[0].to_bytes(2, "big"), dport[1].to_bytes(2, "big"))
+            out.append(_Table(gwp.spd(v), m, gwp.BYPASS, {}, IKE_PRIORITY))
+    return out
+
+
+def policy_entries(gw, pol):
+    """The entries of an IKE tunnel's outbound policy `pol` (as recorded): a route to the peer out of the WAN
+    port, and the SPD entry that protects its traffic with the SA in its slot."""
+    v = gwp.version(pol["src"])
+    peer = pol["peer"]
+    return [_Route(f"{peer}/{128 if ':' in peer else 32}", gw.wan_mac, gw.wan_port),
+            _Table(gwp.spd(v), gwp.spd_match(pol["src"], pol["dst"]), gwp.PROTECT, {gwp.SA_INDEX: pol["slot"]},
+                   POLICY_PRIORITY, phase=2)]
+
+
+def desired(ctl, out, switch_mac):
+    """reconcile.desired_state's hook (installed by IpsecController): the IKE punting of the gateways that have it,
+    the peers' routes and the IKE tunnels' policies, all from the store (whether or not an endpoint runs)."""
+    from p4sec.ipsec.reconcile import Entry
+    for key, value in ctl.db.execute("select key, value from kv where key like 'ikeport:%' or key like 'ikepol:%'").fetchall():
+        if key.startswith("ikeport:"):
+            name = key[len("ikeport:"):]
+            if name in out and name in ctl.gateways:
+                port, mac = json.loads(value)
+                out[name].entries.extend(e.entry(Entry) for e in punt_entries(ctl.gateways[name], port, mac))
+            continue
+        pol = json.loads(value)
+        if pol["gw"] in out and pol["gw"] in ctl.gateways and pol.get("slot") is not None:
+            out[pol["gw"]].entries.extend(e.entry(Entry) for e in policy_entries(ctl.gateways[pol["gw"]], pol))
+
+
+def check_config(cfg, path):
+    """The `ike:` section of a controller configuration, checked (ControllerError naming what is wrong):
+
+        ike:
+          socket: /run/p4sec/ike.sock          # where the gateways' charons (plugin p4sec) connect
+          gateways:                            # the gateways whose IKE is punted to a charon
+            S1: {port: 3, mac: "02:00:00:00:0c:01"}   # the switch port charon's interface is on, and its MAC
+    """
+    ike = cfg.get("ike")
+    if ike is None:
+        return None
+    where = f"{path}: ike"
+    if not isinstance(ike, dict):
+        raise ControllerError(f"{where}: expected a mapping with socket and gateways")
+    if not isinstance(ike.get("socket"), str) or not ike["socket"]:
+        raise ControllerError(f"{where}.socket: the path of the UNIX socket charon's p4sec plugin connects to is missing")
+    gws = ike.get("gateways")
+    names = {g.get("name") for g in cfg.get("gateways") or [] if isinstance(g, dict)}
+    if not isinstance(gws, dict) or not gws:
+        raise ControllerError(f"{where}.gateways: expected a mapping of gateway name to {{port, mac}}")
+    for name, g in gws.items():
+        if name not in names:
+            raise ControllerError(f"{where}.gateways: unknown gateway {name!r} (gateways: {', '.join(sorted(map(str, names)))})")
+        if not isinstance(g, dict) or not isinstance(g.get("port"), int) or isinstance(g.get("port"), bool) or not 0 < g["port"] < 512:
+            raise ControllerError(f"{where}.gateways.{name}.port: the switch port of charon's interface (1-511) is missing or wrong")
+        try:
+            runtime.mac(str(g.get("mac")))
+        except Exception:
+            raise ControllerError(f"{where}.gateways.{name}.mac: {g.get('mac')!r} is not a MAC address") from None
+    return ike
+
+
+def start_from_config(cfg, ctl):
+    """The IKE endpoint of a controller configuration's `ike:` section (None without one), its gateways' IKE
+    punted; a reconciliation then brings back the IKE tunnels' policies recorded in the store."""
+    ike = cfg.get("ike")
+    if not ike:
+        return None
+    ep = IkeEndpoint(ctl, ike["socket"])
+    for name, g in ike["gateways"].items():
+        ep.attach(name, g["port"], g["mac"])
+    ctl.reconcile()
+    return ep
+
+
 class IkeEndpoint:
     """The controller's endpoint for the charons of its gateways: `attach` a gateway (the switch port and MAC where
     its charon runs: IKE is punted there), then charon's p4sec plugin connects to `path`."""
@@ -128,7 +216,6 @@ class IkeEndpoint:
         self.subscribers = {}       # gateway name -> [socket]
         self.lock = threading.Lock()
         self.requests = 0
-        ctl.desired_hooks = getattr(ctl, "desired_hooks", []) + [self._desired]
         ctl.sa_event_listeners = getattr(ctl, "sa_event_listeners", []) + [self._sa_event]
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         if os.path.exists(path):
@@ -159,43 +246,10 @@ class IkeEndpoint:
             ctl.db.commit()
 
     def _punt_entries(self, gw):
-        port, mac = self.ike[gw.name]
-        v = gwp.version(gw.address)
-        host = f"{gw.address}/{128 if v == 6 else 32}"
-        any_ = "::/0" if v == 6 else "0.0.0.0/0"
-        out = [_Route(host, mac, port)]
-        for p in IKE_PORTS:
-            for src, dst, sport, dport in ((any_, host, (0, 65535), (p, p)), (host, any_, (p, p), (0, 65535))):
-                m = gwp.spd_match(src, dst)
-                m[gwp.proto(v)] = ("ternary", b"\x11", b"\xff")
-                m["meta.sport"] = ("range", sport[0].to_bytes(2, "big"), sport[1].to_bytes(2, "big"))
-                m["meta.dport"] = ("range", dport[0].to_bytes(2, "big"), dport[1].to_bytes(2, "big"))
-                out.append(_Table(gwp.spd(v), m, gwp.BYPASS, {}, IKE_PRIORITY))
-        return out
-
-    def _desired(self, out, switch_mac):
-        """reconcile.desired_state's hook: the IKE punting, the peers' routes and the IKE tunnels' policies."""
-        from p4sec.ipsec.reconcile import Entry
-        ctl = self.ctl
-        for gw_name in list(self.ike):
-            if gw_name not in out:
-                continue
-            for e in self._punt_entries(ctl.gateways[gw_name]):
-                out[gw_name].entries.append(e.entry(Entry))
-        for key, value in ctl.db.execute("select key, value from kv where key like 'ikepol:%'").fetchall():
-            pol = json.loads(value)
-            gw_name = pol["gw"]
-            if gw_name not in out or pol.get("slot") is None:
-                continue
-            for e in self._policy_entries(ctl.gateways[gw_name], pol):
-                out[gw_name].entries.append(e.entry(Entry))
+        return punt_entries(gw, *self.ike[gw.name])
 
     def _policy_entries(self, gw, pol):
-        v = gwp.version(pol["src"])
-        peer = pol["peer"]
-        return [_Route(f"{peer}/{128 if ':' in peer else 32}", gw.wan_mac, gw.wan_port),
-                _Table(gwp.spd(v), gwp.spd_match(pol["src"], pol["dst"]), gwp.PROTECT, {gwp.SA_INDEX: pol["slot"]},
-                       POLICY_PRIORITY, phase=2)]
+        return policy_entries(gw, pol)
 
     # ------------------------------------------------------------------ the socket
 
