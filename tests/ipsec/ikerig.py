@@ -278,3 +278,79 @@ def ping(ns, dst, src=None, count=3, timeout=20):
     """ping from namespace `ns` (from address `src`); the CompletedProcess (returncode 0: all answered)."""
     cmd = ["ip", "netns", "exec", ns, "ping", "-c", str(count), "-i", "0.2", "-W", "2"] + (["-I", src] if src else []) + [dst]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+@contextlib.contextmanager
+def p4sec_pair(p4sec_bin, tmp_path, encap=False):
+    """Two p4sec gateways, each with its own controller, IKE endpoint and charon (plugin p4sec): A (site
+    10.1.0.0/16, host 10.1.0.1, WAN 192.0.2.1) and B (site 10.2.0.0/16, host 10.2.0.1, WAN 198.51.100.1), their
+    WAN ports linked. Yields {"ns": ..., "A": {"ctl", "ike", "charon"}, "B": {...}}."""
+    t = uuid.uuid4().hex[:6]
+    side = {"A": {"gw": "192.0.2.1", "lan": "10.1.0.0/16", "host": "10.1.0.1", "wan": "198.51.100.0/24"},
+            "B": {"gw": "198.51.100.1", "lan": "10.2.0.0/16", "host": "10.2.0.1", "wan": "192.0.2.0/24"}}
+    n = {"wa": f"pw{t}", "wb": f"px{t}"}
+    for g in ("A", "B"):
+        k = g.lower()
+        n.update({f"lan{g}": f"pl{k}{t}", f"ike{g}": f"pi{k}{t}", f"h{g}": f"ph{k}{t}", f"p{g}": f"pp{k}{t}",
+                  f"c{g}": f"pc{k}{t}", f"k{g}": f"pk{k}{t}"})
+    procs, made, charons, out = [], {}, [], tmp_path / "gw"
+    try:
+        sh("ip", "link", "add", n["wa"], "type", "veth", "peer", "name", n["wb"])
+        for g in ("A", "B"):
+            for ns in (f"lan{g}", f"ike{g}"):
+                sh("ip", "netns", "add", n[ns])
+            for inner, outer, ns, mac in ((f"h{g}", f"p{g}", f"lan{g}", LAN_MAC), (f"c{g}", f"k{g}", f"ike{g}", IKE_MAC)):
+                sh("ip", "link", "add", n[inner], "type", "veth", "peer", "name", n[outer])
+                sh("ip", "link", "set", n[inner], "netns", n[ns])
+                ex = ["ip", "netns", "exec", n[ns]]
+                sh(*ex, "ip", "link", "set", n[inner], "address", mac)
+                subprocess.run(ex + ["sysctl", "-qw", f"net.ipv6.conf.{n[inner]}.disable_ipv6=1"], capture_output=True)
+                sh(*ex, "ip", "link", "set", n[inner], "up")
+                sh(*ex, "ip", "neigh", "replace", "169.254.0.1", "lladdr", SWITCH_MAC, "dev", n[inner], "nud", "permanent")
+                sh("ip", "link", "set", n[outer], "up")
+                subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{n[outer]}.disable_ipv6=1"], capture_output=True)
+            lan = ["ip", "netns", "exec", n[f"lan{g}"], "ip"]
+            other = side["B" if g == "A" else "A"]
+            sh(*lan, "addr", "add", f"{side[g]['host']}/16", "dev", n[f"h{g}"])
+            sh(*lan, "route", "add", other["lan"], "via", "169.254.0.1", "dev", n[f"h{g}"], "onlink")
+            ik = ["ip", "netns", "exec", n[f"ike{g}"], "ip"]
+            sh(*ik, "addr", "add", f"{side[g]['gw']}/32", "dev", n[f"c{g}"])
+            sh(*ik, "route", "add", "default", "via", "169.254.0.1", "dev", n[f"c{g}"], "onlink")
+        for k in ("wa", "wb"):
+            sh("ip", "link", "set", n[k], "address", WAN_MAC)
+            sh("ip", "link", "set", n[k], "up")
+            subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{n[k]}.disable_ipv6=1"], capture_output=True)
+        subprocess.run([str(p4sec_bin), "compile", str(ROOT / "programs" / "ipsec_gateway.p4"), "-o", str(out)], check=True,
+                       capture_output=True)
+        for g, wan in (("A", n["wa"]), ("B", n["wb"])):
+            port = free_port()
+            procs.append(subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", "--port", f"1={n[f'p{g}']}",
+                                           "--port", f"2={wan}", "--port", f"3={n[f'k{g}']}"],
+                                          stderr=open(tmp_path / f"switch{g}.log", "w")))
+            listening(port)
+            sw = runtime.Switch(f"127.0.0.1:{port}")
+            ctl = IpsecController(db=str(tmp_path / f"ctl{g}.db"))
+            made[g] = {"switch": sw, "ctl": ctl}
+            ctl.add_gateway(Gateway(g, sw, side[g]["gw"], side[g]["lan"], 1, LAN_MAC, 2, WAN_MAC, side[g]["wan"]), out)
+            ep = IkeEndpoint(ctl, str(tmp_path / f"ike{g}.sock"))
+            made[g]["ike"] = ep
+            ep.attach(g, 3, IKE_MAC)
+            c = Charon(n[f"ike{g}"], tmp_path / f"charon{g}", "p4sec", install_routes=False,
+                       settings=f"p4sec {{\n      socket = {tmp_path / f'ike{g}.sock'}\n      gateway = {g}\n    }}")
+            charons.append(c)
+            made[g]["charon"] = c
+        yield {"ns": n, "side": side, **made}
+    finally:
+        for c in charons:
+            c.stop()
+        for m in made.values():
+            if "ike" in m:
+                m["ike"].close()
+            m["ctl"].close()
+            m["switch"].close()
+        stop(procs)
+        for k in ("wa", "pA", "pB", "kA", "kB"):
+            subprocess.run(["ip", "link", "del", n[k]], capture_output=True)
+        for g in ("A", "B"):
+            for ns in (f"lan{g}", f"ike{g}"):
+                subprocess.run(["ip", "netns", "del", n[ns]], capture_output=True)
