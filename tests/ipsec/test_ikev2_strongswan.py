@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ikerig import V4, V4_IN_V6, V6, V6_IN_V4, conn, missing, ping, psk, sites
+from bench.ikev2_rig import V4, V4_IN_V6, V6, V6_IN_V4, conn, missing, ping, psk, sites
 
 pytestmark = pytest.mark.skipif(missing() is not None and os.environ.get("CI", "").lower() not in ("true", "1"),
                                 reason=missing() or "")
@@ -380,7 +380,7 @@ gateways:
 def test_ikev2_p4sec_to_p4sec_two_charons(p4sec_bin, tmp_path):
     """A p4sec gateway to a p4sec gateway, each with its own controller and charon, negotiated by IKEv2: plain ESP
     (no NAT, neither side needs UDP encapsulation), traffic both ways and a rekey under traffic."""
-    from ikerig import p4sec_pair
+    from bench.ikev2_rig import p4sec_pair
     with p4sec_pair(p4sec_bin, tmp_path) as p:
         sa, sb = p["side"]["A"], p["side"]["B"]
         p["A"]["charon"].start().load(conn(sa["gw"], sb["gw"], "gw-a.p4sec", "gw-b.p4sec", sa["lan"], sb["lan"], esp="aes256gcm16")

@@ -1,4 +1,4 @@
-"""What the IKEv2 interop tests share: a p4sec gateway (programs/ipsec_gateway.p4 under an in-process
+"""What the IKEv2 interop tests and benchmark (tests/ipsec/test_ikev2_strongswan.py, python -m bench.ikev2) share: a p4sec gateway (programs/ipsec_gateway.p4 under an in-process
 IpsecController with its IKE endpoint) whose charon runs in a namespace on a switch port, and stock strongSwan
 (charon with kernel-libipsec: userspace ESP over a TUN device, always in UDP 4500) as the remote site in another
 namespace. Each charon runs in its own mount namespace with a private /run, its strongswan.conf given by
@@ -11,17 +11,17 @@ import contextlib
 import os
 import pathlib
 import shutil
+import socket
 import subprocess
 import time
 import uuid
 
-from ctlrig import listening, stop
 from p4sec.infra import runtime
 from p4sec.infra.netns import free_port, sh
 from p4sec.ipsec.controller import Gateway, IpsecController
 from p4sec.ipsec.ike import IkeEndpoint
 
-from conftest import ROOT
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CHARON = "/usr/lib/ipsec/charon"
 SWANCTL = shutil.which("swanctl") or "/usr/sbin/swanctl"
@@ -38,6 +38,30 @@ V6_IN_V4 = dict(V4, **{k: V6[k] for k in ("lan", "host", "rlan", "rhost")})
 
 # the crypto and network plugins both charons load (kernel-ipsec first: p4sec or kernel-libipsec)
 COMMON = "random nonce openssl pem pkcs1 pkcs8 x509 revocation constraints pubkey aes sha1 sha2 hmac gcm kdf"
+
+
+def listening(port, timeout=10):
+    """Wait until something accepts connections on 127.0.0.1:port."""
+    end = time.time() + timeout
+    while time.time() < end:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"nothing listens on {port}")
+
+
+def stop(procs):
+    """Terminate processes, killing those that do not stop within 10 s."""
+    for p in procs:
+        if p is None or p.poll() is not None:
+            continue
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
 
 
 def missing():
@@ -204,6 +228,7 @@ def sites(p4sec_bin, tmp_path, addrs=V4, nat=False, controller=True):
         sh(*lan, "addr", "add", f"{addrs['host']}/{addrs['lan'].split('/')[1]}", "dev", n["h1"], *(["nodad"] if in6 else []))
         sh(*lan, "neigh", "replace", ihop, "lladdr", SWITCH_MAC, "dev", n["h1"], "nud", "permanent")
         sh(*lan, "route", "add", addrs["rlan"], "via", ihop, "dev", n["h1"], "onlink")
+        sh(*lan, "link", "set", n["h1"], "mtu", "1400")     # room for ESP (in UDP) on the 1500-byte WAN link
         rem = ["ip", "netns", "exec", n["remote"], "ip"] + fam
         # the strongSwan site: one address of it on the loopback (this kernel has no dummy interfaces)
         sh("ip", "netns", "exec", n["remote"], "ip", *ifam, "addr", "add", f"{addrs['rhost']}/{128 if in6 else 32}", "dev", "lo")
@@ -281,10 +306,11 @@ def ping(ns, dst, src=None, count=3, timeout=20):
 
 
 @contextlib.contextmanager
-def p4sec_pair(p4sec_bin, tmp_path, encap=False):
+def p4sec_pair(p4sec_bin, tmp_path, ikeless=False):
     """Two p4sec gateways, each with its own controller, IKE endpoint and charon (plugin p4sec): A (site
     10.1.0.0/16, host 10.1.0.1, WAN 192.0.2.1) and B (site 10.2.0.0/16, host 10.2.0.1, WAN 198.51.100.1), their
-    WAN ports linked. Yields {"ns": ..., "A": {"ctl", "ike", "charon"}, "B": {...}}."""
+    WAN ports linked. Yields {"ns": ..., "A": {"ctl", "ike", "charon"}, "B": {...}}. With `ikeless`, one controller
+    drives both gateways (no IKE: RFC 9061's IKE-less case), in "A" and "B" alike, and no charon runs."""
     t = uuid.uuid4().hex[:6]
     side = {"A": {"gw": "192.0.2.1", "lan": "10.1.0.0/16", "host": "10.1.0.1", "wan": "198.51.100.0/24"},
             "B": {"gw": "198.51.100.1", "lan": "10.2.0.0/16", "host": "10.2.0.1", "wan": "192.0.2.0/24"}}
@@ -313,6 +339,7 @@ def p4sec_pair(p4sec_bin, tmp_path, encap=False):
             other = side["B" if g == "A" else "A"]
             sh(*lan, "addr", "add", f"{side[g]['host']}/16", "dev", n[f"h{g}"])
             sh(*lan, "route", "add", other["lan"], "via", "169.254.0.1", "dev", n[f"h{g}"], "onlink")
+            sh(*lan, "link", "set", n[f"h{g}"], "mtu", "1400")
             ik = ["ip", "netns", "exec", n[f"ike{g}"], "ip"]
             sh(*ik, "addr", "add", f"{side[g]['gw']}/32", "dev", n[f"c{g}"])
             sh(*ik, "route", "add", "default", "via", "169.254.0.1", "dev", n[f"c{g}"], "onlink")
@@ -329,9 +356,11 @@ def p4sec_pair(p4sec_bin, tmp_path, encap=False):
                                           stderr=open(tmp_path / f"switch{g}.log", "w")))
             listening(port)
             sw = runtime.Switch(f"127.0.0.1:{port}")
-            ctl = IpsecController(db=str(tmp_path / f"ctl{g}.db"))
+            ctl = made["A"]["ctl"] if ikeless and g == "B" else IpsecController(db=str(tmp_path / f"ctl{g}.db"))
             made[g] = {"switch": sw, "ctl": ctl}
             ctl.add_gateway(Gateway(g, sw, side[g]["gw"], side[g]["lan"], 1, LAN_MAC, 2, WAN_MAC, side[g]["wan"]), out)
+            if ikeless:
+                continue
             ep = IkeEndpoint(ctl, str(tmp_path / f"ike{g}.sock"))
             made[g]["ike"] = ep
             ep.attach(g, 3, IKE_MAC)
@@ -343,10 +372,11 @@ def p4sec_pair(p4sec_bin, tmp_path, encap=False):
     finally:
         for c in charons:
             c.stop()
-        for m in made.values():
+        for g, m in made.items():
             if "ike" in m:
                 m["ike"].close()
-            m["ctl"].close()
+            if not (ikeless and g == "B"):
+                m["ctl"].close()
             m["switch"].close()
         stop(procs)
         for k in ("wa", "pA", "pB", "kA", "kB"):
@@ -354,3 +384,32 @@ def p4sec_pair(p4sec_bin, tmp_path, encap=False):
         for g in ("A", "B"):
             for ns in (f"lan{g}", f"ike{g}"):
                 subprocess.run(["ip", "netns", "del", n[ns]], capture_output=True)
+
+
+@contextlib.contextmanager
+def libipsec_pair(tmp_path):
+    """strongSwan to strongSwan, both with kernel-libipsec (userspace ESP, in UDP 4500), in two namespaces joined
+    by a veth link (WAN 10.200.0.1 and .2), their sites' hosts 10.1.0.1 and 10.2.0.1 on their loopbacks. Yields
+    {"ns": {"A", "B"}, "A": Charon, "B": Charon, "addr": {"A", "B"}} (charons not started)."""
+    t = uuid.uuid4().hex[:6]
+    ns = {"A": f"sa{t}", "B": f"sb{t}"}
+    link = {"A": f"sla{t}", "B": f"slb{t}"}
+    charons = []
+    try:
+        for g in ns:
+            sh("ip", "netns", "add", ns[g])
+        sh("ip", "link", "add", link["A"], "type", "veth", "peer", "name", link["B"])
+        for i, g in enumerate(("A", "B")):
+            sh("ip", "link", "set", link[g], "netns", ns[g])
+            ex = ["ip", "netns", "exec", ns[g], "ip"]
+            sh(*ex, "link", "set", "lo", "up")
+            sh(*ex, "addr", "add", f"10.200.0.{i + 1}/24", "dev", link[g])
+            sh(*ex, "link", "set", link[g], "up")
+            sh(*ex, "addr", "add", f"10.{i + 1}.0.1/32", "dev", "lo")
+        charons = [Charon(ns[g], tmp_path / f"charon-ss{g}", "kernel-libipsec") for g in ("A", "B")]
+        yield {"ns": ns, "A": charons[0], "B": charons[1], "addr": {"A": "10.200.0.1", "B": "10.200.0.2"}}
+    finally:
+        for c in charons:
+            c.stop()
+        for g in ns:
+            subprocess.run(["ip", "netns", "del", ns[g]], capture_output=True)
