@@ -379,19 +379,23 @@ gateways:
 
 def test_ikev2_p4sec_to_p4sec_two_charons(p4sec_bin, tmp_path):
     """A p4sec gateway to a p4sec gateway, each with its own controller and charon, negotiated by IKEv2: plain ESP
-    (no NAT, neither side needs UDP encapsulation), traffic both ways and a rekey under traffic."""
+    (no NAT, neither side needs UDP encapsulation), extended sequence numbers and the replay window as negotiated,
+    traffic both ways and a rekey under traffic."""
     from bench.ikev2_rig import p4sec_pair
     with p4sec_pair(p4sec_bin, tmp_path) as p:
         sa, sb = p["side"]["A"], p["side"]["B"]
-        p["A"]["charon"].start().load(conn(sa["gw"], sb["gw"], "gw-a.p4sec", "gw-b.p4sec", sa["lan"], sb["lan"], esp="aes256gcm16")
-                                      + psk("gw-a.p4sec", "gw-b.p4sec", SECRET))
-        p["B"]["charon"].start().load(conn(sb["gw"], sa["gw"], "gw-b.p4sec", "gw-a.p4sec", sb["lan"], sa["lan"], esp="aes256gcm16")
-                                      + psk("gw-b.p4sec", "gw-a.p4sec", SECRET))
+        esp, kid = "aes256gcm16-esn", "replay_window = 128"
+        p["A"]["charon"].start().load(conn(sa["gw"], sb["gw"], "gw-a.p4sec", "gw-b.p4sec", sa["lan"], sb["lan"], esp=esp,
+                                           child_extra=kid) + psk("gw-a.p4sec", "gw-b.p4sec", SECRET))
+        p["B"]["charon"].start().load(conn(sb["gw"], sa["gw"], "gw-b.p4sec", "gw-a.p4sec", sb["lan"], sa["lan"], esp=esp,
+                                           child_extra=kid) + psk("gw-b.p4sec", "gw-a.p4sec", SECRET))
         r = p["A"]["charon"].swanctl("--initiate", "--child", "net", "--timeout", "20", check=False)
         assert "initiate completed successfully" in r.stdout, r.stdout + p["B"]["charon"].logtext()[-3000:]
         for g in ("A", "B"):
             tun = ike_tunnels(p[g]["ctl"])
             assert len(tun) == 1 and tun[0]["encap"] == "esp" and tun[0]["suite"] == "AesGcm256", tun
+            cfgs = [json.loads(r[0]) for r in p[g]["ctl"].db.execute("select config from sa where state = 'active'")]
+            assert [(c["esn"], c["replay_window"], "udp_encap" in c) for c in cfgs] == [(True, 128, False)] * 2
         n = p["ns"]
         r = ping(n["lanA"], sb["host"])
         assert r.returncode == 0, r.stdout + r.stderr
@@ -426,3 +430,33 @@ def test_ikev2_strongswan_packet_lifetime_from_switch_counters(p4sec_bin, tmp_pa
         assert settle(lambda: "p4sec: soft lifetime of SA" in s["p4sec_charon"].logtext()), log[-3000:]
         assert settle(lambda: not set(ike_tunnels(s["ctl"])[0]["active_spis"]) & spis), ike_tunnels(s["ctl"])
         both_ways(s)
+
+
+def test_ikev2_strongswan_several_child_sas_and_ike_rekey(p4sec_bin, tmp_path):
+    """Two CHILD_SAs with one peer, each with its own selectors (two tunnels on the gateway, each subnet pair
+    through its own SAs; each inbound SA accepts only its own pair); an IKE_SA rekey keeps both CHILD_SAs."""
+    with sites(p4sec_bin, tmp_path, V4) as s:
+        a, n = s["addrs"], s["ns"]
+        subprocess.run(["ip", "netns", "exec", n["lan"], "ip", "addr", "add", "10.1.1.1/16", "dev", n["h1"]], check=True)
+        subprocess.run(["ip", "netns", "exec", n["remote"], "ip", "addr", "add", "10.2.1.1/32", "dev", "lo"], check=True)
+        kids = {"net0": ("10.1.0.0/24", "10.2.0.0/24"), "net1": ("10.1.1.0/24", "10.2.1.0/24")}
+        s["p4sec_charon"].start().load(conn(a["gw"], a["peer"], "gw-a.p4sec", "site-b.example", None, None, children=kids)
+                                       + psk("gw-a.p4sec", "site-b.example", SECRET))
+        s["remote_charon"].start().load(conn(a["peer"], a["gw"], "site-b.example", "gw-a.p4sec", None, None,
+                                             children={k: (r, l) for k, (l, r) in kids.items()})
+                                        + psk("site-b.example", "gw-a.p4sec", SECRET))
+        for k in kids:
+            r = s["remote_charon"].swanctl("--initiate", "--child", k, "--timeout", "20", check=False)
+            assert "initiate completed successfully" in r.stdout, r.stdout
+        tun = ike_tunnels(s["ctl"])
+        assert sorted((t["a_prefix"], t[f"b_prefix"]) for t in tun) == sorted(kids.values()), tun
+        assert ping(n["lan"], "10.2.0.1", src="10.1.0.1").returncode == 0
+        assert ping(n["lan"], "10.2.1.1", src="10.1.1.1").returncode == 0
+        assert ping(n["remote"], "10.1.1.1", src="10.2.1.1").returncode == 0
+        # a pair no CHILD_SA covers is not carried
+        assert ping(n["lan"], "10.2.1.1", src="10.1.0.1", count=1).returncode != 0
+        spis = {t["name"]: set(t["active_spis"]) for t in tun}
+        s["p4sec_charon"].swanctl("--rekey", "--ike", "site")
+        assert settle(lambda: "IKE_SA site[2] rekeyed between" in s["p4sec_charon"].logtext()), s["p4sec_charon"].logtext()[-2000:]
+        assert ping(n["lan"], "10.2.0.1", src="10.1.0.1").returncode == 0
+        assert {t["name"]: set(t["active_spis"]) for t in ike_tunnels(s["ctl"])} == spis
