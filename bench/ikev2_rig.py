@@ -33,6 +33,7 @@ V4 = {"lan": "10.1.0.0/16", "host": "10.1.0.1", "rlan": "10.2.0.0/16", "rhost": 
       "gw": "192.0.2.1", "peer": "198.51.100.1", "wan": "198.51.100.0/24", "plen": 24, "gwhop": "169.254.0.1"}
 V6 = {"lan": "2001:db8:1::/64", "host": "2001:db8:1::1", "rlan": "2001:db8:2::/64", "rhost": "2001:db8:2::1",
       "gw": "2001:db8:a::1", "peer": "2001:db8:b::1", "wan": "2001:db8:b::/64", "plen": 64, "gwhop": "fe80::1"}
+V4_GW_NAT = dict(V4, gw="10.98.0.2")
 V4_IN_V6 = dict(V6, **{k: V4[k] for k in ("lan", "host", "rlan", "rhost")})
 V6_IN_V4 = dict(V4, **{k: V6[k] for k in ("lan", "host", "rlan", "rhost")})
 
@@ -77,7 +78,7 @@ def missing():
 class Charon:
     """One charon in namespace `ns` with its own /run, configuration and vici socket under `workdir`."""
 
-    def __init__(self, ns, workdir, kernel_ipsec, settings="", install_routes=True):
+    def __init__(self, ns, workdir, kernel_ipsec, settings="", install_routes=True, top=""):
         self.ns, self.dir = ns, pathlib.Path(workdir)
         (self.dir / "swanctl").mkdir(parents=True, exist_ok=True)
         for sub in ("x509", "x509ca", "x509crl", "private", "rsa", "ecdsa", "pkcs8"):
@@ -87,6 +88,7 @@ class Charon:
         conf = f"""charon {{
   load = {COMMON} {kernel_ipsec} kernel-netlink socket-default vici
   install_routes = {'yes' if install_routes else 'no'}
+  {top}
   retransmit_timeout = 1.0
   retransmit_base = 1.4
   retransmit_tries = 3
@@ -194,7 +196,9 @@ def sites(p4sec_bin, tmp_path, addrs=V4, nat=False, controller=True):
     namespaces, the controller `ctl`, the endpoint `ike`, the switch and the two charons (not started:
     `p4sec_charon` and `remote_charon`). With `nat` (IPv4), the strongSwan site sits behind a masquerading
     namespace `nat` that owns the public address (198.51.100.1) and maps UDP to source ports 31000-31999; the
-    strongSwan host's own WAN address is then 10.99.0.2 (`s["remote_addr"]`). Without `controller`, no
+    strongSwan host's own WAN address is then 10.99.0.2 (`s["remote_addr"]`). With nat="gateway", the p4sec
+    gateway is the one behind the NAT (addrs["gw"] private, e.g. V4_GW_NAT; `s["gw_public"]` the NAT's public
+    192.0.2.1, UDP mapped to ports 32000-32999). Without `controller`, no
     controller is made: the test runs one (`s["grpc"]` is the switch's P4Runtime address)."""
     t = uuid.uuid4().hex[:6]
     n = {"lan": f"il{t}", "remote": f"ir{t}", "ike": f"ii{t}", "h1": f"ih{t}", "a1": f"ia{t}", "wb": f"iw{t}",
@@ -233,11 +237,31 @@ def sites(p4sec_bin, tmp_path, addrs=V4, nat=False, controller=True):
         # the strongSwan site: one address of it on the loopback (this kernel has no dummy interfaces)
         sh("ip", "netns", "exec", n["remote"], "ip", *ifam, "addr", "add", f"{addrs['rhost']}/{128 if in6 else 32}", "dev", "lo")
         edge = ["ip", "netns", "exec", n["nat"], "ip"] if nat else rem
-        sh(*edge, "addr", "add", f"{addrs['peer']}/{addrs['plen']}", "dev", n["wb"], *(["nodad"] if v6 else []))
-        sh(*edge, "neigh", "replace", hop, "lladdr", SWITCH_MAC, "dev", n["wb"], "nud", "permanent")
-        sh(*edge, "route", "add", addrs["gw"], "via", hop, "dev", n["wb"], "onlink")
-        remote_addr = addrs["peer"]
-        if nat:
+        remote_addr, gw_public = addrs["peer"], addrs["gw"]
+        if nat == "gateway":
+            # the gateway's WAN address is private (addrs["gw"], in 10.98.0.0/24); the NAT's public side is
+            # 192.0.2.1 on a link to the strongSwan host (198.51.100.1)
+            sh(*edge, "addr", "add", "10.98.0.1/24", "dev", n["wb"])
+            sh(*edge, "neigh", "replace", addrs["gw"], "lladdr", SWITCH_MAC, "dev", n["wb"], "nud", "permanent")
+            sh("ip", "link", "add", n["no"], "type", "veth", "peer", "name", n["ni"])
+            sh("ip", "link", "set", n["no"], "netns", n["nat"])
+            sh("ip", "link", "set", n["ni"], "netns", n["remote"])
+            ex = ["ip", "netns", "exec", n["nat"]]
+            sh(*ex, "ip", "addr", "add", "192.0.2.1/24", "dev", n["no"])
+            sh(*ex, "ip", "link", "set", n["no"], "up")
+            sh(*ex, "ip", "route", "add", "198.51.100.0/24", "dev", n["no"])
+            sh(*ex, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            sh(*ex, "iptables", "-t", "nat", "-A", "POSTROUTING", "-o", n["no"], "-p", "udp", "-j", "MASQUERADE", "--to-ports", "32000-32999")
+            sh(*ex, "iptables", "-t", "nat", "-A", "POSTROUTING", "-o", n["no"], "-j", "MASQUERADE")
+            sh(*rem, "addr", "add", f"{addrs['peer']}/24", "dev", n["ni"])
+            sh(*rem, "link", "set", n["ni"], "up")
+            sh(*rem, "route", "add", "192.0.2.0/24", "dev", n["ni"])
+            gw_public = "192.0.2.1"
+        else:
+            sh(*edge, "addr", "add", f"{addrs['peer']}/{addrs['plen']}", "dev", n["wb"], *(["nodad"] if v6 else []))
+            sh(*edge, "neigh", "replace", hop, "lladdr", SWITCH_MAC, "dev", n["wb"], "nud", "permanent")
+            sh(*edge, "route", "add", addrs["gw"], "via", hop, "dev", n["wb"], "onlink")
+        if nat and nat != "gateway":
             sh("ip", "link", "add", n["no"], "type", "veth", "peer", "name", n["ni"])
             sh("ip", "link", "set", n["no"], "netns", n["nat"])
             sh("ip", "link", "set", n["ni"], "netns", n["remote"])
@@ -276,13 +300,14 @@ def sites(p4sec_bin, tmp_path, addrs=V4, nat=False, controller=True):
             ctl.add_gateway(Gateway("A", sw, addrs["gw"], addrs["lan"], 1, LAN_MAC, 2, WAN_MAC, addrs["wan"]), out)
             ike = IkeEndpoint(ctl, str(tmp_path / "ike.sock"))
             ike.attach("A", 3, IKE_MAC)
-        mine = Charon(n["ike"], tmp_path / "charon-p4sec", "p4sec",
+        mine = Charon(n["ike"], tmp_path / "charon-p4sec", "p4sec", top="keep_alive = 1s" if nat == "gateway" else "",
                       settings=f"p4sec {{\n      socket = {tmp_path / 'ike.sock'}\n      gateway = A\n    }}", install_routes=False)
         theirs = Charon(n["remote"], tmp_path / "charon-remote", "kernel-libipsec")
         charons = [mine, theirs]
         yield {"ns": n, "ctl": ctl, "ike": ike, "switch": sw, "p4sec_charon": mine, "remote_charon": theirs,
                "addrs": addrs, "program": out, "tmp": tmp_path, "restart_switch": restart_switch,
-               "remote_addr": remote_addr, "grpc": f"127.0.0.1:{port}"}
+               "remote_addr": remote_addr, "gw_public": gw_public,
+               "grpc": f"127.0.0.1:{port}"}
     finally:
         for c in charons:
             c.stop()

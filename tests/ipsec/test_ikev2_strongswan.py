@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from bench.ikev2_rig import V4, V4_IN_V6, V6, V6_IN_V4, conn, missing, ping, psk, sites
+from bench.ikev2_rig import V4, V4_GW_NAT, V4_IN_V6, V6, V6_IN_V4, conn, missing, ping, psk, sites
 
 pytestmark = pytest.mark.skipif(missing() is not None and os.environ.get("CI", "").lower() not in ("true", "1"),
                                 reason=missing() or "")
@@ -460,3 +460,33 @@ def test_ikev2_strongswan_several_child_sas_and_ike_rekey(p4sec_bin, tmp_path):
         assert settle(lambda: "IKE_SA site[2] rekeyed between" in s["p4sec_charon"].logtext()), s["p4sec_charon"].logtext()[-2000:]
         assert ping(n["lan"], "10.2.0.1", src="10.1.0.1").returncode == 0
         assert {t["name"]: set(t["active_spis"]) for t in ike_tunnels(s["ctl"])} == spis
+
+
+def test_ikev2_strongswan_nat_traversal_gateway_behind_nat(p4sec_bin, tmp_path):
+    """The p4sec gateway behind a masquerading NAT (its WAN address private, UDP ports rewritten): it initiates, both
+    sides detect the NAT, IKE and ESP go in UDP through the mapping both ways, and a rekey under traffic loses
+    nothing."""
+    with sites(p4sec_bin, tmp_path, V4_GW_NAT, nat="gateway") as s:
+        a = s["addrs"]
+        s["p4sec_charon"].start().load(conn(a["gw"], a["peer"], "gw-a.p4sec", "site-b.example", a["lan"], a["rlan"])
+                                       + psk("gw-a.p4sec", "site-b.example", SECRET))
+        s["remote_charon"].start().load(conn(a["peer"], s["gw_public"], "site-b.example", "gw-a.p4sec", a["rlan"], a["lan"])
+                                        + psk("site-b.example", "gw-a.p4sec", SECRET))
+        establish(s, "p4sec_charon")
+        mine, theirs = s["p4sec_charon"], s["remote_charon"]
+        assert "local host is behind NAT" in mine.logtext()
+        m = re.search(r"received packet: from 192\.0\.2\.1\[(\d+)\] to 198\.51\.100\.1\[4500\]", theirs.logtext())
+        assert m and 32000 <= int(m.group(1)) <= 32999, theirs.logtext()[-2000:]
+        tun = ike_tunnels(s["ctl"])
+        assert len(tun) == 1 and tun[0]["encap"] == "udp", tun
+        # charon's NAT keepalives (one byte 0xff to port 4500, every second here) cross the gateway and the NAT
+        ka = subprocess.run(["ip", "netns", "exec", s["ns"]["nat"], "timeout", "8", "tcpdump", "-n", "-c", "2", "-i", s["ns"]["no"],
+                             "udp dst port 4500 and udp[4:2] = 9 and udp[8] = 0xff"], capture_output=True, text=True)
+        assert ka.stdout.count("192.0.2.1.") == 2, ka.stdout + ka.stderr
+        both_ways(s)
+        flood = subprocess.Popen(["ip", "netns", "exec", s["ns"]["lan"], "ping", "-c", "40", "-i", "0.05", "-W", "2", a["rhost"]],
+                                 stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        theirs.swanctl("--rekey", "--child", "net")
+        out = flood.communicate(timeout=60)[0]
+        assert " 0% packet loss" in out, out
