@@ -33,6 +33,8 @@ struct private_p4sec_ipsec_t {
 	mutex_t *mutex;
 	int event_fd;
 	thread_t *events;
+	/* the controller was told this charon started (it removes what an earlier charon left) */
+	bool announced;
 };
 
 /* a growing text buffer for one request */
@@ -241,6 +243,29 @@ static bool answer_u64(char *answer, const char *name, uint64_t *value)
 	return TRUE;
 }
 
+/* on the first connection of this charon: the controller removes the IKE SAs an earlier charon of this gateway
+ * left (a new charon holds none of them) */
+static bool announce(private_p4sec_ipsec_t *this)
+{
+	char hello[256], *line;
+	bool ok;
+
+	snprintf(hello, sizeof(hello), "{\"op\":\"charon_start\",\"gw\":\"%s\"}\n", this->gateway);
+	if (!write_all(this->fd, hello, strlen(hello)))
+	{
+		return FALSE;
+	}
+	line = read_line(this->fd);
+	ok = line && strstr(line, "\"ok\":true");
+	if (line && !ok)
+	{
+		DBG1(DBG_KNL, "p4sec: the p4sec controller refused this charon: %s", line);
+	}
+	free(line);
+	this->announced = ok;
+	return ok;
+}
+
 /* send the request in b (freed), wait for the answer; SUCCESS and the answer (to free) if it says ok */
 static status_t request(private_p4sec_ipsec_t *this, buf_t *b, char **answer)
 {
@@ -256,6 +281,12 @@ static status_t request(private_p4sec_ipsec_t *this, buf_t *b, char **answer)
 			this->fd = connect_to(this->path);
 			if (this->fd < 0)
 			{
+				break;
+			}
+			if (!this->announced && !announce(this))
+			{
+				close(this->fd);
+				this->fd = -1;
 				break;
 			}
 		}

@@ -490,3 +490,27 @@ def test_ikev2_strongswan_nat_traversal_gateway_behind_nat(p4sec_bin, tmp_path):
         theirs.swanctl("--rekey", "--child", "net")
         out = flood.communicate(timeout=60)[0]
         assert " 0% packet loss" in out, out
+
+
+def test_ikev2_strongswan_gateway_charon_restart(p4sec_bin, tmp_path):
+    """The gateway's charon dies without deleting its SAs and starts again: the controller removes what the earlier
+    charon left (its first request says it started), the tunnel is negotiated afresh and only its SAs remain."""
+    with sites(p4sec_bin, tmp_path, V4) as s:
+        configure(s)
+        establish(s)
+        both_ways(s)
+        ctl, mine = s["ctl"], s["p4sec_charon"]
+        old = set(ike_tunnels(ctl)[0]["active_spis"])
+        mine.proc.kill()        # this is charon itself (ip netns exec, unshare and sh exec it)
+        mine.proc.wait()
+        (mine.dir / "charon.vici").unlink(missing_ok=True)
+        mine.start()
+        mine.swanctl("--load-all", "--noprompt")
+        s["remote_charon"].swanctl("--terminate", "--ike", "site", "--timeout", "5", check=False)
+        establish(s)
+        assert any("charon started: 2 SAs" in e[2] for e in ctl.events()), ctl.events()[-10:]
+        tun = ike_tunnels(ctl)
+        assert len(tun) == 1 and len(tun[0]["active_spis"]) == 2 and not set(tun[0]["active_spis"]) & old, tun
+        assert {r["state"] for r in ctl.sas() if r["spi"] in {int(x, 16) for x in old}} == {"deleted"}
+        assert ctl.reconcile(dry_run=True)["A"]["in_sync"]       # the switch holds exactly what the store says
+        both_ways(s)

@@ -312,6 +312,25 @@ class IkeEndpoint:
         with self.ctl.lock:
             return fn(gw, req) or {}
 
+    def op_charon_start(self, gw, req):
+        """A charon of this gateway started: the IKE tunnels an earlier one left (it crashed, or was restarted
+        without deleting its SAs) are removed; the new charon negotiates afresh."""
+        ctl = self.ctl
+        stale = ctl.db.execute("select spi from sa where state != 'deleted' and ((src = ? and dst like 'ike:%') or "
+                               "(dst = ? and src like 'ike:%'))", (gw.name, gw.name)).fetchall()
+        for (spi,) in stale:
+            self.op_del_sa(gw, {"spi": spi})
+        pols = [k for (k,) in ctl.db.execute("select key from kv where key like ?", (f"ikepol:{gw.name}|%",)).fetchall()]
+        for key in pols:
+            pol = json.loads(ctl.db.execute("select value from kv where key = ?", (key,)).fetchone()[0])
+            ctl.db.execute("delete from kv where key = ?", (key,))
+            ctl.db.commit()
+            for e in self._policy_entries(gw, pol) if pol.get("slot") is not None else ():
+                e.delete(gw.switch)
+        ctl._event(gw.name, f"charon started: {len(stale)} SAs and {len(pols)} policies of an earlier charon removed")
+        ctl.db.commit()
+        return {}
+
     def op_flush_sas(self, gw, req):
         return {}
 
