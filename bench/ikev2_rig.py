@@ -19,7 +19,7 @@ import uuid
 from p4sec.infra import runtime
 from p4sec.infra.netns import free_port, sh
 from p4sec.ipsec.controller import Gateway, IpsecController
-from p4sec.ipsec.ike import IkeEndpoint
+from p4sec.ipsec.ike_endpoint import IkeEndpoint
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -514,3 +514,55 @@ def test_ikev2_strongswan_gateway_charon_restart(p4sec_bin, tmp_path):
         assert {r["state"] for r in ctl.sas() if r["spi"] in {int(x, 16) for x in old}} == {"deleted"}
         assert ctl.reconcile(dry_run=True)["A"]["in_sync"]       # the switch holds exactly what the store says
         both_ways(s)
+
+
+def test_ikev2_strongswan_controller_failover(p4sec_bin, tmp_path):
+    """Two replicas of a highly available controller (PostgreSQL store): the leader runs charon's endpoint; it is
+    killed, the follower leads, adopts the switch with the IKE tunnel in place (no packet lost under a ping) and
+    serves charon's next rekey on the same socket path."""
+    from bench import store
+    from ctlrig import start_controller, stop
+    from p4sec.infra.netns import free_port
+    from test_controller_ha import get, wait_leader
+    if not store.pg_bin():
+        pytest.fail("PostgreSQL is not installed (./scripts/setup installs it)")
+    with store.postgres(fsync=False) as dsn, sites(p4sec_bin, tmp_path, V4, controller=False) as s:
+        a = s["addrs"]
+        rests = {"r1": free_port(), "r2": free_port()}
+        procs = {}
+        try:
+            for name, rest in rests.items():
+                cfg = tmp_path / f"{name}.yaml"
+                cfg.write_text(f"""store: {{postgres: "{dsn}"}}
+ha: {{name: {name}, lease: 1.5}}
+program: {s['program']}
+rest: 127.0.0.1:{rest}
+reconcile_interval: 0
+ike:
+  socket: {tmp_path / 'ike.sock'}
+  gateways:
+    A: {{port: 3, mac: "02:00:00:00:0c:01"}}
+gateways:
+  - {{name: A, grpc: "{s['grpc']}", address: {a['gw']},
+     lan: {{prefix: {a['lan']}, port: 1, mac: "02:00:00:00:0a:01"}}, wan: {{prefix: {a['wan']}, port: 2, mac: "02:00:00:00:0b:02"}}}}
+""")
+                procs[name] = start_controller(cfg, tmp_path / f"{name}.log")
+                if name == "r1":
+                    assert wait_leader({"r1": rest}, 20)[0] == "r1"
+            configure(s)
+            establish(s)
+            both_ways(s)
+            flood = subprocess.Popen(["ip", "netns", "exec", s["ns"]["lan"], "ping", "-c", "100", "-i", "0.05", "-W", "2", a["rhost"]],
+                                     stdout=subprocess.PIPE, text=True)
+            time.sleep(0.5)
+            procs["r1"].kill()
+            procs["r1"].wait()
+            assert wait_leader({"r2": rests["r2"]}, 15)[0] == "r2"
+            out = flood.communicate(timeout=60)[0]
+            assert " 0% packet loss" in out, out
+            assert [t["name"] for t in get(rests["r2"], "/tunnels") if t["b"].startswith("ike:")] == ["ike-A-1"]
+            s["p4sec_charon"].swanctl("--rekey", "--child", "net")
+            assert settle(lambda: "outbound SA" in (tmp_path / "r2.log").read_text()), (tmp_path / "r2.log").read_text()[-3000:]
+            both_ways(s)
+        finally:
+            stop(list(procs.values()))

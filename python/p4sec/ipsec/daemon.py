@@ -8,7 +8,8 @@ from http.server import ThreadingHTTPServer
 
 from p4sec.ipsec.agent_endpoint import AgentEndpoint
 from p4sec.ipsec.config import load_config
-from p4sec.ipsec.ike import check_config as check_ike, start_from_config as start_ike
+from p4sec.ipsec.ike import check_config as check_ike
+from p4sec.ipsec.ike_endpoint import start_from_config as start_ike
 from p4sec.ipsec.rest import make_handler
 from p4sec.ipsec.service import Service
 
