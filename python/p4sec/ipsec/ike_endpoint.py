@@ -163,7 +163,7 @@ class IkeEndpoint:
         cfg = sa_config_from(req)
         spi, inbound = req["spi"], bool(req.get("inbound"))
         peer = req["src"] if inbound else req["dst"]
-        if (req["dst"] if inbound else req["src"]) != gw.address:
+        if ipaddress.ip_address(req["dst"] if inbound else req["src"]) != ipaddress.ip_address(gw.address):
             raise IkeError(f"SA {spi:#010x} between {req['src']} and {req['dst']} does not end at gateway {gw.name} "
                            f"({gw.address})")
         if ctl.db.execute("select 1 from sa where spi = ? and state != 'deleted'", (spi,)).fetchone():
