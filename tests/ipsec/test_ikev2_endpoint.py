@@ -53,7 +53,8 @@ def test_ikev2_endpoint_refuses_precisely(endpoint):
         ({"dst_ts": [dict(TS, proto=6)]}, "limits protocol 6"),
         ({"dst_ts": [dict(TS, from_port=80, to_port=80)]}, "ports 80-80"),
         ({"dst_ts": [dict(TS, exact=False, net="10.1.0.5/32")]}, "address range"),
-        ({"src_ts": [RTS, dict(RTS, net="10.3.0.0/16")]}, "2 remote traffic selectors in one CHILD_SA"),
+        ({"src_ts": [dict(RTS, net="2001:db8:2::/64")]}, "are of different IP versions"),
+        ({"dst_ts": [TS, dict(TS, net="10.7.0.0/16")]}, "local traffic selector 10.7.0.0/16 is outside"),
         ({"dst_ts": [dict(TS, net="10.9.0.0/16")]}, "outside gateway A's site 10.1.0.0/16"),
         ({"dst": "192.0.2.9"}, "does not end at gateway A"),
     ]

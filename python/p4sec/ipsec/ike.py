@@ -14,7 +14,7 @@ back to charon as expire events (a `subscribe` connection). The gateway punts IK
 and charon's answers) between the WAN and the port where charon runs (SPD bypass entries and a route).
 
 Not supported (refused with the reason, which charon logs): traffic selectors with protocols or ports, ranges that
-are not subnets, several selectors per CHILD_SA, IPComp, transport mode, changing an SA's addresses (MOBIKE or a NAT
+are not subnets, IPComp, transport mode, changing an SA's addresses (MOBIKE or a NAT
 mapping change: charon rekeys instead).
 """
 import ipaddress
@@ -60,11 +60,23 @@ def _prefix(ts, what):
     return str(ipaddress.ip_network(ts["net"], strict=False))
 
 
-def _one(tss, what):
-    if len(tss) != 1:
-        raise IkeError(f"{len(tss)} {what} traffic selectors in one CHILD_SA: the p4sec gateway takes one per "
-                       "CHILD_SA (configure one CHILD_SA per pair of subnets)")
-    return _prefix(tss[0], what)
+def selector_pairs(gw, local_ts, remote_ts):
+    """The (remote, local) prefix pairs of a CHILD_SA's traffic selectors (every remote selector with every local
+    one of the same IP version: what its inbound SA may carry), or IkeError: a local selector outside the gateway's
+    site, none of the same version on both sides, a selector that is no prefix."""
+    if not local_ts or not remote_ts:
+        raise IkeError("a CHILD_SA without traffic selectors")
+    site = ipaddress.ip_network(gw.lan_prefix, strict=False)
+    local = [_prefix(ts, "local") for ts in local_ts]
+    remote = [_prefix(ts, "remote") for ts in remote_ts]
+    for p in local:
+        n = ipaddress.ip_network(p)
+        if n.version != site.version or not n.subnet_of(site):
+            raise IkeError(f"local traffic selector {p} is outside gateway {gw.name}'s site {gw.lan_prefix}")
+    pairs = [(r, p) for r in remote for p in local if ipaddress.ip_network(r).version == ipaddress.ip_network(p).version]
+    if not pairs:
+        raise IkeError(f"traffic selectors {', '.join(local)} and {', '.join(remote)} are of different IP versions")
+    return pairs
 
 
 def _limit(pair):
@@ -143,7 +155,17 @@ def desired(ctl, out, switch_mac):
     """reconcile.desired_state's hook (installed by IpsecController): the IKE punting of the gateways that have it,
     the peers' routes and the IKE tunnels' policies, all from the store (whether or not an endpoint runs)."""
     from p4sec.ipsec.reconcile import Entry
-    for key, value in ctl.db.execute("select key, value from kv where key like 'ikeport:%' or key like 'ikepol:%'").fetchall():
+    for key, value in ctl.db.execute("select key, value from kv where key like 'ikeport:%' or key like 'ikepol:%' or "
+                                     "key like 'ikesel:%'").fetchall():
+        if key.startswith("ikesel:"):
+            # an inbound SA's traffic selectors beyond the first pair (the tunnel's sites)
+            row = ctl.db.execute("select dst, in_slot from sa where spi = ? and state in ('inbound', 'active', 'retiring')",
+                                 (int(key[len("ikesel:"):]),)).fetchone()
+            if row and row[0] in out:
+                for r, l in json.loads(value):
+                    out[row[0]].entries.append(Entry(gwp.sa_selectors(gwp.version(r)), gwp.selectors_match(row[1], r, l),
+                                                     gwp.SELECTOR_OK, {}, priority=gwp.SELECTOR_PRIORITY))
+            continue
         if key.startswith("ikeport:"):
             name = key[len("ikeport:"):]
             if name in out and name in ctl.gateways:

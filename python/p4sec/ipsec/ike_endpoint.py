@@ -14,8 +14,8 @@ import time
 
 from p4sec.ipsec import gateway as gwp
 from p4sec.ipsec.ctlbase import ControllerError
-from p4sec.ipsec.ike import (MODE_TUNNEL, PEER, POLICY_IPSEC, POLICY_OUT, IkeError, _one, _prefix, policy_entries,  # noqa: F401
-                             punt_entries, sa_config_from, suite_name)
+from p4sec.ipsec.ike import (PEER, POLICY_IPSEC, POLICY_OUT, IkeError, _prefix, policy_entries, punt_entries,
+                             sa_config_from, selector_pairs, suite_name)
 
 log = logging.getLogger("p4sec.ike")
 
@@ -170,12 +170,8 @@ class IkeEndpoint:
             raise IkeError(f"SPI {spi:#010x} is in use")
         ctl.db.execute("delete from sa where spi = ?", (spi,))
         local_ts, remote_ts = (req["dst_ts"], req["src_ts"]) if inbound else (req["src_ts"], req["dst_ts"])
-        local, remote = _one(local_ts, "local"), _one(remote_ts, "remote")
-        site = ipaddress.ip_network(gw.lan_prefix, strict=False)
-        if ipaddress.ip_network(local).version != site.version or not ipaddress.ip_network(local).subnet_of(site):
-            raise IkeError(f"local traffic selector {local} is outside gateway {gw.name}'s site {gw.lan_prefix}")
-        if ipaddress.ip_network(remote).version != ipaddress.ip_network(local).version:
-            raise IkeError(f"traffic selectors {local} and {remote} are of different IP versions")
+        pairs = selector_pairs(gw, local_ts, remote_ts)
+        remote, local = pairs[0]
         name, peer_name = self._tunnel(gw, req["reqid"]), PEER + peer
         sites = {gw.name: local, peer_name: remote}
         row = ctl.db.execute("select state from tunnel where name = ?", (name,)).fetchone()
@@ -190,11 +186,14 @@ class IkeEndpoint:
             slot = gw.alloc_slot()
             ctl.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
                            (spi, name, peer_name, gw.name, -1, slot, json.dumps(cfg), time.time()))
+            if len(pairs) > 1:      # the first pair is the tunnel's sites; the others are recorded with the SA
+                ctl.db.execute("insert or replace into kv values (?, ?)", (f"ikesel:{spi}", json.dumps(pairs[1:])))
             ctl.db.commit()
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, slot, cfg)
-                    gwp.selectors_write(gw.switch, slot, remote, local)
+                    for r, l in pairs:
+                        gwp.selectors_write(gw.switch, slot, r, l)
                     gwp.sad_dec_write(gw.switch, peer, gw.address, spi, slot)
             except Exception:
                 ctl.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
@@ -266,10 +265,13 @@ class IkeEndpoint:
         if dst == gw.name:
             sites = ctl._tunnel_sites(tunnel) or {}
             peer = json.loads(cfg)["tunnel"][0]
+            extra = ctl.db.execute("select value from kv where key = ?", (f"ikesel:{spi}",)).fetchone()
+            ctl.db.execute("delete from kv where key = ?", (f"ikesel:{spi}",))
+            ctl.db.commit()
             with gw.switch.batch():
                 gwp.sad_dec_write(gw.switch, peer, gw.address, spi, in_slot, insert=False)
-                if sites:
-                    gwp.selectors_write(gw.switch, in_slot, sites[src], sites[gw.name], insert=False)
+                for r, l in ([(sites[src], sites[gw.name])] if sites else []) + (json.loads(extra[0]) if extra else []):
+                    gwp.selectors_write(gw.switch, in_slot, r, l, insert=False)
                 gwp.sa_delete(gw.switch, in_slot)
             gw.free_slots.append(in_slot)
             ctl._event(tunnel, f"inbound SA {spi:#010x} deleted")
