@@ -571,3 +571,28 @@ gateways:
             both_ways(s)
         finally:
             stop(list(procs.values()))
+
+
+def test_ikev2_strongswan_hard_packet_lifetime(p4sec_bin, tmp_path):
+    """A hard packet limit without a soft one: the switch's hard event reaches charon, which closes the expired
+    CHILD_SA (its SAs leave the gateway) and, as charon does after a hard expiry, creates a new one that carries
+    the traffic."""
+    with sites(p4sec_bin, tmp_path, V4) as s:
+        a = s["addrs"]
+        s["p4sec_charon"].start().load(conn(a["gw"], a["peer"], "gw-a.p4sec", "site-b.example", a["lan"], a["rlan"],
+                                            child_extra="rekey_packets = 0\n        life_packets = 30\n        rand_packets = 0")
+                                       + psk("gw-a.p4sec", "site-b.example", SECRET))
+        s["remote_charon"].start().load(conn(a["peer"], a["gw"], "site-b.example", "gw-a.p4sec", a["rlan"], a["lan"])
+                                        + psk("site-b.example", "gw-a.p4sec", SECRET))
+        establish(s)
+        ctl, mine = s["ctl"], s["p4sec_charon"]
+        cfgs = [json.loads(r[0]) for r in ctl.db.execute("select config from sa where state = 'active'")]
+        assert [(c["soft"]["packets"], c["hard"]["packets"]) for c in cfgs] == [(None, 30)] * 2
+        old = {int(x, 16) for x in ike_tunnels(ctl)[0]["active_spis"]}
+        subprocess.run(["ip", "netns", "exec", s["ns"]["lan"], "ping", "-c", "40", "-i", "0.05", "-W", "1", a["rhost"]],
+                       capture_output=True, text=True, timeout=60)
+        assert settle(lambda: "p4sec: hard lifetime of SA" in mine.logtext()), mine.logtext()[-3000:]
+        assert "closing expired CHILD_SA net{1}" in mine.logtext()
+        assert settle(lambda: {r["state"] for r in ctl.sas() if r["spi"] in old} == {"deleted"}), ctl.sas()
+        assert settle(lambda: "CHILD_SA net{2} established" in mine.logtext())
+        both_ways(s)
