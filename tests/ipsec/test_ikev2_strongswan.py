@@ -596,3 +596,21 @@ def test_ikev2_strongswan_hard_packet_lifetime(p4sec_bin, tmp_path):
         assert settle(lambda: {r["state"] for r in ctl.sas() if r["spi"] in old} == {"deleted"}), ctl.sas()
         assert settle(lambda: "CHILD_SA net{2} established" in mine.logtext())
         both_ways(s)
+
+
+def test_ikev2_strongswan_inactivity_from_switch_counters(p4sec_bin, tmp_path):
+    """charon's inactivity timeout on the p4sec side works from the switch's counters (the peer has none): a
+    CHILD_SA carrying traffic stays, one left idle is closed by the p4sec side's charon (its SAs leave the gateway)."""
+    with sites(p4sec_bin, tmp_path, V4) as s:
+        a, n = s["addrs"], s["ns"]
+        s["p4sec_charon"].start().load(conn(a["gw"], a["peer"], "gw-a.p4sec", "site-b.example", a["lan"], a["rlan"],
+                                            child_extra="inactivity = 3s") + psk("gw-a.p4sec", "site-b.example", SECRET))
+        s["remote_charon"].start().load(conn(a["peer"], a["gw"], "site-b.example", "gw-a.p4sec", a["rlan"], a["lan"])
+                                        + psk("site-b.example", "gw-a.p4sec", SECRET))
+        establish(s)
+        r = subprocess.run(["ip", "netns", "exec", n["lan"], "ping", "-c", "30", "-i", "0.2", "-W", "2", a["rhost"]],
+                           capture_output=True, text=True, timeout=60)
+        assert " 0% packet loss" in r.stdout, r.stdout         # 6 s of traffic: twice the inactivity period
+        assert len(ike_tunnels(s["ctl"])) == 1
+        assert settle(lambda: ike_tunnels(s["ctl"]) == [], timeout=20), ike_tunnels(s["ctl"])
+        assert "deleting CHILD_SA after 3 seconds of inactivity" in s["p4sec_charon"].logtext()

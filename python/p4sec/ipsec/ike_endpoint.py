@@ -30,6 +30,7 @@ class IkeEndpoint:
         self.subscribers = {}       # gateway name -> [socket]
         self.lock = threading.Lock()
         self.requests = 0
+        self.last_use = {}          # spi -> (packets, monotonic time the count was first seen at that value)
         ctl.sa_event_listeners = getattr(ctl, "sa_event_listeners", []) + [self._sa_event]
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         if os.path.exists(path):
@@ -252,7 +253,15 @@ class IkeEndpoint:
             raise IkeError(f"no SA {req['spi']:#010x} on {gw.name}")
         slot = row[4] if row[2] == gw.name else row[5]
         st = gwp.sa_stats(gw.switch, slot) or {}
-        return {"bytes": int(st.get("bytes", 0)), "packets": int(st.get("packets", 0)), "idle": None}
+        packets = int(st.get("packets", 0))
+        # the switch keeps counts, not times: the SA was last used no later than when its count last changed
+        # between two queries (charon queries at least every `inactivity` period when that is configured)
+        now = time.monotonic()
+        seen = self.last_use.get(req["spi"])
+        if seen is None or seen[0] != packets:
+            seen = (packets, now)
+            self.last_use[req["spi"]] = seen
+        return {"bytes": int(st.get("bytes", 0)), "packets": packets, "idle": int(now - seen[1]) if packets else None}
 
     def op_del_sa(self, gw, req):
         ctl = self.ctl
@@ -260,6 +269,7 @@ class IkeEndpoint:
         if not row or row[6] == "deleted":
             return {}       # replaced in place by its successor, or never installed
         spi, tunnel, src, dst, out_slot, in_slot, state, cfg = row
+        self.last_use.pop(spi, None)
         ctl.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
         ctl.db.commit()
         if dst == gw.name:
