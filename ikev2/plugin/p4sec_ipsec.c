@@ -401,7 +401,9 @@ METHOD(kernel_ipsec_t, update_sa, status_t,
 	put_host(&b, "new_src", data->new_src);
 	put_host(&b, "new_dst", data->new_dst);
 	put(&b, ",\"encap\":%s,\"new_encap\":%s", data->encap ? "true" : "false", data->new_encap ? "true" : "false");
-	return request(this, &b, NULL);
+	/* the controller refuses to move an SA (its sequence numbers would restart under the same keys): NOT_SUPPORTED
+	 * makes charon rekey the CHILD_SA with the new addresses instead */
+	return request(this, &b, NULL) == SUCCESS ? SUCCESS : NOT_SUPPORTED;
 }
 
 METHOD(kernel_ipsec_t, query_sa, status_t,
