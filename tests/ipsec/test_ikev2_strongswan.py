@@ -614,3 +614,21 @@ def test_ikev2_strongswan_inactivity_from_switch_counters(p4sec_bin, tmp_path):
         assert len(ike_tunnels(s["ctl"])) == 1
         assert settle(lambda: ike_tunnels(s["ctl"]) == [], timeout=20), ike_tunnels(s["ctl"])
         assert "deleting CHILD_SA after 3 seconds of inactivity" in s["p4sec_charon"].logtext()
+
+
+def test_ikev2_strongswan_docs_worked_example(p4sec_bin, tmp_path):
+    """docs/ikev2.md's worked swanctl.conf, as printed, on the p4sec gateway's charon (it starts the connection
+    itself), against its mirror image on the strongSwan site: the tunnel comes up and carries traffic both ways."""
+    from conftest import ROOT
+    doc = (ROOT / "docs" / "ikev2.md").read_text()
+    example = doc.split("## Connect a p4sec site to a strongSwan site", 1)[1].split("```", 2)[1].strip("\n")
+    assert "connections {" in example and "secrets {" in example
+    with sites(p4sec_bin, tmp_path, V4) as s:
+        a = s["addrs"]
+        s["remote_charon"].start().load(conn(a["peer"], a["gw"], "site-b.example.org", "gw-a.example.org", a["rlan"], a["lan"],
+                                             esp="aes128gcm16") + psk("site-b.example.org", "gw-a.example.org",
+                                                                      "a long random shared secret"))
+        s["p4sec_charon"].start().load(example)
+        assert settle(lambda: len(ike_tunnels(s["ctl"])) == 1, timeout=20), s["p4sec_charon"].logtext()[-3000:]
+        assert ike_tunnels(s["ctl"])[0]["name"] == "ike-A-1"
+        both_ways(s)
