@@ -409,19 +409,20 @@ def test_ikev2_p4sec_to_p4sec_two_charons(p4sec_bin, tmp_path):
         assert " 0% packet loss" in out, out
 
 
-def test_ikev2_strongswan_packet_lifetime_from_switch_counters(p4sec_bin, tmp_path):
-    """Lifetimes by packets: charon gives them to the gateway's SAs, the switch counts, its soft-limit event
-    reaches charon (the plugin's event connection), which rekeys; nothing is lost meanwhile."""
+@pytest.mark.parametrize("unit,soft,hard", [("packets", 60, 200), ("bytes", 3000, 1000000)])
+def test_ikev2_strongswan_packet_lifetime_from_switch_counters(p4sec_bin, tmp_path, unit, soft, hard):
+    """Lifetimes by packets or bytes: charon gives them to the gateway's SAs, the switch counts, its soft-limit
+    event reaches charon (the plugin's event connection), which rekeys; nothing is lost meanwhile."""
     with sites(p4sec_bin, tmp_path, V4) as s:
         a = s["addrs"]
+        life = f"rekey_{unit} = {soft}\n        life_{unit} = {hard}\n        rand_{unit} = 0"
         s["p4sec_charon"].start().load(conn(a["gw"], a["peer"], "gw-a.p4sec", "site-b.example", a["lan"], a["rlan"],
-                                            child_extra="rekey_packets = 60\n        life_packets = 200\n        rand_packets = 0")
-                                       + psk("gw-a.p4sec", "site-b.example", SECRET))
+                                            child_extra=life) + psk("gw-a.p4sec", "site-b.example", SECRET))
         s["remote_charon"].start().load(conn(a["peer"], a["gw"], "site-b.example", "gw-a.p4sec", a["rlan"], a["lan"])
                                         + psk("site-b.example", "gw-a.p4sec", SECRET))
         establish(s)
         cfgs = [json.loads(r[0]) for r in s["ctl"].db.execute("select config from sa where state = 'active'")]
-        assert [(c["soft"]["packets"], c["hard"]["packets"]) for c in cfgs] == [(60, 200)] * 2
+        assert [(c["soft"][unit], c["hard"][unit]) for c in cfgs] == [(soft, hard)] * 2
         spis = set(ike_tunnels(s["ctl"])[0]["active_spis"])
         r = subprocess.run(["ip", "netns", "exec", s["ns"]["lan"], "ping", "-c", "100", "-i", "0.02", "-W", "2", a["rhost"]],
                            capture_output=True, text=True, timeout=60)
