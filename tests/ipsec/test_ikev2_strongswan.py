@@ -633,3 +633,28 @@ def test_ikev2_strongswan_docs_worked_example(p4sec_bin, tmp_path):
         assert settle(lambda: len(ike_tunnels(s["ctl"])) == 1, timeout=20), s["p4sec_charon"].logtext()[-3000:]
         assert ike_tunnels(s["ctl"])[0]["name"] == "ike-A-1"
         both_ways(s)
+
+
+def test_ikev2_strongswan_nat_mapping_change(p4sec_bin, tmp_path):
+    """The NAT in front of the strongSwan site forgets its mapping and makes a new one with another port: charon on
+    the p4sec side sees the peer move (an IKE message from the new port), the controller refuses to move the SAs
+    (update_sa: their sequence numbers would restart under the same keys), charon rekeys the CHILD_SA instead, and
+    the new SAs send ESP in UDP to the new port."""
+    with sites(p4sec_bin, tmp_path, V4, nat=True) as s:
+        nat = ["ip", "netns", "exec", s["ns"]["nat"]]
+        for k in ("nf_conntrack_udp_timeout", "nf_conntrack_udp_timeout_stream"):
+            subprocess.run(nat + ["sysctl", "-qw", f"net.netfilter.{k}=2"], check=True)
+        configure(s, extra="dpd_delay = 6s")
+        establish(s)
+        both_ways(s)
+        mine = s["p4sec_charon"]
+        first = int(re.search(r"received packet: from 198\.51\.100\.1\[(\d+)\]", mine.logtext()).group(1))
+        subprocess.run(nat + ["iptables", "-t", "nat", "-R", "POSTROUTING", "1", "-o", s["ns"]["wb"], "-p", "udp", "-j",
+                              "MASQUERADE", "--to-ports", "33000-33999"], check=True)
+        # quiet until the mapping is gone (2 s); the next IKE message (DPD after 6 s) takes a new one
+        assert settle(lambda: "moving an SA to other addresses or ports" in mine.logtext(), timeout=30), mine.logtext()[-3000:]
+        assert settle(lambda: any(33000 <= json.loads(r[0]).get("udp_encap", [0, 0])[1] <= 33999 for r in
+                                  s["ctl"].db.execute("select config from sa where state = 'active' and src = 'A'")), timeout=20), \
+            mine.logtext()[-3000:]
+        assert 31000 <= first <= 31999
+        both_ways(s)

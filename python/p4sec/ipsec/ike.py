@@ -30,7 +30,7 @@ IKE_PRIORITY = 100          # the IKE bypass entries come before every tunnel's 
 POLICY_PRIORITY = 30        # an IKE tunnel's SPD entry (IKE-less site-to-site: 10, hosts: 20)
 MODE_TUNNEL = 2             # ipsec_mode_t
 POLICY_OUT = 1              # policy_dir_t (IN 0, OUT 1, FWD 2)
-POLICY_IPSEC = 1            # policy_type_t (IPSEC 1, PASS 2, DROP 3)
+POLICY_IPSEC, POLICY_PASS, POLICY_DROP = 1, 2, 3    # policy_type_t
 
 # IKEv2 transform IDs (RFC 7296, RFC 4106, RFC 7634) -> the esp_sad cipher, by key material length
 CIPHERS = {

@@ -14,7 +14,7 @@ import time
 
 from p4sec.ipsec import gateway as gwp
 from p4sec.ipsec.ctlbase import ControllerError
-from p4sec.ipsec.ike import (PEER, POLICY_IPSEC, POLICY_OUT, IkeError, _prefix, policy_entries, punt_entries,
+from p4sec.ipsec.ike import (PEER, POLICY_DROP, POLICY_IPSEC, POLICY_OUT, IkeError, _prefix, policy_entries, punt_entries,
                              sa_config_from, selector_pairs, suite_name)
 
 log = logging.getLogger("p4sec.ike")
@@ -314,8 +314,10 @@ class IkeEndpoint:
     def op_add_policy(self, gw, req):
         if req.get("dir") != POLICY_OUT:
             return {}       # inbound and forward policies: the inbound SAs' selectors are the gateway's check
+        if req.get("type") == POLICY_DROP:
+            return {}       # the SPD discards what no policy matches (charon's fallback drop policies hold already)
         if req.get("type") != POLICY_IPSEC:
-            raise IkeError(f"policy type {req.get('type')} (pass/drop shunts) is not supported by the p4sec plugin")
+            raise IkeError(f"policy type {req.get('type')} (pass shunts) is not supported by the p4sec plugin")
         ctl = self.ctl
         key = self._policy_key(gw, req)
         r = ctl.db.execute("select value from kv where key = ?", (key,)).fetchone()
@@ -340,8 +342,8 @@ class IkeEndpoint:
         return {}
 
     def op_del_policy(self, gw, req):
-        if req.get("dir") != POLICY_OUT:
-            return {}
+        if req.get("dir") != POLICY_OUT or req.get("type") != POLICY_IPSEC:
+            return {}       # only outbound IPsec policies are recorded (add_policy)
         ctl = self.ctl
         key = self._policy_key(gw, req)
         r = ctl.db.execute("select value from kv where key = ?", (key,)).fetchone()
