@@ -14,7 +14,7 @@ import time
 
 from p4sec.ipsec import gateway as gwp
 from p4sec.ipsec.ctlbase import ControllerError
-from p4sec.ipsec.ike import (PEER, POLICY_DROP, POLICY_IPSEC, POLICY_OUT, IkeError, _prefix, policy_entries, punt_entries,
+from p4sec.ipsec.ike import (PEER, check_config, POLICY_DROP, POLICY_IPSEC, POLICY_OUT, IkeError, _prefix, policy_entries, punt_entries,
                              sa_config_from, selector_pairs, suite_name)
 
 log = logging.getLogger("p4sec.ike")
@@ -389,10 +389,11 @@ class IkeEndpoint:
         return True
 
 
-def start_from_config(cfg, ctl):
-    """The IKE endpoint of a controller configuration's `ike:` section (None without one), its gateways' IKE
-    punted; a reconciliation then brings back the IKE tunnels' policies recorded in the store."""
-    ike = cfg.get("ike")
+def start_from_config(cfg, ctl, path="configuration"):
+    """The IKE endpoint of a controller configuration's `ike:` section (None without one; checked first: a
+    ControllerError names what is wrong), its gateways' IKE punted; a reconciliation then brings back the IKE
+    tunnels' policies recorded in the store."""
+    ike = check_config(cfg, path)
     if not ike:
         return None
     ep = IkeEndpoint(ctl, ike["socket"])
