@@ -339,7 +339,7 @@ def test_ikev2_strongswan_controller_service_and_restart(p4sec_bin, tmp_path):
 program: {s['program']}
 rest: 127.0.0.1:{rest}
 reconcile_interval: 1
-switch_tls: {insecure: true}     # a plaintext test switch
+switch_tls: {{insecure: true}}     # a plaintext test switch
 ike:
   socket: {tmp_path / 'ike.sock'}
   gateways:
@@ -545,7 +545,7 @@ ha: {{name: {name}, lease: 1.5}}
 program: {s['program']}
 rest: 127.0.0.1:{rest}
 reconcile_interval: 0
-switch_tls: {insecure: true}
+switch_tls: {{insecure: true}}
 ike:
   socket: {tmp_path / 'ike.sock'}
   gateways:
