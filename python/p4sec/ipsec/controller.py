@@ -59,15 +59,15 @@ class IpsecController(HostTunnels):
             "create index if not exists sa_tunnel on sa (tunnel);")
         self.gateways = {}
         self.lock = threading.RLock()
+        # fn(desired, switch_mac): more desired entries (the IKEv2 tunnels' policies and IKE punting, from the store)
+        self.desired_hooks = [lambda out, mac: ike.desired(self, out, mac)]
+        self.sa_event_listeners = []    # fn(gateway, spi, event) -> True if it handled the SA's lifetime event
         self.grace = grace
         self.renewals = 0
         self._timers = []
         self.away = set()           # gateways whose switch is unreachable (reconnecting)
         self.programs = {}          # gateway name -> program dir
         self._closed = threading.Event()
-        # fn(desired, switch_mac): more desired entries (the IKEv2 tunnels' policies and IKE punting, from the store)
-        self.desired_hooks = [lambda out, mac: ike.desired(self, out, mac)]
-        self.sa_event_listeners = []    # fn(gateway, spi, event) -> True if it handled the SA's lifetime event
 
     # ------------------------------------------------------------------ intents
 
@@ -617,8 +617,9 @@ class IpsecController(HostTunnels):
                 return None  # already renewed (both ends report the same SA) or gone
             tunnel, src_name, dst_name, out_slot, old_in, _ = row
             if src_name not in self.gateways or dst_name not in self.gateways:
-                # a road warrior's SA: its agent renews it; an IKE SA: charon is told (sa_event_listeners)
-                any(listener(src_name if src_name in self.gateways else dst_name, spi, SOFT)
+                # a road warrior's SA: its agent renews it; an IKE SA: charon is told (sa_event_listeners), the
+                # event's kind from the reason (_on_digest's "soft/hard lifetime on ..."; reconciliation: soft)
+                any(listener(src_name if src_name in self.gateways else dst_name, spi, HARD if reason.startswith("hard") else SOFT)
                     for listener in self.sa_event_listeners)
                 return None
             suite, soft, hard = self.db.execute("select suite, soft, hard from tunnel where name = ?", (tunnel,)).fetchone()
@@ -731,8 +732,6 @@ class IpsecController(HostTunnels):
                     row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or (dst = ? and in_slot = ?))",
                                           (gw_name, slot, gw_name, slot)).fetchone()
                 if row:
-                    if any(listener(gw_name, row[0], event) for listener in self.sa_event_listeners):
-                        continue
                     if self._is_host_sa(row[0]):
                         self._event(gw_name, f"{'soft' if event == SOFT else 'hard'} lifetime of host-to-site SA {row[0]:#010x}: "
                                              "its agent renews it")

@@ -8,7 +8,6 @@ from http.server import ThreadingHTTPServer
 
 from p4sec.ipsec.agent_endpoint import AgentEndpoint
 from p4sec.ipsec.config import load_config
-from p4sec.ipsec.ike_endpoint import start_from_config as start_ike
 from p4sec.ipsec.rest import make_handler
 from p4sec.ipsec.service import Service
 
@@ -42,15 +41,12 @@ def run_replica(cfg):
     t0 = time.time()
     svc = Service(cfg, db=ha.PgDb(cfg["store"]["postgres"], rcfg["name"], term), election_id=term)
     replica["svc"], replica["term"] = svc, term
-    ike = start_ike(cfg, svc.ctl, "configuration")     # charon's endpoint on the leader only: one writer
     logging.info("p4sec-controller: replica %s leads (term %d, election id %d; took %.2f s)", rcfg["name"], term, term, time.time() - t0)
     print(f"p4sec-controller: replica {rcfg['name']} leads (term {term})", flush=True)
     stop.wait()
     httpd.shutdown()
     if agents is not None:
         agents.stop()
-    if ike is not None:
-        ike.close()
     svc.close()
 
 
@@ -59,7 +55,6 @@ def run(config_path):
     if cfg.get("store", {}).get("postgres"):
         return run_replica(cfg)
     svc = Service(cfg)
-    ike = start_ike(cfg, svc.ctl, config_path)
     agents = None
     if cfg.get("agents"):
         agents = AgentEndpoint(cfg, lambda: svc).start()
@@ -76,6 +71,4 @@ def run(config_path):
     httpd.shutdown()
     if agents is not None:
         agents.stop()
-    if ike is not None:
-        ike.close()
     svc.close()
