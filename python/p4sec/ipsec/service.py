@@ -5,9 +5,9 @@ import logging
 import pathlib
 
 from p4sec.infra import runtime
+from p4sec.ipsec.ike_endpoint import start_from_config as start_ike
 from p4sec.ipsec.controller import ControllerError, Gateway, IpsecController
 from p4sec.ipsec.admission import admit_client, allowed_profile
-from p4sec.ipsec.ike_endpoint import start_from_config as start_ike
 
 
 class Service:
