@@ -261,6 +261,7 @@ TOP = {
     "switch_timeout": Field(_number(0, strict=True), "a number of seconds > 0"),
     "switch_tls": Field(_mapping, "{ca, cert[, server_name]} or {insecure: true} (checked by switch_tls)"),
     "status": Field(_mapping, "a mapping {token_file, interval} (the status page's own checks follow)"),
+    "ike": Field(_mapping, "a mapping {socket, gateways} (p4sec.ipsec.ike's own checks follow)"),
     "gateways": Field([GATEWAY], "a list of gateways", True),
     "tunnels": Field([TUNNEL], "a list of tunnel profiles"),
     "host_profiles": Field([HOST_PROFILE], "a list of host profiles"),

@@ -28,6 +28,7 @@ import threading
 import time
 
 from p4sec.ipsec import gateway as gwp
+from p4sec.ipsec import ike
 from p4sec.ipsec import reconcile as rec
 from p4sec.ipsec import store
 from p4sec.ipsec.store import StoreError
@@ -60,6 +61,9 @@ class IpsecController(StoreFaults, HostTunnels):
             "create index if not exists sa_tunnel on sa (tunnel);")
         self.gateways = {}
         self.lock = threading.RLock()
+        # fn(desired, switch_mac): more desired entries (the IKEv2 tunnels' policies and IKE punting, from the store)
+        self.desired_hooks = [lambda out, mac: ike.desired(self, out, mac)]
+        self.sa_event_listeners = []    # fn(gateway, spi, event) -> True if it handled the SA's lifetime event
         self.grace = grace
         self.renewals = 0
         self._timers = []
@@ -621,7 +625,11 @@ class IpsecController(StoreFaults, HostTunnels):
                 return None  # already renewed (both ends report the same SA) or gone
             tunnel, src_name, dst_name, out_slot, old_in, _ = row
             if src_name not in self.gateways or dst_name not in self.gateways:
-                return None  # a road warrior's SA: its agent renews it
+                # a road warrior's SA: its agent renews it; an IKE SA: charon is told (sa_event_listeners), the
+                # event's kind from the reason (_on_digest's "soft/hard lifetime on ..."; reconciliation: soft)
+                any(listener(src_name if src_name in self.gateways else dst_name, spi, HARD if reason.startswith("hard") else SOFT)
+                    for listener in self.sa_event_listeners)
+                return None
             suite, soft, hard = self.db.execute("select suite, soft, hard from tunnel where name = ?", (tunnel,)).fetchone()
             src, dst = self.gateways[src_name], self.gateways[dst_name]
             t0 = time.perf_counter()
@@ -731,6 +739,7 @@ class IpsecController(StoreFaults, HostTunnels):
         with self.lock:
             if not self.db.execute("select 1 from tunnel where name = ? and state = 'up'", (name,)).fetchone():
                 raise ControllerError(f"no tunnel {name} is up")
+            self._not_ike(name, "rekeys")
             for (spi,) in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall():
                 self.renew(spi)
             return {(s, d): (spi, slot) for spi, s, d, slot in self.db.execute(
@@ -744,6 +753,13 @@ class IpsecController(StoreFaults, HostTunnels):
             if not names:
                 raise ControllerError(f"no tunnel between {a_name} and {b_name} is up")
             return {n: self.rekey(n) for n in names}
+
+    def _not_ike(self, name, what):
+        """IKEv2-negotiated tunnels (p4sec.ipsec.ike) belong to their charon: refuse to drive them from here."""
+        r = self.db.execute("select b from tunnel where name = ?", (name,)).fetchone()
+        if r and r[0].startswith("ike:"):
+            raise ControllerError(f"tunnel {name} is negotiated by IKEv2 with {r[0][4:]}: its charon {what} it "
+                                  "(swanctl --rekey / --terminate on the gateway's charon)")
 
     def _on_digest(self, gw_name, name, items):
         if name != SA_EVENT_DIGEST:
@@ -780,6 +796,7 @@ class IpsecController(StoreFaults, HostTunnels):
             row = self.db.execute("select a, b, suite from tunnel where name = ? and state = 'up'", (name,)).fetchone()
             if not row:
                 raise ControllerError(f"no tunnel {name} is up")
+            self._not_ike(name, "deletes")
             a, b = self.gateways[row[0]], self.gateways[row[1]]
             sites = self._tunnel_sites(name) or {a.name: a.lan_prefix, b.name: b.lan_prefix}
             rows = self.db.execute("select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'",

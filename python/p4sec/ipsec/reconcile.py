@@ -249,6 +249,8 @@ def desired_state(ctl, switch_mac):
             slot = active_out.get((name, src, dst))
             if slot is not None:
                 out[src].entries.append(Entry(table, match, gwp.PROTECT, {gwp.SA_INDEX: slot}, priority=10, phase=2))
+    for hook in getattr(ctl, "desired_hooks", ()):
+        hook(out, switch_mac)
     return out
 
 

@@ -4,6 +4,7 @@ import ipaddress
 import pathlib
 
 from p4sec.infra import runtime
+from p4sec.ipsec.ike_endpoint import start_from_config as start_ike
 from p4sec.ipsec.controller import ControllerError, Gateway, IpsecController
 from p4sec.ipsec.admission import admit_client, allowed_profile
 from p4sec.ipsec.store import StoreError
@@ -53,6 +54,8 @@ class Service:
         for name, p in cfg["profiles"].items():
             if p.get("auto") and name not in up:
                 self.up(name)
+        # charon's endpoint (the config's ike: section; docs/ikev2.md): here, so that only a leading replica has it
+        self.ike = start_ike(cfg, self.ctl)
 
     def up(self, name):
         p = self.cfg["profiles"].get(name)
@@ -172,6 +175,8 @@ class Service:
         return {"down": self._host_op(self.ctl.host_down, client, req, ctx)[1]}
 
     def close(self):
+        if getattr(self, "ike", None) is not None:
+            self.ike.close()
         self.ctl.close()
         for s in self.switches:
             s.close()
