@@ -1,8 +1,9 @@
 // Arguments are evaluated left to right too: an argument read before a later argument's call with `inout` keeps
 // its value, for a function (a struct argument and a scalar one), a register write's index, and a field list of
-// hash; a run-time expression (`c + bump(c)`) reads `c` before the call.
+// hash, and an extern of the registry (p4sec_hash); a run-time expression (`c + bump(c)`) reads `c` before the call.
 #include <core.p4>
 #include <v1model.p4>
+#include <p4sec.p4>
 header h_t { bit<8> a; bit<8> b; bit<8> c; bit<8> d; bit<8> e; bit<8> f; bit<8> g; bit<8> h; bit<8> i; bit<8> j; }
 struct pair_t { bit<8> x; bit<8> y; }
 struct headers_t { h_t h; }
@@ -33,6 +34,13 @@ control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm
         bit<32> hv;
         hash(hv, HashAlgorithm.identity, 32w0, { c, bump(c) }, 32w65536);   // 0x0102
         hdr.h.e = hv[15:8]; hdr.h.f = hv[7:0];
+        // an extern of the registry: the key is read before the data's call (H(1, 2), not H(2, 2))
+        c = 1;
+        bit<64> k1;
+        bit<64> k2;
+        p4sec_hash(k1, p4sec_hash_alg_t.HALFSIPHASH_2_4, (bit<64>)c, bump(c));
+        p4sec_hash(k2, p4sec_hash_alg_t.HALFSIPHASH_2_4, 64w1, 8w2);
+        hdr.h.g = (k1 == k2) ? 8w1 : 8w0;
     }
 }
 control Eg(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }

@@ -176,6 +176,7 @@ impl<'t> Lowerer<'t> {
                 Some(ast::Direction::InOut) => ir::Direction::InOut,
                 _ => ir::Direction::In,
             };
+            let at = self.out_len();
             let (parts, dsts) = if dir == ir::Direction::In {
                 let want = if pt.is_scalar() { Some(&pt) } else { None };
                 // a default value is evaluated where the extern is declared (at top level), not at
@@ -199,6 +200,16 @@ impl<'t> Lowerer<'t> {
                 self.flatten_lvalues(&place, &mut dsts);
                 (parts, dsts)
             };
+            // this argument's effects (a call with an `inout` argument) come after the values of
+            // the arguments before it, which keep what they read (left-to-right evaluation)
+            if self.out_len() > at {
+                for earlier in irargs.iter_mut() {
+                    let ir::ExternArg { parts, .. } = earlier;
+                    for x in parts.iter_mut() {
+                        *x = self.snapshot_at(at, x.clone());
+                    }
+                }
+            }
             let width: u32 = parts.iter().map(|e| e.width()).sum();
             sig.push((dir, width));
             irargs.push(ir::ExternArg {
