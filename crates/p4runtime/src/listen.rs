@@ -3,8 +3,19 @@
 //! the cause and the flag to change. [`crate::server::serve_on`] serves on the result.
 
 use crate::authz::{Policy, Revoked};
-use crate::server::TlsFiles;
 use std::sync::Arc;
+
+/// PEM files for TLS: the server's certificate and key, and optionally a CA whose certificates
+/// clients must present (mutual TLS).
+pub struct TlsFiles {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    pub client_ca: Option<std::path::PathBuf>,
+    /// Who may write and read (required with `client_ca`).
+    pub authz: Option<Policy>,
+    /// The revocation list of the client CA (`p4sec-ca`'s revoked.json), read again when it changes.
+    pub revoked: Option<std::path::PathBuf>,
+}
 
 /// The gRPC server's socket, bound, and its TLS settings, read and checked: what can go wrong at
 /// start (an address in use or not allowed, an unreadable or malformed certificate) is found by

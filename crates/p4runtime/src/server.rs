@@ -752,17 +752,7 @@ pub async fn serve(addr: std::net::SocketAddr, device: Arc<Device>) -> Result<()
     serve_tls(addr, device, None).await
 }
 
-/// PEM files for TLS: the server's certificate and key, and optionally a CA whose certificates
-/// clients must present (mutual TLS).
-pub struct TlsFiles {
-    pub cert: std::path::PathBuf,
-    pub key: std::path::PathBuf,
-    pub client_ca: Option<std::path::PathBuf>,
-    /// Who may write and read (required with `client_ca`).
-    pub authz: Option<Policy>,
-    /// The revocation list of the client CA (`p4sec-ca`'s revoked.json), read again when it changes.
-    pub revoked: Option<std::path::PathBuf>,
-}
+pub use crate::listen::TlsFiles;
 
 pub async fn serve_tls(
     addr: std::net::SocketAddr,
