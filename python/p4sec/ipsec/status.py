@@ -17,6 +17,7 @@ import time
 
 from p4sec.ipsec.config import ConfigError
 from p4sec.ipsec.status_reads import IN_REASONS, OUT_REASONS, Counters, StoreReader
+from p4sec.ipsec.ike import PEER as IKE_PEER
 
 EVENTS_PER_TUNNEL = 12      # the renewal history the page shows, newest first
 DETAILED = 200              # tunnels shown with their SAs, counters and history; the others with their state only
@@ -173,7 +174,10 @@ class Source:
         for t in tunnels:
             renewals, failures = totals.get(t["name"], (0, 0))
             evs = _events(self.store.events(t["name"], EVENTS_PER_TUNNEL)) if t["name"] in detailed else []
-            t.update(keying=t.get("keying", "ike-less"), kind="host-to-site" if str(t["b"]).startswith("host:") else "site-to-site",
+            # an IKEv2-negotiated tunnel has charon's peer as its b side (p4sec.ipsec.ike: `ike:ADDRESS`)
+            ikev2 = str(t["b"]).startswith(IKE_PEER)
+            t.update(keying=t.get("keying", "ikev2" if ikev2 else "ike-less"),
+                     kind="host-to-site" if str(t["b"]).startswith("host:") else "site-to-site",
                      renewals=renewals, renewal_failures=failures, last_renewal=next((e["t"] for e in evs if e["kind"] == "renewal"), None),
                      detailed=t["name"] in detailed, sas=sas.get(t["name"], []), events=evs)
         out_gateways = []
