@@ -31,7 +31,7 @@ def controller_metrics():
                        "in": {"packets": 4, "bytes": 400}, "unreceived": 1,
                        "dropped": {"out": {}, "in": {"replay": 2}},
                        "next_renewal": {"in_seconds": 10.0, "packets_left": 95}}
-    snap = {"controller": {"term": 3}, "gateways": [{"name": "S1", "connected": True}],
+    snap = {"controller": {"term": 3}, "gateways": [{"name": "S1", "connected": True}], "store": {"ok": True, "renewals_pending": 0},
             "tunnels": [{"name": "S1-S2", "state": "up", "renewals": 2, "renewal_failures": 0, "sas": [sa("S1", "S2"), sa("S2", "S1")]}]}
     names, labels = set(), set()
     for fam in text_string_to_metric_families(status_metrics.render(snap, {"name": "r1"})):

@@ -320,7 +320,11 @@ def test_a_revoked_certificate_is_refused_from_its_next_call(p4sec_bin, tmp_path
 
 def test_switch_tls_settings_are_required_and_checked(tmp_path):
     d = pki(tmp_path / "ca")
-    head = "program: gw\ngateways:\n  - {name: S1, grpc: '127.0.0.1:1', address: 192.0.2.1, " \
+    # a program directory as the configuration's own checks want one (they come before switch_tls's)
+    (tmp_path / "gw").mkdir()
+    (tmp_path / "gw" / "program.json").write_text("{}")
+    (tmp_path / "gw" / "p4info.txtpb").write_text("")
+    head = f"program: {tmp_path / 'gw'}\n" + "gateways:\n  - {name: S1, grpc: '127.0.0.1:1', address: 192.0.2.1, " \
            "lan: {prefix: 10.1.0.0/16, port: 1, mac: '02:00:00:00:0a:01'}, wan: {prefix: 198.51.100.0/24, port: 2, mac: '02:00:00:00:0b:02'}%s}\n"
     p = tmp_path / "ctl.yaml"
 
@@ -335,7 +339,7 @@ def test_switch_tls_settings_are_required_and_checked(tmp_path):
         ("switch_tls: {insecure: yes please}", "", "`insecure` takes only `true`"),
         ("switch_tls: {insecure: false}", "", "`insecure` takes only `true`"),
         (f"switch_tls: {{ca: {d}, cert: controller, insecure: true}}", "", "together with ca/cert: choose one"),
-        ("switch_tls: [ca]", "", "switch_tls: expected a mapping"),
+        ("switch_tls: [ca]", "", "switch_tls: ['ca']: expected {ca, cert[, server_name]} or {insecure: true}"),
         (f"switch_tls: {{ca: {d}, cert: controller, verify: no}}", "", "unknown key(s) verify"),
         ("", ", switch_tls: {server_name: s1}", "needs ca and cert"),
     ]:
