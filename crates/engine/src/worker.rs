@@ -332,6 +332,11 @@ pub struct Stats {
 impl PendingError for Worker {
     #[inline(always)]
     fn take_error(&mut self) -> u32 {
-        std::mem::take(&mut self.perr)
+        // read, and written only when an error is pending (the common case stores nothing)
+        if self.perr == 0 {
+            0
+        } else {
+            std::mem::take(&mut self.perr)
+        }
     }
 }

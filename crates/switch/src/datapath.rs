@@ -146,8 +146,10 @@ fn transmit(
     unknown: &mut u64,
     ts: Ts,
 ) {
+    // once per packet, not per frame it emits: the CPU port is fixed for the device's life
+    let cpu = device.cpu_port();
     for (port, frame) in out.iter() {
-        if Some(port) == device.cpu_port() {
+        if Some(port) == cpu {
             device.packet_in(engine, frame);
             continue;
         }
