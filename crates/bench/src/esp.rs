@@ -12,7 +12,7 @@
 //! printed: the same options give the same digest, so a change to the engine or the externs that
 //! alters any emitted packet shows there.
 
-use p4sec_engine::{Engine, Outputs, Worker};
+use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use p4sec_externs::esp::{Cipher, Integ, Limits, Sa, SaConfig};
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
 use std::net::IpAddr;
@@ -25,8 +25,8 @@ const PROGRAM: &str = include_str!("../../../programs/ipsec_gateway.p4");
 const ENC_GW: [u8; 4] = [192, 0, 2, 1];
 const DEC_GW: [u8; 4] = [198, 51, 100, 1];
 const SPI: u32 = 0x4242;
-const LAN: u32 = 1;
-const WAN: u32 = 2;
+pub(crate) const LAN: u32 = 1;
+pub(crate) const WAN: u32 = 2;
 
 /// Options of one run.
 pub struct Opts {
@@ -43,14 +43,24 @@ fn be(a: [u8; 4]) -> u64 {
 
 /// The tunnel's SA, as both gateways install it (AES-GCM-128, 32-bit sequence numbers).
 fn sa_config() -> SaConfig {
+    sa_with(Cipher::AesGcm128, 1024)
+}
+
+/// The tunnel's SA with `cipher` (AES-GCM-128 or NULL; no integrity algorithm) and an anti-replay
+/// window of `window` packets (0: none, so that the same ESP packets can be decapsulated again).
+pub(crate) fn sa_with(cipher: Cipher, window: u32) -> SaConfig {
+    let enc_key = match cipher {
+        Cipher::Null => vec![],
+        _ => (0..20u8).map(|b| b.wrapping_mul(37) ^ 0x5c).collect(),
+    };
     SaConfig {
         spi: SPI,
-        cipher: Cipher::AesGcm128,
+        cipher,
         integ: Integ::None,
-        enc_key: (0..20u8).map(|b| b.wrapping_mul(37) ^ 0x5c).collect(),
+        enc_key,
         auth_key: vec![],
         esn: false,
-        replay_window: 1024,
+        replay_window: window,
         tunnel: Some((IpAddr::from(ENC_GW), IpAddr::from(DEC_GW))),
         soft: Limits::default(),
         hard: Limits::default(),
@@ -59,10 +69,10 @@ fn sa_config() -> SaConfig {
     }
 }
 
-fn add_sa(e: &Engine) -> Result<(), String> {
-    let c = sa_config();
+fn add_sa(e: &Engine, c: &SaConfig) -> Result<(), String> {
+    let cipher = serde_json::to_value(c.cipher).map_err(|e| e.to_string())?;
     let json = serde_json::json!({"index": 0, "sa": {
-        "spi": c.spi, "cipher": "AesGcm128", "integ": "None", "enc_key": c.enc_key, "auth_key": [], "esn": false, "replay_window": 1024,
+        "spi": c.spi, "cipher": cipher, "integ": "None", "enc_key": c.enc_key, "auth_key": [], "esn": false, "replay_window": c.replay_window,
         "tunnel": [IpAddr::from(ENC_GW).to_string(), IpAddr::from(DEC_GW).to_string()],
         "soft": {"packets": null, "bytes": null, "seconds": null}, "hard": {"packets": null, "bytes": null, "seconds": null}, "initial_seq": 0}});
     e.extern_control("GwIngress.sad", "add_sa", json.to_string().as_bytes())?;
@@ -112,14 +122,19 @@ fn route(e: &Engine, prefix: [u8; 4], len: u32, port: u32) -> Result<(), String>
 
 /// The gateway program with the tables of `dir`'s side of the tunnel 10.1.0.0/16 -> 10.2.0.0/16.
 fn gateway(dir: &str) -> Result<Engine, String> {
+    gateway_with(dir, &sa_config(), Backend::from_env()?)
+}
+
+/// The same with the SA `sa`, on `backend`.
+pub(crate) fn gateway_with(dir: &str, sa: &SaConfig, backend: Backend) -> Result<Engine, String> {
     let prog = p4sec_frontend::compile_str(
         "programs/ipsec_gateway.p4",
         PROGRAM,
         &p4sec_frontend::CompileOptions::default(),
     )
     .map_err(|e| e.to_string())?;
-    let e = Engine::new(Arc::new(prog), &p4sec_externs::p4::registry())?;
-    add_sa(&e)?;
+    let e = Engine::with_backend(Arc::new(prog), &p4sec_externs::p4::registry(), backend)?;
+    add_sa(&e, sa)?;
     let net = |a: [u8; 4], m: u64| FieldMatch::Ternary {
         value: Value::new(32, be(a)),
         mask: Value::new(32, m),
@@ -198,7 +213,7 @@ fn gateway(dir: &str) -> Result<Engine, String> {
 
 /// Plain frame `i`: Ethernet, IPv4 of `size` bytes (10.1.0.5 -> 10.2.0.7, identification `i`), TCP,
 /// a payload that differs per packet.
-fn plain(size: usize, i: u32) -> Vec<u8> {
+pub(crate) fn plain(size: usize, i: u32) -> Vec<u8> {
     let mut f = vec![0u8; 14 + size];
     f[..14].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0x11, 0x08, 0x00]);
     let mut h = [

@@ -4,8 +4,10 @@
 //! `hash` (`bench-hash`): keyed hashing in the pipeline; `p4ead` (`bench-p4ead`): ASCON in plain P4
 //! against the extern; `sad` (`bench-sad`): ESP decapsulation as the SAD grows; `mixed`
 //! (`bench-mixed`): an IPsec gateway's mixed IP/ESP traffic during re-keying; `esp`
-//! (`bench-esp`): the per-packet cost of one ESP tunnel.
+//! (`bench-esp`): the per-packet cost of one ESP tunnel; `engines` (`bench-engines`): the P4 part
+//! of the security pipelines on the closure and the native engine.
 
+pub mod engines;
 pub mod esp;
 pub mod hash;
 pub mod mixed;

@@ -280,6 +280,16 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Engine benchmark: the P4 part of the IPsec gateway (NULL cipher and AES-GCM), the URL
+    /// filter and the keyed Bloom filter on the closure engine and the native engine, alternated.
+    BenchEngines {
+        /// Seconds per pipeline (both engines).
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Write the figures as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// SAD benchmark: ESP decapsulation through programs/ipsec_gateway.p4 with 1, 1,000 and 100,000
     /// SAs installed.
     BenchSad {
@@ -889,6 +899,9 @@ fn main() -> ExitCode {
             seconds,
             json,
         } => p4sec_bench::router::run(routes, seconds, json.as_deref()),
+        Cmd::BenchEngines { seconds, json } => {
+            p4sec_bench::engines::run(seconds, json.as_deref())
+        }
         Cmd::BenchHash { seconds, json } => p4sec_bench::hash::run(seconds, json.as_deref()),
         Cmd::BenchSad { sas, json } => p4sec_bench::sad::run(&sas, json.as_deref()),
         Cmd::BenchEsp { dir, size, packets } => {
