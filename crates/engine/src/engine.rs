@@ -84,6 +84,8 @@ pub struct Engine {
     pub(crate) digests: Digests,
     /// Each worker's statistics (written only by that worker; summed by [`Engine::stats`]).
     pub(crate) worker_stats: Mutex<Vec<Arc<Stats>>>,
+    /// The backend the engine runs (native only when machine code was generated).
+    pub(crate) backend: crate::Backend,
 }
 
 /// Where the program's data lives in a worker's slots.
@@ -250,6 +252,14 @@ pub(crate) struct Deferred {
     /// The checksum from the fields, and F's width mask.
     pub sum: XF,
     pub m: u64,
+}
+
+impl Engine {
+    /// The backend this engine runs: [`crate::Backend::Native`] only when machine code was
+    /// generated (it falls back to the closures where no code generator is available).
+    pub fn backend(&self) -> crate::Backend {
+        self.backend
+    }
 }
 
 impl Worker {

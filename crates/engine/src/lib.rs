@@ -28,6 +28,7 @@
 //!
 //! A worker's per-packet state is `worker.rs`.
 
+mod backend;
 pub mod bits;
 pub mod chunkvec;
 mod clock;
@@ -38,6 +39,7 @@ pub mod harness_externs;
 pub mod hash;
 mod load;
 pub mod meters;
+mod native;
 mod pipeline;
 pub mod tables;
 /// Externs for tests only (one breaks the extern interface on purpose): never in a shipped binary.
@@ -46,6 +48,7 @@ pub mod tables;
 pub mod test_externs;
 mod worker;
 
+pub use backend::{Backend, BACKEND_ENV};
 pub use clock::coarse_ms;
 pub(crate) use engine::bump;
 pub use engine::{DigestMsg, Engine, Outputs, Pre, RegisterRt, StatsSnapshot, TableRt};

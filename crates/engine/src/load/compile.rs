@@ -20,7 +20,7 @@ use p4sec_ir::*;
 
 /// Can running `s` leave a parser error pending in `w.perr` (a `lookahead` past the end of the
 /// packet in one of its own expressions)? Conservative: shapes not listed may.
-fn stmt_may_fail(s: &Stmt) -> bool {
+pub(crate) fn stmt_may_fail(s: &Stmt) -> bool {
     match s {
         Stmt::Assign {
             dst: LValue::Static(_),
@@ -68,7 +68,7 @@ pub(crate) struct Cx<'a> {
 
 pub(crate) fn compile(cx: &Cx) -> Code {
     let p = cx.prog;
-    let select_keys = p
+    let select_keys: Vec<Option<Vec<XF>>> = p
         .parser
         .states
         .iter()
@@ -81,7 +81,7 @@ pub(crate) fn compile(cx: &Cx) -> Code {
             _ => None,
         })
         .collect();
-    let select_cases = p
+    let select_cases: Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>> = p
         .parser
         .states
         .iter()
@@ -402,7 +402,7 @@ fn lvalue_may_fail(l: &LValue) -> bool {
 }
 
 /// Can evaluating `e` fail (set a parser error)? Only `lookahead` can.
-fn may_fail(e: &Expr) -> bool {
+pub(crate) fn may_fail(e: &Expr) -> bool {
     match e {
         Expr::Lookahead { .. } => true,
         Expr::Load(LValue::Dynamic { index, .. }) => may_fail(index),
@@ -421,7 +421,7 @@ fn interp_stmt(s: &Stmt) -> SF {
     Box::new(move |e, w| e.exec_one(w, &s))
 }
 
-fn stmt(cx: &Cx, s: &Stmt) -> SF {
+pub(crate) fn stmt(cx: &Cx, s: &Stmt) -> SF {
     match s {
         Stmt::Assign {
             dst: LValue::Static(l),

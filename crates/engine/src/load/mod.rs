@@ -13,8 +13,10 @@ use crate::engine::{
 use crate::load::compile::Code;
 use crate::load::plans::{HeaderPlan, StdSlots};
 use crate::meters::MeterCell;
+use crate::native;
 use crate::pipeline::{call, match_action};
 use crate::tables::{self, TableData};
+use crate::Backend;
 use arc_swap::ArcSwap;
 use p4sec_externs::iface::{BitBuf, ExternType, MethodSig};
 use p4sec_ir::*;
@@ -27,8 +29,20 @@ fn err_code(p: &Program, name: &str) -> u32 {
 }
 
 impl Engine {
-    /// Build the runtime for `prog`; extern instances are created from `externs` by type name.
+    /// Build the runtime for `prog`; extern instances are created from `externs` by type name. The
+    /// backend is the one `P4SEC_ENGINE` names ([`Backend::from_env`]; an invalid value is an
+    /// error).
     pub fn new(prog: Arc<Program>, externs: &[Box<dyn ExternType>]) -> Result<Engine, String> {
+        Engine::with_backend(prog, externs, Backend::from_env()?)
+    }
+
+    /// [`Engine::new`] with the backend given: the closures, or machine code generated when the
+    /// program is loaded (`native/`; the closures where the code generator is unavailable).
+    pub fn with_backend(
+        prog: Arc<Program>,
+        externs: &[Box<dyn ExternType>],
+        backend: Backend,
+    ) -> Result<Engine, String> {
         let mut fast = (*prog).clone();
         fast.optimize();
         let prog = Arc::new(fast);
@@ -164,12 +178,17 @@ impl Engine {
         }
         let hplans = prog.headers.iter().map(HeaderPlan::new).collect();
         let pristine = pristine::Pristine::analyse(&prog);
-        let code = compile::compile(&compile::Cx {
+        let cx = compile::Cx {
             prog: &prog,
             externs: &objs,
             methods: &methods,
             pristine: &pristine,
-        });
+        };
+        let mut code = compile::compile(&cx);
+        let backend = match backend {
+            Backend::Native if native::compile(&cx, &mut code).is_some() => Backend::Native,
+            _ => Backend::Closure,
+        };
         let one_word_key = prog
             .tables
             .iter()
@@ -268,6 +287,7 @@ impl Engine {
             },
             worker_stats: Mutex::new(vec![]),
             prog,
+            backend,
         })
     }
 }

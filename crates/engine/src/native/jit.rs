@@ -1,0 +1,129 @@
+//! The code generator's setup and the code's lifetime: a Cranelift JIT module for the host
+//! (optimising for speed), one function per statement list, and the module's memory freed when
+//! the engine that runs the code is dropped.
+
+use super::helpers::{Entry, Keep};
+use super::stmt::Fx;
+use crate::load::compile::Cx;
+use cranelift_codegen::ir::{types, AbiParam, Signature};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+use p4sec_ir::Stmt;
+
+/// A JIT module and what compiling into it reuses.
+pub(crate) struct Jit {
+    module: Option<JITModule>,
+    ctx: cranelift_codegen::Context,
+    fctx: FunctionBuilderContext,
+    next: usize,
+}
+
+// SAFETY: after `finalize` the module is only read (function addresses) or freed on drop; the code
+// it holds is immutable and may run on any thread.
+unsafe impl Send for Jit {}
+unsafe impl Sync for Jit {}
+
+impl Jit {
+    pub(crate) fn new() -> Result<Jit, String> {
+        let mut flags = settings::builder();
+        for (k, v) in [
+            ("opt_level", "speed"),
+            ("use_colocated_libcalls", "false"),
+            ("is_pic", "false"),
+        ] {
+            flags
+                .set(k, v)
+                .map_err(|e| format!("cranelift flag {k}: {e}"))?;
+        }
+        let isa = cranelift_native::builder()
+            .map_err(|e| format!("no code generator for this machine: {e}"))?
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| format!("cranelift: {e}"))?;
+        let module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+        Ok(Jit {
+            ctx: module.make_context(),
+            module: Some(module),
+            fctx: FunctionBuilderContext::new(),
+            next: 0,
+        })
+    }
+
+    fn module(&mut self) -> &mut JITModule {
+        self.module.as_mut().expect("the module lives until drop")
+    }
+
+    /// The signature of every native statement list: `extern "C" fn(*mut Ctx) -> u64`.
+    pub(crate) fn entry_sig(&self) -> Signature {
+        let m = self.module.as_ref().expect("the module lives until drop");
+        let mut s = m.make_signature();
+        s.params
+            .push(AbiParam::new(m.target_config().pointer_type()));
+        s.returns.push(AbiParam::new(types::I64));
+        s
+    }
+
+    /// Compiles one statement list. An error (or a panic of the code generator) leaves nothing
+    /// defined: the caller keeps that list on closures.
+    pub(crate) fn function(
+        &mut self,
+        cx: &Cx,
+        body: &[Stmt],
+        nslots: usize,
+    ) -> Result<(FuncId, Keep), String> {
+        let sig = self.entry_sig();
+        let name = format!("p4_list_{}", self.next);
+        self.next += 1;
+        let id = self
+            .module()
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| e.to_string())?;
+        let ptr = self.module().target_config().pointer_type();
+        let config = self.module().target_config();
+        self.ctx.clear();
+        self.ctx.func.signature = sig;
+        let keep = {
+            let (func, fctx) = (&mut self.ctx.func, &mut self.fctx);
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let b = FunctionBuilder::new(func, fctx);
+                let mut fx = Fx::new(b, cx, ptr, nslots);
+                fx.body(body);
+                fx.finish(config)
+            }))
+            .map_err(|_| format!("{name}: the translator failed"))?
+        };
+        let mut ctx = std::mem::replace(&mut self.ctx, cranelift_codegen::Context::new());
+        let r = self.module().define_function(id, &mut ctx);
+        ctx.clear();
+        self.ctx = ctx;
+        r.map_err(|e| format!("{name}: {e:?}"))?;
+        Ok((id, keep))
+    }
+
+    pub(crate) fn finalize(&mut self) -> Result<(), String> {
+        self.module()
+            .finalize_definitions()
+            .map_err(|e| e.to_string())
+    }
+
+    /// The address of a finalized function.
+    ///
+    /// # Safety
+    /// `id` was compiled by [`Jit::function`] and [`Jit::finalize`] has run; the pointer is valid
+    /// until `self` is dropped.
+    pub(crate) unsafe fn entry(&self, id: FuncId) -> Entry {
+        let m = self.module.as_ref().expect("the module lives until drop");
+        std::mem::transmute::<*const u8, Entry>(m.get_finalized_function(id))
+    }
+}
+
+impl Drop for Jit {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the engine drops the blocks that call this code before its `native` field
+            // (declared last), and nothing else holds a pointer into it
+            unsafe { m.free_memory() };
+        }
+    }
+}

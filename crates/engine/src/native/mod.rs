@@ -1,0 +1,127 @@
+//! The native backend: each statement list of the program (a parser state, a control body, an
+//! action body, the deparser) compiled to machine code with Cranelift when the engine is built.
+//!
+//! Hybrid with the closures of `load/compile.rs`: a statement the translator covers
+//! (`stmt.rs`, `expr.rs`) becomes inline machine code over the worker's slots; any other statement
+//! becomes a call, through a trampoline (`helpers.rs`), to the closure the closure backend would
+//! run for it. So every program runs on this backend with the closure backend's semantics, and
+//! coverage grows statement kind by statement kind. Each native list is wrapped back into a
+//! one-statement [`crate::engine::CBlock`], so the pipeline keeps its shape. The code lives in a
+//! [`jit::Jit`] shared by those blocks: freed when the engine that owns them is dropped. Chosen
+//! with [`crate::Backend`].
+
+pub(crate) mod expr;
+pub(crate) mod helpers;
+pub(crate) mod jit;
+pub(crate) mod stmt;
+#[cfg(test)]
+mod tests;
+
+use crate::engine::{CBlock, SF};
+use crate::load::compile::{Code, Cx};
+use crate::{Engine, Worker};
+use helpers::{decode, Ctx, Keep};
+use std::sync::Arc;
+
+/// How much of the program the translator covered, for tests and the load-time report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Coverage {
+    /// Statement lists compiled to machine code.
+    pub(crate) lists: usize,
+    /// Statement lists left on closures (Cranelift refused them).
+    pub(crate) failed: usize,
+    /// Statements translated inline, and statements called through their closure.
+    pub(crate) inline: usize,
+    pub(crate) fallback: usize,
+}
+
+/// Compiles the parser states, the ingress, egress and deparser bodies and the action bodies of
+/// `code` to machine code, replacing each list that compiled by its native form. `None` when no
+/// code generator is available for this machine (the engine then runs on closures).
+pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
+    let mut jit = jit::Jit::new().ok()?;
+    let p = cx.prog;
+    let nslots = p.slots as usize + 1;
+    let mut stats = Coverage::default();
+    // (which list, its function and what it keeps alive)
+    let mut built: Vec<(Target, cranelift_module::FuncId, Keep)> = vec![];
+    let mut lists: Vec<(Target, &[p4sec_ir::Stmt])> = vec![];
+    for (i, s) in p.parser.states.iter().enumerate() {
+        lists.push((Target::State(i), &s.body));
+    }
+    lists.push((Target::Ingress, &p.ingress.body));
+    lists.push((Target::Egress, &p.egress.body));
+    lists.push((Target::Deparser, &p.deparser.body));
+    for (i, a) in p.actions.iter().enumerate() {
+        lists.push((Target::Action(i), &a.body));
+    }
+    for (t, body) in lists {
+        if body.is_empty() {
+            continue;
+        }
+        match jit.function(cx, body, nslots) {
+            Ok((id, keep)) => {
+                stats.inline += keep.inline;
+                stats.fallback += keep.stmts.len();
+                built.push((t, id, keep));
+            }
+            Err(_) => stats.failed += 1,
+        }
+    }
+    if jit.finalize().is_err() {
+        return None;
+    }
+    let jit = Arc::new(jit);
+    for (t, id, keep) in built {
+        let slot = match t {
+            Target::State(i) => &mut code.states[i],
+            Target::Ingress => &mut code.ingress,
+            Target::Egress => &mut code.egress,
+            Target::Deparser => &mut code.deparser,
+            Target::Action(i) => &mut code.actions[i],
+        };
+        let closures = std::mem::replace(slot, CBlock::new(vec![], false));
+        // SAFETY: the function was compiled with the `extern "C" fn(*mut Ctx) -> u64` signature
+        // and lives in `jit`, which every block calling it holds
+        let f = unsafe { jit.entry(id) };
+        *slot = CBlock::new(vec![wrap(f, jit.clone(), keep, closures, nslots)], false);
+        stats.lists += 1;
+    }
+    Some(stats)
+}
+
+/// Which statement list of [`Code`] a native function replaces.
+#[derive(Clone, Copy)]
+enum Target {
+    State(usize),
+    Ingress,
+    Egress,
+    Deparser,
+    Action(usize),
+}
+
+/// A native statement list as a statement: a context on the stack, the function called on it, its
+/// flow decoded. A worker with fewer slots than the program (never one built by
+/// [`Worker::new`]) runs the closures instead, so generated code never indexes past the slots.
+fn wrap(f: helpers::Entry, jit: Arc<jit::Jit>, keep: Keep, closures: CBlock, nslots: usize) -> SF {
+    Box::new(move |e: &Engine, w: &mut Worker| {
+        // the code and what it points at live as long as this closure
+        let _alive = (&jit, &keep);
+        if w.slots.len() < nslots {
+            return closures.run(e, w);
+        }
+        let mut ctx = Ctx {
+            slots: w.slots.as_mut_ptr(),
+            e,
+            w,
+            panic: None,
+        };
+        // SAFETY: `ctx` points at the live engine and worker; the code reads and writes slots only
+        // below `nslots` (checked when it was generated) and calls back only through `helpers`
+        let r = unsafe { f(&mut ctx) };
+        if let Some(p) = ctx.panic.take() {
+            std::panic::resume_unwind(p);
+        }
+        decode(r)
+    })
+}

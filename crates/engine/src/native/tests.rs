@@ -1,0 +1,252 @@
+//! The translation of each statement and expression kind, run on both backends: the same frames out
+//! of the same packets, explicit results for the edge cases (width masking, signed operations,
+//! shifts by the width or more, division by zero, saturation), and which statements went inline
+//! and which fell back to their closure (slices of wide values, loops).
+
+use super::Coverage;
+use crate::load::compile::{self, Cx};
+use crate::testutil::one_header_program;
+use crate::{Backend, Engine, Outputs, Worker};
+use std::sync::Arc;
+
+fn engines(src: &str) -> (Engine, Engine) {
+    let prog = Arc::new(
+        p4sec_frontend::compile_str("test.p4", src, &Default::default())
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let reg = crate::test_externs::registry();
+    let a = Engine::with_backend(prog.clone(), &reg, Backend::Closure).unwrap();
+    let b = Engine::with_backend(prog, &reg, Backend::Native).unwrap();
+    assert_eq!(b.backend(), Backend::Native);
+    (a, b)
+}
+
+/// What the native translation of `src` covered.
+fn coverage(src: &str) -> Coverage {
+    let mut prog = p4sec_frontend::compile_str("test.p4", src, &Default::default()).unwrap();
+    prog.optimize();
+    let cx = Cx {
+        prog: &prog,
+        externs: &[],
+        methods: &[],
+        pristine: &Default::default(),
+    };
+    let mut code = compile::compile(&cx);
+    super::compile(&cx, &mut code).expect("a code generator for this machine")
+}
+
+/// The frame each backend emits for `pkt` (asserted equal), or `None` when dropped.
+fn run(a: &Engine, b: &Engine, pkt: &[u8]) -> Option<Vec<u8>> {
+    let mut outs = vec![];
+    for e in [a, b] {
+        let mut w = Worker::new(e);
+        let mut o = Outputs::default();
+        e.process(&mut w, 0, pkt, &mut o);
+        outs.push(o.iter().map(|(_, f)| f.to_vec()).next());
+    }
+    assert_eq!(outs[0], outs[1], "closure vs native for {pkt:02x?}");
+    outs.pop().unwrap()
+}
+
+/// Both backends on a few hundred pseudo-random packets of `len` bytes.
+fn agree_on_random(a: &Engine, b: &Engine, len: usize) {
+    let mut x = 0x2545f4914f6cdd1du64;
+    for _ in 0..400 {
+        let pkt: Vec<u8> = (0..len)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // many small and boundary bytes
+                match x % 5 {
+                    0 => 0,
+                    1 => 0xff,
+                    2 => (x >> 8) as u8 % 9,
+                    _ => (x >> 16) as u8 ^ i as u8,
+                }
+            })
+            .collect();
+        run(a, b, &pkt);
+    }
+}
+
+const ARITH: &str = r#"
+    apply {
+        hdr.h.sum = hdr.h.a + hdr.h.b;
+        hdr.h.diff = hdr.h.a - hdr.h.b;
+        hdr.h.prod = hdr.h.a * hdr.h.b;
+        hdr.h.shl = hdr.h.a << hdr.h.sh;
+        hdr.h.shr = hdr.h.a >> hdr.h.sh;
+        hdr.h.sat = hdr.h.a |+| hdr.h.b;
+        hdr.h.usat = hdr.h.a |-| hdr.h.b;
+        hdr.h.neg = -hdr.h.a;
+        hdr.h.inv = ~hdr.h.b;
+        hdr.h.cat = hdr.h.a ++ hdr.h.b;
+        hdr.h.sl = hdr.h.cat[11:4];
+        hdr.h.wide16 = (bit<16>)hdr.h.a;
+    }
+"#;
+const ARITH_FIELDS: &str = "bit<8> a; bit<8> b; bit<8> sh; bit<8> sum; bit<8> diff; bit<8> prod; \
+    bit<8> shl; bit<8> shr; bit<8> sat; bit<8> usat; bit<8> neg; bit<8> inv; bit<16> cat; \
+    bit<8> sl; bit<16> wide16;";
+
+#[test]
+fn arithmetic_is_masked_to_the_width() {
+    let src = one_header_program(ARITH_FIELDS, ARITH);
+    let (a, b) = engines(&src);
+    // a = 0xf0, b = 0x20, shift by 9 (more than the width)
+    let mut pkt = vec![0u8; 18];
+    pkt[..3].copy_from_slice(&[0xf0, 0x20, 9]);
+    let out = run(&a, &b, &pkt).unwrap();
+    assert_eq!(out[3], 0x10, "0xf0 + 0x20 wraps at 8 bits");
+    assert_eq!(out[4], 0xd0, "0xf0 - 0x20");
+    assert_eq!(out[5], 0x00, "0xf0 * 0x20 = 0x1e00 masked");
+    assert_eq!(out[6], 0, "a shift left by 9 >= 8 gives 0");
+    assert_eq!(out[7], 0, "a shift right by 9 gives 0");
+    assert_eq!(out[8], 0xff, "saturating add");
+    assert_eq!(out[9], 0xd0, "saturating sub");
+    assert_eq!(out[10], 0x10, "-0xf0 at 8 bits");
+    assert_eq!(out[11], 0xdf, "~0x20 at 8 bits");
+    assert_eq!(&out[12..14], &[0xf0, 0x20], "concatenation");
+    assert_eq!(out[14], 0x02, "slice [11:4] of 0xf020");
+    assert_eq!(&out[15..17], &[0, 0xf0], "widening cast");
+    // shift by 3: inside the width
+    pkt[2] = 3;
+    let out = run(&a, &b, &pkt).unwrap();
+    assert_eq!((out[6], out[7]), (0x80, 0x1e));
+    // saturating sub below zero
+    pkt[..2].copy_from_slice(&[0x10, 0x20]);
+    assert_eq!(run(&a, &b, &pkt).unwrap()[9], 0);
+    agree_on_random(&a, &b, 18);
+    let c = coverage(&src);
+    assert!(c.inline >= 12, "{c:?}");
+}
+
+#[test]
+fn signed_operations_sign_extend() {
+    let src = one_header_program(
+        "int<8> s; int<8> t; bit<8> sh; int<8> shr; bit<8> lt; bit<8> ge; int<16> ext; int<8> sat;",
+        r#"apply {
+            hdr.h.shr = hdr.h.s >> hdr.h.sh;
+            hdr.h.lt = (hdr.h.s < hdr.h.t) ? 8w1 : 8w0;
+            hdr.h.ge = (hdr.h.s >= -8s3) ? 8w1 : 8w0;
+            hdr.h.ext = (int<16>)hdr.h.s;
+            hdr.h.sat = hdr.h.s |+| hdr.h.t;
+        }"#,
+    );
+    let (a, b) = engines(&src);
+    // s = -128, t = 1, shift by 200
+    let mut pkt = vec![0x80, 0x01, 200, 0, 0, 0, 0, 0, 0];
+    let out = run(&a, &b, &pkt).unwrap();
+    assert_eq!(out[3], 0xff, "-128 >> 200 is -1");
+    assert_eq!(out[4], 1, "-128 < 1");
+    assert_eq!(out[5], 0, "-128 >= -3 is false");
+    assert_eq!(&out[6..8], &[0xff, 0x80], "sign extension");
+    // -128 |+| -128 saturates at -128 (signed saturation falls back to its closure)
+    pkt[1] = 0x80;
+    assert_eq!(run(&a, &b, &pkt).unwrap()[8], 0x80);
+    agree_on_random(&a, &b, 9);
+}
+
+#[test]
+fn wide_values_fall_back_to_closures() {
+    let src = one_header_program(
+        "bit<128> w; bit<8> lo; bit<8> hi; bit<64> top;",
+        r#"apply {
+            hdr.h.lo = hdr.h.w[7:0];
+            hdr.h.hi = hdr.h.w[127:120];
+            hdr.h.top = hdr.h.w[127:64];
+        }"#,
+    );
+    let (a, b) = engines(&src);
+    let mut pkt: Vec<u8> = (1..=16).collect();
+    pkt.extend([0; 10]);
+    let out = run(&a, &b, &pkt).unwrap();
+    assert_eq!((out[16], out[17]), (16, 1));
+    assert_eq!(&out[18..26], &[1, 2, 3, 4, 5, 6, 7, 8]);
+    agree_on_random(&a, &b, 26);
+    let c = coverage(&src);
+    assert!(c.fallback >= 1, "{c:?}");
+}
+
+#[test]
+fn control_flow_switch_exit_and_validity() {
+    let src = one_header_program(
+        "bit<8> k; bit<8> o; bit<8> x;",
+        r#"action set(bit<8> v) { hdr.h.o = v; }
+        action off() { hdr.h.setInvalid(); }
+        action stop() { hdr.h.o = 0xee; exit; }
+        table t { key = { hdr.h.k: exact; } actions = { set; off; stop; NoAction; }
+            const entries = { 1 : set(0x11); 2 : off(); 3 : stop(); }
+            default_action = NoAction(); }
+        apply {
+            switch (t.apply().action_run) {
+                set: { hdr.h.x = 1; }
+                stop: { hdr.h.x = 2; }
+                default: {
+                    if (hdr.h.k > 9 && hdr.h.k != 0xff || hdr.h.k == 7) { hdr.h.x = 3; }
+                    else { hdr.h.x = 4; }
+                }
+            }
+            if (hdr.h.k == 3) { hdr.h.x = 5; }
+            if (hdr.h.k == 8) { mark_to_drop(sm); }
+        }"#,
+    );
+    let (a, b) = engines(&src);
+    let r = |k: u8| run(&a, &b, &[k, 0, 0, 0xaa]);
+    assert_eq!(r(1).unwrap()[..3], [1, 0x11, 1]);
+    assert_eq!(
+        r(2).unwrap(),
+        vec![0xaa],
+        "setInvalid: the header is not emitted"
+    );
+    assert_eq!(
+        r(3).unwrap()[..3],
+        [3, 0xee, 0],
+        "exit skips the rest of the control"
+    );
+    assert_eq!(r(7).unwrap()[2], 3);
+    assert_eq!(r(10).unwrap()[2], 3);
+    assert_eq!(r(0xff).unwrap()[2], 4);
+    assert_eq!(r(8), None, "mark_to_drop");
+    agree_on_random(&a, &b, 4);
+    let c = coverage(&src);
+    assert!(c.lists >= 4 && c.failed == 0, "{c:?}");
+}
+
+#[test]
+fn loops_and_stacks_run_by_their_closures() {
+    let src = r#"#include <v1model.p4>
+header h_t { bit<8> v; }
+struct hs { h_t[4] s; }
+struct m { bit<8> n; }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) {
+    state start { p.extract(hdr.s.next); transition select(hdr.s.last.v) { 0: accept; default: start; } }
+}
+control V(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
+    apply { meta.n = 0; if (hdr.s[1].isValid()) { hdr.s[1].v = hdr.s[0].v + 1; } }
+}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.s); } }
+V1Switch(P(), V(), I(), E(), V(), D()) main;
+"#;
+    let (a, b) = engines(src);
+    assert_eq!(run(&a, &b, &[5, 9, 0, 7]).unwrap(), vec![5, 6, 0, 7]);
+    // past the stack's end: a parser error
+    run(&a, &b, &[1, 1, 1, 1, 1, 1]);
+    agree_on_random(&a, &b, 5);
+}
+
+#[test]
+fn backend_names_parse_and_print() {
+    assert_eq!("native".parse::<Backend>(), Ok(Backend::Native));
+    assert_eq!("closure".parse::<Backend>(), Ok(Backend::Closure));
+    let e = "jit".parse::<Backend>().unwrap_err();
+    assert!(
+        e.contains("`jit`") && e.contains("closure") && e.contains("native"),
+        "{e}"
+    );
+    assert_eq!(Backend::Native.to_string(), "native");
+    assert_eq!(Backend::default(), Backend::Closure);
+}
