@@ -899,9 +899,7 @@ fn main() -> ExitCode {
             seconds,
             json,
         } => p4sec_bench::router::run(routes, seconds, json.as_deref()),
-        Cmd::BenchEngines { seconds, json } => {
-            p4sec_bench::engines::run(seconds, json.as_deref())
-        }
+        Cmd::BenchEngines { seconds, json } => p4sec_bench::engines::run(seconds, json.as_deref()),
         Cmd::BenchHash { seconds, json } => p4sec_bench::hash::run(seconds, json.as_deref()),
         Cmd::BenchSad { sas, json } => p4sec_bench::sad::run(&sas, json.as_deref()),
         Cmd::BenchEsp { dir, size, packets } => {
