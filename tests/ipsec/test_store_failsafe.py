@@ -111,7 +111,7 @@ def test_renewal_and_retirement_retried_tunnel_degraded_meanwhile(tmp_path):
         assert [t["state"] for t in ctl.tunnels()] == ["up"]
         disk.set_read_only(ctl.db, True)
         with pytest.raises(StoreError, match="readonly"):
-            ctl._event("T", "refused")
+            ctl.event("T", "refused")
         # a soft-lifetime event and a retirement while the store fails
         ctl._renew_or_retry(0x1111, "soft lifetime on B")
         ctl._retire(0x2222)
