@@ -24,7 +24,6 @@ happens after a controller's or a switch's restart), `reconciler` (p4sec.ipsec.r
 gateways of a tunnel at once (p4sec.ipsec.writes); host-to-site tunnels (p4sec.ipsec.hosts) and the handling of
 store faults (p4sec.ipsec.failsafe) are mixed in.
 """
-import ipaddress
 import json
 import logging
 import os
@@ -35,6 +34,7 @@ from p4sec.ipsec import gateway as gwp
 from p4sec.ipsec import ike
 from p4sec.ipsec import reconcile as rec
 from p4sec.ipsec import store
+from p4sec.ipsec import tunnel_entries as te
 from p4sec.ipsec import writes
 from p4sec.ipsec.store import StoreError
 from p4sec.ipsec.ctlbase import (HARD, SA_EVENT_DIGEST, SOFT, SUITES, SWITCH_MAC, ControllerError, Gateway, _lpm,  # noqa: F401 (re-exported)
@@ -182,25 +182,6 @@ class IpsecController(StoreFaults, HostTunnels):
             if spi >= 256 and not self.db.execute("select 1 from sa where spi = ?", (spi,)).fetchone():
                 return spi
 
-    def _sad_dec(self, src, dst, spi, slot, selectors, insert=True):
-        """The SAD-dec entry of an inbound SA and its selectors ((inner source, inner destination) prefixes, from
-        `_selectors`: what the SA decrypts must match them): the selectors before the entry, removed after it (also
-        when the entry was gone already; selectors found missing are fine)."""
-        if insert:
-            if selectors:
-                gwp.selectors_write(dst.switch, slot, *selectors)
-            gwp.sad_dec_write(dst.switch, src.address, dst.address, spi, slot)
-            return
-        try:
-            gwp.sad_dec_write(dst.switch, src.address, dst.address, spi, slot, insert=False)
-        finally:
-            if selectors:
-                try:
-                    gwp.selectors_write(dst.switch, slot, *selectors, insert=False)
-                except Exception as e:
-                    if "no entry with this match" not in str(e):
-                        raise
-
     def _selectors(self, tunnel, src_name, dst):
         """The selectors of tunnel's SA from `src_name` (a gateway or a host) to gateway dst, from the store (see
         ctlbase.sa_selectors; reconciliation computes the same)."""
@@ -218,7 +199,7 @@ class IpsecController(StoreFaults, HostTunnels):
         is reported missing, which is fine); the slot is free again unless something could not be removed."""
         left = []
         sel = self._selectors(tunnel, src.name, dst)
-        for what, undo in (("SAD-dec entry", lambda: self._sad_dec(src, dst, spi, in_slot, sel, insert=False)),
+        for what, undo in (("SAD-dec entry", lambda: te.sad_dec(src, dst, spi, in_slot, sel, insert=False)),
                            ("SA", lambda: gwp.sa_delete(dst.switch, in_slot))):
             try:
                 undo()
@@ -230,50 +211,7 @@ class IpsecController(StoreFaults, HostTunnels):
         else:
             dst.free_slots.append(in_slot)
 
-    def _route(self, gw, prefix, insert=True):
-        """The route for a remote site's prefix in the clear (BYPASS tunnels): out of the WAN port."""
-        _lpm(gw.switch, prefix, gw.wan_mac, gw.wan_port, insert)
-
-    def _spd(self, src, dst, out_slot, insert=True, action=gwp.PROTECT, on=None, sites=None):
-        """The policy for traffic from src's site to dst's, on gateway `on` (default: src); `sites` maps a gateway's
-        name to the prefix a tunnel protects behind it (default: its whole site)."""
-        on = on or src
-        sp, dp = (sites or {}).get(src.name, src.lan_prefix), (sites or {}).get(dst.name, dst.lan_prefix)
-        v = gwp.version(sp)
-        if v != gwp.version(dp):
-            raise ControllerError(f"sites {sp} and {dp} are of different IP versions")
-        match, table = gwp.spd_match(sp, dp), gwp.spd(v)
-        if insert:
-            params = {gwp.SA_INDEX: out_slot} if action == gwp.PROTECT else {}
-            on.switch.table_insert(table, match, action, params, priority=10)
-        else:
-            on.switch.table_delete(table, match, priority=10)
-
     # ------------------------------------------------------------------ tunnels
-
-    def _sites(self, a, b, a_prefix, b_prefix):
-        """The prefixes a tunnel between gateways a and b protects: a subnet of each gateway's site (default: the
-        whole site). Precise errors for a malformed prefix, one outside its gateway's site, or mixed versions."""
-        sites = {}
-        for gw, p in ((a, a_prefix), (b, b_prefix)):
-            if p is None:
-                sites[gw.name] = gw.lan_prefix
-                continue
-            try:
-                net = ipaddress.ip_network(p)
-            except (TypeError, ValueError) as e:
-                raise ControllerError(f"prefix for {gw.name}: {e}") from None
-            site = ipaddress.ip_network(gw.lan_prefix, strict=False)
-            if net.version != site.version or not net.subnet_of(site):
-                raise ControllerError(f"prefix {p} is not inside {gw.name}'s site {gw.lan_prefix}")
-            sites[gw.name] = str(net)
-        if ipaddress.ip_network(sites[a.name]).version != ipaddress.ip_network(sites[b.name]).version:
-            raise ControllerError(f"prefixes {sites[a.name]} and {sites[b.name]} are of different IP versions")
-        return sites
-
-    @staticmethod
-    def _pair_key(sites):
-        return "pair:" + "|".join(f"{g}={p}" for g, p in sorted(sites.items()))
 
     def tunnel_sites(self, name):
         r = self.db.execute("select value from kv where key = ?", (f"sites:{name}",)).fetchone()
@@ -303,10 +241,10 @@ class IpsecController(StoreFaults, HostTunnels):
             a, b = self.gateways[a_name], self.gateways[b_name]
             name = name or f"{a_name}-{b_name}"
             t0 = time.perf_counter()
-            sites = self._sites(a, b, a_prefix, b_prefix)
+            sites = te.site_prefixes(a, b, a_prefix, b_prefix)
             if self.db.execute("select 1 from tunnel where name = ? and state = 'up'", (name,)).fetchone():
                 raise ControllerError(f"tunnel {name} is already up")
-            pair = self._pair_key(sites)
+            pair = te.pair_key(sites)
             other = self.db.execute("select value from kv where key = ?", (pair,)).fetchone()
             if other and other[0] != name:
                 raise ControllerError(f"tunnel {other[0]} already protects {sites[a_name]} <-> {sites[b_name]}")
@@ -325,9 +263,9 @@ class IpsecController(StoreFaults, HostTunnels):
                 try:
                     # BYPASS both ways on both gateways (clear traffic arriving from the peer is policy-checked too)
                     for src, dst in ((a, b), (b, a)):
-                        self._route(src, sites[dst.name])
-                        self._spd(src, dst, None, action=gwp.BYPASS, sites=sites)
-                        self._spd(src, dst, None, action=gwp.BYPASS, on=dst, sites=sites)
+                        te.clear_route(src, sites[dst.name])
+                        te.spd(src, dst, None, action=gwp.BYPASS, sites=sites)
+                        te.spd(src, dst, None, action=gwp.BYPASS, on=dst, sites=sites)
                 except Exception:
                     self._forget_setup(name, prev, pair, [], iid)
                     self.reconcile([a_name, b_name])
@@ -403,11 +341,11 @@ class IpsecController(StoreFaults, HostTunnels):
         sel = sa_selectors(src.name, dst, self.gateways, sites)
         with dst.switch.collect() as ups:
             if delete:
-                self._sad_dec(src, dst, spi, in_slot, sel, insert=False)
+                te.sad_dec(src, dst, spi, in_slot, sel, insert=False)
                 gwp.sa_delete(dst.switch, in_slot)
             else:
                 gwp.sa_write(dst.switch, in_slot, cfg)
-                self._sad_dec(src, dst, spi, in_slot, sel)
+                te.sad_dec(src, dst, spi, in_slot, sel)
         return ups
 
     def _outbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False, sites=None):
@@ -415,11 +353,11 @@ class IpsecController(StoreFaults, HostTunnels):
         the policy goes first)."""
         with src.switch.collect() as ups:
             if delete:
-                self._spd(src, dst, out_slot, insert=False, sites=sites)
+                te.spd(src, dst, out_slot, insert=False, sites=sites)
                 gwp.sa_delete(src.switch, out_slot)
             else:
                 gwp.sa_write(src.switch, out_slot, cfg)
-                self._spd(src, dst, out_slot, sites=sites)
+                te.spd(src, dst, out_slot, sites=sites)
         return ups
 
     @staticmethod
@@ -463,7 +401,7 @@ class IpsecController(StoreFaults, HostTunnels):
             try:
                 with dst.switch.batch():
                     gwp.sa_write(dst.switch, in_slot, cfg)
-                    self._sad_dec(src, dst, new_spi, in_slot, self._selectors(tunnel, src_name, dst))
+                    te.sad_dec(src, dst, new_spi, in_slot, self._selectors(tunnel, src_name, dst))
                 checkpoint("renew:inbound")
                 t1 = time.perf_counter()
                 gwp.sa_write(src.switch, out_slot, cfg)
@@ -533,7 +471,7 @@ class IpsecController(StoreFaults, HostTunnels):
             # a road warrior's SA: the source is the host, known only by its address
             src = self.gateways.get(src_name) or Gateway(src_name, None, json.loads(cfg)["tunnel"][0], "", 0, "", 0, "", "")
             try:
-                self._sad_dec(src, dst, spi, in_slot, self._selectors(tunnel, src_name, dst), insert=False)
+                te.sad_dec(src, dst, spi, in_slot, self._selectors(tunnel, src_name, dst), insert=False)
                 checkpoint("retire:sad-dec")
                 gwp.sa_delete(dst.switch, in_slot)
                 dst.free_slots.append(in_slot)
@@ -613,7 +551,7 @@ class IpsecController(StoreFaults, HostTunnels):
             sites = self.tunnel_sites(name) or {a.name: a.lan_prefix, b.name: b.lan_prefix}
             rows = self.db.execute("select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'",
                                    (name,)).fetchall()
-            self.db.execute("delete from kv where key = ? and value = ?", (self._pair_key(sites), name))
+            self.db.execute("delete from kv where key = ? and value = ?", (te.pair_key(sites), name))
             self.db.execute("update sa set state = 'deleted' where tunnel = ?", (name,))
             self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
             iid = self.journal.record("delete", name)
@@ -623,12 +561,12 @@ class IpsecController(StoreFaults, HostTunnels):
             # one Write per gateway and phase, both gateways at once; each removal on its own (a Write is not
             # atomic: what fails is reported and the rest still goes)
             if row[2] == "bypass":
-                writes.remove_phase({g: [("policy", lambda g=g, o=o: self._spd(g, o, None, insert=False, sites=sites)),
-                                        ("policy", lambda g=g, o=o: self._spd(o, g, None, insert=False, on=g, sites=sites)),
-                                        ("route", lambda g=g, o=o: self._route(g, sites[o.name], insert=False))]
+                writes.remove_phase({g: [("policy", lambda g=g, o=o: te.spd(g, o, None, insert=False, sites=sites)),
+                                        ("policy", lambda g=g, o=o: te.spd(o, g, None, insert=False, on=g, sites=sites)),
+                                        ("route", lambda g=g, o=o: te.clear_route(g, sites[o.name], insert=False))]
                                     for g, o in ((a, b), (b, a))}, failures)
             else:
-                writes.remove_phase({src: [("policy", lambda src=src, dst=dst: self._spd(src, dst, None, insert=False, sites=sites))]
+                writes.remove_phase({src: [("policy", lambda src=src, dst=dst: te.spd(src, dst, None, insert=False, sites=sites))]
                                     for src, dst in ((a, b), (b, a))}, failures)
                 checkpoint("delete:policies")
                 # the SAs it sends with go; so do the SAD-dec entries (and their selectors) of the SAs it receives

@@ -5,6 +5,7 @@ import json
 import time
 
 from p4sec.ipsec import gateway as gwp
+from p4sec.ipsec import tunnel_entries as te
 from p4sec.ipsec.ctlbase import SUITES, ControllerError, Gateway, _lpm, checkpoint
 
 
@@ -55,7 +56,7 @@ class HostTunnels:
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, in_slot, up_cfg)
-                    self._sad_dec(host, gw, up_spi, in_slot, self._selectors(name, host.name, gw))
+                    te.sad_dec(host, gw, up_spi, in_slot, self._selectors(name, host.name, gw))
                     _lpm(gw.switch, host.wan_prefix, host_mac, gw.wan_port)
             except Exception:
                 self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
@@ -91,7 +92,7 @@ class HostTunnels:
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, out_slot, json.loads(cfg))
-                    self._host_spd(gw, self.host_inner(name), out_slot)
+                    te.host_spd(gw, self.host_inner(name), out_slot)
             except Exception:
                 self.db.execute("update sa set state = 'inbound' where spi = ?", (spi,))
                 self.db.execute("update tunnel set state = 'pending' where name = ?", (name,))
@@ -111,13 +112,6 @@ class HostTunnels:
     def host_info(self, name):
         r = self.db.execute("select value from kv where key = ?", (f"hostinfo:{name}",)).fetchone()
         return json.loads(r[0]) if r else None
-
-    def _host_spd(self, gw, inner, out_slot, insert=True):
-        match, table = gwp.spd_match(gw.lan_prefix, inner), gwp.spd(gwp.version(inner))
-        if insert:
-            gw.switch.table_insert(table, match, gwp.PROTECT, {gwp.SA_INDEX: out_slot}, priority=20)
-        else:
-            gw.switch.table_delete(table, match, priority=20)
 
     def host_renew(self, client, profile):
         """Renewal of a host tunnel, asked for by its agent (the host's SAs reached their soft limit): the gateway
@@ -155,7 +149,7 @@ class HostTunnels:
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, in_slot, up_cfg)
-                    self._sad_dec(host, gw, up_spi, in_slot, self._selectors(name, host.name, gw))
+                    te.sad_dec(host, gw, up_spi, in_slot, self._selectors(name, host.name, gw))
             except Exception:
                 self._undo_in(name, host, gw, up_spi, in_slot)
                 self.db.execute("update sa set state = 'deleted' where spi in (?, ?)", (up_spi, down_spi))
@@ -226,7 +220,7 @@ class HostTunnels:
                 if src == gw.name:      # gateway -> host (a renewal's next SA shares the slot)
                     try:
                         if state == "active":
-                            self._host_spd(gw, inner, out_slot, insert=False)
+                            te.host_spd(gw, inner, out_slot, insert=False)
                             gwp.sa_delete(gw.switch, out_slot)
                     except Exception as e:
                         failures.append(f"SA {spi:#010x}: {e}")
@@ -237,7 +231,7 @@ class HostTunnels:
                 if dst == gw.name:      # host -> gateway (the active SA and any old one still retiring)
                     host_addr = json.loads(cfg)["tunnel"][0]
                     try:
-                        self._sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, (inner, gw.lan_prefix) if inner else None,
+                        te.sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, (inner, gw.lan_prefix) if inner else None,
                                       insert=False)
                         gwp.sa_delete(gw.switch, in_slot)
                         gw.free_slots.append(in_slot)
