@@ -47,6 +47,12 @@ log = logging.getLogger("p4sec.controller")
 
 
 class IpsecController(StoreFaults, HostTunnels):
+    """The IPsec controller (see the module's description): site-to-site tunnels (`connect`, `disconnect`, `rekey`),
+    host-to-site tunnels (HostTunnels), the renewal and retirement of SAs, the recorded state (`tunnels`, `sas`,
+    `events`, `intents`). Its parts are objects with their own state: `journal` (IntentLog) and `recovery`
+    (Recovery: `resume`, switches lost and back) in p4sec.ipsec.recovery, `reconciler` (Reconciler: `reconcile`,
+    `start_periodic`) in p4sec.ipsec.reconcile."""
+
     def __init__(self, db=":memory:", grace=1.0):
         if isinstance(db, str):
             if db != ":memory:" and not db.startswith("file:") and not os.path.exists(db):
@@ -166,6 +172,8 @@ class IpsecController(StoreFaults, HostTunnels):
         return out
 
     def event(self, tunnel, what):
+        """Record what happened to a tunnel (or gateway) in the store's event log (committed with the caller's
+        transaction) and the log."""
         self.db.execute("insert into event values (?, ?, ?)", (time.time(), tunnel, what))
         log.info("%s: %s", tunnel, what)
 
@@ -214,6 +222,7 @@ class IpsecController(StoreFaults, HostTunnels):
     # ------------------------------------------------------------------ tunnels
 
     def tunnel_sites(self, name):
+        """{gateway name: prefix} a site-to-site tunnel protects, as recorded (None if not recorded)."""
         r = self.db.execute("select value from kv where key = ?", (f"sites:{name}",)).fetchone()
         return json.loads(r[0]) if r else None
 

@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 
+from p4sec.infra import runtime
 from p4sec.ipsec import gateway as gwp
 from p4sec.ipsec.store import StoreError
 
@@ -43,6 +44,7 @@ class IntentLog:
                                (op, tunnel, json.dumps(data), time.time())).lastrowid
 
     def done(self, iid):
+        """The operation `iid` finished its writes: its record goes (with the caller's commit)."""
         self.db.execute("delete from intent where id = ?", (iid,))
 
     def all(self):
@@ -58,13 +60,13 @@ class IntentLog:
         return out
 
     def clear(self):
+        """Forget every record (after a restart's reconciliation completed them)."""
         self.db.execute("delete from intent")
 
 
 def dial(old):
     """A new P4Runtime connection to the switch `old` (a runtime.Switch) was connected to; raises while it does not
     answer."""
-    from p4sec.infra import runtime
     return runtime.Switch(old.address, device_id=old.device_id, election_id=old.election_id, timeout=0.5, tls=old.tls)
 
 
