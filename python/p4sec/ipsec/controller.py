@@ -315,7 +315,7 @@ class IpsecController(StoreFaults, HostTunnels):
                 err = done1 if done1 is not None else done2
                 writes.undo(sent2, lambda gw: self._outbound_updates(*self._dir_from(gw, a, b, pairs), delete=True, sites=sites))
                 writes.undo(sent1 if done1 is not None else [(gw, ups, [True] * len(ups)) for gw, ups in phase1],
-                           lambda gw: self._inbound_updates(*self._dir_to(gw, a, b, pairs), delete=True, sites=sites))
+                            lambda gw: self._inbound_updates(*self._dir_to(gw, a, b, pairs), delete=True, sites=sites))
                 for (s, d), (_, out_slot, in_slot, _) in pairs.items():
                     self.gateways[s].free_slots.append(out_slot)
                     self.gateways[d].free_slots.append(in_slot)
@@ -571,12 +571,12 @@ class IpsecController(StoreFaults, HostTunnels):
             # atomic: what fails is reported and the rest still goes)
             if row[2] == "bypass":
                 writes.remove_phase({g: [("policy", lambda g=g, o=o: te.spd(g, o, None, insert=False, sites=sites)),
-                                        ("policy", lambda g=g, o=o: te.spd(o, g, None, insert=False, on=g, sites=sites)),
-                                        ("route", lambda g=g, o=o: te.clear_route(g, sites[o.name], insert=False))]
-                                    for g, o in ((a, b), (b, a))}, failures)
+                                         ("policy", lambda g=g, o=o: te.spd(o, g, None, insert=False, on=g, sites=sites)),
+                                         ("route", lambda g=g, o=o: te.clear_route(g, sites[o.name], insert=False))]
+                                     for g, o in ((a, b), (b, a))}, failures)
             else:
                 writes.remove_phase({src: [("policy", lambda src=src, dst=dst: te.spd(src, dst, None, insert=False, sites=sites))]
-                                    for src, dst in ((a, b), (b, a))}, failures)
+                                     for src, dst in ((a, b), (b, a))}, failures)
                 checkpoint("delete:policies")
                 # the SAs it sends with go; so do the SAD-dec entries (and their selectors) of the SAs it receives
                 # under (the peers stopped sending with them in the phase before)
