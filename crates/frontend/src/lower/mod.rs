@@ -5,22 +5,28 @@
 //! and externs. Types are computed for every expression as it is lowered; mismatches are reported
 //! with a span.
 
+mod access;
 mod annotations;
 mod assignment;
-mod blocks;
 mod calls;
+mod controls;
+mod conversions;
+mod decl;
 mod env;
 mod expr;
 mod externs;
+mod instances;
 mod loops;
 mod lowerer;
 mod methods;
 mod operators;
 mod order;
+mod package;
 mod parsers;
 mod runloops;
 mod stmt;
 mod tables;
+mod type_resolution;
 
 pub use annotations::*;
 pub use env::*;
