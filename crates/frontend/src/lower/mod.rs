@@ -21,10 +21,12 @@ mod lowerer;
 mod methods;
 mod operators;
 mod order;
+mod p4info_notes;
 mod package;
 mod parsers;
 mod runloops;
 mod stmt;
+mod storage;
 mod tables;
 mod type_resolution;
 
