@@ -6,6 +6,7 @@
 //! with a span.
 
 mod access;
+mod actions;
 mod annotations;
 mod assignment;
 mod calls;
@@ -14,6 +15,7 @@ mod conversions;
 mod decl;
 mod env;
 mod expr;
+mod extern_functions;
 mod externs;
 mod instances;
 mod loops;
