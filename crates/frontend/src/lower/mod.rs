@@ -10,6 +10,7 @@ mod actions;
 mod annotations;
 mod assignment;
 mod calls;
+mod casts;
 mod controls;
 mod conversions;
 mod decl;
