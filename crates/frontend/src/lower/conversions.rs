@@ -1,6 +1,7 @@
-//! Values converted: to a scalar IR expression of a wanted type, to another type (casts and
-//! lists to structs included), to a condition or a place; run-time values snapshotted into
-//! temporaries and initializers materialized.
+//! Values converted: to a scalar IR expression of a wanted type, implicitly to another type
+//! (integer literals to a width, a serializable enum to its underlying type), to a `bool`
+//! condition or to an l-value; run-time values snapshotted into temporaries and list or struct
+//! initializers materialized.
 
 use super::env::*;
 use super::lowerer::{err, Lowerer};
