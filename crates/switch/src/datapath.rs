@@ -6,7 +6,7 @@
 
 use crate::control_plane::ControlPlane;
 use crate::log::{self, Level};
-use crate::pcap::{self, Ts};
+use crate::pcap_file::{self, Ts};
 use crate::port::Port;
 use crate::tm::{Enqueued, Queues, TrafficManager};
 use p4sec_engine::tm::{QueueMeta, Queued};
@@ -303,7 +303,7 @@ pub(crate) fn worker_loop(
         events: libc::POLLIN,
         revents: 0,
     });
-    let mut buf = vec![0u8; pcap::MAX_FRAME + 64];
+    let mut buf = vec![0u8; pcap_file::MAX_FRAME + 64];
     let mut out = Outputs::default();
     let mut worker: Option<(usize, Worker)> = None;
     let mut unknown_port = 0u64;

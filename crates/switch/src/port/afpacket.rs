@@ -5,8 +5,8 @@
 
 use super::io::{Ctx, PortIo};
 use crate::log::Level;
-use crate::pcap::Ts;
-use crate::{gro, gso, ring, tun};
+use crate::pcap_file::Ts;
+use crate::{gro, gso, ring, tuntap};
 use std::sync::atomic::Ordering;
 
 const PACKET_AUXDATA: libc::c_int = 8;
@@ -599,11 +599,11 @@ impl PortIo for AfPacket {
 
     /// The interface exists, is up and has its carrier.
     fn up(&self, cx: &Ctx) -> bool {
-        tun::oper_up(cx.iface).unwrap_or(false)
+        tuntap::oper_up(cx.iface).unwrap_or(false)
     }
 
     fn alive(&self, cx: &Ctx) -> bool {
-        tun::exists(cx.iface)
+        tuntap::exists(cx.iface)
     }
 }
 

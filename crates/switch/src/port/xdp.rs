@@ -21,8 +21,8 @@ mod prog;
 
 use super::io::{Ctx, PortIo};
 use crate::log::Level;
-use crate::pcap::Ts;
-use crate::tun;
+use crate::pcap_file::Ts;
+use crate::tuntap;
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -68,7 +68,7 @@ const XDP_PKT_CONTD: u32 = 1;
 /// `XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD`: libxdp loads no program (the switch's own is attached).
 const INHIBIT_PROG_LOAD: u32 = 1;
 /// The largest frame a multi-buffer port moves (as a packet socket or pcap file does).
-pub const MAX_SG_FRAME: usize = crate::pcap::MAX_FRAME;
+pub const MAX_SG_FRAME: usize = crate::pcap_file::MAX_FRAME;
 const XDP_RING_NEED_WAKEUP: u32 = 1;
 const SOL_XDP: c_int = 283;
 const XDP_STATISTICS: c_int = 7;
@@ -538,7 +538,7 @@ impl Xdp {
         if ifindex == 0 {
             return Err(format!("port {number}: no interface named `{iface}`"));
         }
-        let mtu = tun::mtu(iface).unwrap_or(1500) as u32;
+        let mtu = tuntap::mtu(iface).unwrap_or(1500) as u32;
         let lib = lib()?;
         // The switch's own program, on a BPF link (gone with the switch, even a killed one); where
         // it cannot be attached (libbpf missing, the interface holding another program, e.g.
@@ -985,7 +985,7 @@ impl PortIo for Xdp {
     /// ring or of fill buffers count as receive errors of the port, invalid transmit descriptors as
     /// transmit errors.
     fn refresh_mtu(&self, cx: &Ctx) {
-        if let Some(mtu) = tun::mtu(cx.iface) {
+        if let Some(mtu) = tuntap::mtu(cx.iface) {
             self.tx_max.set(mtu + 14);
         }
         let mut st = XdpStatistics::default();
@@ -1030,11 +1030,11 @@ impl PortIo for Xdp {
 
     /// The interface exists, is up and has its carrier.
     fn up(&self, cx: &Ctx) -> bool {
-        tun::oper_up(cx.iface).unwrap_or(false)
+        tuntap::oper_up(cx.iface).unwrap_or(false)
     }
 
     fn alive(&self, cx: &Ctx) -> bool {
-        tun::exists(cx.iface)
+        tuntap::exists(cx.iface)
     }
 }
 
