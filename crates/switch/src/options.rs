@@ -7,7 +7,7 @@ use crate::tm::{Setting, TrafficManager};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// The options of a running switch ([`SwitchOptions::run`](crate::runner)). The values are as
+/// The options of a running switch ([`SwitchOptions::run`], in [`crate::runner`]). The values are as
 /// the command line gave them where the switch parses them (ports, queue settings), so that its
 /// error messages name the flag and the value.
 #[derive(Clone, Debug, Default)]
