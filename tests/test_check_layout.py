@@ -160,7 +160,7 @@ def test_same_named_files_in_one_crate_fail(tmp_path):
 
 def test_mirrored_phase_folders_may_share_names(tmp_path):
     """The front end's syntax/ and lower/ hold one file per construct and phase (MIRRORED_PHASES): expr.rs in both
-    passes, a third expr.rs elsewhere in the crate does not; a KNOWN_SAME_NAMES pair is listed, not failed."""
+    passes; a types.rs beside syntax/types.rs or a third expr.rs elsewhere in the crate does not."""
     d = tmp_path / "crates" / "frontend"
     files = {"lib.rs": "//! fe\nmod syntax;\nmod lower;\n", "syntax/mod.rs": "//! s\nmod expr;\n",
              "syntax/expr.rs": "//! parsing\n", "lower/mod.rs": "//! l\nmod expr;\n", "lower/expr.rs": "//! lowering\n"}
@@ -170,12 +170,12 @@ def test_mirrored_phase_folders_may_share_names(tmp_path):
     (d / "Cargo.toml").write_text('[package]\nname = "p4sec-frontend"\n')
     rc, out = run(tmp_path)
     assert rc == 0 and "same file name" not in out, out
-    assert "listed same-named files are gone (remove crates/frontend types.rs" in out, out
     (d / "src" / "types.rs").write_text("//! semantic types\n")
     (d / "src" / "syntax" / "types.rs").write_text("//! parsing types\n")
     rc, out = run(tmp_path)
-    assert rc == 0, out
-    assert "known same-named files (listed, still to rename) in crates/frontend: src/syntax/types.rs, src/types.rs" in out
+    assert rc == 1, out
+    assert "same file name in crates/frontend: src/syntax/types.rs, src/types.rs" in out, out
+    (d / "src" / "types.rs").unlink()
     (d / "src" / "expr.rs").write_text("//! a third\n")
     rc, out = run(tmp_path)
     assert rc == 1, out

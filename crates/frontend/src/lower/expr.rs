@@ -7,7 +7,7 @@ use super::lowerer::{err, Lowerer};
 use crate::ast::{self, Span};
 use crate::ast::{ExprKind, UnOp};
 use crate::diag::PResult;
-use crate::types::*;
+use crate::semantic_types::*;
 use num_bigint::BigInt;
 use num_traits::{One, Zero};
 use p4sec_ir as ir;

@@ -7,7 +7,7 @@ use super::lowerer::{err, std_meta_locs, Lowerer};
 use crate::ast::ExprKind;
 use crate::ast::{self, Span};
 use crate::diag::{Diagnostic, PResult};
-use crate::types::*;
+use crate::semantic_types::*;
 use num_bigint::BigInt;
 use num_traits::{ToPrimitive, Zero};
 use p4sec_ir as ir;

@@ -7,7 +7,7 @@ use super::lowerer::{err, Lowerer, Pipeline};
 use crate::ast::ExprKind;
 use crate::ast::{self, Span};
 use crate::diag::{Diagnostic, PResult};
-use crate::types::*;
+use crate::semantic_types::*;
 use p4sec_ir as ir;
 
 impl<'t> Lowerer<'t> {
