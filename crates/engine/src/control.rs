@@ -107,7 +107,7 @@ impl Engine {
         self.prog.tables.iter().position(|t| t.name == name)
     }
 
-    fn table(&self, ti: usize) -> Result<(&Table, &TableRt), String> {
+    pub(crate) fn table(&self, ti: usize) -> Result<(&Table, &TableRt), String> {
         match (self.prog.tables.get(ti), self.match_action.tables.get(ti)) {
             (Some(t), Some(rt)) => Ok((t, rt)),
             _ => Err(format!("no table with index {ti}")),
@@ -116,7 +116,7 @@ impl Engine {
 
     /// Publish new versions of several tables so that no packet sees some of them without the
     /// others.
-    fn publish(&self, versions: Vec<(usize, TableData)>) {
+    pub(crate) fn publish(&self, versions: Vec<(usize, TableData)>) {
         let versions: Vec<(usize, TableData)> = versions
             .into_iter()
             .map(|(ti, mut d)| {
@@ -137,7 +137,7 @@ impl Engine {
     }
 
     /// Apply a batch of changes to one table and publish them as one new version.
-    pub fn table_update(
+    pub(crate) fn table_update(
         &self,
         ti: usize,
         f: impl FnOnce(&Table, &mut TableData) -> Result<(), String>,
@@ -153,7 +153,7 @@ impl Engine {
     /// Apply changes to several tables all or nothing: `f` is called once per table (in the order
     /// given) on a copy of its current contents; if every call succeeds, all the new versions are
     /// published together (a packet sees either none or all of them), otherwise nothing changes.
-    pub fn tables_update_atomic(
+    pub(crate) fn tables_update_atomic(
         &self,
         tables: &[usize],
         mut f: impl FnMut(usize, &Table, &mut TableData) -> Result<(), String>,
@@ -221,7 +221,7 @@ impl Engine {
                 t.name
             ));
         }
-        self.table_update(ti, |t, d| d.delete(t, e).map(|_| ()))
+        self.table_update(ti, |t, d| Ok(d.delete(t, e).map(|_| ())?))
     }
 
     pub fn table_set_default(&self, ti: usize, a: ActionCall) -> Result<(), String> {
@@ -261,7 +261,7 @@ impl Engine {
 
     /// The current contents of table `ti` (installed entries with their counters, meters and action
     /// profile references).
-    pub fn table_snapshot(&self, ti: usize) -> Result<Arc<TableData>, String> {
+    pub(crate) fn table_snapshot(&self, ti: usize) -> Result<Arc<TableData>, String> {
         let (_, rt) = self.table(ti)?;
         Ok(rt.data.load_full())
     }
@@ -653,5 +653,8 @@ impl Engine {
     }
 }
 
+mod profile_writes;
+mod table_reads;
+mod table_writes;
 #[cfg(test)]
 mod tests;
