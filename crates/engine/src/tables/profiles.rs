@@ -54,10 +54,7 @@ pub(crate) fn profile_of_table<'a>(prog: &'a Program, t: &Table) -> Option<&'a A
 
 /// The table whose actions the profile's members take (tables sharing a profile have the same
 /// actions).
-pub fn profile_table<'a>(
-    prog: &'a Program,
-    ap: &ActionProfile,
-) -> Result<&'a Table, TableError> {
+pub fn profile_table<'a>(prog: &'a Program, ap: &ActionProfile) -> Result<&'a Table, TableError> {
     ap.tables
         .first()
         .and_then(|t| prog.tables.get(*t as usize))
