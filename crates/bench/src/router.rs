@@ -153,9 +153,7 @@ pub fn run(routes: u32, seconds: f64, json: Option<&Path>) -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             }
-            if let Err(err) =
-                engine.table_update(ti, |t, d| b.into_iter().try_for_each(|e| d.insert(t, e)))
-            {
+            if let Err(err) = engine.table_insert_batch(ti, b) {
                 eprintln!("p4sec bench: installing routes failed: {err}");
                 return ExitCode::FAILURE;
             }
