@@ -127,3 +127,61 @@ def test_a_crate_depending_on_a_later_layer_fails(tmp_path):
     rc, out = run(tmp_path)
     assert rc == 1, out
     assert "crate order: crates/engine depends on crates/switch" in out
+
+
+def test_same_named_files_in_one_crate_fail(tmp_path):
+    """Two files of one name in one crate fail (a grep or an editor tab cannot tell them apart); the names every
+    crate shares (mod.rs, tests.rs, ...) and the same name in two crates do not."""
+    root = tree(tmp_path, {
+        "lib.rs": "//! root\nmod tun;\nmod port;\n",
+        "tun.rs": "//! TUN devices\n",
+        "port/mod.rs": "//! ports\nmod tun;\nmod tests;\n",
+        "port/tun.rs": "//! the TUN port\n",
+        "port/tests.rs": "//! tests\n",
+        "tests.rs": "//! tests\n",
+    })
+    (tmp_path / "crates" / "b" / "src").mkdir(parents=True)
+    (tmp_path / "crates" / "b" / "Cargo.toml").write_text('[package]\nname = "b"\n')
+    (tmp_path / "crates" / "b" / "src" / "lib.rs").write_text("//! b\nmod tuntap;\n")
+    (tmp_path / "crates" / "b" / "src" / "tuntap.rs").write_text("//! b's\n")
+    rc, out = run(root)
+    assert rc == 1, out
+    assert "same file name in crates/a: src/port/tun.rs, src/tun.rs" in out, out
+    assert "tests.rs" not in out and "mod.rs" not in out and "crates/b" not in out, out
+    # an integration test of the same name as a module is one too
+    (tmp_path / "crates" / "a" / "src" / "tun.rs").rename(tmp_path / "crates" / "a" / "src" / "tuntap.rs")
+    rc, out = run(root)
+    assert rc == 0, out
+    (tmp_path / "crates" / "a" / "tests").mkdir()
+    (tmp_path / "crates" / "a" / "tests" / "tuntap.rs").write_text("//! a test\n")
+    rc, out = run(root)
+    assert rc == 1 and "same file name in crates/a: src/tuntap.rs, tests/tuntap.rs" in out, out
+
+
+def test_mirrored_phase_folders_may_share_names(tmp_path):
+    """The front end's syntax/ and lower/ hold one file per construct and phase (MIRRORED_PHASES): expr.rs in both
+    passes; a types.rs beside syntax/types.rs or a third expr.rs elsewhere in the crate does not."""
+    d = tmp_path / "crates" / "frontend"
+    files = {"lib.rs": "//! fe\nmod syntax;\nmod lower;\n", "syntax/mod.rs": "//! s\nmod expr;\n",
+             "syntax/expr.rs": "//! parsing\n", "lower/mod.rs": "//! l\nmod expr;\n", "lower/expr.rs": "//! lowering\n"}
+    for rel, text in files.items():
+        (d / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / "src" / rel).write_text(text)
+    (d / "Cargo.toml").write_text('[package]\nname = "p4sec-frontend"\n')
+    rc, out = run(tmp_path)
+    assert rc == 0 and "same file name" not in out, out
+    (d / "src" / "types.rs").write_text("//! semantic types\n")
+    (d / "src" / "syntax" / "types.rs").write_text("//! parsing types\n")
+    rc, out = run(tmp_path)
+    assert rc == 1, out
+    assert "same file name in crates/frontend: src/syntax/types.rs, src/types.rs" in out, out
+    (d / "src" / "types.rs").unlink()
+    (d / "src" / "expr.rs").write_text("//! a third\n")
+    rc, out = run(tmp_path)
+    assert rc == 1, out
+    assert "same file name in crates/frontend: src/expr.rs, src/lower/expr.rs, src/syntax/expr.rs" in out, out
+
+
+def test_the_checkout_has_no_unlisted_same_named_files():
+    rc, out = run(SCRIPT.parent.parent, "--known", str(SCRIPT.parent / "layout-known-cycles"))
+    assert "same file name in" not in out, out

@@ -150,7 +150,7 @@ pub(crate) fn setup(routes: u32, backend: Backend) -> Result<Setup, String> {
                     .map_err(|err| format!("bad route: {err}"))?;
             }
             engine
-                .table_update(ti, |t, d| b.into_iter().try_for_each(|e| d.insert(t, e)))
+                .table_insert_batch(ti, b)
                 .map_err(|err| format!("installing routes failed: {err}"))?;
         }
     }

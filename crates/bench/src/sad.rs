@@ -133,54 +133,48 @@ fn setup(n: u32) -> Result<Setup, String> {
         engine.extern_control("GwIngress.sad", "add_sa", json.to_string().as_bytes())?;
     }
     // the SAD-dec entries in one table version (as a batched P4Runtime Write does)
-    engine.table_update(dec, |t, d| {
-        for i in 0..n {
-            d.insert(
-                t,
-                TableEntry {
-                    matches: vec![
-                        FieldMatch::Exact(Value::new(32, u32::from_be_bytes(PEER) as u64)),
-                        FieldMatch::Exact(Value::new(32, u32::from_be_bytes(ME) as u64)),
-                        FieldMatch::Exact(Value::new(32, (0x1000 + i) as u64)),
-                    ],
-                    action: ActionCall {
-                        action: dec_sa,
-                        args: vec![Value::new(32, i as u64)],
-                    },
-                    priority: 0,
+    engine.table_insert_batch(
+        dec,
+        (0..n)
+            .map(|i| TableEntry {
+                matches: vec![
+                    FieldMatch::Exact(Value::new(32, u32::from_be_bytes(PEER) as u64)),
+                    FieldMatch::Exact(Value::new(32, u32::from_be_bytes(ME) as u64)),
+                    FieldMatch::Exact(Value::new(32, (0x1000 + i) as u64)),
+                ],
+                action: ActionCall {
+                    action: dec_sa,
+                    args: vec![Value::new(32, i as u64)],
                 },
-            )?;
-        }
-        Ok(())
-    })?;
+                priority: 0,
+            })
+            .collect(),
+    )?;
     // each SA's selectors: 10.1.0.0/16 -> 10.2.0.0/16 (the inner packets of `inner`)
-    engine.table_update(selectors, |t, d| {
-        for i in 0..n {
-            d.insert(
-                t,
-                TableEntry {
-                    matches: vec![
-                        FieldMatch::Exact(Value::new(32, i as u64)),
-                        FieldMatch::Ternary {
-                            value: Value::new(32, 0x0a01_0000),
-                            mask: Value::new(32, 0xffff_0000),
-                        },
-                        FieldMatch::Ternary {
-                            value: Value::new(32, 0x0a02_0000),
-                            mask: Value::new(32, 0xffff_0000),
-                        },
-                        FieldMatch::Any,
-                    ],
-                    action: ActionCall {
-                        action: selector_ok,
-                        args: vec![],
+    engine.table_insert_batch(
+        selectors,
+        (0..n)
+            .map(|i| TableEntry {
+                matches: vec![
+                    FieldMatch::Exact(Value::new(32, i as u64)),
+                    FieldMatch::Ternary {
+                        value: Value::new(32, 0x0a01_0000),
+                        mask: Value::new(32, 0xffff_0000),
                     },
-                    priority: 10,
+                    FieldMatch::Ternary {
+                        value: Value::new(32, 0x0a02_0000),
+                        mask: Value::new(32, 0xffff_0000),
+                    },
+                    FieldMatch::Any,
+                ],
+                action: ActionCall {
+                    action: selector_ok,
+                    args: vec![],
                 },
-            )?;
-        }
-        Ok(())
-    })?;
+                priority: 10,
+            })
+            .collect(),
+    )?;
     Ok(Setup {
         engine,
         install_s: t0.elapsed().as_secs_f64(),

@@ -52,8 +52,7 @@ fn main() {
         let mut n = 0u32;
         for size in [0u32, 1_000, 10_000, 100_000] {
             let batch: Vec<_> = (n..size).map(entry).collect();
-            e.table_update(t, |t, d| batch.into_iter().try_for_each(|x| d.insert(t, x)))
-                .unwrap();
+            e.table_insert_batch(t, batch).unwrap();
             n = size;
             let mut times = vec![];
             for k in 0..50u32 {

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub struct TableRt {
-    pub data: ArcSwap<TableData>,
+    pub(crate) data: ArcSwap<TableData>,
     pub(crate) write: Mutex<()>,
 }
 
@@ -159,6 +159,8 @@ pub(crate) struct MatchAction {
     /// table snapshots when it moves.
     pub(crate) version: AtomicU64,
     pub(crate) publish_lock: Mutex<()>,
+    /// Action profile members and groups (taken before any table's write lock).
+    pub(crate) profiles: Mutex<crate::tables::profiles::ProfileStore>,
 }
 
 /// Extern instances and the v1model stateful objects.

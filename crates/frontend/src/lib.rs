@@ -6,8 +6,8 @@ pub mod ast;
 pub mod diag;
 pub mod lower;
 pub mod pp;
+pub mod semantic_types;
 pub mod syntax;
-pub mod types;
 
 use diag::{CompileError, SourceMap};
 use std::path::{Path, PathBuf};

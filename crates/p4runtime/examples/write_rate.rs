@@ -1,8 +1,9 @@
 //! Table writes per second through P4Runtime: batched Write requests of LPM entries for the IPv4
 //! router, from a Rust client (prost-encoded requests built ahead of time, so the client is not the
 //! bottleneck). `cargo run --release -p p4sec-p4runtime --example write_rate -- [--entries N]
-//! [--batch B] [--json FILE]` Reference figures: 0.702 ms per entry for BMv2 in the P4-IPsec paper;
-//! ~107,000 entries/s for P4-DPDK through Stratum; target 200,000 entries/s.
+//! [--batch B] [--atomic] [--json FILE]` (`--atomic`: ROLLBACK_ON_ERROR batches, all or nothing).
+//! Reference figures: 0.702 ms per entry for BMv2 in the P4-IPsec paper; ~107,000 entries/s for
+//! P4-DPDK through Stratum; target 200,000 entries/s.
 
 use p4sec_p4runtime::proto::p4::v1 as p4;
 use p4sec_p4runtime::server::{serve, Device};
@@ -27,6 +28,11 @@ async fn main() {
         .position(|x| x == "--json")
         .and_then(|i| a.get(i + 1))
         .cloned();
+    let atomicity = if a.iter().any(|x| x == "--atomic") {
+        p4::write_request::Atomicity::RollbackOnError
+    } else {
+        p4::write_request::Atomicity::ContinueOnError
+    } as i32;
     let src = include_str!("../../../programs/ipv4_router.p4");
     let prog =
         p4sec_frontend::compile_str("ipv4_router.p4", src, &Default::default()).expect("compiles");
@@ -136,6 +142,7 @@ async fn main() {
                     }
                 })
                 .collect(),
+            atomicity,
             ..Default::default()
         })
         .collect();
@@ -145,9 +152,14 @@ async fn main() {
     }
     let secs = start.elapsed().as_secs_f64();
     let rate = n as f64 / secs;
-    println!("P4Runtime table writes: {n} LPM entries in batches of {batch}: {secs:.3} s = {rate:.0} entries/s");
+    let mode = if atomicity == 0 {
+        ""
+    } else {
+        " (ROLLBACK_ON_ERROR)"
+    };
+    println!("P4Runtime table writes: {n} LPM entries in batches of {batch}{mode}: {secs:.3} s = {rate:.0} entries/s");
     println!("  BMv2 (P4-IPsec paper, 0.702 ms/entry): {:.0} entries/s; P4-DPDK via Stratum: ~107000 entries/s; target 200000", 1.0 / 0.000702);
     if let Some(p) = json {
-        let _ = std::fs::write(p, serde_json::json!({"entries": n, "batch": batch, "seconds": secs, "entries_per_s": rate}).to_string());
+        let _ = std::fs::write(p, serde_json::json!({"entries": n, "batch": batch, "atomic": atomicity != 0, "seconds": secs, "entries_per_s": rate}).to_string());
     }
 }

@@ -19,23 +19,37 @@ pub mod proto {
 
 #[macro_use]
 pub mod log;
+mod action_profiles;
+mod arbitration;
 pub mod authz;
+mod callers;
 mod codec;
 mod descriptors;
 pub mod device;
-mod entities;
+mod digest_cache;
+mod digests;
+mod direct_entities;
+mod entry_updates;
 pub mod grpc_codec;
+mod idle_timeouts;
+mod indexed_entities;
 pub mod json;
 pub mod listen;
 pub mod p4config;
 pub mod p4info;
-mod profiles;
+mod packet_io;
+mod pipeline_config;
 mod read;
 mod reconcile;
+mod replication;
 pub mod server;
+mod status;
+mod table_action;
 pub mod text;
 pub mod translate;
+mod value_sets;
 mod write;
+mod write_response;
 
 pub use device::{Device, Pipeline};
 

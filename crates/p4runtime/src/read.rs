@@ -50,40 +50,31 @@ pub(crate) fn read(
                         });
                         continue;
                     }
-                    let snap = pl.engine.table_snapshot(ti).map_err(Status::internal)?;
-                    for x in &snap.entries {
-                        use std::sync::atomic::Ordering::Relaxed;
-                        let mut pe = from_entry(
-                            prog,
-                            t,
-                            &x.entry,
-                            x.packets.load(Relaxed),
-                            x.bytes.load(Relaxed),
-                        );
-                        if let Some(ind) = &x.indirect {
-                            pe.action = Some(crate::profiles::table_action_of(prog, ind));
+                    for x in pl.engine.table_read(ti).map_err(crate::status::status)? {
+                        let mut pe = from_entry(prog, t, &x.entry, x.packets, x.bytes);
+                        if let Some(target) = &x.target {
+                            pe.action = Some(crate::table_action::table_action_of(prog, target));
                         }
                         if te.meter_config.is_some() && t.direct_meter.is_some() {
                             pe.meter_config = x
                                 .meter
-                                .as_ref()
-                                .and_then(|m| m.rates())
+                                .and_then(|(rates, _)| rates)
                                 .map(|r| meter_config(&r));
                         }
                         if t.support_timeout {
                             pe.idle_timeout_ns = x.idle_timeout_ns as i64;
                             if te.time_since_last_hit.is_some() {
-                                let ms = p4sec_engine::coarse_ms()
-                                    .saturating_sub(x.last_hit.load(Relaxed));
+                                let ms = p4sec_engine::coarse_ms().saturating_sub(x.last_hit_ms);
                                 pe.time_since_last_hit = Some(p4::table_entry::IdleTimeout {
                                     elapsed_ns: (ms * 1_000_000) as i64,
                                 });
                             }
                         }
                         if te.meter_counter_data.is_some() && t.direct_meter.is_some() {
-                            pe.meter_counter_data = Some(crate::entities::meter_counter_data(
-                                x.meter.as_ref().map(|m| m.counts()).unwrap_or_default(),
-                            ));
+                            pe.meter_counter_data =
+                                Some(crate::indexed_entities::meter_counter_data(
+                                    x.meter.map(|(_, c)| c).unwrap_or_default(),
+                                ));
                         }
                         out.push(p4::Entity {
                             entity: Some(p4::entity::Entity::TableEntry(pe)),
@@ -130,31 +121,29 @@ pub(crate) fn read(
                 }
             }
             Some(p4::entity::Entity::RegisterEntry(r)) => {
-                crate::entities::read_register(&pl.engine, r, &mut out)?
+                crate::indexed_entities::read_register(&pl.engine, r, &mut out)?
             }
             Some(p4::entity::Entity::MeterEntry(m)) => {
-                crate::entities::read_meter(&pl.engine, m, &mut out)?
+                crate::indexed_entities::read_meter(&pl.engine, m, &mut out)?
             }
             Some(p4::entity::Entity::PacketReplicationEngineEntry(p)) => {
-                crate::entities::read_pre(&pl.engine, p, &mut out)?
+                crate::replication::read_pre(&pl.engine, p, &mut out)?
             }
             Some(p4::entity::Entity::DigestEntry(d)) => device.read_digest_entries(d, &mut out),
             Some(p4::entity::Entity::DirectCounterEntry(d)) => {
-                crate::entities::read_direct_counters(&pl.engine, d, &mut out)?
+                crate::direct_entities::read_direct_counters(&pl.engine, d, &mut out)?
             }
             Some(p4::entity::Entity::ValueSetEntry(v)) => {
-                crate::entities::read_value_set(&pl.engine, v, &mut out)?
+                crate::value_sets::read_value_set(&pl.engine, v, &mut out)?
             }
             Some(p4::entity::Entity::DirectMeterEntry(d)) => {
-                crate::entities::read_direct_meters(&pl.engine, d, &mut out)?
+                crate::direct_entities::read_direct_meters(&pl.engine, d, &mut out)?
             }
             Some(p4::entity::Entity::ActionProfileMember(m)) => {
-                let mut profiles = device.profiles.lock().unwrap_or_else(|p| p.into_inner());
-                crate::profiles::read_members(prog, profiles.for_engine(&pl.engine), m, &mut out)?
+                crate::action_profiles::read_members(&pl.engine, m, &mut out)?
             }
             Some(p4::entity::Entity::ActionProfileGroup(g)) => {
-                let mut profiles = device.profiles.lock().unwrap_or_else(|p| p.into_inner());
-                crate::profiles::read_groups(prog, profiles.for_engine(&pl.engine), g, &mut out)?
+                crate::action_profiles::read_groups(&pl.engine, g, &mut out)?
             }
             Some(p4::entity::Entity::ExternEntry(x)) => {
                 // p4sec externs: a query operation (read-only by name: `*_stats` or `get_*`) with

@@ -1,9 +1,9 @@
 //! RECONCILE_AND_COMMIT: the forwarding state of the installed pipeline carried into a new one.
 
-use crate::profiles::ProfileState;
+use crate::status::status;
+use p4sec_engine::tables::{EntryWrite, ProfileTarget, TableOp};
 use p4sec_engine::Engine;
 use p4sec_ir::{ActionCall, Program, Table, TableEntry};
-use std::sync::Arc;
 use tonic::Status;
 
 /// RECONCILE_AND_COMMIT: carry the forwarding state of `old` into `new`. Table entries move to the
@@ -12,12 +12,8 @@ use tonic::Status;
 /// id, and the entries that use them with them; direct meter configurations stay with their
 /// entries; registers and counters of the same name and shape keep their values; multicast groups
 /// and clone sessions are kept. Anything that cannot be carried over is an error and nothing
-/// changes. Returns the new profile state.
-pub(crate) fn reconcile(
-    old: &Engine,
-    new: &Engine,
-    profiles: &ProfileState,
-) -> Result<ProfileState, Status> {
+/// changes.
+pub(crate) fn reconcile(old: &Engine, new: &Engine) -> Result<(), Status> {
     let (op, np) = (&old.prog, &new.prog);
     let map_action = |a: &ActionCall, t: &Table| -> Result<ActionCall, Status> {
         let name = &op.actions[a.action as usize].name;
@@ -47,7 +43,7 @@ pub(crate) fn reconcile(
             args: a.args.clone(),
         })
     };
-    let st = crate::profiles::reconcile(op, np, profiles, map_action)?;
+    crate::action_profiles::reconcile(old, new, map_action)?;
     let profile_id = |p: &Program, t: &Table| match t.implementation {
         p4sec_ir::Implementation::ActionProfile(i)
         | p4sec_ir::Implementation::ActionSelector(i) => {
@@ -56,11 +52,7 @@ pub(crate) fn reconcile(
         p4sec_ir::Implementation::None => None,
     };
     for (oti, ot) in op.tables.iter().enumerate() {
-        let entries = old
-            .table_snapshot(oti)
-            .map_err(Status::internal)?
-            .entries
-            .clone();
+        let entries = old.table_read(oti).map_err(status)?;
         let default = old.table_default(oti).map_err(Status::internal)?;
         let Some(nti) = np
             .tables
@@ -99,37 +91,31 @@ pub(crate) fn reconcile(
             )));
         }
         let mut moved = vec![];
-        for x in &entries {
+        for x in entries {
             let meter = if nt.direct_meter.is_some() {
-                x.meter.as_ref().and_then(|m| m.rates())
+                x.meter.and_then(|(rates, _)| rates)
             } else {
                 None
             };
-            let e = x.entry.clone();
-            match (&x.indirect, npid) {
-                (Some(ind), Some(pid)) => {
-                    let (action, ind) = match ind.reference {
-                        p4sec_engine::tables::ProfileRef::ActionSet => {
-                            let choices = ind
-                                .choices
+            let e = x.entry;
+            let w = match (x.target, npid) {
+                (Some(target), Some(_)) => {
+                    let target = match target {
+                        ProfileTarget::ActionSet(choices) => ProfileTarget::ActionSet(
+                            choices
                                 .iter()
                                 .map(|(a, w)| Ok((map_action(a, ot)?, *w)))
-                                .collect::<Result<Vec<_>, Status>>()?;
-                            let first = choices
-                                .first()
-                                .map(|(a, _)| a.clone())
-                                .unwrap_or_else(|| nt.default_action.clone());
-                            (
-                                first,
-                                Some(Arc::new(p4sec_engine::tables::Indirect::new(
-                                    ind.reference,
-                                    choices,
-                                ))),
-                            )
-                        }
-                        r => crate::profiles::resolve(nt, &st, pid, r)?,
+                                .collect::<Result<Vec<_>, Status>>()?,
+                        ),
+                        r => r,
                     };
-                    moved.push((TableEntry { action, ..e }, ind, meter));
+                    EntryWrite {
+                        target: Some(target),
+                        ..EntryWrite::new(TableEntry {
+                            action: nt.default_action.clone(),
+                            ..e
+                        })
+                    }
                 }
                 _ => {
                     let e = TableEntry {
@@ -142,23 +128,28 @@ pub(crate) fn reconcile(
                             ot.name
                         ))
                     })?;
-                    moved.push((e, None, meter));
+                    EntryWrite::new(e)
                 }
-            }
+            };
+            moved.push(TableOp::Insert(
+                nti,
+                EntryWrite {
+                    meter: Some(meter),
+                    ..w
+                },
+            ));
         }
-        let d = map_action(&default, ot)
+        if let Some(d) = map_action(&default, ot)
             .ok()
-            .filter(|d| !nt.default_is_const || *d == nt.default_action);
-        new.table_update(nti, |t, data| {
-            for (e, ind, meter) in moved {
-                data.insert_with(t, e, ind, meter)?;
-            }
-            if let Some(d) = d {
-                data.default = d;
-            }
-            Ok(())
-        })
-        .map_err(Status::failed_precondition)?;
+            .filter(|d| !nt.default_is_const || *d == nt.default_action)
+        {
+            moved.push(TableOp::SetDefault(nti, d));
+        }
+        new.tables_apply_atomic(moved)
+            .map_err(|(_, e)| match e.kind {
+                p4sec_engine::tables::TableErrorKind::NotFound => status(e),
+                _ => Status::failed_precondition(e.message),
+            })?;
     }
     for (ri, r) in op.registers.iter().enumerate() {
         if let Some(ni) = np
@@ -196,5 +187,5 @@ pub(crate) fn reconcile(
             .collect();
         new.mc_group_set(*grp, &replicas);
     }
-    Ok(st)
+    Ok(())
 }

@@ -1,40 +1,21 @@
-//! The `p4.v1.P4Runtime` gRPC service over a [`Device`]: pipeline configuration, Write and Read
-//! (delegated to `write.rs` and `read.rs`), primary arbitration on the stream channel, and TLS
-//! with the client certificates' authorization (`authz.rs`).
+//! The `p4.v1.P4Runtime` gRPC service over a [`Device`]: pipeline configuration
+//! (`pipeline_config.rs`), Write and Read (delegated to `write.rs` and `read.rs`), primary
+//! arbitration on the stream channel (`arbitration.rs`), and TLS with the client certificates'
+//! authorization (`callers.rs`, `authz.rs`).
 
-use crate::authz::{Access, Identity, Policy, Revoked};
-use crate::codec::{eid, to_uint128};
-use crate::device::{Arbitration, Controller};
+use crate::arbitration::{arbitration_messages, drop_revoked, log_primary_change};
+use crate::authz::{Access, Policy, Revoked};
+use crate::callers::{caller_of, peer_of, refuse, Caller};
+use crate::codec::eid;
+use crate::device::Controller;
 pub use crate::device::{Device, Pipeline};
-use crate::proto::google::rpc;
 use crate::proto::p4::v1 as p4;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
-use tonic::{Code, Request, Response, Status};
-
-/// Log a change of primary controller (from `before` to `after`, as (election id, address)).
-fn log_primary_change(
-    device_id: u64,
-    before: &Option<(u128, String)>,
-    after: &Option<(u128, String)>,
-) {
-    if before == after {
-        return;
-    }
-    if let Some((id, peer)) = before {
-        rtlog!(
-            crate::log::Level::Info,
-            "P4Runtime: device {device_id}: {peer} (election id {id}) lost primary"
-        );
-    }
-    match after {
-        Some((id, peer)) => rtlog!(crate::log::Level::Info, "P4Runtime: device {device_id}: {peer} (election id {id}) is now the primary controller"),
-        None => rtlog!(crate::log::Level::Info, "P4Runtime: device {device_id}: no primary controller"),
-    }
-}
+use tonic::{Request, Response, Status};
 
 /// A Write of at least this many updates is followed by [`release_free_memory`].
 const TRIM_AFTER_UPDATES: usize = 1024;
@@ -67,17 +48,10 @@ pub struct Service {
     pub revoked: Option<Arc<Revoked>>,
 }
 
-/// The client of one call, as the authorization sees it.
-pub(crate) struct Caller {
-    pub(crate) access: Access,
-    /// Its certificate (under mutual TLS with a policy).
-    pub(crate) identity: Option<Identity>,
-}
-
 type StreamOut<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 impl Service {
-    fn check_device(&self, id: u64) -> Result<(), Status> {
+    pub(crate) fn check_device(&self, id: u64) -> Result<(), Status> {
         if id != self.device.device_id {
             return Err(Status::not_found(format!(
                 "no device with id {id} (this is device {})",
@@ -111,7 +85,11 @@ impl Service {
     /// The request comes from the primary controller: its election id is the primary's and, under
     /// a policy, its certificate is the one the primary's stream arbitrated with (another client
     /// cannot borrow the primary's election id).
-    fn check_primary(&self, election: &Option<p4::Uint128>, caller: &Caller) -> Result<(), Status> {
+    pub(crate) fn check_primary(
+        &self,
+        election: &Option<p4::Uint128>,
+        caller: &Caller,
+    ) -> Result<(), Status> {
         let arb = self.device.arb.lock().unwrap_or_else(|p| p.into_inner());
         let primary_cert = arb.primary_identity().map(|i| i.der.as_slice());
         match arb.primary() {
@@ -130,7 +108,7 @@ impl Service {
             )),
         }
     }
-    fn pipeline(&self) -> Result<Arc<Pipeline>, Status> {
+    pub(crate) fn pipeline(&self) -> Result<Arc<Pipeline>, Status> {
         self.device
             .pipeline
             .read()
@@ -477,276 +455,6 @@ impl p4::p4_runtime_server::P4Runtime for Service {
     }
 }
 
-impl Service {
-    fn set_pipeline(
-        &self,
-        r: p4::SetForwardingPipelineConfigRequest,
-        caller: &Caller,
-    ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
-        use p4::set_forwarding_pipeline_config_request::Action as A;
-        self.check_device(r.device_id)?;
-        self.check_primary(&r.election_id, caller)?;
-        let action = A::try_from(r.action).unwrap_or(A::Unspecified);
-        if action == A::Commit {
-            // realize the config saved by VERIFY_AND_SAVE (state starts empty, as for
-            // VERIFY_AND_COMMIT)
-            let saved = self
-                .device
-                .saved
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take();
-            return match saved {
-                Some(p) => {
-                    self.device
-                        .digest_configs
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .clear();
-                    self.device.digest_cache_clear();
-                    *self
-                        .device
-                        .pipeline
-                        .write()
-                        .unwrap_or_else(|p| p.into_inner()) = Some(p);
-                    Ok(Response::new(Default::default()))
-                }
-                None => Err(Status::failed_precondition(
-                    "nothing to commit: no config was saved with VERIFY_AND_SAVE",
-                )),
-            };
-        }
-        if action == A::Unspecified {
-            return Err(Status::invalid_argument(
-                "unspecified pipeline config action",
-            ));
-        }
-        let config = r
-            .config
-            .ok_or_else(|| Status::invalid_argument("missing config"))?;
-        let p4info = config
-            .p4info
-            .ok_or_else(|| Status::invalid_argument("missing p4info"))?;
-        let cookie = config.cookie.map(|c| c.cookie).unwrap_or(0);
-        let new = self
-            .device
-            .build_pipeline(config.p4_device_config, Some(p4info), cookie)
-            .map_err(Status::invalid_argument)?;
-        if matches!(action, A::Verify) {
-            return Ok(Response::new(Default::default()));
-        }
-        let new = Arc::new(new);
-        match action {
-            A::VerifyAndSave => {
-                *self.device.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(new);
-                return Ok(Response::new(Default::default()));
-            }
-            A::ReconcileAndCommit => {
-                let old = self.pipeline()?;
-                let mut profiles = self
-                    .device
-                    .profiles
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                let st = crate::reconcile::reconcile(
-                    &old.engine,
-                    &new.engine,
-                    profiles.for_engine(&old.engine),
-                )?;
-                profiles.set(&new.engine, st);
-                let ids: Vec<u32> = new.engine.prog.digests.iter().map(|d| d.id).collect();
-                self.device
-                    .digest_configs
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .retain(|id, _| ids.contains(id));
-            }
-            _ => self
-                .device
-                .digest_configs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clear(),
-        }
-        self.device.digest_cache_clear();
-        *self.device.saved.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        *self
-            .device
-            .pipeline
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = Some(new);
-        Ok(Response::new(Default::default()))
-    }
-}
-
-type Notify = Vec<(
-    mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
-    p4::StreamMessageResponse,
-)>;
-
-/// Arbitration responses for every connected controller: OK for the primary, ALREADY_EXISTS for
-/// backups.
-fn arbitration_messages(a: &Arbitration, device_id: u64) -> Notify {
-    let primary = a.primary();
-    a.controllers
-        .values()
-        .map(|c| {
-            let is_primary = Some(c.election_id) == primary;
-            let status = rpc::Status {
-                code: if is_primary {
-                    Code::Ok as i32
-                } else {
-                    Code::AlreadyExists as i32
-                },
-                message: if is_primary {
-                    "primary".into()
-                } else {
-                    "backup".into()
-                },
-                details: vec![],
-            };
-            let m = p4::StreamMessageResponse {
-                update: Some(p4::stream_message_response::Update::Arbitration(
-                    p4::MasterArbitrationUpdate {
-                        device_id,
-                        role: None,
-                        election_id: primary.map(to_uint128),
-                        status: Some(status),
-                    },
-                )),
-            };
-            (c.tx.clone(), m)
-        })
-        .collect()
-}
-
-/// Take the controllers whose certificates are revoked (all of them while the list is unusable)
-/// out of the arbitration: each gets UNAUTHENTICATED on its stream (which ends it), the others the
-/// new arbitration state. The messages to send.
-fn drop_revoked(
-    device: &Device,
-    revoked: &Revoked,
-) -> Vec<(
-    mpsc::Sender<Result<p4::StreamMessageResponse, Status>>,
-    Result<p4::StreamMessageResponse, Status>,
-)> {
-    let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-    let gone: Vec<(u64, String)> = a
-        .controllers
-        .iter()
-        .filter_map(|(k, c)| {
-            let id = c.identity.as_ref()?;
-            revoked.check(&id.serial).err().map(|(_, why)| (*k, why))
-        })
-        .collect();
-    if gone.is_empty() {
-        return vec![];
-    }
-    let before = a.primary_info();
-    let mut out = vec![];
-    for (k, why) in gone {
-        if let Some(c) = a.controllers.remove(&k) {
-            rtlog!(
-                crate::log::Level::Info,
-                "P4Runtime: {} (election id {}): out of the arbitration: {why}",
-                c.peer,
-                c.election_id
-            );
-            out.push((c.tx, Err(Status::unauthenticated(why))));
-        }
-    }
-    if before != a.primary_info() {
-        device.digest_cache_clear();
-    }
-    log_primary_change(device.device_id, &before, &a.primary_info());
-    out.extend(
-        arbitration_messages(&a, device.device_id)
-            .into_iter()
-            .map(|(t, m)| (t, Ok(m))),
-    );
-    out
-}
-
-/// The client's address for messages and the log.
-fn peer_of<T>(req: &Request<T>) -> String {
-    req.remote_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|| "a client".into())
-}
-
-/// The refusal of a call `what` a client with `c`'s access may not make (logged).
-fn refuse(c: &Caller, peer: &str, what: &str) -> Status {
-    let who = c
-        .identity
-        .as_ref()
-        .map(|i| i.describe())
-        .unwrap_or_else(|| "no certificate".into());
-    rtlog!(
-        crate::log::Level::Info,
-        "P4Runtime: {peer} ({who}): {what} refused: {}",
-        match c.access {
-            Access::Read => "a reader may not write or arbitrate",
-            _ => "not among the switch's --tls-writers or --tls-readers",
-        }
-    );
-    Status::permission_denied(match c.access {
-        Access::Read => {
-            format!("{who} may only read this switch ({what} needs an identity in --tls-writers)")
-        }
-        _ => format!("{who} is not allowed to use this switch"),
-    })
-}
-
-/// The authorization decision for one call: `policy` None lets everything through; otherwise the
-/// leaf client certificate `cert` (DER) must be there (UNAUTHENTICATED), not `revoked`
-/// (UNAUTHENTICATED; UNAVAILABLE while the list is unusable) and named by the policy
-/// (PERMISSION_DENIED); what it may do is in the answer.
-pub(crate) fn caller_of(
-    policy: Option<&Policy>,
-    revoked: Option<&Revoked>,
-    cert: Option<&[u8]>,
-    peer: &str,
-    what: &str,
-) -> Result<Caller, Status> {
-    let Some(policy) = policy else {
-        return Ok(Caller {
-            access: Access::Write,
-            identity: None,
-        });
-    };
-    let Some(der) = cert else {
-        rtlog!(
-            crate::log::Level::Info,
-            "P4Runtime: {peer}: {what} refused: no client certificate"
-        );
-        return Err(Status::unauthenticated(
-            "this switch serves clients with a certificate from its CA only",
-        ));
-    };
-    let identity = Identity::from_der(der).map_err(Status::unauthenticated)?;
-    if let Some(Err((is_revoked, why))) = revoked.map(|r| r.check(&identity.serial)) {
-        rtlog!(
-            crate::log::Level::Info,
-            "P4Runtime: {peer} ({}): {what} refused: {why}",
-            identity.describe()
-        );
-        return Err(if is_revoked {
-            Status::unauthenticated(why)
-        } else {
-            // fail closed: while the list cannot be read, nobody is admitted
-            Status::unavailable(format!("the switch admits nobody now: {why}"))
-        });
-    }
-    let c = Caller {
-        access: policy.access(&identity),
-        identity: Some(identity),
-    };
-    if c.access == Access::Denied {
-        return Err(refuse(&c, peer, what));
-    }
-    Ok(c)
-}
-
 /// Serve P4Runtime on `addr` until the process ends.
 pub async fn serve(addr: std::net::SocketAddr, device: Arc<Device>) -> Result<(), String> {
     serve_tls(addr, device, None).await
@@ -802,6 +510,9 @@ pub async fn serve_on(l: crate::listen::Listener, device: Arc<Device>) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::authz::Identity;
+    use crate::codec::to_uint128;
+    use tonic::Code;
 
     fn policy() -> Policy {
         Policy::new(&["controller".into()], &["monitor".into()]).unwrap()

@@ -428,11 +428,7 @@ impl Translator {
 
     /// Free the automatically allocated values no table entry and no action profile member
     /// (`members`) uses any more.
-    pub(crate) fn collect<'a>(
-        &self,
-        engine: &Engine,
-        members: impl Iterator<Item = &'a p4sec_ir::ActionCall>,
-    ) {
+    pub(crate) fn collect(&self, engine: &Engine) {
         let prog = &engine.prog;
         let auto: Vec<bool> = self
             .types
@@ -460,26 +456,23 @@ impl Translator {
             if kt.iter().all(|x| x.is_none()) && !any_param {
                 continue;
             }
-            let Ok(snap) = engine.table_snapshot(i) else {
-                continue;
-            };
-            for x in &snap.entries {
-                for (m, ti) in x.entry.matches.iter().zip(&kt) {
+            let _ = engine.table_for_each_entry(i, |e| {
+                for (m, ti) in e.matches.iter().zip(&kt) {
                     if let (Some(ti), FieldMatch::Exact(v) | FieldMatch::Optional(Some(v))) =
                         (ti, m)
                     {
                         used[*ti].insert(low(v));
                     }
                 }
-                let act = &prog.actions[x.entry.action.action as usize];
-                for (p, v) in act.params.iter().zip(&x.entry.action.args) {
+                let act = &prog.actions[e.action.action as usize];
+                for (p, v) in act.params.iter().zip(&e.action.args) {
                     if let Some(&ti) = self.params.get(&(act.id, p.id)) {
                         used[ti].insert(low(v));
                     }
                 }
-            }
+            });
         }
-        for call in members {
+        for (_, _, call) in engine.profile_members() {
             let act = &prog.actions[call.action as usize];
             for (p, v) in act.params.iter().zip(&call.args) {
                 if let Some(&ti) = self.params.get(&(act.id, p.id)) {

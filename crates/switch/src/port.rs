@@ -14,7 +14,7 @@ pub mod txbatch;
 pub mod xdp;
 
 use crate::log::{self, Level};
-use crate::pcap::{Ts, Writer};
+use crate::pcap_file::{Ts, Writer};
 use afpacket::AfPacket;
 use io::{Ctx, PortIo, PortStats};
 use std::sync::atomic::Ordering;
@@ -372,7 +372,7 @@ pub fn open_xdp_ports(
 ) -> Result<Vec<Port>, String> {
     // no interface of that name: neither kind of port can open it (the same error as `N=IFACE`
     // gives)
-    if !crate::tun::exists(iface) {
+    if !crate::tuntap::exists(iface) {
         return Err(format!("port {number}: no interface named `{iface}`"));
     }
     let mut v = vec![];

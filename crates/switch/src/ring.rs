@@ -12,7 +12,7 @@
 //! slot) still arrive whole: with PACKET_COPY_THRESH the kernel also queues them on the socket,
 //! marked TP_STATUS_COPY in the ring, and they are read with `recvmsg`.
 
-use crate::pcap::Ts;
+use crate::pcap_file::Ts;
 
 /// A hint to bring the cache line at `p` into the cache (no effect where the CPU has no such
 /// instruction; never faults, whatever `p` is).

@@ -5,7 +5,7 @@
 use crate::control_plane::ControlPlane;
 use crate::datapath::{worker_loop, LoopOpts, WorkerStats};
 use crate::log::Level;
-use crate::pcap;
+use crate::pcap_file;
 use crate::port::io::PortStats;
 use crate::port::pcap::Pcap;
 use crate::port::tap::Tap;
@@ -13,7 +13,7 @@ use crate::port::tun::Tun;
 use crate::port::{Capture, Io, Port};
 use crate::spec::{capture_files, check_ports, CaptureNames, PortKind, PortSpec};
 use crate::tm::TrafficManager;
-use crate::tun;
+use crate::tuntap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -107,11 +107,11 @@ fn start_with_stop(
     crate::ring::rx_ring_bytes()?;
     // pcap inputs first (nothing to undo when one is bad), then the live ports, then the files
     // written
-    let mut inputs: Vec<Option<pcap::Reader>> = vec![];
+    let mut inputs: Vec<Option<pcap_file::Reader>> = vec![];
     for s in &cfg.ports {
         inputs.push(match &s.kind {
             PortKind::Pcap { input: Some(f), .. } => {
-                Some(pcap::Reader::open(f).map_err(|e| format!("port {}: {e}", s.number))?)
+                Some(pcap_file::Reader::open(f).map_err(|e| format!("port {}: {e}", s.number))?)
             }
             _ => None,
         });
@@ -160,11 +160,11 @@ fn start_with_stop(
             }
             PortKind::Tap(name) | PortKind::Tun(name) => {
                 let tap = matches!(s.kind, PortKind::Tap(_));
-                let existed = tun::exists(name);
-                let vnet = tun::offloads_wanted();
+                let existed = tuntap::exists(name);
+                let vnet = tuntap::offloads_wanted();
                 let mut offloads = vnet;
                 for _ in 0..workers {
-                    let (fd, off) = tun::open_queue(name, tap, workers > 1, vnet)
+                    let (fd, off) = tuntap::open_queue(name, tap, workers > 1, vnet)
                         .map_err(|e| format!("port {n}: {e}"))?;
                     offloads &= off;
                     let io = if tap {
@@ -174,10 +174,10 @@ fn start_with_stop(
                     };
                     v.push(Port::new(n, &s.label, io));
                 }
-                tun::set_up(name).map_err(|e| format!("port {n}: {e}"))?;
+                tuntap::set_up(name).map_err(|e| format!("port {n}: {e}"))?;
                 let k = if tap { "TAP" } else { "TUN" };
                 // (a device whose queue cannot be lengthened still works: said, not an error)
-                let qlen = match tun::set_tx_queue_len(name, tun::TX_QUEUE_LEN) {
+                let qlen = match tuntap::set_tx_queue_len(name, tuntap::TX_QUEUE_LEN) {
                     Ok(q) => format!("{q}-packet queues"),
                     Err(e) => {
                         p4log!(Level::Warn, "port {n}: {e}");
@@ -216,7 +216,7 @@ fn start_with_stop(
         if let PortKind::Pcap { input, output } = &s.kind {
             let w = match output {
                 Some(f) => Some(Arc::new(Mutex::new(
-                    pcap::Writer::create(f).map_err(|e| format!("port {n}: {e}"))?,
+                    pcap_file::Writer::create(f).map_err(|e| format!("port {n}: {e}"))?,
                 ))),
                 None => None,
             };
@@ -242,8 +242,8 @@ fn start_with_stop(
             }
             let (i, o) = capture_files(dir, &cfg.ports[k], cfg.pcap_names);
             let c = Arc::new(Capture {
-                rx: Mutex::new(pcap::Writer::create(&i)?),
-                tx: Mutex::new(pcap::Writer::create(&o)?),
+                rx: Mutex::new(pcap_file::Writer::create(&i)?),
+                tx: Mutex::new(pcap_file::Writer::create(&o)?),
             });
             for p in per_port[k].iter_mut() {
                 p.capture = Some(c.clone());

@@ -349,7 +349,7 @@ fn run(
     // the frames written are all there: the measured run's output really went through the pcap
     // writers
     for n in (1..=3u32).filter(|n| !live.iter().any(|(l, _)| l == n)) {
-        let mut r = p4sec_switch::pcap::Reader::open(&out(n)).unwrap();
+        let mut r = p4sec_switch::pcap_file::Reader::open(&out(n)).unwrap();
         let mut buf = vec![0u8; 65536];
         let mut frames = 0u64;
         while r.next(&mut buf, n).unwrap().is_some() {

@@ -16,11 +16,14 @@ first, with an intent (the operation, its new SAs), and commits before it writes
 writes in the order above, passing a named checkpoint after each step (`checkpoint`; the fault tests kill the
 controller at each one). After a restart, `resume` rolls back the operations whose caller cannot have seen them
 finish (a road warrior's phase 1 and renewal request) and `reconcile` completes the rest: it reads every
-gateway's tables and SA slots, adopts what is identical, adds what is missing and removes what nobody wants
-(p4sec.reconcile). The same reconciliation runs when a lost switch comes back and periodically.
+gateway's tables and SA slots, adopts what is identical, adds what is missing and removes what nobody wants.
+The same reconciliation runs when a lost switch comes back and periodically.
+
+The controller composes its parts: `journal` and `recovery` (p4sec.ipsec.recovery: the intent journal, what
+happens after a controller's or a switch's restart), `reconciler` (p4sec.ipsec.reconcile), the Writes to both
+gateways of a tunnel at once (p4sec.ipsec.writes); host-to-site tunnels (p4sec.ipsec.hosts) and the handling of
+store faults (p4sec.ipsec.failsafe) are mixed in.
 """
-import concurrent.futures
-import ipaddress
 import json
 import logging
 import os
@@ -31,16 +34,25 @@ from p4sec.ipsec import gateway as gwp
 from p4sec.ipsec import ike
 from p4sec.ipsec import reconcile as rec
 from p4sec.ipsec import store
+from p4sec.ipsec import tunnel_entries as te
+from p4sec.ipsec import writes
 from p4sec.ipsec.store import StoreError
 from p4sec.ipsec.ctlbase import (HARD, SA_EVENT_DIGEST, SOFT, SUITES, SWITCH_MAC, ControllerError, Gateway, _lpm,  # noqa: F401 (re-exported)
                       UDP_ENCAP_PORTS, checkpoint, sa_config, sa_selectors)
 from p4sec.ipsec.failsafe import StoreFaults
 from p4sec.ipsec.hosts import HostTunnels
+from p4sec.ipsec.recovery import IntentLog, Recovery
 
 log = logging.getLogger("p4sec.controller")
 
 
 class IpsecController(StoreFaults, HostTunnels):
+    """The IPsec controller (see the module's description): site-to-site tunnels (`connect`, `disconnect`, `rekey`),
+    host-to-site tunnels (HostTunnels), the renewal and retirement of SAs, the recorded state (`tunnels`, `sas`,
+    `events`, `intents`). Its parts are objects with their own state: `journal` (IntentLog) and `recovery`
+    (Recovery: `resume`, switches lost and back) in p4sec.ipsec.recovery, `reconciler` (Reconciler: `reconcile`,
+    `start_periodic`) in p4sec.ipsec.reconcile."""
+
     def __init__(self, db=":memory:", grace=1.0):
         if isinstance(db, str):
             if db != ":memory:" and not db.startswith("file:") and not os.path.exists(db):
@@ -49,7 +61,6 @@ class IpsecController(StoreFaults, HostTunnels):
             self.db = store.sqlite(db)      # fail-safe (p4sec.ipsec.store)
         else:
             self.db = db        # a replicated store with the same interface (p4sec.ha.PgDb)
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="p4sec-ctl")
         self.db.executescript(
             "create table if not exists tunnel (name text primary key, a text, b text, suite text, soft text, hard text,"
             " created real, state text);"
@@ -67,49 +78,26 @@ class IpsecController(StoreFaults, HostTunnels):
         self.grace = grace
         self.renewals = 0
         self._timers = []
-        self.away = set()           # gateways whose switch is unreachable (reconnecting)
-        self.programs = {}          # gateway name -> program dir
         self._closed = threading.Event()
+        self.journal = IntentLog(self.db)           # the operations in flight (p4sec.ipsec.recovery)
+        self.recovery = Recovery(self, self.journal, self._closed)      # after a controller's or a switch's restart
+        self.reconciler = rec.Reconciler(self, self.journal, self.recovery.away, self._closed)
         self._init_faults()         # renewals and retirements retried while the store fails (p4sec.ipsec.failsafe)
 
-    # ------------------------------------------------------------------ intents
+    @property
+    def away(self):
+        """The gateways whose switch is unreachable (reconnecting: p4sec.ipsec.recovery)."""
+        return self.recovery.away
 
-    def _intent(self, op, tunnel, **data):
-        """Record an operation about to write to switches (committed with the state it leads to)."""
-        return self.db.execute("insert into intent (op, tunnel, data, t) values (?, ?, ?, ?)",
-                               (op, tunnel, json.dumps(data), time.time())).lastrowid
-
-    def _done(self, iid):
-        self.db.execute("delete from intent where id = ?", (iid,))
+    @property
+    def programs(self):
+        """Gateway name -> its program directory."""
+        return self.recovery.programs
 
     def intents(self):
+        """The operations in flight (their records in the store: p4sec.ipsec.recovery.IntentLog)."""
         with self.lock:
-            return [{"id": i, "op": op, "tunnel": t, "data": json.loads(d)}
-                    for i, op, t, d in self.db.execute("select id, op, tunnel, data from intent order by id")]
-
-    def _fresh(self):
-        """SPIs of new SAs whose operation is still recorded: never sent outbound, or sent by this very operation."""
-        out = set()
-        for (d,) in self.db.execute("select data from intent"):
-            out.update(json.loads(d).get("fresh", []))
-        return out
-
-    def _recover_intents(self):
-        """After a restart: roll back the operations whose caller (an agent) cannot have seen them finish; the
-        others stand as recorded (reconcile completes them)."""
-        for iid, op, tunnel, d in self.db.execute("select id, op, tunnel, data from intent order by id").fetchall():
-            data = json.loads(d)
-            if op == "host-up":
-                self.db.execute("update tunnel set state = 'down' where name = ? and state = 'pending'", (tunnel,))
-                self.db.execute("update sa set state = 'deleted' where tunnel = ? and state != 'deleted'", (tunnel,))
-                self._event(tunnel, "host phase 1 interrupted by a controller restart: rolled back (the agent asks again)")
-            elif op == "host-renew":
-                self.db.execute("update sa set state = 'deleted' where spi in (?, ?)", (data["up"], data["down"]))
-                if data.get("old") is not None:
-                    self.db.execute("update sa set state = 'active' where spi = ? and state = 'retiring'", (data["old"],))
-                self._event(tunnel, "host renewal interrupted by a controller restart: rolled back (the agent asks again)")
-            else:
-                self._event(tunnel, f"{op} interrupted by a controller restart: completed from the recorded state")
+            return self.journal.all()
 
     # ------------------------------------------------------------------ gateways
 
@@ -124,161 +112,42 @@ class IpsecController(StoreFaults, HostTunnels):
                 gw.setup(program_dir)
             self.gateways[gw.name] = gw
             self.programs[gw.name] = program_dir
-            self._slots_from_db(gw)
-            self._event(gw.name, f"adopted (pipeline already running; {gw.next_slot - len(gw.free_slots)} SA slots in use)" if adopted
-                        else "pipeline pushed")
+            self.recovery.slots_from_store(gw)
+            self.event(gw.name, f"adopted (pipeline already running; {gw.next_slot - len(gw.free_slots)} SA slots in use)" if adopted
+                       else "pipeline pushed")
             self.db.commit()
-            self._watch(gw)
+            self.watch(gw)
             return adopted
 
-    def _slots_from_db(self, gw):
-        used = {r[0] for r in self.db.execute(
-            "select out_slot from sa where src = ? and state in ('inbound', 'active', 'retiring') and out_slot >= 0 union "
-            "select in_slot from sa where dst = ? and state in ('inbound', 'active', 'retiring') and in_slot >= 0", (gw.name, gw.name))}
-        gw.next_slot = max(used) + 1 if used else 0
-        gw.free_slots = sorted(set(range(gw.next_slot)) - used, reverse=True)
-
-    def _watch(self, gw):
+    def watch(self, gw):
+        """Listen to gateway gw's switch: its SA lifetime digests, and the end of its stream (recovery)."""
         gw.switch.on_digest = lambda name, items, g=gw.name: self._on_digest(g, name, items)
-        gw.switch.on_lost = lambda g=gw.name: self._lost(g)
+        gw.switch.on_lost = lambda g=gw.name: self.recovery.lost(g)
         gw.switch.digest_enable(SA_EVENT_DIGEST)
-
-    def _lost(self, name):
-        """The switch's stream ended: reconnect in the background; its tunnels are degraded meanwhile."""
-        if self._closed.is_set():
-            return
-        with self.lock:
-            if name in self.away:
-                return
-            self.away.add(name)
-            try:
-                self._event(name, "switch unreachable (P4Runtime stream lost): its tunnels are degraded; reconnecting")
-                for (t,) in self.db.execute("select name from tunnel where state in ('up', 'pending') and (a = ? or b = ?)",
-                                            (name, name)).fetchall():
-                    self._event(t, f"degraded: gateway {name} is unreachable")
-                self.db.commit()
-            except StoreError as e:
-                log.warning("%s unreachable; its events not recorded: %s", name, e)
-        threading.Thread(target=self._reconnect, args=(name,), daemon=True, name=f"reconnect-{name}").start()
-
-    def _reconnect(self, name):
-        from p4sec.infra import runtime
-        gw = self.gateways[name]
-        old = gw.switch
-        while not self._closed.is_set():
-            try:
-                sw = runtime.Switch(old.address, device_id=old.device_id, election_id=old.election_id, timeout=0.5, tls=old.tls)
-            except Exception:
-                time.sleep(0.05)
-                continue
-            try:
-                with self.lock:
-                    gw.switch = sw
-                    adopted = sw.adopt(self.programs[name])
-                    if not adopted:
-                        gw.setup(self.programs[name])
-                    self._watch(gw)
-                    self.away.discard(name)
-                    self._event(name, "switch back: " + ("pipeline still running, adopted" if adopted else "pipeline pushed again"))
-                    self.db.commit()
-                    summary = self.reconcile()
-                    for (t,) in self.db.execute("select name from tunnel where state in ('up', 'pending') and (a = ? or b = ?)", (name, name)):
-                        self._event(t, f"up again: gateway {name} reconciled ({summary.get(name, '')})")
-                    self.db.commit()
-                try:
-                    old.close()
-                except Exception:
-                    pass
-                return
-            except Exception as e:
-                log.warning("reconnecting %s: %s", name, e)
-                with self.lock:
-                    self.away.add(name)
-                try:
-                    sw.close()
-                except Exception:
-                    pass
-                time.sleep(0.2)
 
     def reconcile(self, names=None, dry_run=False):
         """Converge the gateways (default: all that are reachable) to the recorded state; {gateway: summary}.
-        With dry_run, only compare."""
-        with self.lock:
-            names = [n for n in (names or self.gateways) if n not in self.away]
-            want = rec.desired_state(self, SWITCH_MAC)
-            fresh = self._fresh()
-            plans = {}
-            for n in names:
-                try:
-                    plans[n] = rec.plan(self.gateways[n].switch, want[n], fresh)
-                except Exception as e:     # unreachable: its stream's end (if it went away) starts the reconnection
-                    log.warning("reconcile: cannot read %s: %s", n, e)
-            if dry_run:
-                return {n: {"in_sync": p.empty(), "summary": p.summary()} for n, p in plans.items()}
-            for phase in (0, 1, 2, 3, 4, 5):
-                for n, p in plans.items():
-                    rec.apply_phase(self.gateways[n].switch, p.phases[phase])
-            for n, p in plans.items():
-                gw = self.gateways[n]
-                for kind, slot in p.phases[0] + p.phases[5]:
-                    if slot < gw.next_slot and slot not in gw.free_slots:
-                        gw.free_slots.append(slot)
-                if not p.empty():
-                    self._event(n, f"reconciled: {p.summary()}")
-            self.db.commit()
-            for n, p in plans.items():
-                for spi in p.renew:
-                    try:
-                        self.renew(spi, reason=f"its outbound SA was missing on {n}")
-                    except Exception as e:
-                        self._event(n, f"renewing SA {spi:#010x} failed: {e}")
-            self.db.commit()
-            return {n: p.summary() for n, p in plans.items()}
+        With dry_run, only compare (p4sec.ipsec.reconcile.Reconciler)."""
+        return self.reconciler.run(names, dry_run)
 
     def start_periodic(self, interval):
         """Reconcile every `interval` seconds (a switch that lost state without losing its stream, entries
         changed by someone else) until close()."""
-        def run():
-            while not self._closed.wait(interval):
-                try:
-                    self.reconcile()
-                except Exception as e:
-                    log.warning("periodic reconciliation: %s", e)
-        threading.Thread(target=run, daemon=True, name="reconcile").start()
+        self.reconciler.start_periodic(interval)
 
     def resume(self):
         """After a restart, once the gateways are added: roll back or complete the operations that were in
         flight, converge every switch to the recorded state, restart the grace timers of old SAs, renew SAs
-        whose lifetime ended while no controller listened, and bring lost tunnels (an older store's) up again."""
-        with self.lock:
-            self._recover_intents()
-            self.db.commit()
-            self.reconcile()
-            self.db.execute("delete from intent")
-            self.db.commit()
-            for (spi,) in self.db.execute("select spi from sa where state = 'retiring'").fetchall():
-                timer = threading.Timer(self.grace, self._retire, (spi,))
-                timer.daemon = True
-                timer.start()
-                self._timers.append(timer)
-            lost = self.db.execute("select name, a, b, suite, soft, hard from tunnel where state = 'lost'").fetchall()
-            # lifetime events that fired while no controller listened: ask the SAs themselves
-            missed = []
-            for spi, s, d, out_slot in self.db.execute("select spi, src, dst, out_slot from sa where state = 'active'").fetchall():
-                if s in self.gateways and d in self.gateways:
-                    try:
-                        st = gwp.sa_stats(self.gateways[s].switch, out_slot)
-                    except Exception:
-                        continue
-                    if st and (st.get("soft_expired") or st.get("hard_expired")):
-                        missed.append((spi, "hard" if st.get("hard_expired") else "soft"))
-            for spi, kind in missed:
-                self.renew(spi, reason=f"{kind} lifetime reached while the controller was away")
-        for name, a, b, suite, soft, hard in lost:
-            if a in self.gateways and b in self.gateways:
-                sites = self._tunnel_sites(name) or {}
-                self.connect(a, b, suite, json.loads(soft), json.loads(hard), name=name, a_prefix=sites.get(a), b_prefix=sites.get(b),
-                             encap=self._tunnel_encap(name))
+        whose lifetime ended while no controller listened, and bring lost tunnels (an older store's) up again
+        (p4sec.ipsec.recovery.Recovery.resume)."""
+        self.recovery.resume()
+
+    def retire_later(self, spi):
+        """Retire the old SA `spi` (its SAD-dec entry and inbound slot) after the grace period."""
+        timer = threading.Timer(self.grace, self._retire, (spi,))
+        timer.daemon = True
+        timer.start()
+        self._timers.append(timer)
 
     def _tunnels(self):
         rows = self.db.execute("select name, a, b, suite, soft, hard, created, state from tunnel order by created").fetchall()
@@ -287,14 +156,14 @@ class IpsecController(StoreFaults, HostTunnels):
         for name, a, b, suite, soft, hard, created, state in rows:
             active = [r[0] for r in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall()]
             spis = [f"{spi:#010x}" for spi in active]
-            sites = self._tunnel_sites(name) or {}
+            sites = self.tunnel_sites(name) or {}
             away = sorted({a, b} & self.away)
             why = self._degraded_by(name, a, b, active, store_ok, store_why) if state == "up" else []
             if why:
                 state = "degraded"
             t = {"name": name, "a": a, "b": b, "suite": suite, "soft": json.loads(soft), "hard": json.loads(hard),
                  "created": created, "state": state, "active_spis": spis, "a_prefix": sites.get(a), "b_prefix": sites.get(b),
-                 "encap": self._tunnel_encap(name) or "esp"}
+                 "encap": self.tunnel_encap(name) or "esp"}
             if away:
                 t["unreachable"] = away
             if why:
@@ -302,7 +171,9 @@ class IpsecController(StoreFaults, HostTunnels):
             out.append(t)
         return out
 
-    def _event(self, tunnel, what):
+    def event(self, tunnel, what):
+        """Record what happened to a tunnel (or gateway) in the store's event log (committed with the caller's
+        transaction) and the log."""
         self.db.execute("insert into event values (?, ?, ?)", (time.time(), tunnel, what))
         log.info("%s: %s", tunnel, what)
 
@@ -319,35 +190,16 @@ class IpsecController(StoreFaults, HostTunnels):
             if spi >= 256 and not self.db.execute("select 1 from sa where spi = ?", (spi,)).fetchone():
                 return spi
 
-    def _sad_dec(self, src, dst, spi, slot, selectors, insert=True):
-        """The SAD-dec entry of an inbound SA and its selectors ((inner source, inner destination) prefixes, from
-        `_selectors`: what the SA decrypts must match them): the selectors before the entry, removed after it (also
-        when the entry was gone already; selectors found missing are fine)."""
-        if insert:
-            if selectors:
-                gwp.selectors_write(dst.switch, slot, *selectors)
-            gwp.sad_dec_write(dst.switch, src.address, dst.address, spi, slot)
-            return
-        try:
-            gwp.sad_dec_write(dst.switch, src.address, dst.address, spi, slot, insert=False)
-        finally:
-            if selectors:
-                try:
-                    gwp.selectors_write(dst.switch, slot, *selectors, insert=False)
-                except Exception as e:
-                    if "no entry with this match" not in str(e):
-                        raise
-
     def _selectors(self, tunnel, src_name, dst):
         """The selectors of tunnel's SA from `src_name` (a gateway or a host) to gateway dst, from the store (see
         ctlbase.sa_selectors; reconciliation computes the same)."""
-        return sa_selectors(src_name, dst, self.gateways, self._tunnel_sites(tunnel), self._host_inner(tunnel))
+        return sa_selectors(src_name, dst, self.gateways, self.tunnel_sites(tunnel), self.host_inner(tunnel))
 
     def _make_sa(self, tunnel, src, dst, suite, soft, hard):
         _, _, nkey, nauth = SUITES[suite]
         spi = self._new_spi()
         cfg = sa_config(spi, suite, os.urandom(nkey), os.urandom(nauth), src.address, dst.address, soft, hard,
-                        udp_encap=UDP_ENCAP_PORTS if self._tunnel_encap(tunnel) == "udp" else None)
+                        udp_encap=UDP_ENCAP_PORTS if self.tunnel_encap(tunnel) == "udp" else None)
         return spi, cfg
 
     def _undo_in(self, tunnel, src, dst, spi, in_slot):
@@ -355,7 +207,7 @@ class IpsecController(StoreFaults, HostTunnels):
         is reported missing, which is fine); the slot is free again unless something could not be removed."""
         left = []
         sel = self._selectors(tunnel, src.name, dst)
-        for what, undo in (("SAD-dec entry", lambda: self._sad_dec(src, dst, spi, in_slot, sel, insert=False)),
+        for what, undo in (("SAD-dec entry", lambda: te.sad_dec(src, dst, spi, in_slot, sel, insert=False)),
                            ("SA", lambda: gwp.sa_delete(dst.switch, in_slot))):
             try:
                 undo()
@@ -363,60 +215,18 @@ class IpsecController(StoreFaults, HostTunnels):
                 if "no entry with this match" not in str(e) and f"no SA in slot {in_slot}" not in str(e):
                     left.append(f"{what}: {e}")
         if left:
-            self._event(tunnel, f"SA {spi:#010x} on {dst.name} slot {in_slot} may be left over: {'; '.join(left)}")
+            self.event(tunnel, f"SA {spi:#010x} on {dst.name} slot {in_slot} may be left over: {'; '.join(left)}")
         else:
             dst.free_slots.append(in_slot)
 
-    def _route(self, gw, prefix, insert=True):
-        """The route for a remote site's prefix in the clear (BYPASS tunnels): out of the WAN port."""
-        _lpm(gw.switch, prefix, gw.wan_mac, gw.wan_port, insert)
-
-    def _spd(self, src, dst, out_slot, insert=True, action=gwp.PROTECT, on=None, sites=None):
-        """The policy for traffic from src's site to dst's, on gateway `on` (default: src); `sites` maps a gateway's
-        name to the prefix a tunnel protects behind it (default: its whole site)."""
-        on = on or src
-        sp, dp = (sites or {}).get(src.name, src.lan_prefix), (sites or {}).get(dst.name, dst.lan_prefix)
-        v = gwp.version(sp)
-        if v != gwp.version(dp):
-            raise ControllerError(f"sites {sp} and {dp} are of different IP versions")
-        match, table = gwp.spd_match(sp, dp), gwp.spd(v)
-        if insert:
-            params = {gwp.SA_INDEX: out_slot} if action == gwp.PROTECT else {}
-            on.switch.table_insert(table, match, action, params, priority=10)
-        else:
-            on.switch.table_delete(table, match, priority=10)
-
     # ------------------------------------------------------------------ tunnels
 
-    def _sites(self, a, b, a_prefix, b_prefix):
-        """The prefixes a tunnel between gateways a and b protects: a subnet of each gateway's site (default: the
-        whole site). Precise errors for a malformed prefix, one outside its gateway's site, or mixed versions."""
-        sites = {}
-        for gw, p in ((a, a_prefix), (b, b_prefix)):
-            if p is None:
-                sites[gw.name] = gw.lan_prefix
-                continue
-            try:
-                net = ipaddress.ip_network(p)
-            except (TypeError, ValueError) as e:
-                raise ControllerError(f"prefix for {gw.name}: {e}") from None
-            site = ipaddress.ip_network(gw.lan_prefix, strict=False)
-            if net.version != site.version or not net.subnet_of(site):
-                raise ControllerError(f"prefix {p} is not inside {gw.name}'s site {gw.lan_prefix}")
-            sites[gw.name] = str(net)
-        if ipaddress.ip_network(sites[a.name]).version != ipaddress.ip_network(sites[b.name]).version:
-            raise ControllerError(f"prefixes {sites[a.name]} and {sites[b.name]} are of different IP versions")
-        return sites
-
-    @staticmethod
-    def _pair_key(sites):
-        return "pair:" + "|".join(f"{g}={p}" for g, p in sorted(sites.items()))
-
-    def _tunnel_sites(self, name):
+    def tunnel_sites(self, name):
+        """{gateway name: prefix} a site-to-site tunnel protects, as recorded (None if not recorded)."""
         r = self.db.execute("select value from kv where key = ?", (f"sites:{name}",)).fetchone()
         return json.loads(r[0]) if r else None
 
-    def _tunnel_encap(self, name):
+    def tunnel_encap(self, name):
         """"udp" for a tunnel whose SAs send ESP in UDP (RFC 3948), else None (plain ESP)."""
         r = self.db.execute("select value from kv where key = ?", (f"encap:{name}",)).fetchone()
         return r[0] if r and r[0] == "udp" else None
@@ -440,10 +250,10 @@ class IpsecController(StoreFaults, HostTunnels):
             a, b = self.gateways[a_name], self.gateways[b_name]
             name = name or f"{a_name}-{b_name}"
             t0 = time.perf_counter()
-            sites = self._sites(a, b, a_prefix, b_prefix)
+            sites = te.site_prefixes(a, b, a_prefix, b_prefix)
             if self.db.execute("select 1 from tunnel where name = ? and state = 'up'", (name,)).fetchone():
                 raise ControllerError(f"tunnel {name} is already up")
-            pair = self._pair_key(sites)
+            pair = te.pair_key(sites)
             other = self.db.execute("select value from kv where key = ?", (pair,)).fetchone()
             if other and other[0] != name:
                 raise ControllerError(f"tunnel {other[0]} already protects {sites[a_name]} <-> {sites[b_name]}")
@@ -456,22 +266,22 @@ class IpsecController(StoreFaults, HostTunnels):
             self.db.execute("insert or replace into kv values (?, ?)", (f"encap:{name}", encap or "esp"))
             self.db.execute("insert or replace into kv values (?, ?)", (pair, name))
             if suite == "bypass":
-                iid = self._intent("setup", name)
+                iid = self.journal.record("setup", name)
                 self.db.commit()
                 checkpoint("setup:recorded")
                 try:
                     # BYPASS both ways on both gateways (clear traffic arriving from the peer is policy-checked too)
                     for src, dst in ((a, b), (b, a)):
-                        self._route(src, sites[dst.name])
-                        self._spd(src, dst, None, action=gwp.BYPASS, sites=sites)
-                        self._spd(src, dst, None, action=gwp.BYPASS, on=dst, sites=sites)
+                        te.clear_route(src, sites[dst.name])
+                        te.spd(src, dst, None, action=gwp.BYPASS, sites=sites)
+                        te.spd(src, dst, None, action=gwp.BYPASS, on=dst, sites=sites)
                 except Exception:
                     self._forget_setup(name, prev, pair, [], iid)
                     self.reconcile([a_name, b_name])
                     raise
                 checkpoint("setup:outbound")
-                self._done(iid)
-                self._event(name, "up (bypass)")
+                self.journal.done(iid)
+                self.event(name, "up (bypass)")
                 self.db.commit()
                 return {}
             # per direction src -> dst: the SA, its outbound slot on src and its inbound slot on dst
@@ -482,7 +292,7 @@ class IpsecController(StoreFaults, HostTunnels):
             for (s, d), (spi, out_slot, in_slot, cfg) in pairs.items():
                 self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
                                 (spi, name, s, d, out_slot, in_slot, json.dumps(cfg), time.time()))
-            iid = self._intent("setup", name, fresh=[v[0] for v in pairs.values()])
+            iid = self.journal.record("setup", name, fresh=[v[0] for v in pairs.values()])
             self.db.commit()
             t_db = time.perf_counter() - t0
             checkpoint("setup:recorded")
@@ -491,30 +301,30 @@ class IpsecController(StoreFaults, HostTunnels):
             # while phase 1 is on the wire.
             t1 = time.perf_counter()
             phase1 = [(dst, self._inbound_updates(src, dst, *pairs[(src.name, dst.name)], sites=sites)) for src, dst in ((a, b), (b, a))]
-            sent1 = self._send_writes(phase1)
+            sent1 = writes.send(phase1)
             phase2 = [(src, self._outbound_updates(src, dst, *pairs[(src.name, dst.name)], sites=sites)) for src, dst in ((a, b), (b, a))]
-            done1 = self._wait_writes(sent1)
+            done1 = writes.wait(sent1)
             if done1 is None:
                 checkpoint("setup:inbound")
             t2 = time.perf_counter()
-            sent2 = self._send_writes(phase2) if done1 is None else []
-            done2 = self._wait_writes(sent2) if done1 is None else None
+            sent2 = writes.send(phase2) if done1 is None else []
+            done2 = writes.wait(sent2) if done1 is None else None
             t3 = time.perf_counter()
             if done1 is not None or done2 is not None:
                 # undo what the switches accepted (phase 2 first), give the slots back, forget the rows
                 err = done1 if done1 is not None else done2
-                self._undo(sent2, lambda gw: self._outbound_updates(*self._dir_from(gw, a, b, pairs), delete=True, sites=sites))
-                self._undo(sent1 if done1 is not None else [(gw, ups, [True] * len(ups)) for gw, ups in phase1],
-                           lambda gw: self._inbound_updates(*self._dir_to(gw, a, b, pairs), delete=True, sites=sites))
+                writes.undo(sent2, lambda gw: self._outbound_updates(*self._dir_from(gw, a, b, pairs), delete=True, sites=sites))
+                writes.undo(sent1 if done1 is not None else [(gw, ups, [True] * len(ups)) for gw, ups in phase1],
+                            lambda gw: self._inbound_updates(*self._dir_to(gw, a, b, pairs), delete=True, sites=sites))
                 for (s, d), (_, out_slot, in_slot, _) in pairs.items():
                     self.gateways[s].free_slots.append(out_slot)
                     self.gateways[d].free_slots.append(in_slot)
                 self._forget_setup(name, prev, pair, [v[0] for v in pairs.values()], iid)
                 raise err
             checkpoint("setup:outbound")
-            self._done(iid)
-            self._event(name, f"up ({suite}) in {1000 * (time.perf_counter() - t0):.2f} ms (SAD-dec {1000 * (t2 - t1):.2f} ms, "
-                              f"SAD-enc + SPD {1000 * (t3 - t2):.2f} ms, state {1000 * t_db:.2f} ms)")
+            self.journal.done(iid)
+            self.event(name, f"up ({suite}) in {1000 * (time.perf_counter() - t0):.2f} ms (SAD-dec {1000 * (t2 - t1):.2f} ms, "
+                             f"SAD-enc + SPD {1000 * (t3 - t2):.2f} ms, state {1000 * t_db:.2f} ms)")
             self.db.commit()
             return {k: (v[0], v[1]) for k, v in pairs.items()}
 
@@ -531,7 +341,7 @@ class IpsecController(StoreFaults, HostTunnels):
         if prev[2]:
             self.db.execute("insert into kv values (?, ?)", (f"encap:{name}", prev[2][0]))
         self.db.execute("delete from kv where key = ? and value = ?", (pair, name))
-        self._done(iid)
+        self.journal.done(iid)
         self.db.commit()
 
     def _inbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False, sites=None):
@@ -540,11 +350,11 @@ class IpsecController(StoreFaults, HostTunnels):
         sel = sa_selectors(src.name, dst, self.gateways, sites)
         with dst.switch.collect() as ups:
             if delete:
-                self._sad_dec(src, dst, spi, in_slot, sel, insert=False)
+                te.sad_dec(src, dst, spi, in_slot, sel, insert=False)
                 gwp.sa_delete(dst.switch, in_slot)
             else:
                 gwp.sa_write(dst.switch, in_slot, cfg)
-                self._sad_dec(src, dst, spi, in_slot, sel)
+                te.sad_dec(src, dst, spi, in_slot, sel)
         return ups
 
     def _outbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False, sites=None):
@@ -552,11 +362,11 @@ class IpsecController(StoreFaults, HostTunnels):
         the policy goes first)."""
         with src.switch.collect() as ups:
             if delete:
-                self._spd(src, dst, out_slot, insert=False, sites=sites)
+                te.spd(src, dst, out_slot, insert=False, sites=sites)
                 gwp.sa_delete(src.switch, out_slot)
             else:
                 gwp.sa_write(src.switch, out_slot, cfg)
-                self._spd(src, dst, out_slot, sites=sites)
+                te.spd(src, dst, out_slot, sites=sites)
         return ups
 
     @staticmethod
@@ -568,54 +378,6 @@ class IpsecController(StoreFaults, HostTunnels):
     def _dir_to(gw, a, b, pairs):
         src, dst = (b, a) if gw is a else (a, b)
         return (src, dst) + pairs[(src.name, dst.name)]
-
-    @staticmethod
-    def _send_writes(writes):
-        """Send each gateway's Write ([(gw, updates)]) at once: [(gw, updates, pending)]. The last one is deferred:
-        `_wait_writes` sends it and waits for it in the calling thread while the others are on the wire."""
-        return [(gw, ups, gw.switch.write_async(ups, deferred=(i == len(writes) - 1))) for i, (gw, ups) in enumerate(writes)]
-
-    @staticmethod
-    def _answer_order(sent):
-        """The indices of `sent` ([(gw, updates, pending)]) in the order to wait for them: a deferred Write first
-        (it is sent then), the others after it."""
-        return sorted(range(len(sent)), key=lambda i: not sent[i][2].deferred)
-
-    @staticmethod
-    def _wait_writes(sent):
-        """Wait for every Write in flight (a deferred one first: it is sent then); the first error (or None). Each
-        entry's future is replaced by which of its updates the switch applied: all of them, those the switch
-        reports (a Write is not atomic), or none if it said nothing (unreachable)."""
-        err = None
-        for i in IpsecController._answer_order(sent):
-            gw, ups, fut = sent[i]
-            try:
-                fut.result()
-                sent[i] = (gw, ups, [True] * len(ups))
-            except Exception as e:
-                applied = getattr(e, "applied", None)
-                sent[i] = (gw, ups, applied if applied and len(applied) == len(ups) else [False] * len(ups))
-                err = err or e
-        return err
-
-    def _undo(self, sent, updates_for):
-        """Best effort: remove from each switch what the Writes of `sent` put there, and nothing else (an entry
-        refused as a duplicate belongs to someone else). updates_for(gw) gives the undoing updates in reverse
-        order of the updates they undo."""
-        for gw, _, applied in sent:
-            undo = [u for u, ok in zip(updates_for(gw), reversed(applied)) if ok]
-            if not undo:
-                continue
-            try:
-                gw.switch.write_async(undo).result()
-            except Exception as e:
-                log.warning("undoing a failed setup on %s: %s", gw.name, e)
-
-    def _on_both(self, fn, a, b):
-        """fn(a, b) and fn(b, a) on the two gateways concurrently; the first error is raised."""
-        futs = [self.pool.submit(fn, a, b), self.pool.submit(fn, b, a)]
-        for f in futs:
-            f.result()
 
     def renew(self, spi, reason="requested"):
         """Replace the active SA `spi` (one direction of a tunnel) with a fresh one, loss-free."""
@@ -639,7 +401,7 @@ class IpsecController(StoreFaults, HostTunnels):
                 self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
                                 (new_spi, tunnel, src_name, dst_name, out_slot, in_slot, json.dumps(cfg), time.time()))
                 self.db.execute("update sa set state = 'retiring' where spi = ?", (spi,))
-                iid = self._intent("renew", tunnel, fresh=[new_spi], old=spi)
+                iid = self.journal.record("renew", tunnel, fresh=[new_spi], old=spi)
                 self.db.commit()
             except StoreError:      # rolled back: nothing was written to a switch, the old SA stays
                 dst.free_slots.append(in_slot)
@@ -648,7 +410,7 @@ class IpsecController(StoreFaults, HostTunnels):
             try:
                 with dst.switch.batch():
                     gwp.sa_write(dst.switch, in_slot, cfg)
-                    self._sad_dec(src, dst, new_spi, in_slot, self._selectors(tunnel, src_name, dst))
+                    te.sad_dec(src, dst, new_spi, in_slot, self._selectors(tunnel, src_name, dst))
                 checkpoint("renew:inbound")
                 t1 = time.perf_counter()
                 gwp.sa_write(src.switch, out_slot, cfg)
@@ -659,8 +421,8 @@ class IpsecController(StoreFaults, HostTunnels):
                 def forget(e=e):
                     self.db.execute("delete from sa where spi = ?", (new_spi,))
                     self.db.execute("update sa set state = 'active' where spi = ? and state = 'retiring'", (spi,))
-                    self._done(iid)
-                    self._event(tunnel, f"renew {src_name}->{dst_name} ({reason}) failed, the old SA {spi:#010x} stays: {e}")
+                    self.journal.done(iid)
+                    self.event(tunnel, f"renew {src_name}->{dst_name} ({reason}) failed, the old SA {spi:#010x} stays: {e}")
                     self.db.commit()
                 try:
                     forget()
@@ -675,17 +437,14 @@ class IpsecController(StoreFaults, HostTunnels):
                     f"({1000 * (t2 - t1):.2f} ms); old SAD-dec removed in {self.grace:g} s")
 
             def finish():
-                self._done(iid)
-                self._event(tunnel, what)
+                self.journal.done(iid)
+                self.event(tunnel, what)
                 self.db.commit()
             try:
                 finish()
             except StoreError as e:     # the switches use the new SA: only its record's end waits for the store
                 self._finish_later(f"renewal {spi:#010x} -> {new_spi:#010x}", finish, e)
-            timer = threading.Timer(self.grace, self._retire, (spi,))
-            timer.daemon = True
-            timer.start()
-            self._timers.append(timer)
+            self.retire_later(spi)
             return new_spi
 
     def _retire(self, spi, attempts=0):
@@ -700,7 +459,7 @@ class IpsecController(StoreFaults, HostTunnels):
                 tunnel, src_name, dst_name, in_slot, _, cfg = row
                 dst = self.gateways.get(dst_name)
                 self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
-                iid = self._intent("retire", tunnel, spi=spi)
+                iid = self.journal.record("retire", tunnel, spi=spi)
                 self.db.commit()
             except StoreError as e:
                 self._retire_failed(spi, attempts, e)
@@ -708,9 +467,9 @@ class IpsecController(StoreFaults, HostTunnels):
             checkpoint("retire:recorded")
 
             def finish(what=None):
-                self._done(iid)
+                self.journal.done(iid)
                 if what:
-                    self._event(tunnel, what)
+                    self.event(tunnel, what)
                 self.db.commit()
             if dst is None or dst_name in self.away:
                 try:
@@ -721,7 +480,7 @@ class IpsecController(StoreFaults, HostTunnels):
             # a road warrior's SA: the source is the host, known only by its address
             src = self.gateways.get(src_name) or Gateway(src_name, None, json.loads(cfg)["tunnel"][0], "", 0, "", 0, "", "")
             try:
-                self._sad_dec(src, dst, spi, in_slot, self._selectors(tunnel, src_name, dst), insert=False)
+                te.sad_dec(src, dst, spi, in_slot, self._selectors(tunnel, src_name, dst), insert=False)
                 checkpoint("retire:sad-dec")
                 gwp.sa_delete(dst.switch, in_slot)
                 dst.free_slots.append(in_slot)
@@ -777,8 +536,8 @@ class IpsecController(StoreFaults, HostTunnels):
                         row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or "
                                               "(dst = ? and in_slot = ?))", (gw_name, slot, gw_name, slot)).fetchone()
                     if row and self._is_host_sa(row[0]):
-                        self._event(gw_name, f"{'soft' if event == SOFT else 'hard'} lifetime of host-to-site SA {row[0]:#010x}: "
-                                             "its agent renews it")
+                        self.event(gw_name, f"{'soft' if event == SOFT else 'hard'} lifetime of host-to-site SA {row[0]:#010x}: "
+                                            "its agent renews it")
                         self.db.commit()
                         continue
                 except StoreError as e:     # the store cannot say which SA: the retries will
@@ -798,26 +557,26 @@ class IpsecController(StoreFaults, HostTunnels):
                 raise ControllerError(f"no tunnel {name} is up")
             self._not_ike(name, "deletes")
             a, b = self.gateways[row[0]], self.gateways[row[1]]
-            sites = self._tunnel_sites(name) or {a.name: a.lan_prefix, b.name: b.lan_prefix}
+            sites = self.tunnel_sites(name) or {a.name: a.lan_prefix, b.name: b.lan_prefix}
             rows = self.db.execute("select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'",
                                    (name,)).fetchall()
-            self.db.execute("delete from kv where key = ? and value = ?", (self._pair_key(sites), name))
+            self.db.execute("delete from kv where key = ? and value = ?", (te.pair_key(sites), name))
             self.db.execute("update sa set state = 'deleted' where tunnel = ?", (name,))
             self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
-            iid = self._intent("delete", name)
+            iid = self.journal.record("delete", name)
             self.db.commit()
             checkpoint("delete:recorded")
             failures = []
             # one Write per gateway and phase, both gateways at once; each removal on its own (a Write is not
             # atomic: what fails is reported and the rest still goes)
             if row[2] == "bypass":
-                self._remove_phase({g: [("policy", lambda g=g, o=o: self._spd(g, o, None, insert=False, sites=sites)),
-                                        ("policy", lambda g=g, o=o: self._spd(o, g, None, insert=False, on=g, sites=sites)),
-                                        ("route", lambda g=g, o=o: self._route(g, sites[o.name], insert=False))]
-                                    for g, o in ((a, b), (b, a))}, failures)
+                writes.remove_phase({g: [("policy", lambda g=g, o=o: te.spd(g, o, None, insert=False, sites=sites)),
+                                         ("policy", lambda g=g, o=o: te.spd(o, g, None, insert=False, on=g, sites=sites)),
+                                         ("route", lambda g=g, o=o: te.clear_route(g, sites[o.name], insert=False))]
+                                     for g, o in ((a, b), (b, a))}, failures)
             else:
-                self._remove_phase({src: [("policy", lambda src=src, dst=dst: self._spd(src, dst, None, insert=False, sites=sites))]
-                                    for src, dst in ((a, b), (b, a))}, failures)
+                writes.remove_phase({src: [("policy", lambda src=src, dst=dst: te.spd(src, dst, None, insert=False, sites=sites))]
+                                     for src, dst in ((a, b), (b, a))}, failures)
                 checkpoint("delete:policies")
                 # the SAs it sends with go; so do the SAD-dec entries (and their selectors) of the SAs it receives
                 # under (the peers stopped sending with them in the phase before)
@@ -832,55 +591,19 @@ class IpsecController(StoreFaults, HostTunnels):
                                        gwp.sad_dec_write(dst.switch, src.address, dst.address, spi, in_slot, insert=False)))
                     if sel:
                         phase[dst].append((None, lambda dst=dst, in_slot=in_slot, sel=sel: gwp.selectors_write(dst.switch, in_slot, *sel, insert=False)))
-                self._remove_phase(phase, failures)
+                writes.remove_phase(phase, failures)
                 checkpoint("delete:outbound")
                 phase = {a: [], b: []}
                 for spi, s, d, out_slot, in_slot, _ in rows:
                     dst = self.gateways[d]
                     phase[dst].append((f"SA {spi:#010x} inbound", lambda dst=dst, in_slot=in_slot: gwp.sa_delete(dst.switch, in_slot)))
                     dst.free_slots.append(in_slot)
-                self._remove_phase(phase, failures)
+                writes.remove_phase(phase, failures)
             for f in failures:
-                self._event(name, f"removing {f} failed (reconciliation removes what is left)")
-            self._done(iid)
-            self._event(name, "down")
+                self.event(name, f"removing {f} failed (reconciliation removes what is left)")
+            self.journal.done(iid)
+            self.event(name, "down")
             self.db.commit()
-
-    def _remove_phase(self, removals, failures):
-        """Removals ({gateway: [(what, write)]}, each write one call that removes something, collected into one
-        Write per gateway), sent to all gateways at once and waited for. What failed is added to `failures` as
-        "what: message"; a removal whose `what` is None may find its entry gone already (selectors: removed with
-        their entry's removal)."""
-        writes, labels = [], []
-        for gw, items in removals.items():
-            if not items:
-                continue
-            with gw.switch.collect() as ups:
-                names = []
-                for what, write in items:
-                    n = len(ups)
-                    try:
-                        write()
-                    except Exception as e:      # a removal that could not even be written down
-                        failures.append(f"{what or 'selectors'}: {e}")
-                    names += [what] * (len(ups) - n)
-            if ups:
-                writes.append((gw, ups))
-                labels.append(names)
-        if not writes:
-            return
-        sent = self._send_writes(writes)
-        for i in self._answer_order(sent):
-            try:
-                sent[i][2].result()
-            except Exception as e:
-                errors = getattr(e, "errors", None)
-                if errors is None or len(errors) != len(labels[i]):
-                    errors = [str(e)] * len(labels[i])
-                for what, err in zip(labels[i], errors):
-                    if err is None or (what is None and "no entry with this match" in err):
-                        continue
-                    failures.append(f"{what or 'selectors'}: {err}")
 
     def sas(self, tunnel=None):
         q = "select spi, tunnel, src, dst, out_slot, in_slot, state from sa" + (" where tunnel = ?" if tunnel else "") + " order by created"
@@ -897,4 +620,3 @@ class IpsecController(StoreFaults, HostTunnels):
         self._closed.set()
         for t in self._timers:
             t.cancel()
-        self.pool.shutdown(wait=False)

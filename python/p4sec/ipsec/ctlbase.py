@@ -58,6 +58,12 @@ class Gateway:
         self.next_slot += 1
         return slot
 
+    def release_slot(self, slot):
+        """Give back a slot found empty (reconciliation removed its SA): only one handed out before and not free
+        already."""
+        if slot < self.next_slot and slot not in self.free_slots:
+            self.free_slots.append(slot)
+
 
 # ESP in UDP (RFC 3948): the ports of the UDP datagrams (source, destination); programs/ipsec_gateway.p4 takes UDP
 # to this destination port for ESP (its UDP_ENCAP_PORT)

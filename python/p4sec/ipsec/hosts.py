@@ -2,10 +2,10 @@
 the host's SA, a route to the host), phase 2 (the gateway sends), renewals asked for by the agent and teardown.
 Each records its outcome and an intent before it writes, and passes named checkpoints (see p4sec.controller)."""
 import json
-import threading
 import time
 
 from p4sec.ipsec import gateway as gwp
+from p4sec.ipsec import tunnel_entries as te
 from p4sec.ipsec.ctlbase import SUITES, ControllerError, Gateway, _lpm, checkpoint
 
 
@@ -50,25 +50,25 @@ class HostTunnels:
                             (down_spi, name, gw.name, host.name, out_slot, -1, json.dumps(down_cfg), time.time()))
             self.db.execute("insert or replace into kv values (?, ?)", (f"inner:{name}", host.lan_prefix))
             self.db.execute("insert or replace into kv values (?, ?)", (f"hostinfo:{name}", json.dumps({"address": host_address, "mac": host_mac})))
-            iid = self._intent("host-up", name, up=up_spi, down=down_spi)
+            iid = self.journal.record("host-up", name, up=up_spi, down=down_spi)
             self.db.commit()
             checkpoint("host-up:recorded")
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, in_slot, up_cfg)
-                    self._sad_dec(host, gw, up_spi, in_slot, self._selectors(name, host.name, gw))
+                    te.sad_dec(host, gw, up_spi, in_slot, self._selectors(name, host.name, gw))
                     _lpm(gw.switch, host.wan_prefix, host_mac, gw.wan_port)
             except Exception:
                 self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
                 self.db.execute("update sa set state = 'deleted' where spi in (?, ?)", (up_spi, down_spi))
-                self._done(iid)
+                self.journal.done(iid)
                 self.db.commit()
                 self.reconcile([gw_name])
                 raise
             checkpoint("host-up:inbound")
-            self._done(iid)
-            self._event(name, f"host phase 1 for {client} at {host_address}: SAD-dec {up_spi:#010x} on {gw_name} "
-                              f"({1000 * (time.perf_counter() - t0):.2f} ms)")
+            self.journal.done(iid)
+            self.event(name, f"host phase 1 for {client} at {host_address}: SAD-dec {up_spi:#010x} on {gw_name} "
+                             f"({1000 * (time.perf_counter() - t0):.2f} ms)")
             self.db.commit()
             return {"tunnel": name, "gateway": gw.address, "site": gw.lan_prefix, "inner": host.lan_prefix, "suite": suite,
                     "outbound": up_cfg, "inbound": down_cfg}
@@ -86,39 +86,32 @@ class HostTunnels:
             t0 = time.perf_counter()
             self.db.execute("update sa set state = 'active' where spi = ?", (spi,))
             self.db.execute("update tunnel set state = 'up' where name = ?", (name,))
-            iid = self._intent("host-ready", name, fresh=[spi])
+            iid = self.journal.record("host-ready", name, fresh=[spi])
             self.db.commit()
             checkpoint("host-ready:recorded")
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, out_slot, json.loads(cfg))
-                    self._host_spd(gw, self._host_inner(name), out_slot)
+                    te.host_spd(gw, self.host_inner(name), out_slot)
             except Exception:
                 self.db.execute("update sa set state = 'inbound' where spi = ?", (spi,))
                 self.db.execute("update tunnel set state = 'pending' where name = ?", (name,))
-                self._done(iid)
+                self.journal.done(iid)
                 self.db.commit()
                 self.reconcile([gw.name])
                 raise
             checkpoint("host-ready:outbound")
-            self._done(iid)
-            self._event(name, f"host phase 2: SAD-enc {spi:#010x} and policy on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); up")
+            self.journal.done(iid)
+            self.event(name, f"host phase 2: SAD-enc {spi:#010x} and policy on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); up")
             self.db.commit()
 
-    def _host_inner(self, name):
+    def host_inner(self, name):
         r = self.db.execute("select value from kv where key = ?", (f"inner:{name}",)).fetchone()
         return r[0] if r else None
 
-    def _host_info(self, name):
+    def host_info(self, name):
         r = self.db.execute("select value from kv where key = ?", (f"hostinfo:{name}",)).fetchone()
         return json.loads(r[0]) if r else None
-
-    def _host_spd(self, gw, inner, out_slot, insert=True):
-        match, table = gwp.spd_match(gw.lan_prefix, inner), gwp.spd(gwp.version(inner))
-        if insert:
-            gw.switch.table_insert(table, match, gwp.PROTECT, {gwp.SA_INDEX: out_slot}, priority=20)
-        else:
-            gw.switch.table_delete(table, match, priority=20)
 
     def host_renew(self, client, profile):
         """Renewal of a host tunnel, asked for by its agent (the host's SAs reached their soft limit): the gateway
@@ -138,7 +131,7 @@ class HostTunnels:
                 # the agent asks again: it gave up the renewal it asked for before (nothing of that SA is on the
                 # gateway yet; it would have been installed at RenewReady)
                 self.db.execute("update sa set state = 'deleted' where spi = ?", stale)
-                self._event(name, f"host renewal for {client}: unfinished renewal to SA {stale[0]:#010x} abandoned")
+                self.event(name, f"host renewal for {client}: unfinished renewal to SA {stale[0]:#010x} abandoned")
             host_addr = json.loads(up_cfg_old)["tunnel"][0]
             host = Gateway(row[1], None, host_addr, "", 0, "", 0, "", "")
             t0 = time.perf_counter()
@@ -150,30 +143,27 @@ class HostTunnels:
             self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'inbound')",
                             (down_spi, name, gw.name, host.name, down_slot, -1, json.dumps(down_cfg), time.time()))
             self.db.execute("update sa set state = 'retiring' where spi = ?", (old_up,))
-            iid = self._intent("host-renew", name, up=up_spi, down=down_spi, old=old_up)
+            iid = self.journal.record("host-renew", name, up=up_spi, down=down_spi, old=old_up)
             self.db.commit()
             checkpoint("host-renew:recorded")
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, in_slot, up_cfg)
-                    self._sad_dec(host, gw, up_spi, in_slot, self._selectors(name, host.name, gw))
+                    te.sad_dec(host, gw, up_spi, in_slot, self._selectors(name, host.name, gw))
             except Exception:
                 self._undo_in(name, host, gw, up_spi, in_slot)
                 self.db.execute("update sa set state = 'deleted' where spi in (?, ?)", (up_spi, down_spi))
                 self.db.execute("update sa set state = 'active' where spi = ?", (old_up,))
-                self._done(iid)
+                self.journal.done(iid)
                 self.db.commit()
                 raise
             checkpoint("host-renew:inbound")
-            self._done(iid)
+            self.journal.done(iid)
             self.renewals += 1
-            self._event(name, f"host renewal for {client}: SAD-dec {up_spi:#010x} on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); "
-                              f"old SAD-dec {old_up:#010x} removed in {self.grace:g} s")
+            self.event(name, f"host renewal for {client}: SAD-dec {up_spi:#010x} on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); "
+                             f"old SAD-dec {old_up:#010x} removed in {self.grace:g} s")
             self.db.commit()
-            timer = threading.Timer(self.grace, self._retire, (old_up,))
-            timer.daemon = True
-            timer.start()
-            self._timers.append(timer)
+            self.retire_later(old_up)
             return {"outbound": up_cfg, "inbound": down_cfg}
 
     def host_renew_ready(self, client, profile):
@@ -191,7 +181,7 @@ class HostTunnels:
             self.db.execute("update sa set state = 'active' where spi = ?", (new[0],))
             if old:
                 self.db.execute("update sa set state = 'deleted' where spi = ?", (old[0],))
-            iid = self._intent("host-renew-ready", name, fresh=[new[0]])
+            iid = self.journal.record("host-renew-ready", name, fresh=[new[0]])
             self.db.commit()
             checkpoint("host-renew-ready:recorded")
             try:
@@ -200,12 +190,12 @@ class HostTunnels:
                 self.db.execute("update sa set state = 'inbound' where spi = ?", (new[0],))
                 if old:
                     self.db.execute("update sa set state = 'active' where spi = ?", (old[0],))
-                self._done(iid)
+                self.journal.done(iid)
                 self.db.commit()
                 raise
             checkpoint("host-renew-ready:outbound")
-            self._done(iid)
-            self._event(name, f"host renewal for {client}: SAD-enc {old[0] if old else 0:#010x} -> {new[0]:#010x} on {gw.name} slot {new[1]}")
+            self.journal.done(iid)
+            self.event(name, f"host renewal for {client}: SAD-enc {old[0] if old else 0:#010x} -> {new[0]:#010x} on {gw.name} slot {new[1]}")
             self.db.commit()
 
     def host_down(self, client, profile):
@@ -217,10 +207,10 @@ class HostTunnels:
             gw = self.gateways[row[0]]
             rows = self.db.execute("select spi, src, dst, out_slot, in_slot, state, config from sa where tunnel = ? and state != 'deleted'",
                                    (name,)).fetchall()
-            inner = self._host_inner(name)
+            inner = self.host_inner(name)
             self.db.execute("update sa set state = 'deleted' where tunnel = ?", (name,))
             self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
-            iid = self._intent("host-down", name)
+            iid = self.journal.record("host-down", name)
             self.db.commit()
             checkpoint("host-down:recorded")
             host_addr = None
@@ -230,7 +220,7 @@ class HostTunnels:
                 if src == gw.name:      # gateway -> host (a renewal's next SA shares the slot)
                     try:
                         if state == "active":
-                            self._host_spd(gw, inner, out_slot, insert=False)
+                            te.host_spd(gw, inner, out_slot, insert=False)
                             gwp.sa_delete(gw.switch, out_slot)
                     except Exception as e:
                         failures.append(f"SA {spi:#010x}: {e}")
@@ -241,7 +231,7 @@ class HostTunnels:
                 if dst == gw.name:      # host -> gateway (the active SA and any old one still retiring)
                     host_addr = json.loads(cfg)["tunnel"][0]
                     try:
-                        self._sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, (inner, gw.lan_prefix) if inner else None,
+                        te.sad_dec(Gateway(src, None, host_addr, "", 0, "", 0, "", ""), gw, spi, in_slot, (inner, gw.lan_prefix) if inner else None,
                                       insert=False)
                         gwp.sa_delete(gw.switch, in_slot)
                         gw.free_slots.append(in_slot)
@@ -254,7 +244,7 @@ class HostTunnels:
                 except Exception as e:
                     failures.append(f"route to {host_addr}: {e}")
             for f in failures:
-                self._event(name, f"removing {f} failed (reconciliation removes what is left)")
-            self._done(iid)
-            self._event(name, "down")
+                self.event(name, f"removing {f} failed (reconciliation removes what is left)")
+            self.journal.done(iid)
+            self.event(name, "down")
             self.db.commit()

@@ -57,7 +57,7 @@ class IkeEndpoint:
             ctl.db.commit()
             for e in self._punt_entries(gw):
                 e.insert(gw.switch)
-            ctl._event(gw_name, f"IKE punted to port {port} ({mac})")
+            ctl.event(gw_name, f"IKE punted to port {port} ({mac})")
             ctl.db.commit()
 
     def _punt_entries(self, gw):
@@ -142,7 +142,7 @@ class IkeEndpoint:
             ctl.db.commit()
             for e in self._policy_entries(gw, pol) if pol.get("slot") is not None else ():
                 e.delete(gw.switch)
-        ctl._event(gw.name, f"charon started: {len(stale)} SAs and {len(pols)} policies of an earlier charon removed")
+        ctl.event(gw.name, f"charon started: {len(stale)} SAs and {len(pols)} policies of an earlier charon removed")
         ctl.db.commit()
         return {}
 
@@ -181,7 +181,7 @@ class IkeEndpoint:
                            (name, gw.name, peer_name, suite_name(cfg), json.dumps(cfg["soft"]), json.dumps(cfg["hard"]), time.time()))
             ctl.db.execute("insert or replace into kv values (?, ?)", (f"sites:{name}", json.dumps(sites)))
             ctl.db.execute("insert or replace into kv values (?, ?)", (f"encap:{name}", "udp" if cfg.get("udp_encap") else "esp"))
-            ctl._event(name, f"up: IKEv2 CHILD_SA with {peer} ({local} <-> {remote}, {suite_name(cfg)})")
+            ctl.event(name, f"up: IKEv2 CHILD_SA with {peer} ({local} <-> {remote}, {suite_name(cfg)})")
         t0 = time.perf_counter()
         if inbound:
             slot = gw.alloc_slot()
@@ -201,7 +201,7 @@ class IkeEndpoint:
                 ctl.db.commit()
                 ctl.reconcile([gw.name])
                 raise
-            ctl._event(name, f"inbound SA {spi:#010x} from {peer} in slot {slot} ({1000 * (time.perf_counter() - t0):.2f} ms)")
+            ctl.event(name, f"inbound SA {spi:#010x} from {peer} in slot {slot} ({1000 * (time.perf_counter() - t0):.2f} ms)")
         else:
             old = ctl.db.execute("select spi, out_slot from sa where tunnel = ? and src = ? and state = 'active'",
                                  (name, gw.name)).fetchone()
@@ -212,8 +212,8 @@ class IkeEndpoint:
                            (spi, name, gw.name, peer_name, slot, -1, json.dumps(cfg), time.time()))
             ctl.db.commit()
             gwp.sa_write(gw.switch, slot, cfg)     # a rekey: one swap in place, the policy keeps its slot
-            ctl._event(name, f"outbound SA {spi:#010x} to {peer} in slot {slot}"
-                             + (f" (replaces {old[0]:#010x} in place)" if old else "")
+            ctl.event(name, f"outbound SA {spi:#010x} to {peer} in slot {slot}"
+                            + (f" (replaces {old[0]:#010x} in place)" if old else "")
                              + f" ({1000 * (time.perf_counter() - t0):.2f} ms)")
             self._policies_for(gw, name, slot)
         ctl.db.commit()
@@ -273,7 +273,7 @@ class IkeEndpoint:
         ctl.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
         ctl.db.commit()
         if dst == gw.name:
-            sites = ctl._tunnel_sites(tunnel) or {}
+            sites = ctl.tunnel_sites(tunnel) or {}
             peer = json.loads(cfg)["tunnel"][0]
             extra = ctl.db.execute("select value from kv where key = ?", (f"ikesel:{spi}",)).fetchone()
             ctl.db.execute("delete from kv where key = ?", (f"ikesel:{spi}",))
@@ -284,16 +284,16 @@ class IkeEndpoint:
                     gwp.selectors_write(gw.switch, in_slot, r, l, insert=False)
                 gwp.sa_delete(gw.switch, in_slot)
             gw.free_slots.append(in_slot)
-            ctl._event(tunnel, f"inbound SA {spi:#010x} deleted")
+            ctl.event(tunnel, f"inbound SA {spi:#010x} deleted")
         else:
             self._drop_policies(gw, tunnel)
             gwp.sa_delete(gw.switch, out_slot)
             gw.free_slots.append(out_slot)
-            ctl._event(tunnel, f"outbound SA {spi:#010x} deleted")
+            ctl.event(tunnel, f"outbound SA {spi:#010x} deleted")
         if not ctl.db.execute("select 1 from sa where tunnel = ? and state != 'deleted'", (tunnel,)).fetchone():
             ctl.db.execute("update tunnel set state = 'down' where name = ?", (tunnel,))
             ctl.db.execute("delete from kv where key in (?, ?)", (f"sites:{tunnel}", f"encap:{tunnel}"))
-            ctl._event(tunnel, "down: its last SA was deleted")
+            ctl.event(tunnel, "down: its last SA was deleted")
         ctl.db.commit()
         return {}
 
@@ -337,7 +337,7 @@ class IkeEndpoint:
         out = ctl.db.execute("select out_slot from sa where tunnel = ? and src = ? and state = 'active'", (tunnel, gw.name)).fetchone()
         if out:
             self._policies_for(gw, tunnel, out[0])
-        ctl._event(tunnel, f"policy {pol['src']} -> {pol['dst']} via {pol['peer']}")
+        ctl.event(tunnel, f"policy {pol['src']} -> {pol['dst']} via {pol['peer']}")
         ctl.db.commit()
         return {}
 
@@ -362,7 +362,7 @@ class IkeEndpoint:
                           if json.loads(v)["gw"] == gw.name]
                 if pol["peer"] not in others:
                     self._policy_entries(gw, pol)[0].delete(gw.switch)
-            ctl._event(pol["tunnel"], f"policy {pol['src']} -> {pol['dst']} removed")
+            ctl.event(pol["tunnel"], f"policy {pol['src']} -> {pol['dst']} removed")
         ctl.db.commit()
         return {}
 
@@ -384,8 +384,8 @@ class IkeEndpoint:
                 s.sendall(msg)
             except OSError:
                 pass
-        self.ctl._event(gw_name, f"{'hard' if event == 2 else 'soft'} lifetime of IKE SA {spi:#010x}: charon told "
-                                 f"({len(subs)} listening)")
+        self.ctl.event(gw_name, f"{'hard' if event == 2 else 'soft'} lifetime of IKE SA {spi:#010x}: charon told "
+                                f"({len(subs)} listening)")
         return True
 
 

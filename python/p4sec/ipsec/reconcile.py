@@ -24,14 +24,23 @@ The switch's Read answer is decoded here (`decode_table_entries`, p4sec.wire wit
 official descriptors) for the fields the comparison needs, not through the p4runtime package's messages: the
 installed protobuf is the pure-Python implementation, which parses a 20,000-entry answer in seconds.
 tests/ipsec/test_reconcile.py checks the decoder against the library.
+
+`Reconciler` runs it for the controller (p4sec.ipsec.controller: its `reconcile`, after a restart, when a lost
+switch is back, and every few seconds with `start_periodic`): it reads the reachable gateways, sends each phase
+to all of them before the next, gives back the SA slots found empty, records what changed as events and renews
+the SAs `Plan.renew` names.
 """
 import json
+import logging
+import threading
 
 from p4.v1 import p4runtime_pb2
 
 from p4sec.ipsec import gateway as gwp
 from p4sec.infra import runtime, wire
-from p4sec.ipsec.ctlbase import sa_selectors
+from p4sec.ipsec.ctlbase import SWITCH_MAC, sa_selectors
+
+log = logging.getLogger("p4sec.controller")
 
 
 # ---------------------------------------------------------------------------------------------- the switch's entries
@@ -224,13 +233,13 @@ def desired_state(ctl, switch_mac):
             if a not in out:
                 continue
             gw = gws[a]
-            host = ctl._host_info(name)
+            host = ctl.host_info(name)
             if host and host.get("address") and host.get("mac"):
                 addr = host["address"]
                 out[a].entries.append(_route(addr + ("/128" if ":" in addr else "/32"), host["mac"], switch_mac, gw.wan_port))
             if state == "up":
                 slot = active_out.get((name, a, b))
-                inner = ctl._host_inner(name)
+                inner = ctl.host_inner(name)
                 if slot is not None and inner:
                     out[a].entries.append(Entry(gwp.spd(gwp.version(inner)), gwp.spd_match(gw.lan_prefix, inner), gwp.PROTECT,
                                                 {gwp.SA_INDEX: slot}, priority=20, phase=2))
@@ -376,3 +385,71 @@ def apply_phase(switch, ops):
 def _benign(message):
     m = message.lower()
     return "already exists" in m or "no entry with this match" in m or "no sa in slot" in m or "not found" in m
+
+
+# ---------------------------------------------------------------------------------------------- the runs
+
+class Reconciler:
+    """The controller's reconciliation runs (see the module's description). `ctl`: the controller (its `db`,
+    `lock`, `gateways`, `event` and `renew`; `desired_state` reads its store); `journal`: its intent journal
+    (p4sec.ipsec.recovery.IntentLog: the SAs never sent outbound); `away`: the live set of gateways that are
+    unreachable (p4sec.ipsec.recovery.Recovery.away: left out); `closed`: set when the controller closes (the
+    periodic runs stop)."""
+
+    def __init__(self, ctl, journal, away, closed):
+        self.ctl, self.journal, self.away, self.closed = ctl, journal, away, closed
+        self.periodic = None        # the thread of start_periodic
+
+    def plans(self, names=None):
+        """{gateway: Plan} of the reachable gateways among `names` (default: all); a gateway that cannot be read is
+        left out (its stream's end, if it went away, starts its reconnection)."""
+        ctl = self.ctl
+        names = [n for n in (names or ctl.gateways) if n not in self.away]
+        want = desired_state(ctl, SWITCH_MAC)
+        fresh = self.journal.fresh()
+        out = {}
+        for n in names:
+            try:
+                out[n] = plan(ctl.gateways[n].switch, want[n], fresh)
+            except Exception as e:
+                log.warning("reconcile: cannot read %s: %s", n, e)
+        return out
+
+    def run(self, names=None, dry_run=False):
+        """Converge the gateways (default: all that are reachable) to the recorded state; {gateway: summary}.
+        With dry_run, only compare: {gateway: {in_sync, summary}}."""
+        ctl = self.ctl
+        with ctl.lock:
+            plans = self.plans(names)
+            if dry_run:
+                return {n: {"in_sync": p.empty(), "summary": p.summary()} for n, p in plans.items()}
+            for phase in (0, 1, 2, 3, 4, 5):     # each phase on every gateway before the next (Plan)
+                for n, p in plans.items():
+                    apply_phase(ctl.gateways[n].switch, p.phases[phase])
+            for n, p in plans.items():
+                gw = ctl.gateways[n]
+                for _, slot in p.phases[0] + p.phases[5]:
+                    gw.release_slot(slot)
+                if not p.empty():
+                    ctl.event(n, f"reconciled: {p.summary()}")
+            ctl.db.commit()
+            for n, p in plans.items():
+                for spi in p.renew:
+                    try:
+                        ctl.renew(spi, reason=f"its outbound SA was missing on {n}")
+                    except Exception as e:
+                        ctl.event(n, f"renewing SA {spi:#010x} failed: {e}")
+            ctl.db.commit()
+            return {n: p.summary() for n, p in plans.items()}
+
+    def start_periodic(self, interval):
+        """Reconcile every `interval` seconds (a switch that lost state without losing its stream, entries
+        changed by someone else) until the controller closes."""
+        def loop():
+            while not self.closed.wait(interval):
+                try:
+                    self.run()
+                except Exception as e:
+                    log.warning("periodic reconciliation: %s", e)
+        self.periodic = threading.Thread(target=loop, daemon=True, name="reconcile")
+        self.periodic.start()

@@ -2,6 +2,7 @@
 
 use crate::testutil::*;
 use crate::*;
+use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
 
 /// Replacing a multicast group's replicas again and again (P4Runtime MODIFY) or deleting the group
 /// frees its old replication nodes; a node another group still uses stays.
@@ -48,4 +49,110 @@ fn multicast_group_changes_free_their_nodes() {
     e.mc_group_delete(2).unwrap();
     assert_eq!(live(&e), 0);
     assert!(e.mc_group_delete(2).is_err());
+}
+
+const PROFILES: &str = include_str!("../../../../tests/switch/programs/profiles.p4");
+
+/// The table API in the engine's terms: entries pointing at action profile members, atomic batches
+/// that roll back, per-op results, member changes reaching the entries, and the error kinds.
+#[test]
+fn table_api_batches_and_profile_members() {
+    use crate::tables::{EntryWrite, Group, ProfileTarget, TableErrorKind as K, TableOp};
+    let e = engine(PROFILES);
+    let ti = e.table_index("I.prof_t").unwrap();
+    let pi = e
+        .prog
+        .action_profiles
+        .iter()
+        .position(|p| p.selector.is_none())
+        .unwrap();
+    let set_prof = e
+        .prog
+        .actions
+        .iter()
+        .position(|a| a.name == "I.set_prof")
+        .unwrap() as u32;
+    let tag = |v: u64| ActionCall {
+        action: set_prof,
+        args: vec![Value::new(8, v)],
+    };
+    let op = |dst: u64| {
+        TableOp::Insert(
+            ti,
+            EntryWrite {
+                target: Some(ProfileTarget::Member(1)),
+                ..EntryWrite::new(TableEntry {
+                    matches: vec![FieldMatch::Exact(Value::new(48, dst))],
+                    action: e.prog.tables[ti].default_action.clone(),
+                    priority: 0,
+                })
+            },
+        )
+    };
+    let kind = |r: Result<(), (usize, crate::tables::TableError)>| r.map_err(|(i, e)| (i, e.kind));
+    // no member 1 yet
+    assert_eq!(
+        kind(e.tables_apply_atomic(vec![op(1)])),
+        Err((0, K::NotFound))
+    );
+    e.profile_member_insert(pi, 1, tag(5)).unwrap();
+    // the second insert fails: the first is rolled back with it
+    assert_eq!(
+        kind(e.tables_apply_atomic(vec![op(1), op(2), op(1)])),
+        Err((2, K::AlreadyExists))
+    );
+    assert_eq!(e.table_len(ti).unwrap(), 0);
+    // per op: the first applies, the duplicate fails on its own
+    let r: Vec<_> = e
+        .tables_apply(vec![op(1), op(1)])
+        .into_iter()
+        .map(|r| r.map_err(|e| e.kind))
+        .collect();
+    assert_eq!(r, [Ok(()), Err(K::AlreadyExists)]);
+    let read = e.table_read(ti).unwrap();
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].target, Some(ProfileTarget::Member(1)));
+    assert_eq!(read[0].entry.action, tag(5));
+    // a member's new action reaches its entries; a member in use cannot go
+    e.profile_member_modify(pi, 1, tag(7)).unwrap();
+    assert_eq!(e.table_read(ti).unwrap()[0].entry.action, tag(7));
+    assert_eq!(
+        e.profile_member_delete(pi, 1).unwrap_err().kind,
+        K::Precondition
+    );
+    assert_eq!(
+        e.profile_member_insert(pi, 1, tag(1)).unwrap_err().kind,
+        K::AlreadyExists
+    );
+    // an action profile without a selector has no groups; an entry there takes a member
+    let g = Group {
+        members: vec![],
+        max_size: 0,
+    };
+    assert_eq!(
+        e.profile_group_insert(pi, 3, g).unwrap_err().kind,
+        K::Invalid
+    );
+    let mut w = EntryWrite::new(TableEntry {
+        matches: vec![FieldMatch::Exact(Value::new(48, 9))],
+        action: tag(1),
+        priority: 0,
+    });
+    assert_eq!(
+        kind(e.tables_apply_atomic(vec![TableOp::Insert(ti, w.clone())])),
+        Err((0, K::Invalid))
+    );
+    w.target = Some(ProfileTarget::Group(3));
+    assert_eq!(
+        kind(e.tables_apply_atomic(vec![TableOp::Insert(ti, w)])),
+        Err((0, K::Invalid))
+    );
+    // deleting the entry frees the member
+    let m = read[0].entry.clone();
+    assert_eq!(
+        kind(e.tables_apply_atomic(vec![TableOp::Delete(ti, m)])),
+        Ok(())
+    );
+    e.profile_member_delete(pi, 1).unwrap();
+    assert!(e.profile_members().is_empty());
 }

@@ -265,6 +265,7 @@ impl Engine {
                 param_words,
                 version: AtomicU64::new(0),
                 publish_lock: Mutex::new(()),
+                profiles: Default::default(),
             },
             externs: Externs {
                 instances: objs,

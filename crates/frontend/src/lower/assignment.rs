@@ -4,7 +4,7 @@ use super::env::*;
 use super::lowerer::{err, Lowerer};
 use crate::ast::Span;
 use crate::diag::PResult;
-use crate::types::*;
+use crate::semantic_types::*;
 use p4sec_ir as ir;
 
 impl<'t> Lowerer<'t> {

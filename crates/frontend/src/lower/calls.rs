@@ -7,7 +7,7 @@ use super::stmt::exit_with;
 use crate::ast::ExprKind;
 use crate::ast::{self, Span};
 use crate::diag::{Diagnostic, PResult};
-use crate::types::*;
+use crate::semantic_types::*;
 use num_bigint::BigInt;
 use p4sec_ir as ir;
 use std::rc::Rc;
@@ -368,7 +368,7 @@ impl<'t> Lowerer<'t> {
             }
         };
         let mask: BigInt = ((BigInt::from(1) << sw) - BigInt::from(1)) << lo;
-        let inv = crate::types::wrap_unsigned(&!mask, w);
+        let inv = crate::semantic_types::wrap_unsigned(&!mask, w);
         let kept = ir::Expr::Binary {
             op: ir::BinOp::BitAnd,
             width: w,

@@ -1,7 +1,7 @@
 //! Scopes, bindings, storage places and lowered values.
 
 use crate::ast;
-use crate::types::*;
+use crate::semantic_types::*;
 use num_bigint::BigInt;
 use p4sec_ir as ir;
 use std::cell::RefCell;

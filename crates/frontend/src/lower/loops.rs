@@ -14,7 +14,7 @@ use super::env::*;
 use super::lowerer::{err, Lowerer};
 use crate::ast::{self, ExprKind, ForInColl, Span, StmtKind};
 use crate::diag::PResult;
-use crate::types::*;
+use crate::semantic_types::*;
 use num_bigint::BigInt;
 use num_traits::Zero;
 use p4sec_ir as ir;

@@ -6,7 +6,7 @@ use super::lowerer::{err, Lowerer};
 use crate::ast::ExprKind;
 use crate::ast::{self, Span};
 use crate::diag::{Diagnostic, PResult};
-use crate::types::*;
+use crate::semantic_types::*;
 use num_bigint::BigInt;
 use num_traits::ToPrimitive;
 use p4sec_ir as ir;

@@ -5,22 +5,33 @@
 //! and externs. Types are computed for every expression as it is lowered; mismatches are reported
 //! with a span.
 
+mod access;
+mod actions;
 mod annotations;
 mod assignment;
-mod blocks;
 mod calls;
+mod casts;
+mod controls;
+mod conversions;
+mod decl;
 mod env;
 mod expr;
+mod extern_functions;
 mod externs;
+mod instances;
 mod loops;
 mod lowerer;
 mod methods;
 mod operators;
 mod order;
+mod p4info_notes;
+mod package;
 mod parsers;
 mod runloops;
 mod stmt;
+mod storage;
 mod tables;
+mod type_resolution;
 
 pub use annotations::*;
 pub use env::*;

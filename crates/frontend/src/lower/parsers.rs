@@ -5,7 +5,7 @@ use super::lowerer::{err, Lowerer};
 use crate::ast::ExprKind;
 use crate::ast::{self, Span};
 use crate::diag::{Diagnostic, PResult};
-use crate::types::*;
+use crate::semantic_types::*;
 use p4sec_ir as ir;
 use std::collections::HashMap;
 use std::rc::Rc;

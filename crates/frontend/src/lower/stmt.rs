@@ -6,7 +6,7 @@ use super::lowerer::{err, Lowerer};
 use crate::ast::{self, Span};
 use crate::ast::{ExprKind, StmtKind};
 use crate::diag::PResult;
-use crate::types::*;
+use crate::semantic_types::*;
 use num_traits::Zero;
 use p4sec_ir as ir;
 use std::rc::Rc;

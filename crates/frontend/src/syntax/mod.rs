@@ -4,10 +4,13 @@
 //! The grammar's type/expression ambiguity is resolved by tracking type names while parsing: every
 //! declared type (and the type parameters in scope) is known by the time it is used.
 
+mod controls;
 mod decl;
 mod expr;
 mod lexer;
+mod parsers;
 mod stmt;
+mod tables;
 mod types;
 
 use lexer::describe;

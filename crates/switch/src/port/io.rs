@@ -1,7 +1,7 @@
 //! What every port kind implements ([`PortIo`]), what its methods are told about the port they
 //! serve ([`Ctx`]), and the counters of a port ([`PortStats`]).
 
-use crate::pcap::Ts;
+use crate::pcap_file::Ts;
 use std::sync::atomic::AtomicU64;
 
 /// Counters of one port, shared by the sockets every worker has on it.

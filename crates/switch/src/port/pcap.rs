@@ -3,7 +3,7 @@
 
 use super::io::{Ctx, PortIo};
 use crate::log::Level;
-use crate::pcap::{Reader, Ts, Writer};
+use crate::pcap_file::{Reader, Ts, Writer};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 

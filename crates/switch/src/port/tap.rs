@@ -1,15 +1,15 @@
-//! TAP ports (`--port N=tap:NAME`): one queue of a TAP device the switch creates ([`crate::tun`]),
+//! TAP ports (`--port N=tap:NAME`): one queue of a TAP device the switch creates ([`crate::tuntap`]),
 //! which carries Ethernet frames as they are. Frames are read one `read` each, as many as wait (up
 //! to the loop's batch) per wake-up; frames sent are held during the batch and written when it ends
-//! ([`txbatch::TxBatch`]). With offloads (the default, [`crate::tun`]), each frame read has a
+//! ([`txbatch::TxBatch`]). With offloads (the default, [`crate::tuntap`]), each frame read has a
 //! virtio-net header: super-frames from the host's TSO are cut into segments, checksums left to
 //! offload completed ([`gso::Segments::offloaded`]).
 
 use super::io::{Ctx, PortIo};
 use super::txbatch;
 use crate::log::Level;
-use crate::pcap::Ts;
-use crate::{gso, tun};
+use crate::pcap_file::Ts;
+use crate::{gso, tuntap};
 use std::sync::atomic::Ordering;
 
 /// A frame read after its virtio-net header `h` on a TUN/TAP queue ([`gso::Segments::offloaded`]):
@@ -54,7 +54,7 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// The port on queue `fd` of a TAP device (from [`tun::open_queue`], with the virtio-net header
+    /// The port on queue `fd` of a TAP device (from [`tuntap::open_queue`], with the virtio-net header
     /// when `vnet`); closed when dropped.
     pub fn new(fd: i32, vnet: bool) -> Tap {
         Tap {
@@ -138,11 +138,11 @@ impl PortIo for Tap {
 
     /// Attached to its device, which is up.
     fn up(&self, cx: &Ctx) -> bool {
-        tun::attached(self.fd) && tun::oper_up(cx.iface).unwrap_or(false)
+        tuntap::attached(self.fd) && tuntap::oper_up(cx.iface).unwrap_or(false)
     }
 
     /// Is the device still there, wherever it was moved?
     fn alive(&self, _cx: &Ctx) -> bool {
-        tun::attached(self.fd)
+        tuntap::attached(self.fd)
     }
 }

@@ -1,14 +1,14 @@
-//! TUN ports (`--port N=tun:NAME`): one queue of a TUN device the switch creates ([`crate::tun`]),
+//! TUN ports (`--port N=tun:NAME`): one queue of a TUN device the switch creates ([`crate::tuntap`]),
 //! which carries IP packets: each enters the pipeline with a synthetic Ethernet header and leaves
-//! it without one ([`crate::tun::ip_to_ethernet`], [`crate::tun::ethernet_to_ip`]). Packets are
+//! it without one ([`crate::tuntap::ip_to_ethernet`], [`crate::tuntap::ethernet_to_ip`]). Packets are
 //! read one `read` each, as many as wait (up to the loop's batch) per wake-up; packets sent are
 //! held during the batch and written when it ends ([`txbatch::TxBatch`]).
 
 use super::io::{Ctx, PortIo};
 use super::txbatch;
 use crate::log::Level;
-use crate::pcap::Ts;
-use crate::{gso, tun};
+use crate::pcap_file::Ts;
+use crate::{gso, tuntap};
 use std::sync::atomic::Ordering;
 
 /// A queue of a TUN device, as one worker has it.
@@ -22,7 +22,7 @@ pub struct Tun {
 }
 
 impl Tun {
-    /// The port on queue `fd` of a TUN device (from [`tun::open_queue`], with the virtio-net header
+    /// The port on queue `fd` of a TUN device (from [`tuntap::open_queue`], with the virtio-net header
     /// when `vnet`); closed when dropped.
     pub fn new(fd: i32, vnet: bool) -> Tun {
         Tun {
@@ -83,7 +83,7 @@ impl PortIo for Tun {
             } else {
                 None
             };
-            if !tun::ip_to_ethernet(&mut buf[..n], cx.number) {
+            if !tuntap::ip_to_ethernet(&mut buf[..n], cx.number) {
                 cx.stats.errors.fetch_add(1, Ordering::Relaxed);
                 p4log!(
                     Level::Debug,
@@ -121,7 +121,7 @@ impl PortIo for Tun {
         if self.tx.coalesce(cx, self.fd, frame) {
             return None;
         }
-        Some(match tun::ethernet_to_ip(frame) {
+        Some(match tuntap::ethernet_to_ip(frame) {
             Some(p) => return self.tx.send(cx, self.fd, p),
             None => {
                 p4log!(Level::Debug, "port {}: a frame that is not IPv4 or IPv6 cannot go out on TUN device `{}`; dropped", cx.number, cx.iface);
@@ -140,11 +140,11 @@ impl PortIo for Tun {
 
     /// Attached to its device, which is up.
     fn up(&self, cx: &Ctx) -> bool {
-        tun::attached(self.fd) && tun::oper_up(cx.iface).unwrap_or(false)
+        tuntap::attached(self.fd) && tuntap::oper_up(cx.iface).unwrap_or(false)
     }
 
     /// Is the device still there, wherever it was moved?
     fn alive(&self, _cx: &Ctx) -> bool {
-        tun::attached(self.fd)
+        tuntap::attached(self.fd)
     }
 }

@@ -164,7 +164,7 @@ impl Reader {
             usec: if self.nsec { frac / 1000 } else { frac },
         };
         if self.raw_ip {
-            if !crate::tun::ip_to_ethernet(&mut buf[..14 + incl], port) {
+            if !crate::tuntap::ip_to_ethernet(&mut buf[..14 + incl], port) {
                 return Err(format!(
                     "{p}: record {k} is not an IPv4 or IPv6 packet (link type raw IP)"
                 ));

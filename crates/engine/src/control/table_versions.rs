@@ -1,0 +1,245 @@
+//! Tables changed one entry (or one batch closure) at a time: a copy of the table's current
+//! version is changed and published (RCU), several tables at once when they must change together;
+//! single-entry insert, modify, delete, default action, direct counters and meters.
+
+use crate::meters::{MeterCell, MeterRates};
+use crate::pipeline::match_action::param_writes;
+use crate::tables::{self, TableData};
+use crate::{Engine, TableRt};
+use p4sec_ir::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl Engine {
+    pub(crate) fn table(&self, ti: usize) -> Result<(&Table, &TableRt), String> {
+        match (self.prog.tables.get(ti), self.match_action.tables.get(ti)) {
+            (Some(t), Some(rt)) => Ok((t, rt)),
+            _ => Err(format!("no table with index {ti}")),
+        }
+    }
+
+    /// Publish new versions of several tables so that no packet sees some of them without the
+    /// others.
+    pub(crate) fn publish(&self, versions: Vec<(usize, TableData)>) {
+        let versions: Vec<(usize, TableData)> = versions
+            .into_iter()
+            .map(|(ti, mut d)| {
+                d.default_writes = param_writes(&self.prog, &d.default);
+                (ti, d)
+            })
+            .collect();
+        let _g = self
+            .match_action
+            .publish_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.match_action.version.fetch_add(1, Ordering::AcqRel);
+        for (ti, d) in versions {
+            self.match_action.tables[ti].data.store(Arc::new(d));
+        }
+        self.match_action.version.fetch_add(1, Ordering::Release);
+    }
+
+    /// Apply a batch of changes to one table and publish them as one new version.
+    pub(crate) fn table_update(
+        &self,
+        ti: usize,
+        f: impl FnOnce(&Table, &mut TableData) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let (t, rt) = self.table(ti)?;
+        let _g = rt.write.lock().unwrap_or_else(|p| p.into_inner());
+        let mut d = (**rt.data.load()).clone();
+        f(t, &mut d)?;
+        self.publish(vec![(ti, d)]);
+        Ok(())
+    }
+
+    /// Apply changes to several tables all or nothing: `f` is called once per table (in the order
+    /// given) on a copy of its current contents; if every call succeeds, all the new versions are
+    /// published together (a packet sees either none or all of them), otherwise nothing changes.
+    pub(crate) fn tables_update_atomic(
+        &self,
+        tables: &[usize],
+        mut f: impl FnMut(usize, &Table, &mut TableData) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut order: Vec<usize> = tables.to_vec();
+        order.sort_unstable();
+        order.dedup();
+        for &ti in &order {
+            self.table(ti)?;
+        }
+        // the write locks in index order (no deadlock with other writers)
+        let guards: Vec<_> = order
+            .iter()
+            .map(|&ti| {
+                self.match_action.tables[ti]
+                    .write
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+            })
+            .collect();
+        let mut versions = vec![];
+        for &ti in tables {
+            let t = &self.prog.tables[ti];
+            let mut d = match versions.iter().position(|(x, _)| *x == ti) {
+                Some(p) => versions.remove(p).1,
+                None => (**self.match_action.tables[ti].data.load()).clone(),
+            };
+            f(ti, t, &mut d)?;
+            versions.push((ti, d));
+        }
+        self.publish(versions);
+        drop(guards);
+        Ok(())
+    }
+
+    pub fn table_insert(&self, ti: usize, e: TableEntry) -> Result<(), String> {
+        let (t, _) = self.table(ti)?;
+        if t.entries_are_const {
+            return Err(format!(
+                "table `{}` has const entries and cannot be changed",
+                t.name
+            ));
+        }
+        tables::validate_entry(&self.prog, t, &e)?;
+        self.table_update(ti, |t, d| d.insert(t, e))
+    }
+
+    pub fn table_modify(&self, ti: usize, e: TableEntry) -> Result<(), String> {
+        let (t, _) = self.table(ti)?;
+        if t.entries_are_const {
+            return Err(format!(
+                "table `{}` has const entries and cannot be changed",
+                t.name
+            ));
+        }
+        tables::validate_entry(&self.prog, t, &e)?;
+        self.table_update(ti, |t, d| d.modify(t, e))
+    }
+
+    pub fn table_delete(&self, ti: usize, e: &TableEntry) -> Result<(), String> {
+        let (t, _) = self.table(ti)?;
+        if t.entries_are_const {
+            return Err(format!(
+                "table `{}` has const entries and cannot be changed",
+                t.name
+            ));
+        }
+        self.table_update(ti, |t, d| Ok(d.delete(t, e).map(|_| ())?))
+    }
+
+    pub fn table_set_default(&self, ti: usize, a: ActionCall) -> Result<(), String> {
+        let (t, _) = self.table(ti)?;
+        if t.default_is_const && a != t.default_action {
+            return Err(format!("table `{}` has a const default action", t.name));
+        }
+        tables::validate_action(&self.prog, t, &a, true)?;
+        self.table_update(ti, |_, d| {
+            d.default = a;
+            Ok(())
+        })
+    }
+
+    pub fn table_default(&self, ti: usize) -> Result<ActionCall, String> {
+        let (_, rt) = self.table(ti)?;
+        Ok(rt.data.load().default.clone())
+    }
+
+    /// Installed entries with their direct counter values (packets, bytes).
+    pub fn table_entries(&self, ti: usize) -> Result<Vec<(TableEntry, u64, u64)>, String> {
+        let (_, rt) = self.table(ti)?;
+        Ok(rt
+            .data
+            .load()
+            .entries
+            .iter()
+            .map(|e| {
+                (
+                    e.entry.clone(),
+                    e.packets.load(Ordering::Relaxed),
+                    e.bytes.load(Ordering::Relaxed),
+                )
+            })
+            .collect())
+    }
+
+    /// The current contents of table `ti` (installed entries with their counters, meters and action
+    /// profile references).
+    pub(crate) fn table_snapshot(&self, ti: usize) -> Result<Arc<TableData>, String> {
+        let (_, rt) = self.table(ti)?;
+        Ok(rt.data.load_full())
+    }
+
+    /// Set the direct counter of one installed entry (no new table version: the counters are shared
+    /// cells).
+    pub fn table_entry_counters_set(
+        &self,
+        ti: usize,
+        e: &TableEntry,
+        packets: u64,
+        bytes: u64,
+    ) -> Result<(), String> {
+        let (t, rt) = self.table(ti)?;
+        if t.direct_counter.is_none() {
+            return Err(format!("table `{}` has no direct counter", t.name));
+        }
+        let d = rt.data.load();
+        let i = d
+            .find(t, e)
+            .ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+        d.entries[i].packets.store(packets, Ordering::Relaxed);
+        d.entries[i].bytes.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn table_clear(&self, ti: usize) -> Result<(), String> {
+        self.table_update(ti, |t, d| {
+            d.clear(t);
+            Ok(())
+        })
+    }
+
+    /// Configure the direct meter of one table entry (`rates`: `None` leaves the configuration,
+    /// `Some(None)` marks everything green); its per-colour counters are kept, or set to `counts`
+    /// when given.
+    pub fn direct_meter_set(
+        &self,
+        ti: usize,
+        e: &TableEntry,
+        rates: Option<Option<MeterRates>>,
+        counts: Option<[(u64, u64); 3]>,
+    ) -> Result<(), String> {
+        let cell = {
+            let d = self.table_snapshot(ti)?;
+            let t = &self.prog.tables[ti];
+            let i = d
+                .find(t, e)
+                .ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+            d.entries[i].meter.clone()
+        };
+        if let Some(cell) = cell {
+            if let Some(r) = rates {
+                cell.configure(r);
+            }
+            if let Some(c) = counts {
+                cell.set_counts(c);
+            }
+            return Ok(());
+        }
+        self.table_update(ti, |t, d| {
+            let i = d
+                .find(t, e)
+                .ok_or_else(|| format!("table `{}`: no entry with this match", t.name))?;
+            let old = &d.entries[i];
+            let cell = Arc::new(MeterCell::default());
+            cell.configure(rates.flatten());
+            if let Some(c) = counts {
+                cell.set_counts(c);
+            }
+            let mut n = (**old).clone();
+            n.meter = Some(cell);
+            d.replace(i, n);
+            Ok(())
+        })
+    }
+}

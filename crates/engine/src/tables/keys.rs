@@ -1,0 +1,189 @@
+//! Packed lookup keys: the hash index from packed keys to entry indices ([`KeyMap`], an array for
+//! one narrow key) and the word masks of LPM prefixes.
+
+use p4sec_ir::Value;
+use rustc_hash::FxHashMap;
+
+/// Words of a packed lookup key on the fast path (the key buffer on the stack).
+pub const KEY_WORDS: usize = 16;
+/// The most words a table's key may take (keys above `KEY_WORDS` words take a slower path).
+pub const MAX_KEY_WORDS: usize = 1024;
+/// Words of a hashed (exact/LPM) key: wider keys use the scan kind.
+pub(super) const HKEY_WORDS: usize = 4;
+pub(super) type HKey = [u64; HKEY_WORDS];
+
+pub(super) fn hkey(words: &[u64]) -> HKey {
+    let mut k = [0u64; HKEY_WORDS];
+    k[..words.len()].copy_from_slice(words);
+    k
+}
+
+/// Exact tables with one key of at most this many bits (an ingress port has 9) are indexed
+/// directly.
+const DIRECT_BITS: u32 = 10;
+
+/// A hash index from packed keys to entry indices; one-word keys (most tables) are stored
+/// compactly, and a narrow enough one indexes an array.
+#[derive(Clone, Debug)]
+pub(super) enum KeyMap {
+    /// One key of at most [`DIRECT_BITS`] bits: per key value, the entry index + 1 (0: none), and
+    /// the number of keys present.
+    Direct(Box<[u32]>, usize),
+    /// One key of at most 32 bits: 8-byte buckets, so more of a large table stays in cache.
+    Narrow(FxHashMap<u32, u32>),
+    One(FxHashMap<u64, u32>),
+    Wide(FxHashMap<HKey, u32>),
+}
+
+impl KeyMap {
+    /// `direct`: the width of the table's one key when it may be indexed directly.
+    pub(super) fn new(words: usize, narrow: bool, direct: Option<u32>) -> Self {
+        match direct {
+            Some(w) if w <= DIRECT_BITS => KeyMap::Direct(vec![0; 1 << w].into_boxed_slice(), 0),
+            _ if narrow => KeyMap::Narrow(FxHashMap::default()),
+            _ if words <= 1 => KeyMap::One(FxHashMap::default()),
+            _ => KeyMap::Wide(FxHashMap::default()),
+        }
+    }
+    #[inline]
+    pub(super) fn get(&self, k: &[u64]) -> Option<usize> {
+        match self {
+            KeyMap::Direct(a, _) => Self::direct_get(a, k.first().copied().unwrap_or(0)),
+            KeyMap::Narrow(m) => m
+                .get(&(k.first().copied().unwrap_or(0) as u32))
+                .map(|i| *i as usize),
+            KeyMap::One(m) => m.get(&k.first().copied().unwrap_or(0)).map(|i| *i as usize),
+            KeyMap::Wide(m) => m.get(&hkey(k)).map(|i| *i as usize),
+        }
+    }
+    #[inline]
+    fn direct_get(a: &[u32], k: u64) -> Option<usize> {
+        match usize::try_from(k).ok().and_then(|k| a.get(k)) {
+            Some(&i) if i != 0 => Some(i as usize - 1),
+            _ => None,
+        }
+    }
+    #[inline(always)]
+    pub(super) fn get_one(&self, k: u64) -> Option<usize> {
+        match self {
+            KeyMap::Direct(a, _) => Self::direct_get(a, k),
+            KeyMap::Narrow(m) => m.get(&(k as u32)).map(|i| *i as usize),
+            KeyMap::One(m) => m.get(&k).map(|i| *i as usize),
+            KeyMap::Wide(m) => m.get(&hkey(&[k])).map(|i| *i as usize),
+        }
+    }
+    pub(super) fn insert(&mut self, k: &[u64], i: usize) {
+        if let KeyMap::Direct(a, n) = self {
+            let kv = k.first().copied().unwrap_or(0);
+            match usize::try_from(kv).ok().filter(|&x| x < a.len()) {
+                Some(x) => {
+                    if a[x] == 0 {
+                        *n += 1;
+                    }
+                    a[x] = i as u32 + 1;
+                    return;
+                }
+                // a key beyond the array (the entry checks keep it from happening): the index
+                // becomes a hash map with every key it holds, then takes this one
+                None => {
+                    let m: FxHashMap<u32, u32> = a
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, v)| **v != 0)
+                        .map(|(x, v)| (x as u32, v - 1))
+                        .collect();
+                    *self = if kv <= u32::MAX as u64 {
+                        KeyMap::Narrow(m)
+                    } else {
+                        KeyMap::One(m.into_iter().map(|(x, v)| (x as u64, v)).collect())
+                    };
+                }
+            }
+        }
+        match self {
+            KeyMap::Direct(..) => unreachable!("handled above"),
+            KeyMap::Narrow(m) => {
+                m.insert(k.first().copied().unwrap_or(0) as u32, i as u32);
+            }
+            KeyMap::One(m) => {
+                m.insert(k.first().copied().unwrap_or(0), i as u32);
+            }
+            KeyMap::Wide(m) => {
+                m.insert(hkey(k), i as u32);
+            }
+        }
+    }
+    pub(super) fn remove(&mut self, k: &[u64]) {
+        match self {
+            KeyMap::Direct(a, n) => {
+                let kv = k.first().copied().unwrap_or(0);
+                if let Some(v) = usize::try_from(kv).ok().and_then(|x| a.get_mut(x)) {
+                    if *v != 0 {
+                        *v = 0;
+                        *n -= 1;
+                    }
+                }
+            }
+            KeyMap::Narrow(m) => {
+                m.remove(&(k.first().copied().unwrap_or(0) as u32));
+            }
+            KeyMap::One(m) => {
+                m.remove(&k.first().copied().unwrap_or(0));
+            }
+            KeyMap::Wide(m) => {
+                m.remove(&hkey(k));
+            }
+        }
+    }
+    pub(super) fn is_empty(&self) -> bool {
+        match self {
+            KeyMap::Direct(_, n) => *n == 0,
+            KeyMap::Narrow(m) => m.is_empty(),
+            KeyMap::One(m) => m.is_empty(),
+            KeyMap::Wide(m) => m.is_empty(),
+        }
+    }
+    pub(super) fn clear(&mut self) {
+        match self {
+            KeyMap::Direct(a, n) => {
+                a.fill(0);
+                *n = 0;
+            }
+            KeyMap::Narrow(m) => m.clear(),
+            KeyMap::One(m) => m.clear(),
+            KeyMap::Wide(m) => m.clear(),
+        }
+    }
+}
+
+/// Pack a field value (width `w`) into `words` little-endian words.
+pub(super) fn pack(v: &Value, out: &mut Vec<u64>, words: usize) {
+    for i in 0..words {
+        out.push(v.words.get(i).copied().unwrap_or(0));
+    }
+}
+
+/// Word `j` of the mask selecting the top `plen` bits of a `width`-bit field.
+#[inline]
+pub(super) fn prefix_word_mask(width: u32, plen: u32, j: usize) -> u64 {
+    let keep_from = width - plen.min(width);
+    let lo = j as u32 * 64;
+    let hi = (lo + 64).min(width);
+    if hi <= lo || keep_from >= hi {
+        return 0;
+    }
+    let below = keep_from.saturating_sub(lo);
+    let top = hi - lo;
+    let upper = if top >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << top) - 1
+    };
+    upper & !((1u64 << below.min(63)) - 1) & if below >= 64 { 0 } else { u64::MAX }
+}
+
+pub(super) fn prefix_mask(width: u32, plen: u32, words: usize) -> Vec<u64> {
+    (0..words)
+        .map(|j| prefix_word_mask(width, plen, j))
+        .collect()
+}

@@ -1,0 +1,115 @@
+//! Lookups on the packet path: a packed key against one table version, and whether a key field
+//! matches an entry's field match (also used by value sets).
+
+use super::keys::{prefix_word_mask, HKEY_WORDS};
+use super::storage::{Kind, TableData, SCAN_MAX};
+use p4sec_ir::{FieldMatch, Table};
+
+impl TableData {
+    /// [`TableData::lookup`] of a one-word key: an exact table's map probed here (inlined into the
+    /// caller), any other kind through the general lookup.
+    #[inline(always)]
+    pub fn lookup_one(&self, t: &Table, k: u64) -> Option<usize> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        match self.kind {
+            Kind::Exact if self.key_words == 1 => self.exact.get_one(k),
+            _ => self.lookup(t, std::slice::from_ref(&k)),
+        }
+    }
+
+    /// Look up a packed key (`key[..key_words]`, each field in its layout words). Returns the entry
+    /// index.
+    #[inline]
+    pub fn lookup(&self, t: &Table, key: &[u64]) -> Option<usize> {
+        match self.kind {
+            Kind::Exact => {
+                if self.entries.is_empty() {
+                    return None;
+                }
+                self.exact.get(&key[..self.key_words])
+            }
+            Kind::Lpm => {
+                if let [k0] = key[..self.key_words] {
+                    // one-word keys (IPv4 routes and the like): one masked probe per prefix length
+                    for ((_, map), m) in self.lpm.iter().zip(&self.lpm_masks) {
+                        if let Some(i) = map.get_one(k0 & m[0]) {
+                            return Some(i);
+                        }
+                    }
+                    return None;
+                }
+                let mut probe = [0u64; HKEY_WORDS];
+                for ((_, map), m) in self.lpm.iter().zip(&self.lpm_masks) {
+                    for j in 0..self.key_words {
+                        probe[j] = key[j] & m[j];
+                    }
+                    if let Some(i) = map.get(&probe[..self.key_words]) {
+                        return Some(i);
+                    }
+                }
+                None
+            }
+            Kind::Scan if self.entries.len() > SCAN_MAX => {
+                let kw = self.key_words;
+                self.tss.lookup(&key[..kw], |i| {
+                    let e = &self.entries[i].entry;
+                    e.matches.iter().enumerate().all(|(fi, m)| {
+                        let (off, words) = self.layout[fi];
+                        field_matches(m, &key[off..off + words], t.keys[fi].width)
+                    })
+                })
+            }
+            Kind::Scan => {
+                'entries: for &i in &self.order {
+                    let e = &self.entries[i].entry;
+                    for (fi, m) in e.matches.iter().enumerate() {
+                        let (off, words) = self.layout[fi];
+                        let k = &key[off..off + words];
+                        if !field_matches(m, k, t.keys[fi].width) {
+                            continue 'entries;
+                        }
+                    }
+                    return Some(i);
+                }
+                None
+            }
+        }
+    }
+}
+
+fn cmp_words(a: &[u64], b: &[u64]) -> std::cmp::Ordering {
+    for i in (0..a.len()).rev() {
+        let bv = b.get(i).copied().unwrap_or(0);
+        match a[i].cmp(&bv) {
+            std::cmp::Ordering::Equal => continue,
+            o => return o,
+        }
+    }
+    std::cmp::Ordering::Equal
+}
+
+/// Does the key `k` (the field's words, least significant first) match `m`?
+pub(crate) fn field_matches(m: &FieldMatch, k: &[u64], width: u32) -> bool {
+    match m {
+        FieldMatch::Any => true,
+        FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) => k
+            .iter()
+            .enumerate()
+            .all(|(i, w)| *w == v.words.get(i).copied().unwrap_or(0)),
+        FieldMatch::Optional(None) => true,
+        FieldMatch::Ternary { value, mask } => k.iter().enumerate().all(|(i, w)| {
+            let m = mask.words.get(i).copied().unwrap_or(0);
+            (w & m) == (value.words.get(i).copied().unwrap_or(0) & m)
+        }),
+        FieldMatch::Lpm { value, prefix_len } => k.iter().enumerate().all(|(i, w)| {
+            let m = prefix_word_mask(width, *prefix_len, i);
+            (w & m) == (value.words.get(i).copied().unwrap_or(0) & m)
+        }),
+        FieldMatch::Range { lo, hi } => {
+            cmp_words(k, &lo.words) != std::cmp::Ordering::Less
+                && cmp_words(k, &hi.words) != std::cmp::Ordering::Greater
+        }
+    }
+}

@@ -1,0 +1,494 @@
+//! One published version of a table's contents ([`TableData`]): its entries, the indexes that find
+//! them (exact hash map, LPM levels, priority order and tuple space search) and the changes that
+//! keep entries and indexes in step. Lookups on the packet path are in `lookup.rs`.
+
+use super::entry::{meter_cell, Hot, Indirect, Installed};
+use super::keys::{pack, prefix_mask, prefix_word_mask, HKey, KeyMap, HKEY_WORDS, MAX_KEY_WORDS};
+use super::{tss, TableError};
+use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Scan tables with at most this many entries are searched in order; larger ones by tuple space
+/// search.
+pub(super) const SCAN_MAX: usize = 8;
+
+/// Selector keys do not take part in matching (they choose a group member): their matches are
+/// stored as "any", whatever the writer gave.
+fn without_selector_keys<'a>(t: &Table, e: &'a TableEntry) -> std::borrow::Cow<'a, TableEntry> {
+    let sel = |(k, m): (&p4sec_ir::TableKey, &FieldMatch)| {
+        k.kind == MatchKind::Selector && *m != FieldMatch::Any
+    };
+    if !t.keys.iter().zip(&e.matches).any(sel) {
+        return std::borrow::Cow::Borrowed(e);
+    }
+    let mut n = e.clone();
+    for (k, m) in t.keys.iter().zip(n.matches.iter_mut()) {
+        if k.kind == MatchKind::Selector {
+            *m = FieldMatch::Any;
+        }
+    }
+    std::borrow::Cow::Owned(n)
+}
+
+fn strip_selector_keys(t: &Table, mut e: TableEntry) -> TableEntry {
+    for (k, m) in t.keys.iter().zip(e.matches.iter_mut()) {
+        if k.kind == MatchKind::Selector {
+            *m = FieldMatch::Any;
+        }
+    }
+    e
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// All keys exact (or no keys).
+    Exact,
+    /// One LPM key plus any number of exact keys (the LPM key is the last packed field).
+    Lpm,
+    /// Anything else: scan in priority order.
+    Scan,
+}
+
+/// One published version of a table's contents.
+#[derive(Clone, Debug)]
+pub(crate) struct TableData {
+    pub(super) kind: Kind,
+    /// The installed entries; change them only through the methods here, which keep `hot` in step.
+    pub entries: crate::chunkvec::ChunkVec<Arc<Installed>>,
+    /// `hot[i]` mirrors what a hit on `entries[i]` needs.
+    pub(super) hot: crate::chunkvec::ChunkVec<Hot>,
+    pub(super) exact: KeyMap,
+    /// (prefix length, masked key → entry index), longest first.
+    pub(super) lpm: Vec<(u32, KeyMap)>,
+    /// Per `lpm` level: the mask of the whole packed key (the LPM field's prefix, exact fields
+    /// whole).
+    pub(super) lpm_masks: Vec<HKey>,
+    /// Entry indices in match order (priority desc, then seq asc).
+    pub(super) order: Vec<usize>,
+    /// Scan tables: the same entries grouped by mask tuple (searched once the table holds more than
+    /// [`SCAN_MAX`] entries).
+    pub(super) tss: tss::Tss,
+
+    pub default: ActionCall,
+    /// The default action's arguments as (slot, word) writes into its parameters, each word masked
+    /// to the parameter's width, padded to a multiple of four with writes into the worker's sink
+    /// slot; set by the engine whenever a version is published (`Engine::publish`).
+    pub default_writes: Vec<(u32, u64)>,
+    next_seq: u64,
+    /// Word layout of the packed key: (offset, words) per key field.
+    pub(super) layout: Vec<(usize, usize)>,
+    pub(super) key_words: usize,
+    /// One key field of at most 32 bits: the hash indexes use 32-bit keys.
+    narrow_key: bool,
+    lpm_field: Option<usize>,
+}
+
+impl TableData {
+    pub fn new(t: &Table) -> Result<Self, String> {
+        let kinds: Vec<MatchKind> = t
+            .keys
+            .iter()
+            .map(|k| k.kind)
+            .filter(|k| *k != MatchKind::Selector)
+            .collect();
+        let lpms = kinds.iter().filter(|k| **k == MatchKind::Lpm).count();
+        let others = kinds
+            .iter()
+            .filter(|k| !matches!(k, MatchKind::Exact | MatchKind::Lpm))
+            .count();
+        let total_words: usize = t
+            .keys
+            .iter()
+            .map(|k| p4sec_ir::words_for(k.width) as usize)
+            .sum();
+        let kind = if others > 0 || lpms > 1 || total_words > HKEY_WORDS {
+            Kind::Scan
+        } else if lpms == 1 {
+            Kind::Lpm
+        } else {
+            Kind::Exact
+        };
+        let mut layout = vec![];
+        let mut off = 0;
+        for k in &t.keys {
+            let w = p4sec_ir::words_for(k.width) as usize;
+            layout.push((off, w));
+            off += w;
+        }
+        if off > MAX_KEY_WORDS {
+            return Err(format!("table `{}`: the key takes {off} words of 64 bits (one or more per field), more than {MAX_KEY_WORDS}", t.name));
+        }
+        let lpm_field = t.keys.iter().position(|k| k.kind == MatchKind::Lpm);
+        let narrow_key = matches!(&t.keys[..], [k] if k.width <= 32);
+        let mut d = TableData {
+            kind,
+            entries: Default::default(),
+            hot: Default::default(),
+            exact: KeyMap::new(
+                off,
+                narrow_key,
+                match (&t.keys[..], kind) {
+                    ([k], Kind::Exact) => Some(k.width),
+                    _ => None,
+                },
+            ),
+            lpm: vec![],
+            lpm_masks: vec![],
+            order: vec![],
+            tss: Default::default(),
+            default: t.default_action.clone(),
+            default_writes: vec![],
+            next_seq: 0,
+            layout,
+            key_words: off,
+            narrow_key,
+            lpm_field,
+        };
+        for e in &t.entries {
+            d.insert(t, e.clone())?;
+        }
+        Ok(d)
+    }
+
+    fn index_key(&self, t: &Table, e: &TableEntry) -> (Vec<u64>, Option<u32>) {
+        let mut key = Vec::with_capacity(self.key_words);
+        let mut plen = None;
+        for (i, (m, k)) in e.matches.iter().zip(&t.keys).enumerate() {
+            let words = self.layout[i].1;
+            if k.kind == MatchKind::Selector {
+                key.extend(std::iter::repeat(0).take(words));
+                continue;
+            }
+            match m {
+                FieldMatch::Exact(v) => pack(v, &mut key, words),
+                FieldMatch::Lpm { value, prefix_len } => {
+                    let mask = prefix_mask(k.width, *prefix_len, words);
+                    for (j, mw) in mask.iter().enumerate() {
+                        key.push(value.words.get(j).copied().unwrap_or(0) & mw);
+                    }
+                    plen = Some(*prefix_len);
+                }
+                FieldMatch::Any => {
+                    key.extend(std::iter::repeat(0).take(words));
+                    plen = Some(0);
+                }
+                _ => key.extend(std::iter::repeat(0).take(words)),
+            }
+        }
+        (key, plen)
+    }
+
+    fn same_match(a: &TableEntry, b: &TableEntry) -> bool {
+        a.matches == b.matches && a.priority == b.priority
+    }
+
+    /// Find an installed entry with the same match (and priority).
+    pub fn find(&self, t: &Table, e: &TableEntry) -> Option<usize> {
+        let e = &*without_selector_keys(t, e);
+        match self.kind {
+            Kind::Exact => {
+                let (k, _) = self.index_key(t, e);
+                self.exact
+                    .get(&k)
+                    .filter(|i| Self::same_match(&self.entries[*i].entry, e))
+            }
+            Kind::Lpm => {
+                let (k, plen) = self.index_key(t, e);
+                let plen = plen.unwrap_or(0);
+                self.lpm
+                    .iter()
+                    .find(|(l, _)| *l == plen)
+                    .and_then(|(_, m)| m.get(&k))
+                    .filter(|i| Self::same_match(&self.entries[*i].entry, e))
+            }
+            Kind::Scan => {
+                let (mask, k) = self.tss_key(t, e);
+                self.tss
+                    .candidates(&mask, &k)
+                    .find(|&i| Self::same_match(&self.entries[i].entry, e))
+            }
+        }
+    }
+
+    /// The packed-key mask of LPM level `plen`: the LPM field's top `plen` bits, every other field
+    /// whole.
+    fn lpm_mask(&self, t: &Table, plen: u32) -> HKey {
+        let mut m = [0u64; HKEY_WORDS];
+        for (fi, &(off, words)) in self.layout.iter().enumerate() {
+            for j in 0..words {
+                if off + j < HKEY_WORDS {
+                    m[off + j] = if Some(fi) == self.lpm_field {
+                        prefix_word_mask(t.keys[fi].width, plen, j)
+                    } else if t.keys[fi].kind == MatchKind::Selector {
+                        0
+                    } else {
+                        u64::MAX
+                    };
+                }
+            }
+        }
+        m
+    }
+
+    fn index_add(&mut self, t: &Table, i: usize) {
+        let e = self.entries[i].entry.clone();
+        match self.kind {
+            Kind::Exact => {
+                let (k, _) = self.index_key(t, &e);
+                self.exact.insert(&k, i);
+            }
+            Kind::Lpm => {
+                let (k, plen) = self.index_key(t, &e);
+                let plen = plen.unwrap_or(0);
+                let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
+                    Some(p) if self.lpm[p].0 == plen => p,
+                    Some(p) => {
+                        self.lpm.insert(
+                            p,
+                            (plen, KeyMap::new(self.key_words, self.narrow_key, None)),
+                        );
+                        self.lpm_masks.insert(p, self.lpm_mask(t, plen));
+                        p
+                    }
+                    None => {
+                        self.lpm
+                            .push((plen, KeyMap::new(self.key_words, self.narrow_key, None)));
+                        self.lpm_masks.push(self.lpm_mask(t, plen));
+                        self.lpm.len() - 1
+                    }
+                };
+                self.lpm[pos].1.insert(&k, i);
+            }
+            Kind::Scan => {
+                let ents = &self.entries;
+                let key = |j: usize| (std::cmp::Reverse(ents[j].entry.priority), ents[j].seq);
+                let p = self.order.partition_point(|&j| key(j) < key(i));
+                self.order.insert(p, i);
+                let (mask, k) = self.tss_key(t, &e);
+                self.tss.add(&mask, &k, key(i), i as u32);
+            }
+        }
+    }
+
+    fn index_remove(&mut self, t: &Table, i: usize) {
+        let e = self.entries[i].entry.clone();
+        match self.kind {
+            Kind::Exact => {
+                let (k, _) = self.index_key(t, &e);
+                self.exact.remove(&k);
+            }
+            Kind::Lpm => {
+                let (k, plen) = self.index_key(t, &e);
+                let plen = plen.unwrap_or(0);
+                if let Some(p) = self.lpm.iter().position(|(l, _)| *l == plen) {
+                    self.lpm[p].1.remove(&k);
+                    if self.lpm[p].1.is_empty() {
+                        self.lpm.remove(p);
+                        self.lpm_masks.remove(p);
+                    }
+                }
+            }
+            Kind::Scan => {
+                self.order.retain(|&j| j != i);
+                let (mask, k) = self.tss_key(t, &e);
+                self.tss.remove(&mask, &k, i as u32);
+            }
+        }
+    }
+
+    /// An entry's mask tuple and masked key for tuple space search (range fields: mask zero).
+    fn tss_key(&self, t: &Table, e: &TableEntry) -> (Vec<u64>, Vec<u64>) {
+        let mut mask = vec![0u64; self.key_words];
+        let mut key = vec![0u64; self.key_words];
+        for (fi, m) in e.matches.iter().enumerate() {
+            let (off, words) = self.layout[fi];
+            let width = t.keys[fi].width;
+            for j in 0..words {
+                let (v, mk) = match m {
+                    FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) => {
+                        (v.words.get(j).copied().unwrap_or(0), u64::MAX)
+                    }
+                    FieldMatch::Ternary { value, mask } => (
+                        value.words.get(j).copied().unwrap_or(0),
+                        mask.words.get(j).copied().unwrap_or(0),
+                    ),
+                    FieldMatch::Lpm { value, prefix_len } => (
+                        value.words.get(j).copied().unwrap_or(0),
+                        prefix_word_mask(width, *prefix_len, j),
+                    ),
+                    FieldMatch::Any | FieldMatch::Optional(None) | FieldMatch::Range { .. } => {
+                        (0, 0)
+                    }
+                };
+                mask[off + j] = mk;
+                key[off + j] = v & mk;
+            }
+        }
+        (mask, key)
+    }
+
+    pub fn insert(&mut self, t: &Table, e: TableEntry) -> Result<(), String> {
+        Ok(self.insert_with(t, e, None, None)?)
+    }
+
+    /// Insert an entry with what it refers to in the table's action profile or selector (if any)
+    /// and the initial configuration of its direct meter (`None`: every packet green).
+    pub fn insert_with(
+        &mut self,
+        t: &Table,
+        e: TableEntry,
+        indirect: Option<Arc<Indirect>>,
+        meter: Option<crate::meters::MeterRates>,
+    ) -> Result<(), TableError> {
+        let e = strip_selector_keys(t, e);
+        if self.find(t, &e).is_some() {
+            return Err(TableError::exists(format!(
+                "table `{}`: an entry with this match already exists",
+                t.name
+            )));
+        }
+        if self.entries.len() >= t.size as usize {
+            return Err(TableError::full(format!(
+                "table `{}` is full ({} entries)",
+                t.name, t.size
+            )));
+        }
+        self.next_seq += 1;
+        // entries of tables with a direct meter always have a cell: it counts packets per colour
+        // even while unconfigured (all green)
+        let cell = if t.direct_meter.is_some() {
+            Some(meter_cell(meter))
+        } else {
+            meter.map(|r| meter_cell(Some(r)))
+        };
+        let mut inst = Installed::new(e, self.next_seq, 0, 0, cell);
+        inst.indirect = indirect;
+        self.hot.push(Hot::of(&inst));
+        self.entries.push(Arc::new(inst));
+        let i = self.entries.len() - 1;
+        self.index_add(t, i);
+        Ok(())
+    }
+
+    pub fn modify(&mut self, t: &Table, e: TableEntry) -> Result<(), String> {
+        Ok(self.modify_with(t, e, None, None)?)
+    }
+
+    /// Replace the action of an entry (and what it refers to in the table's action profile or
+    /// selector), keeping its counters; `meter`: `None` keeps the direct meter, `Some(rates)`
+    /// configures it anew (`Some(None)`: back to every packet green).
+    pub fn modify_with(
+        &mut self,
+        t: &Table,
+        e: TableEntry,
+        indirect: Option<Arc<Indirect>>,
+        meter: Option<Option<crate::meters::MeterRates>>,
+    ) -> Result<(), TableError> {
+        let e = strip_selector_keys(t, e);
+        let i = self.find(t, &e).ok_or_else(|| TableError::no_entry(t))?;
+        let old = &self.entries[i];
+        // a new configuration is a new cell (the old version stays as it was until the new one is
+        // published), with the per-colour counts carried over
+        let meter = match meter {
+            None => old.meter.clone(),
+            Some(None) if t.direct_meter.is_none() => None,
+            Some(r) => {
+                let cell = meter_cell(r);
+                if let Some(o) = &old.meter {
+                    cell.set_counts(o.counts());
+                }
+                Some(cell)
+            }
+        };
+        let mut inst = Installed::new(
+            e,
+            old.seq,
+            old.packets.load(Ordering::Relaxed),
+            old.bytes.load(Ordering::Relaxed),
+            meter,
+        );
+        inst.indirect = indirect;
+        inst.keep_idle_state(old);
+        self.replace(i, inst);
+        Ok(())
+    }
+
+    /// Replace entry `i` (same match) with `inst`.
+    pub fn replace(&mut self, i: usize, inst: Installed) {
+        self.hot[i] = Hot::of(&inst);
+        self.entries[i] = Arc::new(inst);
+    }
+
+    /// What a hit on entry `i` needs (see [`Hot`]).
+    #[inline]
+    pub fn hot(&self, i: usize) -> &Hot {
+        &self.hot[i]
+    }
+
+    /// Set the idle timeout of the entry with this match (0: none); its idle period starts anew.
+    pub fn set_idle_timeout(
+        &mut self,
+        t: &Table,
+        e: &TableEntry,
+        ns: u64,
+    ) -> Result<(), TableError> {
+        let e = strip_selector_keys(t, e.clone());
+        let i = self.find(t, &e).ok_or_else(|| TableError::no_entry(t))?;
+        let mut n = (*self.entries[i]).clone();
+        n.idle_timeout_ns = ns;
+        n.idle_notified = AtomicU64::new(u64::MAX);
+        self.replace(i, n);
+        Ok(())
+    }
+
+    /// Give entry `i` another action and reference (a member or group of its action profile
+    /// changed), keeping its match, counters and meter.
+    pub fn set_indirect(&mut self, i: usize, action: ActionCall, indirect: Option<Arc<Indirect>>) {
+        let Some(old) = self.entries.get(i) else {
+            return;
+        };
+        let e = TableEntry {
+            action,
+            ..old.entry.clone()
+        };
+        let mut inst = Installed::new(
+            e,
+            old.seq,
+            old.packets.load(Ordering::Relaxed),
+            old.bytes.load(Ordering::Relaxed),
+            old.meter.clone(),
+        );
+        inst.indirect = indirect;
+        inst.keep_idle_state(old);
+        self.replace(i, inst);
+    }
+
+    pub fn delete(&mut self, t: &Table, e: &TableEntry) -> Result<TableEntry, TableError> {
+        let i = self.find(t, e).ok_or_else(|| TableError::no_entry(t))?;
+        self.index_remove(t, i);
+        let last = self.entries.len() - 1;
+        if i != last {
+            // move the last entry into slot i and repoint its index
+            self.index_remove(t, last);
+            self.entries.swap(i, last);
+            self.hot.swap(i, last);
+            self.hot.pop();
+            let removed = self.entries.pop().expect("entry");
+            self.index_add(t, i);
+            return Ok(removed.entry.clone());
+        }
+        self.hot.pop();
+        Ok(self.entries.pop().expect("entry").entry.clone())
+    }
+
+    pub fn clear(&mut self, _t: &Table) {
+        self.entries.clear();
+        self.hot.clear();
+        self.exact.clear();
+        self.lpm.clear();
+        self.lpm_masks.clear();
+        self.order.clear();
+        self.tss.clear();
+    }
+}
