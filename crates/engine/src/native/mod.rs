@@ -60,6 +60,8 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             continue;
         }
         match jit.function(cx, body, nslots) {
+            // a list with nothing inline would only add a call around its closures: kept on them
+            Ok((_, keep)) if keep.inline == 0 => stats.fallback += keep.stmts.len(),
             Ok((id, keep)) => {
                 stats.inline += keep.inline;
                 stats.fallback += keep.stmts.len();
@@ -84,7 +86,16 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         // SAFETY: the function was compiled with the `extern "C" fn(*mut Ctx) -> u64` signature
         // and lives in `jit`, which every block calling it holds
         let f = unsafe { jit.entry(id) };
-        *slot = CBlock::new(vec![wrap(f, jit.clone(), keep, closures, nslots)], false);
+        *slot = CBlock::new(
+            vec![wrap(
+                f,
+                jit.clone(),
+                keep,
+                closures,
+                (nslots, p.headers.len()),
+            )],
+            false,
+        );
         stats.lists += 1;
     }
     Some(stats)
@@ -101,24 +112,29 @@ enum Target {
 }
 
 /// A native statement list as a statement: a context on the stack, the function called on it, its
-/// flow decoded. A worker with fewer slots than the program (never one built by
-/// [`Worker::new`]) runs the closures instead, so generated code never indexes past the slots.
-fn wrap(f: helpers::Entry, jit: Arc<jit::Jit>, keep: Keep, closures: CBlock, nslots: usize) -> SF {
+/// flow decoded. A worker with fewer slots or header offsets than the program (never one built by
+/// [`Worker::new`]) runs the closures instead, so generated code never indexes past them; so does
+/// a traced packet (the closures record its path).
+fn wrap(
+    f: helpers::Entry,
+    jit: Arc<jit::Jit>,
+    keep: Keep,
+    closures: CBlock,
+    (nslots, nheaders): (usize, usize),
+) -> SF {
     Box::new(move |e: &Engine, w: &mut Worker| {
         // the code and what it points at live as long as this closure
         let _alive = (&jit, &keep);
-        if w.slots.len() < nslots {
+        if w.slots.len() < nslots || w.packet.hdr_off.len() < nheaders || w.trace.is_some() {
+            std::hint::cold_path();
             return closures.run(e, w);
         }
-        let mut ctx = Ctx {
-            slots: w.slots.as_mut_ptr(),
-            e,
-            w,
-            panic: None,
-        };
+        let mut ctx = Ctx::new(e, w);
         // SAFETY: `ctx` points at the live engine and worker; the code reads and writes slots only
-        // below `nslots` (checked when it was generated) and calls back only through `helpers`
+        // below `nslots` and header offsets below `nheaders` (checked when it was generated),
+        // packet bytes only below `pkt_len`, and calls back only through `helpers`
         let r = unsafe { f(&mut ctx) };
+        ctx.store(w);
         if let Some(p) = ctx.panic.take() {
             std::panic::resume_unwind(p);
         }
