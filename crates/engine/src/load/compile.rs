@@ -766,7 +766,7 @@ fn whole_header_checksum(p: &Program, data: &[Expr], f: &Loc) -> Option<(usize, 
 /// than by `extract`: then H's fields are the bytes it was extracted from, and the checksum is the
 /// Internet checksum of those bytes with F's word left out. Returns H and (F's byte offset, H's
 /// length in bytes).
-fn header_checksum(p: &Program, s: &Stmt) -> Option<(usize, (usize, usize))> {
+pub(crate) fn header_checksum(p: &Program, s: &Stmt) -> Option<(usize, (usize, usize))> {
     let Stmt::Builtin(Builtin::VerifyChecksum {
         data,
         field: Expr::Load(LValue::Static(f)),

@@ -35,7 +35,7 @@ pub(crate) struct Coverage {
     pub(crate) fallback: usize,
 }
 
-/// Compiles the parser states, the ingress, egress and deparser bodies and the action bodies of
+/// Compiles the parser states, the verify, ingress, egress and deparser bodies and the action bodies of
 /// `code` to machine code, replacing each list that compiled by its native form. `None` when no
 /// code generator is available for this machine (the engine then runs on closures).
 pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
@@ -49,6 +49,7 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
     for (i, s) in p.parser.states.iter().enumerate() {
         lists.push((Target::State(i), &s.body));
     }
+    lists.push((Target::Verify, &p.verify_checksum.body));
     lists.push((Target::Ingress, &p.ingress.body));
     lists.push((Target::Egress, &p.egress.body));
     lists.push((Target::Deparser, &p.deparser.body));
@@ -59,7 +60,7 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         if body.is_empty() {
             continue;
         }
-        match jit.function(cx, body, nslots) {
+        match jit.function(cx, body, nslots, matches!(t, Target::Verify)) {
             // a list with nothing inline would only add a call around its closures: kept on them
             Ok((_, keep)) if keep.inline == 0 => stats.fallback += keep.stmts.len(),
             Ok((id, keep)) => {
@@ -77,6 +78,7 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
     for (t, id, keep) in built {
         let slot = match t {
             Target::State(i) => &mut code.states[i],
+            Target::Verify => &mut code.verify,
             Target::Ingress => &mut code.ingress,
             Target::Egress => &mut code.egress,
             Target::Deparser => &mut code.deparser,
@@ -105,6 +107,7 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
 #[derive(Clone, Copy)]
 enum Target {
     State(usize),
+    Verify,
     Ingress,
     Egress,
     Deparser,

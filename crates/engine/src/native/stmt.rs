@@ -33,6 +33,8 @@ pub(crate) struct Fx<'a, 'b> {
     /// Inside an action inlined at a table apply: where a break that leaves the action goes (the
     /// apply ends; labels outside the action are not visible in it).
     escape: Option<Block>,
+    /// Translating the verify-checksum control (see [`Fx::verify_bytes`]).
+    pub(crate) verify: bool,
     stmt_sig: SigRef,
     action_sig: SigRef,
     pub(crate) expr_sig: SigRef,
@@ -77,6 +79,7 @@ impl<'a, 'b> Fx<'a, 'b> {
             keep: Keep::default(),
             labels: vec![],
             escape: None,
+            verify: false,
             stmt_sig,
             action_sig,
             expr_sig,
@@ -138,6 +141,9 @@ impl<'a, 'b> Fx<'a, 'b> {
     /// Would [`Fx::inline`] translate `s`? (A statement it then refuses is called back alone.)
     fn inlinable(&self, s: &Stmt) -> bool {
         let p = self.cx.prog;
+        if self.verify && compile::header_checksum(p, s).is_some() {
+            return true;
+        }
         match s {
             Stmt::Assign {
                 dst: LValue::Static(l),
@@ -220,6 +226,11 @@ impl<'a, 'b> Fx<'a, 'b> {
 
     /// The statement translated inline, or `None` (nothing emitted) when it is not covered.
     fn inline(&mut self, s: &Stmt) -> Option<bool> {
+        if self.verify {
+            if let Some((h, (f_off, len))) = compile::header_checksum(self.cx.prog, s) {
+                return self.verify_bytes(s, h, f_off, len);
+            }
+        }
         match s {
             Stmt::Assign {
                 dst: LValue::Static(l),
@@ -590,6 +601,120 @@ impl<'a, 'b> Fx<'a, 'b> {
             .ins()
             .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
         self.b.ins().store(flags, pos, offs, (h * 8) as i32);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(slow);
+        self.fallback(s);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+        Some(true)
+    }
+
+    /// A `verify_checksum` over a whole header that nothing but `extract` writes (see
+    /// `compile::header_checksum`), as `verify_from_bytes` does it: when the header was extracted
+    /// by the fast path in this pass and its bytes lie in the packet, the Internet checksum of
+    /// those bytes without the checksum field's word, summed inline (`checksum::csum16_without`'s
+    /// lanes: 64-bit loads split in two 32-bit halves, then a 32-bit and a 16-bit tail); otherwise
+    /// the closure, which sums the fields.
+    fn verify_bytes(&mut self, s: &Stmt, h: usize, f_off: usize, len: usize) -> Option<bool> {
+        let Stmt::Builtin(Builtin::VerifyChecksum { cond, field, .. }) = s else {
+            return None;
+        };
+        let err = self.cx.prog.std_meta.checksum_error;
+        let ok = cond.width() <= 64
+            && field.width() <= 64
+            && self.covered(cond)
+            && self.covered(field)
+            && h < self.cx.prog.headers.len()
+            && f_off + 2 <= len
+            && len % 2 == 0
+            && (err.width == 0 || self.slot_ok(err.slot));
+        if !ok {
+            return None;
+        }
+        let flags = MemFlagsData::trusted();
+        let (have, fast, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let offs = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
+        let at = self.b.ins().load(types::I64, flags, offs, (h * 8) as i32);
+        let none = self
+            .b
+            .ins()
+            .icmp_imm_u(IntCC::Equal, at, crate::NO_OFFSET as i64);
+        self.b.ins().brif(none, slow, &[], have, &[]);
+        self.b.switch_to_block(have);
+        let end = self.b.ins().iadd_imm_u(at, len as i64);
+        let plen = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_PKT_LEN);
+        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, plen);
+        self.b.ins().brif(short, slow, &[], fast, &[]);
+        self.b.switch_to_block(fast);
+        let base = self.b.ins().load(self.ptr, flags, self.ctx, Ctx::OFF_PKT);
+        let p = self.b.ins().iadd(base, at);
+        let bytes = MemFlagsData::new().with_notrap();
+        let mut sum = self.konst(0);
+        let mut i = 0;
+        while i + 8 <= len {
+            let x = self.b.ins().load(types::I64, bytes, p, i as i32);
+            let x = self.b.ins().bswap(x);
+            let hi = self.b.ins().ushr_imm_u(x, 32);
+            let lo = self.b.ins().band_imm_u(x, 0xffff_ffff);
+            let t = self.b.ins().iadd(hi, lo);
+            sum = self.b.ins().iadd(sum, t);
+            i += 8;
+        }
+        if i + 4 <= len {
+            let x = self.b.ins().load(types::I32, bytes, p, i as i32);
+            let x = self.b.ins().bswap(x);
+            let x = self.b.ins().uextend(types::I64, x);
+            sum = self.b.ins().iadd(sum, x);
+            i += 4;
+        }
+        if i + 2 <= len {
+            let x = self.b.ins().load(types::I16, bytes, p, i as i32);
+            let x = self.b.ins().bswap(x);
+            let x = self.b.ins().uextend(types::I64, x);
+            let x = self.b.ins().ishl_imm_u(x, 16);
+            sum = self.b.ins().iadd(sum, x);
+        }
+        // without the skipped word
+        let x = self.b.ins().load(types::I16, bytes, p, f_off as i32);
+        let x = self.b.ins().bswap(x);
+        let x = self.b.ins().uextend(types::I64, x);
+        let x = if f_off % 4 == 0 {
+            self.b.ins().ishl_imm_u(x, 16)
+        } else {
+            x
+        };
+        sum = self.b.ins().isub(sum, x);
+        // folded (a sum below 2^48 takes at most four rounds; a folded value folds to itself)
+        for _ in 0..4 {
+            let lo = self.b.ins().band_imm_u(sum, 0xffff);
+            let hi = self.b.ins().ushr_imm_u(sum, 16);
+            sum = self.b.ins().iadd(lo, hi);
+        }
+        let csum = self.b.ins().bxor_imm_u(sum, 0xffff);
+        let c = self.expr(cond);
+        let check = self.b.create_block();
+        self.b.ins().brif(c, check, &[], done, &[]);
+        self.b.switch_to_block(check);
+        let f = self.expr(field);
+        let ne = self.b.ins().icmp(IntCC::NotEqual, csum, f);
+        let set = self.b.create_block();
+        self.b.ins().brif(ne, set, &[], done, &[]);
+        self.b.switch_to_block(set);
+        if err.width > 0 {
+            let one = self.konst(1);
+            self.store_slot(err.slot, one);
+        }
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(slow);
         self.fallback(s);

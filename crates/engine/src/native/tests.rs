@@ -284,3 +284,31 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
     let c = coverage(src);
     assert!(c.inline >= 3, "{c:?}");
 }
+
+#[test]
+fn ipv4_checksum_verified_from_the_packet_bytes() {
+    use crate::testutil::{ipv4_packet, route, ROUTER};
+    let (a, b) = engines(ROUTER);
+    for e in [&a, &b] {
+        route(e, 0x0a00_0000, 8, 3);
+    }
+    let good = ipv4_packet([10, 1, 2, 3], 64);
+    let out = run(&a, &b, &good).expect("routed");
+    assert_eq!(out[22], 63, "ttl decremented");
+    assert_eq!(crate::hash::csum16(&out[14..34]), 0, "checksum updated");
+    // a wrong checksum: checksum_error set, the router drops
+    let mut bad = good.clone();
+    bad[24] ^= 1;
+    assert_eq!(run(&a, &b, &bad), None);
+    // ihl != 5: not verified
+    let mut opt = good.clone();
+    opt[14] = 0x46;
+    opt[24] ^= 1;
+    run(&a, &b, &opt);
+    // cut inside the header: the fields' path
+    for n in 14..good.len() {
+        run(&a, &b, &good[..n]);
+    }
+    let c = coverage(ROUTER);
+    assert!(c.failed == 0 && c.inline >= 5, "{c:?}");
+}
