@@ -94,7 +94,12 @@ impl Jit {
                 fx.body(body);
                 fx.finish(config)
             }))
-            .map_err(|_| format!("{name}: the translator failed"))?
+            .map_err(|_| {
+                // what the builder left half-done is dropped
+                self.fctx = FunctionBuilderContext::new();
+                self.ctx.clear();
+                format!("{name}: the translator failed")
+            })?
         };
         let mut ctx = std::mem::replace(&mut self.ctx, cranelift_codegen::Context::new());
         let r = self.module().define_function(id, &mut ctx);

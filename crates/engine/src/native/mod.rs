@@ -61,8 +61,9 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             continue;
         }
         match jit.function(cx, body, nslots, matches!(t, Target::Verify)) {
-            // a list with nothing inline would only add a call around its closures: kept on them
-            Ok((_, keep)) if keep.inline == 0 => stats.fallback += keep.stmts.len(),
+            // a list with (almost) nothing inline would only add a call around its closures:
+            // kept on them
+            Ok((_, keep)) if keep.weight < Keep::WORTH => stats.fallback += keep.stmts.len(),
             Ok((id, keep)) => {
                 stats.inline += keep.inline;
                 stats.fallback += keep.stmts.len();

@@ -219,6 +219,10 @@ impl<'a, 'b> Fx<'a, 'b> {
     fn stmt(&mut self, s: &Stmt) -> bool {
         if let Some(ft) = self.inline(s) {
             self.keep.inline += 1;
+            self.keep.weight += match s {
+                Stmt::ApplyTable { .. } | Stmt::Builtin(Builtin::VerifyChecksum { .. }) => 3,
+                _ => 1,
+            };
             return ft;
         }
         self.fallback(s)

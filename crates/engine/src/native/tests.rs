@@ -211,7 +211,7 @@ fn control_flow_switch_exit_and_validity() {
     assert_eq!(r(8), None, "mark_to_drop");
     agree_on_random(&a, &b, 4);
     let c = coverage(&src);
-    assert!(c.lists >= 4 && c.failed == 0, "{c:?}");
+    assert!(c.lists >= 2 && c.failed == 0 && c.inline >= 10, "{c:?}");
 }
 
 #[test]
