@@ -66,9 +66,14 @@ pub(crate) struct Cx<'a> {
     pub pristine: &'a crate::load::pristine::Pristine,
 }
 
+/// Per parser state: compiled select keys (see [`Code::select_keys`]).
+type SelectKeys = Vec<Option<Vec<XF>>>;
+/// Per parser state: select cases as (mask, value) per key (see [`Code::select_cases`]).
+type SelectCases = Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>>;
+
 pub(crate) fn compile(cx: &Cx) -> Code {
     let p = cx.prog;
-    let select_keys: Vec<Option<Vec<XF>>> = p
+    let select_keys: SelectKeys = p
         .parser
         .states
         .iter()
@@ -81,7 +86,7 @@ pub(crate) fn compile(cx: &Cx) -> Code {
             _ => None,
         })
         .collect();
-    let select_cases: Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>> = p
+    let select_cases: SelectCases = p
         .parser
         .states
         .iter()

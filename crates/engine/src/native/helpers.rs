@@ -71,6 +71,9 @@ pub(crate) type Entry = unsafe extern "C" fn(*mut Ctx) -> u64;
 
 /// What a native function's code points at, kept alive with it: the closures of the statements and
 /// expressions it calls back, and how many statements it translated inline.
+// each closure boxed on its own: the code holds its address, which must not move when the vector
+// grows while the function is built
+#[allow(clippy::vec_box)]
 #[derive(Default)]
 pub(crate) struct Keep {
     pub(crate) stmts: Vec<Box<SF>>,

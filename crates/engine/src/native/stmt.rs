@@ -630,7 +630,7 @@ impl<'a, 'b> Fx<'a, 'b> {
             && self.covered(field)
             && h < self.cx.prog.headers.len()
             && f_off + 2 <= len
-            && len % 2 == 0
+            && len.is_multiple_of(2)
             && (err.width == 0 || self.slot_ok(err.slot));
         if !ok {
             return None;
@@ -693,7 +693,7 @@ impl<'a, 'b> Fx<'a, 'b> {
         let x = self.b.ins().load(types::I16, bytes, p, f_off as i32);
         let x = self.b.ins().bswap(x);
         let x = self.b.ins().uextend(types::I64, x);
-        let x = if f_off % 4 == 0 {
+        let x = if f_off.is_multiple_of(4) {
             self.b.ins().ishl_imm_u(x, 16)
         } else {
             x
