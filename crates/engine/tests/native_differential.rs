@@ -35,7 +35,7 @@ impl Rng {
                 self.next()
             };
         }
-        if width % 64 != 0 {
+        if !width.is_multiple_of(64) {
             if let Some(top) = v.words.last_mut() {
                 *top &= (1u64 << (width % 64)) - 1;
             }

@@ -66,9 +66,14 @@ pub(crate) struct Cx<'a> {
     pub pristine: &'a crate::load::pristine::Pristine,
 }
 
+/// Per parser state: compiled select keys (see [`Code::select_keys`]).
+type SelectKeys = Vec<Option<Vec<XF>>>;
+/// Per parser state: select cases as (mask, value) per key (see [`Code::select_cases`]).
+type SelectCases = Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>>;
+
 pub(crate) fn compile(cx: &Cx) -> Code {
     let p = cx.prog;
-    let select_keys: Vec<Option<Vec<XF>>> = p
+    let select_keys: SelectKeys = p
         .parser
         .states
         .iter()
@@ -81,7 +86,7 @@ pub(crate) fn compile(cx: &Cx) -> Code {
             _ => None,
         })
         .collect();
-    let select_cases: Vec<Option<Vec<(Vec<(u64, u64)>, Next)>>> = p
+    let select_cases: SelectCases = p
         .parser
         .states
         .iter()
@@ -766,7 +771,7 @@ fn whole_header_checksum(p: &Program, data: &[Expr], f: &Loc) -> Option<(usize, 
 /// than by `extract`: then H's fields are the bytes it was extracted from, and the checksum is the
 /// Internet checksum of those bytes with F's word left out. Returns H and (F's byte offset, H's
 /// length in bytes).
-fn header_checksum(p: &Program, s: &Stmt) -> Option<(usize, (usize, usize))> {
+pub(crate) fn header_checksum(p: &Program, s: &Stmt) -> Option<(usize, (usize, usize))> {
     let Stmt::Builtin(Builtin::VerifyChecksum {
         data,
         field: Expr::Load(LValue::Static(f)),

@@ -8,11 +8,20 @@ use crate::{Engine, Worker};
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// The context of one call of a native function, on the caller's stack. `slots` is first: the
-/// generated code loads it at offset 0 (after every call back into Rust, which refreshes it).
+/// The context of one call of a native function, on the caller's stack, with the parser's view of
+/// the packet: generated code reads and writes its fields at their offsets ([`Ctx::OFF_SLOTS`],
+/// ...). Every call back into Rust writes the cursor back to the worker first and reloads all of
+/// them after.
 #[repr(C)]
 pub(crate) struct Ctx<'a> {
     pub(crate) slots: *mut u64,
+    /// The bytes of the packet in this pass, and how many.
+    pub(crate) pkt: *const u8,
+    pub(crate) pkt_len: usize,
+    /// The parser's cursor, in bits.
+    pub(crate) cursor: usize,
+    /// Per header: where the fast path extracted it ([`crate::NO_OFFSET`] otherwise).
+    pub(crate) hdr_off: *mut usize,
     pub(crate) e: &'a Engine,
     pub(crate) w: *mut Worker,
     /// A panic raised by a closure called back, resumed once the native code has returned (never
@@ -20,22 +29,72 @@ pub(crate) struct Ctx<'a> {
     pub(crate) panic: Option<Box<dyn Any + Send>>,
 }
 
+impl<'a> Ctx<'a> {
+    pub(crate) const OFF_SLOTS: i32 = std::mem::offset_of!(Ctx, slots) as i32;
+    pub(crate) const OFF_PKT: i32 = std::mem::offset_of!(Ctx, pkt) as i32;
+    pub(crate) const OFF_PKT_LEN: i32 = std::mem::offset_of!(Ctx, pkt_len) as i32;
+    pub(crate) const OFF_CURSOR: i32 = std::mem::offset_of!(Ctx, cursor) as i32;
+    pub(crate) const OFF_HDR_OFF: i32 = std::mem::offset_of!(Ctx, hdr_off) as i32;
+
+    pub(crate) fn new(e: &'a Engine, w: &mut Worker) -> Ctx<'a> {
+        Ctx {
+            slots: w.slots.as_mut_ptr(),
+            pkt: w.packet.pkt.as_ptr(),
+            pkt_len: w.packet.pkt.len(),
+            cursor: w.packet.cursor,
+            hdr_off: w.packet.hdr_off.as_mut_ptr(),
+            e,
+            w,
+            panic: None,
+        }
+    }
+
+    /// The worker's state as the generated code sees it (after Rust ran).
+    #[inline(always)]
+    pub(crate) fn load(&mut self, w: &mut Worker) {
+        self.slots = w.slots.as_mut_ptr();
+        self.pkt = w.packet.pkt.as_ptr();
+        self.pkt_len = w.packet.pkt.len();
+        self.cursor = w.packet.cursor;
+        self.hdr_off = w.packet.hdr_off.as_mut_ptr();
+    }
+
+    /// What the generated code changed, back into the worker (before Rust runs).
+    #[inline(always)]
+    pub(crate) fn store(&self, w: &mut Worker) {
+        w.packet.cursor = self.cursor;
+    }
+}
+
 /// A native statement list.
 pub(crate) type Entry = unsafe extern "C" fn(*mut Ctx) -> u64;
 
 /// What a native function's code points at, kept alive with it: the closures of the statements and
 /// expressions it calls back, and how many statements it translated inline.
+// each closure boxed on its own: the code holds its address, which must not move when the vector
+// grows while the function is built
+#[allow(clippy::vec_box)]
 #[derive(Default)]
 pub(crate) struct Keep {
     pub(crate) stmts: Vec<Box<SF>>,
     pub(crate) exprs: Vec<Box<XF>>,
+    pub(crate) sites: Vec<Box<ApplySite>>,
     pub(crate) inline: usize,
+    /// What the inline statements save over their closures, roughly: 1 per statement, 3 per
+    /// table apply or checksum (a list worth less than [`Keep::WORTH`] stays on closures).
+    pub(crate) weight: usize,
+}
+
+impl Keep {
+    /// Entering native code costs about as much as one closure call saves (measured with
+    /// callgrind: a parser state of one `extract` ran faster on its closure).
+    pub(crate) const WORTH: usize = 2;
 }
 
 // Flow in one word: the low 3 bits say which, the rest is the label or error code.
 pub(crate) const NEXT: u64 = 0;
 pub(crate) const EXIT: u64 = 1;
-const BREAK: u64 = 2;
+pub(crate) const BREAK: u64 = 2;
 const REJECT: u64 = 3;
 /// A closure called back panicked (the payload is in [`Ctx::panic`]): return at once.
 pub(crate) const PANIC: u64 = 4;
@@ -67,6 +126,7 @@ pub(crate) fn decode(v: u64) -> Flow {
 pub(crate) unsafe extern "C" fn np_stmt(ctx: *mut Ctx, sf: *const SF, check: u64) -> u64 {
     let ctx = &mut *ctx;
     let (e, w) = (ctx.e, &mut *ctx.w);
+    ctx.store(w);
     let r = catch_unwind(AssertUnwindSafe(|| {
         let f = (*sf)(e, w);
         if check != 0 && f == Flow::Next {
@@ -77,7 +137,7 @@ pub(crate) unsafe extern "C" fn np_stmt(ctx: *mut Ctx, sf: *const SF, check: u64
         }
         f
     }));
-    ctx.slots = w.slots.as_mut_ptr();
+    ctx.load(w);
     match r {
         Ok(f) => encode(f),
         Err(p) => {
@@ -96,11 +156,67 @@ pub(crate) unsafe extern "C" fn np_stmt(ctx: *mut Ctx, sf: *const SF, check: u64
 pub(crate) unsafe extern "C" fn np_expr(ctx: *mut Ctx, xf: *const XF) -> u64 {
     let ctx = &mut *ctx;
     let (e, w) = (ctx.e, &mut *ctx.w);
-    match catch_unwind(AssertUnwindSafe(|| (*xf)(e, w))) {
+    ctx.store(w);
+    let r = catch_unwind(AssertUnwindSafe(|| (*xf)(e, w)));
+    ctx.load(w);
+    match r {
         Ok(v) => v,
         Err(p) => {
             ctx.panic.get_or_insert(p);
             0
+        }
+    }
+}
+
+/// A table apply the native code makes: the table, and where its `hit` and `action_run` go.
+pub(crate) struct ApplySite {
+    pub(crate) table: usize,
+    pub(crate) hit: Option<p4sec_ir::Loc>,
+    pub(crate) action_run: Option<p4sec_ir::Loc>,
+}
+
+/// Set in [`np_select`]'s result when the general path ran the whole apply: the rest is its flow.
+pub(crate) const RAN: u64 = 1 << 63;
+
+/// The lookup of a one-key table apply ([`Engine::select_one_key`]): the action to run (its
+/// arguments in its parameters), or [`RAN`] with the flow of an apply the general path made.
+///
+/// # Safety
+/// As [`np_stmt`]; `site` points into the calling function's [`Keep`].
+pub(crate) unsafe extern "C" fn np_select(ctx: *mut Ctx, site: *const ApplySite, k: u64) -> u64 {
+    let ctx = &mut *ctx;
+    let (e, w, s) = (ctx.e, &mut *ctx.w, &*site);
+    ctx.store(w);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        e.select_one_key(w, s.table, k, s.hit, s.action_run)
+    }));
+    ctx.load(w);
+    match r {
+        Ok(Ok(a)) => a as u64,
+        Ok(Err(f)) => RAN | encode(f),
+        Err(p) => {
+            ctx.panic = Some(p);
+            RAN | PANIC
+        }
+    }
+}
+
+/// Runs action `a` as a table's action ([`Engine::run_action`]), for actions the native code does
+/// not inline.
+///
+/// # Safety
+/// As [`np_stmt`].
+pub(crate) unsafe extern "C" fn np_action(ctx: *mut Ctx, a: u64) -> u64 {
+    let ctx = &mut *ctx;
+    let (e, w) = (ctx.e, &mut *ctx.w);
+    ctx.store(w);
+    let r = catch_unwind(AssertUnwindSafe(|| e.run_action(w, a as usize)));
+    ctx.load(w);
+    match r {
+        Ok(f) => encode(f),
+        Err(p) => {
+            ctx.panic = Some(p);
+            PANIC
         }
     }
 }

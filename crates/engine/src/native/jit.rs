@@ -64,13 +64,15 @@ impl Jit {
         s
     }
 
-    /// Compiles one statement list. An error (or a panic of the code generator) leaves nothing
+    /// Compiles one statement list (`verify`: the verify-checksum control's, whose checksums over a
+    /// whole extracted header are summed from the packet bytes). An error (or a panic of the code generator) leaves nothing
     /// defined: the caller keeps that list on closures.
     pub(crate) fn function(
         &mut self,
         cx: &Cx,
         body: &[Stmt],
         nslots: usize,
+        verify: bool,
     ) -> Result<(FuncId, Keep), String> {
         let sig = self.entry_sig();
         let name = format!("p4_list_{}", self.next);
@@ -88,10 +90,16 @@ impl Jit {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let b = FunctionBuilder::new(func, fctx);
                 let mut fx = Fx::new(b, cx, ptr, nslots);
+                fx.verify = verify;
                 fx.body(body);
                 fx.finish(config)
             }))
-            .map_err(|_| format!("{name}: the translator failed"))?
+            .map_err(|_| {
+                // what the builder left half-done is dropped
+                self.fctx = FunctionBuilderContext::new();
+                self.ctx.clear();
+                format!("{name}: the translator failed")
+            })?
         };
         let mut ctx = std::mem::replace(&mut self.ctx, cranelift_codegen::Context::new());
         let r = self.module().define_function(id, &mut ctx);

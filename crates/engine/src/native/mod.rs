@@ -35,7 +35,7 @@ pub(crate) struct Coverage {
     pub(crate) fallback: usize,
 }
 
-/// Compiles the parser states, the ingress, egress and deparser bodies and the action bodies of
+/// Compiles the parser states, the verify, ingress, egress and deparser bodies and the action bodies of
 /// `code` to machine code, replacing each list that compiled by its native form. `None` when no
 /// code generator is available for this machine (the engine then runs on closures).
 pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
@@ -49,6 +49,7 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
     for (i, s) in p.parser.states.iter().enumerate() {
         lists.push((Target::State(i), &s.body));
     }
+    lists.push((Target::Verify, &p.verify_checksum.body));
     lists.push((Target::Ingress, &p.ingress.body));
     lists.push((Target::Egress, &p.egress.body));
     lists.push((Target::Deparser, &p.deparser.body));
@@ -59,7 +60,10 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         if body.is_empty() {
             continue;
         }
-        match jit.function(cx, body, nslots) {
+        match jit.function(cx, body, nslots, matches!(t, Target::Verify)) {
+            // a list with (almost) nothing inline would only add a call around its closures:
+            // kept on them
+            Ok((_, keep)) if keep.weight < Keep::WORTH => stats.fallback += keep.stmts.len(),
             Ok((id, keep)) => {
                 stats.inline += keep.inline;
                 stats.fallback += keep.stmts.len();
@@ -75,6 +79,7 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
     for (t, id, keep) in built {
         let slot = match t {
             Target::State(i) => &mut code.states[i],
+            Target::Verify => &mut code.verify,
             Target::Ingress => &mut code.ingress,
             Target::Egress => &mut code.egress,
             Target::Deparser => &mut code.deparser,
@@ -84,7 +89,16 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         // SAFETY: the function was compiled with the `extern "C" fn(*mut Ctx) -> u64` signature
         // and lives in `jit`, which every block calling it holds
         let f = unsafe { jit.entry(id) };
-        *slot = CBlock::new(vec![wrap(f, jit.clone(), keep, closures, nslots)], false);
+        *slot = CBlock::new(
+            vec![wrap(
+                f,
+                jit.clone(),
+                keep,
+                closures,
+                (nslots, p.headers.len()),
+            )],
+            false,
+        );
         stats.lists += 1;
     }
     Some(stats)
@@ -94,6 +108,7 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
 #[derive(Clone, Copy)]
 enum Target {
     State(usize),
+    Verify,
     Ingress,
     Egress,
     Deparser,
@@ -101,24 +116,29 @@ enum Target {
 }
 
 /// A native statement list as a statement: a context on the stack, the function called on it, its
-/// flow decoded. A worker with fewer slots than the program (never one built by
-/// [`Worker::new`]) runs the closures instead, so generated code never indexes past the slots.
-fn wrap(f: helpers::Entry, jit: Arc<jit::Jit>, keep: Keep, closures: CBlock, nslots: usize) -> SF {
+/// flow decoded. A worker with fewer slots or header offsets than the program (never one built by
+/// [`Worker::new`]) runs the closures instead, so generated code never indexes past them; so does
+/// a traced packet (the closures record its path).
+fn wrap(
+    f: helpers::Entry,
+    jit: Arc<jit::Jit>,
+    keep: Keep,
+    closures: CBlock,
+    (nslots, nheaders): (usize, usize),
+) -> SF {
     Box::new(move |e: &Engine, w: &mut Worker| {
         // the code and what it points at live as long as this closure
         let _alive = (&jit, &keep);
-        if w.slots.len() < nslots {
+        if w.slots.len() < nslots || w.packet.hdr_off.len() < nheaders || w.trace.is_some() {
+            std::hint::cold_path();
             return closures.run(e, w);
         }
-        let mut ctx = Ctx {
-            slots: w.slots.as_mut_ptr(),
-            e,
-            w,
-            panic: None,
-        };
+        let mut ctx = Ctx::new(e, w);
         // SAFETY: `ctx` points at the live engine and worker; the code reads and writes slots only
-        // below `nslots` (checked when it was generated) and calls back only through `helpers`
+        // below `nslots` and header offsets below `nheaders` (checked when it was generated),
+        // packet bytes only below `pkt_len`, and calls back only through `helpers`
         let r = unsafe { f(&mut ctx) };
+        ctx.store(w);
         if let Some(p) = ctx.panic.take() {
             std::panic::resume_unwind(p);
         }

@@ -4,9 +4,10 @@
 //! its closure, whose flow is followed (a break to an enclosing native block jumps there, any
 //! other flow returns).
 
-use super::helpers::{self, Keep, EXIT, NEXT};
+use super::helpers::{self, Ctx, Keep, EXIT, NEXT};
 use crate::code::Flow;
 use crate::load::compile::{self, Cx};
+use crate::load::plans::HeaderPlan;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     types, AbiParam, Block, InstBuilder, MemFlagsData, SigRef, Type, Value,
@@ -29,7 +30,13 @@ pub(crate) struct Fx<'a, 'b> {
     pub(crate) keep: Keep,
     /// Enclosing labelled blocks translated inline: (label, the block after it, jumped to).
     labels: Vec<(u32, Block, bool)>,
+    /// Inside an action inlined at a table apply: where a break that leaves the action goes (the
+    /// apply ends; labels outside the action are not visible in it).
+    escape: Option<Block>,
+    /// Translating the verify-checksum control (see [`Fx::verify_bytes`]).
+    pub(crate) verify: bool,
     stmt_sig: SigRef,
+    action_sig: SigRef,
     pub(crate) expr_sig: SigRef,
 }
 
@@ -53,6 +60,10 @@ impl<'a, 'b> Fx<'a, 'b> {
         s.params = vec![AbiParam::new(ptr), AbiParam::new(ptr)];
         s.returns = vec![AbiParam::new(types::I64)];
         let expr_sig = b.import_signature(s);
+        let mut s = cranelift_codegen::ir::Signature::new(cc);
+        s.params = vec![AbiParam::new(ptr), AbiParam::new(types::I64)];
+        s.returns = vec![AbiParam::new(types::I64)];
+        let action_sig = b.import_signature(s);
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
@@ -67,7 +78,10 @@ impl<'a, 'b> Fx<'a, 'b> {
             nslots,
             keep: Keep::default(),
             labels: vec![],
+            escape: None,
+            verify: false,
             stmt_sig,
+            action_sig,
             expr_sig,
         };
         fx.reload_slots();
@@ -78,7 +92,7 @@ impl<'a, 'b> Fx<'a, 'b> {
         let p = self
             .b
             .ins()
-            .load(self.ptr, MemFlagsData::trusted(), self.ctx, 0);
+            .load(self.ptr, MemFlagsData::trusted(), self.ctx, Ctx::OFF_SLOTS);
         self.b.def_var(self.slots, p);
     }
 
@@ -98,13 +112,84 @@ impl<'a, 'b> Fx<'a, 'b> {
 
     /// A statement list; true when control falls through its end.
     fn list(&mut self, body: &[Stmt]) -> bool {
-        for s in body {
-            if !self.stmt(s) {
-                // the rest is unreachable (after an exit or a break)
-                return false;
+        let mut i = 0;
+        while i < body.len() {
+            if self.inlinable(&body[i]) {
+                if !self.stmt(&body[i]) {
+                    // the rest is unreachable (after an exit or a break)
+                    return false;
+                }
+                i += 1;
+                continue;
             }
+            // a run of statements not covered: one call back for all of them
+            let j = (i..body.len())
+                .find(|&j| self.inlinable(&body[j]))
+                .unwrap_or(body.len());
+            if j == i + 1 {
+                self.fallback(&body[i]);
+            } else {
+                let b = compile::block(self.cx, &body[i..j]);
+                let sf: crate::engine::SF = Box::new(move |e, w| b.run(e, w));
+                self.call_back(sf, false);
+            }
+            i = j;
         }
         true
+    }
+
+    /// Would [`Fx::inline`] translate `s`? (A statement it then refuses is called back alone.)
+    fn inlinable(&self, s: &Stmt) -> bool {
+        let p = self.cx.prog;
+        if self.verify && compile::header_checksum(p, s).is_some() {
+            return true;
+        }
+        match s {
+            Stmt::Assign {
+                dst: LValue::Static(l),
+                src,
+            } => {
+                l.width > 0
+                    && l.width <= 64
+                    && src.width() <= 64
+                    && self.slot_ok(l.slot)
+                    && self.covered(src)
+            }
+            Stmt::If { cond, .. } => cond.width() <= 64 && self.covered(cond),
+            Stmt::Switch { expr: x, cases, .. } => {
+                x.width() <= 64
+                    && self.covered(x)
+                    && cases.iter().all(|(vs, _)| vs.iter().all(|v| v.width <= 64))
+            }
+            Stmt::Block { .. } | Stmt::Break(_) | Stmt::Exit => true,
+            Stmt::SetValid {
+                hdr: HeaderRef::Static(h),
+                ..
+            } => p
+                .headers
+                .get(*h as usize)
+                .is_some_and(|x| self.slot_ok(x.valid.slot)),
+            Stmt::Builtin(Builtin::MarkToDrop) => true,
+            Stmt::ApplyTable { table, .. } => p.tables.get(*table as usize).is_some_and(|tb| {
+                tb.keys.len() == 1
+                    && tb.keys[0].width <= 64
+                    && tb.keys[0].kind != MatchKind::Selector
+                    && !matches!(tb.implementation, Implementation::ActionSelector(_))
+                    && self.covered(&tb.keys[0].expr)
+            }),
+            Stmt::Extract {
+                hdr: HeaderRef::Static(h),
+                varbit_bits: None,
+            } => p.headers.get(*h as usize).is_some_and(|x| {
+                let hp = HeaderPlan::new(x);
+                hp.narrow
+                    && hp
+                        .fields
+                        .iter()
+                        .all(|f| f.1 as usize + 8 <= hp.fixed.div_ceil(8) + 8)
+            }),
+            _ => false,
+        }
     }
 
     pub(crate) fn slot_ok(&self, slot: u32) -> bool {
@@ -134,6 +219,10 @@ impl<'a, 'b> Fx<'a, 'b> {
     fn stmt(&mut self, s: &Stmt) -> bool {
         if let Some(ft) = self.inline(s) {
             self.keep.inline += 1;
+            self.keep.weight += match s {
+                Stmt::ApplyTable { .. } | Stmt::Builtin(Builtin::VerifyChecksum { .. }) => 3,
+                _ => 1,
+            };
             return ft;
         }
         self.fallback(s)
@@ -141,6 +230,11 @@ impl<'a, 'b> Fx<'a, 'b> {
 
     /// The statement translated inline, or `None` (nothing emitted) when it is not covered.
     fn inline(&mut self, s: &Stmt) -> Option<bool> {
+        if self.verify {
+            if let Some((h, (f_off, len))) = compile::header_checksum(self.cx.prog, s) {
+                return self.verify_bytes(s, h, f_off, len);
+            }
+        }
         match s {
             Stmt::Assign {
                 dst: LValue::Static(l),
@@ -240,7 +334,12 @@ impl<'a, 'b> Fx<'a, 'b> {
                         let after = *after;
                         self.b.ins().jump(after, &[]);
                     }
-                    None => self.ret(helpers::encode(Flow::Break(*l))),
+                    None => match self.escape {
+                        Some(out) => {
+                            self.b.ins().jump(out, &[]);
+                        }
+                        None => self.ret(helpers::encode(Flow::Break(*l))),
+                    },
                 }
                 Some(false)
             }
@@ -260,6 +359,15 @@ impl<'a, 'b> Fx<'a, 'b> {
                 self.store_slot(l.slot, v);
                 Some(true)
             }
+            Stmt::ApplyTable {
+                table,
+                hit,
+                action_run,
+            } => self.apply(*table as usize, *hit, *action_run),
+            Stmt::Extract {
+                hdr: HeaderRef::Static(h),
+                varbit_bits: None,
+            } => self.extract(*h as usize, s),
             Stmt::Builtin(Builtin::MarkToDrop) => {
                 let sm = &self.cx.prog.std_meta;
                 let (a, b) = (sm.egress_spec, sm.mcast_grp);
@@ -283,10 +391,17 @@ impl<'a, 'b> Fx<'a, 'b> {
 
     /// A statement run by its closure: called back, its flow followed.
     fn fallback(&mut self, s: &Stmt) -> bool {
-        let sf = Box::new(compile::stmt(self.cx, s));
+        self.call_back(compile::stmt(self.cx, s), compile::stmt_may_fail(s));
+        true
+    }
+
+    /// A call back to `sf` (taking a pending parser error after it when `check`), its flow
+    /// followed.
+    fn call_back(&mut self, sf: crate::engine::SF, check: bool) {
+        let sf = Box::new(sf);
         let p = &*sf as *const crate::engine::SF as i64;
         self.keep.stmts.push(sf);
-        let check = compile::stmt_may_fail(s) as i64;
+        let check = check as i64;
         let f = self
             .b
             .ins()
@@ -299,10 +414,16 @@ impl<'a, 'b> Fx<'a, 'b> {
             .call_indirect(self.stmt_sig, f, &[self.ctx, a, c]);
         let r = self.b.inst_results(call)[0];
         self.reload_slots();
+        self.follow(r);
+    }
+
+    /// After a call back that returned flow `r`: on `Next` carry on (in a new block), on a break to
+    /// an enclosing inline block jump to its end, (inside an inlined action) on any other break end
+    /// the action, else return `r`.
+    fn follow(&mut self, r: Value) {
         let (cont, other) = (self.b.create_block(), self.b.create_block());
         self.b.ins().brif(r, other, &[], cont, &[]);
         self.b.switch_to_block(other);
-        // a break to an enclosing inline block jumps to its end; anything else returns
         for i in (0..self.labels.len()).rev() {
             let (l, after, _) = self.labels[i];
             let code = helpers::encode(Flow::Break(l));
@@ -312,8 +433,297 @@ impl<'a, 'b> Fx<'a, 'b> {
             self.b.ins().brif(c, after, &[], next, &[]);
             self.b.switch_to_block(next);
         }
+        if let Some(out) = self.escape {
+            let kind = self.b.ins().band_imm_u(r, 7);
+            let c = self
+                .b
+                .ins()
+                .icmp_imm_u(IntCC::Equal, kind, helpers::BREAK as i64);
+            let next = self.b.create_block();
+            self.b.ins().brif(c, out, &[], next, &[]);
+            self.b.switch_to_block(next);
+        }
         self.b.ins().return_(&[r]);
         self.b.switch_to_block(cont);
-        true
+    }
+
+    /// A table apply of one narrow key (the closure backend's lean shape): the key computed here,
+    /// the lookup and the arguments by [`helpers::np_select`], then the action chosen by a switch
+    /// over the table's actions, each inlined (a break leaving it, or any flow but exit and parser
+    /// errors, ends the apply, as `Engine::run_action` does).
+    fn apply(&mut self, t: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Option<bool> {
+        let prog = self.cx.prog;
+        let tb = prog.tables.get(t)?;
+        let lean = tb.keys.len() == 1
+            && tb.keys[0].width <= 64
+            && tb.keys[0].kind != MatchKind::Selector
+            && !matches!(tb.implementation, Implementation::ActionSelector(_));
+        if !lean || !self.covered(&tb.keys[0].expr) {
+            return None;
+        }
+        let k = match &tb.keys[0].expr {
+            Expr::Load(LValue::Static(l)) if l.width <= 64 && self.slot_ok(l.slot) => {
+                let v = self.load_slot(l.slot);
+                self.mask(v, l.width)
+            }
+            x => self.expr(x),
+        };
+        let site = Box::new(helpers::ApplySite {
+            table: t,
+            hit,
+            action_run,
+        });
+        let sp = &*site as *const helpers::ApplySite as i64;
+        self.keep.sites.push(site);
+        let f = self
+            .b
+            .ins()
+            .iconst(self.ptr, helpers::np_select as *const () as usize as i64);
+        let a = self.b.ins().iconst(self.ptr, sp);
+        let call = self
+            .b
+            .ins()
+            .call_indirect(self.stmt_sig, f, &[self.ctx, a, k]);
+        let r = self.b.inst_results(call)[0];
+        self.reload_slots();
+        let after = self.b.create_block();
+        let (ran, chosen) = (self.b.create_block(), self.b.create_block());
+        let is_ran =
+            self.b
+                .ins()
+                .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, r, helpers::RAN as i64);
+        self.b.ins().brif(is_ran, ran, &[], chosen, &[]);
+        // the general path ran the apply: its flow
+        self.b.switch_to_block(ran);
+        let flow = self.b.ins().band_imm_u(r, !helpers::RAN as i64);
+        self.follow(flow);
+        self.b.ins().jump(after, &[]);
+        // the action chosen: inline when the table has few of them and they are short
+        self.b.switch_to_block(chosen);
+        let mut actions: Vec<usize> = tb.actions.iter().map(|a| a.action as usize).collect();
+        actions.push(tb.default_action.action as usize);
+        actions.sort_unstable();
+        actions.dedup();
+        let inline = actions.len() <= 16
+            && actions
+                .iter()
+                .all(|&a| prog.actions.get(a).is_some_and(|x| x.body.len() <= 64));
+        if inline {
+            for &act in &actions {
+                let (body_b, next) = (self.b.create_block(), self.b.create_block());
+                let c = self.b.ins().icmp_imm_u(IntCC::Equal, r, act as i64);
+                self.b.ins().brif(c, body_b, &[], next, &[]);
+                self.b.switch_to_block(body_b);
+                let labels = std::mem::take(&mut self.labels);
+                let escape = self.escape.replace(after);
+                let ft = self.list(&prog.actions[act].body);
+                self.labels = labels;
+                self.escape = escape;
+                if ft {
+                    self.b.ins().jump(after, &[]);
+                }
+                self.b.switch_to_block(next);
+            }
+        }
+        // any other action (or all of them when not inlined): run by the engine
+        let f = self
+            .b
+            .ins()
+            .iconst(self.ptr, helpers::np_action as *const () as usize as i64);
+        let call = self
+            .b
+            .ins()
+            .call_indirect(self.action_sig, f, &[self.ctx, r]);
+        let r = self.b.inst_results(call)[0];
+        self.reload_slots();
+        self.follow(r);
+        self.b.ins().jump(after, &[]);
+        self.b.switch_to_block(after);
+        Some(true)
+    }
+
+    /// `extract` of a fixed header whose fields are all narrow, as `extract_static` does it: when
+    /// the cursor is on a byte and the header and 8 bytes of slack lie in the packet, one 64-bit
+    /// big-endian load per field; anything else (a bit-aligned cursor, the end of the packet) calls
+    /// back the closure, which takes the interpreter's path.
+    fn extract(&mut self, h: usize, s: &Stmt) -> Option<bool> {
+        let layout = self.cx.prog.headers.get(h)?;
+        let p = HeaderPlan::new(layout);
+        let need = p.fixed.div_ceil(8) + 8;
+        let ok = p.narrow
+            && p.fields
+                .iter()
+                .all(|f| f.1 as usize + 8 <= need && self.slot_ok(f.0))
+            && self.slot_ok(layout.valid.slot);
+        if !ok {
+            return None;
+        }
+        let (fast, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let flags = MemFlagsData::trusted();
+        let cur = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_CURSOR);
+        let bit = self.b.ins().band_imm_u(cur, 7);
+        let aligned = self.b.create_block();
+        self.b.ins().brif(bit, slow, &[], aligned, &[]);
+        self.b.switch_to_block(aligned);
+        let pos = self.b.ins().ushr_imm_u(cur, 3);
+        let end = self.b.ins().iadd_imm_u(pos, need as i64);
+        let len = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_PKT_LEN);
+        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, len);
+        self.b.ins().brif(short, slow, &[], fast, &[]);
+        self.b.switch_to_block(fast);
+        let base = self.b.ins().load(self.ptr, flags, self.ctx, Ctx::OFF_PKT);
+        let at = self.b.ins().iadd(base, pos);
+        // packet bytes: in bounds (checked above), any alignment
+        let bytes = MemFlagsData::new().with_notrap();
+        for &(slot, off, shift, m, _) in &p.fields {
+            let word = self.b.ins().load(types::I64, bytes, at, off as i32);
+            let word = self.b.ins().bswap(word);
+            let v = if shift > 0 {
+                self.b.ins().ushr_imm_u(word, shift as i64)
+            } else {
+                word
+            };
+            let v = self.b.ins().band_imm_u(v, m as i64);
+            self.store_slot(slot, v);
+        }
+        let cur2 = self.b.ins().iadd_imm_u(cur, p.fixed as i64);
+        self.b.ins().store(flags, cur2, self.ctx, Ctx::OFF_CURSOR);
+        let one = self.b.ins().iconst(types::I64, 1);
+        self.store_slot(layout.valid.slot, one);
+        let offs = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
+        self.b.ins().store(flags, pos, offs, (h * 8) as i32);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(slow);
+        self.fallback(s);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+        Some(true)
+    }
+
+    /// A `verify_checksum` over a whole header that nothing but `extract` writes (see
+    /// `compile::header_checksum`), as `verify_from_bytes` does it: when the header was extracted
+    /// by the fast path in this pass and its bytes lie in the packet, the Internet checksum of
+    /// those bytes without the checksum field's word, summed inline (`checksum::csum16_without`'s
+    /// lanes: 64-bit loads split in two 32-bit halves, then a 32-bit and a 16-bit tail); otherwise
+    /// the closure, which sums the fields.
+    fn verify_bytes(&mut self, s: &Stmt, h: usize, f_off: usize, len: usize) -> Option<bool> {
+        let Stmt::Builtin(Builtin::VerifyChecksum { cond, field, .. }) = s else {
+            return None;
+        };
+        let err = self.cx.prog.std_meta.checksum_error;
+        let ok = cond.width() <= 64
+            && field.width() <= 64
+            && self.covered(cond)
+            && self.covered(field)
+            && h < self.cx.prog.headers.len()
+            && f_off + 2 <= len
+            && len.is_multiple_of(2)
+            && (err.width == 0 || self.slot_ok(err.slot));
+        if !ok {
+            return None;
+        }
+        let flags = MemFlagsData::trusted();
+        let (have, fast, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let offs = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
+        let at = self.b.ins().load(types::I64, flags, offs, (h * 8) as i32);
+        let none = self
+            .b
+            .ins()
+            .icmp_imm_u(IntCC::Equal, at, crate::NO_OFFSET as i64);
+        self.b.ins().brif(none, slow, &[], have, &[]);
+        self.b.switch_to_block(have);
+        let end = self.b.ins().iadd_imm_u(at, len as i64);
+        let plen = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_PKT_LEN);
+        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, plen);
+        self.b.ins().brif(short, slow, &[], fast, &[]);
+        self.b.switch_to_block(fast);
+        let base = self.b.ins().load(self.ptr, flags, self.ctx, Ctx::OFF_PKT);
+        let p = self.b.ins().iadd(base, at);
+        let bytes = MemFlagsData::new().with_notrap();
+        let mut sum = self.konst(0);
+        let mut i = 0;
+        while i + 8 <= len {
+            let x = self.b.ins().load(types::I64, bytes, p, i as i32);
+            let x = self.b.ins().bswap(x);
+            let hi = self.b.ins().ushr_imm_u(x, 32);
+            let lo = self.b.ins().band_imm_u(x, 0xffff_ffff);
+            let t = self.b.ins().iadd(hi, lo);
+            sum = self.b.ins().iadd(sum, t);
+            i += 8;
+        }
+        if i + 4 <= len {
+            let x = self.b.ins().load(types::I32, bytes, p, i as i32);
+            let x = self.b.ins().bswap(x);
+            let x = self.b.ins().uextend(types::I64, x);
+            sum = self.b.ins().iadd(sum, x);
+            i += 4;
+        }
+        if i + 2 <= len {
+            let x = self.b.ins().load(types::I16, bytes, p, i as i32);
+            let x = self.b.ins().bswap(x);
+            let x = self.b.ins().uextend(types::I64, x);
+            let x = self.b.ins().ishl_imm_u(x, 16);
+            sum = self.b.ins().iadd(sum, x);
+        }
+        // without the skipped word
+        let x = self.b.ins().load(types::I16, bytes, p, f_off as i32);
+        let x = self.b.ins().bswap(x);
+        let x = self.b.ins().uextend(types::I64, x);
+        let x = if f_off.is_multiple_of(4) {
+            self.b.ins().ishl_imm_u(x, 16)
+        } else {
+            x
+        };
+        sum = self.b.ins().isub(sum, x);
+        // folded (a sum below 2^48 takes at most four rounds; a folded value folds to itself)
+        for _ in 0..4 {
+            let lo = self.b.ins().band_imm_u(sum, 0xffff);
+            let hi = self.b.ins().ushr_imm_u(sum, 16);
+            sum = self.b.ins().iadd(lo, hi);
+        }
+        let csum = self.b.ins().bxor_imm_u(sum, 0xffff);
+        let c = self.expr(cond);
+        let check = self.b.create_block();
+        self.b.ins().brif(c, check, &[], done, &[]);
+        self.b.switch_to_block(check);
+        let f = self.expr(field);
+        let ne = self.b.ins().icmp(IntCC::NotEqual, csum, f);
+        let set = self.b.create_block();
+        self.b.ins().brif(ne, set, &[], done, &[]);
+        self.b.switch_to_block(set);
+        if err.width > 0 {
+            let one = self.konst(1);
+            self.store_slot(err.slot, one);
+        }
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(slow);
+        self.fallback(s);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+        Some(true)
     }
 }

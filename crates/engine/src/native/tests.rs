@@ -211,7 +211,7 @@ fn control_flow_switch_exit_and_validity() {
     assert_eq!(r(8), None, "mark_to_drop");
     agree_on_random(&a, &b, 4);
     let c = coverage(&src);
-    assert!(c.lists >= 4 && c.failed == 0, "{c:?}");
+    assert!(c.lists >= 2 && c.failed == 0 && c.inline >= 10, "{c:?}");
 }
 
 #[test]
@@ -249,4 +249,66 @@ fn backend_names_parse_and_print() {
     );
     assert_eq!(Backend::Native.to_string(), "native");
     assert_eq!(Backend::default(), Backend::Closure);
+}
+
+#[test]
+fn extract_on_and_off_byte_boundaries() {
+    // `a` is 4 bits: `b` starts off a byte boundary (the closure's path), `c` after both on one
+    let src = r#"#include <v1model.p4>
+header a_t { bit<4> x; }
+header b_t { bit<4> y; bit<16> z; }
+header c_t { bit<8> k; bit<32> v; }
+struct hs { a_t a; b_t b; c_t c; }
+struct m { }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) {
+    state start { p.extract(hdr.a); p.extract(hdr.b); p.extract(hdr.c); transition accept; }
+}
+control V(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
+    apply { hdr.c.v = hdr.c.v + (bit<32>)hdr.b.z; if (!hdr.c.isValid()) { mark_to_drop(sm); } }
+}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.a); p.emit(hdr.b); p.emit(hdr.c); } }
+V1Switch(P(), V(), I(), E(), V(), D()) main;
+"#;
+    let (a, b) = engines(src);
+    let pkt = [0x12, 0x34, 0x56, 7, 0, 0, 1, 0, 9, 9, 9, 9, 9, 9, 9, 9];
+    // z = 0x3456, v = 0x00000100 + 0x3456
+    let out = run(&a, &b, &pkt).unwrap();
+    assert_eq!(&out[..8], &[0x12, 0x34, 0x56, 7, 0, 0, 0x35, 0x56]);
+    // too short for c (and for its 8 bytes of slack): the interpreter's path, then PacketTooShort
+    for n in 0..pkt.len() {
+        run(&a, &b, &pkt[..n]);
+    }
+    agree_on_random(&a, &b, 12);
+    let c = coverage(src);
+    assert!(c.inline >= 3, "{c:?}");
+}
+
+#[test]
+fn ipv4_checksum_verified_from_the_packet_bytes() {
+    use crate::testutil::{ipv4_packet, route, ROUTER};
+    let (a, b) = engines(ROUTER);
+    for e in [&a, &b] {
+        route(e, 0x0a00_0000, 8, 3);
+    }
+    let good = ipv4_packet([10, 1, 2, 3], 64);
+    let out = run(&a, &b, &good).expect("routed");
+    assert_eq!(out[22], 63, "ttl decremented");
+    assert_eq!(crate::hash::csum16(&out[14..34]), 0, "checksum updated");
+    // a wrong checksum: checksum_error set, the router drops
+    let mut bad = good.clone();
+    bad[24] ^= 1;
+    assert_eq!(run(&a, &b, &bad), None);
+    // ihl != 5: not verified
+    let mut opt = good.clone();
+    opt[14] = 0x46;
+    opt[24] ^= 1;
+    run(&a, &b, &opt);
+    // cut inside the header: the fields' path
+    for n in 14..good.len() {
+        run(&a, &b, &good[..n]);
+    }
+    let c = coverage(ROUTER);
+    assert!(c.failed == 0 && c.inline >= 5, "{c:?}");
 }

@@ -341,9 +341,27 @@ impl Engine {
         hit: Option<Loc>,
         action_run: Option<Loc>,
     ) -> Flow {
+        match self.select_one_key(w, ti, k, hit, action_run) {
+            Ok(a) => self.run_action(w, a),
+            Err(f) => f,
+        }
+    }
+
+    /// [`Engine::apply_one_key`] up to the action: its arguments in its parameters, `hit` and
+    /// `action_run` set; `Ok(action)` for the caller to run (the native backend runs it inline), or
+    /// `Err(flow)` when the general path ran the whole apply.
+    #[inline(always)]
+    pub(crate) fn select_one_key(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        k: u64,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) -> Result<usize, Flow> {
         if w.trace.is_some() || self.match_action.entry_state[ti] {
             std::hint::cold_path();
-            return self.apply_table(w, ti, hit, action_run);
+            return Err(self.apply_table(w, ti, hit, action_run));
         }
         let data = match w.tables.snapshots.get_mut(ti).and_then(Option::take) {
             Some(d) => d,
@@ -357,7 +375,7 @@ impl Engine {
             if let Some(slot) = w.tables.snapshots.get_mut(ti) {
                 *slot = Some(data);
             }
-            return self.apply_table(w, ti, hit, action_run);
+            return Err(self.apply_table(w, ti, hit, action_run));
         }
         if let Some((h, m)) = w.stats.tables.get(ti) {
             crate::bump(if found.is_some() { h } else { m });
@@ -377,7 +395,8 @@ impl Engine {
             }
             _ => self.default_args(w, &data) as usize,
         };
-        self.finish_apply(w, ti, data, found.is_some(), a, hit, action_run)
+        self.finish_select(w, ti, data, found.is_some(), a, hit, action_run);
+        Ok(a)
     }
 
     /// The end of a table apply, once the action's arguments are in its parameters: `hit` and
@@ -394,6 +413,23 @@ impl Engine {
         hit: Option<Loc>,
         action_run: Option<Loc>,
     ) -> Flow {
+        self.finish_select(w, ti, data, found, a, hit, action_run);
+        self.run_action(w, a)
+    }
+
+    /// `hit` and `action_run` set, the worker's table snapshot put back.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn finish_select(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        data: std::sync::Arc<crate::tables::TableData>,
+        found: bool,
+        a: usize,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) {
         if let Some(h) = hit {
             self.store(w, h, found as u64);
         }
@@ -403,6 +439,11 @@ impl Engine {
         if let Some(slot) = w.tables.snapshots.get_mut(ti) {
             *slot = Some(data);
         }
+    }
+
+    /// A table's action run: its exit and parser errors go on, anything else ends with the apply.
+    #[inline(always)]
+    pub(crate) fn run_action(&self, w: &mut Worker, a: usize) -> Flow {
         match self.match_action.actions[a].run(self, w) {
             Flow::Exit => Flow::Exit,
             Flow::Reject(e) => Flow::Reject(e),
