@@ -348,8 +348,12 @@ pub fn run_suite(dir: &Path, report: Option<&Path>, notes: Option<&Path>) -> Exi
             println!("FAIL {n}: {}", first.lines().next().unwrap_or(""));
         }
     }
+    // the engine every program of the suite was loaded on (a bad P4SEC_ENGINE failed every load)
+    let engine = p4sec_engine::Backend::from_env()
+        .map(|b| format!(", {b} engine"))
+        .unwrap_or_default();
     eprintln!(
-        "{} tests of {} programs in {:.1} s ({jobs} threads)",
+        "{} tests of {} programs in {:.1} s ({jobs} threads{engine})",
         results.len(),
         programs.len(),
         start.elapsed().as_secs_f64()
