@@ -24,6 +24,7 @@ mod arbitration;
 pub mod authz;
 mod callers;
 mod codec;
+pub mod controller;
 mod descriptors;
 pub mod device;
 mod digest_cache;

@@ -8,7 +8,6 @@ pub mod compile;
 pub mod stf;
 pub mod switch;
 pub mod switch_cli;
-pub mod switch_p4runtime;
 
 /// `-D NAME` / `-D NAME=VALUE` as the preprocessor takes them.
 fn parse_defines(defs: &[String]) -> Vec<(String, Option<String>)> {

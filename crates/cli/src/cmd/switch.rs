@@ -1,9 +1,9 @@
 //! `p4sec switch` (also `simple_switch_grpc` with BMv2's command line, [`crate::bmv2`]): its
 //! flags, read into [`p4sec_switch::SwitchOptions`] and the P4Runtime control plane's settings
-//! ([`super::switch_p4runtime`]); the switch then runs in [`p4sec_switch::runner`].
+//! ([`p4sec_p4runtime::controller`]); the switch then runs in [`p4sec_switch::runner`].
 
-use super::switch_p4runtime::P4RuntimeControl;
 use crate::bmv2;
+use p4sec_p4runtime::controller::P4RuntimeControl;
 use p4sec_switch::log::Level;
 use p4sec_switch::{p4log, CaptureNames, QueueOptions, RunError, SwitchOptions};
 use std::path::PathBuf;

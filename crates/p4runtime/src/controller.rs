@@ -2,8 +2,8 @@
 //! translations, the program given at start) and its gRPC server on a Tokio runtime, as the
 //! [`Controller`] the switch's run drives ([`p4sec_switch::runner`]).
 
-use p4sec_p4runtime::server::TlsFiles;
-use p4sec_p4runtime::Device;
+use crate::server::TlsFiles;
+use crate::Device;
 use p4sec_switch::control_plane::{ControlPlane, Controller};
 use p4sec_switch::log::Level;
 use p4sec_switch::p4log;
@@ -34,11 +34,11 @@ impl P4RuntimeControl {
         cpu_port: Option<u32>,
         grpc: Option<String>,
         tls: Option<TlsFiles>,
-        translate: p4sec_p4runtime::translate::Maps,
+        translate: crate::translate::Maps,
     ) -> Result<P4RuntimeControl, String> {
         let grpc_given = grpc.is_some();
         let grpc = grpc.unwrap_or_else(|| DEFAULT_GRPC.to_string());
-        p4sec_p4runtime::listen::resolve(&grpc, "--grpc")?;
+        crate::listen::resolve(&grpc, "--grpc")?;
         let device = Device::new(device_id, cpu_port, p4sec_externs::p4::registry());
         *device
             .translate_maps
@@ -85,11 +85,11 @@ impl Controller for P4RuntimeControl {
             );
         } else {
             // bound (and TLS read) before saying so: a port in use or a bad certificate is named
-            let l = p4sec_p4runtime::listen::listen(&self.grpc, "--grpc", self.tls.take())?;
+            let l = crate::listen::listen(&self.grpc, "--grpc", self.tls.take())?;
             let at = l.local_addr();
             p4log!(Level::Info, "P4Runtime (device {}) on {at}", self.device_id);
             let device = self.device.clone();
-            self.server = Some(rt.spawn(p4sec_p4runtime::server::serve_on(l, device)));
+            self.server = Some(rt.spawn(crate::server::serve_on(l, device)));
         }
         self.rt = Some(rt);
         Ok(())
