@@ -33,7 +33,10 @@ fn main() {
     )
     .expect("write the descriptors");
     // decode errors are INVALID_ARGUMENT (src/grpc_codec.rs), not tonic's INTERNAL
+    // map fields as BTreeMap: encoded in key order, so the same message gives the same bytes (a
+    // P4Info with serializable enums or new types written twice is byte-identical)
     tonic_build::configure()
+        .btree_map(["."])
         .codec_path("crate::grpc_codec::P4Codec")
         .build_client(true)
         .build_server(true)
