@@ -110,6 +110,32 @@ pub(crate) struct ErrorCodes {
     pub(crate) invalid_arg: u32,
 }
 
+/// The whole parser run by generated code: its end as a word (see [`parse_end`]), or
+/// [`parse_end::NOT_RUN`] when this worker cannot run it (the hot loop runs instead).
+pub(crate) type NativeParse = Box<dyn Fn(&Engine, &mut Worker) -> u64 + Send + Sync>;
+
+/// How a parser run by generated code ended, in one word: the low 3 bits say how, the rest is
+/// the error, or the state and steps.
+pub(crate) mod parse_end {
+    /// The worker cannot run the generated code.
+    pub(crate) const NOT_RUN: u64 = 0;
+    /// Accepted (or `exit`).
+    pub(crate) const ACCEPT: u64 = 1;
+    /// Ended with error `r >> 3` (`u32::MAX`: `reject` without an error).
+    pub(crate) const ERROR: u64 = 3;
+    /// A panic of a closure called back (resumed by the caller before the word is read).
+    pub(crate) const PANIC: u64 = 4;
+    pub(crate) const TIMEOUT: u64 = 5;
+    /// A transition went to no state (no case matched, or a state index out of range).
+    pub(crate) const NO_MATCH: u64 = 6;
+    /// The general loop takes the transition of state `r >> 3 & 0xffff_ffff` after `r >> 35`
+    /// steps.
+    pub(crate) const GENERAL: u64 = 7;
+}
+
+/// Parser states one pass may visit before `error.ParserTimeout`.
+pub(crate) const MAX_PARSER_STEPS: u32 = 10_000;
+
 /// The parser stage's state.
 pub(crate) struct Parser {
     pub(crate) states: Vec<CBlock>,
@@ -124,6 +150,8 @@ pub(crate) struct Parser {
     pub(crate) value_sets: Vec<ArcSwap<Vec<Vec<FieldMatch>>>>,
     /// Parser states one pass may visit before `error.ParserTimeout`.
     pub(crate) max_steps: u32,
+    /// The whole parser as one native function (native backend), run instead of the hot loop.
+    pub(crate) native: Option<NativeParse>,
 }
 
 /// The controls' compiled bodies.

@@ -244,6 +244,7 @@ pub(crate) fn compile(cx: &Cx) -> Code {
                     .collect()
             })
             .collect(),
+        native_parser: None,
     }
 }
 
@@ -1147,4 +1148,6 @@ pub(crate) struct Code {
     pub actions: Vec<CBlock>,
     /// Per table, per key: the compiled key expression when it is at most 64 bits.
     pub table_keys: Vec<Vec<Option<XF>>>,
+    /// The whole parser as one native function (set by the native backend).
+    pub native_parser: Option<crate::engine::NativeParse>,
 }

@@ -224,6 +224,7 @@ impl Engine {
             deparser,
             actions,
             table_keys,
+            native_parser,
         } = code;
         Ok(Engine {
             layout: Layout {
@@ -245,7 +246,8 @@ impl Engine {
                 select_cases,
                 lean_next,
                 value_sets,
-                max_steps: 10_000,
+                max_steps: crate::engine::MAX_PARSER_STEPS,
+                native: native_parser,
             },
             controls: Controls {
                 verify,

@@ -95,7 +95,7 @@ impl Keep {
 pub(crate) const NEXT: u64 = 0;
 pub(crate) const EXIT: u64 = 1;
 pub(crate) const BREAK: u64 = 2;
-const REJECT: u64 = 3;
+pub(crate) const REJECT: u64 = 3;
 /// A closure called back panicked (the payload is in [`Ctx::panic`]): return at once.
 pub(crate) const PANIC: u64 = 4;
 

@@ -74,6 +74,20 @@ impl Jit {
         nslots: usize,
         verify: bool,
     ) -> Result<(FuncId, Keep), String> {
+        self.build(cx, nslots, |fx| {
+            fx.verify = verify;
+            fx.body(body);
+        })
+    }
+
+    /// Compiles one function whose code `gen` emits (the builder positioned in its entry block).
+    /// Errors as [`Jit::function`].
+    pub(crate) fn build(
+        &mut self,
+        cx: &Cx,
+        nslots: usize,
+        gen: impl FnOnce(&mut Fx),
+    ) -> Result<(FuncId, Keep), String> {
         let sig = self.entry_sig();
         let name = format!("p4_list_{}", self.next);
         self.next += 1;
@@ -90,8 +104,7 @@ impl Jit {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let b = FunctionBuilder::new(func, fctx);
                 let mut fx = Fx::new(b, cx, ptr, nslots);
-                fx.verify = verify;
-                fx.body(body);
+                gen(&mut fx);
                 fx.finish(config)
             }))
             .map_err(|_| {

@@ -13,11 +13,12 @@
 pub(crate) mod expr;
 pub(crate) mod helpers;
 pub(crate) mod jit;
+pub(crate) mod parse;
 pub(crate) mod stmt;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::{CBlock, SF};
+use crate::engine::{CBlock, NativeParse, SF};
 use crate::load::compile::{Code, Cx};
 use crate::{Engine, Worker};
 use helpers::{decode, Ctx, Keep};
@@ -72,10 +73,25 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             Err(_) => stats.failed += 1,
         }
     }
+    // the whole parser as one function (the hot loop's transitions; the state lists above stay
+    // for the general loop)
+    let parser = if p.parser.states.is_empty() {
+        None
+    } else {
+        jit.build(cx, nslots, |fx| {
+            fx.parser(&code.lean_next, crate::engine::MAX_PARSER_STEPS)
+        })
+        .ok()
+    };
     if jit.finalize().is_err() {
         return None;
     }
     let jit = Arc::new(jit);
+    code.native_parser = parser.map(|(id, keep)| {
+        // SAFETY: as for the lists below
+        let f = unsafe { jit.entry(id) };
+        parse_runner(f, jit.clone(), keep, (nslots, p.headers.len()))
+    });
     for (t, id, keep) in built {
         let slot = match t {
             Target::State(i) => &mut code.states[i],
@@ -143,5 +159,30 @@ fn wrap(
             std::panic::resume_unwind(p);
         }
         decode(r)
+    })
+}
+
+/// The parser as one native function ([`parse`]) as the hot loop's replacement: as [`wrap`], a
+/// worker with fewer slots or header offsets than the program runs the hot loop instead.
+fn parse_runner(
+    f: helpers::Entry,
+    jit: Arc<jit::Jit>,
+    keep: Keep,
+    (nslots, nheaders): (usize, usize),
+) -> NativeParse {
+    Box::new(move |e: &Engine, w: &mut Worker| {
+        let _alive = (&jit, &keep);
+        if w.slots.len() < nslots || w.packet.hdr_off.len() < nheaders {
+            std::hint::cold_path();
+            return crate::engine::parse_end::NOT_RUN;
+        }
+        let mut ctx = Ctx::new(e, w);
+        // SAFETY: as in `wrap`
+        let r = unsafe { f(&mut ctx) };
+        ctx.store(w);
+        if let Some(p) = ctx.panic.take() {
+            std::panic::resume_unwind(p);
+        }
+        r
     })
 }

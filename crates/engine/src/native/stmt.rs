@@ -29,10 +29,10 @@ pub(crate) struct Fx<'a, 'b> {
     pub(crate) nslots: usize,
     pub(crate) keep: Keep,
     /// Enclosing labelled blocks translated inline: (label, the block after it, jumped to).
-    labels: Vec<(u32, Block, bool)>,
+    pub(crate) labels: Vec<(u32, Block, bool)>,
     /// Inside an action inlined at a table apply: where a break that leaves the action goes (the
     /// apply ends; labels outside the action are not visible in it).
-    escape: Option<Block>,
+    pub(crate) escape: Option<Block>,
     /// Translating the verify-checksum control (see [`Fx::verify_bytes`]).
     pub(crate) verify: bool,
     stmt_sig: SigRef,
@@ -111,7 +111,7 @@ impl<'a, 'b> Fx<'a, 'b> {
     }
 
     /// A statement list; true when control falls through its end.
-    fn list(&mut self, body: &[Stmt]) -> bool {
+    pub(crate) fn list(&mut self, body: &[Stmt]) -> bool {
         let mut i = 0;
         while i < body.len() {
             if self.inlinable(&body[i]) {
@@ -210,7 +210,7 @@ impl<'a, 'b> Fx<'a, 'b> {
             .load(types::I64, MemFlagsData::trusted(), base, (slot as i32) * 8)
     }
 
-    fn ret(&mut self, v: u64) {
+    pub(crate) fn ret(&mut self, v: u64) {
         let r = self.b.ins().iconst(types::I64, v as i64);
         self.b.ins().return_(&[r]);
     }

@@ -312,3 +312,67 @@ fn ipv4_checksum_verified_from_the_packet_bytes() {
     let c = coverage(ROUTER);
     assert!(c.failed == 0 && c.inline >= 5, "{c:?}");
 }
+
+#[test]
+fn whole_parser_loops_selects_errors_and_general_transitions() {
+    // state `s` loops on itself; `spin` never ends (ParserTimeout); `r` selects on a range (the
+    // general loop's transition); no case (NoMatch), `reject`, the end of the packet
+    // (PacketTooShort): the error each packet ends with is emitted
+    let src = r#"#include <v1model.p4>
+header h_t { bit<8> t; bit<8> u; }
+header o_t { bit<8> err; bit<32> n; }
+struct hs { o_t o; h_t h; }
+struct m { bit<32> n; }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) {
+    state start { transition s; }
+    state s {
+        p.extract(hdr.h);
+        meta.n = meta.n + 1;
+        transition select(hdr.h.t, hdr.h.u) {
+            (1, _): s; (2, 0xf0 &&& 0xf0): reject; (3, _): r; (4, 7): accept; (5, _): spin;
+            (6, _): accept;
+        }
+    }
+    state spin { meta.n = meta.n + 1; transition spin; }
+    state r { transition select(hdr.h.u) { 1..5: accept; 9: s; } }
+}
+control V(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
+    apply {
+        hdr.o.setValid();
+        hdr.o.n = meta.n;
+        if (sm.parser_error == error.NoError) { hdr.o.err = 0; }
+        else if (sm.parser_error == error.NoMatch) { hdr.o.err = 1; }
+        else if (sm.parser_error == error.PacketTooShort) { hdr.o.err = 2; }
+        else if (sm.parser_error == error.ParserTimeout) { hdr.o.err = 3; }
+        else { hdr.o.err = 4; }
+        sm.egress_spec = 1;
+    }
+}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.o); p.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), V(), D()) main;
+"#;
+    let (a, b) = engines(src);
+    let cases: [(&[u8], u8, u32); 7] = [
+        (&[1, 0, 1, 0, 4, 7], 0, 3),
+        // `reject` leaves no error (`u32::MAX`: parser_error unchanged)
+        (&[1, 0, 2, 0xf3], 0, 2),
+        (&[3, 2, 0xee], 0, 1),
+        (&[3, 9, 6, 0], 0, 2),
+        (&[3, 7, 0], 1, 1),
+        (&[5, 0], 3, 10_000),
+        (&[1, 0, 1], 2, 1),
+    ];
+    for (pkt, err, n) in cases {
+        let out = run(&a, &b, pkt).unwrap();
+        assert_eq!(out[0], err, "{pkt:?}");
+        assert_eq!(
+            u32::from_be_bytes(out[1..5].try_into().unwrap()),
+            n,
+            "{pkt:?}"
+        );
+    }
+    agree_on_random(&a, &b, 12);
+    agree_on_random(&a, &b, 3);
+}

@@ -3,7 +3,7 @@
 
 use crate::bits::{self, Wide};
 use crate::code::Flow;
-use crate::engine::{LeanNext, XF};
+use crate::engine::{parse_end, LeanNext, XF};
 use crate::{Engine, Worker};
 use p4sec_ir::*;
 
@@ -15,7 +15,15 @@ impl Engine {
     pub(crate) fn run_parser(&self, w: &mut Worker) {
         let start = self.prog.parser.start as usize;
         let err = if w.trace.is_none() {
-            self.parse_lean(w, start)
+            match self
+                .parser
+                .native
+                .as_ref()
+                .map_or(parse_end::NOT_RUN, |np| np(self, w))
+            {
+                parse_end::NOT_RUN => self.parse_lean(w, start),
+                r => self.native_parse_end(w, r),
+            }
         } else {
             self.parse_general(w, start, 0, false)
         };
@@ -69,6 +77,22 @@ impl Engine {
                 Next::Reject => return u32::MAX,
                 Next::State(s) => state = *s as usize,
             }
+        }
+    }
+
+    /// The error a native parser's end word means (as [`Engine::parse_lean`]'s result), after
+    /// the general loop took over when it handed over a transition.
+    #[inline(always)]
+    fn native_parse_end(&self, w: &mut Worker, r: u64) -> u32 {
+        match r & 7 {
+            parse_end::ERROR => (r >> 3) as u32,
+            parse_end::TIMEOUT => self.layout.errors.timeout,
+            parse_end::NO_MATCH => self.layout.errors.no_match,
+            parse_end::GENERAL => {
+                std::hint::cold_path();
+                self.parse_general(w, (r >> 3) as u32 as usize, (r >> 35) as u32, true)
+            }
+            _ => 0,
         }
     }
 
