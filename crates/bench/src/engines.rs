@@ -10,7 +10,7 @@
 //! checking flows. Before it measures, every pipeline's outputs (ports and bytes) on the two
 //! engines are compared packet by packet: a difference fails the run.
 
-use crate::esp::{gateway_with, plain, sa_with, LAN, WAN};
+use crate::esp::{esp_frames, gateway_with, plain, sa_with, LAN, WAN};
 use crate::router::{allocs, median};
 use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use p4sec_externs::esp::{Cipher, Sa};
@@ -173,17 +173,10 @@ fn gateway(name: &'static str, dir: &'static str, cipher: Cipher) -> Result<Work
     let frames = if dir == "enc" {
         plains.into_iter().map(|p| (LAN, p)).collect()
     } else {
-        let mut buf = vec![];
-        plains
-            .iter()
-            .map(|p| {
-                peer.encapsulate(&p[14..], &mut buf)
-                    .map_err(|e| format!("{e:?}"))?;
-                let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0x22, 0x08, 0x00];
-                f.extend_from_slice(&buf);
-                Ok((WAN, f))
-            })
-            .collect::<Result<_, String>>()?
+        esp_frames(&peer, &plains)?
+            .into_iter()
+            .map(|f| (WAN, f))
+            .collect()
     };
     let what = format!(
         "programs/ipsec_gateway.p4, {} {}, 64-byte IP packets",

@@ -236,6 +236,22 @@ pub(crate) fn plain(size: usize, i: u32) -> Vec<u8> {
     f
 }
 
+/// The ESP frames the peer's SA makes of plain frames (their IP packets encapsulated, in an
+/// Ethernet frame to the decrypting gateway's WAN port).
+pub(crate) fn esp_frames(peer: &Sa, plains: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
+    let mut buf = vec![];
+    plains
+        .iter()
+        .map(|p| {
+            peer.encapsulate(&p[14..], &mut buf)
+                .map_err(|err| format!("{err:?}"))?;
+            let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0x22, 0x08, 0x00];
+            f.extend_from_slice(&buf);
+            Ok(f)
+        })
+        .collect()
+}
+
 /// FNV-1a over the emitted frames.
 fn digest(h: &mut u64, port: u32, bytes: &[u8]) {
     for b in port.to_be_bytes().iter().chain(bytes) {
@@ -269,17 +285,7 @@ fn run_inner(o: &Opts) -> Result<(), String> {
     let inputs: Vec<Vec<u8>> = if enc {
         plains.clone()
     } else {
-        let mut buf = vec![];
-        plains
-            .iter()
-            .map(|p| {
-                peer.encapsulate(&p[14..], &mut buf)
-                    .map_err(|err| format!("{err:?}"))?;
-                let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0x22, 0x08, 0x00];
-                f.extend_from_slice(&buf);
-                Ok(f)
-            })
-            .collect::<Result<_, String>>()?
+        esp_frames(&peer, &plains)?
     };
     let in_port = if enc { LAN } else { WAN };
     let mut w = Worker::new(&e);
