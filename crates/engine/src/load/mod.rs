@@ -2,9 +2,14 @@
 //! extern instances and their methods, the per-header plans, and the program compiled into
 //! closures.
 
+pub(crate) mod assigns;
+pub(crate) mod checksums;
 pub(crate) mod compile;
+pub(crate) mod context;
+pub(crate) mod expressions;
 pub(crate) mod plans;
 pub(crate) mod pristine;
+pub(crate) mod statements;
 
 use crate::engine::{
     Controls, Deparser, Digests, Engine, ErrorCodes, Externs, Layout, MatchAction, Parser, Pre,
