@@ -3,6 +3,7 @@ program against the Linux kernel forwarding the same frames between the same nam
 
     python -m bench.veth [--seconds S] [--sizes 64,1500] [--workers 1,2] [--flows 16]
                                [--port-kind afpacket,xdp] [--lossless-steps 6] [--json FILE] [--p4sec PATH]
+                               [--engines closure,native] [--compare LABEL=PATH] [--rounds N]
 
 Topology: namespace A (h1, 10.0.1.1) -- veth -- namespace M (s1 | s2) -- veth -- namespace B (h2, 10.0.2.2).
 In namespace M either the kernel routes (ip_forward=1, addresses on s1/s2) or `p4sec switch` owns s1/s2
@@ -21,6 +22,10 @@ worker count, it prints:
   `p4sec_worker_heap_allocations_total`; none per frame in steady state is the target);
 - the highest rate without loss with an evenly paced sender (trafgen --rate; bisection over
   `--lossless-steps` runs): every frame h1 sent arrived at h2.
+Switches compared in one run: `--engines closure,native` runs the switch once per engine (`p4sec --engine E
+switch`), `--compare LABEL=PATH` adds another p4sec build (for instance the code before a change, run with its
+own defaults); with `--rounds N` every switch is measured N times, the switches taking turns round by round, and
+each figure is the median over the rounds (the lossless search runs in the first round only).
 Frames above 1514 bytes (e.g. `--sizes 1500,9000`) raise every link's MTU to carry the largest (jumbo frames:
 xdp ports then use multi-buffer AF_XDP sockets) and give trafgen its jumbo ring slots (`-J`).
 Needs root.
@@ -282,6 +287,95 @@ def lossless(t, cfg, hi, seconds, steps):
     return best, reached
 
 
+def switches(args, parser):
+    """The switches the run compares, in the order they take turns: (label, command prefix, binary). Without
+    `--engines` or `--compare`, the one binary with its default engine, labelled `p4sec`."""
+    out = []
+    for e in [e.strip() for e in args.engines.split(",") if e.strip()]:
+        if e not in ("closure", "native"):
+            parser.error(f"--engines: unknown engine `{e}` (closure or native)")
+        out.append((f"p4sec/{e}", [args.p4sec, "--engine", e], args.p4sec))
+    if not out:
+        out.append(("p4sec", [args.p4sec], args.p4sec))
+    for c in args.compare:
+        label, sep, path = c.partition("=")
+        if not sep or not label or not path:
+            parser.error(f"--compare: `{c}` is not LABEL=PATH")
+        if not pathlib.Path(path).is_file():
+            parser.error(f"--compare: `{path}` is not a file")
+        if label in [o[0] for o in out]:
+            parser.error(f"--compare: the label `{label}` is taken")
+        out.append((label, [path], path))
+    return out
+
+
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def measure(t, cmd, prog, kind, w, sizes, cfgs, kern, args, switch_cpus, gen, lossless_steps):
+    """One switch (command prefix `cmd`, compiled program `prog`) with `w` workers on `kind` ports: one row per
+    frame size."""
+    rows = []
+    port, mport = free_port(), free_port()
+    rt = ["chrt", "-f", "10"] if args.rt else []
+    pre = "xdp:" if kind == "xdp" else ""
+    log = gen / f"switch-{kind}-{w}.log"
+    sw = subprocess.Popen(["ip", "netns", "exec", t.m, "taskset", "-c", switch_cpus, *rt, *cmd, "switch", "--grpc",
+                           f"127.0.0.1:{port}", "--metrics", f"127.0.0.1:{mport}", "--workers", str(w), "--port", f"1={pre}{t.s1}",
+                           "--port", f"2={pre}{t.s2}"],
+                          stderr=open(log, "w"))
+    try:
+        time.sleep(0.5)
+        r = ns(t.m, sys.executable, "-c", CONTROL, f"127.0.0.1:{port}", str(prog), t.mac[t.h2], t.mac[t.s2])
+        assert r.stdout.strip() == "ok", r.stderr
+        # what the ports really are: an xdp port may have fallen back to the packet socket
+        used = "xdp" if "(AF_XDP" in log.read_text() else "afpacket"
+        pace_seconds = max(0.5, min(args.seconds, 2.0))
+        for s in sizes:
+            offered, got, cpu, dt, user_share, allocs = full_speed(t, cfgs[s], args.seconds, sw.pid, mport)
+            per_frame = cpu / (got * dt) if got else None
+            best, reached = lossless(t, cfgs[s], max(got, 1000) * 1.2, pace_seconds, lossless_steps) if lossless_steps else (None, None)
+            k_off, k_got = kern[s][0], kern[s][1]
+            rows.append({
+                "size": s, "workers": w, "port_kind": kind, "port_used": used,
+                "offered_pps_kernel_run": k_off, "kernel_pps": k_got,
+                "offered_pps_p4sec_run": offered, "p4sec_pps": got,
+                "p4sec_over_kernel": got / k_got if k_got else 0.0,
+                "switch_cpu_ns_per_frame": per_frame,
+                "switch_user_ns_per_frame": per_frame * user_share if per_frame and user_share is not None else None,
+                "switch_kernel_ns_per_frame": per_frame * (1 - user_share) if per_frame and user_share is not None else None,
+                "switch_cores_busy": cpu / (dt * 1e9),
+                "heap_allocations": allocs,
+                "heap_allocations_per_frame": allocs / (got * dt) if allocs is not None and got else None,
+                "lossless_pps": best, "paced_sender_max_pps": reached,
+            })
+    finally:
+        sw.terminate()
+        sw.wait(timeout=10)
+    return rows
+
+
+# the figures a row with several rounds gives as medians (the others are the first round's)
+MEDIANS = ("offered_pps_p4sec_run", "p4sec_pps", "p4sec_over_kernel", "switch_cpu_ns_per_frame", "switch_user_ns_per_frame",
+           "switch_kernel_ns_per_frame", "switch_cores_busy", "heap_allocations", "heap_allocations_per_frame")
+
+
+def merge_rounds(rounds):
+    """One row from a cell's rows of every round: the medians of MEDIANS, with each round's delivered rate and
+    user CPU per frame kept under `per_round`."""
+    row = dict(rounds[0])
+    for k in MEDIANS:
+        row[k] = median([r[k] for r in rounds])
+    row["rounds"] = len(rounds)
+    row["per_round"] = [{"p4sec_pps": r["p4sec_pps"], "switch_user_ns_per_frame": r["switch_user_ns_per_frame"]} for r in rounds]
+    return row
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=3.0, help="length of a full-speed measurement")
@@ -300,7 +394,16 @@ def main(argv=None):
                          "be loaded) or an nftables rule at the netdev ingress hook")
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
+    ap.add_argument("--engines", default="",
+                    help="run the switch once per engine, comma-separated: closure and/or native (default: the binary's default)")
+    ap.add_argument("--compare", action="append", default=[], metavar="LABEL=PATH",
+                    help="also measure another p4sec build, run with its own defaults (repeatable)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure every switch this many times, taking turns; figures are medians over the rounds")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error("--rounds: at least 1")
+    variants = switches(args, ap)
     if os.geteuid() != 0:
         sys.exit("bench.veth: needs root (network namespaces)")
     if shutil.which("trafgen") is None:
@@ -311,16 +414,20 @@ def main(argv=None):
     for k in kinds:
         if k not in ("afpacket", "xdp"):
             sys.exit(f"bench.veth: unknown port kind `{k}` (afpacket or xdp)")
-    out = pathlib.Path(f"/tmp/p4sec-bench-veth-{os.getpid()}")
     gen = pathlib.Path(f"/tmp/p4sec-bench-veth-{os.getpid()}-trafgen")
     gen.mkdir(exist_ok=True)
-    subprocess.run([args.p4sec, "compile", str(ROOT / "programs" / "ipv4_router.p4"), "-o", str(out)], check=True, capture_output=True)
+    # each build compiles the program itself: its compiled form is its own
+    progs = {}
+    for _, _, binary in variants:
+        if binary not in progs:
+            progs[binary] = pathlib.Path(f"/tmp/p4sec-bench-veth-{os.getpid()}-{len(progs)}")
+            subprocess.run([binary, "compile", str(ROOT / "programs" / "ipv4_router.p4"), "-o", str(progs[binary])],
+                           check=True, capture_output=True)
     switch_cpus = f"1-{cpus() - 1}" if cpus() > 1 else "0"
-    pace_seconds = max(0.5, min(args.seconds, 2.0))
     # frames above 1514 bytes (jumbo frames): every link's MTU raised to carry the largest
     # as many queues per veth as the most workers: each worker's AF_XDP socket takes one receive queue
     t = Topology(args.sink, mtu=max(1500, max(sizes) - 14), queues=max(workers))
-    rows = []
+    cells = {}
     try:
         cfgs = {}
         for s in sizes:
@@ -329,58 +436,50 @@ def main(argv=None):
         t.kernel(True)
         kern = {s: full_speed(t, cfgs[s], args.seconds)[:2] for s in sizes}
         t.kernel(False)
-        for kind, w in [(k, w) for k in kinds for w in workers]:
-            port, mport = free_port(), free_port()
-            rt = ["chrt", "-f", "10"] if args.rt else []
-            pre = "xdp:" if kind == "xdp" else ""
-            log = gen / f"switch-{kind}-{w}.log"
-            sw = subprocess.Popen(["ip", "netns", "exec", t.m, "taskset", "-c", switch_cpus, *rt, args.p4sec, "switch", "--grpc",
-                                   f"127.0.0.1:{port}", "--metrics", f"127.0.0.1:{mport}", "--workers", str(w), "--port", f"1={pre}{t.s1}", "--port", f"2={pre}{t.s2}"],
-                                  stderr=open(log, "w"))
-            try:
-                time.sleep(0.5)
-                r = ns(t.m, sys.executable, "-c", CONTROL, f"127.0.0.1:{port}", str(out), t.mac[t.h2], t.mac[t.s2])
-                assert r.stdout.strip() == "ok", r.stderr
-                # what the ports really are: an xdp port may have fallen back to the packet socket
-                used = "xdp" if "(AF_XDP" in log.read_text() else "afpacket"
-                for s in sizes:
-                    offered, got, cpu, dt, user_share, allocs = full_speed(t, cfgs[s], args.seconds, sw.pid, mport)
-                    per_frame = cpu / (got * dt) if got else None
-                    best, reached = lossless(t, cfgs[s], max(got, 1000) * 1.2, pace_seconds, args.lossless_steps) if args.lossless_steps else (None, None)
-                    k_off, k_got = kern[s][0], kern[s][1]
-                    rows.append({
-                        "size": s, "workers": w, "port_kind": kind, "port_used": used,
-                        "offered_pps_kernel_run": k_off, "kernel_pps": k_got,
-                        "offered_pps_p4sec_run": offered, "p4sec_pps": got,
-                        "p4sec_over_kernel": got / k_got if k_got else 0.0,
-                        "switch_cpu_ns_per_frame": per_frame,
-                        "switch_user_ns_per_frame": per_frame * user_share if per_frame and user_share is not None else None,
-                        "switch_kernel_ns_per_frame": per_frame * (1 - user_share) if per_frame and user_share is not None else None,
-                        "switch_cores_busy": cpu / (dt * 1e9),
-                        "heap_allocations": allocs,
-                        "heap_allocations_per_frame": allocs / (got * dt) if allocs is not None and got else None,
-                        "lossless_pps": best, "paced_sender_max_pps": reached,
-                    })
-            finally:
-                sw.terminate()
-                sw.wait(timeout=10)
+        for rnd in range(args.rounds):
+            # the switches take turns: each round starts with the next one
+            order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
+            for kind, w in [(k, w) for k in kinds for w in workers]:
+                for label, cmd, binary in order:
+                    steps = args.lossless_steps if rnd == 0 else 0
+                    for r in measure(t, cmd, progs[binary], kind, w, sizes, cfgs, kern, args, switch_cpus, gen, steps):
+                        r["switch"] = label
+                        cells.setdefault((label, kind, w, r["size"]), []).append(r)
     finally:
         t.close()
+    rows = [merge_rounds(cells[(label, kind, w, s)]) for kind in kinds for w in workers for s in sizes for label, _, _ in variants]
+    rounds = f", median of {args.rounds} rounds (switches alternated)" if args.rounds > 1 else ""
     print(f"forwarding between veth pairs in namespaces: sender trafgen -P 1 on CPU 0 ({args.flows} UDP flows), "
-          f"switch on CPUs {switch_cpus}{' (SCHED_FIFO)' if args.rt else ''}, {args.seconds:g} s per full-speed cell; "
+          f"switch on CPUs {switch_cpus}{' (SCHED_FIFO)' if args.rt else ''}, {args.seconds:g} s per full-speed cell{rounds}; "
           f"h2 drops at {t.sink}; load average {os.getloadavg()[0]:.1f}")
-    print(f"  {'frame':>6} {'ports':>14} {'wk':>3} {'kernel':>9} {'offered':>9} {'p4sec':>9} {'ratio':>6} {'ns/frame':>9} {'user':>5} {'kern':>5} {'busy':>5} {'lossless':>9} {'paced max':>9} {'allocs':>6}")
+    wide = max(len(v[0]) for v in variants)
+    print(f"  {'switch':>{wide}} {'frame':>6} {'ports':>14} {'wk':>3} {'kernel':>9} {'offered':>9} {'p4sec':>9} {'ratio':>6} {'ns/frame':>9} "
+          f"{'user':>5} {'kern':>5} {'busy':>5} {'lossless':>9} {'paced max':>9} {'allocs':>6}")
     for r in rows:
         ns_pf = f"{r['switch_cpu_ns_per_frame']:.0f}" if r["switch_cpu_ns_per_frame"] else "-"
         us = f"{r['switch_user_ns_per_frame']:.0f}" if r["switch_user_ns_per_frame"] else "-"
         ks = f"{r['switch_kernel_ns_per_frame']:.0f}" if r["switch_kernel_ns_per_frame"] else "-"
         ll = f"{r['lossless_pps']/1e3:.0f}k" if r["lossless_pps"] is not None else "-"
         pm = f"{r['paced_sender_max_pps']/1e3:.0f}k" if r["paced_sender_max_pps"] is not None else "-"
-        al = str(r["heap_allocations"]) if r["heap_allocations"] is not None else "-"
+        al = f"{r['heap_allocations']:.0f}" if r["heap_allocations"] is not None else "-"
         kind = r["port_kind"] if r["port_kind"] == r["port_used"] else f"{r['port_kind']}>{r['port_used']}"
-        print(f"  {r['size']:>5}B {kind:>14} {r['workers']:>3} {r['kernel_pps']/1e3:>8.0f}k {r['offered_pps_p4sec_run']/1e3:>8.0f}k "
-              f"{r['p4sec_pps']/1e3:>8.0f}k {r['p4sec_over_kernel']:>6.2f} {ns_pf:>9} {us:>5} {ks:>5} {r['switch_cores_busy']:>5.2f} {ll:>9} {pm:>9} {al:>6}")
-    print("  ports: the switch's port kind (xdp>afpacket: AF_XDP asked for, the packet socket used, see the switch's log)")
+        print(f"  {r['switch']:>{wide}} {r['size']:>5}B {kind:>14} {r['workers']:>3} {r['kernel_pps']/1e3:>8.0f}k "
+              f"{r['offered_pps_p4sec_run']/1e3:>8.0f}k {r['p4sec_pps']/1e3:>8.0f}k {r['p4sec_over_kernel']:>6.2f} {ns_pf:>9} {us:>5} "
+              f"{ks:>5} {r['switch_cores_busy']:>5.2f} {ll:>9} {pm:>9} {al:>6}")
+    if len(variants) > 1:
+        first = variants[0][0]
+        print(f"  against {first}: the switch's own (user) CPU per frame and the delivered rate, each switch over {first}")
+        for r in rows:
+            if r["switch"] == first:
+                continue
+            base = next(b for b in rows if b["switch"] == first and (b["port_kind"], b["workers"], b["size"]) ==
+                        (r["port_kind"], r["workers"], r["size"]))
+            u = (f"{r['switch_user_ns_per_frame'] / base['switch_user_ns_per_frame']:.2f}x"
+                 if r["switch_user_ns_per_frame"] and base["switch_user_ns_per_frame"] else "-")
+            p = f"{r['p4sec_pps'] / base['p4sec_pps']:.2f}x" if base["p4sec_pps"] else "-"
+            print(f"    {r['switch']:>{wide}} {r['size']:>5}B {r['port_kind']:>8} {r['workers']} wk: user ns/frame {u}, rate {p}")
+    print("  switch: which p4sec (and engine) ran; ports: the switch's port kind (xdp>afpacket: AF_XDP asked for, the")
+    print("  packet socket used, see the switch's log)")
     print("  kernel/p4sec: frames per second delivered to h2 (k = thousand) with the sender at full speed; offered: what h1")
     print("  sent in the p4sec run; ratio: p4sec/kernel; ns/frame: the switch's CPU time per forwarded frame, split into")
     print("  user (its own code) and kern (system calls and the softirqs run in its threads: veth transmit and h2's receive);")
@@ -390,6 +489,7 @@ def main(argv=None):
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"benchmark": "veth_forwarding", "seconds": args.seconds,
                                                        "sender": "trafgen -P 1", "flows": args.flows, "rt": args.rt, "sink": t.sink,
+                                                       "rounds": args.rounds, "switches": [v[0] for v in variants],
                                                        "load_average": os.getloadavg()[0], "rows": rows}, indent=2))
     return rows
 

@@ -90,6 +90,43 @@ def test_forwarding_benchmark_runs_and_reports(tmp_path, p4sec_bin):
     assert rows[0]["lossless_pps"] is not None and rows[0]["paced_sender_max_pps"] > 0
 
 
+def test_forwarding_benchmark_compares_engines_and_builds_in_one_run(tmp_path, p4sec_bin, capsys):
+    """`--engines closure,native --compare LABEL=PATH --rounds 2`: every switch measured in each round, taking
+    turns, one row per switch with the medians and each round's figures, and a comparison against the first.
+    Not a speed test."""
+    import json
+    from bench import veth as bench_veth
+    out = tmp_path / "veth.json"
+    bench_veth.main(["--seconds", "0.3", "--sizes", "64", "--workers", "1", "--lossless-steps", "0", "--engines", "closure,native",
+                     "--compare", f"again={p4sec_bin}", "--rounds", "2", "--json", str(out), "--p4sec", str(p4sec_bin)])
+    doc = json.loads(out.read_text())
+    assert doc["switches"] == ["p4sec/closure", "p4sec/native", "again"] and doc["rounds"] == 2
+    assert [r["switch"] for r in doc["rows"]] == doc["switches"]
+    for r in doc["rows"]:
+        assert r["rounds"] == 2 and len(r["per_round"]) == 2
+        assert all(x["p4sec_pps"] > 1000 for x in r["per_round"]), r
+        # the median of two rounds lies between them
+        lo, hi = sorted(x["p4sec_pps"] for x in r["per_round"])
+        assert lo <= r["p4sec_pps"] <= hi
+        assert 0 < r["switch_user_ns_per_frame"] < 1e9
+    text = capsys.readouterr().out
+    assert "against p4sec/closure" in text and "p4sec/native" in text and "again" in text
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--engines", "jit"], "--engines: unknown engine `jit` (closure or native)"),
+    (["--compare", "nolabel"], "--compare: `nolabel` is not LABEL=PATH"),
+    (["--compare", "x=/nonexistent/p4sec"], "--compare: `/nonexistent/p4sec` is not a file"),
+    (["--rounds", "0"], "--rounds: at least 1"),
+])
+def test_forwarding_benchmark_refuses_bad_switch_lists(args, error, capsys):
+    from bench import veth as bench_veth
+    with pytest.raises(SystemExit) as e:
+        bench_veth.main(args)
+    assert e.value.code == 2
+    assert error in capsys.readouterr().err
+
+
 def test_a_vanishing_interface_is_reported_and_the_switch_keeps_running(p4sec_bin, topo, tmp_path):
     import grpc
     from p4.v1 import p4runtime_pb2_grpc
