@@ -70,10 +70,11 @@ def metrics_of(mport):
     return out
 
 
-def start_router(p4sec_bin, tmp_path, port_args, workers=1, extra=(), env=None):
+def start_router(p4sec_bin, tmp_path, port_args, workers=1, extra=(), env=None, engine=None):
     """Compile programs/ipv4_router.p4, start `p4sec switch` with `port_args` (e.g. ["--port", "1=veth0", ...]),
     push the program over P4Runtime and route 10.0.2.0/24 out of port 2 (destination MAC 02:00:00:00:02:02).
-    Returns (switch process, metrics port, log path); the caller terminates the process."""
+    `engine`: run the switch with `p4sec --engine ENGINE`. Returns (switch process, metrics port, log path); the
+    caller terminates the process."""
     import grpc
     from google.protobuf import text_format
     from p4.config.v1 import p4info_pb2
@@ -84,7 +85,7 @@ def start_router(p4sec_bin, tmp_path, port_args, workers=1, extra=(), env=None):
     text_format.Parse((out / "p4info.txtpb").read_text(), info)
     port, mport = free_port(), free_port()
     logf = tmp_path / "switch.log"
-    sw = subprocess.Popen([str(p4sec_bin), "switch", "--grpc", f"127.0.0.1:{port}", *port_args, "--workers", str(workers),
+    sw = subprocess.Popen([str(p4sec_bin), *(["--engine", engine] if engine else []), "switch", "--grpc", f"127.0.0.1:{port}", *port_args, "--workers", str(workers),
                            "--metrics", f"127.0.0.1:{mport}", *extra], stderr=open(logf, "w"), env=env)
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")

@@ -38,11 +38,13 @@ def topo():
     drop_topo(links)
 
 
-@pytest.mark.parametrize("workers,trace", [(1, False), (2, False), (1, True)])
-def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, trace):
+@pytest.mark.parametrize("workers,trace,engine", [(1, False, None), (2, False, None), (1, True, None), (1, False, "native"),
+                                                  (2, False, "native")])
+def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, trace, engine):
+    """The router on veth ports forwards and rewrites frames; `engine`: the switch started with `p4sec --engine`."""
     (ns1, h1, s1), (ns2, h2, s2) = topo
     sw, mport, _ = start_router(p4sec_bin, tmp_path, ["--port", f"1={s1}", "--port", f"2={s2}"], workers=workers,
-                                extra=["--trace"] if trace else [])
+                                extra=["--trace"] if trace else [], engine=engine)
     try:
         n = 5
         sniff = subprocess.Popen(["ip", "netns", "exec", ns2, sys.executable, "-c", SEND_SNIFF, "sniff", h2, str(n)],
@@ -63,6 +65,9 @@ def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, 
         assert metrics['p4sec_table_lookups_total{table="RouterIngress.ipv4_lpm",result="hit"}'] >= n
         assert metrics['p4sec_table_entries{table="RouterIngress.ipv4_lpm"}'] == 1
         assert metrics['p4sec_pipeline_packets_total{outcome="emitted"}'] >= n
+        # the engine that ran them: the one asked for, closures by default
+        assert metrics[f'p4sec_pipeline_engine{{engine="{engine or os.environ.get("P4SEC_ENGINE", "closure")}"}}'] == 1
+        assert sum(v for k, v in metrics.items() if k.startswith("p4sec_pipeline_engine{")) == 1
         if trace:
             logged = (tmp_path / "switch.log").read_text()
             assert "packet of" in logged and "table RouterIngress.ipv4_lpm hit -> RouterIngress.set_nhop" in logged, logged[-2000:]

@@ -156,6 +156,12 @@ pub fn render(
             ],
         );
         family(
+            "p4sec_pipeline_engine",
+            "The engine that runs the loaded program (1 on the engine in use): closures or native code.",
+            "gauge",
+            vec![(format!("{{engine=\"{}\"}}", engine.backend()), 1)],
+        );
+        family(
             "p4sec_extern_faults_total",
             "Extern calls that failed (the packet is dropped).",
             "counter",
