@@ -1,6 +1,7 @@
 //! `p4sec bench-esp`: the per-packet cost of one ESP tunnel through programs/ipsec_gateway.p4, in
 //! process on one core, in one direction at a time: `enc` pushes plain IPv4/TCP frames into the LAN
-//! port of an encrypting gateway (SPD protect, `encap_split`, AES-GCM-128), `dec` pushes ESP frames
+//! port of an encrypting gateway (SPD protect, `encap_split`, AES-GCM-128 or, with `--cipher null`,
+//! no cipher: the pipeline and the ESP framing alone), `dec` pushes ESP frames
 //! into the WAN port of a decrypting gateway (SAD-dec, `decap_split`, selectors). The ESP frames
 //! for `dec` are made outside the pipeline by the peer's SA, so only the measured direction runs
 //! through [`Engine::process`]: under `valgrind --tool=callgrind
@@ -35,15 +36,12 @@ pub struct Opts {
     /// IP packet size of the plain (inner) packets (the host MTU), 40 to 1500.
     pub size: usize,
     pub packets: u32,
+    /// "aes-gcm-128" or "null".
+    pub cipher: String,
 }
 
 fn be(a: [u8; 4]) -> u64 {
     u32::from_be_bytes(a) as u64
-}
-
-/// The tunnel's SA, as both gateways install it (AES-GCM-128, 32-bit sequence numbers).
-fn sa_config() -> SaConfig {
-    sa_with(Cipher::AesGcm128, 1024)
 }
 
 /// The tunnel's SA with `cipher` (AES-GCM-128 or NULL; no integrity algorithm) and an anti-replay
@@ -118,11 +116,6 @@ fn route(e: &Engine, prefix: [u8; 4], len: u32, port: u32) -> Result<(), String>
             0,
         ),
     )
-}
-
-/// The gateway program with the tables of `dir`'s side of the tunnel 10.1.0.0/16 -> 10.2.0.0/16.
-fn gateway(dir: &str) -> Result<Engine, String> {
-    gateway_with(dir, &sa_config(), Backend::from_env()?)
 }
 
 /// The same with the SA `sa`, on `backend`.
@@ -294,9 +287,16 @@ fn run_inner(o: &Opts) -> Result<(), String> {
     if !(40..=1500).contains(&o.size) || o.packets == 0 {
         return Err("--size takes 40 to 1500 bytes, --packets at least 1".into());
     }
+    let (cipher, cipher_name) = match o.cipher.as_str() {
+        "aes-gcm-128" => (Cipher::AesGcm128, "AES-GCM-128"),
+        "null" => (Cipher::Null, "the NULL cipher"),
+        c => return Err(format!("--cipher is aes-gcm-128 or null, not `{c}`")),
+    };
     let enc = o.dir == "enc";
-    let e = gateway(&o.dir)?;
-    let peer = Sa::new(sa_config()).map_err(|err| format!("{err:?}"))?;
+    let sa = sa_with(cipher, 1024);
+    // the gateway with the tables of `dir`'s side of the tunnel 10.1.0.0/16 -> 10.2.0.0/16
+    let e = gateway_with(&o.dir, &sa, Backend::from_env()?)?;
+    let peer = Sa::new(sa).map_err(|err| format!("{err:?}"))?;
     // the input frames, made before the timed part
     let n = o.packets as usize;
     let plains: Vec<Vec<u8>> = (0..n as u32).map(|i| plain(o.size, i)).collect();
@@ -380,7 +380,7 @@ fn run_inner(o: &Opts) -> Result<(), String> {
     } else {
         "decapsulation (WAN -> LAN)"
     };
-    println!("p4sec bench-esp: ESP {what} through programs/ipsec_gateway.p4, AES-GCM-128, {}-byte IP packets", o.size);
+    println!("p4sec bench-esp: ESP {what} through programs/ipsec_gateway.p4, {cipher_name}, {}-byte IP packets", o.size);
     println!(
         "  packets {n}, {ns:.0} ns/packet, {:.2} Gbit/s of inner IP, heap allocations {allocs} \
          ({first_allocs} in the first {} packets, {} after)",

@@ -56,9 +56,29 @@ fn bad_options_are_refused() {
         (&["--dir", "both"][..], "--dir is enc or dec"),
         (&["--size", "39"][..], "--size takes 40 to 1500 bytes"),
         (&["--packets", "0"][..], "--packets at least 1"),
+        (
+            &["--cipher", "des"][..],
+            "--cipher is aes-gcm-128 or null, not `des`",
+        ),
     ] {
         let (ok, out, err) = bench_esp(args);
         assert!(!ok, "{args:?} accepted: {out}");
         assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn the_null_cipher_runs_the_pipeline_alone() {
+    for dir in ["enc", "dec"] {
+        let (ok, null, err) = bench_esp(&["--dir", dir, "--packets", "300", "--cipher", "null"]);
+        assert!(ok, "{dir}: {err}");
+        assert!(null.contains("the NULL cipher"), "{null}");
+        let (ok, aes, err) = bench_esp(&["--dir", dir, "--packets", "300"]);
+        assert!(ok, "{dir}: {err}");
+        assert!(aes.contains("AES-GCM-128"), "{aes}");
+        // enc: other bytes on the wire; dec: the same inner packets out of other ESP packets
+        let same = after(&null, "digest of the emitted frames ")
+            == after(&aes, "digest of the emitted frames ");
+        assert_eq!(same, dir == "dec", "{dir}: {null} {aes}");
     }
 }

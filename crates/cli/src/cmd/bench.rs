@@ -53,6 +53,9 @@ pub struct EspArgs {
     /// Packets to push through.
     #[arg(long, default_value_t = 20_000)]
     pub packets: u32,
+    /// The SA's cipher: aes-gcm-128, or null (the pipeline and the ESP framing without a cipher).
+    #[arg(long, default_value = "aes-gcm-128")]
+    pub cipher: String,
 }
 
 // `p4sec bench-mixed`
@@ -125,6 +128,7 @@ pub fn esp(a: EspArgs) -> ExitCode {
         dir: a.dir,
         size: a.size,
         packets: a.packets,
+        cipher: a.cipher,
     })
 }
 

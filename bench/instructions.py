@@ -1,0 +1,116 @@
+"""Instructions per packet through the engine, the closure engine against the native engine, in one run.
+
+    python -m bench.instructions [--packets N] [--engines closure,native] [--json FILE] [--p4sec PATH]
+
+For each pipeline and engine it runs the pipeline's `p4sec` benchmark twice under valgrind's callgrind, with N
+and 2N packets, and reads from each output the calls of `Engine::process` and the instructions executed inside
+them; the difference of the two runs divided by the difference of their packets is the instructions per packet
+in the steady state (what the first packets cost to warm up cancels out). Instruction counts do not depend on
+the machine's load, unlike times. Pipelines: the IPsec gateway (programs/ipsec_gateway.p4, one tunnel, 64-byte
+IP packets) encapsulating and decapsulating with the NULL cipher (the P4 part and the ESP framing) and with
+AES-GCM-128. It prints a row per pipeline with each engine's figure and their ratio. Needs valgrind.
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# the function whose calls are the packets
+PROCESS = "Engine>::process"
+
+PIPELINES = [
+    ("esp-enc-null", "IPsec gateway, encapsulation, NULL cipher", ["bench-esp", "--dir", "enc", "--size", "64", "--cipher", "null"]),
+    ("esp-dec-null", "IPsec gateway, decapsulation, NULL cipher", ["bench-esp", "--dir", "dec", "--size", "64", "--cipher", "null"]),
+    ("esp-enc-aes-gcm", "IPsec gateway, encapsulation, AES-GCM-128", ["bench-esp", "--dir", "enc", "--size", "64"]),
+    ("esp-dec-aes-gcm", "IPsec gateway, decapsulation, AES-GCM-128", ["bench-esp", "--dir", "dec", "--size", "64"]),
+]
+
+
+def process_cost(text):
+    """From a callgrind output file (written with --compress-strings=no): the calls of Engine::process and
+    the instructions executed inside them, summed over every place it is called from."""
+    calls = instructions = 0
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("cfn=") and PROCESS in line and i + 2 < len(lines) and lines[i + 1].startswith("calls="):
+            calls += int(lines[i + 1].split("=", 1)[1].split()[0])
+            cost = lines[i + 2].split()
+            instructions += int(cost[1]) if len(cost) > 1 else 0
+    return calls, instructions
+
+
+def measure(p4sec, engine, args, packets, tmp):
+    """Instructions per packet of `p4sec --engine ENGINE ARGS` in the steady state (see the module's doc)."""
+    got = []
+    for n in (packets, 2 * packets):
+        out = pathlib.Path(tmp) / f"cg.{engine}.{n}.out"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--compress-strings=no", "--compress-pos=no",
+               p4sec, "--engine", engine, *args, "--packets", str(n)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[5:])} failed under callgrind: {r.stderr[-800:]}")
+        calls, instructions = process_cost(out.read_text())
+        if calls < n:
+            raise RuntimeError(f"{' '.join(cmd[5:])}: {calls} calls of Engine::process found, not {n}")
+        got.append((calls, instructions))
+    (c1, i1), (c2, i2) = got
+    return (i2 - i1) / (c2 - c1)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--packets", type=int, default=2000, help="packets of the shorter run (the longer has twice as many)")
+    ap.add_argument("--engines", default="closure,native", help="engines, comma-separated: closure and/or native")
+    ap.add_argument("--only", help="the pipelines to measure, comma-separated (default: all)")
+    ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument("--p4sec", default=str(ROOT / "target" / "release" / "p4sec"))
+    args = ap.parse_args(argv)
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    for e in engines:
+        if e not in ("closure", "native"):
+            ap.error(f"--engines: unknown engine `{e}` (closure or native)")
+    if not engines:
+        ap.error("--engines: none given")
+    if args.packets < 1:
+        ap.error("--packets: at least 1")
+    names = [p[0] for p in PIPELINES]
+    only = [x.strip() for x in args.only.split(",")] if args.only else names
+    for x in only:
+        if x not in names:
+            ap.error(f"--only: unknown pipeline `{x}` ({', '.join(names)})")
+    if shutil.which("valgrind") is None:
+        sys.exit("bench.instructions: valgrind not found (apt-get install valgrind; scripts/setup installs it)")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, what, cmd in PIPELINES:
+            if name not in only:
+                continue
+            row = {"pipeline": name, "what": what}
+            for e in engines:
+                row[f"{e}_instructions_per_packet"] = measure(args.p4sec, e, cmd, args.packets, tmp)
+            rows.append(row)
+    print(f"instructions per packet through Engine::process (callgrind, steady state: runs of {args.packets} and "
+          f"{2 * args.packets} packets, their difference)")
+    head = "".join(f"{e:>10}" for e in engines)
+    ratio = "native/closure" if {"closure", "native"} <= set(engines) else ""
+    print(f"  {'pipeline':<44}{head}  {ratio}")
+    for r in rows:
+        figures = "".join(f"{r[f'{e}_instructions_per_packet']:>10.0f}" for e in engines)
+        if ratio:
+            r["native_over_closure"] = r["native_instructions_per_packet"] / r["closure_instructions_per_packet"]
+            figures += f"  {r['native_over_closure']:>14.2f}"
+        print(f"  {r['what']:<44}{figures}")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({"benchmark": "instructions_per_packet", "packets": args.packets,
+                                                       "engines": engines, "rows": rows}, indent=2))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""python -m bench.instructions: instructions per packet through Engine::process under callgrind, on both
+engines. The callgrind reading on a made-up output, one real short run, and bad options."""
+import json
+
+import pytest
+
+from bench import instructions
+
+
+def test_process_cost_sums_every_call_site_of_process():
+    text = "\n".join([
+        "fn=main",
+        "cfn=p4sec_engine::pipeline::<impl p4sec_engine::engine::Engine>::process",
+        "calls=300 53",
+        "329 7000",
+        "cfn=other::thing",
+        "calls=9 1",
+        "1 555",
+        "fn=warm_up",
+        "cfn=p4sec_engine::pipeline::<impl p4sec_engine::engine::Engine>::process",
+        "calls=4 10",
+        "12 200",
+    ])
+    assert instructions.process_cost(text) == (304, 7200)
+    assert instructions.process_cost("fn=main\n") == (0, 0)
+
+
+def test_a_short_run_measures_both_engines(tmp_path, p4sec_bin, capsys):
+    out = tmp_path / "instr.json"
+    rows = instructions.main(["--packets", "40", "--only", "esp-enc-null", "--json", str(out), "--p4sec", str(p4sec_bin)])
+    assert [r["pipeline"] for r in rows] == ["esp-enc-null"]
+    doc = json.loads(out.read_text())
+    r = doc["rows"][0]
+    # a packet through the gateway takes thousands of instructions on either engine, not zero nor millions
+    for e in ("closure", "native"):
+        assert 500 < r[f"{e}_instructions_per_packet"] < 200_000, r
+    assert r["native_over_closure"] == pytest.approx(r["native_instructions_per_packet"] / r["closure_instructions_per_packet"])
+    assert "native/closure" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--engines", "jit"], "--engines: unknown engine `jit`"),
+    (["--only", "router"], "--only: unknown pipeline `router`"),
+    (["--packets", "0"], "--packets: at least 1"),
+])
+def test_bad_options_are_refused(args, error, capsys):
+    with pytest.raises(SystemExit) as e:
+        instructions.main(args)
+    assert e.value.code == 2
+    assert error in capsys.readouterr().err
