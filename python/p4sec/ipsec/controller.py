@@ -19,10 +19,11 @@ finish (a road warrior's phase 1 and renewal request) and `reconcile` completes 
 gateway's tables and SA slots, adopts what is identical, adds what is missing and removes what nobody wants.
 The same reconciliation runs when a lost switch comes back and periodically.
 
-The controller composes its parts: `journal` and `recovery` (p4sec.ipsec.recovery: the intent journal, what
-happens after a controller's or a switch's restart), `reconciler` (p4sec.ipsec.reconcile), the Writes to both
-gateways of a tunnel at once (p4sec.ipsec.writes); host-to-site tunnels (p4sec.ipsec.hosts) and the handling of
-store faults (p4sec.ipsec.failsafe) are mixed in.
+The controller composes its parts, each an object with its own state: `journal` and `recovery`
+(p4sec.ipsec.recovery: the intent journal, what happens after a controller's or a switch's restart),
+`reconciler` (p4sec.ipsec.reconcile), `hosts` (p4sec.ipsec.hosts: host-to-site tunnels) and `faults`
+(p4sec.ipsec.failsafe: renewals and retirements retried while the store fails, degraded tunnels); the Writes to
+both gateways of a tunnel at once are p4sec.ipsec.writes.
 """
 import json
 import logging
@@ -46,12 +47,14 @@ from p4sec.ipsec.recovery import IntentLog, Recovery
 log = logging.getLogger("p4sec.controller")
 
 
-class IpsecController(StoreFaults, HostTunnels):
+class IpsecController:
     """The IPsec controller (see the module's description): site-to-site tunnels (`connect`, `disconnect`, `rekey`),
-    host-to-site tunnels (HostTunnels), the renewal and retirement of SAs, the recorded state (`tunnels`, `sas`,
-    `events`, `intents`). Its parts are objects with their own state: `journal` (IntentLog) and `recovery`
-    (Recovery: `resume`, switches lost and back) in p4sec.ipsec.recovery, `reconciler` (Reconciler: `reconcile`,
-    `start_periodic`) in p4sec.ipsec.reconcile."""
+    host-to-site tunnels (`host_up` ... `host_down`), the renewal and retirement of SAs, the recorded state
+    (`tunnels`, `sas`, `events`, `intents`), its `health` and `metrics`. Its parts are objects with their own state:
+    `journal` (IntentLog) and `recovery` (Recovery: `resume`, switches lost and back) in p4sec.ipsec.recovery,
+    `reconciler` (Reconciler: `reconcile`, `start_periodic`) in p4sec.ipsec.reconcile, `hosts` (HostTunnels) in
+    p4sec.ipsec.hosts, `faults` (StoreFaults: retries while the store fails, degraded tunnels) in
+    p4sec.ipsec.failsafe."""
 
     def __init__(self, db=":memory:", grace=1.0):
         if isinstance(db, str):
@@ -76,18 +79,27 @@ class IpsecController(StoreFaults, HostTunnels):
         self.desired_hooks = [lambda out, mac: ike.desired(self, out, mac)]
         self.sa_event_listeners = []    # fn(gateway, spi, event) -> True if it handled the SA's lifetime event
         self.grace = grace
-        self.renewals = 0
+        self._renewals = 0      # site-to-site renewals (`renewals` adds the host tunnels')
         self._timers = []
         self._closed = threading.Event()
         self.journal = IntentLog(self.db)           # the operations in flight (p4sec.ipsec.recovery)
         self.recovery = Recovery(self, self.journal, self._closed)      # after a controller's or a switch's restart
         self.reconciler = rec.Reconciler(self, self.journal, self.recovery.away, self._closed)
-        self._init_faults()         # renewals and retirements retried while the store fails (p4sec.ipsec.failsafe)
+        self.hosts = HostTunnels(self, self.journal)        # host-to-site tunnels (p4sec.ipsec.hosts)
+        # renewals and retirements retried while the store fails, degraded tunnels (p4sec.ipsec.failsafe)
+        self.faults = StoreFaults(self.db, self.lock, self._closed, self.recovery.away, self.renew, self._retire,
+                                  self._read_tunnels)
+        self.faults.start()
 
     @property
     def away(self):
         """The gateways whose switch is unreachable (reconnecting: p4sec.ipsec.recovery)."""
         return self.recovery.away
+
+    @property
+    def renewals(self):
+        """The SA renewals done: site-to-site (`renew`) and host-to-site (p4sec.ipsec.hosts)."""
+        return self._renewals + self.hosts.renewals
 
     @property
     def programs(self):
@@ -149,7 +161,21 @@ class IpsecController(StoreFaults, HostTunnels):
         timer.start()
         self._timers.append(timer)
 
-    def _tunnels(self):
+    def tunnels(self):
+        """The tunnels and their state; while the store cannot be read, the last state read, every tunnel that was up
+        shown degraded with the store's error (p4sec.ipsec.failsafe.StoreFaults.tunnels)."""
+        return self.faults.tunnels()
+
+    def health(self):
+        """The controller's health: the store's, the pending renewals, the degraded tunnels, unreachable switches."""
+        return self.faults.health()
+
+    def metrics(self):
+        """Prometheus text: the store's health, renewals (done, failed, pending) and tunnels by state."""
+        return self.faults.metrics(self.renewals)
+
+    def _read_tunnels(self):
+        """The tunnels as the store has them (raises StoreError), for `faults`, which keeps the last read."""
         rows = self.db.execute("select name, a, b, suite, soft, hard, created, state from tunnel order by created").fetchall()
         store_ok, store_why = self.db.health()
         out = []
@@ -158,7 +184,7 @@ class IpsecController(StoreFaults, HostTunnels):
             spis = [f"{spi:#010x}" for spi in active]
             sites = self.tunnel_sites(name) or {}
             away = sorted({a, b} & self.away)
-            why = self._degraded_by(name, a, b, active, store_ok, store_why) if state == "up" else []
+            why = self.faults.degraded_by(name, a, b, active, store_ok, store_why) if state == "up" else []
             if why:
                 state = "degraded"
             t = {"name": name, "a": a, "b": b, "suite": suite, "soft": json.loads(soft), "hard": json.loads(hard),
@@ -178,35 +204,39 @@ class IpsecController(StoreFaults, HostTunnels):
         log.info("%s: %s", tunnel, what)
 
     def events(self, tunnel=None):
+        """[(time, tunnel or gateway, what)] of the event log (of one tunnel or gateway), oldest first."""
         q = "select t, tunnel, what from event" + (" where tunnel = ?" if tunnel else "") + " order by rowid"
         with self.lock:
             return self.db.execute(q, (tunnel,) if tunnel else ()).fetchall()
 
     # ------------------------------------------------------------------ SAs
 
-    def _new_spi(self):
+    def new_spi(self):
+        """A random SPI (>= 256) no recorded SA has."""
         while True:
             spi = int.from_bytes(os.urandom(4), "big")
             if spi >= 256 and not self.db.execute("select 1 from sa where spi = ?", (spi,)).fetchone():
                 return spi
 
-    def _selectors(self, tunnel, src_name, dst):
+    def selectors(self, tunnel, src_name, dst):
         """The selectors of tunnel's SA from `src_name` (a gateway or a host) to gateway dst, from the store (see
         ctlbase.sa_selectors; reconciliation computes the same)."""
-        return sa_selectors(src_name, dst, self.gateways, self.tunnel_sites(tunnel), self.host_inner(tunnel))
+        return sa_selectors(src_name, dst, self.gateways, self.tunnel_sites(tunnel), self.hosts.inner(tunnel))
 
-    def _make_sa(self, tunnel, src, dst, suite, soft, hard):
+    def make_sa(self, tunnel, src, dst, suite, soft, hard):
+        """A new SA of `tunnel` from src to dst (gateways, or a host as a Gateway): (spi, its esp_sad configuration)
+        with fresh keys from the OS CSPRNG, in UDP if the tunnel is recorded so."""
         _, _, nkey, nauth = SUITES[suite]
-        spi = self._new_spi()
+        spi = self.new_spi()
         cfg = sa_config(spi, suite, os.urandom(nkey), os.urandom(nauth), src.address, dst.address, soft, hard,
                         udp_encap=UDP_ENCAP_PORTS if self.tunnel_encap(tunnel) == "udp" else None)
         return spi, cfg
 
-    def _undo_in(self, tunnel, src, dst, spi, in_slot):
+    def undo_in(self, tunnel, src, dst, spi, in_slot):
         """Remove an SA installed inbound (its SAD-dec entry and its slot), each part on its own (a part that was never applied
         is reported missing, which is fine); the slot is free again unless something could not be removed."""
         left = []
-        sel = self._selectors(tunnel, src.name, dst)
+        sel = self.selectors(tunnel, src.name, dst)
         for what, undo in (("SAD-dec entry", lambda: te.sad_dec(src, dst, spi, in_slot, sel, insert=False)),
                            ("SA", lambda: gwp.sa_delete(dst.switch, in_slot))):
             try:
@@ -287,7 +317,7 @@ class IpsecController(StoreFaults, HostTunnels):
             # per direction src -> dst: the SA, its outbound slot on src and its inbound slot on dst
             pairs = {}
             for src, dst in ((a, b), (b, a)):
-                spi, cfg = self._make_sa(name, src, dst, suite, soft, hard)
+                spi, cfg = self.make_sa(name, src, dst, suite, soft, hard)
                 pairs[(src.name, dst.name)] = (spi, src.alloc_slot(), dst.alloc_slot(), cfg)
             for (s, d), (spi, out_slot, in_slot, cfg) in pairs.items():
                 self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
@@ -395,7 +425,7 @@ class IpsecController(StoreFaults, HostTunnels):
             suite, soft, hard = self.db.execute("select suite, soft, hard from tunnel where name = ?", (tunnel,)).fetchone()
             src, dst = self.gateways[src_name], self.gateways[dst_name]
             t0 = time.perf_counter()
-            new_spi, cfg = self._make_sa(tunnel, src, dst, suite, json.loads(soft), json.loads(hard))
+            new_spi, cfg = self.make_sa(tunnel, src, dst, suite, json.loads(soft), json.loads(hard))
             in_slot = dst.alloc_slot()
             try:
                 self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
@@ -410,13 +440,13 @@ class IpsecController(StoreFaults, HostTunnels):
             try:
                 with dst.switch.batch():
                     gwp.sa_write(dst.switch, in_slot, cfg)
-                    te.sad_dec(src, dst, new_spi, in_slot, self._selectors(tunnel, src_name, dst))
+                    te.sad_dec(src, dst, new_spi, in_slot, self.selectors(tunnel, src_name, dst))
                 checkpoint("renew:inbound")
                 t1 = time.perf_counter()
                 gwp.sa_write(src.switch, out_slot, cfg)
             except Exception as e:
                 # nothing half-installed stays: the new SAD-dec (and its SA) go again; the old SA keeps working
-                self._undo_in(tunnel, src, dst, new_spi, in_slot)
+                self.undo_in(tunnel, src, dst, new_spi, in_slot)
 
                 def forget(e=e):
                     self.db.execute("delete from sa where spi = ?", (new_spi,))
@@ -427,11 +457,11 @@ class IpsecController(StoreFaults, HostTunnels):
                 try:
                     forget()
                 except StoreError as se:
-                    self._finish_later(f"failed renewal of {spi:#010x}", forget, se)
+                    self.faults.finish_later(f"failed renewal of {spi:#010x}", forget, se)
                 raise
             checkpoint("renew:outbound")
             t2 = time.perf_counter()
-            self.renewals += 1
+            self._renewals += 1
             what = (f"renew {src_name}->{dst_name} ({reason}): SAD-dec {new_spi:#010x} on {dst_name} slot {in_slot} "
                     f"({1000 * (t1 - t0):.2f} ms), SAD-enc {spi:#010x} -> {new_spi:#010x} on {src_name} slot {out_slot} "
                     f"({1000 * (t2 - t1):.2f} ms); old SAD-dec removed in {self.grace:g} s")
@@ -443,12 +473,12 @@ class IpsecController(StoreFaults, HostTunnels):
             try:
                 finish()
             except StoreError as e:     # the switches use the new SA: only its record's end waits for the store
-                self._finish_later(f"renewal {spi:#010x} -> {new_spi:#010x}", finish, e)
+                self.faults.finish_later(f"renewal {spi:#010x} -> {new_spi:#010x}", finish, e)
             self.retire_later(spi)
             return new_spi
 
     def _retire(self, spi, attempts=0):
-        """Remove the old SA `spi` after its grace period; a store that fails makes it retried (StoreFaults)."""
+        """Remove the old SA `spi` after its grace period; a store that fails makes it retried (`faults`)."""
         if self._closed.is_set():
             return
         with self.lock:
@@ -462,7 +492,7 @@ class IpsecController(StoreFaults, HostTunnels):
                 iid = self.journal.record("retire", tunnel, spi=spi)
                 self.db.commit()
             except StoreError as e:
-                self._retire_failed(spi, attempts, e)
+                self.faults.retire_failed(spi, attempts, e)
                 return
             checkpoint("retire:recorded")
 
@@ -475,12 +505,12 @@ class IpsecController(StoreFaults, HostTunnels):
                 try:
                     finish()
                 except StoreError as e:
-                    self._finish_later(f"retirement of {spi:#010x}", finish, e)
+                    self.faults.finish_later(f"retirement of {spi:#010x}", finish, e)
                 return      # reconciliation removes it when the switch is back
             # a road warrior's SA: the source is the host, known only by its address
             src = self.gateways.get(src_name) or Gateway(src_name, None, json.loads(cfg)["tunnel"][0], "", 0, "", 0, "", "")
             try:
-                te.sad_dec(src, dst, spi, in_slot, self._selectors(tunnel, src_name, dst), insert=False)
+                te.sad_dec(src, dst, spi, in_slot, self.selectors(tunnel, src_name, dst), insert=False)
                 checkpoint("retire:sad-dec")
                 gwp.sa_delete(dst.switch, in_slot)
                 dst.free_slots.append(in_slot)
@@ -491,7 +521,7 @@ class IpsecController(StoreFaults, HostTunnels):
             try:
                 finish(what)
             except StoreError as e:
-                self._finish_later(f"retirement of {spi:#010x}", lambda: finish(what), e)
+                self.faults.finish_later(f"retirement of {spi:#010x}", lambda: finish(what), e)
 
     def rekey(self, name):
         """Renew both directions of tunnel `name` now. Returns {(src, dst): (spi, slot)} of its active SAs."""
@@ -535,16 +565,16 @@ class IpsecController(StoreFaults, HostTunnels):
                     else:
                         row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or "
                                               "(dst = ? and in_slot = ?))", (gw_name, slot, gw_name, slot)).fetchone()
-                    if row and self._is_host_sa(row[0]):
+                    if row and self.hosts.is_host_sa(row[0]):
                         self.event(gw_name, f"{'soft' if event == SOFT else 'hard'} lifetime of host-to-site SA {row[0]:#010x}: "
                                             "its agent renews it")
                         self.db.commit()
                         continue
                 except StoreError as e:     # the store cannot say which SA: the retries will
-                    self._renewal_failed(key, reason, e)
+                    self.faults.renewal_failed(key, reason, e)
                     continue
                 if row:
-                    self._renew_or_retry(row[0], reason)
+                    self.faults.renew_or_retry(row[0], reason)
 
     def disconnect(self, name):
         """Tear a tunnel down in three phases, each one Write per gateway with both gateways at once: the
@@ -605,7 +635,34 @@ class IpsecController(StoreFaults, HostTunnels):
             self.event(name, "down")
             self.db.commit()
 
+    # ------------------------------------------------------------------ host-to-site tunnels (p4sec.ipsec.hosts)
+
+    def host_up(self, client, profile, gw_name, host_address, host_mac, inner, suite="aes-gcm-128", soft=None, hard=None,
+                encap=None):
+        """Phase 1 of `client`'s host-to-site tunnel `profile` to gateway gw_name: the SAs for its agent
+        (HostTunnels.up)."""
+        return self.hosts.up(client, profile, gw_name, host_address, host_mac, inner, suite, soft, hard, encap)
+
+    def host_ready(self, client, profile):
+        """Phase 2: the agent installed its SAs, the gateway sends to the host (HostTunnels.ready)."""
+        return self.hosts.ready(client, profile)
+
+    def host_renew(self, client, profile):
+        """The agent asks for a renewal: the next SAs (HostTunnels.renew)."""
+        return self.hosts.renew(client, profile)
+
+    def host_renew_ready(self, client, profile):
+        """The agent installed the renewal's SA inbound: the gateway swaps its outbound SA (HostTunnels.renew_ready)."""
+        return self.hosts.renew_ready(client, profile)
+
+    def host_down(self, client, profile):
+        """Tear `client`'s host tunnel `profile` down (HostTunnels.down)."""
+        return self.hosts.down(client, profile)
+
+    # ------------------------------------------------------------------ the recorded state
+
     def sas(self, tunnel=None):
+        """[{spi, tunnel, src, dst, out_slot, in_slot, state}] of the recorded SAs (of one tunnel), oldest first."""
         q = "select spi, tunnel, src, dst, out_slot, in_slot, state from sa" + (" where tunnel = ?" if tunnel else "") + " order by created"
         with self.lock:
             return [dict(zip(("spi", "tunnel", "src", "dst", "out_slot", "in_slot", "state"), r))
@@ -617,6 +674,8 @@ class IpsecController(StoreFaults, HostTunnels):
         return json.loads(row[0]) if row else None
 
     def close(self):
+        """Stop the controller's threads and timers (retries, reconnections, periodic reconciliation, grace
+        timers); the store stays open."""
         self._closed.set()
         for t in self._timers:
             t.cancel()

@@ -38,7 +38,7 @@ from p4.v1 import p4runtime_pb2
 
 from p4sec.ipsec import gateway as gwp
 from p4sec.infra import runtime, wire
-from p4sec.ipsec.ctlbase import SWITCH_MAC, sa_selectors
+from p4sec.ipsec.ctlbase import HOST, SWITCH_MAC, sa_selectors
 
 log = logging.getLogger("p4sec.controller")
 
@@ -196,7 +196,8 @@ class Desired:
 
 
 def desired_state(ctl, switch_mac):
-    """{gateway name: Desired} from the controller's store (called under its lock)."""
+    """{gateway name: Desired} from the controller's store (called under its lock): its `gateways`, `db` and
+    `hosts` (p4sec.ipsec.hosts: a road warrior's address)."""
     gws = ctl.gateways
     out = {n: Desired(n) for n in gws}
     for n, gw in gws.items():
@@ -229,17 +230,17 @@ def desired_state(ctl, switch_mac):
             out[src].sas[out_slot] = (spi, cfg, "out")
     # policies of the tunnels that are up
     for name, a, b, suite, state in db.execute("select name, a, b, suite, state from tunnel where state in ('up', 'pending')").fetchall():
-        if b.startswith(ctl.HOST):
+        if b.startswith(HOST):
             if a not in out:
                 continue
             gw = gws[a]
-            host = ctl.host_info(name)
+            host = ctl.hosts.info(name)
             if host and host.get("address") and host.get("mac"):
                 addr = host["address"]
                 out[a].entries.append(_route(addr + ("/128" if ":" in addr else "/32"), host["mac"], switch_mac, gw.wan_port))
             if state == "up":
                 slot = active_out.get((name, a, b))
-                inner = ctl.host_inner(name)
+                inner = inner_of.get(name)
                 if slot is not None and inner:
                     out[a].entries.append(Entry(gwp.spd(gwp.version(inner)), gwp.spd_match(gw.lan_prefix, inner), gwp.PROTECT,
                                                 {gwp.SA_INDEX: slot}, priority=20, phase=2))
