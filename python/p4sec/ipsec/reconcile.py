@@ -115,7 +115,7 @@ def read_tables(switch, tables):
     """The entries of `tables` (names) on the switch, decoded (see decode_table_entries)."""
     req = p4runtime_pb2.ReadRequest(device_id=switch.device_id)
     for t in tables:
-        req.entities.add().table_entry.table_id = switch._named("tables", t)[0].preamble.id
+        req.entities.add().table_entry.table_id = switch.named("tables", t)[0].preamble.id
     raw = switch.channel.unary_stream("/p4.v1.P4Runtime/Read", request_serializer=p4runtime_pb2.ReadRequest.SerializeToString,
                                       response_deserializer=None)
     out = {}
@@ -176,14 +176,14 @@ class Ids:
     def table(self, name):
         got = self._t.get(name)
         if got is None:
-            t, fields = self.sw._named("tables", name)
+            t, fields = self.sw.named("tables", name)
             got = self._t[name] = (t.preamble.id, {n: f.id for n, f in fields.items()})
         return got
 
     def action(self, name):
         got = self._a.get(name)
         if got is None:
-            a = self.sw._named("actions", name)
+            a = self.sw.named("actions", name)
             got = self._a[name] = (a.preamble.id, [(p.id, p.name, (p.bitwidth + 7) // 8) for p in a.params])
         return got
 
