@@ -1,6 +1,6 @@
 """The controller's parts on their own interfaces, in process and without switches: StoreFaults
 (p4sec.ipsec.failsafe) driven by hand (no retry thread) with a store that fails on demand, and HostTunnels
-(p4sec.ipsec.hosts) on gateways whose switches record what they are sent."""
+(p4sec.ipsec.hosts) and SiteTunnels (p4sec.ipsec.sites) on gateways whose switches record what they are sent."""
 import contextlib
 import threading
 import time
@@ -192,38 +192,72 @@ def test_the_retry_loop_runs_until_closed():
 # ---------------------------------------------------------------------------------------------- HostTunnels
 
 class RecordingSwitch:
-    """Records extern writes (slot, SPI or None for a delete) and table writes (op, table); refuses every write
-    while `refuse`."""
+    """Records extern writes (slot, SPI or None for a delete) and table writes (op, table) as it applies them,
+    one call at a time or as Writes (collect, write_async); refuses every write while `refuse`, and Writes that
+    touch a table in `refuse_tables`."""
 
     def __init__(self):
-        self.sas, self.tables, self.refuse = [], [], False
+        self.sas, self.tables, self.refuse, self.refuse_tables = [], [], False, set()
+        self.collected = None
 
     @contextlib.contextmanager
     def batch(self):
         yield
 
-    def _check(self):
-        if self.refuse:
+    @contextlib.contextmanager
+    def collect(self):
+        self.collected = []
+        try:
+            yield self.collected
+        finally:
+            self.collected = None
+
+    def _do(self, op):
+        if self.collected is not None:
+            self.collected.append(op)
+        else:
+            self.apply([op])
+
+    def apply(self, ops):
+        if self.refuse or any(kind == "table" and x[1] in self.refuse_tables for kind, x in ops):
             raise RuntimeError("switch refused the write")
+        for kind, x in ops:
+            (self.sas if kind == "sa" else self.tables).append(x)
+
+    def write_async(self, ups, deferred=False):
+        return Written(self, ups, deferred)
 
     def extern_write(self, extern, method, args, delete=False):
-        self._check()
-        self.sas.append((args["index"], None if delete else args["sa"]["spi"]))
+        self._do(("sa", (args["index"], None if delete else args["sa"]["spi"])))
 
     def table_insert(self, table, match, action, params, priority=0):
-        self._check()
-        self.tables.append(("insert", table))
+        self._do(("table", ("insert", table)))
 
     def table_delete(self, table, match, priority=0):
-        self._check()
-        self.tables.append(("delete", table))
+        self._do(("table", ("delete", table)))
+
+
+class Written:
+    """A Write in flight on a RecordingSwitch: applied when its result is asked for."""
+
+    def __init__(self, switch, ups, deferred):
+        self.switch, self.ups, self.deferred, self.done = switch, ups, deferred, False
+
+    def result(self):
+        if not self.done:
+            self.done = True
+            self.switch.apply(self.ups)
+
+
+def gateway(name, address, lan):
+    return Gateway(name, RecordingSwitch(), address, lan, 1, "02:00:00:00:00:0a", 2, "02:00:00:00:00:0b", "0.0.0.0/0")
 
 
 @pytest.fixture
 def ctl():
     c = IpsecController(grace=60)      # old SAs retire at close (cancelled): none while a test looks
-    c.gateways["G"] = Gateway("G", RecordingSwitch(), "192.0.2.1", "10.1.0.0/16", 1, "02:00:00:00:00:0a", 2,
-                              "02:00:00:00:00:0b", "192.0.2.0/24")
+    for gw in (gateway("G", "192.0.2.1", "10.1.0.0/16"), gateway("H", "198.51.100.1", "10.2.0.0/16")):
+        c.gateways[gw.name] = gw
     yield c
     c.close()
 
@@ -280,3 +314,51 @@ def test_the_controller_hands_its_host_operations_to_its_part(ctl):
     assert ctl.renewals == 1 and [t["state"] for t in ctl.tunnels()] == ["down"]
     with pytest.raises(ControllerError, match="unknown encapsulation 'gre'"):
         ctl.host_up("dave", "office", "G", "198.51.100.10", "02:00:00:00:aa:aa", "10.9.0.4", encap="gre")
+
+
+# ---------------------------------------------------------------------------------------------- SiteTunnels
+
+def test_a_site_tunnel_receives_on_both_gateways_before_either_sends_and_goes_down_in_reverse(ctl):
+    g, h = ctl.gateways["G"], ctl.gateways["H"]
+    pairs = ctl.sites.up("G", "H", name="T")
+    (gh_spi, gh_out), (hg_spi, hg_out) = pairs[("G", "H")], pairs[("H", "G")]
+    # each gateway got the SA it receives under, then the one it sends with (its policy after it)
+    assert [spi for _, spi in g.switch.sas] == [hg_spi, gh_spi] and [spi for _, spi in h.switch.sas] == [gh_spi, hg_spi]
+    for sw in (g.switch, h.switch):
+        t = [table for op, table in sw.tables]
+        assert t.index(gwp.sad_dec(4)) < t.index(gwp.spd(4)), sw.tables
+    assert [t["state"] for t in ctl.tunnels()] == ["up"] and ctl.intents() == []
+    ctl.sites.down("T")
+    # policies go first, the SAs last; every slot is free again
+    for sw, out_slot in ((g.switch, gh_out), (h.switch, hg_out)):
+        deletes = [table for op, table in sw.tables if op == "delete"]
+        assert deletes[0] == gwp.spd(4) and gwp.sad_dec(4) in deletes, sw.tables
+        assert {slot for slot, spi in sw.sas if spi is None} == {slot for slot, spi in sw.sas if spi is not None}
+    assert sorted(g.free_slots) == [0, 1] and sorted(h.free_slots) == [0, 1]
+    assert [t["state"] for t in ctl.tunnels()] == ["down"] and {s["state"] for s in ctl.sas("T")} == {"deleted"}
+    with pytest.raises(ControllerError, match="no tunnel T is up"):
+        ctl.sites.down("T")
+
+
+def test_a_site_tunnel_one_gateway_refuses_is_undone_on_both(ctl):
+    g, h = ctl.gateways["G"], ctl.gateways["H"]
+    h.switch.refuse_tables = {gwp.spd(4)}       # phase 2 (SAD-enc and policy) refused by H
+    with pytest.raises(RuntimeError, match="refused"):
+        ctl.connect("G", "H", name="T")
+    # what G and H accepted went again: every SA written was deleted, every entry inserted removed
+    for sw in (g.switch, h.switch):
+        assert {slot for slot, spi in sw.sas if spi is not None} == {slot for slot, spi in sw.sas if spi is None}, sw.sas
+        assert sorted(table for op, table in sw.tables if op == "insert") == \
+            sorted(table for op, table in sw.tables if op == "delete"), sw.tables
+    assert ctl.tunnels() == [] and ctl.sas() == [] and ctl.intents() == []
+    assert sorted(g.free_slots) == [0, 1] and sorted(h.free_slots) == [0, 1]
+
+
+def test_ikev2_tunnels_are_refused_to_the_site_operations(ctl):
+    ctl.db.execute("insert into tunnel values ('ike-G-1', 'G', 'ike:203.0.113.9', 'aes-gcm-128', 'null', 'null', 0, 'up')")
+    ctl.db.commit()
+    with pytest.raises(ControllerError, match="negotiated by IKEv2 with 203.0.113.9: its charon deletes it"):
+        ctl.disconnect("ike-G-1")
+    with pytest.raises(ControllerError, match="negotiated by IKEv2 with 203.0.113.9: its charon rekeys it"):
+        ctl.rekey("ike-G-1")
+    assert [t["state"] for t in ctl.tunnels()] == ["up"]

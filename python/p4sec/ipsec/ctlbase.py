@@ -1,4 +1,4 @@
-"""The IPsec controller's basics, shared by p4sec.ipsec.controller, p4sec.ipsec.hosts and p4sec.ipsec.reconcile:
+"""The IPsec controller's basics, shared by p4sec.ipsec.controller and its parts (sites, hosts, reconcile):
 cipher suites, the SA configuration, a gateway, a host's name prefix, the controller's error, routes, an inbound
 SA's selectors, and the named checkpoints of its multi-step operations."""
 import os
