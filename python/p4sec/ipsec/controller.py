@@ -65,15 +65,7 @@ class IpsecController:
             self.db = store.sqlite(db)      # fail-safe (p4sec.ipsec.store)
         else:
             self.db = db        # a replicated store with the same interface (p4sec.ha.PgDb)
-        self.db.executescript(
-            "create table if not exists tunnel (name text primary key, a text, b text, suite text, soft text, hard text,"
-            " created real, state text);"
-            "create table if not exists sa (spi integer primary key, tunnel text, src text, dst text, out_slot integer,"
-            " in_slot integer, config text, created real, state text);"
-            "create table if not exists event (t real, tunnel text, what text);"
-            "create table if not exists kv (key text primary key, value text);"
-            "create table if not exists intent (id integer primary key, op text, tunnel text, data text, t real);"
-            "create index if not exists sa_tunnel on sa (tunnel);")
+        self.db.executescript(store.SCHEMA)     # (PgDb's is PostgreSQL's own: p4sec.ipsec.ha.SCHEMA)
         self.gateways = {}
         self.lock = threading.RLock()
         # fn(desired, switch_mac): more desired entries (the IKEv2 tunnels' policies and IKE punting, from the store)
