@@ -64,7 +64,7 @@ class IpsecController:
                 os.close(os.open(db, os.O_WRONLY | os.O_CREAT, 0o600))
             self.db = store.sqlite(db)      # fail-safe (p4sec.ipsec.store)
         else:
-            self.db = db        # a replicated store with the same interface (p4sec.ha.PgDb)
+            self.db = db        # a replicated store with the same interface (p4sec.ipsec.ha.PgDb)
         self.db.executescript(store.SCHEMA)     # (PgDb's is PostgreSQL's own: p4sec.ipsec.ha.SCHEMA)
         self.gateways = {}
         self.lock = threading.RLock()
