@@ -1,6 +1,7 @@
 """The controller's parts on their own interfaces, in process and without switches: StoreFaults
 (p4sec.ipsec.failsafe) driven by hand (no retry thread) with a store that fails on demand, and HostTunnels
-(p4sec.ipsec.hosts) and SiteTunnels (p4sec.ipsec.sites) on gateways whose switches record what they are sent."""
+(p4sec.ipsec.hosts) and SiteTunnels (p4sec.ipsec.sites) on gateways whose switches record what they are sent; and
+the seams: each part uses only the controller's public members its description names."""
 import contextlib
 import threading
 import time
@@ -362,3 +363,45 @@ def test_ikev2_tunnels_are_refused_to_the_site_operations(ctl):
     with pytest.raises(ControllerError, match="negotiated by IKEv2 with 203.0.113.9: its charon rekeys it"):
         ctl.rekey("ike-G-1")
     assert [t["state"] for t in ctl.tunnels()] == ["up"]
+
+
+# ---------------------------------------------------------------------------------------------- the seams
+
+# what each part may use of the controller, as its module's description says
+SEAMS = {
+    "hosts": {"db", "lock", "gateways", "event", "reconcile", "retire_later", "grace", "make_sa", "selectors", "undo_in"},
+    "sites": {"db", "lock", "gateways", "event", "reconcile", "tunnel_sites", "make_sa"},
+    "recovery": {"db", "lock", "gateways", "event", "reconcile", "renew", "connect", "retire_later", "watch", "tunnel_sites",
+                 "tunnel_encap"},
+    "reconcile": {"db", "lock", "gateways", "event", "renew", "hosts"},
+    "failsafe": set(),      # it is handed what it needs, not the controller
+}
+
+
+def controller_members_used(module):
+    """The attributes a module reads of the controller (`ctl.X` or `self.ctl.X`)."""
+    import ast
+    import pathlib
+    import p4sec.ipsec
+    tree = ast.parse((pathlib.Path(p4sec.ipsec.__file__).parent / f"{module}.py").read_text())
+    used = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute):
+            v = n.value
+            if (isinstance(v, ast.Name) and v.id == "ctl") or \
+                    (isinstance(v, ast.Attribute) and v.attr == "ctl" and isinstance(v.value, ast.Name) and v.value.id == "self"):
+                used.add(n.attr)
+    return used
+
+
+@pytest.mark.parametrize("module", sorted(SEAMS))
+def test_each_part_uses_only_the_public_members_its_description_names(module):
+    used = controller_members_used(module)
+    assert not {m for m in used if m.startswith("_")}, f"{module} reaches into the controller's private members: {used}"
+    assert used <= SEAMS[module], f"{module} uses {sorted(used - SEAMS[module])} of the controller beyond its seam"
+
+
+def test_the_controller_composes_its_parts_rather_than_inheriting_them(ctl):
+    assert IpsecController.__bases__ == (object,)
+    assert {type(getattr(ctl, p)).__name__ for p in ("journal", "recovery", "reconciler", "sites", "hosts", "faults")} == \
+        {"IntentLog", "Recovery", "Reconciler", "SiteTunnels", "HostTunnels", "StoreFaults"}
