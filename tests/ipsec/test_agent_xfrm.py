@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from p4sec.ipsec import agent
+from p4sec.ipsec import agent_base, agent_xfrm
 
 
 def sa_cfg(spi, src, dst, soft=None, hard=None):
@@ -20,7 +20,7 @@ def sa_cfg(spi, src, dst, soft=None, hard=None):
             "soft": dict(null, **(soft or {})), "hard": dict(null, **(hard or {}))}
 
 
-def expire_msg(spi, hard=False, typ=agent.XFRM_MSG_EXPIRE):
+def expire_msg(spi, hard=False, typ=agent_xfrm.XFRM_MSG_EXPIRE):
     """One netlink message: nlmsghdr + struct xfrm_user_expire (xfrm_usersa_info, 224 bytes, then __u8 hard)."""
     info = bytearray(224)
     info[56:60] = bytes([192, 0, 2, 1])                 # id.daddr
@@ -32,31 +32,31 @@ def expire_msg(spi, hard=False, typ=agent.XFRM_MSG_EXPIRE):
 
 def test_expire_messages_are_parsed_from_the_kernels_layout():
     data = expire_msg(0x1234) + expire_msg(0x99, typ=0x10) + expire_msg(0xdeadbeef, hard=True)
-    assert agent.parse_expires(data) == [(0x1234, False), (0xdeadbeef, True)]
+    assert agent_xfrm.parse_expires(data) == [(0x1234, False), (0xdeadbeef, True)]
     # truncated or garbage datagrams yield nothing and never raise
     for bad in (b"", b"\x00" * 15, expire_msg(1)[:100], struct.pack("=IHHII", 8, 0x18, 0, 0, 0), os.urandom(300)):
-        assert isinstance(agent.parse_expires(bad), list)
-    assert agent.parse_expires(expire_msg(1)[:100]) == []
+        assert isinstance(agent_xfrm.parse_expires(bad), list)
+    assert agent_xfrm.parse_expires(expire_msg(1)[:100]) == []
 
 
 def test_the_expire_group_can_be_joined_on_this_kernel():
     if os.geteuid() != 0:
         pytest.skip("needs root")
-    s = agent.expire_socket()
+    s = agent_xfrm.expire_socket()
     try:
-        assert s.getsockname()[1] == 1 << (agent.XFRMNLGRP_EXPIRE - 1)
+        assert s.getsockname()[1] == 1 << (agent_xfrm.XFRMNLGRP_EXPIRE - 1)
     finally:
         s.close()
 
 
 def test_states_carry_lifetimes_and_suites():
-    c = agent.xfrm_state_add(sa_cfg(0x1001, "198.51.100.7", "203.0.113.1", soft={"packets": 60, "bytes": 10000}, hard={"packets": 100, "seconds": 3600}))
+    c = agent_xfrm.xfrm_state_add(sa_cfg(0x1001, "198.51.100.7", "203.0.113.1", soft={"packets": 60, "bytes": 10000}, hard={"packets": 100, "seconds": 3600}))
     assert "spi 0x1001 " in c and "aead 'rfc4106(gcm(aes))' 0x000102030405060708090a0b0c0d0e0f10111213 128" in c
     assert "flag esn" in c and "replay-window 1024" in c
     for lim in ("limit packet-soft 60", "limit byte-soft 10000", "limit packet-hard 100", "limit time-hard 3600"):
         assert lim in c, c
-    with pytest.raises(agent.AgentError, match="AEAD suites only"):
-        agent.xfrm_state_add(dict(sa_cfg(1, "a", "b"), cipher="AesCtrHmacMd5"))
+    with pytest.raises(agent_base.AgentError, match="AEAD suites only"):
+        agent_xfrm.xfrm_state_add(dict(sa_cfg(1, "a", "b"), cipher="AesCtrHmacMd5"))
 
 
 class Recorder:
@@ -67,7 +67,7 @@ class Recorder:
     def __call__(self, cmd):
         with self.lock:
             if self.fail_on and self.fail_on in cmd:
-                raise agent.AgentError(f"`{cmd}` failed: RTNETLINK answers: Protocol not supported")
+                raise agent_base.AgentError(f"`{cmd}` failed: RTNETLINK answers: Protocol not supported")
             self.cmds.append(cmd)
 
 
@@ -88,7 +88,7 @@ def wait_for(pred, timeout=5):
 
 def test_soft_expire_renews_in_the_loss_free_order_and_down_removes_everything():
     rec = Recorder()
-    be = agent.Xfrm("rw0", run=rec)
+    be = agent_xfrm.Xfrm("rw0", run=rec)
     be.apply(tunnel(0x100, 0x200))
     assert [c.split(" spi ")[1].split()[0] for c in rec.cmds[:2]] == ["0x200", "0x100"], "inbound state first"
     assert any("dir out" in c for c in rec.cmds) and any(c.startswith("ip route add 10.1.0.0/16 dev rw0") for c in rec.cmds)
@@ -103,7 +103,7 @@ def test_soft_expire_renews_in_the_loss_free_order_and_down_removes_everything()
         renewals.append((out, inn))
         retire = be.install_renewal(tunnel(out, inn))
         assert not any("delete" in c and f"spi {inn - 1:#x}" in c for c in rec.cmds), "the old inbound state stays for now"
-        agent.retire_after(0.2, retire)
+        agent_base.retire_after(0.2, retire)
 
     be.watch_lifetimes(renew, sock=ours)
     n = len(rec.cmds)
@@ -136,8 +136,8 @@ def test_soft_expire_renews_in_the_loss_free_order_and_down_removes_everything()
 
 def test_a_failure_half_way_is_undone():
     rec = Recorder(fail_on="dir in")
-    be = agent.Xfrm("rw0", run=rec)
-    with pytest.raises(agent.AgentError, match="Protocol not supported"):
+    be = agent_xfrm.Xfrm("rw0", run=rec)
+    with pytest.raises(agent_base.AgentError, match="Protocol not supported"):
         be.apply(tunnel(0x100, 0x200))
     n = len(rec.cmds)
     be.remove()
@@ -151,9 +151,9 @@ def test_esp_in_udp_states_and_the_encap_socket():
     """A host profile with encap: udp gives SAs with udp_encap: their states carry `encap espinudp`, and the backend
     opens the socket the kernel receives ESP in UDP on (closed by remove), once, for the inbound SA's port; a real
     socket marked UDP_ENCAP_ESPINUDP can be opened on this kernel."""
-    c = agent.xfrm_state_add(dict(sa_cfg(0x1001, "198.51.100.7", "203.0.113.1"), udp_encap=[4500, 4500]))
+    c = agent_xfrm.xfrm_state_add(dict(sa_cfg(0x1001, "198.51.100.7", "203.0.113.1"), udp_encap=[4500, 4500]))
     assert c.endswith("encap espinudp 4500 4500 0.0.0.0") or " encap espinudp 4500 4500 0.0.0.0 " in c, c
-    assert "encap" not in agent.xfrm_state_add(sa_cfg(0x1001, "198.51.100.7", "203.0.113.1"))
+    assert "encap" not in agent_xfrm.xfrm_state_add(sa_cfg(0x1001, "198.51.100.7", "203.0.113.1"))
 
     opened = []
 
@@ -168,7 +168,7 @@ def test_esp_in_udp_states_and_the_encap_socket():
         return Sock()
 
     rec = Recorder()
-    be = agent.Xfrm("rw0", run=rec, open_encap=open_encap)
+    be = agent_xfrm.Xfrm("rw0", run=rec, open_encap=open_encap)
     t = tunnel(0x100, 0x200)
     for d in ("outbound", "inbound"):
         t[d]["udp_encap"] = [4500, 4500]
@@ -179,12 +179,12 @@ def test_esp_in_udp_states_and_the_encap_socket():
     be.remove()
     assert sock.closed and be.encap_sock is None
     # plain ESP: no socket
-    be = agent.Xfrm("rw0", run=Recorder(), open_encap=open_encap)
+    be = agent_xfrm.Xfrm("rw0", run=Recorder(), open_encap=open_encap)
     be.apply(tunnel(0x300, 0x400))
     assert len(opened) == 1
     be.remove()
 
-    s = agent.udp_encap_socket("127.0.0.1", 0)
+    s = agent_xfrm.udp_encap_socket("127.0.0.1", 0)
     try:
         assert s.getsockopt(socket.IPPROTO_UDP, 100) == 2
     finally:

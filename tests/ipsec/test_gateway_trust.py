@@ -106,7 +106,7 @@ def attacks(site, s, election_ids=(1, 2, 1 << 70)):
     sw = site["switch"]
     sad_dec = next(e for e in sw.table_read(gateway.sad_dec(4)))
     slot = sw.extern_read(gateway.SAD, "get_sas", {})["sas"][0][0]
-    ext, inst = sw._named("externs", gateway.SAD)
+    ext, inst = sw.named("externs", gateway.SAD)
     codes = []
     for eid in election_ids:
         hi, lo = eid >> 64, eid & ((1 << 64) - 1)
@@ -148,7 +148,7 @@ def read_all(s, site):
     """Everything a client can ask to read that could hold SA material: every table, the SA slots and their
     state, the pipeline config; the answers' bytes."""
     sw = site["switch"]
-    ext, inst = sw._named("externs", gateway.SAD)
+    ext, inst = sw.named("externs", gateway.SAD)
     req = p4runtime_pb2.ReadRequest(device_id=1)
     req.entities.add().table_entry.table_id = 0
     for op, arg in [("get_sas", {})] + [(gateway.SA_STATS, {"index": i}) for i, _ in sw.extern_read(gateway.SAD, "get_sas", {})["sas"]]:

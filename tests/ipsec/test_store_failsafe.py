@@ -113,9 +113,9 @@ def test_renewal_and_retirement_retried_tunnel_degraded_meanwhile(tmp_path):
         with pytest.raises(StoreError, match="readonly"):
             ctl.event("T", "refused")
         # a soft-lifetime event and a retirement while the store fails
-        ctl._renew_or_retry(0x1111, "soft lifetime on B")
+        ctl.faults.renew_or_retry(0x1111, "soft lifetime on B")
         ctl._retire(0x2222)
-        assert 0x1111 in ctl.pending and 0x2222 in ctl._retire_later
+        assert 0x1111 in ctl.faults.pending and 0x2222 in ctl.faults.retirements
         t = ctl.tunnels()[0]
         assert t["state"] == "degraded", t
         assert any("renewal of SA 0x00001111 failing" in w for w in t["degraded_by"]), t["degraded_by"]
@@ -125,17 +125,17 @@ def test_renewal_and_retirement_retried_tunnel_degraded_meanwhile(tmp_path):
         m = ctl.metrics()
         assert "p4sec_controller_store_up 0" in m and "p4sec_controller_renewals_pending 1" in m and 'tunnels{state="degraded"} 1' in m, m
         time.sleep(1.0)
-        assert 0x1111 in ctl.pending, "a renewal was dropped while the store was still read-only"
+        assert 0x1111 in ctl.faults.pending, "a renewal was dropped while the store was still read-only"
         import sqlite3
         with sqlite3.connect(disk.path) as other:       # (the controller's own reads wait for the backoff)
             assert other.execute("select state from sa where spi = ?", (0x2222,)).fetchone()[0] == "retiring"
         disk.set_read_only(ctl.db, False)
         # the store works again: the retirement lands, the renewal is retried (this SA's gateways are not under
         # control here, so renew() finds nothing to do and the renewal is settled), the tunnel is up again
-        assert wait(lambda: not ctl.pending), ctl.pending
+        assert wait(lambda: not ctl.faults.pending), ctl.faults.pending
         assert wait(lambda: ctl.db.execute("select state from sa where spi = ?", (0x2222,)).fetchone()[0] == "deleted"), \
             ctl.db.execute("select state from sa where spi = ?", (0x2222,)).fetchone()
-        assert not ctl._retire_later
+        assert not ctl.faults.retirements
         # the retirement's record ends in a commit of its own, after the one that marked the SA deleted (read under
         # the controller's lock: never halfway through the retirement)
         assert wait(lambda: not ctl.intents()), ctl.intents()

@@ -207,7 +207,7 @@ class Switch:
 
     def digest_enable(self, name, max_list_size=1, max_timeout_ns=0, ack_timeout_ns=1000000000):
         """Ask the switch to stream this digest's lists (P4Runtime DigestEntry)."""
-        d = self._named("digests", name)
+        d = self.named("digests", name)
         for kind in ("insert", "modify"):
             req, u = one_update(kind)
             u.entity.digest_entry.digest_id = d.preamble.id
@@ -322,7 +322,7 @@ class Switch:
     def _send(self, updates):
         self.write_async(updates, deferred=True).result()
 
-    def _named(self, kind, name):
+    def named(self, kind, name):
         """The P4Info object of `kind` ("tables", "actions", "counters", "registers", "digests", "externs") called `name`; looked
         up once per P4Info (setup writes many entries). For "externs": (extern type, instance)."""
         info = self.p4info
@@ -345,7 +345,7 @@ class Switch:
 
     def _entry_value(self, table, match, action, params, priority):
         """The TableEntry as a dict of fields (p4sec.wire)."""
-        t, fields = self._named("tables", table)
+        t, fields = self.named("tables", table)
         matches = []
         for name, spec in match.items():
             f = fields.get(name)
@@ -370,7 +370,7 @@ class Switch:
         if action is None:
             e["priority"] = priority
             return e
-        a = self._named("actions", action)
+        a = self.named("actions", action)
         ps = []
         for p in a.params:
             v = params[p.name]
@@ -401,7 +401,7 @@ class Switch:
     def extern_write(self, instance, op, obj, delete=False):
         """A p4sec extern control operation (e.g. esp_sad `add_sa`) as a P4Runtime ExternEntry: its entry an Any
         with type URL `p4sec/TYPE.OP` and the operation's JSON as its value."""
-        ext, inst = self._named("externs", instance)
+        ext, inst = self.named("externs", instance)
         x = {"extern_type_id": ext.extern_type_id, "extern_id": inst.preamble.id,
              "entry": {"type_url": f"p4sec/{ext.extern_type_name}.{op}", "value": json.dumps(obj).encode()}}
         self._write(wire.encode(p4runtime_pb2.WriteRequest, {"updates": [
@@ -409,7 +409,7 @@ class Switch:
 
     def extern_read(self, instance, op, obj):
         """A p4sec extern query (e.g. esp_sad `sa_stats`) as a P4Runtime ExternEntry read; its JSON answer."""
-        ext, inst = self._named("externs", instance)
+        ext, inst = self.named("externs", instance)
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         x = req.entities.add().extern_entry
         x.extern_type_id, x.extern_id = ext.extern_type_id, inst.preamble.id
@@ -421,7 +421,7 @@ class Switch:
 
     def table_read(self, table):
         """Every entry of a table as P4Runtime TableEntry messages (the switch's own view)."""
-        t, _ = self._named("tables", table)
+        t, _ = self.named("tables", table)
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         req.entities.add().table_entry.table_id = t.preamble.id
         return [ent.table_entry for resp in self.stub.Read(req) for ent in resp.entities]
@@ -429,7 +429,7 @@ class Switch:
     def table_get(self, table, match):
         """The entry of `table` with this match (exact fields, as for `table_insert`) as
         `(action name, {parameter: int})`, or None when the switch holds no such entry."""
-        _, fields = self._named("tables", table)
+        _, fields = self.named("tables", table)
         want = set()
         for name, spec in match.items():
             if name not in fields:
@@ -446,7 +446,7 @@ class Switch:
 
     def register_write(self, register, index, value):
         """Set one cell of an indexed register (P4Runtime RegisterEntry, MODIFY) to the integer `value`."""
-        r = self._named("registers", register)
+        r = self.named("registers", register)
         width = r.type_spec.bitstring.bit.bitwidth
         if not 0 <= value < (1 << width):
             raise ValueError(f"register {register!r} holds bit<{width}>: {value} does not fit")
@@ -459,7 +459,7 @@ class Switch:
     def _read_cell(self, kind, name, index):
         """The entity read back for one cell of an indexed register or counter (`kind` "registers"/"counters"),
         or None if the switch answered nothing."""
-        obj = self._named(kind, name)
+        obj = self.named(kind, name)
         field = kind[:-1] + "_entry"
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         e = getattr(req.entities.add(), field)
@@ -484,7 +484,7 @@ class Switch:
 
     def counter_cells(self, counter, indexes):
         """{index: (packets, bytes)} of many cells of an indexed counter, in one Read."""
-        cid = self._named("counters", counter).preamble.id
+        cid = self.named("counters", counter).preamble.id
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         for i in indexes:
             e = req.entities.add().counter_entry

@@ -37,7 +37,8 @@ def _write_key(path, key):
         f.write(data)
 
 
-def _load(d):
+def load(d):
+    """(private key, certificate) of the CA in directory `d`; CaError naming the directory if it has none."""
     d = pathlib.Path(d)
     try:
         key = serialization.load_pem_private_key((d / "ca.key").read_bytes(), None)
@@ -71,7 +72,7 @@ def issue(d, name, server=False, sans=()):
     d = pathlib.Path(d)
     if not name or "/" in name or name.startswith("."):
         raise CaError(f"bad certificate name {name!r}")
-    ca_key, ca_cert = _load(d)
+    ca_key, ca_cert = load(d)
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
     b = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))

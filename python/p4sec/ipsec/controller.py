@@ -19,10 +19,12 @@ finish (a road warrior's phase 1 and renewal request) and `reconcile` completes 
 gateway's tables and SA slots, adopts what is identical, adds what is missing and removes what nobody wants.
 The same reconciliation runs when a lost switch comes back and periodically.
 
-The controller composes its parts: `journal` and `recovery` (p4sec.ipsec.recovery: the intent journal, what
-happens after a controller's or a switch's restart), `reconciler` (p4sec.ipsec.reconcile), the Writes to both
-gateways of a tunnel at once (p4sec.ipsec.writes); host-to-site tunnels (p4sec.ipsec.hosts) and the handling of
-store faults (p4sec.ipsec.failsafe) are mixed in.
+The controller composes its parts, each an object with its own state: `journal` and `recovery`
+(p4sec.ipsec.recovery: the intent journal, what happens after a controller's or a switch's restart),
+`reconciler` (p4sec.ipsec.reconcile), `sites` (p4sec.ipsec.sites: site-to-site setup and teardown, with the
+Writes to both gateways at once of p4sec.ipsec.writes), `hosts` (p4sec.ipsec.hosts: host-to-site tunnels) and
+`faults` (p4sec.ipsec.failsafe: renewals and retirements retried while the store fails, degraded tunnels). What
+stays here: the gateways, the SAs' renewal and retirement, and the recorded state.
 """
 import json
 import logging
@@ -35,23 +37,25 @@ from p4sec.ipsec import ike
 from p4sec.ipsec import reconcile as rec
 from p4sec.ipsec import store
 from p4sec.ipsec import tunnel_entries as te
-from p4sec.ipsec import writes
 from p4sec.ipsec.store import StoreError
 from p4sec.ipsec.ctlbase import (HARD, SA_EVENT_DIGEST, SOFT, SUITES, SWITCH_MAC, ControllerError, Gateway, _lpm,  # noqa: F401 (re-exported)
                       UDP_ENCAP_PORTS, checkpoint, sa_config, sa_selectors)
 from p4sec.ipsec.failsafe import StoreFaults
 from p4sec.ipsec.hosts import HostTunnels
+from p4sec.ipsec.sites import SiteTunnels, refuse_ike
 from p4sec.ipsec.recovery import IntentLog, Recovery
 
 log = logging.getLogger("p4sec.controller")
 
 
-class IpsecController(StoreFaults, HostTunnels):
+class IpsecController:
     """The IPsec controller (see the module's description): site-to-site tunnels (`connect`, `disconnect`, `rekey`),
-    host-to-site tunnels (HostTunnels), the renewal and retirement of SAs, the recorded state (`tunnels`, `sas`,
-    `events`, `intents`). Its parts are objects with their own state: `journal` (IntentLog) and `recovery`
-    (Recovery: `resume`, switches lost and back) in p4sec.ipsec.recovery, `reconciler` (Reconciler: `reconcile`,
-    `start_periodic`) in p4sec.ipsec.reconcile."""
+    host-to-site tunnels (`host_up` ... `host_down`), the renewal and retirement of SAs, the recorded state
+    (`tunnels`, `sas`, `events`, `intents`), its `health` and `metrics`. Its parts are objects with their own state:
+    `journal` (IntentLog) and `recovery` (Recovery: `resume`, switches lost and back) in p4sec.ipsec.recovery,
+    `reconciler` (Reconciler: `reconcile`, `start_periodic`) in p4sec.ipsec.reconcile, `sites` (SiteTunnels:
+    `connect`, `disconnect`) in p4sec.ipsec.sites, `hosts` (HostTunnels) in p4sec.ipsec.hosts, `faults`
+    (StoreFaults: retries while the store fails, degraded tunnels) in p4sec.ipsec.failsafe."""
 
     def __init__(self, db=":memory:", grace=1.0):
         if isinstance(db, str):
@@ -60,34 +64,36 @@ class IpsecController(StoreFaults, HostTunnels):
                 os.close(os.open(db, os.O_WRONLY | os.O_CREAT, 0o600))
             self.db = store.sqlite(db)      # fail-safe (p4sec.ipsec.store)
         else:
-            self.db = db        # a replicated store with the same interface (p4sec.ha.PgDb)
-        self.db.executescript(
-            "create table if not exists tunnel (name text primary key, a text, b text, suite text, soft text, hard text,"
-            " created real, state text);"
-            "create table if not exists sa (spi integer primary key, tunnel text, src text, dst text, out_slot integer,"
-            " in_slot integer, config text, created real, state text);"
-            "create table if not exists event (t real, tunnel text, what text);"
-            "create table if not exists kv (key text primary key, value text);"
-            "create table if not exists intent (id integer primary key, op text, tunnel text, data text, t real);"
-            "create index if not exists sa_tunnel on sa (tunnel);")
+            self.db = db        # a replicated store with the same interface (p4sec.ipsec.ha.PgDb)
+        self.db.executescript(store.SCHEMA)     # (PgDb's is PostgreSQL's own: p4sec.ipsec.ha.SCHEMA)
         self.gateways = {}
         self.lock = threading.RLock()
         # fn(desired, switch_mac): more desired entries (the IKEv2 tunnels' policies and IKE punting, from the store)
         self.desired_hooks = [lambda out, mac: ike.desired(self, out, mac)]
         self.sa_event_listeners = []    # fn(gateway, spi, event) -> True if it handled the SA's lifetime event
         self.grace = grace
-        self.renewals = 0
+        self._renewals = 0      # site-to-site renewals (`renewals` adds the host tunnels')
         self._timers = []
         self._closed = threading.Event()
         self.journal = IntentLog(self.db)           # the operations in flight (p4sec.ipsec.recovery)
         self.recovery = Recovery(self, self.journal, self._closed)      # after a controller's or a switch's restart
         self.reconciler = rec.Reconciler(self, self.journal, self.recovery.away, self._closed)
-        self._init_faults()         # renewals and retirements retried while the store fails (p4sec.ipsec.failsafe)
+        self.sites = SiteTunnels(self, self.journal)        # site-to-site setup and teardown (p4sec.ipsec.sites)
+        self.hosts = HostTunnels(self, self.journal)        # host-to-site tunnels (p4sec.ipsec.hosts)
+        # renewals and retirements retried while the store fails, degraded tunnels (p4sec.ipsec.failsafe)
+        self.faults = StoreFaults(self.db, self.lock, self._closed, self.recovery.away, self.renew, self._retire,
+                                  self._read_tunnels)
+        self.faults.start()
 
     @property
     def away(self):
         """The gateways whose switch is unreachable (reconnecting: p4sec.ipsec.recovery)."""
         return self.recovery.away
+
+    @property
+    def renewals(self):
+        """The SA renewals done: site-to-site (`renew`) and host-to-site (p4sec.ipsec.hosts)."""
+        return self._renewals + self.hosts.renewals
 
     @property
     def programs(self):
@@ -149,7 +155,21 @@ class IpsecController(StoreFaults, HostTunnels):
         timer.start()
         self._timers.append(timer)
 
-    def _tunnels(self):
+    def tunnels(self):
+        """The tunnels and their state; while the store cannot be read, the last state read, every tunnel that was up
+        shown degraded with the store's error (p4sec.ipsec.failsafe.StoreFaults.tunnels)."""
+        return self.faults.tunnels()
+
+    def health(self):
+        """The controller's health: the store's, the pending renewals, the degraded tunnels, unreachable switches."""
+        return self.faults.health()
+
+    def metrics(self):
+        """Prometheus text: the store's health, renewals (done, failed, pending) and tunnels by state."""
+        return self.faults.metrics(self.renewals)
+
+    def _read_tunnels(self):
+        """The tunnels as the store has them (raises StoreError), for `faults`, which keeps the last read."""
         rows = self.db.execute("select name, a, b, suite, soft, hard, created, state from tunnel order by created").fetchall()
         store_ok, store_why = self.db.health()
         out = []
@@ -158,7 +178,7 @@ class IpsecController(StoreFaults, HostTunnels):
             spis = [f"{spi:#010x}" for spi in active]
             sites = self.tunnel_sites(name) or {}
             away = sorted({a, b} & self.away)
-            why = self._degraded_by(name, a, b, active, store_ok, store_why) if state == "up" else []
+            why = self.faults.degraded_by(name, a, b, active, store_ok, store_why) if state == "up" else []
             if why:
                 state = "degraded"
             t = {"name": name, "a": a, "b": b, "suite": suite, "soft": json.loads(soft), "hard": json.loads(hard),
@@ -178,35 +198,39 @@ class IpsecController(StoreFaults, HostTunnels):
         log.info("%s: %s", tunnel, what)
 
     def events(self, tunnel=None):
+        """[(time, tunnel or gateway, what)] of the event log (of one tunnel or gateway), oldest first."""
         q = "select t, tunnel, what from event" + (" where tunnel = ?" if tunnel else "") + " order by rowid"
         with self.lock:
             return self.db.execute(q, (tunnel,) if tunnel else ()).fetchall()
 
     # ------------------------------------------------------------------ SAs
 
-    def _new_spi(self):
+    def new_spi(self):
+        """A random SPI (>= 256) no recorded SA has."""
         while True:
             spi = int.from_bytes(os.urandom(4), "big")
             if spi >= 256 and not self.db.execute("select 1 from sa where spi = ?", (spi,)).fetchone():
                 return spi
 
-    def _selectors(self, tunnel, src_name, dst):
+    def selectors(self, tunnel, src_name, dst):
         """The selectors of tunnel's SA from `src_name` (a gateway or a host) to gateway dst, from the store (see
         ctlbase.sa_selectors; reconciliation computes the same)."""
-        return sa_selectors(src_name, dst, self.gateways, self.tunnel_sites(tunnel), self.host_inner(tunnel))
+        return sa_selectors(src_name, dst, self.gateways, self.tunnel_sites(tunnel), self.hosts.inner(tunnel))
 
-    def _make_sa(self, tunnel, src, dst, suite, soft, hard):
+    def make_sa(self, tunnel, src, dst, suite, soft, hard):
+        """A new SA of `tunnel` from src to dst (gateways, or a host as a Gateway): (spi, its esp_sad configuration)
+        with fresh keys from the OS CSPRNG, in UDP if the tunnel is recorded so."""
         _, _, nkey, nauth = SUITES[suite]
-        spi = self._new_spi()
+        spi = self.new_spi()
         cfg = sa_config(spi, suite, os.urandom(nkey), os.urandom(nauth), src.address, dst.address, soft, hard,
                         udp_encap=UDP_ENCAP_PORTS if self.tunnel_encap(tunnel) == "udp" else None)
         return spi, cfg
 
-    def _undo_in(self, tunnel, src, dst, spi, in_slot):
+    def undo_in(self, tunnel, src, dst, spi, in_slot):
         """Remove an SA installed inbound (its SAD-dec entry and its slot), each part on its own (a part that was never applied
         is reported missing, which is fine); the slot is free again unless something could not be removed."""
         left = []
-        sel = self._selectors(tunnel, src.name, dst)
+        sel = self.selectors(tunnel, src.name, dst)
         for what, undo in (("SAD-dec entry", lambda: te.sad_dec(src, dst, spi, in_slot, sel, insert=False)),
                            ("SA", lambda: gwp.sa_delete(dst.switch, in_slot))):
             try:
@@ -231,153 +255,12 @@ class IpsecController(StoreFaults, HostTunnels):
         r = self.db.execute("select value from kv where key = ?", (f"encap:{name}",)).fetchone()
         return r[0] if r and r[0] == "udp" else None
 
-    def connect(self, a_name, b_name, suite="aes-gcm-128", soft=None, hard=None, name=None, a_prefix=None, b_prefix=None, encap=None):
+    def connect(self, a_name, b_name, suite="aes-gcm-128", soft=None, hard=None, name=None, a_prefix=None, b_prefix=None,
+                encap=None):
         """A site-to-site tunnel between two gateways, for the traffic between a_prefix behind a and b_prefix behind
-        b (subnets of their sites; default: the whole sites): many tunnels between the same two gateways, one per
-        pair of subnets. `encap`: "esp" (or None, the default) for plain ESP, "udp" for ESP in UDP (RFC 3948, NAT
-        traversal: UDP port 4500 both ways); it holds for the tunnel's renewed SAs too. Returns {(src, dst): (spi,
-        outbound slot)}."""
-        if suite not in SUITES and suite != "bypass":
-            raise ControllerError(f"unknown cipher suite {suite!r} (bypass, {', '.join(SUITES)})")
-        if encap not in (None, "esp", "udp"):
-            raise ControllerError(f"unknown encapsulation {encap!r} (esp, udp)")
-        with self.lock:
-            for g in (a_name, b_name):
-                if g not in self.gateways:
-                    raise ControllerError(f"no gateway {g}")
-            if a_name == b_name:
-                raise ControllerError(f"a tunnel needs two gateways ({a_name} twice)")
-            a, b = self.gateways[a_name], self.gateways[b_name]
-            name = name or f"{a_name}-{b_name}"
-            t0 = time.perf_counter()
-            sites = te.site_prefixes(a, b, a_prefix, b_prefix)
-            if self.db.execute("select 1 from tunnel where name = ? and state = 'up'", (name,)).fetchone():
-                raise ControllerError(f"tunnel {name} is already up")
-            pair = te.pair_key(sites)
-            other = self.db.execute("select value from kv where key = ?", (pair,)).fetchone()
-            if other and other[0] != name:
-                raise ControllerError(f"tunnel {other[0]} already protects {sites[a_name]} <-> {sites[b_name]}")
-            prev = (self.db.execute("select * from tunnel where name = ?", (name,)).fetchone(),
-                    self.db.execute("select value from kv where key = ?", (f"sites:{name}",)).fetchone(),
-                    self.db.execute("select value from kv where key = ?", (f"encap:{name}",)).fetchone())
-            self.db.execute("insert or replace into tunnel values (?, ?, ?, ?, ?, ?, ?, 'up')",
-                            (name, a_name, b_name, suite, json.dumps(soft), json.dumps(hard), time.time()))
-            self.db.execute("insert or replace into kv values (?, ?)", (f"sites:{name}", json.dumps(sites)))
-            self.db.execute("insert or replace into kv values (?, ?)", (f"encap:{name}", encap or "esp"))
-            self.db.execute("insert or replace into kv values (?, ?)", (pair, name))
-            if suite == "bypass":
-                iid = self.journal.record("setup", name)
-                self.db.commit()
-                checkpoint("setup:recorded")
-                try:
-                    # BYPASS both ways on both gateways (clear traffic arriving from the peer is policy-checked too)
-                    for src, dst in ((a, b), (b, a)):
-                        te.clear_route(src, sites[dst.name])
-                        te.spd(src, dst, None, action=gwp.BYPASS, sites=sites)
-                        te.spd(src, dst, None, action=gwp.BYPASS, on=dst, sites=sites)
-                except Exception:
-                    self._forget_setup(name, prev, pair, [], iid)
-                    self.reconcile([a_name, b_name])
-                    raise
-                checkpoint("setup:outbound")
-                self.journal.done(iid)
-                self.event(name, "up (bypass)")
-                self.db.commit()
-                return {}
-            # per direction src -> dst: the SA, its outbound slot on src and its inbound slot on dst
-            pairs = {}
-            for src, dst in ((a, b), (b, a)):
-                spi, cfg = self._make_sa(name, src, dst, suite, soft, hard)
-                pairs[(src.name, dst.name)] = (spi, src.alloc_slot(), dst.alloc_slot(), cfg)
-            for (s, d), (spi, out_slot, in_slot, cfg) in pairs.items():
-                self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-                                (spi, name, s, d, out_slot, in_slot, json.dumps(cfg), time.time()))
-            iid = self.journal.record("setup", name, fresh=[v[0] for v in pairs.values()])
-            self.db.commit()
-            t_db = time.perf_counter() - t0
-            checkpoint("setup:recorded")
-            # one Write per switch and phase, both switches at once: SAD-dec everywhere (phase 1), then SAD-enc + SPD
-            # (phase 2; the switch applies the extern update before the table update of a Write). Phase 2 is built
-            # while phase 1 is on the wire.
-            t1 = time.perf_counter()
-            phase1 = [(dst, self._inbound_updates(src, dst, *pairs[(src.name, dst.name)], sites=sites)) for src, dst in ((a, b), (b, a))]
-            sent1 = writes.send(phase1)
-            phase2 = [(src, self._outbound_updates(src, dst, *pairs[(src.name, dst.name)], sites=sites)) for src, dst in ((a, b), (b, a))]
-            done1 = writes.wait(sent1)
-            if done1 is None:
-                checkpoint("setup:inbound")
-            t2 = time.perf_counter()
-            sent2 = writes.send(phase2) if done1 is None else []
-            done2 = writes.wait(sent2) if done1 is None else None
-            t3 = time.perf_counter()
-            if done1 is not None or done2 is not None:
-                # undo what the switches accepted (phase 2 first), give the slots back, forget the rows
-                err = done1 if done1 is not None else done2
-                writes.undo(sent2, lambda gw: self._outbound_updates(*self._dir_from(gw, a, b, pairs), delete=True, sites=sites))
-                writes.undo(sent1 if done1 is not None else [(gw, ups, [True] * len(ups)) for gw, ups in phase1],
-                            lambda gw: self._inbound_updates(*self._dir_to(gw, a, b, pairs), delete=True, sites=sites))
-                for (s, d), (_, out_slot, in_slot, _) in pairs.items():
-                    self.gateways[s].free_slots.append(out_slot)
-                    self.gateways[d].free_slots.append(in_slot)
-                self._forget_setup(name, prev, pair, [v[0] for v in pairs.values()], iid)
-                raise err
-            checkpoint("setup:outbound")
-            self.journal.done(iid)
-            self.event(name, f"up ({suite}) in {1000 * (time.perf_counter() - t0):.2f} ms (SAD-dec {1000 * (t2 - t1):.2f} ms, "
-                             f"SAD-enc + SPD {1000 * (t3 - t2):.2f} ms, state {1000 * t_db:.2f} ms)")
-            self.db.commit()
-            return {k: (v[0], v[1]) for k, v in pairs.items()}
-
-    def _forget_setup(self, name, prev, pair, spis, iid):
-        """A setup the switches refused: its records go (the tunnel's earlier row comes back)."""
-        for spi in spis:
-            self.db.execute("delete from sa where spi = ?", (spi,))
-        self.db.execute("delete from tunnel where name = ?", (name,))
-        self.db.execute("delete from kv where key in (?, ?)", (f"sites:{name}", f"encap:{name}"))
-        if prev[0]:
-            self.db.execute("insert into tunnel values (?, ?, ?, ?, ?, ?, ?, ?)", prev[0])
-        if prev[1]:
-            self.db.execute("insert into kv values (?, ?)", (f"sites:{name}", prev[1][0]))
-        if prev[2]:
-            self.db.execute("insert into kv values (?, ?)", (f"encap:{name}", prev[2][0]))
-        self.db.execute("delete from kv where key = ? and value = ?", (pair, name))
-        self.journal.done(iid)
-        self.db.commit()
-
-    def _inbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False, sites=None):
-        """The Write for dst that lets it receive src's SA: the SA in its inbound slot, then its selectors (the
-        tunnel's `sites`) and SAD-dec entry (delete: the entry first, then the selectors, then the SA)."""
-        sel = sa_selectors(src.name, dst, self.gateways, sites)
-        with dst.switch.collect() as ups:
-            if delete:
-                te.sad_dec(src, dst, spi, in_slot, sel, insert=False)
-                gwp.sa_delete(dst.switch, in_slot)
-            else:
-                gwp.sa_write(dst.switch, in_slot, cfg)
-                te.sad_dec(src, dst, spi, in_slot, sel)
-        return ups
-
-    def _outbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False, sites=None):
-        """The Write for src that starts sending to dst: the SA in its outbound slot, then the SPD policy (delete:
-        the policy goes first)."""
-        with src.switch.collect() as ups:
-            if delete:
-                te.spd(src, dst, out_slot, insert=False, sites=sites)
-                gwp.sa_delete(src.switch, out_slot)
-            else:
-                gwp.sa_write(src.switch, out_slot, cfg)
-                te.spd(src, dst, out_slot, sites=sites)
-        return ups
-
-    @staticmethod
-    def _dir_from(gw, a, b, pairs):
-        src, dst = (a, b) if gw is a else (b, a)
-        return (src, dst) + pairs[(src.name, dst.name)]
-
-    @staticmethod
-    def _dir_to(gw, a, b, pairs):
-        src, dst = (b, a) if gw is a else (a, b)
-        return (src, dst) + pairs[(src.name, dst.name)]
+        b (default: the whole sites); `encap` "udp" for ESP in UDP. Returns {(src, dst): (spi, outbound slot)}
+        (SiteTunnels.up)."""
+        return self.sites.up(a_name, b_name, suite, soft, hard, name, a_prefix, b_prefix, encap)
 
     def renew(self, spi, reason="requested"):
         """Replace the active SA `spi` (one direction of a tunnel) with a fresh one, loss-free."""
@@ -395,7 +278,7 @@ class IpsecController(StoreFaults, HostTunnels):
             suite, soft, hard = self.db.execute("select suite, soft, hard from tunnel where name = ?", (tunnel,)).fetchone()
             src, dst = self.gateways[src_name], self.gateways[dst_name]
             t0 = time.perf_counter()
-            new_spi, cfg = self._make_sa(tunnel, src, dst, suite, json.loads(soft), json.loads(hard))
+            new_spi, cfg = self.make_sa(tunnel, src, dst, suite, json.loads(soft), json.loads(hard))
             in_slot = dst.alloc_slot()
             try:
                 self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
@@ -410,13 +293,13 @@ class IpsecController(StoreFaults, HostTunnels):
             try:
                 with dst.switch.batch():
                     gwp.sa_write(dst.switch, in_slot, cfg)
-                    te.sad_dec(src, dst, new_spi, in_slot, self._selectors(tunnel, src_name, dst))
+                    te.sad_dec(src, dst, new_spi, in_slot, self.selectors(tunnel, src_name, dst))
                 checkpoint("renew:inbound")
                 t1 = time.perf_counter()
                 gwp.sa_write(src.switch, out_slot, cfg)
             except Exception as e:
                 # nothing half-installed stays: the new SAD-dec (and its SA) go again; the old SA keeps working
-                self._undo_in(tunnel, src, dst, new_spi, in_slot)
+                self.undo_in(tunnel, src, dst, new_spi, in_slot)
 
                 def forget(e=e):
                     self.db.execute("delete from sa where spi = ?", (new_spi,))
@@ -427,11 +310,11 @@ class IpsecController(StoreFaults, HostTunnels):
                 try:
                     forget()
                 except StoreError as se:
-                    self._finish_later(f"failed renewal of {spi:#010x}", forget, se)
+                    self.faults.finish_later(f"failed renewal of {spi:#010x}", forget, se)
                 raise
             checkpoint("renew:outbound")
             t2 = time.perf_counter()
-            self.renewals += 1
+            self._renewals += 1
             what = (f"renew {src_name}->{dst_name} ({reason}): SAD-dec {new_spi:#010x} on {dst_name} slot {in_slot} "
                     f"({1000 * (t1 - t0):.2f} ms), SAD-enc {spi:#010x} -> {new_spi:#010x} on {src_name} slot {out_slot} "
                     f"({1000 * (t2 - t1):.2f} ms); old SAD-dec removed in {self.grace:g} s")
@@ -443,12 +326,12 @@ class IpsecController(StoreFaults, HostTunnels):
             try:
                 finish()
             except StoreError as e:     # the switches use the new SA: only its record's end waits for the store
-                self._finish_later(f"renewal {spi:#010x} -> {new_spi:#010x}", finish, e)
+                self.faults.finish_later(f"renewal {spi:#010x} -> {new_spi:#010x}", finish, e)
             self.retire_later(spi)
             return new_spi
 
     def _retire(self, spi, attempts=0):
-        """Remove the old SA `spi` after its grace period; a store that fails makes it retried (StoreFaults)."""
+        """Remove the old SA `spi` after its grace period; a store that fails makes it retried (`faults`)."""
         if self._closed.is_set():
             return
         with self.lock:
@@ -462,7 +345,7 @@ class IpsecController(StoreFaults, HostTunnels):
                 iid = self.journal.record("retire", tunnel, spi=spi)
                 self.db.commit()
             except StoreError as e:
-                self._retire_failed(spi, attempts, e)
+                self.faults.retire_failed(spi, attempts, e)
                 return
             checkpoint("retire:recorded")
 
@@ -475,12 +358,12 @@ class IpsecController(StoreFaults, HostTunnels):
                 try:
                     finish()
                 except StoreError as e:
-                    self._finish_later(f"retirement of {spi:#010x}", finish, e)
+                    self.faults.finish_later(f"retirement of {spi:#010x}", finish, e)
                 return      # reconciliation removes it when the switch is back
             # a road warrior's SA: the source is the host, known only by its address
             src = self.gateways.get(src_name) or Gateway(src_name, None, json.loads(cfg)["tunnel"][0], "", 0, "", 0, "", "")
             try:
-                te.sad_dec(src, dst, spi, in_slot, self._selectors(tunnel, src_name, dst), insert=False)
+                te.sad_dec(src, dst, spi, in_slot, self.selectors(tunnel, src_name, dst), insert=False)
                 checkpoint("retire:sad-dec")
                 gwp.sa_delete(dst.switch, in_slot)
                 dst.free_slots.append(in_slot)
@@ -491,14 +374,14 @@ class IpsecController(StoreFaults, HostTunnels):
             try:
                 finish(what)
             except StoreError as e:
-                self._finish_later(f"retirement of {spi:#010x}", lambda: finish(what), e)
+                self.faults.finish_later(f"retirement of {spi:#010x}", lambda: finish(what), e)
 
     def rekey(self, name):
         """Renew both directions of tunnel `name` now. Returns {(src, dst): (spi, slot)} of its active SAs."""
         with self.lock:
             if not self.db.execute("select 1 from tunnel where name = ? and state = 'up'", (name,)).fetchone():
                 raise ControllerError(f"no tunnel {name} is up")
-            self._not_ike(name, "rekeys")
+            refuse_ike(self.db, name, "rekeys")
             for (spi,) in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall():
                 self.renew(spi)
             return {(s, d): (spi, slot) for spi, s, d, slot in self.db.execute(
@@ -512,13 +395,6 @@ class IpsecController(StoreFaults, HostTunnels):
             if not names:
                 raise ControllerError(f"no tunnel between {a_name} and {b_name} is up")
             return {n: self.rekey(n) for n in names}
-
-    def _not_ike(self, name, what):
-        """IKEv2-negotiated tunnels (p4sec.ipsec.ike) belong to their charon: refuse to drive them from here."""
-        r = self.db.execute("select b from tunnel where name = ?", (name,)).fetchone()
-        if r and r[0].startswith("ike:"):
-            raise ControllerError(f"tunnel {name} is negotiated by IKEv2 with {r[0][4:]}: its charon {what} it "
-                                  "(swanctl --rekey / --terminate on the gateway's charon)")
 
     def _on_digest(self, gw_name, name, items):
         if name != SA_EVENT_DIGEST:
@@ -535,77 +411,49 @@ class IpsecController(StoreFaults, HostTunnels):
                     else:
                         row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or "
                                               "(dst = ? and in_slot = ?))", (gw_name, slot, gw_name, slot)).fetchone()
-                    if row and self._is_host_sa(row[0]):
+                    if row and self.hosts.is_host_sa(row[0]):
                         self.event(gw_name, f"{'soft' if event == SOFT else 'hard'} lifetime of host-to-site SA {row[0]:#010x}: "
                                             "its agent renews it")
                         self.db.commit()
                         continue
                 except StoreError as e:     # the store cannot say which SA: the retries will
-                    self._renewal_failed(key, reason, e)
+                    self.faults.renewal_failed(key, reason, e)
                     continue
                 if row:
-                    self._renew_or_retry(row[0], reason)
+                    self.faults.renew_or_retry(row[0], reason)
 
     def disconnect(self, name):
-        """Tear a tunnel down in three phases, each one Write per gateway with both gateways at once: the
-        policies; then the SAs they encrypted with and the SAD-dec entries (and selectors) of the SAs they
-        decrypt with; then those SAs. A removal that fails (an entry already gone) is recorded as an event and
-        the others still go."""
-        with self.lock:
-            row = self.db.execute("select a, b, suite from tunnel where name = ? and state = 'up'", (name,)).fetchone()
-            if not row:
-                raise ControllerError(f"no tunnel {name} is up")
-            self._not_ike(name, "deletes")
-            a, b = self.gateways[row[0]], self.gateways[row[1]]
-            sites = self.tunnel_sites(name) or {a.name: a.lan_prefix, b.name: b.lan_prefix}
-            rows = self.db.execute("select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'",
-                                   (name,)).fetchall()
-            self.db.execute("delete from kv where key = ? and value = ?", (te.pair_key(sites), name))
-            self.db.execute("update sa set state = 'deleted' where tunnel = ?", (name,))
-            self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
-            iid = self.journal.record("delete", name)
-            self.db.commit()
-            checkpoint("delete:recorded")
-            failures = []
-            # one Write per gateway and phase, both gateways at once; each removal on its own (a Write is not
-            # atomic: what fails is reported and the rest still goes)
-            if row[2] == "bypass":
-                writes.remove_phase({g: [("policy", lambda g=g, o=o: te.spd(g, o, None, insert=False, sites=sites)),
-                                         ("policy", lambda g=g, o=o: te.spd(o, g, None, insert=False, on=g, sites=sites)),
-                                         ("route", lambda g=g, o=o: te.clear_route(g, sites[o.name], insert=False))]
-                                     for g, o in ((a, b), (b, a))}, failures)
-            else:
-                writes.remove_phase({src: [("policy", lambda src=src, dst=dst: te.spd(src, dst, None, insert=False, sites=sites))]
-                                     for src, dst in ((a, b), (b, a))}, failures)
-                checkpoint("delete:policies")
-                # the SAs it sends with go; so do the SAD-dec entries (and their selectors) of the SAs it receives
-                # under (the peers stopped sending with them in the phase before)
-                phase = {a: [], b: []}
-                for spi, s, d, out_slot, in_slot, state in rows:
-                    src, dst = self.gateways[s], self.gateways[d]
-                    if state == "active":
-                        phase[src].append((f"SA {spi:#010x} outbound", lambda src=src, out_slot=out_slot: gwp.sa_delete(src.switch, out_slot)))
-                        src.free_slots.append(out_slot)
-                    sel = sa_selectors(s, dst, self.gateways, sites)
-                    phase[dst].append((f"SA {spi:#010x} SAD-dec", lambda src=src, dst=dst, spi=spi, in_slot=in_slot:
-                                       gwp.sad_dec_write(dst.switch, src.address, dst.address, spi, in_slot, insert=False)))
-                    if sel:
-                        phase[dst].append((None, lambda dst=dst, in_slot=in_slot, sel=sel: gwp.selectors_write(dst.switch, in_slot, *sel, insert=False)))
-                writes.remove_phase(phase, failures)
-                checkpoint("delete:outbound")
-                phase = {a: [], b: []}
-                for spi, s, d, out_slot, in_slot, _ in rows:
-                    dst = self.gateways[d]
-                    phase[dst].append((f"SA {spi:#010x} inbound", lambda dst=dst, in_slot=in_slot: gwp.sa_delete(dst.switch, in_slot)))
-                    dst.free_slots.append(in_slot)
-                writes.remove_phase(phase, failures)
-            for f in failures:
-                self.event(name, f"removing {f} failed (reconciliation removes what is left)")
-            self.journal.done(iid)
-            self.event(name, "down")
-            self.db.commit()
+        """Tear site-to-site tunnel `name` down (SiteTunnels.down)."""
+        return self.sites.down(name)
+
+    # ------------------------------------------------------------------ host-to-site tunnels (p4sec.ipsec.hosts)
+
+    def host_up(self, client, profile, gw_name, host_address, host_mac, inner, suite="aes-gcm-128", soft=None, hard=None,
+                encap=None):
+        """Phase 1 of `client`'s host-to-site tunnel `profile` to gateway gw_name: the SAs for its agent
+        (HostTunnels.up)."""
+        return self.hosts.up(client, profile, gw_name, host_address, host_mac, inner, suite, soft, hard, encap)
+
+    def host_ready(self, client, profile):
+        """Phase 2: the agent installed its SAs, the gateway sends to the host (HostTunnels.ready)."""
+        return self.hosts.ready(client, profile)
+
+    def host_renew(self, client, profile):
+        """The agent asks for a renewal: the next SAs (HostTunnels.renew)."""
+        return self.hosts.renew(client, profile)
+
+    def host_renew_ready(self, client, profile):
+        """The agent installed the renewal's SA inbound: the gateway swaps its outbound SA (HostTunnels.renew_ready)."""
+        return self.hosts.renew_ready(client, profile)
+
+    def host_down(self, client, profile):
+        """Tear `client`'s host tunnel `profile` down (HostTunnels.down)."""
+        return self.hosts.down(client, profile)
+
+    # ------------------------------------------------------------------ the recorded state
 
     def sas(self, tunnel=None):
+        """[{spi, tunnel, src, dst, out_slot, in_slot, state}] of the recorded SAs (of one tunnel), oldest first."""
         q = "select spi, tunnel, src, dst, out_slot, in_slot, state from sa" + (" where tunnel = ?" if tunnel else "") + " order by created"
         with self.lock:
             return [dict(zip(("spi", "tunnel", "src", "dst", "out_slot", "in_slot", "state"), r))
@@ -617,6 +465,8 @@ class IpsecController(StoreFaults, HostTunnels):
         return json.loads(row[0]) if row else None
 
     def close(self):
+        """Stop the controller's threads and timers (retries, reconnections, periodic reconciliation, grace
+        timers); the store stays open."""
         self._closed.set()
         for t in self._timers:
             t.cancel()

@@ -1,6 +1,6 @@
-"""The IPsec controller's basics, shared by p4sec.controller, p4sec.hosts and p4sec.reconcile: cipher suites, the SA
-configuration, a gateway, the controller's error, routes, an inbound SA's selectors, and the named checkpoints of
-its multi-step operations."""
+"""The IPsec controller's basics, shared by p4sec.ipsec.controller and its parts (sites, hosts, reconcile):
+cipher suites, the SA configuration, a gateway, a host's name prefix, the controller's error, routes, an inbound
+SA's selectors, and the named checkpoints of its multi-step operations."""
 import os
 import signal
 
@@ -29,6 +29,7 @@ SUITES = {
 SWITCH_MAC = "02:00:00:00:00:01"
 SA_EVENT_DIGEST = gwp.SA_EVENT_DIGEST
 SOFT, HARD = 1, 2
+HOST = "host:"      # the name prefix of a road warrior (a host-to-site tunnel's b side, its SAs' end)
 
 
 class ControllerError(Exception):

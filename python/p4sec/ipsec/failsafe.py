@@ -6,7 +6,7 @@ tunnels at risk say so.
   back is used within about a second, long before a hard limit a few seconds of traffic away.
 - A retirement (the old SAD-dec entry's removal after the grace period) whose commit fails is retried the same
   way, so no SA stays `retiring`; an operation done on the switches whose last commit (its intent's end, its
-  event) failed is finished later (`_unfinished`).
+  event) failed is finished later (`unfinished`).
 - While the store fails, a small commit probes it every 0.1 to 1 s (the store's own backoff); the retries wait for
   the first probe that lands.
 - A tunnel is `degraded` while a renewal of its SAs is pending, while the store fails, or while a gateway of it
@@ -14,7 +14,10 @@ tunnels at risk say so.
   the store cannot even be read, the last state read (every second while it can be) is shown, every tunnel that
   was up as degraded.
 
-Used as a base of p4sec.ipsec.controller.IpsecController (it needs its `db`, `lock`, `renew` and `_retire`)."""
+`StoreFaults` is a part of p4sec.ipsec.controller.IpsecController (its `faults`) with its own state (the pending
+renewals, the retirements and records to retry, the last tunnels read); what it needs from the controller is
+handed to it: the store, the controller's lock, the event set when it closes, the live set of unreachable
+gateways, and three functions: renew an SA, retire an old SA, read the tunnels from the store."""
 import logging
 import threading
 import time
@@ -29,21 +32,33 @@ SNAPSHOT_EVERY = 1.0
 
 
 class StoreFaults:
-    """The controller's handling of store faults (see the module's description)."""
+    """The controller's handling of store faults (see the module's description). `db`: the store; `lock`: the
+    controller's lock (held by every operation that has a transaction open); `closed`: set when the controller
+    closes (the retries stop); `away`: the live set of unreachable gateways (p4sec.ipsec.recovery.Recovery.away);
+    `renew(spi, reason)`: renew an active SA; `retire(spi, attempts)`: retire an old SA after its grace period
+    (it calls `retire_failed` when the store refuses); `read_tunnels()`: the tunnels as the store has them (raises
+    StoreError). `start` starts the retry loop."""
 
-    def _init_faults(self):
+    def __init__(self, db, lock, closed, away, renew, retire, read_tunnels):
+        self.db, self.lock, self.closed, self.away = db, lock, closed, away
+        self.renew, self.retire, self.read_tunnels = renew, retire, read_tunnels
         self.pending = {}           # key (an SPI, or (gateway, slot) if the digest named none) -> retried renewal
-        self._unfinished = []       # callables doing the last store writes of operations done on the switches
-        self._retire_later = {}     # spi -> [attempts, next try]
+        self.unfinished = []        # callables doing the last store writes of operations done on the switches
+        self.retirements = {}       # spi -> [attempts, next try]
         self.renewals_failed = 0
-        self._snapshot = []         # the tunnels as last read (shown while the store cannot be read)
+        self.snapshot = []          # the tunnels as last read (shown while the store cannot be read)
         self._store_was_ok = True
         self._snapshot_due = 0.0
-        threading.Thread(target=self._retry_loop, daemon=True, name="store-retry").start()
+        self.thread = None          # the retry loop's (start)
+
+    def start(self):
+        """Start the retry loop (a daemon thread, until `closed` is set)."""
+        self.thread = threading.Thread(target=self._retry_loop, daemon=True, name="store-retry")
+        self.thread.start()
 
     # ------------------------------------------------------------------ renewals
 
-    def _renew_or_retry(self, key, reason):
+    def renew_or_retry(self, key, reason):
         """Renew the SA `key` (an SPI, or (gateway, slot)); if that fails, keep it pending (retried)."""
         try:
             spi = self._resolve(key)
@@ -51,7 +66,7 @@ class StoreFaults:
                 self.renew(spi, reason=reason)
             self.pending.pop(key, None)
         except Exception as e:
-            self._renewal_failed(key, reason, e)
+            self.renewal_failed(key, reason, e)
 
     def _resolve(self, key):
         if not isinstance(key, tuple):
@@ -61,7 +76,7 @@ class StoreFaults:
                               (gw, slot, gw, slot)).fetchone()
         return row[0] if row else None
 
-    def _renewal_failed(self, key, reason, e):
+    def renewal_failed(self, key, reason, e):
         now = time.monotonic()
         p = self.pending.get(key)
         if p is None:
@@ -78,13 +93,13 @@ class StoreFaults:
     # ------------------------------------------------------------------ the retry loop
 
     def _retry_loop(self):
-        while not self._closed.wait(RETRY_MIN):
+        while not self.closed.wait(RETRY_MIN):
             try:
-                self._retry_once()
+                self.retry_once()
             except Exception as e:      # never let the loop die
                 log.warning("store retry loop: %s", e)
 
-    def _retry_once(self):
+    def retry_once(self):
         ok, why = self.db.health()
         if not ok:
             if self._store_was_ok:
@@ -104,10 +119,10 @@ class StoreFaults:
                 pass
         if not self._store_was_ok:
             log.warning("store works again: retrying %d renewal(s), %d retirement(s), %d unfinished operation(s)",
-                        len(self.pending), len(self._retire_later), len(self._unfinished))
+                        len(self.pending), len(self.retirements), len(self.unfinished))
             self._store_was_ok = True
-        while self._unfinished:
-            fn = self._unfinished[0]
+        while self.unfinished:
+            fn = self.unfinished[0]
             with self.lock:
                 try:
                     fn()
@@ -115,20 +130,20 @@ class StoreFaults:
                     return
                 except Exception as e:      # not the store's doing: retrying would not help
                     log.warning("finishing an operation's record failed for good: %s", e)
-            self._unfinished.pop(0)
+            self.unfinished.pop(0)
         now = time.monotonic()
         for key, p in list(self.pending.items()):
-            if self._closed.is_set() or now < p.get("next", 0) or self._waits_for_switch(key):
+            if self.closed.is_set() or now < p.get("next", 0) or self._waits_for_switch(key):
                 continue
             t0 = p["since"]
-            self._renew_or_retry(key, p["reason"] + f" (retried, attempt {p['attempts'] + 1})")
+            self.renew_or_retry(key, p["reason"] + f" (retried, attempt {p['attempts'] + 1})")
             if key not in self.pending:
                 log.warning("renewal of SA %s landed after %d failed attempt(s), %.2f s after the first", _name(key), p["attempts"],
                             time.time() - t0)
-        for spi, (attempts, due) in list(self._retire_later.items()):
-            if now >= due and not self._closed.is_set():
-                self._retire_later.pop(spi, None)
-                self._retire(spi, attempts)
+        for spi, (attempts, due) in list(self.retirements.items()):
+            if now >= due and not self.closed.is_set():
+                self.retirements.pop(spi, None)
+                self.retire(spi, attempts)
 
     def _waits_for_switch(self, key):
         """Whether the pending renewal's SA runs through an unreachable gateway (its reconnection reconciles and
@@ -141,20 +156,20 @@ class StoreFaults:
             return False
         return bool(row) and bool({row[0], row[1]} & self.away)
 
-    def _retire_failed(self, spi, attempts, e):
+    def retire_failed(self, spi, attempts, e):
         attempts += 1
-        self._retire_later[spi] = [attempts, time.monotonic() + min(RETRY_MIN * 2 ** (attempts - 1), RETRY_MAX)]
+        self.retirements[spi] = [attempts, time.monotonic() + min(RETRY_MIN * 2 ** (attempts - 1), RETRY_MAX)]
         if attempts == 1:
             log.warning("retiring SA %#010x: the store failed (%s); retried until it lands", spi, e)
 
-    def _finish_later(self, what, fn, e):
+    def finish_later(self, what, fn, e):
         """An operation done on the switches whose last store writes (`fn`, which commits) failed: retried."""
         log.warning("%s: done on the switches, but its record failed (%s); recorded when the store works again", what, e)
-        self._unfinished.append(fn)
+        self.unfinished.append(fn)
 
     # ------------------------------------------------------------------ status
 
-    def _degraded_by(self, name, a, b, active_spis, store_ok, store_why):
+    def degraded_by(self, name, a, b, active_spis, store_ok, store_why):
         """Why tunnel `name` (gateways a, b; its active SPIs) is degraded: [reason]."""
         why = [f"gateway {g} is unreachable" for g in sorted({a, b} & self.away)]
         active = set(active_spis)
@@ -171,16 +186,16 @@ class StoreFaults:
         shown degraded with the store's error."""
         try:
             with self.lock:
-                out = self._tunnels()
-            self._snapshot = out
+                out = self.read_tunnels()
+            self.snapshot = out
             return out
         except StoreError as e:
             out = []
-            for t in self._snapshot:
+            for t in self.snapshot:
                 t = dict(t, stale=True)
                 if t["state"] in ("up", "degraded"):
                     spis = [int(x, 16) for x in t["active_spis"]]
-                    t["state"], t["degraded_by"] = "degraded", self._degraded_by(t["name"], t["a"], t["b"], spis, False, f"unreadable: {e}")
+                    t["state"], t["degraded_by"] = "degraded", self.degraded_by(t["name"], t["a"], t["b"], spis, False, f"unreadable: {e}")
                 out.append(t)
             return out
 
@@ -192,15 +207,15 @@ class StoreFaults:
                 "renewals_failed": self.renewals_failed, "unreachable": sorted(self.away),
                 "degraded": {t["name"]: t.get("degraded_by", []) for t in tunnels if t["state"] == "degraded"}}
 
-    def metrics(self):
-        """Prometheus text: the store's health, renewals (done, failed, pending) and tunnels by state."""
+    def metrics(self, renewals):
+        """Prometheus text: the store's health, renewals (`renewals` done, failed, pending) and tunnels by state."""
         ok, _ = self.db.health()
         by = {}
         for t in self.tunnels():
             by[t["state"]] = by.get(t["state"], 0) + 1
         lines = ["# HELP p4sec_controller_store_up 1 while the store's commits land", "# TYPE p4sec_controller_store_up gauge",
                  f"p4sec_controller_store_up {int(ok)}",
-                 "# TYPE p4sec_controller_renewals_total counter", f"p4sec_controller_renewals_total {self.renewals}",
+                 "# TYPE p4sec_controller_renewals_total counter", f"p4sec_controller_renewals_total {renewals}",
                  "# TYPE p4sec_controller_renewals_failed_total counter", f"p4sec_controller_renewals_failed_total {self.renewals_failed}",
                  "# TYPE p4sec_controller_renewals_pending gauge", f"p4sec_controller_renewals_pending {len(self.pending)}",
                  "# TYPE p4sec_controller_tunnels gauge"]

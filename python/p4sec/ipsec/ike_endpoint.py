@@ -153,7 +153,7 @@ class IkeEndpoint:
         return {}
 
     def op_get_spi(self, gw, req):
-        return {"spi": self.ctl._new_spi()}
+        return {"spi": self.ctl.new_spi()}
 
     @staticmethod
     def _tunnel(gw, reqid):

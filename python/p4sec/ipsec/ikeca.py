@@ -17,7 +17,7 @@ from p4sec.ipsec import ca
 def crl(d, out=None, days=7):
     """Write the CRL of CA directory `d` (PEM) to `out` (default DIR/crl.pem); its path."""
     d = pathlib.Path(d)
-    key, cert = ca._load(d)
+    key, cert = ca.load(d)
     now = datetime.datetime.now(datetime.timezone.utc)
     b = (x509.CertificateRevocationListBuilder().issuer_name(cert.subject).last_update(now - datetime.timedelta(minutes=5))
          .next_update(now + datetime.timedelta(days=days))

@@ -38,7 +38,7 @@ from p4.v1 import p4runtime_pb2
 
 from p4sec.ipsec import gateway as gwp
 from p4sec.infra import runtime, wire
-from p4sec.ipsec.ctlbase import SWITCH_MAC, sa_selectors
+from p4sec.ipsec.ctlbase import HOST, SWITCH_MAC, sa_selectors
 
 log = logging.getLogger("p4sec.controller")
 
@@ -115,7 +115,7 @@ def read_tables(switch, tables):
     """The entries of `tables` (names) on the switch, decoded (see decode_table_entries)."""
     req = p4runtime_pb2.ReadRequest(device_id=switch.device_id)
     for t in tables:
-        req.entities.add().table_entry.table_id = switch._named("tables", t)[0].preamble.id
+        req.entities.add().table_entry.table_id = switch.named("tables", t)[0].preamble.id
     raw = switch.channel.unary_stream("/p4.v1.P4Runtime/Read", request_serializer=p4runtime_pb2.ReadRequest.SerializeToString,
                                       response_deserializer=None)
     out = {}
@@ -176,14 +176,14 @@ class Ids:
     def table(self, name):
         got = self._t.get(name)
         if got is None:
-            t, fields = self.sw._named("tables", name)
+            t, fields = self.sw.named("tables", name)
             got = self._t[name] = (t.preamble.id, {n: f.id for n, f in fields.items()})
         return got
 
     def action(self, name):
         got = self._a.get(name)
         if got is None:
-            a = self.sw._named("actions", name)
+            a = self.sw.named("actions", name)
             got = self._a[name] = (a.preamble.id, [(p.id, p.name, (p.bitwidth + 7) // 8) for p in a.params])
         return got
 
@@ -196,7 +196,8 @@ class Desired:
 
 
 def desired_state(ctl, switch_mac):
-    """{gateway name: Desired} from the controller's store (called under its lock)."""
+    """{gateway name: Desired} from the controller's store (called under its lock): its `gateways`, `db` and
+    `hosts` (p4sec.ipsec.hosts: a road warrior's address)."""
     gws = ctl.gateways
     out = {n: Desired(n) for n in gws}
     for n, gw in gws.items():
@@ -229,17 +230,17 @@ def desired_state(ctl, switch_mac):
             out[src].sas[out_slot] = (spi, cfg, "out")
     # policies of the tunnels that are up
     for name, a, b, suite, state in db.execute("select name, a, b, suite, state from tunnel where state in ('up', 'pending')").fetchall():
-        if b.startswith(ctl.HOST):
+        if b.startswith(HOST):
             if a not in out:
                 continue
             gw = gws[a]
-            host = ctl.host_info(name)
+            host = ctl.hosts.info(name)
             if host and host.get("address") and host.get("mac"):
                 addr = host["address"]
                 out[a].entries.append(_route(addr + ("/128" if ":" in addr else "/32"), host["mac"], switch_mac, gw.wan_port))
             if state == "up":
                 slot = active_out.get((name, a, b))
-                inner = ctl.host_inner(name)
+                inner = inner_of.get(name)
                 if slot is not None and inner:
                     out[a].entries.append(Entry(gwp.spd(gwp.version(inner)), gwp.spd_match(gw.lan_prefix, inner), gwp.PROTECT,
                                                 {gwp.SA_INDEX: slot}, priority=20, phase=2))

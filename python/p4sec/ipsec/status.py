@@ -124,7 +124,7 @@ class Source:
             why = []
             if state == "up":       # degraded while a gateway is away, a renewal is pending or the store fails (p4sec.ipsec.failsafe)
                 active = [r[0] for r in st.query("select spi from sa where tunnel = ? and state = 'active'", (name,))]
-                why = ctl._degraded_by(name, a, b, active, store_ok, store_why)
+                why = ctl.faults.degraded_by(name, a, b, active, store_ok, store_why)
             out.append({"name": name, "a": a, "b": b, "a_prefix": sites.get(a), "b_prefix": sites.get(b), "suite": suite,
                         "encap": "udp" if kv.get(f"encap:{name}") == "udp" else "esp", "state": "degraded" if why else state,
                         "degraded_by": why, "unreachable": gone, "created": created, "soft": json.loads(soft or "null"),
@@ -193,7 +193,7 @@ class Source:
                 "events": _events(self.store.events(g["name"], EVENTS_PER_TUNNEL))})
         store_ok, store_why = ctl.db.health()
         return {"now": now, "controller": _controller(replica), "gateways": out_gateways, "tunnels": tunnels,
-                "store": {"ok": store_ok, "health": store_why, "renewals_pending": len(ctl.pending)},
+                "store": {"ok": store_ok, "health": store_why, "renewals_pending": len(ctl.faults.pending)},
                 "renewals_total": sum(r for r, _ in totals.values()), "renewal_failures_total": sum(f for _, f in totals.values()),
                 "counters": {"sas": len(stat_units), "counted": len(stats), "oldest": min((t for t, _ in stats.values()), default=None),
                              "complete": len(detailed) == len(tunnels)}}

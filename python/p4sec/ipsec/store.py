@@ -9,7 +9,7 @@ connection, at most once per backoff delay (0.1 s, doubling up to 1 s while the 
 Errors that are the caller's (a constraint, a syntax error) roll back too and are raised unchanged.
 
 `health()` says whether the store works (the last commit or connection attempt succeeded) and since when it has
-been failing."""
+been failing. `SCHEMA`: the controller's tables in SQLite."""
 import sqlite3
 import threading
 import time
@@ -128,6 +128,20 @@ class FailSafe:
                 return True, "ok"
             since = time.strftime("%H:%M:%S", time.localtime(self.failing_since))
             return False, f"failing since {since} ({self.failures} failures): {self.error}"
+
+
+# the controller's tables in SQLite (p4sec.ipsec.ha.SCHEMA: the same in PostgreSQL, with its lease): tunnels, SAs
+# (keys in `config`), the event log, key-value records (a tunnel's sites, encapsulation, a host's inner address ...)
+# and the intent journal (p4sec.ipsec.recovery)
+SCHEMA = (
+    "create table if not exists tunnel (name text primary key, a text, b text, suite text, soft text, hard text,"
+    " created real, state text);"
+    "create table if not exists sa (spi integer primary key, tunnel text, src text, dst text, out_slot integer,"
+    " in_slot integer, config text, created real, state text);"
+    "create table if not exists event (t real, tunnel text, what text);"
+    "create table if not exists kv (key text primary key, value text);"
+    "create table if not exists intent (id integer primary key, op text, tunnel text, data text, t real);"
+    "create index if not exists sa_tunnel on sa (tunnel);")
 
 
 def _one_line(e):

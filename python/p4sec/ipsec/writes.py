@@ -3,7 +3,7 @@ wire together, then waited for; what each switch applied (a Write is not atomic)
 operation left, and removals whose failures are reported one by one rather than stopping the others.
 
 Stateless: every function takes the gateways (p4sec.ipsec.ctlbase.Gateway) and their updates; used by
-p4sec.ipsec.controller (tunnel setup and teardown)."""
+p4sec.ipsec.sites (site-to-site setup and teardown)."""
 import logging
 
 log = logging.getLogger("p4sec.controller")
