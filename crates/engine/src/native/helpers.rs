@@ -257,7 +257,7 @@ pub(crate) struct ApplySite {
 /// Set in [`np_select`]'s result when the general path ran the whole apply: the rest is its flow.
 pub(crate) const RAN: u64 = 1 << 63;
 
-/// The lookup of a one-key table apply ([`Engine::select_one_key`]): the action to run (its
+/// The lookup of a one-key table apply ([`Engine::select_native`]): the action to run (its
 /// arguments in its parameters), or [`RAN`] with the flow of an apply the general path made.
 ///
 /// # Safety
@@ -271,7 +271,7 @@ pub(crate) unsafe extern "C" fn np_select<const E: bool>(
     let (e, w, s) = (ctx.e, &mut *ctx.w, &*site);
     ctx.store::<E>(w);
     let r = catch_unwind(AssertUnwindSafe(|| {
-        e.select_one_key(w, s.table, k, s.hit, s.action_run)
+        e.select_native(w, s.table, k, s.hit, s.action_run)
     }));
     ctx.load::<E>(w);
     match r {

@@ -19,6 +19,8 @@ pub(crate) mod packet;
 pub(crate) mod parse;
 pub(crate) mod stmt;
 #[cfg(test)]
+mod table_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::engine::{CBlock, NativeParse, SF};
