@@ -9,7 +9,7 @@ use super::helpers::{Ctx, Out, OFF_BW_N, OFF_CSUM_PENDING};
 use super::stmt::Fx;
 use crate::load::plans::HeaderPlan;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value};
 use p4sec_ir::*;
 
 /// A deferred `update_checksum` the deparser's emit of its header computes: (its bit in
@@ -33,11 +33,7 @@ impl Fx<'_, '_> {
         if !ok {
             return None;
         }
-        let (fast, slow, done) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
+        let (slow, done) = (self.b.create_block(), self.b.create_block());
         let flags = MemFlagsData::trusted();
         let cur = self
             .b
@@ -48,16 +44,7 @@ impl Fx<'_, '_> {
         self.b.ins().brif(bit, slow, &[], aligned, &[]);
         self.b.switch_to_block(aligned);
         let pos = self.b.ins().ushr_imm_u(cur, 3);
-        let end = self.b.ins().iadd_imm_u(pos, need as i64);
-        let len = self
-            .b
-            .ins()
-            .load(self.ptr, flags, self.ctx, Ctx::OFF_PKT_LEN);
-        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, len);
-        self.b.ins().brif(short, slow, &[], fast, &[]);
-        self.b.switch_to_block(fast);
-        let base = self.b.ins().load(self.ptr, flags, self.ctx, Ctx::OFF_PKT);
-        let at = self.b.ins().iadd(base, pos);
+        let at = self.packet_at(pos, need, slow);
         // packet bytes: in bounds (checked above), any alignment
         let bytes = MemFlagsData::new().with_notrap();
         for &(slot, off, shift, m, _) in &p.fields {
@@ -80,12 +67,7 @@ impl Fx<'_, '_> {
             .ins()
             .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
         self.b.ins().store(flags, pos, offs, (h * 8) as i32);
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(slow);
-        self.fallback(s);
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(done);
-        Some(true)
+        self.fast_path_end(s, slow, done)
     }
 
     /// A `verify_checksum` over a whole header that nothing but `extract` writes (see
@@ -117,8 +99,7 @@ impl Fx<'_, '_> {
             return None;
         }
         let flags = MemFlagsData::trusted();
-        let (have, fast, slow, done) = (
-            self.b.create_block(),
+        let (have, slow, done) = (
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
@@ -134,16 +115,7 @@ impl Fx<'_, '_> {
             .icmp_imm_u(IntCC::Equal, at, crate::NO_OFFSET as i64);
         self.b.ins().brif(none, slow, &[], have, &[]);
         self.b.switch_to_block(have);
-        let end = self.b.ins().iadd_imm_u(at, len as i64);
-        let plen = self
-            .b
-            .ins()
-            .load(self.ptr, flags, self.ctx, Ctx::OFF_PKT_LEN);
-        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, plen);
-        self.b.ins().brif(short, slow, &[], fast, &[]);
-        self.b.switch_to_block(fast);
-        let base = self.b.ins().load(self.ptr, flags, self.ctx, Ctx::OFF_PKT);
-        let p = self.b.ins().iadd(base, at);
+        let p = self.packet_at(at, len, slow);
         let bytes = MemFlagsData::new().with_notrap();
         let mut sum = self.konst(0);
         let mut i = 0;
@@ -157,16 +129,12 @@ impl Fx<'_, '_> {
             i += 8;
         }
         if i + 4 <= len {
-            let x = self.b.ins().load(types::I32, bytes, p, i as i32);
-            let x = self.b.ins().bswap(x);
-            let x = self.b.ins().uextend(types::I64, x);
+            let x = self.load_be(types::I32, p, i);
             sum = self.b.ins().iadd(sum, x);
             i += 4;
         }
         if i + 2 <= len {
-            let x = self.b.ins().load(types::I16, bytes, p, i as i32);
-            let x = self.b.ins().bswap(x);
-            let x = self.b.ins().uextend(types::I64, x);
+            let x = self.load_be(types::I16, p, i);
             let x = self.b.ins().ishl_imm_u(x, 16);
             sum = self.b.ins().iadd(sum, x);
         }
@@ -185,12 +153,7 @@ impl Fx<'_, '_> {
             let one = self.konst(1);
             self.store_slot(err.slot, one);
         }
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(slow);
-        self.fallback(s);
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(done);
-        Some(true)
+        self.fast_path_end(s, slow, done)
     }
 
     /// `emit` of a fixed header instance whose fields are all narrow and whose length is whole
@@ -297,12 +260,35 @@ impl Fx<'_, '_> {
             self.b.ins().store(bytes, be, dst, f_off as i32);
             self.store_slot(f_slot, c);
         }
+        self.fast_path_end(s, slow, done)
+    }
+
+    /// The end of a statement's fast path (jumping to `done`), then its `slow` path: the
+    /// statement's closure called back; the code goes on at `done`.
+    fn fast_path_end(&mut self, s: &Stmt, slow: Block, done: Block) -> Option<bool> {
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(slow);
         self.fallback(s);
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(done);
         Some(true)
+    }
+
+    /// The address of the `n` packet bytes from byte `at`, in a new block, when they lie in the
+    /// packet; a jump to `slow` otherwise.
+    fn packet_at(&mut self, at: Value, n: usize, slow: Block) -> Value {
+        let flags = MemFlagsData::trusted();
+        let fast = self.b.create_block();
+        let end = self.b.ins().iadd_imm_u(at, n as i64);
+        let len = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_PKT_LEN);
+        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, len);
+        self.b.ins().brif(short, slow, &[], fast, &[]);
+        self.b.switch_to_block(fast);
+        let base = self.b.ins().load(self.ptr, flags, self.ctx, Ctx::OFF_PKT);
+        self.b.ins().iadd(base, at)
     }
 
     /// The deferred checksum the emit of header `h` computes, if any (the first entry for `h`, as
@@ -317,16 +303,22 @@ impl Fx<'_, '_> {
     /// `sum` less the 16-bit big-endian word at `p + off`, weighted as `csum16_without` does (the
     /// upper half of its 32-bit lane when `off` is a multiple of 4).
     fn without_word(&mut self, sum: Value, p: Value, off: usize) -> Value {
-        let bytes = MemFlagsData::new().with_notrap();
-        let x = self.b.ins().load(types::I16, bytes, p, off as i32);
-        let x = self.b.ins().bswap(x);
-        let x = self.b.ins().uextend(types::I64, x);
+        let x = self.load_be(types::I16, p, off);
         let x = if off.is_multiple_of(4) {
             self.b.ins().ishl_imm_u(x, 16)
         } else {
             x
         };
         self.b.ins().isub(sum, x)
+    }
+
+    /// The big-endian value of type `ty` at `p + off` (bytes checked to be there; any alignment),
+    /// zero-extended to 64 bits.
+    fn load_be(&mut self, ty: Type, p: Value, off: usize) -> Value {
+        let bytes = MemFlagsData::new().with_notrap();
+        let x = self.b.ins().load(ty, bytes, p, off as i32);
+        let x = self.b.ins().bswap(x);
+        self.b.ins().uextend(types::I64, x)
     }
 
     /// The Internet checksum of a sum of 16-bit lanes below 2^48: folded with end-around carries

@@ -207,6 +207,12 @@ impl<'a, 'b> Fx<'a, 'b> {
         }
     }
 
+    /// The address of a call-back helper: its instance for code that emits, or the other.
+    pub(crate) fn helper(&mut self, emits: *const (), not: *const ()) -> Value {
+        let f = if self.emits { emits } else { not };
+        self.b.ins().iconst(self.ptr, f as usize as i64)
+    }
+
     pub(crate) fn slot_ok(&self, slot: u32) -> bool {
         (slot as usize) < self.nslots
     }
@@ -420,13 +426,9 @@ impl<'a, 'b> Fx<'a, 'b> {
         let p = &*sf as *const crate::engine::SF as i64;
         self.keep.stmts.push(sf);
         let check = check as i64;
-        let f = self.b.ins().iconst(
-            self.ptr,
-            if self.emits {
-                helpers::np_stmt::<true> as *const ()
-            } else {
-                helpers::np_stmt::<false> as *const ()
-            } as usize as i64,
+        let f = self.helper(
+            helpers::np_stmt::<true> as *const (),
+            helpers::np_stmt::<false> as *const (),
         );
         let a = self.b.ins().iconst(self.ptr, p);
         let c = self.b.ins().iconst(types::I64, check);
@@ -497,13 +499,9 @@ impl<'a, 'b> Fx<'a, 'b> {
         });
         let sp = &*site as *const helpers::ApplySite as i64;
         self.keep.sites.push(site);
-        let f = self.b.ins().iconst(
-            self.ptr,
-            if self.emits {
-                helpers::np_select::<true> as *const ()
-            } else {
-                helpers::np_select::<false> as *const ()
-            } as usize as i64,
+        let f = self.helper(
+            helpers::np_select::<true> as *const (),
+            helpers::np_select::<false> as *const (),
         );
         let a = self.b.ins().iconst(self.ptr, sp);
         let call = self
@@ -552,13 +550,9 @@ impl<'a, 'b> Fx<'a, 'b> {
             }
         }
         // any other action (or all of them when not inlined): run by the engine
-        let f = self.b.ins().iconst(
-            self.ptr,
-            if self.emits {
-                helpers::np_action::<true> as *const ()
-            } else {
-                helpers::np_action::<false> as *const ()
-            } as usize as i64,
+        let f = self.helper(
+            helpers::np_action::<true> as *const (),
+            helpers::np_action::<false> as *const (),
         );
         let call = self
             .b
