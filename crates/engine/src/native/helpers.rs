@@ -273,11 +273,16 @@ pub(crate) unsafe extern "C" fn np_select<const E: bool>(
     let r = catch_unwind(AssertUnwindSafe(|| {
         e.select_native(w, s.table, k, s.hit, s.action_run)
     }));
-    ctx.load::<E>(w);
     match r {
+        // an action chosen: only slot values were written (no buffer moved, the packet and the
+        // output untouched), so the context stands as it is
         Ok(Ok(a)) => a as u64,
-        Ok(Err(f)) => RAN | encode(f),
+        Ok(Err(f)) => {
+            ctx.load::<E>(w);
+            RAN | encode(f)
+        }
         Err(p) => {
+            ctx.load::<E>(w);
             ctx.panic = Some(p);
             RAN | PANIC
         }
