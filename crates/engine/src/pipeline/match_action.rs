@@ -419,12 +419,7 @@ impl Engine {
                 crate::bump(if found.is_some() { h } else { m });
             }
             w.calls.cur_meter = None;
-            if let Some(h) = hit {
-                self.store(w, h, found.is_some() as u64);
-            }
-            if let Some(r) = action_run {
-                self.store(w, r, a as u64);
-            }
+            self.mark_apply(w, found.is_some(), a, hit, action_run);
             return Ok(a);
         }
         std::hint::cold_path();
@@ -462,14 +457,27 @@ impl Engine {
         hit: Option<Loc>,
         action_run: Option<Loc>,
     ) {
+        self.mark_apply(w, found, a, hit, action_run);
+        if let Some(slot) = w.tables.snapshots.get_mut(ti) {
+            *slot = Some(data);
+        }
+    }
+
+    /// An apply's `hit` and `action_run`, where the program reads them.
+    #[inline(always)]
+    fn mark_apply(
+        &self,
+        w: &mut Worker,
+        found: bool,
+        a: usize,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) {
         if let Some(h) = hit {
             self.store(w, h, found as u64);
         }
         if let Some(r) = action_run {
             self.store(w, r, a as u64);
-        }
-        if let Some(slot) = w.tables.snapshots.get_mut(ti) {
-            *slot = Some(data);
         }
     }
 
