@@ -58,10 +58,10 @@ impl Fx<'_, '_> {
         let xf = Box::new(compile::expr(x));
         let p = &*xf as *const crate::engine::XF as i64;
         self.keep.exprs.push(xf);
-        let f = self
-            .b
-            .ins()
-            .iconst(self.ptr, helpers::np_expr as *const () as usize as i64);
+        let f = self.helper(
+            helpers::np_expr::<true> as *const (),
+            helpers::np_expr::<false> as *const (),
+        );
         let a = self.b.ins().iconst(self.ptr, p);
         let call = self.b.ins().call_indirect(self.expr_sig, f, &[self.ctx, a]);
         self.b.inst_results(call)[0]

@@ -2,8 +2,10 @@
 //! encoding of a [`Flow`] in one word, and the `extern "C"` functions generated code calls back
 //! into (a statement or an expression the translator does not cover, run by its closure).
 
+use crate::bits::BitWriter;
 use crate::code::{Flow, PendingError};
 use crate::engine::{SF, XF};
+use crate::worker::Emit;
 use crate::{Engine, Worker};
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -22,6 +24,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) cursor: usize,
     /// Per header: where the fast path extracted it ([`crate::NO_OFFSET`] otherwise).
     pub(crate) hdr_off: *mut usize,
+    /// The deparser's output, for code that emits headers itself ([`Out`]; null otherwise).
+    pub(crate) out: *mut Out,
     pub(crate) e: &'a Engine,
     pub(crate) w: *mut Worker,
     /// A panic raised by a closure called back, resumed once the native code has returned (never
@@ -35,7 +39,9 @@ impl<'a> Ctx<'a> {
     pub(crate) const OFF_PKT_LEN: i32 = std::mem::offset_of!(Ctx, pkt_len) as i32;
     pub(crate) const OFF_CURSOR: i32 = std::mem::offset_of!(Ctx, cursor) as i32;
     pub(crate) const OFF_HDR_OFF: i32 = std::mem::offset_of!(Ctx, hdr_off) as i32;
-
+    pub(crate) const OFF_OUT: i32 = std::mem::offset_of!(Ctx, out) as i32;
+    /// The context of a call (without the deparser's output: see [`Out::attach`]).
+    #[inline(always)]
     pub(crate) fn new(e: &'a Engine, w: &mut Worker) -> Ctx<'a> {
         Ctx {
             slots: w.slots.as_mut_ptr(),
@@ -43,28 +49,93 @@ impl<'a> Ctx<'a> {
             pkt_len: w.packet.pkt.len(),
             cursor: w.packet.cursor,
             hdr_off: w.packet.hdr_off.as_mut_ptr(),
+            out: std::ptr::null_mut(),
             e,
             w,
             panic: None,
         }
     }
 
-    /// The worker's state as the generated code sees it (after Rust ran).
+    /// The worker's state as the generated code sees it (after Rust ran); `E`: the code emits
+    /// (its [`Out`] reloaded too).
     #[inline(always)]
-    pub(crate) fn load(&mut self, w: &mut Worker) {
+    pub(crate) fn load<const E: bool>(&mut self, w: &mut Worker) {
         self.slots = w.slots.as_mut_ptr();
         self.pkt = w.packet.pkt.as_ptr();
         self.pkt_len = w.packet.pkt.len();
         self.cursor = w.packet.cursor;
         self.hdr_off = w.packet.hdr_off.as_mut_ptr();
+        if E {
+            // SAFETY: code that emits runs with its `Out` attached (`Out::attach`)
+            unsafe { (*self.out).load(w) };
+        }
     }
 
-    /// What the generated code changed, back into the worker (before Rust runs).
+    /// What the generated code changed, back into the worker (before Rust runs); `E` as in
+    /// [`Ctx::load`].
     #[inline(always)]
-    pub(crate) fn store(&self, w: &mut Worker) {
+    pub(crate) fn store<const E: bool>(&self, w: &mut Worker) {
         w.packet.cursor = self.cursor;
+        if E {
+            // SAFETY: as in `load`
+            unsafe { (*self.out).store(w) };
+        }
     }
 }
+
+/// The deparser's output as code that emits sees it: the output buffer's bytes, how many are
+/// written and how many fit (generated code writes only below `cap` and moves `len` over what it
+/// wrote), and the rest of the deparser's state (its pending bits and deferred checksums).
+#[repr(C)]
+pub(crate) struct Out {
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) cap: usize,
+    pub(crate) emit: *mut Emit,
+}
+
+impl Out {
+    pub(crate) const OFF_PTR: i32 = std::mem::offset_of!(Out, ptr) as i32;
+    pub(crate) const OFF_LEN: i32 = std::mem::offset_of!(Out, len) as i32;
+    pub(crate) const OFF_CAP: i32 = std::mem::offset_of!(Out, cap) as i32;
+    pub(crate) const OFF_EMIT: i32 = std::mem::offset_of!(Out, emit) as i32;
+
+    /// The worker's output, for `ctx` (which must not outlive the returned value's place: the
+    /// caller keeps it on its stack for the call).
+    #[inline(always)]
+    pub(crate) fn attach(w: &mut Worker) -> Out {
+        let mut o = Out {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+            cap: 0,
+            emit: std::ptr::null_mut(),
+        };
+        o.load(w);
+        o
+    }
+
+    #[inline(always)]
+    fn load(&mut self, w: &mut Worker) {
+        self.ptr = w.emit.out.as_mut_ptr();
+        self.len = w.emit.out.len();
+        self.cap = w.emit.out.capacity();
+        self.emit = &mut w.emit;
+    }
+
+    #[inline(always)]
+    fn store(&self, w: &mut Worker) {
+        debug_assert!(self.len <= w.emit.out.capacity());
+        // SAFETY: `len` is the buffer's length as loaded, or moved by generated code over the bytes
+        // it wrote below the capacity (`Fx::emit` checks the room first)
+        unsafe { w.emit.out.set_len(self.len) };
+    }
+}
+
+/// In [`Emit`]: the bits the output holds past its last whole byte (a u32), and the deferred
+/// checksums due (a u64).
+pub(crate) const OFF_BW_N: i32 =
+    (std::mem::offset_of!(Emit, bw) + std::mem::offset_of!(BitWriter, n)) as i32;
+pub(crate) const OFF_CSUM_PENDING: i32 = std::mem::offset_of!(Emit, csum_pending) as i32;
 
 /// A native statement list.
 pub(crate) type Entry = unsafe extern "C" fn(*mut Ctx) -> u64;
@@ -80,6 +151,8 @@ pub(crate) struct Keep {
     pub(crate) exprs: Vec<Box<XF>>,
     pub(crate) sites: Vec<Box<ApplySite>>,
     pub(crate) inline: usize,
+    /// The code emits headers itself: its context carries the output buffer.
+    pub(crate) emits: bool,
     /// What the inline statements save over their closures, roughly: 1 per statement, 3 per
     /// table apply or checksum (a list worth less than [`Keep::WORTH`] stays on closures).
     pub(crate) weight: usize,
@@ -121,12 +194,18 @@ pub(crate) fn decode(v: u64) -> Flow {
 /// Runs a statement's closure for native code. `check`: the statement may leave a parser error
 /// pending (a `lookahead`), taken here as the closure block would after it.
 ///
+/// `E`: the calling code emits (see [`Ctx::load`]).
+///
 /// # Safety
 /// `ctx` is the live context of the calling native function; `sf` points into its [`Keep`].
-pub(crate) unsafe extern "C" fn np_stmt(ctx: *mut Ctx, sf: *const SF, check: u64) -> u64 {
+pub(crate) unsafe extern "C" fn np_stmt<const E: bool>(
+    ctx: *mut Ctx,
+    sf: *const SF,
+    check: u64,
+) -> u64 {
     let ctx = &mut *ctx;
     let (e, w) = (ctx.e, &mut *ctx.w);
-    ctx.store(w);
+    ctx.store::<E>(w);
     let r = catch_unwind(AssertUnwindSafe(|| {
         let f = (*sf)(e, w);
         if check != 0 && f == Flow::Next {
@@ -137,7 +216,7 @@ pub(crate) unsafe extern "C" fn np_stmt(ctx: *mut Ctx, sf: *const SF, check: u64
         }
         f
     }));
-    ctx.load(w);
+    ctx.load::<E>(w);
     match r {
         Ok(f) => encode(f),
         Err(p) => {
@@ -153,12 +232,12 @@ pub(crate) unsafe extern "C" fn np_stmt(ctx: *mut Ctx, sf: *const SF, check: u64
 ///
 /// # Safety
 /// As [`np_stmt`].
-pub(crate) unsafe extern "C" fn np_expr(ctx: *mut Ctx, xf: *const XF) -> u64 {
+pub(crate) unsafe extern "C" fn np_expr<const E: bool>(ctx: *mut Ctx, xf: *const XF) -> u64 {
     let ctx = &mut *ctx;
     let (e, w) = (ctx.e, &mut *ctx.w);
-    ctx.store(w);
+    ctx.store::<E>(w);
     let r = catch_unwind(AssertUnwindSafe(|| (*xf)(e, w)));
-    ctx.load(w);
+    ctx.load::<E>(w);
     match r {
         Ok(v) => v,
         Err(p) => {
@@ -178,23 +257,32 @@ pub(crate) struct ApplySite {
 /// Set in [`np_select`]'s result when the general path ran the whole apply: the rest is its flow.
 pub(crate) const RAN: u64 = 1 << 63;
 
-/// The lookup of a one-key table apply ([`Engine::select_one_key`]): the action to run (its
+/// The lookup of a one-key table apply ([`Engine::select_native`]): the action to run (its
 /// arguments in its parameters), or [`RAN`] with the flow of an apply the general path made.
 ///
 /// # Safety
 /// As [`np_stmt`]; `site` points into the calling function's [`Keep`].
-pub(crate) unsafe extern "C" fn np_select(ctx: *mut Ctx, site: *const ApplySite, k: u64) -> u64 {
+pub(crate) unsafe extern "C" fn np_select<const E: bool>(
+    ctx: *mut Ctx,
+    site: *const ApplySite,
+    k: u64,
+) -> u64 {
     let ctx = &mut *ctx;
     let (e, w, s) = (ctx.e, &mut *ctx.w, &*site);
-    ctx.store(w);
+    ctx.store::<E>(w);
     let r = catch_unwind(AssertUnwindSafe(|| {
-        e.select_one_key(w, s.table, k, s.hit, s.action_run)
+        e.select_native(w, s.table, k, s.hit, s.action_run)
     }));
-    ctx.load(w);
     match r {
+        // an action chosen: only slot values were written (no buffer moved, the packet and the
+        // output untouched), so the context stands as it is
         Ok(Ok(a)) => a as u64,
-        Ok(Err(f)) => RAN | encode(f),
+        Ok(Err(f)) => {
+            ctx.load::<E>(w);
+            RAN | encode(f)
+        }
         Err(p) => {
+            ctx.load::<E>(w);
             ctx.panic = Some(p);
             RAN | PANIC
         }
@@ -206,12 +294,12 @@ pub(crate) unsafe extern "C" fn np_select(ctx: *mut Ctx, site: *const ApplySite,
 ///
 /// # Safety
 /// As [`np_stmt`].
-pub(crate) unsafe extern "C" fn np_action(ctx: *mut Ctx, a: u64) -> u64 {
+pub(crate) unsafe extern "C" fn np_action<const E: bool>(ctx: *mut Ctx, a: u64) -> u64 {
     let ctx = &mut *ctx;
     let (e, w) = (ctx.e, &mut *ctx.w);
-    ctx.store(w);
+    ctx.store::<E>(w);
     let r = catch_unwind(AssertUnwindSafe(|| e.run_action(w, a as usize)));
-    ctx.load(w);
+    ctx.load::<E>(w);
     match r {
         Ok(f) => encode(f),
         Err(p) => {

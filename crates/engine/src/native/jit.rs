@@ -18,6 +18,8 @@ pub(crate) struct Jit {
     ctx: cranelift_codegen::Context,
     fctx: FunctionBuilderContext,
     next: usize,
+    /// The deparser's deferred checksums every function's emits compute ([`Fx::deferred`]).
+    pub(crate) deferred: Vec<(usize, usize, u32)>,
 }
 
 // SAFETY: after `finalize` the module is only read (function addresses) or freed on drop; the code
@@ -47,6 +49,7 @@ impl Jit {
             module: Some(module),
             fctx: FunctionBuilderContext::new(),
             next: 0,
+            deferred: vec![],
         })
     }
 
@@ -76,6 +79,7 @@ impl Jit {
     ) -> Result<(FuncId, Keep), String> {
         self.build(cx, nslots, |fx| {
             fx.verify = verify;
+            fx.emits = super::stmt::emits(body);
             fx.body(body);
         })
     }
@@ -100,10 +104,11 @@ impl Jit {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         let keep = {
-            let (func, fctx) = (&mut self.ctx.func, &mut self.fctx);
+            let (func, fctx, deferred) = (&mut self.ctx.func, &mut self.fctx, &self.deferred);
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let b = FunctionBuilder::new(func, fctx);
                 let mut fx = Fx::new(b, cx, ptr, nslots);
+                fx.deferred = deferred.clone();
                 gen(&mut fx);
                 fx.finish(config)
             }))

@@ -10,18 +10,23 @@
 //! [`jit::Jit`] shared by those blocks: freed when the engine that owns them is dropped. Chosen
 //! with [`crate::Backend`].
 
+#[cfg(test)]
+mod emit_tests;
 pub(crate) mod expr;
 pub(crate) mod helpers;
 pub(crate) mod jit;
+pub(crate) mod packet;
 pub(crate) mod parse;
 pub(crate) mod stmt;
+#[cfg(test)]
+mod table_tests;
 #[cfg(test)]
 mod tests;
 
 use crate::engine::{CBlock, NativeParse, SF};
 use crate::load::compile::{Code, Cx};
 use crate::{Engine, Worker};
-use helpers::{decode, Ctx, Keep};
+use helpers::{decode, Ctx, Keep, Out};
 use std::sync::Arc;
 
 /// How much of the program the translator covered, for tests and the load-time report.
@@ -41,6 +46,11 @@ pub(crate) struct Coverage {
 /// code generator is available for this machine (the engine then runs on closures).
 pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
     let mut jit = jit::Jit::new().ok()?;
+    jit.deferred = code
+        .deferred
+        .iter()
+        .map(|d| (d.header, d.f_off, d.f_slot as u32))
+        .collect();
     let p = cx.prog;
     let nslots = p.slots as usize + 1;
     let mut stats = Coverage::default();
@@ -142,24 +152,48 @@ fn wrap(
     closures: CBlock,
     (nslots, nheaders): (usize, usize),
 ) -> SF {
-    Box::new(move |e: &Engine, w: &mut Worker| {
-        // the code and what it points at live as long as this closure
-        let _alive = (&jit, &keep);
-        if w.slots.len() < nslots || w.packet.hdr_off.len() < nheaders || w.trace.is_some() {
-            std::hint::cold_path();
-            return closures.run(e, w);
-        }
-        let mut ctx = Ctx::new(e, w);
-        // SAFETY: `ctx` points at the live engine and worker; the code reads and writes slots only
-        // below `nslots` and header offsets below `nheaders` (checked when it was generated),
-        // packet bytes only below `pkt_len`, and calls back only through `helpers`
-        let r = unsafe { f(&mut ctx) };
-        ctx.store(w);
-        if let Some(p) = ctx.panic.take() {
-            std::panic::resume_unwind(p);
-        }
-        decode(r)
-    })
+    if keep.emits {
+        Box::new(move |e: &Engine, w: &mut Worker| {
+            // the code and what it points at live as long as this closure
+            let _alive = (&jit, &keep);
+            run_list::<true>(f, &closures, (nslots, nheaders), e, w)
+        })
+    } else {
+        Box::new(move |e: &Engine, w: &mut Worker| {
+            let _alive = (&jit, &keep);
+            run_list::<false>(f, &closures, (nslots, nheaders), e, w)
+        })
+    }
+}
+
+/// One call of a native statement list (`E`: it emits, its context carries the output).
+#[inline(always)]
+fn run_list<const E: bool>(
+    f: helpers::Entry,
+    closures: &CBlock,
+    (nslots, nheaders): (usize, usize),
+    e: &Engine,
+    w: &mut Worker,
+) -> crate::code::Flow {
+    if w.slots.len() < nslots || w.packet.hdr_off.len() < nheaders || w.trace.is_some() {
+        std::hint::cold_path();
+        return closures.run(e, w);
+    }
+    let mut ctx = Ctx::new(e, w);
+    let mut out = if E { Some(Out::attach(w)) } else { None };
+    if let Some(o) = out.as_mut() {
+        ctx.out = o;
+    }
+    // SAFETY: `ctx` points at the live engine and worker (and `out`, on this frame, at its
+    // output); the code reads and writes slots only below `nslots` and header offsets below
+    // `nheaders` (checked when it was generated), packet bytes only below `pkt_len`, output
+    // bytes only below the output's capacity, and calls back only through `helpers`
+    let r = unsafe { f(&mut ctx) };
+    ctx.store::<E>(w);
+    if let Some(p) = ctx.panic.take() {
+        std::panic::resume_unwind(p);
+    }
+    decode(r)
 }
 
 /// The parser as one native function ([`parse`]) as the hot loop's replacement: as [`wrap`], a
@@ -177,9 +211,9 @@ fn parse_runner(
             return crate::engine::parse_end::NOT_RUN;
         }
         let mut ctx = Ctx::new(e, w);
-        // SAFETY: as in `wrap`
+        // SAFETY: as in `run_list`
         let r = unsafe { f(&mut ctx) };
-        ctx.store(w);
+        ctx.store::<false>(w);
         if let Some(p) = ctx.panic.take() {
             std::panic::resume_unwind(p);
         }

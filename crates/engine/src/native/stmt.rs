@@ -35,6 +35,12 @@ pub(crate) struct Fx<'a, 'b> {
     pub(crate) escape: Option<Block>,
     /// Translating the verify-checksum control (see [`Fx::verify_bytes`]).
     pub(crate) verify: bool,
+    /// The deparser's deferred checksums, in `Deparser::deferred`'s order: (header, the checksum
+    /// field's byte offset, its slot).
+    pub(crate) deferred: Vec<(usize, usize, u32)>,
+    /// The list emits headers (set before translating it, see [`emits`]): its context carries
+    /// the deparser's output and its calls back keep that in step.
+    pub(crate) emits: bool,
     stmt_sig: SigRef,
     action_sig: SigRef,
     pub(crate) expr_sig: SigRef,
@@ -80,6 +86,8 @@ impl<'a, 'b> Fx<'a, 'b> {
             labels: vec![],
             escape: None,
             verify: false,
+            deferred: vec![],
+            emits: false,
             stmt_sig,
             action_sig,
             expr_sig,
@@ -105,6 +113,7 @@ impl<'a, 'b> Fx<'a, 'b> {
     }
 
     pub(crate) fn finish(mut self, config: TargetFrontendConfig) -> Keep {
+        self.keep.emits = self.emits;
         self.b.seal_all_blocks();
         self.b.finalize(config);
         self.keep
@@ -188,8 +197,20 @@ impl<'a, 'b> Fx<'a, 'b> {
                         .iter()
                         .all(|f| f.1 as usize + 8 <= hp.fixed.div_ceil(8) + 8)
             }),
+            Stmt::Emit {
+                hdr: HeaderRef::Static(h),
+            } => p.headers.get(*h as usize).is_some_and(|x| {
+                let hp = HeaderPlan::new(x);
+                hp.narrow && !hp.emit_ops.is_empty() && hp.fixed.is_multiple_of(8)
+            }),
             _ => false,
         }
+    }
+
+    /// The address of a call-back helper: its instance for code that emits, or the other.
+    pub(crate) fn helper(&mut self, emits: *const (), not: *const ()) -> Value {
+        let f = if self.emits { emits } else { not };
+        self.b.ins().iconst(self.ptr, f as usize as i64)
     }
 
     pub(crate) fn slot_ok(&self, slot: u32) -> bool {
@@ -368,6 +389,9 @@ impl<'a, 'b> Fx<'a, 'b> {
                 hdr: HeaderRef::Static(h),
                 varbit_bits: None,
             } => self.extract(*h as usize, s),
+            Stmt::Emit {
+                hdr: HeaderRef::Static(h),
+            } => self.emit(*h as usize, s),
             Stmt::Builtin(Builtin::MarkToDrop) => {
                 let sm = &self.cx.prog.std_meta;
                 let (a, b) = (sm.egress_spec, sm.mcast_grp);
@@ -390,7 +414,7 @@ impl<'a, 'b> Fx<'a, 'b> {
     }
 
     /// A statement run by its closure: called back, its flow followed.
-    fn fallback(&mut self, s: &Stmt) -> bool {
+    pub(crate) fn fallback(&mut self, s: &Stmt) -> bool {
         self.call_back(compile::stmt(self.cx, s), compile::stmt_may_fail(s));
         true
     }
@@ -402,10 +426,10 @@ impl<'a, 'b> Fx<'a, 'b> {
         let p = &*sf as *const crate::engine::SF as i64;
         self.keep.stmts.push(sf);
         let check = check as i64;
-        let f = self
-            .b
-            .ins()
-            .iconst(self.ptr, helpers::np_stmt as *const () as usize as i64);
+        let f = self.helper(
+            helpers::np_stmt::<true> as *const (),
+            helpers::np_stmt::<false> as *const (),
+        );
         let a = self.b.ins().iconst(self.ptr, p);
         let c = self.b.ins().iconst(types::I64, check);
         let call = self
@@ -475,10 +499,10 @@ impl<'a, 'b> Fx<'a, 'b> {
         });
         let sp = &*site as *const helpers::ApplySite as i64;
         self.keep.sites.push(site);
-        let f = self
-            .b
-            .ins()
-            .iconst(self.ptr, helpers::np_select as *const () as usize as i64);
+        let f = self.helper(
+            helpers::np_select::<true> as *const (),
+            helpers::np_select::<false> as *const (),
+        );
         let a = self.b.ins().iconst(self.ptr, sp);
         let call = self
             .b
@@ -526,10 +550,10 @@ impl<'a, 'b> Fx<'a, 'b> {
             }
         }
         // any other action (or all of them when not inlined): run by the engine
-        let f = self
-            .b
-            .ins()
-            .iconst(self.ptr, helpers::np_action as *const () as usize as i64);
+        let f = self.helper(
+            helpers::np_action::<true> as *const (),
+            helpers::np_action::<false> as *const (),
+        );
         let call = self
             .b
             .ins()
@@ -541,189 +565,17 @@ impl<'a, 'b> Fx<'a, 'b> {
         self.b.switch_to_block(after);
         Some(true)
     }
+}
 
-    /// `extract` of a fixed header whose fields are all narrow, as `extract_static` does it: when
-    /// the cursor is on a byte and the header and 8 bytes of slack lie in the packet, one 64-bit
-    /// big-endian load per field; anything else (a bit-aligned cursor, the end of the packet) calls
-    /// back the closure, which takes the interpreter's path.
-    fn extract(&mut self, h: usize, s: &Stmt) -> Option<bool> {
-        let layout = self.cx.prog.headers.get(h)?;
-        let p = HeaderPlan::new(layout);
-        let need = p.fixed.div_ceil(8) + 8;
-        let ok = p.narrow
-            && p.fields
-                .iter()
-                .all(|f| f.1 as usize + 8 <= need && self.slot_ok(f.0))
-            && self.slot_ok(layout.valid.slot);
-        if !ok {
-            return None;
+/// Does the list (or a list nested in it) hold an `emit`?
+pub(crate) fn emits(body: &[Stmt]) -> bool {
+    body.iter().any(|s| match s {
+        Stmt::Emit { .. } => true,
+        Stmt::If { then, else_, .. } => emits(then) || emits(else_),
+        Stmt::Block { body, .. } | Stmt::Loop { body, .. } => emits(body),
+        Stmt::Switch { cases, default, .. } => {
+            cases.iter().any(|(_, b)| emits(b)) || emits(default)
         }
-        let (fast, slow, done) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        let flags = MemFlagsData::trusted();
-        let cur = self
-            .b
-            .ins()
-            .load(self.ptr, flags, self.ctx, Ctx::OFF_CURSOR);
-        let bit = self.b.ins().band_imm_u(cur, 7);
-        let aligned = self.b.create_block();
-        self.b.ins().brif(bit, slow, &[], aligned, &[]);
-        self.b.switch_to_block(aligned);
-        let pos = self.b.ins().ushr_imm_u(cur, 3);
-        let end = self.b.ins().iadd_imm_u(pos, need as i64);
-        let len = self
-            .b
-            .ins()
-            .load(self.ptr, flags, self.ctx, Ctx::OFF_PKT_LEN);
-        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, len);
-        self.b.ins().brif(short, slow, &[], fast, &[]);
-        self.b.switch_to_block(fast);
-        let base = self.b.ins().load(self.ptr, flags, self.ctx, Ctx::OFF_PKT);
-        let at = self.b.ins().iadd(base, pos);
-        // packet bytes: in bounds (checked above), any alignment
-        let bytes = MemFlagsData::new().with_notrap();
-        for &(slot, off, shift, m, _) in &p.fields {
-            let word = self.b.ins().load(types::I64, bytes, at, off as i32);
-            let word = self.b.ins().bswap(word);
-            let v = if shift > 0 {
-                self.b.ins().ushr_imm_u(word, shift as i64)
-            } else {
-                word
-            };
-            let v = self.b.ins().band_imm_u(v, m as i64);
-            self.store_slot(slot, v);
-        }
-        let cur2 = self.b.ins().iadd_imm_u(cur, p.fixed as i64);
-        self.b.ins().store(flags, cur2, self.ctx, Ctx::OFF_CURSOR);
-        let one = self.b.ins().iconst(types::I64, 1);
-        self.store_slot(layout.valid.slot, one);
-        let offs = self
-            .b
-            .ins()
-            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
-        self.b.ins().store(flags, pos, offs, (h * 8) as i32);
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(slow);
-        self.fallback(s);
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(done);
-        Some(true)
-    }
-
-    /// A `verify_checksum` over a whole header that nothing but `extract` writes (see
-    /// `compile::header_checksum`), as `verify_from_bytes` does it: when the header was extracted
-    /// by the fast path in this pass and its bytes lie in the packet, the Internet checksum of
-    /// those bytes without the checksum field's word, summed inline (`checksum::csum16_without`'s
-    /// lanes: 64-bit loads split in two 32-bit halves, then a 32-bit and a 16-bit tail); otherwise
-    /// the closure, which sums the fields.
-    fn verify_bytes(&mut self, s: &Stmt, h: usize, f_off: usize, len: usize) -> Option<bool> {
-        let Stmt::Builtin(Builtin::VerifyChecksum { cond, field, .. }) = s else {
-            return None;
-        };
-        let err = self.cx.prog.std_meta.checksum_error;
-        let ok = cond.width() <= 64
-            && field.width() <= 64
-            && self.covered(cond)
-            && self.covered(field)
-            && h < self.cx.prog.headers.len()
-            && f_off + 2 <= len
-            && len.is_multiple_of(2)
-            && (err.width == 0 || self.slot_ok(err.slot));
-        if !ok {
-            return None;
-        }
-        let flags = MemFlagsData::trusted();
-        let (have, fast, slow, done) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        let offs = self
-            .b
-            .ins()
-            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
-        let at = self.b.ins().load(types::I64, flags, offs, (h * 8) as i32);
-        let none = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::Equal, at, crate::NO_OFFSET as i64);
-        self.b.ins().brif(none, slow, &[], have, &[]);
-        self.b.switch_to_block(have);
-        let end = self.b.ins().iadd_imm_u(at, len as i64);
-        let plen = self
-            .b
-            .ins()
-            .load(self.ptr, flags, self.ctx, Ctx::OFF_PKT_LEN);
-        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, plen);
-        self.b.ins().brif(short, slow, &[], fast, &[]);
-        self.b.switch_to_block(fast);
-        let base = self.b.ins().load(self.ptr, flags, self.ctx, Ctx::OFF_PKT);
-        let p = self.b.ins().iadd(base, at);
-        let bytes = MemFlagsData::new().with_notrap();
-        let mut sum = self.konst(0);
-        let mut i = 0;
-        while i + 8 <= len {
-            let x = self.b.ins().load(types::I64, bytes, p, i as i32);
-            let x = self.b.ins().bswap(x);
-            let hi = self.b.ins().ushr_imm_u(x, 32);
-            let lo = self.b.ins().band_imm_u(x, 0xffff_ffff);
-            let t = self.b.ins().iadd(hi, lo);
-            sum = self.b.ins().iadd(sum, t);
-            i += 8;
-        }
-        if i + 4 <= len {
-            let x = self.b.ins().load(types::I32, bytes, p, i as i32);
-            let x = self.b.ins().bswap(x);
-            let x = self.b.ins().uextend(types::I64, x);
-            sum = self.b.ins().iadd(sum, x);
-            i += 4;
-        }
-        if i + 2 <= len {
-            let x = self.b.ins().load(types::I16, bytes, p, i as i32);
-            let x = self.b.ins().bswap(x);
-            let x = self.b.ins().uextend(types::I64, x);
-            let x = self.b.ins().ishl_imm_u(x, 16);
-            sum = self.b.ins().iadd(sum, x);
-        }
-        // without the skipped word
-        let x = self.b.ins().load(types::I16, bytes, p, f_off as i32);
-        let x = self.b.ins().bswap(x);
-        let x = self.b.ins().uextend(types::I64, x);
-        let x = if f_off.is_multiple_of(4) {
-            self.b.ins().ishl_imm_u(x, 16)
-        } else {
-            x
-        };
-        sum = self.b.ins().isub(sum, x);
-        // folded (a sum below 2^48 takes at most four rounds; a folded value folds to itself)
-        for _ in 0..4 {
-            let lo = self.b.ins().band_imm_u(sum, 0xffff);
-            let hi = self.b.ins().ushr_imm_u(sum, 16);
-            sum = self.b.ins().iadd(lo, hi);
-        }
-        let csum = self.b.ins().bxor_imm_u(sum, 0xffff);
-        let c = self.expr(cond);
-        let check = self.b.create_block();
-        self.b.ins().brif(c, check, &[], done, &[]);
-        self.b.switch_to_block(check);
-        let f = self.expr(field);
-        let ne = self.b.ins().icmp(IntCC::NotEqual, csum, f);
-        let set = self.b.create_block();
-        self.b.ins().brif(ne, set, &[], done, &[]);
-        self.b.switch_to_block(set);
-        if err.width > 0 {
-            let one = self.konst(1);
-            self.store_slot(err.slot, one);
-        }
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(slow);
-        self.fallback(s);
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(done);
-        Some(true)
-    }
+        _ => false,
+    })
 }

@@ -9,7 +9,7 @@ use crate::testutil::one_header_program;
 use crate::{Backend, Engine, Outputs, Worker};
 use std::sync::Arc;
 
-fn engines(src: &str) -> (Engine, Engine) {
+pub(super) fn engines(src: &str) -> (Engine, Engine) {
     let prog = Arc::new(
         p4sec_frontend::compile_str("test.p4", src, &Default::default())
             .unwrap_or_else(|e| panic!("{e}")),
@@ -22,7 +22,7 @@ fn engines(src: &str) -> (Engine, Engine) {
 }
 
 /// What the native translation of `src` covered.
-fn coverage(src: &str) -> Coverage {
+pub(super) fn coverage(src: &str) -> Coverage {
     let mut prog = p4sec_frontend::compile_str("test.p4", src, &Default::default()).unwrap();
     prog.optimize();
     let cx = Cx {
@@ -36,7 +36,7 @@ fn coverage(src: &str) -> Coverage {
 }
 
 /// The frame each backend emits for `pkt` (asserted equal), or `None` when dropped.
-fn run(a: &Engine, b: &Engine, pkt: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn run(a: &Engine, b: &Engine, pkt: &[u8]) -> Option<Vec<u8>> {
     let mut outs = vec![];
     for e in [a, b] {
         let mut w = Worker::new(e);
@@ -49,7 +49,7 @@ fn run(a: &Engine, b: &Engine, pkt: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Both backends on a few hundred pseudo-random packets of `len` bytes.
-fn agree_on_random(a: &Engine, b: &Engine, len: usize) {
+pub(super) fn agree_on_random(a: &Engine, b: &Engine, len: usize) {
     let mut x = 0x2545f4914f6cdd1du64;
     for _ in 0..400 {
         let pkt: Vec<u8> = (0..len)

@@ -214,7 +214,7 @@ impl Engine {
             }
             None => {
                 w.calls.cur_meter = None;
-                Ok(self.default_args(w, &data))
+                Ok(default_args(&mut w.slots, &data))
             }
         };
         let a = match call {
@@ -222,7 +222,7 @@ impl Engine {
             Err(c) => c.action,
         } as usize;
         match (inline, call) {
-            (Some(hot), _) => self.inline_args(w, a, hot),
+            (Some(hot), _) => self.inline_args(&mut w.slots, a, hot),
             // arguments not inline (wide arguments, a selected member)
             (None, Err(c)) => self.entry_args(w, a, &c.args),
             (None, Ok(_)) => {}
@@ -286,22 +286,6 @@ impl Engine {
         }
     }
 
-    /// A miss: the default action's arguments into its parameters (slot words resolved when the
-    /// table version was published); the action's index.
-    #[inline(always)]
-    fn default_args(&self, w: &mut Worker, data: &crate::tables::TableData) -> u32 {
-        let slots = &mut w.slots[..];
-        for quad in data.default_writes.chunks_exact(4) {
-            for &(s, v) in quad {
-                debug_assert!((s as usize) < slots.len());
-                // SAFETY: `param_writes` keeps only the program's slots and the sink slot after
-                // them, all of which the worker has (checked on entry to `Engine::process`)
-                unsafe { *slots.get_unchecked_mut(s as usize) = v };
-            }
-        }
-        data.default.action
-    }
-
     /// An entry's arguments, held in the entry, into action `a`'s parameters: their words straight
     /// into the parameter slots, each top word masked to the width.
     #[inline]
@@ -317,9 +301,9 @@ impl Engine {
     /// A hit's arguments held inline in its hot line (their words in parameter order), into action
     /// `a`'s parameters.
     #[inline(always)]
-    fn inline_args(&self, w: &mut Worker, a: usize, hot: &crate::tables::Hot) {
+    fn inline_args(&self, slots: &mut [u64], a: usize, hot: &crate::tables::Hot) {
         let words = &hot.args[..(hot.nargs as usize).min(hot.args.len())];
-        let ws = &mut w.slots[..];
+        let ws = slots;
         for (&(s, m, _, _), v) in self.match_action.param_words[a].iter().zip(words) {
             debug_assert!((s as usize) < ws.len());
             // SAFETY: `param_words` holds only the program's slots and the sink slot after them,
@@ -384,7 +368,7 @@ impl Engine {
         let a = match (&hot, found) {
             (Some(h), _) if h.nargs != crate::tables::Hot::NOT_INLINE => {
                 let a = h.action as usize;
-                self.inline_args(w, a, h);
+                self.inline_args(&mut w.slots, a, h);
                 a
             }
             (Some(_), Some(i)) => {
@@ -393,10 +377,53 @@ impl Engine {
                 self.entry_args(w, c.action as usize, &c.args);
                 c.action as usize
             }
-            _ => self.default_args(w, &data) as usize,
+            _ => default_args(&mut w.slots, &data) as usize,
         };
         self.finish_select(w, ti, data, found.is_some(), a, hit, action_run);
         Ok(a)
+    }
+
+    /// [`Engine::select_one_key`] for native code: the lookup in the worker's table snapshot
+    /// borrowed in place (no `Arc` moved out and back), the hit's inline arguments or the
+    /// default's written into the action's parameters, `hit` and `action_run` set. Anything else
+    /// (a traced packet, a table with per-entry state, an action profile group, arguments not
+    /// inline, no snapshot) takes [`Engine::select_one_key`].
+    #[inline(always)]
+    pub(crate) fn select_native(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        k: u64,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) -> Result<usize, Flow> {
+        let general = w.trace.is_some() || self.match_action.entry_state.get(ti).is_none_or(|&s| s);
+        if let (false, Some(Some(data)), Some(t)) = (
+            general,
+            w.tables.snapshots.get(ti),
+            self.prog.tables.get(ti),
+        ) {
+            let found = data.lookup_one(t, k);
+            let a = match found.map(|i| data.hot(i)) {
+                Some(h) if h.selects || h.nargs == crate::tables::Hot::NOT_INLINE => {
+                    std::hint::cold_path();
+                    return self.select_one_key(w, ti, k, hit, action_run);
+                }
+                Some(h) => {
+                    self.inline_args(&mut w.slots, h.action as usize, h);
+                    h.action as usize
+                }
+                None => default_args(&mut w.slots, data) as usize,
+            };
+            if let Some((h, m)) = w.stats.tables.get(ti) {
+                crate::bump(if found.is_some() { h } else { m });
+            }
+            w.calls.cur_meter = None;
+            self.mark_apply(w, found.is_some(), a, hit, action_run);
+            return Ok(a);
+        }
+        std::hint::cold_path();
+        self.select_one_key(w, ti, k, hit, action_run)
     }
 
     /// The end of a table apply, once the action's arguments are in its parameters: `hit` and
@@ -430,14 +457,27 @@ impl Engine {
         hit: Option<Loc>,
         action_run: Option<Loc>,
     ) {
+        self.mark_apply(w, found, a, hit, action_run);
+        if let Some(slot) = w.tables.snapshots.get_mut(ti) {
+            *slot = Some(data);
+        }
+    }
+
+    /// An apply's `hit` and `action_run`, where the program reads them.
+    #[inline(always)]
+    fn mark_apply(
+        &self,
+        w: &mut Worker,
+        found: bool,
+        a: usize,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) {
         if let Some(h) = hit {
             self.store(w, h, found as u64);
         }
         if let Some(r) = action_run {
             self.store(w, r, a as u64);
-        }
-        if let Some(slot) = w.tables.snapshots.get_mut(ti) {
-            *slot = Some(data);
         }
     }
 
@@ -471,6 +511,21 @@ impl Engine {
         }
         hash::compute(*algo, &w.emit.scratch, &mut w.calls.rng)
     }
+}
+
+/// A miss: the default action's arguments into its parameters (slot words resolved when the
+/// table version was published); the action's index.
+#[inline(always)]
+fn default_args(slots: &mut [u64], data: &crate::tables::TableData) -> u32 {
+    for quad in data.default_writes.chunks_exact(4) {
+        for &(s, v) in quad {
+            debug_assert!((s as usize) < slots.len());
+            // SAFETY: `param_writes` keeps only the program's slots and the sink slot after
+            // them, all of which the worker has (checked on entry to `Engine::process`)
+            unsafe { *slots.get_unchecked_mut(s as usize) = v };
+        }
+    }
+    data.default.action
 }
 
 #[cfg(test)]

@@ -1,0 +1,334 @@
+//! Translation of the header statements: `extract` of fixed headers from the packet bytes, the
+//! IPv4-style `verify_checksum` summed from those bytes, and the deparser's `emit` of fixed headers
+//! written straight into the output buffer, with the deferred `update_checksum` of the header
+//! (`load/compile.rs`, `Deferred`) computed from the words just written. Each keeps the closure
+//! backend's semantics (`pipeline/headers.rs`): what the fast path does not cover calls the
+//! statement's closure back.
+
+use super::helpers::{Ctx, Out, OFF_BW_N, OFF_CSUM_PENDING};
+use super::stmt::Fx;
+use crate::load::plans::HeaderPlan;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value};
+use p4sec_ir::*;
+
+/// A deferred `update_checksum` the deparser's emit of its header computes: (its bit in
+/// `Emit::csum_pending`, the checksum field's byte offset in the header, the field's slot).
+pub(crate) type DeferredCsum = (u64, usize, u32);
+
+impl Fx<'_, '_> {
+    /// `extract` of a fixed header whose fields are all narrow, as `extract_static` does it: when
+    /// the cursor is on a byte and the header and 8 bytes of slack lie in the packet, one 64-bit
+    /// big-endian load per field; anything else (a bit-aligned cursor, the end of the packet) calls
+    /// back the closure, which takes the interpreter's path.
+    pub(crate) fn extract(&mut self, h: usize, s: &Stmt) -> Option<bool> {
+        let layout = self.cx.prog.headers.get(h)?;
+        let p = HeaderPlan::new(layout);
+        let need = p.fixed.div_ceil(8) + 8;
+        let ok = p.narrow
+            && p.fields
+                .iter()
+                .all(|f| f.1 as usize + 8 <= need && self.slot_ok(f.0))
+            && self.slot_ok(layout.valid.slot);
+        if !ok {
+            return None;
+        }
+        let (slow, done) = (self.b.create_block(), self.b.create_block());
+        let flags = MemFlagsData::trusted();
+        let cur = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_CURSOR);
+        let bit = self.b.ins().band_imm_u(cur, 7);
+        let aligned = self.b.create_block();
+        self.b.ins().brif(bit, slow, &[], aligned, &[]);
+        self.b.switch_to_block(aligned);
+        let pos = self.b.ins().ushr_imm_u(cur, 3);
+        let at = self.packet_at(pos, need, slow);
+        // packet bytes: in bounds (checked above), any alignment
+        let bytes = MemFlagsData::new().with_notrap();
+        for &(slot, off, shift, m, _) in &p.fields {
+            let word = self.b.ins().load(types::I64, bytes, at, off as i32);
+            let word = self.b.ins().bswap(word);
+            let v = if shift > 0 {
+                self.b.ins().ushr_imm_u(word, shift as i64)
+            } else {
+                word
+            };
+            let v = self.b.ins().band_imm_u(v, m as i64);
+            self.store_slot(slot, v);
+        }
+        let cur2 = self.b.ins().iadd_imm_u(cur, p.fixed as i64);
+        self.b.ins().store(flags, cur2, self.ctx, Ctx::OFF_CURSOR);
+        let one = self.b.ins().iconst(types::I64, 1);
+        self.store_slot(layout.valid.slot, one);
+        let offs = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
+        self.b.ins().store(flags, pos, offs, (h * 8) as i32);
+        self.fast_path_end(s, slow, done)
+    }
+
+    /// A `verify_checksum` over a whole header that nothing but `extract` writes (see
+    /// `compile::header_checksum`), as `verify_from_bytes` does it: when the header was extracted
+    /// by the fast path in this pass and its bytes lie in the packet, the Internet checksum of
+    /// those bytes without the checksum field's word, summed inline (`checksum::csum16_without`'s
+    /// lanes: 64-bit loads split in two 32-bit halves, then a 32-bit and a 16-bit tail); otherwise
+    /// the closure, which sums the fields.
+    pub(crate) fn verify_bytes(
+        &mut self,
+        s: &Stmt,
+        h: usize,
+        f_off: usize,
+        len: usize,
+    ) -> Option<bool> {
+        let Stmt::Builtin(Builtin::VerifyChecksum { cond, field, .. }) = s else {
+            return None;
+        };
+        let err = self.cx.prog.std_meta.checksum_error;
+        let ok = cond.width() <= 64
+            && field.width() <= 64
+            && self.covered(cond)
+            && self.covered(field)
+            && h < self.cx.prog.headers.len()
+            && f_off + 2 <= len
+            && len.is_multiple_of(2)
+            && (err.width == 0 || self.slot_ok(err.slot));
+        if !ok {
+            return None;
+        }
+        let flags = MemFlagsData::trusted();
+        let (have, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let offs = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
+        let at = self.b.ins().load(types::I64, flags, offs, (h * 8) as i32);
+        let none = self
+            .b
+            .ins()
+            .icmp_imm_u(IntCC::Equal, at, crate::NO_OFFSET as i64);
+        self.b.ins().brif(none, slow, &[], have, &[]);
+        self.b.switch_to_block(have);
+        let p = self.packet_at(at, len, slow);
+        let bytes = MemFlagsData::new().with_notrap();
+        let mut sum = self.konst(0);
+        let mut i = 0;
+        while i + 8 <= len {
+            let x = self.b.ins().load(types::I64, bytes, p, i as i32);
+            let x = self.b.ins().bswap(x);
+            let hi = self.b.ins().ushr_imm_u(x, 32);
+            let lo = self.b.ins().band_imm_u(x, 0xffff_ffff);
+            let t = self.b.ins().iadd(hi, lo);
+            sum = self.b.ins().iadd(sum, t);
+            i += 8;
+        }
+        if i + 4 <= len {
+            let x = self.load_be(types::I32, p, i);
+            sum = self.b.ins().iadd(sum, x);
+            i += 4;
+        }
+        if i + 2 <= len {
+            let x = self.load_be(types::I16, p, i);
+            let x = self.b.ins().ishl_imm_u(x, 16);
+            sum = self.b.ins().iadd(sum, x);
+        }
+        sum = self.without_word(sum, p, f_off);
+        let csum = self.csum_fold(sum);
+        let c = self.expr(cond);
+        let check = self.b.create_block();
+        self.b.ins().brif(c, check, &[], done, &[]);
+        self.b.switch_to_block(check);
+        let f = self.expr(field);
+        let ne = self.b.ins().icmp(IntCC::NotEqual, csum, f);
+        let set = self.b.create_block();
+        self.b.ins().brif(ne, set, &[], done, &[]);
+        self.b.switch_to_block(set);
+        if err.width > 0 {
+            let one = self.konst(1);
+            self.store_slot(err.slot, one);
+        }
+        self.fast_path_end(s, slow, done)
+    }
+
+    /// `emit` of a fixed header instance whose fields are all narrow and whose length is whole
+    /// bytes, as `emit_static` does it: an invalid header emits nothing; when the output is on a
+    /// byte boundary and its buffer has room for the header's 64-bit words, the words are built
+    /// from the fields and stored big-endian after the output's bytes, and the header's deferred
+    /// checksum, when due, is summed from those words and patched into the bytes and its field.
+    /// Anything else (pending bits, a full buffer) calls back the closure, which takes the
+    /// interpreter's path.
+    pub(crate) fn emit(&mut self, h: usize, s: &Stmt) -> Option<bool> {
+        let layout = self.cx.prog.headers.get(h)?;
+        let p = HeaderPlan::new(layout);
+        let csum = self.deferred_of(h);
+        let ok = p.narrow
+            && !p.emit_ops.is_empty()
+            && p.fixed.is_multiple_of(8)
+            && p.emit_ops.iter().all(|o| self.slot_ok(o.0))
+            && self.slot_ok(layout.valid.slot)
+            && csum.is_none_or(|(_, f_off, slot)| self.slot_ok(slot) && f_off + 2 <= p.fixed / 8);
+        if !ok {
+            return None;
+        }
+        if !self.emits {
+            return None;
+        }
+        // a plain emit saves about one closure call; with its checksum, the call and the sum
+        self.keep.weight += if csum.is_some() { 2 } else { 0 };
+        let (len, words) = (p.fixed / 8, p.fixed.div_ceil(64));
+        let flags = MemFlagsData::trusted();
+        let (check, room, fast, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let valid = self.load_slot(layout.valid.slot);
+        self.b.ins().brif(valid, check, &[], done, &[]);
+        self.b.switch_to_block(check);
+        let out = self.b.ins().load(self.ptr, flags, self.ctx, Ctx::OFF_OUT);
+        let emit = self.b.ins().load(self.ptr, flags, out, Out::OFF_EMIT);
+        let pending_bits = self.b.ins().load(types::I32, flags, emit, OFF_BW_N);
+        self.b.ins().brif(pending_bits, slow, &[], room, &[]);
+        self.b.switch_to_block(room);
+        let len0 = self.b.ins().load(self.ptr, flags, out, Out::OFF_LEN);
+        let cap = self.b.ins().load(self.ptr, flags, out, Out::OFF_CAP);
+        let end = self.b.ins().iadd_imm_u(len0, (words * 8) as i64);
+        let full = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, cap);
+        self.b.ins().brif(full, slow, &[], fast, &[]);
+        self.b.switch_to_block(fast);
+        let base = self.b.ins().load(self.ptr, flags, out, Out::OFF_PTR);
+        let dst = self.b.ins().iadd(base, len0);
+        // output bytes: below the buffer's capacity (checked above), any alignment
+        let bytes = MemFlagsData::new().with_notrap();
+        let mut built = Vec::with_capacity(words);
+        for k in 0..words {
+            let mut word: Option<Value> = None;
+            for &(slot, m, r, l, _) in p.emit_ops.iter().filter(|o| o.4 as usize == k) {
+                let v = self.load_slot(slot);
+                let v = self.b.ins().band_imm_u(v, m as i64);
+                let v = if r > 0 {
+                    self.b.ins().ushr_imm_u(v, r as i64)
+                } else {
+                    v
+                };
+                let v = if l > 0 {
+                    self.b.ins().ishl_imm_u(v, l as i64)
+                } else {
+                    v
+                };
+                word = Some(match word {
+                    Some(x) => self.b.ins().bor(x, v),
+                    None => v,
+                });
+            }
+            let word = word.unwrap_or_else(|| self.konst(0));
+            let be = self.b.ins().bswap(word);
+            self.b.ins().store(bytes, be, dst, (8 * k) as i32);
+            built.push(word);
+        }
+        let len1 = self.b.ins().iadd_imm_u(len0, len as i64);
+        self.b.ins().store(flags, len1, out, Out::OFF_LEN);
+        if let Some((bit, f_off, f_slot)) = csum {
+            let due = self.b.create_block();
+            let pending = self.b.ins().load(types::I64, flags, emit, OFF_CSUM_PENDING);
+            let set = self.b.ins().band_imm_u(pending, bit as i64);
+            self.b.ins().brif(set, due, &[], done, &[]);
+            self.b.switch_to_block(due);
+            let left = self.b.ins().band_imm_u(pending, !bit as i64);
+            self.b.ins().store(flags, left, emit, OFF_CSUM_PENDING);
+            // the words past the header's length are zero: the sum of the 32-bit halves of the
+            // words is `csum16_without`'s over the header's bytes
+            let mut sum = self.konst(0);
+            for w in built {
+                let hi = self.b.ins().ushr_imm_u(w, 32);
+                let lo = self.b.ins().band_imm_u(w, 0xffff_ffff);
+                let t = self.b.ins().iadd(hi, lo);
+                sum = self.b.ins().iadd(sum, t);
+            }
+            sum = self.without_word(sum, dst, f_off);
+            let c = self.csum_fold(sum);
+            let c16 = self.b.ins().ireduce(types::I16, c);
+            let be = self.b.ins().bswap(c16);
+            self.b.ins().store(bytes, be, dst, f_off as i32);
+            self.store_slot(f_slot, c);
+        }
+        self.fast_path_end(s, slow, done)
+    }
+
+    /// The end of a statement's fast path (jumping to `done`), then its `slow` path: the
+    /// statement's closure called back; the code goes on at `done`.
+    fn fast_path_end(&mut self, s: &Stmt, slow: Block, done: Block) -> Option<bool> {
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(slow);
+        self.fallback(s);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+        Some(true)
+    }
+
+    /// The address of the `n` packet bytes from byte `at`, in a new block, when they lie in the
+    /// packet; a jump to `slow` otherwise.
+    fn packet_at(&mut self, at: Value, n: usize, slow: Block) -> Value {
+        let flags = MemFlagsData::trusted();
+        let fast = self.b.create_block();
+        let end = self.b.ins().iadd_imm_u(at, n as i64);
+        let len = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_PKT_LEN);
+        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, len);
+        self.b.ins().brif(short, slow, &[], fast, &[]);
+        self.b.switch_to_block(fast);
+        let base = self.b.ins().load(self.ptr, flags, self.ctx, Ctx::OFF_PKT);
+        self.b.ins().iadd(base, at)
+    }
+
+    /// The deferred checksum the emit of header `h` computes, if any (the first entry for `h`, as
+    /// `emit_static` takes it).
+    fn deferred_of(&self, h: usize) -> Option<DeferredCsum> {
+        self.deferred
+            .iter()
+            .position(|d| d.0 == h)
+            .map(|i| (1u64 << i, self.deferred[i].1, self.deferred[i].2))
+    }
+
+    /// `sum` less the 16-bit big-endian word at `p + off`, weighted as `csum16_without` does (the
+    /// upper half of its 32-bit lane when `off` is a multiple of 4).
+    fn without_word(&mut self, sum: Value, p: Value, off: usize) -> Value {
+        let x = self.load_be(types::I16, p, off);
+        let x = if off.is_multiple_of(4) {
+            self.b.ins().ishl_imm_u(x, 16)
+        } else {
+            x
+        };
+        self.b.ins().isub(sum, x)
+    }
+
+    /// The big-endian value of type `ty` at `p + off` (bytes checked to be there; any alignment),
+    /// zero-extended to 64 bits.
+    fn load_be(&mut self, ty: Type, p: Value, off: usize) -> Value {
+        let bytes = MemFlagsData::new().with_notrap();
+        let x = self.b.ins().load(ty, bytes, p, off as i32);
+        let x = self.b.ins().bswap(x);
+        self.b.ins().uextend(types::I64, x)
+    }
+
+    /// The Internet checksum of a sum of 16-bit lanes below 2^48: folded with end-around carries
+    /// (at most four rounds; a folded value folds to itself), then complemented.
+    fn csum_fold(&mut self, mut sum: Value) -> Value {
+        for _ in 0..4 {
+            let lo = self.b.ins().band_imm_u(sum, 0xffff);
+            let hi = self.b.ins().ushr_imm_u(sum, 16);
+            sum = self.b.ins().iadd(lo, hi);
+        }
+        self.b.ins().bxor_imm_u(sum, 0xffff)
+    }
+}
