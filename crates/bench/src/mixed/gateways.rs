@@ -92,22 +92,28 @@ pub(super) fn selector_entry(b: &Engine, slot: u32) -> Result<TableEntry, String
     Ok(entry(m, act(b, "GwIngress.selector_ok")?, vec![], 10))
 }
 
-/// The peer gateway A: tunnel t protects 10.1.0.0/16 -> 10.2.t.0/24 with the SA in slot t; the WAN
-/// route.
-pub(super) fn setup_a(a: &Engine, tunnels: u32) -> Result<(), String> {
-    let (set_nhop, args) = nhop(a, 2)?;
-    a.table_insert(
-        table(a, "GwIngress.ipv4_lpm")?,
+/// The route to `prefix`/`prefix_len` out of `port` (`GwIngress.ipv4_lpm`).
+fn add_route(e: &Engine, prefix: [u8; 4], prefix_len: u32, port: u64) -> Result<(), String> {
+    let (set_nhop, args) = nhop(e, port)?;
+    e.table_insert(
+        table(e, "GwIngress.ipv4_lpm")?,
         entry(
             vec![FieldMatch::Lpm {
-                value: Value::new(32, be([198, 51, 100, 0])),
-                prefix_len: 24,
+                value: Value::new(32, be(prefix)),
+                prefix_len,
             }],
             set_nhop,
             args,
             0,
         ),
     )?;
+    Ok(())
+}
+
+/// The peer gateway A: tunnel t protects 10.1.0.0/16 -> 10.2.t.0/24 with the SA in slot t; the WAN
+/// route.
+pub(super) fn setup_a(a: &Engine, tunnels: u32) -> Result<(), String> {
+    add_route(a, [198, 51, 100, 0], 24, 2)?;
     let spd = table(a, "GwIngress.spd")?;
     let protect = act(a, "GwIngress.protect")?;
     for t in 0..tunnels {
@@ -141,19 +147,7 @@ pub(super) fn setup_b(b: &Engine) -> Result<(), String> {
             0,
         ),
     )?;
-    let (set_nhop, args) = nhop(b, 1)?;
-    b.table_insert(
-        table(b, "GwIngress.ipv4_lpm")?,
-        entry(
-            vec![FieldMatch::Lpm {
-                value: Value::new(32, be([10, 2, 0, 0])),
-                prefix_len: 16,
-            }],
-            set_nhop,
-            args,
-            0,
-        ),
-    )?;
+    add_route(b, [10, 2, 0, 0], 16, 1)?;
     let m = vec![
         FieldMatch::Ternary {
             value: Value::new(32, be([10, 3, 0, 0])),

@@ -5,10 +5,17 @@
 use crate::bits::{self, mask64 as mask, BitWriter};
 use crate::code::Flow;
 use crate::hash;
+use crate::meters::MeterCell;
 use crate::{Engine, Worker};
 use p4sec_externs::checksum;
 use p4sec_ir::*;
 use std::sync::atomic::Ordering;
+
+/// The colour meter cell `cell` gives a packet of `len` bytes, metered in `unit`s.
+#[inline]
+fn meter_color(cell: &MeterCell, unit: CounterUnit, len: u64) -> u64 {
+    cell.execute(if unit == CounterUnit::Bytes { len } else { 1 }, len)
+}
 
 impl Engine {
     #[inline(never)]
@@ -122,14 +129,7 @@ impl Engine {
                 let m = &self.externs.meters[*meter as usize];
                 let unit = self.prog.meters[*meter as usize].unit;
                 let color = match m.get(i) {
-                    Some(cell) => cell.execute(
-                        if unit == CounterUnit::Bytes {
-                            w.packet.len as u64
-                        } else {
-                            1
-                        },
-                        w.packet.len as u64,
-                    ),
+                    Some(cell) => meter_color(cell, unit, w.packet.len as u64),
                     None => crate::meters::GREEN,
                 };
                 if let Some(l) = self.resolve(w, dst) {
@@ -139,14 +139,7 @@ impl Engine {
             Builtin::DirectMeterRead { meter, dst } => {
                 let unit = self.prog.direct_meters[*meter as usize].unit;
                 let color = match w.calls.cur_meter.clone() {
-                    Some(cell) => cell.execute(
-                        if unit == CounterUnit::Bytes {
-                            w.packet.len as u64
-                        } else {
-                            1
-                        },
-                        w.packet.len as u64,
-                    ),
+                    Some(cell) => meter_color(&cell, unit, w.packet.len as u64),
                     None => crate::meters::GREEN,
                 };
                 if let Some(l) = self.resolve(w, dst) {
