@@ -150,6 +150,24 @@ def test_counters_and_meters(ctl, compiled):
     with pytest.raises(grpc.RpcError) as e:
         ctl.write(bad)
     assert "below the committed rate" in update_errors(e.value)[0].message
+    # a single-rate burst on these two-rate meters, or a negative count, is refused with the object named
+    eburst = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    eburst.entity.meter_entry.meter_id = mtr
+    eburst.entity.meter_entry.index.index = 1
+    eburst.entity.meter_entry.config.cir = 1000
+    eburst.entity.meter_entry.config.pir = 2000
+    eburst.entity.meter_entry.config.eburst = 10
+    negative = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    negative.entity.counter_entry.counter_id = ctr
+    negative.entity.counter_entry.index.index = 1
+    negative.entity.counter_entry.data.packet_count = -1
+    with pytest.raises(grpc.RpcError) as e:
+        ctl.write(eburst, negative)
+    errs = update_errors(e.value)
+    assert "eburst" in errs[0].message and "I.mtr" in errs[0].message, errs[0].message
+    assert "cannot be negative" in errs[1].message, errs[1].message
+    assert not any(x.meter_entry.index.index == 1 and x.meter_entry.HasField("config")
+                   for x in read(ctl.stub, lambda e: setattr(e.meter_entry, "meter_id", mtr)))
     # resetting to the default (no config)
     reset = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
     reset.entity.meter_entry.meter_id = mtr

@@ -73,7 +73,7 @@ pub struct Engine {
     /// storage in `tables/`).
     pub(crate) match_action: MatchAction,
     /// Extern instances and the v1model stateful objects: registers, counters, meters
-    /// (`pipeline/call.rs`).
+    /// (`pipeline/call/`).
     pub(crate) externs: Externs,
     /// The deparser and the checksums it computes from emitted bytes (`pipeline/headers.rs`).
     pub(crate) deparser: Deparser,

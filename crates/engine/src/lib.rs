@@ -18,7 +18,7 @@
 //!   (header layouts) and `pristine.rs` (which extern arguments are headers as extracted);
 //! * `pipeline/` runs a packet, stage by stage: `mod.rs` (the v1model passes: parser, verify,
 //!   ingress, traffic manager, egress, compute, deparser; clone, resubmit, recirculate, multicast)
-//!   runs `parser.rs`, `match_action.rs` (table apply), `call.rs` (built-ins and extern calls),
+//!   runs `parser.rs`, `match_action.rs` (table apply), `call/` (built-ins and extern calls),
 //!   `exec.rs` (statements and expressions), `headers.rs` (extract, emit, the deparser's
 //!   checksums), `effects.rs` (what the v1model built-ins ask of the pass) and `tm.rs` (queues and
 //!   the clock);

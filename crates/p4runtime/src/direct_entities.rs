@@ -1,12 +1,23 @@
 //! P4Runtime's direct counters and meters: the counter and meter cells of one table entry (or of
 //! every entry of a table), written and read through the engine's table API.
 
-use crate::codec::{from_entry, meter_config, to_match};
-use crate::indexed_entities::{counts_of, meter_counter_data, modify_only, Up};
+use crate::codec::{from_entry, meter_config, meter_rates, table_of, to_match};
+use crate::indexed_entities::{
+    counter_data, counter_values, counts_of, meter_counter_data, modify_only, Up,
+};
 use crate::proto::p4::v1 as p4;
-use p4sec_engine::meters::MeterRates;
 use p4sec_engine::Engine;
 use tonic::Status;
+
+/// An error of the engine's direct-resource API: NOT_FOUND for a missing entry, else
+/// INVALID_ARGUMENT.
+fn entry_status(m: String) -> Status {
+    if m.contains("no entry") {
+        Status::not_found(m)
+    } else {
+        Status::invalid_argument(m)
+    }
+}
 
 pub fn write_direct_counter(e: &Engine, ty: Up, d: &p4::DirectCounterEntry) -> Result<(), Status> {
     modify_only(ty, "direct counter")?;
@@ -14,28 +25,11 @@ pub fn write_direct_counter(e: &Engine, ty: Up, d: &p4::DirectCounterEntry) -> R
         .table_entry
         .as_ref()
         .ok_or_else(|| Status::invalid_argument("direct counter entry without a table entry"))?;
-    let (ti, t) = e
-        .prog
-        .tables
-        .iter()
-        .enumerate()
-        .find(|(_, t)| t.id == te.table_id)
-        .ok_or_else(|| Status::not_found(format!("no table with id {}", te.table_id)))?;
+    let (ti, t) = table_of(&e.prog, te.table_id)?;
     let entry = to_match(&e.prog, t, te)?;
-    let c = d.data.clone().unwrap_or_default();
-    if c.packet_count < 0 || c.byte_count < 0 {
-        return Err(Status::invalid_argument(
-            "counter values cannot be negative",
-        ));
-    }
-    e.table_entry_counters_set(ti, &entry, c.packet_count as u64, c.byte_count as u64)
-        .map_err(|m| {
-            if m.contains("no entry") {
-                Status::not_found(m)
-            } else {
-                Status::invalid_argument(m)
-            }
-        })
+    let (packets, bytes) = counter_values(&d.data.clone().unwrap_or_default())?;
+    e.table_entry_counters_set(ti, &entry, packets, bytes)
+        .map_err(entry_status)
 }
 
 /// Direct counters of every entry of the table (or of every table with one when `table_id` is 0).
@@ -68,10 +62,7 @@ pub fn read_direct_counters(
                 entity: Some(p4::entity::Entity::DirectCounterEntry(
                     p4::DirectCounterEntry {
                         table_entry: Some(te),
-                        data: Some(p4::CounterData {
-                            byte_count: b as i64,
-                            packet_count: p as i64,
-                        }),
+                        data: Some(counter_data((p, b))),
                     },
                 )),
             });
@@ -86,13 +77,7 @@ fn direct_meter_table<'a>(
     e: &'a Engine,
     te: &p4::TableEntry,
 ) -> Result<(usize, &'a p4sec_ir::Table), Status> {
-    let (ti, t) = e
-        .prog
-        .tables
-        .iter()
-        .enumerate()
-        .find(|(_, t)| t.id == te.table_id)
-        .ok_or_else(|| Status::not_found(format!("no table with id {}", te.table_id)))?;
+    let (ti, t) = table_of(&e.prog, te.table_id)?;
     if t.direct_meter.is_none() {
         return Err(Status::invalid_argument(format!(
             "table `{}` has no direct meter",
@@ -114,30 +99,7 @@ pub fn write_direct_meter(e: &Engine, ty: Up, d: &p4::DirectMeterEntry) -> Resul
     let counts = d.counter_data.as_ref().map(counts_of).transpose()?;
     let rates = match &d.config {
         None => None,
-        Some(c) => {
-            if c.cir < 0 || c.cburst < 0 || c.pir < 0 || c.pburst < 0 {
-                return Err(Status::invalid_argument(
-                    "meter rates and bursts cannot be negative",
-                ));
-            }
-            if c.pir < c.cir {
-                return Err(Status::invalid_argument(format!(
-                    "table `{}`: the peak rate ({}) is below the committed rate ({})",
-                    t.name, c.pir, c.cir
-                )));
-            }
-            if c.eburst != 0 {
-                return Err(Status::invalid_argument(
-                    "eburst is for single-rate meters; these are two-rate three-color meters",
-                ));
-            }
-            Some(MeterRates {
-                cir: c.cir as u64,
-                cbs: c.cburst as u64,
-                pir: c.pir as u64,
-                pbs: c.pburst as u64,
-            })
-        }
+        Some(c) => Some(meter_rates(c, &format!("table `{}`", t.name))?),
     };
     let entry = to_match(&e.prog, t, te)?;
     // only counters given: the configuration stays
@@ -146,13 +108,8 @@ pub fn write_direct_meter(e: &Engine, ty: Up, d: &p4::DirectMeterEntry) -> Resul
     } else {
         Some(rates)
     };
-    e.direct_meter_set(ti, &entry, rates, counts).map_err(|m| {
-        if m.contains("no entry") {
-            Status::not_found(m)
-        } else {
-            Status::invalid_argument(m)
-        }
-    })
+    e.direct_meter_set(ti, &entry, rates, counts)
+        .map_err(entry_status)
 }
 
 /// Direct meter configurations: of one entry (match given), of every entry of a table (no match),

@@ -1,10 +1,9 @@
 //! P4Runtime's indexed stateful entities: registers, indexed counters and meters, written and read
 //! through the engine's control-plane API; and what the entities that exist for every index (or
-//! every entry) share: MODIFY only, meter counter data.
+//! every entry) share: MODIFY only, counter data and meter counter data.
 
-use crate::codec::{bytes_to_value, value_to_bytes};
+use crate::codec::{bytes_to_value, meter_config, meter_rates, value_to_bytes};
 use crate::proto::p4::v1 as p4;
-use p4sec_engine::meters::MeterRates;
 use p4sec_engine::Engine;
 use tonic::Status;
 
@@ -113,14 +112,9 @@ pub fn write_counter(e: &Engine, ty: Up, c: &p4::CounterEntry) -> Result<(), Sta
         .enumerate()
         .find(|(_, x)| x.id == c.counter_id)
         .ok_or_else(|| Status::not_found(format!("no counter with id {}", c.counter_id)))?;
-    let d = c.data.clone().unwrap_or_default();
-    if d.packet_count < 0 || d.byte_count < 0 {
-        return Err(Status::invalid_argument(
-            "counter values cannot be negative",
-        ));
-    }
+    let (packets, bytes) = counter_values(&c.data.clone().unwrap_or_default())?;
     for i in index_range(&c.index, ctr.size as usize, &ctr.name)? {
-        e.counter_write(ci, i, d.packet_count as u64, d.byte_count as u64)
+        e.counter_write(ci, i, packets, bytes)
             .map_err(Status::invalid_argument)?;
     }
     Ok(())
@@ -140,25 +134,7 @@ pub fn write_meter(e: &Engine, ty: Up, m: &p4::MeterEntry) -> Result<(), Status>
     let keep_config = m.config.is_none() && counts.is_some();
     let rates = match &m.config {
         None => None, // back to the default: every packet green
-        Some(c) => {
-            if c.cir < 0 || c.cburst < 0 || c.pir < 0 || c.pburst < 0 {
-                return Err(Status::invalid_argument(
-                    "meter rates and bursts cannot be negative",
-                ));
-            }
-            if c.pir < c.cir {
-                return Err(Status::invalid_argument(format!(
-                    "meter `{}`: the peak rate ({}) is below the committed rate ({})",
-                    meter.name, c.pir, c.cir
-                )));
-            }
-            Some(MeterRates {
-                cir: c.cir as u64,
-                cbs: c.cburst as u64,
-                pir: c.pir as u64,
-                pbs: c.pburst as u64,
-            })
-        }
+        Some(c) => Some(meter_rates(c, &format!("meter `{}`", meter.name))?),
     };
     for i in index_range(&m.index, meter.size as usize, &meter.name)? {
         if !keep_config {
@@ -196,13 +172,7 @@ pub fn read_meter(e: &Engine, m: &p4::MeterEntry, out: &mut Vec<p4::Entity>) -> 
                 entity: Some(p4::entity::Entity::MeterEntry(p4::MeterEntry {
                     meter_id: meter.id,
                     index: Some(p4::Index { index: i as i64 }),
-                    config: r.map(|r| p4::MeterConfig {
-                        cir: r.cir as i64,
-                        cburst: r.cbs as i64,
-                        pir: r.pir as i64,
-                        pburst: r.pbs as i64,
-                        eburst: 0,
-                    }),
+                    config: r.map(|r| meter_config(&r)),
                     counter_data: Some(meter_counter_data(
                         e.meter_counts(mi, i).map_err(Status::internal)?,
                     )),
@@ -213,14 +183,27 @@ pub fn read_meter(e: &Engine, m: &p4::MeterEntry, out: &mut Vec<p4::Entity>) -> 
     Ok(())
 }
 
+/// (packets, bytes) as P4Runtime's `CounterData`.
+pub(crate) fn counter_data((p, b): (u64, u64)) -> p4::CounterData {
+    p4::CounterData {
+        packet_count: p as i64,
+        byte_count: b as i64,
+    }
+}
+
+/// (packets, bytes) from a write's `CounterData`: no negative count.
+pub(crate) fn counter_values(d: &p4::CounterData) -> Result<(u64, u64), Status> {
+    if d.packet_count < 0 || d.byte_count < 0 {
+        return Err(Status::invalid_argument(
+            "counter values cannot be negative",
+        ));
+    }
+    Ok((d.packet_count as u64, d.byte_count as u64))
+}
+
 /// Per-colour meter counters as P4Runtime's `MeterCounterData`.
 pub(crate) fn meter_counter_data(c: [(u64, u64); 3]) -> p4::MeterCounterData {
-    let d = |(p, b): (u64, u64)| {
-        Some(p4::CounterData {
-            packet_count: p as i64,
-            byte_count: b as i64,
-        })
-    };
+    let d = |c| Some(counter_data(c));
     p4::MeterCounterData {
         green: d(c[0]),
         yellow: d(c[1]),

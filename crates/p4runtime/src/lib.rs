@@ -45,6 +45,7 @@ mod reconcile;
 mod replication;
 pub mod server;
 mod status;
+mod stream_channel;
 mod table_action;
 pub mod text;
 pub mod translate;

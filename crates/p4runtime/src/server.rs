@@ -1,20 +1,20 @@
 //! The `p4.v1.P4Runtime` gRPC service over a [`Device`]: pipeline configuration
-//! (`pipeline_config.rs`), Write and Read (delegated to `write.rs` and `read.rs`), primary
-//! arbitration on the stream channel (`arbitration.rs`), and TLS with the client certificates'
-//! authorization (`callers.rs`, `authz.rs`).
+//! (`pipeline_config.rs`), Write and Read (delegated to `write.rs` and `read.rs`), the stream
+//! channel (each controller's stream served by `stream_channel.rs`, primary arbitration in
+//! `arbitration.rs`), and TLS with the client certificates' authorization (`callers.rs`,
+//! `authz.rs`).
 
-use crate::arbitration::{arbitration_messages, drop_revoked, log_primary_change};
+use crate::arbitration::drop_revoked;
 use crate::authz::{Access, Policy, Revoked};
 use crate::callers::{caller_of, peer_of, refuse, Caller};
 use crate::codec::eid;
-use crate::device::Controller;
 pub use crate::device::{Device, Pipeline};
 use crate::proto::p4::v1 as p4;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::{Stream, StreamExt};
+use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 /// A Write of at least this many updates is followed by [`release_free_memory`].
@@ -232,7 +232,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         let peer = peer_of(&req);
         // a stream is for controllers: a reader or a stranger may not arbitrate at all
         let caller = self.writer(&req, "StreamChannel (arbitration)")?;
-        let mut inbound = req.into_inner();
+        let inbound = req.into_inner();
         let (tx, rx) = mpsc::channel(64);
         let device = self.device.clone();
         let revoked = self.revoked.clone();
@@ -245,202 +245,9 @@ impl p4::p4_runtime_server::P4Runtime for Service {
             crate::log::Level::Info,
             "P4Runtime: stream channel opened by {peer}"
         );
-        tokio::spawn(async move {
-            while let Some(msg) = inbound.next().await {
-                let Ok(msg) = msg else { break };
-                // a certificate revoked while its stream is open: the stream ends at its next
-                // message (and the periodic check below takes it out of the arbitration)
-                if let (Some(r), Some(id)) = (&revoked, &caller.identity) {
-                    if let Err((_, why)) = r.check(&id.serial) {
-                        rtlog!(
-                            crate::log::Level::Info,
-                            "P4Runtime: {peer} ({}): stream closed: {why}",
-                            id.describe()
-                        );
-                        let _ = tx.send(Err(Status::unauthenticated(why))).await;
-                        break;
-                    }
-                }
-                match msg.update {
-                    Some(p4::stream_message_request::Update::Arbitration(arb)) => {
-                        let id = eid(&arb.election_id);
-                        let role = arb
-                            .role
-                            .as_ref()
-                            .map(|r| r.name.clone())
-                            .filter(|n| !n.is_empty())
-                            .unwrap_or_else(|| "default".into());
-                        if arb.device_id != device.device_id {
-                            let arbitrated = device
-                                .arb
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .controllers
-                                .contains_key(&conn);
-                            if arbitrated {
-                                // the specification: a controller cannot move its stream to another
-                                // device
-                                rtlog!(
-                                    crate::log::Level::Info,
-                                    "P4Runtime: {peer}: arbitration for device {} refused: the stream belongs to device {}",
-                                    arb.device_id,
-                                    device.device_id
-                                );
-                                let _ = tx
-                                    .send(Err(Status::failed_precondition(format!(
-                                        "this stream arbitrated for device {}; a controller cannot change its device id (to {})",
-                                        device.device_id, arb.device_id
-                                    ))))
-                                    .await;
-                                continue;
-                            }
-                            rtlog!(
-                                crate::log::Level::Info,
-                                "P4Runtime: {peer}: arbitration for device {} refused (this is device {})",
-                                arb.device_id,
-                                device.device_id
-                            );
-                            let _ = tx
-                                .send(Err(Status::not_found(format!(
-                                    "no device with id {}",
-                                    arb.device_id
-                                ))))
-                                .await;
-                            continue;
-                        }
-                        let notify = {
-                            let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                            if a.controllers
-                                .iter()
-                                .any(|(k, c)| *k != conn && c.election_id == id)
-                            {
-                                rtlog!(crate::log::Level::Info, "P4Runtime: {peer}: arbitration refused: another controller uses election id {id}");
-                                let _ = tx.try_send(Err(Status::invalid_argument(
-                                    "another controller uses this election id",
-                                )));
-                                continue;
-                            }
-                            let before = a.primary_info();
-                            a.controllers.insert(
-                                conn,
-                                Controller {
-                                    election_id: id,
-                                    tx: tx.clone(),
-                                    peer: peer.clone(),
-                                    identity: caller.identity.clone(),
-                                },
-                            );
-                            let after = a.primary_info();
-                            let primary = after.as_ref().is_some_and(|(p, _)| *p == id);
-                            rtlog!(
-                                crate::log::Level::Info,
-                                "P4Runtime: {peer}: arbitration: device {}, election id {id}, role {role}: {}",
-                                device.device_id,
-                                if primary {
-                                    "primary".to_string()
-                                } else {
-                                    format!("backup (the primary has election id {})", after.as_ref().map(|x| x.0).unwrap_or(0))
-                                }
-                            );
-                            log_primary_change(device.device_id, &before, &after);
-                            arbitration_messages(&a, device.device_id)
-                        };
-                        for (t, m) in notify {
-                            let _ = t.send(Ok(m)).await;
-                        }
-                    }
-                    Some(p4::stream_message_request::Update::Packet(po)) => {
-                        let is_primary = {
-                            let a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                            a.controllers
-                                .get(&conn)
-                                .map(|c| Some(c.election_id) == a.primary())
-                                .unwrap_or(false)
-                        };
-                        let pl = device
-                            .pipeline
-                            .read()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .clone();
-                        let r = match (is_primary, pl) {
-                            (false, _) => Err(Status::permission_denied(
-                                "only the primary controller may send packets",
-                            )),
-                            (_, None) => Err(Status::failed_precondition(
-                                "no forwarding pipeline is configured",
-                            )),
-                            (true, Some(pl)) => match &pl.translator {
-                                Some(tr) => tr
-                                    .packet_out(&po)
-                                    .and_then(|po| device.packet_out(&pl.engine.prog, &po)),
-                                None => device.packet_out(&pl.engine.prog, &po),
-                            },
-                        };
-                        if let Err(st) = r {
-                            let err = p4::StreamError {
-                                canonical_code: st.code() as i32,
-                                message: st.message().to_string(),
-                                space: String::new(),
-                                code: 0,
-                                details: Some(p4::stream_error::Details::PacketOut(
-                                    p4::PacketOutError {
-                                        packet_out: Some(po),
-                                    },
-                                )),
-                            };
-                            let _ = tx
-                                .send(Ok(p4::StreamMessageResponse {
-                                    update: Some(p4::stream_message_response::Update::Error(err)),
-                                }))
-                                .await;
-                        }
-                    }
-                    Some(p4::stream_message_request::Update::DigestAck(ack)) => {
-                        let is_primary = {
-                            let a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                            a.controllers
-                                .get(&conn)
-                                .map(|c| Some(c.election_id) == a.primary())
-                                .unwrap_or(false)
-                        };
-                        if is_primary {
-                            device.digest_ack(&ack);
-                        }
-                    }
-                    Some(_) | None => {}
-                }
-            }
-            // the controller went away: a new primary may be elected (and digest data it did not
-            // acknowledge may be sent again)
-            let notify = {
-                let mut a = device.arb.lock().unwrap_or_else(|p| p.into_inner());
-                let was_primary = a
-                    .controllers
-                    .get(&conn)
-                    .map(|c| Some(c.election_id) == a.primary())
-                    .unwrap_or(false);
-                let before = a.primary_info();
-                let gone = a.controllers.remove(&conn);
-                match &gone {
-                    Some(c) => rtlog!(
-                        crate::log::Level::Info,
-                        "P4Runtime: stream channel of {peer} closed (device {}, election id {}, {})",
-                        device.device_id,
-                        c.election_id,
-                        if was_primary { "was primary" } else { "was backup" }
-                    ),
-                    None => rtlog!(crate::log::Level::Info, "P4Runtime: stream channel of {peer} closed (it had not arbitrated)"),
-                }
-                if was_primary {
-                    device.digest_cache_clear();
-                }
-                log_primary_change(device.device_id, &before, &a.primary_info());
-                arbitration_messages(&a, device.device_id)
-            };
-            for (t, m) in notify {
-                let _ = t.send(Ok(m)).await;
-            }
-        });
+        tokio::spawn(crate::stream_channel::run(
+            device, revoked, caller, peer, conn, inbound, tx,
+        ));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -512,6 +319,7 @@ mod tests {
     use super::*;
     use crate::authz::Identity;
     use crate::codec::to_uint128;
+    use crate::device::Controller;
     use tonic::Code;
 
     fn policy() -> Policy {

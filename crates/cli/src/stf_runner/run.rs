@@ -3,6 +3,8 @@
 //! expectations.
 
 use super::parse::*;
+use super::pattern::Pattern;
+use super::values::*;
 use p4sec_engine::{Engine, Outputs, Worker};
 use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Program, TableEntry, Value};
 use std::collections::BTreeMap;

@@ -1,14 +1,16 @@
 //! The program's stateful objects and externs from the control plane: registers, indexed counters
 //! and meters, parser value sets, extern instances' control operations and events.
 
-use crate::meters::MeterRates;
+use crate::engine::RegisterRt;
+use crate::meters::{MeterCell, MeterRates};
 use crate::{bits, Engine};
 use p4sec_ir::*;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 impl Engine {
-    pub fn register_read(&self, reg: usize, index: usize) -> Result<Value, String> {
+    /// Register `reg`, with `index` checked to be one of its cells.
+    fn register_rt(&self, reg: usize, index: usize) -> Result<&RegisterRt, String> {
         let r = self
             .externs
             .registers
@@ -20,6 +22,37 @@ impl Engine {
                 r.size
             ));
         }
+        Ok(r)
+    }
+
+    /// Cell `index` of indexed counter `counter`: (packets, bytes).
+    fn counter_cell(
+        &self,
+        counter: usize,
+        index: usize,
+    ) -> Result<&(AtomicU64, AtomicU64), String> {
+        let c = self
+            .externs
+            .counters
+            .get(counter)
+            .ok_or_else(|| format!("no counter {counter}"))?;
+        c.get(index)
+            .ok_or_else(|| format!("counter index {index} is out of range (size {})", c.len()))
+    }
+
+    /// Cell `index` of indexed meter `meter`.
+    fn meter_cell(&self, meter: usize, index: usize) -> Result<&MeterCell, String> {
+        let m = self
+            .externs
+            .meters
+            .get(meter)
+            .ok_or_else(|| format!("no meter {meter}"))?;
+        m.get(index)
+            .ok_or_else(|| format!("meter index {index} is out of range"))
+    }
+
+    pub fn register_read(&self, reg: usize, index: usize) -> Result<Value, String> {
+        let r = self.register_rt(reg, index)?;
         let words = (0..r.words)
             .map(|k| r.cells[index * r.words + k].load(Ordering::Relaxed))
             .collect();
@@ -30,17 +63,7 @@ impl Engine {
     }
 
     pub fn register_write(&self, reg: usize, index: usize, v: &Value) -> Result<(), String> {
-        let r = self
-            .externs
-            .registers
-            .get(reg)
-            .ok_or_else(|| format!("no register {reg}"))?;
-        if index >= r.size {
-            return Err(format!(
-                "register index {index} is out of range (size {})",
-                r.size
-            ));
-        }
+        let r = self.register_rt(reg, index)?;
         for k in 0..r.words {
             let mut x = v.words.get(k).copied().unwrap_or(0);
             let lo = k as u32 * 64;
@@ -58,14 +81,7 @@ impl Engine {
 
     /// (packets, bytes) of an indexed counter cell.
     pub fn counter_read(&self, counter: usize, index: usize) -> Result<(u64, u64), String> {
-        let c = self
-            .externs
-            .counters
-            .get(counter)
-            .ok_or_else(|| format!("no counter {counter}"))?;
-        let cell = c
-            .get(index)
-            .ok_or_else(|| format!("counter index {index} is out of range (size {})", c.len()))?;
+        let cell = self.counter_cell(counter, index)?;
         Ok((
             cell.0.load(Ordering::Relaxed),
             cell.1.load(Ordering::Relaxed),
@@ -79,14 +95,7 @@ impl Engine {
         packets: u64,
         bytes: u64,
     ) -> Result<(), String> {
-        let c = self
-            .externs
-            .counters
-            .get(counter)
-            .ok_or_else(|| format!("no counter {counter}"))?;
-        let cell = c
-            .get(index)
-            .ok_or_else(|| format!("counter index {index} is out of range (size {})", c.len()))?;
+        let cell = self.counter_cell(counter, index)?;
         cell.0.store(packets, Ordering::Relaxed);
         cell.1.store(bytes, Ordering::Relaxed);
         Ok(())
@@ -98,38 +107,17 @@ impl Engine {
         index: usize,
         rates: Option<MeterRates>,
     ) -> Result<(), String> {
-        let m = self
-            .externs
-            .meters
-            .get(meter)
-            .ok_or_else(|| format!("no meter {meter}"))?;
-        m.get(index)
-            .ok_or_else(|| format!("meter index {index} is out of range"))?
-            .configure(rates);
+        self.meter_cell(meter, index)?.configure(rates);
         Ok(())
     }
 
     pub fn meter_rates(&self, meter: usize, index: usize) -> Result<Option<MeterRates>, String> {
-        let m = self
-            .externs
-            .meters
-            .get(meter)
-            .ok_or_else(|| format!("no meter {meter}"))?;
-        Ok(m.get(index)
-            .ok_or_else(|| format!("meter index {index} is out of range"))?
-            .rates())
+        Ok(self.meter_cell(meter, index)?.rates())
     }
 
     /// Per-colour counters of an indexed meter cell: (packets, bytes) green, yellow, red.
     pub fn meter_counts(&self, meter: usize, index: usize) -> Result<[(u64, u64); 3], String> {
-        let m = self
-            .externs
-            .meters
-            .get(meter)
-            .ok_or_else(|| format!("no meter {meter}"))?;
-        Ok(m.get(index)
-            .ok_or_else(|| format!("meter index {index} is out of range"))?
-            .counts())
+        Ok(self.meter_cell(meter, index)?.counts())
     }
 
     pub fn meter_set_counts(
@@ -138,14 +126,7 @@ impl Engine {
         index: usize,
         c: [(u64, u64); 3],
     ) -> Result<(), String> {
-        let m = self
-            .externs
-            .meters
-            .get(meter)
-            .ok_or_else(|| format!("no meter {meter}"))?;
-        m.get(index)
-            .ok_or_else(|| format!("meter index {index} is out of range"))?
-            .set_counts(c);
+        self.meter_cell(meter, index)?.set_counts(c);
         Ok(())
     }
 

@@ -51,6 +51,47 @@ fn multicast_group_changes_free_their_nodes() {
     assert!(e.mc_group_delete(2).is_err());
 }
 
+/// A refused change of the replication configuration publishes nothing (the version in place stays
+/// the same object) and says what was wrong; an accepted one publishes a new version.
+#[test]
+fn refused_replication_changes_publish_nothing() {
+    let e = engine(ROUTER);
+    e.mirroring_add(5, 3);
+    e.mc_group_create(1).unwrap();
+    let n = e.mc_node_create(0, vec![2]);
+    e.mc_node_associate(1, n).unwrap();
+    let before = e.pre();
+    assert_eq!(
+        e.mirroring_delete(6),
+        Err("no mirror session 6".to_string())
+    );
+    assert_eq!(
+        e.mc_group_create(1),
+        Err("multicast group 1 already exists".to_string())
+    );
+    assert_eq!(
+        e.mc_group_delete(2),
+        Err("no multicast group 2".to_string())
+    );
+    assert_eq!(
+        e.mc_node_associate(1, n + 1),
+        Err(format!("no replication node {}", n + 1))
+    );
+    assert_eq!(
+        e.mc_node_associate(2, n),
+        Err("no multicast group 2".to_string())
+    );
+    assert!(
+        std::sync::Arc::ptr_eq(&before, &e.pre()),
+        "a refused change published a new version"
+    );
+    assert_eq!(before.mirror.get(&5), Some(&3));
+    assert_eq!(before.groups[&1], vec![n]);
+    e.mirroring_delete(5).unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&before, &e.pre()));
+    assert!(e.pre().mirror.is_empty() && before.mirror.len() == 1);
+}
+
 const PROFILES: &str = include_str!("../../../../tests/switch/programs/profiles.p4");
 
 /// The table API in the engine's terms: entries pointing at action profile members, atomic batches

@@ -2,7 +2,7 @@
 //! bits) that every stage runs its statements with. Their compiled forms (`XF`, `SF`, `CBlock` in
 //! `state.rs`) are built by `compile.rs`. The statements of one stage are in that stage's file:
 //! `extract`/`emit` in `headers.rs`, table applies in `match_action.rs`, built-in and extern calls
-//! in `call.rs`.
+//! in `call/`.
 
 use crate::bits::{self, read_wide, Wide};
 use crate::code::Flow;

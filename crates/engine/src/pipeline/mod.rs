@@ -608,33 +608,5 @@ impl Engine {
     }
 }
 
-/// The traffic manager's side of a worker (see `tm.rs`): queueing mode and the clock.
-impl Worker {
-    /// Queueing mode on: from now on packets stop after ingress and wait in [`Self::take_queued`]
-    /// for the caller's traffic manager; off: egress runs right after ingress (the default).
-    pub fn set_queueing(&mut self, on: bool) {
-        self.tm.queueing = on;
-    }
-    /// Is the worker in queueing mode?
-    pub fn queueing(&self) -> bool {
-        self.tm.queueing
-    }
-    /// The packets bound for egress that the last calls left (queueing mode), in the order they
-    /// were made.
-    pub fn take_queued(&mut self) -> std::vec::Drain<'_, Queued> {
-        self.tm.queued.drain(..)
-    }
-    /// A virtual clock for this worker: the time fields read `start` µs for the first frame and
-    /// move `step` µs after every frame [`crate::Engine::process`] takes (deterministic runs, such
-    /// as the STF runner's).
-    pub fn set_virtual_clock(&mut self, start: u64, step: u64) {
-        self.tm.clock = crate::tm::Clock::Virtual { now: start, step };
-    }
-    /// The time the worker's clock reads now (µs).
-    pub fn now_us(&self) -> u64 {
-        self.tm.now()
-    }
-}
-
 #[cfg(test)]
 mod tests;
