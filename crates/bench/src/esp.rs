@@ -12,7 +12,7 @@
 //! printed: the same options give the same digest, so a change to the engine or the externs that
 //! alters any emitted packet shows there.
 
-use crate::setup::{act, be, entry, table};
+use crate::setup::{act, entry, table};
 use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use p4sec_externs::esp::{Cipher, Integ, Limits, Sa, SaConfig};
 use p4sec_ir::{FieldMatch, Value};
@@ -36,6 +36,10 @@ pub struct Opts {
     /// IP packet size of the plain (inner) packets (the host MTU), 40 to 1500.
     pub size: usize,
     pub packets: u32,
+}
+
+fn be(a: [u8; 4]) -> u64 {
+    u32::from_be_bytes(a) as u64
 }
 
 /// The tunnel's SA, as both gateways install it (AES-GCM-128, 32-bit sequence numbers).
