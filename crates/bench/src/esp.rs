@@ -13,9 +13,10 @@
 //! printed: the same options give the same digest, so a change to the engine or the externs that
 //! alters any emitted packet shows there.
 
+use crate::setup::{act, entry, table};
 use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use p4sec_externs::esp::{Cipher, Integ, Limits, Sa, SaConfig};
-use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
+use p4sec_ir::{FieldMatch, Value};
 use std::net::IpAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -75,27 +76,6 @@ fn add_sa(e: &Engine, c: &SaConfig) -> Result<(), String> {
         "soft": {"packets": null, "bytes": null, "seconds": null}, "hard": {"packets": null, "bytes": null, "seconds": null}, "initial_seq": 0}});
     e.extern_control("GwIngress.sad", "add_sa", json.to_string().as_bytes())?;
     Ok(())
-}
-
-fn act(e: &Engine, name: &str) -> Result<u32, String> {
-    e.prog
-        .actions
-        .iter()
-        .position(|a| a.name == name)
-        .map(|i| i as u32)
-        .ok_or(format!("no action {name}"))
-}
-
-fn table(e: &Engine, name: &str) -> Result<usize, String> {
-    e.table_index(name).ok_or(format!("no table {name}"))
-}
-
-fn entry(matches: Vec<FieldMatch>, action: u32, args: Vec<Value>, priority: i32) -> TableEntry {
-    TableEntry {
-        matches,
-        action: ActionCall { action, args },
-        priority,
-    }
 }
 
 fn route(e: &Engine, prefix: [u8; 4], len: u32, port: u32) -> Result<(), String> {

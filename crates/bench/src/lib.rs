@@ -14,3 +14,4 @@ pub mod mixed;
 pub mod p4ead;
 pub mod router;
 pub mod sad;
+mod setup;

@@ -2,8 +2,9 @@
 //! per tunnel), the measured B's SAD-dec, SA selectors and routes, and the table entries and SA
 //! descriptions the control thread installs and removes.
 
+use crate::setup::{act, be, entry, table};
 use p4sec_engine::Engine;
-use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
+use p4sec_ir::{FieldMatch, TableEntry, Value};
 
 pub(super) const PROGRAM: &str = include_str!("../../../../programs/ipsec_gateway.p4");
 const PEER: [u8; 4] = [192, 0, 2, 1];
@@ -22,31 +23,6 @@ pub(super) fn sa_json(index: u32, spi: u32) -> String {
         "tunnel": [ip(PEER), ip(ME)],
         "soft": {"packets": null, "bytes": null, "seconds": null}, "hard": {"packets": null, "bytes": null, "seconds": null}, "initial_seq": 0}})
     .to_string()
-}
-
-fn be(a: [u8; 4]) -> u64 {
-    u32::from_be_bytes(a) as u64
-}
-
-fn entry(matches: Vec<FieldMatch>, action: u32, args: Vec<Value>, priority: i32) -> TableEntry {
-    TableEntry {
-        matches,
-        action: ActionCall { action, args },
-        priority,
-    }
-}
-
-fn act(e: &Engine, name: &str) -> Result<u32, String> {
-    e.prog
-        .actions
-        .iter()
-        .position(|a| a.name == name)
-        .map(|i| i as u32)
-        .ok_or(format!("no action {name}"))
-}
-
-pub(super) fn table(e: &Engine, name: &str) -> Result<usize, String> {
-    e.table_index(name).ok_or(format!("no table {name}"))
 }
 
 fn nhop(e: &Engine, port: u64) -> Result<(u32, Vec<Value>), String> {

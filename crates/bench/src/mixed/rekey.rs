@@ -2,7 +2,8 @@
 //! in the controller's loss-free order, old SAs removed once no packet made under them is in
 //! flight.
 
-use super::gateways::{sa_json, sad_dec_entry, selector_entry, table};
+use super::gateways::{sa_json, sad_dec_entry, selector_entry};
+use crate::setup::table;
 use p4sec_engine::Engine;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
