@@ -6,27 +6,48 @@ use num_bigint::BigInt;
 use p4sec_ir as ir;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 /// A lexical scope. Scopes form a chain to the global scope; declarations capture the scope they
-/// were declared in (actions capture their control instance's scope).
+/// were declared in (actions capture their control instance's scope), so a scope and its bindings
+/// refer to each other: [`Scope::release_all`] breaks those cycles once lowering is over.
 pub struct Scope {
     pub parent: Option<Rc<Scope>>,
     pub names: RefCell<HashMap<String, Binding>>,
+    /// Every scope of the tree this one belongs to (shared by all of them).
+    tree: Rc<RefCell<Vec<Weak<Scope>>>>,
 }
 
 impl Scope {
     pub fn root() -> Rc<Scope> {
-        Rc::new(Scope {
+        let tree = Rc::new(RefCell::new(vec![]));
+        let s = Rc::new(Scope {
             parent: None,
             names: RefCell::new(HashMap::new()),
-        })
+            tree: tree.clone(),
+        });
+        tree.borrow_mut().push(Rc::downgrade(&s));
+        s
     }
     pub fn child(parent: &Rc<Scope>) -> Rc<Scope> {
-        Rc::new(Scope {
+        let s = Rc::new(Scope {
             parent: Some(parent.clone()),
             names: RefCell::new(HashMap::new()),
-        })
+            tree: parent.tree.clone(),
+        });
+        parent.tree.borrow_mut().push(Rc::downgrade(&s));
+        s
+    }
+    /// Empties every scope of this one's tree: the bindings that hold scopes go, so the tree is
+    /// freed when the last outside reference to it goes (without this, each lowering leaked its
+    /// scopes through the cycles between scopes and the declarations that capture them).
+    pub fn release_all(&self) {
+        let scopes: Vec<Weak<Scope>> = std::mem::take(&mut *self.tree.borrow_mut());
+        for s in scopes.iter().filter_map(Weak::upgrade) {
+            // the bindings are dropped after the borrow ends: dropping one may drop a scope
+            let names = std::mem::take(&mut *s.names.borrow_mut());
+            drop(names);
+        }
     }
     pub fn lookup(&self, name: &str) -> Option<Binding> {
         if let Some(b) = self.names.borrow().get(name) {
