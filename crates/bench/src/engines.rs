@@ -12,6 +12,7 @@
 
 use crate::esp::{esp_frames, gateway_with, plain, sa_with, LAN, WAN};
 use crate::router::{allocs, median};
+use crate::setup::act as action;
 use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use p4sec_externs::esp::{Cipher, Sa};
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
@@ -198,15 +199,6 @@ fn gateway(name: &'static str, dir: &'static str, cipher: Cipher) -> Result<Work
 fn compile(name: &str, source: &str) -> Result<p4sec_ir::Program, String> {
     // p4sec.p4 is one of the front end's built-in includes
     p4sec_frontend::compile_str(name, source, &Default::default()).map_err(|e| e.to_string())
-}
-
-fn action(e: &Engine, name: &str) -> Result<u32, String> {
-    e.prog
-        .actions
-        .iter()
-        .position(|a| a.name == name)
-        .map(|i| i as u32)
-        .ok_or(format!("no action {name}"))
 }
 
 fn exact_entry(port: u32, action: u32, args: Vec<Value>) -> TableEntry {
