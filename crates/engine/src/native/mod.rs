@@ -143,6 +143,11 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         );
         stats.lists += 1;
     }
+    let st = &mut code.native_stages;
+    st.verify_ingress = match (st.verify, st.ingress) {
+        (Some(v), Some(i)) if !v.emits && !i.emits => Some((v, i)),
+        _ => None,
+    };
     Some(stats)
 }
 
@@ -163,6 +168,41 @@ pub(crate) fn enter(s: Stage, e: &Engine, w: &mut Worker) -> Option<u64> {
     } else {
         call::<false>(f, e, w)
     })
+}
+
+/// Stages `a` then `b`, neither emitting (`Stages::verify_ingress`), with nothing between them
+/// but the parser error cleared (verify, then ingress), entered with one context; false (nothing
+/// run) as [`enter`] says.
+#[inline(always)]
+pub(crate) fn enter_two(a: Stage, b: Stage, e: &Engine, w: &mut Worker) -> bool {
+    let (nslots, nheaders) = (a.nslots.max(b.nslots), a.nheaders.max(b.nheaders));
+    debug_assert!(!a.emits && !b.emits);
+    if w.slots.len() < nslots || w.packet.hdr_off.len() < nheaders || w.trace.is_some() {
+        std::hint::cold_path();
+        return false;
+    }
+    // SAFETY: as in `enter`
+    let (fa, fb) = unsafe {
+        (
+            std::mem::transmute::<stages::NativeFn, helpers::Entry>(a.f),
+            std::mem::transmute::<stages::NativeFn, helpers::Entry>(b.f),
+        )
+    };
+    let mut ctx = Ctx::new(e, w);
+    // SAFETY: as in `call` (the context, as `a` left it, is what a new one would be: the code and
+    // the helpers it calls keep it in step with the worker)
+    unsafe {
+        fa(&mut ctx);
+        if ctx.panic.is_none() {
+            (*ctx.w).perr = 0;
+            fb(&mut ctx);
+        }
+    }
+    ctx.store::<false>(w);
+    if let Some(p) = ctx.panic.take() {
+        std::panic::resume_unwind(p);
+    }
+    true
 }
 
 /// Stage `f` as the pipeline keeps it (`emits`: its context carries the output).

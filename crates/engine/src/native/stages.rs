@@ -20,6 +20,8 @@ pub(crate) struct Stages {
     pub(crate) ingress: Option<Stage>,
     pub(crate) egress: Option<Stage>,
     pub(crate) deparser: Option<Stage>,
+    /// Verify and ingress when both are native and neither emits (entered with one context).
+    pub(crate) verify_ingress: Option<(Stage, Stage)>,
 }
 
 /// One stage's native function.

@@ -277,12 +277,20 @@ impl Engine {
             self.ingress_time(w);
         }
         self.run_parser(w);
-        self.run_stage(w, &self.controls.verify, self.controls.native.verify);
-        if let Some(t) = w.trace.as_mut() {
-            std::hint::cold_path();
-            t.push(format!("ingress (port {port}, instance_type {itype})"));
+        let n = &self.controls.native;
+        if n.verify_ingress
+            .is_some_and(|(v, i)| crate::native::enter_two(v, i, self, w))
+        {
+            // verify and ingress with one native context
+            w.perr = 0;
+        } else {
+            self.run_stage(w, &self.controls.verify, n.verify);
+            if let Some(t) = w.trace.as_mut() {
+                std::hint::cold_path();
+                t.push(format!("ingress (port {port}, instance_type {itype})"));
+            }
+            self.run_stage(w, &self.controls.ingress, n.ingress);
         }
-        self.run_stage(w, &self.controls.ingress, self.controls.native.ingress);
         if w.fx.any() {
             if w.fx.dropped() {
                 self.drop_packet(w, "dropped in ingress");
