@@ -110,10 +110,6 @@ pub(crate) struct ErrorCodes {
     pub(crate) invalid_arg: u32,
 }
 
-/// The whole parser run by generated code: its end as a word (see [`parse_end`]), or
-/// [`parse_end::NOT_RUN`] when this worker cannot run it (the hot loop runs instead).
-pub(crate) type NativeParse = Box<dyn Fn(&Engine, &mut Worker) -> u64 + Send + Sync>;
-
 /// How a parser run by generated code ended, in one word: the low 3 bits say how, the rest is
 /// the error, or the state and steps.
 pub(crate) mod parse_end {
@@ -150,8 +146,6 @@ pub(crate) struct Parser {
     pub(crate) value_sets: Vec<ArcSwap<Vec<Vec<FieldMatch>>>>,
     /// Parser states one pass may visit before `error.ParserTimeout`.
     pub(crate) max_steps: u32,
-    /// The whole parser as one native function (native backend), run instead of the hot loop.
-    pub(crate) native: Option<NativeParse>,
 }
 
 /// The controls' compiled bodies.
@@ -162,6 +156,9 @@ pub(crate) struct Controls {
     pub(crate) ingress: CBlock,
     pub(crate) egress: CBlock,
     pub(crate) compute: CBlock,
+    /// The whole parser (run instead of the hot loop), verify, ingress, egress and the deparser
+    /// as native functions the pipeline calls directly (native backend; all `None` on closures).
+    pub(crate) native: crate::native::stages::Stages,
 }
 
 /// The match-action stage's state: the tables and what applying them needs.

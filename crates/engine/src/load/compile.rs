@@ -203,7 +203,7 @@ pub(crate) fn compile(cx: &Cx) -> Code {
                     .collect()
             })
             .collect(),
-        native_parser: None,
+        native_stages: Default::default(),
     }
 }
 
@@ -230,8 +230,9 @@ pub(crate) struct Code {
     pub actions: Vec<CBlock>,
     /// Per table, per key: the compiled key expression when it is at most 64 bits.
     pub table_keys: Vec<Vec<Option<XF>>>,
-    /// The whole parser as one native function (set by the native backend).
-    pub native_parser: Option<crate::engine::NativeParse>,
+    /// The whole parser and the pipeline's stages as native functions (set by the native
+    /// backend).
+    pub native_stages: crate::native::stages::Stages,
 }
 
 /// The compiled `verify_checksum` of [`header_checksum`]: from the packet bytes when the header was

@@ -229,7 +229,7 @@ impl Engine {
             deparser,
             actions,
             table_keys,
-            native_parser,
+            native_stages,
         } = code;
         Ok(Engine {
             layout: Layout {
@@ -252,7 +252,6 @@ impl Engine {
                 lean_next,
                 value_sets,
                 max_steps: crate::engine::MAX_PARSER_STEPS,
-                native: native_parser,
             },
             controls: Controls {
                 verify,
@@ -260,6 +259,7 @@ impl Engine {
                 ingress,
                 egress,
                 compute,
+                native: native_stages,
             },
             match_action: MatchAction {
                 tables,

@@ -6,8 +6,10 @@
 //! becomes a call, through a trampoline (`helpers.rs`), to the closure the closure backend would
 //! run for it. So every program runs on this backend with the closure backend's semantics, and
 //! coverage grows statement kind by statement kind. Each native list is wrapped back into a
-//! one-statement [`crate::engine::CBlock`], so the pipeline keeps its shape. The code lives in a
-//! [`jit::Jit`] shared by those blocks: freed when the engine that owns them is dropped. Chosen
+//! one-statement [`crate::engine::CBlock`], so the pipeline keeps its shape; the whole parser and
+//! the pipeline's stages are also kept as plain functions ([`stages`]) that the pipeline calls
+//! directly ([`enter`]). The code lives in a [`jit::Jit`] shared by those blocks and stages: freed
+//! when the engine that owns them is dropped. Chosen
 //! with [`crate::Backend`].
 
 #[cfg(test)]
@@ -17,16 +19,18 @@ pub(crate) mod helpers;
 pub(crate) mod jit;
 pub(crate) mod packet;
 pub(crate) mod parse;
+pub(crate) mod stages;
 pub(crate) mod stmt;
 #[cfg(test)]
 mod table_tests;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::{CBlock, NativeParse, SF};
+use crate::engine::{CBlock, SF};
 use crate::load::compile::{Code, Cx};
 use crate::{Engine, Worker};
 use helpers::{decode, Ctx, Keep, Out};
+use stages::Stage;
 use std::sync::Arc;
 
 /// How much of the program the translator covered, for tests and the load-time report.
@@ -97,11 +101,15 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         return None;
     }
     let jit = Arc::new(jit);
-    code.native_parser = parser.map(|(id, keep)| {
+    let mut parser_keep = None;
+    if let Some((id, keep)) = parser {
         // SAFETY: as for the lists below
         let f = unsafe { jit.entry(id) };
-        parse_runner(f, jit.clone(), keep, (nslots, p.headers.len()))
-    });
+        code.native_stages.parser = stage(f, false, nslots, p.headers.len());
+        // what the parser's code points at lives as long as the code
+        parser_keep = Some(keep);
+    }
+    code.native_stages.alive = Some(Box::new((jit.clone(), parser_keep)));
     for (t, id, keep) in built {
         let slot = match t {
             Target::State(i) => &mut code.states[i],
@@ -115,6 +123,14 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         // SAFETY: the function was compiled with the `extern "C" fn(*mut Ctx) -> u64` signature
         // and lives in `jit`, which every block calling it holds
         let f = unsafe { jit.entry(id) };
+        let st = stage(f, keep.emits, nslots, p.headers.len());
+        match t {
+            Target::Verify => code.native_stages.verify = st,
+            Target::Ingress => code.native_stages.ingress = st,
+            Target::Egress => code.native_stages.egress = st,
+            Target::Deparser => code.native_stages.deparser = st,
+            Target::State(_) | Target::Action(_) => {}
+        }
         *slot = CBlock::new(
             vec![wrap(
                 f,
@@ -127,7 +143,78 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         );
         stats.lists += 1;
     }
+    let st = &mut code.native_stages;
+    st.verify_ingress = match (st.verify, st.ingress) {
+        (Some(v), Some(i)) if !v.emits && !i.emits => Some((v, i)),
+        _ => None,
+    };
     Some(stats)
+}
+
+/// Runs stage `s`'s code on `w`: the word it returned (a flow, or the parser's end), or `None`
+/// (nothing run) when the worker cannot take it (fewer slots or header offsets than the program,
+/// or a traced packet): the caller runs the stage's block (the parser's loop) instead, as [`wrap`]
+/// would.
+#[inline(always)]
+pub(crate) fn enter(s: Stage, e: &Engine, w: &mut Worker) -> Option<u64> {
+    if w.slots.len() < s.nslots || w.packet.hdr_off.len() < s.nheaders || w.trace.is_some() {
+        std::hint::cold_path();
+        return None;
+    }
+    // SAFETY: `s.f` is an `Entry` (see `stage`), only its argument's pointee type forgotten
+    let f = unsafe { std::mem::transmute::<stages::NativeFn, helpers::Entry>(s.f) };
+    Some(if s.emits {
+        call::<true>(f, e, w)
+    } else {
+        call::<false>(f, e, w)
+    })
+}
+
+/// Stages `a` then `b`, neither emitting (`Stages::verify_ingress`), with nothing between them
+/// but the parser error cleared (verify, then ingress), entered with one context; false (nothing
+/// run) as [`enter`] says.
+#[inline(always)]
+pub(crate) fn enter_two(a: Stage, b: Stage, e: &Engine, w: &mut Worker) -> bool {
+    let (nslots, nheaders) = (a.nslots.max(b.nslots), a.nheaders.max(b.nheaders));
+    debug_assert!(!a.emits && !b.emits);
+    if w.slots.len() < nslots || w.packet.hdr_off.len() < nheaders || w.trace.is_some() {
+        std::hint::cold_path();
+        return false;
+    }
+    // SAFETY: as in `enter`
+    let (fa, fb) = unsafe {
+        (
+            std::mem::transmute::<stages::NativeFn, helpers::Entry>(a.f),
+            std::mem::transmute::<stages::NativeFn, helpers::Entry>(b.f),
+        )
+    };
+    let mut ctx = Ctx::new(e, w);
+    // SAFETY: as in `call` (the context, as `a` left it, is what a new one would be: the code and
+    // the helpers it calls keep it in step with the worker)
+    unsafe {
+        fa(&mut ctx);
+        if ctx.panic.is_none() {
+            (*ctx.w).perr = 0;
+            fb(&mut ctx);
+        }
+    }
+    ctx.store::<false>(w);
+    if let Some(p) = ctx.panic.take() {
+        std::panic::resume_unwind(p);
+    }
+    true
+}
+
+/// Stage `f` as the pipeline keeps it (`emits`: its context carries the output).
+fn stage(f: helpers::Entry, emits: bool, nslots: usize, nheaders: usize) -> Option<Stage> {
+    Some(Stage {
+        // SAFETY: a function pointer to a function pointer of the same ABI (a thin pointer
+        // argument, a u64 result); `enter` turns it back before calling it
+        f: unsafe { std::mem::transmute::<helpers::Entry, stages::NativeFn>(f) },
+        emits,
+        nslots,
+        nheaders,
+    })
 }
 
 /// Which statement list of [`Code`] a native function replaces.
@@ -179,6 +266,13 @@ fn run_list<const E: bool>(
         std::hint::cold_path();
         return closures.run(e, w);
     }
+    decode(call::<E>(f, e, w))
+}
+
+/// The call itself, on a worker whose slots and header offsets are the program's (checked by the
+/// caller): its raw flow.
+#[inline(always)]
+fn call<const E: bool>(f: helpers::Entry, e: &Engine, w: &mut Worker) -> u64 {
     let mut ctx = Ctx::new(e, w);
     let mut out = if E { Some(Out::attach(w)) } else { None };
     if let Some(o) = out.as_mut() {
@@ -193,30 +287,5 @@ fn run_list<const E: bool>(
     if let Some(p) = ctx.panic.take() {
         std::panic::resume_unwind(p);
     }
-    decode(r)
-}
-
-/// The parser as one native function ([`parse`]) as the hot loop's replacement: as [`wrap`], a
-/// worker with fewer slots or header offsets than the program runs the hot loop instead.
-fn parse_runner(
-    f: helpers::Entry,
-    jit: Arc<jit::Jit>,
-    keep: Keep,
-    (nslots, nheaders): (usize, usize),
-) -> NativeParse {
-    Box::new(move |e: &Engine, w: &mut Worker| {
-        let _alive = (&jit, &keep);
-        if w.slots.len() < nslots || w.packet.hdr_off.len() < nheaders {
-            std::hint::cold_path();
-            return crate::engine::parse_end::NOT_RUN;
-        }
-        let mut ctx = Ctx::new(e, w);
-        // SAFETY: as in `run_list`
-        let r = unsafe { f(&mut ctx) };
-        ctx.store::<false>(w);
-        if let Some(p) = ctx.panic.take() {
-            std::panic::resume_unwind(p);
-        }
-        r
-    })
+    r
 }

@@ -139,7 +139,7 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn put_queue_fields(&self, w: &mut Worker) {
-        let ss = self.layout.std;
+        let ss = &self.layout.std;
         let m = w.tm.meta;
         put(&mut w.slots, ss.enq_timestamp, m.enq_timestamp);
         put(&mut w.slots, ss.enq_qdepth, m.enq_qdepth as u64);
@@ -265,7 +265,7 @@ impl Engine {
         for &h in &self.controls.tracked_headers {
             w.packet.hdr_off[h] = NO_OFFSET;
         }
-        let ss = self.layout.std;
+        let ss = &self.layout.std;
         put(&mut w.slots, ss.ingress_port, port as u64);
         put(&mut w.slots, ss.instance_type, itype as u64);
         put(&mut w.slots, ss.packet_length, bytes.len() as u64);
@@ -277,12 +277,20 @@ impl Engine {
             self.ingress_time(w);
         }
         self.run_parser(w);
-        self.run_block(w, &self.controls.verify);
-        if let Some(t) = w.trace.as_mut() {
-            std::hint::cold_path();
-            t.push(format!("ingress (port {port}, instance_type {itype})"));
+        let n = &self.controls.native;
+        if n.verify_ingress
+            .is_some_and(|(v, i)| crate::native::enter_two(v, i, self, w))
+        {
+            // verify and ingress with one native context
+            w.perr = 0;
+        } else {
+            self.run_stage(w, &self.controls.verify, n.verify);
+            if let Some(t) = w.trace.as_mut() {
+                std::hint::cold_path();
+                t.push(format!("ingress (port {port}, instance_type {itype})"));
+            }
+            self.run_stage(w, &self.controls.ingress, n.ingress);
         }
-        self.run_block(w, &self.controls.ingress);
         if w.fx.any() {
             if w.fx.dropped() {
                 self.drop_packet(w, "dropped in ingress");
@@ -424,6 +432,19 @@ impl Engine {
         }
     }
 
+    /// A stage: its native function called directly when it has one and the worker can take it,
+    /// its block otherwise (the flow, ignored, as in [`Engine::run_block`]).
+    #[inline(always)]
+    fn run_stage(&self, w: &mut Worker, b: &CBlock, native: Option<crate::native::stages::Stage>) {
+        if let Some(s) = native {
+            if crate::native::enter(s, self, w).is_some() {
+                w.perr = 0;
+                return;
+            }
+        }
+        self.run_block(w, b);
+    }
+
     #[inline]
     fn run_block(&self, w: &mut Worker, b: &CBlock) {
         if b.is_empty() {
@@ -447,7 +468,7 @@ impl Engine {
 
     #[inline(always)]
     fn egress_pass(&self, w: &mut Worker, port: u32, rid: u32, itype: u32, out: &mut Outputs) {
-        let ss = self.layout.std;
+        let ss = &self.layout.std;
         put(&mut w.slots, ss.egress_port, port as u64);
         put(&mut w.slots, ss.egress_spec, 0);
         put(&mut w.slots, ss.egress_rid, rid as u64);
@@ -463,7 +484,7 @@ impl Engine {
             std::hint::cold_path();
             t.push(format!("egress (port {port}, instance_type {itype})"));
         }
-        self.run_block(w, &self.controls.egress);
+        self.run_stage(w, &self.controls.egress, self.controls.native.egress);
         let (mut truncate, mut recirculate) = (None, None);
         if w.fx.any() {
             if w.fx.dropped() {
@@ -485,7 +506,7 @@ impl Engine {
         std::mem::swap(&mut w.emit.out, &mut out.data);
         let mut start = w.emit.out.len();
         w.emit.bw = BitWriter::default();
-        self.run_block(w, &self.deparser.block);
+        self.run_stage(w, &self.deparser.block, self.controls.native.deparser);
         if w.emit.csum_pending != 0 {
             settle_checksums(self, w);
         }

@@ -16,10 +16,11 @@ impl Engine {
         let start = self.prog.parser.start as usize;
         let err = if w.trace.is_none() {
             match self
-                .parser
+                .controls
                 .native
-                .as_ref()
-                .map_or(parse_end::NOT_RUN, |np| np(self, w))
+                .parser
+                .and_then(|s| crate::native::enter(s, self, w))
+                .unwrap_or(parse_end::NOT_RUN)
             {
                 parse_end::NOT_RUN => self.parse_lean(w, start),
                 r => self.native_parse_end(w, r),

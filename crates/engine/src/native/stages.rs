@@ -1,0 +1,36 @@
+//! The pipeline's stages compiled to machine code, as the engine keeps them to call them directly
+//! (no closure, no block around them; `super::enter` runs one): the same functions the stages'
+//! blocks wrap, so both paths behave the same. Names nothing of the engine, so that the engine's
+//! types can hold it.
+
+use std::any::Any;
+
+/// A native function's address, its context argument's type forgotten (`super::helpers::Entry`).
+pub(crate) type NativeFn = unsafe extern "C" fn(*mut u8) -> u64;
+
+/// The native stages of a program (all `None` on the closure backend). The code and what it points
+/// at live as long as the engine's blocks (which hold them) and `alive`.
+#[derive(Default)]
+pub(crate) struct Stages {
+    /// The code's module and what the parser's code points at.
+    pub(crate) alive: Option<Box<dyn Any + Send + Sync>>,
+    /// The whole parser (its end word as `crate::engine::parse_end` says).
+    pub(crate) parser: Option<Stage>,
+    pub(crate) verify: Option<Stage>,
+    pub(crate) ingress: Option<Stage>,
+    pub(crate) egress: Option<Stage>,
+    pub(crate) deparser: Option<Stage>,
+    /// Verify and ingress when both are native and neither emits (entered with one context).
+    pub(crate) verify_ingress: Option<(Stage, Stage)>,
+}
+
+/// One stage's native function.
+#[derive(Clone, Copy)]
+pub(crate) struct Stage {
+    pub(crate) f: NativeFn,
+    /// Its context carries the deparser's output.
+    pub(crate) emits: bool,
+    /// The slots and header offsets its code indexes below.
+    pub(crate) nslots: usize,
+    pub(crate) nheaders: usize,
+}
