@@ -31,7 +31,7 @@ def namespaces():
 def test_tiny_run_forwards_blocks_and_reports(p4sec_bin, tmp_path):
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     before = namespaces()
-    r = bench("--domains", "1,100", "--flows", "1,10", "--seconds", "0.5", "--samples", "30", "--rounds", "1",
+    r = bench("--domains", "1,100", "--flows", "1,10", "--seconds", "0.2", "--samples", "30", "--rounds", "1",
               "--json", str(out), "--plot", str(png), "--p4sec", str(p4sec_bin))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "Traceback" not in r.stderr

@@ -11,7 +11,7 @@ LENGTHS = [8, 16, 24, 32]
 
 def test_bench_p4ead_smoke(p4sec_bin, tmp_path):
     out = tmp_path / "p4ead.json"
-    r = subprocess.run([str(p4sec_bin), "bench-p4ead", "--seconds", "0.5", "--json", str(out)],
+    r = subprocess.run([str(p4sec_bin), "bench-p4ead", "--seconds", "0.1", "--json", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     j = json.loads(out.read_text())
