@@ -289,6 +289,38 @@ pub(crate) unsafe extern "C" fn np_select<const E: bool>(
     }
 }
 
+/// The lookup of a table apply of several narrow keys ([`Engine::select_native_key`]): `key`
+/// holds a word per key of the table, in its key order. The result as [`np_select`]'s.
+///
+/// # Safety
+/// As [`np_select`]; `key` points at as many words as the table has keys.
+pub(crate) unsafe extern "C" fn np_select_key<const E: bool>(
+    ctx: *mut Ctx,
+    site: *const ApplySite,
+    key: *const u64,
+) -> u64 {
+    let ctx = &mut *ctx;
+    let (e, w, s) = (ctx.e, &mut *ctx.w, &*site);
+    ctx.store::<E>(w);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let n = e.prog.tables.get(s.table).map_or(0, |t| t.keys.len());
+        let key = std::slice::from_raw_parts(key, n);
+        e.select_native_key(w, s.table, key, s.hit, s.action_run)
+    }));
+    match r {
+        Ok(Ok(a)) => a as u64,
+        Ok(Err(f)) => {
+            ctx.load::<E>(w);
+            RAN | encode(f)
+        }
+        Err(p) => {
+            ctx.load::<E>(w);
+            ctx.panic = Some(p);
+            RAN | PANIC
+        }
+    }
+}
+
 /// Runs action `a` as a table's action ([`Engine::run_action`]), for actions the native code does
 /// not inline.
 ///

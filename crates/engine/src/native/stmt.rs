@@ -10,7 +10,8 @@ use crate::load::compile::{self, Cx};
 use crate::load::plans::HeaderPlan;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, Block, InstBuilder, MemFlagsData, SigRef, Type, Value,
+    types, AbiParam, Block, InstBuilder, MemFlagsData, SigRef, StackSlotData, StackSlotKind, Type,
+    Value,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
@@ -179,13 +180,10 @@ impl<'a, 'b> Fx<'a, 'b> {
                 .get(*h as usize)
                 .is_some_and(|x| self.slot_ok(x.valid.slot)),
             Stmt::Builtin(Builtin::MarkToDrop) => true,
-            Stmt::ApplyTable { table, .. } => p.tables.get(*table as usize).is_some_and(|tb| {
-                tb.keys.len() == 1
-                    && tb.keys[0].width <= 64
-                    && tb.keys[0].kind != MatchKind::Selector
-                    && !matches!(tb.implementation, Implementation::ActionSelector(_))
-                    && self.covered(&tb.keys[0].expr)
-            }),
+            Stmt::ApplyTable { table, .. } => p
+                .tables
+                .get(*table as usize)
+                .is_some_and(|tb| self.lean_table(tb)),
             Stmt::Extract {
                 hdr: HeaderRef::Static(h),
                 varbit_bits: None,
@@ -478,19 +476,33 @@ impl<'a, 'b> Fx<'a, 'b> {
     fn apply(&mut self, t: usize, hit: Option<Loc>, action_run: Option<Loc>) -> Option<bool> {
         let prog = self.cx.prog;
         let tb = prog.tables.get(t)?;
-        let lean = tb.keys.len() == 1
-            && tb.keys[0].width <= 64
-            && tb.keys[0].kind != MatchKind::Selector
-            && !matches!(tb.implementation, Implementation::ActionSelector(_));
-        if !lean || !self.covered(&tb.keys[0].expr) {
+        if !self.lean_table(tb) {
             return None;
         }
-        let k = match &tb.keys[0].expr {
-            Expr::Load(LValue::Static(l)) if l.width <= 64 && self.slot_ok(l.slot) => {
-                let v = self.load_slot(l.slot);
-                self.mask(v, l.width)
+        let keys: Vec<Value> = tb.keys.iter().map(|k| self.key_word(&k.expr)).collect();
+        let (k, f) = if let [k] = keys[..] {
+            let f = self.helper(
+                helpers::np_select::<true> as *const (),
+                helpers::np_select::<false> as *const (),
+            );
+            (k, f)
+        } else {
+            // several keys: their words in a stack slot, in key order, its address passed
+            let size = (keys.len() * 8) as u32;
+            let ss = self.b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                size,
+                3,
+            ));
+            for (i, &v) in keys.iter().enumerate() {
+                self.b.ins().stack_store(self.ptr, v, ss, (i * 8) as i32);
             }
-            x => self.expr(x),
+            let addr = self.b.ins().stack_addr(self.ptr, ss, 0);
+            let f = self.helper(
+                helpers::np_select_key::<true> as *const (),
+                helpers::np_select_key::<false> as *const (),
+            );
+            (addr, f)
         };
         let site = Box::new(helpers::ApplySite {
             table: t,
@@ -499,10 +511,6 @@ impl<'a, 'b> Fx<'a, 'b> {
         });
         let sp = &*site as *const helpers::ApplySite as i64;
         self.keep.sites.push(site);
-        let f = self.helper(
-            helpers::np_select::<true> as *const (),
-            helpers::np_select::<false> as *const (),
-        );
         let a = self.b.ins().iconst(self.ptr, sp);
         let call = self
             .b
@@ -564,6 +572,31 @@ impl<'a, 'b> Fx<'a, 'b> {
         self.b.ins().jump(after, &[]);
         self.b.switch_to_block(after);
         Some(true)
+    }
+}
+
+impl Fx<'_, '_> {
+    /// Can a table's applies be native: up to [`crate::tables::KEY_WORDS`] keys of at most 64
+    /// bits each (one key word each), none a selector's, no action selector, every key an
+    /// expression native code computes.
+    fn lean_table(&self, tb: &Table) -> bool {
+        (1..=crate::tables::KEY_WORDS).contains(&tb.keys.len())
+            && tb
+                .keys
+                .iter()
+                .all(|k| k.width <= 64 && k.kind != MatchKind::Selector && self.covered(&k.expr))
+            && !matches!(tb.implementation, Implementation::ActionSelector(_))
+    }
+
+    /// A key's word: the key's value masked to its width.
+    fn key_word(&mut self, x: &Expr) -> Value {
+        match x {
+            Expr::Load(LValue::Static(l)) if l.width <= 64 && self.slot_ok(l.slot) => {
+                let v = self.load_slot(l.slot);
+                self.mask(v, l.width)
+            }
+            x => self.expr(x),
+        }
     }
 }
 

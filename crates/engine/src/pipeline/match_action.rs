@@ -528,5 +528,6 @@ fn default_args(slots: &mut [u64], data: &crate::tables::TableData) -> u32 {
     data.default.action
 }
 
+mod multi_key;
 #[cfg(test)]
 mod tests;
