@@ -244,7 +244,7 @@ pub fn one_tunnel(dir: &str) -> Result<(Engine, u32, Vec<u8>), String> {
 }
 
 /// FNV-1a over the emitted frames.
-fn digest(h: &mut u64, port: u32, bytes: &[u8]) {
+pub(crate) fn digest(h: &mut u64, port: u32, bytes: &[u8]) {
     for b in port.to_be_bytes().iter().chain(bytes) {
         *h = (*h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
     }
