@@ -115,7 +115,7 @@ fn fixed(name: &str, packets: u32) -> Result<(), String> {
         e.process(&mut w, *port, f, &mut out);
         for (p, b) in out.iter() {
             emitted += 1;
-            crate::esp::digest(&mut h, p, b);
+            crate::setup::digest(&mut h, p, b);
         }
     }
     println!(

@@ -248,7 +248,7 @@ fn fixed_inner(routes: u32, packets: u32) -> Result<(), String> {
         let got = out.iter().next();
         for (port, b) in out.iter() {
             forwarded += 1;
-            crate::esp::digest(&mut h, port, b);
+            crate::setup::digest(&mut h, port, b);
         }
         if out.len() <= 1 && want.map(|port| (port as u32, &q[..])) == got {
             agree += 1;
