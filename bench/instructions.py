@@ -21,6 +21,8 @@ Pipelines (`--only` takes their names):
   passing) and SSH frames in turn (`p4sec bench-engines --pipeline url-filter`); it does not recirculate;
 - keyed-bloom: the keyed Bloom filter (programs/keyed_bloom.p4: SipHash-2-4 flow hashes, register reads and
   writes), flows learned and their return traffic checked in turn (`p4sec bench-engines --pipeline keyed-bloom`);
+- hash-frames: whole-frame keyed hashing (programs/hash_frames.p4 with SipHash-2-4, 64-byte frames, the digest
+  written into the source MAC; the hashing paper's Table III workload; `p4sec bench-engines --pipeline hash-frames`);
 - router: the IPv4 LPM router (programs/ipv4_router.p4, 10,000 routes, 64-byte packets; `p4sec bench`).
 It prints a row per pipeline with each engine's figure and their ratio. Needs valgrind.
 """
@@ -45,6 +47,7 @@ PIPELINES = [
     ("esp-dec-aes-gcm", "IPsec gateway, decapsulation, AES-GCM-128", ["bench-esp", "--dir", "dec", "--size", "64"]),
     ("url-filter", "URL filter, single pass, HTTP/TLS/DNS/SSH", ["bench-engines", "--pipeline", "url-filter"]),
     ("keyed-bloom", "keyed Bloom filter (SipHash-2-4)", ["bench-engines", "--pipeline", "keyed-bloom"]),
+    ("hash-frames", "SipHash-2-4 over the whole 64-byte frame", ["bench-engines", "--pipeline", "hash-frames"]),
     ("router", "IPv4 LPM router, 10,000 routes", ["bench", "--routes", "10000"]),
 ]
 

@@ -7,8 +7,10 @@
 //! with AES-GCM-128 for reference; the URL filter's single-pass program
 //! (programs/url_filter_fast.p4) on HTTP, DNS and other traffic that passes; the keyed Bloom filter
 //! (programs/keyed_bloom.p4: SipHash-2-4 flow hashes and register reads and writes), learning and
-//! checking flows. Before it measures, every pipeline's outputs (ports and bytes) on the two
-//! engines are compared packet by packet: a difference fails the run.
+//! checking flows; whole-frame keyed hashing (programs/hash_frames.p4 with SipHash-2-4, the
+//! hashing paper's Table III workload) over 64-byte frames. Before it measures, every pipeline's
+//! outputs (ports and bytes) on the two engines are compared packet by packet: a difference fails
+//! the run.
 //!
 //! With `--pipeline NAME --packets N` it runs exactly N frames of one pipeline through
 //! `Engine::process` on the engine the global `--engine` flag picks, untimed, and prints the
@@ -52,6 +54,7 @@ pub const PIPELINES: &[&str] = &[
     "esp-dec-aes-gcm",
     "url-filter",
     "keyed-bloom",
+    "hash-frames",
 ];
 
 /// Options of one run: every pipeline timed on both engines (`pipeline` and `packets` unset),
@@ -89,6 +92,7 @@ fn workload(name: &str) -> Result<Workload, String> {
         "esp-dec-aes-gcm" => gateway("esp-dec-aes-gcm", "dec", Cipher::AesGcm128),
         "url-filter" => url_filter(),
         "keyed-bloom" => keyed_bloom(),
+        "hash-frames" => hash_frames(),
         _ => Err(format!(
             "--pipeline is one of {}, not `{name}`",
             PIPELINES.join(", ")
@@ -413,6 +417,26 @@ fn keyed_bloom() -> Result<Workload, String> {
         what: "programs/keyed_bloom.p4: SipHash-2-4 flow hash, Bloom filter, count-min sketch"
             .into(),
         build: Box::new(build),
+        frames,
+    })
+}
+
+/// Whole-frame keyed hashing: programs/hash_frames.p4 with SipHash-2-4 over 64-byte frames (60
+/// bytes in the pipeline, the FCS stripped), as `p4sec bench-hash` loads it, the digest written
+/// into the source MAC.
+fn hash_frames() -> Result<Workload, String> {
+    let alg = p4sec_externs::hash::HashAlg::SipHash24;
+    let frames = (0..64u8)
+        .map(|i| {
+            let mut f = crate::hash::frame(64);
+            f[14] = i;
+            (0, f)
+        })
+        .collect();
+    Ok(Workload {
+        name: "hash-frames",
+        what: "programs/hash_frames.p4: SipHash-2-4 over the whole 64-byte frame".into(),
+        build: Box::new(move |b| crate::hash::engine_with(Some(alg), b)),
         frames,
     })
 }

@@ -30,7 +30,7 @@ fn after<'a>(text: &'a str, label: &str) -> &'a str {
 
 #[test]
 fn each_pipeline_runs_exactly_n_packets_and_the_engines_emit_the_same_frames() {
-    for pipeline in ["url-filter", "keyed-bloom", "esp-enc-null"] {
+    for pipeline in ["url-filter", "keyed-bloom", "hash-frames", "esp-enc-null"] {
         let mut digests = vec![];
         for engine in ["closure", "native"] {
             let (code, out, err) = p4sec(&[
