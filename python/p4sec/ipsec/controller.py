@@ -178,7 +178,7 @@ class IpsecController:
         store_ok, store_why = self.db.health()
         out = []
         for name, a, b, suite, soft, hard, created, state in rows:
-            active = [sa.spi for sa in self.records.sas(tunnel=name, states=("active",))]
+            active = self.records.active_spis(name)
             spis = [f"{spi:#010x}" for spi in active]
             sites = self.tunnel_sites(name) or {}
             away = sorted({a, b} & self.away)

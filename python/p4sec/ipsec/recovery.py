@@ -14,8 +14,9 @@
   running) or pushed again, and the gateway is reconciled.
 
 `Recovery` keeps its own state (the unreachable gateways, each gateway's program) and drives the controller only
-through these of its members: `db`, `lock`, `gateways`, `event`, `reconcile`, `renew`, `connect`,
-`retire_later`, `watch`, `tunnel_sites`, `tunnel_encap`."""
+through these of its members: `records` (the store's, p4sec.ipsec.store.Records), `lock`, `gateways`, `event`,
+`reconcile`, `renew`, `connect`, `retire_later`, `watch`, `tunnel_sites`, `tunnel_encap`. `IntentLog` keeps the
+journal in the store through its records."""
 import json
 import logging
 import threading
@@ -33,7 +34,8 @@ ROLLED_BACK = ("host-up", "host-renew")
 
 
 class IntentLog:
-    """The operations in flight, as recorded in the store's `intent` table (see the module's description)."""
+    """The operations in flight, as recorded in the store's intent journal (see the module's description);
+    `records`: the store's (p4sec.ipsec.store.Records)."""
 
     def __init__(self, records):
         self.records = records      # p4sec.ipsec.store.Records

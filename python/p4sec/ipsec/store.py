@@ -156,6 +156,13 @@ def _one_line(e):
     return " ".join(str(e).split()) or type(e).__name__
 
 
+def sqlite_reader(path):
+    """A read-only connection of its own to the SQLite store at `path` (the status page's: p4sec.ipsec.status_reads)."""
+    conn = sqlite3.connect(path, check_same_thread=False)
+    conn.execute("pragma query_only = 1")
+    return conn
+
+
 def sqlite(path):
     """The one controller's store: the SQLite file at `path` (WAL: a commit is an append, not a rewrite with two
     fsyncs; tunnel setup and renewal commit each time)."""
@@ -280,6 +287,15 @@ class Records:
                  ("state != 'deleted'", ()) if live else None]
         w, args = _where(conds)
         return [SA(*r) for r in self._all(_SA + w + (" order by created" if by_creation else ""), args)]
+
+    def active_spis(self, tunnel):
+        """[spi] of the tunnel's active SAs."""
+        return [r[0] for r in self._all("select spi from sa where tunnel = ? and state = 'active'", (tunnel,))]
+
+    def live_sa_states(self):
+        """[(spi, tunnel, src, dst, out_slot, in_slot, state, created)] of the SAs not deleted, by creation (no keys)."""
+        return self._all("select spi, tunnel, src, dst, out_slot, in_slot, state, created from sa where state != 'deleted' "
+                         "order by created")
 
     def spi_taken(self, spi, live=False):
         """Whether an SA (a live one, if `live`) has this SPI."""
