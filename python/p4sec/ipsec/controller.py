@@ -23,8 +23,12 @@ The controller composes its parts, each an object with its own state: `journal` 
 (p4sec.ipsec.recovery: the intent journal, what happens after a controller's or a switch's restart),
 `reconciler` (p4sec.ipsec.reconcile), `sites` (p4sec.ipsec.sites: site-to-site setup and teardown, with the
 Writes to both gateways at once of p4sec.ipsec.writes), `hosts` (p4sec.ipsec.hosts: host-to-site tunnels) and
-`faults` (p4sec.ipsec.failsafe: renewals and retirements retried while the store fails, degraded tunnels). What
-stays here: the gateways, the SAs' renewal and retirement, and the recorded state.
+`faults` (p4sec.ipsec.failsafe: renewals and retirements retried while the store fails, degraded tunnels).
+`sites`, `hosts`, `reconciler` and `faults` are handed what they use (the store's records, the lock, the gateways,
+the journal, a few of the controller's functions), never the controller; `recovery` uses its public members. All of
+them, and the controller, read and write the store through `records` (p4sec.ipsec.store.Records: no SQL, no store
+keys outside p4sec.ipsec.store); `db` is the store's connection (commit, health). What stays here: the gateways,
+the SAs' renewal and retirement, and the recorded state.
 """
 import json
 import logging
