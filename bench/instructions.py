@@ -1,14 +1,30 @@
 """Instructions per packet through the engine, the closure engine against the native engine, in one run.
 
-    python -m bench.instructions [--packets N] [--engines closure,native] [--json FILE] [--p4sec PATH]
+    python -m bench.instructions [--packets N] [--engines closure,native] [--only NAMES] [--json FILE] [--p4sec PATH]
 
-For each pipeline and engine it runs the pipeline's `p4sec` benchmark twice under valgrind's callgrind, with N
-and 2N packets, and reads from each output the calls of `Engine::process` and the instructions executed inside
-them; the difference of the two runs divided by the difference of their packets is the instructions per packet
-in the steady state (what the first packets cost to warm up cancels out). Instruction counts do not depend on
-the machine's load, unlike times. Pipelines: the IPsec gateway (programs/ipsec_gateway.p4, one tunnel, 64-byte
-IP packets) encapsulating and decapsulating with the NULL cipher (the P4 part and the ESP framing) and with
-AES-GCM-128. It prints a row per pipeline with each engine's figure and their ratio. Needs valgrind.
+For each pipeline and engine it runs the pipeline's `p4sec` benchmark in its fixed-packet mode (`--packets N`:
+exactly N frames through `Engine::process` on the engine `--engine` picks, untimed) twice under valgrind's
+callgrind, with N and 2N packets, and reads from each output the calls of `Engine::process` and the instructions
+executed inside them; the difference of the two runs divided by the difference of their calls is the instructions
+per packet in the steady state (what the first packets cost to warm up cancels out). Instruction counts do not
+depend on the machine's load, unlike times.
+
+A packet is one call of `Engine::process`: one frame in, with every clone, resubmission and recirculation it
+causes run inside that call (so a program that recirculates counts each pass in its frame's figure, not as more
+packets). A run must show exactly as many calls as packets, or it fails: the figure is per frame in.
+
+Pipelines (`--only` takes their names):
+- esp-enc-null, esp-dec-null, esp-enc-aes-gcm, esp-dec-aes-gcm: the IPsec gateway (programs/ipsec_gateway.p4, one
+  tunnel, 64-byte IP packets; `p4sec bench-esp`) encapsulating and decapsulating with the NULL cipher (the P4
+  part and the ESP framing) and with AES-GCM-128;
+- url-filter: the URL filter's single-pass program (programs/url_filter_fast.p4) on HTTP, TLS, DNS (inspected,
+  passing) and SSH frames in turn (`p4sec bench-engines --pipeline url-filter`); it does not recirculate;
+- keyed-bloom: the keyed Bloom filter (programs/keyed_bloom.p4: SipHash-2-4 flow hashes, register reads and
+  writes), flows learned and their return traffic checked in turn (`p4sec bench-engines --pipeline keyed-bloom`);
+- hash-frames: whole-frame keyed hashing (programs/hash_frames.p4 with SipHash-2-4, 64-byte frames, the digest
+  written into the source MAC; the hashing paper's Table III workload; `p4sec bench-engines --pipeline hash-frames`);
+- router: the IPv4 LPM router (programs/ipv4_router.p4, 10,000 routes, 64-byte packets; `p4sec bench`).
+It prints a row per pipeline with each engine's figure and their ratio. Needs valgrind.
 """
 import argparse
 import json
@@ -29,6 +45,10 @@ PIPELINES = [
     ("esp-dec-null", "IPsec gateway, decapsulation, NULL cipher", ["bench-esp", "--dir", "dec", "--size", "64", "--cipher", "null"]),
     ("esp-enc-aes-gcm", "IPsec gateway, encapsulation, AES-GCM-128", ["bench-esp", "--dir", "enc", "--size", "64"]),
     ("esp-dec-aes-gcm", "IPsec gateway, decapsulation, AES-GCM-128", ["bench-esp", "--dir", "dec", "--size", "64"]),
+    ("url-filter", "URL filter, single pass, HTTP/TLS/DNS/SSH", ["bench-engines", "--pipeline", "url-filter"]),
+    ("keyed-bloom", "keyed Bloom filter (SipHash-2-4)", ["bench-engines", "--pipeline", "keyed-bloom"]),
+    ("hash-frames", "SipHash-2-4 over the whole 64-byte frame", ["bench-engines", "--pipeline", "hash-frames"]),
+    ("router", "IPv4 LPM router, 10,000 routes", ["bench", "--routes", "10000"]),
 ]
 
 
@@ -56,7 +76,7 @@ def measure(p4sec, engine, args, packets, tmp):
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd[5:])} failed under callgrind: {r.stderr[-800:]}")
         calls, instructions = process_cost(out.read_text())
-        if calls < n:
+        if calls != n:
             raise RuntimeError(f"{' '.join(cmd[5:])}: {calls} calls of Engine::process found, not {n}")
         got.append((calls, instructions))
     (c1, i1), (c2, i2) = got

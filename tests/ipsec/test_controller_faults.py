@@ -80,7 +80,7 @@ for op in sys.argv[2:]:
         ctl.host_down("alice", "office")
     elif op == "check":
         time.sleep(ctl.grace + 0.5)      # old SAs retired
-        want = rec.desired_state(ctl, "02:00:00:00:00:01")
+        want = ctl.reconciler.desired("02:00:00:00:00:01")
         out = {"reconcile": ctl.reconcile(dry_run=True), "intents": ctl.intents(),
                "tunnels": {t["name"]: t["state"] for t in ctl.tunnels()},
                "slots": {n: sorted(rec.read_sas(gw.switch)) for n, gw in ctl.gateways.items()},

@@ -1,8 +1,10 @@
 """The controller's parts on their own interfaces, in process and without switches: StoreFaults
 (p4sec.ipsec.failsafe) driven by hand (no retry thread) with a store that fails on demand, and HostTunnels
 (p4sec.ipsec.hosts) and SiteTunnels (p4sec.ipsec.sites) on gateways whose switches record what they are sent; and
-the seams: each part uses only the controller's public members its description names."""
+the seams: recovery uses only the controller's public members its description names; the other parts are handed
+what they use (and use all of it), never the controller; no module but the store's writes SQL or builds its keys."""
 import contextlib
+import re
 import threading
 import time
 
@@ -23,8 +25,7 @@ class Flaky:
 
     def __init__(self):
         self.db, self.failing = store.sqlite(":memory:"), False
-        self.db.executescript("create table sa (spi integer primary key, src text, dst text, out_slot integer, "
-                              "in_slot integer, state text); create table kv (key text primary key, value text);")
+        self.db.executescript(store.SCHEMA)
 
     def health(self):
         return (False, "disk full") if self.failing else (True, "ok")
@@ -45,9 +46,10 @@ class Parts:
 
     def __init__(self):
         self.db, self.away, self.closed = Flaky(), set(), threading.Event()
+        self.records = store.Records(self.db)
         self.renewed, self.retired, self.renew_fails = [], [], 0
         self.rows = []
-        self.faults = StoreFaults(self.db, threading.RLock(), self.closed, self.away, self.renew, self.retire, self.read)
+        self.faults = StoreFaults(self.records, threading.RLock(), self.closed, self.away, self.renew, self.retire, self.read)
 
     def renew(self, spi, reason):
         if self.renew_fails:
@@ -87,7 +89,7 @@ def test_a_failed_renewal_stays_pending_and_is_retried_once_due():
 
 def test_a_renewal_by_slot_is_resolved_from_the_store():
     t = Parts()
-    t.db.execute("insert into sa values (?, 'A', 'B', 3, 5, 'active')", (0x77,))
+    t.records.add_sa(0x77, "T", "A", "B", 3, 5, {}, "active")
     t.faults.renew_or_retry(("B", 5), "hard lifetime on B")     # the digest named the slot only
     t.faults.renew_or_retry(("B", 9), "hard lifetime on B")     # no active SA there: nothing to renew
     assert t.renewed == [(0x77, "hard lifetime on B")] and t.faults.pending == {}
@@ -95,7 +97,7 @@ def test_a_renewal_by_slot_is_resolved_from_the_store():
 
 def test_a_renewal_through_an_unreachable_gateway_waits_for_it():
     t = Parts()
-    t.db.execute("insert into sa values (?, 'A', 'B', 0, 1, 'active')", (0x55,))
+    t.records.add_sa(0x55, "T", "A", "B", 0, 1, {}, "active")
     t.renew_fails = 1
     t.faults.renew_or_retry(0x55, "soft")
     t.away.add("B")
@@ -367,25 +369,33 @@ def test_ikev2_tunnels_are_refused_to_the_site_operations(ctl):
 
 # ---------------------------------------------------------------------------------------------- the seams
 
-# what each part may use of the controller, as its module's description says
+# what recovery may use of the controller, as its module's description says
 SEAMS = {
-    "hosts": {"db", "lock", "gateways", "event", "reconcile", "retire_later", "grace", "make_sa", "selectors", "undo_in"},
-    "sites": {"db", "lock", "gateways", "event", "reconcile", "tunnel_sites", "make_sa"},
-    "recovery": {"db", "lock", "gateways", "event", "reconcile", "renew", "connect", "retire_later", "watch", "tunnel_sites",
+    "recovery": {"records", "lock", "gateways", "event", "reconcile", "renew", "connect", "retire_later", "watch", "tunnel_sites",
                  "tunnel_encap"},
-    "reconcile": {"db", "lock", "gateways", "event", "renew", "hosts"},
-    "failsafe": set(),      # it is handed what it needs, not the controller
 }
+# the parts that are handed what they use (their constructor's parameters, as their descriptions say), not the controller
+HANDED = {
+    "failsafe": ("StoreFaults", ("db", "lock", "closed", "away", "renew", "retire", "read_tunnels")),
+    "hosts": ("HostTunnels", ("records", "lock", "gateways", "journal", "event", "reconcile", "retire_later", "make_sa",
+                              "selectors", "undo_in", "grace")),
+    "reconcile": ("Reconciler", ("records", "lock", "gateways", "journal", "away", "closed", "event", "renew", "desired_hooks")),
+    "sites": ("SiteTunnels", ("records", "lock", "gateways", "journal", "event", "reconcile", "make_sa")),
+}
+
+
+def module_tree(module):
+    import ast
+    import pathlib
+    import p4sec.ipsec
+    return ast.parse((pathlib.Path(p4sec.ipsec.__file__).parent / f"{module}.py").read_text())
 
 
 def controller_members_used(module):
     """The attributes a module reads of the controller (`ctl.X` or `self.ctl.X`)."""
     import ast
-    import pathlib
-    import p4sec.ipsec
-    tree = ast.parse((pathlib.Path(p4sec.ipsec.__file__).parent / f"{module}.py").read_text())
     used = set()
-    for n in ast.walk(tree):
+    for n in ast.walk(module_tree(module)):
         if isinstance(n, ast.Attribute):
             v = n.value
             if (isinstance(v, ast.Name) and v.id == "ctl") or \
@@ -399,6 +409,70 @@ def test_each_part_uses_only_the_public_members_its_description_names(module):
     used = controller_members_used(module)
     assert not {m for m in used if m.startswith("_")}, f"{module} reaches into the controller's private members: {used}"
     assert used <= SEAMS[module], f"{module} uses {sorted(used - SEAMS[module])} of the controller beyond its seam"
+
+
+def members_used_of_self(cls_node):
+    """{name} of the `self.X` a class reads outside its __init__."""
+    import ast
+    used = set()
+    for f in cls_node.body:
+        if isinstance(f, ast.FunctionDef) and f.name != "__init__":
+            used |= {n.attr for n in ast.walk(f) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    return used
+
+
+@pytest.mark.parametrize("module", sorted(HANDED))
+def test_each_narrow_part_is_handed_what_its_description_names_and_uses_all_of_it(module):
+    import ast
+    import importlib
+    import inspect
+    cls_name, handed = HANDED[module]
+    mod = importlib.import_module(f"p4sec.ipsec.{module}")
+    cls = getattr(mod, cls_name)
+    assert tuple(inspect.signature(cls).parameters) == handed, f"{cls_name} takes {tuple(inspect.signature(cls).parameters)}"
+    assert getattr(mod, "SEAM", handed) == handed, f"{module}.SEAM differs from {cls_name}'s parameters"
+    tree = module_tree(module)
+    # it never sees the controller
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
+    assert "ctl" not in names and not controller_members_used(module), f"{module} still reaches the controller"
+    # each thing handed is named in its description and used by the part (no wider contract than it needs)
+    doc = (cls.__doc__ or "") + (mod.__doc__ or "")
+    assert all(f"`{h}" in doc for h in handed), [h for h in handed if f"`{h}" not in doc]
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    init = next(f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    kept = {t.attr: v.id for a in ast.walk(init) if isinstance(a, ast.Assign)
+            for t, v in zip(a.targets[0].elts if isinstance(a.targets[0], ast.Tuple) else [a.targets[0]],
+                            a.value.elts if isinstance(a.value, ast.Tuple) else [a.value])
+            if isinstance(t, ast.Attribute) and isinstance(v, ast.Name)}
+    unused = [h for h in handed if h not in {kept.get(m, m) for m in members_used_of_self(node)}]
+    assert not unused, f"{cls_name} is handed {unused} and does not use them"
+
+
+SQL = re.compile(r"^\s*(select\b.*\bfrom|insert (or replace )?into|update \w+ set|delete from|create (table|index)|alter table|pragma)\b",
+                 re.DOTALL)
+# the store's own modules: store.py (the records, SQLite) and ha.py (the PostgreSQL connection, its schema and lease)
+STORE_MODULES = {"store.py", "ha.py"}
+
+
+def test_only_the_store_writes_sql_or_builds_its_keys():
+    import ast
+    import pathlib
+    import p4sec.ipsec
+    found = []
+    for path in sorted(pathlib.Path(p4sec.ipsec.__file__).parent.glob("*.py")):
+        if path.name in STORE_MODULES:
+            continue
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and (SQL.match(n.value) or KEY.match(n.value)):
+                found.append(f"{path.name}:{n.lineno}: {n.value[:60]!r}")
+            elif isinstance(n, ast.JoinedStr) and n.values and isinstance(n.values[0], ast.Constant) and \
+                    isinstance(n.values[0].value, str) and KEY.match(n.values[0].value):
+                found.append(f"{path.name}:{n.lineno}: f{n.values[0].value!r}...")
+    assert not found, "SQL or store keys outside the store:\n" + "\n".join(found)
+
+
+# the key-value table's key kinds (p4sec.ipsec.store.Records)
+KEY = re.compile(r"^(sites|encap|pair|inner|hostinfo|addr|ikeport|ikepol|ikesel):")
 
 
 def test_the_controller_composes_its_parts_rather_than_inheriting_them(ctl):

@@ -87,7 +87,7 @@ def wait_for(what, cond, timeout=10.0):
 
 
 def test_intent_log_records_lists_and_forgets(ctl):
-    log = IntentLog(ctl.db)
+    log = IntentLog(ctl.records)
     a = log.record("setup", "T1", fresh=[0x111, 0x112])
     b = log.record("renew", "T2", fresh=[0x221], old=0x220)
     c = log.record("delete", "T3")

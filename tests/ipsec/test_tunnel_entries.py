@@ -4,6 +4,7 @@ the policies' tables and priorities, and the checks of the prefixes a site-to-si
 import pytest
 
 from p4sec.ipsec import gateway as gwp
+from p4sec.ipsec import store
 from p4sec.ipsec import tunnel_entries as te
 from p4sec.ipsec.ctlbase import ControllerError, Gateway
 
@@ -76,5 +77,6 @@ def test_site_prefixes_default_to_the_sites_and_are_checked():
         te.site_prefixes(a, b, None, "10.2.0.1/16")
     with pytest.raises(ControllerError, match="prefix for A"):
         te.site_prefixes(a, b, "not a prefix", None)
-    assert te.pair_key({"B": "10.2.0.0/16", "A": "10.1.3.0/24"}) == te.pair_key({"A": "10.1.3.0/24", "B": "10.2.0.0/16"}) \
+    # the store keeps one tunnel per pair of prefixes, whichever its direction (the key of earlier stores)
+    assert store.pair_key({"B": "10.2.0.0/16", "A": "10.1.3.0/24"}) == store.pair_key({"A": "10.1.3.0/24", "B": "10.2.0.0/16"}) \
         == "pair:A=10.1.3.0/24|B=10.2.0.0/16"

@@ -7,8 +7,15 @@
 //! with AES-GCM-128 for reference; the URL filter's single-pass program
 //! (programs/url_filter_fast.p4) on HTTP, DNS and other traffic that passes; the keyed Bloom filter
 //! (programs/keyed_bloom.p4: SipHash-2-4 flow hashes and register reads and writes), learning and
-//! checking flows. Before it measures, every pipeline's outputs (ports and bytes) on the two
-//! engines are compared packet by packet: a difference fails the run.
+//! checking flows; whole-frame keyed hashing (programs/hash_frames.p4 with SipHash-2-4, the
+//! hashing paper's Table III workload) over 64-byte frames. Before it measures, every pipeline's
+//! outputs (ports and bytes) on the two engines are compared packet by packet: a difference fails
+//! the run.
+//!
+//! With `--pipeline NAME --packets N` it runs exactly N frames of one pipeline through
+//! `Engine::process` on the engine the global `--engine` flag picks, untimed, and prints the
+//! frames emitted and their digest: the run `python -m bench.instructions` counts instructions in
+//! under callgrind.
 
 use crate::esp::{esp_frames, gateway_with, plain, sa_with, LAN, WAN};
 use crate::router::{allocs, median};
@@ -39,8 +46,35 @@ struct Figures {
     packets: [u64; 2],
 }
 
-pub fn run(seconds: f64, json: Option<&Path>) -> ExitCode {
-    match run_inner(seconds, json) {
+/// The pipelines, by the names `--pipeline` takes, in the order they are measured.
+pub const PIPELINES: &[&str] = &[
+    "esp-enc-null",
+    "esp-dec-null",
+    "esp-enc-aes-gcm",
+    "esp-dec-aes-gcm",
+    "url-filter",
+    "keyed-bloom",
+    "hash-frames",
+];
+
+/// Options of one run: every pipeline timed on both engines (`pipeline` and `packets` unset),
+/// one pipeline timed on both engines (`pipeline`), or exactly `packets` frames of one pipeline
+/// through the engine [`Backend::from_env`] picks (both), with no timing.
+pub struct Opts<'a> {
+    pub seconds: f64,
+    pub json: Option<&'a Path>,
+    /// One of [`PIPELINES`].
+    pub pipeline: Option<&'a str>,
+    pub packets: Option<u32>,
+}
+
+pub fn run(o: &Opts) -> ExitCode {
+    let r = match (o.pipeline, o.packets) {
+        (Some(name), Some(n)) => fixed(name, n),
+        (None, Some(_)) => Err("--packets needs --pipeline (the pipeline to run)".into()),
+        (only, None) => run_inner(o.seconds, o.json, only),
+    };
+    match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("p4sec bench-engines: {e}");
@@ -49,18 +83,65 @@ pub fn run(seconds: f64, json: Option<&Path>) -> ExitCode {
     }
 }
 
-fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
+/// The workload of the pipeline called `name` (one of [`PIPELINES`]).
+fn workload(name: &str) -> Result<Workload, String> {
+    match name {
+        "esp-enc-null" => gateway("esp-enc-null", "enc", Cipher::Null),
+        "esp-dec-null" => gateway("esp-dec-null", "dec", Cipher::Null),
+        "esp-enc-aes-gcm" => gateway("esp-enc-aes-gcm", "enc", Cipher::AesGcm128),
+        "esp-dec-aes-gcm" => gateway("esp-dec-aes-gcm", "dec", Cipher::AesGcm128),
+        "url-filter" => url_filter(),
+        "keyed-bloom" => keyed_bloom(),
+        "hash-frames" => hash_frames(),
+        _ => Err(format!(
+            "--pipeline is one of {}, not `{name}`",
+            PIPELINES.join(", ")
+        )),
+    }
+}
+
+/// Exactly `packets` frames of the pipeline `name` (its frames in turn, from the first) through
+/// `Engine::process` on the engine the environment picks, once each, untimed: under callgrind
+/// the calls of `Engine::process` are the packets. Prints the frames emitted and a digest of them
+/// (ports and bytes), the same on both engines.
+fn fixed(name: &str, packets: u32) -> Result<(), String> {
+    if packets == 0 {
+        return Err("--packets at least 1".into());
+    }
+    let wl = workload(name)?;
+    let backend = Backend::from_env()?;
+    let e = (wl.build)(backend)?;
+    let mut w = Worker::new(&e);
+    let mut out = Outputs::default();
+    let (mut emitted, mut h) = (0u64, 0xcbf2_9ce4_8422_2325u64);
+    for (port, f) in wl.frames.iter().cycle().take(packets as usize) {
+        out.clear();
+        e.process(&mut w, *port, f, &mut out);
+        for (p, b) in out.iter() {
+            emitted += 1;
+            crate::setup::digest(&mut h, p, b);
+        }
+    }
+    println!(
+        "p4sec bench-engines: {} on the {backend} engine: packets {packets}, frames out {emitted}, \
+         digest {h:016x}",
+        wl.name
+    );
+    Ok(())
+}
+
+fn run_inner(seconds: f64, json: Option<&Path>, only: Option<&str>) -> Result<(), String> {
     if !(seconds > 0.0 && seconds.is_finite()) {
         return Err(format!("--seconds must be above 0, not {seconds}"));
     }
-    let workloads = vec![
-        gateway("esp-enc-null", "enc", Cipher::Null)?,
-        gateway("esp-dec-null", "dec", Cipher::Null)?,
-        gateway("esp-enc-aes-gcm", "enc", Cipher::AesGcm128)?,
-        gateway("esp-dec-aes-gcm", "dec", Cipher::AesGcm128)?,
-        url_filter()?,
-        keyed_bloom()?,
-    ];
+    let names = match only {
+        Some(name) => vec![name],
+        None => PIPELINES.to_vec(),
+    };
+    let workloads = names
+        .into_iter()
+        .map(workload)
+        .collect::<Result<Vec<_>, _>>()?;
     println!("p4sec bench-engines: the P4 part of each pipeline on the closure engine and the native engine,");
     println!("in process, one core; medians of rounds alternated between the engines ({seconds} s per pipeline)");
     println!(
@@ -82,7 +163,11 @@ fn run_inner(seconds: f64, json: Option<&Path>) -> Result<(), String> {
     }
     let allocs: u64 = rows.iter().map(|(_, f)| f.allocs[0] + f.allocs[1]).sum();
     println!("  heap allocations in the measured loops of both engines: {allocs}");
-    println!("  (NULL cipher: the ESP framing without the cipher; the AES-GCM rows include it)");
+    if rows.iter().any(|(name, _)| name.starts_with("esp-")) {
+        println!(
+            "  (NULL cipher: the ESP framing without the cipher; the AES-GCM rows include it)"
+        );
+    }
     if let Some(path) = json {
         let j: Vec<_> = rows
             .iter()
@@ -332,6 +417,26 @@ fn keyed_bloom() -> Result<Workload, String> {
         what: "programs/keyed_bloom.p4: SipHash-2-4 flow hash, Bloom filter, count-min sketch"
             .into(),
         build: Box::new(build),
+        frames,
+    })
+}
+
+/// Whole-frame keyed hashing: programs/hash_frames.p4 with SipHash-2-4 over 64-byte frames (60
+/// bytes in the pipeline, the FCS stripped), as `p4sec bench-hash` loads it, the digest written
+/// into the source MAC.
+fn hash_frames() -> Result<Workload, String> {
+    let alg = p4sec_externs::hash::HashAlg::SipHash24;
+    let frames = (0..64u8)
+        .map(|i| {
+            let mut f = crate::hash::frame(64);
+            f[14] = i;
+            (0, f)
+        })
+        .collect();
+    Ok(Workload {
+        name: "hash-frames",
+        what: "programs/hash_frames.p4: SipHash-2-4 over the whole 64-byte frame".into(),
+        build: Box::new(move |b| crate::hash::engine_with(Some(alg), b)),
         frames,
     })
 }

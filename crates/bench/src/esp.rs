@@ -13,7 +13,7 @@
 //! printed: the same options give the same digest, so a change to the engine or the externs that
 //! alters any emitted packet shows there.
 
-use crate::setup::{act, entry, table};
+use crate::setup::{act, digest, entry, table};
 use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use p4sec_externs::esp::{Cipher, Integ, Limits, Sa, SaConfig};
 use p4sec_ir::{FieldMatch, Value};
@@ -240,13 +240,6 @@ pub fn one_tunnel(dir: &str) -> Result<(Engine, u32, Vec<u8>), String> {
             Ok((e, WAN, esp_frames(&peer, &plains)?.remove(0)))
         }
         _ => Err(format!("direction `{dir}`: enc or dec")),
-    }
-}
-
-/// FNV-1a over the emitted frames.
-fn digest(h: &mut u64, port: u32, bytes: &[u8]) {
-    for b in port.to_be_bytes().iter().chain(bytes) {
-        *h = (*h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
     }
 }
 

@@ -3,7 +3,7 @@
 //! beside the paper's rows; and the per-packet cost of every algorithm inside the pipeline versus
 //! calling it directly.
 
-use p4sec_engine::{Engine, Outputs, Worker};
+use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use p4sec_externs::hash::{self, HashAlg};
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
 use std::path::Path;
@@ -132,6 +132,19 @@ fn pipeline_with_entry(alg: HashAlg) -> Result<Pipeline, String> {
 }
 
 fn pipeline(alg: Option<HashAlg>) -> Result<Pipeline, String> {
+    let engine = engine_with(alg, Backend::from_env()?)?;
+    let w = Worker::new(&engine);
+    Ok(Pipeline {
+        engine,
+        w,
+        out: Outputs::default(),
+    })
+}
+
+/// programs/hash_frames.p4 hashing whole frames with `alg` (`None`: forwarding only, the
+/// baseline) on `backend`, every frame forwarded to port 1 by the default action, which holds the
+/// key.
+pub(crate) fn engine_with(alg: Option<HashAlg>, backend: Backend) -> Result<Engine, String> {
     let mut opts = p4sec_frontend::CompileOptions::default();
     if let Some(a) = alg {
         opts.defines
@@ -150,7 +163,7 @@ fn pipeline(alg: Option<HashAlg>) -> Result<Pipeline, String> {
     }
     let prog = p4sec_frontend::compile_str("programs/hash_frames.p4", PROGRAM, &opts)
         .map_err(|e| e.to_string())?;
-    let engine = Engine::new(Arc::new(prog), &p4sec_externs::p4::registry())?;
+    let engine = Engine::with_backend(Arc::new(prog), &p4sec_externs::p4::registry(), backend)?;
     let ti = engine
         .table_index("HfIngress.port_key")
         .ok_or("table HfIngress.port_key missing")?;
@@ -174,17 +187,12 @@ fn pipeline(alg: Option<HashAlg>) -> Result<Pipeline, String> {
             args: vec![Value::new(9, 1), key],
         },
     )?;
-    let w = Worker::new(&engine);
-    Ok(Pipeline {
-        engine,
-        w,
-        out: Outputs::default(),
-    })
+    Ok(engine)
 }
 
 /// The bytes the pipeline receives for a frame of `size` bytes on the wire (everything but the
 /// FCS).
-fn frame(size: usize) -> Vec<u8> {
+pub(crate) fn frame(size: usize) -> Vec<u8> {
     let mut f: Vec<u8> = (0..size - FCS).map(|i| (i * 7 + 3) as u8).collect();
     f[12] = 0x88;
     f[13] = 0xb5;

@@ -1,5 +1,5 @@
-//! What the benchmarks' set-up shares: table entries built by hand, and the program's actions and
-//! tables looked up by name for them.
+//! What the benchmarks' set-up shares: table entries built by hand, the program's actions and
+//! tables looked up by name for them, and the digest of the frames a run emits.
 
 use p4sec_engine::Engine;
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
@@ -35,5 +35,12 @@ pub(crate) fn entry(
         matches,
         action: ActionCall { action, args },
         priority,
+    }
+}
+
+/// FNV-1a over the emitted frames (port and bytes), folded into `h`.
+pub(crate) fn digest(h: &mut u64, port: u32, bytes: &[u8]) {
+    for b in port.to_be_bytes().iter().chain(bytes) {
+        *h = (*h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
     }
 }

@@ -62,7 +62,8 @@ enum Cmd {
     /// Forwarding benchmark: the IPv4 LPM router over 64-byte packets, in process, one core.
     Bench(cmd::bench::RouterArgs),
     /// Engine benchmark: the P4 part of the IPsec gateway (NULL cipher and AES-GCM), the URL
-    /// filter and the keyed Bloom filter on the closure engine and the native engine, alternated.
+    /// filter, the keyed Bloom filter and whole-frame SipHash on the closure engine and the native
+    /// engine, alternated.
     BenchEngines(cmd::bench::EnginesArgs),
     /// SAD benchmark: ESP decapsulation through programs/ipsec_gateway.p4 with 1, 1,000 and 100,000
     /// SAs installed.

@@ -39,7 +39,8 @@ fn both_engines_are_measured_on_the_same_outputs() {
             "esp-enc-aes-gcm",
             "esp-dec-aes-gcm",
             "url-filter",
-            "keyed-bloom"
+            "keyed-bloom",
+            "hash-frames"
         ]
     );
     for r in rows {

@@ -23,8 +23,12 @@ The controller composes its parts, each an object with its own state: `journal` 
 (p4sec.ipsec.recovery: the intent journal, what happens after a controller's or a switch's restart),
 `reconciler` (p4sec.ipsec.reconcile), `sites` (p4sec.ipsec.sites: site-to-site setup and teardown, with the
 Writes to both gateways at once of p4sec.ipsec.writes), `hosts` (p4sec.ipsec.hosts: host-to-site tunnels) and
-`faults` (p4sec.ipsec.failsafe: renewals and retirements retried while the store fails, degraded tunnels). What
-stays here: the gateways, the SAs' renewal and retirement, and the recorded state.
+`faults` (p4sec.ipsec.failsafe: renewals and retirements retried while the store fails, degraded tunnels).
+`sites`, `hosts`, `reconciler` and `faults` are handed what they use (the store's records, the lock, the gateways,
+the journal, a few of the controller's functions), never the controller; `recovery` uses its public members. All of
+them, and the controller, read and write the store through `records` (p4sec.ipsec.store.Records: no SQL, no store
+keys outside p4sec.ipsec.store); `db` is the store's connection (commit, health). What stays here: the gateways,
+the SAs' renewal and retirement, and the recorded state.
 """
 import json
 import logging
@@ -65,23 +69,27 @@ class IpsecController:
             self.db = store.sqlite(db)      # fail-safe (p4sec.ipsec.store)
         else:
             self.db = db        # a replicated store with the same interface (p4sec.ipsec.ha.PgDb)
-        self.db.executescript(store.SCHEMA)     # (PgDb's is PostgreSQL's own: p4sec.ipsec.ha.SCHEMA)
+        self.records = store.Records(self.db)    # the records by kind: the only way the parts read and write the store
+        self.records.create_tables()             # (PgDb's are PostgreSQL's own: p4sec.ipsec.ha.SCHEMA)
         self.gateways = {}
         self.lock = threading.RLock()
         # fn(desired, switch_mac): more desired entries (the IKEv2 tunnels' policies and IKE punting, from the store)
-        self.desired_hooks = [lambda out, mac: ike.desired(self, out, mac)]
+        self.desired_hooks = [lambda out, mac: ike.desired(self.records, self.gateways, out, mac)]
         self.sa_event_listeners = []    # fn(gateway, spi, event) -> True if it handled the SA's lifetime event
         self.grace = grace
         self._renewals = 0      # site-to-site renewals (`renewals` adds the host tunnels')
         self._timers = []
         self._closed = threading.Event()
-        self.journal = IntentLog(self.db)           # the operations in flight (p4sec.ipsec.recovery)
+        self.journal = IntentLog(self.records)           # the operations in flight (p4sec.ipsec.recovery)
         self.recovery = Recovery(self, self.journal, self._closed)      # after a controller's or a switch's restart
-        self.reconciler = rec.Reconciler(self, self.journal, self.recovery.away, self._closed)
-        self.sites = SiteTunnels(self, self.journal)        # site-to-site setup and teardown (p4sec.ipsec.sites)
-        self.hosts = HostTunnels(self, self.journal)        # host-to-site tunnels (p4sec.ipsec.hosts)
+        self.reconciler = rec.Reconciler(self.records, self.lock, self.gateways, self.journal, self.recovery.away, self._closed,
+                                         self.event, self.renew, self.desired_hooks)
+        # site-to-site setup and teardown (p4sec.ipsec.sites), host-to-site tunnels (p4sec.ipsec.hosts)
+        self.sites = SiteTunnels(self.records, self.lock, self.gateways, self.journal, self.event, self.reconcile, self.make_sa)
+        self.hosts = HostTunnels(self.records, self.lock, self.gateways, self.journal, self.event, self.reconcile, self.retire_later,
+                                 self.make_sa, self.selectors, self.undo_in, self.grace)
         # renewals and retirements retried while the store fails, degraded tunnels (p4sec.ipsec.failsafe)
-        self.faults = StoreFaults(self.db, self.lock, self._closed, self.recovery.away, self.renew, self._retire,
+        self.faults = StoreFaults(self.records, self.lock, self._closed, self.recovery.away, self.renew, self._retire,
                                   self._read_tunnels)
         self.faults.start()
 
@@ -170,11 +178,11 @@ class IpsecController:
 
     def _read_tunnels(self):
         """The tunnels as the store has them (raises StoreError), for `faults`, which keeps the last read."""
-        rows = self.db.execute("select name, a, b, suite, soft, hard, created, state from tunnel order by created").fetchall()
+        rows = self.records.tunnels()
         store_ok, store_why = self.db.health()
         out = []
         for name, a, b, suite, soft, hard, created, state in rows:
-            active = [r[0] for r in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall()]
+            active = self.records.active_spis(name)
             spis = [f"{spi:#010x}" for spi in active]
             sites = self.tunnel_sites(name) or {}
             away = sorted({a, b} & self.away)
@@ -194,14 +202,13 @@ class IpsecController:
     def event(self, tunnel, what):
         """Record what happened to a tunnel (or gateway) in the store's event log (committed with the caller's
         transaction) and the log."""
-        self.db.execute("insert into event values (?, ?, ?)", (time.time(), tunnel, what))
+        self.records.add_event(tunnel, what)
         log.info("%s: %s", tunnel, what)
 
     def events(self, tunnel=None):
         """[(time, tunnel or gateway, what)] of the event log (of one tunnel or gateway), oldest first."""
-        q = "select t, tunnel, what from event" + (" where tunnel = ?" if tunnel else "") + " order by rowid"
         with self.lock:
-            return self.db.execute(q, (tunnel,) if tunnel else ()).fetchall()
+            return self.records.events(tunnel)
 
     # ------------------------------------------------------------------ SAs
 
@@ -209,7 +216,7 @@ class IpsecController:
         """A random SPI (>= 256) no recorded SA has."""
         while True:
             spi = int.from_bytes(os.urandom(4), "big")
-            if spi >= 256 and not self.db.execute("select 1 from sa where spi = ?", (spi,)).fetchone():
+            if spi >= 256 and not self.records.spi_taken(spi):
                 return spi
 
     def selectors(self, tunnel, src_name, dst):
@@ -247,13 +254,11 @@ class IpsecController:
 
     def tunnel_sites(self, name):
         """{gateway name: prefix} a site-to-site tunnel protects, as recorded (None if not recorded)."""
-        r = self.db.execute("select value from kv where key = ?", (f"sites:{name}",)).fetchone()
-        return json.loads(r[0]) if r else None
+        return self.records.sites(name)
 
     def tunnel_encap(self, name):
         """"udp" for a tunnel whose SAs send ESP in UDP (RFC 3948), else None (plain ESP)."""
-        r = self.db.execute("select value from kv where key = ?", (f"encap:{name}",)).fetchone()
-        return r[0] if r and r[0] == "udp" else None
+        return "udp" if self.records.encap(name) == "udp" else None
 
     def connect(self, a_name, b_name, suite="aes-gcm-128", soft=None, hard=None, name=None, a_prefix=None, b_prefix=None,
                 encap=None):
@@ -265,25 +270,25 @@ class IpsecController:
     def renew(self, spi, reason="requested"):
         """Replace the active SA `spi` (one direction of a tunnel) with a fresh one, loss-free."""
         with self.lock:
-            row = self.db.execute("select tunnel, src, dst, out_slot, in_slot, state from sa where spi = ?", (spi,)).fetchone()
-            if not row or row[5] != "active":
+            row = self.records.sa(spi)
+            if not row or row.state != "active":
                 return None  # already renewed (both ends report the same SA) or gone
-            tunnel, src_name, dst_name, out_slot, old_in, _ = row
+            tunnel, src_name, dst_name, out_slot = row.tunnel, row.src, row.dst, row.out_slot
             if src_name not in self.gateways or dst_name not in self.gateways:
                 # a road warrior's SA: its agent renews it; an IKE SA: charon is told (sa_event_listeners), the
                 # event's kind from the reason (_on_digest's "soft/hard lifetime on ..."; reconciliation: soft)
                 any(listener(src_name if src_name in self.gateways else dst_name, spi, HARD if reason.startswith("hard") else SOFT)
                     for listener in self.sa_event_listeners)
                 return None
-            suite, soft, hard = self.db.execute("select suite, soft, hard from tunnel where name = ?", (tunnel,)).fetchone()
+            t = self.records.tunnel(tunnel)
+            suite, soft, hard = t.suite, t.soft, t.hard
             src, dst = self.gateways[src_name], self.gateways[dst_name]
             t0 = time.perf_counter()
             new_spi, cfg = self.make_sa(tunnel, src, dst, suite, json.loads(soft), json.loads(hard))
             in_slot = dst.alloc_slot()
             try:
-                self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-                                (new_spi, tunnel, src_name, dst_name, out_slot, in_slot, json.dumps(cfg), time.time()))
-                self.db.execute("update sa set state = 'retiring' where spi = ?", (spi,))
+                self.records.add_sa(new_spi, tunnel, src_name, dst_name, out_slot, in_slot, cfg, "active")
+                self.records.set_sa_state(spi, "retiring")
                 iid = self.journal.record("renew", tunnel, fresh=[new_spi], old=spi)
                 self.db.commit()
             except StoreError:      # rolled back: nothing was written to a switch, the old SA stays
@@ -302,8 +307,8 @@ class IpsecController:
                 self.undo_in(tunnel, src, dst, new_spi, in_slot)
 
                 def forget(e=e):
-                    self.db.execute("delete from sa where spi = ?", (new_spi,))
-                    self.db.execute("update sa set state = 'active' where spi = ? and state = 'retiring'", (spi,))
+                    self.records.delete_sa(new_spi)
+                    self.records.set_sa_state(spi, "active", only_from="retiring")
                     self.journal.done(iid)
                     self.event(tunnel, f"renew {src_name}->{dst_name} ({reason}) failed, the old SA {spi:#010x} stays: {e}")
                     self.db.commit()
@@ -336,12 +341,12 @@ class IpsecController:
             return
         with self.lock:
             try:
-                row = self.db.execute("select tunnel, src, dst, in_slot, state, config from sa where spi = ?", (spi,)).fetchone()
-                if not row or row[4] != "retiring":
+                row = self.records.sa(spi)
+                if not row or row.state != "retiring":
                     return
-                tunnel, src_name, dst_name, in_slot, _, cfg = row
+                tunnel, src_name, dst_name, in_slot, cfg = row.tunnel, row.src, row.dst, row.in_slot, row.config
                 dst = self.gateways.get(dst_name)
-                self.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
+                self.records.set_sa_state(spi, "deleted")
                 iid = self.journal.record("retire", tunnel, spi=spi)
                 self.db.commit()
             except StoreError as e:
@@ -379,19 +384,17 @@ class IpsecController:
     def rekey(self, name):
         """Renew both directions of tunnel `name` now. Returns {(src, dst): (spi, slot)} of its active SAs."""
         with self.lock:
-            if not self.db.execute("select 1 from tunnel where name = ? and state = 'up'", (name,)).fetchone():
+            if not self.records.tunnel(name, states=("up",)):
                 raise ControllerError(f"no tunnel {name} is up")
-            refuse_ike(self.db, name, "rekeys")
-            for (spi,) in self.db.execute("select spi from sa where tunnel = ? and state = 'active'", (name,)).fetchall():
-                self.renew(spi)
-            return {(s, d): (spi, slot) for spi, s, d, slot in self.db.execute(
-                "select spi, src, dst, out_slot from sa where tunnel = ? and state = 'active'", (name,))}
+            refuse_ike(self.records, name, "rekeys")
+            for sa in self.records.sas(tunnel=name, states=("active",)):
+                self.renew(sa.spi)
+            return {(sa.src, sa.dst): (sa.spi, sa.out_slot) for sa in self.records.sas(tunnel=name, states=("active",))}
 
     def rekey_pair(self, a_name, b_name):
         """Renew every tunnel between two gateways (both directions) now. Returns {tunnel: {(src, dst): (spi, slot)}}."""
         with self.lock:
-            names = [r[0] for r in self.db.execute("select name from tunnel where state = 'up' and ((a = ? and b = ?) or (a = ? and b = ?))",
-                                                  (a_name, b_name, b_name, a_name)).fetchall()]
+            names = [t.name for t in self.records.tunnels(states=("up",), between=(a_name, b_name))]
             if not names:
                 raise ControllerError(f"no tunnel between {a_name} and {b_name} is up")
             return {n: self.rekey(n) for n in names}
@@ -407,20 +410,19 @@ class IpsecController:
                 reason = f"{'soft' if event == SOFT else 'hard'} lifetime on {gw_name}"
                 try:
                     if len(item) > 2 and item[2]:
-                        row = self.db.execute("select spi from sa where state = 'active' and spi = ?", (item[2],)).fetchone()
+                        spi = self.records.active_spi(spi=item[2])
                     else:
-                        row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or "
-                                              "(dst = ? and in_slot = ?))", (gw_name, slot, gw_name, slot)).fetchone()
-                    if row and self.hosts.is_host_sa(row[0]):
-                        self.event(gw_name, f"{'soft' if event == SOFT else 'hard'} lifetime of host-to-site SA {row[0]:#010x}: "
+                        spi = self.records.active_spi(gateway=gw_name, slot=slot)
+                    if spi is not None and self.hosts.is_host_sa(spi):
+                        self.event(gw_name, f"{'soft' if event == SOFT else 'hard'} lifetime of host-to-site SA {spi:#010x}: "
                                             "its agent renews it")
                         self.db.commit()
                         continue
                 except StoreError as e:     # the store cannot say which SA: the retries will
                     self.faults.renewal_failed(key, reason, e)
                     continue
-                if row:
-                    self.faults.renew_or_retry(row[0], reason)
+                if spi is not None:
+                    self.faults.renew_or_retry(spi, reason)
 
     def disconnect(self, name):
         """Tear site-to-site tunnel `name` down (SiteTunnels.down)."""
@@ -454,15 +456,14 @@ class IpsecController:
 
     def sas(self, tunnel=None):
         """[{spi, tunnel, src, dst, out_slot, in_slot, state}] of the recorded SAs (of one tunnel), oldest first."""
-        q = "select spi, tunnel, src, dst, out_slot, in_slot, state from sa" + (" where tunnel = ?" if tunnel else "") + " order by created"
         with self.lock:
-            return [dict(zip(("spi", "tunnel", "src", "dst", "out_slot", "in_slot", "state"), r))
-                    for r in self.db.execute(q, (tunnel,) if tunnel else ()).fetchall()]
+            return [{"spi": sa.spi, "tunnel": sa.tunnel, "src": sa.src, "dst": sa.dst, "out_slot": sa.out_slot, "in_slot": sa.in_slot,
+                     "state": sa.state} for sa in self.records.sas(tunnel=tunnel or None, by_creation=True)]
 
     def keys(self, spi):
         """The SA's configuration (keys included), e.g. to decrypt a capture."""
-        row = self.db.execute("select config from sa where spi = ?", (spi,)).fetchone()
-        return json.loads(row[0]) if row else None
+        row = self.records.sa(spi)
+        return json.loads(row.config) if row else None
 
     def close(self):
         """Stop the controller's threads and timers (retries, reconnections, periodic reconciliation, grace

@@ -16,7 +16,7 @@ tunnels at risk say so.
 
 `StoreFaults` is a part of p4sec.ipsec.controller.IpsecController (its `faults`) with its own state (the pending
 renewals, the retirements and records to retry, the last tunnels read); what it needs from the controller is
-handed to it: the store, the controller's lock, the event set when it closes, the live set of unreachable
+handed to it: the store's records (p4sec.ipsec.store.Records), the controller's lock, the event set when it closes, the live set of unreachable
 gateways, and three functions: renew an SA, retire an old SA, read the tunnels from the store."""
 import logging
 import threading
@@ -32,7 +32,8 @@ SNAPSHOT_EVERY = 1.0
 
 
 class StoreFaults:
-    """The controller's handling of store faults (see the module's description). `db`: the store; `lock`: the
+    """The controller's handling of store faults (see the module's description). `db`: the store's records
+    (p4sec.ipsec.store.Records: health, commit, probe, active_spi, sa); `lock`: the
     controller's lock (held by every operation that has a transaction open); `closed`: set when the controller
     closes (the retries stop); `away`: the live set of unreachable gateways (p4sec.ipsec.recovery.Recovery.away);
     `renew(spi, reason)`: renew an active SA; `retire(spi, attempts)`: retire an old SA after its grace period
@@ -72,9 +73,7 @@ class StoreFaults:
         if not isinstance(key, tuple):
             return key
         gw, slot = key
-        row = self.db.execute("select spi from sa where state = 'active' and ((src = ? and out_slot = ?) or (dst = ? and in_slot = ?))",
-                              (gw, slot, gw, slot)).fetchone()
-        return row[0] if row else None
+        return self.db.active_spi(gateway=gw, slot=slot)
 
     def renewal_failed(self, key, reason, e):
         now = time.monotonic()
@@ -107,7 +106,7 @@ class StoreFaults:
                 self._store_was_ok = False
             with self.lock:         # no operation of the controller has a transaction open
                 try:
-                    self.db.execute("insert or replace into kv values (?, ?)", ("store-probe", repr(time.time())))
+                    self.db.probe()
                     self.db.commit()
                 except StoreError:
                     return
@@ -151,10 +150,10 @@ class StoreFaults:
         if not self.away or isinstance(key, tuple):
             return bool(self.away) and isinstance(key, tuple) and key[0] in self.away
         try:
-            row = self.db.execute("select src, dst from sa where spi = ?", (key,)).fetchone()
+            row = self.db.sa(key)
         except StoreError:
             return False
-        return bool(row) and bool({row[0], row[1]} & self.away)
+        return bool(row) and bool({row.src, row.dst} & self.away)
 
     def retire_failed(self, spi, attempts, e):
         attempts += 1

@@ -4,9 +4,10 @@ Each records its outcome and an intent before it writes, and passes named checkp
 p4sec.ipsec.controller).
 
 `HostTunnels` is a part of p4sec.ipsec.controller.IpsecController (its `hosts`; the controller's `host_*` methods
-hand over to it). It counts the renewals it made (`renewals`) and drives the controller only through these of its
-members: `db`, `lock`, `gateways` (taken once), `event`, `reconcile`, `retire_later`, `grace`, and its SA
-helpers `make_sa`, `selectors`, `undo_in`."""
+hand over to it). It counts the renewals it made (`renewals`). It does not see the controller: it is handed what
+it uses (SEAM): the store's records (p4sec.ipsec.store.Records), the controller's lock and gateways, its intent
+journal, its functions `event`, `reconcile` and `retire_later`, its SA helpers `make_sa`, `selectors` and
+`undo_in`, and the grace period of old SAs (`grace`, seconds)."""
 import json
 import time
 
@@ -15,19 +16,29 @@ from p4sec.ipsec import tunnel_entries as te
 from p4sec.ipsec.ctlbase import HOST, SUITES, ControllerError, Gateway, _lpm, checkpoint
 
 
-class HostTunnels:
-    """The host-to-site operations of IpsecController (see the module's description). `ctl`: the controller;
-    `journal`: its intent journal (p4sec.ipsec.recovery.IntentLog)."""
+# what HostTunnels is handed (its constructor's parameters, in order)
+SEAM = ("records", "lock", "gateways", "journal", "event", "reconcile", "retire_later", "make_sa", "selectors", "undo_in",
+        "grace")
 
-    def __init__(self, ctl, journal):
-        self.ctl, self.journal = ctl, journal
-        self.db, self.lock, self.gateways = ctl.db, ctl.lock, ctl.gateways
+
+class HostTunnels:
+    """The host-to-site operations of IpsecController (see the module's description): `records` (the store's),
+    `lock` (the controller's), `gateways` (the controller's, name -> Gateway), `journal` (its intent journal,
+    p4sec.ipsec.recovery.IntentLog), `event(tunnel, what)`, `reconcile(names)`, `retire_later(spi)` (retire an old
+    SA after the grace period), `make_sa(tunnel, src, dst, suite, soft, hard)` -> (spi, config),
+    `selectors(tunnel, src_name, dst)`, `undo_in(tunnel, src, dst, spi, in_slot)` (remove an SA installed
+    inbound), `grace` (seconds, for the events)."""
+
+    def __init__(self, records, lock, gateways, journal, event, reconcile, retire_later, make_sa, selectors, undo_in, grace):
+        self.records, self.lock, self.gateways, self.journal = records, lock, gateways, journal
+        self.event, self.reconcile, self.retire_later = event, reconcile, retire_later
+        self.make_sa, self.selectors, self.undo_in, self.grace = make_sa, selectors, undo_in, grace
         self.renewals = 0       # host renewals done (the controller's `renewals` adds its own)
 
     def is_host_sa(self, spi):
         """Whether SA `spi` is a road warrior's (its agent renews it, not the controller)."""
-        r = self.db.execute("select src, dst from sa where spi = ?", (spi,)).fetchone()
-        return bool(r) and (r[0].startswith(HOST) or r[1].startswith(HOST))
+        r = self.records.sa(spi)
+        return bool(r) and (r.src.startswith(HOST) or r.dst.startswith(HOST))
 
     def up(self, client, profile, gw_name, host_address, host_mac, inner, suite="aes-gcm-128", soft=None, hard=None, encap=None):
         """Phase 1 of a host-to-site tunnel for `client` (an agent) to the site behind gateway `gw_name`: the
@@ -43,43 +54,41 @@ class HostTunnels:
             if gw is None:
                 raise ControllerError(f"no gateway {gw_name}")
             name = f"{profile}@{client}"
-            if self.db.execute("select 1 from tunnel where name = ? and state in ('up', 'pending')", (name,)).fetchone():
+            rec = self.records
+            if rec.tunnel(name, states=("up", "pending")):
                 raise ControllerError(f"tunnel {name} is already up")
             host = Gateway(HOST + client, None, host_address, inner if "/" in inner else f"{inner}/{128 if ':' in inner else 32}",
                            0, host_mac, 0, host_mac, host_address + ("/128" if ":" in host_address else "/32"))
             t0 = time.perf_counter()
-            self.db.execute("insert or replace into tunnel values (?, ?, ?, ?, ?, ?, ?, 'pending')",
-                            (name, gw_name, host.name, suite, json.dumps(soft), json.dumps(hard), time.time()))
-            self.db.execute("insert or replace into kv values (?, ?)", (f"encap:{name}", encap or "esp"))
-            up_spi, up_cfg = self.ctl.make_sa(name, host, gw, suite, soft, hard)        # host -> gateway
-            down_spi, down_cfg = self.ctl.make_sa(name, gw, host, suite, soft, hard)    # gateway -> host
+            rec.put_tunnel(name, gw_name, host.name, suite, soft, hard, "pending")
+            rec.put_encap(name, encap or "esp")
+            up_spi, up_cfg = self.make_sa(name, host, gw, suite, soft, hard)        # host -> gateway
+            down_spi, down_cfg = self.make_sa(name, gw, host, suite, soft, hard)    # gateway -> host
             out_slot, in_slot = gw.alloc_slot(), gw.alloc_slot()
-            self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-                            (up_spi, name, host.name, gw.name, -1, in_slot, json.dumps(up_cfg), time.time()))
-            self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'inbound')",
-                            (down_spi, name, gw.name, host.name, out_slot, -1, json.dumps(down_cfg), time.time()))
-            self.db.execute("insert or replace into kv values (?, ?)", (f"inner:{name}", host.lan_prefix))
-            self.db.execute("insert or replace into kv values (?, ?)", (f"hostinfo:{name}", json.dumps({"address": host_address, "mac": host_mac})))
+            rec.add_sa(up_spi, name, host.name, gw.name, -1, in_slot, up_cfg, "active")
+            rec.add_sa(down_spi, name, gw.name, host.name, out_slot, -1, down_cfg, "inbound")
+            rec.put_inner(name, host.lan_prefix)
+            rec.put_host_info(name, {"address": host_address, "mac": host_mac})
             iid = self.journal.record("host-up", name, up=up_spi, down=down_spi)
-            self.db.commit()
+            rec.commit()
             checkpoint("host-up:recorded")
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, in_slot, up_cfg)
-                    te.sad_dec(host, gw, up_spi, in_slot, self.ctl.selectors(name, host.name, gw))
+                    te.sad_dec(host, gw, up_spi, in_slot, self.selectors(name, host.name, gw))
                     _lpm(gw.switch, host.wan_prefix, host_mac, gw.wan_port)
             except Exception:
-                self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
-                self.db.execute("update sa set state = 'deleted' where spi in (?, ?)", (up_spi, down_spi))
+                rec.set_tunnel_state(name, "down")
+                rec.set_sa_state((up_spi, down_spi), "deleted")
                 self.journal.done(iid)
-                self.db.commit()
-                self.ctl.reconcile([gw_name])
+                rec.commit()
+                self.reconcile([gw_name])
                 raise
             checkpoint("host-up:inbound")
             self.journal.done(iid)
-            self.ctl.event(name, f"host phase 1 for {client} at {host_address}: SAD-dec {up_spi:#010x} on {gw_name} "
-                             f"({1000 * (time.perf_counter() - t0):.2f} ms)")
-            self.db.commit()
+            self.event(name, f"host phase 1 for {client} at {host_address}: SAD-dec {up_spi:#010x} on {gw_name} "
+                       f"({1000 * (time.perf_counter() - t0):.2f} ms)")
+            rec.commit()
             return {"tunnel": name, "gateway": gw.address, "site": gw.lan_prefix, "inner": host.lan_prefix, "suite": suite,
                     "outbound": up_cfg, "inbound": down_cfg}
 
@@ -87,43 +96,42 @@ class HostTunnels:
         """Phase 2: the agent installed its SAs; the gateway now sends to the host (SAD-enc, then the policy)."""
         with self.lock:
             name = f"{profile}@{client}"
-            row = self.db.execute("select a, b from tunnel where name = ? and state = 'pending'", (name,)).fetchone()
-            if not row:
+            rec = self.records
+            t = rec.tunnel(name, states=("pending",))
+            if not t:
                 raise ControllerError(f"no pending tunnel {name}")
-            gw = self.gateways[row[0]]
-            spi, out_slot, cfg = self.db.execute("select spi, out_slot, config from sa where tunnel = ? and src = ? and state = 'inbound'",
-                                                 (name, gw.name)).fetchone()
+            gw = self.gateways[t.a]
+            sa = rec.sas(tunnel=name, src=gw.name, states=("inbound",))[0]
+            spi, out_slot, cfg = sa.spi, sa.out_slot, sa.config
             t0 = time.perf_counter()
-            self.db.execute("update sa set state = 'active' where spi = ?", (spi,))
-            self.db.execute("update tunnel set state = 'up' where name = ?", (name,))
+            rec.set_sa_state(spi, "active")
+            rec.set_tunnel_state(name, "up")
             iid = self.journal.record("host-ready", name, fresh=[spi])
-            self.db.commit()
+            rec.commit()
             checkpoint("host-ready:recorded")
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, out_slot, json.loads(cfg))
                     te.host_spd(gw, self.inner(name), out_slot)
             except Exception:
-                self.db.execute("update sa set state = 'inbound' where spi = ?", (spi,))
-                self.db.execute("update tunnel set state = 'pending' where name = ?", (name,))
+                rec.set_sa_state(spi, "inbound")
+                rec.set_tunnel_state(name, "pending")
                 self.journal.done(iid)
-                self.db.commit()
-                self.ctl.reconcile([gw.name])
+                rec.commit()
+                self.reconcile([gw.name])
                 raise
             checkpoint("host-ready:outbound")
             self.journal.done(iid)
-            self.ctl.event(name, f"host phase 2: SAD-enc {spi:#010x} and policy on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); up")
-            self.db.commit()
+            self.event(name, f"host phase 2: SAD-enc {spi:#010x} and policy on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); up")
+            rec.commit()
 
     def inner(self, name):
         """The inner address (a prefix) of host tunnel `name`'s host, as recorded (None if not recorded)."""
-        r = self.db.execute("select value from kv where key = ?", (f"inner:{name}",)).fetchone()
-        return r[0] if r else None
+        return self.records.inner(name)
 
     def info(self, name):
         """{address, mac} of host tunnel `name`'s host as it announced them in phase 1 (None if not recorded)."""
-        r = self.db.execute("select value from kv where key = ?", (f"hostinfo:{name}",)).fetchone()
-        return json.loads(r[0]) if r else None
+        return self.records.host_info(name)
 
     def renew(self, client, profile):
         """Renewal of a host tunnel, asked for by its agent (the host's SAs reached their soft limit): the gateway
@@ -131,101 +139,102 @@ class HostTunnels:
         inbound first, and replaces the gateway's outbound SA in `renew_ready`."""
         with self.lock:
             name = f"{profile}@{client}"
-            row = self.db.execute("select a, b, suite, soft, hard from tunnel where name = ? and state = 'up'", (name,)).fetchone()
+            rec = self.records
+            row = rec.tunnel(name, states=("up",))
             if not row:
                 raise ControllerError(f"no tunnel {name} is up")
-            gw = self.gateways[row[0]]
-            suite, soft, hard = row[2], json.loads(row[3]), json.loads(row[4])
-            old_up, up_cfg_old = self.db.execute("select spi, config from sa where tunnel = ? and dst = ? and state = 'active'", (name, gw.name)).fetchone()
-            down_slot = self.db.execute("select out_slot from sa where tunnel = ? and src = ? and state = 'active'", (name, gw.name)).fetchone()[0]
-            stale = self.db.execute("select spi from sa where tunnel = ? and src = ? and state = 'inbound'", (name, gw.name)).fetchone()
+            gw = self.gateways[row.a]
+            suite, soft, hard = row.suite, json.loads(row.soft), json.loads(row.hard)
+            old = rec.sas(tunnel=name, dst=gw.name, states=("active",))[0]
+            old_up, up_cfg_old = old.spi, old.config
+            down_slot = rec.sas(tunnel=name, src=gw.name, states=("active",))[0].out_slot
+            stale = rec.sas(tunnel=name, src=gw.name, states=("inbound",))
             if stale:
                 # the agent asks again: it gave up the renewal it asked for before (nothing of that SA is on the
                 # gateway yet; it would have been installed at RenewReady)
-                self.db.execute("update sa set state = 'deleted' where spi = ?", stale)
-                self.ctl.event(name, f"host renewal for {client}: unfinished renewal to SA {stale[0]:#010x} abandoned")
+                rec.set_sa_state(stale[0].spi, "deleted")
+                self.event(name, f"host renewal for {client}: unfinished renewal to SA {stale[0].spi:#010x} abandoned")
             host_addr = json.loads(up_cfg_old)["tunnel"][0]
-            host = Gateway(row[1], None, host_addr, "", 0, "", 0, "", "")
+            host = Gateway(row.b, None, host_addr, "", 0, "", 0, "", "")
             t0 = time.perf_counter()
-            up_spi, up_cfg = self.ctl.make_sa(name, host, gw, suite, soft, hard)
-            down_spi, down_cfg = self.ctl.make_sa(name, gw, host, suite, soft, hard)
+            up_spi, up_cfg = self.make_sa(name, host, gw, suite, soft, hard)
+            down_spi, down_cfg = self.make_sa(name, gw, host, suite, soft, hard)
             in_slot = gw.alloc_slot()
-            self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-                            (up_spi, name, host.name, gw.name, -1, in_slot, json.dumps(up_cfg), time.time()))
-            self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'inbound')",
-                            (down_spi, name, gw.name, host.name, down_slot, -1, json.dumps(down_cfg), time.time()))
-            self.db.execute("update sa set state = 'retiring' where spi = ?", (old_up,))
+            rec.add_sa(up_spi, name, host.name, gw.name, -1, in_slot, up_cfg, "active")
+            rec.add_sa(down_spi, name, gw.name, host.name, down_slot, -1, down_cfg, "inbound")
+            rec.set_sa_state(old_up, "retiring")
             iid = self.journal.record("host-renew", name, up=up_spi, down=down_spi, old=old_up)
-            self.db.commit()
+            rec.commit()
             checkpoint("host-renew:recorded")
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, in_slot, up_cfg)
-                    te.sad_dec(host, gw, up_spi, in_slot, self.ctl.selectors(name, host.name, gw))
+                    te.sad_dec(host, gw, up_spi, in_slot, self.selectors(name, host.name, gw))
             except Exception:
-                self.ctl.undo_in(name, host, gw, up_spi, in_slot)
-                self.db.execute("update sa set state = 'deleted' where spi in (?, ?)", (up_spi, down_spi))
-                self.db.execute("update sa set state = 'active' where spi = ?", (old_up,))
+                self.undo_in(name, host, gw, up_spi, in_slot)
+                rec.set_sa_state((up_spi, down_spi), "deleted")
+                rec.set_sa_state(old_up, "active")
                 self.journal.done(iid)
-                self.db.commit()
+                rec.commit()
                 raise
             checkpoint("host-renew:inbound")
             self.journal.done(iid)
             self.renewals += 1
-            self.ctl.event(name, f"host renewal for {client}: SAD-dec {up_spi:#010x} on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); "
-                             f"old SAD-dec {old_up:#010x} removed in {self.ctl.grace:g} s")
-            self.db.commit()
-            self.ctl.retire_later(old_up)
+            self.event(name, f"host renewal for {client}: SAD-dec {up_spi:#010x} on {gw.name} ({1000 * (time.perf_counter() - t0):.2f} ms); "
+                       f"old SAD-dec {old_up:#010x} removed in {self.grace:g} s")
+            rec.commit()
+            self.retire_later(old_up)
             return {"outbound": up_cfg, "inbound": down_cfg}
 
     def renew_ready(self, client, profile):
         """The agent installed the new gateway->host SA inbound: the gateway's outbound SA is swapped in place."""
         with self.lock:
             name = f"{profile}@{client}"
-            row = self.db.execute("select a from tunnel where name = ? and state = 'up'", (name,)).fetchone()
+            rec = self.records
+            row = rec.tunnel(name, states=("up",))
             if not row:
                 raise ControllerError(f"no tunnel {name} is up")
-            gw = self.gateways[row[0]]
-            new = self.db.execute("select spi, out_slot, config from sa where tunnel = ? and src = ? and state = 'inbound'", (name, gw.name)).fetchone()
+            gw = self.gateways[row.a]
+            new = next(((s.spi, s.out_slot, s.config) for s in rec.sas(tunnel=name, src=gw.name, states=("inbound",))), None)
             if not new:
                 raise ControllerError(f"no renewal of {name} is waiting")
-            old = self.db.execute("select spi from sa where tunnel = ? and src = ? and state = 'active'", (name, gw.name)).fetchone()
-            self.db.execute("update sa set state = 'active' where spi = ?", (new[0],))
+            old = next(((s.spi,) for s in rec.sas(tunnel=name, src=gw.name, states=("active",))), None)
+            rec.set_sa_state(new[0], "active")
             if old:
-                self.db.execute("update sa set state = 'deleted' where spi = ?", (old[0],))
+                rec.set_sa_state(old[0], "deleted")
             iid = self.journal.record("host-renew-ready", name, fresh=[new[0]])
-            self.db.commit()
+            rec.commit()
             checkpoint("host-renew-ready:recorded")
             try:
                 gwp.sa_write(gw.switch, new[1], json.loads(new[2]))
             except Exception:
-                self.db.execute("update sa set state = 'inbound' where spi = ?", (new[0],))
+                rec.set_sa_state(new[0], "inbound")
                 if old:
-                    self.db.execute("update sa set state = 'active' where spi = ?", (old[0],))
+                    rec.set_sa_state(old[0], "active")
                 self.journal.done(iid)
-                self.db.commit()
+                rec.commit()
                 raise
             checkpoint("host-renew-ready:outbound")
             self.journal.done(iid)
-            self.ctl.event(name, f"host renewal for {client}: SAD-enc {old[0] if old else 0:#010x} -> {new[0]:#010x} on {gw.name} slot {new[1]}")
-            self.db.commit()
+            self.event(name, f"host renewal for {client}: SAD-enc {old[0] if old else 0:#010x} -> {new[0]:#010x} on {gw.name} slot {new[1]}")
+            rec.commit()
 
     def down(self, client, profile):
         """Tear a host tunnel down: the gateway's policy and outbound SA first, then the SAs it receives with,
         then the route to the host. A removal that fails is recorded as an event and the others still go."""
         with self.lock:
             name = f"{profile}@{client}"
-            row = self.db.execute("select a, state from tunnel where name = ? and state in ('up', 'pending')", (name,)).fetchone()
+            rec = self.records
+            row = rec.tunnel(name, states=("up", "pending"))
             if not row:
                 raise ControllerError(f"no tunnel {name} is up")
-            gw = self.gateways[row[0]]
-            rows = self.db.execute("select spi, src, dst, out_slot, in_slot, state, config from sa where tunnel = ? and state != 'deleted'",
-                                   (name,)).fetchall()
+            gw = self.gateways[row.a]
+            rows = [(s.spi, s.src, s.dst, s.out_slot, s.in_slot, s.state, s.config) for s in rec.sas(tunnel=name, live=True)]
             inner = self.inner(name)
-            self.db.execute("update sa set state = 'deleted' where tunnel = ?", (name,))
-            self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
+            rec.set_tunnel_sas_state(name, "deleted")
+            rec.set_tunnel_state(name, "down")
             iid = self.journal.record("host-down", name)
-            self.db.commit()
+            rec.commit()
             checkpoint("host-down:recorded")
             host_addr = None
             failures = []
@@ -258,7 +267,7 @@ class HostTunnels:
                 except Exception as e:
                     failures.append(f"route to {host_addr}: {e}")
             for f in failures:
-                self.ctl.event(name, f"removing {f} failed (reconciliation removes what is left)")
+                self.event(name, f"removing {f} failed (reconciliation removes what is left)")
             self.journal.done(iid)
-            self.ctl.event(name, "down")
-            self.db.commit()
+            self.event(name, "down")
+            rec.commit()

@@ -18,7 +18,6 @@ are not subnets, IPComp, transport mode, changing an SA's addresses (MOBIKE or a
 mapping change: charon rekeys instead).
 """
 import ipaddress
-import json
 
 from p4sec.infra import runtime
 from p4sec.ipsec import gateway as gwp
@@ -151,30 +150,24 @@ def policy_entries(gw, pol):
                    POLICY_PRIORITY, phase=2)]
 
 
-def desired(ctl, out, switch_mac):
+def desired(records, gateways, out, switch_mac):
     """reconcile.desired_state's hook (installed by IpsecController): the IKE punting of the gateways that have it,
-    the peers' routes and the IKE tunnels' policies, all from the store (whether or not an endpoint runs)."""
+    the peers' routes and the IKE tunnels' policies, all from the store's `records` (whether or not an endpoint
+    runs); `gateways`: the controller's (name -> Gateway)."""
     from p4sec.ipsec.reconcile import Entry
-    for key, value in ctl.db.execute("select key, value from kv where key like 'ikeport:%' or key like 'ikepol:%' or "
-                                     "key like 'ikesel:%'").fetchall():
-        if key.startswith("ikesel:"):
-            # an inbound SA's traffic selectors beyond the first pair (the tunnel's sites)
-            row = ctl.db.execute("select dst, in_slot from sa where spi = ? and state in ('inbound', 'active', 'retiring')",
-                                 (int(key[len("ikesel:"):]),)).fetchone()
-            if row and row[0] in out:
-                for r, l in json.loads(value):
-                    out[row[0]].entries.append(Entry(gwp.sa_selectors(gwp.version(r)), gwp.selectors_match(row[1], r, l),
-                                                     gwp.SELECTOR_OK, {}, priority=gwp.SELECTOR_PRIORITY))
-            continue
-        if key.startswith("ikeport:"):
-            name = key[len("ikeport:"):]
-            if name in out and name in ctl.gateways:
-                port, mac = json.loads(value)
-                out[name].entries.extend(e.entry(Entry) for e in punt_entries(ctl.gateways[name], port, mac))
-            continue
-        pol = json.loads(value)
-        if pol["gw"] in out and pol["gw"] in ctl.gateways and pol.get("slot") is not None:
-            out[pol["gw"]].entries.extend(e.entry(Entry) for e in policy_entries(ctl.gateways[pol["gw"]], pol))
+    for name, (port, mac) in records.ike_ports().items():
+        if name in out and name in gateways:
+            out[name].entries.extend(e.entry(Entry) for e in punt_entries(gateways[name], port, mac))
+    for pol in records.ike_policies():
+        if pol["gw"] in out and pol["gw"] in gateways and pol.get("slot") is not None:
+            out[pol["gw"]].entries.extend(e.entry(Entry) for e in policy_entries(gateways[pol["gw"]], pol))
+    for spi, pairs in records.ike_selectors().items():
+        # an inbound SA's traffic selectors beyond the first pair (the tunnel's sites)
+        sa = records.sa(spi)
+        if sa and sa.state in ("inbound", "active", "retiring") and sa.dst in out:
+            for r, l in pairs:
+                out[sa.dst].entries.append(Entry(gwp.sa_selectors(gwp.version(r)), gwp.selectors_match(sa.in_slot, r, l),
+                                                 gwp.SELECTOR_OK, {}, priority=gwp.SELECTOR_PRIORITY))
 
 
 def check_config(cfg, path):

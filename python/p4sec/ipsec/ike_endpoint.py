@@ -53,12 +53,12 @@ class IkeEndpoint:
             if gw is None:
                 raise IkeError(f"no gateway {gw_name}")
             self.ike[gw_name] = (int(port), mac)
-            ctl.db.execute("insert or replace into kv values (?, ?)", (f"ikeport:{gw_name}", json.dumps([int(port), mac])))
-            ctl.db.commit()
+            ctl.records.put_ike_port(gw_name, port, mac)
+            ctl.records.commit()
             for e in self._punt_entries(gw):
                 e.insert(gw.switch)
             ctl.event(gw_name, f"IKE punted to port {port} ({mac})")
-            ctl.db.commit()
+            ctl.records.commit()
 
     def _punt_entries(self, gw):
         return punt_entries(gw, *self.ike[gw.name])
@@ -131,19 +131,18 @@ class IkeEndpoint:
         """A charon of this gateway started: the IKE tunnels an earlier one left (it crashed, or was restarted
         without deleting its SAs) are removed; the new charon negotiates afresh."""
         ctl = self.ctl
-        stale = ctl.db.execute("select spi from sa where state != 'deleted' and ((src = ? and dst like 'ike:%') or "
-                               "(dst = ? and src like 'ike:%'))", (gw.name, gw.name)).fetchall()
-        for (spi,) in stale:
+        rec = ctl.records
+        stale = rec.sas_with_peers(gw.name, PEER)
+        for spi in stale:
             self.op_del_sa(gw, {"spi": spi})
-        pols = [k for (k,) in ctl.db.execute("select key from kv where key like ?", (f"ikepol:{gw.name}|%",)).fetchall()]
-        for key in pols:
-            pol = json.loads(ctl.db.execute("select value from kv where key = ?", (key,)).fetchone()[0])
-            ctl.db.execute("delete from kv where key = ?", (key,))
-            ctl.db.commit()
+        pols = rec.ike_policies(gw.name)
+        for pol in pols:
+            rec.delete_ike_policy(pol)
+            rec.commit()
             for e in self._policy_entries(gw, pol) if pol.get("slot") is not None else ():
                 e.delete(gw.switch)
         ctl.event(gw.name, f"charon started: {len(stale)} SAs and {len(pols)} policies of an earlier charon removed")
-        ctl.db.commit()
+        rec.commit()
         return {}
 
     def op_flush_sas(self, gw, req):
@@ -167,29 +166,28 @@ class IkeEndpoint:
         if ipaddress.ip_address(req["dst"] if inbound else req["src"]) != ipaddress.ip_address(gw.address):
             raise IkeError(f"SA {spi:#010x} between {req['src']} and {req['dst']} does not end at gateway {gw.name} "
                            f"({gw.address})")
-        if ctl.db.execute("select 1 from sa where spi = ? and state != 'deleted'", (spi,)).fetchone():
+        rec = ctl.records
+        if rec.spi_taken(spi, live=True):
             raise IkeError(f"SPI {spi:#010x} is in use")
-        ctl.db.execute("delete from sa where spi = ?", (spi,))
+        rec.delete_sa(spi)
         local_ts, remote_ts = (req["dst_ts"], req["src_ts"]) if inbound else (req["src_ts"], req["dst_ts"])
         pairs = selector_pairs(gw, local_ts, remote_ts)
         remote, local = pairs[0]
         name, peer_name = self._tunnel(gw, req["reqid"]), PEER + peer
         sites = {gw.name: local, peer_name: remote}
-        row = ctl.db.execute("select state from tunnel where name = ?", (name,)).fetchone()
-        if not row or row[0] != "up":
-            ctl.db.execute("insert or replace into tunnel values (?, ?, ?, ?, ?, ?, ?, 'up')",
-                           (name, gw.name, peer_name, suite_name(cfg), json.dumps(cfg["soft"]), json.dumps(cfg["hard"]), time.time()))
-            ctl.db.execute("insert or replace into kv values (?, ?)", (f"sites:{name}", json.dumps(sites)))
-            ctl.db.execute("insert or replace into kv values (?, ?)", (f"encap:{name}", "udp" if cfg.get("udp_encap") else "esp"))
+        row = rec.tunnel(name)
+        if not row or row.state != "up":
+            rec.put_tunnel(name, gw.name, peer_name, suite_name(cfg), cfg["soft"], cfg["hard"], "up")
+            rec.put_sites(name, sites)
+            rec.put_encap(name, "udp" if cfg.get("udp_encap") else "esp")
             ctl.event(name, f"up: IKEv2 CHILD_SA with {peer} ({local} <-> {remote}, {suite_name(cfg)})")
         t0 = time.perf_counter()
         if inbound:
             slot = gw.alloc_slot()
-            ctl.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-                           (spi, name, peer_name, gw.name, -1, slot, json.dumps(cfg), time.time()))
+            rec.add_sa(spi, name, peer_name, gw.name, -1, slot, cfg, "active")
             if len(pairs) > 1:      # the first pair is the tunnel's sites; the others are recorded with the SA
-                ctl.db.execute("insert or replace into kv values (?, ?)", (f"ikesel:{spi}", json.dumps(pairs[1:])))
-            ctl.db.commit()
+                rec.put_ike_selectors(spi, pairs[1:])
+            rec.commit()
             try:
                 with gw.switch.batch():
                     gwp.sa_write(gw.switch, slot, cfg)
@@ -197,37 +195,35 @@ class IkeEndpoint:
                         gwp.selectors_write(gw.switch, slot, r, l)
                     gwp.sad_dec_write(gw.switch, peer, gw.address, spi, slot)
             except Exception:
-                ctl.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
-                ctl.db.commit()
+                rec.set_sa_state(spi, "deleted")
+                rec.commit()
                 ctl.reconcile([gw.name])
                 raise
             ctl.event(name, f"inbound SA {spi:#010x} from {peer} in slot {slot} ({1000 * (time.perf_counter() - t0):.2f} ms)")
         else:
-            old = ctl.db.execute("select spi, out_slot from sa where tunnel = ? and src = ? and state = 'active'",
-                                 (name, gw.name)).fetchone()
+            old = next(((s.spi, s.out_slot) for s in rec.sas(tunnel=name, src=gw.name, states=("active",))), None)
             slot = old[1] if old else gw.alloc_slot()
             if old:
-                ctl.db.execute("update sa set state = 'deleted' where spi = ?", (old[0],))
-            ctl.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-                           (spi, name, gw.name, peer_name, slot, -1, json.dumps(cfg), time.time()))
-            ctl.db.commit()
+                rec.set_sa_state(old[0], "deleted")
+            rec.add_sa(spi, name, gw.name, peer_name, slot, -1, cfg, "active")
+            rec.commit()
             gwp.sa_write(gw.switch, slot, cfg)     # a rekey: one swap in place, the policy keeps its slot
             ctl.event(name, f"outbound SA {spi:#010x} to {peer} in slot {slot}"
                             + (f" (replaces {old[0]:#010x} in place)" if old else "")
                              + f" ({1000 * (time.perf_counter() - t0):.2f} ms)")
             self._policies_for(gw, name, slot)
-        ctl.db.commit()
+        rec.commit()
         return {}
 
     def _policies_for(self, gw, tunnel, slot):
         """The outbound policies of a reqid waiting for its SA (or pointing at another slot): installed now."""
-        for key, value in self.ctl.db.execute("select key, value from kv where key like 'ikepol:%'").fetchall():
-            pol = json.loads(value)
+        rec = self.ctl.records
+        for pol in rec.ike_policies():
             if pol["gw"] == gw.name and pol["tunnel"] == tunnel and pol.get("slot") != slot:
                 had = pol.get("slot")
                 pol["slot"] = slot
-                self.ctl.db.execute("update kv set value = ? where key = ?", (json.dumps(pol), key))
-                self.ctl.db.commit()
+                rec.put_ike_policy(pol)
+                rec.commit()
                 entry = self._policy_entries(gw, pol)
                 if had is None:
                     for e in entry:
@@ -241,11 +237,10 @@ class IkeEndpoint:
                        f"{req.get('new_dst_port')}) is not supported by the p4sec gateway; charon rekeys instead")
 
     def _row(self, gw, req):
-        row = self.ctl.db.execute("select spi, tunnel, src, dst, out_slot, in_slot, state, config from sa where spi = ?",
-                                  (req["spi"],)).fetchone()
-        if not row or gw.name not in (row[2], row[3]):
+        sa = self.ctl.records.sa(req["spi"])
+        if not sa or gw.name not in (sa.src, sa.dst):
             return None
-        return row
+        return (sa.spi, sa.tunnel, sa.src, sa.dst, sa.out_slot, sa.in_slot, sa.state, sa.config)
 
     def op_query_sa(self, gw, req):
         row = self._row(gw, req)
@@ -270,17 +265,18 @@ class IkeEndpoint:
             return {}       # replaced in place by its successor, or never installed
         spi, tunnel, src, dst, out_slot, in_slot, state, cfg = row
         self.last_use.pop(spi, None)
-        ctl.db.execute("update sa set state = 'deleted' where spi = ?", (spi,))
-        ctl.db.commit()
+        rec = ctl.records
+        rec.set_sa_state(spi, "deleted")
+        rec.commit()
         if dst == gw.name:
             sites = ctl.tunnel_sites(tunnel) or {}
             peer = json.loads(cfg)["tunnel"][0]
-            extra = ctl.db.execute("select value from kv where key = ?", (f"ikesel:{spi}",)).fetchone()
-            ctl.db.execute("delete from kv where key = ?", (f"ikesel:{spi}",))
-            ctl.db.commit()
+            extra = rec.ike_selectors(spi)
+            rec.delete_ike_selectors(spi)
+            rec.commit()
             with gw.switch.batch():
                 gwp.sad_dec_write(gw.switch, peer, gw.address, spi, in_slot, insert=False)
-                for r, l in ([(sites[src], sites[gw.name])] if sites else []) + (json.loads(extra[0]) if extra else []):
+                for r, l in ([(sites[src], sites[gw.name])] if sites else []) + (extra or []):
                     gwp.selectors_write(gw.switch, in_slot, r, l, insert=False)
                 gwp.sa_delete(gw.switch, in_slot)
             gw.free_slots.append(in_slot)
@@ -290,26 +286,28 @@ class IkeEndpoint:
             gwp.sa_delete(gw.switch, out_slot)
             gw.free_slots.append(out_slot)
             ctl.event(tunnel, f"outbound SA {spi:#010x} deleted")
-        if not ctl.db.execute("select 1 from sa where tunnel = ? and state != 'deleted'", (tunnel,)).fetchone():
-            ctl.db.execute("update tunnel set state = 'down' where name = ?", (tunnel,))
-            ctl.db.execute("delete from kv where key in (?, ?)", (f"sites:{tunnel}", f"encap:{tunnel}"))
+        if not rec.tunnel_has_live_sas(tunnel):
+            rec.set_tunnel_state(tunnel, "down")
+            rec.forget_sites_and_encap(tunnel)
             ctl.event(tunnel, "down: its last SA was deleted")
-        ctl.db.commit()
+        rec.commit()
         return {}
 
     def _drop_policies(self, gw, tunnel):
         """The outbound SA of `tunnel` goes: its policies stop pointing at the slot (removed from the SPD, kept
         recorded while charon holds them)."""
-        for key, value in self.ctl.db.execute("select key, value from kv where key like 'ikepol:%'").fetchall():
-            pol = json.loads(value)
+        rec = self.ctl.records
+        for pol in rec.ike_policies():
             if pol["gw"] == gw.name and pol["tunnel"] == tunnel and pol.get("slot") is not None:
                 self._policy_entries(gw, pol)[1].delete(gw.switch)
                 pol["slot"] = None
-                self.ctl.db.execute("update kv set value = ? where key = ?", (json.dumps(pol), key))
-        self.ctl.db.commit()
+                rec.put_ike_policy(pol)
+        rec.commit()
 
-    def _policy_key(self, gw, req):
-        return f"ikepol:{gw.name}|{_prefix(req['src_ts'], 'source')}|{_prefix(req['dst_ts'], 'destination')}"
+    @staticmethod
+    def _policy_ends(req):
+        """(source, destination) prefixes of a policy request: with the gateway, what names its record."""
+        return _prefix(req["src_ts"], "source"), _prefix(req["dst_ts"], "destination")
 
     def op_add_policy(self, gw, req):
         if req.get("dir") != POLICY_OUT:
@@ -319,51 +317,48 @@ class IkeEndpoint:
         if req.get("type") != POLICY_IPSEC:
             raise IkeError(f"policy type {req.get('type')} (pass shunts) is not supported by the p4sec plugin")
         ctl = self.ctl
-        key = self._policy_key(gw, req)
-        r = ctl.db.execute("select value from kv where key = ?", (key,)).fetchone()
+        rec = ctl.records
+        src, dst = self._policy_ends(req)
+        pol = rec.ike_policy(gw.name, src, dst)
         tunnel = self._tunnel(gw, req.get("reqid"))
-        if r:
-            pol = json.loads(r[0])
+        if pol:
             if pol["tunnel"] != tunnel:
                 raise IkeError(f"{pol['src']} -> {pol['dst']} is protected by {pol['tunnel']} already")
             pol["count"] += 1
-            ctl.db.execute("update kv set value = ? where key = ?", (json.dumps(pol), key))
-            ctl.db.commit()
+            rec.put_ike_policy(pol)
+            rec.commit()
             return {}
-        pol = {"gw": gw.name, "tunnel": tunnel, "src": _prefix(req["src_ts"], "source"),
-               "dst": _prefix(req["dst_ts"], "destination"), "peer": req["dst"], "count": 1, "slot": None}
-        ctl.db.execute("insert into kv values (?, ?)", (key, json.dumps(pol)))
-        ctl.db.commit()
-        out = ctl.db.execute("select out_slot from sa where tunnel = ? and src = ? and state = 'active'", (tunnel, gw.name)).fetchone()
+        pol = {"gw": gw.name, "tunnel": tunnel, "src": src, "dst": dst, "peer": req["dst"], "count": 1, "slot": None}
+        rec.put_ike_policy(pol)
+        rec.commit()
+        out = rec.sas(tunnel=tunnel, src=gw.name, states=("active",))
         if out:
-            self._policies_for(gw, tunnel, out[0])
+            self._policies_for(gw, tunnel, out[0].out_slot)
         ctl.event(tunnel, f"policy {pol['src']} -> {pol['dst']} via {pol['peer']}")
-        ctl.db.commit()
+        rec.commit()
         return {}
 
     def op_del_policy(self, gw, req):
         if req.get("dir") != POLICY_OUT or req.get("type") != POLICY_IPSEC:
             return {}       # only outbound IPsec policies are recorded (add_policy)
         ctl = self.ctl
-        key = self._policy_key(gw, req)
-        r = ctl.db.execute("select value from kv where key = ?", (key,)).fetchone()
-        if not r:
+        rec = ctl.records
+        pol = rec.ike_policy(gw.name, *self._policy_ends(req))
+        if not pol:
             return {}
-        pol = json.loads(r[0])
         pol["count"] -= 1
         if pol["count"] > 0:
-            ctl.db.execute("update kv set value = ? where key = ?", (json.dumps(pol), key))
+            rec.put_ike_policy(pol)
         else:
-            ctl.db.execute("delete from kv where key = ?", (key,))
-            ctl.db.commit()
+            rec.delete_ike_policy(pol)
+            rec.commit()
             if pol.get("slot") is not None:
                 self._policy_entries(gw, pol)[1].delete(gw.switch)
-                others = [json.loads(v)["peer"] for k, v in ctl.db.execute("select key, value from kv where key like 'ikepol:%'").fetchall()
-                          if json.loads(v)["gw"] == gw.name]
+                others = [p["peer"] for p in rec.ike_policies(gw.name)]
                 if pol["peer"] not in others:
                     self._policy_entries(gw, pol)[0].delete(gw.switch)
             ctl.event(pol["tunnel"], f"policy {pol['src']} -> {pol['dst']} removed")
-        ctl.db.commit()
+        rec.commit()
         return {}
 
     # ------------------------------------------------------------------ lifetime events to charon
@@ -371,7 +366,8 @@ class IkeEndpoint:
     def _sa_event(self, gw_name, spi, event):
         """controller._on_digest's hook: an IKE SA's soft (1) or hard (2) lifetime reached on the switch goes to
         charon as an expire event; True if the SA is one of ours."""
-        row = self.ctl.db.execute("select src, dst, config from sa where spi = ?", (spi,)).fetchone()
+        sa = self.ctl.records.sa(spi)
+        row = (sa.src, sa.dst, sa.config) if sa else None
         if not row or not (row[0].startswith(PEER) or row[1].startswith(PEER)):
             return False
         dst = json.loads(row[2])["tunnel"][1]

@@ -28,7 +28,10 @@ tests/ipsec/test_reconcile.py checks the decoder against the library.
 `Reconciler` runs it for the controller (p4sec.ipsec.controller: its `reconcile`, after a restart, when a lost
 switch is back, and every few seconds with `start_periodic`): it reads the reachable gateways, sends each phase
 to all of them before the next, gives back the SA slots found empty, records what changed as events and renews
-the SAs `Plan.renew` names.
+the SAs `Plan.renew` names. It does not see the controller: it is handed what it uses (SEAM), the store's records
+(p4sec.ipsec.store.Records: the desired state is read through them), the controller's lock and gateways, its
+intent journal, the live set of unreachable gateways, the event set when it closes, its functions `event` and
+`renew`, and the hooks that add desired entries (`desired_hooks`: the IKEv2 tunnels', p4sec.ipsec.ike).
 """
 import json
 import logging
@@ -39,6 +42,7 @@ from p4.v1 import p4runtime_pb2
 from p4sec.ipsec import gateway as gwp
 from p4sec.infra import runtime, wire
 from p4sec.ipsec.ctlbase import HOST, SWITCH_MAC, sa_selectors
+from p4sec.ipsec.store import LIVE
 
 log = logging.getLogger("p4sec.controller")
 
@@ -195,10 +199,10 @@ class Desired:
         self.name, self.entries, self.sas = name, [], {}
 
 
-def desired_state(ctl, switch_mac):
-    """{gateway name: Desired} from the controller's store (called under its lock): its `gateways`, `db` and
-    `hosts` (p4sec.ipsec.hosts: a road warrior's address)."""
-    gws = ctl.gateways
+def desired_state(gateways, records, switch_mac, hooks=()):
+    """{gateway name: Desired} of `gateways` (name -> Gateway) from the store's `records` (p4sec.ipsec.store.Records;
+    called under the controller's lock); each of `hooks` (fn(desired, switch_mac)) adds entries of its own."""
+    gws = gateways
     out = {n: Desired(n) for n in gws}
     for n, gw in gws.items():
         d = out[n]
@@ -207,13 +211,11 @@ def desired_state(ctl, switch_mac):
         d.entries.append(Entry(gwp.PORT_SIDE, gwp.wan_port_match(gw.wan_port), gwp.FROM_WAN, {}))
         for prefix, mac, port in ((gw.lan_prefix, gw.lan_mac, gw.lan_port), (gw.wan_prefix, gw.wan_mac, gw.wan_port)):
             d.entries.append(_route(prefix, mac, switch_mac, port))
-    db = ctl.db
-    sites_of = {k[len("sites:"):]: json.loads(v) for k, v in db.execute("select key, value from kv where key like 'sites:%'").fetchall()}
-    inner_of = dict((k[len("inner:"):], v) for k, v in db.execute("select key, value from kv where key like 'inner:%'").fetchall())
+    sites_of = records.all_sites()
+    inner_of = records.all_inner()
     # SAs: inbound slots, selectors and SAD-dec entries on the receiver, the outbound slot on the sender
     active_out = {}
-    for spi, tunnel, src, dst, out_slot, in_slot, cfg, state in db.execute(
-            "select spi, tunnel, src, dst, out_slot, in_slot, config, state from sa where state in ('inbound', 'active', 'retiring')").fetchall():
+    for spi, tunnel, src, dst, out_slot, in_slot, cfg, _, state in records.sas(states=LIVE):
         if state == "active":
             active_out[(tunnel, src, dst)] = out_slot
         if dst in out and in_slot is not None and in_slot >= 0:
@@ -229,12 +231,12 @@ def desired_state(ctl, switch_mac):
         if state == "active" and src in out and out_slot is not None and out_slot >= 0:
             out[src].sas[out_slot] = (spi, cfg, "out")
     # policies of the tunnels that are up
-    for name, a, b, suite, state in db.execute("select name, a, b, suite, state from tunnel where state in ('up', 'pending')").fetchall():
+    for name, a, b, suite, _, _, _, state in records.tunnels(states=("up", "pending")):
         if b.startswith(HOST):
             if a not in out:
                 continue
             gw = gws[a]
-            host = ctl.hosts.info(name)
+            host = records.host_info(name)
             if host and host.get("address") and host.get("mac"):
                 addr = host["address"]
                 out[a].entries.append(_route(addr + ("/128" if ":" in addr else "/32"), host["mac"], switch_mac, gw.wan_port))
@@ -259,7 +261,7 @@ def desired_state(ctl, switch_mac):
             slot = active_out.get((name, src, dst))
             if slot is not None:
                 out[src].entries.append(Entry(table, match, gwp.PROTECT, {gwp.SA_INDEX: slot}, priority=10, phase=2))
-    for hook in getattr(ctl, "desired_hooks", ()):
+    for hook in hooks:
         hook(out, switch_mac)
     return out
 
@@ -390,28 +392,37 @@ def _benign(message):
 
 # ---------------------------------------------------------------------------------------------- the runs
 
-class Reconciler:
-    """The controller's reconciliation runs (see the module's description). `ctl`: the controller (its `db`,
-    `lock`, `gateways`, `event` and `renew`; `desired_state` reads its store); `journal`: its intent journal
-    (p4sec.ipsec.recovery.IntentLog: the SAs never sent outbound); `away`: the live set of gateways that are
-    unreachable (p4sec.ipsec.recovery.Recovery.away: left out); `closed`: set when the controller closes (the
-    periodic runs stop)."""
+# what Reconciler is handed (its constructor's parameters, in order)
+SEAM = ("records", "lock", "gateways", "journal", "away", "closed", "event", "renew", "desired_hooks")
 
-    def __init__(self, ctl, journal, away, closed):
-        self.ctl, self.journal, self.away, self.closed = ctl, journal, away, closed
+
+class Reconciler:
+    """The controller's reconciliation runs (see the module's description). `records`: the store's
+    (p4sec.ipsec.store.Records); `lock`: the controller's; `gateways`: the controller's (name -> Gateway);
+    `journal`: its intent journal (p4sec.ipsec.recovery.IntentLog: the SAs never sent outbound); `away`: the live
+    set of gateways that are unreachable (p4sec.ipsec.recovery.Recovery.away: left out); `closed`: set when the
+    controller closes (the periodic runs stop); `event(name, what)`: record an event; `renew(spi, reason)`: renew
+    an SA; `desired_hooks`: the live list of fn(desired, switch_mac) that add desired entries."""
+
+    def __init__(self, records, lock, gateways, journal, away, closed, event, renew, desired_hooks=()):
+        self.records, self.lock, self.gateways, self.journal = records, lock, gateways, journal
+        self.away, self.closed, self.event, self.renew, self.desired_hooks = away, closed, event, renew, desired_hooks
         self.periodic = None        # the thread of start_periodic
+
+    def desired(self, switch_mac=SWITCH_MAC):
+        """{gateway name: Desired} from the store (desired_state, with the hooks)."""
+        return desired_state(self.gateways, self.records, switch_mac, self.desired_hooks)
 
     def plans(self, names=None):
         """{gateway: Plan} of the reachable gateways among `names` (default: all); a gateway that cannot be read is
         left out (its stream's end, if it went away, starts its reconnection)."""
-        ctl = self.ctl
-        names = [n for n in (names or ctl.gateways) if n not in self.away]
-        want = desired_state(ctl, SWITCH_MAC)
+        names = [n for n in (names or self.gateways) if n not in self.away]
+        want = self.desired(SWITCH_MAC)
         fresh = self.journal.fresh()
         out = {}
         for n in names:
             try:
-                out[n] = plan(ctl.gateways[n].switch, want[n], fresh)
+                out[n] = plan(self.gateways[n].switch, want[n], fresh)
             except Exception as e:
                 log.warning("reconcile: cannot read %s: %s", n, e)
         return out
@@ -419,28 +430,27 @@ class Reconciler:
     def run(self, names=None, dry_run=False):
         """Converge the gateways (default: all that are reachable) to the recorded state; {gateway: summary}.
         With dry_run, only compare: {gateway: {in_sync, summary}}."""
-        ctl = self.ctl
-        with ctl.lock:
+        with self.lock:
             plans = self.plans(names)
             if dry_run:
                 return {n: {"in_sync": p.empty(), "summary": p.summary()} for n, p in plans.items()}
             for phase in (0, 1, 2, 3, 4, 5):     # each phase on every gateway before the next (Plan)
                 for n, p in plans.items():
-                    apply_phase(ctl.gateways[n].switch, p.phases[phase])
+                    apply_phase(self.gateways[n].switch, p.phases[phase])
             for n, p in plans.items():
-                gw = ctl.gateways[n]
+                gw = self.gateways[n]
                 for _, slot in p.phases[0] + p.phases[5]:
                     gw.release_slot(slot)
                 if not p.empty():
-                    ctl.event(n, f"reconciled: {p.summary()}")
-            ctl.db.commit()
+                    self.event(n, f"reconciled: {p.summary()}")
+            self.records.commit()
             for n, p in plans.items():
                 for spi in p.renew:
                     try:
-                        ctl.renew(spi, reason=f"its outbound SA was missing on {n}")
+                        self.renew(spi, reason=f"its outbound SA was missing on {n}")
                     except Exception as e:
-                        ctl.event(n, f"renewing SA {spi:#010x} failed: {e}")
-            ctl.db.commit()
+                        self.event(n, f"renewing SA {spi:#010x} failed: {e}")
+            self.records.commit()
             return {n: p.summary() for n, p in plans.items()}
 
     def start_periodic(self, interval):

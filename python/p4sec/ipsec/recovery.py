@@ -14,8 +14,9 @@
   running) or pushed again, and the gateway is reconciled.
 
 `Recovery` keeps its own state (the unreachable gateways, each gateway's program) and drives the controller only
-through these of its members: `db`, `lock`, `gateways`, `event`, `reconcile`, `renew`, `connect`,
-`retire_later`, `watch`, `tunnel_sites`, `tunnel_encap`."""
+through these of its members: `records` (the store's, p4sec.ipsec.store.Records), `lock`, `gateways`, `event`,
+`reconcile`, `renew`, `connect`, `retire_later`, `watch`, `tunnel_sites`, `tunnel_encap`. `IntentLog` keeps the
+journal in the store through its records."""
 import json
 import logging
 import threading
@@ -33,35 +34,34 @@ ROLLED_BACK = ("host-up", "host-renew")
 
 
 class IntentLog:
-    """The operations in flight, as recorded in the store's `intent` table (see the module's description)."""
+    """The operations in flight, as recorded in the store's intent journal (see the module's description);
+    `records`: the store's (p4sec.ipsec.store.Records)."""
 
-    def __init__(self, db):
-        self.db = db
+    def __init__(self, records):
+        self.records = records      # p4sec.ipsec.store.Records
 
     def record(self, op, tunnel, **data):
         """Record an operation about to write to switches (committed with the state it leads to); its id."""
-        return self.db.execute("insert into intent (op, tunnel, data, t) values (?, ?, ?, ?)",
-                               (op, tunnel, json.dumps(data), time.time())).lastrowid
+        return self.records.add_intent(op, tunnel, data)
 
     def done(self, iid):
         """The operation `iid` finished its writes: its record goes (with the caller's commit)."""
-        self.db.execute("delete from intent where id = ?", (iid,))
+        self.records.delete_intent(iid)
 
     def all(self):
         """[{id, op, tunnel, data}] in the order they were recorded."""
-        return [{"id": i, "op": op, "tunnel": t, "data": json.loads(d)}
-                for i, op, t, d in self.db.execute("select id, op, tunnel, data from intent order by id").fetchall()]
+        return [{"id": i, "op": op, "tunnel": t, "data": d} for i, op, t, d in self.records.intents()]
 
     def fresh(self):
         """SPIs of new SAs whose operation is still recorded: never sent outbound, or sent by this very operation."""
         out = set()
-        for (d,) in self.db.execute("select data from intent").fetchall():
-            out.update(json.loads(d).get("fresh", []))
+        for _, _, _, d in self.records.intents():
+            out.update(d.get("fresh", []))
         return out
 
     def clear(self):
         """Forget every record (after a restart's reconciliation completed them)."""
-        self.db.execute("delete from intent")
+        self.records.clear_intents()
 
 
 def dial(old):
@@ -85,17 +85,17 @@ class Recovery:
         """Roll back in the store the interrupted operations whose caller (an agent) cannot have seen them finish;
         the others stand as recorded (reconciliation completes them). [(op, tunnel, rolled back?)], one per
         interrupted operation, in the order they were recorded."""
-        db, out = self.ctl.db, []
+        rec, out = self.ctl.records, []
         for intent in self.journal.all():
             op, tunnel, data = intent["op"], intent["tunnel"], intent["data"]
             if op == "host-up":
-                db.execute("update tunnel set state = 'down' where name = ? and state = 'pending'", (tunnel,))
-                db.execute("update sa set state = 'deleted' where tunnel = ? and state != 'deleted'", (tunnel,))
+                rec.set_tunnel_state(tunnel, "down", only_from="pending")
+                rec.set_tunnel_sas_state(tunnel, "deleted", live_only=True)
                 self.ctl.event(tunnel, "host phase 1 interrupted by a controller restart: rolled back (the agent asks again)")
             elif op == "host-renew":
-                db.execute("update sa set state = 'deleted' where spi in (?, ?)", (data["up"], data["down"]))
+                rec.set_sa_state((data["up"], data["down"]), "deleted")
                 if data.get("old") is not None:
-                    db.execute("update sa set state = 'active' where spi = ? and state = 'retiring'", (data["old"],))
+                    rec.set_sa_state(data["old"], "active", only_from="retiring")
                 self.ctl.event(tunnel, "host renewal interrupted by a controller restart: rolled back (the agent asks again)")
             else:
                 self.ctl.event(tunnel, f"{op} interrupted by a controller restart: completed from the recorded state")
@@ -105,10 +105,7 @@ class Recovery:
     def slots_from_store(self, gw):
         """Set gateway gw's SA slot allocation from the store: the slots its recorded SAs use (outbound as the
         sender, inbound as the receiver) are taken, the free ones below the highest are reused first."""
-        used = {r[0] for r in self.ctl.db.execute(
-            "select out_slot from sa where src = ? and state in ('inbound', 'active', 'retiring') and out_slot >= 0 union "
-            "select in_slot from sa where dst = ? and state in ('inbound', 'active', 'retiring') and in_slot >= 0",
-            (gw.name, gw.name)).fetchall()}
+        used = self.ctl.records.slots_in_use(gw.name)
         gw.next_slot = max(used) + 1 if used else 0
         gw.free_slots = sorted(set(range(gw.next_slot)) - used, reverse=True)
         return used
@@ -117,7 +114,7 @@ class Recovery:
         """[(spi, "soft" | "hard")]: the active site-to-site SAs whose outbound slot reports its lifetime reached
         (an event that fired while no controller listened). A switch that cannot be asked is left out."""
         ctl, missed = self.ctl, []
-        for spi, s, d, out_slot in ctl.db.execute("select spi, src, dst, out_slot from sa where state = 'active'").fetchall():
+        for spi, _, s, d, out_slot, *_ in ctl.records.sas(states=("active",)):
             if s in ctl.gateways and d in ctl.gateways:
                 try:
                     st = gwp.sa_stats(ctl.gateways[s].switch, out_slot)
@@ -134,13 +131,13 @@ class Recovery:
         ctl = self.ctl
         with ctl.lock:
             self.roll_back_interrupted()
-            ctl.db.commit()
+            ctl.records.commit()
             ctl.reconcile()
             self.journal.clear()
-            ctl.db.commit()
-            for (spi,) in ctl.db.execute("select spi from sa where state = 'retiring'").fetchall():
-                ctl.retire_later(spi)
-            lost = ctl.db.execute("select name, a, b, suite, soft, hard from tunnel where state = 'lost'").fetchall()
+            ctl.records.commit()
+            for sa in ctl.records.sas(states=("retiring",)):
+                ctl.retire_later(sa.spi)
+            lost = [t[:6] for t in ctl.records.tunnels(states=("lost",))]
             for spi, kind in self.missed_lifetimes():
                 ctl.renew(spi, reason=f"{kind} lifetime reached while the controller was away")
         for name, a, b, suite, soft, hard in lost:
@@ -162,10 +159,9 @@ class Recovery:
             self.away.add(name)
             try:
                 ctl.event(name, "switch unreachable (P4Runtime stream lost): its tunnels are degraded; reconnecting")
-                for (t,) in ctl.db.execute("select name from tunnel where state in ('up', 'pending') and (a = ? or b = ?)",
-                                           (name, name)).fetchall():
-                    ctl.event(t, f"degraded: gateway {name} is unreachable")
-                ctl.db.commit()
+                for t in ctl.records.tunnels(states=("up", "pending"), gateway=name):
+                    ctl.event(t.name, f"degraded: gateway {name} is unreachable")
+                ctl.records.commit()
             except StoreError as e:
                 log.warning("%s unreachable; its events not recorded: %s", name, e)
         threading.Thread(target=self.reconnect, args=(name,), daemon=True, name=f"reconnect-{name}").start()
@@ -191,12 +187,11 @@ class Recovery:
                     ctl.watch(gw)
                     self.away.discard(name)
                     ctl.event(name, "switch back: " + ("pipeline still running, adopted" if adopted else "pipeline pushed again"))
-                    ctl.db.commit()
+                    ctl.records.commit()
                     summary = ctl.reconcile()
-                    for (t,) in ctl.db.execute("select name from tunnel where state in ('up', 'pending') and (a = ? or b = ?)",
-                                               (name, name)).fetchall():
-                        ctl.event(t, f"up again: gateway {name} reconciled ({summary.get(name, '')})")
-                    ctl.db.commit()
+                    for t in ctl.records.tunnels(states=("up", "pending"), gateway=name):
+                        ctl.event(t.name, f"up again: gateway {name} reconciled ({summary.get(name, '')})")
+                    ctl.records.commit()
                 try:
                     old.close()
                 except Exception:

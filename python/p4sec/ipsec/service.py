@@ -120,16 +120,16 @@ class Service:
 
     def _inner_address(self, client, profile):
         """The client's address inside the site: the same one every time (kept in the database)."""
-        key = f"addr:{profile}:{client}"
-        row = self.ctl.db.execute("select value from kv where key = ?", (key,)).fetchone()
-        if row:
-            return row[0]
+        rec = self.ctl.records
+        got = rec.host_address(profile, client)
+        if got is not None:
+            return got
         pool = ipaddress.ip_network(self.cfg["hosts"][profile]["pool"])
-        used = {r[0] for r in self.ctl.db.execute("select value from kv where key like ?", (f"addr:{profile}:%",))}
+        used = rec.host_addresses(profile)
         for h in pool.hosts():
             if str(h) not in used:
-                self.ctl.db.execute("insert into kv values (?, ?)", (key, str(h)))
-                self.ctl.db.commit()
+                rec.add_host_address(profile, client, str(h))
+                rec.commit()
                 return str(h)
         raise ControllerError(f"the address pool of {profile} is exhausted")
 

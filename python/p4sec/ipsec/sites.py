@@ -4,10 +4,11 @@ SAs send and receive with, then the SAs). Each records its outcome and an intent
 checkpoints, and undoes what the switches accepted when one refuses (see p4sec.ipsec.controller).
 
 `SiteTunnels` is a part of p4sec.ipsec.controller.IpsecController (its `sites`; the controller's `connect` and
-`disconnect` hand over to it). It drives the controller only through these of its members: `db`, `lock`,
-`gateways` (taken once), `event`, `reconcile`, `tunnel_sites` and `make_sa`. The renewal, retirement and rekeying of
-the SAs of a tunnel that is up are the controller's own."""
-import json
+`disconnect` hand over to it). It does not see the controller: it is handed what it uses (SEAM): the store's
+records (p4sec.ipsec.store.Records), the controller's lock and gateways, its intent journal, and three of its
+functions: `event` (record what happened), `reconcile` (converge gateways after a failed setup) and `make_sa` (a
+new SA with fresh keys). The renewal, retirement and rekeying of the SAs of a tunnel that is up are the
+controller's own."""
 import time
 
 from p4sec.ipsec import gateway as gwp
@@ -16,22 +17,28 @@ from p4sec.ipsec import writes
 from p4sec.ipsec.ctlbase import SUITES, ControllerError, checkpoint, sa_selectors
 
 
-def refuse_ike(db, name, what):
+# what SiteTunnels is handed (its constructor's parameters, in order)
+SEAM = ("records", "lock", "gateways", "journal", "event", "reconcile", "make_sa")
+
+
+def refuse_ike(records, name, what):
     """IKEv2-negotiated tunnels (p4sec.ipsec.ike) belong to their charon: refuse to drive them from here (`what`:
-    the operation, "rekeys" or "deletes")."""
-    r = db.execute("select b from tunnel where name = ?", (name,)).fetchone()
-    if r and r[0].startswith("ike:"):
-        raise ControllerError(f"tunnel {name} is negotiated by IKEv2 with {r[0][4:]}: its charon {what} it "
+    the operation, "rekeys" or "deletes"; `records`: the store's, p4sec.ipsec.store.Records)."""
+    t = records.tunnel(name)
+    if t and t.b.startswith("ike:"):
+        raise ControllerError(f"tunnel {name} is negotiated by IKEv2 with {t.b[4:]}: its charon {what} it "
                               "(swanctl --rekey / --terminate on the gateway's charon)")
 
 
 class SiteTunnels:
-    """The site-to-site setup and teardown of IpsecController (see the module's description). `ctl`: the
-    controller; `journal`: its intent journal (p4sec.ipsec.recovery.IntentLog)."""
+    """The site-to-site setup and teardown of IpsecController (see the module's description): `records` (the
+    store's), `lock` (the controller's), `gateways` (the controller's, name -> Gateway), `journal` (its intent
+    journal, p4sec.ipsec.recovery.IntentLog), `event(tunnel, what)`, `reconcile(names)` and `make_sa(tunnel, src,
+    dst, suite, soft, hard)` -> (spi, config)."""
 
-    def __init__(self, ctl, journal):
-        self.ctl, self.journal = ctl, journal
-        self.db, self.lock, self.gateways = ctl.db, ctl.lock, ctl.gateways
+    def __init__(self, records, lock, gateways, journal, event, reconcile, make_sa):
+        self.records, self.lock, self.gateways, self.journal = records, lock, gateways, journal
+        self.event, self.reconcile, self.make_sa = event, reconcile, make_sa
 
     def up(self, a_name, b_name, suite="aes-gcm-128", soft=None, hard=None, name=None, a_prefix=None, b_prefix=None, encap=None):
         """A site-to-site tunnel between two gateways, for the traffic between a_prefix behind a and b_prefix behind
@@ -53,23 +60,20 @@ class SiteTunnels:
             name = name or f"{a_name}-{b_name}"
             t0 = time.perf_counter()
             sites = te.site_prefixes(a, b, a_prefix, b_prefix)
-            if self.db.execute("select 1 from tunnel where name = ? and state = 'up'", (name,)).fetchone():
+            rec = self.records
+            if rec.tunnel(name, states=("up",)):
                 raise ControllerError(f"tunnel {name} is already up")
-            pair = te.pair_key(sites)
-            other = self.db.execute("select value from kv where key = ?", (pair,)).fetchone()
-            if other and other[0] != name:
-                raise ControllerError(f"tunnel {other[0]} already protects {sites[a_name]} <-> {sites[b_name]}")
-            prev = (self.db.execute("select * from tunnel where name = ?", (name,)).fetchone(),
-                    self.db.execute("select value from kv where key = ?", (f"sites:{name}",)).fetchone(),
-                    self.db.execute("select value from kv where key = ?", (f"encap:{name}",)).fetchone())
-            self.db.execute("insert or replace into tunnel values (?, ?, ?, ?, ?, ?, ?, 'up')",
-                            (name, a_name, b_name, suite, json.dumps(soft), json.dumps(hard), time.time()))
-            self.db.execute("insert or replace into kv values (?, ?)", (f"sites:{name}", json.dumps(sites)))
-            self.db.execute("insert or replace into kv values (?, ?)", (f"encap:{name}", encap or "esp"))
-            self.db.execute("insert or replace into kv values (?, ?)", (pair, name))
+            other = rec.pair_owner(sites)
+            if other is not None and other != name:
+                raise ControllerError(f"tunnel {other} already protects {sites[a_name]} <-> {sites[b_name]}")
+            prev = (rec.tunnel(name), rec.sites_raw(name), rec.encap(name))
+            rec.put_tunnel(name, a_name, b_name, suite, soft, hard, "up")
+            rec.put_sites(name, sites)
+            rec.put_encap(name, encap or "esp")
+            rec.claim_pair(sites, name)
             if suite == "bypass":
                 iid = self.journal.record("setup", name)
-                self.db.commit()
+                rec.commit()
                 checkpoint("setup:recorded")
                 try:
                     # BYPASS both ways on both gateways (clear traffic arriving from the peer is policy-checked too)
@@ -78,24 +82,23 @@ class SiteTunnels:
                         te.spd(src, dst, None, action=gwp.BYPASS, sites=sites)
                         te.spd(src, dst, None, action=gwp.BYPASS, on=dst, sites=sites)
                 except Exception:
-                    self._forget_setup(name, prev, pair, [], iid)
-                    self.ctl.reconcile([a_name, b_name])
+                    self._forget_setup(name, prev, sites, [], iid)
+                    self.reconcile([a_name, b_name])
                     raise
                 checkpoint("setup:outbound")
                 self.journal.done(iid)
-                self.ctl.event(name, "up (bypass)")
-                self.db.commit()
+                self.event(name, "up (bypass)")
+                rec.commit()
                 return {}
             # per direction src -> dst: the SA, its outbound slot on src and its inbound slot on dst
             pairs = {}
             for src, dst in ((a, b), (b, a)):
-                spi, cfg = self.ctl.make_sa(name, src, dst, suite, soft, hard)
+                spi, cfg = self.make_sa(name, src, dst, suite, soft, hard)
                 pairs[(src.name, dst.name)] = (spi, src.alloc_slot(), dst.alloc_slot(), cfg)
             for (s, d), (spi, out_slot, in_slot, cfg) in pairs.items():
-                self.db.execute("insert into sa values (?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-                                (spi, name, s, d, out_slot, in_slot, json.dumps(cfg), time.time()))
+                rec.add_sa(spi, name, s, d, out_slot, in_slot, cfg, "active")
             iid = self.journal.record("setup", name, fresh=[v[0] for v in pairs.values()])
-            self.db.commit()
+            rec.commit()
             t_db = time.perf_counter() - t0
             checkpoint("setup:recorded")
             # one Write per switch and phase, both switches at once: SAD-dec everywhere (phase 1), then SAD-enc + SPD
@@ -121,30 +124,28 @@ class SiteTunnels:
                 for (s, d), (_, out_slot, in_slot, _) in pairs.items():
                     self.gateways[s].free_slots.append(out_slot)
                     self.gateways[d].free_slots.append(in_slot)
-                self._forget_setup(name, prev, pair, [v[0] for v in pairs.values()], iid)
+                self._forget_setup(name, prev, sites, [v[0] for v in pairs.values()], iid)
                 raise err
             checkpoint("setup:outbound")
             self.journal.done(iid)
-            self.ctl.event(name, f"up ({suite}) in {1000 * (time.perf_counter() - t0):.2f} ms (SAD-dec {1000 * (t2 - t1):.2f} ms, "
-                             f"SAD-enc + SPD {1000 * (t3 - t2):.2f} ms, state {1000 * t_db:.2f} ms)")
-            self.db.commit()
+            self.event(name, f"up ({suite}) in {1000 * (time.perf_counter() - t0):.2f} ms (SAD-dec {1000 * (t2 - t1):.2f} ms, "
+                        f"SAD-enc + SPD {1000 * (t3 - t2):.2f} ms, state {1000 * t_db:.2f} ms)")
+            rec.commit()
             return {k: (v[0], v[1]) for k, v in pairs.items()}
 
-    def _forget_setup(self, name, prev, pair, spis, iid):
-        """A setup the switches refused: its records go (the tunnel's earlier row comes back)."""
+    def _forget_setup(self, name, prev, sites, spis, iid):
+        """A setup the switches refused: its records go (the tunnel's earlier records come back: `prev`)."""
+        rec = self.records
         for spi in spis:
-            self.db.execute("delete from sa where spi = ?", (spi,))
-        self.db.execute("delete from tunnel where name = ?", (name,))
-        self.db.execute("delete from kv where key in (?, ?)", (f"sites:{name}", f"encap:{name}"))
+            rec.delete_sa(spi)
+        rec.delete_tunnel(name)
+        rec.forget_sites_and_encap(name)
         if prev[0]:
-            self.db.execute("insert into tunnel values (?, ?, ?, ?, ?, ?, ?, ?)", prev[0])
-        if prev[1]:
-            self.db.execute("insert into kv values (?, ?)", (f"sites:{name}", prev[1][0]))
-        if prev[2]:
-            self.db.execute("insert into kv values (?, ?)", (f"encap:{name}", prev[2][0]))
-        self.db.execute("delete from kv where key = ? and value = ?", (pair, name))
+            rec.restore_tunnel(prev[0])
+        rec.restore_sites_and_encap(name, prev[1], prev[2])
+        rec.release_pair(sites, name)
         self.journal.done(iid)
-        self.db.commit()
+        rec.commit()
 
     def _inbound_updates(self, src, dst, spi, out_slot, in_slot, cfg, delete=False, sites=None):
         """The Write for dst that lets it receive src's SA: the SA in its inbound slot, then its selectors (the
@@ -187,19 +188,20 @@ class SiteTunnels:
         decrypt with; then those SAs. A removal that fails (an entry already gone) is recorded as an event and
         the others still go."""
         with self.lock:
-            row = self.db.execute("select a, b, suite from tunnel where name = ? and state = 'up'", (name,)).fetchone()
-            if not row:
+            rec = self.records
+            t = rec.tunnel(name, states=("up",))
+            if not t:
                 raise ControllerError(f"no tunnel {name} is up")
-            refuse_ike(self.db, name, "deletes")
+            refuse_ike(rec, name, "deletes")
+            row = (t.a, t.b, t.suite)
             a, b = self.gateways[row[0]], self.gateways[row[1]]
-            sites = self.ctl.tunnel_sites(name) or {a.name: a.lan_prefix, b.name: b.lan_prefix}
-            rows = self.db.execute("select spi, src, dst, out_slot, in_slot, state from sa where tunnel = ? and state != 'deleted'",
-                                   (name,)).fetchall()
-            self.db.execute("delete from kv where key = ? and value = ?", (te.pair_key(sites), name))
-            self.db.execute("update sa set state = 'deleted' where tunnel = ?", (name,))
-            self.db.execute("update tunnel set state = 'down' where name = ?", (name,))
+            sites = rec.sites(name) or {a.name: a.lan_prefix, b.name: b.lan_prefix}
+            rows = [(sa.spi, sa.src, sa.dst, sa.out_slot, sa.in_slot, sa.state) for sa in rec.sas(tunnel=name, live=True)]
+            rec.release_pair(sites, name)
+            rec.set_tunnel_sas_state(name, "deleted")
+            rec.set_tunnel_state(name, "down")
             iid = self.journal.record("delete", name)
-            self.db.commit()
+            rec.commit()
             checkpoint("delete:recorded")
             failures = []
             # one Write per gateway and phase, both gateways at once; each removal on its own (a Write is not
@@ -235,7 +237,7 @@ class SiteTunnels:
                     dst.free_slots.append(in_slot)
                 writes.remove_phase(phase, failures)
             for f in failures:
-                self.ctl.event(name, f"removing {f} failed (reconciliation removes what is left)")
+                self.event(name, f"removing {f} failed (reconciliation removes what is left)")
             self.journal.done(iid)
-            self.ctl.event(name, "down")
-            self.db.commit()
+            self.event(name, "down")
+            rec.commit()

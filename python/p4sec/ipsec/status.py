@@ -114,19 +114,19 @@ class Source:
     def _tunnels(self, away):
         """Every tunnel in the store (and every profile not in it, down), in the order of their creation."""
         st, cfg, ctl = self.store, self.svc.cfg, self.svc.ctl
-        kv = dict(st.query("select key, value from kv where key like ? or key like ?", ("sites:%", "encap:%")))
+        rec = st.records
+        sites_of, encap_of = rec.all_sites(), rec.all_encaps()
         store_ok, store_why = ctl.db.health()
         out = []
-        for name, a, b, suite, soft, hard, created, state in st.query(
-                "select name, a, b, suite, soft, hard, created, state from tunnel order by created"):
-            sites = json.loads(kv.get(f"sites:{name}") or "{}")
+        for name, a, b, suite, soft, hard, created, state in rec.tunnels():
+            sites = sites_of.get(name) or {}
             gone = sorted({a, b} & away)
             why = []
             if state == "up":       # degraded while a gateway is away, a renewal is pending or the store fails (p4sec.ipsec.failsafe)
-                active = [r[0] for r in st.query("select spi from sa where tunnel = ? and state = 'active'", (name,))]
+                active = rec.active_spis(name)
                 why = ctl.faults.degraded_by(name, a, b, active, store_ok, store_why)
             out.append({"name": name, "a": a, "b": b, "a_prefix": sites.get(a), "b_prefix": sites.get(b), "suite": suite,
-                        "encap": "udp" if kv.get(f"encap:{name}") == "udp" else "esp", "state": "degraded" if why else state,
+                        "encap": "udp" if encap_of.get(name) == "udp" else "esp", "state": "degraded" if why else state,
                         "degraded_by": why, "unreachable": gone, "created": created, "soft": json.loads(soft or "null"),
                         "hard": json.loads(hard or "null")})
         known = {t["name"] for t in out}
@@ -144,8 +144,7 @@ class Source:
             gateways, away = dict(ctl.gateways), set(ctl.away)
         tunnels = self._tunnels(away)
         detailed = {t["name"] for t in tunnels[:DETAILED]}
-        rows = [r for r in self.store.query("select spi, tunnel, src, dst, out_slot, in_slot, state, created from sa "
-                                            "where state != 'deleted' order by created") if r[1] in detailed]
+        rows = [r for r in self.store.records.live_sa_states() if r[1] in detailed]
         totals = self.store.renewal_totals()
         # the counters: the sender's slot (out) and the receiver's (in) of each SA, within the reads' budget
         stat_units, drop_units = {}, {}

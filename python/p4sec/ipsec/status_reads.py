@@ -1,11 +1,11 @@
 """What the status (p4sec.ipsec.status) reads, without holding the controller's lock: the store on a connection of
 its own (`StoreReader`) and the SA counters on the switches (`Counters`)."""
 import concurrent.futures
-import sqlite3
 import threading
 import time
 
 from p4sec.ipsec import gateway as gwp
+from p4sec.ipsec import store
 
 # the program's per-SA drop reasons: sa_counters[slot * 16 + status] (p4include/p4sec.p4, programs/ipsec_gateway.p4);
 # those a receiving SA's slot counts (decryption) and those a sending SA's slot counts (encryption)
@@ -18,8 +18,9 @@ OUT_REASONS = (9, 10)
 class StoreReader:
     """The controller's store, read only, on a connection of its own (a SQLite file or PostgreSQL), so that the
     status never waits for the controller nor makes it wait; an in-memory SQLite store has no other connection: it
-    is read on the controller's, under its lock. Keeps a running count of renewals and failed renewals per tunnel
-    from the event log (each call reads only the events since the last)."""
+    is read on the controller's, under its lock. Its `records` (p4sec.ipsec.store.Records) read the store, each
+    statement under the lock. Keeps a running count of renewals and failed renewals per tunnel from the event log
+    (each call reads only the events since the last)."""
 
     def __init__(self, svc):
         cfg = svc.cfg
@@ -29,19 +30,15 @@ class StoreReader:
             from p4sec.ipsec.ha import PgDb
             self.db, self.id = PgDb(pg), "id"
         elif cfg.get("db", ":memory:") != ":memory:":
-            self.db, self.id = sqlite3.connect(cfg["db"], check_same_thread=False), "rowid"
-            self.db.execute("pragma query_only = 1")
+            self.db, self.id = store.sqlite_reader(cfg["db"]), "rowid"
         else:
             self.db, self.id, self.shared = svc.ctl.db, "rowid", svc.ctl.lock
+        self.records = store.Records(_Locked(self.db, self.shared or self.lock), self.id)
         self.renewals, self.last_event = {}, 0
-
-    def query(self, sql, args=()):
-        with self.shared or self.lock:
-            return self.db.execute(sql.replace("{id}", self.id), args).fetchall()
 
     def renewal_totals(self):
         """{tunnel: [renewals, failed renewals]} recorded in the event log so far."""
-        rows = self.query("select {id}, tunnel, what from event where {id} > ? and what like ? order by {id}", (self.last_event, "renew %"))
+        rows = self.records.events_since(self.last_event, "renew ")
         for i, tunnel, what in rows:
             self.renewals.setdefault(tunnel, [0, 0])[1 if "failed" in what else 0] += 1
             self.last_event = max(self.last_event, i)
@@ -49,11 +46,33 @@ class StoreReader:
 
     def events(self, name, n):
         """The last n events of a tunnel or gateway, newest first: [(t, what)]."""
-        return self.query("select t, what from event where tunnel = ? order by {id} desc limit ?", (name, n))
+        return self.records.last_events(name, n)
 
     def close(self):
         if self.shared is None:
             self.db.close()
+
+
+class _Locked:
+    """A connection whose statements run (and are read to the end) under a lock."""
+
+    def __init__(self, db, lock):
+        self.db, self.lock = db, lock
+
+    def execute(self, sql, args=()):
+        with self.lock:
+            return _Rows(self.db.execute(sql, args).fetchall())
+
+
+class _Rows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def fetchone(self):
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self):
+        return self.rows
 
 
 class Counters:

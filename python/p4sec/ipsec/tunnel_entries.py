@@ -1,7 +1,7 @@
 """The entries a tunnel puts on its gateways, written (or removed) through each gateway's switch: an inbound SA's
 SAD-dec entry with its selectors, the SPD policies of site-to-site and host-to-site tunnels, a route in the clear;
-and the site prefixes a site-to-site tunnel protects (checked against its gateways' sites) with the key that
-keeps two tunnels from protecting the same pair.
+and the site prefixes a site-to-site tunnel protects (checked against its gateways' sites; p4sec.ipsec.store keeps
+two tunnels from protecting the same pair).
 
 Stateless: the gateways are p4sec.ipsec.ctlbase.Gateway objects, the writes p4sec.ipsec.gateway's; used by
 p4sec.ipsec.controller and p4sec.ipsec.hosts (p4sec.ipsec.reconcile derives the same entries from the store)."""
@@ -85,8 +85,3 @@ def site_prefixes(a, b, a_prefix, b_prefix):
     if ipaddress.ip_network(sites[a.name]).version != ipaddress.ip_network(sites[b.name]).version:
         raise ControllerError(f"prefixes {sites[a.name]} and {sites[b.name]} are of different IP versions")
     return sites
-
-
-def pair_key(sites):
-    """The store's key of the pair of prefixes a tunnel protects (one tunnel per pair)."""
-    return "pair:" + "|".join(f"{g}={p}" for g, p in sorted(sites.items()))

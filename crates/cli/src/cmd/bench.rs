@@ -8,7 +8,7 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct RouterArgs {
     /// Number of routes in the LPM table.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub routes: u32,
     /// Seconds to measure.
     #[arg(long, default_value_t = 3.0)]
@@ -16,6 +16,11 @@ pub struct RouterArgs {
     /// Write the figures as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Instead of timing: exactly N packets through the engine `--engine` picks, untimed (for
+    /// instruction counts under callgrind).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..),
+          conflicts_with_all = ["seconds", "json"])]
+    pub packets: Option<u32>,
 }
 
 // `p4sec bench-engines`
@@ -27,6 +32,15 @@ pub struct EnginesArgs {
     /// Write the figures as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Only this pipeline.
+    #[arg(long, value_name = "NAME",
+          value_parser = clap::builder::PossibleValuesParser::new(p4sec_bench::engines::PIPELINES))]
+    pub pipeline: Option<String>,
+    /// Instead of timing: exactly N packets of `--pipeline` through the engine `--engine` picks,
+    /// untimed (for instruction counts under callgrind).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..),
+          requires = "pipeline", conflicts_with_all = ["seconds", "json"])]
+    pub packets: Option<u32>,
 }
 
 // `p4sec bench-sad`
@@ -112,11 +126,19 @@ pub struct P4eadArgs {
 }
 
 pub fn router(a: RouterArgs) -> ExitCode {
-    p4sec_bench::router::run(a.routes, a.seconds, a.json.as_deref())
+    match a.packets {
+        Some(n) => p4sec_bench::router::fixed(a.routes, n),
+        None => p4sec_bench::router::run(a.routes, a.seconds, a.json.as_deref()),
+    }
 }
 
 pub fn engines(a: EnginesArgs) -> ExitCode {
-    p4sec_bench::engines::run(a.seconds, a.json.as_deref())
+    p4sec_bench::engines::run(&p4sec_bench::engines::Opts {
+        seconds: a.seconds,
+        json: a.json.as_deref(),
+        pipeline: a.pipeline.as_deref(),
+        packets: a.packets,
+    })
 }
 
 pub fn sad(a: SadArgs) -> ExitCode {
