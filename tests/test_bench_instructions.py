@@ -23,8 +23,53 @@ def test_process_cost_sums_every_call_site_of_process():
         "calls=4 10",
         "12 200",
     ])
-    assert instructions.process_cost(text) == (304, 7200)
-    assert instructions.process_cost("fn=main\n") == (0, 0)
+    assert instructions.process_cost(text) == (304, 7200, 0)
+    assert instructions.process_cost("fn=main\n") == (0, 0, 0)
+
+
+def test_extern_cost_counts_calls_from_the_engine_into_the_externs_only():
+    e, x, b = "/t/crates/engine/src", "/t/crates/externs/src", "/t/crates/bench/src"
+    text = "\n".join([
+        f"fl={b}/esp.rs",
+        "fn=bench::run",
+        "cfn=p4sec_engine::pipeline::<impl p4sec_engine::engine::Engine>::process",
+        "calls=10 1",
+        "5 9000",
+        # the bench's own call of an extern (checking the output): not the engine's
+        f"cfi={x}/esp_sad.rs",
+        "cfn=<p4sec_externs::p4::esp_sad::bound::BoundDecap as p4sec_externs::iface::BoundCall>::call",
+        "calls=10 1",
+        "6 700",
+        f"fl={e}/pipeline/mod.rs",
+        "fn=process",
+        f"fi={e}/pipeline/call/externs.rs",
+        f"cfi={x}/p4/esp_sad/bound.rs",
+        "cfn=<p4sec_externs::p4::esp_sad::bound::BoundEncapSplit as p4sec_externs::iface::BoundCall>::call",
+        "calls=10 1",
+        "253 4000",
+        # a call inside the engine (no cfi: the caller's file)
+        "cfn=p4sec_engine::tables::lookup",
+        "calls=10 1",
+        "254 300",
+        # a helper of the externs' crate doing the engine's own work (a checksum): the P4 part
+        f"cfi={x}/checksum.rs",
+        "cfn=p4sec_externs::checksum::csum16_without",
+        "calls=10 1",
+        "255 800",
+        # an extern object's method call
+        f"cfi={x}/hash.rs",
+        "cfn=<p4sec_externs::hash::Siphash as p4sec_externs::iface::ExternObject>::call",
+        "calls=10 1",
+        "256 1000",
+        # an extern's call of its own helpers: already inside the count above
+        f"fl={x}/p4/esp_sad/bound.rs",
+        "fn=<p4sec_externs::p4::esp_sad::bound::BoundEncapSplit as p4sec_externs::iface::BoundCall>::call",
+        f"cfi={x}/esp/sa/encrypt.rs",
+        "cfn=seal",
+        "calls=10 1",
+        "9 2500",
+    ])
+    assert instructions.process_cost(text) == (10, 9000, 5000)
 
 
 def test_a_short_run_measures_both_engines(tmp_path, p4sec_bin, capsys):
@@ -37,7 +82,14 @@ def test_a_short_run_measures_both_engines(tmp_path, p4sec_bin, capsys):
     for e in ("closure", "native"):
         assert 500 < r[f"{e}_instructions_per_packet"] < 200_000, r
     assert r["native_over_closure"] == pytest.approx(r["native_instructions_per_packet"] / r["closure_instructions_per_packet"])
-    assert "native/closure" in capsys.readouterr().out
+    # the ESP extern's framing runs inside every packet's count, on both engines alike; the P4 part is the rest
+    for e in ("closure", "native"):
+        assert 100 < r[f"{e}_extern_instructions_per_packet"] < r[f"{e}_instructions_per_packet"], r
+        assert r[f"{e}_p4_instructions_per_packet"] == pytest.approx(
+            r[f"{e}_instructions_per_packet"] - r[f"{e}_extern_instructions_per_packet"])
+    assert r["closure_extern_instructions_per_packet"] == pytest.approx(r["native_extern_instructions_per_packet"], rel=0.05)
+    assert r["p4_speedup"] == pytest.approx(r["closure_p4_instructions_per_packet"] / r["native_p4_instructions_per_packet"])
+    assert "P4 part closure/native" in capsys.readouterr().out
 
 
 # the closure engine only (no Cranelift compile under valgrind) and few packets, to keep each run of callgrind (two per test) short
@@ -56,7 +108,8 @@ def test_the_other_pipelines_run_exactly_their_packets(pipeline, engine, low, hi
     rows = instructions.main(["--packets", "20", "--only", pipeline, "--engines", engine, "--p4sec", str(p4sec_bin)])
     assert [r["pipeline"] for r in rows] == [pipeline]
     # no ratio with one engine
-    assert set(rows[0]) == {"pipeline", "what", f"{engine}_instructions_per_packet"}
+    assert set(rows[0]) == {"pipeline", "what", f"{engine}_instructions_per_packet", f"{engine}_extern_instructions_per_packet",
+                            f"{engine}_p4_instructions_per_packet"}
     assert low < rows[0][f"{engine}_instructions_per_packet"] < high, rows
 
 
