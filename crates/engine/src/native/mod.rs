@@ -20,6 +20,9 @@ pub(crate) mod jit;
 pub(crate) mod packet;
 pub(crate) mod parse;
 pub(crate) mod stages;
+pub(crate) mod stateful;
+#[cfg(test)]
+mod stateful_tests;
 pub(crate) mod stmt;
 #[cfg(test)]
 mod table_tests;

@@ -42,7 +42,7 @@ pub(crate) struct Fx<'a, 'b> {
     /// The list emits headers (set before translating it, see [`emits`]): its context carries
     /// the deparser's output and its calls back keep that in step.
     pub(crate) emits: bool,
-    stmt_sig: SigRef,
+    pub(crate) stmt_sig: SigRef,
     action_sig: SigRef,
     pub(crate) expr_sig: SigRef,
 }
@@ -180,6 +180,7 @@ impl<'a, 'b> Fx<'a, 'b> {
                 .get(*h as usize)
                 .is_some_and(|x| self.slot_ok(x.valid.slot)),
             Stmt::Builtin(Builtin::MarkToDrop) => true,
+            Stmt::Builtin(b) if self.stateful_ok(b) => true,
             Stmt::ApplyTable { table, .. } => p
                 .tables
                 .get(*table as usize)
@@ -407,6 +408,7 @@ impl<'a, 'b> Fx<'a, 'b> {
                 }
                 Some(true)
             }
+            Stmt::Builtin(b) => self.stateful(b),
             _ => None,
         }
     }
