@@ -253,7 +253,11 @@ impl Engine {
         preserved: &[(u32, u64)],
         out: &mut Outputs,
     ) {
-        w.slots.copy_from_slice(&w.initial);
+        if w.initial_zero {
+            w.slots.fill(0);
+        } else {
+            w.slots.copy_from_slice(&w.initial);
+        }
         // SAFETY: `bytes` outlives the pass, and `Engine::process` resets the view before it
         // returns
         unsafe { w.packet.pkt.set(bytes) };
