@@ -8,7 +8,8 @@
 //! coverage grows statement kind by statement kind. Each native list is wrapped back into a
 //! one-statement [`crate::engine::CBlock`], so the pipeline keeps its shape; the whole parser and
 //! the pipeline's stages are also kept as plain functions ([`stages`]) that the pipeline calls
-//! directly ([`enter`]). The code lives in a [`jit::Jit`] shared by those blocks and stages: freed
+//! directly ([`enter`]), all of a pass's stages on one context when each is native or empty
+//! ([`PassCx`]). The code lives in a [`jit::Jit`] shared by those blocks and stages: freed
 //! when the engine that owns them is dropped. Chosen
 //! with [`crate::Backend`].
 
