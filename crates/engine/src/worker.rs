@@ -22,6 +22,8 @@ pub struct Worker {
     pub(crate) slots: Vec<u64>,
     /// The slots' values at the start of every packet.
     pub(crate) initial: Vec<u64>,
+    /// Every initial value is zero: a pass starts from zeroed slots (a fill instead of a copy).
+    pub(crate) initial_zero: bool,
     /// The bytes of the packet in the current pass.
     pub(crate) packet: Packet,
     /// What the deparser writes.
@@ -200,6 +202,7 @@ impl Worker {
     ) -> Worker {
         Worker {
             slots: initial.clone(),
+            initial_zero: initial.iter().all(|&v| v == 0),
             initial,
             packet: Packet {
                 pkt: PktView::EMPTY,

@@ -8,7 +8,8 @@
 //! coverage grows statement kind by statement kind. Each native list is wrapped back into a
 //! one-statement [`crate::engine::CBlock`], so the pipeline keeps its shape; the whole parser and
 //! the pipeline's stages are also kept as plain functions ([`stages`]) that the pipeline calls
-//! directly ([`enter`]). The code lives in a [`jit::Jit`] shared by those blocks and stages: freed
+//! directly ([`enter`]), all of a pass's stages on one context when each is native or empty
+//! ([`PassCx`]). The code lives in a [`jit::Jit`] shared by those blocks and stages: freed
 //! when the engine that owns them is dropped. Chosen
 //! with [`crate::Backend`].
 
@@ -151,7 +152,90 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         (Some(v), Some(i)) if !v.emits && !i.emits => Some((v, i)),
         _ => None,
     };
+    code.native_stages.pass = pass_of(&code.native_stages, code);
     Some(stats)
+}
+
+/// The pass's stages entered with one context ([`stages::Pass`]): when the parser is native and
+/// each control and the deparser is native (the controls not emitting) or has no statements.
+fn pass_of(st: &stages::Stages, code: &Code) -> Option<stages::Pass> {
+    // a stage's function, `Some(None)` when it has no statements, `None` when it runs closures
+    let of = |s: Option<Stage>, b: &CBlock, may_emit: bool| match s {
+        Some(s) if may_emit || !s.emits => Some(Some(s)),
+        Some(_) => None,
+        None if b.is_empty() => Some(None),
+        None => None,
+    };
+    let parser = st.parser?;
+    let verify = of(st.verify, &code.verify, false)?;
+    let ingress = of(st.ingress, &code.ingress, false)?;
+    let egress = of(st.egress, &code.egress, false)?;
+    let deparser = of(st.deparser, &code.deparser, true)?;
+    let all = [Some(parser), verify, ingress, egress, deparser];
+    let all = all.iter().flatten();
+    Some(stages::Pass {
+        parser: parser.f,
+        verify: verify.map(|s| s.f),
+        ingress: ingress.map(|s| s.f),
+        egress: egress.map(|s| s.f),
+        deparser: deparser.map(|s| s.f),
+        deparser_emits: deparser.is_some_and(|s| s.emits),
+        nslots: all.clone().map(|s| s.nslots).max().unwrap_or(0),
+        nheaders: all.map(|s| s.nheaders).max().unwrap_or(0),
+    })
+}
+
+/// One native context for a whole pass ([`stages::Pass`]): the worker's shape and tracing checked
+/// once, the context built once, each stage's function called on it. Rust code that runs between
+/// the stages may move the worker's cursor (kept in step before each call) and, on its cold
+/// paths, its slot buffer ([`PassCx::reload`]).
+pub(crate) struct PassCx<'a> {
+    ctx: Ctx<'a>,
+}
+
+impl<'a> PassCx<'a> {
+    /// The context, or `None` when the worker cannot take the pass's code (fewer slots or header
+    /// offsets than the program, or a traced packet): the stages then run one by one.
+    #[inline(always)]
+    pub(crate) fn new(p: &stages::Pass, e: &'a Engine, w: &mut Worker) -> Option<PassCx<'a>> {
+        if w.slots.len() < p.nslots || w.packet.hdr_off.len() < p.nheaders || w.trace.is_some() {
+            std::hint::cold_path();
+            return None;
+        }
+        Some(PassCx {
+            ctx: Ctx::new(e, w),
+        })
+    }
+
+    /// Runs stage function `f` of the pass on `w`: the word it returned (a panic of a callback
+    /// resumed); `E`: the function emits (the context carries the output while it runs).
+    #[inline(always)]
+    pub(crate) fn run<const E: bool>(&mut self, f: stages::NativeFn, w: &mut Worker) -> u64 {
+        // SAFETY: as in `enter`
+        let f = unsafe { std::mem::transmute::<stages::NativeFn, helpers::Entry>(f) };
+        self.ctx.cursor = w.packet.cursor;
+        let mut out = if E { Some(Out::attach(w)) } else { None };
+        if let Some(o) = out.as_mut() {
+            self.ctx.out = o;
+        }
+        // SAFETY: as in `call`: the context points at the live engine and worker, whose shape
+        // `new` checked and whose buffers are those the context holds (see `reload`)
+        let r = unsafe { f(&mut self.ctx) };
+        self.ctx.store::<E>(w);
+        if E {
+            self.ctx.out = std::ptr::null_mut();
+        }
+        if let Some(p) = self.ctx.panic.take() {
+            std::panic::resume_unwind(p);
+        }
+        r
+    }
+
+    /// After Rust code that may have replaced the worker's buffers (a clone's slots swapped in).
+    #[inline(always)]
+    pub(crate) fn reload(&mut self, w: &mut Worker) {
+        self.ctx.load::<false>(w);
+    }
 }
 
 /// Runs stage `s`'s code on `w`: the word it returned (a flow, or the parser's end), or `None`

@@ -22,6 +22,25 @@ pub(crate) struct Stages {
     pub(crate) deparser: Option<Stage>,
     /// Verify and ingress when both are native and neither emits (entered with one context).
     pub(crate) verify_ingress: Option<(Stage, Stage)>,
+    /// Every stage of the pass, when each is native or empty (entered with one context).
+    pub(crate) pass: Option<Pass>,
+}
+
+/// The stages of a v1model pass when each of them is native code or has no statements: the
+/// pipeline enters them all with one context (`super::PassCx`), the worker's shape checked once.
+/// `None`: the stage has no statements (nothing to run).
+#[derive(Clone, Copy)]
+pub(crate) struct Pass {
+    pub(crate) parser: NativeFn,
+    pub(crate) verify: Option<NativeFn>,
+    pub(crate) ingress: Option<NativeFn>,
+    pub(crate) egress: Option<NativeFn>,
+    pub(crate) deparser: Option<NativeFn>,
+    /// The deparser's code emits headers itself (its context carries the output).
+    pub(crate) deparser_emits: bool,
+    /// The slots and header offsets the stages' code indexes below.
+    pub(crate) nslots: usize,
+    pub(crate) nheaders: usize,
 }
 
 /// One stage's native function.

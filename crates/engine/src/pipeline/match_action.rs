@@ -224,7 +224,7 @@ impl Engine {
         match (inline, call) {
             (Some(hot), _) => self.inline_args(&mut w.slots, a, hot),
             // arguments not inline (wide arguments, a selected member)
-            (None, Err(c)) => self.entry_args(w, a, &c.args),
+            (None, Err(c)) => self.entry_args(&mut w.slots, a, &c.args),
             (None, Ok(_)) => {}
         }
         if w.trace.is_some() {
@@ -289,8 +289,7 @@ impl Engine {
     /// An entry's arguments, held in the entry, into action `a`'s parameters: their words straight
     /// into the parameter slots, each top word masked to the width.
     #[inline]
-    fn entry_args(&self, w: &mut Worker, a: usize, args: &[Value]) {
-        let slots = &mut w.slots[..];
+    fn entry_args(&self, slots: &mut [u64], a: usize, args: &[Value]) {
         for &(s, m, p, k) in &self.match_action.param_words[a] {
             if let Some(v) = arg_word(args, p, k, m) {
                 slots[s as usize] = v;
@@ -353,41 +352,26 @@ impl Engine {
         };
         // an empty table misses without a lookup
         let found = data.lookup_one(&self.prog.tables[ti], k);
-        let hot = found.map(|i| *data.hot(i));
-        if hot.is_some_and(|h| h.selects) {
-            std::hint::cold_path();
-            if let Some(slot) = w.tables.snapshots.get_mut(ti) {
-                *slot = Some(data);
-            }
-            return Err(self.apply_table(w, ti, hit, action_run));
+        let chosen = self.choose_args(&mut w.slots, &data, found, false);
+        if let Some(slot) = w.tables.snapshots.get_mut(ti) {
+            *slot = Some(data);
         }
-        if let Some((h, m)) = w.stats.tables.get(ti) {
-            crate::bump(if found.is_some() { h } else { m });
+        match chosen {
+            Some(a) => {
+                self.chosen(w, ti, found.is_some(), a, hit, action_run);
+                Ok(a)
+            }
+            None => {
+                std::hint::cold_path();
+                Err(self.apply_table(w, ti, hit, action_run))
+            }
         }
-        w.calls.cur_meter = None;
-        let a = match (&hot, found) {
-            (Some(h), _) if h.nargs != crate::tables::Hot::NOT_INLINE => {
-                let a = h.action as usize;
-                self.inline_args(&mut w.slots, a, h);
-                a
-            }
-            (Some(_), Some(i)) => {
-                // arguments not inline (wide ones, or more than fit)
-                let c = &data.entries[i].entry.action;
-                self.entry_args(w, c.action as usize, &c.args);
-                c.action as usize
-            }
-            _ => default_args(&mut w.slots, &data) as usize,
-        };
-        self.finish_select(w, ti, data, found.is_some(), a, hit, action_run);
-        Ok(a)
     }
 
     /// [`Engine::select_one_key`] for native code: the lookup in the worker's table snapshot
-    /// borrowed in place (no `Arc` moved out and back), the hit's inline arguments or the
-    /// default's written into the action's parameters, `hit` and `action_run` set. Anything else
-    /// (a traced packet, a table with per-entry state, an action profile group, arguments not
-    /// inline, no snapshot) takes [`Engine::select_one_key`].
+    /// borrowed in place (no `Arc` moved out and back). Anything [`Engine::choose_args`] leaves
+    /// (an action profile group, arguments not inline), a traced packet, a table with per-entry
+    /// state or no snapshot take [`Engine::select_one_key`].
     #[inline(always)]
     pub(crate) fn select_native(
         &self,
@@ -404,26 +388,63 @@ impl Engine {
             self.prog.tables.get(ti),
         ) {
             let found = data.lookup_one(t, k);
-            let a = match found.map(|i| data.hot(i)) {
-                Some(h) if h.selects || h.nargs == crate::tables::Hot::NOT_INLINE => {
-                    std::hint::cold_path();
-                    return self.select_one_key(w, ti, k, hit, action_run);
-                }
-                Some(h) => {
-                    self.inline_args(&mut w.slots, h.action as usize, h);
-                    h.action as usize
-                }
-                None => default_args(&mut w.slots, data) as usize,
-            };
-            if let Some((h, m)) = w.stats.tables.get(ti) {
-                crate::bump(if found.is_some() { h } else { m });
+            if let Some(a) = self.choose_args(&mut w.slots, data, found, true) {
+                self.chosen(w, ti, found.is_some(), a, hit, action_run);
+                return Ok(a);
             }
-            w.calls.cur_meter = None;
-            self.mark_apply(w, found.is_some(), a, hit, action_run);
-            return Ok(a);
         }
         std::hint::cold_path();
         self.select_one_key(w, ti, k, hit, action_run)
+    }
+
+    /// A one-key apply's action once looked up (`found`: the entry hit), its arguments written
+    /// into its parameters: the hit's (inline in its hot line or, unless `inline_only`, from the
+    /// entry), the default action's on a miss. `None`, nothing written, for a hit the general
+    /// path takes (an action profile group, or arguments not inline with `inline_only`).
+    #[inline(always)]
+    fn choose_args(
+        &self,
+        slots: &mut [u64],
+        data: &crate::tables::TableData,
+        found: Option<usize>,
+        inline_only: bool,
+    ) -> Option<usize> {
+        let Some(i) = found else {
+            return Some(default_args(slots, data) as usize);
+        };
+        let h = data.hot(i);
+        if h.selects || (inline_only && h.nargs == crate::tables::Hot::NOT_INLINE) {
+            std::hint::cold_path();
+            return None;
+        }
+        if h.nargs != crate::tables::Hot::NOT_INLINE {
+            self.inline_args(slots, h.action as usize, h);
+            Some(h.action as usize)
+        } else {
+            // arguments not inline (wide ones, or more than fit)
+            let c = &data.entries[i].entry.action;
+            self.entry_args(slots, c.action as usize, &c.args);
+            Some(c.action as usize)
+        }
+    }
+
+    /// A one-key apply once action `a`'s arguments are in its parameters: the hit or miss
+    /// counted, the meter of the last entry forgotten, `hit` and `action_run` set.
+    #[inline(always)]
+    fn chosen(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        found: bool,
+        a: usize,
+        hit: Option<Loc>,
+        action_run: Option<Loc>,
+    ) {
+        if let Some((h, m)) = w.stats.tables.get(ti) {
+            crate::bump(if found { h } else { m });
+        }
+        w.calls.cur_meter = None;
+        self.mark_apply(w, found, a, hit, action_run);
     }
 
     /// The end of a table apply, once the action's arguments are in its parameters: `hit` and

@@ -8,6 +8,7 @@ pub(crate) mod exec;
 pub(crate) mod headers;
 pub(crate) mod match_action;
 pub(crate) mod parser;
+pub(crate) mod stage_run;
 pub mod tm;
 
 use crate::bits::BitWriter;
@@ -15,6 +16,7 @@ use crate::code::Flow;
 use crate::engine::CBlock;
 use crate::pipeline::effects::Effects;
 use crate::pipeline::headers::settle_checksums;
+use crate::pipeline::stage_run::{Blocks, Fused, StageRun};
 use crate::tm::{QueueMeta, Queued};
 use crate::worker::Job;
 use crate::{bump, Engine, Outputs, Worker, NOT_IN_PKT, NO_OFFSET};
@@ -104,7 +106,7 @@ impl Engine {
         w.packet.len = item.pkt_len;
         w.fx = item.fx;
         w.tm.meta = meta;
-        self.egress_pass(w, item.port, item.rid, item.itype, out);
+        self.egress_pass(w, item.port, item.rid, item.itype, out, &mut Blocks);
         if !w.jobs.queue.is_empty() {
             self.run_jobs(w, out);
         }
@@ -207,7 +209,7 @@ impl Engine {
                     w.packet.payload_at = NOT_IN_PKT;
                     w.packet.payload_skip = 0;
                     w.packet.len = pkt_len;
-                    self.egress_pass(w, port, rid, itype, out);
+                    self.egress_pass(w, port, rid, itype, out, &mut Blocks);
                 }
             }
         }
@@ -251,7 +253,11 @@ impl Engine {
         preserved: &[(u32, u64)],
         out: &mut Outputs,
     ) {
-        w.slots.copy_from_slice(&w.initial);
+        if w.initial_zero {
+            w.slots.fill(0);
+        } else {
+            w.slots.copy_from_slice(&w.initial);
+        }
         // SAFETY: `bytes` outlives the pass, and `Engine::process` resets the view before it
         // returns
         unsafe { w.packet.pkt.set(bytes) };
@@ -276,21 +282,30 @@ impl Engine {
             std::hint::cold_path();
             self.ingress_time(w);
         }
-        self.run_parser(w);
-        let n = &self.controls.native;
-        if n.verify_ingress
-            .is_some_and(|(v, i)| crate::native::enter_two(v, i, self, w))
-        {
-            // verify and ingress with one native context
-            w.perr = 0;
-        } else {
-            self.run_stage(w, &self.controls.verify, n.verify);
-            if let Some(t) = w.trace.as_mut() {
-                std::hint::cold_path();
-                t.push(format!("ingress (port {port}, instance_type {itype})"));
+        if let Some(pass) = &self.controls.native.pass {
+            if let Some(cx) = crate::native::PassCx::new(pass, self, w) {
+                // every stage native: one context for the whole pass
+                self.ingress_stages(w, port, itype, out, &mut Fused { pass, cx });
+                return;
             }
-            self.run_stage(w, &self.controls.ingress, n.ingress);
         }
+        self.ingress_stages(w, port, itype, out, &mut Blocks);
+    }
+
+    /// The stages of an ingress pass, from the parser on, run by `r`, and the egress pass it
+    /// leads to.
+    #[inline(always)]
+    fn ingress_stages<R: StageRun>(
+        &self,
+        w: &mut Worker,
+        port: u32,
+        itype: u32,
+        out: &mut Outputs,
+        r: &mut R,
+    ) {
+        let ss = &self.layout.std;
+        r.parser(self, w);
+        r.verify_ingress(self, w, port, itype);
         if w.fx.any() {
             if w.fx.dropped() {
                 self.drop_packet(w, "dropped in ingress");
@@ -302,6 +317,8 @@ impl Engine {
             {
                 return;
             }
+            // (a clone's scratch pass swapped the worker's slots)
+            r.reload(w);
         }
         // 4. multicast
         let grp = get(&w.slots, ss.mcast_grp) as u32;
@@ -320,7 +337,7 @@ impl Engine {
             self.enqueue(w, spec as u32, 0, itype);
             return;
         }
-        self.egress_pass(w, spec as u32, 0, itype, out);
+        self.egress_pass(w, spec as u32, 0, itype, out, r);
     }
 
     /// `ingress_global_timestamp`, and the queue fields an inline egress pass will see.
@@ -435,7 +452,12 @@ impl Engine {
     /// A stage: its native function called directly when it has one and the worker can take it,
     /// its block otherwise (the flow, ignored, as in [`Engine::run_block`]).
     #[inline(always)]
-    fn run_stage(&self, w: &mut Worker, b: &CBlock, native: Option<crate::native::stages::Stage>) {
+    pub(crate) fn run_stage(
+        &self,
+        w: &mut Worker,
+        b: &CBlock,
+        native: Option<crate::native::stages::Stage>,
+    ) {
         if let Some(s) = native {
             if crate::native::enter(s, self, w).is_some() {
                 w.perr = 0;
@@ -467,7 +489,15 @@ impl Engine {
     }
 
     #[inline(always)]
-    fn egress_pass(&self, w: &mut Worker, port: u32, rid: u32, itype: u32, out: &mut Outputs) {
+    fn egress_pass<R: StageRun>(
+        &self,
+        w: &mut Worker,
+        port: u32,
+        rid: u32,
+        itype: u32,
+        out: &mut Outputs,
+        r: &mut R,
+    ) {
         let ss = &self.layout.std;
         put(&mut w.slots, ss.egress_port, port as u64);
         put(&mut w.slots, ss.egress_spec, 0);
@@ -484,7 +514,7 @@ impl Engine {
             std::hint::cold_path();
             t.push(format!("egress (port {port}, instance_type {itype})"));
         }
-        self.run_stage(w, &self.controls.egress, self.controls.native.egress);
+        r.egress(self, w);
         let (mut truncate, mut recirculate) = (None, None);
         if w.fx.any() {
             if w.fx.dropped() {
@@ -506,7 +536,7 @@ impl Engine {
         std::mem::swap(&mut w.emit.out, &mut out.data);
         let mut start = w.emit.out.len();
         w.emit.bw = BitWriter::default();
-        self.run_stage(w, &self.deparser.block, self.controls.native.deparser);
+        r.deparser(self, w);
         if w.emit.csum_pending != 0 {
             settle_checksums(self, w);
         }

@@ -28,6 +28,25 @@ impl Engine {
         } else {
             self.parse_general(w, start, 0, false)
         };
+        self.parser_done(w, err);
+    }
+
+    /// The end of the parser when the pass's native code ran it (`r`: the parser's end word,
+    /// [`parse_end`]): as [`Engine::run_parser`] after its native parser.
+    #[inline(always)]
+    pub(crate) fn native_parser_done(&self, w: &mut Worker, r: u64) {
+        let err = if r == parse_end::ACCEPT {
+            0
+        } else {
+            std::hint::cold_path();
+            self.native_parse_end(w, r)
+        };
+        self.parser_done(w, err);
+    }
+
+    /// The parser's error, if any, into `parser_error`, and where the payload starts.
+    #[inline(always)]
+    fn parser_done(&self, w: &mut Worker, err: u32) {
         if err != 0 && err != u32::MAX {
             std::hint::cold_path();
             self.parser_error(w, err);

@@ -6,8 +6,9 @@ use super::storage::{Kind, TableData, SCAN_MAX};
 use p4sec_ir::{FieldMatch, Table};
 
 impl TableData {
-    /// [`TableData::lookup`] of a one-word key: an exact table's map probed here (inlined into the
-    /// caller), any other kind through the general lookup.
+    /// [`TableData::lookup`] of a one-word key: an exact table's map, or an LPM table's maps one
+    /// masked probe per prefix length, longest first, probed here (inlined into the caller); any
+    /// other kind through the general lookup.
     #[inline(always)]
     pub fn lookup_one(&self, t: &Table, k: u64) -> Option<usize> {
         if self.entries.is_empty() {
@@ -15,8 +16,20 @@ impl TableData {
         }
         match self.kind {
             Kind::Exact if self.key_words == 1 => self.exact.get_one(k),
+            Kind::Lpm if self.key_words == 1 => self.lpm_one(k),
             _ => self.lookup(t, std::slice::from_ref(&k)),
         }
+    }
+
+    /// An LPM table of one key word: one masked probe per prefix length, longest first.
+    #[inline(always)]
+    fn lpm_one(&self, k: u64) -> Option<usize> {
+        for ((_, map), m) in self.lpm.iter().zip(&self.lpm_masks) {
+            if let Some(i) = map.get_one(k & m[0]) {
+                return Some(i);
+            }
+        }
+        None
     }
 
     /// Look up a packed key (`key[..key_words]`, each field in its layout words). Returns the entry
@@ -32,13 +45,8 @@ impl TableData {
             }
             Kind::Lpm => {
                 if let [k0] = key[..self.key_words] {
-                    // one-word keys (IPv4 routes and the like): one masked probe per prefix length
-                    for ((_, map), m) in self.lpm.iter().zip(&self.lpm_masks) {
-                        if let Some(i) = map.get_one(k0 & m[0]) {
-                            return Some(i);
-                        }
-                    }
-                    return None;
+                    // one-word keys (IPv4 routes and the like)
+                    return self.lpm_one(k0);
                 }
                 let mut probe = [0u64; HKEY_WORDS];
                 for ((_, map), m) in self.lpm.iter().zip(&self.lpm_masks) {

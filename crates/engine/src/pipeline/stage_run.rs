@@ -1,0 +1,113 @@
+//! How one pass runs its stages: each through its block or its own native entry ([`Blocks`]),
+//! or, when every stage of the program is native (or empty) and the packet is not traced, all of
+//! them on one native context ([`Fused`]). The pass's frame around them (`pipeline/mod.rs`) is the
+//! same for both.
+
+use crate::native::stages::Pass;
+use crate::native::PassCx;
+use crate::{Engine, Worker};
+
+/// The stages of a pass, as the pass's frame runs them.
+pub(crate) trait StageRun {
+    fn parser(&mut self, e: &Engine, w: &mut Worker);
+    /// Verify, then ingress (`port`, `itype`: for the trace).
+    fn verify_ingress(&mut self, e: &Engine, w: &mut Worker, port: u32, itype: u32);
+    fn egress(&mut self, e: &Engine, w: &mut Worker);
+    fn deparser(&mut self, e: &Engine, w: &mut Worker);
+    /// After the frame's cold paths, which may replace the worker's buffers.
+    fn reload(&mut self, w: &mut Worker);
+}
+
+/// Each stage on its own: its native function entered directly when it has one and the worker
+/// can take it, its block otherwise.
+pub(crate) struct Blocks;
+
+impl StageRun for Blocks {
+    #[inline(always)]
+    fn parser(&mut self, e: &Engine, w: &mut Worker) {
+        e.run_parser(w);
+    }
+
+    #[inline(always)]
+    fn verify_ingress(&mut self, e: &Engine, w: &mut Worker, port: u32, itype: u32) {
+        let n = &e.controls.native;
+        if n.verify_ingress
+            .is_some_and(|(v, i)| crate::native::enter_two(v, i, e, w))
+        {
+            // verify and ingress with one native context
+            w.perr = 0;
+        } else {
+            e.run_stage(w, &e.controls.verify, n.verify);
+            if let Some(t) = w.trace.as_mut() {
+                std::hint::cold_path();
+                t.push(format!("ingress (port {port}, instance_type {itype})"));
+            }
+            e.run_stage(w, &e.controls.ingress, n.ingress);
+        }
+    }
+
+    #[inline(always)]
+    fn egress(&mut self, e: &Engine, w: &mut Worker) {
+        e.run_stage(w, &e.controls.egress, e.controls.native.egress);
+    }
+
+    #[inline(always)]
+    fn deparser(&mut self, e: &Engine, w: &mut Worker) {
+        e.run_stage(w, &e.deparser.block, e.controls.native.deparser);
+    }
+
+    #[inline(always)]
+    fn reload(&mut self, _: &mut Worker) {}
+}
+
+/// Every stage on one native context ([`Pass`], [`PassCx`]): each stage's function called
+/// directly, the parser error cleared after each control as [`Engine::run_stage`] does.
+pub(crate) struct Fused<'a> {
+    pub(crate) pass: &'a Pass,
+    pub(crate) cx: PassCx<'a>,
+}
+
+impl StageRun for Fused<'_> {
+    #[inline(always)]
+    fn parser(&mut self, e: &Engine, w: &mut Worker) {
+        let r = self.cx.run::<false>(self.pass.parser, w);
+        e.native_parser_done(w, r);
+    }
+
+    #[inline(always)]
+    fn verify_ingress(&mut self, _: &Engine, w: &mut Worker, _: u32, _: u32) {
+        if let Some(f) = self.pass.verify {
+            self.cx.run::<false>(f, w);
+            w.perr = 0;
+        }
+        if let Some(f) = self.pass.ingress {
+            self.cx.run::<false>(f, w);
+            w.perr = 0;
+        }
+    }
+
+    #[inline(always)]
+    fn egress(&mut self, _: &Engine, w: &mut Worker) {
+        if let Some(f) = self.pass.egress {
+            self.cx.run::<false>(f, w);
+            w.perr = 0;
+        }
+    }
+
+    #[inline(always)]
+    fn deparser(&mut self, _: &Engine, w: &mut Worker) {
+        if let Some(f) = self.pass.deparser {
+            if self.pass.deparser_emits {
+                self.cx.run::<true>(f, w);
+            } else {
+                self.cx.run::<false>(f, w);
+            }
+            w.perr = 0;
+        }
+    }
+
+    #[inline(always)]
+    fn reload(&mut self, w: &mut Worker) {
+        self.cx.reload(w);
+    }
+}
