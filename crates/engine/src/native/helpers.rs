@@ -156,6 +156,8 @@ pub(crate) struct Keep {
     /// What the inline statements save over their closures, roughly: 1 per statement, 3 per
     /// table apply or checksum (a list worth less than [`Keep::WORTH`] stays on closures).
     pub(crate) weight: usize,
+    /// The whole parser's function: transitions it hands to the general loop.
+    pub(crate) general: usize,
 }
 
 impl Keep {

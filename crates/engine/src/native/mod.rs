@@ -47,6 +47,8 @@ pub(crate) struct Coverage {
     /// Statements translated inline, and statements called through their closure.
     pub(crate) inline: usize,
     pub(crate) fallback: usize,
+    /// Parser transitions the whole parser's function hands to the general loop.
+    pub(crate) parser_general: usize,
 }
 
 /// Compiles the parser states, the verify, ingress, egress and deparser bodies and the action bodies of
@@ -97,7 +99,11 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         None
     } else {
         jit.build(cx, nslots, |fx| {
-            fx.parser(&code.lean_next, crate::engine::MAX_PARSER_STEPS)
+            fx.parser(
+                &code.lean_next,
+                &code.select_cases,
+                crate::engine::MAX_PARSER_STEPS,
+            )
         })
         .ok()
     };
@@ -110,6 +116,7 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         // SAFETY: as for the lists below
         let f = unsafe { jit.entry(id) };
         code.native_stages.parser = stage(f, false, nslots, p.headers.len());
+        stats.parser_general = keep.general;
         // what the parser's code points at lives as long as the code
         parser_keep = Some(keep);
     }

@@ -1,6 +1,6 @@
 //! The whole parser as one native function: every state's statements (translated as any native
 //! list), its step counted against `error.ParserTimeout`, and its transition (a `Goto`, or a
-//! select on one or two narrow keys with exact, masked or default cases) a compare chain jumping
+//! select on up to eight narrow keys with exact, masked or default cases) a compare chain jumping
 //! to the next state's code. What the parser's hot loop (`pipeline/parser.rs`) would hand to the
 //! general loop (other transitions) returns to Rust with the state and the steps taken. The
 //! function's result is a `crate::engine::parse_end` word; the flows of the statements' encoding
@@ -10,9 +10,13 @@ use super::helpers;
 use super::stmt::Fx;
 use crate::engine::parse_end::{ACCEPT, ERROR, GENERAL, NO_MATCH, PANIC, TIMEOUT};
 use crate::engine::LeanNext;
+use crate::load::context::may_fail;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, Block, InstBuilder};
 use p4sec_ir::{Next, Transition};
+
+/// The most keys a select translated here may have (the general loop's fast path takes eight).
+const MAX_KEYS: usize = 8;
 
 /// `reject` without an error (the hot loop's `u32::MAX`), as an encoded `Flow::Reject`.
 const REJECTED: u64 = ERROR | ((u32::MAX as u64) << 3);
@@ -23,7 +27,14 @@ const _: () =
 
 impl Fx<'_, '_> {
     /// The parser from its start state. `lean`: each state's transition as the hot loop takes it.
-    pub(crate) fn parser(&mut self, lean: &[LeanNext], max_steps: u32) {
+    /// `select_cases`: per state, its select's (mask, value) per key and next state, when every
+    /// case is exact, masked or default ([`crate::load::compile::Code::select_cases`]).
+    pub(crate) fn parser(
+        &mut self,
+        lean: &[LeanNext],
+        select_cases: &[Option<Vec<(Vec<(u64, u64)>, Next)>>],
+        max_steps: u32,
+    ) {
         let p = self.cx.prog;
         let n = p.parser.states.len().min(lean.len());
         let steps = self.b.declare_var(types::I64);
@@ -79,17 +90,41 @@ impl Fx<'_, '_> {
                     let k = self.expr(&keys[0]);
                     let cases: Vec<_> = cases
                         .iter()
-                        .map(|(m, v, nx)| ([*m, *v, 0, 0], target(nx)))
+                        .map(|(m, v, nx)| (vec![(*m, *v)], target(nx)))
                         .collect();
-                    self.select(k, None, &cases, no_match);
+                    self.select(&[k], &cases, no_match);
                 }
                 LeanNext::SelectTwo(_, _, cases) if keys.len() == 2 => {
                     let k0 = self.expr(&keys[0]);
                     let k1 = self.expr(&keys[1]);
-                    let cases: Vec<_> = cases.iter().map(|(c, nx)| (*c, target(nx))).collect();
-                    self.select(k0, Some(k1), &cases, no_match);
+                    let cases: Vec<_> = cases
+                        .iter()
+                        .map(|([m0, v0, m1, v1], nx)| (vec![(*m0, *v0), (*m1, *v1)], target(nx)))
+                        .collect();
+                    self.select(&[k0, k1], &cases, no_match);
+                }
+                // more narrow keys (an IPv4 header's IHL, fragment offset and protocol), every
+                // case exact, masked or default: the keys once, then the same compare chain
+                LeanNext::General
+                    if (3..=MAX_KEYS).contains(&keys.len())
+                        && keys
+                            .iter()
+                            .all(|k| k.width() <= 64 && !may_fail(k) && self.covered(k))
+                        && select_cases.get(i).is_some_and(|c| {
+                            c.as_ref()
+                                .is_some_and(|c| c.iter().all(|(ms, _)| ms.len() == keys.len()))
+                        }) =>
+                {
+                    let ks: Vec<_> = keys.iter().map(|k| self.expr(k)).collect();
+                    let cases: Vec<_> = select_cases[i]
+                        .iter()
+                        .flatten()
+                        .map(|(ms, nx)| (ms.clone(), target(nx)))
+                        .collect();
+                    self.select(&ks, &cases, no_match);
                 }
                 _ => {
+                    self.keep.general += 1;
                     let s = self.b.use_var(steps);
                     let s = self.b.ins().ishl_imm_u(s, 35);
                     let r = self
@@ -106,19 +141,17 @@ impl Fx<'_, '_> {
         }
     }
 
-    /// The first case whose (mask, value) pairs match `k0` (and `k1`) jumps to its block; none:
-    /// `miss`.
+    /// The first case whose (mask, value) pairs (one per key) match `keys` jumps to its block;
+    /// none: `miss`.
     fn select(
         &mut self,
-        k0: cranelift_codegen::ir::Value,
-        k1: Option<cranelift_codegen::ir::Value>,
-        cases: &[([u64; 4], Block)],
+        keys: &[cranelift_codegen::ir::Value],
+        cases: &[(Vec<(u64, u64)>, Block)],
         miss: Block,
     ) {
-        for &([m0, v0, m1, v1], to) in cases {
+        for (ms, to) in cases {
             let mut conds = vec![];
-            for (k, m, v) in [(Some(k0), m0, v0), (k1, m1, v1)] {
-                let Some(k) = k else { continue };
+            for (&k, &(m, v)) in keys.iter().zip(ms) {
                 if m == 0 && v == 0 {
                     continue;
                 }
@@ -131,14 +164,14 @@ impl Fx<'_, '_> {
             }
             let Some(first) = conds.first().copied() else {
                 // a default case: taken
-                self.b.ins().jump(to, &[]);
+                self.b.ins().jump(*to, &[]);
                 return;
             };
             let c = conds[1..]
                 .iter()
                 .fold(first, |a, &c| self.b.ins().band(a, c));
             let next = self.b.create_block();
-            self.b.ins().brif(c, to, &[], next, &[]);
+            self.b.ins().brif(c, *to, &[], next, &[]);
             self.b.switch_to_block(next);
         }
         self.b.ins().jump(miss, &[]);

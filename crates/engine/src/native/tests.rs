@@ -376,3 +376,82 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
     agree_on_random(&a, &b, 12);
     agree_on_random(&a, &b, 3);
 }
+
+#[test]
+fn selects_on_three_and_four_keys_stay_in_the_native_parser() {
+    // an IPv4-like select on (ihl, frag, proto) and one on four keys with masks and defaults; a
+    // range case keeps its state on the general loop
+    let src = r#"#include <v1model.p4>
+header h_t { bit<4> ihl; bit<4> v; bit<13> frag; bit<3> fl; bit<8> proto; bit<8> a; }
+header o_t { bit<8> path; bit<8> err; }
+struct hs { h_t h; o_t o; }
+struct m { }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) {
+    state start {
+        p.extract(hdr.h);
+        transition select(hdr.h.ihl, hdr.h.frag, hdr.h.proto) {
+            (5, 0, 6): tcp;
+            (5, 0, 17): udp;
+            (5, 0 &&& 0x1ff0, _): small;
+            (_, _, 1): four;
+            default: accept;
+        }
+    }
+    state tcp { hdr.o.path = 1; transition accept; }
+    state udp { hdr.o.path = 2; transition accept; }
+    state small { hdr.o.path = 3; transition accept; }
+    state four {
+        hdr.o.path = 4;
+        transition select(hdr.h.v, hdr.h.fl, hdr.h.a, hdr.h.ihl) {
+            (1, 0 &&& 4, 0x80 &&& 0xf0, _): tcp;
+            (2, _, _, 7): udp;
+            (3, _, _, _): ranged;
+        }
+    }
+    state ranged {
+        transition select(hdr.h.a, hdr.h.v, hdr.h.fl) {
+            (0 .. 9, 3, _): small;
+            default: reject;
+        }
+    }
+}
+control V(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        hdr.o.setValid();
+        if (sm.parser_error == error.NoMatch) { hdr.o.err = 1; }
+        if (sm.parser_error == error.PacketTooShort) { hdr.o.err = 2; }
+    }
+}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.h); p.emit(hdr.o); } }
+V1Switch(P(), V(), I(), E(), V(), D()) main;
+"#;
+    // only the range's state goes to the general loop
+    let c = coverage(src);
+    assert_eq!(c.parser_general, 1, "{c:?}");
+    let (a, b) = engines(src);
+    let pkt = |ihl: u8, v: u8, frag: u16, fl: u8, proto: u8, x: u8| {
+        let w = (frag << 3) | fl as u16;
+        vec![ihl << 4 | v, (w >> 8) as u8, w as u8, proto, x]
+    };
+    let path = |p: &[u8]| {
+        let f = run(&a, &b, p).expect("forwarded");
+        (f[f.len() - 2], f[f.len() - 1])
+    };
+    assert_eq!(path(&pkt(5, 0, 0, 0, 6, 0)), (1, 0));
+    assert_eq!(path(&pkt(5, 0, 0, 0, 17, 0)), (2, 0));
+    assert_eq!(path(&pkt(5, 0, 0x0f, 0, 99, 0)), (3, 0));
+    assert_eq!(path(&pkt(5, 0, 0x10, 0, 99, 0)), (0, 0)); // default: accept
+    assert_eq!(path(&pkt(6, 1, 0, 3, 1, 0x85)), (1, 0)); // four -> tcp
+    assert_eq!(path(&pkt(7, 2, 0, 0, 1, 0)), (2, 0)); // four -> udp
+    assert_eq!(path(&pkt(6, 2, 0, 0, 1, 0)), (4, 1)); // four, no case: NoMatch
+    assert_eq!(path(&pkt(6, 3, 0, 0, 1, 5)), (3, 0)); // four -> ranged (general loop) -> small
+    run(&a, &b, &pkt(6, 3, 0, 0, 1, 50)); // ranged: reject (dropped or not, the same on both)
+                                          // cut short inside the header
+    for n in 0..5 {
+        run(&a, &b, &pkt(5, 0, 0, 0, 6, 0)[..n]);
+    }
+    agree_on_random(&a, &b, 5);
+}
