@@ -194,8 +194,8 @@ fn pass_of(st: &stages::Stages, code: &Code) -> Option<stages::Pass> {
 
 /// One native context for a whole pass ([`stages::Pass`]): the worker's shape and tracing checked
 /// once, the context built once, each stage's function called on it. Rust code that runs between
-/// the stages may move the worker's cursor (kept in step before each call) and, on its cold
-/// paths, its slot buffer ([`PassCx::reload`]).
+/// the stages may move the worker's cursor and, on its cold paths, its slot buffer: the context's
+/// pointers are taken from the worker again before each call.
 pub(crate) struct PassCx<'a> {
     ctx: Ctx<'a>,
 }
@@ -220,7 +220,11 @@ impl<'a> PassCx<'a> {
     pub(crate) fn run<const E: bool>(&mut self, f: stages::NativeFn, w: &mut Worker) -> u64 {
         // SAFETY: as in `enter`
         let f = unsafe { std::mem::transmute::<stages::NativeFn, helpers::Entry>(f) };
-        self.ctx.cursor = w.packet.cursor;
+        // the pointers re-derived from `w`, which the pass's Rust code used since the last stage:
+        // the generated code never writes through a pointer older than the worker's last use
+        // (sound under Rust's aliasing rules, not only under what the compiler does today)
+        self.ctx.load::<false>(w);
+        self.ctx.w = w;
         let mut out = if E { Some(Out::attach(w)) } else { None };
         if let Some(o) = out.as_mut() {
             self.ctx.out = o;
