@@ -20,10 +20,10 @@ pub(crate) mod helpers;
 pub(crate) mod jit;
 pub(crate) mod packet;
 pub(crate) mod parse;
-pub(crate) mod stages;
-pub(crate) mod stateful;
+pub(crate) mod registers;
 #[cfg(test)]
-mod stateful_tests;
+mod registers_tests;
+pub(crate) mod stages;
 pub(crate) mod stmt;
 #[cfg(test)]
 mod table_tests;
@@ -77,11 +77,17 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
     for (i, a) in p.actions.iter().enumerate() {
         lists.push((Target::Action(i), &a.body));
     }
+    // stage lists worth less than entering native code, kept when they let the pass run on one
+    // context (see below)
+    let mut light: Vec<(Target, cranelift_module::FuncId, Keep)> = vec![];
     for (t, body) in lists {
         if body.is_empty() {
             continue;
         }
         match jit.function(cx, body, nslots, matches!(t, Target::Verify)) {
+            Ok((id, keep)) if keep.weight < Keep::WORTH && keep.weight > 0 && t.is_stage() => {
+                light.push((t, id, keep));
+            }
             // a list with (almost) nothing inline would only add a call around its closures:
             // kept on them
             Ok((_, keep)) if keep.weight < Keep::WORTH => stats.fallback += keep.stmts.len(),
@@ -107,6 +113,39 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         })
         .ok()
     };
+    // a light stage list (a deparser of one `emit`, say) costs about what it saves when entered on
+    // its own, but once every stage of the pass is native the pass enters them all on one
+    // context ([`pass_of`]): kept then, left on closures otherwise
+    let stage_ok = |t: &Target| {
+        let body: &[p4sec_ir::Stmt] = match t {
+            Target::Verify => &p.verify_checksum.body,
+            Target::Ingress => &p.ingress.body,
+            Target::Egress => &p.egress.body,
+            _ => &p.deparser.body,
+        };
+        let native = |(x, _, k): &(Target, cranelift_module::FuncId, Keep)| {
+            x == t && (matches!(t, Target::Deparser) || !k.emits)
+        };
+        body.is_empty() || built.iter().any(native) || light.iter().any(native)
+    };
+    let fuses = parser.is_some()
+        && [
+            Target::Verify,
+            Target::Ingress,
+            Target::Egress,
+            Target::Deparser,
+        ]
+        .iter()
+        .all(stage_ok);
+    for (t, id, keep) in light {
+        if fuses {
+            stats.inline += keep.inline;
+            stats.fallback += keep.stmts.len();
+            built.push((t, id, keep));
+        } else {
+            stats.fallback += keep.stmts.len();
+        }
+    }
     if jit.finalize().is_err() {
         return None;
     }
@@ -316,7 +355,7 @@ fn stage(f: helpers::Entry, emits: bool, nslots: usize, nheaders: usize) -> Opti
 }
 
 /// Which statement list of [`Code`] a native function replaces.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 enum Target {
     State(usize),
     Verify,
@@ -324,6 +363,16 @@ enum Target {
     Egress,
     Deparser,
     Action(usize),
+}
+
+impl Target {
+    /// A stage the pass calls (not a parser state's or an action's list).
+    fn is_stage(&self) -> bool {
+        matches!(
+            self,
+            Target::Verify | Target::Ingress | Target::Egress | Target::Deparser
+        )
+    }
 }
 
 /// A native statement list as a statement: a context on the stack, the function called on it, its

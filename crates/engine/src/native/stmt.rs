@@ -180,7 +180,7 @@ impl<'a, 'b> Fx<'a, 'b> {
                 .get(*h as usize)
                 .is_some_and(|x| self.slot_ok(x.valid.slot)),
             Stmt::Builtin(Builtin::MarkToDrop) => true,
-            Stmt::Builtin(b) if self.stateful_ok(b) => true,
+            Stmt::Builtin(b) if self.registers_ok(b) => true,
             Stmt::ApplyTable { table, .. } => p
                 .tables
                 .get(*table as usize)
@@ -408,7 +408,7 @@ impl<'a, 'b> Fx<'a, 'b> {
                 }
                 Some(true)
             }
-            Stmt::Builtin(b) => self.stateful(b),
+            Stmt::Builtin(b) => self.registers(b),
             _ => None,
         }
     }

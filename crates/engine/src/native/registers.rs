@@ -66,9 +66,9 @@ pub(crate) unsafe extern "C" fn np_count(ctx: *mut Ctx, packed: u64, _: u64) -> 
 }
 
 impl Fx<'_, '_> {
-    /// Does [`Fx::stateful`] translate `b`: a register of 1 to 64 bits read into a narrow field
+    /// Does [`Fx::registers`] translate `b`: a register of 1 to 64 bits read into a narrow field
     /// or written, an indexed counter counted, with narrow indexes and values native code computes.
-    pub(crate) fn stateful_ok(&self, b: &Builtin) -> bool {
+    pub(crate) fn registers_ok(&self, b: &Builtin) -> bool {
         let p = self.cx.prog;
         let narrow = |x: &Expr| x.width() <= 64 && self.covered(x);
         let reg = |r: u32| {
@@ -94,10 +94,10 @@ impl Fx<'_, '_> {
         }
     }
 
-    /// The builtin `b` (one [`Fx::stateful_ok`] accepts): the index and the value computed here,
+    /// The builtin `b` (one [`Fx::registers_ok`] accepts): the index and the value computed here,
     /// the storage through its helper.
-    pub(crate) fn stateful(&mut self, b: &Builtin) -> Option<bool> {
-        if !self.stateful_ok(b) {
+    pub(crate) fn registers(&mut self, b: &Builtin) -> Option<bool> {
+        if !self.registers_ok(b) {
             return None;
         }
         match b {
