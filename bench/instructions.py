@@ -63,12 +63,10 @@ def process_cost(text):
     crate the engine uses for its own work (the checksum of `update_checksum`) stay in the P4 part."""
     calls = instructions = externs = 0
     lines = text.splitlines()
-    here = callee = ""
+    here = ""
     for i, line in enumerate(lines):
         if line.startswith(("fl=", "fi=", "fe=")):
             here = line[3:]
-        elif line.startswith(("cfi=", "cfl=")):
-            callee = line[4:]
         elif line.startswith("cfn=") and i + 2 < len(lines) and lines[i + 1].startswith("calls="):
             cost = lines[i + 2].split()
             inclusive = int(cost[1]) if len(cost) > 1 else 0
@@ -77,7 +75,6 @@ def process_cost(text):
                 instructions += inclusive
             if "/crates/engine/src/" in here and EXTERN_CALL.search(line):
                 externs += inclusive
-            callee = ""
     return calls, instructions, externs
 
 

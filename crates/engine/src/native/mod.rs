@@ -269,7 +269,7 @@ impl<'a> PassCx<'a> {
             self.ctx.out = o;
         }
         // SAFETY: as in `call`: the context points at the live engine and worker, whose shape
-        // `new` checked and whose buffers are those the context holds (see `reload`)
+        // `new` checked and whose buffers are those the context just took from it
         let r = unsafe { f(&mut self.ctx) };
         self.ctx.store::<E>(w);
         if E {
@@ -279,12 +279,6 @@ impl<'a> PassCx<'a> {
             std::panic::resume_unwind(p);
         }
         r
-    }
-
-    /// After Rust code that may have replaced the worker's buffers (a clone's slots swapped in).
-    #[inline(always)]
-    pub(crate) fn reload(&mut self, w: &mut Worker) {
-        self.ctx.load::<false>(w);
     }
 }
 

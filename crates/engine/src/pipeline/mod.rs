@@ -317,8 +317,6 @@ impl Engine {
             {
                 return;
             }
-            // (a clone's scratch pass swapped the worker's slots)
-            r.reload(w);
         }
         // 4. multicast
         let grp = get(&w.slots, ss.mcast_grp) as u32;

@@ -14,8 +14,6 @@ pub(crate) trait StageRun {
     fn verify_ingress(&mut self, e: &Engine, w: &mut Worker, port: u32, itype: u32);
     fn egress(&mut self, e: &Engine, w: &mut Worker);
     fn deparser(&mut self, e: &Engine, w: &mut Worker);
-    /// After the frame's cold paths, which may replace the worker's buffers.
-    fn reload(&mut self, w: &mut Worker);
 }
 
 /// Each stage on its own: its native function entered directly when it has one and the worker
@@ -55,9 +53,6 @@ impl StageRun for Blocks {
     fn deparser(&mut self, e: &Engine, w: &mut Worker) {
         e.run_stage(w, &e.deparser.block, e.controls.native.deparser);
     }
-
-    #[inline(always)]
-    fn reload(&mut self, _: &mut Worker) {}
 }
 
 /// Every stage on one native context ([`Pass`], [`PassCx`]): each stage's function called
@@ -104,10 +99,5 @@ impl StageRun for Fused<'_> {
             }
             w.perr = 0;
         }
-    }
-
-    #[inline(always)]
-    fn reload(&mut self, w: &mut Worker) {
-        self.cx.reload(w);
     }
 }
