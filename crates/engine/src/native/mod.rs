@@ -13,6 +13,9 @@
 //! when the engine that owns them is dropped. Chosen
 //! with [`crate::Backend`].
 
+pub(crate) mod checksum;
+#[cfg(test)]
+mod checksum_tests;
 #[cfg(test)]
 mod emit_tests;
 pub(crate) mod expr;
@@ -51,8 +54,8 @@ pub(crate) struct Coverage {
     pub(crate) parser_general: usize,
 }
 
-/// Compiles the parser states, the verify, ingress, egress and deparser bodies and the action bodies of
-/// `code` to machine code, replacing each list that compiled by its native form. `None` when no
+/// Compiles the parser states, the verify, ingress, egress, compute and deparser bodies and the
+/// action bodies of `code` to machine code, replacing each list that compiled by its native form. `None` when no
 /// code generator is available for this machine (the engine then runs on closures).
 pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
     let mut jit = jit::Jit::new().ok()?;
@@ -74,6 +77,12 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
     lists.push((Target::Ingress, &p.ingress.body));
     lists.push((Target::Egress, &p.egress.body));
     lists.push((Target::Deparser, &p.deparser.body));
+    // the compute control's deferred checksums as `load/compile.rs` chose them (kept on its
+    // closures when that choice cannot be followed)
+    let compute_bits = checksum::deferred_bits(p, code, &p.compute_checksum.body);
+    if compute_bits.is_some() {
+        lists.push((Target::Compute, &p.compute_checksum.body));
+    }
     for (i, a) in p.actions.iter().enumerate() {
         lists.push((Target::Action(i), &a.body));
     }
@@ -84,7 +93,13 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         if body.is_empty() {
             continue;
         }
-        match jit.function(cx, body, nslots, matches!(t, Target::Verify)) {
+        let f = match (&t, &compute_bits) {
+            (Target::Compute, Some(bits)) => {
+                jit.build(cx, nslots, |fx| fx.compute_body(body, bits))
+            }
+            _ => jit.function(cx, body, nslots, matches!(t, Target::Verify)),
+        };
+        match f {
             Ok((id, keep)) if keep.weight < Keep::WORTH && keep.weight > 0 && t.is_stage() => {
                 light.push((t, id, keep));
             }
@@ -121,6 +136,7 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             Target::Verify => &p.verify_checksum.body,
             Target::Ingress => &p.ingress.body,
             Target::Egress => &p.egress.body,
+            Target::Compute => &p.compute_checksum.body,
             _ => &p.deparser.body,
         };
         let native = |(x, _, k): &(Target, cranelift_module::FuncId, Keep)| {
@@ -166,6 +182,7 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             Target::Verify => &mut code.verify,
             Target::Ingress => &mut code.ingress,
             Target::Egress => &mut code.egress,
+            Target::Compute => &mut code.compute,
             Target::Deparser => &mut code.deparser,
             Target::Action(i) => &mut code.actions[i],
         };
@@ -178,6 +195,7 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             Target::Verify => code.native_stages.verify = st,
             Target::Ingress => code.native_stages.ingress = st,
             Target::Egress => code.native_stages.egress = st,
+            Target::Compute => code.native_stages.compute = st,
             Target::Deparser => code.native_stages.deparser = st,
             Target::State(_) | Target::Action(_) => {}
         }
@@ -217,13 +235,16 @@ fn pass_of(st: &stages::Stages, code: &Code) -> Option<stages::Pass> {
     let ingress = of(st.ingress, &code.ingress, false)?;
     let egress = of(st.egress, &code.egress, false)?;
     let deparser = of(st.deparser, &code.deparser, true)?;
-    let all = [Some(parser), verify, ingress, egress, deparser];
+    // the compute control runs its block when it is not native
+    let compute = st.compute.filter(|s| !s.emits);
+    let all = [Some(parser), verify, ingress, egress, compute, deparser];
     let all = all.iter().flatten();
     Some(stages::Pass {
         parser: parser.f,
         verify: verify.map(|s| s.f),
         ingress: ingress.map(|s| s.f),
         egress: egress.map(|s| s.f),
+        compute: compute.map(|s| s.f),
         deparser: deparser.map(|s| s.f),
         deparser_emits: deparser.is_some_and(|s| s.emits),
         nslots: all.clone().map(|s| s.nslots).max().unwrap_or(0),
@@ -355,6 +376,7 @@ enum Target {
     Verify,
     Ingress,
     Egress,
+    Compute,
     Deparser,
     Action(usize),
 }
@@ -364,7 +386,7 @@ impl Target {
     fn is_stage(&self) -> bool {
         matches!(
             self,
-            Target::Verify | Target::Ingress | Target::Egress | Target::Deparser
+            Target::Verify | Target::Ingress | Target::Egress | Target::Compute | Target::Deparser
         )
     }
 }

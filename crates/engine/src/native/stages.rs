@@ -19,6 +19,8 @@ pub(crate) struct Stages {
     pub(crate) verify: Option<Stage>,
     pub(crate) ingress: Option<Stage>,
     pub(crate) egress: Option<Stage>,
+    /// The compute-checksum control (`super::checksum`).
+    pub(crate) compute: Option<Stage>,
     pub(crate) deparser: Option<Stage>,
     /// Verify and ingress when both are native and neither emits (entered with one context).
     pub(crate) verify_ingress: Option<(Stage, Stage)>,
@@ -35,6 +37,9 @@ pub(crate) struct Pass {
     pub(crate) verify: Option<NativeFn>,
     pub(crate) ingress: Option<NativeFn>,
     pub(crate) egress: Option<NativeFn>,
+    /// The compute-checksum control's function; `None`: the control runs its block (closures,
+    /// or nothing when it has no statements).
+    pub(crate) compute: Option<NativeFn>,
     pub(crate) deparser: Option<NativeFn>,
     /// The deparser's code emits headers itself (its context carries the output).
     pub(crate) deparser_emits: bool,

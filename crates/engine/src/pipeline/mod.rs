@@ -466,7 +466,7 @@ impl Engine {
     }
 
     #[inline]
-    fn run_block(&self, w: &mut Worker, b: &CBlock) {
+    pub(crate) fn run_block(&self, w: &mut Worker, b: &CBlock) {
         if b.is_empty() {
             return;
         }
@@ -529,7 +529,7 @@ impl Engine {
             return;
         }
         w.emit.csum_pending = 0;
-        self.run_block(w, &self.controls.compute);
+        r.compute(self, w);
         // deparser: headers and payload are appended straight to the output buffer
         std::mem::swap(&mut w.emit.out, &mut out.data);
         let mut start = w.emit.out.len();

@@ -13,6 +13,8 @@ pub(crate) trait StageRun {
     /// Verify, then ingress (`port`, `itype`: for the trace).
     fn verify_ingress(&mut self, e: &Engine, w: &mut Worker, port: u32, itype: u32);
     fn egress(&mut self, e: &Engine, w: &mut Worker);
+    /// The compute-checksum control.
+    fn compute(&mut self, e: &Engine, w: &mut Worker);
     fn deparser(&mut self, e: &Engine, w: &mut Worker);
 }
 
@@ -47,6 +49,11 @@ impl StageRun for Blocks {
     #[inline(always)]
     fn egress(&mut self, e: &Engine, w: &mut Worker) {
         e.run_stage(w, &e.controls.egress, e.controls.native.egress);
+    }
+
+    #[inline(always)]
+    fn compute(&mut self, e: &Engine, w: &mut Worker) {
+        e.run_block(w, &e.controls.compute);
     }
 
     #[inline(always)]
@@ -86,6 +93,17 @@ impl StageRun for Fused<'_> {
         if let Some(f) = self.pass.egress {
             self.cx.run::<false>(f, w);
             w.perr = 0;
+        }
+    }
+
+    #[inline(always)]
+    fn compute(&mut self, e: &Engine, w: &mut Worker) {
+        match self.pass.compute {
+            Some(f) => {
+                self.cx.run::<false>(f, w);
+                w.perr = 0;
+            }
+            None => e.run_block(w, &e.controls.compute),
         }
     }
 
