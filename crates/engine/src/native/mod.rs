@@ -296,10 +296,44 @@ impl<'a> PassCx<'a> {
         if E {
             self.ctx.out = std::ptr::null_mut();
         }
-        if let Some(p) = self.ctx.panic.take() {
-            std::panic::resume_unwind(p);
-        }
+        self.resume_panic();
         r
+    }
+
+    /// Runs stage functions `a` then `b` of the pass, neither emitting, with nothing between them
+    /// but the parser error cleared (verify, then ingress), as [`enter_two`] does.
+    #[inline(always)]
+    pub(crate) fn run_two(&mut self, a: stages::NativeFn, b: stages::NativeFn, w: &mut Worker) {
+        // SAFETY: as in `enter`
+        let (fa, fb) = unsafe {
+            (
+                std::mem::transmute::<stages::NativeFn, helpers::Entry>(a),
+                std::mem::transmute::<stages::NativeFn, helpers::Entry>(b),
+            )
+        };
+        self.ctx.load::<false>(w);
+        self.ctx.w = w;
+        // SAFETY: as in `run`, and as in `enter_two` for the context `a` left
+        unsafe {
+            fa(&mut self.ctx);
+            if self.ctx.panic.is_none() {
+                (*self.ctx.w).perr = 0;
+                fb(&mut self.ctx);
+            }
+        }
+        self.ctx.store::<false>(w);
+        self.resume_panic();
+    }
+
+    /// A panic a callback raised, resumed (the context as it was before it).
+    #[inline(always)]
+    fn resume_panic(&mut self) {
+        if self.ctx.panic.is_some() {
+            std::hint::cold_path();
+            if let Some(p) = self.ctx.panic.take() {
+                std::panic::resume_unwind(p);
+            }
+        }
     }
 }
 

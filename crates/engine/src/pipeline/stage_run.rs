@@ -78,6 +78,12 @@ impl StageRun for Fused<'_> {
 
     #[inline(always)]
     fn verify_ingress(&mut self, _: &Engine, w: &mut Worker, _: u32, _: u32) {
+        if let (Some(v), Some(i)) = (self.pass.verify, self.pass.ingress) {
+            // back to back on the context, as `Blocks` enters them
+            self.cx.run_two(v, i, w);
+            w.perr = 0;
+            return;
+        }
         if let Some(f) = self.pass.verify {
             self.cx.run::<false>(f, w);
             w.perr = 0;
