@@ -325,6 +325,96 @@ impl<'a> PassCx<'a> {
         self.resume_panic();
     }
 
+    /// The parser (`p.parser`), then, when it accepted, verify and ingress, on one context load:
+    /// the parser's end (`Engine::native_parser_done` for an accepted packet: the cursor and where
+    /// the payload starts) written through the context's worker, the parser error cleared after
+    /// each control. A parser that did not accept (or a panic) ends the native run: the rest as
+    /// [`PassCx::run`] and [`PassCx::run_two`] do it.
+    #[inline(always)]
+    pub(crate) fn run_front(&mut self, p: &stages::Pass, e: &Engine, w: &mut Worker) {
+        // SAFETY: as in `enter`
+        let fp = unsafe { std::mem::transmute::<stages::NativeFn, helpers::Entry>(p.parser) };
+        self.ctx.load::<false>(w);
+        self.ctx.w = w;
+        // SAFETY: as in `run`
+        let r = unsafe { fp(&mut self.ctx) };
+        if r != crate::engine::parse_end::ACCEPT || self.ctx.panic.is_some() {
+            std::hint::cold_path();
+            self.ctx.store::<false>(w);
+            self.resume_panic();
+            e.native_parser_done(w, r);
+            if let Some(f) = p.verify {
+                self.run::<false>(f, w);
+                w.perr = 0;
+            }
+            if let Some(f) = p.ingress {
+                self.run::<false>(f, w);
+                w.perr = 0;
+            }
+            return;
+        }
+        // SAFETY: the context's worker is `w`, not used since; the generated code and its
+        // helpers keep the context in step with it (as `enter_two` relies on)
+        unsafe {
+            let wp = self.ctx.w;
+            (*wp).packet.cursor = self.ctx.cursor;
+            (*wp).packet.payload_at = (self.ctx.cursor / 8).min(self.ctx.pkt_len);
+            for f in [p.verify, p.ingress].into_iter().flatten() {
+                if self.ctx.panic.is_some() {
+                    break;
+                }
+                // SAFETY: as in `enter`
+                let f = std::mem::transmute::<stages::NativeFn, helpers::Entry>(f);
+                f(&mut self.ctx);
+                (*self.ctx.w).perr = 0;
+            }
+        }
+        self.ctx.store::<false>(w);
+        self.resume_panic();
+    }
+
+    /// The compute control's function `c` (not emitting), then the deparser's `d` (`E`: it
+    /// emits), with nothing between them but the parser error cleared, on one context load; the
+    /// deparser's output attached after `c` ran.
+    #[inline(always)]
+    pub(crate) fn run_back<const E: bool>(
+        &mut self,
+        c: stages::NativeFn,
+        d: stages::NativeFn,
+        w: &mut Worker,
+    ) {
+        // SAFETY: as in `enter`
+        let (fc, fd) = unsafe {
+            (
+                std::mem::transmute::<stages::NativeFn, helpers::Entry>(c),
+                std::mem::transmute::<stages::NativeFn, helpers::Entry>(d),
+            )
+        };
+        self.ctx.load::<false>(w);
+        self.ctx.w = w;
+        let mut out: Option<Out> = None;
+        // SAFETY: as in `run`, and for the worker written between them as in `run_front`
+        unsafe {
+            fc(&mut self.ctx);
+            if self.ctx.panic.is_none() {
+                let wp = self.ctx.w;
+                (*wp).perr = 0;
+                if E {
+                    let o = out.insert(Out::attach(&mut *wp));
+                    self.ctx.out = o;
+                }
+                fd(&mut self.ctx);
+            }
+        }
+        if out.is_some() {
+            self.ctx.store::<true>(w);
+        } else {
+            self.ctx.store::<false>(w);
+        }
+        self.ctx.out = std::ptr::null_mut();
+        self.resume_panic();
+    }
+
     /// A panic a callback raised, resumed (the context as it was before it).
     #[inline(always)]
     fn resume_panic(&mut self) {

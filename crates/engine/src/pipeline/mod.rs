@@ -304,8 +304,7 @@ impl Engine {
         r: &mut R,
     ) {
         let ss = &self.layout.std;
-        r.parser(self, w);
-        r.verify_ingress(self, w, port, itype);
+        r.front(self, w, port, itype);
         if w.fx.any() {
             if w.fx.dropped() {
                 self.drop_packet(w, "dropped in ingress");
@@ -476,6 +475,15 @@ impl Engine {
         w.perr = 0;
     }
 
+    /// Before the deparser: the output buffer lent to `w.emit.out` (given back once the frame is
+    /// complete), the bit writer empty; where the frame starts in the buffer.
+    #[inline(always)]
+    pub(crate) fn deparser_start(&self, w: &mut Worker, out: &mut Outputs) -> usize {
+        std::mem::swap(&mut w.emit.out, &mut out.data);
+        w.emit.bw = BitWriter::default();
+        w.emit.out.len()
+    }
+
     #[cold]
     #[inline(never)]
     fn drop_packet(&self, w: &mut Worker, why: &str) {
@@ -529,12 +537,8 @@ impl Engine {
             return;
         }
         w.emit.csum_pending = 0;
-        r.compute(self, w);
-        // deparser: headers and payload are appended straight to the output buffer
-        std::mem::swap(&mut w.emit.out, &mut out.data);
-        let mut start = w.emit.out.len();
-        w.emit.bw = BitWriter::default();
-        r.deparser(self, w);
+        // compute, deparser: headers and payload are appended straight to the output buffer
+        let mut start = r.back(self, w, out);
         if w.emit.csum_pending != 0 {
             settle_checksums(self, w);
         }

@@ -5,7 +5,7 @@
 
 use crate::native::stages::Pass;
 use crate::native::PassCx;
-use crate::{Engine, Worker};
+use crate::{Engine, Outputs, Worker};
 
 /// The stages of a pass, as the pass's frame runs them.
 pub(crate) trait StageRun {
@@ -16,6 +16,23 @@ pub(crate) trait StageRun {
     /// The compute-checksum control.
     fn compute(&mut self, e: &Engine, w: &mut Worker);
     fn deparser(&mut self, e: &Engine, w: &mut Worker);
+
+    /// The parser, then verify and ingress.
+    #[inline(always)]
+    fn front(&mut self, e: &Engine, w: &mut Worker, port: u32, itype: u32) {
+        self.parser(e, w);
+        self.verify_ingress(e, w, port, itype);
+    }
+
+    /// The compute control, then the deparser appending to `out`'s buffer (which `w.emit.out`
+    /// holds from then on: [`Engine::deparser_start`]): where the frame starts in it.
+    #[inline(always)]
+    fn back(&mut self, e: &Engine, w: &mut Worker, out: &mut Outputs) -> usize {
+        self.compute(e, w);
+        let start = e.deparser_start(w, out);
+        self.deparser(e, w);
+        start
+    }
 }
 
 /// Each stage on its own: its native function entered directly when it has one and the worker
@@ -70,6 +87,31 @@ pub(crate) struct Fused<'a> {
 }
 
 impl StageRun for Fused<'_> {
+    #[inline(always)]
+    fn front(&mut self, e: &Engine, w: &mut Worker, _: u32, _: u32) {
+        self.cx.run_front(self.pass, e, w);
+    }
+
+    #[inline(always)]
+    fn back(&mut self, e: &Engine, w: &mut Worker, out: &mut Outputs) -> usize {
+        let (Some(c), Some(d)) = (self.pass.compute, self.pass.deparser) else {
+            self.compute(e, w);
+            let start = e.deparser_start(w, out);
+            self.deparser(e, w);
+            return start;
+        };
+        // both native: one context load (the output buffer taken before the compute control,
+        // which does not emit)
+        let start = e.deparser_start(w, out);
+        if self.pass.deparser_emits {
+            self.cx.run_back::<true>(c, d, w);
+        } else {
+            self.cx.run_back::<false>(c, d, w);
+        }
+        w.perr = 0;
+        start
+    }
+
     #[inline(always)]
     fn parser(&mut self, e: &Engine, w: &mut Worker) {
         let r = self.cx.run::<false>(self.pass.parser, w);
