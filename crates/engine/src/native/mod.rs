@@ -359,14 +359,19 @@ impl<'a> PassCx<'a> {
             let wp = self.ctx.w;
             (*wp).packet.cursor = self.ctx.cursor;
             (*wp).packet.payload_at = (self.ctx.cursor / 8).min(self.ctx.pkt_len);
-            for f in [p.verify, p.ingress].into_iter().flatten() {
-                if self.ctx.panic.is_some() {
-                    break;
-                }
+            if let Some(f) = p.verify {
                 // SAFETY: as in `enter`
                 let f = std::mem::transmute::<stages::NativeFn, helpers::Entry>(f);
                 f(&mut self.ctx);
                 (*self.ctx.w).perr = 0;
+            }
+            if let Some(f) = p.ingress {
+                if self.ctx.panic.is_none() {
+                    // SAFETY: as in `enter`
+                    let f = std::mem::transmute::<stages::NativeFn, helpers::Entry>(f);
+                    f(&mut self.ctx);
+                    (*self.ctx.w).perr = 0;
+                }
             }
         }
         self.ctx.store::<false>(w);

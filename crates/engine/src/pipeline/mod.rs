@@ -464,7 +464,7 @@ impl Engine {
         self.run_block(w, b);
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn run_block(&self, w: &mut Worker, b: &CBlock) {
         if b.is_empty() {
             return;
