@@ -23,6 +23,8 @@ pub(crate) mod helpers;
 pub(crate) mod jit;
 pub(crate) mod packet;
 pub(crate) mod parse;
+#[cfg(test)]
+mod pass_tests;
 pub(crate) mod registers;
 #[cfg(test)]
 mod registers_tests;
