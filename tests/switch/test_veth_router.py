@@ -66,7 +66,7 @@ def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, 
         assert metrics['p4sec_table_entries{table="RouterIngress.ipv4_lpm"}'] == 1
         assert metrics['p4sec_pipeline_packets_total{outcome="emitted"}'] >= n
         # the engine that ran them: the one asked for, closures by default
-        assert metrics[f'p4sec_pipeline_engine{{engine="{engine or os.environ.get("P4SEC_ENGINE", "closure")}"}}'] == 1
+        assert metrics[f'p4sec_pipeline_engine{{engine="{engine or os.environ.get("P4SEC_ENGINE") or "native"}"}}'] == 1
         assert sum(v for k, v in metrics.items() if k.startswith("p4sec_pipeline_engine{")) == 1
         if trace:
             logged = (tmp_path / "switch.log").read_text()

@@ -26,8 +26,8 @@ use std::process::ExitCode;
     about = "A P4-programmable software switch with security in its data plane"
 )]
 struct Cli {
-    /// The engine that runs P4 programs in this process: `native` (each program compiled to
-    /// machine code when it is loaded) or `closure` (the reference). Also taken from the
+    /// The engine that runs P4 programs in this process: `native` (the default: each program
+    /// compiled to machine code when it is loaded) or `closure` (the reference). Also taken from the
     /// environment variable P4SEC_ENGINE; the flag wins.
     #[arg(long, global = true, value_name = "ENGINE")]
     engine: Option<p4sec_engine::Backend>,

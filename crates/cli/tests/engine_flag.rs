@@ -29,17 +29,18 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn the_flag_and_the_variable_pick_the_engine() {
+    // the default: native
     let o = stf_suite(None, &[]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("closure engine)"), "{}", stderr(&o));
-    let o = stf_suite(None, &["--engine", "native"]);
+    assert!(stderr(&o).contains("native engine)"), "{}", stderr(&o));
+    let o = stf_suite(None, &["--engine", "closure"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("native engine)"), "{}", stderr(&o));
-    let o = stf_suite(Some("native"), &[]);
-    assert!(stderr(&o).contains("native engine)"), "{}", stderr(&o));
-    // the flag wins over the variable
-    let o = stf_suite(Some("native"), &["--engine", "closure"]);
     assert!(stderr(&o).contains("closure engine)"), "{}", stderr(&o));
+    let o = stf_suite(Some("closure"), &[]);
+    assert!(stderr(&o).contains("closure engine)"), "{}", stderr(&o));
+    // the flag wins over the variable
+    let o = stf_suite(Some("closure"), &["--engine", "native"]);
+    assert!(stderr(&o).contains("native engine)"), "{}", stderr(&o));
 }
 
 #[test]

@@ -4,12 +4,13 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// Which code runs a program: the closures built by `load/compile.rs` (the reference), or machine
-/// code generated with Cranelift (falling back to those closures statement by statement).
+/// Which code runs a program: machine code generated with Cranelift when the program is loaded
+/// (the default; it falls back to the closures statement by statement), or the closures built by
+/// `load/compile.rs` (the reference).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Backend {
-    #[default]
     Closure,
+    #[default]
     Native,
 }
 

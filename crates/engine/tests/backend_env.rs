@@ -1,5 +1,5 @@
-//! `P4SEC_ENGINE` picks the backend `Engine::new` builds: unset or empty the default (closures),
-//! `native` machine code, anything else an error naming the variable and the allowed values. One
+//! `P4SEC_ENGINE` picks the backend `Engine::new` builds: unset or empty the default (native
+//! machine code), `closure` the closures, anything else an error naming the variable and the allowed values. One
 //! test in its own binary: it changes the process's environment.
 
 use p4sec_engine::{Backend, Engine, BACKEND_ENV};
@@ -28,9 +28,9 @@ fn the_environment_picks_the_backend() {
     // SAFETY (edition 2021: safe to call): the only test of this binary, no other thread reads
     // the environment
     std::env::remove_var(BACKEND_ENV);
-    assert_eq!(load().unwrap().backend(), Backend::Closure);
+    assert_eq!(load().unwrap().backend(), Backend::Native);
     std::env::set_var(BACKEND_ENV, "");
-    assert_eq!(load().unwrap().backend(), Backend::Closure);
+    assert_eq!(load().unwrap().backend(), Backend::Native);
     std::env::set_var(BACKEND_ENV, "native");
     let e = load().unwrap();
     assert_eq!(e.backend(), Backend::Native);
@@ -46,5 +46,10 @@ fn the_environment_picks_the_backend() {
         "{err}"
     );
     std::env::set_var(BACKEND_ENV, "closure");
-    assert_eq!(load().unwrap().backend(), Backend::Closure);
+    let c = load().unwrap();
+    assert_eq!(c.backend(), Backend::Closure);
+    let mut w = p4sec_engine::Worker::new(&c);
+    out.clear();
+    c.process(&mut w, 1, &[41], &mut out);
+    assert_eq!(out.iter().collect::<Vec<_>>(), vec![(2, &[42u8][..])]);
 }

@@ -248,7 +248,7 @@ fn backend_names_parse_and_print() {
         "{e}"
     );
     assert_eq!(Backend::Native.to_string(), "native");
-    assert_eq!(Backend::default(), Backend::Closure);
+    assert_eq!(Backend::default(), Backend::Native);
 }
 
 #[test]
