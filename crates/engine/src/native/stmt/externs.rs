@@ -154,6 +154,7 @@ impl Fx<'_, '_> {
                 .zip(plans)
                 .map(|((a, &word), plan)| DirectArg {
                     width: a.width,
+                    nbytes: a.width.div_ceil(8) as usize,
                     dir: a.dir,
                     way: match plan {
                         Some(p) if !word => Way::Layout(p),

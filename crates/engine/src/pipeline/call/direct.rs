@@ -8,7 +8,7 @@ use super::externs::check_lengths;
 use crate::code::Flow;
 use crate::load::pristine::PristineArg;
 use crate::{Engine, Worker};
-use p4sec_externs::iface::{BitBuf, BoundCall};
+use p4sec_externs::iface::{BitBuf, BoundCall, ExternError};
 use p4sec_externs::layout::ArgLayout;
 use p4sec_ir::*;
 
@@ -24,6 +24,8 @@ pub(crate) enum Way {
 /// One argument of a [`DirectCall`].
 pub(crate) struct DirectArg {
     pub(crate) width: u32,
+    /// `ceil(width / 8)`: the length of its bit string.
+    pub(crate) nbytes: usize,
     pub(crate) dir: Direction,
     pub(crate) way: Way,
 }
@@ -71,8 +73,19 @@ fn put_word(out: &mut Vec<u8>, n: usize, v: u64) {
         out.clear();
         out.resize(n, 0);
     }
-    for (k, b) in out.iter_mut().rev().enumerate() {
-        *b = (v >> (8 * k)) as u8;
+    let be = v.to_be_bytes();
+    // SAFETY: `out` holds `n` bytes, `n` <= 8 (a word argument is at most 64 bits wide); copies
+    // of a constant length, no call to memcpy for the common widths
+    unsafe {
+        let (src, dst) = (be.as_ptr().add(8 - n.min(8)), out.as_mut_ptr());
+        match n {
+            0 => {}
+            1 => *dst = v as u8,
+            2 => std::ptr::copy_nonoverlapping(src, dst, 2),
+            4 => std::ptr::copy_nonoverlapping(src, dst, 4),
+            8 => std::ptr::copy_nonoverlapping(src, dst, 8),
+            _ => std::ptr::copy_nonoverlapping(src, dst, n.min(8)),
+        }
     }
 }
 
@@ -107,18 +120,12 @@ impl Engine {
         if w.calls.bitbufs.len() < n {
             w.calls.bitbufs.resize_with(n, BitBuf::default);
         }
-        for ((a, b), &v) in dc
-            .args
-            .iter()
-            .zip(w.calls.bitbufs.iter_mut())
-            .zip(words.iter())
-        {
+        let bufs = &mut w.calls.bitbufs[..n];
+        for (i, (a, b)) in dc.args.iter().zip(bufs.iter_mut()).enumerate() {
             b.width = a.width;
             match &a.way {
-                Way::Word => {
-                    let v = if a.dir == Direction::Out { 0 } else { v };
-                    put_word(&mut b.bytes, a.width.div_ceil(8) as usize, v)
-                }
+                Way::Word if a.dir == Direction::Out => put_word(&mut b.bytes, a.nbytes, 0),
+                Way::Word => put_word(&mut b.bytes, a.nbytes, words[i]),
                 Way::Layout(p) => p.marshal(&w.slots, a.dir != Direction::Out, &mut b.bytes),
             }
         }
@@ -128,34 +135,44 @@ impl Engine {
         });
         if let Some(width) = ret_width {
             w.calls.retbuf.width = width;
-            put_word(&mut w.calls.retbuf.bytes, width.div_ceil(8) as usize, 0);
+            let nb = width.div_ceil(8) as usize;
+            if nb <= 8 {
+                put_word(&mut w.calls.retbuf.bytes, nb, 0);
+            } else {
+                w.calls.retbuf.bytes.clear();
+                w.calls.retbuf.bytes.resize(nb, 0);
+            }
         }
-        let r = self
-            .invoke_in_place(w, dc.inst, dc.method, n, dc.ret.is_some())
-            .and_then(|()| {
-                let outs = dc
-                    .args
-                    .iter()
-                    .zip(w.calls.bitbufs.iter())
-                    .filter(|(a, _)| a.dir != Direction::In)
-                    .map(|(a, b)| (a.width, b));
-                check_lengths(outs, ret_width.map(|wd| (wd, &w.calls.retbuf)))
-            });
-        if let Err(e) = r {
+        if let Err(e) = self.invoke_in_place(w, dc.inst, dc.method, n, dc.ret.is_some()) {
             return self.extern_fault(w, e);
         }
-        for ((a, b), v) in dc
-            .args
-            .iter()
-            .zip(w.calls.bitbufs.iter())
-            .zip(words.iter_mut())
-        {
+        // the results' lengths checked (the narrow ones taken meanwhile: the generated code reads
+        // them only when the call went through), then the planned ones written back
+        let (mut bad, mut planned) = (false, false);
+        for (i, (a, b)) in dc.args.iter().zip(w.calls.bitbufs.iter()).enumerate() {
             if a.dir == Direction::In {
                 continue;
             }
-            match &a.way {
-                Way::Word => *v = get_word(&b.bytes),
-                Way::Layout(p) => p.write(&b.bytes, &mut w.slots),
+            if b.bytes.len() != a.nbytes {
+                bad = true;
+                break;
+            }
+            match a.way {
+                Way::Word => words[i] = get_word(&b.bytes),
+                Way::Layout(_) => planned = true,
+            }
+        }
+        if let Some(wd) = ret_width {
+            bad |= w.calls.retbuf.bytes.len() != wd.div_ceil(8) as usize;
+        }
+        if bad {
+            return self.direct_lengths_fault(w, dc, ret_width);
+        }
+        if planned {
+            for (a, b) in dc.args.iter().zip(w.calls.bitbufs.iter()) {
+                if let (Way::Layout(p), false) = (&a.way, a.dir == Direction::In) {
+                    p.write(&b.bytes, &mut w.slots);
+                }
             }
         }
         match dc.ret {
@@ -168,5 +185,27 @@ impl Engine {
             None => {}
         }
         Flow::Next
+    }
+
+    /// An extern that resized a result: the fault [`check_lengths`] names, as on the other paths.
+    #[cold]
+    #[inline(never)]
+    fn direct_lengths_fault(
+        &self,
+        w: &mut Worker,
+        dc: &DirectCall,
+        ret_width: Option<u32>,
+    ) -> Flow {
+        let outs = dc
+            .args
+            .iter()
+            .zip(w.calls.bitbufs.iter())
+            .filter(|(a, _)| a.dir != Direction::In)
+            .map(|(a, b)| (a.width, b));
+        let e = match check_lengths(outs, ret_width.map(|wd| (wd, &w.calls.retbuf))) {
+            Err(e) => e,
+            Ok(()) => ExternError::Failed("a result came back resized".into()),
+        };
+        self.extern_fault(w, e)
     }
 }
