@@ -346,7 +346,7 @@ pub(crate) unsafe extern "C" fn np_action<const E: bool>(ctx: *mut Ctx, a: u64) 
 }
 
 /// Runs an extern call native code makes with its narrow arguments in the word area `words`
-/// ([`Engine::extern_call_direct`]): the flow (a fault drops the packet), or [`PANIC`] with the
+/// ([`Engine::extern_call_site`]): the flow (a fault drops the packet), or [`PANIC`] with the
 /// extern's panic kept in the context. The context is neither stored nor reloaded: an extern call
 /// changes slot values and the worker's payload, argument buffers, counters and effects, none of
 /// which the context mirrors.
@@ -362,7 +362,7 @@ pub(crate) unsafe extern "C" fn np_extern(
     let ctx = &mut *ctx;
     let (e, w, dc) = (ctx.e, &mut *ctx.w, &*site);
     let words = std::slice::from_raw_parts_mut(words, dc.words());
-    match catch_unwind(AssertUnwindSafe(|| e.extern_call_direct(w, dc, words))) {
+    match catch_unwind(AssertUnwindSafe(|| e.extern_call_site(w, dc, words))) {
         Ok(f) => encode(f),
         Err(p) => {
             ctx.panic = Some(p);

@@ -145,11 +145,10 @@ impl Fx<'_, '_> {
                 return Some(true);
             }
         }
-        let dc = DirectCall {
+        let dc = DirectCall::new(
             inst,
             method,
-            args: args
-                .iter()
+            args.iter()
                 .zip(&shape.words)
                 .zip(plans)
                 .map(|((a, &word), plan)| DirectArg {
@@ -162,8 +161,8 @@ impl Fx<'_, '_> {
                     },
                 })
                 .collect(),
-            ret: shape.ret,
-        };
+            shape.ret,
+        );
         let nwords = dc.words();
         let ss = self.b.create_sized_stack_slot(StackSlotData::new(
             StackSlotKind::ExplicitSlot,

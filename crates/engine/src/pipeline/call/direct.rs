@@ -47,9 +47,29 @@ pub(crate) struct DirectCall {
     pub(crate) method: u32,
     pub(crate) args: Vec<DirectArg>,
     pub(crate) ret: Option<DirectRet>,
+    /// Every argument and the return value, if any, a word: the lean path
+    /// ([`Engine::extern_call_words`]).
+    words_only: bool,
 }
 
 impl DirectCall {
+    pub(crate) fn new(
+        inst: usize,
+        method: u32,
+        args: Vec<DirectArg>,
+        ret: Option<DirectRet>,
+    ) -> DirectCall {
+        let words_only = args.iter().all(|a| matches!(a.way, Way::Word))
+            && !matches!(ret, Some(DirectRet::Wide(_)));
+        DirectCall {
+            inst,
+            method,
+            args,
+            ret,
+            words_only,
+        }
+    }
+
     /// How many words the call's word area holds.
     pub(crate) fn words(&self) -> usize {
         self.args.len() + 1
@@ -96,6 +116,80 @@ fn get_word(bytes: &[u8]) -> u64 {
 }
 
 impl Engine {
+    /// The call of a [`DirectCall`] site: [`Engine::extern_call_words`] when it can take it, else
+    /// [`Engine::extern_call_direct`].
+    #[inline(always)]
+    pub(crate) fn extern_call_site(
+        &self,
+        w: &mut Worker,
+        dc: &DirectCall,
+        words: &mut [u64],
+    ) -> Flow {
+        if dc.words_only {
+            self.extern_call_words(w, dc, words)
+        } else {
+            self.extern_call_direct(w, dc, words)
+        }
+    }
+
+    /// [`Engine::extern_call_direct`] for a call site whose arguments and return value are all
+    /// words: no layouts, one loop each way.
+    fn extern_call_words(&self, w: &mut Worker, dc: &DirectCall, words: &mut [u64]) -> Flow {
+        let n = dc.args.len();
+        if w.calls.bitbufs.len() < n {
+            w.calls.bitbufs.resize_with(n, BitBuf::default);
+        }
+        for ((a, b), &v) in dc
+            .args
+            .iter()
+            .zip(&mut w.calls.bitbufs[..n])
+            .zip(words.iter())
+        {
+            b.width = a.width;
+            put_word(
+                &mut b.bytes,
+                a.nbytes,
+                if a.dir == Direction::Out { 0 } else { v },
+            );
+        }
+        let ret = match dc.ret {
+            Some(DirectRet::Word(wd)) => {
+                let nb = wd.div_ceil(8) as usize;
+                w.calls.retbuf.width = wd;
+                put_word(&mut w.calls.retbuf.bytes, nb, 0);
+                Some(nb)
+            }
+            _ => None,
+        };
+        if let Err(e) = self.invoke_in_place(w, dc.inst, dc.method, n, ret.is_some()) {
+            return self.extern_fault(w, e);
+        }
+        let mut bad = false;
+        for ((a, b), v) in dc
+            .args
+            .iter()
+            .zip(&w.calls.bitbufs[..n])
+            .zip(words.iter_mut())
+        {
+            if a.dir != Direction::In {
+                if b.bytes.len() != a.nbytes {
+                    bad = true;
+                    break;
+                }
+                *v = get_word(&b.bytes);
+            }
+        }
+        if bad || ret.is_some_and(|nb| w.calls.retbuf.bytes.len() != nb) {
+            let ret_width = ret.map(|_| w.calls.retbuf.width);
+            return self.direct_lengths_fault(w, dc, ret_width);
+        }
+        if let Some(nb) = ret {
+            let bytes = &w.calls.retbuf.bytes[..nb];
+            words[n] = get_word(bytes);
+        }
+        Flow::Next
+    }
+
     /// The call of a [`DirectBound`] site.
     #[inline(always)]
     pub(crate) fn extern_call_direct_bound(&self, w: &mut Worker, b: &DirectBound) -> Flow {
