@@ -17,7 +17,8 @@ use std::sync::Arc;
 /// (every result depends on every input bit), `fail(how)` fails (1), panics (2), hands its
 /// `out` argument back resized (3) or sets it to `how + 1`, `widen` returns a value wider than 64
 /// bits, and `twice` is bound for itself when its call site is planned (`y = 2 * x`, a fault when
-/// `x` is 0xdead), and `thrice` (not bound) `y = 3 * x`.
+/// `x` is 0xdead), `thrice` (not bound) `y = 3 * x`; `widen(0xee)` and `shrink_ret(1)` hand
+/// their return values back resized, `shrink_ret(x)` is `x ^ 0x5a` otherwise.
 struct MixerType;
 struct Mixer;
 
@@ -69,6 +70,7 @@ impl ExternObject for Mixer {
             "widen" => 2,
             "twice" => 3,
             "thrice" => 4,
+            "shrink_ret" => 5,
             m => return Err(format!("mixer: no method {m}")),
         })
     }
@@ -111,6 +113,18 @@ impl ExternObject for Mixer {
                 if let Some(r) = ret {
                     let v: Vec<u8> = (0..r.bytes.len()).map(|k| x ^ (k as u8 * 29)).collect();
                     r.set_bytes(&v);
+                    if x == 0xee {
+                        r.bytes.push(0);
+                    }
+                }
+            }
+            5 => {
+                let x = args[0].as_u64() as u8;
+                if let Some(r) = ret {
+                    match x {
+                        1 => r.bytes.clear(),
+                        _ => r.set_u64((x ^ 0x5a) as u64),
+                    }
                 }
             }
             3 => {
@@ -153,6 +167,7 @@ extern mixer {
     bit<100> widen(in bit<8> x);
     void twice(in bit<16> x, out bit<16> y);
     void thrice(in pair_t x, out pair_t y);
+    bit<8> shrink_ret(in bit<8> x);
 }
 header h_t {
     bit<8> op; bit<8> a; bit<32> b; bit<16> c; bit<12> d; bit<4> e; bit<128> k; bit<72> wide;
@@ -184,6 +199,10 @@ control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
         } else if (hdr.h.op == 3) {
             x.twice(hdr.h.t, hdr.h.t);
             hdr.h.after = hdr.h.t[15:8];
+        } else if (hdr.h.op == 5) {
+            // return values handed back resized: a narrow one (a == 1), a wide one (after == 0xee)
+            hdr.h.after = x.shrink_ret(hdr.h.a);
+            hdr.h.w100 = x.widen(hdr.h.after);
         } else {
             // a struct in and out (several parts, several destinations), read back after
             meta.p.hi = hdr.h.t[15:8];
@@ -268,6 +287,7 @@ extern mixer {
     mixer();
     void fail(in bit<8> how, out bit<8> r);
     void thrice(in pair_t x, out pair_t y);
+    bit<8> shrink_ret(in bit<8> x);
 }
 header h_t { bit<8> a; bit<8> b; bit<16> t; bit<64> z; }
 struct hs { h_t h; }
@@ -316,7 +336,11 @@ fn narrow_and_wide_arguments_give_the_closures_results() {
     let mut seen = std::collections::HashSet::new();
     for seed in 0..200u64 {
         for op in [0u8, 1, 3, 4] {
-            let f = frame(op, seed * 7919 + op as u64);
+            let mut f = frame(op, seed * 7919 + op as u64);
+            if f[AFTER] == 0xee {
+                // widen(0xee) resizes its result (a fault, tested below)
+                f[AFTER] = 0;
+            }
             let out = both(&a, &b, &f).expect("no panic").expect("forwarded");
             assert_eq!(out.len(), f.len());
             seen.insert((op, out[1..].to_vec()));
@@ -360,7 +384,16 @@ fn a_failing_extern_is_a_fault_on_both_engines() {
         let mut f = frame(3, 4);
         f[T..T + 2].copy_from_slice(&0xdeadu16.to_be_bytes());
         assert_eq!(outcome(e, &f), Ok(None), "0xdead: dropped");
-        assert_eq!(e.stats().extern_faults, 3);
+        // resized return values, narrow and wide
+        let mut f = frame(5, 6);
+        f[1] = 1;
+        assert_eq!(outcome(e, &f), Ok(None), "a narrow return value resized");
+        f[1] = 0xee ^ 0x5a;
+        assert_eq!(outcome(e, &f), Ok(None), "a wide return value resized");
+        f[1] = 2;
+        let out = outcome(e, &f).unwrap().expect("forwarded");
+        assert_eq!(out[AFTER], 2 ^ 0x5a);
+        assert_eq!(e.stats().extern_faults, 5);
     }
 }
 
