@@ -150,6 +150,8 @@ pub(crate) struct Keep {
     pub(crate) stmts: Vec<Box<SF>>,
     pub(crate) exprs: Vec<Box<XF>>,
     pub(crate) sites: Vec<Box<ApplySite>>,
+    /// The extern call sites it makes itself ([`np_extern`], [`np_extern_bound`]).
+    pub(crate) externs: Vec<Box<dyn Any + Send + Sync>>,
     pub(crate) inline: usize,
     /// The code emits headers itself: its context carries the output buffer.
     pub(crate) emits: bool,
@@ -335,6 +337,52 @@ pub(crate) unsafe extern "C" fn np_action<const E: bool>(ctx: *mut Ctx, a: u64) 
     let r = catch_unwind(AssertUnwindSafe(|| e.run_action(w, a as usize)));
     ctx.load::<E>(w);
     match r {
+        Ok(f) => encode(f),
+        Err(p) => {
+            ctx.panic = Some(p);
+            PANIC
+        }
+    }
+}
+
+/// Runs an extern call native code makes with its narrow arguments in the word area `words`
+/// ([`Engine::extern_call_site`]): the flow (a fault drops the packet), or [`PANIC`] with the
+/// extern's panic kept in the context. The context is neither stored nor reloaded: an extern call
+/// changes slot values and the worker's payload, argument buffers, counters and effects, none of
+/// which the context mirrors.
+///
+/// # Safety
+/// As [`np_stmt`]; `site` points into the calling function's [`Keep`] and `words` at
+/// [`crate::pipeline::call::DirectCall::words`] words.
+pub(crate) unsafe extern "C" fn np_extern(
+    ctx: *mut Ctx,
+    site: *const crate::pipeline::call::DirectCall,
+    words: *mut u64,
+) -> u64 {
+    let ctx = &mut *ctx;
+    let (e, w, dc) = (ctx.e, &mut *ctx.w, &*site);
+    let words = std::slice::from_raw_parts_mut(words, dc.words());
+    match catch_unwind(AssertUnwindSafe(|| e.extern_call_site(w, dc, words))) {
+        Ok(f) => encode(f),
+        Err(p) => {
+            ctx.panic = Some(p);
+            PANIC
+        }
+    }
+}
+
+/// Runs a call site its extern bound for itself, for native code
+/// ([`Engine::extern_call_direct_bound`]); the result and the context as in [`np_extern`].
+///
+/// # Safety
+/// As [`np_stmt`]; `site` points into the calling function's [`Keep`].
+pub(crate) unsafe extern "C" fn np_extern_bound(
+    ctx: *mut Ctx,
+    site: *const crate::pipeline::call::DirectBound,
+) -> u64 {
+    let ctx = &mut *ctx;
+    let (e, w, b) = (ctx.e, &mut *ctx.w, &*site);
+    match catch_unwind(AssertUnwindSafe(|| e.extern_call_direct_bound(w, b))) {
         Ok(f) => encode(f),
         Err(p) => {
             ctx.panic = Some(p);

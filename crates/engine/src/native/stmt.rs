@@ -17,6 +17,8 @@ use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
 use p4sec_ir::*;
 
+mod externs;
+
 /// The state of translating one statement list.
 pub(crate) struct Fx<'a, 'b> {
     pub(crate) b: FunctionBuilder<'b>,
@@ -181,6 +183,7 @@ impl<'a, 'b> Fx<'a, 'b> {
                 .is_some_and(|x| self.slot_ok(x.valid.slot)),
             Stmt::Builtin(Builtin::MarkToDrop) => true,
             Stmt::Builtin(b) if self.registers_ok(b) => true,
+            Stmt::ExternCall { .. } => self.extern_inlinable(s),
             Stmt::ApplyTable { table, .. } => p
                 .tables
                 .get(*table as usize)
@@ -240,7 +243,9 @@ impl<'a, 'b> Fx<'a, 'b> {
         if let Some(ft) = self.inline(s) {
             self.keep.inline += 1;
             self.keep.weight += match s {
-                Stmt::ApplyTable { .. } | Stmt::Builtin(Builtin::VerifyChecksum { .. }) => 3,
+                Stmt::ApplyTable { .. }
+                | Stmt::Builtin(Builtin::VerifyChecksum { .. })
+                | Stmt::ExternCall { .. } => 3,
                 _ => 1,
             };
             return ft;
@@ -409,6 +414,7 @@ impl<'a, 'b> Fx<'a, 'b> {
                 Some(true)
             }
             Stmt::Builtin(b) => self.registers(b),
+            Stmt::ExternCall { .. } => self.extern_call(s),
             _ => None,
         }
     }

@@ -51,7 +51,7 @@ fn call_with_payload(
 /// An extern that resized an argument it writes, or the return value, broke the interface: a fault,
 /// not a write-back of the wrong bits. `outs`: (width, buffer) of each `out`/`inout` argument.
 #[inline(always)]
-fn check_lengths<'a>(
+pub(super) fn check_lengths<'a>(
     mut outs: impl Iterator<Item = (u32, &'a BitBuf)>,
     ret: Option<(u32, &BitBuf)>,
 ) -> Result<(), ExternError> {
@@ -263,7 +263,7 @@ impl Engine {
     /// Call extern method `method` of instance `inst` with the worker's argument buffers in place
     /// (the first `n`, and the return buffer when `with_ret`).
     #[inline]
-    fn invoke_in_place(
+    pub(super) fn invoke_in_place(
         &self,
         w: &mut Worker,
         inst: usize,
@@ -331,7 +331,7 @@ impl Engine {
 
     /// An extern call failed: counted, traced, the packet dropped.
     #[cold]
-    fn extern_fault(&self, w: &mut Worker, e: ExternError) -> Flow {
+    pub(super) fn extern_fault(&self, w: &mut Worker, e: ExternError) -> Flow {
         crate::bump(&w.stats.extern_faults);
         if let Some(t) = w.trace.as_mut() {
             t.push(format!("extern fault: {e}"));
