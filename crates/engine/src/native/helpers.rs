@@ -271,6 +271,11 @@ pub(crate) unsafe extern "C" fn np_select<const E: bool>(
 ) -> u64 {
     let ctx = &mut *ctx;
     let (e, w, s) = (ctx.e, &mut *ctx.w, &*site);
+    // the lean shape writes only slots, table counters and the meter of the last entry, reads
+    // none of the context's fields and cannot panic: neither the context stored nor unwinds caught
+    if let Some(a) = e.select_lean(w, s.table, k, s.hit, s.action_run) {
+        return a as u64;
+    }
     ctx.store::<E>(w);
     let r = catch_unwind(AssertUnwindSafe(|| {
         e.select_native(w, s.table, k, s.hit, s.action_run)

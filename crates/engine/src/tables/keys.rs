@@ -1,5 +1,6 @@
 //! Packed lookup keys: the hash index from packed keys to entry indices ([`KeyMap`], an array for
-//! one narrow key) and the word masks of LPM prefixes.
+//! one narrow key), the levels of a narrow LPM table ([`Level32`]) and the word masks of LPM
+//! prefixes.
 
 use p4sec_ir::Value;
 use rustc_hash::FxHashMap;
@@ -154,6 +155,16 @@ impl KeyMap {
             KeyMap::Wide(m) => m.clear(),
         }
     }
+}
+
+/// One prefix length of an LPM table whose one key has at most 32 bits: the key's mask and the
+/// masked keys of the entries of this length (→ entry index). Such a table's levels are probed
+/// without dispatching on the map's shape per level.
+#[derive(Clone, Debug)]
+pub(super) struct Level32 {
+    pub mask: u32,
+    pub plen: u32,
+    pub map: FxHashMap<u32, u32>,
 }
 
 /// Pack a field value (width `w`) into `words` little-endian words.
