@@ -398,12 +398,12 @@ impl Engine {
     }
 
     /// The lean one-key apply of native code: for a table version of the lean shape
-    /// ([`crate::tables::TableData::lean`]) and an untraced packet, the lookup, the hit's inline
-    /// arguments or the default's written into the action's parameters, the hit or miss counted,
-    /// `hit` and `action_run` set: `Some(action)` for the caller to run. `None`, with nothing
-    /// written, for anything else (the caller takes [`Engine::select_native`]). Panics nowhere
-    /// (every access is checked or proven in range), so native code calls it without catching
-    /// unwinds.
+    /// ([`crate::tables::TableData::lean`]) and an untraced packet, the lookup, the hit's
+    /// arguments (inline in its hot line or from the entry) or the default's written into the
+    /// action's parameters, the hit or miss counted, `hit` and `action_run` set: `Some(action)`
+    /// for the caller to run. `None`, with nothing written, for anything else (a hit on an action
+    /// profile group; the caller takes [`Engine::select_native`]). Panics nowhere (every access is
+    /// checked or proven in range), so native code calls it without catching unwinds.
     #[inline(always)]
     pub(crate) fn select_lean(
         &self,
@@ -423,20 +423,34 @@ impl Engine {
         let found = data.lookup_lean(k);
         let a = match found {
             Some(i) => {
-                let h = data.hot(i);
-                if h.selects || h.nargs == crate::tables::Hot::NOT_INLINE {
+                let h = data.hot_get(i)?;
+                if h.selects {
                     std::hint::cold_path();
                     return None;
                 }
                 let a = h.action as usize;
                 let words = self.match_action.param_words.get(a)?;
-                let args = &h.args[..(h.nargs as usize).min(h.args.len())];
                 let ws = &mut w.slots[..];
-                for (&(s, m, _, _), v) in words.iter().zip(args) {
-                    debug_assert!((s as usize) < ws.len());
-                    // SAFETY: `param_words` holds only the program's slots and the sink slot after
-                    // them, all of which the worker has (checked on entry to `Engine::process`)
-                    unsafe { *ws.get_unchecked_mut(s as usize) = *v & m };
+                if h.nargs != crate::tables::Hot::NOT_INLINE {
+                    let args = &h.args[..(h.nargs as usize).min(h.args.len())];
+                    for (&(s, m, _, _), v) in words.iter().zip(args) {
+                        debug_assert!((s as usize) < ws.len());
+                        // SAFETY: `param_words` holds only the program's slots and the sink slot
+                        // after them, all of which the worker has (checked on entry to
+                        // `Engine::process`)
+                        unsafe { *ws.get_unchecked_mut(s as usize) = *v & m };
+                    }
+                } else {
+                    // arguments not inline (wide ones, or more than fit)
+                    std::hint::cold_path();
+                    let args = &data.entries.get(i)?.entry.action.args;
+                    for &(s, m, p, k) in words {
+                        if let (Some(v), Some(x)) =
+                            (arg_word(args, p, k, m), ws.get_mut(s as usize))
+                        {
+                            *x = v;
+                        }
+                    }
                 }
                 a
             }

@@ -41,7 +41,7 @@ impl TableData {
     fn lpm32_one(&self, k: u64) -> Option<usize> {
         let k = k as u32;
         for l in &self.lpm32 {
-            if let Some(&i) = l.map.get(&(k & l.mask)) {
+            if let Some(i) = l.map.get(k & l.mask) {
                 return Some(i as usize);
             }
         }

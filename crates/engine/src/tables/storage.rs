@@ -231,8 +231,8 @@ impl TableData {
                         .lpm32
                         .iter()
                         .find(|l| l.plen == plen)
-                        .and_then(|l| l.map.get(&(k[0] as u32)))
-                        .map(|&i| i as usize)
+                        .and_then(|l| l.map.get(k[0] as u32))
+                        .map(|i| i as usize)
                         .filter(|i| Self::same_match(&self.entries[*i].entry, e));
                 }
                 self.lpm
@@ -339,7 +339,7 @@ impl TableData {
                 let plen = plen.unwrap_or(0);
                 if self.lpm_narrow() {
                     if let Some(p) = self.lpm32.iter().position(|l| l.plen == plen) {
-                        self.lpm32[p].map.remove(&(k[0] as u32));
+                        self.lpm32[p].map.remove(k[0] as u32);
                         if self.lpm32[p].map.is_empty() {
                             self.lpm32.remove(p);
                         }
@@ -489,6 +489,12 @@ impl TableData {
     #[inline]
     pub fn hot(&self, i: usize) -> &Hot {
         &self.hot[i]
+    }
+
+    /// [`TableData::hot`], `None` past the entries.
+    #[inline(always)]
+    pub fn hot_get(&self, i: usize) -> Option<&Hot> {
+        self.hot.get(i)
     }
 
     /// Set the idle timeout of the entry with this match (0: none); its idle period starts anew.
