@@ -625,6 +625,8 @@ fn default_args(slots: &mut [u64], data: &crate::tables::TableData) -> u32 {
     data.default.action
 }
 
+#[cfg(test)]
+mod lean_tests;
 mod multi_key;
 #[cfg(test)]
 mod tests;
