@@ -269,13 +269,26 @@ pub(crate) unsafe extern "C" fn np_select<const E: bool>(
     site: *const ApplySite,
     k: u64,
 ) -> u64 {
-    let ctx = &mut *ctx;
-    let (e, w, s) = (ctx.e, &mut *ctx.w, &*site);
+    let c = &mut *ctx;
+    let (e, w, s) = (c.e, &mut *c.w, &*site);
     // the lean shape writes only slots, table counters and the meter of the last entry, reads
     // none of the context's fields and cannot panic: neither the context stored nor unwinds caught
-    if let Some(a) = e.select_lean(w, s.table, k, s.hit, s.action_run) {
+    if let Some(a) = e.select_lean(w, s.table, k, &s.hit, &s.action_run) {
         return a as u64;
     }
+    np_select_general::<E>(ctx, site, k)
+}
+
+/// [`np_select`] past the lean shape (kept out of line, so that the lean path's frame stays
+/// small).
+///
+/// # Safety
+/// As [`np_select`].
+#[cold]
+#[inline(never)]
+unsafe fn np_select_general<const E: bool>(ctx: *mut Ctx, site: *const ApplySite, k: u64) -> u64 {
+    let ctx = &mut *ctx;
+    let (e, w, s) = (ctx.e, &mut *ctx.w, &*site);
     ctx.store::<E>(w);
     let r = catch_unwind(AssertUnwindSafe(|| {
         e.select_native(w, s.table, k, s.hit, s.action_run)

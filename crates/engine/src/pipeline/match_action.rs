@@ -410,8 +410,8 @@ impl Engine {
         w: &mut Worker,
         ti: usize,
         k: u64,
-        hit: Option<Loc>,
-        action_run: Option<Loc>,
+        hit: &Option<Loc>,
+        action_run: &Option<Loc>,
     ) -> Option<usize> {
         if w.trace.is_some() {
             return None;

@@ -172,13 +172,13 @@ fn hits_and_misses_are_counted_and_the_lean_path_is_taken() {
     // lookup takes it: the hit's arguments in the action's parameters
     let (e, w) = (&es[1], &mut ws[1]);
     let set = action(e, "I.set") as usize;
-    assert_eq!(e.select_lean(w, tl, 0x0a00_0001, None, None), Some(set));
+    assert_eq!(e.select_lean(w, tl, 0x0a00_0001, &None, &None), Some(set));
     let params = &e.match_action.param_words[set];
     assert_eq!(w.slots[params[0].0 as usize], 1);
     assert_eq!(w.slots[params[1].0 as usize], 2);
     assert_eq!(e.table_stats(tl), (9, 2));
     // a miss: the default action's arguments
-    assert_eq!(e.select_lean(w, tl, 0x0c00_0001, None, None), Some(set));
+    assert_eq!(e.select_lean(w, tl, 0x0c00_0001, &None, &None), Some(set));
     assert_eq!(w.slots[params[0].0 as usize], 0xd0);
     assert_eq!(w.slots[params[1].0 as usize], 0xbeef);
     assert_eq!(e.table_stats(tl), (9, 3));
