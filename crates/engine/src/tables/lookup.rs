@@ -105,6 +105,10 @@ impl TableData {
                     })
                 })
             }
+            Kind::Scan if self.scan.usable() => {
+                let p = self.scan.search(&key[..self.key_words])?;
+                self.order.get(p).copied()
+            }
             Kind::Scan => {
                 'entries: for &i in &self.order {
                     let e = &self.entries[i].entry;

@@ -6,6 +6,7 @@ use super::entry::{meter_cell, Hot, Indirect, Installed};
 use super::keys::{
     pack, prefix_mask, prefix_word_mask, HKey, KeyMap, Level32, HKEY_WORDS, MAX_KEY_WORDS,
 };
+use super::scan::ScanRows;
 use super::{tss, TableError};
 use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,6 +76,8 @@ pub(crate) struct TableData {
     pub(crate) lean: bool,
     /// Entry indices in match order (priority desc, then seq asc).
     pub(super) order: Vec<usize>,
+    /// Scan tables: the entries' matches compiled to words, in match order.
+    pub(super) scan: ScanRows,
     /// Scan tables: the same entries grouped by mask tuple (searched once the table holds more than
     /// [`SCAN_MAX`] entries).
     pub(super) tss: tss::Tss,
@@ -159,6 +162,7 @@ impl TableData {
             lpm32: vec![],
             lean,
             order: vec![],
+            scan: ScanRows::new(t),
             tss: Default::default(),
             default: t.default_action.clone(),
             default_writes: vec![],
@@ -321,6 +325,10 @@ impl TableData {
                 let key = |j: usize| (std::cmp::Reverse(ents[j].entry.priority), ents[j].seq);
                 let p = self.order.partition_point(|&j| key(j) < key(i));
                 self.order.insert(p, i);
+                let ents = &self.entries;
+                let n = self.order.len();
+                let in_order = self.order.iter().map(|&j| &ents[j].entry);
+                self.scan.rebuild(t, in_order, n);
                 let (mask, k) = self.tss_key(t, &e);
                 self.tss.add(&mask, &k, key(i), i as u32);
             }
@@ -356,6 +364,10 @@ impl TableData {
             }
             Kind::Scan => {
                 self.order.retain(|&j| j != i);
+                let ents = &self.entries;
+                let n = self.order.len();
+                let in_order = self.order.iter().map(|&j| &ents[j].entry);
+                self.scan.rebuild(t, in_order, n);
                 let (mask, k) = self.tss_key(t, &e);
                 self.tss.remove(&mask, &k, i as u32);
             }
@@ -561,6 +573,7 @@ impl TableData {
         self.lpm_masks.clear();
         self.lpm32.clear();
         self.order.clear();
+        self.scan.clear();
         self.tss.clear();
     }
 }
