@@ -271,6 +271,24 @@ pub(crate) unsafe extern "C" fn np_select<const E: bool>(
     site: *const ApplySite,
     k: u64,
 ) -> u64 {
+    let c = &mut *ctx;
+    let (e, w, s) = (c.e, &mut *c.w, &*site);
+    // the lean shape writes only slots, table counters and the meter of the last entry, reads
+    // none of the context's fields and cannot panic: neither the context stored nor unwinds caught
+    if let Some(a) = e.select_lean(w, s.table, k, &s.hit, &s.action_run) {
+        return a as u64;
+    }
+    np_select_general::<E>(ctx, site, k)
+}
+
+/// [`np_select`] past the lean shape (kept out of line, so that the lean path's frame stays
+/// small).
+///
+/// # Safety
+/// As [`np_select`].
+#[cold]
+#[inline(never)]
+unsafe fn np_select_general<const E: bool>(ctx: *mut Ctx, site: *const ApplySite, k: u64) -> u64 {
     let ctx = &mut *ctx;
     let (e, w, s) = (ctx.e, &mut *ctx.w, &*site);
     ctx.store::<E>(w);
@@ -299,6 +317,37 @@ pub(crate) unsafe extern "C" fn np_select<const E: bool>(
 /// # Safety
 /// As [`np_select`]; `key` points at as many words as the table has keys.
 pub(crate) unsafe extern "C" fn np_select_key<const E: bool>(
+    ctx: *mut Ctx,
+    site: *const ApplySite,
+    key: *const u64,
+) -> u64 {
+    let c = &mut *ctx;
+    let (e, w, s) = (c.e, &mut *c.w, &*site);
+    // as in `np_select`: the lean shape reads none of the context's fields (a panic in it, with
+    // nothing of the context moved, is handed on as the general path's would be)
+    let lean = catch_unwind(AssertUnwindSafe(|| {
+        let n = e.prog.tables.get(s.table).map_or(0, |t| t.keys.len());
+        let key = std::slice::from_raw_parts(key, n);
+        e.select_key_lean(w, s.table, key, &s.hit, &s.action_run)
+    }));
+    match lean {
+        Ok(Some(a)) => return a as u64,
+        Ok(None) => {}
+        Err(p) => {
+            c.panic = Some(p);
+            return RAN | PANIC;
+        }
+    }
+    np_select_key_general::<E>(ctx, site, key)
+}
+
+/// [`np_select_key`] past the lean shape (out of line, as [`np_select_general`]).
+///
+/// # Safety
+/// As [`np_select_key`].
+#[cold]
+#[inline(never)]
+unsafe fn np_select_key_general<const E: bool>(
     ctx: *mut Ctx,
     site: *const ApplySite,
     key: *const u64,

@@ -397,6 +397,82 @@ impl Engine {
         self.select_one_key(w, ti, k, hit, action_run)
     }
 
+    /// The lean one-key apply of native code: for a table version of the lean shape
+    /// ([`crate::tables::TableData::lean`]) and an untraced packet, the lookup, the hit's
+    /// arguments (inline in its hot line or from the entry) or the default's written into the
+    /// action's parameters, the hit or miss counted, `hit` and `action_run` set: `Some(action)`
+    /// for the caller to run. `None`, with nothing written, for anything else (a hit on an action
+    /// profile group; the caller takes [`Engine::select_native`]). Panics nowhere (every access is
+    /// checked or proven in range), so native code calls it without catching unwinds.
+    #[inline(always)]
+    pub(crate) fn select_lean(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        k: u64,
+        hit: &Option<Loc>,
+        action_run: &Option<Loc>,
+    ) -> Option<usize> {
+        if w.trace.is_some() {
+            return None;
+        }
+        let data = w.tables.snapshots.get(ti)?.as_deref()?;
+        if !data.lean {
+            return None;
+        }
+        let found = data.lookup_lean(k);
+        let a = match found {
+            Some(i) => {
+                let h = data.hot_get(i)?;
+                if h.selects {
+                    std::hint::cold_path();
+                    return None;
+                }
+                let a = h.action as usize;
+                let words = self.match_action.param_words.get(a)?;
+                let ws = &mut w.slots[..];
+                if h.nargs != crate::tables::Hot::NOT_INLINE {
+                    let args = &h.args[..(h.nargs as usize).min(h.args.len())];
+                    for (&(s, m, _, _), v) in words.iter().zip(args) {
+                        debug_assert!((s as usize) < ws.len());
+                        // SAFETY: `param_words` holds only the program's slots and the sink slot
+                        // after them, all of which the worker has (checked on entry to
+                        // `Engine::process`)
+                        unsafe { *ws.get_unchecked_mut(s as usize) = *v & m };
+                    }
+                } else {
+                    // arguments not inline (wide ones, or more than fit)
+                    std::hint::cold_path();
+                    let args = &data.entries.get(i)?.entry.action.args;
+                    for &(s, m, p, k) in words {
+                        if let (Some(v), Some(x)) =
+                            (arg_word(args, p, k, m), ws.get_mut(s as usize))
+                        {
+                            *x = v;
+                        }
+                    }
+                }
+                a
+            }
+            None => default_args(&mut w.slots, data) as usize,
+        };
+        if let Some((h, m)) = w.stats.tables.get(ti) {
+            crate::bump(if found.is_some() { h } else { m });
+        }
+        w.calls.cur_meter = None;
+        if let Some(h) = hit {
+            if let Some(s) = w.slots.get_mut(h.slot as usize) {
+                *s = found.is_some() as u64 & crate::bits::mask64(h.width);
+            }
+        }
+        if let Some(r) = action_run {
+            if let Some(s) = w.slots.get_mut(r.slot as usize) {
+                *s = a as u64 & crate::bits::mask64(r.width);
+            }
+        }
+        Some(a)
+    }
+
     /// A one-key apply's action once looked up (`found`: the entry hit), its arguments written
     /// into its parameters: the hit's (inline in its hot line or, unless `inline_only`, from the
     /// entry), the default action's on a miss. `None`, nothing written, for a hit the general
@@ -549,6 +625,8 @@ fn default_args(slots: &mut [u64], data: &crate::tables::TableData) -> u32 {
     data.default.action
 }
 
+#[cfg(test)]
+mod lean_tests;
 mod multi_key;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,8 @@
 //! Packed lookup keys: the hash index from packed keys to entry indices ([`KeyMap`], an array for
-//! one narrow key) and the word masks of LPM prefixes.
+//! one narrow key), the levels of a narrow LPM table ([`Level32`]) and the word masks of LPM
+//! prefixes.
 
+use super::map32::Map32;
 use p4sec_ir::Value;
 use rustc_hash::FxHashMap;
 
@@ -29,8 +31,8 @@ pub(super) enum KeyMap {
     /// One key of at most [`DIRECT_BITS`] bits: per key value, the entry index + 1 (0: none), and
     /// the number of keys present.
     Direct(Box<[u32]>, usize),
-    /// One key of at most 32 bits: 8-byte buckets, so more of a large table stays in cache.
-    Narrow(FxHashMap<u32, u32>),
+    /// One key of at most 32 bits: 8-byte slots of a flat open-addressing array.
+    Narrow(Map32),
     One(FxHashMap<u64, u32>),
     Wide(FxHashMap<HKey, u32>),
 }
@@ -40,7 +42,7 @@ impl KeyMap {
     pub(super) fn new(words: usize, narrow: bool, direct: Option<u32>) -> Self {
         match direct {
             Some(w) if w <= DIRECT_BITS => KeyMap::Direct(vec![0; 1 << w].into_boxed_slice(), 0),
-            _ if narrow => KeyMap::Narrow(FxHashMap::default()),
+            _ if narrow => KeyMap::Narrow(Map32::default()),
             _ if words <= 1 => KeyMap::One(FxHashMap::default()),
             _ => KeyMap::Wide(FxHashMap::default()),
         }
@@ -50,8 +52,8 @@ impl KeyMap {
         match self {
             KeyMap::Direct(a, _) => Self::direct_get(a, k.first().copied().unwrap_or(0)),
             KeyMap::Narrow(m) => m
-                .get(&(k.first().copied().unwrap_or(0) as u32))
-                .map(|i| *i as usize),
+                .get(k.first().copied().unwrap_or(0) as u32)
+                .map(|i| i as usize),
             KeyMap::One(m) => m.get(&k.first().copied().unwrap_or(0)).map(|i| *i as usize),
             KeyMap::Wide(m) => m.get(&hkey(k)).map(|i| *i as usize),
         }
@@ -67,7 +69,7 @@ impl KeyMap {
     pub(super) fn get_one(&self, k: u64) -> Option<usize> {
         match self {
             KeyMap::Direct(a, _) => Self::direct_get(a, k),
-            KeyMap::Narrow(m) => m.get(&(k as u32)).map(|i| *i as usize),
+            KeyMap::Narrow(m) => m.get(k as u32).map(|i| i as usize),
             KeyMap::One(m) => m.get(&k).map(|i| *i as usize),
             KeyMap::Wide(m) => m.get(&hkey(&[k])).map(|i| *i as usize),
         }
@@ -86,14 +88,14 @@ impl KeyMap {
                 // a key beyond the array (the entry checks keep it from happening): the index
                 // becomes a hash map with every key it holds, then takes this one
                 None => {
-                    let m: FxHashMap<u32, u32> = a
+                    let m: Vec<(u32, u32)> = a
                         .iter()
                         .enumerate()
                         .filter(|(_, v)| **v != 0)
                         .map(|(x, v)| (x as u32, v - 1))
                         .collect();
                     *self = if kv <= u32::MAX as u64 {
-                        KeyMap::Narrow(m)
+                        KeyMap::Narrow(m.into_iter().collect())
                     } else {
                         KeyMap::One(m.into_iter().map(|(x, v)| (x as u64, v)).collect())
                     };
@@ -125,7 +127,7 @@ impl KeyMap {
                 }
             }
             KeyMap::Narrow(m) => {
-                m.remove(&(k.first().copied().unwrap_or(0) as u32));
+                m.remove(k.first().copied().unwrap_or(0) as u32);
             }
             KeyMap::One(m) => {
                 m.remove(&k.first().copied().unwrap_or(0));
@@ -154,6 +156,16 @@ impl KeyMap {
             KeyMap::Wide(m) => m.clear(),
         }
     }
+}
+
+/// One prefix length of an LPM table whose one key has at most 32 bits: the key's mask and the
+/// masked keys of the entries of this length (→ entry index). Such a table's levels are probed
+/// without dispatching on the map's shape per level.
+#[derive(Clone, Debug)]
+pub(super) struct Level32 {
+    pub mask: u32,
+    pub plen: u32,
+    pub map: Map32,
 }
 
 /// Pack a field value (width `w`) into `words` little-endian words.

@@ -21,9 +21,45 @@ impl TableData {
         }
     }
 
+    /// The lookup of a table of the lean shape ([`TableData::lean`]: one key word, exact or
+    /// LPM): an exact table's map, or a narrow LPM table's levels probed longest first without a
+    /// dispatch per level.
+    #[inline(always)]
+    pub fn lookup_lean(&self, k: u64) -> Option<usize> {
+        if self.kind == Kind::Lpm {
+            if self.narrow_key {
+                return self.lpm32_one(k);
+            }
+            return self.lpm_levels_one(k);
+        }
+        self.exact.get_one(k)
+    }
+
+    /// A narrow LPM table: one probe of a 32-bit map per prefix length, longest first (the key of a
+    /// field of at most 32 bits fits in 32 bits).
+    #[inline(always)]
+    fn lpm32_one(&self, k: u64) -> Option<usize> {
+        let k = k as u32;
+        for l in &self.lpm32 {
+            if let Some(i) = l.map.get(k & l.mask) {
+                return Some(i as usize);
+            }
+        }
+        None
+    }
+
     /// An LPM table of one key word: one masked probe per prefix length, longest first.
     #[inline(always)]
     fn lpm_one(&self, k: u64) -> Option<usize> {
+        if self.narrow_key {
+            return self.lpm32_one(k);
+        }
+        self.lpm_levels_one(k)
+    }
+
+    /// [`TableData::lpm_one`] of a key wider than 32 bits.
+    #[inline(always)]
+    fn lpm_levels_one(&self, k: u64) -> Option<usize> {
         for ((_, map), m) in self.lpm.iter().zip(&self.lpm_masks) {
             if let Some(i) = map.get_one(k & m[0]) {
                 return Some(i);
@@ -68,6 +104,10 @@ impl TableData {
                         field_matches(m, &key[off..off + words], t.keys[fi].width)
                     })
                 })
+            }
+            Kind::Scan if self.scan.usable() => {
+                let p = self.scan.search(&key[..self.key_words])?;
+                self.order.get(p).copied()
             }
             Kind::Scan => {
                 'entries: for &i in &self.order {

@@ -4,7 +4,8 @@
 //! priority-ordered list. A table's contents are immutable once published; writers build a new
 //! version and swap it in (RCU), so lookups never take a lock.
 //!
-//! The files: `keys.rs` (packed keys and their hash index), `entry.rs` (one installed entry),
+//! The files: `keys.rs` (packed keys and their hash index), `map32.rs` (the index of 32-bit keys),
+//! `scan.rs` (small scan tables' matches compiled to words), `entry.rs` (one installed entry),
 //! `storage.rs` (a table version and its changes), `lookup.rs` (the packet path's lookups),
 //! `validate.rs` (entries checked against the table), `profiles.rs` (action profile members and
 //! groups), `api.rs` (the plain data of the control-plane API, whose methods are on `Engine` in
@@ -14,7 +15,9 @@ mod api;
 mod entry;
 mod keys;
 mod lookup;
+mod map32;
 pub(crate) mod profiles;
+mod scan;
 mod storage;
 mod tss;
 mod validate;

@@ -3,7 +3,10 @@
 //! keep entries and indexes in step. Lookups on the packet path are in `lookup.rs`.
 
 use super::entry::{meter_cell, Hot, Indirect, Installed};
-use super::keys::{pack, prefix_mask, prefix_word_mask, HKey, KeyMap, HKEY_WORDS, MAX_KEY_WORDS};
+use super::keys::{
+    pack, prefix_mask, prefix_word_mask, HKey, KeyMap, Level32, HKEY_WORDS, MAX_KEY_WORDS,
+};
+use super::scan::ScanRows;
 use super::{tss, TableError};
 use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,8 +67,17 @@ pub(crate) struct TableData {
     /// Per `lpm` level: the mask of the whole packed key (the LPM field's prefix, exact fields
     /// whole).
     pub(super) lpm_masks: Vec<HKey>,
+    /// An LPM table of one key of at most 32 bits keeps its levels here instead (longest first;
+    /// `lpm` and `lpm_masks` stay empty).
+    pub(super) lpm32: Vec<Level32>,
+    /// The packet path's lean shape applies: one key of at most 64 bits, exact or LPM, no
+    /// per-entry state (direct counter, meter, idle timeout) and no action selector. Hits on
+    /// action profile groups and arguments not inline still take the general path.
+    pub(crate) lean: bool,
     /// Entry indices in match order (priority desc, then seq asc).
     pub(super) order: Vec<usize>,
+    /// Scan tables: the entries' matches compiled to words, in match order.
+    pub(super) scan: ScanRows,
     /// Scan tables: the same entries grouped by mask tuple (searched once the table holds more than
     /// [`SCAN_MAX`] entries).
     pub(super) tss: tss::Tss,
@@ -80,7 +92,9 @@ pub(crate) struct TableData {
     pub(super) layout: Vec<(usize, usize)>,
     pub(super) key_words: usize,
     /// One key field of at most 32 bits: the hash indexes use 32-bit keys.
-    narrow_key: bool,
+    pub(super) narrow_key: bool,
+    /// Width of the LPM field (LPM tables).
+    lpm_width: u32,
     lpm_field: Option<usize>,
 }
 
@@ -121,6 +135,16 @@ impl TableData {
         }
         let lpm_field = t.keys.iter().position(|k| k.kind == MatchKind::Lpm);
         let narrow_key = matches!(&t.keys[..], [k] if k.width <= 32);
+        let lean = matches!(&t.keys[..], [k] if k.width <= 64 && k.kind != MatchKind::Selector)
+            && matches!(kind, Kind::Exact | Kind::Lpm)
+            && off == 1
+            && t.direct_counter.is_none()
+            && t.direct_meter.is_none()
+            && !t.support_timeout
+            && !matches!(
+                t.implementation,
+                p4sec_ir::Implementation::ActionSelector(_)
+            );
         let mut d = TableData {
             kind,
             entries: Default::default(),
@@ -135,7 +159,10 @@ impl TableData {
             ),
             lpm: vec![],
             lpm_masks: vec![],
+            lpm32: vec![],
+            lean,
             order: vec![],
+            scan: ScanRows::new(t),
             tss: Default::default(),
             default: t.default_action.clone(),
             default_writes: vec![],
@@ -143,6 +170,7 @@ impl TableData {
             layout,
             key_words: off,
             narrow_key,
+            lpm_width: lpm_field.map_or(0, |f| t.keys[f].width),
             lpm_field,
         };
         for e in &t.entries {
@@ -179,6 +207,12 @@ impl TableData {
         (key, plen)
     }
 
+    /// An LPM table of one key of at most 32 bits (its levels in `lpm32`).
+    #[inline(always)]
+    pub(super) fn lpm_narrow(&self) -> bool {
+        self.kind == Kind::Lpm && self.narrow_key
+    }
+
     fn same_match(a: &TableEntry, b: &TableEntry) -> bool {
         a.matches == b.matches && a.priority == b.priority
     }
@@ -196,6 +230,15 @@ impl TableData {
             Kind::Lpm => {
                 let (k, plen) = self.index_key(t, e);
                 let plen = plen.unwrap_or(0);
+                if self.lpm_narrow() {
+                    return self
+                        .lpm32
+                        .iter()
+                        .find(|l| l.plen == plen)
+                        .and_then(|l| l.map.get(k[0] as u32))
+                        .map(|i| i as usize)
+                        .filter(|i| Self::same_match(&self.entries[*i].entry, e));
+                }
                 self.lpm
                     .iter()
                     .find(|(l, _)| *l == plen)
@@ -241,6 +284,23 @@ impl TableData {
             Kind::Lpm => {
                 let (k, plen) = self.index_key(t, &e);
                 let plen = plen.unwrap_or(0);
+                if self.lpm_narrow() {
+                    let pos = match self.lpm32.iter().position(|l| l.plen <= plen) {
+                        Some(p) if self.lpm32[p].plen == plen => p,
+                        p => {
+                            let p = p.unwrap_or(self.lpm32.len());
+                            let level = Level32 {
+                                mask: prefix_word_mask(self.lpm_width, plen, 0) as u32,
+                                plen,
+                                map: Default::default(),
+                            };
+                            self.lpm32.insert(p, level);
+                            p
+                        }
+                    };
+                    self.lpm32[pos].map.insert(k[0] as u32, i as u32);
+                    return;
+                }
                 let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
                     Some(p) if self.lpm[p].0 == plen => p,
                     Some(p) => {
@@ -265,6 +325,10 @@ impl TableData {
                 let key = |j: usize| (std::cmp::Reverse(ents[j].entry.priority), ents[j].seq);
                 let p = self.order.partition_point(|&j| key(j) < key(i));
                 self.order.insert(p, i);
+                let ents = &self.entries;
+                let n = self.order.len();
+                let in_order = self.order.iter().map(|&j| &ents[j].entry);
+                self.scan.rebuild(t, in_order, n);
                 let (mask, k) = self.tss_key(t, &e);
                 self.tss.add(&mask, &k, key(i), i as u32);
             }
@@ -281,6 +345,15 @@ impl TableData {
             Kind::Lpm => {
                 let (k, plen) = self.index_key(t, &e);
                 let plen = plen.unwrap_or(0);
+                if self.lpm_narrow() {
+                    if let Some(p) = self.lpm32.iter().position(|l| l.plen == plen) {
+                        self.lpm32[p].map.remove(k[0] as u32);
+                        if self.lpm32[p].map.is_empty() {
+                            self.lpm32.remove(p);
+                        }
+                    }
+                    return;
+                }
                 if let Some(p) = self.lpm.iter().position(|(l, _)| *l == plen) {
                     self.lpm[p].1.remove(&k);
                     if self.lpm[p].1.is_empty() {
@@ -291,6 +364,10 @@ impl TableData {
             }
             Kind::Scan => {
                 self.order.retain(|&j| j != i);
+                let ents = &self.entries;
+                let n = self.order.len();
+                let in_order = self.order.iter().map(|&j| &ents[j].entry);
+                self.scan.rebuild(t, in_order, n);
                 let (mask, k) = self.tss_key(t, &e);
                 self.tss.remove(&mask, &k, i as u32);
             }
@@ -426,6 +503,12 @@ impl TableData {
         &self.hot[i]
     }
 
+    /// [`TableData::hot`], `None` past the entries.
+    #[inline(always)]
+    pub fn hot_get(&self, i: usize) -> Option<&Hot> {
+        self.hot.get(i)
+    }
+
     /// Set the idle timeout of the entry with this match (0: none); its idle period starts anew.
     pub fn set_idle_timeout(
         &mut self,
@@ -488,7 +571,9 @@ impl TableData {
         self.exact.clear();
         self.lpm.clear();
         self.lpm_masks.clear();
+        self.lpm32.clear();
         self.order.clear();
+        self.scan.clear();
         self.tss.clear();
     }
 }

@@ -9,9 +9,9 @@ use p4sec_ir::Loc;
 impl Engine {
     /// [`Engine::select_native`] for a table of several keys of at most 64 bits each, `key` holding
     /// one word per key in the table's key order (the table's key layout for such keys): the hit's
-    /// inline arguments or the default's written into the action's parameters, `hit` and
-    /// `action_run` set, `Ok(action)` for the caller to run. Anything else (a traced packet, a
-    /// table with per-entry state, an action profile group, arguments not inline, no snapshot) is
+    /// arguments (inline or from the entry) or the default's written into the action's
+    /// parameters, `hit` and `action_run` set, `Ok(action)` for the caller to run. Anything else
+    /// (a traced packet, a table with per-entry state, an action profile group, no snapshot) is
     /// the general apply, which builds the key again from the slots (a key is an expression
     /// without side effects) and runs the action: `Err(flow)`.
     #[inline(always)]
@@ -23,32 +23,56 @@ impl Engine {
         hit: Option<Loc>,
         action_run: Option<Loc>,
     ) -> Result<usize, Flow> {
-        let general = w.trace.is_some() || self.match_action.entry_state.get(ti).is_none_or(|&s| s);
-        if let (false, Some(Some(data)), Some(t)) = (
-            general,
-            w.tables.snapshots.get(ti),
-            self.prog.tables.get(ti),
-        ) {
-            let found = data.lookup(t, key);
-            let a = match found.map(|i| data.hot(i)) {
-                Some(h) if h.selects || h.nargs == crate::tables::Hot::NOT_INLINE => {
-                    std::hint::cold_path();
-                    return Err(self.apply_table(w, ti, hit, action_run));
-                }
-                Some(h) => {
-                    self.inline_args(&mut w.slots, h.action as usize, h);
-                    h.action as usize
-                }
-                None => default_args(&mut w.slots, data) as usize,
-            };
-            if let Some((h, m)) = w.stats.tables.get(ti) {
-                crate::bump(if found.is_some() { h } else { m });
-            }
-            w.calls.cur_meter = None;
-            self.mark_apply(w, found.is_some(), a, hit, action_run);
+        if let Some(a) = self.select_key_lean(w, ti, key, &hit, &action_run) {
             return Ok(a);
         }
         std::hint::cold_path();
         Err(self.apply_table(w, ti, hit, action_run))
+    }
+
+    /// [`Engine::select_native_key`] short of the general apply: `None`, nothing written, where
+    /// that one is due.
+    #[inline(always)]
+    pub(crate) fn select_key_lean(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        key: &[u64],
+        hit: &Option<Loc>,
+        action_run: &Option<Loc>,
+    ) -> Option<usize> {
+        if w.trace.is_some() || self.match_action.entry_state.get(ti).is_none_or(|&s| s) {
+            return None;
+        }
+        let (Some(Some(data)), Some(t)) = (w.tables.snapshots.get(ti), self.prog.tables.get(ti))
+        else {
+            return None;
+        };
+        let found = data.lookup(t, key);
+        let a = match found {
+            Some(i) => {
+                let h = data.hot(i);
+                if h.selects {
+                    std::hint::cold_path();
+                    return None;
+                }
+                if h.nargs != crate::tables::Hot::NOT_INLINE {
+                    self.inline_args(&mut w.slots, h.action as usize, h);
+                    h.action as usize
+                } else {
+                    // arguments not inline (wide ones, or more than fit)
+                    let c = &data.entries[i].entry.action;
+                    self.entry_args(&mut w.slots, c.action as usize, &c.args);
+                    c.action as usize
+                }
+            }
+            None => default_args(&mut w.slots, data) as usize,
+        };
+        if let Some((h, m)) = w.stats.tables.get(ti) {
+            crate::bump(if found.is_some() { h } else { m });
+        }
+        w.calls.cur_meter = None;
+        self.mark_apply(w, found.is_some(), a, *hit, *action_run);
+        Some(a)
     }
 }

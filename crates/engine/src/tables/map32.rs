@@ -1,0 +1,224 @@
+//! The hash index of tables whose one key has at most 32 bits ([`Map32`]): 32-bit keys to entry
+//! indices in one flat array of 8-byte slots, open addressing with linear probing, at most 3/8
+//! full (a miss ends at a free slot after fewer than two reads on average). A probe on the packet
+//! path is one multiply, a shift and (usually) one slot read, against hashbrown's group of
+//! control bytes, tag broadcast and masks per map; cloning a table version copies the array as
+//! it is (8 bytes per slot, 21 to 43 bytes per key).
+
+/// FxHash's multiplier (rustc-hash): the slot of a key is the top bits of the key times it
+/// (multiplicative hashing, every key bit mixed into the bits used).
+const K: u64 = 0xf135_7aea_2e62_a9c5;
+/// A slot's `idx` when it is free (entry indices stay below it: a table holds fewer entries).
+const FREE: u32 = u32::MAX;
+/// The fewest slots: two, so that the shift stays below 64.
+const MIN_SLOTS: usize = 2;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(8))]
+struct Slot {
+    key: u32,
+    idx: u32,
+}
+
+const EMPTY: Slot = Slot { key: 0, idx: FREE };
+
+/// 32-bit keys → entry indices (below `u32::MAX`).
+#[derive(Clone, Debug)]
+pub(super) struct Map32 {
+    /// A power of two of slots, never more than 3/8 of them taken (so a probe always meets a
+    /// free slot).
+    slots: Box<[Slot]>,
+    /// 64 minus log2 of the number of slots.
+    shift: u32,
+    len: usize,
+}
+
+impl Default for Map32 {
+    fn default() -> Self {
+        Map32::with_slots(MIN_SLOTS)
+    }
+}
+
+impl Map32 {
+    fn with_slots(n: usize) -> Map32 {
+        debug_assert!(n.is_power_of_two() && n >= MIN_SLOTS);
+        Map32 {
+            slots: vec![EMPTY; n].into_boxed_slice(),
+            shift: 64 - n.trailing_zeros(),
+            len: 0,
+        }
+    }
+
+    /// The slot a key's probe starts at.
+    #[inline(always)]
+    fn home(&self, k: u32) -> usize {
+        ((k as u64).wrapping_mul(K) >> self.shift) as usize
+    }
+
+    /// The entry index of key `k`.
+    #[inline(always)]
+    pub(super) fn get(&self, k: u32) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(k);
+        loop {
+            debug_assert!(i < self.slots.len());
+            // SAFETY: `home` is below the number of slots (the product's top `64 - shift` bits,
+            // and there are `1 << (64 - shift)` slots) and every next index is masked to it
+            let s = unsafe { *self.slots.get_unchecked(i) };
+            if s.idx == FREE {
+                return None;
+            }
+            if s.key == k {
+                return Some(s.idx);
+            }
+            // at most 3/8 of the slots are taken: a free one comes
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Where key `k` is, or the free slot where it would go.
+    fn find(&self, k: u32) -> (usize, bool) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(k);
+        loop {
+            let s = self.slots[i];
+            if s.idx == FREE {
+                return (i, false);
+            }
+            if s.key == k {
+                return (i, true);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Map `k` to entry index `v` (below `u32::MAX`), replacing what it mapped to.
+    pub(super) fn insert(&mut self, k: u32, v: u32) {
+        debug_assert!(v != FREE);
+        let (i, present) = self.find(k);
+        if present {
+            self.slots[i].idx = v;
+            return;
+        }
+        if (self.len + 1) * 8 > self.slots.len() * 3 {
+            self.grow();
+            let (i, _) = self.find(k);
+            self.slots[i] = Slot { key: k, idx: v };
+        } else {
+            self.slots[i] = Slot { key: k, idx: v };
+        }
+        self.len += 1;
+    }
+
+    fn grow(&mut self) {
+        let mut n = Map32::with_slots(self.slots.len() * 2);
+        for s in self.slots.iter().filter(|s| s.idx != FREE) {
+            let (i, _) = n.find(s.key);
+            n.slots[i] = *s;
+        }
+        n.len = self.len;
+        *self = n;
+    }
+
+    /// Forget key `k`: the slots after it in its run move back over the hole where their probes
+    /// pass it (no tombstones, so probes stay short).
+    pub(super) fn remove(&mut self, k: u32) {
+        let (mut hole, present) = self.find(k);
+        if !present {
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let s = self.slots[j];
+            if s.idx == FREE {
+                break;
+            }
+            // `s` may move into the hole if its probe passes the hole on its way to `j`
+            let home = self.home(s.key);
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+                self.slots[hole] = s;
+                hole = j;
+            }
+        }
+        self.slots[hole] = EMPTY;
+        self.len -= 1;
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(super) fn clear(&mut self) {
+        *self = Map32::default();
+    }
+}
+
+impl FromIterator<(u32, u32)> for Map32 {
+    fn from_iter<I: IntoIterator<Item = (u32, u32)>>(it: I) -> Self {
+        let mut m = Map32::default();
+        for (k, v) in it {
+            m.insert(k, v);
+        }
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Inserts, replacements and removals in a pseudo-random order agree with a `HashMap` at every
+    /// step, colliding keys and key 0 included, through growth.
+    #[test]
+    fn agrees_with_hashmap() {
+        let mut m = Map32::default();
+        let mut r: HashMap<u32, u32> = HashMap::new();
+        let mut s = 7u64;
+        for step in 0..20_000u32 {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // a small key space, so that keys are replaced and removed often; some keys far apart
+            let k = match (s >> 33) % 4 {
+                0 => 0,
+                1 => ((s >> 40) % 512) as u32,
+                2 => ((s >> 40) % 512) as u32 * 0x0100_0000,
+                _ => ((s >> 40) % 512) as u32 | 0xffff_0000,
+            };
+            if (s >> 20) % 3 == 0 {
+                m.remove(k);
+                r.remove(&k);
+            } else {
+                m.insert(k, step);
+                r.insert(k, step);
+            }
+            assert_eq!(m.get(k), r.get(&k).copied(), "step {step}, key {k:#x}");
+            assert_eq!(m.len, r.len());
+            assert!(m.len * 8 <= m.slots.len() * 3);
+        }
+        for k in (0..512u32).chain((0..512).map(|x| x * 0x0100_0000 | 0xffff_0000)) {
+            assert_eq!(m.get(k), r.get(&k).copied(), "key {k:#x}");
+        }
+    }
+
+    #[test]
+    fn empty_and_cleared_maps_miss() {
+        let mut m = Map32::default();
+        assert_eq!(m.get(0), None);
+        assert!(m.is_empty());
+        m.insert(0, 3);
+        m.insert(u32::MAX, 4);
+        assert_eq!(
+            (m.get(0), m.get(u32::MAX), m.get(1)),
+            (Some(3), Some(4), None)
+        );
+        m.remove(0);
+        assert_eq!((m.get(0), m.get(u32::MAX)), (None, Some(4)));
+        m.clear();
+        assert!(m.is_empty());
+        assert_eq!(m.get(u32::MAX), None);
+    }
+}
