@@ -180,6 +180,8 @@ pub(crate) struct MatchAction {
     /// the top word masked to the width (arguments go word by word into them, inline or not); every
     /// slot is the program's or the worker's sink slot after them.
     pub(crate) param_words: Vec<Vec<(u32, u64, u32, u32)>>,
+    /// Per action: the write plan of a hit's inline arguments (built from `param_words`).
+    pub(crate) arg_plans: Vec<crate::pipeline::match_action::ArgPlan>,
     /// Sequence number of table publications (odd while one is in progress); workers refresh their
     /// table snapshots when it moves.
     pub(crate) version: AtomicU64,

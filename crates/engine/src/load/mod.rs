@@ -206,7 +206,7 @@ impl Engine {
             .collect();
         // a slot beyond the program's (a malformed program) becomes the worker's sink slot:
         // parameter words are written unchecked
-        let param_words = prog
+        let param_words: Vec<Vec<_>> = prog
             .actions
             .iter()
             .map(|a| {
@@ -269,6 +269,10 @@ impl Engine {
                 one_word_key,
                 entry_state,
                 actions,
+                arg_plans: param_words
+                    .iter()
+                    .map(|w| match_action::ArgPlan::of(w, prog.slots))
+                    .collect(),
                 param_words,
                 version: AtomicU64::new(0),
                 publish_lock: Mutex::new(()),

@@ -26,7 +26,7 @@ pub use api::{
     EntryInfo, EntryWrite, Group, GroupMember, PortStatus, ProfileTarget, TableError,
     TableErrorKind, TableOp, WatchSpec,
 };
-pub(crate) use entry::{Hot, Installed};
+pub(crate) use entry::{Hot, Installed, INLINE_ARGS};
 pub use keys::{KEY_WORDS, MAX_KEY_WORDS};
 pub(crate) use lookup::field_matches;
 pub use profiles::profile_table;
