@@ -16,10 +16,34 @@ use p4sec_ir::*;
 /// `Emit::csum_pending`, the checksum field's byte offset in the header, the field's slot).
 pub(crate) type DeferredCsum = (u64, usize, u32);
 
+/// A narrow header's fields (`HeaderPlan::fields`: slot, byte offset, right shift after a 64-bit
+/// load there, mask, width) grouped by the 64-bit big-endian word they are read from: each word
+/// starts at the byte of the first field that does not fit in the word before, and takes the
+/// consecutive fields wholly inside it. Per word: (its byte offset in the header, per field (slot,
+/// right shift from that word, mask)).
+pub(crate) type WordFields = Vec<(u32, Vec<(u32, u32, u64)>)>;
+
+/// The word grouping of `fields` (see [`WordFields`]).
+pub(crate) fn shared_words(fields: &[(u32, u32, u32, u64, u32)]) -> WordFields {
+    let mut words: WordFields = vec![];
+    for &(slot, off, shift, m, w) in fields {
+        // the field's first bit in the header
+        let pos = off * 8 + 64 - shift - w;
+        match words.last_mut() {
+            Some((base, group)) if pos + w <= *base * 8 + 64 => {
+                group.push((slot, *base * 8 + 64 - pos - w, m));
+            }
+            _ => words.push((off, vec![(slot, shift, m)])),
+        }
+    }
+    words
+}
+
 impl Fx<'_, '_> {
     /// `extract` of a fixed header whose fields are all narrow, as `extract_static` does it: when
-    /// the cursor is on a byte and the header and 8 bytes of slack lie in the packet, one 64-bit
-    /// big-endian load per field; anything else (a bit-aligned cursor, the end of the packet) calls
+    /// the cursor is on a byte and the header and 8 bytes of slack lie in the packet, 64-bit
+    /// big-endian loads each shared by the consecutive fields that fit in it ([`shared_words`]),
+    /// each field shifted and masked out of its word; anything else (a bit-aligned cursor, the end of the packet) calls
     /// back the closure, which takes the interpreter's path.
     pub(crate) fn extract(&mut self, h: usize, s: &Stmt) -> Option<bool> {
         let layout = self.cx.prog.headers.get(h)?;
@@ -47,16 +71,27 @@ impl Fx<'_, '_> {
         let at = self.packet_at(pos, need, slow);
         // packet bytes: in bounds (checked above), any alignment
         let bytes = MemFlagsData::new().with_notrap();
-        for &(slot, off, shift, m, _) in &p.fields {
-            let word = self.b.ins().load(types::I64, bytes, at, off as i32);
+        for (base, group) in shared_words(&p.fields) {
+            let word = self.b.ins().load(types::I64, bytes, at, base as i32);
             let word = self.b.ins().bswap(word);
-            let v = if shift > 0 {
-                self.b.ins().ushr_imm_u(word, shift as i64)
-            } else {
-                word
-            };
-            let v = self.b.ins().band_imm_u(v, m as i64);
-            self.store_slot(slot, v);
+            for (slot, shift, m) in group {
+                let v = if m == 0 {
+                    self.konst(0)
+                } else {
+                    let v = if shift > 0 {
+                        self.b.ins().ushr_imm_u(word, shift as i64)
+                    } else {
+                        word
+                    };
+                    // a field at the top of the word has nothing above it after the shift
+                    if shift as u64 + u64::from(m.count_ones()) == 64 {
+                        v
+                    } else {
+                        self.b.ins().band_imm_u(v, m as i64)
+                    }
+                };
+                self.store_slot(slot, v);
+            }
         }
         let cur2 = self.b.ins().iadd_imm_u(cur, p.fixed as i64);
         self.b.ins().store(flags, cur2, self.ctx, Ctx::OFF_CURSOR);
