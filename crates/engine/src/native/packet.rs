@@ -174,7 +174,7 @@ impl Fx<'_, '_> {
             sum = self.b.ins().iadd(sum, x);
         }
         sum = self.without_word(sum, p, f_off);
-        let csum = self.csum_fold(sum);
+        let csum = self.csum_fold(sum, len.div_ceil(4));
         let c = self.expr(cond);
         let check = self.b.create_block();
         self.b.ins().brif(c, check, &[], done, &[]);
@@ -246,9 +246,10 @@ impl Fx<'_, '_> {
         let mut built = Vec::with_capacity(words);
         for k in 0..words {
             let mut word: Option<Value> = None;
-            for &(slot, m, r, l, _) in p.emit_ops.iter().filter(|o| o.4 as usize == k) {
+            for &(slot, _, r, l, _) in p.emit_ops.iter().filter(|o| o.4 as usize == k) {
+                // a field's slot holds its value masked to its width (every store to a header
+                // field masks, as extract does): nothing above the field to clear
                 let v = self.load_slot(slot);
-                let v = self.b.ins().band_imm_u(v, m as i64);
                 let v = if r > 0 {
                     self.b.ins().ushr_imm_u(v, r as i64)
                 } else {
@@ -289,7 +290,7 @@ impl Fx<'_, '_> {
                 sum = self.b.ins().iadd(sum, t);
             }
             sum = self.without_word(sum, dst, f_off);
-            let c = self.csum_fold(sum);
+            let c = self.csum_fold(sum, 2 * words);
             let c16 = self.b.ins().ireduce(types::I16, c);
             let be = self.b.ins().bswap(c16);
             self.b.ins().store(bytes, be, dst, f_off as i32);
@@ -356,14 +357,29 @@ impl Fx<'_, '_> {
         self.b.ins().uextend(types::I64, x)
     }
 
-    /// The Internet checksum of a sum of 16-bit lanes below 2^48: folded with end-around carries
-    /// (at most four rounds; a folded value folds to itself), then complemented.
-    fn csum_fold(&mut self, mut sum: Value) -> Value {
-        for _ in 0..4 {
+    /// The Internet checksum of a sum of at most `lanes` 32-bit lanes: folded with end-around
+    /// carries as many rounds as [`fold_rounds`] finds the sum's bound needs (a folded value
+    /// folds to itself), then complemented.
+    fn csum_fold(&mut self, mut sum: Value, lanes: usize) -> Value {
+        for _ in 0..fold_rounds(lanes as u64 * 0xffff_ffff) {
             let lo = self.b.ins().band_imm_u(sum, 0xffff);
             let hi = self.b.ins().ushr_imm_u(sum, 16);
             sum = self.b.ins().iadd(lo, hi);
         }
         self.b.ins().bxor_imm_u(sum, 0xffff)
     }
+}
+
+/// How many end-around-carry folds (`x & 0xffff) + (x >> 16)` take any sum up to `bound` below
+/// 2^16: each round's bound is the largest fold of a value up to the previous one.
+pub(crate) fn fold_rounds(mut bound: u64) -> u32 {
+    let mut rounds = 0;
+    while bound > 0xffff {
+        let hi = bound >> 16;
+        // the largest fold: the top half at its maximum with the bound's low half, or one below
+        // it with a full low half
+        bound = (hi + (bound & 0xffff)).max(hi - 1 + 0xffff);
+        rounds += 1;
+    }
+    rounds
 }

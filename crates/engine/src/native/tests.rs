@@ -308,6 +308,9 @@ control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
             hdr.w.e = hdr.o.k[3:1];
             hdr.w.g = hdr.w.g ^ (bit<48>)hdr.w.a;
             hdr.w.t = hdr.w.b[15:0];
+            // wrapping past the widths: the slots hold the values masked to them
+            hdr.w.f = hdr.w.f + 31;
+            hdr.w.a = hdr.w.a - 0x800;
         }
     }
 }
@@ -322,7 +325,8 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
     // unchanged: the bytes as parsed
     let out = run(&a, &b, &pkt).unwrap();
     assert_eq!(out, pkt);
-    // written: c + 1 (bits 32..72 of w), e = 5, g ^= a, t = b[15:0]
+    // written: c + 1 (bits 32..72 of w), e = 5, g ^= a, t = b[15:0], f + 31 and a - 0x800
+    // wrapped
     pkt[0] = 0x0b;
     let out = run(&a, &b, &pkt).unwrap();
     let w = &pkt[1..26];
@@ -337,6 +341,12 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
     assert_eq!(field(ow, 136, 48), field(w, 136, 48) ^ field(w, 0, 12));
     assert_eq!(field(ow, 184, 16), field(w, 12, 20) & 0xffff);
     assert_eq!(field(ow, 72, 56), field(w, 72, 56), "d unchanged");
+    assert_eq!(field(ow, 131, 5), (field(w, 131, 5) + 31) & 31);
+    assert_eq!(
+        field(ow, 0, 12),
+        field(w, 0, 12).wrapping_sub(0x800) & 0xfff
+    );
+    assert_eq!(field(ow, 12, 20), field(w, 12, 20), "b unchanged");
     assert_eq!(&out[26..], b"tail");
     // every shorter packet, down to one byte short of w and past it
     for n in 0..pkt.len() {
@@ -373,6 +383,37 @@ fn extract_loads_each_word_once_for_the_router_headers() {
     };
     assert_eq!(words("ethernet"), [0, 6]);
     assert_eq!(words("ipv4"), [0, 8, 16]);
+}
+
+#[test]
+fn checksum_folds_take_the_rounds_the_sum_bound_needs() {
+    use super::packet::fold_rounds;
+    let fold = |x: u64| (x & 0xffff) + (x >> 16);
+    // every sum up to the bound ends below 2^16 after the rounds; one fewer does not for the
+    // worst value
+    for b in (0..0x30000u64)
+        .step_by(0x1001)
+        .chain([0x1ffff, 0x10000, 0xffff, 0x1fffe])
+    {
+        let r = fold_rounds(b);
+        let worst = (0..=b)
+            .map(|x| (0..r).fold(x, |x, _| fold(x)))
+            .max()
+            .unwrap();
+        assert!(worst <= 0xffff, "bound {b:#x}: {r} rounds leave {worst:#x}");
+        if r > 0 {
+            let less = (0..=b)
+                .map(|x| (1..r).fold(x, |x, _| fold(x)))
+                .max()
+                .unwrap();
+            assert!(less > 0xffff, "bound {b:#x}: {} rounds suffice", r - 1);
+        }
+    }
+    // the IPv4 header's five 32-bit lanes: three rounds, as for any sum up to 2^48; 64 bits: four
+    assert_eq!(fold_rounds(5 * 0xffff_ffff), 3);
+    assert_eq!(fold_rounds((1 << 48) - 1), 3);
+    assert_eq!(fold_rounds(u64::MAX), 4);
+    assert_eq!(fold_rounds(0xffff), 0);
 }
 
 #[test]
