@@ -72,12 +72,20 @@ impl Fx<'_, '_> {
         // packet bytes: in bounds (checked above), any alignment
         let bytes = MemFlagsData::new().with_notrap();
         for (base, group) in shared_words(&p.fields) {
-            let word = self.b.ins().load(types::I64, bytes, at, base as i32);
-            let word = self.b.ins().bswap(word);
+            // a whole byte on a byte boundary is one zero-extending byte load; the word is loaded
+            // (once) for the other fields
+            let mut word = None;
             for (slot, shift, m) in group {
                 let v = if m == 0 {
                     self.konst(0)
+                } else if m == 0xff && shift % 8 == 0 {
+                    let at_byte = base + (56 - shift) / 8;
+                    self.b.ins().uload8(types::I64, bytes, at, at_byte as i32)
                 } else {
+                    let word = *word.get_or_insert_with(|| {
+                        let w = self.b.ins().load(types::I64, bytes, at, base as i32);
+                        self.b.ins().bswap(w)
+                    });
                     let v = if shift > 0 {
                         self.b.ins().ushr_imm_u(word, shift as i64)
                     } else {

@@ -294,10 +294,11 @@ header o_t { bit<8> k; }
 header w_t {
     bit<12> a; bit<20> b; bit<40> c; bit<56> d; bit<3> e; bit<5> f; bit<48> g; bit<16> t;
 }
-struct hs { o_t o; w_t w; }
+header z_t { bit<16> u; bit<8> r; bit<8> s; }
+struct hs { o_t o; w_t w; z_t z; }
 struct m { }
 parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) {
-    state start { p.extract(hdr.o); p.extract(hdr.w); transition accept; }
+    state start { p.extract(hdr.o); p.extract(hdr.w); p.extract(hdr.z); transition accept; }
 }
 control V(inout hs hdr, inout m meta) { apply { } }
 control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
@@ -311,16 +312,19 @@ control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
             // wrapping past the widths: the slots hold the values masked to them
             hdr.w.f = hdr.w.f + 31;
             hdr.w.a = hdr.w.a - 0x800;
+            hdr.z.r = hdr.z.r + hdr.z.s;
         }
     }
 }
 control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
-control D(packet_out p, in hs hdr) { apply { p.emit(hdr.o); p.emit(hdr.w); } }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.o); p.emit(hdr.w); p.emit(hdr.z); } }
 V1Switch(P(), V(), I(), E(), V(), D()) main;
 "#;
     let (a, b) = engines(src);
     let mut pkt = vec![0x00];
     pkt.extend((1..=25u8).map(|i| i.wrapping_mul(37)));
+    // z: whole bytes at an even offset (byte loads for r and s)
+    pkt.extend([0xab, 0xcd, 0xf0, 0x20]);
     pkt.extend(b"tail");
     // unchanged: the bytes as parsed
     let out = run(&a, &b, &pkt).unwrap();
@@ -347,15 +351,16 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
         field(w, 0, 12).wrapping_sub(0x800) & 0xfff
     );
     assert_eq!(field(ow, 12, 20), field(w, 12, 20), "b unchanged");
-    assert_eq!(&out[26..], b"tail");
+    assert_eq!(&out[26..30], &[0xab, 0xcd, 0x10, 0x20], "z.r + z.s wrapped");
+    assert_eq!(&out[30..], b"tail");
     // every shorter packet, down to one byte short of w and past it
     for n in 0..pkt.len() {
         run(&a, &b, &pkt[..n]);
     }
-    agree_on_random(&a, &b, 30);
     agree_on_random(&a, &b, 34);
+    agree_on_random(&a, &b, 38);
     let c = coverage(src);
-    assert!(c.inline >= 4, "{c:?}");
+    assert!(c.inline >= 6, "{c:?}");
 }
 
 #[test]
