@@ -16,10 +16,34 @@ use p4sec_ir::*;
 /// `Emit::csum_pending`, the checksum field's byte offset in the header, the field's slot).
 pub(crate) type DeferredCsum = (u64, usize, u32);
 
+/// A narrow header's fields (`HeaderPlan::fields`: slot, byte offset, right shift after a 64-bit
+/// load there, mask, width) grouped by the 64-bit big-endian word they are read from: each word
+/// starts at the byte of the first field that does not fit in the word before, and takes the
+/// consecutive fields wholly inside it. Per word: (its byte offset in the header, per field (slot,
+/// right shift from that word, mask)).
+pub(crate) type WordFields = Vec<(u32, Vec<(u32, u32, u64)>)>;
+
+/// The word grouping of `fields` (see [`WordFields`]).
+pub(crate) fn shared_words(fields: &[(u32, u32, u32, u64, u32)]) -> WordFields {
+    let mut words: WordFields = vec![];
+    for &(slot, off, shift, m, w) in fields {
+        // the field's first bit in the header
+        let pos = off * 8 + 64 - shift - w;
+        match words.last_mut() {
+            Some((base, group)) if pos + w <= *base * 8 + 64 => {
+                group.push((slot, *base * 8 + 64 - pos - w, m));
+            }
+            _ => words.push((off, vec![(slot, shift, m)])),
+        }
+    }
+    words
+}
+
 impl Fx<'_, '_> {
     /// `extract` of a fixed header whose fields are all narrow, as `extract_static` does it: when
-    /// the cursor is on a byte and the header and 8 bytes of slack lie in the packet, one 64-bit
-    /// big-endian load per field; anything else (a bit-aligned cursor, the end of the packet) calls
+    /// the cursor is on a byte and the header and 8 bytes of slack lie in the packet, 64-bit
+    /// big-endian loads each shared by the consecutive fields that fit in it ([`shared_words`]),
+    /// each field shifted and masked out of its word; anything else (a bit-aligned cursor, the end of the packet) calls
     /// back the closure, which takes the interpreter's path.
     pub(crate) fn extract(&mut self, h: usize, s: &Stmt) -> Option<bool> {
         let layout = self.cx.prog.headers.get(h)?;
@@ -47,16 +71,35 @@ impl Fx<'_, '_> {
         let at = self.packet_at(pos, need, slow);
         // packet bytes: in bounds (checked above), any alignment
         let bytes = MemFlagsData::new().with_notrap();
-        for &(slot, off, shift, m, _) in &p.fields {
-            let word = self.b.ins().load(types::I64, bytes, at, off as i32);
-            let word = self.b.ins().bswap(word);
-            let v = if shift > 0 {
-                self.b.ins().ushr_imm_u(word, shift as i64)
-            } else {
-                word
-            };
-            let v = self.b.ins().band_imm_u(v, m as i64);
-            self.store_slot(slot, v);
+        for (base, group) in shared_words(&p.fields) {
+            // a whole byte on a byte boundary is one zero-extending byte load; the word is loaded
+            // (once) for the other fields
+            let mut word = None;
+            for (slot, shift, m) in group {
+                let v = if m == 0 {
+                    self.konst(0)
+                } else if m == 0xff && shift % 8 == 0 {
+                    let at_byte = base + (56 - shift) / 8;
+                    self.b.ins().uload8(types::I64, bytes, at, at_byte as i32)
+                } else {
+                    let word = *word.get_or_insert_with(|| {
+                        let w = self.b.ins().load(types::I64, bytes, at, base as i32);
+                        self.b.ins().bswap(w)
+                    });
+                    let v = if shift > 0 {
+                        self.b.ins().ushr_imm_u(word, shift as i64)
+                    } else {
+                        word
+                    };
+                    // a field at the top of the word has nothing above it after the shift
+                    if shift as u64 + u64::from(m.count_ones()) == 64 {
+                        v
+                    } else {
+                        self.b.ins().band_imm_u(v, m as i64)
+                    }
+                };
+                self.store_slot(slot, v);
+            }
         }
         let cur2 = self.b.ins().iadd_imm_u(cur, p.fixed as i64);
         self.b.ins().store(flags, cur2, self.ctx, Ctx::OFF_CURSOR);
@@ -139,7 +182,7 @@ impl Fx<'_, '_> {
             sum = self.b.ins().iadd(sum, x);
         }
         sum = self.without_word(sum, p, f_off);
-        let csum = self.csum_fold(sum);
+        let csum = self.csum_fold(sum, len.div_ceil(4));
         let c = self.expr(cond);
         let check = self.b.create_block();
         self.b.ins().brif(c, check, &[], done, &[]);
@@ -211,9 +254,10 @@ impl Fx<'_, '_> {
         let mut built = Vec::with_capacity(words);
         for k in 0..words {
             let mut word: Option<Value> = None;
-            for &(slot, m, r, l, _) in p.emit_ops.iter().filter(|o| o.4 as usize == k) {
+            for &(slot, _, r, l, _) in p.emit_ops.iter().filter(|o| o.4 as usize == k) {
+                // a field's slot holds its value masked to its width (every store to a header
+                // field masks, as extract does): nothing above the field to clear
                 let v = self.load_slot(slot);
-                let v = self.b.ins().band_imm_u(v, m as i64);
                 let v = if r > 0 {
                     self.b.ins().ushr_imm_u(v, r as i64)
                 } else {
@@ -254,7 +298,7 @@ impl Fx<'_, '_> {
                 sum = self.b.ins().iadd(sum, t);
             }
             sum = self.without_word(sum, dst, f_off);
-            let c = self.csum_fold(sum);
+            let c = self.csum_fold(sum, 2 * words);
             let c16 = self.b.ins().ireduce(types::I16, c);
             let be = self.b.ins().bswap(c16);
             self.b.ins().store(bytes, be, dst, f_off as i32);
@@ -321,14 +365,29 @@ impl Fx<'_, '_> {
         self.b.ins().uextend(types::I64, x)
     }
 
-    /// The Internet checksum of a sum of 16-bit lanes below 2^48: folded with end-around carries
-    /// (at most four rounds; a folded value folds to itself), then complemented.
-    fn csum_fold(&mut self, mut sum: Value) -> Value {
-        for _ in 0..4 {
+    /// The Internet checksum of a sum of at most `lanes` 32-bit lanes: folded with end-around
+    /// carries as many rounds as [`fold_rounds`] finds the sum's bound needs (a folded value
+    /// folds to itself), then complemented.
+    fn csum_fold(&mut self, mut sum: Value, lanes: usize) -> Value {
+        for _ in 0..fold_rounds(lanes as u64 * 0xffff_ffff) {
             let lo = self.b.ins().band_imm_u(sum, 0xffff);
             let hi = self.b.ins().ushr_imm_u(sum, 16);
             sum = self.b.ins().iadd(lo, hi);
         }
         self.b.ins().bxor_imm_u(sum, 0xffff)
     }
+}
+
+/// How many end-around-carry folds (`x & 0xffff) + (x >> 16)` take any sum up to `bound` below
+/// 2^16: each round's bound is the largest fold of a value up to the previous one.
+pub(crate) fn fold_rounds(mut bound: u64) -> u32 {
+    let mut rounds = 0;
+    while bound > 0xffff {
+        let hi = bound >> 16;
+        // the largest fold: the top half at its maximum with the bound's low half, or one below
+        // it with a full low half
+        bound = (hi + (bound & 0xffff)).max(hi - 1 + 0xffff);
+        rounds += 1;
+    }
+    rounds
 }

@@ -286,6 +286,142 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
 }
 
 #[test]
+fn extract_shares_words_across_long_headers_at_odd_offsets() {
+    // `w` is 25 bytes after a 1-byte header: fields crossing the 8-byte words, a header longer
+    // than 16 bytes at an odd offset, fields written between extract and emit
+    let src = r#"#include <v1model.p4>
+header o_t { bit<8> k; }
+header w_t {
+    bit<12> a; bit<20> b; bit<40> c; bit<56> d; bit<3> e; bit<5> f; bit<48> g; bit<16> t;
+}
+header z_t { bit<16> u; bit<8> r; bit<8> s; }
+struct hs { o_t o; w_t w; z_t z; }
+struct m { }
+parser P(packet_in p, out hs hdr, inout m meta, inout standard_metadata_t sm) {
+    state start { p.extract(hdr.o); p.extract(hdr.w); p.extract(hdr.z); transition accept; }
+}
+control V(inout hs hdr, inout m meta) { apply { } }
+control I(inout hs hdr, inout m meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        if (hdr.o.k[0:0] == 1) {
+            hdr.w.c = hdr.w.c + 1;
+            hdr.w.e = hdr.o.k[3:1];
+            hdr.w.g = hdr.w.g ^ (bit<48>)hdr.w.a;
+            hdr.w.t = hdr.w.b[15:0];
+            // wrapping past the widths: the slots hold the values masked to them
+            hdr.w.f = hdr.w.f + 31;
+            hdr.w.a = hdr.w.a - 0x800;
+            hdr.z.r = hdr.z.r + hdr.z.s;
+        }
+    }
+}
+control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs hdr) { apply { p.emit(hdr.o); p.emit(hdr.w); p.emit(hdr.z); } }
+V1Switch(P(), V(), I(), E(), V(), D()) main;
+"#;
+    let (a, b) = engines(src);
+    let mut pkt = vec![0x00];
+    pkt.extend((1..=25u8).map(|i| i.wrapping_mul(37)));
+    // z: whole bytes at an even offset (byte loads for r and s)
+    pkt.extend([0xab, 0xcd, 0xf0, 0x20]);
+    pkt.extend(b"tail");
+    // unchanged: the bytes as parsed
+    let out = run(&a, &b, &pkt).unwrap();
+    assert_eq!(out, pkt);
+    // written: c + 1 (bits 32..72 of w), e = 5, g ^= a, t = b[15:0], f + 31 and a - 0x800
+    // wrapped
+    pkt[0] = 0x0b;
+    let out = run(&a, &b, &pkt).unwrap();
+    let w = &pkt[1..26];
+    let field = |bytes: &[u8], lo: usize, n: usize| -> u64 {
+        (lo..lo + n).fold(0, |v, i| {
+            v << 1 | u64::from(bytes[i / 8] >> (7 - i % 8) & 1)
+        })
+    };
+    let ow = &out[1..26];
+    assert_eq!(field(ow, 32, 40), field(w, 32, 40) + 1);
+    assert_eq!(field(ow, 128, 3), 5);
+    assert_eq!(field(ow, 136, 48), field(w, 136, 48) ^ field(w, 0, 12));
+    assert_eq!(field(ow, 184, 16), field(w, 12, 20) & 0xffff);
+    assert_eq!(field(ow, 72, 56), field(w, 72, 56), "d unchanged");
+    assert_eq!(field(ow, 131, 5), (field(w, 131, 5) + 31) & 31);
+    assert_eq!(
+        field(ow, 0, 12),
+        field(w, 0, 12).wrapping_sub(0x800) & 0xfff
+    );
+    assert_eq!(field(ow, 12, 20), field(w, 12, 20), "b unchanged");
+    assert_eq!(&out[26..30], &[0xab, 0xcd, 0x10, 0x20], "z.r + z.s wrapped");
+    assert_eq!(&out[30..], b"tail");
+    // every shorter packet, down to one byte short of w and past it
+    for n in 0..pkt.len() {
+        run(&a, &b, &pkt[..n]);
+    }
+    agree_on_random(&a, &b, 34);
+    agree_on_random(&a, &b, 38);
+    let c = coverage(src);
+    assert!(c.inline >= 6, "{c:?}");
+}
+
+#[test]
+fn extract_loads_each_word_once_for_the_router_headers() {
+    use crate::load::plans::HeaderPlan;
+    use crate::testutil::ROUTER;
+    let prog = p4sec_frontend::compile_str("r.p4", ROUTER, &Default::default()).unwrap();
+    let words = |name: &str| {
+        let h = prog
+            .headers
+            .iter()
+            .find(|h| h.name.ends_with(name))
+            .unwrap();
+        let p = HeaderPlan::new(h);
+        let w = super::packet::shared_words(&p.fields);
+        // each field read from its word as from its own load
+        for (base, group) in &w {
+            for &(slot, shift, m) in group {
+                let f = p.fields.iter().find(|f| f.0 == slot).unwrap();
+                assert_eq!(m, f.3);
+                assert_eq!(shift + 8 * (f.1 - base), f.2, "{name} slot {slot}");
+            }
+        }
+        w.iter().map(|g| g.0).collect::<Vec<_>>()
+    };
+    assert_eq!(words("ethernet"), [0, 6]);
+    assert_eq!(words("ipv4"), [0, 8, 16]);
+}
+
+#[test]
+fn checksum_folds_take_the_rounds_the_sum_bound_needs() {
+    use super::packet::fold_rounds;
+    let fold = |x: u64| (x & 0xffff) + (x >> 16);
+    // every sum up to the bound ends below 2^16 after the rounds; one fewer does not for the
+    // worst value
+    for b in (0..0x30000u64)
+        .step_by(0x1001)
+        .chain([0x1ffff, 0x10000, 0xffff, 0x1fffe])
+    {
+        let r = fold_rounds(b);
+        let worst = (0..=b)
+            .map(|x| (0..r).fold(x, |x, _| fold(x)))
+            .max()
+            .unwrap();
+        assert!(worst <= 0xffff, "bound {b:#x}: {r} rounds leave {worst:#x}");
+        if r > 0 {
+            let less = (0..=b)
+                .map(|x| (1..r).fold(x, |x, _| fold(x)))
+                .max()
+                .unwrap();
+            assert!(less > 0xffff, "bound {b:#x}: {} rounds suffice", r - 1);
+        }
+    }
+    // the IPv4 header's five 32-bit lanes: three rounds, as for any sum up to 2^48; 64 bits: four
+    assert_eq!(fold_rounds(5 * 0xffff_ffff), 3);
+    assert_eq!(fold_rounds((1 << 48) - 1), 3);
+    assert_eq!(fold_rounds(u64::MAX), 4);
+    assert_eq!(fold_rounds(0xffff), 0);
+}
+
+#[test]
 fn ipv4_checksum_verified_from_the_packet_bytes() {
     use crate::testutil::{ipv4_packet, route, ROUTER};
     let (a, b) = engines(ROUTER);
