@@ -254,10 +254,11 @@ impl Fx<'_, '_> {
         let mut built = Vec::with_capacity(words);
         for k in 0..words {
             let mut word: Option<Value> = None;
-            for &(slot, _, r, l, _) in p.emit_ops.iter().filter(|o| o.4 as usize == k) {
-                // a field's slot holds its value masked to its width (every store to a header
-                // field masks, as extract does): nothing above the field to clear
+            for &(slot, m, r, l, _) in p.emit_ops.iter().filter(|o| o.4 as usize == k) {
+                // masked to the field's width, as the closure's emit does: a value with bits above
+                // its width (however a path stored it) never spills into the next field
                 let v = self.load_slot(slot);
+                let v = self.b.ins().band_imm_u(v, m as i64);
                 let v = if r > 0 {
                     self.b.ins().ushr_imm_u(v, r as i64)
                 } else {
