@@ -181,7 +181,7 @@ pub(crate) struct MatchAction {
     /// slot is the program's or the worker's sink slot after them.
     pub(crate) param_words: Vec<Vec<(u32, u64, u32, u32)>>,
     /// Per action: the write plan of a hit's inline arguments (built from `param_words`).
-    pub(crate) arg_plans: Vec<crate::pipeline::match_action::ArgPlan>,
+    pub(crate) arg_plans: Vec<crate::pipeline::match_action::arg_plan::ArgPlan>,
     /// Sequence number of table publications (odd while one is in progress); workers refresh their
     /// table snapshots when it moves.
     pub(crate) version: AtomicU64,

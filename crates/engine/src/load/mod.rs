@@ -271,7 +271,7 @@ impl Engine {
                 actions,
                 arg_plans: param_words
                     .iter()
-                    .map(|w| match_action::ArgPlan::of(w, prog.slots))
+                    .map(|w| match_action::arg_plan::ArgPlan::of(w, prog.slots))
                     .collect(),
                 param_words,
                 version: AtomicU64::new(0),

@@ -17,7 +17,7 @@ use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
 use p4sec_ir::*;
 
-mod externs;
+mod extern_calls;
 
 /// The state of translating one statement list.
 pub(crate) struct Fx<'a, 'b> {

@@ -2,7 +2,8 @@
 //! matches an entry's field match (also used by value sets).
 
 use super::keys::{prefix_word_mask, HKEY_WORDS};
-use super::storage::{Kind, TableData, SCAN_MAX};
+use super::scan::SCAN_MAX;
+use super::storage::{Kind, TableData};
 use p4sec_ir::{FieldMatch, Table};
 
 impl TableData {

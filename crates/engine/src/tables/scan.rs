@@ -5,8 +5,11 @@
 //! keep). Larger tables keep no rows (tuple space search finds their entries).
 
 use super::keys::prefix_word_mask;
-use super::storage::SCAN_MAX;
 use p4sec_ir::{FieldMatch, MatchKind, Table, TableEntry};
+
+/// Scan tables with at most this many entries are searched in order; larger ones by tuple space
+/// search.
+pub(super) const SCAN_MAX: usize = 8;
 
 /// Per entry of a scan table, in match order (`TableData::order`), per key field: (mask, value) —
 /// the key matches if `key & mask == value` — or for a range key (low, high).

@@ -12,10 +12,6 @@ use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Scan tables with at most this many entries are searched in order; larger ones by tuple space
-/// search.
-pub(super) const SCAN_MAX: usize = 8;
-
 /// Selector keys do not take part in matching (they choose a group member): their matches are
 /// stored as "any", whatever the writer gave.
 fn without_selector_keys<'a>(t: &Table, e: &'a TableEntry) -> std::borrow::Cow<'a, TableEntry> {
@@ -79,7 +75,7 @@ pub(crate) struct TableData {
     /// Scan tables: the entries' matches compiled to words, in match order.
     pub(super) scan: ScanRows,
     /// Scan tables: the same entries grouped by mask tuple (searched once the table holds more than
-    /// [`SCAN_MAX`] entries).
+    /// [`super::scan::SCAN_MAX`] entries).
     pub(super) tss: tss::Tss,
 
     pub default: ActionCall,

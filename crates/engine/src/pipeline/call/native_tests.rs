@@ -1,4 +1,4 @@
-//! Extern calls the native code makes itself (`native/stmt/externs.rs`, [`super::direct`]) against
+//! Extern calls the native code makes itself (`native/stmt/extern_calls.rs`, [`super::direct`]) against
 //! the closures' paths: the same frames for narrow, concatenated, `inout`, wide and constant
 //! arguments and narrow and wide return values, results read by the statements after the call, a
 //! failing extern counted and dropped alike, a panicking one's panic carried out alike, and call
