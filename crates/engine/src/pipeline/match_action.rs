@@ -288,11 +288,14 @@ impl Engine {
 
     /// An entry's arguments, held in the entry, into action `a`'s parameters: their words straight
     /// into the parameter slots, each top word masked to the width.
-    #[inline]
+    #[inline(never)]
     fn entry_args(&self, slots: &mut [u64], a: usize, args: &[Value]) {
-        for &(s, m, p, k) in &self.match_action.param_words[a] {
-            if let Some(v) = arg_word(args, p, k, m) {
-                slots[s as usize] = v;
+        let Some(words) = self.match_action.param_words.get(a) else {
+            return;
+        };
+        for &(s, m, p, k) in words {
+            if let (Some(v), Some(x)) = (arg_word(args, p, k, m), slots.get_mut(s as usize)) {
+                *x = v;
             }
         }
     }
@@ -307,9 +310,20 @@ impl Engine {
                 return;
             }
         }
+        self.inline_args_by_word(slots, a, hot);
+    }
+
+    /// [`Engine::inline_args`] where the action's plan does not apply: word by word (kept out of
+    /// line, so that the plan's path stays small where it is inlined).
+    #[cold]
+    #[inline(never)]
+    fn inline_args_by_word(&self, slots: &mut [u64], a: usize, hot: &crate::tables::Hot) {
         let words = &hot.args[..(hot.nargs as usize).min(hot.args.len())];
         let ws = slots;
-        for (&(s, m, _, _), v) in self.match_action.param_words[a].iter().zip(words) {
+        let Some(params) = self.match_action.param_words.get(a) else {
+            return;
+        };
+        for (&(s, m, _, _), v) in params.iter().zip(words) {
             debug_assert!((s as usize) < ws.len());
             // SAFETY: `param_words` holds only the program's slots and the sink slot after them,
             // all of which the worker has (checked on entry to `Engine::process`)
@@ -442,30 +456,19 @@ impl Engine {
                     // arguments not inline (wide ones, or more than fit), or not as many words
                     // as the parameters take
                     std::hint::cold_path();
-                    let words = self.match_action.param_words.get(a)?;
-                    let ws = &mut w.slots[..];
                     if h.nargs != crate::tables::Hot::NOT_INLINE {
-                        let args = &h.args[..(h.nargs as usize).min(h.args.len())];
-                        for (&(s, m, _, _), v) in words.iter().zip(args) {
-                            if let Some(x) = ws.get_mut(s as usize) {
-                                *x = *v & m;
-                            }
-                        }
+                        self.inline_args_by_word(&mut w.slots, a, h);
                     } else {
                         let args = &data.entries.get(i)?.entry.action.args;
-                        for &(s, m, p, k) in words {
-                            if let (Some(v), Some(x)) =
-                                (arg_word(args, p, k, m), ws.get_mut(s as usize))
-                            {
-                                *x = v;
-                            }
-                        }
+                        self.entry_args(&mut w.slots, a, args);
                     }
                 }
                 a
             }
             None => default_args(&mut w.slots, data) as usize,
         };
+        // `chosen`'s work written out here: through `chosen` the router's packets took 9
+        // instructions more (callgrind)
         if let Some((h, m)) = w.stats.tables.get(ti) {
             crate::bump(if found.is_some() { h } else { m });
         }
@@ -498,7 +501,7 @@ impl Engine {
         let Some(i) = found else {
             return Some(default_args(slots, data) as usize);
         };
-        let h = data.hot(i);
+        let h = data.hot_get(i)?;
         if h.selects || (inline_only && h.nargs == crate::tables::Hot::NOT_INLINE) {
             std::hint::cold_path();
             return None;
@@ -508,7 +511,8 @@ impl Engine {
             Some(h.action as usize)
         } else {
             // arguments not inline (wide ones, or more than fit)
-            let c = &data.entries[i].entry.action;
+            std::hint::cold_path();
+            let c = &data.entries.get(i)?.entry.action;
             self.entry_args(slots, c.action as usize, &c.args);
             Some(c.action as usize)
         }
@@ -580,11 +584,16 @@ impl Engine {
         hit: Option<Loc>,
         action_run: Option<Loc>,
     ) {
+        // written checked: the lean applies of native code run this without catching unwinds
         if let Some(h) = hit {
-            self.store(w, h, found as u64);
+            if let Some(s) = w.slots.get_mut(h.slot as usize) {
+                *s = found as u64 & crate::bits::mask64(h.width);
+            }
         }
         if let Some(r) = action_run {
-            self.store(w, r, a as u64);
+            if let Some(s) = w.slots.get_mut(r.slot as usize) {
+                *s = a as u64 & crate::bits::mask64(r.width);
+            }
         }
     }
 

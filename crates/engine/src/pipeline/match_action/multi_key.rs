@@ -1,7 +1,6 @@
 //! Table applies of several narrow keys from native code: the key's words computed by the
 //! generated code, the lookup in the worker's table snapshot borrowed in place.
 
-use super::default_args;
 use crate::code::Flow;
 use crate::{Engine, Worker};
 use p4sec_ir::Loc;
@@ -49,30 +48,8 @@ impl Engine {
             return None;
         };
         let found = data.lookup(t, key);
-        let a = match found {
-            Some(i) => {
-                let h = data.hot(i);
-                if h.selects {
-                    std::hint::cold_path();
-                    return None;
-                }
-                if h.nargs != crate::tables::Hot::NOT_INLINE {
-                    self.inline_args(&mut w.slots, h.action as usize, h);
-                    h.action as usize
-                } else {
-                    // arguments not inline (wide ones, or more than fit)
-                    let c = &data.entries[i].entry.action;
-                    self.entry_args(&mut w.slots, c.action as usize, &c.args);
-                    c.action as usize
-                }
-            }
-            None => default_args(&mut w.slots, data) as usize,
-        };
-        if let Some((h, m)) = w.stats.tables.get(ti) {
-            crate::bump(if found.is_some() { h } else { m });
-        }
-        w.calls.cur_meter = None;
-        self.mark_apply(w, found.is_some(), a, *hit, *action_run);
+        let a = self.choose_args(&mut w.slots, data, found, false)?;
+        self.chosen(w, ti, found.is_some(), a, *hit, *action_run);
         Some(a)
     }
 }
