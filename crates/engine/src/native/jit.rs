@@ -1,6 +1,7 @@
 //! The code generator's setup and the code's lifetime: a Cranelift JIT module for the host
 //! (optimising for speed), one function per statement list, and the module's memory freed when
-//! the engine that runs the code is dropped.
+//! the engine that runs the code is dropped. With `P4SEC_JIT_DUMP` set, each function's machine
+//! code is printed on stderr as it is compiled (a development aid).
 
 use super::helpers::{Entry, Keep};
 use super::stmt::Fx;
@@ -120,7 +121,15 @@ impl Jit {
             })?
         };
         let mut ctx = std::mem::replace(&mut self.ctx, cranelift_codegen::Context::new());
+        let dump = std::env::var_os("P4SEC_JIT_DUMP").is_some();
+        ctx.set_disasm(dump);
         let r = self.module().define_function(id, &mut ctx);
+        if dump {
+            // a development aid: the machine code of each function on stderr
+            if let Some(c) = ctx.compiled_code() {
+                eprintln!("== {name}\n{}", c.vcode.as_deref().unwrap_or(""));
+            }
+        }
         ctx.clear();
         self.ctx = ctx;
         r.map_err(|e| format!("{name}: {e:?}"))?;
