@@ -542,12 +542,22 @@ impl Engine {
         if w.emit.csum_pending != 0 {
             settle_checksums(self, w);
         }
-        let mut bw = w.emit.bw;
-        bw.finish(&mut w.emit.out);
+        if w.emit.bw.n != 0 {
+            // a deparser that ended off a byte boundary: the last byte padded
+            std::hint::cold_path();
+            let mut bw = w.emit.bw;
+            bw.finish(&mut w.emit.out);
+            w.emit.bw = bw;
+        }
         let hl = w.emit.out.len() - start;
-        if start == 0
+        if w.packet.payload_at != NOT_IN_PKT {
+            // the payload is still in the input frame
+            let pkt = &w.packet.pkt;
+            w.emit
+                .out
+                .extend_from_slice(&pkt[w.packet.payload_at.min(pkt.len())..]);
+        } else if start == 0
             && recirculate.is_none()
-            && w.packet.payload_at == NOT_IN_PKT
             && hl <= w.packet.payload_skip
             && w.packet.payload_skip <= w.packet.payload.len()
         {
@@ -562,12 +572,10 @@ impl Engine {
             w.packet.payload.clear();
             w.packet.payload_skip = 0;
         } else {
-            let payload = if w.packet.payload_at != NOT_IN_PKT {
-                &w.packet.pkt[w.packet.payload_at.min(w.packet.pkt.len())..]
-            } else {
-                &w.packet.payload[w.packet.payload_skip.min(w.packet.payload.len())..]
-            };
-            w.emit.out.extend_from_slice(payload);
+            let payload = &w.packet.payload;
+            w.emit
+                .out
+                .extend_from_slice(&payload[w.packet.payload_skip.min(payload.len())..]);
         }
         if let Some(n) = truncate {
             w.emit.out.truncate(start + n);
