@@ -136,10 +136,74 @@ impl Jit {
         Ok((id, keep))
     }
 
+    /// Compiles the front of a fused pass ([`super::front`]) calling the functions `parser`,
+    /// `verify` and `ingress` of this module. Errors as [`Jit::function`].
+    pub(crate) fn build_front(
+        &mut self,
+        plan: &super::front::Plan,
+        parser: FuncId,
+        verify: Option<FuncId>,
+        ingress: Option<FuncId>,
+    ) -> Result<FuncId, String> {
+        let ptr = self.module().target_config().pointer_type();
+        let cc = self.module().target_config().default_call_conv;
+        let sig = super::front::signature(cc, ptr);
+        let name = format!("p4_front_{}", self.next);
+        self.next += 1;
+        let id = self
+            .module()
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| e.to_string())?;
+        self.ctx.clear();
+        self.ctx.func.signature = sig;
+        // the callees by address (an absolute call: the module's functions need not lie within
+        // a 32-bit displacement of each other)
+        let (module, func) = (
+            self.module.as_mut().expect("the module lives until drop"),
+            &mut self.ctx.func,
+        );
+        let mut import = |f: FuncId| {
+            let r = module.declare_func_in_func(f, func);
+            func.dfg.ext_funcs[r].colocated = false;
+            r
+        };
+        let (p, v, i) = (
+            import(parser),
+            verify.map(&mut import),
+            ingress.map(&mut import),
+        );
+        let config = self.module().target_config();
+        {
+            let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+            super::front::gen(&mut b, ptr, plan, p, v, i);
+            b.seal_all_blocks();
+            b.finalize(config);
+        }
+        let mut ctx = std::mem::replace(&mut self.ctx, cranelift_codegen::Context::new());
+        let dump = std::env::var_os("P4SEC_JIT_DUMP").is_some();
+        ctx.set_disasm(dump);
+        let r = self.module().define_function(id, &mut ctx);
+        if dump {
+            if let Some(c) = ctx.compiled_code() {
+                eprintln!("== {name}\n{}", c.vcode.as_deref().unwrap_or(""));
+            }
+        }
+        ctx.clear();
+        self.ctx = ctx;
+        r.map_err(|e| format!("{name}: {e:?}"))?;
+        Ok(id)
+    }
+
     pub(crate) fn finalize(&mut self) -> Result<(), String> {
         self.module()
             .finalize_definitions()
             .map_err(|e| e.to_string())
+    }
+
+    /// The address of a finalized function (any signature).
+    pub(crate) fn address(&self, id: FuncId) -> *const u8 {
+        let m = self.module.as_ref().expect("the module lives until drop");
+        m.get_finalized_function(id)
     }
 
     /// The address of a finalized function.
