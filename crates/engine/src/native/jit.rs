@@ -6,7 +6,8 @@
 use super::helpers::{Entry, Keep};
 use super::stmt::Fx;
 use crate::load::compile::Cx;
-use cranelift_codegen::ir::{types, AbiParam, Signature};
+use cranelift_codegen::inline::{Inline, InlineCommand};
+use cranelift_codegen::ir::{types, AbiParam, FuncRef, Signature};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -21,6 +22,9 @@ pub(crate) struct Jit {
     next: usize,
     /// The deparser's deferred checksums every function's emits compute ([`Fx::deferred`]).
     pub(crate) deferred: Vec<(usize, usize, u32)>,
+    /// The body of each function [`Jit::build`] compiled (its CLIF as generated), until
+    /// [`Jit::finalize`]: what [`Jit::build_front`] inlines.
+    bodies: std::collections::HashMap<FuncId, cranelift_codegen::ir::Function>,
 }
 
 // SAFETY: after `finalize` the module is only read (function addresses) or freed on drop; the code
@@ -51,6 +55,7 @@ impl Jit {
             fctx: FunctionBuilderContext::new(),
             next: 0,
             deferred: vec![],
+            bodies: Default::default(),
         })
     }
 
@@ -120,6 +125,8 @@ impl Jit {
                 format!("{name}: the translator failed")
             })?
         };
+        // its body as built, for the front to inline (`build_front`)
+        self.bodies.insert(id, self.ctx.func.clone());
         let mut ctx = std::mem::replace(&mut self.ctx, cranelift_codegen::Context::new());
         let dump = std::env::var_os("P4SEC_JIT_DUMP").is_some();
         ctx.set_disasm(dump);
@@ -136,10 +143,93 @@ impl Jit {
         Ok((id, keep))
     }
 
+    /// Compiles the front of a fused pass ([`super::front`]) calling the functions `parser`,
+    /// `verify` and `ingress` of this module. Errors as [`Jit::function`].
+    pub(crate) fn build_front(
+        &mut self,
+        plan: &super::front::Plan,
+        parser: FuncId,
+        verify: Option<FuncId>,
+        ingress: Option<FuncId>,
+    ) -> Result<FuncId, String> {
+        let ptr = self.module().target_config().pointer_type();
+        let cc = self.module().target_config().default_call_conv;
+        let sig = super::front::signature(cc, ptr);
+        let name = format!("p4_front_{}", self.next);
+        self.next += 1;
+        let id = self
+            .module()
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| e.to_string())?;
+        self.ctx.clear();
+        self.ctx.func.signature = sig;
+        // the callees by address (an absolute call: the module's functions need not lie within
+        // a 32-bit displacement of each other)
+        let (module, func) = (
+            self.module.as_mut().expect("the module lives until drop"),
+            &mut self.ctx.func,
+        );
+        let mut import = |f: FuncId| {
+            let r = module.declare_func_in_func(f, func);
+            func.dfg.ext_funcs[r].colocated = false;
+            r
+        };
+        let (p, v, i) = (
+            import(parser),
+            verify.map(&mut import),
+            ingress.map(&mut import),
+        );
+        let config = self.module().target_config();
+        {
+            let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+            super::front::gen(&mut b, ptr, plan, p, v, i);
+            b.seal_all_blocks();
+            b.finalize(config);
+        }
+        // the stages' bodies inlined at their calls (no frame, no call around each); the calls
+        // kept if Cranelift's inliner fails
+        let callees: Vec<(FuncRef, FuncId)> = [Some((p, parser)), v.zip(verify), i.zip(ingress)]
+            .into_iter()
+            .flatten()
+            .collect();
+        let plain = self.ctx.func.clone();
+        let inliner = Bodies {
+            callees: &callees,
+            bodies: &self.bodies,
+        };
+        let ctx = &mut self.ctx;
+        let inlined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.inline(inliner)));
+        if !matches!(inlined, Ok(Ok(_))) {
+            self.fctx = FunctionBuilderContext::new();
+            self.ctx.clear();
+            self.ctx.func = plain;
+        }
+        let mut ctx = std::mem::replace(&mut self.ctx, cranelift_codegen::Context::new());
+        let dump = std::env::var_os("P4SEC_JIT_DUMP").is_some();
+        ctx.set_disasm(dump);
+        let r = self.module().define_function(id, &mut ctx);
+        if dump {
+            if let Some(c) = ctx.compiled_code() {
+                eprintln!("== {name}\n{}", c.vcode.as_deref().unwrap_or(""));
+            }
+        }
+        ctx.clear();
+        self.ctx = ctx;
+        r.map_err(|e| format!("{name}: {e:?}"))?;
+        Ok(id)
+    }
+
     pub(crate) fn finalize(&mut self) -> Result<(), String> {
+        self.bodies.clear();
         self.module()
             .finalize_definitions()
             .map_err(|e| e.to_string())
+    }
+
+    /// The address of a finalized function (any signature).
+    pub(crate) fn address(&self, id: FuncId) -> *const u8 {
+        let m = self.module.as_ref().expect("the module lives until drop");
+        m.get_finalized_function(id)
     }
 
     /// The address of a finalized function.
@@ -150,6 +240,36 @@ impl Jit {
     pub(crate) unsafe fn entry(&self, id: FuncId) -> Entry {
         let m = self.module.as_ref().expect("the module lives until drop");
         std::mem::transmute::<*const u8, Entry>(m.get_finalized_function(id))
+    }
+}
+
+/// The inliner's view of the module: the body of each callee [`Jit::build_front`] inlines.
+struct Bodies<'a> {
+    callees: &'a [(FuncRef, FuncId)],
+    bodies: &'a std::collections::HashMap<FuncId, cranelift_codegen::ir::Function>,
+}
+
+impl Inline for Bodies<'_> {
+    fn inline(
+        &mut self,
+        _: &cranelift_codegen::ir::Function,
+        _: cranelift_codegen::ir::Inst,
+        _: cranelift_codegen::ir::Opcode,
+        callee: FuncRef,
+        _: &[cranelift_codegen::ir::Value],
+    ) -> InlineCommand<'_> {
+        let body = self
+            .callees
+            .iter()
+            .find(|(r, _)| *r == callee)
+            .and_then(|(_, id)| self.bodies.get(id));
+        match body {
+            Some(f) => InlineCommand::Inline {
+                callee: std::borrow::Cow::Borrowed(f),
+                visit_callee: false,
+            },
+            None => InlineCommand::KeepCall,
+        }
     }
 }
 

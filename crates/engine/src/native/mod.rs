@@ -19,6 +19,9 @@ mod checksum_tests;
 #[cfg(test)]
 mod emit_tests;
 pub(crate) mod expr;
+pub(crate) mod front;
+#[cfg(test)]
+mod front_tests;
 pub(crate) mod helpers;
 pub(crate) mod jit;
 pub(crate) mod packet;
@@ -164,6 +167,34 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             stats.fallback += keep.stmts.len();
         }
     }
+    // the front of the fused pass (the packet's resets, parser, verify, ingress) as one function
+    let front = match &parser {
+        Some((pid, pkeep)) if fuses => {
+            let find = |t: Target| built.iter().find(|(x, _, k)| *x == t && !k.emits);
+            let (v, i) = (find(Target::Verify), find(Target::Ingress));
+            let ss = crate::load::plans::StdSlots::new(p);
+            let plan = front::Plan {
+                nslots,
+                tracked: code.tracked_headers.clone(),
+                ingress_port: ss.ingress_port,
+                instance_type: ss.instance_type,
+                packet_length: ss.packet_length,
+                parser_may_hide_panic: !pkeep.exprs.is_empty(),
+                verify_may_hide_panic: v.is_some_and(|(_, _, k)| !k.exprs.is_empty()),
+            };
+            let fits = plan.tracked.iter().all(|&h| h < p.headers.len())
+                && [plan.ingress_port, plan.instance_type, plan.packet_length]
+                    .iter()
+                    .all(|&(s, _)| s < nslots);
+            fits.then(|| {
+                jit.build_front(&plan, *pid, v.map(|x| x.1), i.map(|x| x.1))
+                    .ok()
+                    .map(|id| (id, plan.zeroes()))
+            })
+            .flatten()
+        }
+        _ => None,
+    };
     if jit.finalize().is_err() {
         return None;
     }
@@ -219,6 +250,14 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
         _ => None,
     };
     code.native_stages.pass = pass_of(&code.native_stages, code);
+    if let (Some(pass), Some((id, zeroes))) = (code.native_stages.pass.as_mut(), front) {
+        pass.front = Some(stages::Front {
+            // SAFETY: the function was compiled with `front::signature` (a thin pointer and two
+            // u64 arguments, a u64 result) and lives in `jit`, which `alive` holds
+            f: unsafe { std::mem::transmute::<*const u8, stages::FrontFn>(jit.address(id)) },
+            zeroes,
+        });
+    }
     Some(stats)
 }
 
@@ -251,6 +290,7 @@ fn pass_of(st: &stages::Stages, code: &Code) -> Option<stages::Pass> {
         deparser_emits: deparser.is_some_and(|s| s.emits),
         nslots: all.clone().map(|s| s.nslots).max().unwrap_or(0),
         nheaders: all.map(|s| s.nheaders).max().unwrap_or(0),
+        front: None,
     })
 }
 
@@ -274,6 +314,62 @@ impl<'a> PassCx<'a> {
         Some(PassCx {
             ctx: Ctx::new(e, w),
         })
+    }
+
+    /// The context for a pass whose front is generated ([`front`]): `None` as [`PassCx::new`]
+    /// says, or when the worker's slots are not exactly the pass's (the front zeroes them all).
+    #[inline(always)]
+    pub(crate) fn fresh(p: &stages::Pass, e: &'a Engine, w: &mut Worker) -> Option<PassCx<'a>> {
+        if w.slots.len() != p.nslots || w.packet.hdr_off.len() < p.nheaders || w.trace.is_some() {
+            std::hint::cold_path();
+            return None;
+        }
+        Some(PassCx {
+            ctx: Ctx::new(e, w),
+        })
+    }
+
+    /// The generated front `f` of pass `p` on a context [`PassCx::fresh`] made, nothing of the
+    /// new packet reset yet but what `Engine::ingress_pass` resets before it (`f` resets the rest,
+    /// writes `ingress_port` and `instance_type` from `port` and `itype`, and runs the parser,
+    /// verify and ingress). A parser that did not accept: the rest as [`PassCx::run_front`] does
+    /// it.
+    #[inline(always)]
+    pub(crate) fn run_fresh(
+        &mut self,
+        f: stages::FrontFn,
+        p: &stages::Pass,
+        e: &Engine,
+        w: &mut Worker,
+        (port, itype): (u32, u32),
+    ) {
+        // the worker's pointer re-derived from `w` (as in `run`); its buffers are those the
+        // context took, untouched since
+        self.ctx.w = w;
+        // SAFETY: `f` is a front (`front::signature`) whose code reads and writes the slots below
+        // `p.nslots` (the worker's, checked by `fresh`) and header offsets below `p.nheaders`,
+        // and calls the pass's stages, as `run` does
+        let r = unsafe {
+            f(
+                (&mut self.ctx as *mut Ctx).cast(),
+                port as u64,
+                itype as u64,
+            )
+        };
+        self.ctx.store::<false>(w);
+        self.resume_panic();
+        if r != front::DONE {
+            std::hint::cold_path();
+            e.native_parser_done(w, r);
+            if let Some(f) = p.verify {
+                self.run::<false>(f, w);
+                w.perr = 0;
+            }
+            if let Some(f) = p.ingress {
+                self.run::<false>(f, w);
+                w.perr = 0;
+            }
+        }
     }
 
     /// Runs stage function `f` of the pass on `w`: the word it returned (a panic of a callback

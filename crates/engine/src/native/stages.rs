@@ -46,6 +46,21 @@ pub(crate) struct Pass {
     /// The slots and header offsets the stages' code indexes below.
     pub(crate) nslots: usize,
     pub(crate) nheaders: usize,
+    /// The resets of a new packet's ingress pass, the parser, verify and ingress as one
+    /// function (`super::front`), when it compiled.
+    pub(crate) front: Option<Front>,
+}
+
+/// The address of a pass's front (`super::front`): `fn(*mut Ctx, ingress_port, instance_type)
+/// -> u64`, its context argument's type forgotten.
+pub(crate) type FrontFn = unsafe extern "C" fn(*mut u8, u64, u64) -> u64;
+
+/// The front of a pass, as the pass calls it.
+#[derive(Clone, Copy)]
+pub(crate) struct Front {
+    pub(crate) f: FrontFn,
+    /// The front zeroes the slots itself (otherwise its caller does first).
+    pub(crate) zeroes: bool,
 }
 
 /// One stage's native function.

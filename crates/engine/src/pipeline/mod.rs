@@ -253,11 +253,6 @@ impl Engine {
         preserved: &[(u32, u64)],
         out: &mut Outputs,
     ) {
-        if w.initial_zero {
-            w.slots.fill(0);
-        } else {
-            w.slots.copy_from_slice(&w.initial);
-        }
         // SAFETY: `bytes` outlives the pass, and `Engine::process` resets the view before it
         // returns
         unsafe { w.packet.pkt.set(bytes) };
@@ -268,10 +263,35 @@ impl Engine {
         if w.fx.any() {
             w.fx = Effects::default();
         }
+        let ss = &self.layout.std;
+        if let Some(pass) = &self.controls.native.pass {
+            if let Some(f) = pass.front {
+                if w.initial_zero && preserved.is_empty() && !ss.tm_any {
+                    // the generated front resets the rest (slots, tracked headers' offsets,
+                    // standard metadata) and runs the parser, verify and ingress
+                    if !f.zeroes {
+                        w.slots.fill(0);
+                    }
+                    if let Some(cx) = crate::native::PassCx::fresh(pass, self, w) {
+                        let r = &mut Fused {
+                            pass,
+                            cx,
+                            fresh: Some(f.f),
+                        };
+                        self.ingress_stages(w, port, itype, out, r);
+                        return;
+                    }
+                }
+            }
+        }
+        if w.initial_zero {
+            w.slots.fill(0);
+        } else {
+            w.slots.copy_from_slice(&w.initial);
+        }
         for &h in &self.controls.tracked_headers {
             w.packet.hdr_off[h] = NO_OFFSET;
         }
-        let ss = &self.layout.std;
         put(&mut w.slots, ss.ingress_port, port as u64);
         put(&mut w.slots, ss.instance_type, itype as u64);
         put(&mut w.slots, ss.packet_length, bytes.len() as u64);
@@ -285,7 +305,12 @@ impl Engine {
         if let Some(pass) = &self.controls.native.pass {
             if let Some(cx) = crate::native::PassCx::new(pass, self, w) {
                 // every stage native: one context for the whole pass
-                self.ingress_stages(w, port, itype, out, &mut Fused { pass, cx });
+                let r = &mut Fused {
+                    pass,
+                    cx,
+                    fresh: None,
+                };
+                self.ingress_stages(w, port, itype, out, r);
                 return;
             }
         }

@@ -1,9 +1,10 @@
 //! How one pass runs its stages: each through its block or its own native entry ([`Blocks`]),
 //! or, when every stage of the program is native (or empty) and the packet is not traced, all of
-//! them on one native context ([`Fused`]). The pass's frame around them (`pipeline/mod.rs`) is the
+//! them on one native context ([`Fused`]), the front of a new packet's pass then one generated
+//! function (`crate::native::front`). The pass's frame around them (`pipeline/mod.rs`) is the
 //! same for both.
 
-use crate::native::stages::Pass;
+use crate::native::stages::{FrontFn, Pass};
 use crate::native::PassCx;
 use crate::{Engine, Outputs, Worker};
 
@@ -84,12 +85,18 @@ impl StageRun for Blocks {
 pub(crate) struct Fused<'a> {
     pub(crate) pass: &'a Pass,
     pub(crate) cx: PassCx<'a>,
+    /// The pass's generated front ([`Pass::front`]), when the frame left the packet's resets to
+    /// it (the context made by `PassCx::fresh`).
+    pub(crate) fresh: Option<FrontFn>,
 }
 
 impl StageRun for Fused<'_> {
     #[inline(always)]
-    fn front(&mut self, e: &Engine, w: &mut Worker, _: u32, _: u32) {
-        self.cx.run_front(self.pass, e, w);
+    fn front(&mut self, e: &Engine, w: &mut Worker, port: u32, itype: u32) {
+        match self.fresh {
+            Some(f) => self.cx.run_fresh(f, self.pass, e, w, (port, itype)),
+            None => self.cx.run_front(self.pass, e, w),
+        }
     }
 
     #[inline(always)]
