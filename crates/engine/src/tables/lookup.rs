@@ -36,17 +36,11 @@ impl TableData {
         self.exact.get_one(k)
     }
 
-    /// A narrow LPM table: one probe of a 32-bit map per prefix length, longest first (the key of a
-    /// field of at most 32 bits fits in 32 bits).
+    /// A narrow LPM table: one probe of a 32-bit map per prefix length that may match, longest
+    /// first (the key of a field of at most 32 bits fits in 32 bits).
     #[inline(always)]
     fn lpm32_one(&self, k: u64) -> Option<usize> {
-        let k = k as u32;
-        for l in &self.lpm32 {
-            if let Some(i) = l.map.get(k & l.mask) {
-                return Some(i as usize);
-            }
-        }
-        None
+        self.lpm32.get(k as u32).map(|i| i as usize)
     }
 
     /// An LPM table of one key word: one masked probe per prefix length, longest first.

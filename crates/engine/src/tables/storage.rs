@@ -3,9 +3,8 @@
 //! keep entries and indexes in step. Lookups on the packet path are in `lookup.rs`.
 
 use super::entry::{meter_cell, Hot, Indirect, Installed};
-use super::keys::{
-    pack, prefix_mask, prefix_word_mask, HKey, KeyMap, Level32, HKEY_WORDS, MAX_KEY_WORDS,
-};
+use super::keys::{pack, prefix_mask, prefix_word_mask, HKey, KeyMap, HKEY_WORDS, MAX_KEY_WORDS};
+use super::lpm32::Lpm32;
 use super::scan::ScanRows;
 use super::{tss, TableError};
 use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry};
@@ -63,9 +62,11 @@ pub(crate) struct TableData {
     /// Per `lpm` level: the mask of the whole packed key (the LPM field's prefix, exact fields
     /// whole).
     pub(super) lpm_masks: Vec<HKey>,
-    /// An LPM table of one key of at most 32 bits keeps its levels here instead (longest first;
-    /// `lpm` and `lpm_masks` stay empty).
-    pub(super) lpm32: Vec<Level32>,
+    /// An LPM table of one key of at most 32 bits keeps its levels here instead (`lpm` and
+    /// `lpm_masks` stay empty).
+    pub(super) lpm32: Lpm32,
+    /// The multiplier of this table's 32-bit hash maps, drawn when the table was made.
+    seed: u64,
     /// The packet path's lean shape applies: one key of at most 64 bits, exact or LPM, no
     /// per-entry state (direct counter, meter, idle timeout) and no action selector. Hits on
     /// action profile groups and arguments not inline still take the general path.
@@ -89,8 +90,6 @@ pub(crate) struct TableData {
     pub(super) key_words: usize,
     /// One key field of at most 32 bits: the hash indexes use 32-bit keys.
     pub(super) narrow_key: bool,
-    /// Width of the LPM field (LPM tables).
-    lpm_width: u32,
     lpm_field: Option<usize>,
 }
 
@@ -141,6 +140,8 @@ impl TableData {
                 t.implementation,
                 p4sec_ir::Implementation::ActionSelector(_)
             );
+        let seed = super::map32::table_seed();
+        let lpm_width = lpm_field.map_or(0, |f| t.keys[f].width);
         let mut d = TableData {
             kind,
             entries: Default::default(),
@@ -152,10 +153,12 @@ impl TableData {
                     ([k], Kind::Exact) => Some(k.width),
                     _ => None,
                 },
+                seed,
             ),
             lpm: vec![],
             lpm_masks: vec![],
-            lpm32: vec![],
+            lpm32: Lpm32::new((kind == Kind::Lpm && narrow_key).then_some(lpm_width), seed),
+            seed,
             lean,
             order: vec![],
             scan: ScanRows::new(t),
@@ -166,7 +169,6 @@ impl TableData {
             layout,
             key_words: off,
             narrow_key,
-            lpm_width: lpm_field.map_or(0, |f| t.keys[f].width),
             lpm_field,
         };
         for e in &t.entries {
@@ -229,9 +231,7 @@ impl TableData {
                 if self.lpm_narrow() {
                     return self
                         .lpm32
-                        .iter()
-                        .find(|l| l.plen == plen)
-                        .and_then(|l| l.map.get(k[0] as u32))
+                        .get_exact(k[0] as u32, plen)
                         .map(|i| i as usize)
                         .filter(|i| Self::same_match(&self.entries[*i].entry, e));
                 }
@@ -281,20 +281,7 @@ impl TableData {
                 let (k, plen) = self.index_key(t, &e);
                 let plen = plen.unwrap_or(0);
                 if self.lpm_narrow() {
-                    let pos = match self.lpm32.iter().position(|l| l.plen <= plen) {
-                        Some(p) if self.lpm32[p].plen == plen => p,
-                        p => {
-                            let p = p.unwrap_or(self.lpm32.len());
-                            let level = Level32 {
-                                mask: prefix_word_mask(self.lpm_width, plen, 0) as u32,
-                                plen,
-                                map: Default::default(),
-                            };
-                            self.lpm32.insert(p, level);
-                            p
-                        }
-                    };
-                    self.lpm32[pos].map.insert(k[0] as u32, i as u32);
+                    self.lpm32.insert(k[0] as u32, plen, i as u32);
                     return;
                 }
                 let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
@@ -302,14 +289,19 @@ impl TableData {
                     Some(p) => {
                         self.lpm.insert(
                             p,
-                            (plen, KeyMap::new(self.key_words, self.narrow_key, None)),
+                            (
+                                plen,
+                                KeyMap::new(self.key_words, self.narrow_key, None, self.seed),
+                            ),
                         );
                         self.lpm_masks.insert(p, self.lpm_mask(t, plen));
                         p
                     }
                     None => {
-                        self.lpm
-                            .push((plen, KeyMap::new(self.key_words, self.narrow_key, None)));
+                        self.lpm.push((
+                            plen,
+                            KeyMap::new(self.key_words, self.narrow_key, None, self.seed),
+                        ));
                         self.lpm_masks.push(self.lpm_mask(t, plen));
                         self.lpm.len() - 1
                     }
@@ -342,12 +334,7 @@ impl TableData {
                 let (k, plen) = self.index_key(t, &e);
                 let plen = plen.unwrap_or(0);
                 if self.lpm_narrow() {
-                    if let Some(p) = self.lpm32.iter().position(|l| l.plen == plen) {
-                        self.lpm32[p].map.remove(k[0] as u32);
-                        if self.lpm32[p].map.is_empty() {
-                            self.lpm32.remove(p);
-                        }
-                    }
+                    self.lpm32.remove(k[0] as u32, plen);
                     return;
                 }
                 if let Some(p) = self.lpm.iter().position(|(l, _)| *l == plen) {
