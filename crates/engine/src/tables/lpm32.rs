@@ -79,14 +79,17 @@ impl Lpm32 {
             return self.zero;
         };
         let b = ((k >> self.shift) as usize) & (self.summary.len().wrapping_sub(1));
-        let mut present = *self.summary.get(b)?;
+        debug_assert!(b < self.summary.len());
+        // SAFETY: the summary has a power of two of buckets (one at least, `rebuild`) and `b` is
+        // masked to below it
+        let mut present = unsafe { *self.summary.get_unchecked(b) };
         while present != 0 {
             let top = 31 - present.leading_zeros();
             let l = &levels[top as usize];
             if let Some(i) = l.map.get(k & l.mask) {
                 return Some(i);
             }
-            present ^= 1 << top;
+            present &= !(1 << top);
         }
         self.zero
     }

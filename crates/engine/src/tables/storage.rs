@@ -48,6 +48,20 @@ pub(super) enum Kind {
     Scan,
 }
 
+/// The lookup of a table version of the lean shape ([`TableData::lean`]), one byte for the packet
+/// path to dispatch on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lean {
+    /// Not of the lean shape.
+    No,
+    /// LPM, the key of at most 32 bits (`lpm32`).
+    Lpm32,
+    /// LPM, a wider key (`lpm`).
+    Lpm,
+    /// Exact (`exact`).
+    Exact,
+}
+
 /// One published version of a table's contents.
 #[derive(Clone, Debug)]
 pub(crate) struct TableData {
@@ -67,10 +81,13 @@ pub(crate) struct TableData {
     pub(super) lpm32: Lpm32,
     /// The multiplier of this table's 32-bit hash maps, drawn when the table was made.
     seed: u64,
-    /// The packet path's lean shape applies: one key of at most 64 bits, exact or LPM, no
-    /// per-entry state (direct counter, meter, idle timeout) and no action selector. Hits on
-    /// action profile groups and arguments not inline still take the general path.
-    pub(crate) lean: bool,
+    /// Whether the packet path's lean shape applies, and its lookup: one key of at most 64 bits,
+    /// exact or LPM, no per-entry state (direct counter, meter, idle timeout) and no action
+    /// selector. Hits on action profile groups and arguments not inline still take the general
+    /// path.
+    pub(crate) lean: Lean,
+    /// `lean` is [`Lean::Lpm32`] (the router's case, tested by itself on the packet path).
+    pub(super) lean_lpm32: bool,
     /// Entry indices in match order (priority desc, then seq asc).
     pub(super) order: Vec<usize>,
     /// Scan tables: the entries' matches compiled to words, in match order.
@@ -130,7 +147,7 @@ impl TableData {
         }
         let lpm_field = t.keys.iter().position(|k| k.kind == MatchKind::Lpm);
         let narrow_key = matches!(&t.keys[..], [k] if k.width <= 32);
-        let lean = matches!(&t.keys[..], [k] if k.width <= 64 && k.kind != MatchKind::Selector)
+        let lean_shape = matches!(&t.keys[..], [k] if k.width <= 64 && k.kind != MatchKind::Selector)
             && matches!(kind, Kind::Exact | Kind::Lpm)
             && off == 1
             && t.direct_counter.is_none()
@@ -140,6 +157,12 @@ impl TableData {
                 t.implementation,
                 p4sec_ir::Implementation::ActionSelector(_)
             );
+        let lean = match kind {
+            _ if !lean_shape => Lean::No,
+            Kind::Lpm if narrow_key => Lean::Lpm32,
+            Kind::Lpm => Lean::Lpm,
+            _ => Lean::Exact,
+        };
         let seed = super::map32::table_seed();
         let lpm_width = lpm_field.map_or(0, |f| t.keys[f].width);
         let mut d = TableData {
@@ -160,6 +183,7 @@ impl TableData {
             lpm32: Lpm32::new((kind == Kind::Lpm && narrow_key).then_some(lpm_width), seed),
             seed,
             lean,
+            lean_lpm32: lean == Lean::Lpm32,
             order: vec![],
             scan: ScanRows::new(t),
             tss: Default::default(),
