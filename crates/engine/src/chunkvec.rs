@@ -41,11 +41,9 @@ impl<T: Clone> ChunkVec<T> {
     }
     #[inline]
     pub fn get(&self, i: usize) -> Option<&T> {
-        if i < self.len {
-            Some(&self.chunks[i / CHUNK][i % CHUNK])
-        } else {
-            None
-        }
+        // every chunk but the last is full and the last is not empty: `i` is below `len` exactly
+        // when its chunk and its place in it are there (two checks, none of which panics)
+        self.chunks.get(i / CHUNK)?.get(i % CHUNK)
     }
     /// Element `i`, its chunk copied first if another version shares it.
     pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {

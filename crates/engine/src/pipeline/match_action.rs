@@ -437,10 +437,7 @@ impl Engine {
             return None;
         }
         let data = w.tables.snapshots.get(ti)?.as_deref()?;
-        if !data.lean {
-            return None;
-        }
-        let found = data.lookup_lean(k);
+        let found = data.lookup_lean(k)?;
         let a = match found {
             Some(i) => {
                 let h = data.hot_get(i)?;

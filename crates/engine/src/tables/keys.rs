@@ -1,6 +1,5 @@
 //! Packed lookup keys: the hash index from packed keys to entry indices ([`KeyMap`], an array for
-//! one narrow key), the levels of a narrow LPM table ([`Level32`]) and the word masks of LPM
-//! prefixes.
+//! one narrow key) and the word masks of LPM prefixes.
 
 use super::map32::Map32;
 use p4sec_ir::Value;
@@ -38,11 +37,12 @@ pub(super) enum KeyMap {
 }
 
 impl KeyMap {
-    /// `direct`: the width of the table's one key when it may be indexed directly.
-    pub(super) fn new(words: usize, narrow: bool, direct: Option<u32>) -> Self {
+    /// `direct`: the width of the table's one key when it may be indexed directly; `seed`: the
+    /// table's hash multiplier ([`super::map32::table_seed`]).
+    pub(super) fn new(words: usize, narrow: bool, direct: Option<u32>, seed: u64) -> Self {
         match direct {
             Some(w) if w <= DIRECT_BITS => KeyMap::Direct(vec![0; 1 << w].into_boxed_slice(), 0),
-            _ if narrow => KeyMap::Narrow(Map32::default()),
+            _ if narrow => KeyMap::Narrow(Map32::new(seed)),
             _ if words <= 1 => KeyMap::One(FxHashMap::default()),
             _ => KeyMap::Wide(FxHashMap::default()),
         }
@@ -95,7 +95,11 @@ impl KeyMap {
                         .map(|(x, v)| (x as u32, v - 1))
                         .collect();
                     *self = if kv <= u32::MAX as u64 {
-                        KeyMap::Narrow(m.into_iter().collect())
+                        let mut n = Map32::new(super::map32::table_seed());
+                        for (x, v) in m {
+                            n.insert(x, v);
+                        }
+                        KeyMap::Narrow(n)
                     } else {
                         KeyMap::One(m.into_iter().map(|(x, v)| (x as u64, v)).collect())
                     };
@@ -156,16 +160,6 @@ impl KeyMap {
             KeyMap::Wide(m) => m.clear(),
         }
     }
-}
-
-/// One prefix length of an LPM table whose one key has at most 32 bits: the key's mask and the
-/// masked keys of the entries of this length (→ entry index). Such a table's levels are probed
-/// without dispatching on the map's shape per level.
-#[derive(Clone, Debug)]
-pub(super) struct Level32 {
-    pub mask: u32,
-    pub plen: u32,
-    pub map: Map32,
 }
 
 /// Pack a field value (width `w`) into `words` little-endian words.

@@ -4,10 +4,19 @@
 //! path is one multiply, a shift and (usually) one slot read, against hashbrown's group of
 //! control bytes, tag broadcast and masks per map; cloning a table version copies the array as
 //! it is (8 bytes per slot, 21 to 43 bytes per key).
+//!
+//! The slot of a key is the top bits of the key times the map's multiplier (multiply-shift
+//! hashing), an odd number drawn at random for each table ([`table_seed`]): which keys collide
+//! differs from table to table and from run to run, so a controller cannot choose keys that
+//! pile up in one probe run.
 
-/// FxHash's multiplier (rustc-hash): the slot of a key is the top bits of the key times it
-/// (multiplicative hashing, every key bit mixed into the bits used).
-const K: u64 = 0xf135_7aea_2e62_a9c5;
+/// A random odd 64-bit multiplier for the maps of one table: SipHash, keyed by std's
+/// `RandomState` (its keys drawn from the operating system's random source, a fresh key per
+/// call), of a constant.
+pub(super) fn table_seed() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64) | 1
+}
 /// A slot's `idx` when it is free (entry indices stay below it: a table holds fewer entries).
 const FREE: u32 = u32::MAX;
 /// The fewest slots: two, so that the shift stays below 64.
@@ -30,21 +39,23 @@ pub(super) struct Map32 {
     slots: Box<[Slot]>,
     /// 64 minus log2 of the number of slots.
     shift: u32,
+    /// The odd multiplier of the hash (the table's [`table_seed`]).
+    mul: u64,
     len: usize,
 }
 
-impl Default for Map32 {
-    fn default() -> Self {
-        Map32::with_slots(MIN_SLOTS)
-    }
-}
-
 impl Map32 {
-    fn with_slots(n: usize) -> Map32 {
+    /// An empty map hashing with multiplier `seed` (made odd).
+    pub(super) fn new(seed: u64) -> Map32 {
+        Map32::with_slots(MIN_SLOTS, seed | 1)
+    }
+
+    fn with_slots(n: usize, mul: u64) -> Map32 {
         debug_assert!(n.is_power_of_two() && n >= MIN_SLOTS);
         Map32 {
             slots: vec![EMPTY; n].into_boxed_slice(),
             shift: 64 - n.trailing_zeros(),
+            mul,
             len: 0,
         }
     }
@@ -52,7 +63,7 @@ impl Map32 {
     /// The slot a key's probe starts at.
     #[inline(always)]
     fn home(&self, k: u32) -> usize {
-        ((k as u64).wrapping_mul(K) >> self.shift) as usize
+        ((k as u64).wrapping_mul(self.mul) >> self.shift) as usize
     }
 
     /// The entry index of key `k`.
@@ -111,7 +122,7 @@ impl Map32 {
     }
 
     fn grow(&mut self) {
-        let mut n = Map32::with_slots(self.slots.len() * 2);
+        let mut n = Map32::with_slots(self.slots.len() * 2, self.mul);
         for s in self.slots.iter().filter(|s| s.idx != FREE) {
             let (i, _) = n.find(s.key);
             n.slots[i] = *s;
@@ -150,18 +161,14 @@ impl Map32 {
         self.len == 0
     }
 
-    pub(super) fn clear(&mut self) {
-        *self = Map32::default();
+    /// The keys held, in slot order.
+    pub(super) fn keys(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slots.iter().filter(|s| s.idx != FREE).map(|s| s.key)
     }
-}
 
-impl FromIterator<(u32, u32)> for Map32 {
-    fn from_iter<I: IntoIterator<Item = (u32, u32)>>(it: I) -> Self {
-        let mut m = Map32::default();
-        for (k, v) in it {
-            m.insert(k, v);
-        }
-        m
+    /// Forget every key (the multiplier stays).
+    pub(super) fn clear(&mut self) {
+        *self = Map32::new(self.mul);
     }
 }
 
@@ -174,7 +181,7 @@ mod tests {
     /// step, colliding keys and key 0 included, through growth.
     #[test]
     fn agrees_with_hashmap() {
-        let mut m = Map32::default();
+        let mut m = Map32::new(table_seed());
         let mut r: HashMap<u32, u32> = HashMap::new();
         let mut s = 7u64;
         for step in 0..20_000u32 {
@@ -206,7 +213,7 @@ mod tests {
 
     #[test]
     fn empty_and_cleared_maps_miss() {
-        let mut m = Map32::default();
+        let mut m = Map32::new(table_seed());
         assert_eq!(m.get(0), None);
         assert!(m.is_empty());
         m.insert(0, 3);
@@ -220,5 +227,32 @@ mod tests {
         m.clear();
         assert!(m.is_empty());
         assert_eq!(m.get(u32::MAX), None);
+    }
+
+    /// Each table draws its own multiplier: two maps of different seeds put the same keys in
+    /// different slots (a fixed multiplier would put them in the same ones), and find them all.
+    #[test]
+    fn seeds_differ_and_place_keys_differently() {
+        let (s1, s2) = (table_seed(), table_seed());
+        assert_ne!(s1, s2);
+        assert_eq!((s1 & 1, s2 & 1), (1, 1));
+        let (mut a, mut b) = (Map32::new(s1), Map32::new(s2));
+        for k in 0..1000u32 {
+            a.insert(k << 8, k);
+            b.insert(k << 8, k);
+        }
+        assert_eq!(a.slots.len(), b.slots.len());
+        assert_eq!((a.mul, b.mul), (s1, s2));
+        let same = (0..1000u32)
+            .filter(|&k| a.home(k << 8) == b.home(k << 8))
+            .count();
+        // 4096 slots: by chance a key of the one map shares its home with 1 in 4096
+        assert!(same < 100, "{same} of 1000 keys in the same home slot");
+        for k in 0..1000u32 {
+            assert_eq!((a.get(k << 8), b.get(k << 8)), (Some(k), Some(k)));
+        }
+        let mut ka: Vec<u32> = a.keys().collect();
+        ka.sort_unstable();
+        assert_eq!(ka, (0..1000u32).map(|k| k << 8).collect::<Vec<_>>());
     }
 }

@@ -5,6 +5,7 @@
 //! version and swap it in (RCU), so lookups never take a lock.
 //!
 //! The files: `keys.rs` (packed keys and their hash index), `map32.rs` (the index of 32-bit keys),
+//! `lpm32.rs` (the levels of an LPM table of one key of at most 32 bits),
 //! `scan.rs` (small scan tables' matches compiled to words), `entry.rs` (one installed entry),
 //! `storage.rs` (a table version and its changes), `lookup.rs` (the packet path's lookups),
 //! `validate.rs` (entries checked against the table), `profiles.rs` (action profile members and
@@ -15,6 +16,7 @@ mod api;
 mod entry;
 mod keys;
 mod lookup;
+mod lpm32;
 mod map32;
 pub(crate) mod profiles;
 mod scan;

@@ -3,9 +3,8 @@
 //! keep entries and indexes in step. Lookups on the packet path are in `lookup.rs`.
 
 use super::entry::{meter_cell, Hot, Indirect, Installed};
-use super::keys::{
-    pack, prefix_mask, prefix_word_mask, HKey, KeyMap, Level32, HKEY_WORDS, MAX_KEY_WORDS,
-};
+use super::keys::{pack, prefix_mask, prefix_word_mask, HKey, KeyMap, HKEY_WORDS, MAX_KEY_WORDS};
+use super::lpm32::Lpm32;
 use super::scan::ScanRows;
 use super::{tss, TableError};
 use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry};
@@ -49,6 +48,20 @@ pub(super) enum Kind {
     Scan,
 }
 
+/// The lookup of a table version of the lean shape ([`TableData::lean`]), one byte for the packet
+/// path to dispatch on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lean {
+    /// Not of the lean shape.
+    No,
+    /// LPM, the key of at most 32 bits (`lpm32`).
+    Lpm32,
+    /// LPM, a wider key (`lpm`).
+    Lpm,
+    /// Exact (`exact`).
+    Exact,
+}
+
 /// One published version of a table's contents.
 #[derive(Clone, Debug)]
 pub(crate) struct TableData {
@@ -63,13 +76,18 @@ pub(crate) struct TableData {
     /// Per `lpm` level: the mask of the whole packed key (the LPM field's prefix, exact fields
     /// whole).
     pub(super) lpm_masks: Vec<HKey>,
-    /// An LPM table of one key of at most 32 bits keeps its levels here instead (longest first;
-    /// `lpm` and `lpm_masks` stay empty).
-    pub(super) lpm32: Vec<Level32>,
-    /// The packet path's lean shape applies: one key of at most 64 bits, exact or LPM, no
-    /// per-entry state (direct counter, meter, idle timeout) and no action selector. Hits on
-    /// action profile groups and arguments not inline still take the general path.
-    pub(crate) lean: bool,
+    /// An LPM table of one key of at most 32 bits keeps its levels here instead (`lpm` and
+    /// `lpm_masks` stay empty).
+    pub(super) lpm32: Lpm32,
+    /// The multiplier of this table's 32-bit hash maps, drawn when the table was made.
+    seed: u64,
+    /// Whether the packet path's lean shape applies, and its lookup: one key of at most 64 bits,
+    /// exact or LPM, no per-entry state (direct counter, meter, idle timeout) and no action
+    /// selector. Hits on action profile groups and arguments not inline still take the general
+    /// path.
+    pub(crate) lean: Lean,
+    /// `lean` is [`Lean::Lpm32`] (the router's case, tested by itself on the packet path).
+    pub(super) lean_lpm32: bool,
     /// Entry indices in match order (priority desc, then seq asc).
     pub(super) order: Vec<usize>,
     /// Scan tables: the entries' matches compiled to words, in match order.
@@ -89,8 +107,6 @@ pub(crate) struct TableData {
     pub(super) key_words: usize,
     /// One key field of at most 32 bits: the hash indexes use 32-bit keys.
     pub(super) narrow_key: bool,
-    /// Width of the LPM field (LPM tables).
-    lpm_width: u32,
     lpm_field: Option<usize>,
 }
 
@@ -131,7 +147,7 @@ impl TableData {
         }
         let lpm_field = t.keys.iter().position(|k| k.kind == MatchKind::Lpm);
         let narrow_key = matches!(&t.keys[..], [k] if k.width <= 32);
-        let lean = matches!(&t.keys[..], [k] if k.width <= 64 && k.kind != MatchKind::Selector)
+        let lean_shape = matches!(&t.keys[..], [k] if k.width <= 64 && k.kind != MatchKind::Selector)
             && matches!(kind, Kind::Exact | Kind::Lpm)
             && off == 1
             && t.direct_counter.is_none()
@@ -141,6 +157,14 @@ impl TableData {
                 t.implementation,
                 p4sec_ir::Implementation::ActionSelector(_)
             );
+        let lean = match kind {
+            _ if !lean_shape => Lean::No,
+            Kind::Lpm if narrow_key => Lean::Lpm32,
+            Kind::Lpm => Lean::Lpm,
+            _ => Lean::Exact,
+        };
+        let seed = super::map32::table_seed();
+        let lpm_width = lpm_field.map_or(0, |f| t.keys[f].width);
         let mut d = TableData {
             kind,
             entries: Default::default(),
@@ -152,11 +176,14 @@ impl TableData {
                     ([k], Kind::Exact) => Some(k.width),
                     _ => None,
                 },
+                seed,
             ),
             lpm: vec![],
             lpm_masks: vec![],
-            lpm32: vec![],
+            lpm32: Lpm32::new((kind == Kind::Lpm && narrow_key).then_some(lpm_width), seed),
+            seed,
             lean,
+            lean_lpm32: lean == Lean::Lpm32,
             order: vec![],
             scan: ScanRows::new(t),
             tss: Default::default(),
@@ -166,7 +193,6 @@ impl TableData {
             layout,
             key_words: off,
             narrow_key,
-            lpm_width: lpm_field.map_or(0, |f| t.keys[f].width),
             lpm_field,
         };
         for e in &t.entries {
@@ -229,9 +255,7 @@ impl TableData {
                 if self.lpm_narrow() {
                     return self
                         .lpm32
-                        .iter()
-                        .find(|l| l.plen == plen)
-                        .and_then(|l| l.map.get(k[0] as u32))
+                        .get_exact(k[0] as u32, plen)
                         .map(|i| i as usize)
                         .filter(|i| Self::same_match(&self.entries[*i].entry, e));
                 }
@@ -281,20 +305,7 @@ impl TableData {
                 let (k, plen) = self.index_key(t, &e);
                 let plen = plen.unwrap_or(0);
                 if self.lpm_narrow() {
-                    let pos = match self.lpm32.iter().position(|l| l.plen <= plen) {
-                        Some(p) if self.lpm32[p].plen == plen => p,
-                        p => {
-                            let p = p.unwrap_or(self.lpm32.len());
-                            let level = Level32 {
-                                mask: prefix_word_mask(self.lpm_width, plen, 0) as u32,
-                                plen,
-                                map: Default::default(),
-                            };
-                            self.lpm32.insert(p, level);
-                            p
-                        }
-                    };
-                    self.lpm32[pos].map.insert(k[0] as u32, i as u32);
+                    self.lpm32.insert(k[0] as u32, plen, i as u32);
                     return;
                 }
                 let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
@@ -302,14 +313,19 @@ impl TableData {
                     Some(p) => {
                         self.lpm.insert(
                             p,
-                            (plen, KeyMap::new(self.key_words, self.narrow_key, None)),
+                            (
+                                plen,
+                                KeyMap::new(self.key_words, self.narrow_key, None, self.seed),
+                            ),
                         );
                         self.lpm_masks.insert(p, self.lpm_mask(t, plen));
                         p
                     }
                     None => {
-                        self.lpm
-                            .push((plen, KeyMap::new(self.key_words, self.narrow_key, None)));
+                        self.lpm.push((
+                            plen,
+                            KeyMap::new(self.key_words, self.narrow_key, None, self.seed),
+                        ));
                         self.lpm_masks.push(self.lpm_mask(t, plen));
                         self.lpm.len() - 1
                     }
@@ -342,12 +358,7 @@ impl TableData {
                 let (k, plen) = self.index_key(t, &e);
                 let plen = plen.unwrap_or(0);
                 if self.lpm_narrow() {
-                    if let Some(p) = self.lpm32.iter().position(|l| l.plen == plen) {
-                        self.lpm32[p].map.remove(k[0] as u32);
-                        if self.lpm32[p].map.is_empty() {
-                            self.lpm32.remove(p);
-                        }
-                    }
+                    self.lpm32.remove(k[0] as u32, plen);
                     return;
                 }
                 if let Some(p) = self.lpm.iter().position(|(l, _)| *l == plen) {

@@ -1,0 +1,297 @@
+//! The index of an LPM table whose one key has at most 32 bits ([`Lpm32`]): a hash map of masked
+//! keys per prefix length, and a summary of the prefix lengths present in each bucket of the
+//! key's top bits, so that a lookup probes only the lengths that may match its key (longest
+//! first) instead of every length the table holds.
+
+use super::map32::Map32;
+
+/// The summary's buckets: at most 2^16 (a 256 KiB array copied with each table version), at least
+/// 2^6, about two per entry in between.
+const MAX_BUCKET_BITS: u32 = 16;
+const MIN_BUCKET_BITS: u32 = 6;
+
+/// The entries of one prefix length: the key's mask and the masked keys (→ entry index).
+#[derive(Clone, Debug)]
+struct Level {
+    mask: u32,
+    map: Map32,
+}
+
+/// The levels of a narrow LPM table (prefix lengths 1 to the key's width in `levels`, length 0
+/// apart) and the summary that tells a lookup which of them to probe.
+#[derive(Clone, Debug)]
+pub(super) struct Lpm32 {
+    /// `levels[p - 1]`: the entries of prefix length `p` (32 levels, or none when the table is not
+    /// a narrow LPM one).
+    levels: Vec<Level>,
+    /// Per bucket of the key's top `bits` bits: bit `p - 1` set when level `p` may hold a prefix
+    /// overlapping the bucket (set on insert; a delete leaves it until the next rebuild).
+    summary: Vec<u32>,
+    /// The key's width, the summary's bucket bits (at most the width) and the shift that takes a
+    /// key to its bucket (`width - bits`).
+    width: u32,
+    bits: u32,
+    shift: u32,
+    /// The entry of prefix length 0, if any (it matches every key).
+    zero: Option<u32>,
+    /// Entries held (length 0 included) and deletes since the summary was last rebuilt.
+    len: usize,
+    stale: usize,
+}
+
+impl Lpm32 {
+    /// The index of a narrow LPM table whose key is `width` bits wide (1 to 32), its maps hashing
+    /// with `seed`; `None` makes an index of no levels (other tables).
+    pub(super) fn new(width: Option<u32>, seed: u64) -> Lpm32 {
+        let width = width.unwrap_or(0).min(32);
+        let levels = if width == 0 {
+            vec![]
+        } else {
+            (1..=32u32)
+                .map(|p| Level {
+                    mask: if p > width {
+                        0
+                    } else {
+                        (u32::MAX >> (32 - p)) << (width - p)
+                    },
+                    map: Map32::new(seed),
+                })
+                .collect()
+        };
+        let mut l = Lpm32 {
+            levels,
+            summary: vec![],
+            width,
+            bits: 0,
+            shift: 0,
+            zero: None,
+            len: 0,
+            stale: 0,
+        };
+        l.rebuild();
+        l
+    }
+
+    /// The entry whose prefix is the longest to match key `k` (bits above the width ignored).
+    #[inline(always)]
+    pub(super) fn get(&self, k: u32) -> Option<u32> {
+        let Ok(levels) = <&[Level; 32]>::try_from(self.levels.as_slice()) else {
+            return self.zero;
+        };
+        let b = ((k >> self.shift) as usize) & (self.summary.len().wrapping_sub(1));
+        debug_assert!(b < self.summary.len());
+        // SAFETY: the summary has a power of two of buckets (one at least, `rebuild`) and `b` is
+        // masked to below it
+        let mut present = unsafe { *self.summary.get_unchecked(b) };
+        while present != 0 {
+            let top = 31 - present.leading_zeros();
+            let l = &levels[top as usize];
+            if let Some(i) = l.map.get(k & l.mask) {
+                return Some(i);
+            }
+            present &= !(1 << top);
+        }
+        self.zero
+    }
+
+    /// The entry of prefix `k` (masked) of length `plen`.
+    pub(super) fn get_exact(&self, k: u32, plen: u32) -> Option<u32> {
+        match plen {
+            0 => self.zero,
+            p => self.levels.get(p as usize - 1)?.map.get(k),
+        }
+    }
+
+    /// Index entry `i` under prefix `k` (masked) of length `plen` (at most the width).
+    pub(super) fn insert(&mut self, k: u32, plen: u32, i: u32) {
+        let fresh = match plen {
+            0 => self.zero.replace(i).is_none(),
+            p => {
+                let Some(l) = self.levels.get_mut(p as usize - 1) else {
+                    return;
+                };
+                let fresh = l.map.get(k).is_none();
+                l.map.insert(k, i);
+                fresh
+            }
+        };
+        if !fresh {
+            return;
+        }
+        self.len += 1;
+        if self.wanted_bits() > self.bits {
+            self.rebuild();
+        } else {
+            self.mark(k, plen);
+        }
+    }
+
+    /// Forget prefix `k` (masked) of length `plen`.
+    pub(super) fn remove(&mut self, k: u32, plen: u32) {
+        let held = match plen {
+            0 => self.zero.take().is_some(),
+            p => match self.levels.get_mut(p as usize - 1) {
+                Some(l) if l.map.get(k).is_some() => {
+                    l.map.remove(k);
+                    true
+                }
+                _ => false,
+            },
+        };
+        if !held {
+            return;
+        }
+        self.len -= 1;
+        self.stale += 1;
+        // the summary's stale bits cost probes, not answers: rebuilt (and fit to the entries left)
+        // once deletes reach half the entries, a cost in proportion to the deletes that led to it
+        if self.stale > self.len / 2 + 64 {
+            self.rebuild();
+        }
+    }
+
+    pub(super) fn clear(&mut self) {
+        for l in &mut self.levels {
+            l.map.clear();
+        }
+        self.zero = None;
+        self.len = 0;
+        self.rebuild();
+    }
+
+    /// The summary's bucket bits for the entries held: about two buckets per entry.
+    fn wanted_bits(&self) -> u32 {
+        let b = usize::BITS - (2 * self.len).leading_zeros();
+        b.clamp(MIN_BUCKET_BITS, MAX_BUCKET_BITS).min(self.width)
+    }
+
+    /// Set level `plen`'s bit in the buckets its prefix `k` overlaps.
+    fn mark(&mut self, k: u32, plen: u32) {
+        if plen == 0 || plen > self.width {
+            return;
+        }
+        let first = (k >> self.shift) as usize & (self.summary.len() - 1);
+        let n = 1usize << self.bits.saturating_sub(plen);
+        let bit = 1u32 << (plen - 1);
+        let end = (first + n).min(self.summary.len());
+        for s in &mut self.summary[first..end] {
+            *s |= bit;
+        }
+    }
+
+    /// The summary made anew from the levels, its size fit to the entries held.
+    fn rebuild(&mut self) {
+        self.bits = self.wanted_bits();
+        self.shift = self.width - self.bits;
+        self.summary.clear();
+        self.summary.resize(1 << self.bits, 0);
+        self.stale = 0;
+        let keys: Vec<(u32, u32)> = (1..=self.levels.len() as u32)
+            .flat_map(|p| self.levels[p as usize - 1].map.keys().map(move |k| (k, p)))
+            .collect();
+        for (k, p) in keys {
+            self.mark(k, p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The longest matching prefix by scanning every held prefix.
+    fn reference(held: &[(u32, u32, u32)], width: u32, k: u32) -> Option<u32> {
+        held.iter()
+            .filter(|&&(p, l, _)| {
+                let m = if l == 0 {
+                    0
+                } else {
+                    (u32::MAX >> (32 - l)) << (width - l)
+                };
+                k & m == p
+            })
+            .max_by_key(|&&(_, l, _)| l)
+            .map(|&(_, _, i)| i)
+    }
+
+    /// Random inserts and deletes of prefixes of every length (0 and the full width included,
+    /// nested and overlapping ones), through summary growth, shrinking and rebuilds: every lookup
+    /// agrees with a scan for the longest matching prefix.
+    #[test]
+    fn agrees_with_a_scan() {
+        for width in [32u32, 20, 9, 1] {
+            let mut t = Lpm32::new(Some(width), super::super::map32::table_seed());
+            let mut held: Vec<(u32, u32, u32)> = vec![];
+            let mut s = 11u64 + width as u64;
+            let mut next = || {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (s >> 32) as u32
+            };
+            let full = if width == 32 {
+                u32::MAX
+            } else {
+                (1 << width) - 1
+            };
+            let mask = |l: u32| {
+                if l == 0 {
+                    0
+                } else {
+                    (u32::MAX >> (32 - l)) << (width - l)
+                }
+            };
+            for step in 0..6000u32 {
+                let r = next();
+                if r % 7 < 4 || held.is_empty() {
+                    // a prefix inside a held one half of the time (nested and overlapping ones)
+                    let l = next() % (width + 1);
+                    let base = match held.get(next() as usize % (2 * held.len() + 1)) {
+                        Some(&(p, _, _)) => p | (next() & full & !mask(l.min(width))),
+                        None => next() & full,
+                    };
+                    let p = base & mask(l);
+                    if let Some(h) = held.iter_mut().find(|h| h.0 == p && h.1 == l) {
+                        h.2 = step;
+                    } else {
+                        held.push((p, l, step));
+                    }
+                    t.insert(p, l, step);
+                } else {
+                    let (p, l, _) = held.swap_remove(r as usize % held.len());
+                    t.remove(p, l);
+                    assert_eq!(t.get_exact(p, l), None);
+                }
+                assert_eq!(t.len, held.len());
+                for j in 0..4usize {
+                    // keys inside held prefixes, and anywhere
+                    let k = match held.get((next() as usize + j) % (held.len() + 1)) {
+                        Some(&(p, l, _)) => p | (next() & full & !mask(l)),
+                        None => next() & full,
+                    };
+                    assert_eq!(
+                        t.get(k),
+                        reference(&held, width, k),
+                        "width {width}, key {k:#x}"
+                    );
+                }
+            }
+            for &(p, l, i) in &held {
+                assert_eq!(t.get_exact(p, l), Some(i));
+            }
+            t.clear();
+            assert_eq!((t.get(0), t.get(full), t.len), (None, None, 0));
+        }
+    }
+
+    /// Bits above the key's width do not change the answer, and a table of no levels misses.
+    #[test]
+    fn high_bits_ignored_and_empty_index_misses() {
+        let mut t = Lpm32::new(Some(16), 7);
+        t.insert(0xab00, 8, 1);
+        assert_eq!(t.get(0xabcd), Some(1));
+        assert_eq!(t.get(0xffff_abcd), Some(1));
+        assert_eq!(t.get(0xacff), None);
+        assert_eq!(Lpm32::new(None, 7).get(5), None);
+    }
+}
