@@ -114,6 +114,7 @@ impl<'a> Payload<'a> {
         }
     }
     /// A payload held in `owned` from byte `skip` on (clamped to its length).
+    #[inline]
     pub fn owned_from(owned: &'a mut Vec<u8>, skip: usize) -> Self {
         let skip = skip.min(owned.len());
         Payload {
@@ -126,6 +127,7 @@ impl<'a> Payload<'a> {
     }
     /// The payload as `pkt[at..]` (clamped to the packet), with `owned` as the buffer for a
     /// rewrite.
+    #[inline]
     pub fn in_packet(pkt: &'a [u8], at: usize, owned: &'a mut Vec<u8>) -> Self {
         Payload {
             pkt,
@@ -144,10 +146,12 @@ impl<'a> Payload<'a> {
         }
     }
     /// Whether the payload is still the view of the received packet (nothing rewrote it).
+    #[inline]
     pub fn is_in_packet(&self) -> bool {
         self.at.is_some()
     }
     /// Where an owned payload starts in its buffer (0 while it is in the packet).
+    #[inline]
     pub fn skip(&self) -> usize {
         self.skip
     }
@@ -194,6 +198,7 @@ impl<'a> Payload<'a> {
     /// The engine's word, for this call only, that the call site's [`BoundArg::frame_prefix`]
     /// argument is exactly the `n` bytes in front of the payload in the received packet (see
     /// [`Payload::prefix_vouched`]).
+    #[inline]
     pub fn vouch_prefix(&mut self, n: usize) {
         self.vouched = n;
     }
