@@ -93,7 +93,8 @@ pub struct Payload<'a> {
     /// The received packet and where the payload starts in it, while the payload is still that
     /// view.
     pkt: &'a [u8],
-    at: Option<usize>,
+    /// [`OWNED`] once the payload is owned.
+    at: usize,
     owned: &'a mut Vec<u8>,
     /// Where the payload starts in `owned` (at most its length), when it is owned.
     skip: usize,
@@ -102,23 +103,33 @@ pub struct Payload<'a> {
     vouched: usize,
 }
 
+/// [`Payload::at`] of a payload that is no longer in the received packet (a packet never has
+/// that many bytes).
+const OWNED: usize = usize::MAX;
+
 impl<'a> Payload<'a> {
+    /// Where the payload starts in the received packet, while it is still there.
+    #[inline(always)]
+    fn at(&self) -> Option<usize> {
+        (self.at != OWNED).then_some(self.at)
+    }
     /// A payload held in `owned` (tests, and the engine once something rewrote the payload).
     pub fn owned(owned: &'a mut Vec<u8>) -> Self {
         Payload {
             pkt: &[],
-            at: None,
+            at: OWNED,
             owned,
             skip: 0,
             vouched: 0,
         }
     }
     /// A payload held in `owned` from byte `skip` on (clamped to its length).
+    #[inline]
     pub fn owned_from(owned: &'a mut Vec<u8>, skip: usize) -> Self {
         let skip = skip.min(owned.len());
         Payload {
             pkt: &[],
-            at: None,
+            at: OWNED,
             owned,
             skip,
             vouched: 0,
@@ -126,10 +137,11 @@ impl<'a> Payload<'a> {
     }
     /// The payload as `pkt[at..]` (clamped to the packet), with `owned` as the buffer for a
     /// rewrite.
+    #[inline]
     pub fn in_packet(pkt: &'a [u8], at: usize, owned: &'a mut Vec<u8>) -> Self {
         Payload {
             pkt,
-            at: Some(at.min(pkt.len())),
+            at: at.min(pkt.len()),
             owned,
             skip: 0,
             vouched: 0,
@@ -138,23 +150,26 @@ impl<'a> Payload<'a> {
     /// The payload bytes.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
-        match self.at {
+        match self.at() {
             Some(at) => &self.pkt[at..],
             None => &self.owned[self.skip..],
         }
     }
     /// Whether the payload is still the view of the received packet (nothing rewrote it).
+    #[inline]
     pub fn is_in_packet(&self) -> bool {
-        self.at.is_some()
+        self.at != OWNED
     }
     /// Where an owned payload starts in its buffer (0 while it is in the packet).
+    #[inline]
     pub fn skip(&self) -> usize {
         self.skip
     }
     /// The payload as a buffer to rewrite in place (copied out of the packet on first use; an owned
     /// payload that starts past the front of its buffer is moved to the front first).
     pub fn vec_mut(&mut self) -> &mut Vec<u8> {
-        if let Some(at) = self.at.take() {
+        if let Some(at) = self.at() {
+            self.at = OWNED;
             self.owned.clear();
             self.owned.extend_from_slice(&self.pkt[at..]);
         } else if self.skip > 0 {
@@ -171,13 +186,13 @@ impl<'a> Payload<'a> {
     /// Make `v[start..]` the payload by swapping buffers (no copy; `start` clamped to `v`'s
     /// length); `v` gets the old buffer back, whatever it holds.
     pub fn swap_in_from(&mut self, v: &mut Vec<u8>, start: usize) {
-        self.at = None;
+        self.at = OWNED;
         self.skip = start.min(v.len());
         std::mem::swap(self.owned, v);
     }
     /// Replace the payload with a copy of `bytes`.
     pub fn set(&mut self, bytes: &[u8]) {
-        self.at = None;
+        self.at = OWNED;
         self.skip = 0;
         self.owned.clear();
         self.owned.extend_from_slice(bytes);
@@ -194,6 +209,7 @@ impl<'a> Payload<'a> {
     /// The engine's word, for this call only, that the call site's [`BoundArg::frame_prefix`]
     /// argument is exactly the `n` bytes in front of the payload in the received packet (see
     /// [`Payload::prefix_vouched`]).
+    #[inline]
     pub fn vouch_prefix(&mut self, n: usize) {
         self.vouched = n;
     }
@@ -203,13 +219,13 @@ impl<'a> Payload<'a> {
     /// received packet's bytes.
     #[inline]
     pub fn prefix_vouched(&self, n: usize) -> bool {
-        n != 0 && self.vouched == n && self.at.is_some_and(|at| at >= n)
+        n != 0 && self.vouched == n && self.at().is_some_and(|at| at >= n)
     }
     /// The `n` bytes in front of the payload in the received packet, and those bytes followed by
     /// the payload, while the payload is still in the packet.
     #[inline]
     pub fn with_bytes_before(&self, n: usize) -> Option<(&[u8], &[u8])> {
-        let at = self.at?;
+        let at = self.at()?;
         let start = at.checked_sub(n)?;
         Some((&self.pkt[start..at], &self.pkt[start..]))
     }

@@ -431,7 +431,34 @@ pub(crate) unsafe extern "C" fn np_extern_bound(
 ) -> u64 {
     let ctx = &mut *ctx;
     let (e, w, b) = (ctx.e, &mut *ctx.w, &*site);
-    match catch_unwind(AssertUnwindSafe(|| e.extern_call_direct_bound(w, b))) {
+    match catch_unwind(AssertUnwindSafe(|| e.extern_call_direct_bound(w, b, None))) {
+        Ok(Flow::Next) => NEXT,
+        Ok(f) => encode(f),
+        Err(p) => {
+            ctx.panic = Some(p);
+            PANIC
+        }
+    }
+}
+
+/// [`np_extern_bound`] for a site with a header argument the engine may vouch for
+/// ([`crate::pipeline::call::DirectBound::vouch_len`]): `end` is where the generated code found the
+/// header to end in the packet ([`crate::NO_OFFSET`]: not valid, or not extracted by the fast
+/// path).
+///
+/// # Safety
+/// As [`np_extern_bound`].
+pub(crate) unsafe extern "C" fn np_extern_bound_vouch(
+    ctx: *mut Ctx,
+    site: *const crate::pipeline::call::DirectBound,
+    end: usize,
+) -> u64 {
+    let ctx = &mut *ctx;
+    let (e, w, b) = (ctx.e, &mut *ctx.w, &*site);
+    match catch_unwind(AssertUnwindSafe(|| {
+        e.extern_call_direct_bound(w, b, Some(end))
+    })) {
+        Ok(Flow::Next) => NEXT,
         Ok(f) => encode(f),
         Err(p) => {
             ctx.panic = Some(p);

@@ -8,11 +8,15 @@
 
 use super::Fx;
 use crate::load::compile;
-use crate::native::helpers;
+use crate::load::pristine::PristineArg;
+use crate::native::helpers::{self, Ctx};
 use crate::pipeline::call::{
     plan_arg, DirectArg, DirectBound, DirectCall, DirectRet, PlannedCall, Way,
 };
-use cranelift_codegen::ir::{types, InstBuilder, StackSlotData, StackSlotKind, Value};
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{
+    types, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value,
+};
 use p4sec_ir::*;
 use std::ops::Range;
 
@@ -125,20 +129,39 @@ impl Fx<'_, '_> {
             let pristine = self.cx.pristine.of(s);
             if let Some(call) = pc.bind(self.cx.externs, self.cx.methods, pristine.map(|p| p.arg)) {
                 // the extern compiled the call site: it reads and writes the slots itself
+                // a header argument the engine may vouch for: the per-packet half of the check
+                // made here (its indices settled now), the offsets compared by the helper
+                let pristine = pristine.filter(|p| {
+                    self.slot_ok(p.valid as u32) && p.header < self.cx.prog.headers.len()
+                });
                 let site = Box::new(DirectBound {
                     inst,
                     method,
                     call,
-                    pristine,
+                    vouch_len: pristine.map_or(0, |p| p.len),
                 });
                 let p = &*site as *const DirectBound as i64;
                 self.keep.externs.push(site);
-                let f = self
-                    .b
-                    .ins()
-                    .iconst(self.ptr, helpers::np_extern_bound as *const () as i64);
                 let a = self.b.ins().iconst(self.ptr, p);
-                let call = self.b.ins().call_indirect(self.expr_sig, f, &[self.ctx, a]);
+                let call = match pristine {
+                    Some(pa) => {
+                        let end = self.header_end(pa);
+                        let f = self
+                            .b
+                            .ins()
+                            .iconst(self.ptr, helpers::np_extern_bound_vouch as *const () as i64);
+                        self.b
+                            .ins()
+                            .call_indirect(self.stmt_sig, f, &[self.ctx, a, end])
+                    }
+                    None => {
+                        let f = self
+                            .b
+                            .ins()
+                            .iconst(self.ptr, helpers::np_extern_bound as *const () as i64);
+                        self.b.ins().call_indirect(self.expr_sig, f, &[self.ctx, a])
+                    }
+                };
                 let r = self.b.inst_results(call)[0];
                 self.reload_slots();
                 self.follow(r);
@@ -211,6 +234,30 @@ impl Fx<'_, '_> {
             self.store_slot(l.slot, v);
         }
         Some(true)
+    }
+
+    /// Where header `p.header` ends in the packet, as far as this pass can vouch for it: its
+    /// offset (recorded by the parser's fast path) plus its length when it is valid and has an
+    /// offset, else [`crate::NO_OFFSET`] (which no payload offset in the packet equals). The
+    /// indices were checked against the program when the site was translated; generated code runs
+    /// only on workers with at least the program's slots and header offsets.
+    fn header_end(&mut self, p: PristineArg) -> Value {
+        let flags = MemFlagsData::trusted();
+        let valid = self.load_slot(p.valid as u32);
+        let offs = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
+        let off = self
+            .b
+            .ins()
+            .load(types::I64, flags, offs, (p.header * 8) as i32);
+        let end = self.b.ins().iadd_imm_u(off, p.len as i64);
+        let none = self.b.ins().iconst(types::I64, crate::NO_OFFSET as i64);
+        let invalid = self.b.ins().icmp_imm_u(IntCC::Equal, valid, 0);
+        let no_off = self.b.ins().icmp(IntCC::Equal, off, none);
+        let no = self.b.ins().bor(invalid, no_off);
+        self.b.ins().select(no, none, end)
     }
 
     /// The value of a narrow argument: its parts concatenated, most significant first, each

@@ -6,9 +6,8 @@
 
 use super::externs::check_lengths;
 use crate::code::Flow;
-use crate::load::pristine::PristineArg;
 use crate::{Engine, Worker};
-use p4sec_externs::iface::{BitBuf, BoundCall, ExternError};
+use p4sec_externs::iface::{BitBuf, BoundCall, ExternError, Payload};
 use p4sec_externs::layout::ArgLayout;
 use p4sec_ir::*;
 
@@ -83,7 +82,9 @@ pub(crate) struct DirectBound {
     pub(crate) inst: usize,
     pub(crate) method: u32,
     pub(crate) call: Box<dyn BoundCall>,
-    pub(crate) pristine: Option<PristineArg>,
+    /// The length of the header argument the engine may vouch for ([`crate::load::pristine::PristineArg::len`]), 0 when
+    /// there is none.
+    pub(crate) vouch_len: usize,
 }
 
 /// `v` as the `n` (at most 8) big-endian bytes of `out`, whose length becomes `n`.
@@ -190,12 +191,58 @@ impl Engine {
         Flow::Next
     }
 
-    /// The call of a [`DirectBound`] site.
+    /// The call of a [`DirectBound`] site from native code: what [`Engine::extern_call_bound`]
+    /// and [`Engine::extern_call_bound_pristine`] do, in the fewest steps for the common case (the
+    /// call went through), a failure out of line. `end`, for a site with
+    /// a header the engine may vouch for ([`DirectBound::vouch_len`]): where the generated code
+    /// found that header to end in the packet, if it is valid and was extracted by the parser's
+    /// fast path ([`crate::NO_OFFSET`] otherwise); the vouch holds when the payload, still the
+    /// received packet's bytes, starts there.
     #[inline(always)]
-    pub(crate) fn extern_call_direct_bound(&self, w: &mut Worker, b: &DirectBound) -> Flow {
-        match b.pristine {
-            Some(p) => self.extern_call_bound_pristine(w, b.inst, b.method, &*b.call, p),
-            None => self.extern_call_bound(w, b.inst, b.method, &*b.call),
+    pub(crate) fn extern_call_direct_bound(
+        &self,
+        w: &mut Worker,
+        b: &DirectBound,
+        end: Option<usize>,
+    ) -> Flow {
+        let pk = &mut w.packet;
+        let at = pk.payload_at;
+        let mut payload = if at != crate::NOT_IN_PKT {
+            let mut p = Payload::in_packet(&pk.pkt, at, &mut pk.payload);
+            if let Some(end) = end {
+                // `vouch_len` is 0 for a site without a header to vouch for
+                if end == at {
+                    p.vouch_prefix(b.vouch_len);
+                }
+            }
+            p
+        } else {
+            Payload::owned_from(&mut pk.payload, pk.payload_skip)
+        };
+        let r = b.call.call(&mut w.slots, &mut payload);
+        if !payload.is_in_packet() {
+            let skip = payload.skip();
+            pk.payload_at = crate::NOT_IN_PKT;
+            pk.payload_skip = skip;
+        }
+        // generated code never runs on a traced packet (its entries hand those to the closures),
+        // so only a failure needs the trace
+        debug_assert!(w.trace.is_none());
+        if r.is_err() {
+            return self.bound_done(w, b, r);
+        }
+        Flow::Next
+    }
+
+    /// The end of a [`DirectBound`] call that failed: traced (when the packet is), then the fault
+    /// counted, as [`Engine::extern_call_bound`] does.
+    #[cold]
+    #[inline(never)]
+    fn bound_done(&self, w: &mut Worker, b: &DirectBound, r: Result<(), ExternError>) -> Flow {
+        self.trace_extern(w, b.inst, b.method);
+        match r {
+            Ok(()) => Flow::Next,
+            Err(e) => self.extern_fault(w, e),
         }
     }
 

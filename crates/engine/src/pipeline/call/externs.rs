@@ -311,7 +311,7 @@ impl Engine {
     }
 
     #[inline(always)]
-    fn trace_extern(&self, w: &mut Worker, inst: usize, method: u32) {
+    pub(super) fn trace_extern(&self, w: &mut Worker, inst: usize, method: u32) {
         if w.trace.is_some() {
             self.trace_extern_line(w, inst, method);
         }

@@ -13,6 +13,8 @@ pub(crate) use direct::{DirectArg, DirectBound, DirectCall, DirectRet, Way};
 pub(crate) use planning::{dir_of, plan_arg, PlannedCall};
 
 #[cfg(test)]
+mod bound_tests;
+#[cfg(test)]
 mod native_tests;
 #[cfg(test)]
 mod tests;
