@@ -182,7 +182,9 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
                 parser_may_hide_panic: !pkeep.exprs.is_empty(),
                 verify_may_hide_panic: v.is_some_and(|(_, _, k)| !k.exprs.is_empty()),
             };
-            let fits = plan.tracked.iter().all(|&h| h < p.headers.len())
+            // (a program using the traffic manager's fields has them written by Rust first)
+            let fits = !ss.tm_any
+                && plan.tracked.iter().all(|&h| h < p.headers.len())
                 && [plan.ingress_port, plan.instance_type, plan.packet_length]
                     .iter()
                     .all(|&(s, _)| s < nslots);
@@ -194,6 +196,18 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             .flatten()
         }
         _ => None,
+    };
+    // the back of the fused pass (compute, deparser) as one function
+    let back = if fuses {
+        let find = |t: Target| built.iter().find(|(x, _, _)| *x == t);
+        match (find(Target::Compute), find(Target::Deparser)) {
+            (Some((_, c, ck)), Some((_, d, _))) if !ck.emits => {
+                jit.build_back(*c, *d, !ck.exprs.is_empty()).ok()
+            }
+            _ => None,
+        }
+    } else {
+        None
     };
     if jit.finalize().is_err() {
         return None;
@@ -258,6 +272,14 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             zeroes,
         });
     }
+    if let (Some(pass), Some(id)) = (code.native_stages.pass.as_mut(), back) {
+        if pass.compute.is_some() && pass.deparser.is_some() {
+            // SAFETY: as for the lists above (the stages' signature)
+            pass.back = Some(unsafe {
+                std::mem::transmute::<*const u8, stages::NativeFn>(jit.address(id))
+            });
+        }
+    }
     Some(stats)
 }
 
@@ -291,6 +313,7 @@ fn pass_of(st: &stages::Stages, code: &Code) -> Option<stages::Pass> {
         nslots: all.clone().map(|s| s.nslots).max().unwrap_or(0),
         nheaders: all.map(|s| s.nheaders).max().unwrap_or(0),
         front: None,
+        back: None,
     })
 }
 

@@ -110,10 +110,16 @@ impl StageRun for Fused<'_> {
         // both native: one context load (the output buffer taken before the compute control,
         // which does not emit)
         let start = e.deparser_start(w, out);
-        if self.pass.deparser_emits {
-            self.cx.run_back::<true>(c, d, w);
-        } else {
-            self.cx.run_back::<false>(c, d, w);
+        match (self.pass.back, self.pass.deparser_emits) {
+            // one generated function for both, the output attached before it
+            (Some(f), true) => {
+                self.cx.run::<true>(f, w);
+            }
+            (Some(f), false) => {
+                self.cx.run::<false>(f, w);
+            }
+            (None, true) => self.cx.run_back::<true>(c, d, w),
+            (None, false) => self.cx.run_back::<false>(c, d, w),
         }
         w.perr = 0;
         start
