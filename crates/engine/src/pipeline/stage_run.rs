@@ -101,6 +101,17 @@ impl StageRun for Fused<'_> {
 
     #[inline(always)]
     fn back(&mut self, e: &Engine, w: &mut Worker, out: &mut Outputs) -> usize {
+        if let Some(f) = self.pass.back {
+            // compute and deparser as one generated function, the output attached before it
+            let start = e.deparser_start(w, out);
+            if self.pass.deparser_emits {
+                self.cx.run::<true>(f, w);
+            } else {
+                self.cx.run::<false>(f, w);
+            }
+            w.perr = 0;
+            return start;
+        }
         let (Some(c), Some(d)) = (self.pass.compute, self.pass.deparser) else {
             self.compute(e, w);
             let start = e.deparser_start(w, out);
@@ -110,16 +121,10 @@ impl StageRun for Fused<'_> {
         // both native: one context load (the output buffer taken before the compute control,
         // which does not emit)
         let start = e.deparser_start(w, out);
-        match (self.pass.back, self.pass.deparser_emits) {
-            // one generated function for both, the output attached before it
-            (Some(f), true) => {
-                self.cx.run::<true>(f, w);
-            }
-            (Some(f), false) => {
-                self.cx.run::<false>(f, w);
-            }
-            (None, true) => self.cx.run_back::<true>(c, d, w),
-            (None, false) => self.cx.run_back::<false>(c, d, w),
+        if self.pass.deparser_emits {
+            self.cx.run_back::<true>(c, d, w);
+        } else {
+            self.cx.run_back::<false>(c, d, w);
         }
         w.perr = 0;
         start
