@@ -277,6 +277,9 @@ impl Jit {
     }
 }
 
+/// The most CLIF instructions of a stage's body the front or the back inlines.
+const MAX_INLINED: usize = 20_000;
+
 /// The inliner's view of the module: the body of each callee [`Jit::build_front`] inlines.
 struct Bodies<'a> {
     callees: &'a [(FuncRef, FuncId)],
@@ -298,11 +301,12 @@ impl Inline for Bodies<'_> {
             .find(|(r, _)| *r == callee)
             .and_then(|(_, id)| self.bodies.get(id));
         match body {
-            Some(f) => InlineCommand::Inline {
+            // a huge stage stays a call (its code not doubled for little gain)
+            Some(f) if f.dfg.num_insts() <= MAX_INLINED => InlineCommand::Inline {
                 callee: std::borrow::Cow::Borrowed(f),
                 visit_callee: false,
             },
-            None => InlineCommand::KeepCall,
+            _ => InlineCommand::KeepCall,
         }
     }
 }
