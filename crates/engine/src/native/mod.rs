@@ -347,8 +347,13 @@ impl<'a> PassCx<'a> {
             std::hint::cold_path();
             return None;
         }
+        // a new pass: the cursor at the packet's start
+        debug_assert_eq!(w.packet.cursor, 0);
         Some(PassCx {
-            ctx: Ctx::new(e, w),
+            ctx: Ctx {
+                cursor: 0,
+                ..Ctx::new(e, w)
+            },
         })
     }
 
@@ -379,10 +384,12 @@ impl<'a> PassCx<'a> {
                 itype as u64,
             )
         };
-        self.ctx.store::<false>(w);
-        self.resume_panic();
+        // (a front that ran to its end wrote the cursor itself, after the parser: controls do
+        // not move it)
         if r != front::DONE {
             std::hint::cold_path();
+            self.ctx.store::<false>(w);
+            self.resume_panic();
             e.native_parser_done(w, r);
             if let Some(f) = p.verify {
                 self.run::<false>(f, w);
@@ -392,7 +399,10 @@ impl<'a> PassCx<'a> {
                 self.run::<false>(f, w);
                 w.perr = 0;
             }
+            return;
         }
+        debug_assert_eq!(w.packet.cursor, self.ctx.cursor);
+        self.resume_panic();
     }
 
     /// Runs stage function `f` of the pass on `w`: the word it returned (a panic of a callback
