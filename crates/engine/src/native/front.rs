@@ -3,7 +3,8 @@
 //! the standard metadata it writes), then the parser, then (when it accepted) verify and ingress,
 //! called directly, with the parser error cleared after each control. Rust calls it once per
 //! pass ([`super::PassCx::run_fresh`]); every cold case (a parser that did not accept, a panic of a
-//! callback) returns to Rust, which finishes the front as `PassCx::run_front` does.
+//! callback) returns to Rust, which finishes the front as `PassCx::run_front` does. The back
+//! half likewise: the compute control then the deparser as one function ([`gen_back`]).
 
 use super::helpers::Ctx;
 use crate::engine::parse_end::{ACCEPT, PANIC};
@@ -200,3 +201,38 @@ const OFF_W: i32 = std::mem::offset_of!(Ctx, w) as i32;
 const OFF_W_CURSOR: i32 = std::mem::offset_of!(Worker, packet.cursor) as i32;
 const OFF_W_PAYLOAD_AT: i32 = std::mem::offset_of!(Worker, packet.payload_at) as i32;
 const OFF_W_PERR: i32 = std::mem::offset_of!(Worker, perr) as i32;
+
+/// The back of a fused pass into `b` (an empty function of the stages' signature): the compute
+/// control's function `compute` (not emitting), the parser error cleared, then the deparser's
+/// `deparser`, whose word is returned; a panic (`compute_may_hide_panic`: checked with
+/// [`np_panicked`] too) ends it before the deparser. The caller attaches the deparser's output
+/// before (the compute control's code and callbacks never touch it).
+pub(crate) fn gen_back(
+    b: &mut FunctionBuilder,
+    ptr: Type,
+    compute: FuncRef,
+    deparser: FuncRef,
+    compute_may_hide_panic: bool,
+) {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let ctx = b.block_params(entry)[0];
+    let r = call(b, compute, ctx);
+    let panicked = b.ins().icmp_imm_u(IntCC::Equal, r, PANIC as i64);
+    let (go, stop) = (b.create_block(), b.create_block());
+    b.ins().brif(panicked, stop, &[], go, &[]);
+    b.switch_to_block(stop);
+    let word = b.ins().iconst(types::I64, PANIC as i64);
+    b.ins().return_(&[word]);
+    b.switch_to_block(go);
+    if compute_may_hide_panic {
+        hidden_panic(b, ptr, ctx, StopAt::Done(stop));
+    }
+    let flags = MemFlagsData::trusted();
+    let w = b.ins().load(ptr, flags, ctx, OFF_W);
+    let zero32 = b.ins().iconst(types::I32, 0);
+    b.ins().store(flags, zero32, w, OFF_W_PERR);
+    let d = call(b, deparser, ctx);
+    b.ins().return_(&[d]);
+}

@@ -154,8 +154,48 @@ impl Jit {
     ) -> Result<FuncId, String> {
         let ptr = self.module().target_config().pointer_type();
         let cc = self.module().target_config().default_call_conv;
-        let sig = super::front::signature(cc, ptr);
-        let name = format!("p4_front_{}", self.next);
+        let callees: Vec<FuncId> = [Some(parser), verify, ingress]
+            .into_iter()
+            .flatten()
+            .collect();
+        self.chain(
+            "p4_front",
+            super::front::signature(cc, ptr),
+            &callees,
+            |b, r| {
+                let (v, i) = (verify.map(|_| r[1]), ingress.map(|_| r[r.len() - 1]));
+                super::front::gen(b, ptr, plan, r[0], v, i)
+            },
+        )
+    }
+
+    /// Compiles the back of a fused pass ([`super::front::gen_back`]): the compute control's
+    /// function `compute`, then the deparser's `deparser` (`compute_may_hide_panic` as
+    /// [`super::front::Plan`] says). Errors as [`Jit::function`].
+    pub(crate) fn build_back(
+        &mut self,
+        compute: FuncId,
+        deparser: FuncId,
+        compute_may_hide_panic: bool,
+    ) -> Result<FuncId, String> {
+        let ptr = self.module().target_config().pointer_type();
+        let sig = self.entry_sig();
+        self.chain("p4_back", sig, &[compute, deparser], |b, r| {
+            super::front::gen_back(b, ptr, r[0], r[1], compute_may_hide_panic)
+        })
+    }
+
+    /// One function of signature `sig` whose code `gen` emits, calling the module's functions
+    /// `callees` (their references, in that order), whose bodies are then inlined at the calls
+    /// (no frame, no call around each; the calls kept if Cranelift's inliner fails).
+    fn chain(
+        &mut self,
+        prefix: &str,
+        sig: Signature,
+        callees: &[FuncId],
+        gen: impl FnOnce(&mut FunctionBuilder, &[FuncRef]),
+    ) -> Result<FuncId, String> {
+        let name = format!("{prefix}_{}", self.next);
         self.next += 1;
         let id = self
             .module()
@@ -169,36 +209,30 @@ impl Jit {
             self.module.as_mut().expect("the module lives until drop"),
             &mut self.ctx.func,
         );
-        let mut import = |f: FuncId| {
-            let r = module.declare_func_in_func(f, func);
-            func.dfg.ext_funcs[r].colocated = false;
-            r
-        };
-        let (p, v, i) = (
-            import(parser),
-            verify.map(&mut import),
-            ingress.map(&mut import),
-        );
+        let refs: Vec<FuncRef> = callees
+            .iter()
+            .map(|&f| {
+                let r = module.declare_func_in_func(f, func);
+                func.dfg.ext_funcs[r].colocated = false;
+                r
+            })
+            .collect();
         let config = self.module().target_config();
         {
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
-            super::front::gen(&mut b, ptr, plan, p, v, i);
+            gen(&mut b, &refs);
             b.seal_all_blocks();
             b.finalize(config);
         }
-        // the stages' bodies inlined at their calls (no frame, no call around each); the calls
-        // kept if Cranelift's inliner fails
-        let callees: Vec<(FuncRef, FuncId)> = [Some((p, parser)), v.zip(verify), i.zip(ingress)]
-            .into_iter()
-            .flatten()
-            .collect();
+        let pairs: Vec<(FuncRef, FuncId)> = refs.into_iter().zip(callees.iter().copied()).collect();
         let plain = self.ctx.func.clone();
         let inliner = Bodies {
-            callees: &callees,
+            callees: &pairs,
             bodies: &self.bodies,
         };
         let ctx = &mut self.ctx;
-        let inlined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.inline(inliner)));
+        let inlined =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.inline(inliner)));
         if !matches!(inlined, Ok(Ok(_))) {
             self.fctx = FunctionBuilderContext::new();
             self.ctx.clear();
@@ -243,6 +277,9 @@ impl Jit {
     }
 }
 
+/// The most CLIF instructions of a stage's body the front or the back inlines.
+const MAX_INLINED: usize = 20_000;
+
 /// The inliner's view of the module: the body of each callee [`Jit::build_front`] inlines.
 struct Bodies<'a> {
     callees: &'a [(FuncRef, FuncId)],
@@ -264,11 +301,12 @@ impl Inline for Bodies<'_> {
             .find(|(r, _)| *r == callee)
             .and_then(|(_, id)| self.bodies.get(id));
         match body {
-            Some(f) => InlineCommand::Inline {
+            // a huge stage stays a call (its code not doubled for little gain)
+            Some(f) if f.dfg.num_insts() <= MAX_INLINED => InlineCommand::Inline {
                 callee: std::borrow::Cow::Borrowed(f),
                 visit_callee: false,
             },
-            None => InlineCommand::KeepCall,
+            _ => InlineCommand::KeepCall,
         }
     }
 }

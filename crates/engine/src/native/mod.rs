@@ -182,7 +182,9 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
                 parser_may_hide_panic: !pkeep.exprs.is_empty(),
                 verify_may_hide_panic: v.is_some_and(|(_, _, k)| !k.exprs.is_empty()),
             };
-            let fits = plan.tracked.iter().all(|&h| h < p.headers.len())
+            // (a program using the traffic manager's fields has them written by Rust first)
+            let fits = !ss.tm_any
+                && plan.tracked.iter().all(|&h| h < p.headers.len())
                 && [plan.ingress_port, plan.instance_type, plan.packet_length]
                     .iter()
                     .all(|&(s, _)| s < nslots);
@@ -194,6 +196,18 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             .flatten()
         }
         _ => None,
+    };
+    // the back of the fused pass (compute, deparser) as one function
+    let back = if fuses {
+        let find = |t: Target| built.iter().find(|(x, _, _)| *x == t);
+        match (find(Target::Compute), find(Target::Deparser)) {
+            (Some((_, c, ck)), Some((_, d, _))) if !ck.emits => {
+                jit.build_back(*c, *d, !ck.exprs.is_empty()).ok()
+            }
+            _ => None,
+        }
+    } else {
+        None
     };
     if jit.finalize().is_err() {
         return None;
@@ -258,6 +272,14 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             zeroes,
         });
     }
+    if let (Some(pass), Some(id)) = (code.native_stages.pass.as_mut(), back) {
+        if pass.compute.is_some() && pass.deparser.is_some() {
+            // SAFETY: as for the lists above (the stages' signature)
+            pass.back = Some(unsafe {
+                std::mem::transmute::<*const u8, stages::NativeFn>(jit.address(id))
+            });
+        }
+    }
     Some(stats)
 }
 
@@ -291,6 +313,7 @@ fn pass_of(st: &stages::Stages, code: &Code) -> Option<stages::Pass> {
         nslots: all.clone().map(|s| s.nslots).max().unwrap_or(0),
         nheaders: all.map(|s| s.nheaders).max().unwrap_or(0),
         front: None,
+        back: None,
     })
 }
 
@@ -324,8 +347,13 @@ impl<'a> PassCx<'a> {
             std::hint::cold_path();
             return None;
         }
+        // a new pass: the cursor at the packet's start
+        debug_assert_eq!(w.packet.cursor, 0);
         Some(PassCx {
-            ctx: Ctx::new(e, w),
+            ctx: Ctx {
+                cursor: 0,
+                ..Ctx::new(e, w)
+            },
         })
     }
 
@@ -356,10 +384,12 @@ impl<'a> PassCx<'a> {
                 itype as u64,
             )
         };
-        self.ctx.store::<false>(w);
-        self.resume_panic();
+        // (a front that ran to its end wrote the cursor itself, after the parser: controls do
+        // not move it)
         if r != front::DONE {
             std::hint::cold_path();
+            self.ctx.store::<false>(w);
+            self.resume_panic();
             e.native_parser_done(w, r);
             if let Some(f) = p.verify {
                 self.run::<false>(f, w);
@@ -369,7 +399,10 @@ impl<'a> PassCx<'a> {
                 self.run::<false>(f, w);
                 w.perr = 0;
             }
+            return;
         }
+        debug_assert_eq!(w.packet.cursor, self.ctx.cursor);
+        self.resume_panic();
     }
 
     /// Runs stage function `f` of the pass on `w`: the word it returned (a panic of a callback

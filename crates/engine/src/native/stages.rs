@@ -47,8 +47,12 @@ pub(crate) struct Pass {
     pub(crate) nslots: usize,
     pub(crate) nheaders: usize,
     /// The resets of a new packet's ingress pass, the parser, verify and ingress as one
-    /// function (`super::front`), when it compiled.
+    /// function (`super::front`), when it compiled and the program does not use the traffic
+    /// manager's fields.
     pub(crate) front: Option<Front>,
+    /// `compute` then `deparser` as one function (`super::front::gen_back`), when both are
+    /// native (run with the deparser's output attached when `deparser_emits`).
+    pub(crate) back: Option<NativeFn>,
 }
 
 /// The address of a pass's front (`super::front`): `fn(*mut Ctx, ingress_port, instance_type)

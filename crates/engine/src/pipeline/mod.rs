@@ -266,7 +266,8 @@ impl Engine {
         let ss = &self.layout.std;
         if let Some(pass) = &self.controls.native.pass {
             if let Some(f) = pass.front {
-                if w.initial_zero && preserved.is_empty() && !ss.tm_any {
+                // (a program using the traffic manager's fields has no front)
+                if w.initial_zero && preserved.is_empty() {
                     // the generated front resets the rest (slots, tracked headers' offsets,
                     // standard metadata) and runs the parser, verify and ingress
                     if !f.zeroes {

@@ -101,6 +101,17 @@ impl StageRun for Fused<'_> {
 
     #[inline(always)]
     fn back(&mut self, e: &Engine, w: &mut Worker, out: &mut Outputs) -> usize {
+        if let Some(f) = self.pass.back {
+            // compute and deparser as one generated function, the output attached before it
+            let start = e.deparser_start(w, out);
+            if self.pass.deparser_emits {
+                self.cx.run::<true>(f, w);
+            } else {
+                self.cx.run::<false>(f, w);
+            }
+            w.perr = 0;
+            return start;
+        }
         let (Some(c), Some(d)) = (self.pass.compute, self.pass.deparser) else {
             self.compute(e, w);
             let start = e.deparser_start(w, out);
