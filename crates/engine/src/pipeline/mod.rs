@@ -531,10 +531,12 @@ impl Engine {
         r: &mut R,
     ) {
         let ss = &self.layout.std;
-        put(&mut w.slots, ss.egress_port, port as u64);
-        put(&mut w.slots, ss.egress_spec, 0);
-        put(&mut w.slots, ss.egress_rid, rid as u64);
-        put(&mut w.slots, ss.instance_type, itype as u64);
+        // one borrow of the slots for the four writes (their buffer's address read once)
+        let slots = w.slots.as_mut_slice();
+        put(slots, ss.egress_port, port as u64);
+        put(slots, ss.egress_spec, 0);
+        put(slots, ss.egress_rid, rid as u64);
+        put(slots, ss.instance_type, itype as u64);
         if ss.tm_any {
             std::hint::cold_path();
             self.put_queue_fields(w);
@@ -546,7 +548,7 @@ impl Engine {
             std::hint::cold_path();
             t.push(format!("egress (port {port}, instance_type {itype})"));
         }
-        r.egress(self, w);
+        let egress_ran = r.egress(self, w);
         let (mut truncate, mut recirculate) = (None, None);
         if w.fx.any() {
             if w.fx.dropped() {
@@ -558,7 +560,8 @@ impl Engine {
                 self.clone_e2e(w, session, fl);
             }
         }
-        if get(&w.slots, ss.egress_spec) == DROP_PORT {
+        // (egress_spec is 0 unless an egress control ran)
+        if egress_ran && get(&w.slots, ss.egress_spec) == DROP_PORT {
             self.drop_packet(w, "marked to drop in egress");
             return;
         }

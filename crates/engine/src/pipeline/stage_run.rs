@@ -13,7 +13,8 @@ pub(crate) trait StageRun {
     fn parser(&mut self, e: &Engine, w: &mut Worker);
     /// Verify, then ingress (`port`, `itype`: for the trace).
     fn verify_ingress(&mut self, e: &Engine, w: &mut Worker, port: u32, itype: u32);
-    fn egress(&mut self, e: &Engine, w: &mut Worker);
+    /// The egress control; false when it has no code (nothing ran).
+    fn egress(&mut self, e: &Engine, w: &mut Worker) -> bool;
     /// The compute-checksum control.
     fn compute(&mut self, e: &Engine, w: &mut Worker);
     fn deparser(&mut self, e: &Engine, w: &mut Worker);
@@ -65,8 +66,12 @@ impl StageRun for Blocks {
     }
 
     #[inline(always)]
-    fn egress(&mut self, e: &Engine, w: &mut Worker) {
+    fn egress(&mut self, e: &Engine, w: &mut Worker) -> bool {
+        if e.controls.egress.is_empty() && e.controls.native.egress.is_none() {
+            return false;
+        }
         e.run_stage(w, &e.controls.egress, e.controls.native.egress);
+        true
     }
 
     #[inline(always)]
@@ -155,11 +160,13 @@ impl StageRun for Fused<'_> {
     }
 
     #[inline(always)]
-    fn egress(&mut self, _: &Engine, w: &mut Worker) {
-        if let Some(f) = self.pass.egress {
-            self.cx.run::<false>(f, w);
-            w.perr = 0;
-        }
+    fn egress(&mut self, _: &Engine, w: &mut Worker) -> bool {
+        let Some(f) = self.pass.egress else {
+            return false;
+        };
+        self.cx.run::<false>(f, w);
+        w.perr = 0;
+        true
     }
 
     #[inline(always)]
