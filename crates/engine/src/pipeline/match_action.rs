@@ -469,7 +469,10 @@ impl Engine {
         if let Some((h, m)) = w.stats.tables.get(ti) {
             crate::bump(if found.is_some() { h } else { m });
         }
-        w.calls.cur_meter = None;
+        if w.calls.cur_meter.is_some() {
+            std::hint::cold_path();
+            w.calls.cur_meter = None;
+        }
         if let Some(h) = hit {
             if let Some(s) = w.slots.get_mut(h.slot as usize) {
                 *s = found.is_some() as u64 & crate::bits::mask64(h.width);

@@ -32,6 +32,8 @@ pub(super) struct Lpm32 {
     width: u32,
     bits: u32,
     shift: u32,
+    /// The number of buckets minus one.
+    bucket_mask: u32,
     /// The entry of prefix length 0, if any (it matches every key).
     zero: Option<u32>,
     /// Entries held (length 0 included) and deletes since the summary was last rebuilt.
@@ -64,6 +66,7 @@ impl Lpm32 {
             width,
             bits: 0,
             shift: 0,
+            bucket_mask: 0,
             zero: None,
             len: 0,
             stale: 0,
@@ -78,10 +81,10 @@ impl Lpm32 {
         let Ok(levels) = <&[Level; 32]>::try_from(self.levels.as_slice()) else {
             return self.zero;
         };
-        let b = ((k >> self.shift) as usize) & (self.summary.len().wrapping_sub(1));
+        let b = ((k >> self.shift) & self.bucket_mask) as usize;
         debug_assert!(b < self.summary.len());
-        // SAFETY: the summary has a power of two of buckets (one at least, `rebuild`) and `b` is
-        // masked to below it
+        // SAFETY: the summary has `bucket_mask + 1` buckets (`rebuild`) and `b` is masked to below
+        // that
         let mut present = unsafe { *self.summary.get_unchecked(b) };
         while present != 0 {
             let top = 31 - present.leading_zeros();
@@ -185,6 +188,7 @@ impl Lpm32 {
         self.shift = self.width - self.bits;
         self.summary.clear();
         self.summary.resize(1 << self.bits, 0);
+        self.bucket_mask = (1u32 << self.bits) - 1;
         self.stale = 0;
         let keys: Vec<(u32, u32)> = (1..=self.levels.len() as u32)
             .flat_map(|p| self.levels[p as usize - 1].map.keys().map(move |k| (k, p)))
