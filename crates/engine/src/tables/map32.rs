@@ -41,7 +41,9 @@ pub(super) struct Map32 {
     shift: u32,
     /// The odd multiplier of the hash (the table's [`table_seed`]).
     mul: u64,
-    len: usize,
+    /// Keys held (fewer than 2^32: entry indices are `u32`s); 32 bits, so that a map takes 32
+    /// bytes.
+    len: u32,
 }
 
 impl Map32 {
@@ -111,7 +113,7 @@ impl Map32 {
             self.slots[i].idx = v;
             return;
         }
-        if (self.len + 1) * 8 > self.slots.len() * 3 {
+        if (self.len as usize + 1) * 8 > self.slots.len() * 3 {
             self.grow();
             let (i, _) = self.find(k);
             self.slots[i] = Slot { key: k, idx: v };
@@ -203,8 +205,8 @@ mod tests {
                 r.insert(k, step);
             }
             assert_eq!(m.get(k), r.get(&k).copied(), "step {step}, key {k:#x}");
-            assert_eq!(m.len, r.len());
-            assert!(m.len * 8 <= m.slots.len() * 3);
+            assert_eq!(m.len as usize, r.len());
+            assert!(m.len as usize * 8 <= m.slots.len() * 3);
         }
         for k in (0..512u32).chain((0..512).map(|x| x * 0x0100_0000 | 0xffff_0000)) {
             assert_eq!(m.get(k), r.get(&k).copied(), "key {k:#x}");
