@@ -441,18 +441,18 @@ impl Engine {
         let a = match found {
             Some(i) => {
                 let h = data.hot_get(i)?;
-                if h.selects {
-                    std::hint::cold_path();
-                    return None;
-                }
                 let a = h.action as usize;
                 let plan = self.match_action.arg_plans.get(a)?;
+                // an entry that selects never has the plan's count (`Hot::of`): tested below
                 if h.nargs == plan.words {
                     plan.write(&mut w.slots, &h.args);
                 } else {
-                    // arguments not inline (wide ones, or more than fit), or not as many words
-                    // as the parameters take
+                    // a selecting entry, arguments not inline (wide ones, or more than fit), or
+                    // not as many words as the parameters take
                     std::hint::cold_path();
+                    if h.selects {
+                        return None;
+                    }
                     if h.nargs != crate::tables::Hot::NOT_INLINE {
                         self.inline_args_by_word(&mut w.slots, a, h);
                     } else {
@@ -469,7 +469,10 @@ impl Engine {
         if let Some((h, m)) = w.stats.tables.get(ti) {
             crate::bump(if found.is_some() { h } else { m });
         }
-        w.calls.cur_meter = None;
+        if w.calls.cur_meter.is_some() {
+            std::hint::cold_path();
+            w.calls.cur_meter = None;
+        }
         if let Some(h) = hit {
             if let Some(s) = w.slots.get_mut(h.slot as usize) {
                 *s = found.is_some() as u64 & crate::bits::mask64(h.width);

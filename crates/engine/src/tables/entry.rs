@@ -43,7 +43,8 @@ pub(crate) const INLINE_ARGS: usize = 3;
 pub(crate) struct Hot {
     pub action: u32,
     /// Number of inline argument words (all the arguments' words, in parameter order, low words
-    /// first), or [`Hot::NOT_INLINE`] when the entry's `action.args` must be used.
+    /// first), or [`Hot::NOT_INLINE`] when the entry's `action.args` must be used or the entry
+    /// `selects`.
     pub nargs: u8,
     /// The entry refers to an action profile group or action set (the action is chosen per packet).
     pub selects: bool,
@@ -54,10 +55,13 @@ impl Hot {
     pub const NOT_INLINE: u8 = u8::MAX;
     pub(super) fn of(e: &Installed) -> Hot {
         let (args, nargs) = e.inline_args.unwrap_or(([0; INLINE_ARGS], Hot::NOT_INLINE));
+        let selects = e.indirect.as_deref().is_some_and(Indirect::selects);
         Hot {
             action: e.entry.action.action,
-            nargs,
-            selects: e.indirect.as_deref().is_some_and(Indirect::selects),
+            // an entry that selects its action per packet holds no arguments to write: its count
+            // never equals an action's (the lean apply tests only the count on its hot path)
+            nargs: if selects { Hot::NOT_INLINE } else { nargs },
+            selects,
             args,
         }
     }

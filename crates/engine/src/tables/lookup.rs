@@ -27,10 +27,13 @@ impl TableData {
     /// dispatch per level. `None` for a table not of the lean shape.
     #[inline(always)]
     pub fn lookup_lean(&self, k: u64) -> Option<Option<usize>> {
-        // the narrow LPM case tested first, alone (LLVM makes a jump table of a `match` of four,
-        // five instructions, and folds a test of `lean` into it)
+        // the two common cases tested by themselves (LLVM makes a jump table of a `match` of
+        // four, five instructions, and folds tests of `lean` into it)
         if self.lean_lpm32 {
             return Some(self.lpm32_one(k));
+        }
+        if self.lean_exact {
+            return Some(self.exact.get_one(k));
         }
         match self.lean {
             Lean::Lpm32 => Some(self.lpm32_one(k)),

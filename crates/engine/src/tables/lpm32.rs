@@ -10,20 +10,15 @@ use super::map32::Map32;
 const MAX_BUCKET_BITS: u32 = 16;
 const MIN_BUCKET_BITS: u32 = 6;
 
-/// The entries of one prefix length: the key's mask and the masked keys (→ entry index).
-#[derive(Clone, Debug)]
-struct Level {
-    mask: u32,
-    map: Map32,
-}
-
 /// The levels of a narrow LPM table (prefix lengths 1 to the key's width in `levels`, length 0
 /// apart) and the summary that tells a lookup which of them to probe.
 #[derive(Clone, Debug)]
 pub(super) struct Lpm32 {
-    /// `levels[p - 1]`: the entries of prefix length `p` (32 levels, or none when the table is not
-    /// a narrow LPM one).
-    levels: Vec<Level>,
+    /// `levels[p - 1]`: the masked keys of prefix length `p` (→ entry index; 32 levels, or none
+    /// when the table is not a narrow LPM one), 32 bytes each.
+    levels: Vec<Map32>,
+    /// `masks[p - 1]`: the key's mask of prefix length `p` (0 past the width).
+    masks: [u32; 32],
     /// Per bucket of the key's top `bits` bits: bit `p - 1` set when level `p` may hold a prefix
     /// overlapping the bucket (set on insert; a delete leaves it until the next rebuild).
     summary: Vec<u32>,
@@ -32,6 +27,8 @@ pub(super) struct Lpm32 {
     width: u32,
     bits: u32,
     shift: u32,
+    /// The number of buckets minus one.
+    bucket_mask: u32,
     /// The entry of prefix length 0, if any (it matches every key).
     zero: Option<u32>,
     /// Entries held (length 0 included) and deletes since the summary was last rebuilt.
@@ -47,23 +44,20 @@ impl Lpm32 {
         let levels = if width == 0 {
             vec![]
         } else {
-            (1..=32u32)
-                .map(|p| Level {
-                    mask: if p > width {
-                        0
-                    } else {
-                        (u32::MAX >> (32 - p)) << (width - p)
-                    },
-                    map: Map32::new(seed),
-                })
-                .collect()
+            (0..32).map(|_| Map32::new(seed)).collect()
         };
+        let mut masks = [0u32; 32];
+        for (m, p) in masks.iter_mut().zip(1..=width) {
+            *m = (u32::MAX >> (32 - p)) << (width - p);
+        }
         let mut l = Lpm32 {
             levels,
+            masks,
             summary: vec![],
             width,
             bits: 0,
             shift: 0,
+            bucket_mask: 0,
             zero: None,
             len: 0,
             stale: 0,
@@ -75,18 +69,17 @@ impl Lpm32 {
     /// The entry whose prefix is the longest to match key `k` (bits above the width ignored).
     #[inline(always)]
     pub(super) fn get(&self, k: u32) -> Option<u32> {
-        let Ok(levels) = <&[Level; 32]>::try_from(self.levels.as_slice()) else {
+        let Ok(levels) = <&[Map32; 32]>::try_from(self.levels.as_slice()) else {
             return self.zero;
         };
-        let b = ((k >> self.shift) as usize) & (self.summary.len().wrapping_sub(1));
+        let b = ((k >> self.shift) & self.bucket_mask) as usize;
         debug_assert!(b < self.summary.len());
-        // SAFETY: the summary has a power of two of buckets (one at least, `rebuild`) and `b` is
-        // masked to below it
+        // SAFETY: the summary has `bucket_mask + 1` buckets (`rebuild`) and `b` is masked to below
+        // that
         let mut present = unsafe { *self.summary.get_unchecked(b) };
         while present != 0 {
             let top = 31 - present.leading_zeros();
-            let l = &levels[top as usize];
-            if let Some(i) = l.map.get(k & l.mask) {
+            if let Some(i) = levels[top as usize].get(k & self.masks[top as usize]) {
                 return Some(i);
             }
             present &= !(1 << top);
@@ -98,7 +91,7 @@ impl Lpm32 {
     pub(super) fn get_exact(&self, k: u32, plen: u32) -> Option<u32> {
         match plen {
             0 => self.zero,
-            p => self.levels.get(p as usize - 1)?.map.get(k),
+            p => self.levels.get(p as usize - 1)?.get(k),
         }
     }
 
@@ -110,8 +103,8 @@ impl Lpm32 {
                 let Some(l) = self.levels.get_mut(p as usize - 1) else {
                     return;
                 };
-                let fresh = l.map.get(k).is_none();
-                l.map.insert(k, i);
+                let fresh = l.get(k).is_none();
+                l.insert(k, i);
                 fresh
             }
         };
@@ -131,8 +124,8 @@ impl Lpm32 {
         let held = match plen {
             0 => self.zero.take().is_some(),
             p => match self.levels.get_mut(p as usize - 1) {
-                Some(l) if l.map.get(k).is_some() => {
-                    l.map.remove(k);
+                Some(l) if l.get(k).is_some() => {
+                    l.remove(k);
                     true
                 }
                 _ => false,
@@ -152,7 +145,7 @@ impl Lpm32 {
 
     pub(super) fn clear(&mut self) {
         for l in &mut self.levels {
-            l.map.clear();
+            l.clear();
         }
         self.zero = None;
         self.len = 0;
@@ -185,9 +178,10 @@ impl Lpm32 {
         self.shift = self.width - self.bits;
         self.summary.clear();
         self.summary.resize(1 << self.bits, 0);
+        self.bucket_mask = (1u32 << self.bits) - 1;
         self.stale = 0;
         let keys: Vec<(u32, u32)> = (1..=self.levels.len() as u32)
-            .flat_map(|p| self.levels[p as usize - 1].map.keys().map(move |k| (k, p)))
+            .flat_map(|p| self.levels[p as usize - 1].keys().map(move |k| (k, p)))
             .collect();
         for (k, p) in keys {
             self.mark(k, p);

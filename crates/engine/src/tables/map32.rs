@@ -1,6 +1,7 @@
 //! The hash index of tables whose one key has at most 32 bits ([`Map32`]): 32-bit keys to entry
 //! indices in one flat array of 8-byte slots, open addressing with linear probing, at most 3/8
-//! full (a miss ends at a free slot after fewer than two reads on average). A probe on the packet
+//! full, small maps at most 1/8 (a miss ends at a free slot after fewer than two reads on
+//! average). A probe on the packet
 //! path is one multiply, a shift and (usually) one slot read, against hashbrown's group of
 //! control bytes, tag broadcast and masks per map; cloning a table version copies the array as
 //! it is (8 bytes per slot, 21 to 43 bytes per key).
@@ -21,6 +22,9 @@ pub(super) fn table_seed() -> u64 {
 const FREE: u32 = u32::MAX;
 /// The fewest slots: two, so that the shift stays below 64.
 const MIN_SLOTS: usize = 2;
+/// Maps of fewer slots than this are kept at most 1/8 full (a key meets another in its home slot
+/// about one time in eight instead of three), at most 8 KiB each.
+const SPARSE_BELOW: usize = 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C, align(8))]
@@ -41,7 +45,9 @@ pub(super) struct Map32 {
     shift: u32,
     /// The odd multiplier of the hash (the table's [`table_seed`]).
     mul: u64,
-    len: usize,
+    /// Keys held (fewer than 2^32: entry indices are `u32`s); 32 bits, so that a map takes 32
+    /// bytes.
+    len: u32,
 }
 
 impl Map32 {
@@ -111,7 +117,8 @@ impl Map32 {
             self.slots[i].idx = v;
             return;
         }
-        if (self.len + 1) * 8 > self.slots.len() * 3 {
+        let (n, slots) = (self.len as usize + 1, self.slots.len());
+        if n * 8 > slots * 3 || (slots < SPARSE_BELOW && n * 8 > slots) {
             self.grow();
             let (i, _) = self.find(k);
             self.slots[i] = Slot { key: k, idx: v };
@@ -203,8 +210,8 @@ mod tests {
                 r.insert(k, step);
             }
             assert_eq!(m.get(k), r.get(&k).copied(), "step {step}, key {k:#x}");
-            assert_eq!(m.len, r.len());
-            assert!(m.len * 8 <= m.slots.len() * 3);
+            assert_eq!(m.len as usize, r.len());
+            assert!(m.len as usize * 8 <= m.slots.len() * 3);
         }
         for k in (0..512u32).chain((0..512).map(|x| x * 0x0100_0000 | 0xffff_0000)) {
             assert_eq!(m.get(k), r.get(&k).copied(), "key {k:#x}");

@@ -86,8 +86,9 @@ pub(crate) struct TableData {
     /// selector. Hits on action profile groups and arguments not inline still take the general
     /// path.
     pub(crate) lean: Lean,
-    /// `lean` is [`Lean::Lpm32`] (the router's case, tested by itself on the packet path).
+    /// `lean` is [`Lean::Lpm32`], or [`Lean::Exact`] (each tested by itself on the packet path).
     pub(super) lean_lpm32: bool,
+    pub(super) lean_exact: bool,
     /// Entry indices in match order (priority desc, then seq asc).
     pub(super) order: Vec<usize>,
     /// Scan tables: the entries' matches compiled to words, in match order.
@@ -184,6 +185,7 @@ impl TableData {
             seed,
             lean,
             lean_lpm32: lean == Lean::Lpm32,
+            lean_exact: lean == Lean::Exact,
             order: vec![],
             scan: ScanRows::new(t),
             tss: Default::default(),

@@ -223,3 +223,84 @@ fn exact_narrow_index_follows_many_changes() {
         }
     }
 }
+
+/// Routes of every prefix length (0 to 32), nested and overlapping, installed in batches, some
+/// deleted and some modified (each change a new version): past the summary's growth and its
+/// rebuilds after deletes, every address takes the longest held prefix's arguments, or the default
+/// action's, as a scan of the held routes says (on both engines).
+#[test]
+fn lpm_many_lengths_against_a_scan() {
+    let es = engines();
+    let tl = es[0].table_index("I.tl").unwrap();
+    let mask = |l: u32| if l == 0 { 0 } else { u32::MAX << (32 - l) };
+    let mut s = 99u64;
+    let mut next = move || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (s >> 32) as u32
+    };
+    // (prefix, length) -> v; the prefixes under a few /8s so that they nest
+    let mut held: std::collections::HashMap<(u32, u32), u8> = Default::default();
+    let mut batch = vec![];
+    for i in 0..1500u32 {
+        let l = next() % 33;
+        let p = ((next() % 4 + 10) << 24 | (next() & 0x00ff_ffff)) & mask(l);
+        let v = (i % 250) as u8 + 1;
+        if held.insert((p, l), v).is_none() {
+            batch.push((p, l, v));
+        } else if let Some(b) = batch.iter_mut().find(|b| (b.0, b.1) == (p, l)) {
+            b.2 = v; // not installed yet
+        } else {
+            for e in &es {
+                e.table_modify(tl, route(e, p, l, v as u64, v as u64 * 3))
+                    .unwrap();
+            }
+        }
+        if batch.len() == 100 {
+            for e in &es {
+                let entries = batch
+                    .iter()
+                    .map(|&(p, l, v)| route(e, p, l, v as u64, v as u64 * 3))
+                    .collect();
+                e.table_insert_batch(tl, entries).unwrap();
+            }
+            batch.clear();
+        }
+    }
+    for e in &es {
+        for &(p, l, v) in &batch {
+            e.table_insert(tl, route(e, p, l, v as u64, v as u64 * 3))
+                .unwrap();
+        }
+    }
+    let mut keys: Vec<(u32, u32)> = held.keys().copied().collect();
+    keys.sort_unstable();
+    for &(p, l) in keys.iter().step_by(2) {
+        for e in &es {
+            e.table_delete(tl, &route(e, p, l, 0, 0)).unwrap();
+        }
+        held.remove(&(p, l));
+    }
+    let mut ws = [Worker::new(&es[0]), Worker::new(&es[1])];
+    let mut hits = 0;
+    for j in 0..3000usize {
+        // addresses inside routes held or deleted, and anywhere
+        let d = match keys.get(j % (keys.len() + 50)) {
+            Some(&(p, l)) => p | (next() & !mask(l)),
+            None => next(),
+        };
+        let want = (0..=32u32)
+            .rev()
+            .find_map(|l| held.get(&(d & mask(l), l)))
+            .map(|&v| (v, v as u16 * 3, 1));
+        let (o1, o2, _, h) = out(&es, &mut ws, d, 0);
+        assert_eq!(
+            (o1, o2, h & 1),
+            want.unwrap_or((0xd0, 0xbeef, 0)),
+            "address {d:#x}"
+        );
+        hits += want.is_some() as usize;
+    }
+    assert!(hits > 1500, "{hits} hits of 3000");
+}
