@@ -37,6 +37,8 @@ pub(crate) mod stmt;
 mod table_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wide_tests;
 
 use crate::engine::{CBlock, SF};
 use crate::load::compile::{Code, Cx};

@@ -1,8 +1,8 @@
 //! Translation of a statement list into one Cranelift function (see [`Fx`]): assignments of
-//! expressions of at most 64 bits to fields, `if`, `switch`, labelled blocks and their breaks,
-//! `exit`, `setValid`/`setInvalid` and `mark_to_drop` inline; any other statement a call back to
-//! its closure, whose flow is followed (a break to an enclosing native block jumps there, any
-//! other flow returns).
+//! expressions of at most 64 bits to fields (and word copies of wider values, see `wide`), `if`,
+//! `switch`, labelled blocks and their breaks, `exit`, `setValid`/`setInvalid` and `mark_to_drop`
+//! inline; any other statement a call back to its closure, whose flow is followed (a break to an
+//! enclosing native block jumps there, any other flow returns).
 
 use super::helpers::{self, Ctx, Keep, EXIT, NEXT};
 use crate::code::Flow;
@@ -18,6 +18,7 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 use p4sec_ir::*;
 
 mod extern_calls;
+mod wide;
 
 /// The state of translating one statement list.
 pub(crate) struct Fx<'a, 'b> {
@@ -166,6 +167,7 @@ impl<'a, 'b> Fx<'a, 'b> {
                     && src.width() <= 64
                     && self.slot_ok(l.slot)
                     && self.covered(src)
+                    || self.wide_assignable(l, src)
             }
             Stmt::If { cond, .. } => cond.width() <= 64 && self.covered(cond),
             Stmt::Switch { expr: x, cases, .. } => {
@@ -273,6 +275,13 @@ impl<'a, 'b> Fx<'a, 'b> {
                 let v = self.expr(src);
                 let v = self.mask(v, l.width);
                 self.store_slot(l.slot, v);
+                Some(true)
+            }
+            Stmt::Assign {
+                dst: LValue::Static(l),
+                src,
+            } if self.wide_assignable(l, src) => {
+                self.wide_assign(*l, src);
                 Some(true)
             }
             Stmt::If { cond, then, else_ } if cond.width() <= 64 && self.covered(cond) => {
