@@ -281,6 +281,43 @@ pub(crate) unsafe extern "C" fn np_select<const E: bool>(
     np_select_general::<E>(ctx, site, k)
 }
 
+/// [`np_select`] of a table whose key is exact and narrow enough to be indexed directly (an
+/// ingress port): such a table's lookup and the common cases of its apply, calling nothing (the
+/// frame saves no registers), anything else handed on to [`np_select`] by a tail call.
+///
+/// # Safety
+/// As [`np_select`].
+pub(crate) unsafe extern "C" fn np_select_direct<const E: bool>(
+    ctx: *mut Ctx,
+    site: *const ApplySite,
+    k: u64,
+) -> u64 {
+    let c = &mut *ctx;
+    let (e, w, s) = (c.e, &mut *c.w, &*site);
+    if let Some(a) = e.select_direct(w, s.table, k, &s.hit, &s.action_run) {
+        return a as u64;
+    }
+    np_select::<E>(ctx, site, k)
+}
+
+/// The one-key helpers ([`np_select_direct`] or [`np_select`]) for an apply of table `t`:
+/// (emitting, not emitting).
+pub(crate) fn select_helpers(t: &p4sec_ir::Table) -> (*const (), *const ()) {
+    let direct = matches!(&t.keys[..], [k] if k.kind == p4sec_ir::MatchKind::Exact
+        && k.width <= crate::tables::DIRECT_BITS);
+    if direct {
+        (
+            np_select_direct::<true> as *const (),
+            np_select_direct::<false> as *const (),
+        )
+    } else {
+        (
+            np_select::<true> as *const (),
+            np_select::<false> as *const (),
+        )
+    }
+}
+
 /// [`np_select`] past the lean shape (kept out of line, so that the lean path's frame stays
 /// small).
 ///

@@ -498,10 +498,8 @@ impl<'a, 'b> Fx<'a, 'b> {
         }
         let keys: Vec<Value> = tb.keys.iter().map(|k| self.key_word(&k.expr)).collect();
         let (k, f) = if let [k] = keys[..] {
-            let f = self.helper(
-                helpers::np_select::<true> as *const (),
-                helpers::np_select::<false> as *const (),
-            );
+            let (emits, not) = helpers::select_helpers(tb);
+            let f = self.helper(emits, not);
             (k, f)
         } else {
             // several keys: their words in a stack slot, in key order, its address passed

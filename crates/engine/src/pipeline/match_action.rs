@@ -11,8 +11,9 @@ use std::sync::atomic::Ordering;
 /// The slot words a call of its default action writes (`TableData::default_writes`): only slots of
 /// the program, which `Engine::process` checks the worker has, so they are written unchecked.
 /// Padded to a multiple of four with writes of zero into the worker's sink slot (the one after the
-/// program's), so that they are written four at a time.
-pub(crate) fn param_writes(p: &Program, call: &ActionCall) -> Vec<(u32, u64)> {
+/// program's), so that they are written four at a time; at most [`crate::tables::INLINE_ARGS`] of
+/// them are also kept as a fixed array (padded the same way) for the lean apply's miss.
+pub(crate) fn param_writes(p: &Program, call: &ActionCall) -> crate::tables::DefaultWrites {
     let mut v: Vec<(u32, u64)> = p
         .actions
         .get(call.action as usize)
@@ -22,10 +23,19 @@ pub(crate) fn param_writes(p: &Program, call: &ActionCall) -> Vec<(u32, u64)> {
                 .collect()
         })
         .unwrap_or_default();
+    let mut inline = [(p.slots, 0); crate::tables::INLINE_ARGS];
+    let few = v.len() <= inline.len();
+    if few {
+        inline[..v.len()].copy_from_slice(&v);
+    }
     while v.len() % 4 != 0 {
         v.push((p.slots, 0));
     }
-    v
+    crate::tables::DefaultWrites {
+        all: v,
+        inline,
+        few,
+    }
 }
 
 /// The words of `args` for the parameters of `a`: (slot, word), each parameter's top word masked to
@@ -464,25 +474,75 @@ impl Engine {
             }
             None => default_args(&mut w.slots, data) as usize,
         };
-        // `chosen`'s work written out here: through `chosen` the router's packets took 9
-        // instructions more (callgrind)
-        if let Some((h, m)) = w.stats.tables.get(ti) {
-            crate::bump(if found.is_some() { h } else { m });
+        lean_chosen(w, ti, found.is_some(), a, hit, action_run);
+        Some(a)
+    }
+
+    /// [`Engine::select_lean`] of an exact table indexed directly
+    /// ([`crate::tables::TableData::lookup_direct`]) in its common cases only: a hit whose
+    /// arguments its action's plan writes, or a miss whose default action writes at most
+    /// [`crate::tables::INLINE_ARGS`] words. `None`, with nothing written, for anything else
+    /// (another table, a traced packet, the meter of the last entry to forget, arguments not
+    /// inline; the caller then takes [`Engine::select_lean`]). Calls nothing, so that native
+    /// code's helper around it needs no saved registers and hands the rest on by a tail call.
+    #[inline(always)]
+    pub(crate) fn select_direct(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        k: u64,
+        hit: &Option<Loc>,
+        action_run: &Option<Loc>,
+    ) -> Option<usize> {
+        self.select_lean_with(w, ti, k, hit, action_run, |d, k| d.lookup_direct(k))
+    }
+
+    /// [`Engine::select_direct`] with the lookup `look` (`None`: not of its shape).
+    #[inline(always)]
+    fn select_lean_with(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        k: u64,
+        hit: &Option<Loc>,
+        action_run: &Option<Loc>,
+        look: impl Fn(&crate::tables::TableData, u64) -> Option<Option<usize>>,
+    ) -> Option<usize> {
+        // a traced packet, or the meter of the last entry to forget (dropping it calls out)
+        if w.trace.is_some() || w.calls.cur_meter.is_some() {
+            return None;
         }
-        if w.calls.cur_meter.is_some() {
-            std::hint::cold_path();
-            w.calls.cur_meter = None;
-        }
-        if let Some(h) = hit {
-            if let Some(s) = w.slots.get_mut(h.slot as usize) {
-                *s = found.is_some() as u64 & crate::bits::mask64(h.width);
+        let data = w.tables.snapshots.get(ti)?.as_deref()?;
+        let found = look(data, k)?;
+        let a = match found {
+            Some(i) => {
+                let h = data.hot_get(i)?;
+                let a = h.action as usize;
+                let plan = self.match_action.arg_plans.get(a)?;
+                // a selecting entry never has the plan's count (`Hot::of`)
+                if h.nargs != plan.words {
+                    return None;
+                }
+                plan.write(&mut w.slots, &h.args);
+                // marked in each arm, `found` a constant in each
+                lean_marked(w, ti, true, a, hit, action_run);
+                a
             }
-        }
-        if let Some(r) = action_run {
-            if let Some(s) = w.slots.get_mut(r.slot as usize) {
-                *s = a as u64 & crate::bits::mask64(r.width);
+            None => {
+                let d = &data.default_writes;
+                if !d.few {
+                    return None;
+                }
+                for &(s, v) in &d.inline {
+                    debug_assert!((s as usize) < w.slots.len());
+                    // SAFETY: as in `default_args`: the program's slots and the sink slot
+                    unsafe { *w.slots.get_unchecked_mut(s as usize) = v };
+                }
+                let a = data.default.action as usize;
+                lean_marked(w, ti, false, a, hit, action_run);
+                a
             }
-        }
+        };
         Some(a)
     }
 
@@ -629,11 +689,56 @@ impl Engine {
     }
 }
 
+/// What a lean apply does once its action is chosen and its arguments written: the hit or miss
+/// counted, the meter of the last entry forgotten, `hit` and `action_run` set (`chosen`'s work
+/// written out: through `chosen` the router's packets took 9 instructions more, callgrind).
+#[inline(always)]
+fn lean_chosen(
+    w: &mut Worker,
+    ti: usize,
+    found: bool,
+    a: usize,
+    hit: &Option<Loc>,
+    action_run: &Option<Loc>,
+) {
+    if w.calls.cur_meter.is_some() {
+        std::hint::cold_path();
+        w.calls.cur_meter = None;
+    }
+    lean_marked(w, ti, found, a, hit, action_run);
+}
+
+/// [`lean_chosen`] with no meter of the last entry to forget: the hit or miss counted, `hit` and
+/// `action_run` set.
+#[inline(always)]
+fn lean_marked(
+    w: &mut Worker,
+    ti: usize,
+    found: bool,
+    a: usize,
+    hit: &Option<Loc>,
+    action_run: &Option<Loc>,
+) {
+    if let Some((h, m)) = w.stats.tables.get(ti) {
+        crate::bump(if found { h } else { m });
+    }
+    if let Some(h) = hit {
+        if let Some(s) = w.slots.get_mut(h.slot as usize) {
+            *s = found as u64 & crate::bits::mask64(h.width);
+        }
+    }
+    if let Some(r) = action_run {
+        if let Some(s) = w.slots.get_mut(r.slot as usize) {
+            *s = a as u64 & crate::bits::mask64(r.width);
+        }
+    }
+}
+
 /// A miss: the default action's arguments into its parameters (slot words resolved when the
 /// table version was published); the action's index.
 #[inline(always)]
 fn default_args(slots: &mut [u64], data: &crate::tables::TableData) -> u32 {
-    for quad in data.default_writes.chunks_exact(4) {
+    for quad in data.default_writes.all.chunks_exact(4) {
         for &(s, v) in quad {
             debug_assert!((s as usize) < slots.len());
             // SAFETY: `param_writes` keeps only the program's slots and the sink slot after
@@ -647,6 +752,8 @@ fn default_args(slots: &mut [u64], data: &crate::tables::TableData) -> u32 {
 pub(crate) mod arg_plan;
 #[cfg(test)]
 mod arg_plan_tests;
+#[cfg(test)]
+mod direct_tests;
 #[cfg(test)]
 mod lean_tests;
 mod multi_key;

@@ -35,6 +35,19 @@ pub(crate) struct Installed {
 
 pub(crate) const INLINE_ARGS: usize = 3;
 
+/// The slot words a call of a table's default action writes (`TableData::default_writes`), set by
+/// the engine whenever a version is published (`match_action::param_writes`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DefaultWrites {
+    /// Every (slot, word) write, padded to a multiple of four with writes of zero into the
+    /// worker's sink slot.
+    pub all: Vec<(u32, u64)>,
+    /// The same writes when there are at most [`INLINE_ARGS`] of them (`few` set), padded with
+    /// writes of zero into the sink slot: a miss of the lean apply writes these three, no loop.
+    pub inline: [(u32, u64); INLINE_ARGS],
+    pub few: bool,
+}
+
 /// What a hit needs from an entry, kept contiguously beside the entries (one cache line per hit
 /// instead of following the entry's pointer): the action and its arguments when they are held
 /// inline.

@@ -21,7 +21,7 @@ pub(super) fn hkey(words: &[u64]) -> HKey {
 
 /// Exact tables with one key of at most this many bits (an ingress port has 9) are indexed
 /// directly.
-const DIRECT_BITS: u32 = 10;
+pub(crate) const DIRECT_BITS: u32 = 10;
 
 /// A hash index from packed keys to entry indices; one-word keys (most tables) are stored
 /// compactly, and a narrow enough one indexes an array.
@@ -56,6 +56,15 @@ impl KeyMap {
                 .map(|i| i as usize),
             KeyMap::One(m) => m.get(&k.first().copied().unwrap_or(0)).map(|i| *i as usize),
             KeyMap::Wide(m) => m.get(&hkey(k)).map(|i| *i as usize),
+        }
+    }
+    /// A directly indexed map's lookup: `None` for a map of another kind, else the entry (if any)
+    /// of key `k`.
+    #[inline(always)]
+    pub(super) fn get_direct(&self, k: u64) -> Option<Option<usize>> {
+        match self {
+            KeyMap::Direct(a, _) => Some(Self::direct_get(a, k)),
+            _ => None,
         }
     }
     #[inline]

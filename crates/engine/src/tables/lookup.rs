@@ -43,6 +43,16 @@ impl TableData {
         }
     }
 
+    /// [`TableData::lookup_lean`] of an exact table whose map is indexed directly (one key of at
+    /// most [`super::keys::DIRECT_BITS`] bits): `None` for any other table.
+    #[inline(always)]
+    pub fn lookup_direct(&self, k: u64) -> Option<Option<usize>> {
+        if !self.lean_exact {
+            return None;
+        }
+        self.exact.get_direct(k)
+    }
+
     /// A narrow LPM table: one probe of a 32-bit map per prefix length that may match, longest
     /// first (the key of a field of at most 32 bits fits in 32 bits).
     #[inline(always)]

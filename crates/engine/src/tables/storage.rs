@@ -99,9 +99,9 @@ pub(crate) struct TableData {
 
     pub default: ActionCall,
     /// The default action's arguments as (slot, word) writes into its parameters, each word masked
-    /// to the parameter's width, padded to a multiple of four with writes into the worker's sink
-    /// slot; set by the engine whenever a version is published (`Engine::publish`).
-    pub default_writes: Vec<(u32, u64)>,
+    /// to the parameter's width (see [`super::DefaultWrites`]); set by the engine whenever a
+    /// version is published (`Engine::publish`).
+    pub(crate) default_writes: super::DefaultWrites,
     next_seq: u64,
     /// Word layout of the packed key: (offset, words) per key field.
     pub(super) layout: Vec<(usize, usize)>,
@@ -190,7 +190,7 @@ impl TableData {
             scan: ScanRows::new(t),
             tss: Default::default(),
             default: t.default_action.clone(),
-            default_writes: vec![],
+            default_writes: Default::default(),
             next_seq: 0,
             layout,
             key_words: off,
