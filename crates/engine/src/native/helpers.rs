@@ -283,7 +283,8 @@ pub(crate) unsafe extern "C" fn np_select<const E: bool>(
 
 /// [`np_select`] of a table whose key is exact and narrow enough to be indexed directly (an
 /// ingress port): such a table's lookup and the common cases of its apply, calling nothing (the
-/// frame saves no registers), anything else handed on to [`np_select`] by a tail call.
+/// frame saves no registers), the rest handed on by a tail call: a hit whose arguments are not
+/// inline to [`np_direct_args`], anything else to [`np_select`].
 ///
 /// # Safety
 /// As [`np_select`].
@@ -294,7 +295,28 @@ pub(crate) unsafe extern "C" fn np_select_direct<const E: bool>(
 ) -> u64 {
     let c = &mut *ctx;
     let (e, w, s) = (c.e, &mut *c.w, &*site);
-    if let Some(a) = e.select_direct(w, s.table, k, &s.hit, &s.action_run) {
+    match e.select_direct(w, s.table, k, &s.hit, &s.action_run) {
+        Ok(a) => a as u64,
+        Err(Some(i)) => np_direct_args::<E>(ctx, site, k, i),
+        Err(None) => np_select::<E>(ctx, site, k),
+    }
+}
+
+/// [`np_select_direct`]'s hit on entry `i` whose arguments its action's plan does not write
+/// ([`Engine::direct_hit_args`]), by a tail call; [`np_select`] if that does not take it.
+///
+/// # Safety
+/// As [`np_select`].
+#[inline(never)]
+unsafe extern "C" fn np_direct_args<const E: bool>(
+    ctx: *mut Ctx,
+    site: *const ApplySite,
+    k: u64,
+    i: usize,
+) -> u64 {
+    let c = &mut *ctx;
+    let (e, w, s) = (c.e, &mut *c.w, &*site);
+    if let Some(a) = e.direct_hit_args(w, s.table, i, &s.hit, &s.action_run) {
         return a as u64;
     }
     np_select::<E>(ctx, site, k)

@@ -474,17 +474,37 @@ impl Engine {
             }
             None => default_args(&mut w.slots, data) as usize,
         };
-        lean_chosen(w, ti, found.is_some(), a, hit, action_run);
+        // `chosen`'s work written out here: through `chosen` the router's packets took 9
+        // instructions more (callgrind)
+        if let Some((h, m)) = w.stats.tables.get(ti) {
+            crate::bump(if found.is_some() { h } else { m });
+        }
+        if w.calls.cur_meter.is_some() {
+            std::hint::cold_path();
+            w.calls.cur_meter = None;
+        }
+        if let Some(h) = hit {
+            if let Some(s) = w.slots.get_mut(h.slot as usize) {
+                *s = found.is_some() as u64 & crate::bits::mask64(h.width);
+            }
+        }
+        if let Some(r) = action_run {
+            if let Some(s) = w.slots.get_mut(r.slot as usize) {
+                *s = a as u64 & crate::bits::mask64(r.width);
+            }
+        }
         Some(a)
     }
 
     /// [`Engine::select_lean`] of an exact table indexed directly
     /// ([`crate::tables::TableData::lookup_direct`]) in its common cases only: a hit whose
     /// arguments its action's plan writes, or a miss whose default action writes at most
-    /// [`crate::tables::INLINE_ARGS`] words. `None`, with nothing written, for anything else
-    /// (another table, a traced packet, the meter of the last entry to forget, arguments not
-    /// inline; the caller then takes [`Engine::select_lean`]). Calls nothing, so that native
-    /// code's helper around it needs no saved registers and hands the rest on by a tail call.
+    /// [`crate::tables::INLINE_ARGS`] words: `Ok(action)`. `Err(Some(entry))`, nothing written,
+    /// for a hit on an entry whose arguments are not in the plan's form (the caller goes on with
+    /// [`Engine::direct_hit_args`]); `Err(None)`, nothing written, for anything else (another
+    /// table, a traced packet, the meter of the last entry to forget, a default of more words;
+    /// the caller then takes [`Engine::select_lean`]). Calls nothing, so that native code's helper
+    /// around it needs no saved registers and hands the rest on by a tail call.
     #[inline(always)]
     pub(crate) fn select_direct(
         &self,
@@ -493,45 +513,33 @@ impl Engine {
         k: u64,
         hit: &Option<Loc>,
         action_run: &Option<Loc>,
-    ) -> Option<usize> {
-        self.select_lean_with(w, ti, k, hit, action_run, |d, k| d.lookup_direct(k))
-    }
-
-    /// [`Engine::select_direct`] with the lookup `look` (`None`: not of its shape).
-    #[inline(always)]
-    fn select_lean_with(
-        &self,
-        w: &mut Worker,
-        ti: usize,
-        k: u64,
-        hit: &Option<Loc>,
-        action_run: &Option<Loc>,
-        look: impl Fn(&crate::tables::TableData, u64) -> Option<Option<usize>>,
-    ) -> Option<usize> {
+    ) -> Result<usize, Option<usize>> {
         // a traced packet, or the meter of the last entry to forget (dropping it calls out)
         if w.trace.is_some() || w.calls.cur_meter.is_some() {
-            return None;
+            return Err(None);
         }
-        let data = w.tables.snapshots.get(ti)?.as_deref()?;
-        let found = look(data, k)?;
-        let a = match found {
+        let Some(Some(data)) = w.tables.snapshots.get(ti).map(|d| d.as_deref()) else {
+            return Err(None);
+        };
+        let found = data.lookup_direct(k).ok_or(None)?;
+        match found {
             Some(i) => {
-                let h = data.hot_get(i)?;
+                let h = data.hot_get(i).ok_or(None)?;
                 let a = h.action as usize;
-                let plan = self.match_action.arg_plans.get(a)?;
+                let plan = self.match_action.arg_plans.get(a).ok_or(None)?;
                 // a selecting entry never has the plan's count (`Hot::of`)
                 if h.nargs != plan.words {
-                    return None;
+                    return Err(Some(i));
                 }
                 plan.write(&mut w.slots, &h.args);
                 // marked in each arm, `found` a constant in each
                 lean_marked(w, ti, true, a, hit, action_run);
-                a
+                Ok(a)
             }
             None => {
                 let d = &data.default_writes;
                 if !d.few {
-                    return None;
+                    return Err(None);
                 }
                 for &(s, v) in &d.inline {
                     debug_assert!((s as usize) < w.slots.len());
@@ -540,9 +548,36 @@ impl Engine {
                 }
                 let a = data.default.action as usize;
                 lean_marked(w, ti, false, a, hit, action_run);
-                a
+                Ok(a)
             }
-        };
+        }
+    }
+
+    /// [`Engine::select_direct`]'s hit on entry `i` whose arguments are not in its action's plan's
+    /// form: written word by word from its hot line, or from the entry when not inline; the hit
+    /// counted, `hit` and `action_run` set. `None`, nothing written, for an entry that selects its
+    /// action per packet (or a table version without it: the caller takes the general path).
+    pub(crate) fn direct_hit_args(
+        &self,
+        w: &mut Worker,
+        ti: usize,
+        i: usize,
+        hit: &Option<Loc>,
+        action_run: &Option<Loc>,
+    ) -> Option<usize> {
+        let data = w.tables.snapshots.get(ti)?.as_deref()?;
+        let h = data.hot_get(i)?;
+        if h.selects {
+            return None;
+        }
+        let a = h.action as usize;
+        if h.nargs != crate::tables::Hot::NOT_INLINE {
+            self.inline_args_by_word(&mut w.slots, a, h);
+        } else {
+            let args = &data.entries.get(i)?.entry.action.args;
+            self.entry_args(&mut w.slots, a, args);
+        }
+        lean_marked(w, ti, true, a, hit, action_run);
         Some(a)
     }
 
@@ -689,27 +724,8 @@ impl Engine {
     }
 }
 
-/// What a lean apply does once its action is chosen and its arguments written: the hit or miss
-/// counted, the meter of the last entry forgotten, `hit` and `action_run` set (`chosen`'s work
-/// written out: through `chosen` the router's packets took 9 instructions more, callgrind).
-#[inline(always)]
-fn lean_chosen(
-    w: &mut Worker,
-    ti: usize,
-    found: bool,
-    a: usize,
-    hit: &Option<Loc>,
-    action_run: &Option<Loc>,
-) {
-    if w.calls.cur_meter.is_some() {
-        std::hint::cold_path();
-        w.calls.cur_meter = None;
-    }
-    lean_marked(w, ti, found, a, hit, action_run);
-}
-
-/// [`lean_chosen`] with no meter of the last entry to forget: the hit or miss counted, `hit` and
-/// `action_run` set.
+/// What [`Engine::select_direct`] does once its action is chosen and its arguments written (no
+/// meter of the last entry to forget): the hit or miss counted, `hit` and `action_run` set.
 #[inline(always)]
 fn lean_marked(
     w: &mut Worker,
@@ -722,6 +738,12 @@ fn lean_marked(
     if let Some((h, m)) = w.stats.tables.get(ti) {
         crate::bump(if found { h } else { m });
     }
+    lean_marks(w, found, a, hit, action_run);
+}
+
+/// `hit` and `action_run` of a lean apply set.
+#[inline(always)]
+fn lean_marks(w: &mut Worker, found: bool, a: usize, hit: &Option<Loc>, action_run: &Option<Loc>) {
     if let Some(h) = hit {
         if let Some(s) = w.slots.get_mut(h.slot as usize) {
             *s = found as u64 & crate::bits::mask64(h.width);

@@ -217,24 +217,36 @@ fn select_direct_takes_its_cases_and_leaves_the_rest() {
         .position(|a| a.name == "I.fwd")
         .unwrap();
     let params = e.match_action.param_words[fwd].clone();
-    assert_eq!(e.select_direct(&mut w, t1, 5, &None, &None), Some(fwd));
+    assert_eq!(e.select_direct(&mut w, t1, 5, &None, &None), Ok(fwd));
     let got: Vec<u64> = params.iter().map(|p| w.slots[p.0 as usize]).collect();
     assert_eq!(got, [9, k as u64, (k >> 64) as u64]);
-    assert_eq!(e.select_direct(&mut w, t1, 7, &None, &None), Some(fwd));
+    assert_eq!(e.select_direct(&mut w, t1, 7, &None, &None), Ok(fwd));
     let got: Vec<u64> = params.iter().map(|p| w.slots[p.0 as usize]).collect();
     assert_eq!(got, [0xd0, 0x090a0b0c0d0e0f10, 0x0102030405060708]);
     assert_eq!(e.table_stats(t1), (before.0 + 1, before.1 + 1));
-    // not inline, and t2's default of four words: left to the lean path, nothing counted
-    assert_eq!(e.select_direct(&mut w, t1, 6, &None, &None), None);
-    assert_eq!(e.select_direct(&mut w, t2, 7, &None, &None), None);
-    assert_eq!(e.table_stats(t1), (before.0 + 1, before.1 + 1));
-    // the general lean path takes them
+    // not inline: the entry handed on, nothing written or counted; t2's default of four words
+    // left to the lean path
     let big = e
         .prog
         .actions
         .iter()
         .position(|a| a.name == "I.big")
         .unwrap();
-    assert_eq!(e.select_lean(&mut w, t1, 6, &None, &None), Some(big));
+    let bigp = e.match_action.param_words[big].clone();
+    let slots = w.slots.clone();
+    let Err(Some(i)) = e.select_direct(&mut w, t1, 6, &None, &None) else {
+        panic!("entry 6 not handed on")
+    };
+    assert_eq!(e.select_direct(&mut w, t2, 7, &None, &None), Err(None));
+    assert_eq!(w.slots, slots);
+    assert_eq!(e.table_stats(t1), (before.0 + 1, before.1 + 1));
+    // the hit's arguments from the entry, the hit counted
+    assert_eq!(e.direct_hit_args(&mut w, t1, i, &None, &None), Some(big));
+    let got: Vec<u64> = bigp.iter().map(|p| w.slots[p.0 as usize]).collect();
+    assert_eq!(got, [9, k as u64, (k >> 64) as u64, 1]);
+    assert_eq!(e.table_stats(t1), (before.0 + 2, before.1 + 1));
+    // the general lean path takes t2's miss
     assert_eq!(e.select_lean(&mut w, t2, 7, &None, &None), Some(big));
+    let got: Vec<u64> = bigp.iter().map(|p| w.slots[p.0 as usize]).collect();
+    assert_eq!(got, [0xe0, 0x7766554433221100, 0xffeeddccbbaa9988, 0x5a5a]);
 }
