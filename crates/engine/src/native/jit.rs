@@ -127,19 +127,7 @@ impl Jit {
         };
         // its body as built, for the front to inline (`build_front`)
         self.bodies.insert(id, self.ctx.func.clone());
-        let mut ctx = std::mem::replace(&mut self.ctx, cranelift_codegen::Context::new());
-        let dump = std::env::var_os("P4SEC_JIT_DUMP").is_some();
-        ctx.set_disasm(dump);
-        let r = self.module().define_function(id, &mut ctx);
-        if dump {
-            // a development aid: the machine code of each function on stderr
-            if let Some(c) = ctx.compiled_code() {
-                eprintln!("== {name}\n{}", c.vcode.as_deref().unwrap_or(""));
-            }
-        }
-        ctx.clear();
-        self.ctx = ctx;
-        r.map_err(|e| format!("{name}: {e:?}"))?;
+        self.define(id, &name)?;
         Ok((id, keep))
     }
 
@@ -238,6 +226,14 @@ impl Jit {
             self.ctx.clear();
             self.ctx.func = plain;
         }
+        self.define(id, &name)?;
+        Ok(id)
+    }
+
+    /// Compiles the function in `self.ctx` as `id` (named `name` in errors and in the
+    /// `P4SEC_JIT_DUMP` output, a development aid printing its machine code on stderr); the
+    /// context cleared for the next function either way.
+    fn define(&mut self, id: FuncId, name: &str) -> Result<(), String> {
         let mut ctx = std::mem::replace(&mut self.ctx, cranelift_codegen::Context::new());
         let dump = std::env::var_os("P4SEC_JIT_DUMP").is_some();
         ctx.set_disasm(dump);
@@ -249,8 +245,7 @@ impl Jit {
         }
         ctx.clear();
         self.ctx = ctx;
-        r.map_err(|e| format!("{name}: {e:?}"))?;
-        Ok(id)
+        r.map_err(|e| format!("{name}: {e:?}"))
     }
 
     pub(crate) fn finalize(&mut self) -> Result<(), String> {

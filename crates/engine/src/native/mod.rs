@@ -389,18 +389,7 @@ impl<'a> PassCx<'a> {
         // (a front that ran to its end wrote the cursor itself, after the parser: controls do
         // not move it)
         if r != front::DONE {
-            std::hint::cold_path();
-            self.ctx.store::<false>(w);
-            self.resume_panic();
-            e.native_parser_done(w, r);
-            if let Some(f) = p.verify {
-                self.run::<false>(f, w);
-                w.perr = 0;
-            }
-            if let Some(f) = p.ingress {
-                self.run::<false>(f, w);
-                w.perr = 0;
-            }
+            self.front_after_parser(p, e, w, r);
             return;
         }
         debug_assert_eq!(w.packet.cursor, self.ctx.cursor);
@@ -472,18 +461,7 @@ impl<'a> PassCx<'a> {
         // SAFETY: as in `run`
         let r = unsafe { fp(&mut self.ctx) };
         if r != crate::engine::parse_end::ACCEPT || self.ctx.panic.is_some() {
-            std::hint::cold_path();
-            self.ctx.store::<false>(w);
-            self.resume_panic();
-            e.native_parser_done(w, r);
-            if let Some(f) = p.verify {
-                self.run::<false>(f, w);
-                w.perr = 0;
-            }
-            if let Some(f) = p.ingress {
-                self.run::<false>(f, w);
-                w.perr = 0;
-            }
+            self.front_after_parser(p, e, w, r);
             return;
         }
         // SAFETY: the context's worker is `w`, not used since; the generated code and its
@@ -551,6 +529,25 @@ impl<'a> PassCx<'a> {
         }
         self.ctx.out = std::ptr::null_mut();
         self.resume_panic();
+    }
+
+    /// The front after a parser that did not accept (its end word `r`) or a panic of a callback:
+    /// the context written back (the panic resumed), the parser's end recorded, then verify and
+    /// ingress one by one, each clearing the parser error.
+    #[cold]
+    #[inline(never)]
+    fn front_after_parser(&mut self, p: &stages::Pass, e: &Engine, w: &mut Worker, r: u64) {
+        self.ctx.store::<false>(w);
+        self.resume_panic();
+        e.native_parser_done(w, r);
+        if let Some(f) = p.verify {
+            self.run::<false>(f, w);
+            w.perr = 0;
+        }
+        if let Some(f) = p.ingress {
+            self.run::<false>(f, w);
+            w.perr = 0;
+        }
     }
 
     /// A panic a callback raised, resumed (the context as it was before it).
