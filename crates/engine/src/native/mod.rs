@@ -282,6 +282,8 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             });
         }
     }
+    code.native_stages.lane =
+        crate::pipeline::lane::Lane::of(&code.native_stages, code.compute.is_empty(), nslots);
     Some(stats)
 }
 
@@ -324,7 +326,7 @@ fn pass_of(st: &stages::Stages, code: &Code) -> Option<stages::Pass> {
 /// the stages may move the worker's cursor and, on its cold paths, its slot buffer: the context's
 /// pointers are taken from the worker again before each call.
 pub(crate) struct PassCx<'a> {
-    ctx: Ctx<'a>,
+    pub(crate) ctx: Ctx<'a>,
 }
 
 impl<'a> PassCx<'a> {

@@ -6,6 +6,7 @@ pub(crate) mod call;
 pub(crate) mod effects;
 pub(crate) mod exec;
 pub(crate) mod headers;
+pub(crate) mod lane;
 pub(crate) mod match_action;
 pub(crate) mod parser;
 pub(crate) mod stage_run;
@@ -53,6 +54,24 @@ impl Engine {
     /// Process one frame received on `in_port`, with every copy, resubmission and recirculation it
     /// causes.
     pub fn process(&self, w: &mut Worker, in_port: u32, frame: &[u8], out: &mut Outputs) {
+        if let Some(l) = &self.controls.native.lane {
+            if l.takes(self, w) {
+                self.lane(w, in_port, frame, out);
+                return;
+            }
+        }
+        self.general_frame(w, in_port, frame, out);
+    }
+
+    /// [`Engine::process`] off the lane (`pipeline/lane.rs`).
+    #[inline(never)]
+    pub(crate) fn general_frame(
+        &self,
+        w: &mut Worker,
+        in_port: u32,
+        frame: &[u8],
+        out: &mut Outputs,
+    ) {
         // the standard metadata slots (`StdSlots`) are read and written unchecked below this point
         assert_eq!(
             w.slots.len(),
@@ -549,6 +568,21 @@ impl Engine {
             t.push(format!("egress (port {port}, instance_type {itype})"));
         }
         let egress_ran = r.egress(self, w);
+        self.after_egress(w, port, egress_ran, out, r);
+    }
+
+    /// The egress pass after the egress control (`egress_ran`: it had code): the effects it asked
+    /// for, then compute and the deparser ([`StageRun::back`]) and the frame out.
+    #[inline(always)]
+    fn after_egress<R: StageRun>(
+        &self,
+        w: &mut Worker,
+        port: u32,
+        egress_ran: bool,
+        out: &mut Outputs,
+        r: &mut R,
+    ) {
+        let ss = &self.layout.std;
         let (mut truncate, mut recirculate) = (None, None);
         if w.fx.any() {
             if w.fx.dropped() {
@@ -567,7 +601,22 @@ impl Engine {
         }
         w.emit.csum_pending = 0;
         // compute, deparser: headers and payload are appended straight to the output buffer
-        let mut start = r.back(self, w, out);
+        let start = r.back(self, w, out);
+        self.frame_out(w, port, start, (truncate, recirculate), out);
+    }
+
+    /// The end of an egress pass after the deparser (which appended the headers to `w.emit.out`,
+    /// holding the output buffer, from `start`): checksums still due, the payload, the truncation
+    /// and recirculation asked for, the frame out.
+    #[inline(always)]
+    fn frame_out(
+        &self,
+        w: &mut Worker,
+        port: u32,
+        mut start: usize,
+        (truncate, recirculate): (Option<usize>, Option<Option<u32>>),
+        out: &mut Outputs,
+    ) {
         if w.emit.csum_pending != 0 {
             settle_checksums(self, w);
         }
