@@ -7,11 +7,11 @@
 //! leaves the lane for the general frame of `pipeline/mod.rs` at the point it was reached, so
 //! the packets, state and counters are those of the general path.
 
-use crate::native::helpers::Ctx;
+use crate::native::helpers::{Ctx, Entry, Out};
 use crate::native::stages::{FrontFn, NativeFn, Pass, Stages};
 use crate::native::PassCx;
 use crate::pipeline::stage_run::{Fused, StageRun};
-use crate::pipeline::{get, put, DROP_PORT};
+use crate::pipeline::DROP_PORT;
 use crate::{bump, Engine, Outputs, Worker, NOT_IN_PKT};
 use std::sync::atomic::Ordering;
 
@@ -20,15 +20,42 @@ use std::sync::atomic::Ordering;
 pub(crate) struct Lane {
     /// The program's fused pass (its front, egress, compute and deparser are those below).
     pass: Pass,
-    /// The pass's generated front (`crate::native::front`) and whether it zeroes the slots.
+    /// The pass's generated front (`crate::native::front`).
     front: FrontFn,
-    zeroes: bool,
-    /// The egress control (`None`: no statements).
-    egress: Option<NativeFn>,
+    /// The egress control ([`no_stage`] when it has no statements).
+    egress: NativeFn,
     /// Compute and the deparser as one function, or the deparser alone when the compute control
-    /// has no statements (`None`: neither has any); `emits`: it carries the output.
-    back: Option<NativeFn>,
-    emits: bool,
+    /// has no statements ([`no_stage`] when neither has any).
+    back: NativeFn,
+    /// `Engine::lane` for this program's shape: whether the front zeroes the slots, the egress
+    /// control has code, the back's kind (none, not emitting, emitting).
+    pub(crate) run: LaneFn,
+}
+
+/// `Engine::lane` for one program shape.
+pub(crate) type LaneFn = fn(&Engine, &mut Worker, u32, &[u8], &mut Outputs);
+
+/// What a lane has for a stage without statements (never called).
+unsafe extern "C" fn no_stage(_: *mut u8) -> u64 {
+    0
+}
+
+/// The back's kinds (`Engine::lane`'s `B`).
+const NO_BACK: u8 = 0;
+const BACK: u8 = 1;
+const BACK_EMITS: u8 = 2;
+
+/// `Engine::lane` for a program whose front zeroes the slots (`Z`) or not, with egress code or
+/// not, and a back of kind `b`.
+fn pick<const Z: bool>(egress: bool, b: u8) -> LaneFn {
+    match (egress, b) {
+        (false, NO_BACK) => Engine::lane::<Z, false, NO_BACK>,
+        (false, BACK) => Engine::lane::<Z, false, BACK>,
+        (false, _) => Engine::lane::<Z, false, BACK_EMITS>,
+        (true, NO_BACK) => Engine::lane::<Z, true, NO_BACK>,
+        (true, BACK) => Engine::lane::<Z, true, BACK>,
+        (true, _) => Engine::lane::<Z, true, BACK_EMITS>,
+    }
 }
 
 impl Lane {
@@ -46,13 +73,21 @@ impl Lane {
             (None, None) if compute_empty => p.deparser,
             _ => return None,
         };
+        let kind = match back {
+            None => NO_BACK,
+            Some(_) if p.deparser_emits => BACK_EMITS,
+            Some(_) => BACK,
+        };
+        let run = match front.zeroes {
+            true => pick::<true>(p.egress.is_some(), kind),
+            false => pick::<false>(p.egress.is_some(), kind),
+        };
         Some(Lane {
             pass: p,
             front: front.f,
-            zeroes: front.zeroes,
-            egress: p.egress,
-            back,
-            emits: p.deparser_emits,
+            egress: p.egress.unwrap_or(no_stage),
+            back: back.unwrap_or(no_stage),
+            run,
         })
     }
 
@@ -69,6 +104,48 @@ impl Lane {
             && !w.fx.any()
             && w.trace.is_none()
             && !w.tm.queueing
+    }
+}
+
+/// Stage function `f` of the lane's pass on its context `cx` (`E`: it emits, the deparser's
+/// output attached), as `PassCx::run` calls it but for what Rust cannot have changed since the
+/// front: the slots' buffer (the lane writes it only through the context's pointer), the packet's
+/// bytes and the header offsets (the lane does not touch them) stay as the context has them; the
+/// worker's pointer is taken anew from `w`.
+#[inline(always)]
+fn stage<const E: bool>(cx: &mut PassCx, f: NativeFn, w: &mut Worker) {
+    // SAFETY: a stage's function pointer of the `Entry` ABI (as `crate::native::enter` turns it)
+    let f = unsafe { std::mem::transmute::<NativeFn, Entry>(f) };
+    let mut o = Out {
+        ptr: std::ptr::null_mut(),
+        len: 0,
+        cap: 0,
+        emit: std::ptr::null_mut(),
+    };
+    if E {
+        o = Out {
+            ptr: w.emit.out.as_mut_ptr(),
+            len: w.emit.out.len(),
+            cap: w.emit.out.capacity(),
+            emit: &raw mut w.emit,
+        };
+        cx.ctx.out = &raw mut o;
+    }
+    cx.ctx.w = w;
+    // SAFETY: the context points at the live engine and worker, whose shape `Lane::takes`
+    // checked, at the worker's slots and header offsets and at the frame (see above), and, when
+    // `E`, at the worker's output (`o`, on this frame)
+    unsafe { f(&mut cx.ctx) };
+    w.packet.cursor = cx.ctx.cursor;
+    if E {
+        debug_assert!(o.len <= w.emit.out.capacity());
+        // SAFETY: `o.len` is the output's length as taken, or moved by the code over the bytes
+        // it wrote below the capacity (as `Out::store` relies on)
+        unsafe { w.emit.out.set_len(o.len) };
+        cx.ctx.out = std::ptr::null_mut();
+    }
+    if let Some(p) = cx.ctx.panic.take() {
+        std::panic::resume_unwind(p);
     }
 }
 
@@ -102,9 +179,16 @@ impl StageRun for FrontRan<'_> {
 
 impl Engine {
     /// [`Engine::process`] on the program's lane (`Lane::takes` said the worker is in its
-    /// state; the same arguments, so that `process` ends in a jump here).
+    /// state; the same arguments, so that `process` ends in a jump here), for a program whose
+    /// front zeroes the slots (`Z`), with egress code (`EG`) and a back of kind `B`.
     #[inline(never)]
-    pub(crate) fn lane(&self, w: &mut Worker, port: u32, frame: &[u8], out: &mut Outputs) {
+    fn lane<const Z: bool, const EG: bool, const B: u8>(
+        &self,
+        w: &mut Worker,
+        port: u32,
+        frame: &[u8],
+        out: &mut Outputs,
+    ) {
         let Some(l) = &self.controls.native.lane else {
             std::hint::cold_path();
             self.general_frame(w, port, frame, out);
@@ -117,7 +201,7 @@ impl Engine {
         w.packet.cursor = 0;
         w.perr = 0;
         w.loop_steps = 0;
-        if !l.zeroes {
+        if !Z {
             w.slots.fill(0);
         }
         let mut cx = PassCx {
@@ -135,23 +219,32 @@ impl Engine {
         };
         cx.run_fresh(l.front, &l.pass, self, w, (port, 0));
         let ss = &self.layout.std;
-        let spec = get(&w.slots, ss.egress_spec);
-        if w.fx.any() || get(&w.slots, ss.mcast_grp) != 0 || spec == DROP_PORT {
+        // from here on the slots are read and written through the context's pointer (taken from
+        // the worker's buffer, which nothing reallocates on the lane), never through a reference
+        // to the buffer: the pointer stays valid for the stages' code, which is not handed a new
+        // one (see `stage`)
+        let slots = cx.ctx.slots;
+        // SAFETY: the standard metadata's slots are below the worker's slots' count (`Lane::takes`
+        // checked it is the program's)
+        let get = |(s, m): (usize, u64)| unsafe { *slots.add(s) & m };
+        // SAFETY: as for `get`
+        let put = |(s, m): (usize, u64), v: u64| unsafe { *slots.add(s) = v & m };
+        let spec = get(ss.egress_spec);
+        if w.fx.any() || get(ss.mcast_grp) != 0 || spec == DROP_PORT {
             std::hint::cold_path();
             self.lane_off_ingress(l, w, port, out, cx);
             return;
         }
         // the egress pass (as `Engine::egress_pass` starts it)
         let port = spec as u32;
-        let slots = w.slots.as_mut_slice();
-        put(slots, ss.egress_port, port as u64);
-        put(slots, ss.egress_spec, 0);
-        put(slots, ss.egress_rid, 0);
-        put(slots, ss.instance_type, 0);
-        if let Some(f) = l.egress {
-            cx.run::<false>(f, w);
+        put(ss.egress_port, port as u64);
+        put(ss.egress_spec, 0);
+        put(ss.egress_rid, 0);
+        put(ss.instance_type, 0);
+        if EG {
+            stage::<false>(&mut cx, l.egress, w);
             w.perr = 0;
-            if w.fx.any() || get(&w.slots, ss.egress_spec) == DROP_PORT {
+            if w.fx.any() || get(ss.egress_spec) == DROP_PORT {
                 std::hint::cold_path();
                 self.lane_off_egress(l, w, port, out, cx);
                 return;
@@ -159,12 +252,11 @@ impl Engine {
         }
         w.emit.csum_pending = 0;
         let start = self.deparser_start(w, out);
-        if let Some(b) = l.back {
-            if l.emits {
-                cx.run::<true>(b, w);
-            } else {
-                cx.run::<false>(b, w);
-            }
+        if B == BACK_EMITS {
+            stage::<true>(&mut cx, l.back, w);
+            w.perr = 0;
+        } else if B == BACK {
+            stage::<false>(&mut cx, l.back, w);
             w.perr = 0;
         }
         if w.emit.csum_pending != 0 || w.emit.bw.n != 0 || w.packet.payload_at == NOT_IN_PKT {
@@ -229,13 +321,6 @@ impl Engine {
     fn lane_off_deparser(&self, w: &mut Worker, port: u32, start: usize, out: &mut Outputs) {
         self.frame_out(w, port, start, (None, None), out);
         self.lane_end(w, out);
-    }
-}
-
-#[cfg(test)]
-impl Lane {
-    pub(crate) fn has_no_egress(&self) -> bool {
-        self.egress.is_none()
     }
 }
 

@@ -56,7 +56,7 @@ impl Engine {
     pub fn process(&self, w: &mut Worker, in_port: u32, frame: &[u8], out: &mut Outputs) {
         if let Some(l) = &self.controls.native.lane {
             if l.takes(self, w) {
-                self.lane(w, in_port, frame, out);
+                (l.run)(self, w, in_port, frame, out);
                 return;
             }
         }
