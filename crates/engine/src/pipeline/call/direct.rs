@@ -135,16 +135,15 @@ pub(crate) fn call_bound(
     if at == crate::NOT_IN_PKT {
         return call_bound_owned(w, b);
     }
-    let mut payload = Payload::in_packet(&pk.pkt, at, &mut pk.payload);
-    if let Some(off) = off {
-        // `vouch_len` is 0 for a site without a header to vouch for. `NO_OFFSET` plus the
-        // length wraps to the length less 1, which the payload's offset may equal: the extern
-        // trusts a vouch only where the payload starts at least the header's length into the
-        // packet (`Payload::prefix_vouched`), so that case is never vouched for
-        if off.wrapping_add(b.vouch_len) == at {
-            payload.vouch_prefix(b.vouch_len);
-        }
-    }
+    // `vouch_len` is 0 for a site without a header to vouch for. `NO_OFFSET` plus the length
+    // wraps to the length less 1, which the payload's offset may equal: the extern trusts a vouch
+    // only where the payload starts at least the header's length into the packet
+    // (`Payload::prefix_vouched`), so that case is never vouched for
+    let vouched = match off {
+        Some(off) if off.wrapping_add(b.vouch_len) == at => b.vouch_len,
+        _ => 0,
+    };
+    let mut payload = Payload::in_packet_vouched(&pk.pkt, at, &mut pk.payload, vouched);
     let r = b.call.call(&mut w.slots, &mut payload);
     if !payload.is_in_packet() {
         let skip = payload.skip();
