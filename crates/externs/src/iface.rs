@@ -147,6 +147,23 @@ impl<'a> Payload<'a> {
             vouched: 0,
         }
     }
+    /// [`Payload::in_packet`] with `vouched` as [`Payload::vouch_prefix`] sets it (0: nothing
+    /// vouched for), in one step.
+    #[inline(always)]
+    pub fn in_packet_vouched(
+        pkt: &'a [u8],
+        at: usize,
+        owned: &'a mut Vec<u8>,
+        vouched: usize,
+    ) -> Self {
+        Payload {
+            pkt,
+            at: at.min(pkt.len()),
+            owned,
+            skip: 0,
+            vouched,
+        }
+    }
     /// The payload bytes.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
@@ -369,6 +386,37 @@ mod tests {
         );
         drop(p);
         assert_eq!(owned, [14, 15, 16, 17, 18, 19, 7]);
+    }
+
+    /// A payload made vouched in one step is the payload made then vouched for: the vouch holds
+    /// only for its length and a payload at least that far into the packet; an offset past the
+    /// packet is clamped to its end.
+    #[test]
+    fn a_payload_vouched_in_one_step_is_one_vouched_after() {
+        let pkt: Vec<u8> = (0u8..20).collect();
+        for (at, v) in [
+            (14usize, 14usize),
+            (14, 0),
+            (13, 14),
+            (20, 14),
+            (25, 14),
+            (0, 0),
+        ] {
+            let (mut o1, mut o2) = (vec![], vec![]);
+            let a = Payload::in_packet_vouched(&pkt, at, &mut o1, v);
+            let mut b = Payload::in_packet(&pkt, at, &mut o2);
+            b.vouch_prefix(v);
+            assert_eq!(a.bytes(), b.bytes(), "at {at}");
+            assert_eq!(a.bytes(), &pkt[at.min(20)..], "at {at}");
+            for n in [0usize, 13, 14, 15] {
+                assert_eq!(
+                    a.prefix_vouched(n),
+                    b.prefix_vouched(n),
+                    "at {at}, {v}, {n}"
+                );
+                assert_eq!(a.prefix_vouched(n), n != 0 && n == v && at.min(20) >= n);
+            }
+        }
     }
 
     #[test]

@@ -129,16 +129,20 @@ pub(crate) fn gen(
     if plan.parser_may_hide_panic {
         hidden_panic(b, ptr, ctx, StopAt::Word(cold));
     }
-    // the parser's end (`Engine::native_parser_done` for an accepted packet)
+    // the parser's end (`Engine::native_parser_done` for an accepted packet); the worker and the
+    // packet's length read from the context again after each call rather than kept across it
+    // (which would take saved registers: the front's prologue and epilogue)
     let w = b.ins().load(ptr, flags, ctx, OFF_W);
     let cursor = b.ins().load(types::I64, flags, ctx, Ctx::OFF_CURSOR);
     b.ins().store(flags, cursor, w, OFF_W_CURSOR);
     let byte = b.ins().ushr_imm_u(cursor, 3);
+    let len = b.ins().load(types::I64, flags, ctx, Ctx::OFF_PKT_LEN);
     let at = b.ins().umin(byte, len);
     b.ins().store(flags, at, w, OFF_W_PAYLOAD_AT);
     let zero32 = b.ins().iconst(types::I32, 0);
     if let Some(v) = verify {
         let r = call(b, v, ctx);
+        let w = b.ins().load(ptr, flags, ctx, OFF_W);
         b.ins().store(flags, zero32, w, OFF_W_PERR);
         if ingress.is_some() {
             // a panic ends the front (Rust resumes it)
@@ -156,6 +160,7 @@ pub(crate) fn gen(
     }
     if let Some(i) = ingress {
         call(b, i, ctx);
+        let w = b.ins().load(ptr, flags, ctx, OFF_W);
         b.ins().store(flags, zero32, w, OFF_W_PERR);
     }
     let done = b.ins().iconst(types::I64, DONE as i64);

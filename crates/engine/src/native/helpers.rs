@@ -284,18 +284,25 @@ pub(crate) unsafe extern "C" fn np_select<const E: bool>(
 /// [`np_select`] of a table whose key is exact and narrow enough to be indexed directly (an
 /// ingress port): such a table's lookup and the common cases of its apply, calling nothing (the
 /// frame saves no registers), the rest handed on by a tail call: a hit whose arguments are not
-/// inline to [`np_direct_args`], anything else to [`np_select`].
+/// inline to [`np_direct_args`], anything else to [`np_select`]. `M`: the site sets `hit` or
+/// `action_run` (without, their checks are left out).
 ///
 /// # Safety
 /// As [`np_select`].
-pub(crate) unsafe extern "C" fn np_select_direct<const E: bool>(
+pub(crate) unsafe extern "C" fn np_select_direct<const E: bool, const M: bool>(
     ctx: *mut Ctx,
     site: *const ApplySite,
     k: u64,
 ) -> u64 {
     let c = &mut *ctx;
     let (e, w, s) = (c.e, &mut *c.w, &*site);
-    match e.select_direct(w, s.table, k, &s.hit, &s.action_run) {
+    debug_assert!(M || (s.hit.is_none() && s.action_run.is_none()));
+    let r = if M {
+        e.select_direct(w, s.table, k, &s.hit, &s.action_run)
+    } else {
+        e.select_direct(w, s.table, k, &None, &None)
+    };
+    match r {
         Ok(a) => a as u64,
         Err(Some(i)) => np_direct_args::<E>(ctx, site, k, i),
         Err(None) => np_select::<E>(ctx, site, k),
@@ -323,20 +330,23 @@ unsafe extern "C" fn np_direct_args<const E: bool>(
 }
 
 /// The one-key helpers ([`np_select_direct`] or [`np_select`]) for an apply of table `t`:
-/// (emitting, not emitting).
-pub(crate) fn select_helpers(t: &p4sec_ir::Table) -> (*const (), *const ()) {
+/// (emitting, not emitting). `marks`: the apply sets `hit` or `action_run`.
+pub(crate) fn select_helpers(t: &p4sec_ir::Table, marks: bool) -> (*const (), *const ()) {
     let direct = matches!(&t.keys[..], [k] if k.kind == p4sec_ir::MatchKind::Exact
         && k.width <= crate::tables::DIRECT_BITS);
-    if direct {
-        (
-            np_select_direct::<true> as *const (),
-            np_select_direct::<false> as *const (),
-        )
-    } else {
-        (
+    match (direct, marks) {
+        (true, true) => (
+            np_select_direct::<true, true> as *const (),
+            np_select_direct::<false, true> as *const (),
+        ),
+        (true, false) => (
+            np_select_direct::<true, false> as *const (),
+            np_select_direct::<false, false> as *const (),
+        ),
+        (false, _) => (
             np_select::<true> as *const (),
             np_select::<false> as *const (),
-        )
+        ),
     }
 }
 
@@ -480,7 +490,7 @@ pub(crate) unsafe extern "C" fn np_extern(
 }
 
 /// Runs a call site its extern bound for itself, for native code
-/// ([`Engine::extern_call_direct_bound`]); the result and the context as in [`np_extern`].
+/// ([`crate::pipeline::call::call_bound`]); the result and the context as in [`np_extern`].
 ///
 /// # Safety
 /// As [`np_stmt`]; `site` points into the calling function's [`Keep`].
@@ -488,21 +498,12 @@ pub(crate) unsafe extern "C" fn np_extern_bound(
     ctx: *mut Ctx,
     site: *const crate::pipeline::call::DirectBound,
 ) -> u64 {
-    let ctx = &mut *ctx;
-    let (e, w, b) = (ctx.e, &mut *ctx.w, &*site);
-    match catch_unwind(AssertUnwindSafe(|| e.extern_call_direct_bound(w, b, None))) {
-        Ok(Flow::Next) => NEXT,
-        Ok(f) => encode(f),
-        Err(p) => {
-            ctx.panic = Some(p);
-            PANIC
-        }
-    }
+    bound(ctx, site, None)
 }
 
 /// [`np_extern_bound`] for a site with a header argument the engine may vouch for
-/// ([`crate::pipeline::call::DirectBound::vouch_len`]): `end` is where the generated code found the
-/// header to end in the packet ([`crate::NO_OFFSET`]: not valid, or not extracted by the fast
+/// ([`crate::pipeline::call::DirectBound::vouch_len`]): `off` is where the generated code found the
+/// header to start in the packet ([`crate::NO_OFFSET`]: not valid, or not extracted by the fast
 /// path).
 ///
 /// # Safety
@@ -510,18 +511,58 @@ pub(crate) unsafe extern "C" fn np_extern_bound(
 pub(crate) unsafe extern "C" fn np_extern_bound_vouch(
     ctx: *mut Ctx,
     site: *const crate::pipeline::call::DirectBound,
-    end: usize,
+    off: usize,
 ) -> u64 {
-    let ctx = &mut *ctx;
-    let (e, w, b) = (ctx.e, &mut *ctx.w, &*site);
-    match catch_unwind(AssertUnwindSafe(|| {
-        e.extern_call_direct_bound(w, b, Some(end))
-    })) {
-        Ok(Flow::Next) => NEXT,
-        Ok(f) => encode(f),
-        Err(p) => {
-            ctx.panic = Some(p);
-            PANIC
-        }
+    bound(ctx, site, Some(off))
+}
+
+/// The body of [`np_extern_bound`] and [`np_extern_bound_vouch`]. The engine and the worker are
+/// read from the context again only on a failure, so that few values are kept across the
+/// extern's call.
+///
+/// # Safety
+/// As [`np_extern_bound`].
+#[inline(always)]
+unsafe fn bound(
+    ctx: *mut Ctx,
+    site: *const crate::pipeline::call::DirectBound,
+    off: Option<usize>,
+) -> u64 {
+    let r = catch_unwind(AssertUnwindSafe(
+        || match crate::pipeline::call::call_bound(&mut *(*ctx).w, &*site, off) {
+            Ok(()) => NEXT,
+            Err(x) => bound_failed(ctx, site, x),
+        },
+    ));
+    match r {
+        Ok(v) => v,
+        Err(p) => keep_panic(ctx, p),
     }
+}
+
+/// A panic caught by a helper, kept in the context ([`PANIC`] returned); out of line, so that the
+/// helper's frame does not keep registers for dropping an earlier one.
+///
+/// # Safety
+/// As [`np_stmt`].
+#[cold]
+#[inline(never)]
+unsafe fn keep_panic(ctx: *mut Ctx, p: Box<dyn Any + Send>) -> u64 {
+    (*ctx).panic = Some(p);
+    PANIC
+}
+
+/// [`bound`]'s call that failed: its fault counted ([`Engine::bound_fault`]), the flow encoded.
+///
+/// # Safety
+/// As [`np_extern_bound`].
+#[cold]
+#[inline(never)]
+unsafe fn bound_failed(
+    ctx: *mut Ctx,
+    site: *const crate::pipeline::call::DirectBound,
+    x: p4sec_externs::iface::ExternError,
+) -> u64 {
+    let c = &mut *ctx;
+    encode(c.e.bound_fault(&mut *c.w, &*site, x))
 }

@@ -460,15 +460,7 @@ impl Engine {
                     // a selecting entry, arguments not inline (wide ones, or more than fit), or
                     // not as many words as the parameters take
                     std::hint::cold_path();
-                    if h.selects {
-                        return None;
-                    }
-                    if h.nargs != crate::tables::Hot::NOT_INLINE {
-                        self.inline_args_by_word(&mut w.slots, a, h);
-                    } else {
-                        let args = &data.entries.get(i)?.entry.action.args;
-                        self.entry_args(&mut w.slots, a, args);
-                    }
+                    self.args_off_plan(&mut w.slots, data, i, h)?;
                 }
                 a
             }
@@ -502,9 +494,10 @@ impl Engine {
     /// [`crate::tables::INLINE_ARGS`] words: `Ok(action)`. `Err(Some(entry))`, nothing written,
     /// for a hit on an entry whose arguments are not in the plan's form (the caller goes on with
     /// [`Engine::direct_hit_args`]); `Err(None)`, nothing written, for anything else (another
-    /// table, a traced packet, the meter of the last entry to forget, a default of more words;
-    /// the caller then takes [`Engine::select_lean`]). Calls nothing, so that native code's helper
-    /// around it needs no saved registers and hands the rest on by a tail call.
+    /// table, the meter of the last entry to forget, a default of more words; the caller then
+    /// takes [`Engine::select_lean`]). Calls nothing, so that native code's helper around it needs
+    /// no saved registers and hands the rest on by a tail call. For untraced packets only (native
+    /// code's).
     #[inline(always)]
     pub(crate) fn select_direct(
         &self,
@@ -514,8 +507,10 @@ impl Engine {
         hit: &Option<Loc>,
         action_run: &Option<Loc>,
     ) -> Result<usize, Option<usize>> {
-        // a traced packet, or the meter of the last entry to forget (dropping it calls out)
-        if w.trace.is_some() || w.calls.cur_meter.is_some() {
+        // generated code never runs on a traced packet (its entries hand those to the closures);
+        // the meter of the last entry to forget (dropping it calls out) goes on elsewhere
+        debug_assert!(w.trace.is_none());
+        if w.calls.cur_meter.is_some() {
             return Err(None);
         }
         let Some(Some(data)) = w.tables.snapshots.get(ti).map(|d| d.as_deref()) else {
@@ -567,18 +562,35 @@ impl Engine {
     ) -> Option<usize> {
         let data = w.tables.snapshots.get(ti)?.as_deref()?;
         let h = data.hot_get(i)?;
+        self.args_off_plan(&mut w.slots, data, i, h)?;
+        let a = h.action as usize;
+        lean_marked(w, ti, true, a, hit, action_run);
+        Some(a)
+    }
+
+    /// The arguments of a hit on entry `i` (hot line `h`) that its action's plan does not write
+    /// ([`Engine::select_lean`]'s cold branch, [`Engine::direct_hit_args`]): word by word from its
+    /// hot line, or from the entry when not inline. `None`, nothing written, for an entry that
+    /// selects its action per packet.
+    #[inline(always)]
+    fn args_off_plan(
+        &self,
+        slots: &mut [u64],
+        data: &crate::tables::TableData,
+        i: usize,
+        h: &crate::tables::Hot,
+    ) -> Option<()> {
         if h.selects {
             return None;
         }
         let a = h.action as usize;
         if h.nargs != crate::tables::Hot::NOT_INLINE {
-            self.inline_args_by_word(&mut w.slots, a, h);
+            self.inline_args_by_word(slots, a, h);
         } else {
             let args = &data.entries.get(i)?.entry.action.args;
-            self.entry_args(&mut w.slots, a, args);
+            self.entry_args(slots, a, args);
         }
-        lean_marked(w, ti, true, a, hit, action_run);
-        Some(a)
+        Some(())
     }
 
     /// A one-key apply's action once looked up (`found`: the entry hit), its arguments written

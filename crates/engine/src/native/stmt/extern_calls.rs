@@ -13,7 +13,6 @@ use crate::native::helpers::{self, Ctx};
 use crate::pipeline::call::{
     plan_arg, DirectArg, DirectBound, DirectCall, DirectRet, PlannedCall, Way,
 };
-use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     types, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value,
 };
@@ -145,14 +144,14 @@ impl Fx<'_, '_> {
                 let a = self.b.ins().iconst(self.ptr, p);
                 let call = match pristine {
                     Some(pa) => {
-                        let end = self.header_end(pa);
+                        let off = self.header_off(pa);
                         let f = self
                             .b
                             .ins()
                             .iconst(self.ptr, helpers::np_extern_bound_vouch as *const () as i64);
                         self.b
                             .ins()
-                            .call_indirect(self.stmt_sig, f, &[self.ctx, a, end])
+                            .call_indirect(self.stmt_sig, f, &[self.ctx, a, off])
                     }
                     None => {
                         let f = self
@@ -236,12 +235,13 @@ impl Fx<'_, '_> {
         Some(true)
     }
 
-    /// Where header `p.header` ends in the packet, as far as this pass can vouch for it: its
-    /// offset (recorded by the parser's fast path) plus its length when it is valid and has an
-    /// offset, else [`crate::NO_OFFSET`] (which no payload offset in the packet equals). The
-    /// indices were checked against the program when the site was translated; generated code runs
-    /// only on workers with at least the program's slots and header offsets.
-    fn header_end(&mut self, p: PristineArg) -> Value {
+    /// Where header `p.header` starts in the packet, as far as this pass can vouch for it: its
+    /// offset (recorded by the parser's fast path) when it is valid, else [`crate::NO_OFFSET`]
+    /// (as for a header without an offset; the helper compares it with the payload's offset
+    /// less the header's length, which it never equals). The indices were checked against the
+    /// program when the site was translated; generated code runs only on workers with at least
+    /// the program's slots and header offsets.
+    fn header_off(&mut self, p: PristineArg) -> Value {
         let flags = MemFlagsData::trusted();
         let valid = self.load_slot(p.valid as u32);
         let offs = self
@@ -252,12 +252,8 @@ impl Fx<'_, '_> {
             .b
             .ins()
             .load(types::I64, flags, offs, (p.header * 8) as i32);
-        let end = self.b.ins().iadd_imm_u(off, p.len as i64);
         let none = self.b.ins().iconst(types::I64, crate::NO_OFFSET as i64);
-        let invalid = self.b.ins().icmp_imm_u(IntCC::Equal, valid, 0);
-        let no_off = self.b.ins().icmp(IntCC::Equal, off, none);
-        let no = self.b.ins().bor(invalid, no_off);
-        self.b.ins().select(no, none, end)
+        self.b.ins().select(valid, off, none)
     }
 
     /// The value of a narrow argument: its parts concatenated, most significant first, each

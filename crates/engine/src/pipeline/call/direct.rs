@@ -116,6 +116,58 @@ fn get_word(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0u64, |x, &y| (x << 8) | y as u64)
 }
 
+/// The call of a [`DirectBound`] site from native code: what [`Engine::extern_call_bound`] and
+/// [`Engine::extern_call_bound_pristine`] do up to the fault, in the fewest steps for the common
+/// case (the payload still in the packet); a failure is left to the caller
+/// ([`Engine::bound_fault`]). `off`, for a site with a header the engine may vouch for
+/// ([`DirectBound::vouch_len`]): where the generated code found that header to start in the
+/// packet, if it is valid and was extracted by the parser's fast path ([`crate::NO_OFFSET`]
+/// otherwise); the vouch holds when the payload, still the received packet's bytes, starts right
+/// after it.
+#[inline(always)]
+pub(crate) fn call_bound(
+    w: &mut Worker,
+    b: &DirectBound,
+    off: Option<usize>,
+) -> Result<(), ExternError> {
+    let pk = &mut w.packet;
+    let at = pk.payload_at;
+    if at == crate::NOT_IN_PKT {
+        return call_bound_owned(w, b);
+    }
+    // `vouch_len` is 0 for a site without a header to vouch for. `NO_OFFSET` plus the length
+    // wraps to the length less 1, which the payload's offset may equal: the extern trusts a vouch
+    // only where the payload starts at least the header's length into the packet
+    // (`Payload::prefix_vouched`), so that case is never vouched for
+    let vouched = match off {
+        Some(off) if off.wrapping_add(b.vouch_len) == at => b.vouch_len,
+        _ => 0,
+    };
+    let mut payload = Payload::in_packet_vouched(&pk.pkt, at, &mut pk.payload, vouched);
+    let r = b.call.call(&mut w.slots, &mut payload);
+    if !payload.is_in_packet() {
+        let skip = payload.skip();
+        pk.payload_at = crate::NOT_IN_PKT;
+        pk.payload_skip = skip;
+    }
+    // generated code never runs on a traced packet (its entries hand those to the closures),
+    // so only a failure needs the trace
+    debug_assert!(w.trace.is_none());
+    r
+}
+
+/// [`call_bound`] once the payload was copied out of the packet (something rewrote it): nothing
+/// to vouch for.
+#[cold]
+#[inline(never)]
+fn call_bound_owned(w: &mut Worker, b: &DirectBound) -> Result<(), ExternError> {
+    let pk = &mut w.packet;
+    let mut payload = Payload::owned_from(&mut pk.payload, pk.payload_skip);
+    let r = b.call.call(&mut w.slots, &mut payload);
+    pk.payload_skip = payload.skip();
+    r
+}
+
 impl Engine {
     /// The call of a [`DirectCall`] site: [`Engine::extern_call_words`] when it can take it, else
     /// [`Engine::extern_call_direct`].
@@ -191,59 +243,13 @@ impl Engine {
         Flow::Next
     }
 
-    /// The call of a [`DirectBound`] site from native code: what [`Engine::extern_call_bound`]
-    /// and [`Engine::extern_call_bound_pristine`] do, in the fewest steps for the common case (the
-    /// call went through), a failure out of line. `end`, for a site with
-    /// a header the engine may vouch for ([`DirectBound::vouch_len`]): where the generated code
-    /// found that header to end in the packet, if it is valid and was extracted by the parser's
-    /// fast path ([`crate::NO_OFFSET`] otherwise); the vouch holds when the payload, still the
-    /// received packet's bytes, starts there.
-    #[inline(always)]
-    pub(crate) fn extern_call_direct_bound(
-        &self,
-        w: &mut Worker,
-        b: &DirectBound,
-        end: Option<usize>,
-    ) -> Flow {
-        let pk = &mut w.packet;
-        let at = pk.payload_at;
-        let mut payload = if at != crate::NOT_IN_PKT {
-            let mut p = Payload::in_packet(&pk.pkt, at, &mut pk.payload);
-            if let Some(end) = end {
-                // `vouch_len` is 0 for a site without a header to vouch for
-                if end == at {
-                    p.vouch_prefix(b.vouch_len);
-                }
-            }
-            p
-        } else {
-            Payload::owned_from(&mut pk.payload, pk.payload_skip)
-        };
-        let r = b.call.call(&mut w.slots, &mut payload);
-        if !payload.is_in_packet() {
-            let skip = payload.skip();
-            pk.payload_at = crate::NOT_IN_PKT;
-            pk.payload_skip = skip;
-        }
-        // generated code never runs on a traced packet (its entries hand those to the closures),
-        // so only a failure needs the trace
-        debug_assert!(w.trace.is_none());
-        if r.is_err() {
-            return self.bound_done(w, b, r);
-        }
-        Flow::Next
-    }
-
-    /// The end of a [`DirectBound`] call that failed: traced (when the packet is), then the fault
-    /// counted, as [`Engine::extern_call_bound`] does.
+    /// The fault of a [`DirectBound`] call that failed ([`call_bound`]): traced (when the packet
+    /// is), then counted, as [`Engine::extern_call_bound`] does.
     #[cold]
     #[inline(never)]
-    fn bound_done(&self, w: &mut Worker, b: &DirectBound, r: Result<(), ExternError>) -> Flow {
+    pub(crate) fn bound_fault(&self, w: &mut Worker, b: &DirectBound, e: ExternError) -> Flow {
         self.trace_extern(w, b.inst, b.method);
-        match r {
-            Ok(()) => Flow::Next,
-            Err(e) => self.extern_fault(w, e),
-        }
+        self.extern_fault(w, e)
     }
 
     /// Call the extern of `dc` with the narrow arguments in `words` (one per argument, then the

@@ -9,11 +9,13 @@ mod externs;
 mod marshal;
 mod planning;
 
-pub(crate) use direct::{DirectArg, DirectBound, DirectCall, DirectRet, Way};
+pub(crate) use direct::{call_bound, DirectArg, DirectBound, DirectCall, DirectRet, Way};
 pub(crate) use planning::{dir_of, plan_arg, PlannedCall};
 
 #[cfg(test)]
 mod bound_tests;
+#[cfg(test)]
+mod hash_tests;
 #[cfg(test)]
 mod native_tests;
 #[cfg(test)]
