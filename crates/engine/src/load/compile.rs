@@ -137,6 +137,17 @@ pub(crate) fn compile(cx: &Cx) -> Code {
             .collect(),
         p.verify_checksum.body.iter().any(stmt_may_fail),
     );
+    // headers the deparser may emit from the packet's bytes (`unwritten`): their offsets too are
+    // reset by every pass
+    for h in cx.pristine.unwritten.headers() {
+        let mut emitted = false;
+        super::pristine::walk_all(&p.deparser.body, &mut |s| {
+            emitted |= matches!(s, Stmt::Emit { hdr: HeaderRef::Static(x) } if *x as usize == h);
+        });
+        if emitted && !tracked_headers.contains(&h) {
+            tracked_headers.push(h);
+        }
+    }
     // update_checksum over a whole header that nothing writes afterwards: summed from the emitted
     // bytes
     let mut deferred: Vec<Deferred> = vec![];

@@ -10,6 +10,7 @@ pub(crate) mod expressions;
 pub(crate) mod plans;
 pub(crate) mod pristine;
 pub(crate) mod statements;
+pub(crate) mod unwritten;
 
 use crate::engine::{
     Controls, Deparser, Digests, Engine, ErrorCodes, Externs, Layout, MatchAction, Parser, Pre,

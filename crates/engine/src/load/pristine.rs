@@ -42,6 +42,8 @@ pub(crate) struct PristineArg {
 #[derive(Default)]
 pub(crate) struct Pristine {
     sites: HashMap<usize, PristineArg>,
+    /// The headers whose emit may take their never-written fields from the packet's bytes.
+    pub(crate) unwritten: super::unwritten::Unwritten,
 }
 
 impl Pristine {
@@ -55,6 +57,7 @@ impl Pristine {
     }
 
     pub(crate) fn analyse(p: &Program) -> Pristine {
+        let unwritten = super::unwritten::Unwritten::analyse(p);
         // every whole-header `in` argument of an extern call, anywhere in the program
         let mut cands: Vec<(usize, PristineArg)> = vec![];
         let mut visit = |s: &Stmt| {
@@ -88,7 +91,10 @@ impl Pristine {
             walk_all(b, &mut visit);
         }
         if cands.is_empty() {
-            return Pristine::default();
+            return Pristine {
+                unwritten,
+                ..Default::default()
+            };
         }
         let mut headers: Vec<usize> = cands.iter().map(|c| c.1.header).collect();
         headers.sort_unstable();
@@ -129,6 +135,7 @@ impl Pristine {
                 .into_iter()
                 .filter(|(k, _)| verdict.get(k) == Some(&true))
                 .collect(),
+            unwritten,
         }
     }
 }
@@ -173,7 +180,7 @@ fn header_slots(p: &Program, h: usize) -> Vec<(u32, u32)> {
 }
 
 /// Calls `f` on every statement of `b`, nested ones included.
-fn walk_all<'p>(b: &'p [Stmt], f: &mut impl FnMut(&'p Stmt)) {
+pub(crate) fn walk_all<'p>(b: &'p [Stmt], f: &mut impl FnMut(&'p Stmt)) {
     for s in b {
         f(s);
         match s {
@@ -205,7 +212,7 @@ struct Analysis<'a> {
 }
 
 /// What a statement may write, as far as the analysis can tell.
-enum Writes<'s> {
+pub(crate) enum Writes<'s> {
     Nothing,
     Locs(Vec<&'s LValue>),
     Header(&'s HeaderRef),
@@ -213,7 +220,7 @@ enum Writes<'s> {
     Everything,
 }
 
-fn writes(s: &Stmt) -> Writes<'_> {
+pub(crate) fn writes(s: &Stmt) -> Writes<'_> {
     match s {
         Stmt::Assign { dst, .. } => Writes::Locs(vec![dst]),
         Stmt::SetValid { hdr, .. }

@@ -13,6 +13,8 @@
 //! when the engine that owns them is dropped. Chosen
 //! with [`crate::Backend`].
 
+#[cfg(test)]
+mod bytes_emit_tests;
 pub(crate) mod checksum;
 #[cfg(test)]
 mod checksum_tests;

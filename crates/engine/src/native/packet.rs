@@ -251,33 +251,13 @@ impl Fx<'_, '_> {
         let dst = self.b.ins().iadd(base, len0);
         // output bytes: below the buffer's capacity (checked above), any alignment
         let bytes = MemFlagsData::new().with_notrap();
-        let mut built = Vec::with_capacity(words);
-        for k in 0..words {
-            let mut word: Option<Value> = None;
-            for &(slot, m, r, l, _) in p.emit_ops.iter().filter(|o| o.4 as usize == k) {
-                // masked to the field's width, as the closure's emit does: a value with bits above
-                // its width (however a path stored it) never spills into the next field
-                let v = self.load_slot(slot);
-                let v = self.b.ins().band_imm_u(v, m as i64);
-                let v = if r > 0 {
-                    self.b.ins().ushr_imm_u(v, r as i64)
-                } else {
-                    v
-                };
-                let v = if l > 0 {
-                    self.b.ins().ishl_imm_u(v, l as i64)
-                } else {
-                    v
-                };
-                word = Some(match word {
-                    Some(x) => self.b.ins().bor(x, v),
-                    None => v,
-                });
-            }
-            let word = word.unwrap_or_else(|| self.konst(0));
+        let built = match self.from_bytes_plan(h, &p, words) {
+            Some(written) => self.words_from_bytes(h, &p, words, &written),
+            None => self.words_of_fields(&p, words, None),
+        };
+        for (k, &word) in built.iter().enumerate() {
             let be = self.b.ins().bswap(word);
             self.b.ins().store(bytes, be, dst, (8 * k) as i32);
-            built.push(word);
         }
         let len1 = self.b.ins().iadd_imm_u(len0, len as i64);
         self.b.ins().store(flags, len1, out, Out::OFF_LEN);
@@ -317,6 +297,129 @@ impl Fx<'_, '_> {
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(done);
         Some(true)
+    }
+
+    /// Header `h`'s words (big-endian, the bits past the header zero) built from its fields: each
+    /// field's slot masked to its width, as the closure's emit does (a value with bits above its
+    /// width, however a path stored it, never spills into the next field). With `base`, the
+    /// header's bytes as words: only the fields of `base.1` (their first slots) are put in,
+    /// replacing those bits of the words.
+    fn words_of_fields(
+        &mut self,
+        p: &HeaderPlan,
+        words: usize,
+        base: Option<(&[Value], &[u32])>,
+    ) -> Vec<Value> {
+        let mut built = Vec::with_capacity(words);
+        for k in 0..words {
+            let mut word: Option<Value> = base.map(|(w, _)| w[k]);
+            for &(slot, m, r, l, _) in p.emit_ops.iter().filter(|o| o.4 as usize == k) {
+                let keep = base.is_none_or(|(_, written)| written.contains(&slot));
+                if !keep {
+                    continue;
+                }
+                let v = self.load_slot(slot);
+                let v = self.b.ins().band_imm_u(v, m as i64);
+                let v = if r > 0 {
+                    self.b.ins().ushr_imm_u(v, r as i64)
+                } else {
+                    v
+                };
+                let v = if l > 0 {
+                    self.b.ins().ishl_imm_u(v, l as i64)
+                } else {
+                    v
+                };
+                word = Some(match word {
+                    Some(x) if base.is_some() => {
+                        // the field's bits of the packet's word replaced
+                        let bits = (m >> r) << l;
+                        let x = self.b.ins().band_imm_u(x, !bits as i64);
+                        self.b.ins().bor(x, v)
+                    }
+                    Some(x) => self.b.ins().bor(x, v),
+                    None => v,
+                });
+            }
+            built.push(word.unwrap_or_else(|| self.konst(0)));
+        }
+        built
+    }
+
+    /// Whether the emit of header `h` takes its never-written fields from the packet's bytes
+    /// (`load::unwritten`): the written fields' first slots when the header qualifies and the
+    /// fields left out save more than the offset's checks cost.
+    fn from_bytes_plan(&self, h: usize, p: &HeaderPlan, words: usize) -> Option<Vec<u32>> {
+        let written = self.cx.pristine.unwritten.written(h)?;
+        let (mut kept, mut patched) = (0usize, 0usize);
+        for o in &p.emit_ops {
+            if written.contains(&o.0) {
+                patched += 1;
+            } else {
+                kept += 1;
+            }
+        }
+        // about 4 instructions per field put in a word; a patch costs 1 more, each word loaded
+        // from the packet 2, the offset's and the bounds' checks about 10
+        (4 * kept > patched + 2 * words + 10).then(|| written.to_vec())
+    }
+
+    /// Header `h`'s words (as [`Fx::words_of_fields`] builds them) from the packet's bytes at the
+    /// offset its extract recorded in this pass, the `written` fields put in from their slots;
+    /// from the fields alone when no offset is recorded or the bytes do not lie in the packet.
+    fn words_from_bytes(
+        &mut self,
+        h: usize,
+        p: &HeaderPlan,
+        words: usize,
+        written: &[u32],
+    ) -> Vec<Value> {
+        let flags = MemFlagsData::trusted();
+        let (have, pack, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let offs = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
+        let at = self.b.ins().load(types::I64, flags, offs, (h * 8) as i32);
+        let none = self
+            .b
+            .ins()
+            .icmp_imm_u(IntCC::Equal, at, crate::NO_OFFSET as i64);
+        self.b.ins().brif(none, pack, &[], have, &[]);
+        self.b.switch_to_block(have);
+        let src = self.packet_at(at, words * 8, pack);
+        // packet bytes: in bounds (checked above), any alignment
+        let bytes = MemFlagsData::new().with_notrap();
+        let tail = (p.fixed / 8) % 8;
+        let mut raw = Vec::with_capacity(words);
+        for k in 0..words {
+            let x = self.b.ins().load(types::I64, bytes, src, (8 * k) as i32);
+            let x = self.b.ins().bswap(x);
+            // the bytes past the header (the payload's) cleared, as the fields' words have them
+            let x = if k + 1 == words && tail != 0 {
+                self.b
+                    .ins()
+                    .band_imm_u(x, (!0u64 << (64 - 8 * tail)) as i64)
+            } else {
+                x
+            };
+            raw.push(x);
+        }
+        let mixed = self.words_of_fields(p, words, Some((&raw, written)));
+        let args: Vec<_> = mixed.iter().map(|&v| v.into()).collect();
+        self.b.ins().jump(join, &args);
+        self.b.switch_to_block(pack);
+        let built = self.words_of_fields(p, words, None);
+        let args: Vec<_> = built.iter().map(|&v| v.into()).collect();
+        self.b.ins().jump(join, &args);
+        self.b.switch_to_block(join);
+        (0..words)
+            .map(|_| self.b.append_block_param(join, types::I64))
+            .collect()
     }
 
     /// The address of the `n` packet bytes from byte `at`, in a new block, when they lie in the

@@ -172,6 +172,15 @@ impl Engine {
         }
     }
 
+    /// The tracked headers' recorded offsets cleared (`Worker::hdr_off`): nothing may take their
+    /// fields from the packet's bytes any more in this pass.
+    #[cold]
+    fn forget_offsets(&self, w: &mut Worker) {
+        for &h in &self.controls.tracked_headers {
+            w.packet.hdr_off[h] = NO_OFFSET;
+        }
+    }
+
     /// The copies, resubmissions and recirculations a frame caused, in order.
     #[cold]
     #[inline(never)]
@@ -228,6 +237,9 @@ impl Engine {
                     w.packet.payload_at = NOT_IN_PKT;
                     w.packet.payload_skip = 0;
                     w.packet.len = pkt_len;
+                    // the saved state's headers may not be the bytes at the worker's offsets
+                    // (another pass may have parsed since)
+                    self.forget_offsets(w);
                     self.egress_pass(w, port, rid, itype, out, &mut Blocks);
                 }
             }
@@ -432,6 +444,9 @@ impl Engine {
                 }
                 w.jobs.spare.fields.give(keep);
                 self.run_parser(w);
+                // the packet's own headers are no longer the bytes at the offsets the clone's
+                // parse recorded (its field list may have led the parser elsewhere)
+                self.forget_offsets(w);
                 self.set(w, sm.parser_error, 0);
                 w.own_payload();
                 let clone_slots = std::mem::replace(&mut w.slots, saved.0);
