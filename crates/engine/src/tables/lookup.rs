@@ -53,6 +53,16 @@ impl TableData {
         self.exact.get_direct(k)
     }
 
+    /// [`TableData::lookup_lean`] of a narrow LPM table ([`Lean::Lpm32`]) only: `None` for any
+    /// other table (native code's `np_select_lpm32`).
+    #[inline(always)]
+    pub fn lookup_lpm32(&self, k: u64) -> Option<Option<usize>> {
+        if !self.lean_lpm32 {
+            return None;
+        }
+        Some(self.lpm32.get(k as u32).map(|i| i as usize))
+    }
+
     /// A narrow LPM table: one probe of a 32-bit map per prefix length that may match, longest
     /// first (the key of a field of at most 32 bits fits in 32 bits).
     #[inline(always)]

@@ -69,17 +69,19 @@ impl Lpm32 {
     /// The entry whose prefix is the longest to match key `k` (bits above the width ignored).
     #[inline(always)]
     pub(super) fn get(&self, k: u32) -> Option<u32> {
-        let Ok(levels) = <&[Map32; 32]>::try_from(self.levels.as_slice()) else {
-            return self.zero;
-        };
         let b = ((k >> self.shift) & self.bucket_mask) as usize;
         debug_assert!(b < self.summary.len());
         // SAFETY: the summary has `bucket_mask + 1` buckets (`rebuild`) and `b` is masked to below
         // that
         let mut present = unsafe { *self.summary.get_unchecked(b) };
         while present != 0 {
-            let top = 31 - present.leading_zeros();
-            if let Some(i) = levels[top as usize].get(k & self.masks[top as usize]) {
+            let top = (31 - present.leading_zeros()) as usize;
+            debug_assert_eq!(self.levels.len(), 32);
+            // SAFETY: a summary bit is set only for a prefix length of 1 to the width (`mark`),
+            // and an index of a width has its 32 levels (`new`; none of no width, whose summary
+            // stays all zero); `top` is below 32
+            let level = unsafe { self.levels.get_unchecked(top) };
+            if let Some(i) = level.get(k & self.masks[top]) {
                 return Some(i);
             }
             present &= !(1 << top);
@@ -160,7 +162,8 @@ impl Lpm32 {
 
     /// Set level `plen`'s bit in the buckets its prefix `k` overlaps.
     fn mark(&mut self, k: u32, plen: u32) {
-        if plen == 0 || plen > self.width {
+        // (`get` probes the level of every bit set without a check: only levels there are marked)
+        if plen == 0 || plen > self.width || self.levels.len() < plen as usize {
             return;
         }
         let first = (k >> self.shift) as usize & (self.summary.len() - 1);

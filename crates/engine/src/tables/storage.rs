@@ -518,6 +518,12 @@ impl TableData {
         self.hot.get(i)
     }
 
+    /// [`TableData::hot_get`] with one bounds check (the packet path's hit).
+    #[inline(always)]
+    pub fn hot_fast(&self, i: usize) -> Option<&Hot> {
+        self.hot.get_fast(i)
+    }
+
     /// Set the idle timeout of the entry with this match (0: none); its idle period starts anew.
     pub fn set_idle_timeout(
         &mut self,
