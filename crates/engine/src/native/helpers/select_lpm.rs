@@ -7,10 +7,14 @@
 //! as before.
 
 use super::{np_select, ApplySite, Ctx};
+use crate::pipeline::match_action::arg_plan::ArgPlan;
+use crate::tables::TableData;
+use crate::worker::Stats;
 use crate::{Engine, Worker};
 use p4sec_ir::Loc;
 
-/// [`np_select`] of a narrow LPM table: [`Engine::select_lpm32`], the rest to [`np_select`].
+/// [`np_select`] of a narrow LPM table: [`Engine::select_lpm32`]'s work, the rest to
+/// [`np_select`] by a tail call.
 ///
 /// # Safety
 /// As [`np_select`].
@@ -19,9 +23,36 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool>(
     site: *const ApplySite,
     k: u64,
 ) -> u64 {
-    let c = &mut *ctx;
-    let (e, w, s) = (c.e, &mut *c.w, &*site);
-    match e.select_lpm32(w, s.table, k, &s.hit, &s.action_run) {
+    let found = {
+        let (w, s) = (&*(*ctx).w, &*site);
+        // a traced packet, or the meter of the last entry to forget (dropping it calls out)
+        if w.trace.is_some() || w.calls.cur_meter.is_some() {
+            return np_select::<E>(ctx, site, k);
+        }
+        let Some(Some(data)) = w.tables.snapshots.get(s.table).map(|d| d.as_deref()) else {
+            return np_select::<E>(ctx, site, k);
+        };
+        let Some(found) = data.lookup_lpm32(k) else {
+            return np_select::<E>(ctx, site, k);
+        };
+        (data as *const TableData, found)
+    };
+    // the engine, the worker and the table read anew (not kept in registers through the
+    // lookup, which would take registers this frame then saves and restores)
+    let e = &*std::ptr::read_volatile(&(*ctx).e);
+    let w = &mut *std::ptr::read_volatile(&(*ctx).w);
+    let s = &*site;
+    let ti = std::ptr::read_volatile(&s.table);
+    let (data, found) = (&*found.0, found.1);
+    let (slots, stats) = (&mut w.slots[..], &*w.stats);
+    let r = match found {
+        Some(i) => {
+            let plans = &e.match_action.arg_plans[..];
+            hit_args(plans, slots, stats, ti, data, i, &s.hit, &s.action_run)
+        }
+        None => miss_args(slots, stats, ti, data, &s.hit, &s.action_run),
+    };
+    match r {
         Some(a) => a as u64,
         None => np_select::<E>(ctx, site, k),
     }
@@ -38,13 +69,12 @@ pub(crate) fn lpm32_helpers(t: &p4sec_ir::Table) -> Option<(*const (), *const ()
 }
 
 impl Engine {
-    /// [`Engine::select_lean`] of a narrow LPM table version ([`crate::tables::TableData::lookup_lpm32`])
-    /// in its common cases only: a hit whose arguments its action's plan writes, or a miss whose
-    /// default action writes at most [`crate::tables::INLINE_ARGS`] words; the hit or miss counted,
-    /// `hit` and `action_run` set: `Some(action)`. `None`, with nothing written or counted, for
-    /// anything else (the caller takes [`Engine::select_lean`] and the general path). Calls
-    /// nothing and panics nowhere.
-    #[inline(always)]
+    /// [`Engine::select_lean`] of a narrow LPM table version ([`TableData::lookup_lpm32`]) in its
+    /// common cases only, as native code's [`np_select_lpm32`] makes it: a hit whose arguments
+    /// its action's plan writes, or a miss whose default action writes at most
+    /// [`crate::tables::INLINE_ARGS`] words; the hit or miss counted, `hit` and `action_run` set:
+    /// `Some(action)`. `None`, with nothing written or counted, for anything else (the caller
+    /// takes [`Engine::select_lean`] and the general path).
     pub(crate) fn select_lpm32(
         &self,
         w: &mut Worker,
@@ -53,65 +83,98 @@ impl Engine {
         hit: &Option<Loc>,
         action_run: &Option<Loc>,
     ) -> Option<usize> {
-        // a traced packet, or the meter of the last entry to forget (dropping it calls out)
         if w.trace.is_some() || w.calls.cur_meter.is_some() {
             return None;
         }
         let data = w.tables.snapshots.get(ti)?.as_deref()?;
+        let (slots, stats) = (&mut w.slots[..], &*w.stats);
         match data.lookup_lpm32(k)? {
             Some(i) => {
-                let h = data.hot_fast(i)?;
-                let a = h.action as usize;
-                let plan = self.match_action.arg_plans.get(a)?;
-                // a selecting entry never has the plan's count (`Hot::of`)
-                if h.nargs != plan.words {
-                    return None;
-                }
-                plan.write(&mut w.slots, &h.args);
-                marked(w, ti, true, a, hit, action_run);
-                Some(a)
+                let plans = &self.match_action.arg_plans[..];
+                hit_args(plans, slots, stats, ti, data, i, hit, action_run)
             }
-            None => {
-                let d = &data.default_writes;
-                if !d.few {
-                    return None;
-                }
-                for &(s, v) in &d.inline {
-                    debug_assert!((s as usize) < w.slots.len());
-                    // SAFETY: `param_writes` keeps only the program's slots and the sink slot
-                    // after them, all of which the worker has (checked on entry to
-                    // `Engine::process`)
-                    unsafe { *w.slots.get_unchecked_mut(s as usize) = v };
-                }
-                let a = data.default.action as usize;
-                marked(w, ti, false, a, hit, action_run);
-                Some(a)
-            }
+            None => miss_args(slots, stats, ti, data, hit, action_run),
         }
     }
+}
+
+/// A hit on entry `i` of table `ti`'s version `data` whose arguments its action's plan (in
+/// `plans`) writes: written, the hit counted, `hit` and `action_run` set, the action. `None`,
+/// nothing written or counted, for any other entry (one that selects its action per packet, or
+/// whose arguments are not inline). Calls nothing and panics nowhere.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn hit_args(
+    plans: &[ArgPlan],
+    slots: &mut [u64],
+    stats: &Stats,
+    ti: usize,
+    data: &TableData,
+    i: usize,
+    hit: &Option<Loc>,
+    action_run: &Option<Loc>,
+) -> Option<usize> {
+    let h = data.hot_fast(i)?;
+    let a = h.action as usize;
+    let plan = plans.get(a)?;
+    // a selecting entry never has the plan's count (`Hot::of`)
+    if h.nargs != plan.words {
+        return None;
+    }
+    plan.write(slots, &h.args);
+    marked(slots, stats, ti, true, a, hit, action_run);
+    Some(a)
+}
+
+/// A miss in table `ti`'s version `data` whose default action writes at most
+/// [`crate::tables::INLINE_ARGS`] words: written, the miss counted, `hit` and `action_run` set,
+/// the action. `None`, nothing written or counted, for a default of more words.
+#[inline(always)]
+fn miss_args(
+    slots: &mut [u64],
+    stats: &Stats,
+    ti: usize,
+    data: &TableData,
+    hit: &Option<Loc>,
+    action_run: &Option<Loc>,
+) -> Option<usize> {
+    let d = &data.default_writes;
+    if !d.few {
+        return None;
+    }
+    for &(s, v) in &d.inline {
+        debug_assert!((s as usize) < slots.len());
+        // SAFETY: `param_writes` keeps only the program's slots and the sink slot after them, all
+        // of which the worker has (checked on entry to `Engine::process`)
+        unsafe { *slots.get_unchecked_mut(s as usize) = v };
+    }
+    let a = data.default.action as usize;
+    marked(slots, stats, ti, false, a, hit, action_run);
+    Some(a)
 }
 
 /// A lean apply's action chosen and its arguments written: the hit or miss counted, `hit` and
 /// `action_run` set (`found` a constant where it is inlined).
 #[inline(always)]
 fn marked(
-    w: &mut Worker,
+    slots: &mut [u64],
+    stats: &Stats,
     ti: usize,
     found: bool,
     a: usize,
     hit: &Option<Loc>,
     action_run: &Option<Loc>,
 ) {
-    if let Some((h, m)) = w.stats.tables.get(ti) {
+    if let Some((h, m)) = stats.tables.get(ti) {
         crate::bump(if found { h } else { m });
     }
     if let Some(h) = hit {
-        if let Some(s) = w.slots.get_mut(h.slot as usize) {
+        if let Some(s) = slots.get_mut(h.slot as usize) {
             *s = found as u64 & crate::bits::mask64(h.width);
         }
     }
     if let Some(r) = action_run {
-        if let Some(s) = w.slots.get_mut(r.slot as usize) {
+        if let Some(s) = slots.get_mut(r.slot as usize) {
             *s = a as u64 & crate::bits::mask64(r.width);
         }
     }
