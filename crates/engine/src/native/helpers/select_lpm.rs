@@ -10,7 +10,7 @@ use super::{np_select, ApplySite, Ctx};
 use crate::pipeline::match_action::arg_plan::ArgPlan;
 use crate::tables::TableData;
 use crate::worker::Stats;
-use crate::{Engine, Worker};
+use crate::Engine;
 use p4sec_ir::Loc;
 
 /// [`np_select`] of a narrow LPM table: [`Engine::select_lpm32`]'s work, the rest to
@@ -74,10 +74,12 @@ impl Engine {
     /// its action's plan writes, or a miss whose default action writes at most
     /// [`crate::tables::INLINE_ARGS`] words; the hit or miss counted, `hit` and `action_run` set:
     /// `Some(action)`. `None`, with nothing written or counted, for anything else (the caller
-    /// takes [`Engine::select_lean`] and the general path).
+    /// takes [`Engine::select_lean`] and the general path). Its tests' entry: native code's
+    /// helper does the same work in its own order.
+    #[cfg(test)]
     pub(crate) fn select_lpm32(
         &self,
-        w: &mut Worker,
+        w: &mut crate::Worker,
         ti: usize,
         k: u64,
         hit: &Option<Loc>,
