@@ -325,9 +325,10 @@ unsafe extern "C" fn np_direct_args<const E: bool>(
 }
 
 /// The one-key helpers ([`np_select_direct`], [`select_lpm::np_select_lpm32`] or [`np_select`])
-/// for an apply of table `t`: (emitting, not emitting).
-pub(crate) fn select_helpers(t: &p4sec_ir::Table) -> (*const (), *const ()) {
-    if let Some(h) = select_lpm::lpm32_helpers(t) {
+/// for an apply of table `t` (`marks`: the apply marks `hit` or `action_run`): (emitting, not
+/// emitting).
+pub(crate) fn select_helpers(t: &p4sec_ir::Table, marks: bool) -> (*const (), *const ()) {
+    if let Some(h) = select_lpm::lpm32_helpers(t, marks) {
         return h;
     }
     let direct = matches!(&t.keys[..], [k] if k.kind == p4sec_ir::MatchKind::Exact

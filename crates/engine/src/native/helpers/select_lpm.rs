@@ -14,11 +14,12 @@ use crate::Engine;
 use p4sec_ir::Loc;
 
 /// [`np_select`] of a narrow LPM table: [`Engine::select_lpm32`]'s work, the rest to
-/// [`np_select`] by a tail call.
+/// [`np_select`] by a tail call. `M`: the site marks `hit` or `action_run` (a site that marks
+/// neither takes the helper that does not look).
 ///
 /// # Safety
 /// As [`np_select`].
-pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool>(
+pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
     ctx: *mut Ctx,
     site: *const ApplySite,
     k: u64,
@@ -48,9 +49,9 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool>(
     let r = match found {
         Some(i) => {
             let plans = &e.match_action.arg_plans[..];
-            hit_args(plans, slots, stats, ti, data, i, &s.hit, &s.action_run)
+            hit_args::<M>(plans, slots, stats, ti, data, i, &s.hit, &s.action_run)
         }
-        None => miss_args(slots, stats, ti, data, &s.hit, &s.action_run),
+        None => miss_args::<M>(slots, stats, ti, data, &s.hit, &s.action_run),
     };
     match r {
         Some(a) => a as u64,
@@ -59,13 +60,20 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool>(
 }
 
 /// The helpers of an apply of table `t` if its one key is LPM of at most 32 bits: (emitting, not
-/// emitting).
-pub(crate) fn lpm32_helpers(t: &p4sec_ir::Table) -> Option<(*const (), *const ())> {
+/// emitting); `marks`: the apply marks `hit` or `action_run`.
+pub(crate) fn lpm32_helpers(t: &p4sec_ir::Table, marks: bool) -> Option<(*const (), *const ())> {
     let lpm32 = matches!(&t.keys[..], [k] if k.kind == p4sec_ir::MatchKind::Lpm && k.width <= 32);
-    lpm32.then_some((
-        np_select_lpm32::<true> as *const (),
-        np_select_lpm32::<false> as *const (),
-    ))
+    lpm32.then_some(if marks {
+        (
+            np_select_lpm32::<true, true> as *const (),
+            np_select_lpm32::<false, true> as *const (),
+        )
+    } else {
+        (
+            np_select_lpm32::<true, false> as *const (),
+            np_select_lpm32::<false, false> as *const (),
+        )
+    })
 }
 
 impl Engine {
@@ -93,9 +101,9 @@ impl Engine {
         match data.lookup_lpm32(k)? {
             Some(i) => {
                 let plans = &self.match_action.arg_plans[..];
-                hit_args(plans, slots, stats, ti, data, i, hit, action_run)
+                hit_args::<true>(plans, slots, stats, ti, data, i, hit, action_run)
             }
-            None => miss_args(slots, stats, ti, data, hit, action_run),
+            None => miss_args::<true>(slots, stats, ti, data, hit, action_run),
         }
     }
 }
@@ -106,7 +114,7 @@ impl Engine {
 /// whose arguments are not inline). Calls nothing and panics nowhere.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn hit_args(
+fn hit_args<const M: bool>(
     plans: &[ArgPlan],
     slots: &mut [u64],
     stats: &Stats,
@@ -124,7 +132,7 @@ fn hit_args(
         return None;
     }
     plan.write(slots, &h.args);
-    marked(slots, stats, ti, true, a, hit, action_run);
+    marked::<M>(slots, stats, ti, true, a, hit, action_run);
     Some(a)
 }
 
@@ -132,7 +140,7 @@ fn hit_args(
 /// [`crate::tables::INLINE_ARGS`] words: written, the miss counted, `hit` and `action_run` set,
 /// the action. `None`, nothing written or counted, for a default of more words.
 #[inline(always)]
-fn miss_args(
+fn miss_args<const M: bool>(
     slots: &mut [u64],
     stats: &Stats,
     ti: usize,
@@ -151,14 +159,15 @@ fn miss_args(
         unsafe { *slots.get_unchecked_mut(s as usize) = v };
     }
     let a = data.default.action as usize;
-    marked(slots, stats, ti, false, a, hit, action_run);
+    marked::<M>(slots, stats, ti, false, a, hit, action_run);
     Some(a)
 }
 
 /// A lean apply's action chosen and its arguments written: the hit or miss counted, `hit` and
-/// `action_run` set (`found` a constant where it is inlined).
+/// `action_run` set unless `M` is false (the site marks neither; `found` a constant where it is
+/// inlined).
 #[inline(always)]
-fn marked(
+fn marked<const M: bool>(
     slots: &mut [u64],
     stats: &Stats,
     ti: usize,
@@ -169,6 +178,10 @@ fn marked(
 ) {
     if let Some((h, m)) = stats.tables.get(ti) {
         crate::bump(if found { h } else { m });
+    }
+    if !M {
+        debug_assert!(hit.is_none() && action_run.is_none());
+        return;
     }
     if let Some(h) = hit {
         if let Some(s) = slots.get_mut(h.slot as usize) {

@@ -18,7 +18,9 @@ const INGRESS: &str = "    action fwd(bit<8> v, bit<48> m) { hdr.h.o = v; hdr.h.
     apply {
         sm.egress_spec = 1;
         hdr.h.hits = 0;
-        if (hdr.h.sel == 0) {
+        if (hdr.h.sel == 2) {
+            t1.apply();
+        } else if (hdr.h.sel == 0) {
             switch (t1.apply().action_run) {
                 fwd: { hdr.h.run = 1; }
                 big: { hdr.h.run = 2; }
@@ -112,7 +114,7 @@ impl Model {
     }
 }
 
-/// (o, k, hits, run) of a packet with `dst` and `low` through t1 (`sel` 0) or t2, the same on
+/// (o, k, hits, run) of a packet with `dst` and `low` through t1 (`sel` 0; 2: an apply that marks nothing) or t2 (`sel` 1), the same on
 /// both engines (traced when `trace`, the trace naming the table's outcome).
 fn out(
     es: &[Engine; 2],
@@ -134,7 +136,7 @@ fn out(
         frames.push(o.iter().map(|(_, f)| f.to_vec()).next().expect("forwarded"));
         if trace {
             let t = w.take_trace().join("\n");
-            let name = if sel == 0 { "t1 " } else { "t2 " };
+            let name = if sel == 1 { "t2 " } else { "t1 " };
             assert!(t.contains(name), "trace of {:?}: {t}", e.backend());
             w.set_trace(false);
         }
@@ -244,10 +246,17 @@ fn lpm_applies_agree_with_the_longest_match() {
             let (o, kk, _, run) = out(&es, ws, k, 0, 0, trace);
             let (wo, wk, wh, wr) = want(m1, k);
             assert_eq!((o, kk, run), (wo, wk, wr), "t1 round {round}, key {k:#x}");
+            // the same apply marking neither `hit` nor `action_run`
+            let (o, kk, _, run) = out(&es, ws, k, 0, 2, trace);
+            assert_eq!(
+                (o, kk, run),
+                (wo, wk, 0),
+                "t1 unmarked, round {round}, key {k:#x}"
+            );
             if wh == 1 {
-                hits[0] += 1
+                hits[0] += 2
             } else {
-                misses[0] += 1
+                misses[0] += 2
             }
         }
         for (n, k) in keys(m2).into_iter().enumerate() {
@@ -409,11 +418,15 @@ fn select_lpm32_takes_its_cases_and_leaves_the_rest() {
     assert_eq!(got, [9, 5, 0, 1]);
     // the helper is chosen for narrow LPM keys only
     let t = &e.prog.tables[t1];
-    assert!(super::lpm32_helpers(t).is_some());
+    assert!(super::lpm32_helpers(t, true).is_some());
+    assert_ne!(
+        super::lpm32_helpers(t, true),
+        super::lpm32_helpers(t, false)
+    );
     let mut exact = t.clone();
     exact.keys[0].kind = MatchKind::Exact;
-    assert!(super::lpm32_helpers(&exact).is_none());
+    assert!(super::lpm32_helpers(&exact, false).is_none());
     let mut wide = t.clone();
     wide.keys[0].width = 48;
-    assert!(super::lpm32_helpers(&wide).is_none());
+    assert!(super::lpm32_helpers(&wide, true).is_none());
 }
