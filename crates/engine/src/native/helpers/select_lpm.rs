@@ -33,10 +33,8 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
         let Some(Some(data)) = w.tables.snapshots.get(s.table).map(|d| d.as_deref()) else {
             return np_select::<E>(ctx, site, k);
         };
-        let Some(found) = data.lookup_lpm32(k) else {
-            return np_select::<E>(ctx, site, k);
-        };
-        (data as *const TableData, found)
+        // the helper is chosen for tables of the shape only (`lpm32_helpers`)
+        (data as *const TableData, data.lookup_lpm32(k))
     };
     // the engine, the worker and the table read anew (not kept in registers through the
     // lookup, which would take registers this frame then saves and restores)
@@ -59,10 +57,11 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
     }
 }
 
-/// The helpers of an apply of table `t` if its one key is LPM of at most 32 bits: (emitting, not
+/// The helpers of an apply of table `t` if its versions are of the lean shape of a narrow LPM
+/// table (one LPM key of at most 32 bits, no per-entry state, no action selector): (emitting, not
 /// emitting); `marks`: the apply marks `hit` or `action_run`.
 pub(crate) fn lpm32_helpers(t: &p4sec_ir::Table, marks: bool) -> Option<(*const (), *const ())> {
-    let lpm32 = matches!(&t.keys[..], [k] if k.kind == p4sec_ir::MatchKind::Lpm && k.width <= 32);
+    let lpm32 = crate::tables::lean_of(t) == crate::tables::Lean::Lpm32;
     lpm32.then_some(if marks {
         (
             np_select_lpm32::<true, true> as *const (),
@@ -97,8 +96,11 @@ impl Engine {
             return None;
         }
         let data = w.tables.snapshots.get(ti)?.as_deref()?;
+        if data.lean != crate::tables::Lean::Lpm32 {
+            return None;
+        }
         let (slots, stats) = (&mut w.slots[..], &*w.stats);
-        match data.lookup_lpm32(k)? {
+        match data.lookup_lpm32(k) {
             Some(i) => {
                 let plans = &self.match_action.arg_plans[..];
                 hit_args::<true>(plans, slots, stats, ti, data, i, hit, action_run)

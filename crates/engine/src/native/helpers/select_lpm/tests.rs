@@ -429,4 +429,7 @@ fn select_lpm32_takes_its_cases_and_leaves_the_rest() {
     let mut wide = t.clone();
     wide.keys[0].width = 48;
     assert!(super::lpm32_helpers(&wide, true).is_none());
+    let mut timed = t.clone();
+    timed.support_timeout = true;
+    assert!(super::lpm32_helpers(&timed, true).is_none());
 }
