@@ -8,7 +8,7 @@
 
 use super::{np_select, ApplySite, Ctx};
 use crate::pipeline::match_action::arg_plan::ArgPlan;
-use crate::tables::TableData;
+use crate::tables::{Hot, TableData};
 use crate::worker::Stats;
 use crate::Engine;
 use p4sec_ir::Loc;
@@ -36,25 +36,36 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
         // the helper is chosen for tables of the shape only (`lpm32_helpers`)
         (data as *const TableData, data.lookup_lpm32(k))
     };
-    // the engine, the worker and the table read anew (not kept in registers through the
-    // lookup, which would take registers this frame then saves and restores)
-    let e = &*std::ptr::read_volatile(&(*ctx).e);
-    let w = &mut *std::ptr::read_volatile(&(*ctx).w);
-    let s = &*site;
-    let ti = std::ptr::read_volatile(&s.table);
+    // the engine, the worker and the table read anew, the worker and the table only once
+    // nothing is left to hand on (not kept in registers through the lookup and the checks, which
+    // would take registers this frame then saves and restores)
     let (data, found) = (&*found.0, found.1);
-    let (slots, stats) = (&mut w.slots[..], &*w.stats);
-    let r = match found {
+    let a = match found {
         Some(i) => {
-            let plans = &e.match_action.arg_plans[..];
-            hit_args::<M>(plans, slots, stats, ti, data, i, &s.hit, &s.action_run)
+            let e = &*std::ptr::read_volatile(&(*ctx).e);
+            let Some((a, plan, h)) = hit_plan(&e.match_action.arg_plans, data, i) else {
+                return np_select::<E>(ctx, site, k);
+            };
+            let w = &mut *std::ptr::read_volatile(&(*ctx).w);
+            let s = &*site;
+            let ti = std::ptr::read_volatile(&s.table);
+            let (slots, stats) = (&mut w.slots[..], &*w.stats);
+            plan.write(slots, &h.args);
+            marked::<M>(slots, stats, ti, true, a, &s.hit, &s.action_run);
+            a
         }
-        None => miss_args::<M>(slots, stats, ti, data, &s.hit, &s.action_run),
+        None => {
+            if !data.default_writes.few {
+                return np_select::<E>(ctx, site, k);
+            }
+            let w = &mut *std::ptr::read_volatile(&(*ctx).w);
+            let s = &*site;
+            let ti = std::ptr::read_volatile(&s.table);
+            let (slots, stats) = (&mut w.slots[..], &*w.stats);
+            miss_writes::<M>(slots, stats, ti, data, &s.hit, &s.action_run)
+        }
     };
-    match r {
-        Some(a) => a as u64,
-        None => np_select::<E>(ctx, site, k),
-    }
+    a as u64
 }
 
 /// The helpers of an apply of table `t` if its versions are of the lean shape of a narrow LPM
@@ -102,30 +113,28 @@ impl Engine {
         let (slots, stats) = (&mut w.slots[..], &*w.stats);
         match data.lookup_lpm32(k) {
             Some(i) => {
-                let plans = &self.match_action.arg_plans[..];
-                hit_args::<true>(plans, slots, stats, ti, data, i, hit, action_run)
+                let (a, plan, h) = hit_plan(&self.match_action.arg_plans, data, i)?;
+                plan.write(slots, &h.args);
+                marked::<true>(slots, stats, ti, true, a, hit, action_run);
+                Some(a)
             }
-            None => miss_args::<true>(slots, stats, ti, data, hit, action_run),
+            None if data.default_writes.few => {
+                Some(miss_writes::<true>(slots, stats, ti, data, hit, action_run))
+            }
+            None => None,
         }
     }
 }
 
-/// A hit on entry `i` of table `ti`'s version `data` whose arguments its action's plan (in
-/// `plans`) writes: written, the hit counted, `hit` and `action_run` set, the action. `None`,
-/// nothing written or counted, for any other entry (one that selects its action per packet, or
-/// whose arguments are not inline). Calls nothing and panics nowhere.
-#[allow(clippy::too_many_arguments)]
+/// A hit on entry `i` of table version `data` whose arguments its action's plan (in `plans`)
+/// writes: the action, its plan and the entry's hot line. `None` for any other entry (one that
+/// selects its action per packet, or whose arguments are not inline). Panics nowhere.
 #[inline(always)]
-fn hit_args<const M: bool>(
-    plans: &[ArgPlan],
-    slots: &mut [u64],
-    stats: &Stats,
-    ti: usize,
-    data: &TableData,
+fn hit_plan<'a>(
+    plans: &'a [ArgPlan],
+    data: &'a TableData,
     i: usize,
-    hit: &Option<Loc>,
-    action_run: &Option<Loc>,
-) -> Option<usize> {
+) -> Option<(usize, &'a ArgPlan, &'a Hot)> {
     let h = data.hot_fast(i)?;
     let a = h.action as usize;
     let plan = plans.get(a)?;
@@ -133,27 +142,23 @@ fn hit_args<const M: bool>(
     if h.nargs != plan.words {
         return None;
     }
-    plan.write(slots, &h.args);
-    marked::<M>(slots, stats, ti, true, a, hit, action_run);
-    Some(a)
+    Some((a, plan, h))
 }
 
-/// A miss in table `ti`'s version `data` whose default action writes at most
-/// [`crate::tables::INLINE_ARGS`] words: written, the miss counted, `hit` and `action_run` set,
-/// the action. `None`, nothing written or counted, for a default of more words.
+/// A miss in table `ti`'s version `data`, whose default action writes at most
+/// [`crate::tables::INLINE_ARGS`] words (the caller checked `few`): written, the miss counted,
+/// `hit` and `action_run` set; the action.
 #[inline(always)]
-fn miss_args<const M: bool>(
+fn miss_writes<const M: bool>(
     slots: &mut [u64],
     stats: &Stats,
     ti: usize,
     data: &TableData,
     hit: &Option<Loc>,
     action_run: &Option<Loc>,
-) -> Option<usize> {
+) -> usize {
     let d = &data.default_writes;
-    if !d.few {
-        return None;
-    }
+    debug_assert!(d.few);
     for &(s, v) in &d.inline {
         debug_assert!((s as usize) < slots.len());
         // SAFETY: `param_writes` keeps only the program's slots and the sink slot after them, all
@@ -162,7 +167,7 @@ fn miss_args<const M: bool>(
     }
     let a = data.default.action as usize;
     marked::<M>(slots, stats, ti, false, a, hit, action_run);
-    Some(a)
+    a
 }
 
 /// A lean apply's action chosen and its arguments written: the hit or miss counted, `hit` and
