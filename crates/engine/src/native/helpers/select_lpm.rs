@@ -42,7 +42,7 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
     let (data, found) = (&*found.0, found.1);
     let a = match found {
         Some(i) => {
-            let e = &*std::ptr::read_volatile(&(*ctx).e);
+            let e = std::ptr::read_volatile(&(*ctx).e);
             let Some((a, plan, h)) = hit_plan(&e.match_action.arg_plans, data, i) else {
                 return np_select::<E>(ctx, site, k);
             };

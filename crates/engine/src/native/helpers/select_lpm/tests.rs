@@ -242,7 +242,7 @@ fn lpm_applies_agree_with_the_longest_match() {
     let (mut hits, mut misses) = ([0u64; 2], [0u64; 2]);
     let mut probe = |ws: &mut [Worker; 2], m1: &Model, m2: &Model, round: u32| {
         for (n, k) in keys(m1).into_iter().enumerate() {
-            let trace = (n as u32 + round) % 7 == 0;
+            let trace = (n as u32 + round).is_multiple_of(7);
             let (o, kk, _, run) = out(&es, ws, k, 0, 0, trace);
             let (wo, wk, wh, wr) = want(m1, k);
             assert_eq!((o, kk, run), (wo, wk, wr), "t1 round {round}, key {k:#x}");
@@ -260,7 +260,7 @@ fn lpm_applies_agree_with_the_longest_match() {
             }
         }
         for (n, k) in keys(m2).into_iter().enumerate() {
-            let trace = (n as u32 + round) % 5 == 0;
+            let trace = (n as u32 + round).is_multiple_of(5);
             let (o, kk, hit, _) = out(&es, ws, 0, k, 1, trace);
             let (wo, wk, wh, _) = want(m2, k);
             assert_eq!((o, kk, hit), (wo, wk, wh), "t2 round {round}, key {k:#x}");
