@@ -10,6 +10,8 @@ use crate::{Engine, Worker};
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+pub(crate) mod select_lpm;
+
 /// The context of one call of a native function, on the caller's stack, with the parser's view of
 /// the packet: generated code reads and writes its fields at their offsets ([`Ctx::OFF_SLOTS`],
 /// ...). Every call back into Rust writes the cursor back to the worker first and reloads all of
@@ -329,9 +331,13 @@ unsafe extern "C" fn np_direct_args<const E: bool>(
     np_select::<E>(ctx, site, k)
 }
 
-/// The one-key helpers ([`np_select_direct`] or [`np_select`]) for an apply of table `t`:
-/// (emitting, not emitting). `marks`: the apply sets `hit` or `action_run`.
+/// The one-key helpers ([`np_select_direct`], [`select_lpm::np_select_lpm32`] or [`np_select`])
+/// for an apply of table `t` (`marks`: the apply marks `hit` or `action_run`): (emitting, not
+/// emitting).
 pub(crate) fn select_helpers(t: &p4sec_ir::Table, marks: bool) -> (*const (), *const ()) {
+    if let Some(h) = select_lpm::lpm32_helpers(t, marks) {
+        return h;
+    }
     let direct = matches!(&t.keys[..], [k] if k.kind == p4sec_ir::MatchKind::Exact
         && k.width <= crate::tables::DIRECT_BITS);
     match (direct, marks) {

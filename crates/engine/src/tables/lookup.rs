@@ -53,6 +53,15 @@ impl TableData {
         self.exact.get_direct(k)
     }
 
+    /// [`TableData::lookup_lean`] of a narrow LPM table ([`Lean::Lpm32`], which the caller knows
+    /// from the table's declaration: [`super::lean_of`]; native code's `np_select_lpm32`). The
+    /// index it reads holds nothing in a table of any other kind: a miss there.
+    #[inline(always)]
+    pub fn lookup_lpm32(&self, k: u64) -> Option<usize> {
+        debug_assert_eq!(self.lean, Lean::Lpm32);
+        self.lpm32.get(k as u32).map(|i| i as usize)
+    }
+
     /// A narrow LPM table: one probe of a 32-bit map per prefix length that may match, longest
     /// first (the key of a field of at most 32 bits fits in 32 bits).
     #[inline(always)]

@@ -14,13 +14,13 @@ const MIN_BUCKET_BITS: u32 = 6;
 /// apart) and the summary that tells a lookup which of them to probe.
 #[derive(Clone, Debug)]
 pub(super) struct Lpm32 {
-    /// `levels[p - 1]`: the masked keys of prefix length `p` (→ entry index; 32 levels, or none
-    /// when the table is not a narrow LPM one), 32 bytes each.
+    /// `levels[32 - p]`: the masked keys of prefix length `p` (→ entry index; 32 levels, or none
+    /// when the table is not a narrow LPM one), 32 bytes each, longest first.
     levels: Vec<Map32>,
-    /// `masks[p - 1]`: the key's mask of prefix length `p` (0 past the width).
+    /// `masks[32 - p]`: the key's mask of prefix length `p` (0 past the width).
     masks: [u32; 32],
-    /// Per bucket of the key's top `bits` bits: bit `p - 1` set when level `p` may hold a prefix
-    /// overlapping the bucket (set on insert; a delete leaves it until the next rebuild).
+    /// Per bucket of the key's top `bits` bits: bit `32 - p` set when the level of length `p` may
+    /// hold a prefix overlapping the bucket (so the lowest bit set is the longest length) (set on insert; a delete leaves it until the next rebuild).
     summary: Vec<u32>,
     /// The key's width, the summary's bucket bits (at most the width) and the shift that takes a
     /// key to its bucket (`width - bits`).
@@ -47,8 +47,8 @@ impl Lpm32 {
             (0..32).map(|_| Map32::new(seed)).collect()
         };
         let mut masks = [0u32; 32];
-        for (m, p) in masks.iter_mut().zip(1..=width) {
-            *m = (u32::MAX >> (32 - p)) << (width - p);
+        for p in 1..=width {
+            masks[32 - p as usize] = (u32::MAX >> (32 - p)) << (width - p);
         }
         let mut l = Lpm32 {
             levels,
@@ -69,20 +69,22 @@ impl Lpm32 {
     /// The entry whose prefix is the longest to match key `k` (bits above the width ignored).
     #[inline(always)]
     pub(super) fn get(&self, k: u32) -> Option<u32> {
-        let Ok(levels) = <&[Map32; 32]>::try_from(self.levels.as_slice()) else {
-            return self.zero;
-        };
         let b = ((k >> self.shift) & self.bucket_mask) as usize;
         debug_assert!(b < self.summary.len());
         // SAFETY: the summary has `bucket_mask + 1` buckets (`rebuild`) and `b` is masked to below
         // that
         let mut present = unsafe { *self.summary.get_unchecked(b) };
         while present != 0 {
-            let top = 31 - present.leading_zeros();
-            if let Some(i) = levels[top as usize].get(k & self.masks[top as usize]) {
+            // the longest length that may match: the lowest bit set
+            let top = present.trailing_zeros() as usize;
+            debug_assert_eq!(self.levels.len(), 32);
+            // SAFETY: a summary bit is set only for a level there is (`mark`): an index of a width
+            // has its 32 levels (`new`; none of no width, whose summary stays all zero)
+            let level = unsafe { self.levels.get_unchecked(top) };
+            if let Some(i) = level.get(k & self.masks[top]) {
                 return Some(i);
             }
-            present &= !(1 << top);
+            present &= present - 1;
         }
         self.zero
     }
@@ -91,7 +93,7 @@ impl Lpm32 {
     pub(super) fn get_exact(&self, k: u32, plen: u32) -> Option<u32> {
         match plen {
             0 => self.zero,
-            p => self.levels.get(p as usize - 1)?.get(k),
+            p => self.levels.get(level(p)?)?.get(k),
         }
     }
 
@@ -100,7 +102,7 @@ impl Lpm32 {
         let fresh = match plen {
             0 => self.zero.replace(i).is_none(),
             p => {
-                let Some(l) = self.levels.get_mut(p as usize - 1) else {
+                let Some(l) = level(p).and_then(|j| self.levels.get_mut(j)) else {
                     return;
                 };
                 let fresh = l.get(k).is_none();
@@ -123,7 +125,7 @@ impl Lpm32 {
     pub(super) fn remove(&mut self, k: u32, plen: u32) {
         let held = match plen {
             0 => self.zero.take().is_some(),
-            p => match self.levels.get_mut(p as usize - 1) {
+            p => match level(p).and_then(|j| self.levels.get_mut(j)) {
                 Some(l) if l.get(k).is_some() => {
                     l.remove(k);
                     true
@@ -160,12 +162,13 @@ impl Lpm32 {
 
     /// Set level `plen`'s bit in the buckets its prefix `k` overlaps.
     fn mark(&mut self, k: u32, plen: u32) {
-        if plen == 0 || plen > self.width {
+        // (`get` probes the level of every bit set without a check: only levels there are marked)
+        if plen == 0 || plen > self.width || level(plen).is_none_or(|j| j >= self.levels.len()) {
             return;
         }
         let first = (k >> self.shift) as usize & (self.summary.len() - 1);
         let n = 1usize << self.bits.saturating_sub(plen);
-        let bit = 1u32 << (plen - 1);
+        let bit = 1u32 << (32 - plen);
         let end = (first + n).min(self.summary.len());
         for s in &mut self.summary[first..end] {
             *s |= bit;
@@ -180,13 +183,18 @@ impl Lpm32 {
         self.summary.resize(1 << self.bits, 0);
         self.bucket_mask = (1u32 << self.bits) - 1;
         self.stale = 0;
-        let keys: Vec<(u32, u32)> = (1..=self.levels.len() as u32)
-            .flat_map(|p| self.levels[p as usize - 1].keys().map(move |k| (k, p)))
+        let keys: Vec<(u32, u32)> = (self.levels.iter().enumerate())
+            .flat_map(|(j, l)| l.keys().map(move |k| (k, 32 - j as u32)))
             .collect();
         for (k, p) in keys {
             self.mark(k, p);
         }
     }
+}
+
+/// The level of prefix length `p` (1 to 32) in [`Lpm32::levels`] and [`Lpm32::masks`].
+fn level(p: u32) -> Option<usize> {
+    32usize.checked_sub(p as usize)
 }
 
 #[cfg(test)]

@@ -33,5 +33,5 @@ pub(crate) use keys::DIRECT_BITS;
 pub use keys::{KEY_WORDS, MAX_KEY_WORDS};
 pub(crate) use lookup::field_matches;
 pub use profiles::profile_table;
-pub(crate) use storage::TableData;
+pub(crate) use storage::{lean_of, Lean, TableData};
 pub use validate::{validate_action, validate_entry};

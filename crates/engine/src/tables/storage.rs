@@ -111,31 +111,60 @@ pub(crate) struct TableData {
     lpm_field: Option<usize>,
 }
 
+/// How a table's versions index their entries (by its keys' kinds and words).
+fn kind_of(t: &Table) -> Kind {
+    let kinds: Vec<MatchKind> = t
+        .keys
+        .iter()
+        .map(|k| k.kind)
+        .filter(|k| *k != MatchKind::Selector)
+        .collect();
+    let lpms = kinds.iter().filter(|k| **k == MatchKind::Lpm).count();
+    let others = kinds
+        .iter()
+        .filter(|k| !matches!(k, MatchKind::Exact | MatchKind::Lpm))
+        .count();
+    let total_words: usize = t
+        .keys
+        .iter()
+        .map(|k| p4sec_ir::words_for(k.width) as usize)
+        .sum();
+    if others > 0 || lpms > 1 || total_words > HKEY_WORDS {
+        Kind::Scan
+    } else if lpms == 1 {
+        Kind::Lpm
+    } else {
+        Kind::Exact
+    }
+}
+
+/// The lean shape of table `t`'s versions ([`TableData::lean`]), fixed by its declaration: one key
+/// of at most 64 bits, exact or LPM, no per-entry state (direct counter, meter, idle timeout) and
+/// no action selector. Native code chooses its apply helper by it.
+pub(crate) fn lean_of(t: &Table) -> Lean {
+    let kind = kind_of(t);
+    let lean_shape = matches!(&t.keys[..], [k] if p4sec_ir::words_for(k.width) == 1
+            && k.kind != MatchKind::Selector)
+        && matches!(kind, Kind::Exact | Kind::Lpm)
+        && t.direct_counter.is_none()
+        && t.direct_meter.is_none()
+        && !t.support_timeout
+        && !matches!(
+            t.implementation,
+            p4sec_ir::Implementation::ActionSelector(_)
+        );
+    let narrow_key = matches!(&t.keys[..], [k] if k.width <= 32);
+    match kind {
+        _ if !lean_shape => Lean::No,
+        Kind::Lpm if narrow_key => Lean::Lpm32,
+        Kind::Lpm => Lean::Lpm,
+        _ => Lean::Exact,
+    }
+}
+
 impl TableData {
     pub fn new(t: &Table) -> Result<Self, String> {
-        let kinds: Vec<MatchKind> = t
-            .keys
-            .iter()
-            .map(|k| k.kind)
-            .filter(|k| *k != MatchKind::Selector)
-            .collect();
-        let lpms = kinds.iter().filter(|k| **k == MatchKind::Lpm).count();
-        let others = kinds
-            .iter()
-            .filter(|k| !matches!(k, MatchKind::Exact | MatchKind::Lpm))
-            .count();
-        let total_words: usize = t
-            .keys
-            .iter()
-            .map(|k| p4sec_ir::words_for(k.width) as usize)
-            .sum();
-        let kind = if others > 0 || lpms > 1 || total_words > HKEY_WORDS {
-            Kind::Scan
-        } else if lpms == 1 {
-            Kind::Lpm
-        } else {
-            Kind::Exact
-        };
+        let kind = kind_of(t);
         let mut layout = vec![];
         let mut off = 0;
         for k in &t.keys {
@@ -148,22 +177,7 @@ impl TableData {
         }
         let lpm_field = t.keys.iter().position(|k| k.kind == MatchKind::Lpm);
         let narrow_key = matches!(&t.keys[..], [k] if k.width <= 32);
-        let lean_shape = matches!(&t.keys[..], [k] if k.width <= 64 && k.kind != MatchKind::Selector)
-            && matches!(kind, Kind::Exact | Kind::Lpm)
-            && off == 1
-            && t.direct_counter.is_none()
-            && t.direct_meter.is_none()
-            && !t.support_timeout
-            && !matches!(
-                t.implementation,
-                p4sec_ir::Implementation::ActionSelector(_)
-            );
-        let lean = match kind {
-            _ if !lean_shape => Lean::No,
-            Kind::Lpm if narrow_key => Lean::Lpm32,
-            Kind::Lpm => Lean::Lpm,
-            _ => Lean::Exact,
-        };
+        let lean = lean_of(t);
         let seed = super::map32::table_seed();
         let lpm_width = lpm_field.map_or(0, |f| t.keys[f].width);
         let mut d = TableData {
@@ -516,6 +530,12 @@ impl TableData {
     #[inline(always)]
     pub fn hot_get(&self, i: usize) -> Option<&Hot> {
         self.hot.get(i)
+    }
+
+    /// [`TableData::hot_get`] with one bounds check (the packet path's hit).
+    #[inline(always)]
+    pub fn hot_fast(&self, i: usize) -> Option<&Hot> {
+        self.hot.get_fast(i)
     }
 
     /// Set the idle timeout of the entry with this match (0: none); its idle period starts anew.
