@@ -159,7 +159,30 @@ pub(crate) struct Controls {
     /// The whole parser (run instead of the hot loop), verify, ingress, egress and the deparser
     /// as native functions the pipeline calls directly (native backend; all `None` on closures).
     pub(crate) native: crate::native::stages::Stages,
+    /// The lean frame of a fully generated pass (`pipeline/lane.rs`).
+    pub(crate) lane: Option<Lane>,
 }
+
+/// What the lean frame of the native engine's common case (`pipeline/lane.rs`) runs of a
+/// program, fixed when the program is loaded.
+#[derive(Clone, Copy)]
+pub(crate) struct Lane {
+    /// The program's fused pass (its front, egress, compute and deparser are those below).
+    pub(crate) pass: crate::native::stages::Pass,
+    /// The pass's generated front (`crate::native::front`).
+    pub(crate) front: crate::native::stages::FrontFn,
+    /// The egress control (`pipeline::lane::no_stage` when it has no statements).
+    pub(crate) egress: crate::native::stages::NativeFn,
+    /// Compute and the deparser as one function, or the deparser alone when the compute control
+    /// has no statements (`pipeline::lane::no_stage` when neither has any).
+    pub(crate) back: crate::native::stages::NativeFn,
+    /// `Engine::lane` for this program's shape: whether the front zeroes the slots, the egress
+    /// control has code, the back's kind (none, not emitting, emitting).
+    pub(crate) run: LaneFn,
+}
+
+/// `Engine::lane` for one program shape.
+pub(crate) type LaneFn = fn(&Engine, &mut Worker, u32, &[u8], &mut Outputs);
 
 /// The match-action stage's state: the tables and what applying them needs.
 pub(crate) struct MatchAction {

@@ -141,7 +141,7 @@ pub(crate) fn compile(cx: &Cx) -> Code {
     // reset by every pass
     for h in cx.pristine.unwritten.headers() {
         let mut emitted = false;
-        super::pristine::walk_all(&p.deparser.body, &mut |s| {
+        super::writes::walk_all(&p.deparser.body, &mut |s| {
             emitted |= matches!(s, Stmt::Emit { hdr: HeaderRef::Static(x) } if *x as usize == h);
         });
         if emitted && !tracked_headers.contains(&h) {

@@ -11,6 +11,7 @@ pub(crate) mod plans;
 pub(crate) mod pristine;
 pub(crate) mod statements;
 pub(crate) mod unwritten;
+pub(crate) mod writes;
 
 use crate::engine::{
     Controls, Deparser, Digests, Engine, ErrorCodes, Externs, Layout, MatchAction, Parser, Pre,
@@ -259,6 +260,11 @@ impl Engine {
                 tracked_headers,
                 ingress,
                 egress,
+                lane: crate::engine::Lane::of(
+                    &native_stages,
+                    compute.is_empty(),
+                    prog.slots as usize + 1,
+                ),
                 compute,
                 native: native_stages,
             },

@@ -21,7 +21,7 @@
 //! which the general extract path and the engine's cold paths that re-parse or replay a saved
 //! state clear), so its never-written fields are the bytes at that offset.
 
-use super::pristine::{walk_all, writes, Writes};
+use super::writes::{walk_all, writes, Writes};
 use p4sec_ir::{words_for, Expr, HeaderRef, LValue, Program, Stmt};
 
 /// The analysis's state as it walks the program.

@@ -10,6 +10,7 @@ use crate::{Engine, Worker};
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+pub(crate) mod select;
 pub(crate) mod select_lpm;
 
 /// The context of one call of a native function, on the caller's stack, with the parser's view of
@@ -329,31 +330,6 @@ unsafe extern "C" fn np_direct_args<const E: bool>(
         return a as u64;
     }
     np_select::<E>(ctx, site, k)
-}
-
-/// The one-key helpers ([`np_select_direct`], [`select_lpm::np_select_lpm32`] or [`np_select`])
-/// for an apply of table `t` (`marks`: the apply marks `hit` or `action_run`): (emitting, not
-/// emitting).
-pub(crate) fn select_helpers(t: &p4sec_ir::Table, marks: bool) -> (*const (), *const ()) {
-    if let Some(h) = select_lpm::lpm32_helpers(t, marks) {
-        return h;
-    }
-    let direct = matches!(&t.keys[..], [k] if k.kind == p4sec_ir::MatchKind::Exact
-        && k.width <= crate::tables::DIRECT_BITS);
-    match (direct, marks) {
-        (true, true) => (
-            np_select_direct::<true, true> as *const (),
-            np_select_direct::<false, true> as *const (),
-        ),
-        (true, false) => (
-            np_select_direct::<true, false> as *const (),
-            np_select_direct::<false, false> as *const (),
-        ),
-        (false, _) => (
-            np_select::<true> as *const (),
-            np_select::<false> as *const (),
-        ),
-    }
 }
 
 /// [`np_select`] past the lean shape (kept out of line, so that the lean path's frame stays

@@ -284,8 +284,6 @@ pub(crate) fn compile(cx: &Cx, code: &mut Code) -> Option<Coverage> {
             });
         }
     }
-    code.native_stages.lane =
-        crate::pipeline::lane::Lane::of(&code.native_stages, code.compute.is_empty(), nslots);
     Some(stats)
 }
 

@@ -26,8 +26,6 @@ pub(crate) struct Stages {
     pub(crate) verify_ingress: Option<(Stage, Stage)>,
     /// Every stage of the pass, when each is native or empty (entered with one context).
     pub(crate) pass: Option<Pass>,
-    /// The lean frame of a fully generated pass (`crate::pipeline::lane`).
-    pub(crate) lane: Option<crate::pipeline::lane::Lane>,
 }
 
 /// The stages of a v1model pass when each of them is native code or has no statements: the

@@ -499,7 +499,7 @@ impl<'a, 'b> Fx<'a, 'b> {
         let keys: Vec<Value> = tb.keys.iter().map(|k| self.key_word(&k.expr)).collect();
         let (k, f) = if let [k] = keys[..] {
             let marks = hit.is_some() || action_run.is_some();
-            let (emits, not) = helpers::select_helpers(tb, marks);
+            let (emits, not) = helpers::select::select_helpers(tb, marks);
             let f = self.helper(emits, not);
             (k, f)
         } else {

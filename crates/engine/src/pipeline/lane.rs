@@ -7,33 +7,14 @@
 //! leaves the lane for the general frame of `pipeline/mod.rs` at the point it was reached, so
 //! the packets, state and counters are those of the general path.
 
+use crate::engine::{Lane, LaneFn};
 use crate::native::helpers::{Ctx, Entry, Out};
-use crate::native::stages::{FrontFn, NativeFn, Pass, Stages};
+use crate::native::stages::{NativeFn, Stages};
 use crate::native::PassCx;
 use crate::pipeline::stage_run::{Fused, StageRun};
 use crate::pipeline::DROP_PORT;
 use crate::{bump, Engine, Outputs, Worker, NOT_IN_PKT};
 use std::sync::atomic::Ordering;
-
-/// What the lane runs of a program, fixed when the program is loaded.
-#[derive(Clone, Copy)]
-pub(crate) struct Lane {
-    /// The program's fused pass (its front, egress, compute and deparser are those below).
-    pass: Pass,
-    /// The pass's generated front (`crate::native::front`).
-    front: FrontFn,
-    /// The egress control ([`no_stage`] when it has no statements).
-    egress: NativeFn,
-    /// Compute and the deparser as one function, or the deparser alone when the compute control
-    /// has no statements ([`no_stage`] when neither has any).
-    back: NativeFn,
-    /// `Engine::lane` for this program's shape: whether the front zeroes the slots, the egress
-    /// control has code, the back's kind (none, not emitting, emitting).
-    pub(crate) run: LaneFn,
-}
-
-/// `Engine::lane` for one program shape.
-pub(crate) type LaneFn = fn(&Engine, &mut Worker, u32, &[u8], &mut Outputs);
 
 /// What a lane has for a stage without statements (never called).
 unsafe extern "C" fn no_stage(_: *mut u8) -> u64 {
@@ -189,7 +170,7 @@ impl Engine {
         frame: &[u8],
         out: &mut Outputs,
     ) {
-        let Some(l) = &self.controls.native.lane else {
+        let Some(l) = &self.controls.lane else {
             std::hint::cold_path();
             self.general_frame(w, port, frame, out);
             return;

@@ -118,8 +118,8 @@ fn pkt(kind: u8, n: u8, port: u8) -> Vec<u8> {
 #[test]
 fn every_uncommon_case_leaves_the_lane_as_the_general_path_runs_it() {
     let (a, b) = engines(LANE);
-    assert!(b.controls.native.lane.is_some(), "the program has a lane");
-    assert!(a.controls.native.lane.is_none(), "closures: no lane");
+    assert!(b.controls.lane.is_some(), "the program has a lane");
+    assert!(a.controls.lane.is_none(), "closures: no lane");
     let pkts = vec![
         pkt(1, 0, 2),               // 0: forwarded on the lane
         pkt(1, 1, 2),               // 1: dropped in ingress
@@ -172,7 +172,7 @@ fn a_program_without_egress_code_runs_the_lane_too() {
         "control E(inout hs hdr, inout m meta, inout standard_metadata_t sm) {\n    apply { }\n    action unused() {",
     );
     let (a, b) = engines(&src);
-    assert!(b.controls.native.lane.is_some(), "a lane");
+    assert!(b.controls.lane.is_some(), "a lane");
     let pass = b.controls.native.pass.expect("a fused pass");
     assert!(pass.egress.is_none(), "no egress code");
     let pkts: Vec<Vec<u8>> = (0..12u8).map(|n| pkt(n % 3, n, 2)).collect();
@@ -202,7 +202,7 @@ fn a_table_written_between_packets_is_seen_by_the_next() {
     let reg = crate::test_externs::registry();
     let a = Engine::with_backend(prog.clone(), &reg, Backend::Closure).unwrap();
     let b = Engine::with_backend(prog, &reg, Backend::Native).unwrap();
-    assert!(b.controls.native.lane.is_some(), "the router has a lane");
+    assert!(b.controls.lane.is_some(), "the router has a lane");
     for e in [&a, &b] {
         route(e, 0x0a000000, 8, 1);
     }

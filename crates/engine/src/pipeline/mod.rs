@@ -54,7 +54,7 @@ impl Engine {
     /// Process one frame received on `in_port`, with every copy, resubmission and recirculation it
     /// causes.
     pub fn process(&self, w: &mut Worker, in_port: u32, frame: &[u8], out: &mut Outputs) {
-        if let Some(l) = &self.controls.native.lane {
+        if let Some(l) = &self.controls.lane {
             if l.takes(self, w) {
                 (l.run)(self, w, in_port, frame, out);
                 return;
