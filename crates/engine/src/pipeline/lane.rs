@@ -7,7 +7,6 @@
 //! leaves the lane for the general frame of `pipeline/mod.rs` at the point it was reached, so
 //! the packets, state and counters are those of the general path.
 
-use crate::bits::BitWriter;
 use crate::engine::{Lane, LaneFn};
 use crate::native::helpers::{Ctx, Entry, Out};
 use crate::native::stages::{NativeFn, Stages};
@@ -125,7 +124,7 @@ fn stage<const E: bool>(cx: &mut PassCx, f: NativeFn, w: &mut Worker) {
         // SAFETY: `o.len` is the output's length as taken, or moved by the code over the bytes
         // it wrote below the capacity (as `Out::store` relies on)
         unsafe { w.emit.out.set_len(o.len) };
-        cx.ctx.out = std::ptr::null_mut();
+        // (the context's output left pointing at `o`: a stage that emits is the lane's last)
     }
     if cx.ctx.panic.is_some() {
         std::hint::cold_path();
@@ -195,7 +194,9 @@ fn append_payload(out: &mut Vec<u8>, src: &[u8]) {
 fn deparser_start(e: &Engine, w: &mut Worker, out: &mut Outputs) -> usize {
     if out.data.is_empty() {
         w.emit.out.clear();
-        w.emit.bw = BitWriter::default();
+        // no bits pending: those of the accumulator above its count are never read (`BitWriter`
+        // takes and flushes only its low `n` bits), so the count alone is reset
+        w.emit.bw.n = 0;
         0
     } else {
         e.deparser_start(w, out)
