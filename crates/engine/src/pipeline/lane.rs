@@ -117,16 +117,89 @@ fn stage<const E: bool>(cx: &mut PassCx, f: NativeFn, w: &mut Worker) {
     // checked, at the worker's slots and header offsets and at the frame (see above), and, when
     // `E`, at the worker's output (`o`, on this frame)
     unsafe { f(&mut cx.ctx) };
-    w.packet.cursor = cx.ctx.cursor;
+    // (the cursor stays: a control moves none, and a callback of the code wrote its own back)
+    debug_assert_eq!(w.packet.cursor, cx.ctx.cursor);
     if E {
         debug_assert!(o.len <= w.emit.out.capacity());
         // SAFETY: `o.len` is the output's length as taken, or moved by the code over the bytes
         // it wrote below the capacity (as `Out::store` relies on)
         unsafe { w.emit.out.set_len(o.len) };
-        cx.ctx.out = std::ptr::null_mut();
+        // (the context's output left pointing at `o`: a stage that emits is the lane's last)
     }
-    if let Some(p) = cx.ctx.panic.take() {
-        std::panic::resume_unwind(p);
+    if cx.ctx.panic.is_some() {
+        std::hint::cold_path();
+        resume(cx);
+    }
+}
+
+/// The panic of a callback the context kept, resumed.
+#[cold]
+#[inline(never)]
+fn resume(cx: &mut PassCx) -> ! {
+    match cx.ctx.panic.take() {
+        Some(p) => std::panic::resume_unwind(p),
+        None => unreachable!("resume is called with a panic kept"),
+    }
+}
+
+/// The standard metadata's fields the egress pass starts with (as `Engine::egress_pass` writes
+/// them): the egress port, and the egress spec, replication id and instance type cleared.
+#[inline(always)]
+fn egress_std(ss: &crate::load::plans::StdSlots, slots: *mut u64, port: u32) {
+    // SAFETY: the standard metadata's slots are below the worker's slots' count (`Lane::takes`
+    // checked it is the program's), `slots` the worker's slots' buffer (see `Engine::lane`)
+    let put = |(s, m): (usize, u64), v: u64| unsafe { *slots.add(s) = v & m };
+    put(ss.egress_port, port as u64);
+    put(ss.egress_spec, 0);
+    put(ss.egress_rid, 0);
+    put(ss.instance_type, 0);
+}
+
+/// `src` (the payload left in the input frame) appended to `out`: a payload of at most 64 bytes
+/// that fits the buffer's spare room is copied as two overlapping copies of a constant length
+/// (moves of registers, no call to `memcpy`), any other through `Vec::extend_from_slice`.
+#[inline(always)]
+fn append_payload(out: &mut Vec<u8>, src: &[u8]) {
+    let n = src.len();
+    let len = out.len();
+    if n > 64 || n < 8 || out.capacity() - len < n {
+        out.extend_from_slice(src);
+        return;
+    }
+    // SAFETY: `dst` has room for `n` bytes (checked above) and does not overlap `src` (a borrow
+    // of another buffer); each pair of copies of `k` bytes (`k <= n <= 2k`) covers `0..n`, both
+    // within `src` and `dst`'s `n` bytes
+    unsafe {
+        let (s, d) = (src.as_ptr(), out.as_mut_ptr().add(len));
+        let two = |k: usize| {
+            std::ptr::copy_nonoverlapping(s, d, k);
+            std::ptr::copy_nonoverlapping(s.add(n - k), d.add(n - k), k);
+        };
+        if n >= 32 {
+            two(32)
+        } else if n >= 16 {
+            two(16)
+        } else {
+            two(8)
+        }
+        out.set_len(len + n);
+    }
+}
+
+/// `Engine::deparser_start` on the lane: an output still empty (one frame per call, the common
+/// case) is not swapped in, the deparser writes to the worker's buffer, emptied, which the swap
+/// after the payload hands over as it would hand back the output's own (the two buffers' roles
+/// exchanged; the same bytes, the frame starting at 0 either way). `frame_out` works on either.
+#[inline(always)]
+fn deparser_start(e: &Engine, w: &mut Worker, out: &mut Outputs) -> usize {
+    if out.data.is_empty() {
+        w.emit.out.clear();
+        // no bits pending: those of the accumulator above its count are never read (`BitWriter`
+        // takes and flushes only its low `n` bits), so the count alone is reset
+        w.emit.bw.n = 0;
+        0
+    } else {
+        e.deparser_start(w, out)
     }
 }
 
@@ -208,21 +281,19 @@ impl Engine {
         // SAFETY: the standard metadata's slots are below the worker's slots' count (`Lane::takes`
         // checked it is the program's)
         let get = |(s, m): (usize, u64)| unsafe { *slots.add(s) & m };
-        // SAFETY: as for `get`
-        let put = |(s, m): (usize, u64), v: u64| unsafe { *slots.add(s) = v & m };
         let spec = get(ss.egress_spec);
         if w.fx.any() || get(ss.mcast_grp) != 0 || spec == DROP_PORT {
             std::hint::cold_path();
             self.lane_off_ingress(l, w, port, out, cx);
             return;
         }
-        // the egress pass (as `Engine::egress_pass` starts it)
+        // the egress pass (as `Engine::egress_pass` starts it); without egress code nothing on
+        // the lane reads these four (v1model's compute and deparser do not see the standard
+        // metadata, and the next front sets them anew): a frame that leaves the lane after the
+        // deparser gets them there (`Engine::lane_off_deparser`)
         let port = spec as u32;
-        put(ss.egress_port, port as u64);
-        put(ss.egress_spec, 0);
-        put(ss.egress_rid, 0);
-        put(ss.instance_type, 0);
         if EG {
+            egress_std(ss, slots, port);
             stage::<false>(&mut cx, l.egress, w);
             w.perr = 0;
             if w.fx.any() || get(ss.egress_spec) == DROP_PORT {
@@ -232,7 +303,7 @@ impl Engine {
             }
         }
         w.emit.csum_pending = 0;
-        let start = self.deparser_start(w, out);
+        let start = deparser_start(self, w, out);
         if B == BACK_EMITS {
             stage::<true>(&mut cx, l.back, w);
             w.perr = 0;
@@ -240,16 +311,17 @@ impl Engine {
             stage::<false>(&mut cx, l.back, w);
             w.perr = 0;
         }
-        if w.emit.csum_pending != 0 || w.emit.bw.n != 0 || w.packet.payload_at == NOT_IN_PKT {
+        if (w.emit.csum_pending | w.emit.bw.n as u64) != 0 || w.packet.payload_at == NOT_IN_PKT {
             std::hint::cold_path();
+            if !EG {
+                egress_std(ss, slots, port);
+            }
             self.lane_off_deparser(w, port, start, out);
             return;
         }
         // the payload, still in the input frame
         let pkt = &w.packet.pkt;
-        w.emit
-            .out
-            .extend_from_slice(&pkt[w.packet.payload_at.min(pkt.len())..]);
+        append_payload(&mut w.emit.out, &pkt[w.packet.payload_at.min(pkt.len())..]);
         std::mem::swap(&mut w.emit.out, &mut out.data);
         bump(&w.stats.packets_out);
         out.frames.push((port, start..out.data.len()));
