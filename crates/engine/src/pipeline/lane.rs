@@ -13,7 +13,7 @@ use crate::native::stages::{NativeFn, Stages};
 use crate::native::PassCx;
 use crate::pipeline::stage_run::{Fused, StageRun};
 use crate::pipeline::DROP_PORT;
-use crate::{bump, Engine, Outputs, Worker, NOT_IN_PKT};
+use crate::{bump, Engine, Outputs, Worker};
 use std::sync::atomic::Ordering;
 
 /// What a lane has for a stage without statements (never called).
@@ -117,7 +117,8 @@ fn stage<const E: bool>(cx: &mut PassCx, f: NativeFn, w: &mut Worker) {
     // checked, at the worker's slots and header offsets and at the frame (see above), and, when
     // `E`, at the worker's output (`o`, on this frame)
     unsafe { f(&mut cx.ctx) };
-    w.packet.cursor = cx.ctx.cursor;
+    // (controls and the deparser do not move the cursor: the worker has it from the front)
+    debug_assert_eq!(w.packet.cursor, cx.ctx.cursor);
     if E {
         debug_assert!(o.len <= w.emit.out.capacity());
         // SAFETY: `o.len` is the output's length as taken, or moved by the code over the bytes
@@ -125,8 +126,11 @@ fn stage<const E: bool>(cx: &mut PassCx, f: NativeFn, w: &mut Worker) {
         unsafe { w.emit.out.set_len(o.len) };
         cx.ctx.out = std::ptr::null_mut();
     }
-    if let Some(p) = cx.ctx.panic.take() {
-        std::panic::resume_unwind(p);
+    if cx.ctx.panic.is_some() {
+        std::hint::cold_path();
+        if let Some(p) = cx.ctx.panic.take() {
+            std::panic::resume_unwind(p);
+        }
     }
 }
 
@@ -240,16 +244,20 @@ impl Engine {
             stage::<false>(&mut cx, l.back, w);
             w.perr = 0;
         }
-        if w.emit.csum_pending != 0 || w.emit.bw.n != 0 || w.packet.payload_at == NOT_IN_PKT {
+        // (a payload not in the input frame is at `NOT_IN_PKT`, past any frame's end; an offset
+        // past the frame's end, which the lane would copy as nothing, leaves the lane too and the
+        // general path copies nothing either)
+        let at = w.packet.payload_at;
+        if (w.emit.csum_pending | w.emit.bw.n as u64) != 0 || at > frame.len() {
             std::hint::cold_path();
             self.lane_off_deparser(w, port, start, out);
             return;
         }
         // the payload, still in the input frame
-        let pkt = &w.packet.pkt;
+        // SAFETY: `at` is at most the frame's length (checked above)
         w.emit
             .out
-            .extend_from_slice(&pkt[w.packet.payload_at.min(pkt.len())..]);
+            .extend_from_slice(unsafe { frame.get_unchecked(at..) });
         std::mem::swap(&mut w.emit.out, &mut out.data);
         bump(&w.stats.packets_out);
         out.frames.push((port, start..out.data.len()));
