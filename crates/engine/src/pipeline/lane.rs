@@ -292,9 +292,10 @@ impl Engine {
         // the payload, still in the input frame
         // SAFETY: `at` is at most the frame's length (checked above)
         append(&mut w.emit.out, unsafe { frame.get_unchecked(at..) });
+        let end = w.emit.out.len();
         std::mem::swap(&mut w.emit.out, &mut out.data);
+        out.frames.push((port, start..end));
         bump(&w.stats.packets_out);
-        out.frames.push((port, start..out.data.len()));
         // `frame` ends here
         w.packet.pkt.reset();
         // (no panic pending in the context: nothing to drop)
