@@ -322,9 +322,10 @@ impl Engine {
         // the payload, still in the input frame
         let pkt = &w.packet.pkt;
         append_payload(&mut w.emit.out, &pkt[w.packet.payload_at.min(pkt.len())..]);
+        let end = w.emit.out.len();
         std::mem::swap(&mut w.emit.out, &mut out.data);
+        out.frames.push((port, start..end));
         bump(&w.stats.packets_out);
-        out.frames.push((port, start..out.data.len()));
         // `frame` ends here
         w.packet.pkt.reset();
         // (no panic pending in the context: nothing to drop)

@@ -221,3 +221,23 @@ fn a_table_written_between_packets_is_seen_by_the_next() {
         "the new route from packet 4 on"
     );
 }
+
+#[test]
+fn payloads_of_every_short_length_are_copied_whole() {
+    let (a, b) = engines(LANE);
+    // the lane copies tails of 8 to 32 bytes as two overlapping words, others with `memcpy`:
+    // every length from nothing to past 32, each byte distinct
+    let pkts: Vec<Vec<u8>> = (0..=40u8)
+        .map(|n| {
+            let mut p = vec![1, 0, 2, 0, 0xab, 0xcd];
+            p.extend((0..n).map(|i| 0x80 | i));
+            p
+        })
+        .collect();
+    let s = run_seq(&a, &b, &pkts, true, &|_, _| {});
+    for (p, f) in pkts.iter().zip(&s) {
+        let mut want = p.clone();
+        want[3] = 16;
+        assert_eq!(f, &vec![(2, want)], "payload of {} bytes", p.len() - 6);
+    }
+}
