@@ -511,13 +511,24 @@ impl Fx<'_, '_> {
     }
 
     /// The Internet checksum of a sum of at most `lanes` 32-bit lanes: folded with end-around
-    /// carries as many rounds as [`fold_rounds`] finds the sum's bound needs (a folded value
-    /// folds to itself), then complemented.
+    /// carries (`(x & 0xffff) + (x >> 16)`) while the sum's bound passes 32 bits, then, when it
+    /// passes 16, once in 32 bits as `(x + rotl(x, 16)) >> 16` (the upper half of that sum is the
+    /// two halves' sum with its end-around carry: the same value as the folds to 16 bits, in
+    /// fewer instructions), then complemented.
     fn csum_fold(&mut self, mut sum: Value, lanes: usize) -> Value {
-        for _ in 0..fold_rounds(lanes as u64 * 0xffff_ffff) {
+        let mut bound = lanes as u64 * 0xffff_ffff;
+        while bound > 0xffff_ffff {
             let lo = self.b.ins().band_imm_u(sum, 0xffff);
             let hi = self.b.ins().ushr_imm_u(sum, 16);
             sum = self.b.ins().iadd(lo, hi);
+            bound = fold_bound(bound);
+        }
+        if bound > 0xffff {
+            let x = self.b.ins().ireduce(types::I32, sum);
+            let r = self.b.ins().rotl_imm_u(x, 16);
+            let t = self.b.ins().iadd(x, r);
+            let f = self.b.ins().ushr_imm_u(t, 16);
+            sum = self.b.ins().uextend(types::I64, f);
         }
         self.b.ins().bxor_imm_u(sum, 0xffff)
     }
@@ -551,14 +562,19 @@ pub(crate) fn field_stores(
 
 /// How many end-around-carry folds (`x & 0xffff) + (x >> 16)` take any sum up to `bound` below
 /// 2^16: each round's bound is the largest fold of a value up to the previous one.
+#[cfg(test)]
 pub(crate) fn fold_rounds(mut bound: u64) -> u32 {
     let mut rounds = 0;
     while bound > 0xffff {
-        let hi = bound >> 16;
-        // the largest fold: the top half at its maximum with the bound's low half, or one below
-        // it with a full low half
-        bound = (hi + (bound & 0xffff)).max(hi - 1 + 0xffff);
+        bound = fold_bound(bound);
         rounds += 1;
     }
     rounds
+}
+
+/// The largest fold `(x & 0xffff) + (x >> 16)` of any `x` up to `bound` (above 0xffff): the top
+/// half at its maximum with the bound's low half, or one below it with a full low half.
+fn fold_bound(bound: u64) -> u64 {
+    let hi = bound >> 16;
+    (hi + (bound & 0xffff)).max(hi - 1 + 0xffff)
 }
