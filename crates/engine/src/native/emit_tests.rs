@@ -240,7 +240,7 @@ fn whole_byte_fields_are_emitted_field_by_field_as_the_closures_emit_them() {
                 x ^= x >> 7;
                 x ^= x << 17;
                 // all-ones fields often, so the increments carry past the widths
-                if x % 3 == 0 {
+                if x.is_multiple_of(3) {
                     0xff
                 } else {
                     (x >> 24) as u8

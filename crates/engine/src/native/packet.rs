@@ -545,7 +545,7 @@ pub(crate) fn field_stores(
 ) -> Option<Vec<(u32, u32, u32, u32)>> {
     let mut stores = vec![];
     for &(slot, off, _, _, w) in fields {
-        if w % 8 != 0 {
+        if !w.is_multiple_of(8) {
             return None;
         }
         if w == 0 {
