@@ -202,7 +202,8 @@ impl Fx<'_, '_> {
     /// `emit` of a fixed header instance whose fields are all narrow and whose length is whole
     /// bytes, as `emit_static` does it: an invalid header emits nothing; when the output is on a
     /// byte boundary and its buffer has room for the header's 64-bit words, the words are built
-    /// from the fields and stored big-endian after the output's bytes, and the header's deferred
+    /// from the fields and stored big-endian after the output's bytes (a header of whole-byte
+    /// fields without a deferred checksum: each field stored by itself), and the header's deferred
     /// checksum, when due, is summed from those words and patched into the bytes and its field.
     /// Anything else (pending bits, a full buffer) calls back the closure, which takes the
     /// interpreter's path.
@@ -251,14 +252,25 @@ impl Fx<'_, '_> {
         let dst = self.b.ins().iadd(base, len0);
         // output bytes: below the buffer's capacity (checked above), any alignment
         let bytes = MemFlagsData::new().with_notrap();
-        let built = match self.from_bytes_plan(h, &p, words) {
-            Some(written) => self.words_from_bytes(h, &p, words, &written),
-            None => self.words_of_fields(&p, words, None),
+        let from_bytes = self.from_bytes_plan(h, &p, words);
+        let by_field = match (&csum, &from_bytes) {
+            (None, None) => field_stores(&p.fields, words),
+            _ => None,
         };
-        for (k, &word) in built.iter().enumerate() {
-            let be = self.b.ins().bswap(word);
-            self.b.ins().store(bytes, be, dst, (8 * k) as i32);
-        }
+        let built = if let Some(stores) = by_field {
+            self.store_fields(&stores, dst);
+            vec![]
+        } else {
+            let built = match from_bytes {
+                Some(written) => self.words_from_bytes(h, &p, words, &written),
+                None => self.words_of_fields(&p, words, None),
+            };
+            for (k, &word) in built.iter().enumerate() {
+                let be = self.b.ins().bswap(word);
+                self.b.ins().store(bytes, be, dst, (8 * k) as i32);
+            }
+            built
+        };
         let len1 = self.b.ins().iadd_imm_u(len0, len as i64);
         self.b.ins().store(flags, len1, out, Out::OFF_LEN);
         if let Some((bit, f_off, f_slot)) = csum {
@@ -286,6 +298,35 @@ impl Fx<'_, '_> {
             self.store_slot(f_slot, c);
         }
         self.fast_path_end(s, slow, done)
+    }
+
+    /// The fields of [`field_stores`]'s `stores` written big-endian at `dst` one by one, in
+    /// order: each store's bytes past its field are zero, and the next field's store (or the
+    /// bytes past the header, which the output does not count) covers them; the field's bits
+    /// above its width shift out (as the closure's mask drops them).
+    fn store_fields(&mut self, stores: &[(u32, u32, u32, u32)], dst: Value) {
+        let bytes = MemFlagsData::new().with_notrap();
+        for &(slot, off, size, shift) in stores {
+            let v = self.load_slot(slot);
+            let v = if shift > 0 {
+                self.b.ins().ishl_imm_u(v, shift as i64)
+            } else {
+                v
+            };
+            let ty = match size {
+                1 => types::I8,
+                2 => types::I16,
+                4 => types::I32,
+                _ => types::I64,
+            };
+            let v = if size < 8 {
+                self.b.ins().ireduce(ty, v)
+            } else {
+                v
+            };
+            let v = if size > 1 { self.b.ins().bswap(v) } else { v };
+            self.b.ins().store(bytes, v, dst, off as i32);
+        }
     }
 
     /// The end of a statement's fast path (jumping to `done`), then its `slow` path: the
@@ -470,28 +511,70 @@ impl Fx<'_, '_> {
     }
 
     /// The Internet checksum of a sum of at most `lanes` 32-bit lanes: folded with end-around
-    /// carries as many rounds as [`fold_rounds`] finds the sum's bound needs (a folded value
-    /// folds to itself), then complemented.
+    /// carries (`(x & 0xffff) + (x >> 16)`) while the sum's bound passes 32 bits, then, when it
+    /// passes 16, once in 32 bits as `(x + rotl(x, 16)) >> 16` (the upper half of that sum is the
+    /// two halves' sum with its end-around carry: the same value as the folds to 16 bits, in
+    /// fewer instructions), then complemented.
     fn csum_fold(&mut self, mut sum: Value, lanes: usize) -> Value {
-        for _ in 0..fold_rounds(lanes as u64 * 0xffff_ffff) {
+        let mut bound = lanes as u64 * 0xffff_ffff;
+        while bound > 0xffff_ffff {
             let lo = self.b.ins().band_imm_u(sum, 0xffff);
             let hi = self.b.ins().ushr_imm_u(sum, 16);
             sum = self.b.ins().iadd(lo, hi);
+            bound = fold_bound(bound);
+        }
+        if bound > 0xffff {
+            let x = self.b.ins().ireduce(types::I32, sum);
+            let r = self.b.ins().rotl_imm_u(x, 16);
+            let t = self.b.ins().iadd(x, r);
+            let f = self.b.ins().ushr_imm_u(t, 16);
+            sum = self.b.ins().uextend(types::I64, f);
         }
         self.b.ins().bxor_imm_u(sum, 0xffff)
     }
 }
 
+/// The stores that emit a header whose fields are all whole bytes (`HeaderPlan::fields`), field by
+/// field instead of word by word (fewer shifts, masks and merges): per field, (slot, byte offset,
+/// store size in bytes: the smallest of 1, 2, 4, 8 holding the field, left shift putting the
+/// field at the top of the store); `None` when a field is not whole bytes or a store would end
+/// past the `words` 64-bit words checked to be in the buffer.
+pub(crate) fn field_stores(
+    fields: &[(u32, u32, u32, u64, u32)],
+    words: usize,
+) -> Option<Vec<(u32, u32, u32, u32)>> {
+    let mut stores = vec![];
+    for &(slot, off, _, _, w) in fields {
+        if !w.is_multiple_of(8) {
+            return None;
+        }
+        if w == 0 {
+            continue;
+        }
+        let size = (w / 8).next_power_of_two();
+        if (off + size) as usize > words * 8 {
+            return None;
+        }
+        stores.push((slot, off, size, size * 8 - w));
+    }
+    Some(stores)
+}
+
 /// How many end-around-carry folds (`x & 0xffff) + (x >> 16)` take any sum up to `bound` below
 /// 2^16: each round's bound is the largest fold of a value up to the previous one.
+#[cfg(test)]
 pub(crate) fn fold_rounds(mut bound: u64) -> u32 {
     let mut rounds = 0;
     while bound > 0xffff {
-        let hi = bound >> 16;
-        // the largest fold: the top half at its maximum with the bound's low half, or one below
-        // it with a full low half
-        bound = (hi + (bound & 0xffff)).max(hi - 1 + 0xffff);
+        bound = fold_bound(bound);
         rounds += 1;
     }
     rounds
+}
+
+/// The largest fold `(x & 0xffff) + (x >> 16)` of any `x` up to `bound` (above 0xffff): the top
+/// half at its maximum with the bound's low half, or one below it with a full low half.
+fn fold_bound(bound: u64) -> u64 {
+    let hi = bound >> 16;
+    (hi + (bound & 0xffff)).max(hi - 1 + 0xffff)
 }
