@@ -22,7 +22,7 @@
 //!   analysis above rules out any way to make the header valid but `extract`, which writes its
 //!   offset (the fast path) or clears it (the general one).
 
-use super::writes::{walk_all, writes, Writes};
+use super::writes::{every_body, walk_all, writes, Writes};
 use p4sec_ir::Direction;
 use p4sec_ir::{words_for, Expr, ExternArg, HeaderRef, LValue, Program, Stmt};
 use std::collections::HashMap;
@@ -75,20 +75,7 @@ impl Pristine {
                 }
             }
         };
-        let bodies = p
-            .parser
-            .states
-            .iter()
-            .map(|s| &s.body)
-            .chain([
-                &p.verify_checksum.body,
-                &p.ingress.body,
-                &p.egress.body,
-                &p.compute_checksum.body,
-                &p.deparser.body,
-            ])
-            .chain(p.actions.iter().map(|a| &a.body));
-        for b in bodies {
+        for b in every_body(p) {
             walk_all(b, &mut visit);
         }
         if cands.is_empty() {

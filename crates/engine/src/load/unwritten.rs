@@ -21,7 +21,7 @@
 //! which the general extract path and the engine's cold paths that re-parse or replay a saved
 //! state clear), so its never-written fields are the bytes at that offset.
 
-use super::writes::{walk_all, writes, Writes};
+use super::writes::{every_body, walk_all, writes, Writes};
 use p4sec_ir::{words_for, Expr, HeaderRef, LValue, Program, Stmt};
 
 /// The analysis's state as it walks the program.
@@ -112,20 +112,7 @@ impl Unwritten {
             written: vec![vec![]; n],
             everything: false,
         };
-        let bodies = p
-            .parser
-            .states
-            .iter()
-            .map(|s| &s.body)
-            .chain([
-                &p.verify_checksum.body,
-                &p.ingress.body,
-                &p.egress.body,
-                &p.compute_checksum.body,
-                &p.deparser.body,
-            ])
-            .chain(p.actions.iter().map(|a| &a.body));
-        for b in bodies {
+        for b in every_body(p) {
             walk_all(b, &mut |s: &Stmt| match s {
                 // walked into by `walk_all`, or their writes are the actions' own statements
                 // (action bodies are walked too) and the parameters' slots

@@ -2,7 +2,7 @@
 //! `unwritten`) see it, and a walk over every statement of a body.
 
 use p4sec_ir::Direction;
-use p4sec_ir::{Builtin, HeaderRef, LValue, Stmt};
+use p4sec_ir::{Builtin, HeaderRef, LValue, Program, Stmt};
 
 /// Calls `f` on every statement of `b`, nested ones included.
 pub(crate) fn walk_all<'p>(b: &'p [Stmt], f: &mut impl FnMut(&'p Stmt)) {
@@ -78,4 +78,21 @@ pub(crate) fn writes(s: &Stmt) -> Writes<'_> {
         | Stmt::ApplyTable { .. }
         | Stmt::CallAction { .. } => Writes::Everything,
     }
+}
+
+/// Every body of statements of `p`: the parser's states, the controls in pipeline order, then the
+/// actions.
+pub(crate) fn every_body(p: &Program) -> impl Iterator<Item = &[Stmt]> {
+    p.parser
+        .states
+        .iter()
+        .map(|s| &s.body[..])
+        .chain([
+            &p.verify_checksum.body[..],
+            &p.ingress.body[..],
+            &p.egress.body[..],
+            &p.compute_checksum.body[..],
+            &p.deparser.body[..],
+        ])
+        .chain(p.actions.iter().map(|a| &a.body[..]))
 }

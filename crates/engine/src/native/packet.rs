@@ -141,21 +141,12 @@ impl Fx<'_, '_> {
         if !ok {
             return None;
         }
-        let flags = MemFlagsData::trusted();
         let (have, slow, done) = (
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
         );
-        let offs = self
-            .b
-            .ins()
-            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
-        let at = self.b.ins().load(types::I64, flags, offs, (h * 8) as i32);
-        let none = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::Equal, at, crate::NO_OFFSET as i64);
+        let (at, none) = self.recorded_offset(h);
         self.b.ins().brif(none, slow, &[], have, &[]);
         self.b.switch_to_block(have);
         let p = self.packet_at(at, len, slow);
@@ -415,21 +406,12 @@ impl Fx<'_, '_> {
         words: usize,
         written: &[u32],
     ) -> Vec<Value> {
-        let flags = MemFlagsData::trusted();
         let (have, pack, join) = (
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
         );
-        let offs = self
-            .b
-            .ins()
-            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
-        let at = self.b.ins().load(types::I64, flags, offs, (h * 8) as i32);
-        let none = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::Equal, at, crate::NO_OFFSET as i64);
+        let (at, none) = self.recorded_offset(h);
         self.b.ins().brif(none, pack, &[], have, &[]);
         self.b.switch_to_block(have);
         let src = self.packet_at(at, words * 8, pack);
@@ -461,6 +443,22 @@ impl Fx<'_, '_> {
         (0..words)
             .map(|_| self.b.append_block_param(join, types::I64))
             .collect()
+    }
+
+    /// Header `h`'s offset as its extract recorded it in this pass (`Worker::hdr_off`), and whether
+    /// none is recorded.
+    fn recorded_offset(&mut self, h: usize) -> (Value, Value) {
+        let flags = MemFlagsData::trusted();
+        let offs = self
+            .b
+            .ins()
+            .load(self.ptr, flags, self.ctx, Ctx::OFF_HDR_OFF);
+        let at = self.b.ins().load(types::I64, flags, offs, (h * 8) as i32);
+        let none = self
+            .b
+            .ins()
+            .icmp_imm_u(IntCC::Equal, at, crate::NO_OFFSET as i64);
+        (at, none)
     }
 
     /// The address of the `n` packet bytes from byte `at`, in a new block, when they lie in the
