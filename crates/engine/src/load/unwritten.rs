@@ -23,6 +23,7 @@
 
 use super::writes::{every_body, walk_all, writes, Writes};
 use p4sec_ir::{words_for, Expr, HeaderRef, LValue, Program, Stmt};
+use std::collections::HashMap;
 
 /// The analysis's state as it walks the program.
 struct State {
@@ -75,33 +76,32 @@ impl Unwritten {
                 }
             }
         }
-        // per header: its fields' slot ranges (first, past the last)
-        let ranges: Vec<Vec<(u32, u32)>> = p
-            .headers
-            .iter()
-            .map(|h| {
-                h.fields
-                    .iter()
-                    .filter(|f| f.loc.width > 0)
-                    .map(|f| (f.loc.slot, f.loc.slot + words_for(f.loc.width)))
-                    .collect()
-            })
-            .collect();
-        let valid: Vec<u32> = p.headers.iter().map(|h| h.valid.slot).collect();
+        // per slot: the headers whose field (its first slot) or validity (`None`) lies there
+        let mut owners: HashMap<u32, Vec<(usize, Option<u32>)>> = HashMap::new();
+        for (h, hd) in p.headers.iter().enumerate() {
+            for f in hd.fields.iter().filter(|f| f.loc.width > 0) {
+                for s in f.loc.slot..f.loc.slot.saturating_add(words_for(f.loc.width)) {
+                    owners.entry(s).or_default().push((h, Some(f.loc.slot)));
+                }
+            }
+            if hd.valid.width > 0 {
+                owners.entry(hd.valid.slot).or_default().push((h, None));
+            }
+        }
+        let top = owners.keys().max().map_or(0, |&m| m + 1);
         // a write of `l`: the fields it reaches are written; a header it may make valid (any
         // write of its validity but `setInvalid`'s constant 0) no longer qualifies
         let mark = |l: &LValue, zero: bool, st: &mut State| match l {
             LValue::Static(l) if l.width == 0 => {}
             LValue::Static(l) => {
-                let (a, b) = (l.slot, l.slot + words_for(l.width));
-                for (h, rs) in ranges.iter().enumerate() {
-                    for &(x, y) in rs {
-                        if a < y && x < b && !st.written[h].contains(&x) {
-                            st.written[h].push(x);
+                let end = l.slot.saturating_add(words_for(l.width)).min(top);
+                for s in l.slot..end {
+                    for &(h, field) in owners.get(&s).into_iter().flatten() {
+                        match field {
+                            Some(x) => st.written[h].push(x),
+                            None if !zero => st.ok[h] = false,
+                            None => {}
                         }
-                    }
-                    if !zero && a <= valid[h] && valid[h] < b {
-                        st.ok[h] = false;
                     }
                 }
             }
@@ -174,6 +174,7 @@ impl Unwritten {
                 .zip(written)
                 .map(|(ok, mut w)| {
                     w.sort_unstable();
+                    w.dedup();
                     ok.then_some(w)
                 })
                 .collect(),
