@@ -45,24 +45,6 @@ impl<T: Clone> ChunkVec<T> {
         // when its chunk and its place in it are there (two checks, none of which panics)
         self.chunks.get(i / CHUNK)?.get(i % CHUNK)
     }
-    /// [`ChunkVec::get`] with one check (against the length) instead of one per level: a table
-    /// hit's hot line on the packet path.
-    #[inline(always)]
-    pub fn get_fast(&self, i: usize) -> Option<&T> {
-        if i >= self.len {
-            return None;
-        }
-        debug_assert!(i / CHUNK < self.chunks.len() && i % CHUNK < self.chunks[i / CHUNK].len());
-        // SAFETY: every chunk but the last is full and the last holds the rest (`push`, `pop`),
-        // so below `len` chunk `i / CHUNK` is there and holds element `i % CHUNK`
-        unsafe {
-            Some(
-                self.chunks
-                    .get_unchecked(i / CHUNK)
-                    .get_unchecked(i % CHUNK),
-            )
-        }
-    }
     /// Element `i`, its chunk copied first if another version shares it.
     pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
         if i < self.len {

@@ -306,7 +306,7 @@ impl Engine {
                         continue;
                     };
                     match resolve(t, st, ap, &r) {
-                        Ok((a, ind)) => d.set_indirect(i, a, Some(ind)),
+                        Ok((a, ind)) => d.set_indirect(t, i, a, Some(ind)),
                         Err(e) => err = Some(e),
                     }
                 }

@@ -238,7 +238,7 @@ impl Engine {
             }
             let mut n = (**old).clone();
             n.meter = Some(cell);
-            d.replace(i, n);
+            d.replace(t, i, n);
             Ok(())
         })
     }

@@ -48,12 +48,13 @@ pub(crate) struct DefaultWrites {
     pub few: bool,
 }
 
-/// What a hit needs from an entry, kept contiguously beside the entries (one cache line per hit
-/// instead of following the entry's pointer): the action and its arguments when they are held
-/// inline.
-#[derive(Clone, Copy, Debug)]
-#[repr(C, align(32))]
-pub(crate) struct Hot {
+/// What a hit needs from an entry: the action and its arguments when they are held inline. Kept
+/// contiguously beside the entries ([`Hot`], one cache line per hit instead of following the
+/// entry's pointer) and, for a narrow LPM table, in its levels' slots beside the key (a hit reads
+/// it with the key's own slot, not after it).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub(crate) struct HotData {
     pub action: u32,
     /// Number of inline argument words (all the arguments' words, in parameter order, low words
     /// first), or [`Hot::NOT_INLINE`] when the entry's `action.args` must be used or the entry
@@ -64,19 +65,32 @@ pub(crate) struct Hot {
     pub args: [u64; INLINE_ARGS],
 }
 
+/// [`HotData`] aligned to its own half cache line (never split between two lines).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(32))]
+pub(crate) struct Hot(pub HotData);
+
+impl std::ops::Deref for Hot {
+    type Target = HotData;
+    #[inline(always)]
+    fn deref(&self) -> &HotData {
+        &self.0
+    }
+}
+
 impl Hot {
     pub const NOT_INLINE: u8 = u8::MAX;
     pub(super) fn of(e: &Installed) -> Hot {
         let (args, nargs) = e.inline_args.unwrap_or(([0; INLINE_ARGS], Hot::NOT_INLINE));
         let selects = e.indirect.as_deref().is_some_and(Indirect::selects);
-        Hot {
+        Hot(HotData {
             action: e.entry.action.action,
             // an entry that selects its action per packet holds no arguments to write: its count
             // never equals an action's (the lean apply tests only the count on its hot path)
             nargs: if selects { Hot::NOT_INLINE } else { nargs },
             selects,
             args,
-        }
+        })
     }
 }
 

@@ -57,9 +57,9 @@ impl TableData {
     /// from the table's declaration: [`super::lean_of`]; native code's `np_select_lpm32`). The
     /// index it reads holds nothing in a table of any other kind: a miss there.
     #[inline(always)]
-    pub fn lookup_lpm32(&self, k: u64) -> Option<usize> {
+    pub(crate) fn lookup_lpm32(&self, k: u64) -> Option<&super::HotData> {
         debug_assert_eq!(self.lean, Lean::Lpm32);
-        self.lpm32.get(k as u32).map(|i| i as usize)
+        self.lpm32.get_with(k as u32).map(|(_, h)| h)
     }
 
     /// A narrow LPM table: one probe of a 32-bit map per prefix length that may match, longest

@@ -3,20 +3,23 @@
 //! key's top bits, so that a lookup probes only the lengths that may match its key (longest
 //! first) instead of every length the table holds.
 
+use super::entry::HotData;
 use super::map32::Map32;
 
 /// The summary's buckets: at most 2^16 (a 256 KiB array copied with each table version), at least
 /// 2^6, about two per entry in between.
 const MAX_BUCKET_BITS: u32 = 16;
 const MIN_BUCKET_BITS: u32 = 6;
+const FEW_LEVELS: u32 = 6;
 
 /// The levels of a narrow LPM table (prefix lengths 1 to the key's width in `levels`, length 0
 /// apart) and the summary that tells a lookup which of them to probe.
 #[derive(Clone, Debug)]
 pub(super) struct Lpm32 {
-    /// `levels[32 - p]`: the masked keys of prefix length `p` (→ entry index; 32 levels, or none
-    /// when the table is not a narrow LPM one), 32 bytes each, longest first.
-    levels: Vec<Map32>,
+    /// `levels[32 - p]`: the masked keys of prefix length `p` (→ entry index and what a hit on
+    /// the entry needs; 32 levels, or none when the table is not a narrow LPM one), 32 bytes
+    /// each, longest first.
+    levels: Vec<Map32<HotData>>,
     /// `masks[32 - p]`: the key's mask of prefix length `p` (0 past the width).
     masks: [u32; 32],
     /// Per bucket of the key's top `bits` bits: bit `32 - p` set when the level of length `p` may
@@ -29,8 +32,10 @@ pub(super) struct Lpm32 {
     shift: u32,
     /// The number of buckets minus one.
     bucket_mask: u32,
-    /// The entry of prefix length 0, if any (it matches every key).
-    zero: Option<u32>,
+    /// The entry of prefix length 0, if any (it matches every key), and what a hit on it needs.
+    zero: Option<(u32, HotData)>,
+    /// Bit `32 - p` set when the level of length `p` holds a prefix (the summary of every key).
+    held: u32,
     /// Entries held (length 0 included) and deletes since the summary was last rebuilt.
     len: usize,
     stale: usize,
@@ -59,6 +64,7 @@ impl Lpm32 {
             shift: 0,
             bucket_mask: 0,
             zero: None,
+            held: 0,
             len: 0,
             stale: 0,
         };
@@ -69,11 +75,21 @@ impl Lpm32 {
     /// The entry whose prefix is the longest to match key `k` (bits above the width ignored).
     #[inline(always)]
     pub(super) fn get(&self, k: u32) -> Option<u32> {
-        let b = ((k >> self.shift) & self.bucket_mask) as usize;
-        debug_assert!(b < self.summary.len());
-        // SAFETY: the summary has `bucket_mask + 1` buckets (`rebuild`) and `b` is masked to below
-        // that
-        let mut present = unsafe { *self.summary.get_unchecked(b) };
+        self.get_with(k).map(|(i, _)| i)
+    }
+
+    /// [`Lpm32::get`] with what a hit on the entry needs, read from the key's slot.
+    #[inline(always)]
+    pub(super) fn get_with(&self, k: u32) -> Option<(u32, &HotData)> {
+        let mut present = if self.held.count_ones() <= FEW_LEVELS {
+            self.held
+        } else {
+            let b = ((k >> self.shift) & self.bucket_mask) as usize;
+            debug_assert!(b < self.summary.len());
+            // SAFETY: the summary has `bucket_mask + 1` buckets (`rebuild`) and `b` is masked to
+            // below that
+            unsafe { *self.summary.get_unchecked(b) }
+        };
         while present != 0 {
             // the longest length that may match: the lowest bit set
             let top = present.trailing_zeros() as usize;
@@ -81,32 +97,34 @@ impl Lpm32 {
             // SAFETY: a summary bit is set only for a level there is (`mark`): an index of a width
             // has its 32 levels (`new`; none of no width, whose summary stays all zero)
             let level = unsafe { self.levels.get_unchecked(top) };
-            if let Some(i) = level.get(k & self.masks[top]) {
-                return Some(i);
+            if let Some(hit) = level.get_with(k & self.masks[top]) {
+                return Some(hit);
             }
             present &= present - 1;
         }
-        self.zero
+        self.zero.as_ref().map(|(i, h)| (*i, h))
     }
 
     /// The entry of prefix `k` (masked) of length `plen`.
     pub(super) fn get_exact(&self, k: u32, plen: u32) -> Option<u32> {
         match plen {
-            0 => self.zero,
+            0 => self.zero.map(|(i, _)| i),
             p => self.levels.get(level(p)?)?.get(k),
         }
     }
 
-    /// Index entry `i` under prefix `k` (masked) of length `plen` (at most the width).
-    pub(super) fn insert(&mut self, k: u32, plen: u32, i: u32) {
+    /// Index entry `i` under prefix `k` (masked) of length `plen` (at most the width), what a hit
+    /// on it needs `hot` (an entry indexed anew takes its new index and `hot`).
+    pub(super) fn insert(&mut self, k: u32, plen: u32, i: u32, hot: HotData) {
         let fresh = match plen {
-            0 => self.zero.replace(i).is_none(),
+            0 => self.zero.replace((i, hot)).is_none(),
             p => {
                 let Some(l) = level(p).and_then(|j| self.levels.get_mut(j)) else {
                     return;
                 };
                 let fresh = l.get(k).is_none();
-                l.insert(k, i);
+                l.insert_with(k, i, hot);
+                self.held |= 1 << (32 - p);
                 fresh
             }
         };
@@ -128,6 +146,9 @@ impl Lpm32 {
             p => match level(p).and_then(|j| self.levels.get_mut(j)) {
                 Some(l) if l.get(k).is_some() => {
                     l.remove(k);
+                    if l.is_empty() {
+                        self.held &= !(1 << (32 - p));
+                    }
                     true
                 }
                 _ => false,
@@ -150,6 +171,7 @@ impl Lpm32 {
             l.clear();
         }
         self.zero = None;
+        self.held = 0;
         self.len = 0;
         self.rebuild();
     }
@@ -200,6 +222,14 @@ fn level(p: u32) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a hit on entry `i` needs, as the tests give it: action `i`.
+    fn hot(i: u32) -> HotData {
+        HotData {
+            action: i,
+            ..HotData::default()
+        }
+    }
 
     /// The longest matching prefix by scanning every held prefix.
     fn reference(held: &[(u32, u32, u32)], width: u32, k: u32) -> Option<u32> {
@@ -258,7 +288,7 @@ mod tests {
                     } else {
                         held.push((p, l, step));
                     }
-                    t.insert(p, l, step);
+                    t.insert(p, l, step, hot(step));
                 } else {
                     let (p, l, _) = held.swap_remove(r as usize % held.len());
                     t.remove(p, l);
@@ -276,6 +306,10 @@ mod tests {
                         reference(&held, width, k),
                         "width {width}, key {k:#x}"
                     );
+                    // the hit's copy is its entry's, moved with it (an entry's action is its step)
+                    if let Some((i, h)) = t.get_with(k) {
+                        assert_eq!(h.action, i, "width {width}, key {k:#x}");
+                    }
                 }
             }
             for &(p, l, i) in &held {
@@ -290,7 +324,7 @@ mod tests {
     #[test]
     fn high_bits_ignored_and_empty_index_misses() {
         let mut t = Lpm32::new(Some(16), 7);
-        t.insert(0xab00, 8, 1);
+        t.insert(0xab00, 8, 1, hot(1));
         assert_eq!(t.get(0xabcd), Some(1));
         assert_eq!(t.get(0xffff_abcd), Some(1));
         assert_eq!(t.get(0xacff), None);

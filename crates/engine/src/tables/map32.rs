@@ -1,5 +1,6 @@
 //! The hash index of tables whose one key has at most 32 bits ([`Map32`]): 32-bit keys to entry
-//! indices in one flat array of 8-byte slots, open addressing with linear probing, at most 3/8
+//! indices (and, for a map of a value type other than `()`, a copy of what a hit needs, read with
+//! the key) in one flat array of 8-byte slots (plus the value's size), open addressing with linear probing, at most 3/8
 //! full, small maps at most 1/8 (a miss ends at a free slot after fewer than two reads on
 //! average). A probe on the packet
 //! path is one multiply, a shift and (usually) one slot read, against hashbrown's group of
@@ -26,21 +27,30 @@ const MIN_SLOTS: usize = 2;
 /// about one time in eight instead of three), at most 8 KiB each.
 const SPARSE_BELOW: usize = 1024;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 #[repr(C, align(8))]
-struct Slot {
+struct Slot<V> {
     key: u32,
     idx: u32,
+    val: V,
 }
 
-const EMPTY: Slot = Slot { key: 0, idx: FREE };
+impl<V: Default> Slot<V> {
+    fn empty() -> Slot<V> {
+        Slot {
+            key: 0,
+            idx: FREE,
+            val: V::default(),
+        }
+    }
+}
 
-/// 32-bit keys → entry indices (below `u32::MAX`).
+/// 32-bit keys → entry indices (below `u32::MAX`) and a value `V` each (none by default).
 #[derive(Clone, Debug)]
-pub(super) struct Map32 {
+pub(super) struct Map32<V = ()> {
     /// A power of two of slots, never more than 3/8 of them taken (so a probe always meets a
     /// free slot).
-    slots: Box<[Slot]>,
+    slots: Box<[Slot<V>]>,
     /// 64 minus log2 of the number of slots.
     shift: u32,
     /// The odd multiplier of the hash (the table's [`table_seed`]).
@@ -50,16 +60,16 @@ pub(super) struct Map32 {
     len: u32,
 }
 
-impl Map32 {
+impl<V: Copy + Default> Map32<V> {
     /// An empty map hashing with multiplier `seed` (made odd).
-    pub(super) fn new(seed: u64) -> Map32 {
+    pub(super) fn new(seed: u64) -> Map32<V> {
         Map32::with_slots(MIN_SLOTS, seed | 1)
     }
 
-    fn with_slots(n: usize, mul: u64) -> Map32 {
+    fn with_slots(n: usize, mul: u64) -> Map32<V> {
         debug_assert!(n.is_power_of_two() && n >= MIN_SLOTS);
         Map32 {
-            slots: vec![EMPTY; n].into_boxed_slice(),
+            slots: vec![Slot::empty(); n].into_boxed_slice(),
             shift: 64 - n.trailing_zeros(),
             mul,
             len: 0,
@@ -75,18 +85,24 @@ impl Map32 {
     /// The entry index of key `k`.
     #[inline(always)]
     pub(super) fn get(&self, k: u32) -> Option<u32> {
+        self.get_with(k).map(|(i, _)| i)
+    }
+
+    /// The entry index of key `k` and its value.
+    #[inline(always)]
+    pub(super) fn get_with(&self, k: u32) -> Option<(u32, &V)> {
         let mask = self.slots.len() - 1;
         let mut i = self.home(k);
         loop {
             debug_assert!(i < self.slots.len());
             // SAFETY: `home` is below the number of slots (the product's top `64 - shift` bits,
             // and there are `1 << (64 - shift)` slots) and every next index is masked to it
-            let s = unsafe { *self.slots.get_unchecked(i) };
+            let s = unsafe { self.slots.get_unchecked(i) };
             if s.idx == FREE {
                 return None;
             }
             if s.key == k {
-                return Some(s.idx);
+                return Some((s.idx, &s.val));
             }
             // at most 3/8 of the slots are taken: a free one comes
             i = (i + 1) & mask;
@@ -109,21 +125,33 @@ impl Map32 {
         }
     }
 
-    /// Map `k` to entry index `v` (below `u32::MAX`), replacing what it mapped to.
+    /// Map `k` to entry index `v` (below `u32::MAX`), replacing what it mapped to, its value
+    /// the default.
     pub(super) fn insert(&mut self, k: u32, v: u32) {
+        self.insert_with(k, v, V::default())
+    }
+
+    /// Map `k` to entry index `v` (below `u32::MAX`) and value `val`, replacing what it mapped
+    /// to.
+    pub(super) fn insert_with(&mut self, k: u32, v: u32, val: V) {
         debug_assert!(v != FREE);
         let (i, present) = self.find(k);
+        let slot = Slot {
+            key: k,
+            idx: v,
+            val,
+        };
         if present {
-            self.slots[i].idx = v;
+            self.slots[i] = slot;
             return;
         }
         let (n, slots) = (self.len as usize + 1, self.slots.len());
         if n * 8 > slots * 3 || (slots < SPARSE_BELOW && n * 8 > slots) {
             self.grow();
             let (i, _) = self.find(k);
-            self.slots[i] = Slot { key: k, idx: v };
+            self.slots[i] = slot;
         } else {
-            self.slots[i] = Slot { key: k, idx: v };
+            self.slots[i] = slot;
         }
         self.len += 1;
     }
@@ -160,7 +188,7 @@ impl Map32 {
                 hole = j;
             }
         }
-        self.slots[hole] = EMPTY;
+        self.slots[hole] = Slot::empty();
         self.len -= 1;
     }
 
@@ -188,7 +216,7 @@ mod tests {
     /// step, colliding keys and key 0 included, through growth.
     #[test]
     fn agrees_with_hashmap() {
-        let mut m = Map32::new(table_seed());
+        let mut m = Map32::<()>::new(table_seed());
         let mut r: HashMap<u32, u32> = HashMap::new();
         let mut s = 7u64;
         for step in 0..20_000u32 {
@@ -220,7 +248,7 @@ mod tests {
 
     #[test]
     fn empty_and_cleared_maps_miss() {
-        let mut m = Map32::new(table_seed());
+        let mut m = Map32::<()>::new(table_seed());
         assert_eq!(m.get(0), None);
         assert!(m.is_empty());
         m.insert(0, 3);
@@ -243,7 +271,7 @@ mod tests {
         let (s1, s2) = (table_seed(), table_seed());
         assert_ne!(s1, s2);
         assert_eq!((s1 & 1, s2 & 1), (1, 1));
-        let (mut a, mut b) = (Map32::new(s1), Map32::new(s2));
+        let (mut a, mut b) = (Map32::<()>::new(s1), Map32::<()>::new(s2));
         for k in 0..1000u32 {
             a.insert(k << 8, k);
             b.insert(k << 8, k);

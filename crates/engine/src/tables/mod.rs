@@ -28,7 +28,7 @@ pub use api::{
     EntryInfo, EntryWrite, Group, GroupMember, PortStatus, ProfileTarget, TableError,
     TableErrorKind, TableOp, WatchSpec,
 };
-pub(crate) use entry::{DefaultWrites, Hot, Installed, INLINE_ARGS};
+pub(crate) use entry::{DefaultWrites, Hot, HotData, Installed, INLINE_ARGS};
 pub(crate) use keys::DIRECT_BITS;
 pub use keys::{KEY_WORDS, MAX_KEY_WORDS};
 pub(crate) use lookup::field_matches;

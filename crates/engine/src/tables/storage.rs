@@ -311,17 +311,20 @@ impl TableData {
     }
 
     fn index_add(&mut self, t: &Table, i: usize) {
-        let e = self.entries[i].entry.clone();
+        // (the entry's own `Arc`, not a copy of the entry: the index is changed through `self`)
+        let inst = Arc::clone(&self.entries[i]);
+        let e = &inst.entry;
         match self.kind {
             Kind::Exact => {
-                let (k, _) = self.index_key(t, &e);
+                let (k, _) = self.index_key(t, e);
                 self.exact.insert(&k, i);
             }
             Kind::Lpm => {
-                let (k, plen) = self.index_key(t, &e);
+                let (k, plen) = self.index_key(t, e);
                 let plen = plen.unwrap_or(0);
                 if self.lpm_narrow() {
-                    self.lpm32.insert(k[0] as u32, plen, i as u32);
+                    self.lpm32
+                        .insert(k[0] as u32, plen, i as u32, self.hot[i].0);
                     return;
                 }
                 let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
@@ -357,21 +360,23 @@ impl TableData {
                 let n = self.order.len();
                 let in_order = self.order.iter().map(|&j| &ents[j].entry);
                 self.scan.rebuild(t, in_order, n);
-                let (mask, k) = self.tss_key(t, &e);
+                let (mask, k) = self.tss_key(t, e);
                 self.tss.add(&mask, &k, key(i), i as u32);
             }
         }
     }
 
     fn index_remove(&mut self, t: &Table, i: usize) {
-        let e = self.entries[i].entry.clone();
+        // (the entry's own `Arc`, not a copy of the entry: the index is changed through `self`)
+        let inst = Arc::clone(&self.entries[i]);
+        let e = &inst.entry;
         match self.kind {
             Kind::Exact => {
-                let (k, _) = self.index_key(t, &e);
+                let (k, _) = self.index_key(t, e);
                 self.exact.remove(&k);
             }
             Kind::Lpm => {
-                let (k, plen) = self.index_key(t, &e);
+                let (k, plen) = self.index_key(t, e);
                 let plen = plen.unwrap_or(0);
                 if self.lpm_narrow() {
                     self.lpm32.remove(k[0] as u32, plen);
@@ -391,7 +396,7 @@ impl TableData {
                 let n = self.order.len();
                 let in_order = self.order.iter().map(|&j| &ents[j].entry);
                 self.scan.rebuild(t, in_order, n);
-                let (mask, k) = self.tss_key(t, &e);
+                let (mask, k) = self.tss_key(t, e);
                 self.tss.remove(&mask, &k, i as u32);
             }
         }
@@ -510,14 +515,18 @@ impl TableData {
         );
         inst.indirect = indirect;
         inst.keep_idle_state(old);
-        self.replace(i, inst);
+        self.replace(t, i, inst);
         Ok(())
     }
 
     /// Replace entry `i` (same match) with `inst`.
-    pub fn replace(&mut self, i: usize, inst: Installed) {
+    pub fn replace(&mut self, t: &Table, i: usize, inst: Installed) {
         self.hot[i] = Hot::of(&inst);
         self.entries[i] = Arc::new(inst);
+        if self.lpm_narrow() {
+            // the copy of what a hit needs in the key's slot
+            self.index_add(t, i);
+        }
     }
 
     /// What a hit on entry `i` needs (see [`Hot`]).
@@ -532,12 +541,6 @@ impl TableData {
         self.hot.get(i)
     }
 
-    /// [`TableData::hot_get`] with one bounds check (the packet path's hit).
-    #[inline(always)]
-    pub fn hot_fast(&self, i: usize) -> Option<&Hot> {
-        self.hot.get_fast(i)
-    }
-
     /// Set the idle timeout of the entry with this match (0: none); its idle period starts anew.
     pub fn set_idle_timeout(
         &mut self,
@@ -550,13 +553,19 @@ impl TableData {
         let mut n = (*self.entries[i]).clone();
         n.idle_timeout_ns = ns;
         n.idle_notified = AtomicU64::new(u64::MAX);
-        self.replace(i, n);
+        self.replace(t, i, n);
         Ok(())
     }
 
     /// Give entry `i` another action and reference (a member or group of its action profile
     /// changed), keeping its match, counters and meter.
-    pub fn set_indirect(&mut self, i: usize, action: ActionCall, indirect: Option<Arc<Indirect>>) {
+    pub fn set_indirect(
+        &mut self,
+        t: &Table,
+        i: usize,
+        action: ActionCall,
+        indirect: Option<Arc<Indirect>>,
+    ) {
         let Some(old) = self.entries.get(i) else {
             return;
         };
@@ -573,7 +582,7 @@ impl TableData {
         );
         inst.indirect = indirect;
         inst.keep_idle_state(old);
-        self.replace(i, inst);
+        self.replace(t, i, inst);
     }
 
     pub fn delete(&mut self, t: &Table, e: &TableEntry) -> Result<TableEntry, TableError> {

@@ -8,7 +8,7 @@
 
 use super::{np_select, ApplySite, Ctx};
 use crate::pipeline::match_action::arg_plan::ArgPlan;
-use crate::tables::{Hot, TableData};
+use crate::tables::{HotData, TableData};
 use crate::worker::Stats;
 use crate::Engine;
 use p4sec_ir::Loc;
@@ -34,16 +34,19 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
             return np_select::<E>(ctx, site, k);
         };
         // the helper is chosen for tables of the shape only (`lpm32_helpers`)
-        (data as *const TableData, data.lookup_lpm32(k))
+        let hit = data.lookup_lpm32(k).map(|h| h as *const HotData);
+        (data as *const TableData, hit)
     };
     // the engine, the worker and the table read anew, the worker and the table only once
     // nothing is left to hand on (not kept in registers through the lookup and the checks, which
     // would take registers this frame then saves and restores)
     let (data, found) = (&*found.0, found.1);
     let a = match found {
-        Some(i) => {
+        Some(h) => {
+            // (in the table version, which the worker's snapshot keeps alive)
+            let h = &*h;
             let e = std::ptr::read_volatile(&(*ctx).e);
-            let Some((a, plan, h)) = hit_plan(&e.match_action.arg_plans, data, i) else {
+            let Some((a, plan)) = hit_plan(&e.match_action.arg_plans, h) else {
                 return np_select::<E>(ctx, site, k);
             };
             let w = &mut *std::ptr::read_volatile(&(*ctx).w);
@@ -112,8 +115,8 @@ impl Engine {
         }
         let (slots, stats) = (&mut w.slots[..], &*w.stats);
         match data.lookup_lpm32(k) {
-            Some(i) => {
-                let (a, plan, h) = hit_plan(&self.match_action.arg_plans, data, i)?;
+            Some(h) => {
+                let (a, plan) = hit_plan(&self.match_action.arg_plans, h)?;
                 plan.write(slots, &h.args);
                 marked::<true>(slots, stats, ti, true, a, hit, action_run);
                 Some(a)
@@ -126,23 +129,18 @@ impl Engine {
     }
 }
 
-/// A hit on entry `i` of table version `data` whose arguments its action's plan (in `plans`)
-/// writes: the action, its plan and the entry's hot line. `None` for any other entry (one that
-/// selects its action per packet, or whose arguments are not inline). Panics nowhere.
+/// A hit on an entry (`h`, what a hit needs, as its key's slot holds it) whose arguments its
+/// action's plan (in `plans`) writes: the action and its plan. `None` for any other entry (one
+/// that selects its action per packet, or whose arguments are not inline). Panics nowhere.
 #[inline(always)]
-fn hit_plan<'a>(
-    plans: &'a [ArgPlan],
-    data: &'a TableData,
-    i: usize,
-) -> Option<(usize, &'a ArgPlan, &'a Hot)> {
-    let h = data.hot_fast(i)?;
+fn hit_plan<'a>(plans: &'a [ArgPlan], h: &HotData) -> Option<(usize, &'a ArgPlan)> {
     let a = h.action as usize;
     let plan = plans.get(a)?;
     // a selecting entry never has the plan's count (`Hot::of`)
     if h.nargs != plan.words {
         return None;
     }
-    Some((a, plan, h))
+    Some((a, plan))
 }
 
 /// A miss in table `ti`'s version `data`, whose default action writes at most

@@ -304,6 +304,18 @@ fn lpm_applies_agree_with_the_longest_match() {
                 m.routes.push((p, l, a));
             }
         }
+        // every third route given another action in place (the copy of what a hit needs, kept
+        // in its key's slot, follows)
+        for (t, m) in [(t1, &mut m1), (t2, &mut m2)] {
+            let width = m.width;
+            for r in m.routes.iter_mut().step_by(3) {
+                let a = Act::Fwd(0x90 + r.1 as u8, r.0 as u64 ^ 0x5a5a);
+                for e in &es {
+                    e.table_modify(t, route(e, width, r.0, r.1, a)).unwrap();
+                }
+                r.2 = a;
+            }
+        }
         // a /0 route in t1, t2's default changed to one of few words, then back to a default of
         // more words than the fast path writes
         if round == 1 {
