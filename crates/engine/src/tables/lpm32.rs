@@ -21,8 +21,8 @@ const FEW_LEVELS: u32 = 6;
 #[derive(Clone, Debug)]
 pub(super) struct Lpm32 {
     /// `levels[32 - p]`: the masked keys of prefix length `p` (→ entry index and what a hit on
-    /// the entry needs; 32 levels, or none when the table is not a narrow LPM one), 32 bytes
-    /// each, longest first.
+    /// the entry needs; 32 levels, or none when the table is not a narrow LPM one), longest
+    /// first.
     levels: Vec<Map32<HotData>>,
     /// `masks[32 - p]`: the key's mask of prefix length `p` (0 past the width).
     masks: [u32; 32],
@@ -105,7 +105,7 @@ impl Lpm32 {
             // SAFETY: a summary bit is set only for a level there is (`mark`): an index of a width
             // has its 32 levels (`new`; none of no width, whose summary stays all zero)
             let level = unsafe { self.levels.get_unchecked(top) };
-            if let Some(hit) = level.get_with(k & self.masks[top]) {
+            if let Some(hit) = level.get_taken(k & self.masks[top]) {
                 return Some(hit);
             }
             present &= present - 1;

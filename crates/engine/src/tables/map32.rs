@@ -1,11 +1,13 @@
 //! The hash index of tables whose one key has at most 32 bits ([`Map32`]): 32-bit keys to entry
 //! indices (and, for a map of a value type other than `()`, a copy of what a hit needs, read with
-//! the key) in one flat array of 8-byte slots (plus the value's size), open addressing with linear probing, at most 3/8
-//! full, small maps at most 1/8 (a miss ends at a free slot after fewer than two reads on
-//! average). A probe on the packet
-//! path is one multiply, a shift and (usually) one slot read, against hashbrown's group of
-//! control bytes, tag broadcast and masks per map; cloning a table version copies the array as
-//! it is (8 bytes per slot, 21 to 43 bytes per key).
+//! the key) in one flat array of 8-byte slots (plus the value's size), open addressing with
+//! linear probing, at most 3/8 full, small maps at most 1/8 (a miss ends at a free slot after
+//! fewer than two reads on average). A probe on the packet path is one multiply, a shift and
+//! (usually) one slot read, against hashbrown's group of control bytes, tag broadcast and masks
+//! per map; cloning a table version copies the array as it is (8 bytes per slot, 21 to 43 bytes
+//! per key, plus the value's). A bit per slot says whether it is taken: a probe that may miss
+//! (an LPM level longer than the key's match) reads that bit first and, when its home slot is
+//! free, not the slot's line.
 //!
 //! The slot of a key is the top bits of the key times the map's multiplier (multiply-shift
 //! hashing), an odd number drawn at random for each table ([`table_seed`]): which keys collide
@@ -55,9 +57,11 @@ pub(super) struct Map32<V = ()> {
     shift: u32,
     /// The odd multiplier of the hash (the table's [`table_seed`]).
     mul: u64,
-    /// Keys held (fewer than 2^32: entry indices are `u32`s); 32 bits, so that a map takes 32
-    /// bytes.
+    /// Keys held (fewer than 2^32: entry indices are `u32`s).
     len: u32,
+    /// One bit per slot, set when the slot holds a key (a word per 64 slots): a probe whose home
+    /// slot is free is answered from here, without reading the slot's line.
+    taken: Box<[u64]>,
 }
 
 impl<V: Copy + Default> Map32<V> {
@@ -73,6 +77,7 @@ impl<V: Copy + Default> Map32<V> {
             shift: 64 - n.trailing_zeros(),
             mul,
             len: 0,
+            taken: vec![0; n.div_ceil(64)].into_boxed_slice(),
         }
     }
 
@@ -109,6 +114,32 @@ impl<V: Copy + Default> Map32<V> {
         }
     }
 
+    /// [`Map32::get_with`] that first reads the home slot's bit in `taken` (a small array, mostly
+    /// in the cache): a key whose home slot is free misses without a read of the slots.
+    #[inline(always)]
+    pub(super) fn get_taken(&self, k: u32) -> Option<(u32, &V)> {
+        let i = self.home(k);
+        debug_assert!(i / 64 < self.taken.len());
+        // SAFETY: `home` is below the number of slots, and `taken` has a bit per slot
+        let w = unsafe { *self.taken.get_unchecked(i / 64) };
+        if w >> (i % 64) & 1 == 0 {
+            return None;
+        }
+        self.get_with(k)
+    }
+
+    /// Slot `i` set to `s`, its bit in `taken` with it.
+    #[inline]
+    fn put(&mut self, i: usize, s: Slot<V>) {
+        let bit = 1u64 << (i % 64);
+        if s.idx == FREE {
+            self.taken[i / 64] &= !bit;
+        } else {
+            self.taken[i / 64] |= bit;
+        }
+        self.slots[i] = s;
+    }
+
     /// Where key `k` is, or the free slot where it would go.
     fn find(&self, k: u32) -> (usize, bool) {
         let mask = self.slots.len() - 1;
@@ -142,16 +173,16 @@ impl<V: Copy + Default> Map32<V> {
             val,
         };
         if present {
-            self.slots[i] = slot;
+            self.put(i, slot);
             return;
         }
         let (n, slots) = (self.len as usize + 1, self.slots.len());
         if n * 8 > slots * 3 || (slots < SPARSE_BELOW && n * 8 > slots) {
             self.grow();
             let (i, _) = self.find(k);
-            self.slots[i] = slot;
+            self.put(i, slot);
         } else {
-            self.slots[i] = slot;
+            self.put(i, slot);
         }
         self.len += 1;
     }
@@ -160,7 +191,7 @@ impl<V: Copy + Default> Map32<V> {
         let mut n = Map32::with_slots(self.slots.len() * 2, self.mul);
         for s in self.slots.iter().filter(|s| s.idx != FREE) {
             let (i, _) = n.find(s.key);
-            n.slots[i] = *s;
+            n.put(i, *s);
         }
         n.len = self.len;
         *self = n;
@@ -184,11 +215,11 @@ impl<V: Copy + Default> Map32<V> {
             // `s` may move into the hole if its probe passes the hole on its way to `j`
             let home = self.home(s.key);
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-                self.slots[hole] = s;
+                self.put(hole, s);
                 hole = j;
             }
         }
-        self.slots[hole] = Slot::empty();
+        self.put(hole, Slot::empty());
         self.len -= 1;
     }
 
@@ -239,6 +270,11 @@ mod tests {
             }
             assert_eq!(m.get(k), r.get(&k).copied(), "step {step}, key {k:#x}");
             assert_eq!(m.len as usize, r.len());
+            // every slot's bit says whether it holds a key, and the probe through it agrees
+            for (i, sl) in m.slots.iter().enumerate() {
+                assert_eq!(m.taken[i / 64] >> (i % 64) & 1 == 1, sl.idx != FREE);
+            }
+            assert_eq!(m.get_taken(k), m.get_with(k));
             assert!(m.len as usize * 8 <= m.slots.len() * 3);
         }
         for k in (0..512u32).chain((0..512).map(|x| x * 0x0100_0000 | 0xffff_0000)) {
