@@ -78,6 +78,26 @@ impl std::ops::Deref for Hot {
     }
 }
 
+impl HotData {
+    /// The hit's action and argument count in one word, as a narrow LPM table's hit maps hold it
+    /// beside the arguments: the action in the low 24 bits, the count (or [`Hot::NOT_INLINE`])
+    /// above. An entry that selects its action per packet, or of an action of 2^24 - 1 or more,
+    /// has action 0 and count `NOT_INLINE` (a count no action's plan has: the lean apply leaves
+    /// it to the general one). Never `u32::MAX` (a free slot's).
+    pub(crate) fn code(&self) -> u32 {
+        if self.selects || self.action >= (1 << 24) - 1 {
+            return (Hot::NOT_INLINE as u32) << 24;
+        }
+        (self.nargs as u32) << 24 | self.action
+    }
+
+    /// The action and argument count of a [`HotData::code`].
+    #[inline(always)]
+    pub(crate) fn decode(code: u32) -> (usize, u8) {
+        ((code & 0xff_ffff) as usize, (code >> 24) as u8)
+    }
+}
+
 impl Hot {
     pub const NOT_INLINE: u8 = u8::MAX;
     pub(super) fn of(e: &Installed) -> Hot {

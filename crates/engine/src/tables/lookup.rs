@@ -57,9 +57,9 @@ impl TableData {
     /// from the table's declaration: [`super::lean_of`]; native code's `np_select_lpm32`). The
     /// index it reads holds nothing in a table of any other kind: a miss there.
     #[inline(always)]
-    pub(crate) fn lookup_lpm32(&self, k: u64) -> Option<&super::HotData> {
+    pub(crate) fn lookup_lpm32(&self, k: u64) -> Option<(u32, &super::HitArgs)> {
         debug_assert_eq!(self.lean, Lean::Lpm32);
-        self.lpm32.get_with(k as u32).map(|(_, h)| h)
+        self.lpm32.get_hit(k as u32)
     }
 
     /// A narrow LPM table: one probe of a 32-bit map per prefix length that may match, longest

@@ -3,8 +3,14 @@
 //! key's top bits, so that a lookup probes only the lengths that may match its key (longest
 //! first) instead of every length the table holds.
 
-use super::entry::HotData;
-use super::map32::Map32;
+use super::entry::{HotData, INLINE_ARGS};
+use super::map32::{Align32, Map32};
+
+/// A hit's inline argument words, as a level's hit map holds them beside the key.
+pub(crate) type HitArgs = [u64; INLINE_ARGS];
+/// A level's map of what a hit needs: key → the hit's code ([`HotData::code`]) and arguments, in
+/// 32-byte slots each within one cache line.
+type HitMap = Map32<HitArgs, Align32>;
 
 /// The summary's buckets: at most 2^16 (a 256 KiB array copied with each table version), at least
 /// 2^6, about two per entry in between.
@@ -20,10 +26,12 @@ const FEW_LEVELS: u32 = 6;
 /// apart) and the summary that tells a lookup which of them to probe.
 #[derive(Clone, Debug)]
 pub(super) struct Lpm32 {
-    /// `levels[32 - p]`: the masked keys of prefix length `p` (→ entry index and what a hit on
-    /// the entry needs; 32 levels, or none when the table is not a narrow LPM one), longest
-    /// first.
-    levels: Vec<Map32<HotData>>,
+    /// `levels[32 - p]`: the masked keys of prefix length `p` (→ entry index; 32 levels, or none
+    /// when the table is not a narrow LPM one), longest first.
+    levels: Vec<Map32>,
+    /// `hits[32 - p]`: the same keys → what a hit on their entry needs, the key and the hit in
+    /// one cache line (native code's lookup reads only these).
+    hits: Vec<HitMap>,
     /// `masks[32 - p]`: the key's mask of prefix length `p` (0 past the width).
     masks: [u32; 32],
     /// Per bucket of the key's top `bits` bits: bit `32 - p` set when the level of length `p` may
@@ -36,8 +44,9 @@ pub(super) struct Lpm32 {
     shift: u32,
     /// The number of buckets minus one.
     bucket_mask: u32,
-    /// The entry of prefix length 0, if any (it matches every key), and what a hit on it needs.
-    zero: Option<(u32, HotData)>,
+    /// The entry of prefix length 0, if any (it matches every key), and what a hit on it needs
+    /// (its code and arguments).
+    zero: Option<(u32, u32, HitArgs)>,
     /// Bit `32 - p` set when the level of length `p` holds a prefix (the summary of every key).
     held: u32,
     /// `held` when it has at most [`FEW_LEVELS`] bits set (a lookup probes those levels), else 0
@@ -53,17 +62,16 @@ impl Lpm32 {
     /// with `seed`; `None` makes an index of no levels (other tables).
     pub(super) fn new(width: Option<u32>, seed: u64) -> Lpm32 {
         let width = width.unwrap_or(0).min(32);
-        let levels = if width == 0 {
-            vec![]
-        } else {
-            (0..32).map(|_| Map32::new(seed)).collect()
-        };
+        let n = if width == 0 { 0 } else { 32 };
+        let levels = (0..n).map(|_| Map32::new(seed)).collect();
+        let hits = (0..n).map(|_| Map32::new(seed)).collect();
         let mut masks = [0u32; 32];
         for p in 1..=width {
             masks[32 - p as usize] = (u32::MAX >> (32 - p)) << (width - p);
         }
         let mut l = Lpm32 {
             levels,
+            hits,
             masks,
             summary: vec![],
             width,
@@ -83,12 +91,30 @@ impl Lpm32 {
     /// The entry whose prefix is the longest to match key `k` (bits above the width ignored).
     #[inline(always)]
     pub(super) fn get(&self, k: u32) -> Option<u32> {
-        self.get_with(k).map(|(i, _)| i)
+        match self.probe(&self.levels, k) {
+            Some((i, _)) => Some(i),
+            None => self.zero.map(|(i, _, _)| i),
+        }
     }
 
-    /// [`Lpm32::get`] with what a hit on the entry needs, read from the key's slot.
+    /// What a hit on the entry [`Lpm32::get`] finds needs: its code ([`HotData::code`]) and
+    /// arguments, read from its key's slot in the level's hit map.
     #[inline(always)]
-    pub(super) fn get_with(&self, k: u32) -> Option<(u32, &HotData)> {
+    pub(super) fn get_hit(&self, k: u32) -> Option<(u32, &HitArgs)> {
+        match self.probe(&self.hits, k) {
+            Some(hit) => Some(hit),
+            None => self.zero.as_ref().map(|(_, c, a)| (*c, a)),
+        }
+    }
+
+    /// The longest level of `maps` (the levels or the hit maps, alike in their keys) holding key
+    /// `k` masked to its length: the word and value its slot holds.
+    #[inline(always)]
+    fn probe<'a, V: Copy + Default, A: Copy>(
+        &self,
+        maps: &'a [Map32<V, A>],
+        k: u32,
+    ) -> Option<(u32, &'a V)> {
         let mut present = if self.direct != 0 {
             self.direct
         } else {
@@ -101,37 +127,40 @@ impl Lpm32 {
         while present != 0 {
             // the longest length that may match: the lowest bit set
             let top = present.trailing_zeros() as usize;
-            debug_assert_eq!(self.levels.len(), 32);
-            // SAFETY: a summary bit is set only for a level there is (`mark`): an index of a width
-            // has its 32 levels (`new`; none of no width, whose summary stays all zero)
-            let level = unsafe { self.levels.get_unchecked(top) };
+            debug_assert_eq!(maps.len(), 32);
+            // SAFETY: a bit of the summary or of `direct` is set only for a level there is (`mark`,
+            // `insert`): an index of a width has its 32 levels and hit maps (`new`; none of no
+            // width, whose summary and `direct` stay all zero)
+            let level = unsafe { maps.get_unchecked(top) };
             if let Some(hit) = level.get_taken(k & self.masks[top]) {
                 return Some(hit);
             }
             present &= present - 1;
         }
-        self.zero.as_ref().map(|(i, h)| (*i, h))
+        None
     }
 
     /// The entry of prefix `k` (masked) of length `plen`.
     pub(super) fn get_exact(&self, k: u32, plen: u32) -> Option<u32> {
         match plen {
-            0 => self.zero.map(|(i, _)| i),
+            0 => self.zero.map(|(i, _, _)| i),
             p => self.levels.get(level(p)?)?.get(k),
         }
     }
 
     /// Index entry `i` under prefix `k` (masked) of length `plen` (at most the width), what a hit
     /// on it needs `hot` (an entry indexed anew takes its new index and `hot`).
-    pub(super) fn insert(&mut self, k: u32, plen: u32, i: u32, hot: HotData) {
+    pub(super) fn insert(&mut self, k: u32, plen: u32, i: u32, hot: &HotData) {
         let fresh = match plen {
-            0 => self.zero.replace((i, hot)).is_none(),
+            0 => self.zero.replace((i, hot.code(), hot.args)).is_none(),
             p => {
-                let Some(l) = level(p).and_then(|j| self.levels.get_mut(j)) else {
+                let Some(j) = level(p).filter(|&j| j < self.levels.len()) else {
                     return;
                 };
+                let l = &mut self.levels[j];
                 let fresh = l.get(k).is_none();
-                l.insert_with(k, i, hot);
+                l.insert(k, i);
+                self.hits[j].insert_with(k, hot.code(), hot.args);
                 self.set_held(self.held | 1 << (32 - p));
                 fresh
             }
@@ -151,9 +180,11 @@ impl Lpm32 {
     pub(super) fn remove(&mut self, k: u32, plen: u32) {
         let held = match plen {
             0 => self.zero.take().is_some(),
-            p => match level(p).and_then(|j| self.levels.get_mut(j)) {
-                Some(l) if l.get(k).is_some() => {
+            p => match level(p).filter(|&j| j < self.levels.len()) {
+                Some(j) if self.levels[j].get(k).is_some() => {
+                    let l = &mut self.levels[j];
                     l.remove(k);
+                    self.hits[j].remove(k);
                     if l.is_empty() {
                         self.set_held(self.held & !(1 << (32 - p)));
                     }
@@ -177,6 +208,9 @@ impl Lpm32 {
     pub(super) fn clear(&mut self) {
         for l in &mut self.levels {
             l.clear();
+        }
+        for h in &mut self.hits {
+            h.clear();
         }
         self.zero = None;
         self.set_held(0);
@@ -306,7 +340,7 @@ mod tests {
                     } else {
                         held.push((p, l, step));
                     }
-                    t.insert(p, l, step, hot(step));
+                    t.insert(p, l, step, &hot(step));
                 } else {
                     let (p, l, _) = held.swap_remove(r as usize % held.len());
                     t.remove(p, l);
@@ -325,9 +359,12 @@ mod tests {
                         "width {width}, key {k:#x}"
                     );
                     // the hit's copy is its entry's, moved with it (an entry's action is its step)
-                    if let Some((i, h)) = t.get_with(k) {
-                        assert_eq!(h.action, i, "width {width}, key {k:#x}");
-                    }
+                    let want = t.get(k).map(|i| hot(i).code());
+                    assert_eq!(
+                        t.get_hit(k).map(|(c, _)| c),
+                        want,
+                        "width {width}, key {k:#x}"
+                    );
                 }
             }
             for &(p, l, i) in &held {
@@ -349,7 +386,7 @@ mod tests {
                 0x0a0b_0c0d & (u32::MAX << (32 - l)),
                 l,
                 j as u32,
-                hot(j as u32),
+                &hot(j as u32),
             );
             assert_eq!(
                 t.direct != 0,
@@ -367,14 +404,14 @@ mod tests {
         t.remove(0x0a0b_0c0d, 32);
         assert_ne!(t.direct, 0);
         assert_eq!(t.get(0x0a0b_0c0d), Some(5));
-        assert_eq!(t.get_with(0x0a0b_0c0d).map(|(_, h)| h.action), Some(5));
+        assert_eq!(t.get_hit(0x0a0b_0c0d).map(|(c, _)| c), Some(hot(5).code()));
     }
 
     /// Bits above the key's width do not change the answer, and a table of no levels misses.
     #[test]
     fn high_bits_ignored_and_empty_index_misses() {
         let mut t = Lpm32::new(Some(16), 7);
-        t.insert(0xab00, 8, 1, hot(1));
+        t.insert(0xab00, 8, 1, &hot(1));
         assert_eq!(t.get(0xabcd), Some(1));
         assert_eq!(t.get(0xffff_abcd), Some(1));
         assert_eq!(t.get(0xacff), None);

@@ -29,17 +29,27 @@ const MIN_SLOTS: usize = 2;
 /// about one time in eight instead of three), at most 8 KiB each.
 const SPARSE_BELOW: usize = 1024;
 
+/// A slot: a key, the word it maps to and its value, aligned to at least 8 bytes and to `A`'s
+/// alignment (a zero-sized marker such as [`Align32`]).
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(8))]
-struct Slot<V> {
+struct Slot<V, A> {
+    _align: [A; 0],
     key: u32,
     idx: u32,
     val: V,
 }
 
-impl<V: Default> Slot<V> {
-    fn empty() -> Slot<V> {
+/// The alignment marker of a map whose slots are 32 bytes: each slot then lies within one cache
+/// line (a probe reads one line).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(align(32))]
+pub(super) struct Align32;
+
+impl<V: Default, A> Slot<V, A> {
+    fn empty() -> Slot<V, A> {
         Slot {
+            _align: [],
             key: 0,
             idx: FREE,
             val: V::default(),
@@ -47,12 +57,13 @@ impl<V: Default> Slot<V> {
     }
 }
 
-/// 32-bit keys → entry indices (below `u32::MAX`) and a value `V` each (none by default).
+/// 32-bit keys → entry indices (or any other word below `u32::MAX`) and a value `V` each (none
+/// by default), the slots aligned as `A` is.
 #[derive(Clone, Debug)]
-pub(super) struct Map32<V = ()> {
+pub(super) struct Map32<V = (), A = ()> {
     /// A power of two of slots, never more than 3/8 of them taken (so a probe always meets a
     /// free slot).
-    slots: Box<[Slot<V>]>,
+    slots: Box<[Slot<V, A>]>,
     /// 64 minus log2 of the number of slots.
     shift: u32,
     /// The odd multiplier of the hash (the table's [`table_seed`]).
@@ -64,13 +75,13 @@ pub(super) struct Map32<V = ()> {
     taken: Box<[u64]>,
 }
 
-impl<V: Copy + Default> Map32<V> {
+impl<V: Copy + Default, A: Copy> Map32<V, A> {
     /// An empty map hashing with multiplier `seed` (made odd).
-    pub(super) fn new(seed: u64) -> Map32<V> {
+    pub(super) fn new(seed: u64) -> Map32<V, A> {
         Map32::with_slots(MIN_SLOTS, seed | 1)
     }
 
-    fn with_slots(n: usize, mul: u64) -> Map32<V> {
+    fn with_slots(n: usize, mul: u64) -> Map32<V, A> {
         debug_assert!(n.is_power_of_two() && n >= MIN_SLOTS);
         Map32 {
             slots: vec![Slot::empty(); n].into_boxed_slice(),
@@ -130,7 +141,7 @@ impl<V: Copy + Default> Map32<V> {
 
     /// Slot `i` set to `s`, its bit in `taken` with it.
     #[inline]
-    fn put(&mut self, i: usize, s: Slot<V>) {
+    fn put(&mut self, i: usize, s: Slot<V, A>) {
         let bit = 1u64 << (i % 64);
         if s.idx == FREE {
             self.taken[i / 64] &= !bit;
@@ -168,6 +179,7 @@ impl<V: Copy + Default> Map32<V> {
         debug_assert!(v != FREE);
         let (i, present) = self.find(k);
         let slot = Slot {
+            _align: [],
             key: k,
             idx: v,
             val,
@@ -279,6 +291,25 @@ mod tests {
         }
         for k in (0..512u32).chain((0..512).map(|x| x * 0x0100_0000 | 0xffff_0000)) {
             assert_eq!(m.get(k), r.get(&k).copied(), "key {k:#x}");
+        }
+    }
+
+    /// A map of 24-byte values aligned as `Align32` has 32-byte slots starting on 32-byte
+    /// boundaries (each within one cache line), and keeps its values through growth and removals.
+    #[test]
+    fn aligned_slots_keep_their_values() {
+        assert_eq!(std::mem::size_of::<Slot<[u64; 3], Align32>>(), 32);
+        let mut m = Map32::<[u64; 3], Align32>::new(table_seed());
+        for k in 0..3000u32 {
+            m.insert_with(k * 7, k, [k as u64, !(k as u64), 3]);
+        }
+        for k in (0..3000u32).step_by(3) {
+            m.remove(k * 7);
+        }
+        assert_eq!(m.slots.as_ptr() as usize % 32, 0);
+        for k in 0..3000u32 {
+            let want = (k % 3 != 0).then(|| (k, [k as u64, !(k as u64), 3]));
+            assert_eq!(m.get_taken(k * 7).map(|(i, v)| (i, *v)), want, "key {k}");
         }
     }
 

@@ -32,6 +32,7 @@ pub(crate) use entry::{DefaultWrites, Hot, HotData, Installed, INLINE_ARGS};
 pub(crate) use keys::DIRECT_BITS;
 pub use keys::{KEY_WORDS, MAX_KEY_WORDS};
 pub(crate) use lookup::field_matches;
+pub(crate) use lpm32::HitArgs;
 pub use profiles::profile_table;
 pub(crate) use storage::{lean_of, Lean, TableData};
 pub use validate::{validate_action, validate_entry};

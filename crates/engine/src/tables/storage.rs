@@ -323,8 +323,7 @@ impl TableData {
                 let (k, plen) = self.index_key(t, e);
                 let plen = plen.unwrap_or(0);
                 if self.lpm_narrow() {
-                    self.lpm32
-                        .insert(k[0] as u32, plen, i as u32, self.hot[i].0);
+                    self.lpm32.insert(k[0] as u32, plen, i as u32, &self.hot[i]);
                     return;
                 }
                 let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {

@@ -8,7 +8,7 @@
 
 use super::{np_select, ApplySite, Ctx};
 use crate::pipeline::match_action::arg_plan::ArgPlan;
-use crate::tables::{HotData, TableData};
+use crate::tables::{HitArgs, HotData, TableData};
 use crate::worker::Stats;
 use crate::Engine;
 use p4sec_ir::Loc;
@@ -34,7 +34,7 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
             return np_select::<E>(ctx, site, k);
         };
         // the helper is chosen for tables of the shape only (`lpm32_helpers`)
-        let hit = data.lookup_lpm32(k).map(|h| h as *const HotData);
+        let hit = data.lookup_lpm32(k).map(|(c, a)| (c, a as *const HitArgs));
         (data as *const TableData, hit)
     };
     // the engine, the worker and the table read anew, the worker and the table only once
@@ -42,18 +42,18 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
     // would take registers this frame then saves and restores)
     let (data, found) = (&*found.0, found.1);
     let a = match found {
-        Some(h) => {
+        Some((code, args)) => {
             // (in the table version, which the worker's snapshot keeps alive)
-            let h = &*h;
+            let args = &*args;
             let e = std::ptr::read_volatile(&(*ctx).e);
-            let Some((a, plan)) = hit_plan(&e.match_action.arg_plans, h) else {
+            let Some((a, plan)) = hit_plan(&e.match_action.arg_plans, code) else {
                 return np_select::<E>(ctx, site, k);
             };
             let w = &mut *std::ptr::read_volatile(&(*ctx).w);
             let s = &*site;
             let ti = std::ptr::read_volatile(&s.table);
             let (slots, stats) = (&mut w.slots[..], &*w.stats);
-            plan.write(slots, &h.args);
+            plan.write(slots, args);
             marked::<M>(slots, stats, ti, true, a, &s.hit, &s.action_run);
             a
         }
@@ -115,9 +115,9 @@ impl Engine {
         }
         let (slots, stats) = (&mut w.slots[..], &*w.stats);
         match data.lookup_lpm32(k) {
-            Some(h) => {
-                let (a, plan) = hit_plan(&self.match_action.arg_plans, h)?;
-                plan.write(slots, &h.args);
+            Some((code, args)) => {
+                let (a, plan) = hit_plan(&self.match_action.arg_plans, code)?;
+                plan.write(slots, args);
                 marked::<true>(slots, stats, ti, true, a, hit, action_run);
                 Some(a)
             }
@@ -129,15 +129,15 @@ impl Engine {
     }
 }
 
-/// A hit on an entry (`h`, what a hit needs, as its key's slot holds it) whose arguments its
+/// A hit on an entry (`code`, [`HotData::code`], as its key's slot holds it) whose arguments its
 /// action's plan (in `plans`) writes: the action and its plan. `None` for any other entry (one
 /// that selects its action per packet, or whose arguments are not inline). Panics nowhere.
 #[inline(always)]
-fn hit_plan<'a>(plans: &'a [ArgPlan], h: &HotData) -> Option<(usize, &'a ArgPlan)> {
-    let a = h.action as usize;
+fn hit_plan(plans: &[ArgPlan], code: u32) -> Option<(usize, &ArgPlan)> {
+    let (a, nargs) = HotData::decode(code);
     let plan = plans.get(a)?;
-    // a selecting entry never has the plan's count (`Hot::of`)
-    if h.nargs != plan.words {
+    // a selecting entry never has the plan's count (`HotData::code`)
+    if nargs != plan.words {
         return None;
     }
     Some((a, plan))
