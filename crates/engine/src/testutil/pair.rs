@@ -1,9 +1,11 @@
 //! Both engines of a test program (the closure one and the native one), each with the worker and
 //! the output a switch keeps across packets: the output's buffer has room and is cleared before
 //! each packet, so the native engine's generated emit writes into it itself (a fresh `Outputs` has
-//! no room and sends every emit back to its closure). Tests run each packet on both and compare.
+//! no room and sends every emit back to its closure). Tests run each packet on both and compare;
+//! helpers build the table entries they insert into both.
 
 use crate::{Backend, Engine, Outputs, Worker};
+use p4sec_ir::*;
 use std::cell::{RefCell, RefMut};
 use std::fmt::Display;
 use std::ops::Deref;
@@ -86,4 +88,64 @@ pub(crate) fn first_frame(
     let [a, b] = es.map(|e| e.frames(pkt, fresh).into_iter().next().map(|f| f.1));
     assert_eq!(a, b, "closure vs native, {what}");
     b
+}
+
+/// A value of `width` bits (at most 128) holding `x`, masked to the width.
+pub(crate) fn value(width: u32, x: u128) -> Value {
+    let x = if width >= 128 {
+        x
+    } else {
+        x & ((1 << width) - 1)
+    };
+    Value {
+        width,
+        words: (0..width.div_ceil(64))
+            .map(|i| (x >> (64 * i)) as u64)
+            .collect(),
+    }
+}
+
+/// The index of action `name` in `e`'s program.
+pub(crate) fn action_index(e: &Engine, name: &str) -> usize {
+    e.prog
+        .actions
+        .iter()
+        .position(|a| a.name == name)
+        .unwrap_or_else(|| panic!("no action {name}"))
+}
+
+/// A call of action `name` with `args` (each at the width of its parameter).
+pub(crate) fn call(e: &Engine, name: &str, args: &[u128]) -> ActionCall {
+    let i = action_index(e, name);
+    let params = &e.prog.actions[i].params;
+    assert_eq!(params.len(), args.len(), "arguments of {name}");
+    ActionCall {
+        action: i as u32,
+        args: params
+            .iter()
+            .zip(args)
+            .map(|(p, &x)| value(p.loc.width, x))
+            .collect(),
+    }
+}
+
+/// An entry of a one-key LPM table: `prefix`/`len` of a `width`-bit key runs `action`.
+pub(crate) fn lpm(width: u32, prefix: u64, len: u32, action: ActionCall) -> TableEntry {
+    TableEntry {
+        matches: vec![FieldMatch::Lpm {
+            value: Value::new(width, prefix),
+            prefix_len: len,
+        }],
+        action,
+        priority: 0,
+    }
+}
+
+/// An entry of a one-key exact table: `key` of a `width`-bit key runs `action`.
+pub(crate) fn exact(width: u32, key: u64, action: ActionCall) -> TableEntry {
+    TableEntry {
+        matches: vec![FieldMatch::Exact(Value::new(width, key))],
+        action,
+        priority: 0,
+    }
 }
