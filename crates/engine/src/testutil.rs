@@ -1,9 +1,14 @@
 //! Helpers the engine's stage tests share: an engine from P4 source, a one-header program, the
-//! IPv4 router and its packets.
+//! IPv4 router and its packets; `pair`: both engines of a program, each with a worker and an output
+//! kept across packets, and the table entries tests insert into both; `two_tables`: the program
+//! of the one-key apply tests.
 
 use crate::*;
 use p4sec_ir::*;
 use std::sync::Arc;
+
+pub(crate) mod pair;
+pub(crate) mod two_tables;
 
 pub(crate) fn engine(src: &str) -> Engine {
     let prog = p4sec_frontend::compile_str("test.p4", src, &Default::default())

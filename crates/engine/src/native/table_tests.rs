@@ -4,6 +4,7 @@
 //! and the default action.
 
 use super::tests::{coverage, engines, run};
+use crate::testutil::pair::Kept;
 use crate::Engine;
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
 
@@ -53,7 +54,7 @@ fn entry(e: &Engine, action: &str, m: FieldMatch, v: u64, priority: i32) -> Tabl
 }
 
 /// (oa, ob, oc, hits) of the frame both engines emit for keys a, b, c.
-fn out(x: &Engine, y: &Engine, a: u8, b: u16, c: u8) -> [u8; 4] {
+fn out(x: &Kept, y: &Kept, a: u8, b: u16, c: u8) -> [u8; 4] {
     let mut pkt = vec![a];
     pkt.extend(b.to_be_bytes());
     pkt.extend([c, 0, 0, 0, 0]);

@@ -6,18 +6,14 @@
 use super::Coverage;
 use crate::load::compile::{self, Cx};
 use crate::testutil::one_header_program;
-use crate::{Backend, Engine, Outputs, Worker};
-use std::sync::Arc;
+use crate::testutil::pair::{self, first_frame, Kept};
+use crate::Backend;
 
-pub(super) fn engines(src: &str) -> (Engine, Engine) {
-    let prog = Arc::new(
-        p4sec_frontend::compile_str("test.p4", src, &Default::default())
-            .unwrap_or_else(|e| panic!("{e}")),
-    );
-    let reg = crate::test_externs::registry();
-    let a = Engine::with_backend(prog.clone(), &reg, Backend::Closure).unwrap();
-    let b = Engine::with_backend(prog, &reg, Backend::Native).unwrap();
-    assert_eq!(b.backend(), Backend::Native);
+/// The closure and the native engine of `src`, each with the worker and the output (its buffer
+/// with room) that [`run`] keeps across the packets of a test, as a switch keeps them: the native
+/// engine's generated emit writes into that output itself.
+pub(super) fn engines(src: &str) -> (Kept, Kept) {
+    let [a, b] = pair::engines(src);
     (a, b)
 }
 
@@ -35,21 +31,14 @@ pub(super) fn coverage(src: &str) -> Coverage {
     super::compile(&cx, &mut code).expect("a code generator for this machine")
 }
 
-/// The frame each backend emits for `pkt` (asserted equal), or `None` when dropped.
-pub(super) fn run(a: &Engine, b: &Engine, pkt: &[u8]) -> Option<Vec<u8>> {
-    let mut outs = vec![];
-    for e in [a, b] {
-        let mut w = Worker::new(e);
-        let mut o = Outputs::default();
-        e.process(&mut w, 0, pkt, &mut o);
-        outs.push(o.iter().map(|(_, f)| f.to_vec()).next());
-    }
-    assert_eq!(outs[0], outs[1], "closure vs native for {pkt:02x?}");
-    outs.pop().unwrap()
+/// The frame each backend emits for `pkt` (asserted equal), or `None` when dropped: through the
+/// worker and the output each engine keeps.
+pub(super) fn run(a: &Kept, b: &Kept, pkt: &[u8]) -> Option<Vec<u8>> {
+    first_frame([a, b], pkt, false, &format_args!("{pkt:02x?}"))
 }
 
 /// Both backends on a few hundred pseudo-random packets of `len` bytes.
-pub(super) fn agree_on_random(a: &Engine, b: &Engine, len: usize) {
+pub(super) fn agree_on_random(a: &Kept, b: &Kept, len: usize) {
     let mut x = 0x2545f4914f6cdd1du64;
     for _ in 0..400 {
         let pkt: Vec<u8> = (0..len)

@@ -5,116 +5,46 @@
 //! entries modified, deleted and the default changed between packets, on both engines against a
 //! model.
 
-use crate::testutil::one_header_program;
-use crate::{Backend, Engine, Outputs, Worker};
+use crate::testutil::pair::{self, Kept};
+use crate::testutil::two_tables::{self, shown, Act};
+use crate::{Engine, Outputs, Worker};
 use p4sec_ir::*;
 use std::collections::HashMap;
-use std::sync::Arc;
 
-const INGRESS: &str = "    action fwd(bit<8> v, bit<128> key) { hdr.h.o = v; hdr.h.k = key; }
-    action big(bit<8> v, bit<128> key, bit<64> z) { hdr.h.o = v; hdr.h.k = key ^ (bit<128>)z; }
-    table t1 { key = { hdr.h.port : exact; } actions = { fwd; big; NoAction; }
-               default_action = fwd(0xd0, 0x0102030405060708090a0b0c0d0e0f10); }
-    table t2 { key = { hdr.h.port : exact; } actions = { fwd; big; NoAction; }
-               default_action = big(0xe0, 0xffeeddccbbaa99887766554433221100, 0x5a5a); }
-    apply {
-        sm.egress_spec = 1;
-        hdr.h.hits = 0;
-        if (hdr.h.sel == 0) {
-            switch (t1.apply().action_run) {
-                fwd: { hdr.h.run = 1; }
-                big: { hdr.h.run = 2; }
-                NoAction: { hdr.h.run = 3; }
-            }
-        } else {
-            if (t2.apply().hit) { hdr.h.hits = 1; }
-        }
-    }";
+/// t1's default action.
+const T1_DEFAULT: Act = Act::Fwd(0xd0, 0x0102030405060708090a0b0c0d0e0f10);
 
-/// What an entry does: fwd(v, key), big(v, key, z) or NoAction.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Act {
-    Fwd(u8, u128),
-    Big(u8, u128, u64),
-    No,
-}
-
-fn engines() -> [Engine; 2] {
-    let src = one_header_program(
-        "bit<7> pad; bit<9> port; bit<8> sel; bit<8> o; bit<128> k; bit<8> hits; bit<8> run;",
-        INGRESS,
-    );
-    let prog =
-        Arc::new(p4sec_frontend::compile_str("direct.p4", &src, &Default::default()).unwrap());
-    let a = Engine::with_backend(prog.clone(), &[], Backend::Closure).unwrap();
-    let b = Engine::with_backend(prog, &[], Backend::Native).unwrap();
-    assert_eq!(b.backend(), Backend::Native);
-    [a, b]
-}
-
-fn v128(x: u128) -> Value {
-    Value {
-        width: 128,
-        words: vec![x as u64, (x >> 64) as u64],
-    }
-}
-
-fn call(e: &Engine, a: Act) -> ActionCall {
-    let id = |n: &str| e.prog.actions.iter().position(|a| a.name == n).unwrap() as u32;
-    match a {
-        Act::Fwd(v, k) => ActionCall {
-            action: id("I.fwd"),
-            args: vec![Value::new(8, v as u64), v128(k)],
-        },
-        Act::Big(v, k, z) => ActionCall {
-            action: id("I.big"),
-            args: vec![Value::new(8, v as u64), v128(k), Value::new(64, z)],
-        },
-        Act::No => ActionCall {
-            action: id("NoAction"),
-            args: vec![],
-        },
-    }
+/// Both engines of the program: t1 and t2 on a 9-bit exact key (`port`), `fwd`'s key of 128
+/// bits.
+fn engines() -> [Kept; 2] {
+    pair::engines(&two_tables::program(
+        "bit<7> pad; bit<9> port;",
+        128,
+        ["hdr.h.port : exact;", "hdr.h.port : exact;"],
+        T1_DEFAULT,
+        false,
+    ))
 }
 
 fn entry(e: &Engine, port: u16, a: Act) -> TableEntry {
-    TableEntry {
-        matches: vec![FieldMatch::Exact(Value::new(9, port as u64))],
-        action: call(e, a),
-        priority: 0,
-    }
+    pair::exact(9, port.into(), a.call(e))
 }
 
 /// (o, k, hits, run) of a packet on `port` through t1 (`sel` 0) or t2, the same on both engines.
-fn out(es: &[Engine; 2], ws: &mut [Worker; 2], port: u16, sel: u8) -> (u8, u128, u8, u8) {
-    let mut pkt = port.to_be_bytes().to_vec();
-    pkt.push(sel);
-    pkt.extend([0u8; 19]);
-    let mut frames = vec![];
-    for (e, w) in es.iter().zip(ws.iter_mut()) {
-        let mut o = Outputs::default();
-        e.process(w, 0, &pkt, &mut o);
-        frames.push(o.iter().map(|(_, f)| f.to_vec()).next().expect("forwarded"));
-    }
-    assert_eq!(
-        frames[0], frames[1],
-        "closure vs native, port {port}, sel {sel}"
-    );
-    let f = &frames[0];
-    let k = u128::from_be_bytes(f[4..20].try_into().unwrap());
-    (f[3], k, f[20], f[21])
+fn out(es: &[Kept; 2], port: u16, sel: u8) -> (u8, u128, u8, u8) {
+    shown(
+        es,
+        &port.to_be_bytes(),
+        sel,
+        &format_args!("port {port}, sel {sel}"),
+    )
 }
 
 /// What the model says a packet on `port` gets: (o, k, hit, action_run mark).
 fn want(held: &HashMap<u16, Act>, default: Act, port: u16) -> (u8, u128, u8, u8) {
-    let (a, hit) = match held.get(&port) {
-        Some(a) => (*a, 1),
-        None => (default, 0),
-    };
-    match a {
-        Act::Fwd(v, k) => (v, k, hit, 1),
-        Act::Big(v, k, z) => (v, k ^ z as u128, hit, 2),
-        Act::No => (0, 0, hit, 3),
+    match held.get(&port) {
+        Some(a) => a.shows(true),
+        None => default.shows(false),
     }
 }
 
@@ -126,7 +56,6 @@ fn direct_exact_tables_of_few_entries_follow_changes() {
     for n in 1..=9u16 {
         let es = engines();
         let [t1, t2] = ["I.t1", "I.t2"].map(|t| es[0].table_index(t).unwrap());
-        let mut ws = [Worker::new(&es[0]), Worker::new(&es[1])];
         let mut held: HashMap<u16, Act> = HashMap::new();
         let act = |i: u16, round: u16| {
             let k = (0x1111_2222_3333_4444_u128 << 64 | 0x5555_6666_7777_8888)
@@ -144,16 +73,16 @@ fn direct_exact_tables_of_few_entries_follow_changes() {
             }
             held.insert(port(i), act(i, 0));
         }
-        let d1 = Act::Fwd(0xd0, 0x0102030405060708090a0b0c0d0e0f10);
-        let mut d2 = Act::Big(0xe0, 0xffeeddccbbaa99887766554433221100, 0x5a5a);
-        let probe = |ws: &mut [Worker; 2], held: &HashMap<u16, Act>, d2: Act| {
+        let d1 = T1_DEFAULT;
+        let mut d2 = two_tables::T2_DEFAULT;
+        let probe = |held: &HashMap<u16, Act>, d2: Act| {
             let (mut hits, mut misses) = (0, 0);
             for i in 0..n + 3 {
                 let p = port(i);
-                let (o, k, _, run) = out(&es, ws, p, 0);
+                let (o, k, _, run) = out(&es, p, 0);
                 let (wo, wk, wh, wr) = want(held, d1, p);
                 assert_eq!((o, k, run), (wo, wk, wr), "t1, {n} entries, port {p}");
-                let (o, k, hit, _) = out(&es, ws, p, 1);
+                let (o, k, hit, _) = out(&es, p, 1);
                 let (wo, wk, _, _) = want(held, d2, p);
                 assert_eq!((o, k, hit), (wo, wk, wh), "t2, {n} entries, port {p}");
                 if wh == 1 {
@@ -164,7 +93,7 @@ fn direct_exact_tables_of_few_entries_follow_changes() {
             }
             (hits, misses)
         };
-        let (h0, m0) = probe(&mut ws, &held, d2);
+        let (h0, m0) = probe(&held, d2);
         assert_eq!((h0, m0), (n as u64, 3));
         // every entry's action modified, then every other one deleted, then the default changed
         for i in 0..n {
@@ -173,7 +102,7 @@ fn direct_exact_tables_of_few_entries_follow_changes() {
             }
             held.insert(port(i), act(i, 1));
         }
-        let (h1, m1) = probe(&mut ws, &held, d2);
+        let (h1, m1) = probe(&held, d2);
         for i in (0..n).step_by(2) {
             for (e, t) in es.iter().flat_map(|e| [(e, t1), (e, t2)]) {
                 e.table_delete(t, &entry(e, port(i), Act::No)).unwrap();
@@ -182,9 +111,9 @@ fn direct_exact_tables_of_few_entries_follow_changes() {
         }
         d2 = Act::Fwd(0x77, u128::MAX - 5);
         for e in &es {
-            e.table_set_default(t2, call(e, d2)).unwrap();
+            e.table_set_default(t2, d2.call(e)).unwrap();
         }
-        let (h2, m2) = probe(&mut ws, &held, d2);
+        let (h2, m2) = probe(&held, d2);
         assert_eq!(h2 + m2, n as u64 + 3);
         assert_eq!(h2, (n / 2) as u64);
         for e in &es {
@@ -210,12 +139,7 @@ fn select_direct_takes_its_cases_and_leaves_the_rest() {
     // a packet refreshes the worker's snapshots
     e.process(&mut w, 0, &[0u8; 22], &mut Outputs::default());
     let before = e.table_stats(t1);
-    let fwd = e
-        .prog
-        .actions
-        .iter()
-        .position(|a| a.name == "I.fwd")
-        .unwrap();
+    let fwd = pair::action_index(e, "I.fwd");
     let params = e.match_action.param_words[fwd].clone();
     assert_eq!(e.select_direct(&mut w, t1, 5, &None, &None), Ok(fwd));
     let got: Vec<u64> = params.iter().map(|p| w.slots[p.0 as usize]).collect();
@@ -226,12 +150,7 @@ fn select_direct_takes_its_cases_and_leaves_the_rest() {
     assert_eq!(e.table_stats(t1), (before.0 + 1, before.1 + 1));
     // not inline: the entry handed on, nothing written or counted; t2's default of four words
     // left to the lean path
-    let big = e
-        .prog
-        .actions
-        .iter()
-        .position(|a| a.name == "I.big")
-        .unwrap();
+    let big = pair::action_index(e, "I.big");
     let bigp = e.match_action.param_words[big].clone();
     let slots = w.slots.clone();
     let Err(Some(i)) = e.select_direct(&mut w, t1, 6, &None, &None) else {

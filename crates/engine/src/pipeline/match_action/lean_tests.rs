@@ -5,9 +5,9 @@
 //! counted.
 
 use crate::testutil::one_header_program;
-use crate::{Backend, Engine, Outputs, Worker};
+use crate::testutil::pair::{self, call, first_frame, Kept};
+use crate::Engine;
 use p4sec_ir::*;
-use std::sync::Arc;
 
 const INGRESS: &str = "    action set(bit<8> v, bit<16> w) { hdr.h.o1 = v; hdr.h.o2 = w; }
     action sx(bit<8> v) { hdr.h.ox = v; }
@@ -26,80 +26,48 @@ const INGRESS: &str = "    action set(bit<8> v, bit<16> w) { hdr.h.o1 = v; hdr.h
     }";
 
 /// The closure and the native engine of the test program.
-fn engines() -> [Engine; 2] {
-    let src = one_header_program(
+fn engines() -> [Kept; 2] {
+    pair::engines(&one_header_program(
         "bit<32> d; bit<16> x; bit<8> o1; bit<16> o2; bit<8> ox; bit<8> hits;",
         INGRESS,
-    );
-    let prog = Arc::new(p4sec_frontend::compile_str("lean.p4", &src, &Default::default()).unwrap());
-    let a = Engine::with_backend(prog.clone(), &[], Backend::Closure).unwrap();
-    let b = Engine::with_backend(prog, &[], Backend::Native).unwrap();
-    assert_eq!(b.backend(), Backend::Native);
-    [a, b]
-}
-
-fn action(e: &Engine, name: &str) -> u32 {
-    e.prog.actions.iter().position(|a| a.name == name).unwrap() as u32
+    ))
 }
 
 fn route(e: &Engine, prefix: u32, len: u32, v: u64, w: u64) -> TableEntry {
-    TableEntry {
-        matches: vec![FieldMatch::Lpm {
-            value: Value::new(32, prefix as u64),
-            prefix_len: len,
-        }],
-        action: ActionCall {
-            action: action(e, "I.set"),
-            args: vec![Value::new(8, v), Value::new(16, w)],
-        },
-        priority: 0,
-    }
+    pair::lpm(
+        32,
+        prefix.into(),
+        len,
+        call(e, "I.set", &[v.into(), w.into()]),
+    )
 }
 
 fn exact(e: &Engine, x: u16, v: Option<u64>) -> TableEntry {
-    TableEntry {
-        matches: vec![FieldMatch::Exact(Value::new(16, x as u64))],
-        action: match v {
-            Some(v) => ActionCall {
-                action: action(e, "I.sx"),
-                args: vec![Value::new(8, v)],
-            },
-            None => ActionCall {
-                action: action(e, "NoAction"),
-                args: vec![],
-            },
-        },
-        priority: 0,
-    }
+    let action = match v {
+        Some(v) => call(e, "I.sx", &[v.into()]),
+        None => call(e, "NoAction", &[]),
+    };
+    pair::exact(16, x.into(), action)
 }
 
-/// (o1, o2, ox, hits) for keys `d` and `x`, the same on both engines (each with its worker).
-fn out(es: &[Engine; 2], ws: &mut [Worker; 2], d: u32, x: u16) -> (u8, u16, u8, u8) {
+/// (o1, o2, ox, hits) for keys `d` and `x`, the same on both engines (through the workers they
+/// keep, or new ones when `fresh`).
+fn out(es: &[Kept; 2], d: u32, x: u16, fresh: bool) -> (u8, u16, u8, u8) {
     let mut pkt = d.to_be_bytes().to_vec();
     pkt.extend(x.to_be_bytes());
     pkt.extend([0u8; 5]);
-    let mut frames = vec![];
-    for (e, w) in es.iter().zip(ws.iter_mut()) {
-        let mut o = Outputs::default();
-        e.process(w, 0, &pkt, &mut o);
-        frames.push(o.iter().map(|(_, f)| f.to_vec()).next().expect("forwarded"));
-    }
-    assert_eq!(
-        frames[0], frames[1],
-        "closure vs native for d={d:#x} x={x:#x}"
-    );
-    let f = &frames[0];
+    let what = format_args!("d={d:#x} x={x:#x}");
+    let f = first_frame([&es[0], &es[1]], &pkt, fresh, &what).expect("forwarded");
     (f[6], u16::from_be_bytes([f[7], f[8]]), f[9], f[10])
 }
 
 #[test]
 fn lpm_longest_prefix_default_route_and_deletes_across_versions() {
     let es = engines();
-    let mut ws = [Worker::new(&es[0]), Worker::new(&es[1])];
     let tl = es[0].table_index("I.tl").unwrap();
     // empty table: the default action with its arguments
-    assert_eq!(out(&es, &mut ws, 0x0a01_0203, 0).0, 0xd0);
-    assert_eq!(out(&es, &mut ws, 0x0a01_0203, 0).1, 0xbeef);
+    assert_eq!(out(&es, 0x0a01_0203, 0, false).0, 0xd0);
+    assert_eq!(out(&es, 0x0a01_0203, 0, false).1, 0xbeef);
     // overlapping prefixes, inserted shortest last so that the order of inserts does not matter
     let routes = [
         (0x0a01_0203, 32, 32),
@@ -114,8 +82,7 @@ fn lpm_longest_prefix_default_route_and_deletes_across_versions() {
         }
     }
     let hit = |d| {
-        let mut ws = [Worker::new(&es[0]), Worker::new(&es[1])];
-        let (o1, o2, _, hits) = out(&es, &mut ws, d, 0);
+        let (o1, o2, _, hits) = out(&es, d, 0, true);
         (o1, o2, hits & 1)
     };
     assert_eq!(hit(0x0a01_0203), (32, 0x120, 1));
@@ -146,7 +113,7 @@ fn lpm_longest_prefix_default_route_and_deletes_across_versions() {
     assert_eq!(hit(0x0a01_0204), (0x61, 0x6161, 1));
     assert_eq!(hit(0x0b00_0000), (0xd0, 0xbeef, 0));
     // the worker made before the changes sees them too (its snapshot is refreshed)
-    assert_eq!(out(&es, &mut ws, 0x0a01_0204, 0).0, 0x61);
+    assert_eq!(out(&es, 0x0a01_0204, 0, false).0, 0x61);
 }
 
 #[test]
@@ -156,22 +123,22 @@ fn hits_and_misses_are_counted_and_the_lean_path_is_taken() {
     for e in &es {
         e.table_insert(tl, route(e, 0x0a00_0000, 8, 1, 2)).unwrap();
     }
-    let mut ws = [Worker::new(&es[0]), Worker::new(&es[1])];
     for i in 0..10u32 {
         let d = if i % 5 == 0 {
             0x0b00_0000
         } else {
             0x0a00_0000 | i
         };
-        out(&es, &mut ws, d, 0);
+        out(&es, d, 0, false);
     }
     for e in &es {
         assert_eq!(e.table_stats(tl), (8, 2), "{:?}", e.backend());
     }
     // the native engine's version of the table is of the lean shape, and an untraced packet's
     // lookup takes it: the hit's arguments in the action's parameters
-    let (e, w) = (&es[1], &mut ws[1]);
-    let set = action(e, "I.set") as usize;
+    let (e, mut w) = (&es[1], es[1].worker());
+    let w = &mut *w;
+    let set = pair::action_index(e, "I.set");
     assert_eq!(e.select_lean(w, tl, 0x0a00_0001, &None, &None), Some(set));
     let params = &e.match_action.param_words[set];
     assert_eq!(w.slots[params[0].0 as usize], 1);
@@ -213,9 +180,8 @@ fn exact_narrow_index_follows_many_changes() {
             model.insert(key(i), None);
         }
     }
-    let mut ws = [Worker::new(&es[0]), Worker::new(&es[1])];
     for i in 0..700u16 {
-        let (_, _, ox, hits) = out(&es, &mut ws, 0, key(i));
+        let (_, _, ox, hits) = out(&es, 0, key(i), false);
         match model.get(&key(i)) {
             Some(Some(v)) => assert_eq!((ox, hits & 2), (*v, 0), "key {}", key(i)),
             Some(None) => assert_eq!((ox, hits & 2), (0, 2), "key {}", key(i)),
@@ -282,7 +248,6 @@ fn lpm_many_lengths_against_a_scan() {
         }
         held.remove(&(p, l));
     }
-    let mut ws = [Worker::new(&es[0]), Worker::new(&es[1])];
     let mut hits = 0;
     for j in 0..3000usize {
         // addresses inside routes held or deleted, and anywhere
@@ -294,7 +259,7 @@ fn lpm_many_lengths_against_a_scan() {
             .rev()
             .find_map(|l| held.get(&(d & mask(l), l)))
             .map(|&v| (v, v as u16 * 3, 1));
-        let (o1, o2, _, h) = out(&es, &mut ws, d, 0);
+        let (o1, o2, _, h) = out(&es, d, 0, false);
         assert_eq!(
             (o1, o2, h & 1),
             want.unwrap_or((0xd0, 0xbeef, 0)),

@@ -4,88 +4,28 @@
 //! routes deleted, re-added and modified between packets of the same workers, on both engines
 //! against a model of the longest match.
 
-use crate::testutil::one_header_program;
-use crate::{Backend, Engine, Outputs, Worker};
+use crate::testutil::pair::{self, lpm, Kept};
+use crate::testutil::two_tables::{self, shown, Act};
+use crate::{Engine, Outputs, Worker};
 use p4sec_ir::*;
-use std::sync::Arc;
 
-const INGRESS: &str = "    action fwd(bit<8> v, bit<48> m) { hdr.h.o = v; hdr.h.k = (bit<128>)m; }
-    action big(bit<8> v, bit<128> key, bit<64> z) { hdr.h.o = v; hdr.h.k = key ^ (bit<128>)z; }
-    table t1 { key = { hdr.h.dst : lpm; } actions = { fwd; big; NoAction; }
-               default_action = fwd(0xd0, 0x0a0b0c0d0e0f); }
-    table t2 { key = { hdr.h.low : lpm; } actions = { fwd; big; NoAction; }
-               default_action = big(0xe0, 0xffeeddccbbaa99887766554433221100, 0x5a5a); }
-    apply {
-        sm.egress_spec = 1;
-        hdr.h.hits = 0;
-        if (hdr.h.sel == 2) {
-            t1.apply();
-        } else if (hdr.h.sel == 0) {
-            switch (t1.apply().action_run) {
-                fwd: { hdr.h.run = 1; }
-                big: { hdr.h.run = 2; }
-                NoAction: { hdr.h.run = 3; }
-            }
-        } else {
-            if (t2.apply().hit) { hdr.h.hits = 1; }
-        }
-    }";
+/// t1's default action.
+const T1_DEFAULT: Act = Act::Fwd(0xd0, 0x0a0b0c0d0e0f);
 
-/// What a route does: fwd(v, m), big(v, key, z) or NoAction.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Act {
-    Fwd(u8, u64),
-    Big(u8, u128, u64),
-    No,
-}
-
-fn engines() -> [Engine; 2] {
-    let src = one_header_program(
-        "bit<32> dst; bit<4> pad; bit<20> low; bit<8> sel; bit<8> o; bit<128> k; bit<8> hits; \
-         bit<8> run;",
-        INGRESS,
-    );
-    let prog = Arc::new(p4sec_frontend::compile_str("lpm.p4", &src, &Default::default()).unwrap());
-    let a = Engine::with_backend(prog.clone(), &[], Backend::Closure).unwrap();
-    let b = Engine::with_backend(prog, &[], Backend::Native).unwrap();
-    assert_eq!(b.backend(), Backend::Native);
-    [a, b]
-}
-
-fn v128(x: u128) -> Value {
-    Value {
-        width: 128,
-        words: vec![x as u64, (x >> 64) as u64],
-    }
-}
-
-fn call(e: &Engine, a: Act) -> ActionCall {
-    let id = |n: &str| e.prog.actions.iter().position(|a| a.name == n).unwrap() as u32;
-    match a {
-        Act::Fwd(v, m) => ActionCall {
-            action: id("I.fwd"),
-            args: vec![Value::new(8, v as u64), Value::new(48, m)],
-        },
-        Act::Big(v, k, z) => ActionCall {
-            action: id("I.big"),
-            args: vec![Value::new(8, v as u64), v128(k), Value::new(64, z)],
-        },
-        Act::No => ActionCall {
-            action: id("NoAction"),
-            args: vec![],
-        },
-    }
+/// Both engines of the program: t1 on a 32-bit key (`dst`), t2 on a 20-bit one (`low`), `fwd`'s
+/// key of 48 bits.
+fn engines() -> [Kept; 2] {
+    pair::engines(&two_tables::program(
+        "bit<32> dst; bit<4> pad; bit<20> low;",
+        48,
+        ["hdr.h.dst : lpm;", "hdr.h.low : lpm;"],
+        T1_DEFAULT,
+        true,
+    ))
 }
 
 fn route(e: &Engine, width: u32, prefix: u32, len: u32, a: Act) -> TableEntry {
-    TableEntry {
-        matches: vec![FieldMatch::Lpm {
-            value: Value::new(width, prefix as u64),
-            prefix_len: len,
-        }],
-        action: call(e, a),
-        priority: 0,
-    }
+    lpm(width, prefix.into(), len, a.call(e))
 }
 
 fn mask(width: u32, len: u32) -> u32 {
@@ -114,51 +54,33 @@ impl Model {
     }
 }
 
-/// (o, k, hits, run) of a packet with `dst` and `low` through t1 (`sel` 0; 2: an apply that marks nothing) or t2 (`sel` 1), the same on
-/// both engines (traced when `trace`, the trace naming the table's outcome).
-fn out(
-    es: &[Engine; 2],
-    ws: &mut [Worker; 2],
-    dst: u32,
-    low: u32,
-    sel: u8,
-    trace: bool,
-) -> (u8, u128, u8, u8) {
-    let mut pkt = dst.to_be_bytes().to_vec();
-    pkt.extend_from_slice(&(low & 0xf_ffff).to_be_bytes()[1..]);
-    pkt.push(sel);
-    pkt.extend([0u8; 19]);
-    let mut frames = vec![];
-    for (e, w) in es.iter().zip(ws.iter_mut()) {
-        w.set_trace(trace);
-        let mut o = Outputs::default();
-        e.process(w, 0, &pkt, &mut o);
-        frames.push(o.iter().map(|(_, f)| f.to_vec()).next().expect("forwarded"));
-        if trace {
+/// (o, k, hits, run) of a packet with `dst` and `low` through t1 (`sel` 0; 2: an apply that
+/// marks nothing) or t2 (`sel` 1), the same on both engines (traced when `trace`, the trace
+/// naming the table's outcome).
+fn out(es: &[Kept; 2], dst: u32, low: u32, sel: u8, trace: bool) -> (u8, u128, u8, u8) {
+    let mut keys = dst.to_be_bytes().to_vec();
+    keys.extend_from_slice(&(low & 0xf_ffff).to_be_bytes()[1..]);
+    for e in es {
+        e.worker().set_trace(trace);
+    }
+    let what = format_args!("dst {dst:#x}, low {low:#x}, sel {sel}");
+    let got = shown(es, &keys, sel, &what);
+    if trace {
+        for e in es {
+            let mut w = e.worker();
             let t = w.take_trace().join("\n");
             let name = if sel == 1 { "t2 " } else { "t1 " };
             assert!(t.contains(name), "trace of {:?}: {t}", e.backend());
             w.set_trace(false);
         }
     }
-    assert_eq!(
-        frames[0], frames[1],
-        "closure vs native, dst {dst:#x}, low {low:#x}, sel {sel}"
-    );
-    let f = &frames[0];
-    let k = u128::from_be_bytes(f[9..25].try_into().unwrap());
-    (f[8], k, f[25], f[26])
+    got
 }
 
 /// What the model says a packet gets: (o, k, hit, action_run mark).
 fn want(m: &Model, key: u32) -> (u8, u128, u8, u8) {
     let (a, hit) = m.get(key);
-    let hit = hit as u8;
-    match a {
-        Act::Fwd(v, x) => (v, x as u128, hit, 1),
-        Act::Big(v, k, z) => (v, k ^ z as u128, hit, 2),
-        Act::No => (0, 0, hit, 3),
-    }
+    a.shows(hit)
 }
 
 /// The routes of a round: nested and overlapping prefixes of many lengths under a few tops, each
@@ -184,7 +106,7 @@ fn routes(width: u32, round: u32) -> Vec<(u32, u32, Act)> {
             }
             let n = (i * 8 + j) as u32 + round;
             let a = match n % 3 {
-                0 => Act::Fwd(n as u8 + 1, 0x1111_2222_3333 ^ n as u64),
+                0 => Act::Fwd(n as u8 + 1, 0x1111_2222_3333 ^ n as u128),
                 1 => Act::Big(
                     n as u8 + 0x40,
                     0x9999_8888_7777_6666_u128 << 64 | n as u128,
@@ -228,26 +150,25 @@ fn keys(m: &Model) -> Vec<u32> {
 fn lpm_applies_agree_with_the_longest_match() {
     let es = engines();
     let [t1, t2] = ["I.t1", "I.t2"].map(|t| es[0].table_index(t).unwrap());
-    let mut ws = [Worker::new(&es[0]), Worker::new(&es[1])];
     let mut m1 = Model {
         width: 32,
         routes: vec![],
-        default: Act::Fwd(0xd0, 0x0a0b0c0d0e0f),
+        default: T1_DEFAULT,
     };
     let mut m2 = Model {
         width: 20,
         routes: vec![],
-        default: Act::Big(0xe0, 0xffeeddccbbaa99887766554433221100, 0x5a5a),
+        default: two_tables::T2_DEFAULT,
     };
     let (mut hits, mut misses) = ([0u64; 2], [0u64; 2]);
-    let mut probe = |ws: &mut [Worker; 2], m1: &Model, m2: &Model, round: u32| {
+    let mut probe = |m1: &Model, m2: &Model, round: u32| {
         for (n, k) in keys(m1).into_iter().enumerate() {
             let trace = (n as u32 + round).is_multiple_of(7);
-            let (o, kk, _, run) = out(&es, ws, k, 0, 0, trace);
+            let (o, kk, _, run) = out(&es, k, 0, 0, trace);
             let (wo, wk, wh, wr) = want(m1, k);
             assert_eq!((o, kk, run), (wo, wk, wr), "t1 round {round}, key {k:#x}");
             // the same apply marking neither `hit` nor `action_run`
-            let (o, kk, _, run) = out(&es, ws, k, 0, 2, trace);
+            let (o, kk, _, run) = out(&es, k, 0, 2, trace);
             assert_eq!(
                 (o, kk, run),
                 (wo, wk, 0),
@@ -261,7 +182,7 @@ fn lpm_applies_agree_with_the_longest_match() {
         }
         for (n, k) in keys(m2).into_iter().enumerate() {
             let trace = (n as u32 + round).is_multiple_of(5);
-            let (o, kk, hit, _) = out(&es, ws, 0, k, 1, trace);
+            let (o, kk, hit, _) = out(&es, 0, k, 1, trace);
             let (wo, wk, wh, _) = want(m2, k);
             assert_eq!((o, kk, hit), (wo, wk, wh), "t2 round {round}, key {k:#x}");
             if wh == 1 {
@@ -272,7 +193,7 @@ fn lpm_applies_agree_with_the_longest_match() {
         }
     };
     // no routes: every packet misses to the default
-    probe(&mut ws, &m1, &m2, 0);
+    probe(&m1, &m2, 0);
     for round in 0..3u32 {
         for (t, m) in [(t1, &mut m1), (t2, &mut m2)] {
             for (p, l, a) in routes(m.width, round) {
@@ -282,7 +203,7 @@ fn lpm_applies_agree_with_the_longest_match() {
                 m.routes.push((p, l, a));
             }
         }
-        probe(&mut ws, &m1, &m2, round * 10 + 1);
+        probe(&m1, &m2, round * 10 + 1);
         // every other route deleted, then the same ones back with other actions
         for (t, m) in [(t1, &mut m1), (t2, &mut m2)] {
             let gone: Vec<_> = m.routes.iter().copied().step_by(2).collect();
@@ -294,10 +215,10 @@ fn lpm_applies_agree_with_the_longest_match() {
             }
             probe_after(m, &gone);
         }
-        probe(&mut ws, &m1, &m2, round * 10 + 2);
+        probe(&m1, &m2, round * 10 + 2);
         for (t, m) in [(t1, &mut m1), (t2, &mut m2)] {
             for (p, l, _) in routes(m.width, round).into_iter().step_by(2) {
-                let a = Act::Fwd(0x70 + l as u8, p as u64 ^ 0xabc);
+                let a = Act::Fwd(0x70 + l as u8, p as u128 ^ 0xabc);
                 for e in &es {
                     e.table_insert(t, route(e, m.width, p, l, a)).unwrap();
                 }
@@ -309,7 +230,7 @@ fn lpm_applies_agree_with_the_longest_match() {
         for (t, m) in [(t1, &mut m1), (t2, &mut m2)] {
             let width = m.width;
             for r in m.routes.iter_mut().step_by(3) {
-                let a = Act::Fwd(0x90 + r.1 as u8, r.0 as u64 ^ 0x5a5a);
+                let a = Act::Fwd(0x90 + r.1 as u8, r.0 as u128 ^ 0x5a5a);
                 for e in &es {
                     e.table_modify(t, route(e, width, r.0, r.1, a)).unwrap();
                 }
@@ -322,7 +243,7 @@ fn lpm_applies_agree_with_the_longest_match() {
             let a = Act::Big(0x33, 7, 8);
             for e in &es {
                 e.table_insert(t1, route(e, 32, 0, 0, a)).unwrap();
-                e.table_set_default(t2, call(e, Act::Fwd(0x44, 0x55)))
+                e.table_set_default(t2, Act::Fwd(0x44, 0x55).call(e))
                     .unwrap();
             }
             m1.routes.push((0, 0, a));
@@ -333,13 +254,13 @@ fn lpm_applies_agree_with_the_longest_match() {
             for e in &es {
                 e.table_insert(t1, route(e, 32, 0, 0, Act::No)).unwrap();
                 e.table_modify(t1, route(e, 32, 0, 0, a)).unwrap();
-                e.table_set_default(t2, call(e, Act::Big(0x11, 3, 4)))
+                e.table_set_default(t2, Act::Big(0x11, 3, 4).call(e))
                     .unwrap();
             }
             m1.routes.push((0, 0, a));
             m2.default = Act::Big(0x11, 3, 4);
         }
-        probe(&mut ws, &m1, &m2, round * 10 + 3);
+        probe(&m1, &m2, round * 10 + 3);
         // clean up for the next round: all routes deleted
         for (t, m) in [(t1, &mut m1), (t2, &mut m2)] {
             for &(p, l, a) in &m.routes {
@@ -391,8 +312,10 @@ fn select_lpm32_takes_its_cases_and_leaves_the_rest() {
     // a packet refreshes the worker's snapshots
     e.process(&mut w, 0, &[0u8; 32], &mut Outputs::default());
     let before = e.table_stats(t1);
-    let id = |n: &str| e.prog.actions.iter().position(|a| a.name == n).unwrap();
-    let (fwd, big) = (id("I.fwd"), id("I.big"));
+    let (fwd, big) = (
+        pair::action_index(e, "I.fwd"),
+        pair::action_index(e, "I.big"),
+    );
     let params = e.match_action.param_words[fwd].clone();
     let run = Some(Loc {
         slot: params[0].0,
