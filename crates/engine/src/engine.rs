@@ -16,6 +16,11 @@ use std::sync::{Arc, Mutex};
 pub struct TableRt {
     pub(crate) data: ArcSwap<TableData>,
     pub(crate) write: Mutex<()>,
+    /// The version the last publication replaced: the next change is made in it (its buffers
+    /// reused) once no worker holds it any more.
+    pub(crate) spare: Mutex<Option<Arc<TableData>>>,
+    /// Changes made in the replaced version (`spare`) rather than in a new copy.
+    pub(crate) recycled: AtomicU64,
 }
 
 pub struct RegisterRt {

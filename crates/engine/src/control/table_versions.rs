@@ -34,10 +34,33 @@ impl Engine {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         self.match_action.version.fetch_add(1, Ordering::AcqRel);
+        let mut replaced = vec![];
         for (ti, d) in versions {
-            self.match_action.tables[ti].data.store(Arc::new(d));
+            replaced.push((ti, self.match_action.tables[ti].data.swap(Arc::new(d))));
         }
         self.match_action.version.fetch_add(1, Ordering::Release);
+        drop(_g);
+        for (ti, old) in replaced {
+            let rt = &self.match_action.tables[ti];
+            *rt.spare.lock().unwrap_or_else(|p| p.into_inner()) = Some(old);
+        }
+    }
+
+    /// A copy of table `ti`'s current version `cur` to change: made in the version the last
+    /// publication replaced when no worker holds it any more (its arrays reused: no allocation
+    /// and no fresh pages for the large ones), else a new copy. The caller holds the table's
+    /// write lock.
+    fn copy_to_change(&self, rt: &TableRt, cur: &TableData) -> TableData {
+        let spare = rt.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match spare.map(Arc::try_unwrap) {
+            Some(Ok(mut d)) => {
+                d.clone_from(cur);
+                rt.recycled.fetch_add(1, Ordering::Relaxed);
+                d
+            }
+            // still read by a worker (which drops it when it takes a newer version), or none
+            _ => cur.clone(),
+        }
     }
 
     /// Apply a batch of changes to one table and publish them as one new version.
@@ -48,7 +71,7 @@ impl Engine {
     ) -> Result<(), String> {
         let (t, rt) = self.table(ti)?;
         let _g = rt.write.lock().unwrap_or_else(|p| p.into_inner());
-        let mut d = (**rt.data.load()).clone();
+        let mut d = self.copy_to_change(rt, &rt.data.load());
         f(t, &mut d)?;
         self.publish(vec![(ti, d)]);
         Ok(())
@@ -83,7 +106,10 @@ impl Engine {
             let t = &self.prog.tables[ti];
             let mut d = match versions.iter().position(|(x, _)| *x == ti) {
                 Some(p) => versions.remove(p).1,
-                None => (**self.match_action.tables[ti].data.load()).clone(),
+                None => {
+                    let rt = &self.match_action.tables[ti];
+                    self.copy_to_change(rt, &rt.data.load())
+                }
             };
             f(ti, t, &mut d)?;
             versions.push((ti, d));

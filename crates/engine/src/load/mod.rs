@@ -64,6 +64,8 @@ impl Engine {
             tables.push(TableRt {
                 data: ArcSwap::from_pointee(d),
                 write: Mutex::new(()),
+                spare: Mutex::new(None),
+                recycled: Default::default(),
             });
             let mut off = 0;
             let mut l = vec![];

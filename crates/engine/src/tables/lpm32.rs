@@ -24,7 +24,7 @@ const FEW_LEVELS: u32 = 6;
 
 /// The levels of a narrow LPM table (prefix lengths 1 to the key's width in `levels`, length 0
 /// apart) and the summary that tells a lookup which of them to probe.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(super) struct Lpm32 {
     /// `levels[32 - p]`: the masked keys of prefix length `p` (→ entry index; 32 levels, or none
     /// when the table is not a narrow LPM one), longest first.
@@ -55,6 +55,59 @@ pub(super) struct Lpm32 {
     /// Entries held (length 0 included) and deletes since the summary was last rebuilt.
     len: usize,
     stale: usize,
+}
+
+impl Clone for Lpm32 {
+    fn clone(&self) -> Self {
+        Self {
+            levels: self.levels.clone(),
+            hits: self.hits.clone(),
+            masks: self.masks.clone(),
+            summary: self.summary.clone(),
+            width: self.width.clone(),
+            bits: self.bits.clone(),
+            shift: self.shift.clone(),
+            bucket_mask: self.bucket_mask.clone(),
+            zero: self.zero.clone(),
+            held: self.held.clone(),
+            direct: self.direct.clone(),
+            len: self.len.clone(),
+            stale: self.stale.clone(),
+        }
+    }
+
+    /// `src` copied into this index's own arrays where their sizes allow.
+    fn clone_from(&mut self, src: &Self) {
+        // every field named: a field added later cannot be left out
+        let Self {
+            levels,
+            hits,
+            masks,
+            summary,
+            width,
+            bits,
+            shift,
+            bucket_mask,
+            zero,
+            held,
+            direct,
+            len,
+            stale,
+        } = self;
+        levels.clone_from(&src.levels);
+        hits.clone_from(&src.hits);
+        masks.clone_from(&src.masks);
+        summary.clone_from(&src.summary);
+        width.clone_from(&src.width);
+        bits.clone_from(&src.bits);
+        shift.clone_from(&src.shift);
+        bucket_mask.clone_from(&src.bucket_mask);
+        zero.clone_from(&src.zero);
+        held.clone_from(&src.held);
+        direct.clone_from(&src.direct);
+        len.clone_from(&src.len);
+        stale.clone_from(&src.stale);
+    }
 }
 
 impl Lpm32 {

@@ -59,7 +59,7 @@ impl<V: Default, A> Slot<V, A> {
 
 /// 32-bit keys → entry indices (or any other word below `u32::MAX`) and a value `V` each (none
 /// by default), the slots aligned as `A` is.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(super) struct Map32<V = (), A = ()> {
     /// A power of two of slots, never more than 3/8 of them taken (so a probe always meets a
     /// free slot).
@@ -73,6 +73,35 @@ pub(super) struct Map32<V = (), A = ()> {
     /// One bit per slot, set when the slot holds a key (a word per 64 slots): a probe whose home
     /// slot is free is answered from here, without reading the slot's line.
     taken: Box<[u64]>,
+}
+
+impl<V: Copy, A: Copy> Clone for Map32<V, A> {
+    fn clone(&self) -> Self {
+        Self {
+            slots: self.slots.clone(),
+            shift: self.shift.clone(),
+            mul: self.mul.clone(),
+            len: self.len.clone(),
+            taken: self.taken.clone(),
+        }
+    }
+
+    /// `src` copied into this map's own arrays when they have its sizes (no allocation).
+    fn clone_from(&mut self, src: &Self) {
+        // every field named: a field added later cannot be left out
+        let Self {
+            slots,
+            shift,
+            mul,
+            len,
+            taken,
+        } = self;
+        slots.clone_from(&src.slots);
+        shift.clone_from(&src.shift);
+        mul.clone_from(&src.mul);
+        len.clone_from(&src.len);
+        taken.clone_from(&src.taken);
+    }
 }
 
 impl<V: Copy + Default, A: Copy> Map32<V, A> {

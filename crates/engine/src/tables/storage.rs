@@ -63,7 +63,7 @@ pub(crate) enum Lean {
 }
 
 /// One published version of a table's contents.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct TableData {
     pub(super) kind: Kind,
     /// The installed entries; change them only through the methods here, which keep `hot` in step.
@@ -109,6 +109,84 @@ pub(crate) struct TableData {
     /// One key field of at most 32 bits: the hash indexes use 32-bit keys.
     pub(super) narrow_key: bool,
     lpm_field: Option<usize>,
+}
+
+impl Clone for TableData {
+    fn clone(&self) -> TableData {
+        TableData {
+            kind: self.kind.clone(),
+            entries: self.entries.clone(),
+            hot: self.hot.clone(),
+            exact: self.exact.clone(),
+            lpm: self.lpm.clone(),
+            lpm_masks: self.lpm_masks.clone(),
+            lpm32: self.lpm32.clone(),
+            seed: self.seed.clone(),
+            lean: self.lean.clone(),
+            lean_lpm32: self.lean_lpm32.clone(),
+            lean_exact: self.lean_exact.clone(),
+            order: self.order.clone(),
+            scan: self.scan.clone(),
+            tss: self.tss.clone(),
+            default: self.default.clone(),
+            default_writes: self.default_writes.clone(),
+            next_seq: self.next_seq.clone(),
+            layout: self.layout.clone(),
+            key_words: self.key_words.clone(),
+            narrow_key: self.narrow_key.clone(),
+            lpm_field: self.lpm_field.clone(),
+        }
+    }
+
+    /// `src` copied into this version's own buffers where their sizes allow (a retired version
+    /// made the next one: no allocation, no fresh pages, for the large arrays of the indexes).
+    fn clone_from(&mut self, src: &TableData) {
+        // every field named: a field added later cannot be left out
+        let TableData {
+            kind,
+            entries,
+            hot,
+            exact,
+            lpm,
+            lpm_masks,
+            lpm32,
+            seed,
+            lean,
+            lean_lpm32,
+            lean_exact,
+            order,
+            scan,
+            tss,
+            default,
+            default_writes,
+            next_seq,
+            layout,
+            key_words,
+            narrow_key,
+            lpm_field,
+        } = self;
+        kind.clone_from(&src.kind);
+        entries.clone_from(&src.entries);
+        hot.clone_from(&src.hot);
+        exact.clone_from(&src.exact);
+        lpm.clone_from(&src.lpm);
+        lpm_masks.clone_from(&src.lpm_masks);
+        lpm32.clone_from(&src.lpm32);
+        seed.clone_from(&src.seed);
+        lean.clone_from(&src.lean);
+        lean_lpm32.clone_from(&src.lean_lpm32);
+        lean_exact.clone_from(&src.lean_exact);
+        order.clone_from(&src.order);
+        scan.clone_from(&src.scan);
+        tss.clone_from(&src.tss);
+        default.clone_from(&src.default);
+        default_writes.clone_from(&src.default_writes);
+        next_seq.clone_from(&src.next_seq);
+        layout.clone_from(&src.layout);
+        key_words.clone_from(&src.key_words);
+        narrow_key.clone_from(&src.narrow_key);
+        lpm_field.clone_from(&src.lpm_field);
+    }
 }
 
 /// How a table's versions index their entries (by its keys' kinds and words).
