@@ -35,7 +35,9 @@ pub(super) struct Lpm32 {
     /// `masks[32 - p]`: the key's mask of prefix length `p` (0 past the width).
     masks: [u32; 32],
     /// Per bucket of the key's top `bits` bits: bit `32 - p` set when the level of length `p` may
-    /// hold a prefix overlapping the bucket (so the lowest bit set is the longest length) (set on insert; a delete leaves it until the next rebuild).
+    /// hold a prefix overlapping the bucket (so the lowest bit set is the longest length; set on
+    /// insert, a delete leaves it until the next rebuild). Empty while lookups probe the held
+    /// levels directly (`direct`).
     summary: Vec<u32>,
     /// The key's width, the summary's bucket bits (at most the width) and the shift that takes a
     /// key to its bucket (`width - bits`).
@@ -173,7 +175,8 @@ impl Lpm32 {
         } else {
             let b = ((k >> self.shift) & self.bucket_mask) as usize;
             debug_assert!(b < self.summary.len());
-            // SAFETY: the summary has `bucket_mask + 1` buckets (`rebuild`) and `b` is masked to
+            // SAFETY: while `direct` is 0 the summary has `bucket_mask + 1` buckets (`rebuild`,
+            // which `set_held` calls when lookups turn to the summary) and `b` is masked to
             // below that
             unsafe { *self.summary.get_unchecked(b) }
         };
@@ -273,12 +276,18 @@ impl Lpm32 {
 
     /// The levels holding prefixes are `held` (and whether a lookup probes them directly).
     fn set_held(&mut self, held: u32) {
+        let was = self.direct;
         self.held = held;
         self.direct = if held.count_ones() <= FEW_LEVELS {
             held
         } else {
             0
         };
+        // the summary is kept only while lookups read it (not copied with every version of a
+        // table of few lengths)
+        if (was == 0) != (self.direct == 0) {
+            self.rebuild();
+        }
     }
 
     /// The summary's bucket bits for the entries held: about two buckets per entry.
@@ -289,6 +298,9 @@ impl Lpm32 {
 
     /// Set level `plen`'s bit in the buckets its prefix `k` overlaps.
     fn mark(&mut self, k: u32, plen: u32) {
+        if self.direct != 0 {
+            return;
+        }
         // (`get` probes the level of every bit set without a check: only levels there are marked)
         if plen == 0 || plen > self.width || level(plen).is_none_or(|j| j >= self.levels.len()) {
             return;
@@ -307,9 +319,12 @@ impl Lpm32 {
         self.bits = self.wanted_bits();
         self.shift = self.width - self.bits;
         self.summary.clear();
-        self.summary.resize(1 << self.bits, 0);
         self.bucket_mask = (1u32 << self.bits) - 1;
         self.stale = 0;
+        if self.direct != 0 {
+            return;
+        }
+        self.summary.resize(1 << self.bits, 0);
         let keys: Vec<(u32, u32)> = (self.levels.iter().enumerate())
             .flat_map(|(j, l)| l.keys().map(move |k| (k, 32 - j as u32)))
             .collect();

@@ -73,20 +73,48 @@ pub(super) struct Map32<V = (), A = ()> {
     /// One bit per slot, set when the slot holds a key (a word per 64 slots): a probe whose home
     /// slot is free is answered from here, without reading the slot's line.
     taken: Box<[u64]>,
+    /// Which map contents this is ([`next_gen`]), the contents it was copied from (its slots the
+    /// same but for the blocks of [`BLOCK`] slots set in `dirty`), or [`NO_GEN`] when it was made
+    /// anew (grown, cleared).
+    gen: u64,
+    base: u64,
+    dirty: Box<[u64]>,
+}
+
+/// Slots per block of `dirty` (a bit each).
+const BLOCK: usize = 16;
+/// The `base` of a map not copied from another.
+const NO_GEN: u64 = 0;
+
+/// A number for a map's contents no other map has had.
+fn next_gen() -> u64 {
+    static GEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The words of a bitmap of `n` bits.
+fn words(n: usize) -> usize {
+    n.div_ceil(64)
 }
 
 impl<V: Copy, A: Copy> Clone for Map32<V, A> {
+    /// A copy, its contents numbered anew and derived from this one's (nothing changed yet).
     fn clone(&self) -> Self {
         Self {
             slots: self.slots.clone(),
-            shift: self.shift.clone(),
-            mul: self.mul.clone(),
-            len: self.len.clone(),
+            shift: self.shift,
+            mul: self.mul,
+            len: self.len,
             taken: self.taken.clone(),
+            gen: next_gen(),
+            base: self.gen,
+            dirty: vec![0; self.dirty.len()].into_boxed_slice(),
         }
     }
 
-    /// `src` copied into this map's own arrays when they have its sizes (no allocation).
+    /// `src` copied into this map's own arrays (no allocation at the same sizes): when `src` was
+    /// derived from this map's contents, only the blocks it changed (a table change made in the
+    /// version it replaced copies what the change touched, not the whole index).
     fn clone_from(&mut self, src: &Self) {
         // every field named: a field added later cannot be left out
         let Self {
@@ -95,12 +123,36 @@ impl<V: Copy, A: Copy> Clone for Map32<V, A> {
             mul,
             len,
             taken,
+            gen,
+            base,
+            dirty,
         } = self;
-        slots.clone_from(&src.slots);
-        shift.clone_from(&src.shift);
-        mul.clone_from(&src.mul);
-        len.clone_from(&src.len);
-        taken.clone_from(&src.taken);
+        if src.base == *gen && *gen != NO_GEN && slots.len() == src.slots.len() {
+            for (w, &bits) in src.dirty.iter().enumerate() {
+                let mut bits = bits;
+                while bits != 0 {
+                    let b = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let (lo, hi) = (b * BLOCK, ((b + 1) * BLOCK).min(slots.len()));
+                    slots[lo..hi].copy_from_slice(&src.slots[lo..hi]);
+                    // (a block lies within one word of `taken`: 64 is a multiple of `BLOCK`)
+                    taken[lo / 64] = src.taken[lo / 64];
+                }
+            }
+        } else {
+            slots.clone_from(&src.slots);
+            taken.clone_from(&src.taken);
+        }
+        *shift = src.shift;
+        *mul = src.mul;
+        *len = src.len;
+        *gen = next_gen();
+        *base = src.gen;
+        if dirty.len() == src.dirty.len() {
+            dirty.fill(0);
+        } else {
+            *dirty = vec![0; src.dirty.len()].into_boxed_slice();
+        }
     }
 }
 
@@ -117,7 +169,10 @@ impl<V: Copy + Default, A: Copy> Map32<V, A> {
             shift: 64 - n.trailing_zeros(),
             mul,
             len: 0,
-            taken: vec![0; n.div_ceil(64)].into_boxed_slice(),
+            taken: vec![0; words(n)].into_boxed_slice(),
+            gen: next_gen(),
+            base: NO_GEN,
+            dirty: vec![0; words(n.div_ceil(BLOCK))].into_boxed_slice(),
         }
     }
 
@@ -171,6 +226,8 @@ impl<V: Copy + Default, A: Copy> Map32<V, A> {
     /// Slot `i` set to `s`, its bit in `taken` with it.
     #[inline]
     fn put(&mut self, i: usize, s: Slot<V, A>) {
+        let b = i / BLOCK;
+        self.dirty[b / 64] |= 1 << (b % 64);
         let bit = 1u64 << (i % 64);
         if s.idx == FREE {
             self.taken[i / 64] &= !bit;
@@ -339,6 +396,74 @@ mod tests {
         for k in 0..3000u32 {
             let want = (k % 3 != 0).then(|| (k, [k as u64, !(k as u64), 3]));
             assert_eq!(m.get_taken(k * 7).map(|(i, v)| (i, *v)), want, "key {k}");
+        }
+    }
+
+    /// The same slots and taken bits.
+    fn same<V: Copy + PartialEq + std::fmt::Debug, A: Copy>(a: &Map32<V, A>, b: &Map32<V, A>) {
+        assert_eq!(
+            (a.slots.len(), a.len, a.shift, a.mul),
+            (b.slots.len(), b.len, b.shift, b.mul)
+        );
+        for (x, y) in a.slots.iter().zip(b.slots.iter()) {
+            assert_eq!((x.key, x.idx, x.val), (y.key, y.idx, y.val));
+        }
+        assert_eq!(a.taken, b.taken);
+    }
+
+    /// Versions made as the tables make them: each the previous one's copy, or the one before
+    /// it (replaced, so no longer read) brought up to date by `clone_from`, which copies only the
+    /// blocks the newer one changed when it was derived from it, everything otherwise (grown
+    /// maps, an older map, a cleared one). Every copy has the same contents as its source, and
+    /// the changes agree with a `HashMap`.
+    #[test]
+    fn copies_into_replaced_versions_follow_their_changes() {
+        let mut cur = Map32::<[u64; 3], Align32>::new(table_seed());
+        let mut spare: Option<Map32<[u64; 3], Align32>> = None;
+        let mut older: Option<Map32<[u64; 3], Align32>> = None;
+        let mut model: HashMap<u32, (u32, [u64; 3])> = HashMap::new();
+        let mut s = 99u64;
+        for round in 0..300u32 {
+            let mut next = match (round % 7, spare.take(), older.take()) {
+                // now and then an older map than the source's parent, or a cleared one
+                (0, _, Some(mut o)) => {
+                    o.clone_from(&cur);
+                    o
+                }
+                (1, Some(mut sp), _) => {
+                    sp.clear();
+                    sp.clone_from(&cur);
+                    sp
+                }
+                (_, Some(mut sp), _) => {
+                    sp.clone_from(&cur);
+                    sp
+                }
+                _ => cur.clone(),
+            };
+            same(&next, &cur);
+            // a few changes, or many (growth)
+            let n = if round % 50 == 0 { 400 } else { 1 + round % 9 };
+            for _ in 0..n {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let k = ((s >> 33) % 3000) as u32 * 13;
+                if (s >> 20) % 4 == 0 {
+                    next.remove(k);
+                    model.remove(&k);
+                } else {
+                    let v = [s, s >> 7, round as u64];
+                    next.insert_with(k, round, v);
+                    model.insert(k, (round, v));
+                }
+            }
+            assert_eq!(next.len as usize, model.len());
+            for (&k, &(i, v)) in &model {
+                assert_eq!(next.get_taken(k), Some((i, &v)), "round {round}, key {k}");
+            }
+            older = spare.take();
+            spare = Some(std::mem::replace(&mut cur, next));
         }
     }
 
