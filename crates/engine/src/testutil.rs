@@ -54,29 +54,37 @@ pub(crate) fn ipv4_packet(dst: [u8; 4], ttl: u8) -> Vec<u8> {
 
 pub(crate) fn route(e: &Engine, prefix: u32, len: u32, port: u64) {
     let t = e.table_index("RouterIngress.ipv4_lpm").unwrap();
+    e.table_insert(t, route_entry(e, prefix, len, port, 0xaabbccddeeff))
+        .unwrap();
+}
+
+/// The router's route `prefix/len` to `port`, its next hop's MAC address `dst_mac`.
+pub(crate) fn route_entry(
+    e: &Engine,
+    prefix: u32,
+    len: u32,
+    port: u64,
+    dst_mac: u64,
+) -> TableEntry {
     let set_nhop = e
         .prog
         .actions
         .iter()
         .position(|a| a.name == "RouterIngress.set_nhop")
         .unwrap() as u32;
-    e.table_insert(
-        t,
-        TableEntry {
-            matches: vec![FieldMatch::Lpm {
-                value: Value::new(32, prefix as u64),
-                prefix_len: len,
-            }],
-            action: ActionCall {
-                action: set_nhop,
-                args: vec![
-                    Value::new(48, 0xaabbccddeeff),
-                    Value::new(48, 0x112233445566),
-                    Value::new(9, port),
-                ],
-            },
-            priority: 0,
+    TableEntry {
+        matches: vec![FieldMatch::Lpm {
+            value: Value::new(32, prefix as u64),
+            prefix_len: len,
+        }],
+        action: ActionCall {
+            action: set_nhop,
+            args: vec![
+                Value::new(48, dst_mac),
+                Value::new(48, 0x112233445566),
+                Value::new(9, port),
+            ],
         },
-    )
-    .unwrap();
+        priority: 0,
+    }
 }

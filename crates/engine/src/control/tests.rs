@@ -213,26 +213,8 @@ fn changes_made_in_replaced_versions_keep_the_tables_right() {
         )
         .unwrap();
         let t = e.table_index("RouterIngress.ipv4_lpm").unwrap();
-        let set_nhop = e
-            .prog
-            .actions
-            .iter()
-            .position(|a| a.name == "RouterIngress.set_nhop")
-            .unwrap() as u32;
-        let entry = |prefix: u32, len: u32, port: u64| TableEntry {
-            matches: vec![FieldMatch::Lpm {
-                value: Value::new(32, prefix as u64),
-                prefix_len: len,
-            }],
-            action: ActionCall {
-                action: set_nhop,
-                args: vec![
-                    Value::new(48, 0x0200_0000_0000 | port),
-                    Value::new(48, 0x0200_0000_00ff),
-                    Value::new(9, port),
-                ],
-            },
-            priority: 0,
+        let entry = |prefix: u32, len: u32, port: u64| {
+            route_entry(&e, prefix, len, port, 0x0200_0000_0000 | port)
         };
         let mut model: std::collections::BTreeMap<(u32, u32), u64> = Default::default();
         let mut w = Worker::new(&e);
