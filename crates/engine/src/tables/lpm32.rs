@@ -64,17 +64,17 @@ impl Clone for Lpm32 {
         Self {
             levels: self.levels.clone(),
             hits: self.hits.clone(),
-            masks: self.masks.clone(),
+            masks: self.masks,
             summary: self.summary.clone(),
-            width: self.width.clone(),
-            bits: self.bits.clone(),
-            shift: self.shift.clone(),
-            bucket_mask: self.bucket_mask.clone(),
-            zero: self.zero.clone(),
-            held: self.held.clone(),
-            direct: self.direct.clone(),
-            len: self.len.clone(),
-            stale: self.stale.clone(),
+            width: self.width,
+            bits: self.bits,
+            shift: self.shift,
+            bucket_mask: self.bucket_mask,
+            zero: self.zero,
+            held: self.held,
+            direct: self.direct,
+            len: self.len,
+            stale: self.stale,
         }
     }
 

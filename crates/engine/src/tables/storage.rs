@@ -114,27 +114,27 @@ pub(crate) struct TableData {
 impl Clone for TableData {
     fn clone(&self) -> TableData {
         TableData {
-            kind: self.kind.clone(),
+            kind: self.kind,
             entries: self.entries.clone(),
             hot: self.hot.clone(),
             exact: self.exact.clone(),
             lpm: self.lpm.clone(),
             lpm_masks: self.lpm_masks.clone(),
             lpm32: self.lpm32.clone(),
-            seed: self.seed.clone(),
-            lean: self.lean.clone(),
-            lean_lpm32: self.lean_lpm32.clone(),
-            lean_exact: self.lean_exact.clone(),
+            seed: self.seed,
+            lean: self.lean,
+            lean_lpm32: self.lean_lpm32,
+            lean_exact: self.lean_exact,
             order: self.order.clone(),
             scan: self.scan.clone(),
             tss: self.tss.clone(),
             default: self.default.clone(),
             default_writes: self.default_writes.clone(),
-            next_seq: self.next_seq.clone(),
+            next_seq: self.next_seq,
             layout: self.layout.clone(),
-            key_words: self.key_words.clone(),
-            narrow_key: self.narrow_key.clone(),
-            lpm_field: self.lpm_field.clone(),
+            key_words: self.key_words,
+            narrow_key: self.narrow_key,
+            lpm_field: self.lpm_field,
         }
     }
 
