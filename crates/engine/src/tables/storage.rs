@@ -7,7 +7,7 @@ use super::keys::{pack, prefix_mask, prefix_word_mask, HKey, KeyMap, HKEY_WORDS,
 use super::lpm32::Lpm32;
 use super::scan::ScanRows;
 use super::{tss, TableError};
-use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry};
+use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -323,6 +323,29 @@ impl TableData {
         (key, plen)
     }
 
+    /// [`TableData::index_key`] of a narrow LPM table (`lpm32`'s key and prefix length): of a
+    /// table of that one key field without building the key (no allocation per table write),
+    /// else from the built key.
+    fn narrow_index_key(&self, t: &Table, e: &TableEntry) -> (u32, u32) {
+        if let ([k], [m]) = (&t.keys[..], &e.matches[..]) {
+            if k.kind != MatchKind::Selector {
+                let first = |v: &Value| v.words.first().copied().unwrap_or(0);
+                // as `index_key` packs them: an exact value whole (no length: 0), a prefix
+                // masked to its length, anything else 0
+                return match m {
+                    FieldMatch::Exact(v) => (first(v) as u32, 0),
+                    FieldMatch::Lpm { value, prefix_len } => (
+                        (first(value) & prefix_word_mask(k.width, *prefix_len, 0)) as u32,
+                        *prefix_len,
+                    ),
+                    _ => (0, 0),
+                };
+            }
+        }
+        let (k, plen) = self.index_key(t, e);
+        (k.first().copied().unwrap_or(0) as u32, plen.unwrap_or(0))
+    }
+
     /// An LPM table of one key of at most 32 bits (its levels in `lpm32`).
     #[inline(always)]
     pub(super) fn lpm_narrow(&self) -> bool {
@@ -344,15 +367,16 @@ impl TableData {
                     .filter(|i| Self::same_match(&self.entries[*i].entry, e))
             }
             Kind::Lpm => {
-                let (k, plen) = self.index_key(t, e);
-                let plen = plen.unwrap_or(0);
                 if self.lpm_narrow() {
+                    let (k, plen) = self.narrow_index_key(t, e);
                     return self
                         .lpm32
-                        .get_exact(k[0] as u32, plen)
+                        .get_exact(k, plen)
                         .map(|i| i as usize)
                         .filter(|i| Self::same_match(&self.entries[*i].entry, e));
                 }
+                let (k, plen) = self.index_key(t, e);
+                let plen = plen.unwrap_or(0);
                 self.lpm
                     .iter()
                     .find(|(l, _)| *l == plen)
@@ -398,12 +422,13 @@ impl TableData {
                 self.exact.insert(&k, i);
             }
             Kind::Lpm => {
-                let (k, plen) = self.index_key(t, e);
-                let plen = plen.unwrap_or(0);
                 if self.lpm_narrow() {
-                    self.lpm32.insert(k[0] as u32, plen, i as u32, &self.hot[i]);
+                    let (k, plen) = self.narrow_index_key(t, e);
+                    self.lpm32.insert(k, plen, i as u32, &self.hot[i]);
                     return;
                 }
+                let (k, plen) = self.index_key(t, e);
+                let plen = plen.unwrap_or(0);
                 let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
                     Some(p) if self.lpm[p].0 == plen => p,
                     Some(p) => {
@@ -453,12 +478,13 @@ impl TableData {
                 self.exact.remove(&k);
             }
             Kind::Lpm => {
-                let (k, plen) = self.index_key(t, e);
-                let plen = plen.unwrap_or(0);
                 if self.lpm_narrow() {
-                    self.lpm32.remove(k[0] as u32, plen);
+                    let (k, plen) = self.narrow_index_key(t, e);
+                    self.lpm32.remove(k, plen);
                     return;
                 }
+                let (k, plen) = self.index_key(t, e);
+                let plen = plen.unwrap_or(0);
                 if let Some(p) = self.lpm.iter().position(|(l, _)| *l == plen) {
                     self.lpm[p].1.remove(&k);
                     if self.lpm[p].1.is_empty() {
@@ -690,5 +716,52 @@ impl TableData {
         self.order.clear();
         self.scan.clear();
         self.tss.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A narrow LPM table's key and prefix length taken from the entry directly are those of the
+    /// built key, for every kind of match (prefixes of every length, bits past the prefix set).
+    #[test]
+    fn narrow_index_key_agrees_with_the_built_key() {
+        let e = crate::testutil::engine(crate::testutil::ROUTER);
+        let ti = e.table_index("RouterIngress.ipv4_lpm").unwrap();
+        let t = &e.prog.tables[ti];
+        let d = TableData::new(t).unwrap();
+        assert!(d.lpm_narrow());
+        let v = |x: u64| Value::new(32, x);
+        let mut matches = vec![
+            FieldMatch::Any,
+            FieldMatch::Exact(v(0xdead_beef)),
+            FieldMatch::Ternary {
+                value: v(5),
+                mask: v(7),
+            },
+            FieldMatch::Range { lo: v(1), hi: v(9) },
+        ];
+        for l in 0..=32 {
+            for x in [0u64, 0xffff_ffff, 0x0a0b_0c0d, 0x8000_0001] {
+                matches.push(FieldMatch::Lpm {
+                    value: v(x),
+                    prefix_len: l,
+                });
+            }
+        }
+        for m in matches {
+            let entry = TableEntry {
+                matches: vec![m.clone()],
+                action: d.default.clone(),
+                priority: 0,
+            };
+            let (k, plen) = d.index_key(t, &entry);
+            assert_eq!(
+                d.narrow_index_key(t, &entry),
+                (k[0] as u32, plen.unwrap_or(0)),
+                "{m:?}"
+            );
+        }
     }
 }
