@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex};
 pub struct TableRt {
     pub(crate) data: ArcSwap<TableData>,
     pub(crate) write: Mutex<()>,
-    /// The version the last publication replaced: the next change is made in it (its buffers
-    /// reused) once no worker holds it any more.
-    pub(crate) spare: Mutex<Option<Arc<TableData>>>,
+    /// The version the last publication replaced, when no worker read it any more then (its
+    /// entries let go): the next change is made in it, its arrays reused.
+    pub(crate) spare: Mutex<Option<TableData>>,
     /// Changes made in the replaced version (`spare`) rather than in a new copy.
     pub(crate) recycled: AtomicU64,
 }

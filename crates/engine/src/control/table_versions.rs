@@ -42,24 +42,35 @@ impl Engine {
         drop(_g);
         for (ti, old) in replaced {
             let rt = &self.match_action.tables[ti];
-            *rt.spare.lock().unwrap_or_else(|p| p.into_inner()) = Some(old);
+            // kept only when no worker reads it any more, its entries let go (only its arrays are
+            // reused), and not after a change that removed most of the table (its arrays would
+            // hold memory the table no longer needs)
+            let now = rt.data.load().entries.len();
+            let spare = Arc::try_unwrap(old)
+                .ok()
+                .filter(|d| d.entries.len() / 2 <= now)
+                .map(|mut d| {
+                    d.let_go_of_entries();
+                    d
+                });
+            *rt.spare.lock().unwrap_or_else(|p| p.into_inner()) = spare;
         }
     }
 
     /// A copy of table `ti`'s current version `cur` to change: made in the version the last
-    /// publication replaced when no worker holds it any more (its arrays reused: no allocation
-    /// and no fresh pages for the large ones), else a new copy. The caller holds the table's
-    /// write lock.
+    /// publication replaced when it kept it (no worker read it any more: its arrays reused, no
+    /// allocation and no fresh pages for the large ones), else a new copy. The caller holds the
+    /// table's write lock.
     fn copy_to_change(&self, rt: &TableRt, cur: &TableData) -> TableData {
         let spare = rt.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match spare.map(Arc::try_unwrap) {
-            Some(Ok(mut d)) => {
+        match spare {
+            Some(mut d) => {
                 d.clone_from(cur);
                 rt.recycled.fetch_add(1, Ordering::Relaxed);
                 d
             }
-            // still read by a worker (which drops it when it takes a newer version), or none
-            _ => cur.clone(),
+            // a worker still read the replaced version when it was replaced, or none
+            None => cur.clone(),
         }
     }
 

@@ -622,6 +622,13 @@ impl TableData {
         Ok(())
     }
 
+    /// A retired version kept only for its arrays: its entries (and what they hold: counters,
+    /// meters) let go; `clone_from` gives it a version's entries again.
+    pub(crate) fn let_go_of_entries(&mut self) {
+        self.entries = Default::default();
+        self.hot = Default::default();
+    }
+
     /// Replace entry `i` (same match) with `inst`.
     pub fn replace(&mut self, t: &Table, i: usize, inst: Installed) {
         self.hot[i] = Hot::of(&inst);
