@@ -286,7 +286,12 @@ impl<V: Copy + Default, A: Copy> Map32<V, A> {
     }
 
     fn grow(&mut self) {
-        let mut n = Map32::with_slots(self.slots.len() * 2, self.mul);
+        self.rehash(self.slots.len() * 2);
+    }
+
+    /// The keys moved into `n` slots (a power of two that holds them within the load limits).
+    fn rehash(&mut self, n: usize) {
+        let mut n = Map32::with_slots(n, self.mul);
         for s in self.slots.iter().filter(|s| s.idx != FREE) {
             let (i, _) = n.find(s.key);
             n.put(i, *s);
@@ -319,6 +324,15 @@ impl<V: Copy + Default, A: Copy> Map32<V, A> {
         }
         self.put(hole, Slot::empty());
         self.len -= 1;
+        // a map emptied to a 32nd of its slots gives its memory back: a quarter of the slots per
+        // step (at most 1/8 full after it; growing takes 3/8)
+        if self.slots.len() > MIN_SLOTS && (self.len as usize) * 32 < self.slots.len() {
+            let mut n = self.slots.len();
+            while n > MIN_SLOTS && (self.len as usize) * 32 < n {
+                n = (n / 4).max(MIN_SLOTS);
+            }
+            self.rehash(n);
+        }
     }
 
     pub(super) fn is_empty(&self) -> bool {
