@@ -64,6 +64,9 @@ def test_router_forwards_between_namespaces(p4sec_bin, topo, tmp_path, workers, 
         assert metrics[f'p4sec_port_tx_packets_total{{port="2",iface="{s2}"}}'] >= n
         assert metrics['p4sec_table_lookups_total{table="RouterIngress.ipv4_lpm",result="hit"}'] >= n
         assert metrics['p4sec_table_entries{table="RouterIngress.ipv4_lpm"}'] == 1
+        # the route's write made a version of the table, reused or copied
+        assert sum(metrics[f'p4sec_table_versions_total{{table="RouterIngress.ipv4_lpm",made="{m}"}}']
+                   for m in ("reused", "copied")) >= 1
         assert metrics['p4sec_pipeline_packets_total{outcome="emitted"}'] >= n
         # the engine that ran them: the one asked for, closures by default
         assert metrics[f'p4sec_pipeline_engine{{engine="{engine or os.environ.get("P4SEC_ENGINE") or "native"}"}}'] == 1

@@ -21,6 +21,8 @@ pub struct TableRt {
     pub(crate) spare: Mutex<Option<TableData>>,
     /// Changes made in the replaced version (`spare`) rather than in a new copy.
     pub(crate) recycled: AtomicU64,
+    /// Changes made in a new copy of the current version (no replaced version to reuse).
+    pub(crate) copied: AtomicU64,
 }
 
 pub struct RegisterRt {

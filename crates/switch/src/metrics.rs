@@ -169,6 +169,7 @@ pub fn render(
         );
         let mut hits = vec![];
         let mut entries = vec![];
+        let mut versions = vec![];
         for (ti, t) in engine.prog.tables.iter().enumerate() {
             let (h, m) = engine.table_stats(ti);
             let name = escape(&t.name);
@@ -176,11 +177,11 @@ pub fn render(
             hits.push((format!("{{table=\"{name}\",result=\"miss\"}}"), m));
             entries.push((
                 format!("{{table=\"{name}\"}}"),
-                engine
-                    .table_entries(ti)
-                    .map(|e| e.len() as u64)
-                    .unwrap_or(0),
+                engine.table_len(ti).unwrap_or(0) as u64,
             ));
+            let (reused, copied) = engine.table_versions_made(ti).unwrap_or((0, 0));
+            versions.push((format!("{{table=\"{name}\",made=\"reused\"}}"), reused));
+            versions.push((format!("{{table=\"{name}\",made=\"copied\"}}"), copied));
         }
         family(
             "p4sec_table_lookups_total",
@@ -193,6 +194,12 @@ pub fn render(
             "Installed entries per table.",
             "gauge",
             entries,
+        );
+        family(
+            "p4sec_table_versions_total",
+            "Table versions made for changes (each write request or batch publishes one): in the version the previous change replaced, its memory reused (made=reused), or in a new copy while packets still read the replaced one (made=copied).",
+            "counter",
+            versions,
         );
     }
     o

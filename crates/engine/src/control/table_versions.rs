@@ -70,8 +70,21 @@ impl Engine {
                 d
             }
             // a worker still read the replaced version when it was replaced, or none
-            None => cur.clone(),
+            None => {
+                rt.copied.fetch_add(1, Ordering::Relaxed);
+                cur.clone()
+            }
         }
+    }
+
+    /// How table `ti`'s changes so far made their versions: in the version the previous change
+    /// replaced (its arrays reused), and in a new copy of the current one.
+    pub fn table_versions_made(&self, ti: usize) -> Result<(u64, u64), String> {
+        let (_, rt) = self.table(ti)?;
+        Ok((
+            rt.recycled.load(Ordering::Relaxed),
+            rt.copied.load(Ordering::Relaxed),
+        ))
     }
 
     /// Apply a batch of changes to one table and publish them as one new version.

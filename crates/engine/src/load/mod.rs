@@ -66,6 +66,7 @@ impl Engine {
                 write: Mutex::new(()),
                 spare: Mutex::new(None),
                 recycled: Default::default(),
+                copied: Default::default(),
             });
             let mut off = 0;
             let mut l = vec![];

@@ -2,7 +2,6 @@
 //! one narrow key) and the word masks of LPM prefixes.
 
 use super::map32::Map32;
-use p4sec_ir::Value;
 use rustc_hash::FxHashMap;
 
 /// Words of a packed lookup key on the fast path (the key buffer on the stack).
@@ -171,13 +170,6 @@ impl KeyMap {
     }
 }
 
-/// Pack a field value (width `w`) into `words` little-endian words.
-pub(super) fn pack(v: &Value, out: &mut Vec<u64>, words: usize) {
-    for i in 0..words {
-        out.push(v.words.get(i).copied().unwrap_or(0));
-    }
-}
-
 /// Word `j` of the mask selecting the top `plen` bits of a `width`-bit field.
 #[inline]
 pub(super) fn prefix_word_mask(width: u32, plen: u32, j: usize) -> u64 {
@@ -195,10 +187,4 @@ pub(super) fn prefix_word_mask(width: u32, plen: u32, j: usize) -> u64 {
         (1u64 << top) - 1
     };
     upper & !((1u64 << below.min(63)) - 1) & if below >= 64 { 0 } else { u64::MAX }
-}
-
-pub(super) fn prefix_mask(width: u32, plen: u32, words: usize) -> Vec<u64> {
-    (0..words)
-        .map(|j| prefix_word_mask(width, plen, j))
-        .collect()
 }

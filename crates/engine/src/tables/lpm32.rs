@@ -213,9 +213,7 @@ impl Lpm32 {
                 let Some(j) = level(p).filter(|&j| j < self.levels.len()) else {
                     return;
                 };
-                let l = &mut self.levels[j];
-                let fresh = l.get(k).is_none();
-                l.insert(k, i);
+                let fresh = self.levels[j].insert(k, i);
                 self.hits[j].insert_with(k, hot.code(), hot.args);
                 self.set_held(self.held | 1 << (32 - p));
                 fresh
@@ -237,11 +235,9 @@ impl Lpm32 {
         let held = match plen {
             0 => self.zero.take().is_some(),
             p => match level(p).filter(|&j| j < self.levels.len()) {
-                Some(j) if self.levels[j].get(k).is_some() => {
-                    let l = &mut self.levels[j];
-                    l.remove(k);
+                Some(j) if self.levels[j].remove(k) => {
                     self.hits[j].remove(k);
-                    if l.is_empty() {
+                    if self.levels[j].is_empty() {
                         self.set_held(self.held & !(1 << (32 - p)));
                     }
                     true

@@ -254,14 +254,14 @@ impl<V: Copy + Default, A: Copy> Map32<V, A> {
     }
 
     /// Map `k` to entry index `v` (below `u32::MAX`), replacing what it mapped to, its value
-    /// the default.
-    pub(super) fn insert(&mut self, k: u32, v: u32) {
+    /// the default: whether `k` is new to the map.
+    pub(super) fn insert(&mut self, k: u32, v: u32) -> bool {
         self.insert_with(k, v, V::default())
     }
 
     /// Map `k` to entry index `v` (below `u32::MAX`) and value `val`, replacing what it mapped
-    /// to.
-    pub(super) fn insert_with(&mut self, k: u32, v: u32, val: V) {
+    /// to: whether `k` is new to the map.
+    pub(super) fn insert_with(&mut self, k: u32, v: u32, val: V) -> bool {
         debug_assert!(v != FREE);
         let (i, present) = self.find(k);
         let slot = Slot {
@@ -272,7 +272,7 @@ impl<V: Copy + Default, A: Copy> Map32<V, A> {
         };
         if present {
             self.put(i, slot);
-            return;
+            return false;
         }
         let (n, slots) = (self.len as usize + 1, self.slots.len());
         if n * 8 > slots * 3 || (slots < SPARSE_BELOW && n * 8 > slots) {
@@ -283,6 +283,7 @@ impl<V: Copy + Default, A: Copy> Map32<V, A> {
             self.put(i, slot);
         }
         self.len += 1;
+        true
     }
 
     fn grow(&mut self) {
@@ -301,11 +302,11 @@ impl<V: Copy + Default, A: Copy> Map32<V, A> {
     }
 
     /// Forget key `k`: the slots after it in its run move back over the hole where their probes
-    /// pass it (no tombstones, so probes stay short).
-    pub(super) fn remove(&mut self, k: u32) {
+    /// pass it (no tombstones, so probes stay short). Whether the map held `k`.
+    pub(super) fn remove(&mut self, k: u32) -> bool {
         let (mut hole, present) = self.find(k);
         if !present {
-            return;
+            return false;
         }
         let mask = self.slots.len() - 1;
         let mut j = hole;
@@ -333,6 +334,7 @@ impl<V: Copy + Default, A: Copy> Map32<V, A> {
             }
             self.rehash(n);
         }
+        true
     }
 
     pub(super) fn is_empty(&self) -> bool {

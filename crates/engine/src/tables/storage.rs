@@ -3,11 +3,11 @@
 //! keep entries and indexes in step. Lookups on the packet path are in `lookup.rs`.
 
 use super::entry::{meter_cell, Hot, Indirect, Installed};
-use super::keys::{pack, prefix_mask, prefix_word_mask, HKey, KeyMap, HKEY_WORDS, MAX_KEY_WORDS};
+use super::keys::{prefix_word_mask, HKey, KeyMap, HKEY_WORDS, MAX_KEY_WORDS};
 use super::lpm32::Lpm32;
 use super::scan::ScanRows;
 use super::{tss, TableError};
-use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry, Value};
+use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -36,6 +36,26 @@ fn strip_selector_keys(t: &Table, mut e: TableEntry) -> TableEntry {
         }
     }
     e
+}
+
+/// An exact or LPM table entry's packed key ([`TableData::index_key`]): its words and, when a
+/// field is matched by prefix, the prefix length.
+struct IndexKey {
+    words: HKey,
+    len: usize,
+    plen: Option<u32>,
+}
+
+impl IndexKey {
+    /// The key's words (the table's key width).
+    fn key(&self) -> &[u64] {
+        &self.words[..self.len]
+    }
+
+    /// A narrow LPM table's key (its one word) and prefix length (0 for an exact value).
+    fn narrow(&self) -> (u32, u32) {
+        (self.words[0] as u32, self.plen.unwrap_or(0))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -295,55 +315,48 @@ impl TableData {
         Ok(d)
     }
 
-    fn index_key(&self, t: &Table, e: &TableEntry) -> (Vec<u64>, Option<u32>) {
-        let mut key = Vec::with_capacity(self.key_words);
-        let mut plen = None;
-        for (i, (m, k)) in e.matches.iter().zip(&t.keys).enumerate() {
-            let words = self.layout[i].1;
-            if k.kind == MatchKind::Selector {
-                key.extend(std::iter::repeat(0).take(words));
+    /// The packed key of an exact or LPM table's entry `e` (whole exact values, prefixes masked
+    /// to their length, other matches and selector fields zero) and its prefix length, built on
+    /// the stack: no allocation per table write.
+    fn index_key(&self, t: &Table, e: &TableEntry) -> IndexKey {
+        // (exact and LPM tables' keys take at most `HKEY_WORDS` words: `kind_of` scans wider ones)
+        debug_assert!(self.key_words <= HKEY_WORDS);
+        let mut k = IndexKey {
+            words: [0; HKEY_WORDS],
+            len: self.key_words.min(HKEY_WORDS),
+            plen: None,
+        };
+        for (i, (m, f)) in e.matches.iter().zip(&t.keys).enumerate() {
+            let Some(&(off, words)) = self.layout.get(i) else {
+                break;
+            };
+            if f.kind == MatchKind::Selector {
                 continue;
             }
-            match m {
-                FieldMatch::Exact(v) => pack(v, &mut key, words),
+            let (value, mask) = match m {
+                FieldMatch::Exact(v) => (v, None),
                 FieldMatch::Lpm { value, prefix_len } => {
-                    let mask = prefix_mask(k.width, *prefix_len, words);
-                    for (j, mw) in mask.iter().enumerate() {
-                        key.push(value.words.get(j).copied().unwrap_or(0) & mw);
-                    }
-                    plen = Some(*prefix_len);
+                    k.plen = Some(*prefix_len);
+                    (value, Some(*prefix_len))
                 }
                 FieldMatch::Any => {
-                    key.extend(std::iter::repeat(0).take(words));
-                    plen = Some(0);
+                    k.plen = Some(0);
+                    continue;
                 }
-                _ => key.extend(std::iter::repeat(0).take(words)),
-            }
-        }
-        (key, plen)
-    }
-
-    /// [`TableData::index_key`] of a narrow LPM table (`lpm32`'s key and prefix length): of a
-    /// table of that one key field without building the key (no allocation per table write),
-    /// else from the built key.
-    fn narrow_index_key(&self, t: &Table, e: &TableEntry) -> (u32, u32) {
-        if let ([k], [m]) = (&t.keys[..], &e.matches[..]) {
-            if k.kind != MatchKind::Selector {
-                let first = |v: &Value| v.words.first().copied().unwrap_or(0);
-                // as `index_key` packs them: an exact value whole (no length: 0), a prefix
-                // masked to its length, anything else 0
-                return match m {
-                    FieldMatch::Exact(v) => (first(v) as u32, 0),
-                    FieldMatch::Lpm { value, prefix_len } => (
-                        (first(value) & prefix_word_mask(k.width, *prefix_len, 0)) as u32,
-                        *prefix_len,
-                    ),
-                    _ => (0, 0),
+                _ => continue,
+            };
+            for j in 0..words {
+                let w = value.words.get(j).copied().unwrap_or(0);
+                let w = match mask {
+                    Some(plen) => w & prefix_word_mask(f.width, plen, j),
+                    None => w,
                 };
+                if let Some(slot) = k.words.get_mut(off + j) {
+                    *slot = w;
+                }
             }
         }
-        let (k, plen) = self.index_key(t, e);
-        (k.first().copied().unwrap_or(0) as u32, plen.unwrap_or(0))
+        k
     }
 
     /// An LPM table of one key of at most 32 bits (its levels in `lpm32`).
@@ -361,26 +374,26 @@ impl TableData {
         let e = &*without_selector_keys(t, e);
         match self.kind {
             Kind::Exact => {
-                let (k, _) = self.index_key(t, e);
+                let k = self.index_key(t, e);
                 self.exact
-                    .get(&k)
+                    .get(k.key())
                     .filter(|i| Self::same_match(&self.entries[*i].entry, e))
             }
             Kind::Lpm => {
+                let k = self.index_key(t, e);
                 if self.lpm_narrow() {
-                    let (k, plen) = self.narrow_index_key(t, e);
+                    let (k, plen) = k.narrow();
                     return self
                         .lpm32
                         .get_exact(k, plen)
                         .map(|i| i as usize)
                         .filter(|i| Self::same_match(&self.entries[*i].entry, e));
                 }
-                let (k, plen) = self.index_key(t, e);
-                let plen = plen.unwrap_or(0);
+                let plen = k.plen.unwrap_or(0);
                 self.lpm
                     .iter()
                     .find(|(l, _)| *l == plen)
-                    .and_then(|(_, m)| m.get(&k))
+                    .and_then(|(_, m)| m.get(k.key()))
                     .filter(|i| Self::same_match(&self.entries[*i].entry, e))
             }
             Kind::Scan => {
@@ -418,17 +431,17 @@ impl TableData {
         let e = &inst.entry;
         match self.kind {
             Kind::Exact => {
-                let (k, _) = self.index_key(t, e);
-                self.exact.insert(&k, i);
+                let k = self.index_key(t, e);
+                self.exact.insert(k.key(), i);
             }
             Kind::Lpm => {
+                let k = self.index_key(t, e);
                 if self.lpm_narrow() {
-                    let (k, plen) = self.narrow_index_key(t, e);
+                    let (k, plen) = k.narrow();
                     self.lpm32.insert(k, plen, i as u32, &self.hot[i]);
                     return;
                 }
-                let (k, plen) = self.index_key(t, e);
-                let plen = plen.unwrap_or(0);
+                let plen = k.plen.unwrap_or(0);
                 let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
                     Some(p) if self.lpm[p].0 == plen => p,
                     Some(p) => {
@@ -451,7 +464,7 @@ impl TableData {
                         self.lpm.len() - 1
                     }
                 };
-                self.lpm[pos].1.insert(&k, i);
+                self.lpm[pos].1.insert(k.key(), i);
             }
             Kind::Scan => {
                 let ents = &self.entries;
@@ -474,19 +487,19 @@ impl TableData {
         let e = &inst.entry;
         match self.kind {
             Kind::Exact => {
-                let (k, _) = self.index_key(t, e);
-                self.exact.remove(&k);
+                let k = self.index_key(t, e);
+                self.exact.remove(k.key());
             }
             Kind::Lpm => {
+                let k = self.index_key(t, e);
                 if self.lpm_narrow() {
-                    let (k, plen) = self.narrow_index_key(t, e);
+                    let (k, plen) = k.narrow();
                     self.lpm32.remove(k, plen);
                     return;
                 }
-                let (k, plen) = self.index_key(t, e);
-                let plen = plen.unwrap_or(0);
+                let plen = k.plen.unwrap_or(0);
                 if let Some(p) = self.lpm.iter().position(|(l, _)| *l == plen) {
-                    self.lpm[p].1.remove(&k);
+                    self.lpm[p].1.remove(k.key());
                     if self.lpm[p].1.is_empty() {
                         self.lpm.remove(p);
                         self.lpm_masks.remove(p);
@@ -729,46 +742,95 @@ impl TableData {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use p4sec_ir::Value;
 
-    /// A narrow LPM table's key and prefix length taken from the entry directly are those of the
-    /// built key, for every kind of match (prefixes of every length, bits past the prefix set).
+    /// The packed key of a table of an exact and an LPM field (and of the router's narrow LPM
+    /// table): exact values whole in their field's words, prefixes masked to their length (bits
+    /// past the prefix cleared), anything else zero; the prefix length of LPM and wildcard
+    /// matches.
     #[test]
-    fn narrow_index_key_agrees_with_the_built_key() {
+    fn index_keys_pack_each_field_in_its_words() {
         let e = crate::testutil::engine(crate::testutil::ROUTER);
         let ti = e.table_index("RouterIngress.ipv4_lpm").unwrap();
-        let t = &e.prog.tables[ti];
-        let d = TableData::new(t).unwrap();
+        let mut t = e.prog.tables[ti].clone();
+        let d = TableData::new(&t).unwrap();
         assert!(d.lpm_narrow());
-        let v = |x: u64| Value::new(32, x);
-        let mut matches = vec![
-            FieldMatch::Any,
-            FieldMatch::Exact(v(0xdead_beef)),
-            FieldMatch::Ternary {
-                value: v(5),
-                mask: v(7),
-            },
-            FieldMatch::Range { lo: v(1), hi: v(9) },
-        ];
-        for l in 0..=32 {
-            for x in [0u64, 0xffff_ffff, 0x0a0b_0c0d, 0x8000_0001] {
-                matches.push(FieldMatch::Lpm {
-                    value: v(x),
-                    prefix_len: l,
-                });
-            }
-        }
-        for m in matches {
-            let entry = TableEntry {
-                matches: vec![m.clone()],
-                action: d.default.clone(),
-                priority: 0,
-            };
-            let (k, plen) = d.index_key(t, &entry);
+        let entry = |matches: Vec<FieldMatch>| TableEntry {
+            matches,
+            action: d.default.clone(),
+            priority: 0,
+        };
+        let v = |w: u32, x: u64| Value::new(w, x);
+        for (m, want) in [
+            (FieldMatch::Any, (0, 0)),
+            (FieldMatch::Exact(v(32, 0xdead_beef)), (0xdead_beef, 0)),
+            (
+                FieldMatch::Lpm {
+                    value: v(32, 0x0a0b_0cff),
+                    prefix_len: 24,
+                },
+                (0x0a0b_0c00, 24),
+            ),
+            (
+                FieldMatch::Lpm {
+                    value: v(32, 0xffff_ffff),
+                    prefix_len: 1,
+                },
+                (0x8000_0000, 1),
+            ),
+            (
+                FieldMatch::Lpm {
+                    value: v(32, 0xffff_ffff),
+                    prefix_len: 0,
+                },
+                (0, 0),
+            ),
+            (
+                FieldMatch::Range {
+                    lo: v(32, 1),
+                    hi: v(32, 9),
+                },
+                (0, 0),
+            ),
+        ] {
             assert_eq!(
-                d.narrow_index_key(t, &entry),
-                (k[0] as u32, plen.unwrap_or(0)),
+                d.index_key(&t, &entry(vec![m.clone()])).narrow(),
+                want,
                 "{m:?}"
             );
         }
+        // a 16-bit exact field, then a 72-bit LPM field (two words)
+        let mut lpm = t.keys[0].clone();
+        lpm.width = 72;
+        let mut exact = t.keys[0].clone();
+        exact.width = 16;
+        exact.kind = MatchKind::Exact;
+        t.keys = vec![exact, lpm];
+        let d = TableData::new(&t).unwrap();
+        assert!(d.kind == Kind::Lpm && !d.lpm_narrow());
+        let wide = Value {
+            width: 72,
+            words: vec![0xffff_ffff_ffff_ffff, 0xff],
+        };
+        let k = d.index_key(
+            &t,
+            &entry(vec![
+                FieldMatch::Exact(v(16, 0xbeef)),
+                FieldMatch::Lpm {
+                    value: wide.clone(),
+                    prefix_len: 12,
+                },
+            ]),
+        );
+        // the top 12 of 72 bits: bits 60..72, 4 in the low word and 8 in the high one
+        assert_eq!(
+            (k.key(), k.plen),
+            (&[0xbeef, 0xf000_0000_0000_0000, 0xff][..], Some(12))
+        );
+        let k = d.index_key(
+            &t,
+            &entry(vec![FieldMatch::Exact(v(16, 7)), FieldMatch::Any]),
+        );
+        assert_eq!((k.key(), k.plen), (&[7, 0, 0][..], Some(0)));
     }
 }
