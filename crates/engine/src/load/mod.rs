@@ -59,7 +59,8 @@ impl Engine {
             for e in &t.entries {
                 tables::validate_entry(&prog, t, e)?;
             }
-            let mut d = TableData::new(t)?;
+            // (native code reads narrow LPM tables' hit maps; the closures do not)
+            let mut d = TableData::with_hit_maps(t, backend == Backend::Native)?;
             d.default_writes = match_action::param_writes(&prog, &d.default);
             tables.push(TableRt {
                 data: ArcSwap::from_pointee(d),

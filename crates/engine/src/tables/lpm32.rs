@@ -30,7 +30,8 @@ pub(super) struct Lpm32 {
     /// when the table is not a narrow LPM one), longest first.
     levels: Vec<Map32>,
     /// `hits[32 - p]`: the same keys → what a hit on their entry needs, the key and the hit in
-    /// one cache line (native code's lookup reads only these).
+    /// one cache line (native code's lookup reads only these); none in the index of a table that
+    /// native code does not read (the closure engine's: its writes do not pay for them).
     hits: Vec<HitMap>,
     /// `masks[32 - p]`: the key's mask of prefix length `p` (0 past the width).
     masks: [u32; 32],
@@ -114,12 +115,15 @@ impl Clone for Lpm32 {
 
 impl Lpm32 {
     /// The index of a narrow LPM table whose key is `width` bits wide (1 to 32), its maps hashing
-    /// with `seed`; `None` makes an index of no levels (other tables).
-    pub(super) fn new(width: Option<u32>, seed: u64) -> Lpm32 {
+    /// with `seed`, with hit maps when `hits` ([`Lpm32::get_hit`]); `None` makes an index of no
+    /// levels (other tables).
+    pub(super) fn new(width: Option<u32>, seed: u64, hits: bool) -> Lpm32 {
         let width = width.unwrap_or(0).min(32);
         let n = if width == 0 { 0 } else { 32 };
         let levels = (0..n).map(|_| Map32::new(seed)).collect();
-        let hits = (0..n).map(|_| Map32::new(seed)).collect();
+        let hits = (0..if hits { n } else { 0 })
+            .map(|_| Map32::new(seed))
+            .collect();
         let mut masks = [0u32; 32];
         for p in 1..=width {
             masks[32 - p as usize] = (u32::MAX >> (32 - p)) << (width - p);
@@ -152,10 +156,20 @@ impl Lpm32 {
         }
     }
 
+    /// Whether this index has hit maps ([`Lpm32::get_hit`] reads them).
+    #[inline(always)]
+    pub(super) fn has_hits(&self) -> bool {
+        !self.hits.is_empty()
+    }
+
     /// What a hit on the entry [`Lpm32::get`] finds needs: its code ([`HotData::code`]) and
-    /// arguments, read from its key's slot in the level's hit map.
+    /// arguments, read from its key's slot in the level's hit map. Only for an index with hit
+    /// maps ([`Lpm32::has_hits`]); one without misses.
     #[inline(always)]
     pub(super) fn get_hit(&self, k: u32) -> Option<(u32, &HitArgs)> {
+        if !self.has_hits() {
+            return None;
+        }
         match self.probe(&self.hits, k) {
             Some(hit) => Some(hit),
             None => self.zero.as_ref().map(|(_, c, a)| (*c, a)),
@@ -185,8 +199,8 @@ impl Lpm32 {
             let top = present.trailing_zeros() as usize;
             debug_assert_eq!(maps.len(), 32);
             // SAFETY: a bit of the summary or of `direct` is set only for a level there is (`mark`,
-            // `insert`): an index of a width has its 32 levels and hit maps (`new`; none of no
-            // width, whose summary and `direct` stay all zero)
+            // `insert`): an index of a width has its 32 levels, and 32 hit maps when it has any
+            // (`new`, `get_hit`; none of no width, whose summary and `direct` stay all zero)
             let level = unsafe { maps.get_unchecked(top) };
             if let Some(hit) = level.get_taken(k & self.masks[top]) {
                 return Some(hit);
@@ -214,7 +228,9 @@ impl Lpm32 {
                     return;
                 };
                 let fresh = self.levels[j].insert(k, i);
-                self.hits[j].insert_with(k, hot.code(), hot.args);
+                if let Some(h) = self.hits.get_mut(j) {
+                    h.insert_with(k, hot.code(), hot.args);
+                }
                 self.set_held(self.held | 1 << (32 - p));
                 fresh
             }
@@ -236,7 +252,9 @@ impl Lpm32 {
             0 => self.zero.take().is_some(),
             p => match level(p).filter(|&j| j < self.levels.len()) {
                 Some(j) if self.levels[j].remove(k) => {
-                    self.hits[j].remove(k);
+                    if let Some(h) = self.hits.get_mut(j) {
+                        h.remove(k);
+                    }
                     if self.levels[j].is_empty() {
                         self.set_held(self.held & !(1 << (32 - p)));
                     }
@@ -364,11 +382,11 @@ mod tests {
 
     /// Random inserts and deletes of prefixes of every length (0 and the full width included,
     /// nested and overlapping ones), through summary growth, shrinking and rebuilds: every lookup
-    /// agrees with a scan for the longest matching prefix.
+    /// agrees with a scan for the longest matching prefix (with and without hit maps).
     #[test]
     fn agrees_with_a_scan() {
         for width in [32u32, 20, 9, 1] {
-            let mut t = Lpm32::new(Some(width), super::super::map32::table_seed());
+            let mut t = Lpm32::new(Some(width), super::super::map32::table_seed(), width != 9);
             let mut held: Vec<(u32, u32, u32)> = vec![];
             let mut s = 11u64 + width as u64;
             let mut next = || {
@@ -423,7 +441,8 @@ mod tests {
                         "width {width}, key {k:#x}"
                     );
                     // the hit's copy is its entry's, moved with it (an entry's action is its step)
-                    let want = t.get(k).map(|i| hot(i).code());
+                    // (an index without hit maps answers none)
+                    let want = t.get(k).filter(|_| t.has_hits()).map(|i| hot(i).code());
                     assert_eq!(
                         t.get_hit(k).map(|(c, _)| c),
                         want,
@@ -443,7 +462,7 @@ mod tests {
     /// the summary past that, and back when a length empties: the same answers either way.
     #[test]
     fn direct_probes_and_summary_agree() {
-        let mut t = Lpm32::new(Some(32), 9);
+        let mut t = Lpm32::new(Some(32), 9, true);
         let lens = [8u32, 12, 16, 20, 24, 28, 32];
         for (j, &l) in lens.iter().enumerate() {
             t.insert(
@@ -474,11 +493,11 @@ mod tests {
     /// Bits above the key's width do not change the answer, and a table of no levels misses.
     #[test]
     fn high_bits_ignored_and_empty_index_misses() {
-        let mut t = Lpm32::new(Some(16), 7);
+        let mut t = Lpm32::new(Some(16), 7, true);
         t.insert(0xab00, 8, 1, &hot(1));
         assert_eq!(t.get(0xabcd), Some(1));
         assert_eq!(t.get(0xffff_abcd), Some(1));
         assert_eq!(t.get(0xacff), None);
-        assert_eq!(Lpm32::new(None, 7).get(5), None);
+        assert_eq!(Lpm32::new(None, 7, true).get(5), None);
     }
 }

@@ -74,15 +74,17 @@ pub(super) struct Map32<V = (), A = ()> {
     /// slot is free is answered from here, without reading the slot's line.
     taken: Box<[u64]>,
     /// Which map contents this is ([`next_gen`]), the contents it was copied from (its slots the
-    /// same but for the blocks of [`BLOCK`] slots set in `dirty`), or [`NO_GEN`] when it was made
+    /// same but for the blocks of [`Map32::BLOCK`] slots set in `dirty`), or [`NO_GEN`] when it was made
     /// anew (grown, cleared).
     gen: u64,
     base: u64,
     dirty: Box<[u64]>,
 }
 
-/// Slots per block of `dirty` (a bit each).
-const BLOCK: usize = 16;
+/// Bytes of slots per block of `dirty` (a bit each): two cache lines, 16 slots of 8 bytes, 4 of
+/// 32 (a table version copies the blocks a change touched, so the fewer bytes a block holds, the
+/// fewer a copy moves; 64 slots of `taken` hold a whole number of blocks).
+const BLOCK_BYTES: usize = 128;
 /// The `base` of a map not copied from another.
 const NO_GEN: u64 = 0;
 
@@ -95,6 +97,20 @@ fn next_gen() -> u64 {
 /// The words of a bitmap of `n` bits.
 fn words(n: usize) -> usize {
     n.div_ceil(64)
+}
+
+impl<V, A> Map32<V, A> {
+    /// Slots per block of `dirty`: [`BLOCK_BYTES`] of them (at least one; a power of two dividing
+    /// 64, as slot sizes are powers of two from 8 to 128 bytes).
+    const BLOCK: usize = {
+        let n = BLOCK_BYTES / std::mem::size_of::<Slot<V, A>>();
+        assert!(n <= 64 && 64 % if n == 0 { 1 } else { n } == 0);
+        if n == 0 {
+            1
+        } else {
+            n
+        }
+    };
 }
 
 impl<V: Copy, A: Copy> Clone for Map32<V, A> {
@@ -133,7 +149,7 @@ impl<V: Copy, A: Copy> Clone for Map32<V, A> {
                 while bits != 0 {
                     let b = w * 64 + bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    let (lo, hi) = (b * BLOCK, ((b + 1) * BLOCK).min(slots.len()));
+                    let (lo, hi) = (b * Self::BLOCK, ((b + 1) * Self::BLOCK).min(slots.len()));
                     slots[lo..hi].copy_from_slice(&src.slots[lo..hi]);
                     // (a block lies within one word of `taken`: 64 is a multiple of `BLOCK`)
                     taken[lo / 64] = src.taken[lo / 64];
@@ -172,7 +188,7 @@ impl<V: Copy + Default, A: Copy> Map32<V, A> {
             taken: vec![0; words(n)].into_boxed_slice(),
             gen: next_gen(),
             base: NO_GEN,
-            dirty: vec![0; words(n.div_ceil(BLOCK))].into_boxed_slice(),
+            dirty: vec![0; words(n.div_ceil(Self::BLOCK))].into_boxed_slice(),
         }
     }
 
@@ -226,7 +242,7 @@ impl<V: Copy + Default, A: Copy> Map32<V, A> {
     /// Slot `i` set to `s`, its bit in `taken` with it.
     #[inline]
     fn put(&mut self, i: usize, s: Slot<V, A>) {
-        let b = i / BLOCK;
+        let b = i / Self::BLOCK;
         self.dirty[b / 64] |= 1 << (b % 64);
         let bit = 1u64 << (i % 64);
         if s.idx == FREE {

@@ -261,7 +261,16 @@ pub(crate) fn lean_of(t: &Table) -> Lean {
 }
 
 impl TableData {
+    /// An empty version of table `t` (its const entries installed), indexed for both engines.
+    #[cfg(test)]
     pub fn new(t: &Table) -> Result<Self, String> {
+        Self::with_hit_maps(t, true)
+    }
+
+    /// [`TableData::new`], a narrow LPM table's index with the hit maps native code reads only
+    /// when `hit_maps` (a table the closure engine runs does without them: its writes and memory
+    /// as before native code).
+    pub fn with_hit_maps(t: &Table, hit_maps: bool) -> Result<Self, String> {
         let kind = kind_of(t);
         let mut layout = vec![];
         let mut off = 0;
@@ -293,7 +302,11 @@ impl TableData {
             ),
             lpm: vec![],
             lpm_masks: vec![],
-            lpm32: Lpm32::new((kind == Kind::Lpm && narrow_key).then_some(lpm_width), seed),
+            lpm32: Lpm32::new(
+                (kind == Kind::Lpm && narrow_key).then_some(lpm_width),
+                seed,
+                hit_maps,
+            ),
             seed,
             lean,
             lean_lpm32: lean == Lean::Lpm32,
@@ -832,5 +845,66 @@ mod tests {
             &entry(vec![FieldMatch::Exact(v(16, 7)), FieldMatch::Any]),
         );
         assert_eq!((k.key(), k.plen), (&[7, 0, 0][..], Some(0)));
+    }
+
+    /// A narrow LPM table made without hit maps (the closure engine's) answers native code's
+    /// lookup from its entries: the same code and arguments as one made with them, through route
+    /// inserts, modifies and deletes.
+    #[test]
+    fn lpm_hits_agree_with_and_without_hit_maps() {
+        let e = crate::testutil::engine(crate::testutil::ROUTER);
+        let ti = e.table_index("RouterIngress.ipv4_lpm").unwrap();
+        let t = &e.prog.tables[ti];
+        let mut with = TableData::with_hit_maps(t, true).unwrap();
+        let mut without = TableData::with_hit_maps(t, false).unwrap();
+        assert!(with.lpm32.has_hits() && !without.lpm32.has_hits());
+        let route = |(prefix, len): (u32, u32), port: u64| {
+            crate::testutil::route_entry(&e, prefix, len, port, 0x0200_0000_0000 | port)
+        };
+        let mut held: Vec<((u32, u32), u64)> = vec![];
+        for x in 0..600u32 {
+            let len = [8, 16, 20, 24, 32][x as usize % 5];
+            let p = (0x0a00_0000 | x.wrapping_mul(0x9e37_79b9) >> 8) & (u32::MAX << (32 - len));
+            let port = x as u64 % 7 + 1;
+            for d in [&mut with, &mut without] {
+                match x % 6 {
+                    // a route changed to another port, another deleted
+                    4 if !held.is_empty() => {
+                        let (r, q) = held[x as usize % held.len()];
+                        d.modify(t, route(r, q % 7 + 1)).unwrap();
+                    }
+                    5 if !held.is_empty() => {
+                        let (r, q) = held[x as usize % held.len()];
+                        d.delete(t, &route(r, q)).unwrap();
+                    }
+                    _ if !held.iter().any(|h| h.0 == (p, len)) => {
+                        d.insert(t, route((p, len), port)).unwrap()
+                    }
+                    _ => {}
+                }
+            }
+            match x % 6 {
+                4 if !held.is_empty() => {
+                    let j = x as usize % held.len();
+                    held[j].1 = held[j].1 % 7 + 1;
+                }
+                5 if !held.is_empty() => drop(held.swap_remove(x as usize % held.len())),
+                _ if !held.iter().any(|h| h.0 == (p, len)) => held.push(((p, len), port)),
+                _ => {}
+            }
+        }
+        assert_eq!(with.entries.len(), held.len());
+        let mut hits = 0;
+        for x in 0..4000u32 {
+            let k = 0x0a00_0000 | x.wrapping_mul(0x0001_3579) & 0x00ff_ffff;
+            let a = with.lookup_lpm32(k as u64).map(|(c, a)| (c, *a));
+            assert_eq!(
+                a,
+                without.lookup_lpm32(k as u64).map(|(c, a)| (c, *a)),
+                "{k:#x}"
+            );
+            hits += a.is_some() as u32;
+        }
+        assert!(hits > 100, "{hits} of the keys hit");
     }
 }
