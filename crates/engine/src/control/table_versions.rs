@@ -125,18 +125,20 @@ impl Engine {
                     .unwrap_or_else(|p| p.into_inner())
             })
             .collect();
-        let mut versions = vec![];
+        let mut versions: Vec<(usize, TableData)> = vec![];
         for &ti in tables {
             let t = &self.prog.tables[ti];
-            let mut d = match versions.iter().position(|(x, _)| *x == ti) {
-                Some(p) => versions.remove(p).1,
+            // each table's copy changed where it lies (a table version is hundreds of bytes: not
+            // moved per change)
+            let p = match versions.iter().position(|(x, _)| *x == ti) {
+                Some(p) => p,
                 None => {
                     let rt = &self.match_action.tables[ti];
-                    self.copy_to_change(rt, &rt.data.load())
+                    versions.push((ti, self.copy_to_change(rt, &rt.data.load())));
+                    versions.len() - 1
                 }
             };
-            f(ti, t, &mut d)?;
-            versions.push((ti, d));
+            f(ti, t, &mut versions[p].1)?;
         }
         self.publish(versions);
         drop(guards);
