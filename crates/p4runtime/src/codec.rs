@@ -48,9 +48,20 @@ pub(crate) fn to_uint128(v: u128) -> p4::Uint128 {
 /// bytes are accepted however many there are; a value with more significant bits than the field is
 /// OUT_OF_RANGE. An empty string encodes no value: INVALID_ARGUMENT (zero is one zero byte).
 pub(crate) fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, Status> {
+    bytes_to_value_of(b, width, || what.to_string())
+}
+
+/// [`bytes_to_value`] whose name for errors is made only for an error (no string built per
+/// value written).
+pub(crate) fn bytes_to_value_of(
+    b: &[u8],
+    width: u32,
+    what: impl FnOnce() -> String,
+) -> Result<Value, Status> {
     if b.is_empty() {
         return Err(Status::invalid_argument(format!(
-            "{what}: the value is an empty byte string (zero is one zero byte)"
+            "{}: the value is an empty byte string (zero is one zero byte)",
+            what()
         )));
     }
     let first = b.iter().position(|x| *x != 0).unwrap_or(b.len());
@@ -62,7 +73,8 @@ pub(crate) fn bytes_to_value(b: &[u8], width: u32, what: &str) -> Result<Value, 
     };
     if bits > width as u64 {
         return Err(Status::out_of_range(format!(
-            "{what}: the value has {bits} significant bits, the field has {width}"
+            "{}: the value has {bits} significant bits, the field has {width}",
+            what()
         )));
     }
     let n = p4sec_ir::words_for(width) as usize;
@@ -164,7 +176,7 @@ pub(crate) fn action_call(
             a.params.len()
         )));
     }
-    let mut args = vec![];
+    let mut args = Vec::with_capacity(act.params.len());
     for p in &act.params {
         let given = a
             .params
@@ -173,11 +185,9 @@ pub(crate) fn action_call(
             .ok_or_else(|| {
                 Status::invalid_argument(format!("missing parameter `{}` (id {})", p.name, p.id))
             })?;
-        args.push(bytes_to_value(
-            &given.value,
-            p.loc.width,
-            &format!("parameter `{}`", p.name),
-        )?);
+        args.push(bytes_to_value_of(&given.value, p.loc.width, || {
+            format!("parameter `{}`", p.name)
+        })?);
     }
     Ok(ActionCall {
         action: ta.action,
