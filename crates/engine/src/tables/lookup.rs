@@ -55,17 +55,21 @@ impl TableData {
 
     /// [`TableData::lookup_lean`] of a narrow LPM table ([`Lean::Lpm32`], which the caller knows
     /// from the table's declaration: [`super::lean_of`]; native code's `np_select_lpm32`): what a
-    /// hit needs, its code and arguments ([`super::HotData::code`]), from the index's hit maps
-    /// (from the entry's hot line in a table made without them). The index it reads holds nothing
-    /// in a table of any other kind: a miss there.
+    /// hit needs, its code and arguments ([`super::HotData::code`]), from the index's hit maps.
+    /// The index it reads holds nothing in a table of any other kind, nor in one made without hit
+    /// maps ([`TableData::has_hit_maps`]): a miss there, which the caller hands to the general
+    /// lookup.
     #[inline(always)]
     pub(crate) fn lookup_lpm32(&self, k: u64) -> Option<(u32, &super::HitArgs)> {
         debug_assert_eq!(self.lean, Lean::Lpm32);
-        if self.lpm32.has_hits() {
-            return self.lpm32.get_hit(k as u32);
-        }
-        let h = self.hot.get(self.lpm32.get(k as u32)? as usize)?;
-        Some((h.code(), &h.args))
+        self.lpm32.get_hit(k as u32)
+    }
+
+    /// Whether a narrow LPM table's index keeps hit maps ([`TableData::lookup_lpm32`] answers
+    /// from them; a table made for the closure engine has none).
+    #[inline(always)]
+    pub(crate) fn has_hit_maps(&self) -> bool {
+        self.lpm32.has_hits()
     }
 
     /// A narrow LPM table: one probe of a 32-bit map per prefix length that may match, longest

@@ -3,8 +3,8 @@
 //! inline arguments written by its action's plan and a miss's few default writes, calling nothing
 //! (the helper's frame saves no registers); anything else (a traced packet, a table version not
 //! of this shape, a hit whose arguments are not in the plan's form, a default of more words, the
-//! meter of the last entry to forget) is handed to [`np_select`] by a tail call, which does it all
-//! as before.
+//! meter of the last entry to forget, a miss in a table made without hit maps) is handed to
+//! [`np_select`] by a tail call, which does it all as before.
 
 use super::{np_select, ApplySite, Ctx};
 use crate::pipeline::match_action::arg_plan::ArgPlan;
@@ -58,7 +58,8 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
             a
         }
         None => {
-            if !data.default_writes.few {
+            // (a table made without hit maps misses at once: the general lookup answers)
+            if !data.default_writes.few || !data.has_hit_maps() {
                 return np_select::<E>(ctx, site, k);
             }
             let w = &mut *std::ptr::read_volatile(&(*ctx).w);
@@ -121,7 +122,7 @@ impl Engine {
                 marked::<true>(slots, stats, ti, true, a, hit, action_run);
                 Some(a)
             }
-            None if data.default_writes.few => {
+            None if data.default_writes.few && data.has_hit_maps() => {
                 Some(miss_writes::<true>(slots, stats, ti, data, hit, action_run))
             }
             None => None,
