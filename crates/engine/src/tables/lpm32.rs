@@ -60,58 +60,21 @@ pub(super) struct Lpm32 {
     stale: usize,
 }
 
-impl Clone for Lpm32 {
-    fn clone(&self) -> Self {
-        Self {
-            levels: self.levels.clone(),
-            hits: self.hits.clone(),
-            masks: self.masks,
-            summary: self.summary.clone(),
-            width: self.width,
-            bits: self.bits,
-            shift: self.shift,
-            bucket_mask: self.bucket_mask,
-            zero: self.zero,
-            held: self.held,
-            direct: self.direct,
-            len: self.len,
-            stale: self.stale,
-        }
-    }
-
-    /// `src` copied into this index's own arrays where their sizes allow.
-    fn clone_from(&mut self, src: &Self) {
-        // every field named: a field added later cannot be left out
-        let Self {
-            levels,
-            hits,
-            masks,
-            summary,
-            width,
-            bits,
-            shift,
-            bucket_mask,
-            zero,
-            held,
-            direct,
-            len,
-            stale,
-        } = self;
-        levels.clone_from(&src.levels);
-        hits.clone_from(&src.hits);
-        masks.clone_from(&src.masks);
-        summary.clone_from(&src.summary);
-        width.clone_from(&src.width);
-        bits.clone_from(&src.bits);
-        shift.clone_from(&src.shift);
-        bucket_mask.clone_from(&src.bucket_mask);
-        zero.clone_from(&src.zero);
-        held.clone_from(&src.held);
-        direct.clone_from(&src.direct);
-        len.clone_from(&src.len);
-        stale.clone_from(&src.stale);
-    }
-}
+super::clone_fields::clone_by_fields!(Lpm32 {
+    levels,
+    hits,
+    masks,
+    summary,
+    width,
+    bits,
+    shift,
+    bucket_mask,
+    zero,
+    held,
+    direct,
+    len,
+    stale,
+});
 
 impl Lpm32 {
     /// The index of a narrow LPM table whose key is `width` bits wide (1 to 32), its maps hashing

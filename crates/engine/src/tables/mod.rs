@@ -7,12 +7,14 @@
 //! The files: `keys.rs` (packed keys and their hash index), `map32.rs` (the index of 32-bit keys),
 //! `lpm32.rs` (the levels of an LPM table of one key of at most 32 bits),
 //! `scan.rs` (small scan tables' matches compiled to words), `entry.rs` (one installed entry),
-//! `storage.rs` (a table version and its changes), `lookup.rs` (the packet path's lookups),
+//! `storage.rs` (a table version and its changes), `clone_fields.rs` (a version's copy made in a
+//! replaced one, field by field), `lookup.rs` (the packet path's lookups),
 //! `validate.rs` (entries checked against the table), `profiles.rs` (action profile members and
 //! groups), `api.rs` (the plain data of the control-plane API, whose methods are on `Engine` in
 //! `control/`). Storage types stay inside the engine.
 
 mod api;
+mod clone_fields;
 mod entry;
 mod keys;
 mod lookup;

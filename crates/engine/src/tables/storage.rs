@@ -131,83 +131,29 @@ pub(crate) struct TableData {
     lpm_field: Option<usize>,
 }
 
-impl Clone for TableData {
-    fn clone(&self) -> TableData {
-        TableData {
-            kind: self.kind,
-            entries: self.entries.clone(),
-            hot: self.hot.clone(),
-            exact: self.exact.clone(),
-            lpm: self.lpm.clone(),
-            lpm_masks: self.lpm_masks.clone(),
-            lpm32: self.lpm32.clone(),
-            seed: self.seed,
-            lean: self.lean,
-            lean_lpm32: self.lean_lpm32,
-            lean_exact: self.lean_exact,
-            order: self.order.clone(),
-            scan: self.scan.clone(),
-            tss: self.tss.clone(),
-            default: self.default.clone(),
-            default_writes: self.default_writes.clone(),
-            next_seq: self.next_seq,
-            layout: self.layout.clone(),
-            key_words: self.key_words,
-            narrow_key: self.narrow_key,
-            lpm_field: self.lpm_field,
-        }
-    }
-
-    /// `src` copied into this version's own buffers where their sizes allow (a retired version
-    /// made the next one: no allocation, no fresh pages, for the large arrays of the indexes).
-    fn clone_from(&mut self, src: &TableData) {
-        // every field named: a field added later cannot be left out
-        let TableData {
-            kind,
-            entries,
-            hot,
-            exact,
-            lpm,
-            lpm_masks,
-            lpm32,
-            seed,
-            lean,
-            lean_lpm32,
-            lean_exact,
-            order,
-            scan,
-            tss,
-            default,
-            default_writes,
-            next_seq,
-            layout,
-            key_words,
-            narrow_key,
-            lpm_field,
-        } = self;
-        kind.clone_from(&src.kind);
-        entries.clone_from(&src.entries);
-        hot.clone_from(&src.hot);
-        exact.clone_from(&src.exact);
-        lpm.clone_from(&src.lpm);
-        lpm_masks.clone_from(&src.lpm_masks);
-        lpm32.clone_from(&src.lpm32);
-        seed.clone_from(&src.seed);
-        lean.clone_from(&src.lean);
-        lean_lpm32.clone_from(&src.lean_lpm32);
-        lean_exact.clone_from(&src.lean_exact);
-        order.clone_from(&src.order);
-        scan.clone_from(&src.scan);
-        tss.clone_from(&src.tss);
-        default.clone_from(&src.default);
-        default_writes.clone_from(&src.default_writes);
-        next_seq.clone_from(&src.next_seq);
-        layout.clone_from(&src.layout);
-        key_words.clone_from(&src.key_words);
-        narrow_key.clone_from(&src.narrow_key);
-        lpm_field.clone_from(&src.lpm_field);
-    }
-}
+super::clone_fields::clone_by_fields!(TableData {
+    kind,
+    entries,
+    hot,
+    exact,
+    lpm,
+    lpm_masks,
+    lpm32,
+    seed,
+    lean,
+    lean_lpm32,
+    lean_exact,
+    order,
+    scan,
+    tss,
+    default,
+    default_writes,
+    next_seq,
+    layout,
+    key_words,
+    narrow_key,
+    lpm_field,
+});
 
 /// How a table's versions index their entries (by its keys' kinds and words).
 fn kind_of(t: &Table) -> Kind {
