@@ -74,8 +74,8 @@ pub(super) struct Map32<V = (), A = ()> {
     /// slot is free is answered from here, without reading the slot's line.
     taken: Box<[u64]>,
     /// Which map contents this is ([`next_gen`]), the contents it was copied from (its slots the
-    /// same but for the blocks of [`Map32::BLOCK`] slots set in `dirty`), or [`NO_GEN`] when it was made
-    /// anew (grown, cleared).
+    /// same but for the blocks of [`Map32::BLOCK`] slots set in `dirty`), or [`NO_GEN`] when it
+    /// was made anew (grown, cleared).
     gen: u64,
     base: u64,
     dirty: Box<[u64]>,
@@ -104,12 +104,9 @@ impl<V, A> Map32<V, A> {
     /// 64, as slot sizes are powers of two from 8 to 128 bytes).
     const BLOCK: usize = {
         let n = BLOCK_BYTES / std::mem::size_of::<Slot<V, A>>();
-        assert!(n <= 64 && 64 % if n == 0 { 1 } else { n } == 0);
-        if n == 0 {
-            1
-        } else {
-            n
-        }
+        let n = if n == 0 { 1 } else { n };
+        assert!(64 % n == 0);
+        n
     };
 }
 

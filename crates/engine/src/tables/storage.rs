@@ -605,8 +605,8 @@ impl TableData {
     pub fn replace(&mut self, t: &Table, i: usize, inst: Installed) {
         self.hot[i] = Hot::of(&inst);
         self.entries[i] = Arc::new(inst);
-        if self.lpm_narrow() {
-            // the copy of what a hit needs in the key's slot
+        if self.lpm_narrow() && self.lpm32.has_hits() {
+            // the copy of what a hit needs in the key's slot (the key's entry index is unchanged)
             self.index_add(t, i);
         }
     }
