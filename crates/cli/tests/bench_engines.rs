@@ -61,5 +61,28 @@ fn both_engines_are_measured_on_the_same_outputs() {
         assert!(j[k].as_f64().unwrap() > 0.0, "{j}");
     }
     assert_eq!(j["jit_allocs_per_packet"].as_f64(), Some(0.0), "{j}");
+    assert_eq!(j["vrfs"], 0, "{j}");
+    // the VRF router: its routes in 3 VRFs
+    let (text, j) = run(
+        &[
+            "bench",
+            "--routes",
+            "900",
+            "--vrfs",
+            "3",
+            "--seconds",
+            "0.3",
+        ],
+        &dir.join("v.json"),
+    );
+    assert!(text.contains("900 routes in 3 VRFs"), "{text}");
+    assert_eq!(j["benchmark"], "ipv4_vrf_router_64B", "{j}");
+    assert_eq!(
+        (j["vrfs"].as_u64(), j["routes"].as_u64()),
+        (Some(3), Some(900)),
+        "{j}"
+    );
+    assert_eq!(j["agree"], j["packets_checked"], "{j}");
+    assert_eq!(j["jit_allocs_per_packet"].as_f64(), Some(0.0), "{j}");
     std::fs::remove_dir_all(&dir).ok();
 }

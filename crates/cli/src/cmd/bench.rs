@@ -10,6 +10,11 @@ pub struct RouterArgs {
     /// Number of routes in the LPM table.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub routes: u32,
+    /// Route in VRFs: the VRF router (programs/ipv4_vrf_router.p4, its routes keyed by VRF and
+    /// prefix) with the routes spread over N VRFs, a packet's VRF by the port it arrives on. 0:
+    /// the plain router (programs/ipv4_router.p4).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=510))]
+    pub vrfs: u32,
     /// Seconds to measure.
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
@@ -127,8 +132,8 @@ pub struct P4eadArgs {
 
 pub fn router(a: RouterArgs) -> ExitCode {
     match a.packets {
-        Some(n) => p4sec_bench::router::fixed(a.routes, n),
-        None => p4sec_bench::router::run(a.routes, a.seconds, a.json.as_deref()),
+        Some(n) => p4sec_bench::router::fixed(a.routes, a.vrfs, n),
+        None => p4sec_bench::router::run(a.routes, a.vrfs, a.seconds, a.json.as_deref()),
     }
 }
 
