@@ -8,7 +8,7 @@
 
 mod forwarding;
 
-use forwarding::{program_name, setup, Hand, Native, RouteKey, Setup};
+use forwarding::{program_name, setup, Hand, Setup};
 use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use std::path::Path;
 use std::process::ExitCode;
@@ -135,26 +135,62 @@ fn in_vrfs(vrfs: u32) -> String {
     }
 }
 
-/// Packets per second of the hand-written router over `pkts` (arriving on `ports`) for `slice`
-/// seconds, `buf` the frame each is copied into.
-fn time_hand<K: RouteKey>(
-    native: &Native<K>,
+/// Rounds of the closure engine, the native engine and the hand-written router in turn over
+/// `pkts` (arriving on `ports`), `slice` seconds each: the packets per second of each round, and
+/// the heap allocations and packets of the engines' rounds.
+type Rounds = ([Vec<f64>; 3], [u64; 2], [u64; 2]);
+
+fn rounds(
+    engines: [&Engine; 2],
+    workers: [&mut Worker; 2],
+    native: &Hand,
     pkts: &[Vec<u8>],
     ports: &[u32],
-    buf: &mut [u8],
     slice: f64,
-) -> f64 {
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed().as_secs_f64() < slice {
-        for (p, &port) in pkts.iter().zip(ports) {
-            buf.copy_from_slice(p);
-            std::hint::black_box(native.forward(port, buf));
+) -> Rounds {
+    let [wc, wn] = workers;
+    let mut out = Outputs::default();
+    let mut buf = vec![0u8; 64];
+    let mut pps = [vec![], vec![], vec![]];
+    let mut allocs_of = [0u64; 2];
+    let mut pkts_of = [0u64; 2];
+    for _ in 0..ROUNDS {
+        for (k, f) in pps.iter_mut().enumerate() {
+            let start = Instant::now();
+            let a0 = allocs();
+            let mut n = 0u64;
+            while start.elapsed().as_secs_f64() < slice {
+                for (p, &port) in pkts.iter().zip(ports) {
+                    match k {
+                        0 => {
+                            out.clear();
+                            engines[0].process(wc, port, p, &mut out);
+                        }
+                        1 => {
+                            out.clear();
+                            engines[1].process(wn, port, p, &mut out);
+                        }
+                        _ => {
+                            buf.copy_from_slice(p);
+                            std::hint::black_box(native.forward(port, &mut buf));
+                        }
+                    }
+                }
+                n += pkts.len() as u64;
+            }
+            let dt = start.elapsed().as_secs_f64();
+            if k < 2 {
+                allocs_of[k] += allocs() - a0;
+                pkts_of[k] += n;
+            }
+            f.push(n as f64 / dt);
         }
-        n += pkts.len() as u64;
     }
-    n as f64 / start.elapsed().as_secs_f64()
+    (pps, allocs_of, pkts_of)
 }
+
+/// Rounds of the three, alternated, so that a change in the machine's load hits all alike.
+const ROUNDS: usize = 5;
 
 fn run_inner(routes: u32, vrfs: u32, seconds: f64, json: Option<&Path>) -> Result<(), String> {
     let closure = setup(routes, vrfs, Backend::Closure)?;
@@ -168,7 +204,6 @@ fn run_inner(routes: u32, vrfs: u32, seconds: f64, json: Option<&Path>) -> Resul
     let mut wc = Worker::new(&closure.engine);
     let mut wn = Worker::new(&native_engine.engine);
     let mut out = Outputs::default();
-    let mut buf = vec![0u8; 64];
     // warm up: the workers' table snapshots and the output buffer
     for (p, &port) in pkts.iter().zip(ports) {
         out.clear();
@@ -176,42 +211,9 @@ fn run_inner(routes: u32, vrfs: u32, seconds: f64, json: Option<&Path>) -> Resul
         out.clear();
         native_engine.engine.process(&mut wn, port, p, &mut out);
     }
-    // rounds of the three, alternated, so that a change in the machine's load hits all alike
-    const ROUNDS: usize = 5;
     let slice = seconds / (3 * ROUNDS) as f64;
-    let mut pps = [vec![], vec![], vec![]];
-    let mut allocs_of = [0u64; 2];
-    let mut pkts_of = [0u64; 2];
-    for _ in 0..ROUNDS {
-        for (k, f) in pps.iter_mut().enumerate() {
-            if k == 2 {
-                f.push(match native {
-                    Hand::Plain(n) => time_hand(n, pkts, ports, &mut buf, slice),
-                    Hand::Vrf(n) => time_hand(n, pkts, ports, &mut buf, slice),
-                });
-                continue;
-            }
-            let (engine, w) = if k == 0 {
-                (&closure.engine, &mut wc)
-            } else {
-                (&native_engine.engine, &mut wn)
-            };
-            let start = Instant::now();
-            let a0 = allocs();
-            let mut n = 0u64;
-            while start.elapsed().as_secs_f64() < slice {
-                for (p, &port) in pkts.iter().zip(ports) {
-                    out.clear();
-                    engine.process(w, port, p, &mut out);
-                }
-                n += pkts.len() as u64;
-            }
-            let dt = start.elapsed().as_secs_f64();
-            allocs_of[k] += allocs() - a0;
-            pkts_of[k] += n;
-            f.push(n as f64 / dt);
-        }
-    }
+    let engines = [&closure.engine, &native_engine.engine];
+    let (pps, allocs_of, pkts_of) = rounds(engines, [&mut wc, &mut wn], native, pkts, ports, slice);
     let [mut c, mut j, mut r] = pps;
     let (closure_pps, jit_pps, native_pps) = (median(&mut c), median(&mut j), median(&mut r));
     let per = |k: usize| allocs_of[k] as f64 / pkts_of[k].max(1) as f64;

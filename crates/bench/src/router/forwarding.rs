@@ -5,7 +5,6 @@
 use p4sec_engine::{Backend, Engine};
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
 use std::collections::HashMap;
-use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -34,39 +33,20 @@ pub(crate) fn packet(dst: u32) -> Vec<u8> {
     p
 }
 
-/// The hand-written router's key of a route: the prefix (`u32`), or the VRF and the prefix.
-pub(crate) trait RouteKey: Hash + Eq + Copy {
-    /// Whether the key has a VRF (the router then finds it by the ingress port).
-    const VRF: bool;
-    fn of(vrf: u16, prefix: u32) -> Self;
+/// A hand-written router: what it does with a packet arriving on `port`.
+pub(crate) trait Forward {
+    /// The egress port, the packet rewritten; `None`: dropped.
+    fn forward(&self, port: u32, pkt: &mut [u8]) -> Option<u16>;
 }
 
-impl RouteKey for u32 {
-    const VRF: bool = false;
+/// The same router written directly in Rust: per-prefix-length hash maps, TTL, checksum.
+pub(crate) struct Native {
+    by_len: Vec<(u32, HashMap<u32, (u64, u64, u16)>)>,
+}
+
+impl Native {
     #[inline(always)]
-    fn of(_: u16, prefix: u32) -> u32 {
-        prefix
-    }
-}
-
-impl RouteKey for (u16, u32) {
-    const VRF: bool = true;
-    #[inline(always)]
-    fn of(vrf: u16, prefix: u32) -> (u16, u32) {
-        (vrf, prefix)
-    }
-}
-
-/// The same router written directly in Rust: the ingress port's VRF from an array, per prefix
-/// length a hash map of the routes, TTL, checksum.
-pub(crate) struct Native<K> {
-    by_len: Vec<(u32, HashMap<K, (u64, u64, u16)>)>,
-    vrf_of_port: Vec<u16>,
-}
-
-impl<K: RouteKey> Native<K> {
-    #[inline]
-    pub(crate) fn forward(&self, port: u32, pkt: &mut [u8]) -> Option<u16> {
+    fn forward_ipv4(&self, pkt: &mut [u8]) -> Option<u16> {
         if pkt.len() < 34
             || pkt[12] != 0x08
             || pkt[13] != 0
@@ -76,15 +56,55 @@ impl<K: RouteKey> Native<K> {
         {
             return None;
         }
-        let vrf = if K::VRF {
-            self.vrf_of_port.get(port as usize).copied().unwrap_or(0)
-        } else {
-            0
-        };
         let dst = u32::from_be_bytes([pkt[30], pkt[31], pkt[32], pkt[33]]);
         for (len, m) in &self.by_len {
             let mask = if *len == 0 { 0 } else { u32::MAX << (32 - len) };
-            if let Some(&(dmac, smac, port)) = m.get(&K::of(vrf, dst & mask)) {
+            if let Some(&(dmac, smac, port)) = m.get(&(dst & mask)) {
+                pkt[0..6].copy_from_slice(&dmac.to_be_bytes()[2..]);
+                pkt[6..12].copy_from_slice(&smac.to_be_bytes()[2..]);
+                pkt[22] -= 1;
+                pkt[24] = 0;
+                pkt[25] = 0;
+                let c = p4sec_engine::hash::csum16(&pkt[14..34]);
+                pkt[24..26].copy_from_slice(&c.to_be_bytes());
+                return Some(port);
+            }
+        }
+        None
+    }
+}
+
+impl Forward for Native {
+    #[inline(always)]
+    fn forward(&self, _: u32, pkt: &mut [u8]) -> Option<u16> {
+        self.forward_ipv4(pkt)
+    }
+}
+
+/// The VRF router written directly in Rust: the ingress port's VRF from an array, per prefix
+/// length a hash map of (VRF, prefix), TTL, checksum.
+pub(crate) struct VrfNative {
+    by_len: Vec<(u32, HashMap<(u16, u32), (u64, u64, u16)>)>,
+    vrf_of_port: Vec<u16>,
+}
+
+impl Forward for VrfNative {
+    #[inline(always)]
+    fn forward(&self, port: u32, pkt: &mut [u8]) -> Option<u16> {
+        if pkt.len() < 34
+            || pkt[12] != 0x08
+            || pkt[13] != 0
+            || pkt[14] != 0x45
+            || p4sec_engine::hash::csum16(&pkt[14..34]) != 0
+            || pkt[22] <= 1
+        {
+            return None;
+        }
+        let vrf = self.vrf_of_port.get(port as usize).copied().unwrap_or(0);
+        let dst = u32::from_be_bytes([pkt[30], pkt[31], pkt[32], pkt[33]]);
+        for (len, m) in &self.by_len {
+            let mask = if *len == 0 { 0 } else { u32::MAX << (32 - len) };
+            if let Some(&(dmac, smac, port)) = m.get(&(vrf, dst & mask)) {
                 pkt[0..6].copy_from_slice(&dmac.to_be_bytes()[2..]);
                 pkt[6..12].copy_from_slice(&smac.to_be_bytes()[2..]);
                 pkt[22] -= 1;
@@ -101,12 +121,13 @@ impl<K: RouteKey> Native<K> {
 
 /// The hand-written router of either program.
 pub(crate) enum Hand {
-    Plain(Native<u32>),
-    Vrf(Native<(u16, u32)>),
+    Plain(Native),
+    Vrf(VrfNative),
 }
 
 impl Hand {
-    /// [`Native::forward`] of the router this is.
+    /// [`Forward::forward`] of the router this is.
+    #[inline(always)]
     pub(crate) fn forward(&self, port: u32, pkt: &mut [u8]) -> Option<u16> {
         match self {
             Hand::Plain(n) => n.forward(port, pkt),
@@ -196,7 +217,10 @@ pub(crate) fn setup(routes: u32, vrfs: u32, backend: Backend) -> Result<Setup, S
     // routes: prefix lengths 8..32 weighted towards /24, as in Internet tables; each in a VRF
     let mut seed = 42u64;
     let mut installed = vec![];
-    let mut by_len: std::collections::BTreeMap<u32, HashMap<(u16, u32), (u64, u64, u16)>> =
+    // (each router's maps filled route by route, the plain one's as they always were)
+    let mut by_len: std::collections::BTreeMap<u32, HashMap<u32, (u64, u64, u16)>> =
+        Default::default();
+    let mut by_vrf_len: std::collections::BTreeMap<u32, HashMap<(u16, u32), (u64, u64, u16)>> =
         Default::default();
     let mut seen = std::collections::HashSet::new();
     let mut batch = vec![];
@@ -240,10 +264,15 @@ pub(crate) fn setup(routes: u32, vrfs: u32, backend: Backend) -> Result<Setup, S
         };
         if seen.insert((vrf, prefix, len)) {
             installed.push((vrf, prefix, len));
-            by_len.entry(len).or_default().insert(
-                (vrf, prefix),
-                (0x0200_0000_0000 | port as u64, 0x0200_0000_00ff, port),
-            );
+            let next_hop = (0x0200_0000_0000 | port as u64, 0x0200_0000_00ff, port);
+            if vrfs == 0 {
+                by_len.entry(len).or_default().insert(prefix, next_hop);
+            } else {
+                by_vrf_len
+                    .entry(len)
+                    .or_default()
+                    .insert((vrf, prefix), next_hop);
+            }
             batch.push(entry);
         }
         // published in batches of 1000, as a controller's P4Runtime Write requests would carry them
@@ -259,18 +288,13 @@ pub(crate) fn setup(routes: u32, vrfs: u32, backend: Backend) -> Result<Setup, S
         }
     }
     let insert_s = t0.elapsed().as_secs_f64();
-    let by_len = by_len.into_iter().rev();
     let native = if vrfs == 0 {
-        let by_len = by_len
-            .map(|(l, m)| (l, m.into_iter().map(|((_, p), v)| (p, v)).collect()))
-            .collect();
         Hand::Plain(Native {
-            by_len,
-            vrf_of_port,
+            by_len: by_len.into_iter().rev().collect(),
         })
     } else {
-        Hand::Vrf(Native {
-            by_len: by_len.collect(),
+        Hand::Vrf(VrfNative {
+            by_len: by_vrf_len.into_iter().rev().collect(),
             vrf_of_port,
         })
     };
