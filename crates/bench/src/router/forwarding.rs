@@ -44,40 +44,53 @@ pub(crate) struct Native {
     by_len: Vec<(u32, HashMap<u32, (u64, u64, u16)>)>,
 }
 
-impl Native {
-    #[inline(always)]
-    fn forward_ipv4(&self, pkt: &mut [u8]) -> Option<u16> {
-        if pkt.len() < 34
-            || pkt[12] != 0x08
-            || pkt[13] != 0
-            || pkt[14] != 0x45
-            || p4sec_engine::hash::csum16(&pkt[14..34]) != 0
-            || pkt[22] <= 1
-        {
-            return None;
-        }
-        let dst = u32::from_be_bytes([pkt[30], pkt[31], pkt[32], pkt[33]]);
-        for (len, m) in &self.by_len {
-            let mask = if *len == 0 { 0 } else { u32::MAX << (32 - len) };
-            if let Some(&(dmac, smac, port)) = m.get(&(dst & mask)) {
-                pkt[0..6].copy_from_slice(&dmac.to_be_bytes()[2..]);
-                pkt[6..12].copy_from_slice(&smac.to_be_bytes()[2..]);
-                pkt[22] -= 1;
-                pkt[24] = 0;
-                pkt[25] = 0;
-                let c = p4sec_engine::hash::csum16(&pkt[14..34]);
-                pkt[24..26].copy_from_slice(&c.to_be_bytes());
-                return Some(port);
-            }
-        }
-        None
+/// Whether `pkt` is an IPv4 packet of a 20-byte header, its checksum right, TTL above 1.
+#[inline(always)]
+fn ipv4_ok(pkt: &[u8]) -> bool {
+    pkt.len() >= 34
+        && pkt[12] == 0x08
+        && pkt[13] == 0
+        && pkt[14] == 0x45
+        && p4sec_engine::hash::csum16(&pkt[14..34]) == 0
+        && pkt[22] > 1
+}
+
+/// `pkt` sent on to next hop `(dmac, smac, port)`: its MAC addresses, TTL and checksum.
+#[inline(always)]
+fn to_next_hop(pkt: &mut [u8], &(dmac, smac, port): &(u64, u64, u16)) -> u16 {
+    pkt[0..6].copy_from_slice(&dmac.to_be_bytes()[2..]);
+    pkt[6..12].copy_from_slice(&smac.to_be_bytes()[2..]);
+    pkt[22] -= 1;
+    pkt[24] = 0;
+    pkt[25] = 0;
+    let c = p4sec_engine::hash::csum16(&pkt[14..34]);
+    pkt[24..26].copy_from_slice(&c.to_be_bytes());
+    port
+}
+
+/// The destination's mask of prefix length `len`.
+#[inline(always)]
+fn mask(len: u32) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - len)
     }
 }
 
 impl Forward for Native {
     #[inline(always)]
     fn forward(&self, _: u32, pkt: &mut [u8]) -> Option<u16> {
-        self.forward_ipv4(pkt)
+        if !ipv4_ok(pkt) {
+            return None;
+        }
+        let dst = u32::from_be_bytes([pkt[30], pkt[31], pkt[32], pkt[33]]);
+        for (len, m) in &self.by_len {
+            if let Some(nh) = m.get(&(dst & mask(*len))) {
+                return Some(to_next_hop(pkt, nh));
+            }
+        }
+        None
     }
 }
 
@@ -91,28 +104,14 @@ pub(crate) struct VrfNative {
 impl Forward for VrfNative {
     #[inline(always)]
     fn forward(&self, port: u32, pkt: &mut [u8]) -> Option<u16> {
-        if pkt.len() < 34
-            || pkt[12] != 0x08
-            || pkt[13] != 0
-            || pkt[14] != 0x45
-            || p4sec_engine::hash::csum16(&pkt[14..34]) != 0
-            || pkt[22] <= 1
-        {
+        if !ipv4_ok(pkt) {
             return None;
         }
         let vrf = self.vrf_of_port.get(port as usize).copied().unwrap_or(0);
         let dst = u32::from_be_bytes([pkt[30], pkt[31], pkt[32], pkt[33]]);
         for (len, m) in &self.by_len {
-            let mask = if *len == 0 { 0 } else { u32::MAX << (32 - len) };
-            if let Some(&(dmac, smac, port)) = m.get(&(vrf, dst & mask)) {
-                pkt[0..6].copy_from_slice(&dmac.to_be_bytes()[2..]);
-                pkt[6..12].copy_from_slice(&smac.to_be_bytes()[2..]);
-                pkt[22] -= 1;
-                pkt[24] = 0;
-                pkt[25] = 0;
-                let c = p4sec_engine::hash::csum16(&pkt[14..34]);
-                pkt[24..26].copy_from_slice(&c.to_be_bytes());
-                return Some(port);
+            if let Some(nh) = m.get(&(vrf, dst & mask(*len))) {
+                return Some(to_next_hop(pkt, nh));
             }
         }
         None
