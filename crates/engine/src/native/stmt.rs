@@ -514,10 +514,12 @@ impl<'a, 'b> Fx<'a, 'b> {
                 self.b.ins().stack_store(self.ptr, v, ss, (i * 8) as i32);
             }
             let addr = self.b.ins().stack_addr(self.ptr, ss, 0);
-            let f = self.helper(
+            let marks = hit.is_some() || action_run.is_some();
+            let (emits, not) = helpers::select_lpm::parts_helpers(tb, marks).unwrap_or((
                 helpers::np_select_key::<true> as *const (),
                 helpers::np_select_key::<false> as *const (),
-            );
+            ));
+            let f = self.helper(emits, not);
             (addr, f)
         };
         let site = Box::new(helpers::ApplySite {

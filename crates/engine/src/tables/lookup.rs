@@ -65,6 +65,28 @@ impl TableData {
         self.lpm32.get_hit(k as u32)
     }
 
+    /// [`TableData::lookup_lpm32`] of an LPM table indexed in parts (a narrow LPM key beside exact
+    /// keys, [`super::parts_shape`]), `key` a word per key in key order: what a hit needs, from
+    /// the part's hit maps. A miss in a table not indexed in parts or made without hit maps
+    /// ([`TableData::has_part_hit_maps`]), which the caller hands to the general lookup.
+    #[inline(always)]
+    pub(crate) fn lookup_parts(&self, key: &[u64]) -> Option<(u32, &super::HitArgs)> {
+        self.parts.get_hit(key)
+    }
+
+    /// The words of the key [`TableData::lookup_parts`] takes (a word per key of the table), 0
+    /// for a table not of the shape.
+    #[inline(always)]
+    pub(crate) fn parts_words(&self) -> usize {
+        self.parts.words()
+    }
+
+    /// Whether the table is indexed in parts with hit maps ([`TableData::lookup_parts`]).
+    #[inline(always)]
+    pub(crate) fn has_part_hit_maps(&self) -> bool {
+        self.parts.has_hits()
+    }
+
     /// Whether a narrow LPM table's index keeps hit maps ([`TableData::lookup_lpm32`] answers
     /// from them; a table made for the closure engine has none).
     #[inline(always)]
@@ -111,6 +133,10 @@ impl TableData {
                 self.exact.get(&key[..self.key_words])
             }
             Kind::Lpm => {
+                if self.parts.on {
+                    // a VRF and the like beside a narrow prefix: its part's levels
+                    return self.parts.get(&key[..self.key_words]).map(|i| i as usize);
+                }
                 if let [k0] = key[..self.key_words] {
                     // one-word keys (IPv4 routes and the like)
                     return self.lpm_one(k0);

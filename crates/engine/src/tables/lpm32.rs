@@ -119,6 +119,11 @@ impl Lpm32 {
         }
     }
 
+    /// Whether the index holds no entry.
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Whether this index has hit maps ([`Lpm32::get_hit`] reads them).
     #[inline(always)]
     pub(super) fn has_hits(&self) -> bool {

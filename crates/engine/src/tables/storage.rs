@@ -5,6 +5,7 @@
 use super::entry::{meter_cell, Hot, Indirect, Installed};
 use super::keys::{prefix_word_mask, HKey, KeyMap, HKEY_WORDS, MAX_KEY_WORDS};
 use super::lpm32::Lpm32;
+use super::parts::{Parts, Shape};
 use super::scan::ScanRows;
 use super::{tss, TableError};
 use p4sec_ir::{ActionCall, FieldMatch, MatchKind, Table, TableEntry};
@@ -99,6 +100,10 @@ pub(crate) struct TableData {
     /// An LPM table of one key of at most 32 bits keeps its levels here instead (`lpm` and
     /// `lpm_masks` stay empty).
     pub(super) lpm32: Lpm32,
+    /// An LPM table whose LPM key has at most 32 bits beside exact keys of at most 64 bits each
+    /// keeps its levels per value of the exact keys here while it holds few such values (`lpm`
+    /// and `lpm_masks` stay empty while `parts.on`).
+    pub(super) parts: Parts,
     /// The multiplier of this table's 32-bit hash maps, drawn when the table was made.
     seed: u64,
     /// Whether the packet path's lean shape applies, and its lookup: one key of at most 64 bits,
@@ -139,6 +144,7 @@ super::clone_fields::clone_by_fields!(TableData {
     lpm,
     lpm_masks,
     lpm32,
+    parts,
     seed,
     lean,
     lean_lpm32,
@@ -182,6 +188,41 @@ fn kind_of(t: &Table) -> Kind {
     }
 }
 
+/// The shape of an LPM table indexed in parts ([`Parts`]): several keys, the LPM one of at most
+/// 32 bits, the others exact and of at most 64 bits each.
+pub(super) fn parts_shape(t: &Table) -> Option<Shape> {
+    let lpm_word = t.keys.iter().position(|k| k.kind == MatchKind::Lpm)?;
+    let fits = (2..=HKEY_WORDS).contains(&t.keys.len())
+        && (1..=32).contains(&t.keys[lpm_word].width)
+        && t.keys.iter().enumerate().all(|(i, k)| {
+            i == lpm_word || (k.kind == MatchKind::Exact && p4sec_ir::words_for(k.width) == 1)
+        });
+    (fits && kind_of(t) == Kind::Lpm).then_some(Shape {
+        lpm_word,
+        words: t.keys.len(),
+        width: t.keys[lpm_word].width,
+        exact1: (t.keys.len() == 2).then_some(1 - lpm_word),
+    })
+}
+
+/// Whether table `t` has no per-entry state (direct counter, meter, idle timeout) and no action
+/// selector: a hit is its entry's action with its arguments.
+pub(crate) fn without_entry_state(t: &Table) -> bool {
+    t.direct_counter.is_none()
+        && t.direct_meter.is_none()
+        && !t.support_timeout
+        && !matches!(
+            t.implementation,
+            p4sec_ir::Implementation::ActionSelector(_)
+        )
+}
+
+/// Whether table `t`'s versions are indexed in parts while they hold few values of their exact
+/// keys ([`parts_shape`]; native code's `np_select_parts` serves its applies).
+pub(crate) fn has_parts_shape(t: &Table) -> bool {
+    parts_shape(t).is_some()
+}
+
 /// The lean shape of table `t`'s versions ([`TableData::lean`]), fixed by its declaration: one key
 /// of at most 64 bits, exact or LPM, no per-entry state (direct counter, meter, idle timeout) and
 /// no action selector. Native code chooses its apply helper by it.
@@ -190,13 +231,7 @@ pub(crate) fn lean_of(t: &Table) -> Lean {
     let lean_shape = matches!(&t.keys[..], [k] if p4sec_ir::words_for(k.width) == 1
             && k.kind != MatchKind::Selector)
         && matches!(kind, Kind::Exact | Kind::Lpm)
-        && t.direct_counter.is_none()
-        && t.direct_meter.is_none()
-        && !t.support_timeout
-        && !matches!(
-            t.implementation,
-            p4sec_ir::Implementation::ActionSelector(_)
-        );
+        && without_entry_state(t);
     let narrow_key = matches!(&t.keys[..], [k] if k.width <= 32);
     match kind {
         _ if !lean_shape => Lean::No,
@@ -253,6 +288,7 @@ impl TableData {
                 seed,
                 hit_maps,
             ),
+            parts: Parts::new(parts_shape(t), seed, hit_maps),
             seed,
             lean,
             lean_lpm32: lean == Lean::Lpm32,
@@ -349,6 +385,13 @@ impl TableData {
                         .filter(|i| Self::same_match(&self.entries[*i].entry, e));
                 }
                 let plen = k.plen.unwrap_or(0);
+                if self.parts.on {
+                    return self
+                        .parts
+                        .get_exact(k.key(), plen)
+                        .map(|i| i as usize)
+                        .filter(|i| Self::same_match(&self.entries[*i].entry, e));
+                }
                 self.lpm
                     .iter()
                     .find(|(l, _)| *l == plen)
@@ -401,6 +444,18 @@ impl TableData {
                     return;
                 }
                 let plen = k.plen.unwrap_or(0);
+                if self.parts.on {
+                    if self.parts.insert(k.key(), plen, i as u32, &self.hot[i]) {
+                        return;
+                    }
+                    // one value of the exact keys more than the parts take: every entry (this
+                    // one too) indexed in the general levels instead
+                    self.parts.give_up();
+                    for j in 0..self.entries.len() {
+                        self.index_add(t, j);
+                    }
+                    return;
+                }
                 let pos = match self.lpm.iter().position(|(l, _)| *l <= plen) {
                     Some(p) if self.lpm[p].0 == plen => p,
                     Some(p) => {
@@ -457,6 +512,10 @@ impl TableData {
                     return;
                 }
                 let plen = k.plen.unwrap_or(0);
+                if self.parts.on {
+                    self.parts.remove(k.key(), plen);
+                    return;
+                }
                 if let Some(p) = self.lpm.iter().position(|(l, _)| *l == plen) {
                     self.lpm[p].1.remove(k.key());
                     if self.lpm[p].1.is_empty() {
@@ -605,7 +664,7 @@ impl TableData {
     pub fn replace(&mut self, t: &Table, i: usize, inst: Installed) {
         self.hot[i] = Hot::of(&inst);
         self.entries[i] = Arc::new(inst);
-        if self.lpm_narrow() && self.lpm32.has_hits() {
+        if (self.lpm_narrow() && self.lpm32.has_hits()) || self.parts.has_hits() {
             // the copy of what a hit needs in the key's slot (the key's entry index is unchanged)
             self.index_add(t, i);
         }
@@ -692,6 +751,7 @@ impl TableData {
         self.lpm.clear();
         self.lpm_masks.clear();
         self.lpm32.clear();
+        self.parts.clear();
         self.order.clear();
         self.scan.clear();
         self.tss.clear();

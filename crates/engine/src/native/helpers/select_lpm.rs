@@ -1,12 +1,14 @@
 //! Native code's apply of an LPM table of one key of at most 32 bits ([`np_select_lpm32`], chosen
-//! when the code is generated): the lookup straight in the table version's prefix levels, a hit's
-//! inline arguments written by its action's plan and a miss's few default writes, calling nothing
-//! (the helper's frame saves no registers); anything else (a traced packet, a table version not
-//! of this shape, a hit whose arguments are not in the plan's form, a default of more words, the
-//! meter of the last entry to forget, a miss in a table made without hit maps) is handed to
-//! [`np_select`] by a tail call, which does it all as before.
+//! when the code is generated), and of one whose LPM key of at most 32 bits has exact keys beside
+//! it, indexed per value of those ([`np_select_parts`]: a VRF and an IPv4 destination): the
+//! lookup straight in the table version's prefix levels, a hit's inline arguments written by its
+//! action's plan and a miss's few default writes, calling nothing (the helper's frame saves no
+//! registers); anything else (a traced packet, a table version not of this shape, a hit whose
+//! arguments are not in the plan's form, a default of more words, the meter of the last entry to
+//! forget, a miss in a table made without hit maps) is handed to [`np_select`] (or
+//! [`np_select_key`]) by a tail call, which does it all as before.
 
-use super::{np_select, ApplySite, Ctx};
+use super::{np_select, np_select_key, ApplySite, Ctx};
 use crate::pipeline::match_action::arg_plan::ArgPlan;
 use crate::tables::{HitArgs, HotData, TableData};
 use crate::worker::Stats;
@@ -24,17 +26,105 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
     site: *const ApplySite,
     k: u64,
 ) -> u64 {
+    select_hit::<Narrow, E, M>(ctx, site, k)
+}
+
+/// [`np_select_key`] of an LPM table indexed in parts (a narrow LPM key beside exact keys, a VRF
+/// and an IPv4 destination: [`crate::tables::has_parts_shape`]): [`np_select_lpm32`]'s work on
+/// the part of the key's exact values, the rest to [`np_select_key`] by a tail call (a table
+/// version no longer indexed in parts misses here and goes there too).
+///
+/// # Safety
+/// As [`np_select_key`].
+pub(crate) unsafe extern "C" fn np_select_parts<const E: bool, const M: bool>(
+    ctx: *mut Ctx,
+    site: *const ApplySite,
+    key: *const u64,
+) -> u64 {
+    select_hit::<ByParts, E, M>(ctx, site, key)
+}
+
+/// How a helper of this file finds what a hit needs: the key as native code passes it, the
+/// lookup in a table version's hit maps, and the helper any other case goes to.
+trait HitLookup {
+    type Key: Copy;
+    /// What a hit on key `k` needs, from `data`'s hit maps (a miss where it has none).
+    ///
+    /// # Safety
+    /// `k` as native code passes it to the helper.
+    unsafe fn lookup(data: &TableData, k: Self::Key) -> Option<(u32, &HitArgs)>;
+    /// Whether a miss in the hit maps is a miss in `data` (it has them).
+    fn has_maps(data: &TableData) -> bool;
+    /// The general helper, which does it all.
+    ///
+    /// # Safety
+    /// As [`np_select`].
+    unsafe fn general<const E: bool>(ctx: *mut Ctx, site: *const ApplySite, k: Self::Key) -> u64;
+}
+
+/// A narrow LPM table's apply: one key word ([`np_select_lpm32`]).
+struct Narrow;
+
+impl HitLookup for Narrow {
+    type Key = u64;
+    #[inline(always)]
+    unsafe fn lookup(data: &TableData, k: u64) -> Option<(u32, &HitArgs)> {
+        // the helper is chosen for tables of the shape only (`lpm32_helpers`)
+        data.lookup_lpm32(k)
+    }
+    #[inline(always)]
+    fn has_maps(data: &TableData) -> bool {
+        data.has_hit_maps()
+    }
+    #[inline(always)]
+    unsafe fn general<const E: bool>(ctx: *mut Ctx, site: *const ApplySite, k: u64) -> u64 {
+        np_select::<E>(ctx, site, k)
+    }
+}
+
+/// An apply of a table indexed in parts: a word per key in a stack slot ([`np_select_parts`]).
+struct ByParts;
+
+impl HitLookup for ByParts {
+    type Key = *const u64;
+    #[inline(always)]
+    unsafe fn lookup(data: &TableData, key: *const u64) -> Option<(u32, &HitArgs)> {
+        // the generated code passes a word per key of the table, as many as a version of the
+        // table indexed in parts takes (0 for any other, which then misses)
+        data.lookup_parts(std::slice::from_raw_parts(key, data.parts_words()))
+    }
+    #[inline(always)]
+    fn has_maps(data: &TableData) -> bool {
+        data.has_part_hit_maps()
+    }
+    #[inline(always)]
+    unsafe fn general<const E: bool>(ctx: *mut Ctx, site: *const ApplySite, k: *const u64) -> u64 {
+        np_select_key::<E>(ctx, site, k)
+    }
+}
+
+/// The helpers' work: the hit's arguments written by its action's plan, or a miss's few default
+/// writes, the counter, `hit` and `action_run` as `M` says, calling nothing; anything else handed
+/// to `L`'s general helper by a tail call.
+///
+/// # Safety
+/// As [`np_select`].
+#[inline(always)]
+unsafe fn select_hit<L: HitLookup, const E: bool, const M: bool>(
+    ctx: *mut Ctx,
+    site: *const ApplySite,
+    k: L::Key,
+) -> u64 {
     let found = {
         let (w, s) = (&*(*ctx).w, &*site);
         // a traced packet, or the meter of the last entry to forget (dropping it calls out)
         if w.trace.is_some() || w.calls.cur_meter.is_some() {
-            return np_select::<E>(ctx, site, k);
+            return L::general::<E>(ctx, site, k);
         }
         let Some(Some(data)) = w.tables.snapshots.get(s.table).map(|d| d.as_deref()) else {
-            return np_select::<E>(ctx, site, k);
+            return L::general::<E>(ctx, site, k);
         };
-        // the helper is chosen for tables of the shape only (`lpm32_helpers`)
-        let hit = data.lookup_lpm32(k).map(|(c, a)| (c, a as *const HitArgs));
+        let hit = L::lookup(data, k).map(|(c, a)| (c, a as *const HitArgs));
         (data as *const TableData, hit)
     };
     // the engine, the worker and the table read anew, the worker and the table only once
@@ -47,7 +137,7 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
             let args = &*args;
             let e = std::ptr::read_volatile(&(*ctx).e);
             let Some((a, plan)) = hit_plan(&e.match_action.arg_plans, code) else {
-                return np_select::<E>(ctx, site, k);
+                return L::general::<E>(ctx, site, k);
             };
             let w = &mut *std::ptr::read_volatile(&(*ctx).w);
             let s = &*site;
@@ -59,8 +149,8 @@ pub(crate) unsafe extern "C" fn np_select_lpm32<const E: bool, const M: bool>(
         }
         None => {
             // (a table made without hit maps misses at once: the general lookup answers)
-            if !data.default_writes.few || !data.has_hit_maps() {
-                return np_select::<E>(ctx, site, k);
+            if !data.default_writes.few || !L::has_maps(data) {
+                return L::general::<E>(ctx, site, k);
             }
             let w = &mut *std::ptr::read_volatile(&(*ctx).w);
             let s = &*site;
@@ -86,6 +176,24 @@ pub(crate) fn lpm32_helpers(t: &p4sec_ir::Table, marks: bool) -> Option<(*const 
         (
             np_select_lpm32::<true, false> as *const (),
             np_select_lpm32::<false, false> as *const (),
+        )
+    })
+}
+
+/// The helpers of an apply of table `t` of several keys if it is indexed in parts and has no
+/// per-entry state (direct counter, meter, idle timeout) and no action selector: (emitting, not
+/// emitting); `marks`: the apply marks `hit` or `action_run`.
+pub(crate) fn parts_helpers(t: &p4sec_ir::Table, marks: bool) -> Option<(*const (), *const ())> {
+    let fits = crate::tables::has_parts_shape(t) && crate::tables::without_entry_state(t);
+    fits.then_some(if marks {
+        (
+            np_select_parts::<true, true> as *const (),
+            np_select_parts::<false, true> as *const (),
+        )
+    } else {
+        (
+            np_select_parts::<true, false> as *const (),
+            np_select_parts::<false, false> as *const (),
         )
     })
 }
@@ -201,5 +309,7 @@ fn marked<const M: bool>(
     }
 }
 
+#[cfg(test)]
+mod parts_tests;
 #[cfg(test)]
 mod tests;

@@ -157,3 +157,138 @@ fn lpm_hits_agree_with_and_without_hit_maps() {
     }
     assert!(hits > 100, "{hits} of the keys hit");
 }
+
+/// The entry a scan of `d`'s entries finds for key `key` (a word per field): the longest prefix
+/// among the entries every field of which matches.
+fn longest_match(d: &TableData, t: &Table, key: &[u64]) -> Option<usize> {
+    let lpm = t.keys.iter().position(|k| k.kind == MatchKind::Lpm)?;
+    (0..d.entries.len())
+        .filter(|&i| {
+            let e = &d.entries[i].entry;
+            e.matches
+                .iter()
+                .zip(&t.keys)
+                .enumerate()
+                .all(|(f, (m, k))| super::super::field_matches(m, &key[f..f + 1], k.width))
+        })
+        .max_by_key(|&i| match &d.entries[i].entry.matches[lpm] {
+            FieldMatch::Lpm { prefix_len, .. } => *prefix_len,
+            _ => 0,
+        })
+}
+
+/// An LPM table keyed by a VRF (exact) beside the IPv4 destination is indexed in parts, one per
+/// VRF: through inserts, modifies and deletes its lookups (and, with hit maps, the hits native
+/// code reads) agree with a scan of its entries; a 17th VRF makes it give the parts up for the
+/// general levels, which agree as well; cleared, it is indexed in parts again.
+#[test]
+fn vrf_tables_indexed_in_parts_agree_with_a_scan() {
+    let e = crate::testutil::engine(crate::testutil::ROUTER);
+    let ti = e.table_index("RouterIngress.ipv4_lpm").unwrap();
+    let mut t = e.prog.tables[ti].clone();
+    let mut vrf = t.keys[0].clone();
+    vrf.width = 12;
+    vrf.kind = MatchKind::Exact;
+    // the VRF after the prefix in one table, before it in the other
+    let mut after = t.clone();
+    after.keys.push(vrf.clone());
+    t.keys.insert(0, vrf);
+    for (t, lpm) in [(&t, 1usize), (&after, 0)] {
+        let template = crate::testutil::route_entry(&e, 0, 8, 1, 2);
+        let route = |v: u64, p: u32, len: u32, port: u64| {
+            let mut r = template.clone();
+            r.action.args[0] = p4sec_ir::Value::new(48, 0x0200_0000_0000 | port);
+            let pm = FieldMatch::Lpm {
+                value: Value::new(32, p as u64),
+                prefix_len: len,
+            };
+            r.matches = vec![FieldMatch::Exact(Value::new(12, v)), pm];
+            if lpm == 0 {
+                r.matches.reverse();
+            }
+            r
+        };
+        let key = |v: u64, dst: u32| {
+            let mut k = vec![v, dst as u64];
+            if lpm == 0 {
+                k.reverse();
+            }
+            k
+        };
+        for hits in [true, false] {
+            let mut d = TableData::with_hit_maps(t, hits).unwrap();
+            assert!(d.parts.on, "indexed in parts");
+            let mut held: Vec<(u64, u32, u32)> = vec![];
+            let check = |d: &TableData, vrfs: u64| {
+                let mut found = 0;
+                for x in 0..3000u32 {
+                    let (v, dst) = (
+                        x as u64 % vrfs,
+                        0x0a00_0000 | x.wrapping_mul(0x0001_3579) & 0x00ff_ffff,
+                    );
+                    let k = key(v, dst);
+                    let i = d.lookup(t, &k);
+                    assert_eq!(i, longest_match(d, t, &k), "vrf {v} {dst:#x}");
+                    let hot = i.map(|i| (d.hot(i).code(), d.hot(i).args));
+                    let part = d.lookup_parts(&k).map(|(c, a)| (c, *a));
+                    if d.has_part_hit_maps() {
+                        assert_eq!(part, hot, "vrf {v} {dst:#x}");
+                    } else {
+                        assert_eq!(part, None);
+                    }
+                    found += i.is_some() as u32;
+                }
+                assert!(found > 300, "{found} keys found");
+            };
+            for x in 0..900u32 {
+                let len = [0, 8, 16, 20, 24, 32][x as usize % 6];
+                let p = (0x0a00_0000 | x.wrapping_mul(0x9e37_79b9) >> 8)
+                    & (u32::MAX.checked_shl(32 - len).unwrap_or(0));
+                let v = (x as u64 / 7) % 5;
+                let port = x as u64 % 7 + 1;
+                match x % 7 {
+                    5 if !held.is_empty() => {
+                        let j = x as usize % held.len();
+                        let (v, p, l) = held[j];
+                        d.modify(t, route(v, p, l, port)).unwrap();
+                    }
+                    6 if !held.is_empty() => {
+                        let (v, p, l) = held.swap_remove(x as usize % held.len());
+                        d.delete(t, &route(v, p, l, 1)).unwrap();
+                    }
+                    _ if !held.contains(&(v, p, len)) => {
+                        d.insert(t, route(v, p, len, port)).unwrap();
+                        held.push((v, p, len));
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(d.entries.len(), held.len());
+            assert!(d.parts.on && d.parts.len() == 5, "{} parts", d.parts.len());
+            check(&d, 6);
+            // every route of VRF 4 deleted: its part is taken by the next VRF
+            for (v, p, l) in held.clone().into_iter().filter(|h| h.0 == 4) {
+                d.delete(t, &route(v, p, l, 1)).unwrap();
+                held.retain(|h| *h != (v, p, l));
+            }
+            d.insert(t, route(40, 0x0a00_0000, 8, 3)).unwrap();
+            assert!(d.parts.on && d.parts.len() == 5);
+            check(&d, 41);
+            // VRFs up to the parts' limit, then one more
+            for v in 5..super::super::parts::MAX_PARTS as u64 {
+                d.insert(t, route(v, 0x0a00_0000, 8, 3)).unwrap();
+            }
+            assert!(d.parts.on && d.parts.len() == super::super::parts::MAX_PARTS);
+            d.insert(t, route(99, 0x0a00_0000, 8, 3)).unwrap();
+            assert!(!d.parts.on && !d.has_part_hit_maps());
+            check(&d, 100);
+            d.delete(t, &route(99, 0x0a00_0000, 8, 3)).unwrap();
+            check(&d, 20);
+            d.clear(t);
+            assert!(d.parts.on && d.parts.len() == 0);
+            d.insert(t, route(1, 0x0a00_0000, 8, 3)).unwrap();
+            assert_eq!(d.lookup(t, &key(1, 0x0a01_0203)), Some(0));
+            assert_eq!(d.lookup(t, &key(2, 0x0a01_0203)), None);
+        }
+    }
+}
