@@ -35,6 +35,8 @@ pub(super) struct Parts {
     shape: Option<Shape>,
     /// Per part: the packed key of its exact keys' values (the LPM word zero).
     keys: Vec<HKey>,
+    /// Per part, for a table of one exact key: that key's word (found by a scan of these words).
+    ones: Vec<u64>,
     /// Per part: its prefixes.
     lpms: Vec<Lpm32>,
     seed: u64,
@@ -46,6 +48,7 @@ super::clone_fields::clone_by_fields!(Parts {
     on,
     shape,
     keys,
+    ones,
     lpms,
     seed,
     hits,
@@ -59,6 +62,7 @@ impl Parts {
             on: shape.is_some(),
             shape,
             keys: vec![],
+            ones: vec![],
             lpms: vec![],
             seed,
             hits,
@@ -85,9 +89,8 @@ impl Parts {
         let (p, k) = match s.exact1 {
             // (the common case, a VRF: one word compared per part)
             Some(x) => {
-                let v = *key.get(x)?;
-                let p = self.keys.iter().position(|k| k.get(x) == Some(&v))?;
-                (p, *key.get(s.lpm_word)? as u32)
+                let (&v, &k) = (key.get(x)?, key.get(s.lpm_word)?);
+                (self.ones.iter().position(|&w| w == v)?, k as u32)
             }
             None => {
                 let (probe, k) = split(s, key);
@@ -133,10 +136,12 @@ impl Parts {
             None => match self.lpms.iter().position(Lpm32::is_empty) {
                 Some(p) => {
                     self.keys[p] = probe;
+                    self.ones[p] = one(&s, &probe);
                     p
                 }
                 None if self.keys.len() < MAX_PARTS => {
                     self.keys.push(probe);
+                    self.ones.push(one(&s, &probe));
                     self.lpms
                         .push(Lpm32::new(Some(s.width), self.seed, self.hits));
                     self.keys.len() - 1
@@ -163,6 +168,7 @@ impl Parts {
     pub(super) fn give_up(&mut self) {
         self.on = false;
         self.keys = vec![];
+        self.ones = vec![];
         self.lpms = vec![];
     }
 
@@ -170,6 +176,7 @@ impl Parts {
     pub(super) fn clear(&mut self) {
         self.on = self.shape.is_some();
         self.keys.clear();
+        self.ones.clear();
         self.lpms.clear();
     }
 
@@ -193,4 +200,9 @@ fn split(s: &Shape, key: &[u64]) -> (HKey, u32) {
     }
     let k = probe.get_mut(s.lpm_word).map_or(0, std::mem::take);
     (probe, k as u32)
+}
+
+/// A part's word in [`Parts::ones`]: its one exact key's word (0 for a table of more).
+fn one(s: &Shape, key: &HKey) -> u64 {
+    s.exact1.and_then(|x| key.get(x)).copied().unwrap_or(0)
 }

@@ -292,3 +292,60 @@ fn vrf_tables_indexed_in_parts_agree_with_a_scan() {
         }
     }
 }
+
+/// A table of two exact keys around the prefix (`{ vrf: exact; dst: lpm; zone: exact }`) finds
+/// its part by both exact words: lookups agree with a scan, a key differing in either exact word
+/// alone finds another part (or none).
+#[test]
+fn parts_of_two_exact_keys_agree_with_a_scan() {
+    let e = crate::testutil::engine(crate::testutil::ROUTER);
+    let ti = e.table_index("RouterIngress.ipv4_lpm").unwrap();
+    let mut t = e.prog.tables[ti].clone();
+    let mut exact = t.keys[0].clone();
+    exact.kind = MatchKind::Exact;
+    exact.width = 16;
+    t.keys = vec![exact.clone(), t.keys[0].clone(), exact];
+    let template = crate::testutil::route_entry(&e, 0, 8, 1, 2);
+    let route = |vrf: u64, zone: u64, p: u32, len: u32, port: u64| {
+        let mut r = template.clone();
+        r.action.args[0] = Value::new(48, 0x0200_0000_0000 | port);
+        r.matches = vec![
+            FieldMatch::Exact(Value::new(16, vrf)),
+            FieldMatch::Lpm {
+                value: Value::new(32, p as u64),
+                prefix_len: len,
+            },
+            FieldMatch::Exact(Value::new(16, zone)),
+        ];
+        r
+    };
+    for hits in [true, false] {
+        let mut d = TableData::with_hit_maps(&t, hits).unwrap();
+        assert!(d.parts.on);
+        for x in 0..400u32 {
+            let len = [8, 16, 24, 32][x as usize % 4];
+            let p = (0x0a00_0000 | x.wrapping_mul(0x9e37_79b9) >> 8) & (u32::MAX << (32 - len));
+            let (vrf, zone) = (x as u64 % 3, x as u64 / 3 % 2);
+            if d.find(&t, &route(vrf, zone, p, len, 1)).is_none() {
+                d.insert(&t, route(vrf, zone, p, len, x as u64 % 7 + 1))
+                    .unwrap();
+            }
+        }
+        assert_eq!(d.parts.len(), 6, "a part per (vrf, zone)");
+        let mut found = 0;
+        for x in 0..6000u32 {
+            let k = [
+                x as u64 % 4,
+                (0x0a00_0000 | x.wrapping_mul(0x0001_3579) & 0x00ff_ffff) as u64,
+                x as u64 / 4 % 3,
+            ];
+            let i = d.lookup(&t, &k);
+            assert_eq!(i, longest_match(&d, &t, &k), "{k:x?}");
+            let hot = i.map(|i| (d.hot(i).code(), d.hot(i).args));
+            let part = d.lookup_parts(&k).map(|(c, a)| (c, *a));
+            assert_eq!(part, if hits { hot } else { None }, "{k:x?}");
+            found += i.is_some() as u32;
+        }
+        assert!(found > 500, "{found} keys found");
+    }
+}
