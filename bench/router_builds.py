@@ -10,7 +10,9 @@ It prints, per build, the medians over the rounds of what `p4sec bench` measures
 on the closure and on the native engine (routes into a fresh engine in batches of 1,000), the native engine's
 and the hand-written router's packets per second and their ratio; then each compared build's install rates and
 native forwarding rate as a ratio of the first build's. This is how "write rates must not drop" is checked
-against an older build. `--json FILE` writes the rows.
+against an older build. A figure an older build does not print (one from before the native engine prints no
+native figures, and its install rate is of one install, not a median of five) is shown as `-`. `--json FILE`
+writes the rows.
 """
 import argparse
 import json
@@ -89,13 +91,19 @@ def show(rows, args):
         cells = []
         for k, _ in FIELDS:
             v = row[k]
-            cells.append(f"{v:>24.2f}" if k == "jit_over_native" else f"{v:>24,.0f}")
+            if v is None:
+                cells.append(f"{'-':>24}")
+            else:
+                cells.append(f"{v:>24.2f}" if k == "jit_over_native" else f"{v:>24,.0f}")
         print(f"  {row['build']:<12}" + "".join(cells))
     first = rows[0]["build"]
+    def ratio(row, k):
+        v = row[f"{k}_vs_{first}"]
+        return "-" if v is None else f"{v:.2f}"
+
     for row in rows[1:]:
-        print(f"  {row['build']} / {first}: installs closure {row[f'route_insert_per_s_vs_{first}']:.2f}, "
-              f"native {row[f'route_insert_per_s_native_vs_{first}']:.2f}; native forwarding "
-              f"{row[f'jit_pps_vs_{first}']:.2f}")
+        print(f"  {row['build']} / {first}: installs closure {ratio(row, 'route_insert_per_s')}, native "
+              f"{ratio(row, 'route_insert_per_s_native')}; native forwarding {ratio(row, 'jit_pps')}")
 
 
 def main(argv=None):

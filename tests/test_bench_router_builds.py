@@ -50,3 +50,21 @@ def test_bad_options_are_refused(args, error, p4sec_bin, capsys):
         router_builds.main(["--p4sec", str(p4sec_bin), *args])
     assert e.value.code == 2
     assert error in capsys.readouterr().err
+
+
+def test_figures_an_older_build_does_not_print_are_shown_as_missing(tmp_path, p4sec_bin, capsys):
+    # an "older build" whose JSON has the closure engine's install rate only (as builds before the native engine)
+    old = tmp_path / "p4sec-old"
+    old.write_text('#!/bin/sh\nwhile [ "$1" != "--json" ]; do shift; done\n'
+                   'echo \'{"route_insert_per_s": 1000000.0, "agree": 4096, "packets_checked": 4096}\' > "$2"\n')
+    old.chmod(0o755)
+    out = tmp_path / "b.json"
+    rc = router_builds.main(["--p4sec", str(p4sec_bin), "--compare", f"old={old}", "--rounds", "1", "--routes", "300",
+                             "--seconds", "0.1", "--json", str(out)])
+    assert rc == 0
+    rows = json.loads(out.read_text())
+    assert rows[1]["route_insert_per_s"] == 1_000_000.0
+    assert rows[1]["jit_pps"] is None and rows[1]["jit_pps_vs_p4sec"] is None
+    assert rows[1]["route_insert_per_s_vs_p4sec"] == pytest.approx(1e6 / rows[0]["route_insert_per_s"])
+    text = capsys.readouterr().out
+    assert "native -; native forwarding -" in text
