@@ -362,11 +362,12 @@ unsafe fn np_select_general<const E: bool>(ctx: *mut Ctx, site: *const ApplySite
     }
 }
 
-/// The lookup of a table apply of several narrow keys ([`Engine::select_native_key`]): `key`
-/// holds a word per key of the table, in its key order. The result as [`np_select`]'s.
+/// The lookup of a table apply of several keys, or of one wider than 64 bits
+/// ([`Engine::select_native_key`]): `key` holds the table's packed key (each key's words in key
+/// order, [`Engine::key_words`] in all). The result as [`np_select`]'s.
 ///
 /// # Safety
-/// As [`np_select`]; `key` points at as many words as the table has keys.
+/// As [`np_select`]; `key` points at [`Engine::key_words`] words.
 pub(crate) unsafe extern "C" fn np_select_key<const E: bool>(
     ctx: *mut Ctx,
     site: *const ApplySite,
@@ -377,8 +378,7 @@ pub(crate) unsafe extern "C" fn np_select_key<const E: bool>(
     // as in `np_select`: the lean shape reads none of the context's fields (a panic in it, with
     // nothing of the context moved, is handed on as the general path's would be)
     let lean = catch_unwind(AssertUnwindSafe(|| {
-        let n = e.prog.tables.get(s.table).map_or(0, |t| t.keys.len());
-        let key = std::slice::from_raw_parts(key, n);
+        let key = std::slice::from_raw_parts(key, e.key_words(s.table));
         e.select_key_lean(w, s.table, key, &s.hit, &s.action_run)
     }));
     match lean {
@@ -407,8 +407,7 @@ unsafe fn np_select_key_general<const E: bool>(
     let (e, w, s) = (ctx.e, &mut *ctx.w, &*site);
     ctx.store::<E>(w);
     let r = catch_unwind(AssertUnwindSafe(|| {
-        let n = e.prog.tables.get(s.table).map_or(0, |t| t.keys.len());
-        let key = std::slice::from_raw_parts(key, n);
+        let key = std::slice::from_raw_parts(key, e.key_words(s.table));
         e.select_native_key(w, s.table, key, s.hit, s.action_run)
     }));
     match r {

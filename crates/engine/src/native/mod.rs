@@ -40,6 +40,8 @@ mod table_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod wide_key_tests;
+#[cfg(test)]
 mod wide_tests;
 
 use crate::engine::{CBlock, SF};

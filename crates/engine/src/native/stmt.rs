@@ -496,14 +496,16 @@ impl<'a, 'b> Fx<'a, 'b> {
         if !self.lean_table(tb) {
             return None;
         }
-        let keys: Vec<Value> = tb.keys.iter().map(|k| self.key_word(&k.expr)).collect();
-        let (k, f) = if let [k] = keys[..] {
+        let keys: Vec<Value> = tb.keys.iter().flat_map(|k| self.key_words(k)).collect();
+        let (k, f) = if let ([_], [k]) = (&tb.keys[..], &keys[..]) {
+            let k = *k;
             let marks = hit.is_some() || action_run.is_some();
             let (emits, not) = helpers::select::select_helpers(tb, marks);
             let f = self.helper(emits, not);
             (k, f)
         } else {
-            // several keys: their words in a stack slot, in key order, its address passed
+            // several keys, or a wide one: their words in a stack slot, in key order (the table's
+            // packed key), its address passed
             let size = (keys.len() * 8) as u32;
             let ss = self.b.create_sized_stack_slot(StackSlotData::new(
                 StackSlotKind::ExplicitSlot,
@@ -598,12 +600,56 @@ impl Fx<'_, '_> {
     /// bits each (one key word each), none a selector's, no action selector, every key an
     /// expression native code computes.
     fn lean_table(&self, tb: &Table) -> bool {
-        (1..=crate::tables::KEY_WORDS).contains(&tb.keys.len())
-            && tb
-                .keys
-                .iter()
-                .all(|k| k.width <= 64 && k.kind != MatchKind::Selector && self.covered(&k.expr))
+        let words: u32 = tb.keys.iter().map(|k| words_for(k.width)).sum();
+        !tb.keys.is_empty()
+            && (1..=crate::tables::KEY_WORDS).contains(&(words as usize))
+            && tb.keys.iter().all(|k| {
+                k.kind != MatchKind::Selector
+                    && if k.width <= 64 {
+                        self.covered(&k.expr)
+                    } else {
+                        self.wide_key(k).is_some()
+                    }
+            })
             && !matches!(tb.implementation, Implementation::ActionSelector(_))
+    }
+
+    /// A key wider than 64 bits native code builds: a field, metadata or parameter of the key's
+    /// width in its slots (an IPv6 address). Its first slot.
+    fn wide_key(&self, k: &TableKey) -> Option<u32> {
+        match &k.expr {
+            Expr::Load(LValue::Static(l))
+                if l.width == k.width
+                    && k.width <= MAX_WIDTH
+                    && self.slot_ok(l.slot + words_for(k.width) - 1) =>
+            {
+                Some(l.slot)
+            }
+            _ => None,
+        }
+    }
+
+    /// A key's words as the table's packed key holds them (least significant first): one for a
+    /// key of at most 64 bits, the slots' words of a wide one, the last masked to the width.
+    fn key_words(&mut self, k: &TableKey) -> Vec<Value> {
+        if k.width <= 64 {
+            return vec![self.key_word(&k.expr)];
+        }
+        let Some(slot) = self.wide_key(k) else {
+            // (`lean_table` admits no other wide key)
+            return vec![];
+        };
+        let n = words_for(k.width);
+        (0..n)
+            .map(|j| {
+                let v = self.load_slot(slot + j);
+                if j + 1 == n {
+                    self.mask(v, k.width - 64 * j)
+                } else {
+                    v
+                }
+            })
+            .collect()
     }
 
     /// A key's word: the key's value masked to its width.

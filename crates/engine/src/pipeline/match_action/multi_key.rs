@@ -1,13 +1,24 @@
-//! Table applies of several narrow keys from native code: the key's words computed by the
-//! generated code, the lookup in the worker's table snapshot borrowed in place.
+//! Table applies of several keys, or of keys wider than 64 bits, from native code: the packed
+//! key's words computed by the generated code, the lookup in the worker's table snapshot borrowed
+//! in place.
 
 use crate::code::Flow;
 use crate::{Engine, Worker};
 use p4sec_ir::Loc;
 
 impl Engine {
-    /// [`Engine::select_native`] for a table of several keys of at most 64 bits each, `key` holding
-    /// one word per key in the table's key order (the table's key layout for such keys): the hit's
+    /// The words of table `ti`'s packed key (each key in its words: one for a key of at most 64
+    /// bits), 0 for no such table.
+    pub(crate) fn key_words(&self, ti: usize) -> usize {
+        self.match_action
+            .key_layouts
+            .get(ti)
+            .and_then(|l| l.last())
+            .map_or(0, |&(off, words)| off + words)
+    }
+
+    /// [`Engine::select_native`] for a table of several keys or keys wider than 64 bits, `key`
+    /// holding the table's packed key (each key's words in key order): the hit's
     /// arguments (inline or from the entry) or the default's written into the action's
     /// parameters, `hit` and `action_run` set, `Ok(action)` for the caller to run. Anything else
     /// (a traced packet, a table with per-entry state, an action profile group, no snapshot) is
