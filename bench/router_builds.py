@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 
+from bench.builds import compared
 from bench.veth import median
 
 # What each row keeps of `p4sec bench --json`, and how the table names it.
@@ -35,17 +36,7 @@ FIELDS = [
 
 def builds(args, parser):
     """(label, binary) of each build, this checkout's first."""
-    out = [("p4sec", args.p4sec)]
-    for c in args.compare:
-        label, sep, path = c.partition("=")
-        if not sep or not label or not path:
-            parser.error(f"--compare: `{c}` is not LABEL=PATH")
-        if not pathlib.Path(path).is_file():
-            parser.error(f"--compare: `{path}` is not a file")
-        if label in [o[0] for o in out]:
-            parser.error(f"--compare: the label `{label}` is taken")
-        out.append((label, path))
-    return out
+    return [("p4sec", args.p4sec), *compared(args.compare, ["p4sec"], parser)]
 
 
 def one(binary, args, out):

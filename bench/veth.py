@@ -41,6 +41,7 @@ import sys
 import time
 import uuid
 
+from bench.builds import compared
 from p4sec.infra.netns import free_port, ns, sh  # noqa: F401 (free_port: used by tests)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -297,14 +298,7 @@ def switches(args, parser):
         out.append((f"p4sec/{e}", [args.p4sec, "--engine", e], args.p4sec))
     if not out:
         out.append(("p4sec", [args.p4sec], args.p4sec))
-    for c in args.compare:
-        label, sep, path = c.partition("=")
-        if not sep or not label or not path:
-            parser.error(f"--compare: `{c}` is not LABEL=PATH")
-        if not pathlib.Path(path).is_file():
-            parser.error(f"--compare: `{path}` is not a file")
-        if label in [o[0] for o in out]:
-            parser.error(f"--compare: the label `{label}` is taken")
+    for label, path in compared(args.compare, [o[0] for o in out], parser):
         out.append((label, [path], path))
     return out
 
