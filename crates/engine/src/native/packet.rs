@@ -379,10 +379,22 @@ impl Fx<'_, '_> {
     }
 
     /// Whether the emit of header `h` takes its never-written fields from the packet's bytes
-    /// (`load::unwritten`): the written fields' first slots when the header qualifies and the
-    /// fields left out save more than the offset's checks cost.
+    /// (`load::unwritten`): the written fields' slots when the header qualifies and the fields
+    /// left out save more than the offset's checks cost.
     fn from_bytes_plan(&self, h: usize, p: &HeaderPlan, words: usize) -> Option<Vec<u32>> {
-        let written = self.cx.pristine.unwritten.written(h)?;
+        let firsts = self.cx.pristine.unwritten.written(h)?;
+        // every slot word of a written field (the plan's ops are per slot word: a field wider
+        // than 64 bits has several)
+        let written: Vec<u32> = self
+            .cx
+            .prog
+            .headers
+            .get(h)?
+            .fields
+            .iter()
+            .filter(|f| firsts.contains(&f.loc.slot))
+            .flat_map(|f| f.loc.slot..f.loc.slot + words_for(f.loc.width))
+            .collect();
         let (mut kept, mut patched) = (0usize, 0usize);
         for o in &p.emit_ops {
             if written.contains(&o.0) {
@@ -393,7 +405,7 @@ impl Fx<'_, '_> {
         }
         // about 4 instructions per field put in a word; a patch costs 1 more, each word loaded
         // from the packet 2, the offset's and the bounds' checks about 10
-        (4 * kept > patched + 2 * words + 10).then(|| written.to_vec())
+        (4 * kept > patched + 2 * words + 10).then_some(written)
     }
 
     /// Header `h`'s words (as [`Fx::words_of_fields`] builds them) from the packet's bytes at the

@@ -596,9 +596,9 @@ impl<'a, 'b> Fx<'a, 'b> {
 }
 
 impl Fx<'_, '_> {
-    /// Can a table's applies be native: up to [`crate::tables::KEY_WORDS`] keys of at most 64
-    /// bits each (one key word each), none a selector's, no action selector, every key an
-    /// expression native code computes.
+    /// Can a table's applies be native: a packed key of up to [`crate::tables::KEY_WORDS`] words,
+    /// none a selector's, no action selector, every key of at most 64 bits an expression native
+    /// code computes, every wider one a field of its width in its slots ([`Fx::wide_key`]).
     fn lean_table(&self, tb: &Table) -> bool {
         let words: u32 = tb.keys.iter().map(|k| words_for(k.width)).sum();
         !tb.keys.is_empty()

@@ -128,20 +128,19 @@ pub(crate) fn emit_static(h: u32) -> SF {
             // every field whole bytes on a byte boundary: one 8-byte big-endian store per field at
             // its offset, in order (each store's spill past the field is overwritten by the next
             // field, or lies beyond the header's length)
-            let mut bit = 0u32;
+            // (per slot word of the plan, in header order: a wide field's words too)
             let mut bytewise = Some(vec![]);
-            for f in &layout.fields {
-                let w = f.loc.width;
+            for &(slot, off, shift, _, w) in &p.fields {
+                let bit = off * 8 + 64 - shift - w;
                 if bit % 8 != 0 || w % 8 != 0 {
                     bytewise = None;
                     break;
                 }
                 if w > 0 {
                     if let Some(b) = bytewise.as_mut() {
-                        b.push((f.loc.slot as usize, (bit / 8) as usize, 64 - w));
+                        b.push((slot as usize, off as usize, 64 - w));
                     }
                 }
-                bit += w;
             }
             // padded to a multiple of four with repeats of the last field (its bytes stored again,
             // after the store before it), so that fields are stored four at a time
@@ -319,7 +318,7 @@ impl Engine {
                 w.slots[slot as usize] = (word >> shift) & m;
             }
             pos += fixed;
-        } else if plan.narrow && pos % 8 == 0 {
+        } else if plan.small && pos % 8 == 0 {
             // byte-aligned header of narrow fields near the end of the packet: a 64-bit accumulator
             let bytes = &w.packet.pkt[pos / 8..(pos + fixed).div_ceil(8)];
             let mut acc: u64 = 0;
