@@ -1,4 +1,5 @@
-//! `p4sec bench`: the IPv4 LPM router (programs/ipv4_router.p4) over 64-byte packets, in process,
+//! `p4sec bench`: the IPv4 LPM router (programs/ipv4_router.p4; with `--vrfs N` the VRF router,
+//! with `--ipv6` the IPv6 router) over 64-byte packets, in process,
 //! on one core, on both engines (the closure engine and the native engine, which compiles the
 //! program to machine code when it is loaded) beside a hand-written Rust implementation of the same
 //! forwarding work, the three measured alternately in one run. Heap allocations during the measured
@@ -7,8 +8,10 @@
 //! engine `--engine` picks instead, untimed ([`fixed`]).
 
 mod forwarding;
+mod ipv6;
 
-use forwarding::{program_name, setup, Hand, Setup};
+pub use forwarding::Router;
+use forwarding::{setup, Hand, Setup};
 use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use std::path::Path;
 use std::process::ExitCode;
@@ -50,10 +53,10 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// `p4sec bench`: `routes` routes (spread over `vrfs` VRFs of the VRF router, or the plain
-/// router for 0), timed for `seconds`.
-pub fn run(routes: u32, vrfs: u32, seconds: f64, json: Option<&Path>) -> ExitCode {
-    match run_inner(routes, vrfs, seconds, json) {
+/// `p4sec bench`: `routes` routes of `router` (in the VRF router, spread over its VRFs), timed
+/// for `seconds`.
+pub fn run(routes: u32, router: Router, seconds: f64, json: Option<&Path>) -> ExitCode {
+    match run_inner(routes, router, seconds, json) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("p4sec bench: {e}");
@@ -66,8 +69,8 @@ pub fn run(routes: u32, vrfs: u32, seconds: f64, json: Option<&Path>) -> ExitCod
 /// through `Engine::process` on the engine the environment picks, untimed, for instruction counts
 /// under callgrind; every output is compared with the hand-written router's. Prints the packets
 /// forwarded, how many agree and a digest of the emitted frames (the same on both engines).
-pub fn fixed(routes: u32, vrfs: u32, packets: u32) -> ExitCode {
-    match fixed_inner(routes, vrfs, packets) {
+pub fn fixed(routes: u32, router: Router, packets: u32) -> ExitCode {
+    match fixed_inner(routes, router, packets) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("p4sec bench: {e}");
@@ -76,12 +79,12 @@ pub fn fixed(routes: u32, vrfs: u32, packets: u32) -> ExitCode {
     }
 }
 
-fn fixed_inner(routes: u32, vrfs: u32, packets: u32) -> Result<(), String> {
+fn fixed_inner(routes: u32, router: Router, packets: u32) -> Result<(), String> {
     if routes == 0 || packets == 0 {
         return Err("--routes and --packets take at least 1".into());
     }
     let backend = Backend::from_env()?;
-    let s = setup(routes, vrfs, backend)?;
+    let s = setup(routes, router, backend)?;
     let mut w = Worker::new(&s.engine);
     let mut out = Outputs::default();
     let mut q = vec![0u8; 64];
@@ -102,11 +105,12 @@ fn fixed_inner(routes: u32, vrfs: u32, packets: u32) -> Result<(), String> {
         }
     }
     println!(
-        "p4sec bench: IPv4 LPM router ({}), {routes} routes{}, on the {backend} engine: packets \
+        "p4sec bench: {} LPM router ({}), {routes} routes{}, on the {backend} engine: packets \
          {packets}, forwarded {forwarded}, agree with the hand-written router {agree}/{packets}, \
          digest {h:016x}",
-        program_name(vrfs),
-        in_vrfs(vrfs)
+        family(router),
+        router.program_name(),
+        in_vrfs(router)
     );
     Ok(())
 }
@@ -117,21 +121,29 @@ const INSTALLS: usize = 5;
 /// Routes installed per second into a fresh engine of each backend (closure, native): medians of
 /// [`INSTALLS`] installs each (`first`'s among them), the two alternated. The closure engine's
 /// LPM index keeps no hit maps: its writes are the table writes as they were before native code.
-fn install_rates(routes: u32, vrfs: u32, first: [&Setup; 2]) -> Result<[f64; 2], String> {
+fn install_rates(routes: u32, router: Router, first: [&Setup; 2]) -> Result<[f64; 2], String> {
     let mut s = first.map(|f| vec![f.insert_s]);
     for _ in 1..INSTALLS {
         for (k, b) in [Backend::Closure, Backend::Native].into_iter().enumerate() {
-            s[k].push(setup(routes, vrfs, b)?.insert_s);
+            s[k].push(setup(routes, router, b)?.insert_s);
         }
     }
     Ok(s.map(|mut v| routes as f64 / median(&mut v)))
 }
 
 /// `, in N VRFs` when there are VRFs.
-fn in_vrfs(vrfs: u32) -> String {
-    match vrfs {
+fn in_vrfs(router: Router) -> String {
+    match router.vrfs() {
         0 => String::new(),
         n => format!(" in {n} VRFs"),
+    }
+}
+
+/// The address family `router` routes.
+fn family(router: Router) -> &'static str {
+    match router {
+        Router::Ipv6 => "IPv6",
+        _ => "IPv4",
     }
 }
 
@@ -192,10 +204,11 @@ fn rounds(
 /// Rounds of the three, alternated, so that a change in the machine's load hits all alike.
 const ROUNDS: usize = 5;
 
-fn run_inner(routes: u32, vrfs: u32, seconds: f64, json: Option<&Path>) -> Result<(), String> {
-    let closure = setup(routes, vrfs, Backend::Closure)?;
-    let native_engine = setup(routes, vrfs, Backend::Native)?;
-    let [insert_closure, insert_native] = install_rates(routes, vrfs, [&closure, &native_engine])?;
+fn run_inner(routes: u32, router: Router, seconds: f64, json: Option<&Path>) -> Result<(), String> {
+    let closure = setup(routes, router, Backend::Closure)?;
+    let native_engine = setup(routes, router, Backend::Native)?;
+    let [insert_closure, insert_native] =
+        install_rates(routes, router, [&closure, &native_engine])?;
     let (pkts, ports) = (&closure.pkts, &closure.ports);
     let native = &closure.native;
     // the engines must forward every packet as the hand-written router does
@@ -218,9 +231,10 @@ fn run_inner(routes: u32, vrfs: u32, seconds: f64, json: Option<&Path>) -> Resul
     let (closure_pps, jit_pps, native_pps) = (median(&mut c), median(&mut j), median(&mut r));
     let per = |k: usize| allocs_of[k] as f64 / pkts_of[k].max(1) as f64;
     println!(
-        "p4sec bench: IPv4 LPM router ({}), {routes} routes{}, 64-byte packets, 1 core",
-        program_name(vrfs),
-        in_vrfs(vrfs)
+        "p4sec bench: {} LPM router ({}), {routes} routes{}, 64-byte packets, 1 core",
+        family(router),
+        router.program_name(),
+        in_vrfs(router)
     );
     println!(
         "  routes installed through the control-plane API in batches of 1000, medians of {INSTALLS} installs, alternated:"
@@ -286,9 +300,13 @@ fn run_inner(routes: u32, vrfs: u32, seconds: f64, json: Option<&Path>) -> Resul
     );
     if let Some(path) = json {
         let j = serde_json::json!({
-            "benchmark": if vrfs == 0 { "ipv4_router_64B" } else { "ipv4_vrf_router_64B" },
+            "benchmark": match router {
+                Router::Ipv4 => "ipv4_router_64B",
+                Router::Vrf(_) => "ipv4_vrf_router_64B",
+                Router::Ipv6 => "ipv6_router_64B",
+            },
             "routes": routes,
-            "vrfs": vrfs,
+            "vrfs": router.vrfs(),
             "default_engine": Backend::default().to_string(),
             "engine_pps": default_pps(closure_pps, jit_pps),
             "closure_pps": closure_pps,

@@ -84,5 +84,22 @@ fn both_engines_are_measured_on_the_same_outputs() {
     );
     assert_eq!(j["agree"], j["packets_checked"], "{j}");
     assert_eq!(j["jit_allocs_per_packet"].as_f64(), Some(0.0), "{j}");
+    // the IPv6 router
+    let (text, j) = run(
+        &["bench", "--routes", "700", "--ipv6", "--seconds", "0.3"],
+        &dir.join("6.json"),
+    );
+    assert!(
+        text.contains("IPv6 LPM router (programs/ipv6_router.p4), 700 routes"),
+        "{text}"
+    );
+    assert_eq!(j["benchmark"], "ipv6_router_64B", "{j}");
+    assert_eq!(
+        (j["vrfs"].as_u64(), j["routes"].as_u64()),
+        (Some(0), Some(700)),
+        "{j}"
+    );
+    assert_eq!(j["agree"], j["packets_checked"], "{j}");
+    assert_eq!(j["jit_allocs_per_packet"].as_f64(), Some(0.0), "{j}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -74,35 +74,28 @@ fn each_pipeline_runs_exactly_n_packets_and_the_engines_emit_the_same_frames() {
     assert_ne!(after(&a, "digest "), after(&b, "digest "));
 }
 
-/// The plain router, and the VRF router with its routes in 5 VRFs (a packet's VRF by its port):
-/// every packet forwarded as the hand-written router forwards it, the same frames on both
-/// engines, other frames for the VRF router (other routes).
+/// The plain router, the VRF router with its routes in 5 VRFs (a packet's VRF by its port) and the
+/// IPv6 router: every packet forwarded as the hand-written router forwards it, the same frames on
+/// both engines, other frames for each router (other routes and packets).
 #[test]
 fn the_router_runs_exactly_n_packets_as_the_hand_written_router_does() {
     let mut by_program = vec![];
-    for vrfs in ["0", "5"] {
+    for flags in [&["--vrfs", "0"][..], &["--vrfs", "5"], &["--ipv6"]] {
         let mut digests = vec![];
         for engine in ["closure", "native"] {
-            let (code, out, err) = p4sec(&[
-                "--engine",
-                engine,
-                "bench",
-                "--routes",
-                "500",
-                "--vrfs",
-                vrfs,
-                "--packets",
-                "200",
-            ]);
+            let mut args = vec!["--engine", engine, "bench", "--routes", "500"];
+            args.extend(flags);
+            args.extend(["--packets", "200"]);
+            let (code, out, err) = p4sec(&args);
             assert_eq!(code, Some(0), "{engine}: {err}");
             assert!(
                 out.contains(&format!("on the {engine} engine: packets 200,")),
                 "{out}"
             );
-            let program = if vrfs == "0" {
-                "(programs/ipv4_router.p4), 500 routes,"
-            } else {
-                "(programs/ipv4_vrf_router.p4), 500 routes in 5 VRFs,"
+            let program = match flags.last().copied().unwrap_or_default() {
+                "0" => "IPv4 LPM router (programs/ipv4_router.p4), 500 routes,",
+                "5" => "IPv4 LPM router (programs/ipv4_vrf_router.p4), 500 routes in 5 VRFs,",
+                _ => "IPv6 LPM router (programs/ipv6_router.p4), 500 routes,",
             };
             assert!(out.contains(program), "{out}");
             assert_eq!(after(&out, "forwarded "), "200", "{out}");
@@ -116,6 +109,8 @@ fn the_router_runs_exactly_n_packets_as_the_hand_written_router_does() {
         by_program.push(digests.remove(0));
     }
     assert_ne!(by_program[0], by_program[1]);
+    assert_ne!(by_program[0], by_program[2]);
+    assert_ne!(by_program[1], by_program[2]);
 }
 
 #[test]
@@ -176,6 +171,10 @@ fn bad_values_are_refused_with_status_2() {
         (
             &["bench", "--vrfs", "511", "--packets", "3"][..],
             "invalid value '511' for '--vrfs <N>'",
+        ),
+        (
+            &["bench", "--vrfs", "2", "--ipv6", "--packets", "3"][..],
+            "the argument '--vrfs <N>' cannot be used with '--ipv6'",
         ),
         (
             &["bench", "--packets", "3", "--seconds", "1"][..],

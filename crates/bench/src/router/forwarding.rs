@@ -1,6 +1,7 @@
 //! The router benchmark's material: the program loaded with its routes (programs/ipv4_router.p4,
-//! or programs/ipv4_vrf_router.p4 with the routes spread over VRFs), the packets towards them and
-//! the ports they arrive on, and the same forwarding written directly in Rust ([`Native`]).
+//! or programs/ipv4_vrf_router.p4 with the routes spread over VRFs; the IPv6 router's in
+//! [`super::ipv6`]), the packets towards them and the ports they arrive on, and the same forwarding
+//! written directly in Rust ([`Native`]).
 
 use p4sec_engine::{Backend, Engine};
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
@@ -11,7 +12,7 @@ use std::time::Instant;
 const ROUTER: &str = include_str!("../../../../programs/ipv4_router.p4");
 const VRF_ROUTER: &str = include_str!("../../../../programs/ipv4_vrf_router.p4");
 
-fn lcg(s: &mut u64) -> u64 {
+pub(crate) fn lcg(s: &mut u64) -> u64 {
     *s = s
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
@@ -118,10 +119,11 @@ impl Forward for VrfNative {
     }
 }
 
-/// The hand-written router of either program.
+/// The hand-written router of each program.
 pub(crate) enum Hand {
     Plain(Native),
     Vrf(VrfNative),
+    V6(super::ipv6::V6Native),
 }
 
 impl Hand {
@@ -131,6 +133,7 @@ impl Hand {
         match self {
             Hand::Plain(n) => n.forward(port, pkt),
             Hand::Vrf(n) => n.forward(port, pkt),
+            Hand::V6(n) => n.forward(port, pkt),
         }
     }
 }
@@ -147,12 +150,42 @@ pub(crate) struct Setup {
     pub insert_s: f64,
 }
 
-/// The program's name, for the figures.
-pub(crate) fn program_name(vrfs: u32) -> &'static str {
-    if vrfs == 0 {
-        "programs/ipv4_router.p4"
-    } else {
-        "programs/ipv4_vrf_router.p4"
+/// The router a benchmark runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Router {
+    /// programs/ipv4_router.p4.
+    Ipv4,
+    /// programs/ipv4_vrf_router.p4, the routes spread over this many VRFs (at least 1).
+    Vrf(u32),
+    /// programs/ipv6_router.p4.
+    Ipv6,
+}
+
+impl Router {
+    /// The router of `p4sec bench`'s flags: `--vrfs N` (0: none), `--ipv6`.
+    pub fn of_flags(vrfs: u32, ipv6: bool) -> Router {
+        match (vrfs, ipv6) {
+            (_, true) => Router::Ipv6,
+            (0, false) => Router::Ipv4,
+            (n, false) => Router::Vrf(n),
+        }
+    }
+
+    /// The program's name, for the figures.
+    pub(crate) fn program_name(self) -> &'static str {
+        match self {
+            Router::Ipv4 => "programs/ipv4_router.p4",
+            Router::Vrf(_) => "programs/ipv4_vrf_router.p4",
+            Router::Ipv6 => "programs/ipv6_router.p4",
+        }
+    }
+
+    /// The VRFs the routes are spread over (0: none).
+    pub(crate) fn vrfs(self) -> u32 {
+        match self {
+            Router::Vrf(n) => n,
+            _ => 0,
+        }
     }
 }
 
@@ -161,7 +194,7 @@ fn port_of(v: u16) -> u32 {
     v as u32 + 1
 }
 
-fn action(engine: &Engine, name: &str) -> Result<u32, String> {
+pub(crate) fn action(engine: &Engine, name: &str) -> Result<u32, String> {
     engine
         .prog
         .actions
@@ -171,17 +204,19 @@ fn action(engine: &Engine, name: &str) -> Result<u32, String> {
         .ok_or(format!("no action {name}"))
 }
 
-fn table(engine: &Engine, name: &str) -> Result<usize, String> {
+pub(crate) fn table(engine: &Engine, name: &str) -> Result<usize, String> {
     engine.table_index(name).ok_or(format!("no table {name}"))
 }
 
-/// `routes` routes on `backend`: the plain router (`vrfs` 0), or the VRF router with the routes
-/// spread over `vrfs` VRFs, VRF `v` on port `v + 1`.
-pub(crate) fn setup(routes: u32, vrfs: u32, backend: Backend) -> Result<Setup, String> {
-    let (name, src) = match vrfs {
-        0 => (program_name(0), ROUTER),
-        _ => (program_name(vrfs), VRF_ROUTER),
+/// `routes` routes on `backend`: the plain router, the VRF router with the routes spread over its
+/// VRFs (VRF `v` on port `v + 1`) or the IPv6 router.
+pub(crate) fn setup(routes: u32, router: Router, backend: Backend) -> Result<Setup, String> {
+    let (vrfs, src) = match router {
+        Router::Ipv4 => (0, ROUTER),
+        Router::Vrf(n) => (n, VRF_ROUTER),
+        Router::Ipv6 => return super::ipv6::setup(routes, backend),
     };
+    let name = router.program_name();
     let prog =
         p4sec_frontend::compile_str(name, src, &Default::default()).map_err(|e| e.to_string())?;
     let engine = Engine::with_backend(Arc::new(prog), &[], backend)?;

@@ -15,6 +15,10 @@ pub struct RouterArgs {
     /// the plain router (programs/ipv4_router.p4).
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=510))]
     pub vrfs: u32,
+    /// The IPv6 router (programs/ipv6_router.p4: 128-bit destinations, prefix lengths /32 to
+    /// /128) instead of the IPv4 one.
+    #[arg(long, conflicts_with = "vrfs")]
+    pub ipv6: bool,
     /// Seconds to measure.
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
@@ -131,9 +135,10 @@ pub struct P4eadArgs {
 }
 
 pub fn router(a: RouterArgs) -> ExitCode {
+    let router = p4sec_bench::router::Router::of_flags(a.vrfs, a.ipv6);
     match a.packets {
-        Some(n) => p4sec_bench::router::fixed(a.routes, a.vrfs, n),
-        None => p4sec_bench::router::run(a.routes, a.vrfs, a.seconds, a.json.as_deref()),
+        Some(n) => p4sec_bench::router::fixed(a.routes, router, n),
+        None => p4sec_bench::router::run(a.routes, router, a.seconds, a.json.as_deref()),
     }
 }
 
