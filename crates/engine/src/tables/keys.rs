@@ -32,7 +32,19 @@ pub(super) enum KeyMap {
     /// One key of at most 32 bits: 8-byte slots of a flat open-addressing array.
     Narrow(Map32),
     One(FxHashMap<u64, u32>),
+    /// Two-word keys (a 128-bit address, or two keys of at most 64 bits): the words as a pair,
+    /// hashed and compared without the copy into a padded [`HKey`].
+    Two(FxHashMap<(u64, u64), u32>),
     Wide(FxHashMap<HKey, u32>),
+}
+
+/// The pair of words a [`KeyMap::Two`] holds of key `k` (missing words are 0).
+#[inline(always)]
+fn pair(k: &[u64]) -> (u64, u64) {
+    (
+        k.first().copied().unwrap_or(0),
+        k.get(1).copied().unwrap_or(0),
+    )
 }
 
 impl KeyMap {
@@ -43,6 +55,7 @@ impl KeyMap {
             Some(w) if w <= DIRECT_BITS => KeyMap::Direct(vec![0; 1 << w].into_boxed_slice(), 0),
             _ if narrow => KeyMap::Narrow(Map32::new(seed)),
             _ if words <= 1 => KeyMap::One(FxHashMap::default()),
+            _ if words == 2 => KeyMap::Two(FxHashMap::default()),
             _ => KeyMap::Wide(FxHashMap::default()),
         }
     }
@@ -54,7 +67,17 @@ impl KeyMap {
                 .get(k.first().copied().unwrap_or(0) as u32)
                 .map(|i| i as usize),
             KeyMap::One(m) => m.get(&k.first().copied().unwrap_or(0)).map(|i| *i as usize),
+            KeyMap::Two(m) => m.get(&pair(k)).map(|i| *i as usize),
             KeyMap::Wide(m) => m.get(&hkey(k)).map(|i| *i as usize),
+        }
+    }
+    /// The lookup of a two-word key (`lo` the first word): a [`KeyMap::Two`] probed directly,
+    /// any other map through [`KeyMap::get`].
+    #[inline(always)]
+    pub(super) fn get_two(&self, lo: u64, hi: u64) -> Option<usize> {
+        match self {
+            KeyMap::Two(m) => m.get(&(lo, hi)).map(|i| *i as usize),
+            _ => self.get(&[lo, hi]),
         }
     }
     /// A directly indexed map's lookup: `None` for a map of another kind, else the entry (if any)
@@ -79,6 +102,7 @@ impl KeyMap {
             KeyMap::Direct(a, _) => Self::direct_get(a, k),
             KeyMap::Narrow(m) => m.get(k as u32).map(|i| i as usize),
             KeyMap::One(m) => m.get(&k).map(|i| *i as usize),
+            KeyMap::Two(m) => m.get(&(k, 0)).map(|i| *i as usize),
             KeyMap::Wide(m) => m.get(&hkey(&[k])).map(|i| *i as usize),
         }
     }
@@ -122,6 +146,9 @@ impl KeyMap {
             KeyMap::One(m) => {
                 m.insert(k.first().copied().unwrap_or(0), i as u32);
             }
+            KeyMap::Two(m) => {
+                m.insert(pair(k), i as u32);
+            }
             KeyMap::Wide(m) => {
                 m.insert(hkey(k), i as u32);
             }
@@ -144,6 +171,9 @@ impl KeyMap {
             KeyMap::One(m) => {
                 m.remove(&k.first().copied().unwrap_or(0));
             }
+            KeyMap::Two(m) => {
+                m.remove(&pair(k));
+            }
             KeyMap::Wide(m) => {
                 m.remove(&hkey(k));
             }
@@ -154,6 +184,7 @@ impl KeyMap {
             KeyMap::Direct(_, n) => *n == 0,
             KeyMap::Narrow(m) => m.is_empty(),
             KeyMap::One(m) => m.is_empty(),
+            KeyMap::Two(m) => m.is_empty(),
             KeyMap::Wide(m) => m.is_empty(),
         }
     }
@@ -165,6 +196,7 @@ impl KeyMap {
             }
             KeyMap::Narrow(m) => m.clear(),
             KeyMap::One(m) => m.clear(),
+            KeyMap::Two(m) => m.clear(),
             KeyMap::Wide(m) => m.clear(),
         }
     }

@@ -141,6 +141,15 @@ impl TableData {
                     // one-word keys (IPv4 routes and the like)
                     return self.lpm_one(k0);
                 }
+                if let [k0, k1] = key[..self.key_words] {
+                    // two-word keys (IPv6 routes and the like)
+                    for ((_, map), m) in self.lpm.iter().zip(&self.lpm_masks) {
+                        if let Some(i) = map.get_two(k0 & m[0], k1 & m[1]) {
+                            return Some(i);
+                        }
+                    }
+                    return None;
+                }
                 let mut probe = [0u64; HKEY_WORDS];
                 for ((_, map), m) in self.lpm.iter().zip(&self.lpm_masks) {
                     for j in 0..self.key_words {

@@ -760,3 +760,5 @@ impl TableData {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod two_word_tests;
