@@ -1,9 +1,10 @@
 """The router benchmark of two or more p4sec builds, taking turns: route installs and forwarding, in one run.
 
     python -m bench.router_builds --compare LABEL=PATH [--compare ...] [--p4sec PATH] [--rounds N]
-                                  [--routes N] [--vrfs N] [--seconds S] [--json FILE]
+                                  [--routes N] [--vrfs N | --ipv6] [--seconds S] [--json FILE]
 
-Each round runs `p4sec bench --json` (the IPv4 router, or with `--vrfs N` the VRF router) of every build in turn,
+Each round runs `p4sec bench --json` (the IPv4 router; with `--vrfs N` the VRF router, with `--ipv6` the IPv6
+router) of every build in turn,
 so that a change in the machine's load falls on all of them alike; the builds are this checkout's `p4sec`
 (labelled `p4sec`, or `--p4sec PATH`) and each `--compare LABEL=PATH` (for instance the build before a change).
 It prints, per build, the medians over the rounds of what `p4sec bench` measures itself: the route install rate
@@ -44,6 +45,8 @@ def one(binary, args, out):
     cmd = [binary, "bench", "--routes", str(args.routes), "--seconds", str(args.seconds), "--json", str(out)]
     if args.vrfs:
         cmd += ["--vrfs", str(args.vrfs)]
+    if args.ipv6:
+        cmd += ["--ipv6"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip() or r.stdout.strip()}")
@@ -75,7 +78,7 @@ def run(args, parser):
 
 
 def show(rows, args):
-    what = f"{args.routes} routes" + (f" in {args.vrfs} VRFs" if args.vrfs else "")
+    what = ("IPv6, " if args.ipv6 else "") + f"{args.routes} routes" + (f" in {args.vrfs} VRFs" if args.vrfs else "")
     print(f"p4sec bench of {len(rows)} builds taking turns, {args.rounds} rounds, {what}; medians:")
     print(f"  {'build':<12}" + "".join(f"{name:>24}" for _, name in FIELDS))
     for row in rows:
@@ -105,7 +108,9 @@ def main(argv=None):
                     help="another p4sec build to take turns with (repeatable)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--routes", type=int, default=10000)
-    ap.add_argument("--vrfs", type=int, default=0)
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--vrfs", type=int, default=0)
+    which.add_argument("--ipv6", action="store_true", help="the IPv6 router")
     ap.add_argument("--seconds", type=float, default=1.0, help="seconds each `p4sec bench` measures forwarding")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)

@@ -68,3 +68,20 @@ def test_figures_an_older_build_does_not_print_are_shown_as_missing(tmp_path, p4
     assert rows[1]["route_insert_per_s_vs_p4sec"] == pytest.approx(1e6 / rows[0]["route_insert_per_s"])
     text = capsys.readouterr().out
     assert "native -; native forwarding -" in text
+
+
+def test_the_ipv6_router_is_compared_with_ipv6(tmp_path, p4sec_bin, capsys):
+    out = tmp_path / "v6.json"
+    rc = router_builds.main(["--p4sec", str(p4sec_bin), "--compare", f"again={p4sec_bin}", "--rounds", "1",
+                             "--routes", "300", "--ipv6", "--seconds", "0.1", "--json", str(out)])
+    assert rc == 0
+    rows = json.loads(out.read_text())
+    assert all(r["jit_pps"] > 0 and r["route_insert_per_s_native"] > 0 for r in rows), rows
+    assert "1 rounds, IPv6, 300 routes;" in capsys.readouterr().out
+
+
+def test_ipv6_and_vrfs_are_refused_together(p4sec_bin, capsys):
+    with pytest.raises(SystemExit) as e:
+        router_builds.main(["--p4sec", str(p4sec_bin), "--compare", "x=/bin/sh", "--ipv6", "--vrfs", "2"])
+    assert e.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
