@@ -6,8 +6,9 @@
 //! scout engine runs it with tracing on: each table it looked up and missed gets an entry matching
 //! that key (exact values, a prefix of it, a ternary mask around it, a range or optional around
 //! it) with a random action of the table and random arguments, installed on every engine, until
-//! the frame misses no table the scout can fill. The frames out and the packet statistics of the
-//! two engines must be the same.
+//! the frame misses no table the scout can fill. The frames out, the packet statistics and the
+//! state left (entries with their direct counters, registers, counters) of the two engines must
+//! be the same.
 
 mod common;
 
@@ -302,6 +303,29 @@ fn misses(scout: &Engine, w: &mut Worker, port: u32, f: &[u8]) -> Vec<(usize, Ve
     found
 }
 
+/// What an engine's state holds after the frames: every table's entries with their direct
+/// counters, the first [`STATE_CELLS`] cells of every register and indexed counter.
+fn state(e: &Engine) -> Vec<String> {
+    let mut v = vec![];
+    for (ti, t) in e.prog.tables.iter().enumerate() {
+        v.push(format!("{}: {:?}", t.name, e.table_entries(ti)));
+    }
+    for (r, reg) in e.prog.registers.iter().enumerate() {
+        let n = e.register_size(r).unwrap_or(0).min(STATE_CELLS);
+        let cells: Vec<_> = (0..n).map(|i| e.register_read(r, i)).collect();
+        v.push(format!("{}: {cells:?}", reg.name));
+    }
+    for (c, counter) in e.prog.counters.iter().enumerate() {
+        let n = (counter.size as usize).min(STATE_CELLS);
+        let cells: Vec<_> = (0..n).map(|i| e.counter_read(c, i)).collect();
+        v.push(format!("{}: {cells:?}", counter.name));
+    }
+    v
+}
+
+/// Cells of each register and counter compared.
+const STATE_CELLS: usize = 512;
+
 fn frames(out: &Outputs) -> Vec<(u32, Vec<u8>)> {
     out.iter().map(|(p, b)| (p, b.to_vec())).collect()
 }
@@ -314,6 +338,7 @@ fn native_engine_emits_what_the_closure_engine_emits_with_entries() {
     let mut all_externs = p4sec_externs::p4::registry();
     all_externs.extend(p4sec_engine::test_externs::registry());
     let (mut programs_run, mut frames_compared, mut installed) = (0, 0, 0usize);
+    let mut states_compared = 0usize;
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     // (each production program, the entries its frames led to)
     let mut production: Vec<(PathBuf, usize)> = vec![];
@@ -389,6 +414,19 @@ fn native_engine_emits_what_the_closure_engine_emits_with_entries() {
         if p.components().any(|c| c.as_os_str() == "production") {
             production.push((p.clone(), per_table.values().sum::<usize>()));
         }
+        // the state the frames left: where the two closure engines agree, the native engine too
+        let (s1, s2, sn) = (state(&c1), state(&c2), state(&n));
+        for ((a, a2), b) in s1.iter().zip(&s2).zip(&sn) {
+            if a == a2 {
+                assert_eq!(
+                    a,
+                    b,
+                    "{}: the closure engine's state, then the native engine's",
+                    p.display()
+                );
+                states_compared += 1;
+            }
+        }
         let (sa, sb) = (c1.stats(), n.stats());
         assert_eq!(
             (sa.packets_in, sa.packets_out, sa.dropped),
@@ -397,10 +435,17 @@ fn native_engine_emits_what_the_closure_engine_emits_with_entries() {
             p.display()
         );
     }
-    eprintln!("{programs_run} programs, {frames_compared} frames compared, {installed} entries");
+    eprintln!(
+        "{programs_run} programs, {frames_compared} frames compared, {installed} entries, \
+         {states_compared} tables, registers and counters compared"
+    );
     assert!(programs_run >= 20, "only {programs_run} programs loaded");
     assert!(frames_compared > programs_run * 20);
     assert!(installed > programs_run, "{installed} entries installed");
+    assert!(
+        states_compared > programs_run,
+        "{states_compared} states compared"
+    );
     // the production programs' frames reach their tables: most get tens of entries
     if common::shared("conformance/production").is_some() {
         assert_eq!(production.len(), 6, "{production:?}");
