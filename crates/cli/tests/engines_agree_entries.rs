@@ -339,7 +339,10 @@ fn native_engine_emits_what_the_closure_engine_emits_with_entries() {
     all_externs.extend(p4sec_engine::test_externs::registry());
     let (mut programs_run, mut frames_compared, mut installed) = (0, 0, 0usize);
     let mut states_compared = 0usize;
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    // (P4SEC_DIFF_SEED and P4SEC_DIFF_FRAMES, for longer hunts by hand: another seed, more frames)
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let mut seed = env("P4SEC_DIFF_SEED").unwrap_or(0x2545_f491_4f6c_dd1d) | 1;
+    let per_program = env("P4SEC_DIFF_FRAMES").unwrap_or(24) as u32;
     // (each production program, the entries its frames led to)
     let mut production: Vec<(PathBuf, usize)> = vec![];
     for p in programs() {
@@ -363,7 +366,7 @@ fn native_engine_emits_what_the_closure_engine_emits_with_entries() {
         let mut outs = [Outputs::default(), Outputs::default(), Outputs::default()];
         let mut per_table: HashMap<usize, usize> = HashMap::new();
         programs_run += 1;
-        for i in 0..24 {
+        for i in 0..per_program {
             let f = frame(i, &mut seed);
             let port = (rng(&mut seed) % 4) as u32;
             // entries for the tables the frame misses, as long as it reaches new ones
@@ -440,7 +443,7 @@ fn native_engine_emits_what_the_closure_engine_emits_with_entries() {
          {states_compared} tables, registers and counters compared"
     );
     assert!(programs_run >= 20, "only {programs_run} programs loaded");
-    assert!(frames_compared > programs_run * 20);
+    assert!(frames_compared > programs_run * per_program as usize * 5 / 6);
     assert!(installed > programs_run, "{installed} entries installed");
     assert!(
         states_compared > programs_run,
