@@ -145,8 +145,8 @@ fn run_inner(seconds: f64, json: Option<&Path>, only: Option<&str>) -> Result<()
     println!("p4sec bench-engines: the P4 part of each pipeline on the closure engine and the native engine,");
     println!("in process, one core; medians of rounds alternated between the engines ({seconds} s per pipeline)");
     println!(
-        "  {:<18} {:>14} {:>14} {:>9}  {}",
-        "pipeline", "closure ns/pkt", "native ns/pkt", "speed-up", "what"
+        "  {:<18} {:>14} {:>14} {:>9}  what",
+        "pipeline", "closure ns/pkt", "native ns/pkt", "speed-up"
     );
     let mut rows = vec![];
     for wl in &workloads {

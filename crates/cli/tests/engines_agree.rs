@@ -41,7 +41,7 @@ fn rng(s: &mut u64) -> u64 {
 
 /// A well-formed frame: Ethernet, IPv4 (checksum right), TCP or UDP, a payload.
 fn template(seed: &mut u64) -> Vec<u8> {
-    let udp = rng(seed) % 2 == 0;
+    let udp = rng(seed).is_multiple_of(2);
     let payload = (rng(seed) % 48) as usize;
     let l4 = if udp { 8 } else { 20 };
     let mut f = vec![0u8; 14 + 20 + l4 + payload];

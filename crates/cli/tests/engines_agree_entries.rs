@@ -69,7 +69,7 @@ fn template(seed: &mut u64) -> Vec<u8> {
         f.extend([(rng(seed) % 16) as u8, rng(seed) as u8]);
         f.extend([0x08, 0x00]);
     } else {
-        f[12..14].copy_from_slice(if kind % 2 == 0 {
+        f[12..14].copy_from_slice(if kind.is_multiple_of(2) {
             &[0x08, 0x00]
         } else {
             &[0x86, 0xdd]

@@ -131,7 +131,7 @@ fn chains_past_the_limit_get_a_located_error_instead_of_a_crash() {
 #[test]
 fn chains_compile_and_their_program_files_load() {
     for (n, op, input, want) in [
-        (60usize, "+", 3u8, (3 * 60 % 256) as u8),
+        (60usize, "+", 3u8, 3 * 60_u8),
         (250, "+", 3, (3 * 250 % 256) as u8),
         (500, "+", 3, (3 * 500 % 256) as u8),
         (100_000, "+", 3, (3 * 100_000 % 256) as u8),

@@ -25,9 +25,7 @@ fn best_of(mut f: impl FnMut()) -> f64 {
 }
 
 fn wanted(name: &str) -> bool {
-    std::env::args()
-        .nth(1)
-        .map_or(true, |f| name.starts_with(&f))
+    std::env::args().nth(1).is_none_or(|f| name.starts_with(&f))
 }
 
 fn time(name: &str, src: &str) {

@@ -128,11 +128,11 @@ pub fn shr(a: &Wide, n: u32) -> Wide {
         return r;
     }
     let (ws, bs) = ((n / 64) as usize, n % 64);
-    for i in 0..WORDS - ws {
+    for (i, ri) in r.iter_mut().enumerate().take(WORDS - ws) {
         let src = i + ws;
-        r[i] = a[src] >> bs;
+        *ri = a[src] >> bs;
         if bs > 0 && src + 1 < WORDS {
-            r[i] |= a[src + 1] << (64 - bs);
+            *ri |= a[src + 1] << (64 - bs);
         }
     }
     r
@@ -202,7 +202,7 @@ impl BitWriter {
     pub fn put_wide(&mut self, out: &mut Vec<u8>, v: &Wide, width: u32) {
         let mut remaining = width;
         while remaining > 0 {
-            let chunk = if remaining % 64 == 0 {
+            let chunk = if remaining.is_multiple_of(64) {
                 64
             } else {
                 remaining % 64

@@ -54,7 +54,7 @@ impl<T: Clone> ChunkVec<T> {
         }
     }
     pub fn push(&mut self, x: T) {
-        if self.len % CHUNK == 0 {
+        if self.len.is_multiple_of(CHUNK) {
             self.chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
         }
         Arc::make_mut(self.chunks.last_mut().expect("a chunk")).push(x);

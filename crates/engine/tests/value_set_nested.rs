@@ -49,7 +49,7 @@ fn nested_struct_value_set_matches_its_leaves() {
         vec!["op".to_string(), "inr.a".to_string(), "inr.b".to_string()]
     );
     assert_eq!(vs.kind(2), p4sec_ir::MatchKind::Ternary);
-    let engine = Engine::new(Arc::new(prog), &vec![]).expect("engine");
+    let engine = Engine::new(Arc::new(prog), &[]).expect("engine");
     // empty: every packet takes the default branch
     assert_eq!(run(&engine, &[1, 2, 0, 5]), vec![1, 2, 0, 5]);
     let member = vec![

@@ -72,7 +72,7 @@ pub fn csum16_without(data: &[u8], skip: usize) -> u16 {
     }
     // without the skipped word, so that the sum is zero only when all other words are
     let w = u16::from_be_bytes([data[skip], data[skip + 1]]) as u64;
-    sum -= if skip % 4 == 0 { w << 16 } else { w };
+    sum -= if skip.is_multiple_of(4) { w << 16 } else { w };
     !fold(sum)
 }
 

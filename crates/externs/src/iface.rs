@@ -384,7 +384,7 @@ mod tests {
             None,
             "an owned payload has nothing in front of it"
         );
-        drop(p);
+        // (the payload's borrow of `owned` ends with its last use above)
         assert_eq!(owned, [14, 15, 16, 17, 18, 19, 7]);
     }
 
@@ -464,7 +464,6 @@ mod tests {
         );
         p.set(&[4]);
         assert_eq!((p.bytes(), p.skip()), (&[4u8][..], 0));
-        drop(p);
         // the engine hands the offset back with the buffer
         let mut buf = vec![1u8, 2, 3];
         assert_eq!(Payload::owned_from(&mut buf, 1).bytes(), &[2, 3]);

@@ -163,7 +163,7 @@ impl ArgLayout {
         for p in parts {
             let w = match *p {
                 Part::Field { slot, width } => {
-                    if width > 64 && (width % 8 != 0 || bit % 8 != 0) {
+                    if width > 64 && (width % 8 != 0 || !bit.is_multiple_of(8)) {
                         return None;
                     }
                     let (at, nb) = (bit / 8, width / 8);
@@ -178,7 +178,7 @@ impl ArgLayout {
                     // past the end
                     let win_at = (bit / 8).min((nbytes as u32).saturating_sub(8));
                     l.ops.push(
-                        if (bit % 8 != 0 || width % 8 != 0)
+                        if (!bit.is_multiple_of(8) || width % 8 != 0)
                             && width > 0
                             && nbytes >= 8
                             && bit + width <= win_at * 8 + 64
@@ -189,7 +189,7 @@ impl ArgLayout {
                                 sh: win_at * 8 + 64 - bit - width,
                                 m: mask(width),
                             }
-                        } else if bit % 8 != 0 || width % 8 != 0 {
+                        } else if !bit.is_multiple_of(8) || width % 8 != 0 {
                             l.covered = false;
                             FieldOp::Bits { slot, bit, width }
                         } else if nb == 0 {

@@ -137,7 +137,7 @@ pub(crate) fn value_to_bytes(v: &Value) -> Vec<u8> {
     out[first..].to_vec()
 }
 
-pub(crate) fn table_of<'a>(prog: &'a Program, id: u32) -> Result<(usize, &'a Table), Status> {
+pub(crate) fn table_of(prog: &Program, id: u32) -> Result<(usize, &Table), Status> {
     prog.tables
         .iter()
         .enumerate()

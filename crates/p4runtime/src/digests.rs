@@ -164,7 +164,6 @@ impl Device {
             T::Insert | T::Modify => {
                 let cfg = d
                     .config
-                    .clone()
                     .ok_or_else(|| Status::invalid_argument("digest entry without a config"))?;
                 if cfg.max_list_size < 0 || cfg.max_timeout_ns < 0 || cfg.ack_timeout_ns < 0 {
                     return Err(Status::invalid_argument(

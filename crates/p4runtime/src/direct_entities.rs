@@ -27,7 +27,7 @@ pub fn write_direct_counter(e: &Engine, ty: Up, d: &p4::DirectCounterEntry) -> R
         .ok_or_else(|| Status::invalid_argument("direct counter entry without a table entry"))?;
     let (ti, t) = table_of(&e.prog, te.table_id)?;
     let entry = to_match(&e.prog, t, te)?;
-    let (packets, bytes) = counter_values(&d.data.clone().unwrap_or_default())?;
+    let (packets, bytes) = counter_values(&d.data.unwrap_or_default())?;
     e.table_entry_counters_set(ti, &entry, packets, bytes)
         .map_err(entry_status)
 }

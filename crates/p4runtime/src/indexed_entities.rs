@@ -112,7 +112,7 @@ pub fn write_counter(e: &Engine, ty: Up, c: &p4::CounterEntry) -> Result<(), Sta
         .enumerate()
         .find(|(_, x)| x.id == c.counter_id)
         .ok_or_else(|| Status::not_found(format!("no counter with id {}", c.counter_id)))?;
-    let (packets, bytes) = counter_values(&c.data.clone().unwrap_or_default())?;
+    let (packets, bytes) = counter_values(&c.data.unwrap_or_default())?;
     for i in index_range(&c.index, ctr.size as usize, &ctr.name)? {
         e.counter_write(ci, i, packets, bytes)
             .map_err(Status::invalid_argument)?;

@@ -421,8 +421,9 @@ fn apply_meta(p: &Program, info: &mut cfg::P4Info) {
     }
     info.actions.retain(|a| {
         let pr = a.preamble.as_ref().expect("preamble");
+        // (an action of tables only that none of the kept tables has goes with them)
         !meta.hidden(&format!("action {}", pr.name))
-            && !(by_tables.contains(&pr.id) && !by_kept.contains(&pr.id))
+            && (!by_tables.contains(&pr.id) || by_kept.contains(&pr.id))
     });
     for a in info.actions.iter_mut() {
         pre_annos("action", &mut a.preamble);

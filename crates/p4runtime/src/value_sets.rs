@@ -8,7 +8,7 @@ use p4sec_engine::Engine;
 use p4sec_ir::Value;
 use tonic::Status;
 
-fn value_set_of<'a>(e: &'a Engine, id: u32) -> Result<(usize, &'a p4sec_ir::ValueSet), Status> {
+fn value_set_of(e: &Engine, id: u32) -> Result<(usize, &p4sec_ir::ValueSet), Status> {
     e.prog
         .value_sets
         .iter()

@@ -100,8 +100,10 @@ fn run_inner(o: &Opts, json: Option<&Path>) -> Result<bool, String> {
     if !(o.seconds > 0.0 && o.seconds <= 600.0) || o.rounds == 0 || o.rounds > 100 {
         return Err("--seconds takes (0, 600] and --rounds 1 to 100".into());
     }
-    if !(o.rekey_rate > 0.0 && o.rekey_rate <= 100_000.0)
-        || !(o.grace_ms >= 0.0 && o.grace_ms <= 10_000.0)
+    if !(o.rekey_rate > 0.0
+        && o.rekey_rate <= 100_000.0
+        && o.grace_ms >= 0.0
+        && o.grace_ms <= 10_000.0)
     {
         return Err("--rekey-rate takes (0, 100000] renewals/s and --grace-ms [0, 10000]".into());
     }

@@ -39,7 +39,7 @@ pub(super) enum Cmd {
 
 pub(super) fn hex_bytes(s: &str) -> Result<Vec<u8>, String> {
     let digits: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err("odd number of hex digits in packet data".into());
     }
     (0..digits.len() / 2)

@@ -1,6 +1,8 @@
 //! What the integration tests share: the checkout's root and the shared corpora (the reference
 //! compiler's conformance tests), read through `P4SEC_SHARED` (default `../shared` next to the
 //! checkout; a relative value is relative to the checkout).
+// (each test target uses some of these)
+#![allow(dead_code)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

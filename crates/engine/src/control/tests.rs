@@ -236,12 +236,12 @@ fn changes_made_in_replaced_versions_keep_the_tables_right() {
             }
             let keys: Vec<(u32, u32)> = model.keys().copied().collect();
             for (j, &(p, l)) in keys.iter().enumerate() {
-                if (j as u32 + round) % 5 == 0 {
+                if (j as u32 + round).is_multiple_of(5) {
                     let port = (j as u64 + 3) % 7 + 1;
                     e.table_modify(t, entry(p, l, port)).unwrap();
                     model.insert((p, l), port);
                     changes += 1;
-                } else if (j as u32 + round) % 11 == 0 {
+                } else if (j as u32 + round).is_multiple_of(11) {
                     e.table_delete(t, &entry(p, l, model[&(p, l)])).unwrap();
                     model.remove(&(p, l));
                     changes += 1;

@@ -81,7 +81,11 @@ fn whole_header_checksum(p: &Program, data: &[Expr], f: &Loc) -> Option<(usize, 
         .take_while(|x| x.loc != *f)
         .map(|x| x.loc.width)
         .sum();
-    (bits % 16 == 0 && f_bit % 16 == 0).then_some((h, (f_bit / 8) as usize, (bits / 8) as usize))
+    (bits.is_multiple_of(16) && f_bit.is_multiple_of(16)).then_some((
+        h,
+        (f_bit / 8) as usize,
+        (bits / 8) as usize,
+    ))
 }
 
 /// `verify_checksum(cond, {all fields of header H but F}, F, csum16)` where F is a 16-bit field on

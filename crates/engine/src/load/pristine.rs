@@ -130,7 +130,7 @@ impl Pristine {
 
 /// `a` is header `h`'s fields in wire order, whole bytes and fixed width: (h, its length in bytes).
 fn whole_header(p: &Program, a: &ExternArg) -> Option<(usize, usize)> {
-    if a.dir != Direction::In || a.width == 0 || a.width % 8 != 0 {
+    if a.dir != Direction::In || a.width == 0 || !a.width.is_multiple_of(8) {
         return None;
     }
     let Some(Expr::Load(LValue::Static(first))) = a.parts.first() else {

@@ -79,7 +79,7 @@ fn the_analysis_lists_the_fields_statements_write() {
     let u = Unwritten::analyse(&p);
     let v = header(&p, ".v");
     // ttl by the ingress, csum by update_checksum: the other ten come from the bytes
-    let mut want = vec![field_slot(&p, v, "ttl"), field_slot(&p, v, "csum")];
+    let mut want = [field_slot(&p, v, "ttl"), field_slot(&p, v, "csum")];
     want.sort_unstable();
     assert_eq!(u.written(v), Some(&want[..]));
     let o = header(&p, ".o");
@@ -159,7 +159,7 @@ fn extern_results_and_hashes_count_as_writes() {
     let u = Unwritten::analyse(&p);
     let o = header(&p, ".o");
     // (`b` by the egress)
-    let mut want = vec![field_slot(&p, o, "b"), field_slot(&p, o, "d")];
+    let mut want = [field_slot(&p, o, "b"), field_slot(&p, o, "d")];
     want.sort_unstable();
     assert_eq!(u.written(o), Some(&want[..]));
 }

@@ -243,7 +243,7 @@ impl Fx<'_, '_> {
         let dst = self.b.ins().iadd(base, len0);
         // output bytes: below the buffer's capacity (checked above), any alignment
         let bytes = MemFlagsData::new().with_notrap();
-        let from_bytes = self.from_bytes_plan(h, &p, words);
+        let from_bytes = self.bytes_emit_plan(h, &p, words);
         let by_field = match (&csum, &from_bytes) {
             (None, None) => field_stores(&p.fields, words),
             _ => None,
@@ -381,7 +381,7 @@ impl Fx<'_, '_> {
     /// Whether the emit of header `h` takes its never-written fields from the packet's bytes
     /// (`load::unwritten`): the written fields' slots when the header qualifies and the fields
     /// left out save more than the offset's checks cost.
-    fn from_bytes_plan(&self, h: usize, p: &HeaderPlan, words: usize) -> Option<Vec<u32>> {
+    fn bytes_emit_plan(&self, h: usize, p: &HeaderPlan, words: usize) -> Option<Vec<u32>> {
         let firsts = self.cx.pristine.unwritten.written(h)?;
         // every slot word of a written field (the plan's ops are per slot word: a field wider
         // than 64 bits has several)

@@ -33,7 +33,7 @@ pub(crate) fn extract_static(h: u32) -> SF {
                 .collect();
             // padded to a multiple of four with repeats of the first field (the same word into the
             // same slot), so that fields are read four at a time
-            while !fields.is_empty() && fields.len() % 4 != 0 {
+            while !fields.is_empty() && !fields.len().is_multiple_of(4) {
                 fields.push(fields[0]);
             }
             // every load stays inside the `need` bytes taken below
@@ -98,7 +98,7 @@ pub(crate) fn emit_static(h: u32) -> SF {
         let fast = plan.get_or_init(|| {
             let layout = e.prog.headers.get(h as usize)?;
             let p = HeaderPlan::new(layout);
-            if !p.narrow || p.emit_ops.is_empty() || p.fixed % 8 != 0 {
+            if !p.narrow || p.emit_ops.is_empty() || !p.fixed.is_multiple_of(8) {
                 return None;
             }
             // the ops grouped by the word they build: `ends[k]` is where word k's ops end
@@ -296,7 +296,7 @@ impl Engine {
                 if n > var_max as u64 {
                     return Flow::Reject(self.layout.errors.header_too_short);
                 }
-                if n % 8 != 0 {
+                if !n.is_multiple_of(8) {
                     return Flow::Reject(self.layout.errors.invalid_arg);
                 }
                 n as usize
@@ -307,7 +307,10 @@ impl Engine {
             return Flow::Reject(self.layout.errors.too_short);
         }
         let mut pos = w.packet.cursor;
-        if plan.narrow && pos % 8 == 0 && pos / 8 + fixed.div_ceil(8) + 8 <= w.packet.pkt.len() {
+        if plan.narrow
+            && pos.is_multiple_of(8)
+            && pos / 8 + fixed.div_ceil(8) + 8 <= w.packet.pkt.len()
+        {
             // fast path: one unaligned 64-bit big-endian load per field (8 bytes of slack past the
             // header)
             let base = pos / 8;
@@ -318,7 +321,7 @@ impl Engine {
                 w.slots[slot as usize] = (word >> shift) & m;
             }
             pos += fixed;
-        } else if plan.small && pos % 8 == 0 {
+        } else if plan.small && pos.is_multiple_of(8) {
             // byte-aligned header of narrow fields near the end of the packet: a 64-bit accumulator
             let bytes = &w.packet.pkt[pos / 8..(pos + fixed).div_ceil(8)];
             let mut acc: u64 = 0;
@@ -383,7 +386,7 @@ impl Engine {
         let mut out = std::mem::take(&mut w.emit.out);
         let mut bw = w.emit.bw;
         let len = plan.fixed.div_ceil(8);
-        if plan.narrow && bw.n % 8 == 0 && !plan.emit_ops.is_empty() {
+        if plan.narrow && bw.n.is_multiple_of(8) && !plan.emit_ops.is_empty() {
             // fast path: each field OR-ed into the 64-bit words it overlaps, then the words stored
             // big-endian
             bw.finish(&mut out);

@@ -162,7 +162,7 @@ fn egress_std(ss: &crate::load::plans::StdSlots, slots: *mut u64, port: u32) {
 fn append_payload(out: &mut Vec<u8>, src: &[u8]) {
     let n = src.len();
     let len = out.len();
-    if n > 64 || n < 8 || out.capacity() - len < n {
+    if !(8..=64).contains(&n) || out.capacity() - len < n {
         out.extend_from_slice(src);
         return;
     }

@@ -28,7 +28,7 @@ pub(crate) fn param_writes(p: &Program, call: &ActionCall) -> crate::tables::Def
     if few {
         inline[..v.len()].copy_from_slice(&v);
     }
-    while v.len() % 4 != 0 {
+    while !v.len().is_multiple_of(4) {
         v.push((p.slots, 0));
     }
     crate::tables::DefaultWrites {

@@ -388,7 +388,7 @@ mod tests {
                 2 => ((s >> 40) % 512) as u32 * 0x0100_0000,
                 _ => ((s >> 40) % 512) as u32 | 0xffff_0000,
             };
-            if (s >> 20) % 3 == 0 {
+            if (s >> 20).is_multiple_of(3) {
                 m.remove(k);
                 r.remove(&k);
             } else {
@@ -404,7 +404,7 @@ mod tests {
             assert_eq!(m.get_taken(k), m.get_with(k));
             assert!(m.len as usize * 8 <= m.slots.len() * 3);
         }
-        for k in (0..512u32).chain((0..512).map(|x| x * 0x0100_0000 | 0xffff_0000)) {
+        for k in (0..512u32).chain((0..512).map(|x| (x * 0x0100_0000) | 0xffff_0000)) {
             assert_eq!(m.get(k), r.get(&k).copied(), "key {k:#x}");
         }
     }
@@ -423,7 +423,7 @@ mod tests {
         }
         assert_eq!(m.slots.as_ptr() as usize % 32, 0);
         for k in 0..3000u32 {
-            let want = (k % 3 != 0).then(|| (k, [k as u64, !(k as u64), 3]));
+            let want = (k % 3 != 0).then_some((k, [k as u64, !(k as u64), 3]));
             assert_eq!(m.get_taken(k * 7).map(|(i, v)| (i, *v)), want, "key {k}");
         }
     }
@@ -478,7 +478,7 @@ mod tests {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let k = ((s >> 33) % 3000) as u32 * 13;
-                if (s >> 20) % 4 == 0 {
+                if (s >> 20).is_multiple_of(4) {
                     next.remove(k);
                     model.remove(&k);
                 } else {

@@ -194,7 +194,7 @@ fn fields_off_the_byte_grid_move_through_windows() {
     let bytes: Vec<u8> = (1..=9).collect();
     let mut s = vec![0u64; 3];
     l.write(&bytes, &mut s);
-    assert_eq!(s, [0, 0x1_0203_0405_0607_08, 9]);
+    assert_eq!(s, [0, 0x0102_0304_0506_0708, 9]);
     let mut back = [0u8; 9];
     l.read(&s, &mut back);
     assert_eq!(&back[..], &bytes[..]);

@@ -216,7 +216,7 @@ impl BoundHash {
             result.layout.single_field(),
         ) {
             (HashAlg::SipHash24, BoundTail::Payload, Some(k), Some(r))
-                if key.layout.width() == 128 && rw <= 64 && rw % 8 == 0 =>
+                if key.layout.width() == 128 && rw <= 64 && rw.is_multiple_of(8) =>
             {
                 Some((k as usize, r as usize, 64 - rw))
             }

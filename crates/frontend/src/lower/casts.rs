@@ -87,7 +87,7 @@ impl<'t> Lowerer<'t> {
                 // unrolling makes x known): the value, exact, in a signed type wide enough that the
                 // `+`/`-` that usually follow cannot overflow it before the cast back to a fixed
                 // width
-                let w = (fw + 1).max(64).min(ir::MAX_WIDTH);
+                let w = (fw + 1).clamp(64, ir::MAX_WIDTH);
                 if w <= fw && !from.is_signed() {
                     return err(
                         span,

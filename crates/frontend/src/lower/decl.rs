@@ -79,13 +79,11 @@ impl<'t> Lowerer<'t> {
                     let mut fields = vec![];
                     for f in &a.fields {
                         let ty = self.resolve_type(scope, &f.ty)?;
-                        if a.kind == ast::AggregateKind::Header {
-                            if !ty.fits_in_header() {
-                                return err(
-                                    f.name.span,
-                                    format!("header field `{}` cannot have type {ty}", f.name.name),
-                                );
-                            }
+                        if a.kind == ast::AggregateKind::Header && !ty.fits_in_header() {
+                            return err(
+                                f.name.span,
+                                format!("header field `{}` cannot have type {ty}", f.name.name),
+                            );
                         }
                         fields.push(FieldInfo {
                             name: f.name.name.clone(),
@@ -173,7 +171,7 @@ impl<'t> Lowerer<'t> {
             }
             ast::Decl::Error(ids) => {
                 for i in ids {
-                    if !self.errors.iter().any(|x| *x == i.name) {
+                    if !self.errors.contains(&i.name) {
                         self.errors.push(i.name.clone());
                     }
                 }

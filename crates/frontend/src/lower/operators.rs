@@ -191,7 +191,7 @@ impl<'t> Lowerer<'t> {
                     if c.is_negative() {
                         return err(b.span, "negative shift amount");
                     }
-                    let w = (c.bits() as u32).max(1).min(32);
+                    let w = (c.bits() as u32).clamp(1, 32);
                     let c = if c.bits() > 32 {
                         BigInt::from(u32::MAX)
                     } else {
@@ -517,9 +517,8 @@ impl<'t> Lowerer<'t> {
                 lhs: Box::new(ir::Expr::Load(x.clone())),
                 rhs: Box::new(ir::Expr::Load(y.clone())),
             })
-            .map(|e| {
+            .inspect(|_e| {
                 let _ = t;
-                e
             }),
             (
                 Place::Varbit {

@@ -347,7 +347,7 @@ impl<'t> Lowerer<'t> {
 }
 
 /// Prefix every `exit` in `stmts` (recursively) with `epilogue`.
-pub fn exit_with(stmts: &mut Vec<ir::Stmt>, epilogue: &[ir::Stmt]) {
+pub fn exit_with(stmts: &mut [ir::Stmt], epilogue: &[ir::Stmt]) {
     if epilogue.is_empty() {
         return;
     }

@@ -185,10 +185,7 @@ impl Queues {
                 // (its link takes nothing now: the worker looks again when it retries the ring)
                 continue;
             }
-            loop {
-                let Some(qi) = (0..qs.len()).rev().find(|&i| !qs[i].is_empty()) else {
-                    break;
-                };
+            while let Some(qi) = (0..qs.len()).rev().find(|&i| !qs[i].is_empty()) {
                 if !pq.take_departure(now_ns) {
                     let at = pq.next_ns.load(Ordering::Acquire).saturating_sub(now_ns);
                     next = Some(next.map_or(at, |n| n.min(at)));

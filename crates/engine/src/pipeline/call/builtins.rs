@@ -90,8 +90,8 @@ impl Engine {
                             self.store(w, l, v);
                         } else {
                             let mut v = bits::ZERO;
-                            for k in 0..words {
-                                v[k] = r.cells[i * words + k].load(Ordering::Relaxed);
+                            for (k, x) in v.iter_mut().enumerate().take(words) {
+                                *x = r.cells[i * words + k].load(Ordering::Relaxed);
                             }
                             self.store_wide(w, l, &v);
                         }
@@ -110,8 +110,8 @@ impl Engine {
                     } else {
                         let mut v = self.eval_wide(w, value);
                         bits::truncate(&mut v, r.width);
-                        for k in 0..r.words {
-                            r.cells[i * r.words + k].store(v[k], Ordering::Relaxed);
+                        for (k, x) in v.iter().enumerate().take(r.words) {
+                            r.cells[i * r.words + k].store(*x, Ordering::Relaxed);
                         }
                     }
                 }

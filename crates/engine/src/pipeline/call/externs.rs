@@ -34,6 +34,8 @@ fn with_payload<R>(
 }
 
 /// [`ExternObject::call`] through [`with_payload`].
+// (the call's arguments and the payload's four places in the worker, each borrowed apart)
+#[allow(clippy::too_many_arguments)]
 #[inline]
 fn call_with_payload(
     obj: &dyn ExternObject,

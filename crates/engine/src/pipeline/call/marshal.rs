@@ -13,7 +13,7 @@ impl Engine {
     #[inline]
     fn put_expr(&self, w: &mut Worker, e: &Expr, buf: &mut Vec<u8>, bw: &mut BitWriter) {
         if let Expr::Load(LValue::Static(l)) = e {
-            if l.width % 8 == 0 && bw.n % 8 == 0 {
+            if l.width % 8 == 0 && bw.n.is_multiple_of(8) {
                 // whole bytes at a byte boundary (header fields, addresses): the slot words' bytes,
                 // MSB first
                 bw.finish(buf);
@@ -70,7 +70,7 @@ impl Engine {
             let Some(l) = self.resolve(w, d) else {
                 continue;
             };
-            if pos % 8 == 0 && l.width % 8 == 0 {
+            if pos.is_multiple_of(8) && l.width % 8 == 0 {
                 // whole bytes at a byte boundary: straight into the slot words (least significant
                 // first)
                 let nb = (l.width / 8) as usize;

@@ -108,7 +108,7 @@ fn deferred_header_checksum() {
         ROUTER
             .replace(
                 "header ipv4_t {",
-                &format!("header nib_t {{ bit<4> x; bit<4> y; }}\nheader ipv4_t {{"),
+                "header nib_t { bit<4> x; bit<4> y; }\nheader ipv4_t {",
             )
             .replace("ipv4_t     ipv4;", "ipv4_t     ipv4;\n    nib_t nib;")
             .replace(

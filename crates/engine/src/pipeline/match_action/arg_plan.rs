@@ -42,12 +42,12 @@ impl ArgPlan {
     /// [`ArgPlan::words`] words.
     #[inline(always)]
     pub(crate) fn write(&self, slots: &mut [u64], args: &[u64; INLINE_ARGS]) {
-        for i in 0..INLINE_ARGS {
-            let s = self.slots[i] as usize;
+        for ((&s, &a), &m) in self.slots.iter().zip(args).zip(&self.masks) {
+            let s = s as usize;
             debug_assert!(s < slots.len());
             // SAFETY: a plan holds only the program's slots and the sink slot after them, all of
             // which the worker has (checked on entry to `Engine::process`)
-            unsafe { *slots.get_unchecked_mut(s) = args[i] & self.masks[i] };
+            unsafe { *slots.get_unchecked_mut(s) = a & m };
         }
     }
 }

@@ -642,8 +642,7 @@ fn a_port_table_follows_inserts_modifies_and_deletes() {
     };
     let ports = [0u64, 1, 7, 255, 256, 510, 511];
     for &p in &ports {
-        e.table_insert(ti, entry(p, 2 + p % 3, p as u64 & 0x7f))
-            .unwrap();
+        e.table_insert(ti, entry(p, 2 + p % 3, p & 0x7f)).unwrap();
     }
     for p in 0..512u32 {
         let want = if ports.contains(&(p as u64)) {
