@@ -74,20 +74,39 @@ impl Diagnostic {
     }
     pub fn render(&self, map: &SourceMap) -> String {
         let (file, line, col, text) = map.locate(self.span.lo);
+        let chars: Vec<char> = text.chars().collect();
+        let at = (col as usize).saturating_sub(1).min(chars.len());
         let caret_len = ((self.span.hi.saturating_sub(self.span.lo)) as usize)
-            .clamp(1, text.len().saturating_sub(col as usize - 1).max(1));
-        let pad: String = text
+            .clamp(1, chars.len().saturating_sub(at).max(1));
+        // a long line (generated source, a minified program) is shown around the column only
+        let start = if chars.len() > EXCERPT {
+            at.saturating_sub(EXCERPT / 3)
+        } else {
+            0
+        };
+        let end = (start + EXCERPT).min(chars.len());
+        let (before, after) = (
+            if start > 0 { "..." } else { "" },
+            if end < chars.len() { "..." } else { "" },
+        );
+        let shown: String = chars[start..end].iter().collect();
+        // (tabs kept, so that the caret lines up under a tabbed line)
+        let pad: String = before
             .chars()
-            .take(col as usize - 1)
+            .chain(chars[start..at].iter().copied())
             .map(|c| if c == '\t' { '\t' } else { ' ' })
             .collect();
+        let caret_len = caret_len.min(end.saturating_sub(at).max(1));
         format!(
-            "{file}:{line}:{col}: error: {}\n  {text}\n  {pad}{}",
+            "{file}:{line}:{col}: error: {}\n  {before}{shown}{after}\n  {pad}{}",
             self.message,
             "^".repeat(caret_len)
         )
     }
 }
+
+/// The most characters of a source line an error shows (a window around the error's column).
+const EXCERPT: usize = 160;
 
 /// The error type of the whole front end: rendered diagnostics.
 #[derive(Clone, Debug)]
@@ -107,4 +126,38 @@ pub type PResult<T> = Result<T, Diagnostic>;
 /// An error at `span` with `msg`, as a result.
 pub fn err<T>(span: Span, msg: impl Into<String>) -> PResult<T> {
     Err(Diagnostic::new(span, msg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error on a line of some 180,000 characters shows a window of it around the column, the
+    /// caret under the error; a short line is shown whole.
+    #[test]
+    fn long_lines_are_shown_around_the_error() {
+        let decls: String = (0..4000)
+            .map(|i| format!("const bit<8> c{i} = 1; "))
+            .collect();
+        let src = format!("{decls}bad{decls}");
+        let p = crate::compile_str("long.p4", &src, &Default::default()).unwrap_err();
+        let text = p.to_string();
+        assert!(text.len() < 1_000, "{} bytes", text.len());
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("long.p4:1:"), "{text}");
+        let (shown, caret) = (lines[1], lines[2]);
+        assert!(
+            shown.starts_with("  ...") && shown.ends_with("..."),
+            "{shown}"
+        );
+        let at = caret.find('^').expect("a caret");
+        assert_eq!(&shown[at..at + 1], "b", "{shown}\n{caret}");
+        let short = crate::compile_str("s.p4", "header h { bit<8> x; } bad", &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            short.contains("\n  header h { bit<8> x; } bad\n"),
+            "{short}"
+        );
+    }
 }
