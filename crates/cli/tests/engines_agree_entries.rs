@@ -6,7 +6,8 @@
 //! scout engine runs it with tracing on: each table it looked up and missed gets an entry matching
 //! that key (exact values, a prefix of it, a ternary mask around it, a range or optional around
 //! it) with a random action of the table and random arguments, installed on every engine, until
-//! the frame misses no table the scout can fill. The frames out, the packet statistics and the
+//! the frame misses no table the scout can fill; then an installed entry's action may change, an
+//! entry may be deleted or a table's default action change, on every engine. The frames out, the packet statistics and the
 //! state left (entries with their direct counters, registers, counters) of the two engines must
 //! be the same.
 
@@ -235,18 +236,7 @@ fn entry_for(prog: &Program, ti: usize, fields: &[Value], seed: &mut u64) -> Opt
             MatchKind::Selector => return None,
         });
     }
-    let choices: Vec<u32> = t
-        .actions
-        .iter()
-        .filter(|a| !a.default_only)
-        .map(|a| a.action)
-        .collect();
-    let action = *choices.get((rng(seed) as usize) % choices.len().max(1))?;
-    let args = prog.actions[action as usize]
-        .params
-        .iter()
-        .map(|p| random(p.loc.width, seed))
-        .collect();
+    let action = random_action(prog, ti, false, seed)?;
     let ternary = t.keys.iter().any(|k| {
         matches!(
             k.kind,
@@ -255,13 +245,91 @@ fn entry_for(prog: &Program, ti: usize, fields: &[Value], seed: &mut u64) -> Opt
     });
     Some(TableEntry {
         matches,
-        action: ActionCall { action, args },
+        action,
         priority: if ternary {
             1 + (rng(seed) % 1000) as i32
         } else {
             0
         },
     })
+}
+
+/// A random action of table `ti` for an entry (or, `default`, for its default action) with random
+/// arguments.
+fn random_action(prog: &Program, ti: usize, default: bool, seed: &mut u64) -> Option<ActionCall> {
+    let choices: Vec<u32> = prog.tables[ti]
+        .actions
+        .iter()
+        .filter(|a| {
+            if default {
+                !a.table_only
+            } else {
+                !a.default_only
+            }
+        })
+        .map(|a| a.action)
+        .collect();
+    let action = *choices.get((rng(seed) as usize) % choices.len().max(1))?;
+    let args = prog.actions[action as usize]
+        .params
+        .iter()
+        .map(|p| random(p.loc.width, seed))
+        .collect();
+    Some(ActionCall { action, args })
+}
+
+/// A change to the entries installed so far (`held`, on every engine of `all`): an entry's action
+/// changed, an entry deleted, or a table's default action changed, picked at random (or none).
+///
+/// Returns which: 0 modify, 1 delete, 2 default, 3 none.
+fn change(
+    prog: &Program,
+    all: &[&Engine],
+    held: &mut Vec<(usize, TableEntry)>,
+    seed: &mut u64,
+) -> usize {
+    match rng(seed) % 6 {
+        0 | 1 if !held.is_empty() => {
+            let j = (rng(seed) as usize) % held.len();
+            let ti = held[j].0;
+            let Some(a) = random_action(prog, ti, false, seed) else {
+                return 3;
+            };
+            held[j].1.action = a;
+            for (k, e) in all.iter().enumerate() {
+                e.table_modify(ti, held[j].1.clone())
+                    .unwrap_or_else(|err| panic!("engine {k}: modify {:?}: {err}", held[j].1));
+            }
+            0
+        }
+        2 if !held.is_empty() => {
+            let (ti, entry) = held.swap_remove((rng(seed) as usize) % held.len());
+            for (k, e) in all.iter().enumerate() {
+                e.table_delete(ti, &entry)
+                    .unwrap_or_else(|err| panic!("engine {k}: delete {entry:?}: {err}"));
+            }
+            1
+        }
+        3 if !prog.tables.is_empty() => {
+            let ti = (rng(seed) as usize) % prog.tables.len();
+            if prog.tables[ti].default_is_const {
+                return 3;
+            }
+            let Some(a) = random_action(prog, ti, true, seed) else {
+                return 3;
+            };
+            // a default the closure engine refuses is left out; one it takes, every engine takes
+            if all[0].table_set_default(ti, a.clone()).is_err() {
+                return 3;
+            }
+            for (k, e) in all.iter().enumerate().skip(1) {
+                e.table_set_default(ti, a.clone())
+                    .unwrap_or_else(|err| panic!("engine {k}: default {a:?}: {err}"));
+            }
+            2
+        }
+        _ => 3,
+    }
 }
 
 /// The tables `scout` looked up and missed while running `f` on `port`, with their keys.
@@ -339,6 +407,8 @@ fn native_engine_emits_what_the_closure_engine_emits_with_entries() {
     all_externs.extend(p4sec_engine::test_externs::registry());
     let (mut programs_run, mut frames_compared, mut installed) = (0, 0, 0usize);
     let mut states_compared = 0usize;
+    // modifies, deletes, defaults changed, none
+    let mut changes = [0usize; 4];
     // (P4SEC_DIFF_SEED and P4SEC_DIFF_FRAMES, for longer hunts by hand: another seed, more frames)
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
     let mut seed = env("P4SEC_DIFF_SEED").unwrap_or(0x2545_f491_4f6c_dd1d) | 1;
@@ -365,6 +435,7 @@ fn native_engine_emits_what_the_closure_engine_emits_with_entries() {
         }
         let mut outs = [Outputs::default(), Outputs::default(), Outputs::default()];
         let mut per_table: HashMap<usize, usize> = HashMap::new();
+        let mut held: Vec<(usize, TableEntry)> = vec![];
         programs_run += 1;
         for i in 0..per_program {
             let f = frame(i, &mut seed);
@@ -392,12 +463,15 @@ fn native_engine_emits_what_the_closure_engine_emits_with_entries() {
                     }
                     *count += 1;
                     new += 1;
+                    held.push((ti, e));
                 }
                 installed += new;
                 if new == 0 {
                     break;
                 }
             }
+            // and a change to what is installed: P4Runtime's modify, delete, default
+            changes[change(&prog, &[&scout, &c1, &c2, &n], &mut held, &mut seed)] += 1;
             for (k, e) in [&c1, &c2, &n].into_iter().enumerate() {
                 outs[k].clear();
                 e.process(&mut ws[k], port, &f, &mut outs[k]);
@@ -440,8 +514,11 @@ fn native_engine_emits_what_the_closure_engine_emits_with_entries() {
     }
     eprintln!(
         "{programs_run} programs, {frames_compared} frames compared, {installed} entries, \
-         {states_compared} tables, registers and counters compared"
+         {states_compared} tables, registers and counters compared; {} entries modified, {} \
+         deleted, {} defaults changed",
+        changes[0], changes[1], changes[2]
     );
+    assert!(changes[..3].iter().all(|&c| c > 50), "{changes:?}");
     assert!(programs_run >= 20, "only {programs_run} programs loaded");
     assert!(frames_compared > programs_run * per_program as usize * 5 / 6);
     assert!(installed > programs_run, "{installed} entries installed");
