@@ -11,7 +11,17 @@ mod forwarding;
 mod ipv6;
 
 pub use forwarding::Router;
-use forwarding::{setup, Hand, Setup};
+use forwarding::{Hand, Setup};
+
+/// `routes` routes of `router` on `backend` (in the VRF router spread over its VRFs, VRF `v` on
+/// port `v + 1`).
+fn setup(routes: u32, router: Router, backend: Backend) -> Result<Setup, String> {
+    match router {
+        Router::Ipv4 => forwarding::setup_ipv4(routes, 0, backend),
+        Router::Vrf(n) => forwarding::setup_ipv4(routes, n, backend),
+        Router::Ipv6 => ipv6::setup(routes, backend),
+    }
+}
 use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use std::path::Path;
 use std::process::ExitCode;

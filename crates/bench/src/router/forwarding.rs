@@ -1,7 +1,7 @@
 //! The router benchmark's material: the program loaded with its routes (programs/ipv4_router.p4,
 //! or programs/ipv4_vrf_router.p4 with the routes spread over VRFs; the IPv6 router's in
-//! [`super::ipv6`]), the packets towards them and the ports they arrive on, and the same forwarding
-//! written directly in Rust ([`Native`]).
+//! `super::ipv6`), the packets towards them and the ports they arrive on, and the same forwarding
+//! written directly in Rust ([`Native`], [`VrfNative`], [`V6Native`]).
 
 use p4sec_engine::{Backend, Engine};
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
@@ -119,11 +119,57 @@ impl Forward for VrfNative {
     }
 }
 
+/// The IPv6 router written directly in Rust: per prefix length a hash map of the prefix, longest
+/// first; the MAC addresses rewritten and the hop limit decremented.
+pub(crate) struct V6Native {
+    by_len: Vec<(u32, HashMap<u128, (u64, u64, u16)>)>,
+}
+
+impl V6Native {
+    /// The router of the routes `by_len` (prefix length -> prefix -> next hop).
+    pub(crate) fn new(
+        by_len: std::collections::BTreeMap<u32, HashMap<u128, (u64, u64, u16)>>,
+    ) -> Self {
+        V6Native {
+            by_len: by_len.into_iter().rev().collect(),
+        }
+    }
+}
+
+/// The mask of prefix length `len` of a 128-bit address.
+#[inline(always)]
+pub(crate) fn mask128(len: u32) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - len)
+    }
+}
+
+impl Forward for V6Native {
+    #[inline(always)]
+    fn forward(&self, _: u32, pkt: &mut [u8]) -> Option<u16> {
+        if pkt.len() < 54 || pkt[12..14] != [0x86, 0xdd] || pkt[14] >> 4 != 6 || pkt[21] <= 1 {
+            return None;
+        }
+        let dst = u128::from_be_bytes(pkt[38..54].try_into().ok()?);
+        for (len, m) in &self.by_len {
+            if let Some(&(dmac, smac, port)) = m.get(&(dst & mask128(*len))) {
+                pkt[0..6].copy_from_slice(&dmac.to_be_bytes()[2..]);
+                pkt[6..12].copy_from_slice(&smac.to_be_bytes()[2..]);
+                pkt[21] -= 1;
+                return Some(port);
+            }
+        }
+        None
+    }
+}
+
 /// The hand-written router of each program.
 pub(crate) enum Hand {
     Plain(Native),
     Vrf(VrfNative),
-    V6(super::ipv6::V6Native),
+    V6(V6Native),
 }
 
 impl Hand {
@@ -208,14 +254,15 @@ pub(crate) fn table(engine: &Engine, name: &str) -> Result<usize, String> {
     engine.table_index(name).ok_or(format!("no table {name}"))
 }
 
-/// `routes` routes on `backend`: the plain router, the VRF router with the routes spread over its
-/// VRFs (VRF `v` on port `v + 1`) or the IPv6 router.
-pub(crate) fn setup(routes: u32, router: Router, backend: Backend) -> Result<Setup, String> {
-    let (vrfs, src) = match router {
-        Router::Ipv4 => (0, ROUTER),
-        Router::Vrf(n) => (n, VRF_ROUTER),
-        Router::Ipv6 => return super::ipv6::setup(routes, backend),
+/// `routes` routes on `backend`: the plain router (`vrfs` 0), or the VRF router with the routes
+/// spread over `vrfs` VRFs (VRF `v` on port `v + 1`).
+pub(crate) fn setup_ipv4(routes: u32, vrfs: u32, backend: Backend) -> Result<Setup, String> {
+    let router = if vrfs == 0 {
+        Router::Ipv4
+    } else {
+        Router::Vrf(vrfs)
     };
+    let src = if vrfs == 0 { ROUTER } else { VRF_ROUTER };
     let name = router.program_name();
     let prog =
         p4sec_frontend::compile_str(name, src, &Default::default()).map_err(|e| e.to_string())?;

@@ -1,8 +1,9 @@
 //! The IPv6 router benchmark's material (`p4sec bench --ipv6`): programs/ipv6_router.p4 loaded
 //! with its routes (128-bit destinations, prefix lengths as in Internet IPv6 tables), 64-byte
-//! packets towards them, and the same forwarding written directly in Rust ([`V6Native`]).
+//! packets towards them, and the same forwarding written directly in Rust
+//! ([`super::forwarding::V6Native`]).
 
-use super::forwarding::{action, lcg, table, Forward, Hand, Setup};
+use super::forwarding::{action, lcg, mask128, table, Hand, Setup, V6Native};
 use p4sec_engine::{Backend, Engine};
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -22,41 +23,6 @@ pub(crate) fn packet(dst: u128) -> Vec<u8> {
     p[22..38].copy_from_slice(&0x2001_0db8_0000_0000_0000_0000_0000_0001u128.to_be_bytes());
     p[38..54].copy_from_slice(&dst.to_be_bytes());
     p
-}
-
-/// The IPv6 router written directly in Rust: per prefix length a hash map of the prefix, longest
-/// first; the MAC addresses rewritten and the hop limit decremented.
-pub(crate) struct V6Native {
-    by_len: Vec<(u32, HashMap<u128, (u64, u64, u16)>)>,
-}
-
-/// The mask of prefix length `len` of a 128-bit address.
-#[inline(always)]
-fn mask(len: u32) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        u128::MAX << (128 - len)
-    }
-}
-
-impl Forward for V6Native {
-    #[inline(always)]
-    fn forward(&self, _: u32, pkt: &mut [u8]) -> Option<u16> {
-        if pkt.len() < 54 || pkt[12..14] != [0x86, 0xdd] || pkt[14] >> 4 != 6 || pkt[21] <= 1 {
-            return None;
-        }
-        let dst = u128::from_be_bytes(pkt[38..54].try_into().ok()?);
-        for (len, m) in &self.by_len {
-            if let Some(&(dmac, smac, port)) = m.get(&(dst & mask(*len))) {
-                pkt[0..6].copy_from_slice(&dmac.to_be_bytes()[2..]);
-                pkt[6..12].copy_from_slice(&smac.to_be_bytes()[2..]);
-                pkt[21] -= 1;
-                return Some(port);
-            }
-        }
-        None
-    }
 }
 
 /// A random prefix length, weighted as in Internet IPv6 tables (mostly /48 and /32), with some
@@ -91,7 +57,7 @@ pub(crate) fn setup(routes: u32, backend: Backend) -> Result<Setup, String> {
         // global unicast (2000::/3)
         let r = ((lcg(&mut seed) as u128) << 96) ^ ((lcg(&mut seed) as u128) << 48);
         let r = r ^ lcg(&mut seed) as u128;
-        let prefix = ((r & (u128::MAX >> 3)) | (1u128 << 125)) & mask(len);
+        let prefix = ((r & (u128::MAX >> 3)) | (1u128 << 125)) & mask128(len);
         let port = (lcg(&mut seed) % 8) as u16 + 1;
         if !seen.insert((prefix, len)) {
             continue;
@@ -132,16 +98,14 @@ pub(crate) fn setup(routes: u32, backend: Backend) -> Result<Setup, String> {
     let mut pkts = vec![];
     for _ in 0..4096 {
         let (p, len) = installed[(lcg(&mut seed) as usize) % installed.len()];
-        let host = ((lcg(&mut seed) as u128) << 64 | lcg(&mut seed) as u128) & !mask(len);
+        let host = ((lcg(&mut seed) as u128) << 64 | lcg(&mut seed) as u128) & !mask128(len);
         pkts.push(packet(p | host));
     }
     Ok(Setup {
         engine,
         ports: vec![0; pkts.len()],
         pkts,
-        native: Hand::V6(V6Native {
-            by_len: by_len.into_iter().rev().collect(),
-        }),
+        native: Hand::V6(V6Native::new(by_len)),
         insert_s,
     })
 }
