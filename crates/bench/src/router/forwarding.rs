@@ -240,6 +240,18 @@ fn port_of(v: u16) -> u32 {
     v as u32 + 1
 }
 
+/// A batch of routes validated as the control plane's API validates them, then installed into
+/// table `ti` in one write.
+pub(crate) fn publish(engine: &Engine, ti: usize, batch: Vec<TableEntry>) -> Result<(), String> {
+    for e in &batch {
+        p4sec_engine::tables::validate_entry(&engine.prog, &engine.prog.tables[ti], e)
+            .map_err(|err| format!("bad route: {err}"))?;
+    }
+    engine
+        .table_insert_batch(ti, batch)
+        .map_err(|err| format!("installing routes failed: {err}"))
+}
+
 pub(crate) fn action(engine: &Engine, name: &str) -> Result<u32, String> {
     engine
         .prog
@@ -358,14 +370,7 @@ pub(crate) fn setup_ipv4(routes: u32, vrfs: u32, backend: Backend) -> Result<Set
         }
         // published in batches of 1000, as a controller's P4Runtime Write requests would carry them
         if batch.len() == 1000 || installed.len() == routes as usize {
-            let b = std::mem::take(&mut batch);
-            for e in &b {
-                p4sec_engine::tables::validate_entry(&engine.prog, &engine.prog.tables[ti], e)
-                    .map_err(|err| format!("bad route: {err}"))?;
-            }
-            engine
-                .table_insert_batch(ti, b)
-                .map_err(|err| format!("installing routes failed: {err}"))?;
+            publish(&engine, ti, std::mem::take(&mut batch))?;
         }
     }
     let insert_s = t0.elapsed().as_secs_f64();

@@ -3,7 +3,7 @@
 //! packets towards them, and the same forwarding written directly in Rust
 //! ([`super::forwarding::V6Native`]).
 
-use super::forwarding::{action, lcg, mask128, table, Hand, Setup, V6Native};
+use super::forwarding::{action, lcg, mask128, publish, table, Hand, Setup, V6Native};
 use p4sec_engine::{Backend, Engine};
 use p4sec_ir::{ActionCall, FieldMatch, TableEntry, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -84,14 +84,7 @@ pub(crate) fn setup(routes: u32, backend: Backend) -> Result<Setup, String> {
             priority: 0,
         });
         if batch.len() == 1000 || installed.len() == routes as usize {
-            let b = std::mem::take(&mut batch);
-            for e in &b {
-                p4sec_engine::tables::validate_entry(&engine.prog, &engine.prog.tables[ti], e)
-                    .map_err(|err| format!("bad route: {err}"))?;
-            }
-            engine
-                .table_insert_batch(ti, b)
-                .map_err(|err| format!("installing routes failed: {err}"))?;
+            publish(&engine, ti, std::mem::take(&mut batch))?;
         }
     }
     let insert_s = t0.elapsed().as_secs_f64();
