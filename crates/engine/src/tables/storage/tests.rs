@@ -158,21 +158,32 @@ fn lpm_hits_agree_with_and_without_hit_maps() {
     assert!(hits > 100, "{hits} of the keys hit");
 }
 
-/// The entry a scan of `d`'s entries finds for key `key` (a word per field): the longest prefix
-/// among the entries every field of which matches.
-fn longest_match(d: &TableData, t: &Table, key: &[u64]) -> Option<usize> {
-    let lpm = t.keys.iter().position(|k| k.kind == MatchKind::Lpm)?;
+/// The entry a scan of `d`'s entries finds for packed key `key` (each field in its words, as
+/// many as its width takes): the longest prefix among the entries every field of which matches
+/// (the only match of a table without an LPM key).
+pub(super) fn longest_match(d: &TableData, t: &Table, key: &[u64]) -> Option<usize> {
+    let lpm = t.keys.iter().position(|k| k.kind == MatchKind::Lpm);
+    let mut off = 0;
+    let layout: Vec<(usize, usize)> = t
+        .keys
+        .iter()
+        .map(|k| {
+            let w = k.width.div_ceil(64) as usize;
+            off += w;
+            (off - w, w)
+        })
+        .collect();
     (0..d.entries.len())
         .filter(|&i| {
             let e = &d.entries[i].entry;
             e.matches
                 .iter()
                 .zip(&t.keys)
-                .enumerate()
-                .all(|(f, (m, k))| super::super::field_matches(m, &key[f..f + 1], k.width))
+                .zip(&layout)
+                .all(|((m, k), &(o, w))| super::super::field_matches(m, &key[o..o + w], k.width))
         })
-        .max_by_key(|&i| match &d.entries[i].entry.matches[lpm] {
-            FieldMatch::Lpm { prefix_len, .. } => *prefix_len,
+        .max_by_key(|&i| match lpm.map(|l| &d.entries[i].entry.matches[l]) {
+            Some(FieldMatch::Lpm { prefix_len, .. }) => *prefix_len,
             _ => 0,
         })
 }

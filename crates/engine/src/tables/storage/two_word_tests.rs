@@ -1,6 +1,7 @@
 //! Tests of tables whose packed key takes two words (an IPv6 destination, or two exact keys of at
 //! most 64 bits): their maps hold the words as a pair ([`super::super::keys::KeyMap::Two`]).
 
+use super::tests::longest_match;
 use super::*;
 use p4sec_ir::Value;
 
@@ -15,34 +16,6 @@ fn v128(x: u128) -> Value {
 /// The mask of the top `len` bits of 128.
 fn mask(len: u32) -> u128 {
     u128::MAX.checked_shl(128 - len).unwrap_or(0)
-}
-
-/// The entries of `d` whose every field matches `key` (a packed key), best first: the longest
-/// prefix (LPM tables), or the only one (exact tables).
-fn scan(d: &TableData, t: &Table, key: &[u64]) -> Option<usize> {
-    let mut off = 0;
-    let layout: Vec<(usize, usize)> = t
-        .keys
-        .iter()
-        .map(|k| {
-            let w = k.width.div_ceil(64) as usize;
-            off += w;
-            (off - w, w)
-        })
-        .collect();
-    (0..d.entries.len())
-        .filter(|&i| {
-            let e = &d.entries[i].entry;
-            e.matches
-                .iter()
-                .zip(&t.keys)
-                .zip(&layout)
-                .all(|((m, k), &(o, w))| super::super::field_matches(m, &key[o..o + w], k.width))
-        })
-        .max_by_key(|&i| match &d.entries[i].entry.matches[0] {
-            FieldMatch::Lpm { prefix_len, .. } => *prefix_len,
-            _ => 0,
-        })
 }
 
 /// An LPM table of one 128-bit key (IPv6 routes, lengths 0 to 128 with some on either side of
@@ -99,7 +72,7 @@ fn ipv6_routes_agree_with_a_scan() {
             None => addr(x) ^ (1 << (x % 128)),
         };
         let i = d.lookup(&t, &key(dst));
-        assert_eq!(i, scan(&d, &t, &key(dst)), "{dst:#x}");
+        assert_eq!(i, longest_match(&d, &t, &key(dst)), "{dst:#x}");
         if i.is_some() {
             found += 1;
         } else {
@@ -112,7 +85,10 @@ fn ipv6_routes_agree_with_a_scan() {
         d.delete(&t, &route(p, l, 1)).unwrap();
     }
     let beside = addr(77) ^ (1 << 127);
-    assert_eq!(d.lookup(&t, &key(beside)), scan(&d, &t, &key(beside)));
+    assert_eq!(
+        d.lookup(&t, &key(beside)),
+        longest_match(&d, &t, &key(beside))
+    );
     assert!(missed > 0 || d.lookup(&t, &key(beside)).is_none());
 }
 
@@ -150,7 +126,7 @@ fn two_exact_keys_agree_with_a_scan() {
     for (n, &(a, b)) in keys.iter().enumerate() {
         for k in [[a, b], [a ^ 1, b], [a, b ^ (1 << 47)]] {
             let i = d.lookup(&t, &k);
-            assert_eq!(i, scan(&d, &t, &k), "{k:?}");
+            assert_eq!(i, longest_match(&d, &t, &k), "{k:?}");
             if k == [a, b] {
                 assert_eq!(i.is_some(), n % 3 != 0, "{k:?}");
             }
