@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::{frames, rng};
+
 use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,13 +32,6 @@ fn programs() -> Vec<PathBuf> {
     }
     v.sort();
     v
-}
-
-fn rng(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
 }
 
 /// A well-formed frame: Ethernet, IPv4 (checksum right), TCP or UDP, a payload.
@@ -92,14 +87,9 @@ fn frame(n: u32, seed: &mut u64) -> Vec<u8> {
     }
 }
 
-fn frames(out: &Outputs) -> Vec<(u32, Vec<u8>)> {
-    out.iter().map(|(p, b)| (p, b.to_vec())).collect()
-}
-
 #[test]
 fn native_engine_emits_what_the_closure_engine_emits() {
-    let mut all_externs = p4sec_externs::p4::registry();
-    all_externs.extend(p4sec_engine::test_externs::registry());
+    let all_externs = common::all_externs();
     let (mut programs_run, mut frames_compared) = (0, 0);
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     for p in programs() {

@@ -13,18 +13,13 @@
 
 mod common;
 
+use common::{frames, rng};
+
 use p4sec_engine::{Backend, Engine, Outputs, Worker};
 use p4sec_ir::{ActionCall, FieldMatch, Implementation, MatchKind, Program, TableEntry, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-fn rng(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
 
 /// The `.p4` files of `dir`, sorted.
 fn p4_files(dir: &Path) -> Vec<PathBuf> {
@@ -394,17 +389,12 @@ fn state(e: &Engine) -> Vec<String> {
 /// Cells of each register and counter compared.
 const STATE_CELLS: usize = 512;
 
-fn frames(out: &Outputs) -> Vec<(u32, Vec<u8>)> {
-    out.iter().map(|(p, b)| (p, b.to_vec())).collect()
-}
-
 /// Entries installed per table at most (a table missed more often keeps its misses).
 const PER_TABLE: usize = 48;
 
 #[test]
 fn native_engine_emits_what_the_closure_engine_emits_with_entries() {
-    let mut all_externs = p4sec_externs::p4::registry();
-    all_externs.extend(p4sec_engine::test_externs::registry());
+    let all_externs = common::all_externs();
     let (mut programs_run, mut frames_compared, mut installed) = (0, 0, 0usize);
     let mut states_compared = 0usize;
     // modifies, deletes, defaults changed, none

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::rng;
+
 use p4sec_engine::{Engine, Outputs, Worker};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,13 +24,6 @@ fn corpus() -> Option<Vec<PathBuf>> {
         .collect();
     v.sort();
     Some(v)
-}
-
-fn rng(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
 }
 
 #[test]

@@ -52,3 +52,23 @@ pub fn shared(rel: &str) -> Option<PathBuf> {
     let _ = writeln!(std::io::stderr(), "skipped {test}: {msg}");
     None
 }
+
+/// The tests' xorshift generator: the next value of state `s` (not zero).
+pub fn rng(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// The frames of `out` as (port, bytes), to compare one engine's output with another's.
+pub fn frames(out: &p4sec_engine::Outputs) -> Vec<(u32, Vec<u8>)> {
+    out.iter().map(|(p, b)| (p, b.to_vec())).collect()
+}
+
+/// Every extern the switch has and the engine's test externs: what the corpus programs may use.
+pub fn all_externs() -> Vec<Box<dyn p4sec_externs::iface::ExternType>> {
+    let mut r = p4sec_externs::p4::registry();
+    r.extend(p4sec_engine::test_externs::registry());
+    r
+}
